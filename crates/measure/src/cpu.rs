@@ -1,0 +1,210 @@
+//! CPU accounting: system-wide /proc/stat deltas and per-thread rusage.
+
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use virtperf_wire::{CpuDelta, CpuSplit, CpuTimes, ThreadCpu};
+
+/// Raw /proc/stat counters (clock ticks) for every CPU, with the instant they were read.
+#[derive(Debug, Clone)]
+pub struct ProcStat {
+    at: Instant,
+    /// Per CPU: user nice system idle iowait irq softirq steal guest guest_nice.
+    cpus: Vec<[u64; 10]>,
+}
+
+impl ProcStat {
+    /// Reads /proc/stat now.
+    pub fn read() -> Result<ProcStat> {
+        let text = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
+        Self::parse(&text)
+    }
+
+    /// Parses the text of /proc/stat (the per-CPU `cpuN` lines).
+    pub fn parse(text: &str) -> Result<ProcStat> {
+        let mut cpus = Vec::new();
+        for line in text.lines() {
+            let mut it = line.split_ascii_whitespace();
+            let Some(name) = it.next() else { continue };
+            // Skip the aggregate "cpu" line: we sum per-CPU lines ourselves so the total and
+            // the parts always agree.
+            if !name.starts_with("cpu") || name == "cpu" {
+                continue;
+            }
+            let mut v = [0u64; 10];
+            for (slot, field) in v.iter_mut().zip(it) {
+                *slot = field
+                    .parse()
+                    .with_context(|| format!("bad /proc/stat field {field:?} in {name}"))?;
+            }
+            cpus.push(v);
+        }
+        if cpus.is_empty() {
+            bail!("/proc/stat lists no CPUs");
+        }
+        Ok(ProcStat {
+            at: Instant::now(),
+            cpus,
+        })
+    }
+
+    /// CPU time between `self` (earlier) and `later`, in seconds.
+    pub fn delta(&self, later: &ProcStat) -> CpuDelta {
+        let tick = ticks_per_second();
+        let per_cpu: Vec<CpuTimes> = self
+            .cpus
+            .iter()
+            .zip(&later.cpus)
+            .map(|(a, b)| {
+                let d = |i: usize| b[i].saturating_sub(a[i]) as f64 / tick;
+                CpuTimes {
+                    user: d(0),
+                    nice: d(1),
+                    system: d(2),
+                    idle: d(3),
+                    iowait: d(4),
+                    irq: d(5),
+                    softirq: d(6),
+                    steal: d(7),
+                    guest: d(8),
+                    guest_nice: d(9),
+                }
+            })
+            .collect();
+        let mut total = CpuTimes::default();
+        for c in &per_cpu {
+            total.user += c.user;
+            total.nice += c.nice;
+            total.system += c.system;
+            total.idle += c.idle;
+            total.iowait += c.iowait;
+            total.irq += c.irq;
+            total.softirq += c.softirq;
+            total.steal += c.steal;
+            total.guest += c.guest;
+            total.guest_nice += c.guest_nice;
+        }
+        CpuDelta {
+            wall_s: later.at.saturating_duration_since(self.at).as_secs_f64(),
+            ncpus: per_cpu.len() as u32,
+            total,
+            per_cpu,
+        }
+    }
+}
+
+fn ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+/// Percent split of a system-wide delta. Percentages are of all CPUs' time as counted by
+/// the kernel (which may differ slightly from wall time × CPUs because ticks are sampled).
+pub fn split(d: &CpuDelta) -> CpuSplit {
+    let pct = |part: f64, whole: f64| {
+        if whole > 0.0 {
+            100.0 * part / whole
+        } else {
+            0.0
+        }
+    };
+    let t = &d.total;
+    let all = t.total();
+    CpuSplit {
+        user_pct: pct(t.host_user(), all),
+        system_pct: pct(t.system, all),
+        irq_pct: pct(t.irq, all),
+        softirq_pct: pct(t.softirq, all),
+        steal_pct: pct(t.steal, all),
+        guest_pct: pct(t.guest + t.guest_nice, all),
+        idle_pct: pct(t.idle + t.iowait, all),
+        busy_pct: pct(t.busy(), all),
+        per_cpu_busy_pct: d.per_cpu.iter().map(|c| pct(c.busy(), c.total())).collect(),
+    }
+}
+
+/// CPU time consumed so far by the calling thread.
+pub fn thread_cpu() -> ThreadCpu {
+    // SAFETY: getrusage writes into the zeroed struct we own; RUSAGE_THREAD is valid on Linux.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_THREAD, &mut ru) != 0 {
+            return ThreadCpu::default();
+        }
+        ru
+    };
+    let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    ThreadCpu {
+        user_s: secs(ru.ru_utime),
+        system_s: secs(ru.ru_stime),
+    }
+}
+
+/// Thread CPU used since `start` (a value from [`thread_cpu`] on the same thread).
+pub fn thread_cpu_since(start: ThreadCpu) -> ThreadCpu {
+    let now = thread_cpu();
+    ThreadCpu {
+        user_s: (now.user_s - start.user_s).max(0.0),
+        system_s: (now.system_s - start.system_s).max(0.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "cpu  30 0 10 100 0 0 0 0 0 0\n\
+        cpu0 10 0 5 50 0 0 0 0 0 0\n\
+        cpu1 20 0 5 50 0 0 0 0 0 0\nintr 1 2 3\n";
+    const B: &str = "cpu  0 0 0 0 0 0 0 0 0 0\n\
+        cpu0 110 0 55 50 0 10 20 5 40 0\n\
+        cpu1 20 0 5 150 0 0 0 0 0 0\n";
+
+    #[test]
+    fn delta_and_split_match_hand_computation() {
+        let a = ProcStat::parse(A).unwrap();
+        let b = ProcStat::parse(B).unwrap();
+        let d = a.delta(&b);
+        let hz = ticks_per_second();
+        assert_eq!(d.ncpus, 2);
+        // cpu0: user +100 (40 of it guest), system +50, irq +10, softirq +20, steal +5.
+        assert!((d.per_cpu[0].user * hz - 100.0).abs() < 1e-9);
+        assert!((d.total.idle * hz - 100.0).abs() < 1e-9);
+        let s = split(&d);
+        // All time = 100+50+10+20+5 (cpu0) + 100 idle (cpu1) = 285 ticks.
+        let all = 285.0;
+        assert!((s.user_pct - 100.0 * 60.0 / all).abs() < 1e-9);
+        assert!((s.guest_pct - 100.0 * 40.0 / all).abs() < 1e-9);
+        assert!((s.busy_pct - 100.0 * 180.0 / all).abs() < 1e-9);
+        assert!((s.per_cpu_busy_pct[1]).abs() < 1e-9);
+        assert!((s.per_cpu_busy_pct[0] - 100.0 * 180.0 / 185.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        assert!(ProcStat::parse("cpu0 1 x 3").is_err());
+        assert!(ProcStat::parse("intr 1 2").is_err());
+    }
+
+    #[test]
+    fn live_proc_stat_and_thread_cpu_advance() {
+        let a = ProcStat::read().unwrap();
+        let t0 = thread_cpu();
+        let mut x = 0u64;
+        let until = Instant::now() + std::time::Duration::from_millis(60);
+        while Instant::now() < until {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let used = thread_cpu_since(t0);
+        let d = a.delta(&ProcStat::read().unwrap());
+        assert!(used.total_s() > 0.02, "spun 60 ms, rusage says {used:?}");
+        assert!(d.wall_s >= 0.06);
+        assert!(d.ncpus >= 1);
+    }
+}

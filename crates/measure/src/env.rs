@@ -1,0 +1,373 @@
+//! The environment fingerprint: everything about this machine that shapes a network or
+//! message-passing number, so a stored result always says what produced it.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+use std::time::Instant;
+
+use virtperf_wire::{Env, IdleState};
+
+/// Sysctls recorded with every result: buffer sizes, busy polling, congestion control and
+/// the settings that decide how loopback connections are recycled.
+const SYSCTLS: &[&str] = &[
+    "net.core.busy_poll",
+    "net.core.busy_read",
+    "net.core.default_qdisc",
+    "net.core.netdev_max_backlog",
+    "net.core.rmem_default",
+    "net.core.rmem_max",
+    "net.core.wmem_default",
+    "net.core.wmem_max",
+    "net.ipv4.tcp_congestion_control",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+    "net.ipv4.tcp_autocorking",
+    "net.ipv4.tcp_low_latency",
+    "net.ipv4.tcp_tw_reuse",
+    "net.ipv4.ip_local_port_range",
+    "kernel.sched_autogroup_enabled",
+];
+
+/// Module parameters that steer halting and halt polling, host side (`kvm.*`) and guest side
+/// (`haltpoll.*`, the cpuidle-haltpoll driver).
+const HALT_POLL_PARAMS: &[&str] = &[
+    "kvm/parameters/halt_poll_ns",
+    "kvm/parameters/halt_poll_ns_grow",
+    "kvm/parameters/halt_poll_ns_shrink",
+    "haltpoll/parameters/guest_halt_poll_ns",
+    "haltpoll/parameters/guest_halt_poll_grow",
+    "haltpoll/parameters/guest_halt_poll_shrink",
+    "haltpoll/parameters/guest_halt_poll_allow_shrink",
+    "cpuidle_haltpoll/parameters/force",
+];
+
+fn read_trim(p: impl AsRef<Path>) -> Option<String> {
+    fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// Reads a sysctl by its dotted name, e.g. `net.core.busy_poll`.
+pub fn sysctl(name: &str) -> Option<String> {
+    read_trim(format!("/proc/sys/{}", name.replace('.', "/")))
+        .map(|v| v.split_ascii_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// Collects the fingerprint of this machine. Takes a few milliseconds (it times the clock).
+pub fn fingerprint() -> Env {
+    let uts = uname();
+    let cpus = online_cpus();
+    let idle_states = idle_states();
+    let cpuidle_driver = read_trim("/sys/devices/system/cpu/cpuidle/current_driver");
+    let cpuidle_governor = read_trim("/sys/devices/system/cpu/cpuidle/current_governor")
+        .or_else(|| read_trim("/sys/devices/system/cpu/cpuidle/current_governor_ro"));
+    let mut halt_poll = BTreeMap::new();
+    for p in HALT_POLL_PARAMS {
+        if let Some(v) = read_trim(format!("/sys/module/{p}")) {
+            let name = p.replace("/parameters/", ".");
+            halt_poll.insert(name, v);
+        }
+    }
+    let idle_explained = explain_idle(
+        cpuidle_driver.as_deref(),
+        cpuidle_governor.as_deref(),
+        &idle_states,
+        &halt_poll,
+    );
+    let sysctls = SYSCTLS
+        .iter()
+        .filter_map(|n| sysctl(n).map(|v| (n.to_string(), v)))
+        .collect();
+    let dmi = match (
+        read_trim("/sys/class/dmi/id/sys_vendor"),
+        read_trim("/sys/class/dmi/id/product_name"),
+    ) {
+        (Some(v), Some(p)) => Some(format!("{v} {p}")),
+        (a, b) => a.or(b),
+    };
+    Env {
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        git_commit: option_env!("VIRTPERF_GIT_COMMIT").map(str::to_string),
+        hostname: uts.nodename,
+        boot_id: read_trim("/proc/sys/kernel/random/boot_id").unwrap_or_default(),
+        kernel: uts.release,
+        kernel_build: uts.version,
+        arch: uts.machine,
+        cpu_model: cpu_model(),
+        cpus,
+        hypervisor: cpuid_hypervisor(),
+        hypervisor_sys: read_trim("/sys/hypervisor/type"),
+        dmi,
+        cmdline: read_trim("/proc/cmdline").unwrap_or_default(),
+        clocksource: read_trim(
+            "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+        )
+        .unwrap_or_else(|| "unknown".into()),
+        clock_read_ns: clock_read_ns(),
+        nohz: nohz_mode(),
+        cpuidle_driver,
+        cpuidle_governor,
+        idle_states,
+        idle_explained,
+        cpufreq_governor: read_trim("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        kvm_available: fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/kvm")
+            .is_ok(),
+        kvm_platform: kvm_platform(),
+        halt_poll,
+        sysctls,
+    }
+}
+
+struct Uts {
+    nodename: String,
+    release: String,
+    version: String,
+    machine: String,
+}
+
+fn uname() -> Uts {
+    // SAFETY: uname fills the zeroed struct we own; the fields are NUL-terminated C strings.
+    let u = unsafe {
+        let mut u: libc::utsname = std::mem::zeroed();
+        libc::uname(&mut u);
+        u
+    };
+    let s = |f: &[libc::c_char]| {
+        let bytes: Vec<u8> = f
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    Uts {
+        nodename: s(&u.nodename),
+        release: s(&u.release),
+        version: s(&u.version),
+        machine: s(&u.machine),
+    }
+}
+
+/// Number of CPUs online.
+pub fn online_cpus() -> u32 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    n.max(1) as u32
+}
+
+fn cpu_model() -> String {
+    fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Hypervisor vendor signature from CPUID leaf 0x40000000, if the hypervisor bit
+/// (leaf 1, ECX bit 31) is set.
+#[cfg(target_arch = "x86_64")]
+fn cpuid_hypervisor() -> Option<String> {
+    use std::arch::x86_64::__cpuid;
+    // CPUID is available on every x86_64 CPU (safe since Rust 1.87).
+    let leaf1 = __cpuid(1);
+    if leaf1.ecx & (1 << 31) == 0 {
+        return None;
+    }
+    // Leaves >= 0x40000000 are reserved for hypervisors and harmless to query.
+    let r = __cpuid(0x4000_0000);
+    let mut sig = Vec::with_capacity(12);
+    for reg in [r.ebx, r.ecx, r.edx] {
+        sig.extend_from_slice(&reg.to_le_bytes());
+    }
+    let s: String = String::from_utf8_lossy(&sig)
+        .trim_matches(char::from(0))
+        .trim()
+        .to_string();
+    Some(if s.is_empty() { "unknown".into() } else { s })
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn cpuid_hypervisor() -> Option<String> {
+    None
+}
+
+/// Which KVM implementation backs /dev/kvm: the vendor module that is loaded.
+fn kvm_platform() -> Option<String> {
+    if !Path::new("/dev/kvm").exists() {
+        return None;
+    }
+    for (module, name) in [("kvm_intel", "vmx"), ("kvm_amd", "svm"), ("kvm_pvm", "pvm")] {
+        if Path::new("/sys/module").join(module).exists() {
+            return Some(name.into());
+        }
+    }
+    Some("unknown".into())
+}
+
+/// Tick mode, from nohz_full and the kernel config where readable.
+fn nohz_mode() -> String {
+    if let Some(full) = read_trim("/sys/devices/system/cpu/nohz_full") {
+        if full != "(null)" {
+            return format!("full (nohz_full={full})");
+        }
+    }
+    let cmdline = read_trim("/proc/cmdline").unwrap_or_default();
+    if cmdline.split_whitespace().any(|a| a == "nohz=off") {
+        return "periodic (nohz=off)".into();
+    }
+    if let Some(cfg) = kernel_config() {
+        let has = |k: &str| cfg.lines().any(|l| l == format!("{k}=y"));
+        if has("CONFIG_NO_HZ_FULL") {
+            return "idle (CONFIG_NO_HZ_FULL built, no nohz_full CPUs)".into();
+        }
+        if has("CONFIG_NO_HZ_IDLE") {
+            return "idle (CONFIG_NO_HZ_IDLE)".into();
+        }
+        if has("CONFIG_HZ_PERIODIC") {
+            return "periodic (CONFIG_HZ_PERIODIC)".into();
+        }
+    }
+    "unknown".into()
+}
+
+fn kernel_config() -> Option<String> {
+    let release = uname().release;
+    if let Ok(t) = fs::read_to_string(format!("/boot/config-{release}")) {
+        return Some(t);
+    }
+    // /proc/config.gz is gzip; decompress with the `flate2` that hdrhistogram already pulls in
+    // would add a direct dependency for one field, so shell out to zcat when it exists.
+    let out = std::process::Command::new("zcat")
+        .arg("/proc/config.gz")
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn idle_states() -> Vec<IdleState> {
+    let mut out = Vec::new();
+    for i in 0.. {
+        let dir = format!("/sys/devices/system/cpu/cpu0/cpuidle/state{i}");
+        let Some(name) = read_trim(format!("{dir}/name")) else {
+            break;
+        };
+        out.push(IdleState {
+            name,
+            latency_us: read_trim(format!("{dir}/latency"))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+            disabled: read_trim(format!("{dir}/disable")).as_deref() == Some("1"),
+        });
+    }
+    out
+}
+
+/// The idle path in plain words: what a CPU with nothing to do does, and so how long a
+/// wake-up costs.
+fn explain_idle(
+    driver: Option<&str>,
+    governor: Option<&str>,
+    states: &[IdleState],
+    halt_poll: &BTreeMap<String, String>,
+) -> String {
+    let enabled: Vec<&str> = states
+        .iter()
+        .filter(|s| !s.disabled)
+        .map(|s| s.name.as_str())
+        .collect();
+    let mut s = match driver {
+        None | Some("none") => {
+            "No cpuidle driver: an idle CPU runs the architecture's default idle (HLT), so every wake-up of a halted vCPU goes through the hypervisor.".to_string()
+        }
+        Some("haltpoll") => {
+            let poll = halt_poll
+                .get("haltpoll.guest_halt_poll_ns")
+                .map(String::as_str)
+                .unwrap_or("?");
+            let shrink = halt_poll
+                .get("haltpoll.guest_halt_poll_allow_shrink")
+                .map(String::as_str)
+                .unwrap_or("?");
+            if poll == "0" {
+                "cpuidle-haltpoll driver with guest_halt_poll_ns=0: an idle vCPU halts at once (HLT exits to the hypervisor), so a cross-CPU wake-up pays the host's IPI and scheduling cost.".to_string()
+            } else {
+                format!("cpuidle-haltpoll driver: an idle vCPU first polls for up to guest_halt_poll_ns={poll} ns (adaptive, allow_shrink={shrink}) before halting; wake-ups within the window avoid a VM exit at the cost of CPU time.")
+            }
+        }
+        Some(d) => format!(
+            "cpuidle driver {d}: an idle CPU enters the deepest state the governor expects to be worth its exit latency."
+        ),
+    };
+    if let Some(g) = governor {
+        s.push_str(&format!(" Governor: {g}."));
+    }
+    if !states.is_empty() {
+        s.push_str(&format!(" Enabled states: {}.", enabled.join(", ")));
+    }
+    if let Some(v) = halt_poll.get("kvm.halt_poll_ns") {
+        s.push_str(&format!(
+            " As a KVM host, halted guest vCPUs are polled for up to kvm.halt_poll_ns={v} ns before the host schedules them out."
+        ));
+    }
+    s
+}
+
+/// Mean cost of one monotonic clock read (`Instant::now`, i.e. clock_gettime through the
+/// vDSO when the clocksource allows), in nanoseconds. Latency samples carry this overhead.
+pub fn clock_read_ns() -> f64 {
+    const N: u32 = 200_000;
+    let mut best = f64::MAX;
+    // Best of three passes: a pass interrupted by the scheduler overstates the cost.
+    for _ in 0..3 {
+        let t0 = Instant::now();
+        let mut last = t0;
+        for _ in 0..N {
+            last = std::hint::black_box(Instant::now());
+        }
+        let per = last.duration_since(t0).as_nanos() as f64 / f64::from(N);
+        best = best.min(per);
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprint_has_the_basics() {
+        let e = fingerprint();
+        assert!(!e.kernel.is_empty());
+        assert!(e.cpus >= 1);
+        assert!(e.clock_read_ns > 0.0 && e.clock_read_ns < 100_000.0);
+        assert!(!e.idle_explained.is_empty());
+        assert!(e.sysctls.contains_key("net.ipv4.tcp_rmem"));
+        assert_eq!(
+            e.sysctls.get("net.core.rmem_max"),
+            sysctl("net.core.rmem_max").as_ref()
+        );
+    }
+
+    #[test]
+    fn idle_explanation_names_the_poll_window() {
+        let mut hp = BTreeMap::new();
+        hp.insert("haltpoll.guest_halt_poll_ns".into(), "50000".into());
+        let s = explain_idle(Some("haltpoll"), Some("haltpoll"), &[], &hp);
+        assert!(s.contains("50000"), "{s}");
+        hp.insert("haltpoll.guest_halt_poll_ns".into(), "0".into());
+        let s = explain_idle(Some("haltpoll"), None, &[], &hp);
+        assert!(s.contains("halts at once"), "{s}");
+    }
+}

@@ -1,0 +1,12 @@
+//! Samplers that wrap a trial: system-wide CPU from /proc/stat, per-thread CPU from
+//! getrusage, latency histograms, clock cost, and the environment fingerprint.
+//!
+//! Nothing here opens a socket; every function reads the kernel's view of this machine.
+
+pub mod cpu;
+pub mod env;
+pub mod latency;
+
+pub use cpu::{split, thread_cpu, ProcStat};
+pub use env::fingerprint;
+pub use latency::{new_histogram, summarize, LatencyHistogram};

@@ -1,0 +1,189 @@
+//! Length-prefixed framing of [`Message`]s.
+//!
+//! Written by hand because it is twelve lines: a `u32` length and a JSON body. The interesting
+//! part is what it refuses (oversized, empty, non-JSON frames) and that it never allocates
+//! before checking the length against the cap.
+
+use std::io::{self, Read, Write};
+
+use crate::message::Message;
+
+/// Largest payload a peer may send. Control messages are small (a result with two
+/// environment fingerprints is a few KiB); 1 MiB leaves room while bounding memory per
+/// connection.
+pub const MAX_MESSAGE: u32 = 1 << 20;
+
+/// Why a frame could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    /// The peer closed the connection cleanly before a frame started.
+    #[error("connection closed by peer")]
+    Closed,
+    /// The announced length exceeds [`MAX_MESSAGE`].
+    #[error("message of {len} bytes exceeds the {max}-byte limit")]
+    TooLarge {
+        /// Announced payload length.
+        len: u32,
+        /// The cap in force.
+        max: u32,
+    },
+    /// A zero-length frame: never produced by a correct peer.
+    #[error("empty message")]
+    Empty,
+    /// The payload is not a valid message.
+    #[error("malformed message: {0}")]
+    Malformed(String),
+    /// The transport failed (includes read timeouts, reported as `WouldBlock`/`TimedOut`).
+    #[error("{0}")]
+    Io(#[from] io::Error),
+}
+
+impl WireError {
+    /// True when the error is a receive timeout on the underlying socket.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, WireError::Io(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut))
+    }
+}
+
+/// Encodes a message as one frame (length prefix included).
+pub fn encode(msg: &Message) -> Vec<u8> {
+    // Serializing our own enum to a Vec cannot fail: no maps with non-string keys, no I/O.
+    let body = serde_json::to_vec(msg).unwrap_or_else(|e| {
+        format!("{{\"type\":\"error\",\"message\":\"encode failed: {e}\"}}").into_bytes()
+    });
+    let mut out = Vec::with_capacity(4 + body.len());
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Decodes one frame from the front of `buf`.
+///
+/// Returns `Ok(None)` when `buf` holds only part of a frame, otherwise the message and the
+/// number of bytes consumed. This is the pure core shared by [`read_message`] and the fuzz
+/// target.
+pub fn decode_frame(buf: &[u8]) -> Result<Option<(Message, usize)>, WireError> {
+    let Some(head) = buf.get(..4) else {
+        return Ok(None);
+    };
+    let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+    check_len(len)?;
+    let end = 4 + len as usize;
+    let Some(body) = buf.get(4..end) else {
+        return Ok(None);
+    };
+    Ok(Some((parse_body(body)?, end)))
+}
+
+fn check_len(len: u32) -> Result<(), WireError> {
+    if len == 0 {
+        return Err(WireError::Empty);
+    }
+    if len > MAX_MESSAGE {
+        return Err(WireError::TooLarge {
+            len,
+            max: MAX_MESSAGE,
+        });
+    }
+    Ok(())
+}
+
+fn parse_body(body: &[u8]) -> Result<Message, WireError> {
+    serde_json::from_slice(body).map_err(|e| WireError::Malformed(e.to_string()))
+}
+
+/// Reads exactly one message. A clean EOF before the first byte is [`WireError::Closed`].
+pub fn read_message<R: Read>(r: &mut R) -> Result<Message, WireError> {
+    let mut head = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match r.read(&mut head[got..]) {
+            Ok(0) if got == 0 => return Err(WireError::Closed),
+            Ok(0) => return Err(WireError::Io(io::ErrorKind::UnexpectedEof.into())),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let len = u32::from_be_bytes(head);
+    check_len(len)?;
+    let mut body = vec![0u8; len as usize];
+    r.read_exact(&mut body)?;
+    parse_body(&body)
+}
+
+/// Writes one message as a single frame.
+pub fn write_message<W: Write>(w: &mut W, msg: &Message) -> Result<(), WireError> {
+    w.write_all(&encode(msg))?;
+    w.flush()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_through_reader() {
+        let msgs = [
+            Message::Start,
+            Message::Ready { data_port: 4242 },
+            Message::Error {
+                message: "nope".into(),
+            },
+        ];
+        let mut buf = Vec::new();
+        for m in &msgs {
+            write_message(&mut buf, m).unwrap();
+        }
+        let mut r = &buf[..];
+        for m in &msgs {
+            assert_eq!(&read_message(&mut r).unwrap(), m);
+        }
+        assert!(matches!(read_message(&mut r), Err(WireError::Closed)));
+    }
+
+    #[test]
+    fn partial_frames_need_more_bytes() {
+        let frame = encode(&Message::Stop);
+        for cut in 0..frame.len() {
+            assert!(decode_frame(&frame[..cut]).unwrap().is_none(), "cut {cut}");
+        }
+        let (m, used) = decode_frame(&frame).unwrap().unwrap();
+        assert_eq!(m, Message::Stop);
+        assert_eq!(used, frame.len());
+    }
+
+    #[test]
+    fn oversized_length_is_refused_before_allocation() {
+        let buf = [0xff, 0xff, 0xff, 0xff];
+        assert!(matches!(
+            read_message(&mut &buf[..]),
+            Err(WireError::TooLarge { len: u32::MAX, .. })
+        ));
+        assert!(matches!(decode_frame(&buf), Err(WireError::TooLarge { .. })));
+    }
+
+    #[test]
+    fn garbage_and_unknown_types_are_malformed() {
+        for body in [&b"not json"[..], br#"{"type":"launch_missiles"}"#, b"{}", b"[1,2]"] {
+            let mut buf = (body.len() as u32).to_be_bytes().to_vec();
+            buf.extend_from_slice(body);
+            assert!(
+                matches!(read_message(&mut &buf[..]), Err(WireError::Malformed(_))),
+                "{body:?}"
+            );
+        }
+        assert!(matches!(decode_frame(&[0, 0, 0, 0]), Err(WireError::Empty)));
+    }
+
+    #[test]
+    fn truncated_body_is_an_io_error_not_a_hang() {
+        let mut frame = encode(&Message::Start);
+        frame.truncate(frame.len() - 1);
+        assert!(matches!(
+            read_message(&mut &frame[..]),
+            Err(WireError::Io(_))
+        ));
+    }
+}

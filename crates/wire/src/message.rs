@@ -1,0 +1,87 @@
+//! Control-protocol messages.
+//!
+//! A test is one control connection:
+//! ```text
+//! client                         agent
+//! Hello{version,token}  ───▶
+//!                       ◀───  Welcome{version,agent}     (or Error, then close)
+//! Fingerprint           ───▶
+//!                       ◀───  Env{env}
+//! Prepare{workload,..}  ───▶
+//!                       ◀───  Ready{data_port}           (agent listens for data connections)
+//!   … client opens data connections …
+//! Start                 ───▶
+//!                       ◀───  Started                    (agent took its CPU snapshot)
+//!   … data flows for the test's duration …
+//! Stop                  ───▶
+//!                       ◀───  Report{side}               (agent's measurement of its half)
+//! ```
+//! Any request may be answered with `Error{message}`, after which the agent closes the
+//! connection. Unknown message types are malformed: the agent answers `Error` and closes.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Env, SideReport, Workload};
+
+/// Version of this protocol. Peers refuse each other unless the numbers are equal.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// One control message. Serialized as JSON with a `type` tag in snake case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Message {
+    /// First message of a client: protocol version and the shared secret, if any.
+    Hello {
+        /// The client's [`PROTOCOL_VERSION`].
+        version: u32,
+        /// Token the agent was started with (`serve --token`), if any.
+        #[serde(default)]
+        token: Option<String>,
+    },
+    /// The agent accepts the client.
+    Welcome {
+        /// The agent's [`PROTOCOL_VERSION`].
+        version: u32,
+        /// Agent software name and version, for the record.
+        agent: String,
+    },
+    /// Ask for the agent machine's environment fingerprint.
+    Fingerprint,
+    /// The agent's environment fingerprint.
+    Env {
+        /// The fingerprint.
+        env: Box<Env>,
+    },
+    /// Set up the server half of a workload.
+    Prepare {
+        /// What to run.
+        workload: Workload,
+        /// Planned duration in milliseconds (0 for workloads bounded by a byte count); the
+        /// agent uses it to bound the test even if the client vanishes.
+        duration_ms: u64,
+        /// CPU to pin the agent's data threads to.
+        #[serde(default)]
+        server_cpu: Option<u32>,
+    },
+    /// The server half listens for data connections on this port.
+    Ready {
+        /// TCP port on the agent's address.
+        data_port: u16,
+    },
+    /// Begin the measured interval.
+    Start,
+    /// The agent has started its measurement.
+    Started,
+    /// End the measured interval and ask for the agent's half of the measurement.
+    Stop,
+    /// The agent's measurement of its half.
+    Report {
+        /// What the agent measured.
+        side: Box<SideReport>,
+    },
+    /// The request failed; the connection closes after this.
+    Error {
+        /// One line saying what went wrong.
+        message: String,
+    },
+}

@@ -1,0 +1,530 @@
+//! Data that crosses the wire or is stored: workloads, measurements, fingerprints, results.
+//!
+//! The JSON field names here are the stable schema documented in `docs/json.md`; rename
+//! nothing without bumping [`RESULT_SCHEMA`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Identifier of the JSON result schema emitted by `--json`.
+pub const RESULT_SCHEMA: &str = "virtperf.result/1";
+
+/// Largest request, response or send size accepted (64 MiB): larger messages only measure
+/// memory allocation.
+pub const MAX_MESSAGE_SIZE: u32 = 64 << 20;
+/// Most parallel flows in one stream test.
+pub const MAX_FLOWS: u32 = 256;
+/// Largest byte count for bulk and http transfers (1 TiB).
+pub const MAX_TRANSFER: u64 = 1 << 40;
+/// Longest test duration accepted (24 h).
+pub const MAX_DURATION_MS: u64 = 24 * 3600 * 1000;
+
+/// A workload and its parameters, as the client asks the agent to serve it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Workload {
+    /// Request/response over one connection (netperf TCP_RR).
+    Rr {
+        /// Request size in bytes.
+        request: u32,
+        /// Response size in bytes.
+        response: u32,
+    },
+    /// A new connection per request/response (netperf TCP_CRR).
+    Crr {
+        /// Request size in bytes.
+        request: u32,
+        /// Response size in bytes.
+        response: u32,
+    },
+    /// Unidirectional stream for a duration (netperf TCP_STREAM, iperf3).
+    Stream {
+        /// Bytes per `send` call.
+        send_size: u32,
+        /// Parallel connections.
+        flows: u32,
+        /// Server sends, client receives (netperf TCP_MAERTS, iperf3 -R).
+        reverse: bool,
+    },
+    /// Move a fixed number of bytes over one connection and time it.
+    Bulk {
+        /// Total bytes to move.
+        bytes: u64,
+        /// Bytes per `send` call.
+        send_size: u32,
+        /// Server sends, client receives.
+        reverse: bool,
+    },
+    /// The agent serves a body of `bytes` bytes over HTTP/1.1.
+    Http {
+        /// Body size in bytes.
+        bytes: u64,
+    },
+}
+
+impl Workload {
+    /// Short name (`rr`, `crr`, `stream`, `bulk`, `http`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Workload::Rr { .. } => "rr",
+            Workload::Crr { .. } => "crr",
+            Workload::Stream { .. } => "stream",
+            Workload::Bulk { .. } => "bulk",
+            Workload::Http { .. } => "http",
+        }
+    }
+
+    /// Checks every parameter against its limits; the message names the bad parameter.
+    /// Both the client (before connecting) and the agent (on `Prepare`) call this.
+    pub fn validate(&self) -> Result<(), String> {
+        fn size(what: &str, v: u32) -> Result<(), String> {
+            if v == 0 || v > MAX_MESSAGE_SIZE {
+                return Err(format!(
+                    "{what} must be between 1 and {MAX_MESSAGE_SIZE} bytes, got {v}"
+                ));
+            }
+            Ok(())
+        }
+        fn bytes(v: u64) -> Result<(), String> {
+            if v == 0 || v > MAX_TRANSFER {
+                return Err(format!(
+                    "byte count must be between 1 and {MAX_TRANSFER}, got {v}"
+                ));
+            }
+            Ok(())
+        }
+        match *self {
+            Workload::Rr { request, response } | Workload::Crr { request, response } => {
+                size("request size", request)?;
+                size("response size", response)
+            }
+            Workload::Stream {
+                send_size, flows, ..
+            } => {
+                size("send size", send_size)?;
+                if flows == 0 || flows > MAX_FLOWS {
+                    return Err(format!(
+                        "flows must be between 1 and {MAX_FLOWS}, got {flows}"
+                    ));
+                }
+                Ok(())
+            }
+            Workload::Bulk {
+                bytes: b,
+                send_size,
+                ..
+            } => {
+                size("send size", send_size)?;
+                bytes(b)
+            }
+            Workload::Http { bytes: b } => bytes(b),
+        }
+    }
+
+    /// True for workloads that run for a duration rather than a byte count.
+    pub fn is_timed(&self) -> bool {
+        matches!(
+            self,
+            Workload::Rr { .. } | Workload::Crr { .. } | Workload::Stream { .. }
+        )
+    }
+}
+
+/// CPU time by /proc/stat category, in seconds, summed over the CPUs it covers.
+///
+/// Note: the kernel counts guest time inside `user` (and guest_nice inside `nice`); the
+/// host-only share is `user - guest`, see [`CpuTimes::host_user`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuTimes {
+    /// Time in user mode, including guest time.
+    pub user: f64,
+    /// Niced user time, including guest_nice.
+    pub nice: f64,
+    /// Kernel time (not interrupts).
+    pub system: f64,
+    /// Idle time.
+    pub idle: f64,
+    /// Idle while I/O was outstanding.
+    pub iowait: f64,
+    /// Hard-interrupt time.
+    pub irq: f64,
+    /// Soft-interrupt time (most of the network stack's receive path).
+    pub softirq: f64,
+    /// Time the hypervisor ran something else while this CPU wanted to run.
+    pub steal: f64,
+    /// Time spent running a guest's vCPU (this host is a hypervisor).
+    pub guest: f64,
+    /// Niced guest time.
+    pub guest_nice: f64,
+}
+
+impl CpuTimes {
+    /// User time that was not guest time.
+    pub fn host_user(&self) -> f64 {
+        (self.user - self.guest).max(0.0) + (self.nice - self.guest_nice).max(0.0)
+    }
+    /// Total of all categories (guest counted once, inside user/nice).
+    pub fn total(&self) -> f64 {
+        self.user
+            + self.nice
+            + self.system
+            + self.idle
+            + self.iowait
+            + self.irq
+            + self.softirq
+            + self.steal
+    }
+    /// Time not idle, not waiting for I/O, and not stolen.
+    pub fn busy(&self) -> f64 {
+        self.user + self.nice + self.system + self.irq + self.softirq
+    }
+}
+
+/// System-wide CPU time over an interval, from /proc/stat.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuDelta {
+    /// Wall-clock length of the interval in seconds.
+    pub wall_s: f64,
+    /// Number of CPUs in the sum.
+    pub ncpus: u32,
+    /// Sum over all CPUs.
+    pub total: CpuTimes,
+    /// Each CPU, in /proc/stat order (index = CPU number as listed there).
+    pub per_cpu: Vec<CpuTimes>,
+}
+
+/// CPU time consumed by a set of threads (the workload's own threads on one side).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThreadCpu {
+    /// User-mode seconds.
+    pub user_s: f64,
+    /// Kernel-mode seconds (includes softirq work done in the thread's context).
+    pub system_s: f64,
+}
+
+impl ThreadCpu {
+    /// Sum of user and system time.
+    pub fn total_s(&self) -> f64 {
+        self.user_s + self.system_s
+    }
+    /// Adds another thread's time.
+    pub fn add(&mut self, o: ThreadCpu) {
+        self.user_s += o.user_s;
+        self.system_s += o.system_s;
+    }
+}
+
+/// Byte counts of one data connection, as seen by one side.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct FlowStats {
+    /// Bytes received on this connection.
+    pub bytes_rx: u64,
+    /// Bytes sent on this connection.
+    pub bytes_tx: u64,
+    /// Seconds from the first byte received to the last (receivers), or from the first send
+    /// to the last (senders).
+    pub active_s: f64,
+}
+
+/// What one side measured of its half of a test.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SideReport {
+    /// Wall-clock seconds between this side's start and stop snapshots.
+    pub elapsed_s: f64,
+    /// System-wide CPU over that interval.
+    pub cpu: CpuDelta,
+    /// CPU used by this side's workload threads.
+    pub threads: ThreadCpu,
+    /// Per data connection counts.
+    pub flows: Vec<FlowStats>,
+    /// Requests served (rr, crr, http).
+    pub transactions: u64,
+}
+
+/// Latency distribution summary, microseconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    /// Number of samples.
+    pub count: u64,
+    /// Arithmetic mean.
+    pub mean_us: f64,
+    /// Standard deviation.
+    pub stdev_us: f64,
+    /// Smallest sample.
+    pub min_us: f64,
+    /// Median.
+    pub p50_us: f64,
+    /// 90th percentile.
+    pub p90_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// 99.9th percentile.
+    pub p999_us: f64,
+    /// Largest sample.
+    pub max_us: f64,
+}
+
+/// Outcome of a request/response workload (rr or crr).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RrOutcome {
+    /// Completed transactions counted by the client.
+    pub transactions: u64,
+    /// Transactions the agent served.
+    pub server_transactions: u64,
+    /// Seconds of the measured interval on the client.
+    pub elapsed_s: f64,
+    /// Transactions per second.
+    pub rate_per_s: f64,
+    /// Per-transaction latency (from the send of the request — for crr the connect — to the
+    /// last byte of the response).
+    pub latency: LatencySummary,
+    /// The full latency histogram in HdrHistogram V2+deflate encoding, base64, nanoseconds.
+    pub histogram: String,
+}
+
+/// One connection of a stream test.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StreamFlow {
+    /// Throughput counted by the receiver, 10^6 bits/s.
+    pub mbps: f64,
+    /// Bytes counted by the receiver.
+    pub receiver_bytes: u64,
+    /// Bytes the sender handed to the kernel.
+    pub sender_bytes: u64,
+    /// Receiver's first-to-last-byte seconds.
+    pub active_s: f64,
+}
+
+/// Outcome of a stream workload.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StreamOutcome {
+    /// `client_to_server` or `server_to_client`.
+    pub direction: String,
+    /// Total receiver-counted throughput, 10^6 bits/s.
+    pub mbps: f64,
+    /// Total bytes counted by the receiver.
+    pub receiver_bytes: u64,
+    /// Total bytes the sender handed to the kernel.
+    pub sender_bytes: u64,
+    /// Receiver's interval (earliest first byte to latest last byte) in seconds.
+    pub elapsed_s: f64,
+    /// Per connection.
+    pub flows: Vec<StreamFlow>,
+}
+
+/// Outcome of a bulk transfer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BulkOutcome {
+    /// `client_to_server` or `server_to_client`.
+    pub direction: String,
+    /// Bytes requested.
+    pub bytes: u64,
+    /// Bytes the receiver counted.
+    pub receiver_bytes: u64,
+    /// Seconds from the first send to the receiver's acknowledgement of the last byte.
+    pub elapsed_s: f64,
+    /// 2^20 bytes per second.
+    pub mib_per_s: f64,
+    /// 10^6 bits per second.
+    pub mbps: f64,
+}
+
+/// One HTTP download.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Download {
+    /// 1-based index.
+    pub index: u32,
+    /// Body bytes received.
+    pub bytes: u64,
+    /// HTTP status code.
+    pub status: u16,
+    /// Seconds from the request to the response head.
+    pub ttfb_s: f64,
+    /// Seconds from the request to the last body byte.
+    pub duration_s: f64,
+    /// 10^6 bytes per second over the whole download.
+    pub mb_per_s: f64,
+}
+
+/// Outcome of an HTTP download series.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HttpOutcome {
+    /// URL downloaded.
+    pub url: String,
+    /// Each download in order.
+    pub downloads: Vec<Download>,
+    /// Mean download duration, seconds.
+    pub mean_duration_s: f64,
+    /// Total body bytes over total download time, 10^6 bytes/s.
+    pub mb_per_s: f64,
+}
+
+/// Workload-specific outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Outcome {
+    /// Request/response.
+    Rr(RrOutcome),
+    /// Connect/request/response.
+    Crr(RrOutcome),
+    /// Stream.
+    Stream(StreamOutcome),
+    /// Bulk transfer.
+    Bulk(BulkOutcome),
+    /// HTTP downloads.
+    Http(HttpOutcome),
+}
+
+/// System-wide CPU split over an interval, in percent of all CPUs' time.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuSplit {
+    /// User time on the host itself (guest time removed).
+    pub user_pct: f64,
+    /// Kernel time.
+    pub system_pct: f64,
+    /// Hard interrupts.
+    pub irq_pct: f64,
+    /// Soft interrupts.
+    pub softirq_pct: f64,
+    /// Stolen by the hypervisor.
+    pub steal_pct: f64,
+    /// Running guests.
+    pub guest_pct: f64,
+    /// Idle (including iowait).
+    pub idle_pct: f64,
+    /// Everything but idle, iowait and steal.
+    pub busy_pct: f64,
+    /// Busy percent of each CPU.
+    pub per_cpu_busy_pct: Vec<f64>,
+}
+
+/// CPU accounting for one side of a test.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SideCpu {
+    /// System-wide split on that side's machine.
+    pub system: CpuSplit,
+    /// User seconds of this side's workload threads.
+    pub process_user_s: f64,
+    /// System seconds of this side's workload threads.
+    pub process_system_s: f64,
+    /// This side's thread CPU in µs per unit (transaction, or KB moved).
+    pub service_demand_us: f64,
+    /// System-wide busy CPU in µs per unit (what netperf -c/-C reports).
+    pub system_service_demand_us: f64,
+}
+
+/// CPU accounting for both sides.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuAccounting {
+    /// Unit of the service demands: `transaction` or `KB` (1024 bytes received).
+    pub unit: String,
+    /// Both sides run on the same kernel (same boot id): their system-wide figures are the
+    /// same machine measured twice, not two machines.
+    pub same_host: bool,
+    /// Client side.
+    pub client: SideCpu,
+    /// Agent side (absent for HTTP tests against a foreign URL).
+    pub server: Option<SideCpu>,
+}
+
+/// Both sides' environment fingerprints.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Envs {
+    /// Where the client ran.
+    pub client: Env,
+    /// Where the agent ran (absent for foreign HTTP URLs).
+    pub server: Option<Env>,
+}
+
+/// The complete result of one workload run: what `--json` prints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestResult {
+    /// Always [`RESULT_SCHEMA`].
+    pub schema: String,
+    /// The workload and its parameters.
+    pub workload: Workload,
+    /// Requested duration in seconds (0 for byte-count workloads).
+    pub duration_s: f64,
+    /// CPU the client's data threads were pinned to.
+    pub client_cpu: Option<u32>,
+    /// CPU the agent's data threads were pinned to.
+    pub server_cpu: Option<u32>,
+    /// Agent address (`host:port`), or the URL for foreign HTTP tests.
+    pub target: String,
+    /// What was measured.
+    pub outcome: Outcome,
+    /// Who used how much CPU.
+    pub cpu: CpuAccounting,
+    /// Both sides' environment.
+    pub env: Envs,
+    /// Things the user should know about these numbers.
+    pub warnings: Vec<String>,
+}
+
+/// One cpuidle state of CPU 0.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IdleState {
+    /// State name (`POLL`, `C1`, `haltpoll`, …).
+    pub name: String,
+    /// Exit latency in µs.
+    pub latency_us: u64,
+    /// Disabled through sysfs.
+    pub disabled: bool,
+}
+
+/// Everything that shapes a network or message-passing number on one machine.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Env {
+    /// virtperf version.
+    pub tool_version: String,
+    /// Git commit the binary was built from, when known.
+    pub git_commit: Option<String>,
+    /// Host name.
+    pub hostname: String,
+    /// Kernel boot id: equal on both sides means the same kernel.
+    pub boot_id: String,
+    /// `uname -r`.
+    pub kernel: String,
+    /// `uname -v`.
+    pub kernel_build: String,
+    /// `uname -m`.
+    pub arch: String,
+    /// CPU model name.
+    pub cpu_model: String,
+    /// Online CPUs.
+    pub cpus: u32,
+    /// Hypervisor vendor from CPUID leaf 0x40000000 (`KVMKVMKVM`, `Microsoft Hv`, …), when
+    /// the CPUID hypervisor bit is set.
+    pub hypervisor: Option<String>,
+    /// /sys/hypervisor/type, when present.
+    pub hypervisor_sys: Option<String>,
+    /// DMI system vendor and product.
+    pub dmi: Option<String>,
+    /// Kernel command line.
+    pub cmdline: String,
+    /// Current clocksource.
+    pub clocksource: String,
+    /// Cost of one monotonic clock read from user space, ns.
+    pub clock_read_ns: f64,
+    /// Tick mode: `periodic`, `idle` (NO_HZ_IDLE) or `full` (NO_HZ_FULL), with its source.
+    pub nohz: String,
+    /// cpuidle driver (`haltpoll`, `acpi_idle`, `intel_idle`, `none`).
+    pub cpuidle_driver: Option<String>,
+    /// cpuidle governor.
+    pub cpuidle_governor: Option<String>,
+    /// CPU 0's idle states.
+    pub idle_states: Vec<IdleState>,
+    /// The idle path in plain words.
+    pub idle_explained: String,
+    /// cpufreq governor of CPU 0.
+    pub cpufreq_governor: Option<String>,
+    /// /dev/kvm present and openable.
+    pub kvm_available: bool,
+    /// The KVM implementation behind /dev/kvm (`vmx`, `svm`, `pvm`).
+    pub kvm_platform: Option<String>,
+    /// Module parameters that steer halting: `kvm.halt_poll_ns`, `haltpoll.guest_halt_poll_ns`, …
+    pub halt_poll: BTreeMap<String, String>,
+    /// Network sysctls that shape these tests.
+    pub sysctls: BTreeMap<String, String>,
+}
