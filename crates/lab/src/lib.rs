@@ -1,1 +1,22 @@
-//! x
+//! Orchestration: the agent (server half of every workload behind the control protocol),
+//! the client side that drives a test against an agent, the local agent that workloads start
+//! when no `--host` is given, and the assembly of both sides' measurements into one result.
+//!
+//! Dependencies point down: `lab` uses `load` (engines), `measure` (samplers) and `wire`
+//! (protocol and types); nothing below knows about `lab`.
+
+pub mod agent;
+pub mod assemble;
+pub mod client;
+pub mod local;
+mod side;
+
+use std::time::Duration;
+
+/// How long a peer may stay silent during connection set-up (hello, prepare, start).
+pub const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Receive/send timeout on data connections: a peer silent this long has gone away.
+pub const DATA_TIMEOUT: Duration = Duration::from_secs(10);
+/// Extra time beyond a test's planned duration before the agent gives up on a client that
+/// never sends `Stop`.
+pub const STOP_GRACE: Duration = Duration::from_secs(30);

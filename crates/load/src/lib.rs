@@ -1,1 +1,31 @@
-//! x
+//! Workload engines: the data-plane halves of each workload, client and server.
+//!
+//! Each engine runs on the calling thread over sockets it is given, stops when a shared flag
+//! is raised (or its byte count is reached), and returns what it counted. Engines know nothing
+//! of the control protocol, of CPU accounting or of storage: `lab` wraps them. Keeping the
+//! inner loops here, apart, keeps them short enough to read for what they cost per
+//! iteration: one atomic load, the syscalls, and for rr/crr one clock read and one histogram
+//! increment per transaction.
+
+pub mod bulk;
+pub mod crr;
+pub mod http;
+pub mod rr;
+pub mod sock;
+pub mod stream;
+
+use std::time::Duration;
+
+/// What one engine half counted on one connection (or, for crr/http, over all of them).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Counts {
+    /// Bytes read.
+    pub bytes_rx: u64,
+    /// Bytes written.
+    pub bytes_tx: u64,
+    /// Completed transactions (rr, crr, http requests served).
+    pub transactions: u64,
+    /// From the first byte moved to the last (receivers count from their first received
+    /// byte), or the engine's whole run for rr/crr.
+    pub active: Duration,
+}

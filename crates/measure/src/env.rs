@@ -101,10 +101,8 @@ pub fn fingerprint() -> Env {
         hypervisor_sys: read_trim("/sys/hypervisor/type"),
         dmi,
         cmdline: read_trim("/proc/cmdline").unwrap_or_default(),
-        clocksource: read_trim(
-            "/sys/devices/system/clocksource/clocksource0/current_clocksource",
-        )
-        .unwrap_or_else(|| "unknown".into()),
+        clocksource: read_trim("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .unwrap_or_else(|| "unknown".into()),
         clock_read_ns: clock_read_ns(),
         nohz: nohz_mode(),
         cpuidle_driver,

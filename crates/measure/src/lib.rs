@@ -6,6 +6,7 @@
 pub mod cpu;
 pub mod env;
 pub mod latency;
+pub use cpu::thread_cpu_since;
 
 pub use cpu::{split, thread_cpu, ProcStat};
 pub use env::fingerprint;

@@ -161,12 +161,20 @@ mod tests {
             read_message(&mut &buf[..]),
             Err(WireError::TooLarge { len: u32::MAX, .. })
         ));
-        assert!(matches!(decode_frame(&buf), Err(WireError::TooLarge { .. })));
+        assert!(matches!(
+            decode_frame(&buf),
+            Err(WireError::TooLarge { .. })
+        ));
     }
 
     #[test]
     fn garbage_and_unknown_types_are_malformed() {
-        for body in [&b"not json"[..], br#"{"type":"launch_missiles"}"#, b"{}", b"[1,2]"] {
+        for body in [
+            &b"not json"[..],
+            br#"{"type":"launch_missiles"}"#,
+            b"{}",
+            b"[1,2]",
+        ] {
             let mut buf = (body.len() as u32).to_be_bytes().to_vec();
             buf.extend_from_slice(body);
             assert!(

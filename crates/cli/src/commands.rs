@@ -1,0 +1,173 @@
+//! One function per subcommand: turn arguments into a plan, run it, render the result.
+
+use std::io::Read;
+use std::time::Duration;
+
+use anyhow::{anyhow, Result};
+use virtperf_lab::agent::{self, AgentConfig};
+use virtperf_lab::client::{self, Plan, Target};
+use virtperf_lab::local::LocalAgent;
+use virtperf_wire::{TestResult, Workload};
+
+use crate::args::{BulkArgs, Common, EnvArgs, HttpArgs, RrArgs, ServeArgs, StreamArgs};
+use crate::progress::Progress;
+use crate::render;
+
+/// `virtperf serve`
+pub fn serve(a: ServeArgs) -> Result<()> {
+    let cfg = AgentConfig {
+        bind: a.bind,
+        port: a.port,
+        token: a.token,
+        max_clients: a.max_clients as usize,
+        verbose: !a.quiet,
+    };
+    let listener = agent::bind(&cfg)?;
+    let addr = listener.local_addr()?;
+    if a.announce {
+        println!("listening on {addr}");
+    } else {
+        eprintln!(
+            "virtperf agent listening on {addr} (protocol v{})",
+            virtperf_wire::PROTOCOL_VERSION
+        );
+    }
+    if a.exit_on_eof {
+        // Our parent holds our stdin; when it goes away, so do we.
+        std::thread::spawn(|| {
+            let mut sink = [0u8; 64];
+            let mut stdin = std::io::stdin();
+            while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+            std::process::exit(0);
+        });
+    }
+    agent::serve(listener, cfg)
+}
+
+/// `virtperf env`
+pub fn env(a: EnvArgs) -> Result<()> {
+    let env = match a.host {
+        Some(host) => client::remote_env(&Target {
+            host,
+            port: a.conn.port,
+            token: a.conn.token,
+        })?,
+        None => virtperf_measure::fingerprint(),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&env)?);
+    } else {
+        print!("{}", render::env(&env));
+    }
+    Ok(())
+}
+
+/// Runs a plan against `--host`, or against a private local agent.
+fn execute(common: &Common, plan: Plan) -> Result<()> {
+    plan.validate()?;
+    let progress = Progress::new(plan.workload.name(), common.json);
+    let cb = |f: Option<f64>| progress.update(f);
+    let result = match &common.host {
+        Some(host) => client::run(
+            &Target {
+                host: host.clone(),
+                port: common.conn.port,
+                token: common.conn.token.clone(),
+            },
+            &plan,
+            &cb,
+        )?,
+        None => {
+            let local = LocalAgent::start()?;
+            client::run(
+                &Target {
+                    host: local.addr.ip().to_string(),
+                    port: local.addr.port(),
+                    token: Some(local.token.clone()),
+                },
+                &plan,
+                &cb,
+            )?
+        }
+    };
+    drop(progress);
+    output(&result, common.json, common.host.is_none())
+}
+
+fn output(r: &TestResult, json: bool, local: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+    } else {
+        print!("{}", render::result(r, local));
+    }
+    Ok(())
+}
+
+fn plan(common: &Common, workload: Workload, duration: Duration, count: u32) -> Plan {
+    let (client_cpu, server_cpu) = common.cpus.unwrap_or((None, None));
+    Plan {
+        workload,
+        duration,
+        client_cpu,
+        server_cpu,
+        count,
+    }
+}
+
+/// `virtperf rr`
+pub fn rr(a: RrArgs) -> Result<()> {
+    let w = Workload::Rr {
+        request: a.size.0,
+        response: a.size.1,
+    };
+    execute(&a.common, plan(&a.common, w, a.duration, 0))
+}
+
+/// `virtperf crr`
+pub fn crr(a: RrArgs) -> Result<()> {
+    let w = Workload::Crr {
+        request: a.size.0,
+        response: a.size.1,
+    };
+    execute(&a.common, plan(&a.common, w, a.duration, 0))
+}
+
+/// `virtperf stream`
+pub fn stream(a: StreamArgs) -> Result<()> {
+    let w = Workload::Stream {
+        send_size: a.send_size,
+        flows: a.flows,
+        reverse: a.reverse,
+    };
+    execute(&a.common, plan(&a.common, w, a.duration, 0))
+}
+
+/// `virtperf bulk`
+pub fn bulk(a: BulkArgs) -> Result<()> {
+    let w = Workload::Bulk {
+        bytes: a.bytes,
+        send_size: a.send_size,
+        reverse: a.reverse,
+    };
+    execute(&a.common, plan(&a.common, w, Duration::ZERO, 0))
+}
+
+/// `virtperf http`
+pub fn http(a: HttpArgs) -> Result<()> {
+    if let Some(url) = &a.url {
+        if a.common.cpus.is_some() {
+            return Err(anyhow!(
+                "--cpus cannot be used with --url (no agent to pin)"
+            ));
+        }
+        let progress = Progress::new("http", a.common.json);
+        let r = client::run_url(url, a.count, &|f| progress.update(f))?;
+        drop(progress);
+        return output(&r, a.common.json, false);
+    }
+    let bytes = a
+        .bytes
+        .ok_or_else(|| anyhow!("--bytes is required (or give --url)"))?;
+    let w = Workload::Http { bytes };
+    execute(&a.common, plan(&a.common, w, Duration::ZERO, a.count))
+}

@@ -1,0 +1,276 @@
+//! Human-readable output: compact tables. (Machine-readable output is the `TestResult`
+//! serialized as JSON; see docs/json.md.)
+
+use std::fmt::Write;
+
+use virtperf_wire::{Env, Outcome, SideCpu, TestResult, Workload};
+
+fn bytes(n: u64) -> String {
+    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < U.len() - 1 && v.fract() == 0.0 && (v / 1024.0).fract() == 0.0 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 && n >= 10_000_000 {
+        return format!("{:.1} MB", n as f64 / 1e6);
+    }
+    format!("{v} {}", U[i])
+}
+
+fn header(r: &TestResult, local: bool) -> String {
+    let what = match &r.workload {
+        Workload::Rr { request, response } | Workload::Crr { request, response } => {
+            format!("{} B request / {} B response", request, response)
+        }
+        Workload::Stream {
+            send_size,
+            flows,
+            reverse,
+        } => format!(
+            "{} sends, {flows} flow{}, {}",
+            bytes(u64::from(*send_size)),
+            if *flows == 1 { "" } else { "s" },
+            if *reverse {
+                "server→client"
+            } else {
+                "client→server"
+            }
+        ),
+        Workload::Bulk {
+            bytes: b, reverse, ..
+        } => format!(
+            "{}, {}",
+            bytes(*b),
+            if *reverse {
+                "server→client"
+            } else {
+                "client→server"
+            }
+        ),
+        Workload::Http { bytes: b } => format!("{} body", bytes(*b)),
+    };
+    let mut s = format!("virtperf {}  {what}", r.workload.name());
+    if r.duration_s > 0.0 {
+        let _ = write!(s, "  {:.1} s", r.duration_s);
+    }
+    let _ = write!(
+        s,
+        "  agent {}{}",
+        r.target,
+        if local { " (local)" } else { "" }
+    );
+    if r.client_cpu.is_some() || r.server_cpu.is_some() {
+        let c = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
+        let _ = write!(s, "  cpus {},{}", c(r.client_cpu), c(r.server_cpu));
+    }
+    s.push('\n');
+    s
+}
+
+fn cpu_table(r: &TestResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "  {:<7} {:>6} {:>6} {:>5} {:>6} {:>6} {:>6} {:>6} │ {:>8} {:>8} │ {:>10} {:>10}",
+        "CPU %",
+        "user",
+        "sys",
+        "irq",
+        "soft",
+        "steal",
+        "guest",
+        "busy",
+        "own usr",
+        "own sys",
+        format!("µs/{}", short_unit(&r.cpu.unit)),
+        "sys µs/"
+    );
+    let row = |s: &mut String, name: &str, c: &SideCpu| {
+        let x = &c.system;
+        let _ = writeln!(
+            s,
+            "  {:<7} {:>6.1} {:>6.1} {:>5.1} {:>6.1} {:>6.1} {:>6.1} {:>6.1} │ {:>7.2}s {:>7.2}s │ {:>10.3} {:>10.3}",
+            name,
+            x.user_pct,
+            x.system_pct,
+            x.irq_pct,
+            x.softirq_pct,
+            x.steal_pct,
+            x.guest_pct,
+            x.busy_pct,
+            c.process_user_s,
+            c.process_system_s,
+            c.service_demand_us,
+            c.system_service_demand_us
+        );
+    };
+    row(&mut s, "client", &r.cpu.client);
+    if let Some(sv) = &r.cpu.server {
+        row(&mut s, "server", sv);
+    }
+    if r.cpu.same_host {
+        let _ = writeln!(
+            s,
+            "  (one kernel for both sides: the system-wide split is the same machine; `own` and µs/{} are each side's own threads)",
+            short_unit(&r.cpu.unit)
+        );
+    }
+    s
+}
+
+fn short_unit(u: &str) -> &str {
+    if u == "transaction" {
+        "tr"
+    } else {
+        u
+    }
+}
+
+/// Renders a test result.
+pub fn result(r: &TestResult, local: bool) -> String {
+    let mut s = header(r, local);
+    match &r.outcome {
+        Outcome::Rr(o) | Outcome::Crr(o) => {
+            let l = &o.latency;
+            let _ = writeln!(
+                s,
+                "  {:>12} {:>12} │ latency µs {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}",
+                "trans/s", "transactions", "mean", "min", "p50", "p90", "p99", "p99.9", "max"
+            );
+            let _ = writeln!(
+                s,
+                "  {:>12.1} {:>12} │ {:>19.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2}",
+                o.rate_per_s,
+                o.transactions,
+                l.mean_us,
+                l.min_us,
+                l.p50_us,
+                l.p90_us,
+                l.p99_us,
+                l.p999_us,
+                l.max_us
+            );
+        }
+        Outcome::Stream(o) => {
+            let _ = writeln!(
+                s,
+                "  {:<6} {:>12} {:>16} {:>16} {:>9}",
+                "flow", "Mbit/s", "receiver bytes", "sender bytes", "secs"
+            );
+            if o.flows.len() > 1 {
+                for (i, f) in o.flows.iter().enumerate() {
+                    let _ = writeln!(
+                        s,
+                        "  {:<6} {:>12.2} {:>16} {:>16} {:>9.3}",
+                        i, f.mbps, f.receiver_bytes, f.sender_bytes, f.active_s
+                    );
+                }
+            }
+            let _ = writeln!(
+                s,
+                "  {:<6} {:>12.2} {:>16} {:>16} {:>9.3}",
+                "total", o.mbps, o.receiver_bytes, o.sender_bytes, o.elapsed_s
+            );
+        }
+        Outcome::Bulk(o) => {
+            let _ = writeln!(
+                s,
+                "  {:>16} {:>10} {:>10} {:>10}",
+                "bytes received", "secs", "MiB/s", "Mbit/s"
+            );
+            let _ = writeln!(
+                s,
+                "  {:>16} {:>10.3} {:>10.1} {:>10.1}",
+                o.receiver_bytes, o.elapsed_s, o.mib_per_s, o.mbps
+            );
+        }
+        Outcome::Http(o) => {
+            let _ = writeln!(s, "  {}", o.url);
+            let _ = writeln!(
+                s,
+                "  {:<4} {:>6} {:>14} {:>10} {:>10} {:>8}",
+                "#", "status", "bytes", "ttfb ms", "secs", "MB/s"
+            );
+            for d in &o.downloads {
+                let _ = writeln!(
+                    s,
+                    "  {:<4} {:>6} {:>14} {:>10.2} {:>10.3} {:>8.1}",
+                    d.index,
+                    d.status,
+                    d.bytes,
+                    d.ttfb_s * 1e3,
+                    d.duration_s,
+                    d.mb_per_s
+                );
+            }
+            let _ = writeln!(
+                s,
+                "  mean {:.3} s per download, {:.1} MB/s overall",
+                o.mean_duration_s, o.mb_per_s
+            );
+        }
+    }
+    s.push_str(&cpu_table(r));
+    for w in &r.warnings {
+        let _ = writeln!(s, "  warning: {w}");
+    }
+    s
+}
+
+/// Renders an environment fingerprint.
+pub fn env(e: &Env) -> String {
+    let mut s = String::new();
+    let mut kv = |k: &str, v: &str| {
+        let _ = writeln!(s, "{k:<18} {v}");
+    };
+    kv("host", &e.hostname);
+    kv("kernel", &format!("{} {}", e.kernel, e.arch));
+    kv("cpu", &format!("{} × {}", e.cpus, e.cpu_model));
+    kv(
+        "hypervisor",
+        &match (&e.hypervisor, &e.hypervisor_sys, &e.dmi) {
+            (None, None, None) => "none detected (bare metal?)".to_string(),
+            (h, sys, dmi) => [h.as_deref(), sys.as_deref(), dmi.as_deref()]
+                .iter()
+                .flatten()
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", "),
+        },
+    );
+    kv(
+        "/dev/kvm",
+        &if e.kvm_available {
+            format!("yes ({})", e.kvm_platform.as_deref().unwrap_or("unknown"))
+        } else {
+            "no".into()
+        },
+    );
+    kv(
+        "clock",
+        &format!("{} ({:.1} ns per read)", e.clocksource, e.clock_read_ns),
+    );
+    kv("tick", &e.nohz);
+    kv(
+        "cpuidle",
+        &format!(
+            "driver {}, governor {}",
+            e.cpuidle_driver.as_deref().unwrap_or("none"),
+            e.cpuidle_governor.as_deref().unwrap_or("none")
+        ),
+    );
+    if let Some(g) = &e.cpufreq_governor {
+        kv("cpufreq", g);
+    }
+    for (k, v) in &e.halt_poll {
+        kv(k, v);
+    }
+    for (k, v) in &e.sysctls {
+        kv(k, v);
+    }
+    kv("version", &e.tool_version);
+    let _ = writeln!(s, "\nidle path: {}", e.idle_explained);
+    s
+}

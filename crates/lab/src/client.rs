@@ -1,0 +1,401 @@
+//! The client side of a test: connect to an agent, set the workload up on both sides, run
+//! it for its duration (or byte count), collect both halves' measurements.
+
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use virtperf_load::http::Fetched;
+use virtperf_load::sock::{cpu_allowed, prepare_data_socket};
+use virtperf_load::{bulk, crr, http, rr, stream, Counts};
+use virtperf_measure::{fingerprint, ProcStat};
+use virtperf_wire::{
+    read_message, write_message, Env, Message, SideReport, TestResult, WireError, Workload,
+    MAX_DURATION_MS, PROTOCOL_VERSION,
+};
+
+use crate::assemble::{assemble, Collected};
+use crate::side::{join_all, spawn_worker, Ctl};
+use crate::{DATA_TIMEOUT, SETUP_TIMEOUT};
+
+/// Where the agent is.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Host name or address.
+    pub host: String,
+    /// Control port.
+    pub port: u16,
+    /// Token the agent requires, if any.
+    pub token: Option<String>,
+}
+
+/// What to run and how.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The workload.
+    pub workload: Workload,
+    /// Measured duration for timed workloads (ignored by bulk and http).
+    pub duration: Duration,
+    /// Pin the client's data threads here.
+    pub client_cpu: Option<u32>,
+    /// Pin the agent's data threads here.
+    pub server_cpu: Option<u32>,
+    /// Number of downloads (http only).
+    pub count: u32,
+}
+
+impl Plan {
+    /// Checks parameters that can be checked before contacting anyone.
+    pub fn validate(&self) -> Result<()> {
+        self.workload.validate().map_err(|e| anyhow!(e))?;
+        if self.workload.is_timed() {
+            if self.duration.is_zero() {
+                bail!("--duration must be greater than 0 (e.g. 10s, 500ms)");
+            }
+            if self.duration.as_millis() > u128::from(MAX_DURATION_MS) {
+                bail!("--duration must be at most 24h");
+            }
+        }
+        if let Some(cpu) = self.client_cpu {
+            if !cpu_allowed(cpu) {
+                bail!("client CPU {cpu} does not exist or is not allowed here (see `nproc`)");
+            }
+        }
+        if matches!(self.workload, Workload::Http { .. }) && !(1..=10_000).contains(&self.count) {
+            bail!("--count must be between 1 and 10000");
+        }
+        Ok(())
+    }
+}
+
+/// Progress of a running test: fraction done (0..=1) when known, else `None`.
+pub type ProgressFn<'a> = &'a dyn Fn(Option<f64>);
+
+/// An open control connection to an agent.
+struct Control {
+    s: TcpStream,
+    addr: SocketAddr,
+}
+
+impl Control {
+    fn connect(t: &Target) -> Result<Control> {
+        let addrs: Vec<SocketAddr> = (t.host.as_str(), t.port)
+            .to_socket_addrs()
+            .map_err(|e| anyhow!("cannot resolve host {:?}: {e}", t.host))?
+            .collect();
+        let mut last = None;
+        for addr in addrs {
+            match TcpStream::connect_timeout(&addr, SETUP_TIMEOUT) {
+                Ok(s) => {
+                    let mut c = Control { s, addr };
+                    c.s.set_nodelay(true)?;
+                    c.s.set_write_timeout(Some(SETUP_TIMEOUT))?;
+                    c.hello(t.token.clone())?;
+                    return Ok(c);
+                }
+                Err(e) => last = Some((addr, e)),
+            }
+        }
+        match last {
+            Some((addr, e)) => Err(anyhow!(
+                "cannot connect to the agent at {addr}: {e} (is `virtperf serve` running there? or omit --host to start a local one)"
+            )),
+            None => Err(anyhow!("host {:?} resolved to no address", t.host)),
+        }
+    }
+
+    fn send(&mut self, m: &Message) -> Result<()> {
+        write_message(&mut self.s, m)
+            .map_err(|e| anyhow!("sending to the agent at {}: {e}", self.addr))
+    }
+
+    fn recv(&mut self, timeout: Duration, waiting_for: &str) -> Result<Message> {
+        self.s.set_read_timeout(Some(timeout))?;
+        match read_message(&mut self.s) {
+            Ok(Message::Error { message }) => Err(anyhow!("agent at {}: {message}", self.addr)),
+            Ok(m) => Ok(m),
+            Err(e) if e.is_timeout() => Err(anyhow!(
+                "the agent at {} sent no {waiting_for} within {}s",
+                self.addr,
+                timeout.as_secs()
+            )),
+            Err(WireError::Closed) => Err(anyhow!(
+                "the agent at {} closed the connection while we waited for {waiting_for} (agent killed?)",
+                self.addr
+            )),
+            Err(e) => Err(anyhow!("agent at {}: {e}", self.addr)),
+        }
+    }
+
+    fn hello(&mut self, token: Option<String>) -> Result<()> {
+        self.send(&Message::Hello {
+            version: PROTOCOL_VERSION,
+            token,
+        })?;
+        match self.recv(SETUP_TIMEOUT, "welcome")? {
+            Message::Welcome { .. } => Ok(()),
+            other => Err(anyhow!(
+                "agent at {} answered hello with {other:?}",
+                self.addr
+            )),
+        }
+    }
+
+    fn fingerprint(&mut self) -> Result<Env> {
+        self.send(&Message::Fingerprint)?;
+        match self.recv(SETUP_TIMEOUT, "fingerprint")? {
+            Message::Env { env } => Ok(*env),
+            other => Err(anyhow!("unexpected answer to fingerprint: {other:?}")),
+        }
+    }
+}
+
+/// Fetches the agent's environment fingerprint only.
+pub fn remote_env(t: &Target) -> Result<Env> {
+    Control::connect(t)?.fingerprint()
+}
+
+/// Runs one test against the agent at `t`.
+pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> {
+    plan.validate()?;
+    let mut ctl = Control::connect(t)?;
+    let server_env = ctl.fingerprint()?;
+    let client_env = fingerprint();
+    ctl.send(&Message::Prepare {
+        workload: plan.workload.clone(),
+        duration_ms: if plan.workload.is_timed() {
+            plan.duration.as_millis() as u64
+        } else {
+            0
+        },
+        server_cpu: plan.server_cpu,
+    })?;
+    let data_port = match ctl.recv(SETUP_TIMEOUT, "ready")? {
+        Message::Ready { data_port } => data_port,
+        other => bail!("unexpected answer to prepare: {other:?}"),
+    };
+    let data = SocketAddr::new(ctl.addr.ip(), data_port);
+    let side = Ctl::new(plan.client_cpu);
+    let downloads: Arc<Mutex<Vec<Fetched>>> = Arc::default();
+    let handles = spawn_client(&plan.workload, data, &side, plan.count, &downloads)?;
+
+    ctl.send(&Message::Start)?;
+    match ctl.recv(SETUP_TIMEOUT, "started")? {
+        Message::Started => {}
+        other => bail!("unexpected answer to start: {other:?}"),
+    }
+    let t0 = ProcStat::read()?;
+    let started = Instant::now();
+    side.gate.open();
+    loop {
+        let el = started.elapsed();
+        if handles.iter().all(|h| h.is_finished()) {
+            break;
+        }
+        if plan.workload.is_timed() {
+            if el >= plan.duration {
+                break;
+            }
+            progress(Some(el.as_secs_f64() / plan.duration.as_secs_f64()));
+            let left = plan.duration - el;
+            std::thread::sleep(left.min(Duration::from_millis(100)));
+        } else {
+            progress(None);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    side.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let t1 = ProcStat::read()?;
+    let elapsed = started.elapsed();
+    // Stop before joining: in reverse tests our receivers end only when the agent's senders
+    // stop. A failed send here usually means the agent died; the workers' error says more.
+    let stop_sent = ctl.send(&Message::Stop);
+    let joined = join_all(handles)?;
+    stop_sent?;
+    let server = match ctl.recv(DATA_TIMEOUT + SETUP_TIMEOUT, "report")? {
+        Message::Report { side } => *side,
+        other => bail!("unexpected answer to stop: {other:?}"),
+    };
+    let client = SideReport {
+        elapsed_s: elapsed.as_secs_f64(),
+        cpu: t0.delta(&t1),
+        threads: joined.cpu,
+        flows: joined.flow_stats(),
+        transactions: joined.transactions(),
+    };
+    let downloads = downloads.lock().map(|d| d.clone()).unwrap_or_default();
+    Ok(assemble(Collected {
+        plan,
+        target: ctl.addr.to_string(),
+        client,
+        client_hist: joined.hist,
+        server: Some(server),
+        client_env,
+        server_env: Some(server_env),
+        downloads,
+        url: format!("http://{data}/"),
+    }))
+}
+
+fn connect_data(addr: SocketAddr, nodelay: bool) -> Result<TcpStream> {
+    let s = TcpStream::connect_timeout(&addr, SETUP_TIMEOUT)
+        .with_context(|| format!("opening a data connection to {addr}"))?;
+    prepare_data_socket(&s, DATA_TIMEOUT, nodelay)?;
+    Ok(s)
+}
+
+type Handles = Vec<std::thread::JoinHandle<Result<crate::side::WorkerOut>>>;
+
+fn spawn_client(
+    w: &Workload,
+    data: SocketAddr,
+    side: &Ctl,
+    count: u32,
+    downloads: &Arc<Mutex<Vec<Fetched>>>,
+) -> Result<Handles> {
+    let mut handles = Vec::new();
+    match *w {
+        Workload::Rr { request, response } => {
+            let mut s = connect_data(data, true)?;
+            handles.push(spawn_worker("rr-client", side, move |c, h| {
+                rr::client(&mut s, request as usize, response as usize, &c.stop, h)
+            })?);
+        }
+        Workload::Crr { request, response } => {
+            handles.push(spawn_worker("crr-client", side, move |c, h| {
+                crr::client(
+                    data,
+                    request as usize,
+                    response as usize,
+                    DATA_TIMEOUT,
+                    &c.stop,
+                    h,
+                )
+            })?);
+        }
+        Workload::Stream {
+            send_size,
+            flows,
+            reverse,
+        } => {
+            for i in 0..flows {
+                let mut s = connect_data(data, false)?;
+                let name = format!("stream-client-{i}");
+                handles.push(if reverse {
+                    spawn_worker(&name, side, move |c, _| stream::receive(&mut s, &c.stop))?
+                } else {
+                    spawn_worker(&name, side, move |c, _| {
+                        stream::send(&mut s, send_size as usize, &c.stop)
+                    })?
+                });
+            }
+        }
+        Workload::Bulk {
+            bytes,
+            send_size,
+            reverse,
+        } => {
+            let mut s = connect_data(data, false)?;
+            handles.push(if reverse {
+                spawn_worker("bulk-client", side, move |_, _| bulk::receive(&mut s))?
+            } else {
+                spawn_worker("bulk-client", side, move |_, _| {
+                    bulk::send(&mut s, bytes, send_size as usize)
+                })?
+            });
+        }
+        Workload::Http { .. } => {
+            let url = format!("http://{data}/");
+            let out = downloads.clone();
+            handles.push(spawn_worker("http-client", side, move |c, _| {
+                download_series(&url, count, &c.stop, &out)
+            })?);
+        }
+    }
+    Ok(handles)
+}
+
+fn download_series(
+    url: &str,
+    count: u32,
+    stop: &std::sync::atomic::AtomicBool,
+    out: &Mutex<Vec<Fetched>>,
+) -> std::io::Result<Counts> {
+    let agent = http::agent(DATA_TIMEOUT);
+    let mut c = Counts::default();
+    let start = Instant::now();
+    for _ in 0..count {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        let f = http::fetch(&agent, url).map_err(std::io::Error::other)?;
+        c.bytes_rx += f.bytes;
+        c.transactions += 1;
+        if let Ok(mut v) = out.lock() {
+            v.push(f);
+        }
+    }
+    c.active = start.elapsed();
+    Ok(c)
+}
+
+/// Times `count` downloads of a URL served by someone else (`virtperf http --url`). Only the
+/// client side is measured.
+pub fn run_url(url: &str, count: u32, progress: ProgressFn) -> Result<TestResult> {
+    if !(1..=10_000).contains(&count) {
+        bail!("--count must be between 1 and 10000");
+    }
+    if !url.starts_with("http://") {
+        bail!("--url must start with http:// (https is not supported)");
+    }
+    let client_env = fingerprint();
+    let side = Ctl::new(None);
+    let downloads: Arc<Mutex<Vec<Fetched>>> = Arc::default();
+    let (u, out) = (url.to_string(), downloads.clone());
+    let h = spawn_worker("http-client", &side, move |c, _| {
+        download_series(&u, count, &c.stop, &out)
+    })?;
+    let t0 = ProcStat::read()?;
+    let started = Instant::now();
+    side.gate.open();
+    while !h.is_finished() {
+        progress(None);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let t1 = ProcStat::read()?;
+    let joined = join_all(vec![h])?;
+    let bytes = downloads
+        .lock()
+        .ok()
+        .and_then(|d| d.first().map(|f| f.bytes))
+        .unwrap_or(0);
+    let plan = Plan {
+        workload: Workload::Http {
+            bytes: bytes.max(1),
+        },
+        duration: Duration::ZERO,
+        client_cpu: None,
+        server_cpu: None,
+        count,
+    };
+    let client = SideReport {
+        elapsed_s: started.elapsed().as_secs_f64(),
+        cpu: t0.delta(&t1),
+        threads: joined.cpu,
+        flows: joined.flow_stats(),
+        transactions: joined.transactions(),
+    };
+    let downloads = downloads.lock().map(|d| d.clone()).unwrap_or_default();
+    Ok(assemble(Collected {
+        plan: &plan,
+        target: url.to_string(),
+        client,
+        client_hist: None,
+        server: None,
+        client_env,
+        server_env: None,
+        downloads,
+        url: url.to_string(),
+    }))
+}

@@ -1,0 +1,100 @@
+//! A private agent on loopback for workloads run without `--host`.
+//!
+//! It is a child process, not threads in ours, so that client and server are two processes
+//! as with netperf/netserver (two address spaces: a context switch between them costs what
+//! it costs in real deployments). Contract with the `serve` subcommand: with `--announce` it
+//! prints `listening on ADDR` as its first stdout line; with `--exit-on-eof` it exits when
+//! its stdin closes, so it never outlives us even if we are killed.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+
+/// A running local agent; killed (by its PID, which we started) when dropped.
+pub struct LocalAgent {
+    child: Child,
+    /// Its control address.
+    pub addr: SocketAddr,
+    /// The random token it requires.
+    pub token: String,
+}
+
+impl LocalAgent {
+    /// Starts `virtperf serve` on 127.0.0.1 with a free port and a random token.
+    pub fn start() -> Result<LocalAgent> {
+        let exe = std::env::current_exe().context("finding our own executable")?;
+        let token = random_token()?;
+        let mut child = Command::new(exe)
+            .args([
+                "serve",
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--announce",
+                "--exit-on-eof",
+                "--quiet",
+                "--token",
+            ])
+            .arg(&token)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("starting a local agent")?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow!("local agent has no stdout"))?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let mut r = BufReader::new(stdout);
+            let res = r.read_line(&mut line).map(|_| line);
+            let _ = tx.send(res);
+            // Keep draining so the agent never blocks on a full pipe.
+            let mut sink = Vec::new();
+            let _ = r.read_to_end(&mut sink);
+        });
+        let mut agent = LocalAgent {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            token,
+        };
+        let line = match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Ok(l)) => l,
+            Ok(Err(e)) => return Err(anyhow!("local agent failed to start: {e}")),
+            Err(_) => return Err(anyhow!("local agent did not announce its port within 10 s")),
+        };
+        agent.addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .and_then(|a| a.parse().ok())
+            .ok_or_else(|| anyhow!("local agent failed to start (said {:?})", line.trim()))?;
+        Ok(agent)
+    }
+
+    /// PID of the agent process.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for LocalAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn random_token() -> Result<String> {
+    let mut b = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .context("reading /dev/urandom for a token")?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}

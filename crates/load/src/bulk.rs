@@ -1,0 +1,69 @@
+//! Fixed-size transfer (seed 2: "time to send 1 GiB").
+//!
+//! The sender writes exactly `bytes` bytes and shuts down its write side; the receiver counts
+//! until end of stream and answers with its 8-byte count, so the sender's clock stops when
+//! the last byte has arrived at the receiver, not when it left the send buffer.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::time::Instant;
+
+use crate::sock::{describe, read_full};
+use crate::stream::RECV_SIZE;
+use crate::Counts;
+
+/// Sends `bytes` bytes, then waits for the receiver's acknowledgement. `active` is the time
+/// from the first write to the acknowledgement; `bytes_rx` carries the receiver's count.
+pub fn send(s: &mut TcpStream, bytes: u64, send_size: usize) -> io::Result<Counts> {
+    let buf = vec![0u8; send_size];
+    let start = Instant::now();
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(send_size as u64) as usize;
+        s.write_all(&buf[..n])
+            .map_err(|e| describe(e, "sending data"))?;
+        left -= n as u64;
+    }
+    s.shutdown(Shutdown::Write)
+        .map_err(|e| describe(e, "closing the send side"))?;
+    let mut ack = [0u8; 8];
+    if !read_full(s, &mut ack).map_err(|e| describe(e, "waiting for the receiver's count"))? {
+        return Err(describe(
+            io::ErrorKind::UnexpectedEof.into(),
+            "waiting for the receiver's count",
+        ));
+    }
+    Ok(Counts {
+        bytes_tx: bytes,
+        bytes_rx: u64::from_be_bytes(ack),
+        transactions: 1,
+        active: start.elapsed(),
+    })
+}
+
+/// Receives until end of stream, then sends the 8-byte big-endian count back.
+pub fn receive(s: &mut TcpStream) -> io::Result<Counts> {
+    let mut buf = vec![0u8; RECV_SIZE];
+    let mut got = 0u64;
+    let mut first = None;
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                first.get_or_insert_with(Instant::now);
+                got += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(describe(e, "receiving data")),
+        }
+    }
+    let active = first.map(|f: Instant| f.elapsed()).unwrap_or_default();
+    s.write_all(&got.to_be_bytes())
+        .map_err(|e| describe(e, "acknowledging the transfer"))?;
+    Ok(Counts {
+        bytes_rx: got,
+        transactions: 1,
+        active,
+        ..Counts::default()
+    })
+}

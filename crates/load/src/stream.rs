@@ -1,0 +1,71 @@
+//! Unidirectional streaming (netperf TCP_STREAM / TCP_MAERTS, iperf3).
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use crate::sock::describe;
+use crate::Counts;
+
+/// Receive buffer size: large reads keep the receiver from being the bottleneck, as
+/// netperf's default receive size (the socket buffer size) does.
+pub const RECV_SIZE: usize = 128 * 1024;
+
+/// Sends `send_size`-byte messages until `stop`, then shuts down the write side so the
+/// receiver sees the end of the stream.
+pub fn send(s: &mut TcpStream, send_size: usize, stop: &AtomicBool) -> io::Result<Counts> {
+    let buf = vec![0u8; send_size];
+    let mut sent = 0u64;
+    let start = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        s.write_all(&buf).map_err(|e| describe(e, "sending data"))?;
+        sent += send_size as u64;
+    }
+    let active = start.elapsed();
+    // The peer may already be gone if it stopped first; that is not a failure of ours.
+    let _ = s.shutdown(Shutdown::Write);
+    Ok(Counts {
+        bytes_tx: sent,
+        active,
+        ..Counts::default()
+    })
+}
+
+/// Counts bytes until the sender closes. `active` runs from the first to the last byte.
+/// A receive timeout is retried while `stop` is not raised (the sender may not have
+/// started yet).
+pub fn receive(s: &mut TcpStream, stop: &AtomicBool) -> io::Result<Counts> {
+    let mut buf = vec![0u8; RECV_SIZE];
+    let mut got = 0u64;
+    let mut first: Option<Instant> = None;
+    let mut last = Instant::now();
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                if first.is_none() {
+                    first = Some(Instant::now());
+                }
+                got += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) && !stop.load(Ordering::Relaxed) =>
+            {
+                continue
+            }
+            Err(e) => return Err(describe(e, "receiving data")),
+        }
+        // One clock read per read() call, not per byte: with 128 KiB reads this is noise.
+        last = Instant::now();
+    }
+    Ok(Counts {
+        bytes_rx: got,
+        active: first.map(|f| last.duration_since(f)).unwrap_or_default(),
+        ..Counts::default()
+    })
+}
