@@ -18,7 +18,10 @@ use clap::Parser;
 use args::{Cli, Command};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => return usage_error(e),
+    };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -27,6 +30,36 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Help and version go out as clap renders them; a usage error becomes one line (what is
+/// wrong, with clap's own wording) and exit code 2, like every other error of ours.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            return ExitCode::from(2);
+        }
+        _ => {}
+    }
+    // clap's message is its first paragraph (a list of missing arguments continues on the
+    // following lines); fold it into one line.
+    let text = e.render().to_string();
+    let para: Vec<&str> = text
+        .lines()
+        .skip_while(|l| l.trim().is_empty())
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let msg = para.join(" ");
+    let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
+    eprintln!("virtperf: error: {msg} (see --help)");
+    ExitCode::from(2)
 }
 
 fn run(cli: Cli) -> Result<()> {

@@ -211,7 +211,9 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     // Stop before joining: in reverse tests our receivers end only when the agent's senders
     // stop. A failed send here usually means the agent died; the workers' error says more.
     let stop_sent = ctl.send(&Message::Stop);
-    let joined = join_all(handles)?;
+    let agent_addr = ctl.addr;
+    let joined = join_all(handles)
+        .with_context(|| format!("data connection to the agent at {agent_addr}"))?;
     stop_sent?;
     let server = match ctl.recv(DATA_TIMEOUT + SETUP_TIMEOUT, "report")? {
         Message::Report { side } => *side,

@@ -1,0 +1,150 @@
+//! The agent survives hostile and malformed clients: each bad connection gets an error and
+//! is closed, and the agent keeps serving real tests afterwards.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::{run_json, Agent};
+use virtperf_wire::{encode, read_message, write_message, Message, Workload};
+
+fn connect(a: &Agent) -> TcpStream {
+    let s = TcpStream::connect(a.addr).expect("connect to agent");
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    s
+}
+
+/// Sends raw bytes, expects an `Error` message back and then the connection closed.
+fn expect_error_after(a: &Agent, bytes: &[u8], needle: &str) {
+    let mut s = connect(a);
+    s.write_all(bytes).unwrap();
+    match read_message(&mut s) {
+        Ok(Message::Error { message }) => {
+            assert!(
+                message.to_lowercase().contains(needle),
+                "error {message:?} does not mention {needle:?}"
+            )
+        }
+        other => panic!("expected an error for {bytes:?}, got {other:?}"),
+    }
+    let mut rest = Vec::new();
+    // Closed by the agent: read returns EOF (or a reset), never blocks past the timeout.
+    let r = s.read_to_end(&mut rest);
+    assert!(r.is_ok() || r.is_err());
+    assert!(
+        rest.is_empty(),
+        "agent kept talking after an error: {rest:?}"
+    );
+}
+
+fn frame(body: &[u8]) -> Vec<u8> {
+    let mut v = (body.len() as u32).to_be_bytes().to_vec();
+    v.extend_from_slice(body);
+    v
+}
+
+fn hello(version: u32, token: Option<&str>) -> Vec<u8> {
+    encode(&Message::Hello {
+        version,
+        token: token.map(str::to_string),
+    })
+}
+
+#[test]
+fn hostile_clients_get_an_error_and_the_agent_keeps_serving() {
+    let mut a = Agent::start(&["--token", "sesame"]);
+    // An HTTP request: its first four bytes read as a 1.2 GB length.
+    expect_error_after(&a, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "exceeds");
+    expect_error_after(&a, &[0xff, 0xff, 0xff, 0xff, 1, 2, 3], "exceeds");
+    expect_error_after(&a, &frame(b"this is not json"), "malformed");
+    expect_error_after(&a, &frame(br#"{"type":"self_destruct"}"#), "malformed");
+    expect_error_after(&a, &frame(b""), "empty");
+    expect_error_after(&a, &hello(999, Some("sesame")), "version mismatch");
+    expect_error_after(
+        &a,
+        &hello(virtperf_wire::PROTOCOL_VERSION, Some("guess")),
+        "token",
+    );
+    expect_error_after(&a, &hello(virtperf_wire::PROTOCOL_VERSION, None), "token");
+    expect_error_after(&a, &encode(&Message::Start), "expected hello");
+
+    // Past the hello, a bad workload or an out-of-order message is refused too.
+    let mut bad_workload = hello(virtperf_wire::PROTOCOL_VERSION, Some("sesame"));
+    bad_workload.extend(encode(&Message::Prepare {
+        workload: Workload::Rr {
+            request: 0,
+            response: 1,
+        },
+        duration_ms: 1000,
+        server_cpu: None,
+    }));
+    {
+        let mut s = connect(&a);
+        s.write_all(&bad_workload).unwrap();
+        assert!(matches!(read_message(&mut s), Ok(Message::Welcome { .. })));
+        match read_message(&mut s) {
+            Ok(Message::Error { message }) => {
+                assert!(message.contains("request size"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    {
+        let mut s = connect(&a);
+        write_message(
+            &mut s,
+            &Message::Hello {
+                version: virtperf_wire::PROTOCOL_VERSION,
+                token: Some("sesame".into()),
+            },
+        )
+        .unwrap();
+        assert!(matches!(read_message(&mut s), Ok(Message::Welcome { .. })));
+        write_message(&mut s, &Message::Stop).unwrap();
+        assert!(matches!(read_message(&mut s), Ok(Message::Error { .. })));
+    }
+    // Half a frame and a hang-up; a connect-and-close; a client that says nothing at all
+    // (left open while the real test below runs, which must not wait for it).
+    {
+        let mut s = connect(&a);
+        let f = hello(virtperf_wire::PROTOCOL_VERSION, Some("sesame"));
+        s.write_all(&f[..f.len() / 2]).unwrap();
+    }
+    drop(connect(&a));
+    let _silent = connect(&a);
+
+    assert!(a.alive(), "agent died");
+    let v = run_json(&[
+        "rr",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &a.port(),
+        "--token",
+        "sesame",
+        "-l",
+        "0.5",
+    ]);
+    assert!(v["outcome"]["transactions"].as_u64().unwrap_or(0) > 0);
+    assert!(a.alive());
+}
+
+#[test]
+fn agent_serves_concurrent_tests() {
+    let a = Agent::start(&[]);
+    let port = a.port();
+    let runs: Vec<_> = (0..3)
+        .map(|_| {
+            let port = port.clone();
+            std::thread::spawn(move || {
+                run_json(&["rr", "--host", "127.0.0.1", "--port", &port, "-l", "0.5"])
+            })
+        })
+        .collect();
+    for r in runs {
+        let v = r.join().expect("thread");
+        assert!(v["outcome"]["transactions"].as_u64().unwrap_or(0) > 0);
+    }
+}

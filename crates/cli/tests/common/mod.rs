@@ -1,0 +1,144 @@
+//! Helpers for the integration tests: run the real binary, start a real agent.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The virtperf binary under test.
+pub fn vp() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_virtperf"))
+}
+
+/// Runs virtperf with `args`, asserts success, parses stdout as JSON.
+pub fn run_json(args: &[&str]) -> serde_json::Value {
+    let out = vp()
+        .args(args)
+        .arg("--json")
+        .output()
+        .expect("spawn virtperf");
+    assert!(
+        out.status.success(),
+        "virtperf {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout of {args:?} is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// Runs virtperf expecting failure; returns (exit code, stderr).
+pub fn run_fail(args: &[&str]) -> (i32, String) {
+    let out = run_with_timeout(vp().args(args), Duration::from_secs(60));
+    assert!(
+        !out.status.success(),
+        "virtperf {args:?} unexpectedly succeeded"
+    );
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs a command, killing it (it is ours) if it outlives `limit`.
+pub fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let t0 = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            panic!("command did not finish within {limit:?} (hang)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// Asserts an error message is a single line naming the problem.
+pub fn assert_one_line_error(stderr: &str, needle: &str) {
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got: {stderr:?}");
+    assert!(
+        lines[0].starts_with("virtperf: error: "),
+        "not an error line: {stderr:?}"
+    );
+    assert!(
+        lines[0].to_lowercase().contains(&needle.to_lowercase()),
+        "error does not mention {needle:?}: {stderr:?}"
+    );
+}
+
+/// A `virtperf serve` process on a free loopback port; killed on drop.
+pub struct Agent {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Agent {
+    pub fn start(extra: &[&str]) -> Agent {
+        let mut child = vp()
+            .args([
+                "serve",
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--announce",
+                "--quiet",
+            ])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn agent");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("agent announces");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("bad announce line {line:?}"));
+        Agent { child, addr }
+    }
+
+    pub fn port(&self) -> String {
+        self.addr.port().to_string()
+    }
+
+    /// True while the agent process is alive.
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_none()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads a float at a JSON pointer.
+pub fn f(v: &serde_json::Value, ptr: &str) -> f64 {
+    v.pointer(ptr)
+        .and_then(|x| x.as_f64())
+        .unwrap_or_else(|| panic!("no number at {ptr} in {v}"))
+}
+
+/// Reads an unsigned integer at a JSON pointer.
+pub fn u(v: &serde_json::Value, ptr: &str) -> u64 {
+    v.pointer(ptr)
+        .and_then(|x| x.as_u64())
+        .unwrap_or_else(|| panic!("no integer at {ptr} in {v}"))
+}

@@ -1,0 +1,246 @@
+//! Every workload end to end on loopback: real sockets, real agent process, short runs.
+
+mod common;
+
+use common::{f, run_json, u};
+use virtperf_wire::TestResult;
+
+/// The JSON must deserialize into the documented result type (docs/json.md): this is the
+/// schema check. Unknown or missing fields fail here.
+fn typed(v: &serde_json::Value) -> TestResult {
+    serde_json::from_value(v.clone()).expect("JSON matches virtperf_wire::TestResult")
+}
+
+fn check_cpu(v: &serde_json::Value) {
+    assert_eq!(v["cpu"]["same_host"], true, "loopback is one kernel");
+    for side in ["client", "server"] {
+        let busy = f(v, &format!("/cpu/{side}/system/busy_pct"));
+        assert!((0.0..=100.0).contains(&busy), "{side} busy {busy}");
+        assert!(
+            f(v, &format!("/cpu/{side}/service_demand_us")) > 0.0,
+            "{side} demand"
+        );
+        let own = f(v, &format!("/cpu/{side}/process_user_s"))
+            + f(v, &format!("/cpu/{side}/process_system_s"));
+        assert!(own > 0.0, "{side} threads used no CPU?");
+    }
+    assert!(!v["env"]["client"]["kernel"]
+        .as_str()
+        .unwrap_or("")
+        .is_empty());
+    assert_eq!(v["env"]["client"]["boot_id"], v["env"]["server"]["boot_id"]);
+}
+
+#[test]
+fn rr_counts_every_transaction_on_both_sides() {
+    let v = run_json(&["rr", "--duration", "1s", "--size", "1,1"]);
+    typed(&v);
+    assert_eq!(v["schema"], "virtperf.result/1");
+    assert_eq!(v["outcome"]["kind"], "rr");
+    let n = u(&v, "/outcome/transactions");
+    assert!(n > 100, "only {n} transactions in 1 s on loopback");
+    assert_eq!(u(&v, "/outcome/server_transactions"), n);
+    assert_eq!(u(&v, "/outcome/latency/count"), n);
+    let rate = f(&v, "/outcome/rate_per_s");
+    let el = f(&v, "/outcome/elapsed_s");
+    assert!((rate * el - n as f64).abs() < 1.0);
+    let (p50, p99, min, max) = (
+        f(&v, "/outcome/latency/p50_us"),
+        f(&v, "/outcome/latency/p99_us"),
+        f(&v, "/outcome/latency/min_us"),
+        f(&v, "/outcome/latency/max_us"),
+    );
+    assert!(min > 0.0 && min <= p50 && p50 <= p99 && p99 <= max);
+    // Mean latency and rate describe the same run: one transaction at a time.
+    let mean = f(&v, "/outcome/latency/mean_us");
+    assert!(
+        (mean * rate / 1e6 - 1.0).abs() < 0.05,
+        "mean {mean} µs vs rate {rate}/s"
+    );
+    assert!(!v["outcome"]["histogram"].as_str().unwrap_or("").is_empty());
+    check_cpu(&v);
+}
+
+#[test]
+fn rr_with_larger_messages_and_pinning() {
+    let v = run_json(&["rr", "-l", "1", "-r", "100,4096", "--cpus", "0,0"]);
+    assert_eq!(v["client_cpu"], 0);
+    assert_eq!(v["server_cpu"], 0);
+    assert_eq!(v["workload"]["request"], 100);
+    assert_eq!(v["workload"]["response"], 4096);
+    assert!(u(&v, "/outcome/transactions") > 100);
+}
+
+#[test]
+fn crr_opens_a_connection_per_transaction() {
+    let v = run_json(&["crr", "--duration", "1s"]);
+    typed(&v);
+    assert_eq!(v["outcome"]["kind"], "crr");
+    let n = u(&v, "/outcome/transactions");
+    assert!(n > 100, "{n}");
+    // The server may have accepted one more connection than the client completed when
+    // the stop came mid-transaction, never fewer.
+    let s = u(&v, "/outcome/server_transactions");
+    assert!(s == n || s == n + 1, "client {n} server {s}");
+    check_cpu(&v);
+}
+
+#[test]
+fn stream_receiver_counts_what_sender_sent_per_flow() {
+    let v = run_json(&[
+        "stream",
+        "--duration",
+        "1s",
+        "--flows",
+        "2",
+        "--send-size",
+        "1024",
+    ]);
+    typed(&v);
+    assert_eq!(v["outcome"]["direction"], "client_to_server");
+    let flows = v["outcome"]["flows"].as_array().expect("flows");
+    assert_eq!(flows.len(), 2);
+    let mut total = 0;
+    for fl in flows {
+        let rx = fl["receiver_bytes"].as_u64().unwrap_or(0);
+        assert!(rx > 0);
+        assert_eq!(rx, fl["sender_bytes"].as_u64().unwrap_or(0));
+        assert_eq!(rx % 1024, 0, "sender writes whole 1024-byte messages");
+        total += rx;
+    }
+    assert_eq!(u(&v, "/outcome/receiver_bytes"), total);
+    let mbps = f(&v, "/outcome/mbps");
+    let expect = total as f64 * 8.0 / f(&v, "/outcome/elapsed_s") / 1e6;
+    assert!((mbps - expect).abs() / expect < 1e-9);
+    assert_eq!(v["cpu"]["unit"], "KB");
+    check_cpu(&v);
+}
+
+#[test]
+fn stream_reverse_is_counted_by_the_client() {
+    let v = run_json(&["stream", "--duration", "1s", "--reverse"]);
+    assert_eq!(v["outcome"]["direction"], "server_to_client");
+    let rx = u(&v, "/outcome/receiver_bytes");
+    assert!(rx > 0);
+    assert_eq!(rx, u(&v, "/outcome/sender_bytes"));
+}
+
+#[test]
+fn bulk_moves_exactly_the_bytes_asked_for_both_ways() {
+    for dir in [&[][..], &["--reverse"][..]] {
+        let mut args = vec!["bulk", "--bytes", "64MiB", "--send-size", "100000"];
+        args.extend_from_slice(dir);
+        let v = run_json(&args);
+        typed(&v);
+        assert_eq!(u(&v, "/outcome/receiver_bytes"), 64 << 20, "{args:?}");
+        let secs = f(&v, "/outcome/elapsed_s");
+        assert!(secs > 0.0);
+        let mib = f(&v, "/outcome/mib_per_s");
+        assert!((mib * secs - 64.0).abs() < 1e-6);
+        assert!(
+            v["warnings"].as_array().is_some_and(|w| w.is_empty()),
+            "{}",
+            v["warnings"]
+        );
+    }
+}
+
+#[test]
+fn http_downloads_count_times_the_full_body() {
+    let v = run_json(&["http", "--bytes", "10MB", "--count", "3"]);
+    typed(&v);
+    let d = v["outcome"]["downloads"].as_array().expect("downloads");
+    assert_eq!(d.len(), 3);
+    for (i, x) in d.iter().enumerate() {
+        assert_eq!(x["index"].as_u64(), Some(i as u64 + 1));
+        assert_eq!(x["status"], 200);
+        assert_eq!(x["bytes"].as_u64(), Some(10_000_000));
+        let (ttfb, dur) = (
+            x["ttfb_s"].as_f64().unwrap_or(-1.0),
+            x["duration_s"].as_f64().unwrap_or(-1.0),
+        );
+        assert!(ttfb >= 0.0 && ttfb <= dur, "{x}");
+    }
+    let cpus = u(&v, "/env/server/cpus") as usize;
+    let per_cpu = v["cpu"]["server"]["system"]["per_cpu_busy_pct"]
+        .as_array()
+        .expect("per cpu");
+    assert_eq!(per_cpu.len(), cpus);
+    assert!(f(&v, "/outcome/mb_per_s") > 0.0);
+}
+
+#[test]
+fn http_against_a_foreign_url_measures_the_client_only() {
+    // A real HTTP server we start ourselves: the agent's, found through a first run's URL
+    // would be gone, so serve with `python3 -m http.server` when available.
+    let dir = std::env::temp_dir().join(format!("vp-http-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("body.bin"), vec![7u8; 123_457]).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let Ok(mut py) = std::process::Command::new("python3")
+        .args([
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            &port.to_string(),
+        ])
+        .current_dir(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    else {
+        eprintln!("skipped: python3 not available to serve a foreign URL");
+        return;
+    };
+    let url = format!("http://127.0.0.1:{port}/body.bin");
+    let mut v = None;
+    for _ in 0..50 {
+        let out = common::vp()
+            .args(["http", "--url", &url, "--count", "2", "--json"])
+            .output()
+            .unwrap();
+        if out.status.success() {
+            v = serde_json::from_slice::<serde_json::Value>(&out.stdout).ok();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = py.kill();
+    let _ = py.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    let v = v.expect("download from python http.server");
+    let d = v["outcome"]["downloads"].as_array().expect("downloads");
+    assert_eq!(d.len(), 2);
+    assert_eq!(d[0]["bytes"].as_u64(), Some(123_457));
+    assert!(v["cpu"]["server"].is_null());
+    assert!(v["env"]["server"].is_null());
+}
+
+#[test]
+fn env_reports_the_fingerprint() {
+    let v = run_json(&["env"]);
+    let e: virtperf_wire::Env = serde_json::from_value(v.clone()).expect("Env schema");
+    assert!(e.cpus >= 1);
+    assert!(!e.clocksource.is_empty());
+    assert!(e.clock_read_ns > 0.0);
+    assert!(e.sysctls.contains_key("net.ipv4.tcp_congestion_control"));
+    let human = common::vp().arg("env").output().unwrap();
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(text.contains("idle path:"), "{text}");
+    assert!(text.contains(&e.kernel));
+}
+
+#[test]
+fn human_output_is_a_table() {
+    let out = common::vp().args(["rr", "-l", "0.5"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("virtperf rr"), "{text}");
+    assert!(text.contains("trans/s") && text.contains("p99.9"), "{text}");
+    assert!(text.contains("client") && text.contains("server"), "{text}");
+    // Not a terminal: no progress bar escape codes anywhere.
+    assert!(!String::from_utf8_lossy(&out.stderr).contains('\u{1b}'));
+}
