@@ -131,7 +131,7 @@ install_netperf() {
     if pgrep -x netserver >/dev/null 2>&1; then
         echo "install-peers: warning: package started netserver (pid $(pgrep -x netserver | tr '\n' ' ')), port 12865 may be taken" >&2
     fi
-    echo "netperf: installed $(dpkg-query -W -f='${Version}' netperf) from ${mirror} ${SUITE}/non-free via private apt config + dpkg -i${note}"
+    echo "netperf: installed $(dpkg-query -W -f='${Version}' netperf) from the system mirror's ${SUITE}/non-free component via a private apt config + dpkg -i${note}"
 }
 
 install_iperf3

@@ -4,11 +4,11 @@
 //! until end of stream and answers with its 8-byte count, so the sender's clock stops when
 //! the last byte has arrived at the receiver, not when it left the send buffer.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::Instant;
 
-use crate::sock::{describe, read_full};
+use crate::sock::{describe, read_full, recv_raw, send_all};
 use crate::stream::RECV_SIZE;
 use crate::Counts;
 
@@ -20,8 +20,7 @@ pub fn send(s: &mut TcpStream, bytes: u64, send_size: usize) -> io::Result<Count
     let mut left = bytes;
     while left > 0 {
         let n = left.min(send_size as u64) as usize;
-        s.write_all(&buf[..n])
-            .map_err(|e| describe(e, "sending data"))?;
+        send_all(s, &buf[..n]).map_err(|e| describe(e, "sending data"))?;
         left -= n as u64;
     }
     s.shutdown(Shutdown::Write)
@@ -47,7 +46,7 @@ pub fn receive(s: &mut TcpStream) -> io::Result<Counts> {
     let mut got = 0u64;
     let mut first = None;
     loop {
-        match s.read(&mut buf) {
+        match recv_raw(s, &mut buf) {
             Ok(0) => break,
             Ok(n) => {
                 first.get_or_insert_with(Instant::now);

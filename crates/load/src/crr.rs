@@ -4,14 +4,14 @@
 //! listening port rather than exhausting the client's ephemeral ports; the client reads to
 //! end of stream before closing for the same reason.
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use crate::sock::{describe, prepare_data_socket, read_full};
+use crate::sock::{describe, prepare_data_socket, recv_full, recv_raw, send_all};
 use crate::Counts;
 
 /// Client half: connect, send the request, read the response (latency sample ends here),
@@ -31,12 +31,11 @@ pub fn client(
     let mut end = start;
     while !stop.load(Ordering::Relaxed) {
         let t0 = Instant::now();
-        let mut s = TcpStream::connect_timeout(&addr, io_timeout)
+        let s = TcpStream::connect_timeout(&addr, io_timeout)
             .map_err(|e| describe(e, "connecting for a transaction"))?;
         prepare_data_socket(&s, io_timeout, true)?;
-        s.write_all(&req)
-            .map_err(|e| describe(e, "sending request"))?;
-        if !read_full(&mut s, &mut resp).map_err(|e| describe(e, "reading response"))? {
+        send_all(&s, &req).map_err(|e| describe(e, "sending request"))?;
+        if !recv_full(&s, &mut resp).map_err(|e| describe(e, "reading response"))? {
             return Err(describe(
                 io::ErrorKind::UnexpectedEof.into(),
                 "reading response",
@@ -48,7 +47,7 @@ pub fn client(
         let mut tail = [0u8; 1];
         // Wait for the server's FIN; any extra bytes would be a protocol error of the peer,
         // which we ignore here since the transaction is already complete.
-        let _ = s.read(&mut tail);
+        let _ = recv_raw(&s, &mut tail);
     }
     Ok(Counts {
         bytes_rx: n * response as u64,
@@ -72,7 +71,7 @@ pub fn server(
     let mut n = 0u64;
     let start = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        let mut s = match listener.accept() {
+        let s = match listener.accept() {
             Ok((s, _)) => s,
             Err(_) if stop.load(Ordering::Relaxed) => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -80,8 +79,8 @@ pub fn server(
         };
         prepare_data_socket(&s, io_timeout, true)?;
         // A client that vanishes mid-transaction costs one connection, not the test.
-        if let Ok(true) = read_full(&mut s, &mut req) {
-            if s.write_all(&resp).is_ok() {
+        if let Ok(true) = recv_full(&s, &mut req) {
+            if send_all(&s, &resp).is_ok() {
                 n += 1;
             }
         }

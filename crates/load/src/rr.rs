@@ -1,13 +1,13 @@
 //! Request/response over one connection (netperf TCP_RR).
 
-use std::io::{self, Write};
+use std::io;
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use hdrhistogram::Histogram;
 
-use crate::sock::{describe, read_full};
+use crate::sock::{describe, recv_full, send_all};
 use crate::Counts;
 
 /// Client half: send a request, wait for the whole response, record the round trip; repeat
@@ -26,9 +26,8 @@ pub fn client(
     let start = Instant::now();
     let mut t0 = start;
     while !stop.load(Ordering::Relaxed) {
-        s.write_all(&req)
-            .map_err(|e| describe(e, "sending request"))?;
-        if !read_full(s, &mut resp).map_err(|e| describe(e, "reading response"))? {
+        send_all(s, &req).map_err(|e| describe(e, "sending request"))?;
+        if !recv_full(s, &mut resp).map_err(|e| describe(e, "reading response"))? {
             return Err(describe(
                 io::ErrorKind::UnexpectedEof.into(),
                 "reading response",
@@ -59,7 +58,7 @@ pub fn server(
     let mut n = 0u64;
     let start = Instant::now();
     loop {
-        match read_full(s, &mut req) {
+        match recv_full(s, &mut req) {
             Ok(true) => {}
             Ok(false) => break,
             // The receive timeout fires while the client is idle; keep serving unless told
@@ -74,8 +73,7 @@ pub fn server(
             }
             Err(e) => return Err(describe(e, "reading request")),
         }
-        s.write_all(&resp)
-            .map_err(|e| describe(e, "sending response"))?;
+        send_all(s, &resp).map_err(|e| describe(e, "sending response"))?;
         n += 1;
     }
     Ok(Counts {

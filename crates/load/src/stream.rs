@@ -1,11 +1,11 @@
 //! Unidirectional streaming (netperf TCP_STREAM / TCP_MAERTS, iperf3).
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use crate::sock::describe;
+use crate::sock::{describe, recv_raw, send_all};
 use crate::Counts;
 
 /// Receive buffer size: large reads keep the receiver from being the bottleneck, as
@@ -19,7 +19,7 @@ pub fn send(s: &mut TcpStream, send_size: usize, stop: &AtomicBool) -> io::Resul
     let mut sent = 0u64;
     let start = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        s.write_all(&buf).map_err(|e| describe(e, "sending data"))?;
+        send_all(s, &buf).map_err(|e| describe(e, "sending data"))?;
         sent += send_size as u64;
     }
     let active = start.elapsed();
@@ -41,7 +41,7 @@ pub fn receive(s: &mut TcpStream, stop: &AtomicBool) -> io::Result<Counts> {
     let mut first: Option<Instant> = None;
     let mut last = Instant::now();
     loop {
-        match s.read(&mut buf) {
+        match recv_raw(s, &mut buf) {
             Ok(0) => break,
             Ok(n) => {
                 if first.is_none() {
