@@ -31,6 +31,16 @@ pub enum Command {
     Bulk(BulkArgs),
     /// Time HTTP/1.1 downloads of an N-byte body (from the agent, or any --url)
     Http(HttpArgs),
+    /// Run an experiment spec (workloads × sweeps × configs × repetitions) into the results store
+    Run(crate::experiment::RunArgs),
+    /// List stored runs
+    Runs(crate::experiment::RunsArgs),
+    /// Show a stored run: every try, mean, CI, latency percentiles, CPU split
+    Show(crate::experiment::ShowArgs),
+    /// Compare configs within a run, or two runs, with significance verdicts
+    Compare(crate::experiment::CompareArgs),
+    /// Write a self-contained HTML report (SVG plots) of one or more runs
+    Report(crate::experiment::ReportArgs),
 }
 
 #[derive(Debug, Args)]
@@ -158,144 +168,9 @@ pub struct HttpArgs {
     pub common: Common,
 }
 
-/// Parses a duration: humantime syntax (`10s`, `500ms`, `1m30s`) or bare seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let d = if let Ok(secs) = t.parse::<f64>() {
-        if !secs.is_finite() || secs < 0.0 {
-            return Err(format!("invalid duration {s:?}: must not be negative"));
-        }
-        Duration::from_secs_f64(secs)
-    } else {
-        humantime::parse_duration(t)
-            .map_err(|e| format!("invalid duration {s:?}: {e} (examples: 10s, 500ms, 1m)"))?
-    };
-    if d.is_zero() {
-        return Err(format!("invalid duration {s:?}: must be greater than 0"));
-    }
-    Ok(d)
-}
-
-/// Parses a byte count with an optional unit: `4096`, `64K`, `100MB` (10^6), `1GiB` (2^30).
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    if t.starts_with('-') {
-        return Err(format!("invalid size {s:?}: must be positive"));
-    }
-    let v = parse_size::parse_size(t)
-        .map_err(|e| format!("invalid size {s:?}: {e} (examples: 1, 4096, 64KiB, 100MB, 1GiB)"))?;
-    if v == 0 {
-        return Err(format!("invalid size {s:?}: must be at least 1 byte"));
-    }
-    if v > virtperf_wire::MAX_TRANSFER {
-        return Err(format!("invalid size {s:?}: at most 1 TiB"));
-    }
-    Ok(v)
-}
-
-/// Parses a per-message size (at most 64 MiB).
-pub fn parse_size32(s: &str) -> Result<u32, String> {
-    let v = parse_bytes(s)?;
-    if v > u64::from(virtperf_wire::MAX_MESSAGE_SIZE) {
-        return Err(format!(
-            "invalid size {s:?}: at most {} bytes (64 MiB) per message",
-            virtperf_wire::MAX_MESSAGE_SIZE
-        ));
-    }
-    Ok(v as u32)
-}
-
-/// Parses `REQ,RESP` or a single size for both.
-pub fn parse_size_pair(s: &str) -> Result<(u32, u32), String> {
-    match s.split_once(',') {
-        Some((a, b)) => Ok((parse_size32(a)?, parse_size32(b)?)),
-        None => {
-            let v = parse_size32(s)?;
-            Ok((v, v))
-        }
-    }
-}
-
-/// Parses a positive count (flows, downloads).
-pub fn parse_count(s: &str) -> Result<u32, String> {
-    let v: u32 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("invalid count {s:?}: expected a whole number like 1 or 4"))?;
-    if v == 0 {
-        return Err(format!("invalid count {s:?}: must be at least 1"));
-    }
-    Ok(v)
-}
-
-/// Parses netperf-style CPU pinning: `C,S`, `N` (both), `C,` (client only), `,S`.
-pub fn parse_cpus(s: &str) -> Result<(Option<u32>, Option<u32>), String> {
-    let one = |p: &str| -> Result<Option<u32>, String> {
-        let p = p.trim();
-        if p.is_empty() {
-            return Ok(None);
-        }
-        p.parse::<u32>().map(Some).map_err(|_| {
-            format!("invalid --cpus {s:?}: expected CPU numbers like 0,1 (client,server)")
-        })
-    };
-    let r = match s.split_once(',') {
-        Some((c, v)) => (one(c)?, one(v)?),
-        None => {
-            let v = one(s)?;
-            (v, v)
-        }
-    };
-    if r == (None, None) {
-        return Err(format!("invalid --cpus {s:?}: name at least one CPU"));
-    }
-    Ok(r)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
-        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert!(parse_duration("0").unwrap_err().contains("greater than 0"));
-        assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("-1").unwrap_err().contains("negative"));
-        assert!(parse_duration("soon").is_err());
-    }
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_bytes("1GiB").unwrap(), 1 << 30);
-        assert_eq!(parse_bytes("100MB").unwrap(), 100_000_000);
-        assert_eq!(parse_size_pair("1,1").unwrap(), (1, 1));
-        assert_eq!(parse_size_pair("64").unwrap(), (64, 64));
-        assert_eq!(parse_size_pair("4K,1").unwrap(), (4000, 1));
-        assert!(parse_size_pair("-1").unwrap_err().contains("positive"));
-        assert!(parse_size_pair("0,1").unwrap_err().contains("at least 1"));
-        assert!(parse_size32("1GiB").unwrap_err().contains("64 MiB"));
-        assert!(parse_bytes("2TiB").unwrap_err().contains("1 TiB"));
-        assert!(parse_bytes("lots").is_err());
-    }
-
-    #[test]
-    fn cpus() {
-        assert_eq!(parse_cpus("0,1").unwrap(), (Some(0), Some(1)));
-        assert_eq!(parse_cpus("1").unwrap(), (Some(1), Some(1)));
-        assert_eq!(parse_cpus("0,").unwrap(), (Some(0), None));
-        assert_eq!(parse_cpus(",1").unwrap(), (None, Some(1)));
-        assert!(parse_cpus(",").is_err());
-        assert!(parse_cpus("a,b").is_err());
-        assert!(parse_cpus("-1").is_err());
-    }
-
-    #[test]
-    fn counts() {
-        assert_eq!(parse_count("4").unwrap(), 4);
-        assert!(parse_count("0").is_err());
-        assert!(parse_count("-2").is_err());
-    }
-}
+// The value parsers live in `virtperf_lab::parse`, shared with experiment specs so a value
+// means the same on the command line and in a spec file.
+use virtperf_lab::parse::{
+    bytes as parse_bytes, count as parse_count, cpus as parse_cpus, duration as parse_duration,
+    size32 as parse_size32, size_pair as parse_size_pair,
+};

@@ -111,6 +111,7 @@ fn plan(common: &Common, workload: Workload, duration: Duration, count: u32) -> 
         client_cpu,
         server_cpu,
         count,
+        sock: Default::default(),
     }
 }
 

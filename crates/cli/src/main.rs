@@ -7,6 +7,7 @@
 
 mod args;
 mod commands;
+mod experiment;
 mod progress;
 mod render;
 
@@ -18,6 +19,13 @@ use clap::Parser;
 use args::{Cli, Command};
 
 fn main() -> ExitCode {
+    // Behave like other command-line tools when stdout is closed early (`virtperf … | head`):
+    // die quietly from SIGPIPE instead of panicking in println!. Sockets are unaffected: every
+    // socket write uses MSG_NOSIGNAL.
+    // SAFETY: setting a signal disposition to the default has no preconditions.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => return usage_error(e),
@@ -71,5 +79,10 @@ fn run(cli: Cli) -> Result<()> {
         Command::Stream(a) => commands::stream(a),
         Command::Bulk(a) => commands::bulk(a),
         Command::Http(a) => commands::http(a),
+        Command::Run(a) => experiment::run(a),
+        Command::Runs(a) => experiment::runs(a),
+        Command::Show(a) => experiment::show(a),
+        Command::Compare(a) => experiment::compare(a),
+        Command::Report(a) => experiment::report(a),
     }
 }

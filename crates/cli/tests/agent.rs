@@ -79,6 +79,7 @@ fn hostile_clients_get_an_error_and_the_agent_keeps_serving() {
         },
         duration_ms: 1000,
         server_cpu: None,
+        sock: Default::default(),
     }));
     {
         let mut s = connect(&a);

@@ -16,8 +16,8 @@ use virtperf_load::sock::{cpu_allowed, prepare_data_socket, wake_listener};
 use virtperf_load::{bulk, crr, http, rr, stream};
 use virtperf_measure::{fingerprint, ProcStat};
 use virtperf_wire::{
-    read_message, write_message, Message, SideReport, WireError, Workload, MAX_DURATION_MS,
-    PROTOCOL_VERSION,
+    read_message, write_message, Message, SideReport, SockOpts, WireError, Workload,
+    MAX_DURATION_MS, PROTOCOL_VERSION,
 };
 
 use crate::side::{accept_n, join_all, spawn_worker, Ctl};
@@ -153,8 +153,9 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig) -> Result<()> {
                 workload,
                 duration_ms,
                 server_cpu,
+                sock,
             } => {
-                let summary = run_test(s, &workload, duration_ms, server_cpu)?;
+                let summary = run_test(s, &workload, duration_ms, server_cpu, &sock)?;
                 if cfg.verbose {
                     eprintln!(
                         "virtperf agent: {}: {} done: {} transactions, {} bytes in, {} bytes out",
@@ -214,6 +215,7 @@ fn run_test(
     w: &Workload,
     duration_ms: u64,
     server_cpu: Option<u32>,
+    sock: &SockOpts,
 ) -> Result<SideReport> {
     w.validate().map_err(|e| anyhow!(e))?;
     if duration_ms > MAX_DURATION_MS {
@@ -239,7 +241,7 @@ fn run_test(
     let mut handles = Vec::new();
     match *w {
         Workload::Rr { request, response } => {
-            for mut s in accept_data(&listener, 1, true)? {
+            for mut s in accept_data(&listener, 1, true, sock)? {
                 handles.push(spawn_worker("rr-server", &side, move |c, _| {
                     rr::server(&mut s, request as usize, response as usize, &c.stop)
                 })?);
@@ -250,7 +252,7 @@ fn run_test(
             reverse,
             send_size,
         } => {
-            for (i, mut s) in accept_data(&listener, flows as usize, false)?
+            for (i, mut s) in accept_data(&listener, flows as usize, false, sock)?
                 .into_iter()
                 .enumerate()
             {
@@ -269,7 +271,7 @@ fn run_test(
             send_size,
             reverse,
         } => {
-            for mut s in accept_data(&listener, 1, false)? {
+            for mut s in accept_data(&listener, 1, false, sock)? {
                 handles.push(if reverse {
                     spawn_worker("bulk-server", &side, move |_, _| {
                         bulk::send(&mut s, bytes, send_size as usize)
@@ -282,12 +284,14 @@ fn run_test(
         Workload::Crr { request, response } => {
             let l = Arc::new(listener);
             td.crr = Some(l.clone());
+            let sock = *sock;
             handles.push(spawn_worker("crr-server", &side, move |c, _| {
                 crr::server(
                     &l,
                     request as usize,
                     response as usize,
                     DATA_TIMEOUT,
+                    &sock,
                     &c.stop,
                 )
             })?);
@@ -346,10 +350,15 @@ fn run_test(
     Ok(report)
 }
 
-fn accept_data(listener: &TcpListener, n: usize, nodelay: bool) -> Result<Vec<TcpStream>> {
+fn accept_data(
+    listener: &TcpListener,
+    n: usize,
+    nodelay: bool,
+    sock: &SockOpts,
+) -> Result<Vec<TcpStream>> {
     let conns = accept_n(listener, n, SETUP_TIMEOUT)?;
     for s in &conns {
-        prepare_data_socket(s, DATA_TIMEOUT, nodelay)?;
+        prepare_data_socket(s, DATA_TIMEOUT, nodelay, sock)?;
     }
     Ok(conns)
 }

@@ -238,6 +238,7 @@ pub fn assemble(c: Collected) -> TestResult {
         client_cpu: c.plan.client_cpu,
         server_cpu: c.plan.server_cpu,
         target: c.target,
+        sock: c.plan.sock,
         outcome,
         cpu: CpuAccounting {
             unit: unit.to_string(),

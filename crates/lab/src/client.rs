@@ -11,8 +11,8 @@ use virtperf_load::sock::{cpu_allowed, prepare_data_socket};
 use virtperf_load::{bulk, crr, http, rr, stream, Counts};
 use virtperf_measure::{fingerprint, ProcStat};
 use virtperf_wire::{
-    read_message, write_message, Env, Message, SideReport, TestResult, WireError, Workload,
-    MAX_DURATION_MS, PROTOCOL_VERSION,
+    read_message, write_message, Env, Message, SideReport, SockOpts, TestResult, WireError,
+    Workload, MAX_DURATION_MS, PROTOCOL_VERSION,
 };
 
 use crate::assemble::{assemble, Collected};
@@ -43,6 +43,8 @@ pub struct Plan {
     pub server_cpu: Option<u32>,
     /// Number of downloads (http only).
     pub count: u32,
+    /// Socket options for the data connections, both ends.
+    pub sock: SockOpts,
 }
 
 impl Plan {
@@ -170,6 +172,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
             0
         },
         server_cpu: plan.server_cpu,
+        sock: plan.sock,
     })?;
     let data_port = match ctl.recv(SETUP_TIMEOUT, "ready")? {
         Message::Ready { data_port } => data_port,
@@ -178,7 +181,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     let data = SocketAddr::new(ctl.addr.ip(), data_port);
     let side = Ctl::new(plan.client_cpu);
     let downloads: Arc<Mutex<Vec<Fetched>>> = Arc::default();
-    let handles = spawn_client(&plan.workload, data, &side, plan.count, &downloads)?;
+    let handles = spawn_client(plan, data, &side, &downloads)?;
 
     ctl.send(&Message::Start)?;
     match ctl.recv(SETUP_TIMEOUT, "started")? {
@@ -208,12 +211,22 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     side.stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let t1 = ProcStat::read()?;
     let elapsed = started.elapsed();
-    // Stop before joining: in reverse tests our receivers end only when the agent's senders
-    // stop. A failed send here usually means the agent died; the workers' error says more.
-    let stop_sent = ctl.send(&Message::Stop);
+    // Where the client drives the traffic, let its workers finish their last transaction
+    // before the agent stops serving (a crr connection still in the agent's accept queue
+    // would otherwise be reset). In reverse streams our receivers end only when the agent's
+    // senders stop, so there Stop goes first. A failed send usually means the agent died;
+    // the workers' error says more, so it wins.
     let agent_addr = ctl.addr;
+    let stop_first = matches!(plan.workload, Workload::Stream { reverse: true, .. });
+    let mut stop_sent = Ok(());
+    if stop_first {
+        stop_sent = ctl.send(&Message::Stop);
+    }
     let joined = join_all(handles)
         .with_context(|| format!("data connection to the agent at {agent_addr}"))?;
+    if !stop_first {
+        stop_sent = ctl.send(&Message::Stop);
+    }
     stop_sent?;
     let server = match ctl.recv(DATA_TIMEOUT + SETUP_TIMEOUT, "report")? {
         Message::Report { side } => *side,
@@ -240,26 +253,26 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     }))
 }
 
-fn connect_data(addr: SocketAddr, nodelay: bool) -> Result<TcpStream> {
+fn connect_data(addr: SocketAddr, nodelay: bool, sock: &SockOpts) -> Result<TcpStream> {
     let s = TcpStream::connect_timeout(&addr, SETUP_TIMEOUT)
         .with_context(|| format!("opening a data connection to {addr}"))?;
-    prepare_data_socket(&s, DATA_TIMEOUT, nodelay)?;
+    prepare_data_socket(&s, DATA_TIMEOUT, nodelay, sock)?;
     Ok(s)
 }
 
 type Handles = Vec<std::thread::JoinHandle<Result<crate::side::WorkerOut>>>;
 
 fn spawn_client(
-    w: &Workload,
+    plan: &Plan,
     data: SocketAddr,
     side: &Ctl,
-    count: u32,
     downloads: &Arc<Mutex<Vec<Fetched>>>,
 ) -> Result<Handles> {
     let mut handles = Vec::new();
-    match *w {
+    let (sock, count) = (plan.sock, plan.count);
+    match plan.workload {
         Workload::Rr { request, response } => {
-            let mut s = connect_data(data, true)?;
+            let mut s = connect_data(data, true, &sock)?;
             handles.push(spawn_worker("rr-client", side, move |c, h| {
                 rr::client(&mut s, request as usize, response as usize, &c.stop, h)
             })?);
@@ -271,6 +284,7 @@ fn spawn_client(
                     request as usize,
                     response as usize,
                     DATA_TIMEOUT,
+                    &sock,
                     &c.stop,
                     h,
                 )
@@ -282,7 +296,7 @@ fn spawn_client(
             reverse,
         } => {
             for i in 0..flows {
-                let mut s = connect_data(data, false)?;
+                let mut s = connect_data(data, false, &sock)?;
                 let name = format!("stream-client-{i}");
                 handles.push(if reverse {
                     spawn_worker(&name, side, move |c, _| stream::receive(&mut s, &c.stop))?
@@ -298,7 +312,7 @@ fn spawn_client(
             send_size,
             reverse,
         } => {
-            let mut s = connect_data(data, false)?;
+            let mut s = connect_data(data, false, &sock)?;
             handles.push(if reverse {
                 spawn_worker("bulk-client", side, move |_, _| bulk::receive(&mut s))?
             } else {
@@ -380,6 +394,7 @@ pub fn run_url(url: &str, count: u32, progress: ProgressFn) -> Result<TestResult
         client_cpu: None,
         server_cpu: None,
         count,
+        sock: SockOpts::default(),
     };
     let client = SideReport {
         elapsed_s: started.elapsed().as_secs_f64(),

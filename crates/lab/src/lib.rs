@@ -8,8 +8,12 @@
 pub mod agent;
 pub mod assemble;
 pub mod client;
+pub mod knob;
 pub mod local;
+pub mod parse;
+pub mod runner;
 mod side;
+pub mod spec;
 
 use std::time::Duration;
 

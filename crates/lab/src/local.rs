@@ -8,6 +8,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -44,6 +45,9 @@ impl LocalAgent {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
+            // Its own process group: Ctrl-C at the terminal reaches only us, so an experiment
+            // can finish its current trial and restore knobs before the agent goes away.
+            .process_group(0)
             .spawn()
             .context("starting a local agent")?;
         let stdout = child

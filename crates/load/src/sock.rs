@@ -1,9 +1,10 @@
 //! Small socket and thread helpers shared by the engines.
 
 use std::io::{self, Read};
-use std::net::TcpStream;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
+
+use virtperf_wire::SockOpts;
 
 /// Pins the calling thread to one CPU (netperf `-T` semantics).
 pub fn pin_current_thread(cpu: u32) -> io::Result<()> {
@@ -45,12 +46,67 @@ pub fn cpu_allowed(cpu: u32) -> bool {
 }
 
 /// Applies the options every data connection gets: receive and send timeouts so that a
-/// vanished peer ends the test with an error instead of a hang, and optionally TCP_NODELAY.
-pub fn prepare_data_socket(s: &TcpStream, io_timeout: Duration, nodelay: bool) -> io::Result<()> {
+/// vanished peer ends the test with an error instead of a hang (on Linux the send timeout
+/// also bounds a blocking `connect`); TCP_NODELAY (the workload's default unless `opts` says
+/// otherwise); and the experiment's socket options. Works on listeners too: accepted sockets
+/// inherit all of these, which saves the per-connection system calls in crr.
+pub fn prepare_data_socket<S: AsFd>(
+    s: &S,
+    io_timeout: Duration,
+    nodelay: bool,
+    opts: &SockOpts,
+) -> io::Result<()> {
+    let fd = s.as_fd();
+    let s = socket2::SockRef::from(s);
     s.set_read_timeout(Some(io_timeout))?;
     s.set_write_timeout(Some(io_timeout))?;
-    if nodelay {
-        s.set_nodelay(true)?;
+    if opts.nodelay.unwrap_or(nodelay) {
+        s.set_tcp_nodelay(true)?;
+    }
+    if let Some(us) = opts.busy_poll_us {
+        setsockopt_int(
+            &fd,
+            libc::SOL_SOCKET,
+            libc::SO_BUSY_POLL,
+            us,
+            "SO_BUSY_POLL",
+        )?;
+    }
+    if let Some(b) = opts.sndbuf {
+        s.set_send_buffer_size(b as usize)
+            .map_err(|e| io::Error::new(e.kind(), format!("setting SO_SNDBUF={b}: {e}")))?;
+    }
+    if let Some(b) = opts.rcvbuf {
+        s.set_recv_buffer_size(b as usize)
+            .map_err(|e| io::Error::new(e.kind(), format!("setting SO_RCVBUF={b}: {e}")))?;
+    }
+    Ok(())
+}
+
+fn setsockopt_int<T: AsRawFd>(
+    s: &T,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: u32,
+    what: &str,
+) -> io::Result<()> {
+    let v = libc::c_int::try_from(value).unwrap_or(libc::c_int::MAX);
+    // SAFETY: passes a pointer to a local c_int and its exact size.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            level,
+            name,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("setting {what}={value}: {e}"),
+        ));
     }
     Ok(())
 }

@@ -32,19 +32,20 @@ pub fn send(s: &mut TcpStream, send_size: usize, stop: &AtomicBool) -> io::Resul
     })
 }
 
-/// Counts bytes until the sender closes. `active` runs from the first to the last byte.
-/// A receive timeout is retried while `stop` is not raised (the sender may not have
-/// started yet).
+/// Counts bytes until the sender closes. `active` runs from the first byte to the end of
+/// the stream (the sender shuts down right after its last write, so the end of stream is
+/// the last byte's arrival to within one wake-up). A receive timeout is retried while
+/// `stop` is not raised (the sender may not have started yet).
 pub fn receive(s: &mut TcpStream, stop: &AtomicBool) -> io::Result<Counts> {
     let mut buf = vec![0u8; RECV_SIZE];
     let mut got = 0u64;
     let mut first: Option<Instant> = None;
-    let mut last = Instant::now();
     loop {
         match recv_raw(s, &mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                if first.is_none() {
+                // No clock read per call in the loop: only the first byte's time matters.
+                if got == 0 {
                     first = Some(Instant::now());
                 }
                 got += n as u64;
@@ -60,12 +61,10 @@ pub fn receive(s: &mut TcpStream, stop: &AtomicBool) -> io::Result<Counts> {
             }
             Err(e) => return Err(describe(e, "receiving data")),
         }
-        // One clock read per read() call, not per byte: with 128 KiB reads this is noise.
-        last = Instant::now();
     }
     Ok(Counts {
         bytes_rx: got,
-        active: first.map(|f| last.duration_since(f)).unwrap_or_default(),
+        active: first.map(|f| f.elapsed()).unwrap_or_default(),
         ..Counts::default()
     })
 }

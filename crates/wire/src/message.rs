@@ -21,7 +21,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Env, SideReport, Workload};
+use crate::model::{Env, SideReport, SockOpts, Workload};
 
 /// Version of this protocol. Peers refuse each other unless the numbers are equal.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -62,6 +62,9 @@ pub enum Message {
         /// CPU to pin the agent's data threads to.
         #[serde(default)]
         server_cpu: Option<u32>,
+        /// Socket options for the agent's end of the data connections.
+        #[serde(default)]
+        sock: SockOpts,
     },
     /// The server half listens for data connections on this port.
     Ready {

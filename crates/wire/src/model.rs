@@ -131,6 +131,33 @@ impl Workload {
     }
 }
 
+/// Socket options for data connections (an experiment config's `socket = {…}`). Unset
+/// fields keep the system default (and the workload's own default for `nodelay`: on for rr
+/// and crr, off for streams).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SockOpts {
+    /// TCP_NODELAY.
+    #[serde(default)]
+    pub nodelay: Option<bool>,
+    /// SO_BUSY_POLL in microseconds: busy-wait on the device queue in blocking reads.
+    #[serde(default)]
+    pub busy_poll_us: Option<u32>,
+    /// SO_SNDBUF in bytes (the kernel doubles it).
+    #[serde(default)]
+    pub sndbuf: Option<u32>,
+    /// SO_RCVBUF in bytes (the kernel doubles it).
+    #[serde(default)]
+    pub rcvbuf: Option<u32>,
+}
+
+impl SockOpts {
+    /// True when no option is set.
+    pub fn is_default(&self) -> bool {
+        *self == SockOpts::default()
+    }
+}
+
 /// CPU time by /proc/stat category, in seconds, summed over the CPUs it covers.
 ///
 /// Note: the kernel counts guest time inside `user` (and guest_nice inside `nice`); the
@@ -452,6 +479,9 @@ pub struct TestResult {
     pub server_cpu: Option<u32>,
     /// Agent address (`host:port`), or the URL for foreign HTTP tests.
     pub target: String,
+    /// Socket options applied to data connections (empty: system defaults).
+    #[serde(default)]
+    pub sock: SockOpts,
     /// What was measured.
     pub outcome: Outcome,
     /// Who used how much CPU.
@@ -460,6 +490,70 @@ pub struct TestResult {
     pub env: Envs,
     /// Things the user should know about these numbers.
     pub warnings: Vec<String>,
+}
+
+/// One number a result yields, named, with its unit and which direction is better.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Metric {
+    /// Stable name, e.g. `rate_per_s`, `p99_us`, `mbps`.
+    pub name: &'static str,
+    /// Unit for display.
+    pub unit: &'static str,
+    /// The value.
+    pub value: f64,
+    /// Whether larger values are better (rates) or worse (latencies, times, CPU cost).
+    pub higher_is_better: bool,
+}
+
+impl TestResult {
+    /// The numbers worth comparing for this result's workload, the primary one first:
+    /// rate and latency for rr/crr, throughput for streams, time and throughput for bulk and
+    /// HTTP, then each side's CPU service demand.
+    pub fn metrics(&self) -> Vec<Metric> {
+        let m = |name, unit, value, higher_is_better| Metric {
+            name,
+            unit,
+            value,
+            higher_is_better,
+        };
+        let mut v = match &self.outcome {
+            Outcome::Rr(o) | Outcome::Crr(o) => vec![
+                m("rate_per_s", "trans/s", o.rate_per_s, true),
+                m("mean_us", "µs", o.latency.mean_us, false),
+                m("p50_us", "µs", o.latency.p50_us, false),
+                m("p99_us", "µs", o.latency.p99_us, false),
+            ],
+            Outcome::Stream(o) => vec![m("mbps", "Mbit/s", o.mbps, true)],
+            Outcome::Bulk(o) => vec![
+                m("elapsed_s", "s", o.elapsed_s, false),
+                m("mib_per_s", "MiB/s", o.mib_per_s, true),
+            ],
+            Outcome::Http(o) => vec![
+                m("mean_duration_s", "s", o.mean_duration_s, false),
+                m("mb_per_s", "MB/s", o.mb_per_s, true),
+            ],
+        };
+        let unit = if self.cpu.unit == "transaction" {
+            "µs/tr"
+        } else {
+            "µs/KB"
+        };
+        v.push(m(
+            "client_demand_us",
+            unit,
+            self.cpu.client.service_demand_us,
+            false,
+        ));
+        if let Some(s) = &self.cpu.server {
+            v.push(m("server_demand_us", unit, s.service_demand_us, false));
+        }
+        v
+    }
+
+    /// The first of [`TestResult::metrics`]: what repetitions and CI targets are judged by.
+    pub fn primary_metric(&self) -> Metric {
+        self.metrics().swap_remove(0)
+    }
 }
 
 /// One cpuidle state of CPU 0.

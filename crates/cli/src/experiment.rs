@@ -1,0 +1,478 @@
+//! `run`, `runs`, `show`, `compare`, `report`: experiments and their stored results.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use virtperf_lab::runner::{self, Observer, RunOptions};
+use virtperf_lab::spec::{self, Repeat, Spec};
+use virtperf_report::render::{self, Format};
+use virtperf_report::{compare, html, summary};
+use virtperf_store::{RunRow, Store};
+
+/// The experiment `virtperf run` performs when given no spec: small, quick, and showing the
+/// two effects this tool is about (same- vs cross-CPU request/response, stream throughput by
+/// message size).
+pub const DEFAULT_SPEC: &str = include_str!("../../../recipes/quickstart.toml");
+
+/// Confidence level of every interval shown.
+const CONFIDENCE: f64 = 0.95;
+
+#[derive(Debug, Args)]
+pub struct DbArg {
+    /// Results database (default: $VIRTPERF_DB, else ~/.local/share/virtperf/results.db)
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+}
+
+impl DbArg {
+    fn open(&self) -> Result<Store> {
+        let path = self.db.clone().unwrap_or_else(Store::default_path);
+        Ok(Store::open(&path)?)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Experiment spec (TOML); without it, the built-in quickstart experiment runs
+    pub spec: Option<PathBuf>,
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Repetitions per point and config (overrides the spec)
+    #[arg(long, conflicts_with = "until_ci", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub runs: Option<u32>,
+    /// Repeat until the CI is this tight, e.g. 95,2% (overrides the spec)
+    #[arg(long, value_parser = virtperf_lab::parse::until_ci)]
+    pub until_ci: Option<(f64, f64)>,
+    /// Most repetitions with --until-ci
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(3..=1000))]
+    pub max_runs: u32,
+    /// Parse the spec and print the plan without running anything
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the run's summary as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// Run id, or `last`
+    #[arg(default_value = "last")]
+    pub run: String,
+    #[command(flatten)]
+    pub db: DbArg,
+    /// table, md, csv or json
+    #[arg(long, default_value = "table", value_parser = parse_format)]
+    pub format: Format,
+    /// Table shape: tries, sweep (seed 3), matrix (seed 1), downloads (seed 0); default from the spec
+    #[arg(long)]
+    pub shape: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// One run (its configs against the baseline config) or two runs (A then B)
+    #[arg(required = true, num_args = 1..=2)]
+    pub runs: Vec<String>,
+    /// Compare configs within the run (the default for one run)
+    #[arg(long, value_parser = ["config"])]
+    pub by: Option<String>,
+    /// Baseline config (default: the spec's report.baseline, else the first config)
+    #[arg(long)]
+    pub baseline: Option<String>,
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Runs to include (ids or `last`)
+    #[arg(required = true)]
+    pub runs: Vec<String>,
+    /// Output file
+    #[arg(short, long, default_value = "report.html")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub db: DbArg,
+}
+
+fn parse_format(s: &str) -> Result<Format, String> {
+    s.parse()
+}
+
+fn load_spec(path: Option<&Path>) -> Result<Spec> {
+    let (text, name) = match path {
+        Some(p) => (
+            std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read spec {}", p.display()))?,
+            p.display().to_string(),
+        ),
+        None => (
+            DEFAULT_SPEC.to_string(),
+            "built-in quickstart spec".to_string(),
+        ),
+    };
+    spec::parse(&text).map_err(|e| anyhow!("{name}: {e}"))
+}
+
+/// Progress and per-trial reporting on stderr: a bar on a terminal, one line per trial
+/// otherwise (so logs of long runs show where they are).
+struct Reporter {
+    bar: Option<ProgressBar>,
+    quiet: bool,
+    current: String,
+}
+
+impl Observer for Reporter {
+    fn config_skipped(&mut self, config: &str, reason: &str) {
+        let msg = format!("virtperf: config {config} skipped: {reason}");
+        match &self.bar {
+            Some(b) => b.println(msg),
+            None => eprintln!("{msg}"),
+        }
+    }
+
+    fn trial_started(&mut self, index: usize, planned: usize, point: &str, config: &str, rep: u32) {
+        self.current = format!("[{index}/{planned}] {point} · {config} · try {rep}");
+        if let Some(b) = &self.bar {
+            b.set_length(planned as u64);
+            b.set_position(index.saturating_sub(1) as u64);
+            b.set_message(format!("{point} · {config} · try {rep}"));
+        }
+    }
+
+    fn trial_done(&mut self, result: &std::result::Result<f64, String>) {
+        let line = match result {
+            Ok(v) => format!("{} … {}", self.current, render::num(*v)),
+            Err(e) => format!("{} … failed: {e}", self.current),
+        };
+        match &self.bar {
+            Some(b) => {
+                b.inc(1);
+                if result.is_err() {
+                    b.println(line);
+                }
+            }
+            None if !self.quiet => eprintln!("{line}"),
+            None => {}
+        }
+    }
+}
+
+/// `virtperf run`
+pub fn run(a: RunArgs) -> Result<()> {
+    let spec = load_spec(a.spec.as_deref())?;
+    let repeat = match (a.runs, a.until_ci) {
+        (Some(n), _) => Some(Repeat::Fixed(n)),
+        (None, Some((level, width))) => Some(Repeat::UntilCi {
+            level,
+            width,
+            min: 3,
+            max: a.max_runs,
+        }),
+        (None, None) => None,
+    };
+    if a.dry_run {
+        let reps = match repeat.as_ref().unwrap_or(&spec.repeat) {
+            Repeat::Fixed(n) => format!("{n} repetitions"),
+            Repeat::UntilCi {
+                level,
+                width,
+                min,
+                max,
+            } => format!(
+                "{min}..{max} repetitions until the {:.0}% CI is within {:.1}%",
+                level * 100.0,
+                width * 100.0
+            ),
+        };
+        println!(
+            "{}: {} points × {} configs, {reps}",
+            spec.name,
+            spec.points.len(),
+            spec.configs.len()
+        );
+        for p in &spec.points {
+            println!("  point  {} ({:?})", p.label, p.duration);
+        }
+        for c in &spec.configs {
+            let knobs: Vec<String> = c
+                .knobs
+                .iter()
+                .map(|(k, v)| format!("{}={v}", k.name))
+                .collect();
+            println!("  config {} {}", c.name, knobs.join(" "));
+        }
+        return Ok(());
+    }
+    let mut store = a.db.open()?;
+    let interrupted = Arc::new(AtomicBool::new(false));
+    {
+        let flag = interrupted.clone();
+        // Ctrl-C stops the run between trials; the runner then restores every knob and
+        // marks the run incomplete, keeping the trials already done.
+        let _ = ctrlc::set_handler(move || {
+            flag.store(true, Ordering::SeqCst);
+            eprintln!("\nvirtperf: interrupted: finishing the current trial, then restoring knobs");
+        });
+    }
+    let tty = std::io::stderr().is_terminal() && !a.json;
+    let bar = tty.then(|| {
+        let b = ProgressBar::new(1);
+        if let Ok(st) = ProgressStyle::with_template("{pos}/{len} [{bar:30}] ETA {eta}  {msg}") {
+            b.set_style(st.progress_chars("=> "));
+        }
+        b
+    });
+    let mut rep = Reporter {
+        bar,
+        quiet: a.json,
+        current: String::new(),
+    };
+    let outcome = runner::run(
+        &spec,
+        &mut store,
+        &RunOptions { repeat },
+        &interrupted,
+        &mut rep,
+    );
+    if let Some(b) = &rep.bar {
+        b.finish_and_clear();
+    }
+    let outcome = outcome?;
+    for e in &outcome.restore_errors {
+        eprintln!("virtperf: warning: {e}");
+    }
+    let row = store.run(outcome.run_id)?;
+    let trials = store.trials(outcome.run_id)?;
+    let points = summary::summarize_run(&trials, CONFIDENCE);
+    if a.json {
+        println!("{}", render::json(&row, &points));
+    } else {
+        print!("{}", shaped(&row, &trials, &points, spec.shape.as_deref())?);
+        let cmp = compare::by_config(&points, spec.baseline.as_deref());
+        if !cmp.is_empty() {
+            println!();
+            print!("{}", render::compare_table(&cmp));
+        }
+        println!(
+            "\nstored as run {} in {} ({}); see `virtperf show {}`, `virtperf report {} -o report.html`",
+            row.id,
+            store.path().display(),
+            row.effective_status(),
+            row.id,
+            row.id
+        );
+    }
+    if interrupted.load(Ordering::SeqCst) {
+        bail!(
+            "interrupted: run {} kept {} finished trials and is marked incomplete",
+            row.id,
+            outcome.ok
+        );
+    }
+    Ok(())
+}
+
+fn shaped(
+    row: &RunRow,
+    trials: &[virtperf_store::TrialRow],
+    points: &[summary::PointSummary],
+    shape: Option<&str>,
+) -> Result<String> {
+    let inferred = if points.iter().all(|p| p.workload == "http") {
+        "downloads"
+    } else if points.len() > 1
+        && points.iter().all(|p| {
+            p.params
+                .as_object()
+                .is_some_and(|o| o.values().any(|v| v.is_number()))
+        })
+    {
+        "sweep"
+    } else {
+        "tries"
+    };
+    Ok(match shape.unwrap_or(inferred) {
+        "tries" | "table" => render::table(row, points),
+        "sweep" => render::sweep(row, points),
+        "matrix" => render::matrix(row, points),
+        "downloads" => render::downloads(row, trials),
+        other => bail!("unknown shape {other:?} (tries, sweep, matrix, downloads)"),
+    })
+}
+
+fn resolve(store: &Store, id: &str) -> Result<RunRow> {
+    if id == "last" {
+        return store.runs()?.into_iter().next().ok_or_else(|| {
+            anyhow!(
+                "{} holds no runs yet: start one with `virtperf run`",
+                store.path().display()
+            )
+        });
+    }
+    let n: i64 = id.parse().map_err(|_| {
+        anyhow!("invalid run id {id:?}: give a number from `virtperf runs`, or `last`")
+    })?;
+    Ok(store.run(n)?)
+}
+
+fn spec_of(row: &RunRow) -> Option<Spec> {
+    spec::parse(&row.spec_text).ok()
+}
+
+/// `virtperf runs`
+pub fn runs(a: RunsArgs) -> Result<()> {
+    let store = a.db.open()?;
+    let runs = store.runs()?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&runs)?);
+        return Ok(());
+    }
+    if runs.is_empty() {
+        println!(
+            "no runs in {} yet: start one with `virtperf run`",
+            store.path().display()
+        );
+        return Ok(());
+    }
+    println!(
+        "{:>4}  {:<24} {:<24} {:<11} {:<12} {:>9}",
+        "id", "name", "started (UTC)", "status", "host", "trials"
+    );
+    for r in runs {
+        println!(
+            "{:>4}  {:<24} {:<24} {:<11} {:<12} {:>4}/{:<4}",
+            r.id,
+            r.name,
+            r.started_at,
+            r.effective_status().to_string(),
+            r.host,
+            r.trials_ok,
+            r.planned_trials
+        );
+    }
+    Ok(())
+}
+
+/// `virtperf show`
+pub fn show(a: ShowArgs) -> Result<()> {
+    let store = a.db.open()?;
+    let row = resolve(&store, &a.run)?;
+    let trials = store.trials(row.id)?;
+    let points = summary::summarize_run(&trials, CONFIDENCE);
+    let out = match a.format {
+        Format::Table => {
+            let shape = a
+                .shape
+                .clone()
+                .or_else(|| spec_of(&row).and_then(|s| s.shape));
+            shaped(&row, &trials, &points, shape.as_deref())?
+        }
+        Format::Md => render::markdown(&row, &points),
+        Format::Csv => render::csv(&row, &trials),
+        Format::Json => render::json(&row, &points) + "\n",
+    };
+    print!("{out}");
+    Ok(())
+}
+
+/// `virtperf compare`
+pub fn compare(a: CompareArgs) -> Result<()> {
+    let store = a.db.open()?;
+    let rows = match a.runs.as_slice() {
+        [one] => {
+            let row = resolve(&store, one)?;
+            let points = summary::summarize_run(&store.trials(row.id)?, CONFIDENCE);
+            let baseline = a
+                .baseline
+                .clone()
+                .or_else(|| spec_of(&row).and_then(|s| s.baseline));
+            if let Some(b) = &baseline {
+                if !points
+                    .iter()
+                    .any(|p| p.configs.iter().any(|c| &c.config == b))
+                {
+                    bail!("run {} has no config {b:?}", row.id);
+                }
+            }
+            let r = compare::by_config(&points, baseline.as_deref());
+            if r.is_empty() {
+                bail!("run {} has only one config: compare it with another run (`virtperf compare {} OTHER`)", row.id, row.id);
+            }
+            r
+        }
+        [x, y] => {
+            if a.by.is_some() {
+                bail!("--by config compares within one run: give one run id");
+            }
+            let (ra, rb) = (resolve(&store, x)?, resolve(&store, y)?);
+            let pa = summary::summarize_run(&store.trials(ra.id)?, CONFIDENCE);
+            let pb = summary::summarize_run(&store.trials(rb.id)?, CONFIDENCE);
+            let r = compare::runs(&pa, ra.id, &pb, rb.id);
+            if r.is_empty() {
+                bail!(
+                    "runs {} and {} share no point and config to compare",
+                    ra.id,
+                    rb.id
+                );
+            }
+            r
+        }
+        _ => bail!("give one or two run ids"),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        print!("{}", render::compare_table(&rows));
+    }
+    Ok(())
+}
+
+/// `virtperf report`
+pub fn report(a: ReportArgs) -> Result<()> {
+    let store = a.db.open()?;
+    let mut loaded = Vec::new();
+    for id in &a.runs {
+        let row = resolve(&store, id)?;
+        let points = summary::summarize_run(&store.trials(row.id)?, CONFIDENCE);
+        let baseline = spec_of(&row).and_then(|s| s.baseline);
+        let cmp = compare::by_config(&points, baseline.as_deref());
+        loaded.push((row, points, cmp));
+    }
+    let cross = if loaded.len() >= 2 {
+        compare::runs(&loaded[0].1, loaded[0].0.id, &loaded[1].1, loaded[1].0.id)
+    } else {
+        Vec::new()
+    };
+    let sections: Vec<html::RunSection> = loaded
+        .iter()
+        .map(|(row, points, cmp)| html::RunSection {
+            run: row,
+            points,
+            comparisons: cmp,
+        })
+        .collect();
+    let page = html::report(&sections, &cross, &virtperf_store::now_rfc3339());
+    std::fs::write(&a.output, page)
+        .with_context(|| format!("cannot write {}", a.output.display()))?;
+    println!("wrote {}", a.output.display());
+    Ok(())
+}

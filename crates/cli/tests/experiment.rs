@@ -1,0 +1,414 @@
+//! Experiments end to end: spec → runner → real SQLite file → show / compare / report, and
+//! knobs restored on success, on failure and on Ctrl-C.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{assert_one_line_error, vp};
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("vp-exp-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run_ok(args: &[&str], db: &Path) -> String {
+    let out = vp().args(args).arg("--db").arg(db).output().unwrap();
+    assert!(
+        out.status.success(),
+        "virtperf {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+const TWO_CONFIGS: &str = r#"
+name = "tiny"
+duration = "300ms"
+repetitions = 3
+[[workload]]
+kind = "rr"
+size = ["1,1", "64,64"]
+[[config]]
+name = "plain"
+[[config]]
+name = "nodelay-off"
+socket = { nodelay = false, busy_poll_us = 0 }
+"#;
+
+#[test]
+fn run_store_show_compare_report() {
+    let d = TempDir::new("flow");
+    let spec = d.path("tiny.toml");
+    std::fs::write(&spec, TWO_CONFIGS).unwrap();
+    let db = d.path("results.db");
+    let out = run_ok(&["run", spec.to_str().unwrap()], &db);
+    assert!(
+        out.contains("rr size=1,1") && out.contains("rr size=64,64"),
+        "{out}"
+    );
+    assert!(
+        out.contains("plain") && out.contains("nodelay-off"),
+        "{out}"
+    );
+    // The comparison printed after the run carries a verdict per metric.
+    assert!(out.contains("nodelay-off vs plain"), "{out}");
+
+    let runs: serde_json::Value = serde_json::from_str(&run_ok(&["runs", "--json"], &db)).unwrap();
+    let r = &runs[0];
+    assert_eq!(r["name"], "tiny");
+    assert_eq!(r["status"], "complete");
+    assert_eq!(r["trials_ok"], 12, "2 points × 2 configs × 3 reps");
+    assert!(r["spec_text"].as_str().unwrap().contains("nodelay-off"));
+    assert!(!r["env"]["kernel"].as_str().unwrap().is_empty());
+
+    let show: serde_json::Value =
+        serde_json::from_str(&run_ok(&["show", "last", "--format", "json"], &db)).unwrap();
+    let points = show["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    let cell = &points[0]["configs"][0];
+    assert_eq!(cell["ok"], 3);
+    let m = &cell["metrics"][0];
+    assert_eq!(m["name"], "rate_per_s");
+    let vals: Vec<f64> = m["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(vals.len(), 3);
+    let mean = vals.iter().sum::<f64>() / 3.0;
+    assert!((m["summary"]["mean"].as_f64().unwrap() - mean).abs() < 1e-6 * mean);
+    // Latency merged from the three histograms: count is the sum of transactions.
+    assert!(cell["latency"]["count"].as_u64().unwrap() > 100);
+
+    let md = run_ok(&["show", "1", "--format", "md"], &db);
+    assert!(md.contains("| rr size=1,1 | plain | 3 |"), "{md}");
+    let csv = run_ok(&["show", "1", "--format", "csv"], &db);
+    assert!(csv.starts_with("run,seq,config"));
+    assert_eq!(
+        csv.lines().filter(|l| l.contains(",rate_per_s,")).count(),
+        12
+    );
+
+    let cmp: serde_json::Value =
+        serde_json::from_str(&run_ok(&["compare", "1", "--json"], &db)).unwrap();
+    let rows = cmp.as_array().unwrap();
+    assert!(rows.iter().any(|r| r["metric"] == "p99_us"));
+    for r in rows {
+        let v = r["comparison"]["verdict"].as_str().unwrap();
+        assert!(
+            ["improved", "regressed", "no_change", "within_noise"].contains(&v),
+            "{v}"
+        );
+    }
+
+    let html = d.path("report.html");
+    run_ok(&["report", "1", "-o", html.to_str().unwrap()], &db);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("<svg") && page.contains("class=\"plot"),
+        "no plots"
+    );
+    assert!(page.contains("latency percentiles"));
+    assert!(page.contains("environment"));
+    chromium_renders(&html, &d);
+}
+
+/// Renders the report in headless Chromium when it is installed: a screenshot is taken, the
+/// DOM has the plots, and the page logs no console errors.
+fn chromium_renders(html: &Path, d: &TempDir) {
+    let Some(chromium) = ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find(|c| {
+            std::process::Command::new(c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+    else {
+        eprintln!("skipped: chromium not installed (apt-get install chromium) — HTML not rendered");
+        return;
+    };
+    let flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--enable-logging=stderr",
+        "--v=0",
+    ];
+    let profile = d.path("chromium-profile");
+    let shot = d.path("shot.png");
+    let url = format!("file://{}", html.display());
+    let out = common::run_with_timeout(
+        std::process::Command::new(chromium)
+            .args(flags)
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(format!("--screenshot={}", shot.display()))
+            .arg("--window-size=1280,2400")
+            .arg(&url),
+        Duration::from_secs(90),
+    );
+    let png = std::fs::read(&shot).unwrap_or_default();
+    assert!(
+        png.starts_with(b"\x89PNG"),
+        "no screenshot: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = common::run_with_timeout(
+        std::process::Command::new(chromium)
+            .args(flags)
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg("--dump-dom")
+            .arg(&url),
+        Duration::from_secs(90),
+    );
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dom.matches("<svg").count() >= 3,
+        "plots missing from the rendered DOM"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("CONSOLE"), "console messages: {stderr}");
+}
+
+#[test]
+fn spec_errors_name_the_line_and_change_nothing() {
+    let d = TempDir::new("bad");
+    let spec = d.path("bad.toml");
+    std::fs::write(
+        &spec,
+        "name = \"x\"\n[[workload]]\nkind = \"rr\"\nsize = \"-1\"\n",
+    )
+    .unwrap();
+    let db = d.path("r.db");
+    let out = vp()
+        .args(["run", spec.to_str().unwrap(), "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_one_line_error(&String::from_utf8_lossy(&out.stderr), "line 4");
+    assert!(!db.exists(), "a bad spec must not create a database");
+}
+
+#[test]
+fn foreign_and_corrupt_databases_are_refused_untouched() {
+    let d = TempDir::new("db");
+    let junk = d.path("junk.db");
+    std::fs::write(&junk, b"definitely not sqlite ".repeat(100)).unwrap();
+    let before = std::fs::read(&junk).unwrap();
+    let out = vp().args(["runs", "--db"]).arg(&junk).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_one_line_error(&String::from_utf8_lossy(&out.stderr), "junk.db");
+    assert_eq!(std::fs::read(&junk).unwrap(), before);
+}
+
+#[test]
+fn configs_whose_knobs_cannot_apply_are_skipped_with_the_reason() {
+    let d = TempDir::new("skip");
+    let spec = d.path("s.toml");
+    std::fs::write(
+        &spec,
+        "name = \"s\"\nduration = \"200ms\"\nrepetitions = 1\n[[workload]]\nkind = \"rr\"\n\
+         [[config]]\nname = \"ok\"\n[[config]]\nname = \"ghost\"\nmodule = { \"nosuchmodule.param\" = 1 }\n",
+    )
+    .unwrap();
+    let db = d.path("r.db");
+    let out = vp()
+        .args(["run", spec.to_str().unwrap(), "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("config ghost skipped") && err.contains("does not exist"),
+        "{err}"
+    );
+}
+
+/// A sysctl this test may change: writable only as root. Each test uses its own so tests
+/// running in parallel never see each other's values as originals.
+fn writable_sysctl(path: &str) -> Option<String> {
+    let v = std::fs::read_to_string(path).ok()?;
+    std::fs::write(path, v.trim()).ok()?;
+    Some(v.trim().to_string())
+}
+
+fn knob_spec(sysctl: &str, value: &str, probe_file: &Path, extra_setup: &str, reps: u32) -> String {
+    let path = format!("/proc/sys/{}", sysctl.replace('.', "/"));
+    format!(
+        "name = \"knobs\"\nduration = \"300ms\"\nrepetitions = {reps}\n[[workload]]\nkind = \"rr\"\n\
+         [[config]]\nname = \"changed\"\nsysctl = {{ \"{sysctl}\" = \"{value}\" }}\n\
+         setup = \"cat {path} > {} {extra_setup}\"\n",
+        probe_file.display()
+    )
+}
+
+#[test]
+fn knobs_are_applied_then_restored_after_success() {
+    let knob = "/proc/sys/net/ipv4/tcp_fin_timeout";
+    let Some(orig) = writable_sysctl(knob) else {
+        eprintln!("skipped: needs root to write {knob}");
+        return;
+    };
+    let d = TempDir::new("ok");
+    let during = d.path("during");
+    let want = if orig == "61" { "62" } else { "61" };
+    std::fs::write(
+        d.path("s.toml"),
+        knob_spec("net.ipv4.tcp_fin_timeout", want, &during, "", 1),
+    )
+    .unwrap();
+    run_ok(
+        &["run", d.path("s.toml").to_str().unwrap()],
+        &d.path("r.db"),
+    );
+    assert_eq!(
+        std::fs::read_to_string(&during).unwrap().trim(),
+        want,
+        "knob not applied during the run"
+    );
+    assert_eq!(
+        std::fs::read_to_string(knob).unwrap().trim(),
+        orig,
+        "knob not restored"
+    );
+}
+
+#[test]
+fn knobs_are_restored_when_the_run_fails() {
+    let knob = "/proc/sys/net/ipv4/tcp_keepalive_probes";
+    let Some(orig) = writable_sysctl(knob) else {
+        eprintln!("skipped: needs root to write {knob}");
+        return;
+    };
+    let d = TempDir::new("fail");
+    let during = d.path("during");
+    let want = if orig == "7" { "8" } else { "7" };
+    // The setup hook records the applied value, then fails: the run stops.
+    std::fs::write(
+        d.path("s.toml"),
+        knob_spec(
+            "net.ipv4.tcp_keepalive_probes",
+            want,
+            &during,
+            "; exit 3",
+            1,
+        ),
+    )
+    .unwrap();
+    let out = vp()
+        .args(["run", d.path("s.toml").to_str().unwrap(), "--db"])
+        .arg(d.path("r.db"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_one_line_error(&String::from_utf8_lossy(&out.stderr), "setup hook");
+    assert_eq!(std::fs::read_to_string(&during).unwrap().trim(), want);
+    assert_eq!(
+        std::fs::read_to_string(knob).unwrap().trim(),
+        orig,
+        "knob not restored after failure"
+    );
+}
+
+#[test]
+fn ctrl_c_keeps_finished_trials_restores_knobs_and_marks_the_run_incomplete() {
+    let knob = "/proc/sys/net/ipv4/tcp_keepalive_intvl";
+    let Some(orig) = writable_sysctl(knob) else {
+        eprintln!("skipped: needs root to write {knob}");
+        return;
+    };
+    let d = TempDir::new("int");
+    let during = d.path("during");
+    let want = if orig == "71" { "72" } else { "71" };
+    std::fs::write(
+        d.path("s.toml"),
+        knob_spec("net.ipv4.tcp_keepalive_intvl", want, &during, "", 40),
+    )
+    .unwrap();
+    let db = d.path("r.db");
+    let mut child = vp()
+        .args(["run", d.path("s.toml").to_str().unwrap(), "--db"])
+        .arg(&db)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until at least two trials are stored, then interrupt (SIGINT to our child only).
+    let t0 = Instant::now();
+    loop {
+        let out = vp()
+            .args(["runs", "--json", "--db"])
+            .arg(&db)
+            .output()
+            .unwrap();
+        let n = serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            .ok()
+            .and_then(|v| v[0]["trials_ok"].as_u64())
+            .unwrap_or(0);
+        if n >= 2 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "run made no progress"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: kill(2) on the PID of a child we spawned and have not reaped.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let t1 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t1.elapsed() < Duration::from_secs(30), "run ignored Ctrl-C");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!status.success());
+    assert_eq!(
+        std::fs::read_to_string(knob).unwrap().trim(),
+        orig,
+        "knob not restored after Ctrl-C"
+    );
+    let out = vp()
+        .args(["runs", "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["status"], "incomplete");
+    let kept = v[0]["trials_ok"].as_u64().unwrap();
+    assert!((2..40).contains(&kept), "kept {kept} trials");
+}

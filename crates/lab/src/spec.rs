@@ -1,0 +1,749 @@
+//! Experiment specs: a TOML file naming workloads with parameter sweeps, configurations
+//! (named sets of knobs), repetitions and duration. Parsing keeps source positions so every
+//! error names its line.
+//!
+//! ```toml
+//! name = "tcp-stream-sweep"
+//! duration = "5s"            # per trial
+//! repetitions = 5            # or: until_ci = "95,2%" with max_repetitions = 20
+//!
+//! [[workload]]
+//! kind = "stream"
+//! send_size = [4, 8, 16, 4096]   # a list is a sweep
+//!
+//! [[config]]
+//! name = "baseline"
+//!
+//! [[config]]
+//! name = "busy-poll"
+//! sysctl = { "net.core.busy_poll" = 50, "net.core.busy_read" = 50 }
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+use virtperf_wire::{SockOpts, Workload};
+
+use crate::knob::Knob;
+use crate::parse;
+
+/// A spec error with the line it refers to (1-based; 0 when the whole file is at fault).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpecError {
+    /// Line in the spec file.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line > 0 {
+            write!(f, "line {}: {}", self.line, self.message)
+        } else {
+            write!(f, "{}", self.message)
+        }
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+/// A scalar or a list of them: a list in a workload is a sweep.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+impl<T: Clone> OneOrMany<T> {
+    fn to_vec(&self) -> Vec<T> {
+        match self {
+            OneOrMany::One(v) => vec![v.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
+}
+
+/// A size written as a number (`64`) or a string with a unit (`"16KiB"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum SizeVal {
+    Num(u64),
+    Text(String),
+}
+
+impl SizeVal {
+    fn text(&self) -> String {
+        match self {
+            SizeVal::Num(n) => n.to_string(),
+            SizeVal::Text(s) => s.clone(),
+        }
+    }
+}
+
+/// A knob value: TOML numbers, booleans and strings are all written as text to the kernel.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum KnobVal {
+    Int(i64),
+    Bool(bool),
+    Text(String),
+}
+
+impl KnobVal {
+    fn text(&self) -> String {
+        match self {
+            KnobVal::Int(n) => n.to_string(),
+            KnobVal::Bool(b) => if *b { "1" } else { "0" }.to_string(),
+            KnobVal::Text(s) => s.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSpec {
+    name: Spanned<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    duration: Option<Spanned<String>>,
+    #[serde(default)]
+    repetitions: Option<Spanned<u32>>,
+    #[serde(default)]
+    until_ci: Option<Spanned<String>>,
+    #[serde(default)]
+    max_repetitions: Option<Spanned<u32>>,
+    #[serde(default)]
+    workload: Vec<Spanned<RawWorkload>>,
+    #[serde(default)]
+    config: Vec<Spanned<RawConfig>>,
+    #[serde(default)]
+    report: Option<RawReport>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWorkload {
+    kind: Spanned<String>,
+    #[serde(default)]
+    label: Option<String>,
+    #[serde(default)]
+    size: Option<Spanned<OneOrMany<String>>>,
+    #[serde(default)]
+    send_size: Option<Spanned<OneOrMany<SizeVal>>>,
+    #[serde(default)]
+    flows: Option<Spanned<OneOrMany<u32>>>,
+    #[serde(default)]
+    reverse: Option<Spanned<OneOrMany<bool>>>,
+    #[serde(default)]
+    bytes: Option<Spanned<SizeVal>>,
+    #[serde(default)]
+    count: Option<Spanned<u32>>,
+    #[serde(default)]
+    cpus: Option<Spanned<OneOrMany<String>>>,
+    #[serde(default)]
+    duration: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    name: Spanned<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    sysctl: BTreeMap<String, Spanned<KnobVal>>,
+    #[serde(default)]
+    module: BTreeMap<String, Spanned<KnobVal>>,
+    #[serde(default)]
+    socket: Option<Spanned<RawSock>>,
+    #[serde(default)]
+    cpus: Option<Spanned<String>>,
+    #[serde(default)]
+    setup: Option<String>,
+    #[serde(default)]
+    teardown: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSock {
+    #[serde(default)]
+    nodelay: Option<bool>,
+    #[serde(default)]
+    busy_poll_us: Option<u32>,
+    #[serde(default)]
+    sndbuf: Option<SizeVal>,
+    #[serde(default)]
+    rcvbuf: Option<SizeVal>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawReport {
+    #[serde(default)]
+    shape: Option<String>,
+    #[serde(default)]
+    baseline: Option<String>,
+}
+
+/// How repetitions are decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Repeat {
+    /// Exactly this many trials per point and config.
+    Fixed(u32),
+    /// Repeat until the CI at `level` has half-width within `width` of the mean, between
+    /// `min` and `max` trials (netperf's `-i max,min -I level,width`).
+    UntilCi {
+        /// Confidence level, e.g. 0.95.
+        level: f64,
+        /// Relative half-width, e.g. 0.02.
+        width: f64,
+        /// Trials always run.
+        min: u32,
+        /// Trials at most.
+        max: u32,
+    },
+}
+
+/// One point of a workload's sweep: everything needed to run a trial but the config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// Index of the `[[workload]]` it came from.
+    pub workload_index: usize,
+    /// The workload with this point's parameters.
+    pub workload: Workload,
+    /// CPU pinning from the sweep (a config's `cpus` overrides it).
+    pub cpus: parse::Cpus,
+    /// Trial duration (timed workloads).
+    pub duration: Duration,
+    /// HTTP downloads per trial.
+    pub count: u32,
+    /// The swept parameters and their values, e.g. `{"send_size": 64}`.
+    pub params: serde_json::Value,
+    /// Human label: `stream send_size=64`.
+    pub label: String,
+}
+
+/// A named configuration: knobs, socket options, pinning and hooks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Name as written.
+    pub name: String,
+    /// What it is for.
+    pub description: Option<String>,
+    /// System knobs (sysctls, module parameters) to apply before its trials.
+    pub knobs: Vec<(Knob, String)>,
+    /// Socket options for data connections.
+    pub sock: SockOpts,
+    /// CPU pinning that overrides the workload's.
+    pub cpus: Option<parse::Cpus>,
+    /// Shell command run before the config's first trial.
+    pub setup: Option<String>,
+    /// Shell command run after the config's last trial (also on failure).
+    pub teardown: Option<String>,
+}
+
+/// A parsed, validated experiment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spec {
+    /// Experiment name.
+    pub name: String,
+    /// Free text.
+    pub description: Option<String>,
+    /// Every sweep point of every workload, in spec order.
+    pub points: Vec<Point>,
+    /// Configurations in spec order (a single `default` one if the spec names none).
+    pub configs: Vec<Config>,
+    /// Repetition policy.
+    pub repeat: Repeat,
+    /// Output shape hint for `show` (`sweep`, `matrix`, `downloads`, …).
+    pub shape: Option<String>,
+    /// Config to compare the others against (default: the first).
+    pub baseline: Option<String>,
+    /// The spec text as given (stored with the run).
+    pub text: String,
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+fn err<T>(
+    text: &str,
+    span: std::ops::Range<usize>,
+    msg: impl Into<String>,
+) -> Result<T, SpecError> {
+    Err(SpecError {
+        line: line_of(text, span.start),
+        message: msg.into(),
+    })
+}
+
+/// Parses and validates a spec.
+pub fn parse(text: &str) -> Result<Spec, SpecError> {
+    let raw: RawSpec = toml::from_str(text).map_err(|e| SpecError {
+        line: e.span().map(|s| line_of(text, s.start)).unwrap_or(0),
+        message: e.message().trim().to_string(),
+    })?;
+    let name = raw.name.get_ref().trim().to_string();
+    if name.is_empty() {
+        return err(text, raw.name.span(), "name must not be empty");
+    }
+    let default_duration = match &raw.duration {
+        Some(d) => parse::duration(d.get_ref()).or_else(|m| err(text, d.span(), m))?,
+        None => Duration::from_secs(10),
+    };
+    let repeat = match (&raw.repetitions, &raw.until_ci) {
+        (Some(r), Some(_)) => {
+            return err(
+                text,
+                r.span(),
+                "give either repetitions or until_ci, not both",
+            )
+        }
+        (Some(r), None) => {
+            let n = *r.get_ref();
+            if !(1..=1000).contains(&n) {
+                return err(text, r.span(), "repetitions must be between 1 and 1000");
+            }
+            Repeat::Fixed(n)
+        }
+        (None, Some(c)) => {
+            let (level, width) =
+                parse::until_ci(c.get_ref()).or_else(|m| err(text, c.span(), m))?;
+            let max = raw
+                .max_repetitions
+                .as_ref()
+                .map(|m| *m.get_ref())
+                .unwrap_or(20);
+            if let Some(m) = &raw.max_repetitions {
+                if !(3..=1000).contains(&max) {
+                    return err(text, m.span(), "max_repetitions must be between 3 and 1000");
+                }
+            }
+            Repeat::UntilCi {
+                level,
+                width,
+                min: 3,
+                max,
+            }
+        }
+        (None, None) => Repeat::Fixed(5),
+    };
+    if raw.workload.is_empty() {
+        return Err(SpecError {
+            line: 0,
+            message: "the spec has no [[workload]]: add at least one (kind = \"rr\", \"crr\", \"stream\", \"bulk\" or \"http\")".into(),
+        });
+    }
+    let mut points = Vec::new();
+    for (i, w) in raw.workload.iter().enumerate() {
+        points.extend(expand(text, i, w, default_duration)?);
+    }
+    let mut configs = Vec::new();
+    for c in &raw.config {
+        let cfg = config(text, c)?;
+        if configs.iter().any(|x: &Config| x.name == cfg.name) {
+            return err(
+                text,
+                c.get_ref().name.span(),
+                format!("config {:?} is defined twice", cfg.name),
+            );
+        }
+        configs.push(cfg);
+    }
+    if configs.is_empty() {
+        configs.push(Config {
+            name: "default".into(),
+            description: None,
+            knobs: Vec::new(),
+            sock: SockOpts::default(),
+            cpus: None,
+            setup: None,
+            teardown: None,
+        });
+    }
+    let report = raw.report.unwrap_or_default();
+    if let Some(b) = &report.baseline {
+        if !configs.iter().any(|c| &c.name == b) {
+            return Err(SpecError {
+                line: 0,
+                message: format!(
+                    "report.baseline names config {b:?}, which the spec does not define"
+                ),
+            });
+        }
+    }
+    Ok(Spec {
+        name,
+        description: raw.description,
+        points,
+        configs,
+        repeat,
+        shape: report.shape,
+        baseline: report.baseline,
+        text: text.to_string(),
+    })
+}
+
+fn expand(
+    text: &str,
+    index: usize,
+    w: &Spanned<RawWorkload>,
+    default_duration: Duration,
+) -> Result<Vec<Point>, SpecError> {
+    let r = w.get_ref();
+    let kind = r.kind.get_ref().as_str();
+    let duration = match &r.duration {
+        Some(d) => parse::duration(d.get_ref()).or_else(|m| err(text, d.span(), m))?,
+        None => default_duration,
+    };
+    let allowed: &[&str] = match kind {
+        "rr" | "crr" => &["size", "cpus"],
+        "stream" => &["send_size", "flows", "reverse", "cpus"],
+        "bulk" => &["bytes", "send_size", "reverse", "cpus"],
+        "http" => &["bytes", "count", "cpus"],
+        other => {
+            return err(
+                text,
+                r.kind.span(),
+                format!("unknown workload kind {other:?} (expected rr, crr, stream, bulk or http)"),
+            )
+        }
+    };
+    let present: [(&str, Option<std::ops::Range<usize>>); 7] = [
+        ("size", r.size.as_ref().map(|s| s.span())),
+        ("send_size", r.send_size.as_ref().map(|s| s.span())),
+        ("flows", r.flows.as_ref().map(|s| s.span())),
+        ("reverse", r.reverse.as_ref().map(|s| s.span())),
+        ("bytes", r.bytes.as_ref().map(|s| s.span())),
+        ("count", r.count.as_ref().map(|s| s.span())),
+        ("cpus", r.cpus.as_ref().map(|s| s.span())),
+    ];
+    for (key, span) in present {
+        if let Some(span) = span {
+            if !allowed.contains(&key) {
+                return err(
+                    text,
+                    span,
+                    format!(
+                        "{kind} workloads take no {key:?} (they take {})",
+                        allowed.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+    // Each list-valued parameter is one sweep axis; the points are their cartesian product.
+    let sizes: Vec<(u32, u32)> = match &r.size {
+        Some(s) => s
+            .get_ref()
+            .to_vec()
+            .iter()
+            .map(|v| parse::size_pair(v).or_else(|m| err(text, s.span(), m)))
+            .collect::<Result<_, _>>()?,
+        None => vec![(1, 1)],
+    };
+    let default_send = if kind == "bulk" { 128 * 1024 } else { 16384 };
+    let send_sizes: Vec<u32> = match &r.send_size {
+        Some(s) => s
+            .get_ref()
+            .to_vec()
+            .iter()
+            .map(|v| parse::size32(&v.text()).or_else(|m| err(text, s.span(), m)))
+            .collect::<Result<_, _>>()?,
+        None => vec![default_send],
+    };
+    let flows: Vec<u32> = r
+        .flows
+        .as_ref()
+        .map(|f| f.get_ref().to_vec())
+        .unwrap_or(vec![1]);
+    let reverses: Vec<bool> = r
+        .reverse
+        .as_ref()
+        .map(|f| f.get_ref().to_vec())
+        .unwrap_or(vec![false]);
+    let cpus: Vec<parse::Cpus> = match &r.cpus {
+        Some(c) => c
+            .get_ref()
+            .to_vec()
+            .iter()
+            .map(|v| parse::cpus(v).or_else(|m| err(text, c.span(), m)))
+            .collect::<Result<_, _>>()?,
+        None => vec![(None, None)],
+    };
+    let bytes = match &r.bytes {
+        Some(b) => Some(parse::bytes(&b.get_ref().text()).or_else(|m| err(text, b.span(), m))?),
+        None => None,
+    };
+    if matches!(kind, "bulk" | "http") && bytes.is_none() {
+        return err(
+            text,
+            w.span(),
+            format!("{kind} workloads need bytes = …, e.g. bytes = \"100MB\""),
+        );
+    }
+    let count = r.count.as_ref().map(|c| *c.get_ref()).unwrap_or(5);
+    let sweep_keys: Vec<&str> = [
+        ("size", r.size.as_ref().map(|s| s.get_ref().to_vec().len())),
+        (
+            "send_size",
+            r.send_size.as_ref().map(|s| s.get_ref().to_vec().len()),
+        ),
+        (
+            "flows",
+            r.flows.as_ref().map(|s| s.get_ref().to_vec().len()),
+        ),
+        (
+            "reverse",
+            r.reverse.as_ref().map(|s| s.get_ref().to_vec().len()),
+        ),
+        ("cpus", r.cpus.as_ref().map(|s| s.get_ref().to_vec().len())),
+    ]
+    .iter()
+    .filter(|(_, n)| n.is_some_and(|n| n > 1))
+    .map(|(k, _)| *k)
+    .collect();
+
+    let mut out = Vec::new();
+    for &cpu in &cpus {
+        for &(req, resp) in &sizes {
+            for &send in &send_sizes {
+                for &fl in &flows {
+                    for &rev in &reverses {
+                        let workload = match kind {
+                            "rr" => Workload::Rr {
+                                request: req,
+                                response: resp,
+                            },
+                            "crr" => Workload::Crr {
+                                request: req,
+                                response: resp,
+                            },
+                            "stream" => Workload::Stream {
+                                send_size: send,
+                                flows: fl,
+                                reverse: rev,
+                            },
+                            "bulk" => Workload::Bulk {
+                                bytes: bytes.unwrap_or(1),
+                                send_size: send,
+                                reverse: rev,
+                            },
+                            _ => Workload::Http {
+                                bytes: bytes.unwrap_or(1),
+                            },
+                        };
+                        workload.validate().or_else(|m| err(text, w.span(), m))?;
+                        let mut params = serde_json::Map::new();
+                        let mut label = r.label.clone().unwrap_or_else(|| kind.to_string());
+                        for key in &sweep_keys {
+                            let v = match *key {
+                                "size" => serde_json::json!(format!("{req},{resp}")),
+                                "send_size" => serde_json::json!(send),
+                                "flows" => serde_json::json!(fl),
+                                "reverse" => serde_json::json!(rev),
+                                _ => serde_json::json!(cpus_text(cpu)),
+                            };
+                            label.push_str(&format!(
+                                " {key}={}",
+                                v.as_str().map(str::to_string).unwrap_or(v.to_string())
+                            ));
+                            params.insert(key.to_string(), v);
+                        }
+                        out.push(Point {
+                            workload_index: index,
+                            workload,
+                            cpus: cpu,
+                            duration,
+                            count,
+                            params: serde_json::Value::Object(params),
+                            label,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Formats CPU pinning as the user writes it (`0,1`, `0,`, `,1`).
+pub fn cpus_text(c: parse::Cpus) -> String {
+    let f = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_default();
+    format!("{},{}", f(c.0), f(c.1))
+}
+
+fn config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, SpecError> {
+    let r = c.get_ref();
+    let name = r.name.get_ref().trim().to_string();
+    if name.is_empty() {
+        return err(text, r.name.span(), "config name must not be empty");
+    }
+    let mut knobs = Vec::new();
+    for (k, v) in &r.sysctl {
+        let knob = Knob::sysctl(k).or_else(|m| err(text, v.span(), m))?;
+        knobs.push((knob, v.get_ref().text()));
+    }
+    for (k, v) in &r.module {
+        let knob = Knob::module_param(k).or_else(|m| err(text, v.span(), m))?;
+        knobs.push((knob, v.get_ref().text()));
+    }
+    let sock = match &r.socket {
+        Some(s) => {
+            let raw = s.get_ref();
+            let buf = |v: &Option<SizeVal>| -> Result<Option<u32>, SpecError> {
+                match v {
+                    Some(x) => parse::size32(&x.text())
+                        .map(Some)
+                        .or_else(|m| err(text, s.span(), m)),
+                    None => Ok(None),
+                }
+            };
+            SockOpts {
+                nodelay: raw.nodelay,
+                busy_poll_us: raw.busy_poll_us,
+                sndbuf: buf(&raw.sndbuf)?,
+                rcvbuf: buf(&raw.rcvbuf)?,
+            }
+        }
+        None => SockOpts::default(),
+    };
+    let cpus = match &r.cpus {
+        Some(s) => Some(parse::cpus(s.get_ref()).or_else(|m| err(text, s.span(), m))?),
+        None => None,
+    };
+    Ok(Config {
+        name,
+        description: r.description.clone(),
+        knobs,
+        sock,
+        cpus,
+        setup: r.setup.clone(),
+        teardown: r.teardown.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweep_expands_to_the_cartesian_product() {
+        let s = parse(
+            r#"
+name = "x"
+duration = "2s"
+repetitions = 3
+[[workload]]
+kind = "stream"
+send_size = [64, "1KiB", 4096]
+reverse = [false, true]
+[[config]]
+name = "a"
+[[config]]
+name = "b"
+sysctl = { "net.core.busy_poll" = 50 }
+socket = { nodelay = true, busy_poll_us = 50 }
+"#,
+        )
+        .unwrap();
+        assert_eq!(s.points.len(), 6);
+        assert_eq!(s.configs.len(), 2);
+        assert_eq!(s.repeat, Repeat::Fixed(3));
+        assert_eq!(s.points[1].label, "stream send_size=64 reverse=true");
+        assert_eq!(
+            s.points[2].workload,
+            Workload::Stream {
+                send_size: 1024,
+                flows: 1,
+                reverse: false
+            }
+        );
+        assert_eq!(s.points[0].duration, Duration::from_secs(2));
+        assert_eq!(s.configs[1].knobs[0].1, "50");
+        assert_eq!(s.configs[1].sock.busy_poll_us, Some(50));
+    }
+
+    #[test]
+    fn defaults() {
+        let s = parse("name = \"d\"\n[[workload]]\nkind = \"rr\"\n").unwrap();
+        assert_eq!(s.repeat, Repeat::Fixed(5));
+        assert_eq!(s.configs[0].name, "default");
+        assert_eq!(
+            s.points[0].workload,
+            Workload::Rr {
+                request: 1,
+                response: 1
+            }
+        );
+        assert_eq!(s.points[0].duration, Duration::from_secs(10));
+    }
+
+    fn line_of_error(text: &str) -> (usize, String) {
+        let e = parse(text).unwrap_err();
+        (e.line, e.message)
+    }
+
+    #[test]
+    fn errors_name_their_line() {
+        let (l, m) = line_of_error("name = \"x\"\n[[workload]]\nkind = \"udp\"\n");
+        assert_eq!(l, 3, "{m}");
+        assert!(m.contains("unknown workload kind"), "{m}");
+
+        let (l, m) = line_of_error("name = \"x\"\n[[workload]]\nkind = \"rr\"\nsize = \"-1\"\n");
+        assert_eq!(l, 4);
+        assert!(m.contains("positive"), "{m}");
+
+        let (l, m) = line_of_error("name = \"x\"\nduraton = \"5s\"\n[[workload]]\nkind = \"rr\"\n");
+        assert_eq!(l, 2);
+        assert!(m.contains("duraton"), "{m}");
+
+        let (l, m) = line_of_error("name = \"x\"\n[[workload]]\nkind = \"rr\"\nsend_size = 64\n");
+        assert_eq!(l, 4);
+        assert!(m.contains("take no"), "{m}");
+
+        let (l, _) = line_of_error(
+            "name = \"x\"\nrepetitions = 3\nuntil_ci = \"95,2%\"\n[[workload]]\nkind=\"rr\"\n",
+        );
+        assert_eq!(l, 2);
+
+        let (l, m) = line_of_error("name = \"x\"\n[[workload]]\nkind = \"rr\"\n[[config]]\nname = \"a\"\nsysctl = { \"../etc/passwd\" = 1 }\n");
+        assert_eq!(l, 6);
+        assert!(m.contains("sysctl"), "{m}");
+
+        let (l, m) = line_of_error("name = \"x\"\n[[workload]]\nkind = \"bulk\"\n");
+        assert_eq!(l, 2, "{m}");
+        assert!(m.contains("bytes"));
+
+        let (l, m) = line_of_error("name = [\n");
+        assert!(l >= 1, "{m}");
+        let (l, m) = line_of_error("name = \"x\"\n");
+        assert_eq!(l, 0);
+        assert!(m.contains("no [[workload]]"));
+    }
+
+    #[test]
+    fn until_ci_policy() {
+        let s = parse(
+            "name=\"x\"\nuntil_ci = \"95,2%\"\nmax_repetitions = 12\n[[workload]]\nkind=\"rr\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            s.repeat,
+            Repeat::UntilCi {
+                level: 0.95,
+                width: 0.02,
+                min: 3,
+                max: 12
+            }
+        );
+    }
+}

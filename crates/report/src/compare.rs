@@ -1,0 +1,100 @@
+//! Comparisons: a candidate against a baseline, per point and metric, with a verdict.
+
+use serde::Serialize;
+
+use crate::stats::{compare, Comparison};
+use crate::summary::{ConfigSummary, PointSummary};
+
+/// Significance level of every comparison.
+pub const ALPHA: f64 = 0.05;
+/// Relative changes smaller than this are "within noise" even when significant.
+pub const NOISE: f64 = 0.02;
+
+/// One metric of one point compared.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    /// Point label.
+    pub point: String,
+    /// Baseline name (config, or `run N config`).
+    pub baseline: String,
+    /// Candidate name.
+    pub candidate: String,
+    /// Metric name.
+    pub metric: String,
+    /// Display unit.
+    pub unit: String,
+    /// The statistics.
+    pub comparison: Comparison,
+}
+
+fn rows(point: &str, a: &ConfigSummary, an: &str, b: &ConfigSummary, bn: &str) -> Vec<Row> {
+    a.metrics
+        .iter()
+        .filter_map(|ma| {
+            let mb = b.metric(&ma.name)?;
+            Some(Row {
+                point: point.to_string(),
+                baseline: an.to_string(),
+                candidate: bn.to_string(),
+                metric: ma.name.clone(),
+                unit: ma.unit.clone(),
+                comparison: compare(&ma.values, &mb.values, ma.higher_is_better, ALPHA, NOISE),
+            })
+        })
+        .collect()
+}
+
+/// Within one run: every config against `baseline` (default: the first config), per point.
+pub fn by_config(points: &[PointSummary], baseline: Option<&str>) -> Vec<Row> {
+    let mut out = Vec::new();
+    for p in points {
+        let base = match baseline {
+            Some(b) => p.configs.iter().find(|c| c.config == b),
+            None => p.configs.first(),
+        };
+        let Some(base) = base else { continue };
+        for c in &p.configs {
+            if c.config != base.config {
+                out.extend(rows(&p.label, base, &base.config, c, &c.config));
+            }
+        }
+    }
+    out
+}
+
+/// Two runs: the same point and config in each. When a point has exactly one config in each
+/// run, those are compared even if their names differ (two single-config runs of one spec).
+pub fn runs(a: &[PointSummary], an: i64, b: &[PointSummary], bn: i64) -> Vec<Row> {
+    let mut out = Vec::new();
+    for pa in a {
+        let Some(pb) = b
+            .iter()
+            .find(|p| p.label == pa.label && p.workload == pa.workload)
+        else {
+            continue;
+        };
+        if pa.configs.len() == 1 && pb.configs.len() == 1 {
+            let (ca, cb) = (&pa.configs[0], &pb.configs[0]);
+            out.extend(rows(
+                &pa.label,
+                ca,
+                &format!("run {an} {}", ca.config),
+                cb,
+                &format!("run {bn} {}", cb.config),
+            ));
+            continue;
+        }
+        for ca in &pa.configs {
+            if let Some(cb) = pb.configs.iter().find(|c| c.config == ca.config) {
+                out.extend(rows(
+                    &pa.label,
+                    ca,
+                    &format!("run {an} {}", ca.config),
+                    cb,
+                    &format!("run {bn} {}", cb.config),
+                ));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,555 @@
+//! Self-contained HTML report: inline SVG plots, inline CSS, no script and no network, so
+//! it opens anywhere and can be archived with the results.
+//!
+//! Plots are written by hand as SVG because they are simple (lines with CI bands, grouped
+//! and stacked bars) and a plotting crate would bring a renderer we do not need.
+
+use std::fmt::Write;
+
+use virtperf_store::RunRow;
+
+use crate::compare::Row;
+use crate::render::{num, run_line};
+use crate::summary::{ConfigSummary, PointSummary};
+
+/// One run's material for the report.
+pub struct RunSection<'a> {
+    /// The run.
+    pub run: &'a RunRow,
+    /// Its summaries.
+    pub points: &'a [PointSummary],
+    /// Config comparisons within the run.
+    pub comparisons: &'a [Row],
+}
+
+/// A labelled group of bars: (group name, [(bar name, value, error)]).
+type BarGroup = (String, Vec<(String, f64, Option<f64>)>);
+
+const PALETTE: [&str; 8] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+];
+const CPU_PARTS: [(&str, &str); 6] = [
+    ("user", "#1f77b4"),
+    ("sys", "#d62728"),
+    ("irq", "#9467bd"),
+    ("softirq", "#ff7f0e"),
+    ("steal", "#7f7f7f"),
+    ("guest", "#2ca02c"),
+];
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn configs_of(points: &[PointSummary]) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for p in points {
+        for c in &p.configs {
+            if !v.contains(&c.config) {
+                v.push(c.config.clone());
+            }
+        }
+    }
+    v
+}
+
+/// The swept numeric parameter of a workload's points, if there is exactly one.
+fn numeric_axis(points: &[&PointSummary]) -> Option<String> {
+    let first = points.first()?.params.as_object()?;
+    let keys: Vec<&String> = first
+        .iter()
+        .filter(|(_, v)| v.is_number())
+        .map(|(k, _)| k)
+        .collect();
+    (keys.len() == 1 && points.len() > 1).then(|| keys[0].clone())
+}
+
+fn legend(s: &mut String, names: &[String], x: f64, y: f64) {
+    for (i, n) in names.iter().enumerate() {
+        let yy = y + 16.0 * i as f64;
+        let _ = write!(
+            s,
+            r#"<rect x="{x}" y="{}" width="10" height="10" fill="{}"/><text x="{}" y="{}" class="lg">{}</text>"#,
+            yy - 9.0,
+            PALETTE[i % PALETTE.len()],
+            x + 14.0,
+            yy,
+            esc(n)
+        );
+    }
+}
+
+/// Line chart: primary metric against the swept parameter (log2 x axis), one line per
+/// config, 95% CI band around each.
+fn sweep_chart(points: &[&PointSummary], axis: &str, configs: &[String]) -> String {
+    let (w, h, l, r, t, b) = (720.0, 360.0, 70.0, 170.0, 20.0, 50.0);
+    let xs: Vec<f64> = points
+        .iter()
+        .filter_map(|p| p.params.get(axis).and_then(|v| v.as_f64()))
+        .collect();
+    let (xmin, xmax) = (
+        xs.iter().cloned().fold(f64::MAX, f64::min).max(1e-9).log2(),
+        xs.iter().cloned().fold(f64::MIN, f64::max).max(1e-9).log2(),
+    );
+    let mut ymax: f64 = 0.0;
+    let mut unit = String::new();
+    for p in points {
+        for c in &p.configs {
+            if let Some(m) = c.metrics.first() {
+                ymax = ymax.max(m.summary.ci_high.max(m.summary.mean));
+                unit = format!("{} {}", m.name, m.unit);
+            }
+        }
+    }
+    let ymax = if ymax > 0.0 { ymax * 1.05 } else { 1.0 };
+    let px = |x: f64| {
+        let span = (xmax - xmin).max(1e-9);
+        l + (x.max(1e-9).log2() - xmin) / span * (w - l - r)
+    };
+    let py = |y: f64| t + (1.0 - y / ymax) * (h - t - b);
+    let mut s = format!(
+        r#"<svg class="plot sweep" viewBox="0 0 {w} {h}" width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">"#
+    );
+    let _ = write!(
+        s,
+        r#"<line x1="{l}" y1="{}" x2="{}" y2="{}" class="ax"/><line x1="{l}" y1="{t}" x2="{l}" y2="{}" class="ax"/>"#,
+        h - b,
+        w - r,
+        h - b,
+        h - b
+    );
+    for i in 0..=4 {
+        let v = ymax * i as f64 / 4.0;
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="{}" class="tk" text-anchor="end">{}</text><line x1="{l}" y1="{}" x2="{}" y2="{}" class="grid"/>"#,
+            l - 6.0,
+            py(v) + 4.0,
+            num(v),
+            py(v),
+            w - r,
+            py(v)
+        );
+    }
+    for x in &xs {
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="{}" class="tk" text-anchor="middle">{}</text>"#,
+            px(*x),
+            h - b + 16.0,
+            num(*x)
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text x="{}" y="{}" class="lb" text-anchor="middle">{}</text>"#,
+        (l + w - r) / 2.0,
+        h - 10.0,
+        esc(axis)
+    );
+    let _ = write!(
+        s,
+        r#"<text x="14" y="{}" class="lb" transform="rotate(-90 14 {})" text-anchor="middle">{}</text>"#,
+        (t + h - b) / 2.0,
+        (t + h - b) / 2.0,
+        esc(&unit)
+    );
+    for (ci, cfg) in configs.iter().enumerate() {
+        let color = PALETTE[ci % PALETTE.len()];
+        let pts: Vec<(f64, f64, f64, f64)> = points
+            .iter()
+            .filter_map(|p| {
+                let x = p.params.get(axis)?.as_f64()?;
+                let m = p
+                    .configs
+                    .iter()
+                    .find(|c| &c.config == cfg)?
+                    .metrics
+                    .first()?;
+                Some((x, m.summary.mean, m.summary.ci_low, m.summary.ci_high))
+            })
+            .collect();
+        if pts.is_empty() {
+            continue;
+        }
+        let upper: Vec<String> = pts
+            .iter()
+            .map(|p| format!("{:.1},{:.1}", px(p.0), py(p.3)))
+            .collect();
+        let lower: Vec<String> = pts
+            .iter()
+            .rev()
+            .map(|p| format!("{:.1},{:.1}", px(p.0), py(p.2.max(0.0))))
+            .collect();
+        let _ = write!(
+            s,
+            r#"<polygon class="band" points="{} {}" fill="{color}" fill-opacity="0.18"/>"#,
+            upper.join(" "),
+            lower.join(" ")
+        );
+        let line: Vec<String> = pts
+            .iter()
+            .map(|p| format!("{:.1},{:.1}", px(p.0), py(p.1)))
+            .collect();
+        let _ = write!(
+            s,
+            r#"<polyline class="line" points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
+            line.join(" ")
+        );
+        for p in &pts {
+            let _ = write!(
+                s,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"><title>{}: {} = {}</title></circle>"#,
+                px(p.0),
+                py(p.1),
+                esc(cfg),
+                num(p.0),
+                num(p.1)
+            );
+        }
+    }
+    legend(&mut s, configs, w - r + 12.0, t + 12.0);
+    s.push_str("</svg>");
+    s
+}
+
+/// Grouped bars: one group per entry, one bar per value, optional error bars.
+fn bars(title_unit: &str, groups: &[BarGroup]) -> String {
+    let nbars = groups.iter().map(|g| g.1.len()).max().unwrap_or(1).max(1);
+    let gw = 26.0 * nbars as f64 + 24.0;
+    let (l, r, t, b, h) = (70.0, 170.0, 20.0, 70.0, 320.0);
+    let w = (l + r + gw * groups.len() as f64).max(420.0);
+    let ymax = groups
+        .iter()
+        .flat_map(|g| g.1.iter().map(|(_, v, e)| v + e.unwrap_or(0.0)))
+        .fold(0.0, f64::max);
+    let ymax = if ymax > 0.0 { ymax * 1.08 } else { 1.0 };
+    let py = |y: f64| t + (1.0 - y / ymax) * (h - t - b);
+    let mut s = format!(
+        r#"<svg class="plot bars" viewBox="0 0 {w} {h}" width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">"#
+    );
+    let _ = write!(
+        s,
+        r#"<line x1="{l}" y1="{}" x2="{}" y2="{}" class="ax"/><line x1="{l}" y1="{t}" x2="{l}" y2="{}" class="ax"/>"#,
+        h - b,
+        w - r,
+        h - b,
+        h - b
+    );
+    for i in 0..=4 {
+        let v = ymax * i as f64 / 4.0;
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="{}" class="tk" text-anchor="end">{}</text><line x1="{l}" y1="{}" x2="{}" y2="{}" class="grid"/>"#,
+            l - 6.0,
+            py(v) + 4.0,
+            num(v),
+            py(v),
+            w - r,
+            py(v)
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text x="14" y="{}" class="lb" transform="rotate(-90 14 {})" text-anchor="middle">{}</text>"#,
+        (t + h - b) / 2.0,
+        (t + h - b) / 2.0,
+        esc(title_unit)
+    );
+    let mut names: Vec<String> = Vec::new();
+    for (gi, (gname, vals)) in groups.iter().enumerate() {
+        let x0 = l + 12.0 + gw * gi as f64;
+        for (bi, (bname, v, err)) in vals.iter().enumerate() {
+            if !names.contains(bname) {
+                names.push(bname.clone());
+            }
+            let color_i = names.iter().position(|n| n == bname).unwrap_or(0);
+            let x = x0 + 26.0 * bi as f64;
+            let _ = write!(
+                s,
+                r#"<rect class="bar" x="{x:.1}" y="{:.1}" width="22" height="{:.1}" fill="{}"><title>{}: {} {}</title></rect>"#,
+                py(*v),
+                (h - b - py(*v)).max(0.0),
+                PALETTE[color_i % PALETTE.len()],
+                esc(gname),
+                esc(bname),
+                num(*v)
+            );
+            if let Some(e) = err {
+                let cx = x + 11.0;
+                let _ = write!(
+                    s,
+                    r#"<line x1="{cx:.1}" y1="{:.1}" x2="{cx:.1}" y2="{:.1}" class="err"/>"#,
+                    py(v + e),
+                    py((v - e).max(0.0))
+                );
+            }
+        }
+        let _ = write!(
+            s,
+            r#"<text x="{:.1}" y="{}" class="tk" text-anchor="end" transform="rotate(-30 {:.1} {})">{}</text>"#,
+            x0 + gw / 2.0,
+            h - b + 14.0,
+            x0 + gw / 2.0,
+            h - b + 14.0,
+            esc(gname)
+        );
+    }
+    legend(&mut s, &names, w - r + 12.0, t + 12.0);
+    s.push_str("</svg>");
+    s
+}
+
+/// Stacked bars of the CPU split per (point, config).
+fn cpu_chart(points: &[PointSummary]) -> String {
+    let cells: Vec<(String, &ConfigSummary)> = points
+        .iter()
+        .flat_map(|p| {
+            p.configs
+                .iter()
+                .map(move |c| (format!("{} · {}", p.label, c.config), c))
+        })
+        .collect();
+    let (l, r, t, b, h) = (60.0, 130.0, 20.0, 170.0, 400.0);
+    let bw = 30.0;
+    let w = (l + r + (bw + 12.0) * cells.len() as f64).max(420.0);
+    let py = |y: f64| t + (1.0 - y / 100.0) * (h - t - b);
+    let mut s = format!(
+        r#"<svg class="plot cpu" viewBox="0 0 {w} {h}" width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">"#
+    );
+    let _ = write!(
+        s,
+        r#"<line x1="{l}" y1="{}" x2="{}" y2="{}" class="ax"/>"#,
+        h - b,
+        w - r,
+        h - b
+    );
+    for i in 0..=4 {
+        let v = 25.0 * i as f64;
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="{}" class="tk" text-anchor="end">{v}%</text><line x1="{l}" y1="{}" x2="{}" y2="{}" class="grid"/>"#,
+            l - 6.0,
+            py(v) + 4.0,
+            py(v),
+            w - r,
+            py(v)
+        );
+    }
+    for (i, (name, c)) in cells.iter().enumerate() {
+        let x = l + 8.0 + (bw + 12.0) * i as f64;
+        let parts = [
+            c.cpu.user_pct,
+            c.cpu.system_pct,
+            c.cpu.irq_pct,
+            c.cpu.softirq_pct,
+            c.cpu.steal_pct,
+            c.cpu.guest_pct,
+        ];
+        let mut acc = 0.0;
+        for (v, (pname, color)) in parts.iter().zip(CPU_PARTS) {
+            if *v <= 0.0 {
+                continue;
+            }
+            let _ = write!(
+                s,
+                r#"<rect class="bar" x="{x:.1}" y="{:.1}" width="{bw}" height="{:.1}" fill="{color}"><title>{}: {pname} {:.1}%</title></rect>"#,
+                py(acc + v),
+                py(acc) - py(acc + v),
+                esc(name),
+                v
+            );
+            acc += v;
+        }
+        let _ = write!(
+            s,
+            r#"<text x="{:.1}" y="{}" class="tk" text-anchor="end" transform="rotate(-40 {:.1} {})">{}</text>"#,
+            x + bw / 2.0,
+            h - b + 14.0,
+            x + bw / 2.0,
+            h - b + 14.0,
+            esc(name)
+        );
+    }
+    let names: Vec<String> = CPU_PARTS.iter().map(|(n, _)| n.to_string()).collect();
+    for (i, (n, color)) in CPU_PARTS.iter().enumerate() {
+        let yy = t + 12.0 + 16.0 * i as f64;
+        let _ = write!(
+            s,
+            r#"<rect x="{}" y="{}" width="10" height="10" fill="{color}"/><text x="{}" y="{yy}" class="lg">{n}</text>"#,
+            w - r + 12.0,
+            yy - 9.0,
+            w - r + 26.0
+        );
+    }
+    let _ = names;
+    s.push_str("</svg>");
+    s
+}
+
+fn comparison_table(rows: &[Row]) -> String {
+    let mut s = String::from("<table class=\"cmp\"><tr><th>point</th><th>metric</th><th>candidate</th><th>baseline</th><th>baseline mean</th><th>candidate mean</th><th>change</th><th>p</th><th>test</th><th>verdict</th></tr>");
+    for r in rows {
+        let c = &r.comparison;
+        let verdict_class = format!("{:?}", c.verdict).to_lowercase();
+        let (p, test) = c
+            .test
+            .as_ref()
+            .map(|t| (format!("{:.4}", t.p_value), format!("{:?}", t.test)))
+            .unwrap_or(("-".into(), "-".into()));
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{} {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:+.1}%</td><td>{p}</td><td>{test}</td><td class=\"{verdict_class}\">{}</td></tr>",
+            esc(&r.point), esc(&r.metric), esc(&r.unit), esc(&r.candidate), esc(&r.baseline),
+            num(c.baseline.mean), num(c.candidate.mean), c.pct_change, c.verdict.words()
+        );
+    }
+    s.push_str("</table>");
+    s
+}
+
+fn env_table(run: &RunRow) -> String {
+    let e = &run.env;
+    let mut rows: Vec<(String, String)> = vec![
+        ("host".into(), e.hostname.clone()),
+        ("kernel".into(), format!("{} {}", e.kernel, e.arch)),
+        ("cpu".into(), format!("{} × {}", e.cpus, e.cpu_model)),
+        (
+            "hypervisor".into(),
+            e.hypervisor.clone().unwrap_or_else(|| "none".into()),
+        ),
+        (
+            "/dev/kvm".into(),
+            e.kvm_platform.clone().unwrap_or_else(|| "no".into()),
+        ),
+        (
+            "clocksource".into(),
+            format!("{} ({:.1} ns/read)", e.clocksource, e.clock_read_ns),
+        ),
+        ("tick".into(), e.nohz.clone()),
+        ("idle path".into(), e.idle_explained.clone()),
+        (
+            "virtperf".into(),
+            format!(
+                "{} {}",
+                e.tool_version,
+                e.git_commit.clone().unwrap_or_default()
+            ),
+        ),
+    ];
+    rows.extend(e.halt_poll.iter().map(|(k, v)| (k.clone(), v.clone())));
+    rows.extend(e.sysctls.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let mut s = String::from("<table class=\"env\">");
+    for (k, v) in rows {
+        let _ = write!(s, "<tr><th>{}</th><td>{}</td></tr>", esc(&k), esc(&v));
+    }
+    s.push_str("</table>");
+    s
+}
+
+fn run_section(s: &mut String, sec: &RunSection) {
+    let _ = write!(
+        s,
+        "<section class=\"run\"><h2>{}</h2>",
+        esc(&run_line(sec.run))
+    );
+    let configs = configs_of(sec.points);
+    let mut workloads: Vec<&str> = Vec::new();
+    for p in sec.points {
+        if !workloads.contains(&p.workload.as_str()) {
+            workloads.push(&p.workload);
+        }
+    }
+    for wl in workloads {
+        let pts: Vec<&PointSummary> = sec.points.iter().filter(|p| p.workload == wl).collect();
+        let _ = write!(s, "<h3>{}</h3>", esc(wl));
+        if let Some(axis) = numeric_axis(&pts) {
+            s.push_str(&sweep_chart(&pts, &axis, &configs));
+        } else {
+            let groups: Vec<BarGroup> = pts
+                .iter()
+                .map(|p| {
+                    (
+                        p.label.clone(),
+                        p.configs
+                            .iter()
+                            .filter_map(|c| {
+                                c.metrics.first().map(|m| {
+                                    (c.config.clone(), m.summary.mean, Some(m.summary.ci_half))
+                                })
+                            })
+                            .collect(),
+                    )
+                })
+                .collect();
+            let unit = pts
+                .iter()
+                .find_map(|p| p.configs.iter().find_map(|c| c.metrics.first()))
+                .map(|m| format!("{} {} (mean, 95% CI)", m.name, m.unit))
+                .unwrap_or_default();
+            s.push_str(&bars(&unit, &groups));
+        }
+        // Latency percentiles per config, merged over repetitions.
+        let lat_groups: Vec<BarGroup> = pts
+            .iter()
+            .flat_map(|p| {
+                p.configs.iter().filter_map(move |c| {
+                    c.latency.as_ref().map(|l| {
+                        (
+                            format!("{} · {}", p.label, c.config),
+                            vec![
+                                ("p50".to_string(), l.p50_us, None),
+                                ("p90".to_string(), l.p90_us, None),
+                                ("p99".to_string(), l.p99_us, None),
+                                ("p99.9".to_string(), l.p999_us, None),
+                            ],
+                        )
+                    })
+                })
+            })
+            .collect();
+        if !lat_groups.is_empty() {
+            s.push_str("<h4>latency percentiles (µs, merged over repetitions)</h4>");
+            s.push_str(&bars("latency µs", &lat_groups));
+        }
+    }
+    s.push_str("<h3>CPU split (client machine, % of all CPUs)</h3>");
+    s.push_str(&cpu_chart(sec.points));
+    if !sec.comparisons.is_empty() {
+        s.push_str("<h3>comparison</h3>");
+        s.push_str(&comparison_table(sec.comparisons));
+    }
+    s.push_str("<h3>environment</h3>");
+    s.push_str(&env_table(sec.run));
+    s.push_str("</section>");
+}
+
+/// The whole report. `cross` holds run-vs-run comparisons when several runs are given.
+pub fn report(sections: &[RunSection], cross: &[Row], generated: &str) -> String {
+    let mut s = String::from(
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>virtperf report</title><style>\
+body{font-family:system-ui,sans-serif;margin:24px;color:#222}h1{font-size:22px}h2{font-size:17px;border-bottom:1px solid #ccc}\
+h3{font-size:15px;margin-top:22px}svg.plot{display:block;margin:8px 0}.ax{stroke:#333}.grid{stroke:#ddd}.err{stroke:#000}\
+.tk{font-size:10px;fill:#444}.lb{font-size:12px;fill:#222}.lg{font-size:11px;fill:#222}\
+table{border-collapse:collapse;font-size:12px;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 6px;text-align:left}\
+td.improved{color:#080;font-weight:bold}td.regressed{color:#b00;font-weight:bold}</style></head><body>",
+    );
+    let _ = write!(
+        s,
+        "<h1>virtperf report</h1><p>generated {}</p>",
+        esc(generated)
+    );
+    for sec in sections {
+        run_section(&mut s, sec);
+    }
+    if !cross.is_empty() {
+        s.push_str("<section><h2>run against run</h2>");
+        s.push_str(&comparison_table(cross));
+        s.push_str("</section>");
+    }
+    s.push_str("</body></html>\n");
+    s
+}

@@ -1,0 +1,10 @@
+//! Report: statistics, comparison and renderers for virtperf results.
+//!
+//! This crate only computes and presents numbers: `stats` works on plain slices; `summary`,
+//! `compare` and the renderers read the store's rows. It never touches a socket or a knob.
+
+pub mod compare;
+pub mod html;
+pub mod render;
+pub mod stats;
+pub mod summary;

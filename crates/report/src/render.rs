@@ -1,0 +1,455 @@
+//! Text renderers for `show` and `compare`: terminal table (in the seeds' shapes), markdown,
+//! CSV and JSON. Each takes what `summary`/`compare` concluded and only formats it.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+use virtperf_store::{RunRow, TrialRow};
+
+use crate::compare::Row;
+use crate::summary::{ConfigSummary, PointSummary};
+
+/// Output format of `show`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Terminal table.
+    Table,
+    /// Markdown.
+    Md,
+    /// CSV, one row per trial and metric.
+    Csv,
+    /// JSON.
+    Json,
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "table" => Ok(Format::Table),
+            "md" | "markdown" => Ok(Format::Md),
+            "csv" => Ok(Format::Csv),
+            "json" => Ok(Format::Json),
+            _ => Err(format!("unknown format {s:?} (table, md, csv, json)")),
+        }
+    }
+}
+
+/// Significant-figure formatting for tables: enough digits to compare, no more.
+pub fn num(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    let a = v.abs();
+    if a >= 1000.0 {
+        format!("{v:.0}")
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 10.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+fn tries(values: &[f64]) -> String {
+    values.iter().map(|v| num(*v)).collect::<Vec<_>>().join("/")
+}
+
+/// One line describing a run.
+pub fn run_line(r: &RunRow) -> String {
+    format!(
+        "run {}  {}  {}  {}  host {}  ({} trials ok, {} failed)",
+        r.id,
+        r.name,
+        r.started_at,
+        r.effective_status(),
+        r.host,
+        r.trials_ok,
+        r.trials_failed
+    )
+}
+
+fn params_text(p: &PointSummary) -> String {
+    let rest = p.label.strip_prefix(&p.workload).unwrap_or(&p.label).trim();
+    if rest.is_empty() {
+        "-".into()
+    } else {
+        rest.to_string()
+    }
+}
+
+fn cell_row(s: &mut String, c: &ConfigSummary, name_width: usize) {
+    let Some(m) = c.metrics.first() else {
+        let _ = writeln!(
+            s,
+            "  {:<w$} {:>3}  failed: {}",
+            c.config,
+            c.ok,
+            c.error.as_deref().unwrap_or("no result"),
+            w = name_width
+        );
+        return;
+    };
+    let lat = c
+        .latency
+        .as_ref()
+        .map(|l| format!("{:>9} {:>9}", num(l.p50_us), num(l.p99_us)))
+        .unwrap_or_else(|| format!("{:>9} {:>9}", "", ""));
+    let _ = writeln!(
+        s,
+        "  {:<w$} {:>3}  {:<36} {:>10} ±{:<9} {:>5.1} │ {} │ {:>5.1} {:>5.1} {:>5.1} {:>5.1}{}",
+        c.config,
+        c.ok,
+        tries(&m.values),
+        num(m.summary.mean),
+        num(m.summary.ci_half),
+        m.summary.cv * 100.0,
+        lat,
+        c.cpu.busy_pct,
+        c.cpu.user_pct,
+        c.cpu.system_pct,
+        c.cpu.softirq_pct,
+        if c.failed > 0 {
+            format!("  ({} failed)", c.failed)
+        } else {
+            String::new()
+        },
+        w = name_width
+    );
+}
+
+/// The default table: per point, one row per config with every try, mean, CI, CV, merged
+/// latency percentiles and the CPU split.
+pub fn table(run: &RunRow, points: &[PointSummary]) -> String {
+    let mut s = run_line(run);
+    s.push('\n');
+    let w = points
+        .iter()
+        .flat_map(|p| p.configs.iter().map(|c| c.config.len()))
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    for p in points {
+        let unit = p
+            .configs
+            .iter()
+            .find_map(|c| c.metrics.first().map(|m| format!("{} {}", m.name, m.unit)))
+            .unwrap_or_default();
+        let _ = writeln!(s, "\n{}", p.label);
+        let _ = writeln!(
+            s,
+            "  {:<w$} {:>3}  {:<36} {:>10} {:<10} {:>5} │ {:>9} {:>9} │ {:>5} {:>5} {:>5} {:>5}",
+            "config",
+            "n",
+            format!("{unit} (each try)"),
+            "mean",
+            " 95% CI",
+            "cv%",
+            "p50 µs",
+            "p99 µs",
+            "busy%",
+            "user",
+            "sys",
+            "soft",
+            w = w
+        );
+        for c in &p.configs {
+            cell_row(&mut s, c, w);
+        }
+    }
+    s
+}
+
+/// Seed 3's shape: one table per config, one row per sweep point, each try and the average.
+pub fn sweep(run: &RunRow, points: &[PointSummary]) -> String {
+    let mut s = run_line(run);
+    s.push('\n');
+    let mut configs: Vec<String> = Vec::new();
+    for p in points {
+        for c in &p.configs {
+            if !configs.contains(&c.config) {
+                configs.push(c.config.clone());
+            }
+        }
+    }
+    let mut workloads: Vec<&str> = Vec::new();
+    for p in points {
+        if !workloads.contains(&p.workload.as_str()) {
+            workloads.push(&p.workload);
+        }
+    }
+    for wl in workloads {
+        for cfg in &configs {
+            let rows: Vec<(&PointSummary, &ConfigSummary)> = points
+                .iter()
+                .filter(|p| p.workload == wl)
+                .filter_map(|p| p.configs.iter().find(|c| &c.config == cfg).map(|c| (p, c)))
+                .collect();
+            let Some(first) = rows.iter().find_map(|(_, c)| c.metrics.first()) else {
+                continue;
+            };
+            let n = rows.iter().map(|(_, c)| c.ok).max().unwrap_or(0);
+            let _ = writeln!(s, "\n{wl} — {cfg}");
+            let _ = writeln!(
+                s,
+                "  {:<18} {:>8}  {:<48} {:>10} {:>10} │ {:>5} {:>5} {:>5} {:>5}",
+                "parameters",
+                "elapsed",
+                format!("{} {} (tried {n} times)", first.name, first.unit),
+                "average",
+                "±95% CI",
+                "busy%",
+                "user",
+                "sys",
+                "soft"
+            );
+            for (p, c) in rows {
+                let Some(m) = c.metrics.first() else {
+                    let _ = writeln!(
+                        s,
+                        "  {:<18} failed: {}",
+                        params_text(p),
+                        c.error.as_deref().unwrap_or("?")
+                    );
+                    continue;
+                };
+                let _ = writeln!(
+                    s,
+                    "  {:<18} {:>8.2}  {:<48} {:>10} {:>10} │ {:>5.1} {:>5.1} {:>5.1} {:>5.1}",
+                    params_text(p),
+                    c.elapsed_s,
+                    tries(&m.values),
+                    num(m.summary.mean),
+                    num(m.summary.ci_half),
+                    c.cpu.busy_pct,
+                    c.cpu.user_pct,
+                    c.cpu.system_pct,
+                    c.cpu.softirq_pct
+                );
+            }
+        }
+    }
+    s
+}
+
+/// Seed 1's shape: rows are configs, columns are points, cells the primary metric's mean
+/// (streams in MByte/s, as the seed reports).
+pub fn matrix(run: &RunRow, points: &[PointSummary]) -> String {
+    let mut s = run_line(run);
+    s.push('\n');
+    let mut configs: Vec<&str> = Vec::new();
+    for p in points {
+        for c in &p.configs {
+            if !configs.contains(&c.config.as_str()) {
+                configs.push(&c.config);
+            }
+        }
+    }
+    let stream = points.iter().all(|p| p.workload == "stream");
+    let _ = writeln!(
+        s,
+        "\n{}",
+        if stream {
+            "MByte/s (receiver-counted, mean of tries)"
+        } else {
+            "mean of tries, primary metric"
+        }
+    );
+    let w = configs.iter().map(|c| c.len()).max().unwrap_or(6).max(6);
+    let _ = write!(s, "  {:<w$}", "config");
+    for p in points {
+        let _ = write!(s, " {:>22}", params_text(p));
+    }
+    s.push('\n');
+    for cfg in configs {
+        let _ = write!(s, "  {cfg:<w$}");
+        for p in points {
+            let v = p
+                .configs
+                .iter()
+                .find(|c| c.config == cfg)
+                .and_then(|c| c.metrics.first())
+                .map(|m| {
+                    let mean = if stream {
+                        m.summary.mean / 8.0
+                    } else {
+                        m.summary.mean
+                    };
+                    format!(
+                        "{} ±{}",
+                        num(mean),
+                        num(if stream {
+                            m.summary.ci_half / 8.0
+                        } else {
+                            m.summary.ci_half
+                        })
+                    )
+                })
+                .unwrap_or_else(|| "-".into());
+            let _ = write!(s, " {v:>22}");
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// Seed 0's shape: one line per download, `duration=… bytes_transferred=…`.
+pub fn downloads(run: &RunRow, trials: &[TrialRow]) -> String {
+    let mut s = run_line(run);
+    s.push('\n');
+    for t in trials {
+        let Some(r) = &t.result else {
+            let _ = writeln!(
+                s,
+                "{} try {}: failed: {}",
+                t.config,
+                t.repetition,
+                t.error.as_deref().unwrap_or("?")
+            );
+            continue;
+        };
+        let virtperf_wire::Outcome::Http(o) = &r.outcome else {
+            continue;
+        };
+        for d in &o.downloads {
+            let _ = writeln!(
+                s,
+                "{} try {} download {}: {} duration={:.6} bytes_transferred={} [{:.1} MB/s, first byte after {:.3} ms]",
+                t.config,
+                t.repetition,
+                d.index,
+                o.url,
+                d.duration_s,
+                d.bytes,
+                d.mb_per_s,
+                d.ttfb_s * 1e3
+            );
+        }
+    }
+    s
+}
+
+/// Markdown: the default table as a markdown table.
+pub fn markdown(run: &RunRow, points: &[PointSummary]) -> String {
+    let mut s = format!("## {}\n\n", run_line(run));
+    s.push_str("| point | config | n | metric | tries | mean | ±95% CI | CV % | p50 µs | p99 µs | CPU busy % |\n");
+    s.push_str("|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|\n");
+    for p in points {
+        for c in &p.configs {
+            let Some(m) = c.metrics.first() else { continue };
+            let (p50, p99) = c
+                .latency
+                .as_ref()
+                .map(|l| (num(l.p50_us), num(l.p99_us)))
+                .unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} {} | {} | {} | {} | {:.1} | {} | {} | {:.1} |",
+                p.label,
+                c.config,
+                c.ok,
+                m.name,
+                m.unit,
+                tries(&m.values),
+                num(m.summary.mean),
+                num(m.summary.ci_half),
+                m.summary.cv * 100.0,
+                p50,
+                p99,
+                c.cpu.busy_pct
+            );
+        }
+    }
+    s
+}
+
+fn csv_field(v: &str) -> String {
+    if v.contains([',', '"', '\n']) {
+        format!("\"{}\"", v.replace('"', "\"\""))
+    } else {
+        v.to_string()
+    }
+}
+
+/// CSV in long form: one row per trial and metric, so every metric of every trial is there
+/// and columns never depend on the workload.
+pub fn csv(run: &RunRow, trials: &[TrialRow]) -> String {
+    let mut s =
+        String::from("run,seq,config,workload,point,repetition,status,metric,unit,value,error\n");
+    for t in trials {
+        let base = format!(
+            "{},{},{},{},{},{},{}",
+            run.id,
+            t.seq,
+            csv_field(&t.config),
+            t.workload,
+            csv_field(&t.point_label),
+            t.repetition,
+            t.status
+        );
+        match &t.result {
+            Some(r) => {
+                for m in r.metrics() {
+                    let _ = writeln!(s, "{base},{},{},{},", m.name, m.unit, m.value);
+                }
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "{base},,,,{}",
+                    csv_field(t.error.as_deref().unwrap_or(""))
+                );
+            }
+        }
+    }
+    s
+}
+
+#[derive(Serialize)]
+struct JsonShow<'a> {
+    schema: &'static str,
+    run: &'a RunRow,
+    points: &'a [PointSummary],
+}
+
+/// JSON: the run and its per-point summaries.
+pub fn json(run: &RunRow, points: &[PointSummary]) -> String {
+    serde_json::to_string_pretty(&JsonShow {
+        schema: "virtperf.show/1",
+        run,
+        points,
+    })
+    .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+/// The comparison table.
+pub fn compare_table(rows: &[Row]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<28} {:<24} {:<32} {:>11} {:>11} {:>9} {:>8}  verdict",
+        "point", "metric", "candidate vs baseline", "baseline", "candidate", "change", "p",
+    );
+    for r in rows {
+        let c = &r.comparison;
+        let p = c
+            .test
+            .as_ref()
+            .map(|t| format!("{:.3}", t.p_value))
+            .unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            s,
+            "{:<28} {:<24} {:<32} {:>11} {:>11} {:>+8.1}% {:>8}  {}",
+            r.point,
+            format!("{} {}", r.metric, r.unit),
+            format!("{} vs {}", r.candidate, r.baseline),
+            num(c.baseline.mean),
+            num(c.candidate.mean),
+            c.pct_change,
+            p,
+            c.verdict.words()
+        );
+    }
+    s
+}

@@ -1,0 +1,1080 @@
+//! Statistics over repeated measurements of one point: summaries with Student-t confidence
+//! intervals, Welch's t-test, the Mann–Whitney U test, and a criterion-style verdict on a
+//! candidate against a baseline.
+//!
+//! Everything here is a pure function of the slices it is given, so results can be
+//! recomputed from stored samples at any time.
+//!
+//! # Input that is not a measurement
+//!
+//! Non-finite values (NaN, ±∞) are dropped before anything is computed, and every `n`
+//! reported counts only the finite values kept. A measurement cannot be infinite or NaN; such
+//! a value is the trace of a failed run (a division by a zero duration, say), and letting one
+//! through would turn every derived number into NaN. Dropping ±∞ as well as NaN keeps every
+//! field of a [`Summary`] finite, so it survives a JSON round trip (JSON has no NaN or ∞).
+//!
+//! No function panics on any input: empty slices, a single value, zero variance and
+//! out-of-range parameters each have a documented result.
+
+use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, Normal};
+use statrs::function::beta::checked_beta_reg;
+use statrs::function::gamma::ln_gamma;
+
+/// Summary of repeated measurements of one point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Number of finite values summarized (non-finite inputs are not counted).
+    pub n: usize,
+    /// Arithmetic mean; 0 when `n == 0`.
+    pub mean: f64,
+    /// Median (mean of the two middle values when `n` is even); 0 when `n == 0`.
+    pub median: f64,
+    /// Sample standard deviation (divisor `n - 1`); 0 when `n < 2`.
+    pub stdev: f64,
+    /// Smallest value; 0 when `n == 0`.
+    pub min: f64,
+    /// Largest value; 0 when `n == 0`.
+    pub max: f64,
+    /// Coefficient of variation, `stdev / |mean|`; 0 when the mean is 0.
+    ///
+    /// The absolute value keeps it a non-negative relative spread whatever the sign of the
+    /// data; for the positive quantities virtperf measures it is plain `stdev / mean`.
+    pub cv: f64,
+    /// Lower end of the confidence interval of the mean (`mean - ci_half`).
+    pub ci_low: f64,
+    /// Upper end of the confidence interval of the mean (`mean + ci_half`).
+    pub ci_high: f64,
+    /// Half-width of the Student-t confidence interval of the mean.
+    ///
+    /// 0 when `n < 2`: one value says nothing about spread, but an infinite width would not
+    /// survive JSON. A 0 here is therefore only meaningful together with `n >= 2`, which is
+    /// why [`ci_within`] demands it.
+    pub ci_half: f64,
+    /// Confidence level of the interval, in (0, 1); 0 when the level asked for was not in
+    /// that open interval, in which case the interval is the mean itself.
+    pub confidence: f64,
+}
+
+/// Summarize `xs`, with a Student-t confidence interval of the mean at level `confidence`
+/// (e.g. 0.95).
+///
+/// - Non-finite values are dropped (see the [module documentation](self)).
+/// - Empty input (or nothing finite) gives `n == 0` and every other field 0, except
+///   `confidence`.
+/// - `n == 1` gives `stdev == 0` and a zero-width interval; see [`Summary::ci_half`].
+/// - All values equal gives `stdev == 0` and a zero-width interval, which is exact.
+/// - A `confidence` that is NaN or outside the open interval (0, 1) is recorded as 0 and
+///   gives a zero-width interval (a 0 % interval), rather than a panic or a silent default.
+pub fn summarize(xs: &[f64], confidence: f64) -> Summary {
+    let confidence = valid_confidence(confidence);
+    let mut v = finite(xs);
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let (Some(&min), Some(&max)) = (v.first(), v.last()) else {
+        return Summary {
+            n: 0,
+            mean: 0.0,
+            median: 0.0,
+            stdev: 0.0,
+            min: 0.0,
+            max: 0.0,
+            cv: 0.0,
+            ci_low: 0.0,
+            ci_high: 0.0,
+            ci_half: 0.0,
+            confidence,
+        };
+    };
+    let mid = n / 2;
+    let median = if n % 2 == 1 {
+        v[mid]
+    } else {
+        // Halfway point written so that two huge values cannot overflow their sum.
+        v[mid - 1] + (v[mid] - v[mid - 1]) / 2.0
+    };
+    let (mean, var) = mean_var(&v);
+    let stdev = var.sqrt();
+    let cv = if mean == 0.0 { 0.0 } else { stdev / mean.abs() };
+    let ci_half = if n >= 2 && confidence > 0.0 {
+        t_quantile((1.0 + confidence) / 2.0, (n - 1) as f64) * stdev / (n as f64).sqrt()
+    } else {
+        0.0
+    };
+    Summary {
+        n,
+        mean,
+        median,
+        stdev,
+        min,
+        max,
+        cv,
+        ci_low: mean - ci_half,
+        ci_high: mean + ci_half,
+        ci_half,
+        confidence,
+    }
+}
+
+/// Inverse cumulative distribution function (quantile) of Student's t distribution with
+/// `df` degrees of freedom: the `t` such that P(T <= t) = `p`.
+///
+/// `df` may be fractional (as Welch's test produces) or infinite (the standard normal).
+/// Returns NaN when `p` is NaN or outside [0, 1], or `df` is NaN or not positive, like the
+/// float functions of `std` do for arguments outside their domain; `p == 0` and `p == 1`
+/// give −∞ and +∞, and so does a quantile beyond 10¹⁵⁰ (`df` < 2 with extreme `p`).
+///
+/// statrs' own `StudentsT::inverse_cdf` is not used: in statrs 0.18 it panics for small
+/// `df` with extreme `p` (its starting point turns NaN) and drifts for large `df` (1.959848
+/// for the 0.975 quantile at df = 10⁶, against 1.959966). Instead the upper tail
+/// probability, from statrs' regularized incomplete beta function, is inverted by a
+/// bracketed Newton iteration, or the Cornish–Fisher expansion is used for large `df`.
+pub fn t_quantile(p: f64, df: f64) -> f64 {
+    if !(0.0..=1.0).contains(&p) || df.is_nan() || df <= 0.0 {
+        return f64::NAN;
+    }
+    if p == 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if p == 1.0 {
+        return f64::INFINITY;
+    }
+    if p == 0.5 {
+        return 0.0;
+    }
+    if df > T_LARGE_DF {
+        return t_quantile_large_df(p, df);
+    }
+    // By symmetry, solve in the upper tail; 1 - p is exact for p in [0.5, 1].
+    if p < 0.5 {
+        -t_upper_quantile(p, df)
+    } else {
+        t_upper_quantile(1.0 - p, df)
+    }
+}
+
+/// Largest quantile [`t_quantile`] resolves; beyond it (only reachable with `df` < 2 and
+/// extreme `p`) it answers ±∞, because `df / (df + q²)` underflows and the tail probability
+/// can no longer be evaluated.
+const T_MAX_QUANTILE: f64 = 1e150;
+
+/// Degrees of freedom above which [`t_quantile`] uses the Cornish–Fisher expansion.
+const T_LARGE_DF: f64 = 1e4;
+
+/// Degrees of freedom above which [`t_sf`] is replaced by the normal tail, whose difference
+/// from the t tail is then below 10⁻⁸ and smaller than the incomplete beta function's error
+/// (its argument `df / (df + t²)` is too close to 1).
+const T_NORMAL_DF: f64 = 1e8;
+
+/// Student-t quantile for large `df` (including ∞) by the Cornish–Fisher expansion around
+/// the normal quantile (Abramowitz & Stegun 26.7.5). Its terms shrink like (z²/df)ᵏ, so
+/// above [`T_LARGE_DF`] four terms are exact to double precision for ordinary `p` and to
+/// about 10⁻⁸ relative at the extreme tails representable in f64. `p` must be in (0, 1).
+fn t_quantile_large_df(p: f64, df: f64) -> f64 {
+    let z = Normal::standard().inverse_cdf(p);
+    if df.is_infinite() {
+        return z;
+    }
+    let z2 = z * z;
+    let g1 = z * (z2 + 1.0) / 4.0;
+    let g2 = z * ((5.0 * z2 + 16.0) * z2 + 3.0) / 96.0;
+    let g3 = z * (((3.0 * z2 + 19.0) * z2 + 17.0) * z2 - 15.0) / 384.0;
+    let g4 = z * ((((79.0 * z2 + 776.0) * z2 + 1482.0) * z2 - 1920.0) * z2 - 945.0) / 92160.0;
+    z + (g1 + (g2 + (g3 + g4 / df) / df) / df) / df
+}
+
+/// The `q >= 0` with P(T > q) = `tail`, for `tail` in (0, 0.5) and finite `df > 0`.
+///
+/// Works in `s = ln q` on `g(s) = ln sf(e^s) - ln tail`, which is close to linear for the
+/// power-law tails of small `df` (where Newton in `q` itself crawls) and smooth for large
+/// `df`. The root is first bracketed, then Newton steps are taken, replaced by bisection
+/// whenever one would leave the bracket, so the loop always ends.
+fn t_upper_quantile(tail: f64, df: f64) -> f64 {
+    let ln_tail = tail.ln();
+    let g = |s: f64| t_sf(s.exp(), df).ln() - ln_tail;
+    let guess = t_quantile_large_df(1.0 - tail, df);
+    let mut s = if guess.is_finite() && guess > 0.0 {
+        guess.ln()
+    } else {
+        0.0
+    };
+
+    // Bracket: g(lo) > 0 (q too small), g(hi) <= 0. g > 0 as s → −∞ since sf(0) = 0.5 > tail.
+    let max_s = T_MAX_QUANTILE.ln();
+    let (mut lo, mut hi) = if g(s) > 0.0 {
+        (s, f64::NAN)
+    } else {
+        (f64::NAN, s)
+    };
+    let mut width = 1.0;
+    for _ in 0..80 {
+        if lo.is_nan() {
+            let t = hi - width;
+            if g(t) > 0.0 {
+                lo = t;
+            } else {
+                hi = t;
+            }
+        } else if hi.is_nan() {
+            let t = (lo + width).min(max_s);
+            if g(t) > 0.0 {
+                if t >= max_s {
+                    return f64::INFINITY;
+                }
+                lo = t;
+            } else {
+                hi = t;
+            }
+        } else {
+            break;
+        }
+        width *= 2.0;
+    }
+    if lo.is_nan() || hi.is_nan() {
+        return f64::NAN;
+    }
+
+    s = s.clamp(lo, hi);
+    for _ in 0..200 {
+        let q = s.exp();
+        let sf = t_sf(q, df);
+        let gs = sf.ln() - ln_tail;
+        if gs == 0.0 {
+            return q;
+        }
+        if gs > 0.0 {
+            lo = s;
+        } else {
+            hi = s;
+        }
+        // dg/ds = -pdf(q) q / sf(q).
+        let slope = -t_pdf(q, df) * q / sf;
+        let newton = s - gs / slope;
+        let next = if newton > lo && newton < hi {
+            newton
+        } else {
+            lo + (hi - lo) / 2.0
+        };
+        if (next - s).abs() <= 4.0 * f64::EPSILON * s.abs().max(1.0) || next == lo || next == hi {
+            return next.exp();
+        }
+        s = next;
+    }
+    s.exp()
+}
+
+/// Upper tail P(T > q) of Student's t for `q >= 0`; NaN only if statrs rejects the input.
+fn t_sf(q: f64, df: f64) -> f64 {
+    if df > T_NORMAL_DF {
+        return Normal::standard().sf(q);
+    }
+    let q2 = q * q;
+    if q2.is_infinite() {
+        return 0.0;
+    }
+    // P(T > q) = I_h(df/2, 1/2) / 2 with h = df / (df + q²), accurate to relative precision
+    // in the tail. Near the centre (small q, h close to 1) statrs evaluates it as
+    // 1 - I_{1-h}(1/2, df/2) and forming 1 - h cancels, so there the complement is taken
+    // with y = q² / (df + q²) computed directly; it is only used when I_y <= 1/2, where
+    // subtracting it from 1 loses nothing.
+    match checked_beta_reg(df / 2.0, 0.5, df / (df + q2)) {
+        Ok(i) if i <= 0.5 => 0.5 * i,
+        Ok(_) => {
+            checked_beta_reg(0.5, df / 2.0, q2 / (df + q2)).map_or(f64::NAN, |c| 0.5 - 0.5 * c)
+        }
+        Err(_) => f64::NAN,
+    }
+}
+
+/// Density of Student's t at `q`, through log-gamma so that large `df` cannot overflow.
+fn t_pdf(q: f64, df: f64) -> f64 {
+    (ln_gamma((df + 1.0) / 2.0)
+        - ln_gamma(df / 2.0)
+        - 0.5 * (df * std::f64::consts::PI).ln()
+        - (df + 1.0) / 2.0 * (q * q / df).ln_1p())
+    .exp()
+}
+
+/// True when the confidence interval of the mean is within `rel` of `|mean|`, i.e.
+/// `ci_half <= rel * |mean|`: the repetition-stopping rule of netperf's `-I`.
+///
+/// `rel` bounds the half-width, so netperf's `-I 99,5` (the whole interval within 5 % of
+/// the mean) is `rel = 0.025` on a summary at confidence 0.99. False when `n < 2` (one
+/// value has a zero-width interval that proves nothing), when the summary has no valid
+/// confidence level, or when `rel` is NaN or negative.
+pub fn ci_within(s: &Summary, rel: f64) -> bool {
+    s.n >= 2
+        && s.confidence > 0.0
+        && rel >= 0.0
+        && s.ci_half.is_finite()
+        && s.ci_half <= rel * s.mean.abs()
+}
+
+/// Which significance test produced a [`TestResult`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Test {
+    /// Welch's unequal-variances t-test on the means.
+    Welch,
+    /// Mann–Whitney U (Wilcoxon rank-sum) test, free of any normality assumption.
+    MannWhitney,
+}
+
+/// Outcome of a two-sided, two-sample significance test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestResult {
+    /// The test that was run.
+    pub test: Test,
+    /// Welch: `t = (mean_a - mean_b) / se`. Mann–Whitney: `U` of the first sample, the
+    /// number of pairs (x from `a`, y from `b`) with x > y, ties counting one half (as
+    /// SciPy reports it).
+    pub statistic: f64,
+    /// Welch–Satterthwaite degrees of freedom; `None` for Mann–Whitney and for Welch when
+    /// both samples have zero variance (the formula is 0/0 there).
+    pub df: Option<f64>,
+    /// Two-sided p-value, in [0, 1].
+    pub p_value: f64,
+}
+
+/// Welch's two-sided t-test of equal means, `a` against `b`.
+///
+/// Non-finite values are dropped first. `None` when either sample has fewer than 2 values,
+/// since a sample variance needs two.
+///
+/// When both samples have zero variance the t statistic is a division by zero; the answer
+/// is then exact rather than statistical: equal means give `statistic = 0, p = 1`,
+/// different means give `statistic = ±∞, p = 0`, with `df = None`. Note that JSON cannot
+/// hold that infinite statistic.
+pub fn welch_t(a: &[f64], b: &[f64]) -> Option<TestResult> {
+    let (a, b) = (finite(a), finite(b));
+    if a.len() < 2 || b.len() < 2 {
+        return None;
+    }
+    let (na, nb) = (a.len() as f64, b.len() as f64);
+    let (ma, va) = mean_var(&a);
+    let (mb, vb) = mean_var(&b);
+    let (sa, sb) = (va / na, vb / nb);
+    let se2 = sa + sb;
+    if se2 == 0.0 {
+        let (statistic, p_value) = if ma == mb {
+            (0.0, 1.0)
+        } else {
+            ((ma - mb).signum() * f64::INFINITY, 0.0)
+        };
+        return Some(TestResult {
+            test: Test::Welch,
+            statistic,
+            df: None,
+            p_value,
+        });
+    }
+    let t = (ma - mb) / se2.sqrt();
+    // Welch–Satterthwaite written in shares of se² so that tiny variances cannot underflow
+    // their squares to 0/0.
+    let (ra, rb) = (sa / se2, sb / se2);
+    let df = 1.0 / (ra * ra / (na - 1.0) + rb * rb / (nb - 1.0));
+    let p_value = (2.0 * t_sf(t.abs(), df)).clamp(0.0, 1.0);
+    Some(TestResult {
+        test: Test::Welch,
+        statistic: t,
+        df: Some(df),
+        p_value,
+    })
+}
+
+/// Largest total sample size for which [`mann_whitney`] uses the exact distribution of U.
+const MW_EXACT_MAX_N: usize = 20;
+
+/// Mann–Whitney U test (two-sided) of `a` against `b`.
+///
+/// Non-finite values are dropped first. `None` when either sample is empty.
+///
+/// The p-value is exact (from the permutation distribution of U, counted by dynamic
+/// programming) when `n_a + n_b <= 20` and there are no ties; otherwise it is the normal
+/// approximation with the tie correction of the variance and a continuity correction of
+/// 0.5, which is what SciPy's `mannwhitneyu(method="asymptotic")` and R's `wilcox.test`
+/// compute. When every value is tied the ranks carry no information and `p = 1`.
+pub fn mann_whitney(a: &[f64], b: &[f64]) -> Option<TestResult> {
+    let (a, b) = (finite(a), finite(b));
+    if a.is_empty() || b.is_empty() {
+        return None;
+    }
+    let (na, nb) = (a.len(), b.len());
+    let n = na + nb;
+    let mut all: Vec<(f64, bool)> = a
+        .iter()
+        .map(|&x| (x, true))
+        .chain(b.iter().map(|&y| (y, false)))
+        .collect();
+    all.sort_by(|x, y| x.0.total_cmp(&y.0));
+
+    // Midranks of tie groups, and Σ(t³ − t) over tie groups for the variance correction.
+    let mut rank_sum_a = 0.0;
+    let mut tie_term = 0.0;
+    let mut i = 0;
+    while i < n {
+        let mut j = i + 1;
+        while j < n && all[j].0 == all[i].0 {
+            j += 1;
+        }
+        let midrank = (i + 1 + j) as f64 / 2.0;
+        let t = (j - i) as f64;
+        tie_term += t * t * t - t;
+        rank_sum_a += midrank * all[i..j].iter().filter(|e| e.1).count() as f64;
+        i = j;
+    }
+    let u = rank_sum_a - (na * (na + 1)) as f64 / 2.0;
+    Some(TestResult {
+        test: Test::MannWhitney,
+        statistic: u,
+        df: None,
+        p_value: mw_p_value(u, na, nb, tie_term),
+    })
+}
+
+/// Two-sided p-value of `U` (of the first sample) for sample sizes `na`, `nb` ≥ 1, with
+/// `tie_term` = Σ(t³ − t) over tie groups (0 when there are no ties).
+fn mw_p_value(u: f64, na: usize, nb: usize, tie_term: f64) -> f64 {
+    let n = na + nb;
+    if n <= MW_EXACT_MAX_N && tie_term == 0.0 {
+        // Without ties U is an integer in 0..=na*nb; rounding only removes float noise.
+        let u = u.round().clamp(0.0, (na * nb) as f64) as usize;
+        let counts = u_counts(na, nb);
+        let total: f64 = counts.iter().sum();
+        let lower: f64 = counts[..=u].iter().sum();
+        let upper: f64 = counts[u..].iter().sum();
+        return (2.0 * lower.min(upper) / total).min(1.0);
+    }
+    let (naf, nbf, nf) = (na as f64, nb as f64, n as f64);
+    let mu = naf * nbf / 2.0;
+    let var = naf * nbf / 12.0 * ((nf + 1.0) - tie_term / (nf * (nf - 1.0)));
+    if var <= 0.0 {
+        return 1.0;
+    }
+    let z = ((u - mu).abs() - 0.5).max(0.0) / var.sqrt();
+    (2.0 * Normal::standard().sf(z)).min(1.0)
+}
+
+/// Number of orderings of `m` values of one sample and `n` of the other (no ties) giving
+/// each value of U = 0..=m*n, U counting pairs where the first sample's value is larger.
+///
+/// Recurrence on the largest value: if it belongs to the first sample it beats all `n`
+/// others (U grows by `n`), otherwise it adds nothing. Counts stay below C(20, 10) for the
+/// sizes used, so f64 holds them exactly.
+fn u_counts(m: usize, n: usize) -> Vec<f64> {
+    // prev[j] holds the distribution for (i - 1, j); cur[j] is built for (i, j).
+    let mut prev: Vec<Vec<f64>> = vec![vec![1.0]; n + 1];
+    for i in 1..=m {
+        let mut cur: Vec<Vec<f64>> = Vec::with_capacity(n + 1);
+        cur.push(vec![1.0]);
+        for j in 1..=n {
+            let mut d = vec![0.0; i * j + 1];
+            for (u, c) in cur[j - 1].iter().enumerate() {
+                d[u] += c;
+            }
+            for (u, c) in prev[j].iter().enumerate() {
+                d[u + j] += c;
+            }
+            cur.push(d);
+        }
+        prev = cur;
+    }
+    prev.pop().unwrap_or_else(|| vec![1.0])
+}
+
+/// Verdict on a candidate against its baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Significantly better, by more than the noise threshold.
+    Improved,
+    /// Significantly worse, by more than the noise threshold.
+    Regressed,
+    /// Not statistically significant (or no test could be run).
+    NoChange,
+    /// Statistically significant, but the change is smaller than the noise threshold.
+    WithinNoise,
+}
+
+impl Verdict {
+    /// Human wording, after criterion's.
+    pub fn words(&self) -> &'static str {
+        match self {
+            Verdict::Improved => "improved",
+            Verdict::Regressed => "regressed",
+            Verdict::NoChange => "no significant change",
+            Verdict::WithinNoise => "change within noise threshold",
+        }
+    }
+}
+
+/// A candidate compared with a baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// Summary of the baseline samples, at confidence `1 - alpha`.
+    pub baseline: Summary,
+    /// Summary of the candidate samples, at confidence `1 - alpha`.
+    pub candidate: Summary,
+    /// `(mean_candidate - mean_baseline) / |mean_baseline| * 100`; when the baseline mean
+    /// is 0 it is 0 if the candidate mean is 0 too and ±∞ otherwise.
+    pub pct_change: f64,
+    /// The significance test run, `None` when no test could be (a side with no values).
+    pub test: Option<TestResult>,
+    /// Significance level the p-value was held against.
+    pub alpha: f64,
+    /// The verdict.
+    pub verdict: Verdict,
+}
+
+/// Compare candidate `b` against baseline `a`. `higher_is_better` decides improved vs
+/// regressed.
+///
+/// The test: Welch's t-test when both sides have at least 5 finite values; below that
+/// Mann–Whitney, which assumes no normality. But with few values Mann–Whitney cannot reach
+/// significance at all: its smallest p-value is that of complete separation, 0.1 for 3
+/// against 3. When that smallest p-value is not below `alpha`, Welch is run instead if both
+/// sides have at least 2 values, since it at least can detect a large, clean difference
+/// (at the price of assuming normality); with fewer, Mann–Whitney is kept and the verdict is
+/// [`Verdict::NoChange`]. With an empty side no test is run (`test = None`, `NoChange`).
+///
+/// The verdict: `NoChange` unless `p < alpha`, and always when `alpha` is NaN or outside
+/// (0, 1); then [`Verdict::WithinNoise`] if `|pct_change| < noise * 100` (`noise` is
+/// relative, e.g. 0.02 for 2 %; NaN or negative means no threshold) or the means are equal;
+/// otherwise the direction of the change of the means, read through `higher_is_better`.
+pub fn compare(a: &[f64], b: &[f64], higher_is_better: bool, alpha: f64, noise: f64) -> Comparison {
+    // Intervals at the level matching the test; summarize() records 0 for a senseless alpha.
+    let confidence = 1.0 - alpha;
+    let baseline = summarize(a, confidence);
+    let candidate = summarize(b, confidence);
+    let pct_change = if baseline.mean == 0.0 {
+        if candidate.mean == 0.0 {
+            0.0
+        } else {
+            candidate.mean.signum() * f64::INFINITY
+        }
+    } else {
+        (candidate.mean - baseline.mean) / baseline.mean.abs() * 100.0
+    };
+
+    let (na, nb) = (baseline.n, candidate.n);
+    // Mann–Whitney only when it is the better choice and could find significance at all.
+    let mw_can_decide = mw_min_p(na, nb) < alpha;
+    let use_welch = na >= 2 && nb >= 2 && ((na >= 5 && nb >= 5) || !mw_can_decide);
+    let test = if use_welch {
+        welch_t(a, b)
+    } else {
+        mann_whitney(a, b)
+    };
+
+    let alpha_valid = alpha > 0.0 && alpha < 1.0;
+    let significant = alpha_valid && test.as_ref().is_some_and(|t| t.p_value < alpha);
+    let verdict = if !significant {
+        Verdict::NoChange
+    } else if pct_change == 0.0 || pct_change.abs() < noise * 100.0 {
+        Verdict::WithinNoise
+    } else if (pct_change > 0.0) == higher_is_better {
+        Verdict::Improved
+    } else {
+        Verdict::Regressed
+    };
+    Comparison {
+        baseline,
+        candidate,
+        pct_change,
+        test,
+        alpha,
+        verdict,
+    }
+}
+
+/// Smallest p-value Mann–Whitney can give for sample sizes `na`, `nb` ≥ 1: the one for
+/// complete separation (U = 0, no ties), computed by the same path as the test itself.
+fn mw_min_p(na: usize, nb: usize) -> f64 {
+    mw_p_value(0.0, na, nb, 0.0)
+}
+
+/// The finite values of `xs`, in order.
+fn finite(xs: &[f64]) -> Vec<f64> {
+    xs.iter().copied().filter(|x| x.is_finite()).collect()
+}
+
+/// Mean and sample variance (divisor n − 1; 0 when n < 2) of a non-empty slice.
+///
+/// Two passes rather than a running sum of squares, which cancels catastrophically for
+/// values with a large mean and a small spread, exactly the shape of benchmark results.
+fn mean_var(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    if v.len() < 2 {
+        return (mean, 0.0);
+    }
+    let ss: f64 = v.iter().map(|x| (x - mean) * (x - mean)).sum();
+    (mean, ss / (n - 1.0))
+}
+
+/// `confidence` when it is in the open interval (0, 1), else 0.
+fn valid_confidence(confidence: f64) -> f64 {
+    if confidence > 0.0 && confidence < 1.0 {
+        confidence
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol
+    }
+
+    macro_rules! assert_close {
+        ($a:expr, $b:expr, $tol:expr) => {{
+            let (a, b): (f64, f64) = ($a, $b);
+            assert!(close(a, b, $tol), "{a} != {b} (tolerance {})", $tol);
+        }};
+    }
+
+    // ---- summarize ----
+
+    #[test]
+    fn summarize_textbook() {
+        let s = summarize(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0], 0.95);
+        assert_eq!(s.n, 8);
+        assert_close!(s.mean, 5.0, 1e-12);
+        assert_close!(s.median, 4.5, 1e-12);
+        // sqrt(32 / 7)
+        assert_close!(s.stdev, 2.138_089_935_299_395, 1e-12);
+        assert_eq!((s.min, s.max), (2.0, 9.0));
+        assert_close!(s.cv, 2.138_089_935_299_395 / 5.0, 1e-12);
+        // t(0.975, 7) = 2.364624; half = t * s / sqrt(8)
+        assert_close!(s.ci_half, 2.364_624 * 2.138_089_935 / 8f64.sqrt(), 1e-5);
+        assert_close!(s.ci_low, 5.0 - s.ci_half, 1e-12);
+        assert_close!(s.ci_high, 5.0 + s.ci_half, 1e-12);
+        assert_eq!(s.confidence, 0.95);
+    }
+
+    #[test]
+    fn summarize_odd_median_unsorted_input() {
+        let s = summarize(&[9.0, 1.0, 5.0], 0.95);
+        assert_eq!(s.median, 5.0);
+        assert_eq!((s.min, s.max), (1.0, 9.0));
+    }
+
+    #[test]
+    fn summarize_empty() {
+        let s = summarize(&[], 0.95);
+        assert_eq!(s.n, 0);
+        for v in [
+            s.mean, s.median, s.stdev, s.min, s.max, s.cv, s.ci_low, s.ci_high, s.ci_half,
+        ] {
+            assert_eq!(v, 0.0);
+        }
+        assert_eq!(s.confidence, 0.95);
+    }
+
+    #[test]
+    fn summarize_single() {
+        let s = summarize(&[3.5], 0.95);
+        assert_eq!(s.n, 1);
+        assert_eq!((s.mean, s.median, s.min, s.max), (3.5, 3.5, 3.5, 3.5));
+        assert_eq!((s.stdev, s.cv, s.ci_half), (0.0, 0.0, 0.0));
+        assert_eq!((s.ci_low, s.ci_high), (3.5, 3.5));
+    }
+
+    #[test]
+    fn summarize_drops_non_finite() {
+        let s = summarize(
+            &[
+                f64::NAN,
+                1.0,
+                f64::INFINITY,
+                3.0,
+                f64::NEG_INFINITY,
+                f64::NAN,
+            ],
+            0.95,
+        );
+        assert_eq!(s.n, 2);
+        assert_eq!(s.mean, 2.0);
+        assert!(s.ci_half.is_finite() && s.ci_half > 0.0);
+        let all_nan = summarize(&[f64::NAN, f64::NAN], 0.95);
+        assert_eq!(all_nan.n, 0);
+        assert_eq!(all_nan.mean, 0.0);
+    }
+
+    #[test]
+    fn summarize_zero_variance_and_zero_mean() {
+        let s = summarize(&[7.0; 5], 0.95);
+        assert_eq!((s.stdev, s.cv, s.ci_half), (0.0, 0.0, 0.0));
+        let z = summarize(&[-1.0, 1.0], 0.95);
+        assert_eq!(z.mean, 0.0);
+        assert_eq!(z.cv, 0.0);
+    }
+
+    #[test]
+    fn summarize_invalid_confidence() {
+        for c in [f64::NAN, 0.0, 1.0, 95.0, -0.5] {
+            let s = summarize(&[1.0, 2.0, 3.0], c);
+            assert_eq!(s.confidence, 0.0);
+            assert_eq!(s.ci_half, 0.0);
+            assert_eq!((s.ci_low, s.ci_high), (2.0, 2.0));
+            assert!(!ci_within(&s, 1.0));
+        }
+    }
+
+    // ---- t_quantile ----
+
+    #[test]
+    fn t_quantile_table_values() {
+        assert_close!(t_quantile(0.975, 4.0), 2.776_445, 1e-5);
+        assert_close!(t_quantile(0.975, 1.0), 12.706_205, 1e-4);
+        assert_close!(t_quantile(0.025, 4.0), -2.776_445, 1e-5);
+        assert_close!(t_quantile(0.995, 10.0), 3.169_273, 1e-5);
+        assert_close!(t_quantile(0.95, 30.0), 1.697_261, 1e-5);
+        assert_close!(t_quantile(0.5, 3.0), 0.0, 1e-12);
+        assert_close!(t_quantile(0.975, f64::INFINITY), 1.959_964, 1e-6);
+        assert_close!(t_quantile(0.975, 1e6), 1.959_966, 1e-5);
+    }
+
+    #[test]
+    fn t_quantile_closed_forms() {
+        // df = 1 is the Cauchy distribution, df = 2 has a closed-form quantile.
+        for p in [0.001, 0.1, 0.3, 0.6, 0.9, 0.999] {
+            let cauchy = (std::f64::consts::PI * (p - 0.5)).tan();
+            assert_close!(t_quantile(p, 1.0), cauchy, 1e-12 * cauchy.abs().max(1.0));
+            let two = (2.0 * p - 1.0) / (2.0 * p * (1.0 - p)).sqrt();
+            assert_close!(t_quantile(p, 2.0), two, 1e-12 * two.abs().max(1.0));
+        }
+    }
+
+    #[test]
+    fn t_quantile_round_trips_through_tail() {
+        for df in [0.3, 1.0, 2.5, 7.0, 29.0, 150.0, 5000.0] {
+            // Powers of two, so that 1 - p is exact and symmetry can be checked tightly.
+            for p in [2f64.powi(-40), 2f64.powi(-13), 2f64.powi(-7), 0.25, 0.4375] {
+                let q = t_quantile(p, df);
+                assert!(q < 0.0);
+                let back = t_sf(-q, df);
+                assert_close!(back / p, 1.0, 1e-10);
+                assert_close!(t_quantile(1.0 - p, df), -q, 1e-9 * q.abs());
+            }
+        }
+    }
+
+    #[test]
+    fn t_quantile_continuous_at_large_df_switch() {
+        // The quantile moves by about -(z³ + z) / (4 df²) per unit of df, so across the
+        // switch to the expansion the two methods must agree to well below that.
+        let below = t_quantile(0.975, T_LARGE_DF);
+        let above = t_quantile(0.975, T_LARGE_DF * (1.0 + 1e-12));
+        assert_close!(below, above, 1e-11);
+        assert_close!(below, 1.960_201_24, 1e-8);
+    }
+
+    #[test]
+    fn t_quantile_extremes_do_not_panic() {
+        for df in [
+            1e-3,
+            0.5,
+            1.0,
+            3.0,
+            1e3,
+            1e4,
+            1e6,
+            1e12,
+            1e300,
+            f64::INFINITY,
+        ] {
+            for p in [f64::MIN_POSITIVE, 1e-300, 1e-20, 0.5 + 1e-15, 1.0 - 1e-16] {
+                let q = t_quantile(p, df);
+                assert!(!q.is_nan(), "t_quantile({p}, {df}) is NaN");
+                assert_eq!(q < 0.0, p < 0.5, "t_quantile({p}, {df}) = {q}");
+            }
+        }
+        // Beyond 1e150 the answer is infinite rather than wrong.
+        assert_eq!(t_quantile(1e-300, 0.5), f64::NEG_INFINITY);
+    }
+
+    #[test]
+    fn t_quantile_domain() {
+        assert!(t_quantile(f64::NAN, 4.0).is_nan());
+        assert!(t_quantile(0.9, f64::NAN).is_nan());
+        assert!(t_quantile(1.5, 4.0).is_nan());
+        assert!(t_quantile(-0.1, 4.0).is_nan());
+        assert!(t_quantile(0.9, 0.0).is_nan());
+        assert!(t_quantile(0.9, -3.0).is_nan());
+        assert_eq!(t_quantile(0.0, 4.0), f64::NEG_INFINITY);
+        assert_eq!(t_quantile(1.0, 4.0), f64::INFINITY);
+    }
+
+    // ---- ci_within ----
+
+    #[test]
+    fn ci_within_behaviour() {
+        let tight = summarize(&[100.0, 100.1, 99.9, 100.0, 100.05], 0.95);
+        assert!(ci_within(&tight, 0.01));
+        assert!(!ci_within(&tight, 0.0001));
+        let wide = summarize(&[50.0, 150.0, 100.0], 0.95);
+        assert!(!ci_within(&wide, 0.05));
+        assert!(ci_within(&wide, 2.0));
+        let one = summarize(&[100.0], 0.95);
+        assert!(!ci_within(&one, 0.5));
+        assert!(!ci_within(&tight, f64::NAN));
+        assert!(!ci_within(&tight, -0.1));
+        let constant = summarize(&[4.0, 4.0, 4.0], 0.95);
+        assert!(ci_within(&constant, 0.0));
+    }
+
+    // ---- Welch ----
+
+    const WIKI_A: [f64; 15] = [
+        27.5, 21.0, 19.0, 23.6, 17.0, 17.9, 16.9, 20.1, 21.9, 22.6, 23.1, 19.6, 19.0, 21.7, 21.4,
+    ];
+    const WIKI_B: [f64; 15] = [
+        27.1, 22.0, 20.8, 23.4, 23.4, 23.5, 25.8, 22.0, 24.8, 20.2, 21.9, 22.1, 22.9, 20.5, 24.4,
+    ];
+
+    #[test]
+    fn welch_wikipedia_example_1() {
+        // Wikipedia, "Welch's t-test", example 1: t = -2.46, df = 24.98, p = 0.021.
+        // Reference values recomputed independently (numeric integration of the t density).
+        let r = welch_t(&WIKI_A, &WIKI_B).expect("both samples have 15 values");
+        assert_eq!(r.test, Test::Welch);
+        assert_close!(r.statistic, -2.455_356_398, 1e-8);
+        assert_close!(r.df.unwrap_or(f64::NAN), 24.988_529_29, 1e-6);
+        assert_close!(r.p_value, 0.021_378, 1e-5);
+        // Swapping the samples flips the sign only.
+        let s = welch_t(&WIKI_B, &WIKI_A).expect("both samples have 15 values");
+        assert_close!(s.statistic, 2.455_356_398, 1e-8);
+        assert_close!(s.p_value, r.p_value, 1e-12);
+    }
+
+    #[test]
+    fn welch_small_and_degenerate() {
+        assert!(welch_t(&[1.0], &[1.0, 2.0]).is_none());
+        assert!(welch_t(&[], &[]).is_none());
+        assert!(welch_t(&[1.0, f64::NAN], &[1.0, 2.0]).is_none());
+        let same = welch_t(&[3.0, 3.0], &[3.0, 3.0, 3.0]).expect("n >= 2");
+        assert_eq!((same.statistic, same.df, same.p_value), (0.0, None, 1.0));
+        let diff = welch_t(&[3.0, 3.0], &[4.0, 4.0]).expect("n >= 2");
+        assert_eq!(
+            (diff.statistic, diff.df, diff.p_value),
+            (f64::NEG_INFINITY, None, 0.0)
+        );
+        // One side constant: df collapses to the other side's n - 1.
+        let one = welch_t(&[5.0, 5.0, 5.0], &[1.0, 2.0, 3.0, 4.0]).expect("n >= 2");
+        assert_close!(one.df.unwrap_or(f64::NAN), 3.0, 1e-12);
+        // Tiny variances must not underflow to a NaN df.
+        let tiny = welch_t(&[1e-150, 2e-150, 3e-150], &[1e-150, 3e-150, 5e-150]).expect("n >= 2");
+        assert!(tiny.df.is_some_and(f64::is_finite));
+        assert!((0.0..=1.0).contains(&tiny.p_value));
+    }
+
+    // ---- Mann–Whitney ----
+
+    #[test]
+    fn mann_whitney_exact_small() {
+        let r = mann_whitney(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]).expect("non-empty");
+        assert_eq!(r.test, Test::MannWhitney);
+        assert_eq!(r.statistic, 0.0);
+        assert_eq!(r.df, None);
+        assert_close!(r.p_value, 0.1, 1e-12); // 2 / C(6,3)
+        let r = mann_whitney(&[1.0, 2.0, 3.0, 4.0, 5.0], &[6.0, 7.0, 8.0, 9.0, 10.0])
+            .expect("non-empty");
+        assert_close!(r.p_value, 2.0 / 252.0, 1e-12); // 0.00794
+                                                      // Reversed: U = n_a * n_b, same p.
+        let r = mann_whitney(&[6.0, 7.0, 8.0, 9.0, 10.0], &[1.0, 2.0, 3.0, 4.0, 5.0])
+            .expect("non-empty");
+        assert_eq!(r.statistic, 25.0);
+        assert_close!(r.p_value, 2.0 / 252.0, 1e-12);
+        // Overlap: U = 1 (5 > 4); P(U <= 1) = 2/70, two-sided 4/70.
+        let r = mann_whitney(&[1.0, 2.0, 3.0, 5.0], &[4.0, 6.0, 7.0, 8.0]).expect("non-empty");
+        assert_eq!(r.statistic, 1.0);
+        assert_close!(r.p_value, 4.0 / 70.0, 1e-12);
+        // Centre of the distribution caps at 1.
+        let r = mann_whitney(&[1.0, 4.0], &[2.0, 3.0]).expect("non-empty");
+        assert_eq!(r.statistic, 2.0);
+        assert_eq!(r.p_value, 1.0);
+        let r = mann_whitney(&[1.0], &[2.0]).expect("non-empty");
+        assert_eq!(r.p_value, 1.0);
+    }
+
+    #[test]
+    fn mann_whitney_exact_distribution_sums() {
+        // Counts of every U must add up to C(m + n, m) and be symmetric.
+        let c = u_counts(4, 6);
+        assert_eq!(c.len(), 25);
+        assert_eq!(c.iter().sum::<f64>(), 210.0);
+        assert!(c.iter().zip(c.iter().rev()).all(|(x, y)| x == y));
+        assert_eq!(u_counts(10, 10).iter().sum::<f64>(), 184_756.0);
+        assert_eq!(u_counts(0, 3), vec![1.0]);
+    }
+
+    #[test]
+    fn mann_whitney_ties_normal_approximation() {
+        // Ties force the normal approximation even for N = 9. Midranks give U = 2.5;
+        // sigma² = 20/12 * (10 - 12/72), z = (|2.5 - 10| - 0.5) / sigma.
+        let r = mann_whitney(&[1.0, 2.0, 2.0, 3.0], &[2.0, 3.0, 4.0, 4.0, 5.0]).expect("non-empty");
+        assert_eq!(r.statistic, 2.5);
+        assert_close!(r.p_value, 0.078_545_851, 1e-8);
+        // Every value tied: no information.
+        let r = mann_whitney(&[2.0, 2.0], &[2.0, 2.0, 2.0]).expect("non-empty");
+        assert_eq!(r.statistic, 3.0);
+        assert_eq!(r.p_value, 1.0);
+    }
+
+    #[test]
+    fn mann_whitney_large_normal_approximation() {
+        let a: Vec<f64> = (1..=15).map(f64::from).collect();
+        let b: Vec<f64> = (5..20).map(|x| f64::from(x) + 0.5).collect();
+        let r = mann_whitney(&a, &b).expect("non-empty");
+        assert_eq!(r.statistic, 55.0);
+        assert_close!(r.p_value, 0.018_066_623, 1e-8);
+    }
+
+    #[test]
+    fn mann_whitney_empty_and_nan() {
+        assert!(mann_whitney(&[], &[1.0]).is_none());
+        assert!(mann_whitney(&[f64::NAN], &[1.0]).is_none());
+        let r = mann_whitney(&[1.0, f64::NAN, 2.0, 3.0], &[4.0, 5.0, f64::NAN, 6.0])
+            .expect("non-empty");
+        assert_close!(r.p_value, 0.1, 1e-12);
+    }
+
+    // ---- compare ----
+
+    /// `n` values around `centre`, spread up to ±`jitter` in a fixed pattern whose mean is
+    /// exactly `centre` when `n` is even.
+    fn sample(centre: f64, jitter: f64, n: usize) -> Vec<f64> {
+        const PATTERN: [f64; 4] = [0.3, 1.0, 0.6, 0.1];
+        (0..n)
+            .map(|i| {
+                let sign = if i % 2 == 0 { 1.0 } else { -1.0 };
+                centre + sign * jitter * PATTERN[(i / 2) % PATTERN.len()]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn compare_improved_and_regressed() {
+        let base = sample(100.0, 1.0, 10);
+        let better = sample(110.0, 1.0, 10);
+        let c = compare(&base, &better, true, 0.05, 0.02);
+        assert_eq!(c.verdict, Verdict::Improved);
+        assert_eq!(c.test.as_ref().map(|t| t.test), Some(Test::Welch));
+        assert_close!(c.pct_change, 10.0, 1e-9);
+        assert_eq!(c.baseline.confidence, 0.95);
+        // Same data, lower is better (a latency).
+        assert_eq!(
+            compare(&base, &better, false, 0.05, 0.02).verdict,
+            Verdict::Regressed
+        );
+        assert_eq!(
+            compare(&better, &base, true, 0.05, 0.02).verdict,
+            Verdict::Regressed
+        );
+        assert_eq!(
+            compare(&better, &base, false, 0.05, 0.02).verdict,
+            Verdict::Improved
+        );
+    }
+
+    #[test]
+    fn compare_no_change() {
+        let a = sample(100.0, 5.0, 10);
+        let mut b = a.clone();
+        b.reverse();
+        let c = compare(&a, &b, true, 0.05, 0.02);
+        assert_eq!(c.verdict, Verdict::NoChange);
+        assert_close!(c.test.map_or(0.0, |t| t.p_value), 1.0, 1e-9);
+    }
+
+    #[test]
+    fn compare_within_noise() {
+        let a = sample(100.0, 0.05, 10);
+        let b = sample(100.5, 0.05, 10);
+        let c = compare(&a, &b, true, 0.05, 0.02);
+        assert!(c.test.as_ref().is_some_and(|t| t.p_value < 1e-6));
+        assert_close!(c.pct_change, 0.5, 1e-9);
+        assert_eq!(c.verdict, Verdict::WithinNoise);
+        // Without a noise threshold the same change counts.
+        assert_eq!(compare(&a, &b, true, 0.05, 0.0).verdict, Verdict::Improved);
+        assert_eq!(
+            compare(&a, &b, true, 0.05, f64::NAN).verdict,
+            Verdict::Improved
+        );
+    }
+
+    #[test]
+    fn compare_test_selection() {
+        // 4 against 4: Mann–Whitney can reach 2/70 < 0.05, so it is used.
+        let c = compare(
+            &[1.0, 2.0, 3.0, 4.0],
+            &[11.0, 12.0, 13.0, 14.0],
+            true,
+            0.05,
+            0.02,
+        );
+        assert_eq!(c.test.as_ref().map(|t| t.test), Some(Test::MannWhitney));
+        assert_eq!(c.verdict, Verdict::Improved);
+        // 3 against 3: Mann–Whitney's best is p = 0.1, so Welch is used.
+        let c = compare(&[10.0, 10.1, 9.9], &[20.0, 20.2, 19.8], true, 0.05, 0.02);
+        assert_eq!(c.test.as_ref().map(|t| t.test), Some(Test::Welch));
+        assert_eq!(c.verdict, Verdict::Improved);
+        // ... but at alpha = 0.2 Mann–Whitney can decide, so it is used.
+        let c = compare(&[10.0, 10.1, 9.9], &[20.0, 20.2, 19.8], true, 0.2, 0.02);
+        assert_eq!(c.test.as_ref().map(|t| t.test), Some(Test::MannWhitney));
+        assert_eq!(c.verdict, Verdict::Improved);
+        // 1 against 3: no Welch possible; Mann–Whitney cannot be significant.
+        let c = compare(&[10.0], &[20.0, 21.0, 22.0], true, 0.05, 0.02);
+        assert_eq!(c.test.as_ref().map(|t| t.test), Some(Test::MannWhitney));
+        assert_eq!(c.verdict, Verdict::NoChange);
+    }
+
+    #[test]
+    fn compare_degenerate_inputs_do_not_panic() {
+        let c = compare(&[], &[], true, 0.05, 0.02);
+        assert_eq!(
+            (c.test, c.verdict, c.pct_change),
+            (None, Verdict::NoChange, 0.0)
+        );
+        let c = compare(&[], &[1.0, 2.0], true, 0.05, 0.02);
+        assert_eq!(c.verdict, Verdict::NoChange);
+        assert_eq!(c.pct_change, f64::INFINITY);
+        let c = compare(&[f64::NAN; 3], &[1.0, f64::NAN], true, 0.05, 0.02);
+        assert_eq!(c.verdict, Verdict::NoChange);
+        let c = compare(&[1.0], &[2.0], true, 0.05, 0.02);
+        assert_eq!(c.verdict, Verdict::NoChange);
+        // Constant, different: exact Welch answer p = 0.
+        let c = compare(&[5.0; 6], &[6.0; 6], true, 0.05, 0.02);
+        assert_eq!(c.verdict, Verdict::Improved);
+        // Constant, equal.
+        let c = compare(&[5.0; 6], &[5.0; 6], true, 0.05, 0.02);
+        assert_eq!(c.verdict, Verdict::NoChange);
+        // Senseless alpha never finds significance.
+        for alpha in [f64::NAN, 0.0, -1.0, 2.0] {
+            let c = compare(
+                &sample(100.0, 1.0, 10),
+                &sample(200.0, 1.0, 10),
+                true,
+                alpha,
+                0.02,
+            );
+            assert_eq!(c.verdict, Verdict::NoChange);
+            assert_eq!(c.baseline.confidence, 0.0);
+        }
+    }
+
+    #[test]
+    fn verdict_words() {
+        assert_eq!(Verdict::Improved.words(), "improved");
+        assert_eq!(Verdict::Regressed.words(), "regressed");
+        assert_eq!(Verdict::NoChange.words(), "no significant change");
+        assert_eq!(
+            Verdict::WithinNoise.words(),
+            "change within noise threshold"
+        );
+    }
+}

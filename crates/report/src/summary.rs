@@ -1,0 +1,225 @@
+//! From stored trials to per-point, per-config summaries: every metric's repetitions with
+//! their statistics, latency percentiles merged across repetitions from the histograms (not
+//! averaged percentiles), and the mean CPU split.
+
+use serde::Serialize;
+use virtperf_store::{TrialRow, TrialStatus};
+use virtperf_wire::{LatencySummary, TestResult};
+
+use crate::stats::{summarize, Summary};
+
+/// One metric over a cell's repetitions.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricSummary {
+    /// Metric name (`rate_per_s`, `mbps`, …).
+    pub name: String,
+    /// Display unit.
+    pub unit: String,
+    /// Direction.
+    pub higher_is_better: bool,
+    /// Every repetition's value, in trial order.
+    pub values: Vec<f64>,
+    /// Statistics over `values`.
+    pub summary: Summary,
+}
+
+/// Mean CPU split of a side over a cell's repetitions, percent of all CPUs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CpuMean {
+    /// Host user.
+    pub user_pct: f64,
+    /// Kernel.
+    pub system_pct: f64,
+    /// Hard interrupts.
+    pub irq_pct: f64,
+    /// Soft interrupts.
+    pub softirq_pct: f64,
+    /// Steal.
+    pub steal_pct: f64,
+    /// Guest.
+    pub guest_pct: f64,
+    /// Busy.
+    pub busy_pct: f64,
+}
+
+/// One config at one point.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConfigSummary {
+    /// Config name.
+    pub config: String,
+    /// Successful repetitions.
+    pub ok: usize,
+    /// Failed repetitions.
+    pub failed: usize,
+    /// First failure message, if any.
+    pub error: Option<String>,
+    /// Metrics, the primary one first.
+    pub metrics: Vec<MetricSummary>,
+    /// Latency merged over all repetitions' histograms (rr, crr).
+    pub latency: Option<LatencySummary>,
+    /// Mean system-wide CPU split on the client's machine.
+    pub cpu: CpuMean,
+    /// Mean elapsed seconds of a trial's measurement.
+    pub elapsed_s: f64,
+}
+
+impl ConfigSummary {
+    /// A metric by name.
+    pub fn metric(&self, name: &str) -> Option<&MetricSummary> {
+        self.metrics.iter().find(|m| m.name == name)
+    }
+}
+
+/// One sweep point of one workload with every config measured there.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PointSummary {
+    /// Workload name.
+    pub workload: String,
+    /// Point label (`stream send_size=64`).
+    pub label: String,
+    /// Swept parameters.
+    pub params: serde_json::Value,
+    /// Configs in order of first appearance.
+    pub configs: Vec<ConfigSummary>,
+}
+
+fn ok_results<'a>(trials: &[&'a TrialRow]) -> Vec<&'a TestResult> {
+    trials
+        .iter()
+        .filter(|t| t.status == TrialStatus::Ok)
+        .filter_map(|t| t.result.as_ref())
+        .collect()
+}
+
+fn cell(config: &str, trials: &[&TrialRow], confidence: f64) -> ConfigSummary {
+    let results = ok_results(trials);
+    let failed = trials
+        .iter()
+        .filter(|t| t.status == TrialStatus::Failed)
+        .count();
+    let error = trials.iter().find_map(|t| t.error.clone());
+    // Metric names and order come from the first result; every result of one workload
+    // yields the same list.
+    let mut metrics: Vec<MetricSummary> = Vec::new();
+    for r in &results {
+        for m in r.metrics() {
+            match metrics.iter_mut().find(|x| x.name == m.name) {
+                Some(x) => x.values.push(m.value),
+                None => metrics.push(MetricSummary {
+                    name: m.name.to_string(),
+                    unit: m.unit.to_string(),
+                    higher_is_better: m.higher_is_better,
+                    values: vec![m.value],
+                    summary: summarize(&[], confidence),
+                }),
+            }
+        }
+    }
+    for m in &mut metrics {
+        m.summary = summarize(&m.values, confidence);
+    }
+    let latency = merged_latency(&results);
+    let mut cpu = CpuMean::default();
+    let n = results.len().max(1) as f64;
+    for r in &results {
+        let s = &r.cpu.client.system;
+        cpu.user_pct += s.user_pct / n;
+        cpu.system_pct += s.system_pct / n;
+        cpu.irq_pct += s.irq_pct / n;
+        cpu.softirq_pct += s.softirq_pct / n;
+        cpu.steal_pct += s.steal_pct / n;
+        cpu.guest_pct += s.guest_pct / n;
+        cpu.busy_pct += s.busy_pct / n;
+    }
+    let elapsed_s = results.iter().map(|r| elapsed(r)).sum::<f64>() / n;
+    ConfigSummary {
+        config: config.to_string(),
+        ok: results.len(),
+        failed,
+        error,
+        metrics,
+        latency,
+        cpu,
+        elapsed_s,
+    }
+}
+
+fn elapsed(r: &TestResult) -> f64 {
+    use virtperf_wire::Outcome;
+    match &r.outcome {
+        Outcome::Rr(o) | Outcome::Crr(o) => o.elapsed_s,
+        Outcome::Stream(o) => o.elapsed_s,
+        Outcome::Bulk(o) => o.elapsed_s,
+        Outcome::Http(o) => o.downloads.iter().map(|d| d.duration_s).sum(),
+    }
+}
+
+/// Latency over all repetitions, from their merged histograms.
+pub fn merged_latency(results: &[&TestResult]) -> Option<LatencySummary> {
+    use virtperf_wire::Outcome;
+    let mut acc: Option<virtperf_measure::LatencyHistogram> = None;
+    for r in results {
+        let (Outcome::Rr(o) | Outcome::Crr(o)) = &r.outcome else {
+            continue;
+        };
+        let Some(h) = virtperf_measure::latency::decode(&o.histogram) else {
+            continue;
+        };
+        match &mut acc {
+            Some(a) => {
+                // Both come from new_histogram() with auto-resize, so adding cannot fail for
+                // range reasons; a failure would only drop this repetition's samples.
+                let _ = a.add(&h);
+            }
+            None => acc = Some(h),
+        }
+    }
+    acc.map(|h| virtperf_measure::summarize(&h))
+}
+
+/// Groups a run's trials by point (in order of first appearance) and config, and
+/// summarizes each cell at `confidence`.
+pub fn summarize_run(trials: &[TrialRow], confidence: f64) -> Vec<PointSummary> {
+    struct Group<'a> {
+        workload: String,
+        label: String,
+        params: serde_json::Value,
+        cells: Vec<(String, Vec<&'a TrialRow>)>,
+    }
+    let mut groups: Vec<Group> = Vec::new();
+    for t in trials {
+        let idx = match groups
+            .iter()
+            .position(|g| g.workload == t.workload && g.label == t.point_label)
+        {
+            Some(i) => i,
+            None => {
+                groups.push(Group {
+                    workload: t.workload.clone(),
+                    label: t.point_label.clone(),
+                    params: t.point.clone(),
+                    cells: Vec::new(),
+                });
+                groups.len() - 1
+            }
+        };
+        let cells = &mut groups[idx].cells;
+        match cells.iter_mut().find(|c| c.0 == t.config) {
+            Some(c) => c.1.push(t),
+            None => cells.push((t.config.clone(), vec![t])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|g| PointSummary {
+            workload: g.workload,
+            label: g.label,
+            params: g.params,
+            configs: g
+                .cells
+                .iter()
+                .map(|(c, ts)| cell(c, ts, confidence))
+                .collect(),
+        })
+        .collect()
+}

@@ -1,0 +1,82 @@
+//! The database schema as a list of migrations.
+//!
+//! `PRAGMA user_version` holds how many entries of [`MIGRATIONS`] a file has had applied.
+//! To change the schema, append one SQL batch; never edit an entry that has shipped, because
+//! files in the field were built by it. `Store::open` applies each missing entry in its own
+//! transaction together with the `user_version` bump, so a crash leaves a file at a whole
+//! version, never half-way.
+
+/// Key and value of the `meta` row that marks a file as ours. A file with tables but
+/// without this row belongs to someone else and is never modified.
+pub(crate) const APP_KEY: &str = "app";
+/// See [`APP_KEY`].
+pub(crate) const APP_VALUE: &str = "virtperf";
+
+/// Migration `i` (0-based) takes a file from `user_version` `i` to `i + 1`.
+pub(crate) const MIGRATIONS: &[&str] = &[
+    // 1: the initial schema.
+    r#"
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY NOT NULL,
+    value TEXT NOT NULL
+);
+INSERT INTO meta (key, value) VALUES ('app', 'virtperf');
+
+-- One invocation of a benchmark plan. `status` is what the writer last said; readers use
+-- RunRow::effective_status to spot a `running` run whose process has died.
+CREATE TABLE runs (
+    id             INTEGER PRIMARY KEY,
+    name           TEXT NOT NULL,
+    started_at     TEXT NOT NULL,          -- RFC 3339 UTC
+    finished_at    TEXT,                   -- NULL while running
+    status         TEXT NOT NULL
+                   CHECK (status IN ('running', 'complete', 'incomplete', 'failed')),
+    host           TEXT NOT NULL,          -- where the writing process runs
+    pid            INTEGER NOT NULL,       -- the writing process, to detect it was killed
+    tool_version   TEXT NOT NULL,
+    git_commit     TEXT,
+    spec_text      TEXT NOT NULL,          -- the plan exactly as the user wrote it
+    env_json       TEXT NOT NULL,          -- virtperf_wire::Env of the client machine
+    planned_trials INTEGER NOT NULL
+);
+CREATE INDEX runs_started_at ON runs (started_at);
+
+-- One measurement of one sweep point. Failed and skipped trials are kept so a report can
+-- say what is missing and why.
+CREATE TABLE trials (
+    id          INTEGER PRIMARY KEY,
+    run_id      INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    seq         INTEGER NOT NULL,          -- order within the run
+    config      TEXT NOT NULL,
+    workload    TEXT NOT NULL,             -- rr, crr, stream, bulk, http
+    point_json  TEXT NOT NULL,             -- sweep parameters, a JSON object
+    point_label TEXT NOT NULL,
+    repetition  INTEGER NOT NULL,
+    status      TEXT NOT NULL CHECK (status IN ('ok', 'failed', 'skipped')),
+    error       TEXT,
+    result_json TEXT,                      -- the whole TestResult, HDR histogram included
+    metric      REAL,                      -- the trial's primary number, for quick queries
+    metric_name TEXT NOT NULL,
+    started_at  TEXT NOT NULL,             -- RFC 3339 UTC
+    duration_s  REAL NOT NULL
+);
+CREATE INDEX trials_run_seq ON trials (run_id, seq);
+
+-- Tuning knobs a run changed, with the value to restore.
+CREATE TABLE knobs (
+    id       INTEGER PRIMARY KEY,
+    run_id   INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    config   TEXT NOT NULL,
+    name     TEXT NOT NULL,
+    original TEXT,                         -- NULL when the knob did not exist before
+    applied  TEXT NOT NULL,
+    UNIQUE (run_id, config, name)
+);
+"#,
+];
+
+/// The `user_version` this code writes and the newest it can read.
+pub(crate) fn supported_version() -> i64 {
+    // A list of schema migrations never gets anywhere near i64::MAX entries.
+    i64::try_from(MIGRATIONS.len()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,581 @@
+//! The store against real SQLite files in a private temporary directory.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde_json::json;
+use virtperf_store::{
+    now_rfc3339, KnobRecord, NewRun, NewTrial, RunStatus, Store, StoreError, TrialStatus,
+};
+use virtperf_wire::{Env, IdleState, Outcome, TestResult, RESULT_SCHEMA};
+
+/// A directory under the system temp dir, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "virtperf-store-{}-{}-{}",
+            std::process::id(),
+            name,
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+    fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn this_host() -> String {
+    fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+fn env() -> Env {
+    Env {
+        tool_version: "0.1.0".into(),
+        git_commit: Some("abc123".into()),
+        hostname: this_host(),
+        boot_id: "b00t".into(),
+        kernel: "6.1.0".into(),
+        arch: "x86_64".into(),
+        cpu_model: "Test CPU".into(),
+        cpus: 2,
+        hypervisor: Some("KVMKVMKVM".into()),
+        clocksource: "tsc".into(),
+        clock_read_ns: 18.5,
+        nohz: "idle (CONFIG_NO_HZ_IDLE)".into(),
+        idle_states: vec![IdleState {
+            name: "POLL".into(),
+            latency_us: 0,
+            disabled: false,
+        }],
+        halt_poll: BTreeMap::from([("kvm.halt_poll_ns".into(), "200000".into())]),
+        sysctls: BTreeMap::from([("net.core.busy_poll".into(), "0".into())]),
+        ..Env::default()
+    }
+}
+
+fn new_run(name: &str) -> NewRun {
+    NewRun {
+        name: name.into(),
+        spec_text: "name = \"sweep\"\n[[config]]\nname = \"base\"\n".into(),
+        env: env(),
+        tool_version: "0.1.0".into(),
+        git_commit: Some("abc123".into()),
+        host: this_host(),
+        pid: std::process::id(),
+        planned_trials: 2,
+    }
+}
+
+/// A TestResult as `rr --json` prints it, parsed from JSON so that fields the wire crate
+/// adds later (always with defaults, see docs/json.md) do not break this test.
+fn test_result() -> TestResult {
+    let side = json!({
+        "system": {
+            "user_pct": 10.0, "system_pct": 20.5, "irq_pct": 0.0, "softirq_pct": 0.5,
+            "steal_pct": 0.0, "guest_pct": 0.0, "idle_pct": 69.0, "busy_pct": 31.0,
+            "per_cpu_busy_pct": [50.0, 12.0]
+        },
+        "process_user_s": 0.1,
+        "process_system_s": 0.4,
+        "service_demand_us": 12.5,
+        "system_service_demand_us": 25.0
+    });
+    let env = serde_json::to_value(env()).unwrap();
+    serde_json::from_value(json!({
+        "schema": RESULT_SCHEMA,
+        "workload": {"kind": "rr", "request": 64, "response": 64},
+        "duration_s": 1.0,
+        "client_cpu": 0,
+        "server_cpu": 1,
+        "target": "127.0.0.1:40000",
+        "outcome": {
+            "kind": "rr",
+            "transactions": 40000,
+            "server_transactions": 40000,
+            "elapsed_s": 1.0001,
+            "rate_per_s": 39996.0,
+            "latency": {
+                "count": 40000, "mean_us": 24.9, "stdev_us": 3.1, "min_us": 20.0,
+                "p50_us": 24.0, "p90_us": 28.0, "p99_us": 40.0, "p999_us": 90.0,
+                "max_us": 300.0
+            },
+            "histogram": "HISTFAAAACR4nJNpmSzMwMDAwgABzFCaEUrzMEAEmZQAAKdpBZE="
+        },
+        "cpu": {"unit": "transaction", "same_host": true, "client": side, "server": side},
+        "env": {"client": env, "server": env},
+        "warnings": ["both sides share one machine"]
+    }))
+    .unwrap()
+}
+
+fn ok_trial(seq: u32) -> NewTrial {
+    NewTrial {
+        seq,
+        config: "base".into(),
+        workload: "rr".into(),
+        point: json!({"request": 64, "response": 64}),
+        point_label: "request=64 response=64".into(),
+        repetition: 1,
+        status: TrialStatus::Ok,
+        error: None,
+        result: Some(test_result()),
+        metric: Some(39_996.0),
+        metric_name: "rate_per_s".into(),
+        started_at: now_rfc3339(),
+        duration_s: 1.25,
+    }
+}
+
+fn failed_trial(seq: u32) -> NewTrial {
+    NewTrial {
+        seq,
+        config: "tuned".into(),
+        workload: "rr".into(),
+        point: json!({"request": 1024, "response": 1}),
+        point_label: "request=1024 response=1".into(),
+        repetition: 2,
+        status: TrialStatus::Failed,
+        error: Some("agent 10.0.0.2:12865: connection refused".into()),
+        result: None,
+        metric: None,
+        metric_name: "rate_per_s".into(),
+        started_at: now_rfc3339(),
+        duration_s: 0.01,
+    }
+}
+
+fn user_version(path: &Path) -> i64 {
+    let c = rusqlite::Connection::open(path).unwrap();
+    c.pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap()
+}
+
+fn assert_one_line(e: &StoreError) {
+    let s = e.to_string();
+    assert!(!s.contains('\n'), "message spans lines: {s}");
+}
+
+#[test]
+fn creates_a_missing_file_and_its_directories() {
+    let dir = TempDir::new("missing");
+    let path = dir.file("a/b/results.db");
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.path(), path);
+    assert!(store.runs().unwrap().is_empty());
+    drop(store);
+    assert_eq!(user_version(&path), 1);
+    // Reopening an up-to-date file changes nothing.
+    let before = fs::read(&path).unwrap();
+    let store = Store::open(&path).unwrap();
+    drop(store);
+    assert_eq!(fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn migrates_an_empty_file() {
+    let dir = TempDir::new("empty");
+    let path = dir.file("results.db");
+    fs::write(&path, b"").unwrap();
+    let mut store = Store::open(&path).unwrap();
+    let id = store.begin_run(&new_run("r")).unwrap();
+    assert_eq!(store.run(id).unwrap().name, "r");
+    drop(store);
+    assert_eq!(user_version(&path), 1);
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let app: String = c
+        .query_row("SELECT value FROM meta WHERE key = 'app'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(app, "virtperf");
+}
+
+#[test]
+fn round_trips_a_run_with_trials_and_knobs() {
+    let dir = TempDir::new("roundtrip");
+    let path = dir.file("results.db");
+    let mut store = Store::open(&path).unwrap();
+    let run = new_run("sweep");
+    let id = store.begin_run(&run).unwrap();
+    // Inserted out of seq order: reads come back in seq order.
+    let t2 = failed_trial(2);
+    let t1 = ok_trial(1);
+    let id2 = store.add_trial(id, &t2).unwrap();
+    let id1 = store.add_trial(id, &t1).unwrap();
+    store
+        .set_knobs(
+            id,
+            &[
+                KnobRecord {
+                    config: "tuned".into(),
+                    name: "net.core.busy_poll".into(),
+                    original: Some("0".into()),
+                    applied: "50".into(),
+                },
+                KnobRecord {
+                    config: "tuned".into(),
+                    name: "kvm.halt_poll_ns".into(),
+                    original: None,
+                    applied: "0".into(),
+                },
+            ],
+        )
+        .unwrap();
+    // Setting a knob again keeps the first original (the value to restore).
+    store
+        .set_knobs(
+            id,
+            &[KnobRecord {
+                config: "tuned".into(),
+                name: "net.core.busy_poll".into(),
+                original: Some("50".into()),
+                applied: "100".into(),
+            }],
+        )
+        .unwrap();
+    drop(store);
+
+    // Read back through a fresh handle, as another process would.
+    let store = Store::open(&path).unwrap();
+    let row = store.run(id).unwrap();
+    assert_eq!(row.name, run.name);
+    assert_eq!(row.spec_text, run.spec_text);
+    assert_eq!(row.env, run.env);
+    assert_eq!(row.host, run.host);
+    assert_eq!(row.pid, run.pid);
+    assert_eq!(row.tool_version, run.tool_version);
+    assert_eq!(row.git_commit, run.git_commit);
+    assert_eq!(row.planned_trials, 2);
+    assert_eq!(row.status, RunStatus::Running);
+    assert_eq!(row.effective_status(), RunStatus::Running); // we are alive
+    assert_eq!(row.finished_at, None);
+    assert_eq!((row.trials_ok, row.trials_failed), (1, 1));
+    assert_eq!(row.started_at.len(), 24);
+
+    let trials = store.trials(id).unwrap();
+    assert_eq!(trials.len(), 2);
+    for (got, (want, want_id)) in trials.iter().zip([(&t1, id1), (&t2, id2)]) {
+        assert_eq!(got.id, want_id);
+        assert_eq!(got.run_id, id);
+        assert_eq!(got.seq, want.seq);
+        assert_eq!(got.config, want.config);
+        assert_eq!(got.workload, want.workload);
+        assert_eq!(got.point, want.point);
+        assert_eq!(got.point_label, want.point_label);
+        assert_eq!(got.repetition, want.repetition);
+        assert_eq!(got.status, want.status);
+        assert_eq!(got.error, want.error);
+        assert_eq!(got.result, want.result);
+        assert_eq!(got.metric, want.metric);
+        assert_eq!(got.metric_name, want.metric_name);
+        assert_eq!(got.started_at, want.started_at);
+        assert_eq!(got.duration_s, want.duration_s);
+    }
+    // The histogram survives byte for byte inside the stored result.
+    match &trials[0].result.as_ref().unwrap().outcome {
+        Outcome::Rr(o) => assert!(o.histogram.starts_with("HISTF")),
+        other => panic!("unexpected outcome {other:?}"),
+    }
+
+    let knobs = store.knobs(id).unwrap();
+    assert_eq!(
+        knobs,
+        vec![
+            KnobRecord {
+                config: "tuned".into(),
+                name: "net.core.busy_poll".into(),
+                original: Some("0".into()),
+                applied: "100".into(),
+            },
+            KnobRecord {
+                config: "tuned".into(),
+                name: "kvm.halt_poll_ns".into(),
+                original: None,
+                applied: "0".into(),
+            },
+        ]
+    );
+}
+
+#[test]
+fn finish_run_records_status_and_time() {
+    let dir = TempDir::new("finish");
+    let mut store = Store::open(&dir.file("results.db")).unwrap();
+    let a = store.begin_run(&new_run("a")).unwrap();
+    let b = store.begin_run(&new_run("b")).unwrap();
+    store.finish_run(a, RunStatus::Complete).unwrap();
+    store.finish_run(b, RunStatus::Incomplete).unwrap();
+    let ra = store.run(a).unwrap();
+    assert_eq!(ra.status, RunStatus::Complete);
+    assert_eq!(ra.effective_status(), RunStatus::Complete);
+    let fin = ra.finished_at.unwrap();
+    assert!(fin >= ra.started_at, "{fin} < {}", ra.started_at);
+    assert_eq!(store.run(b).unwrap().status, RunStatus::Incomplete);
+    store.finish_run(b, RunStatus::Failed).unwrap();
+    assert_eq!(store.run(b).unwrap().status, RunStatus::Failed);
+}
+
+#[test]
+fn missing_runs_are_not_found_with_a_hint() {
+    let dir = TempDir::new("notfound");
+    let path = dir.file("results.db");
+    let mut store = Store::open(&path).unwrap();
+    let e = store.run(7).unwrap_err();
+    assert!(matches!(e, StoreError::NotFound(_)), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "run 7 not found in {} (see `virtperf runs`)",
+            path.display()
+        )
+    );
+    for e in [
+        store.finish_run(7, RunStatus::Complete).unwrap_err(),
+        store.add_trial(7, &ok_trial(1)).unwrap_err(),
+        store.set_knobs(7, &[]).unwrap_err(),
+        store.trials(7).unwrap_err(),
+        store.knobs(7).unwrap_err(),
+    ] {
+        assert!(matches!(e, StoreError::NotFound(_)), "{e:?}");
+    }
+}
+
+#[test]
+fn runs_are_listed_newest_first() {
+    let dir = TempDir::new("order");
+    let mut store = Store::open(&dir.file("results.db")).unwrap();
+    let ids: Vec<i64> = (0..3)
+        .map(|i| store.begin_run(&new_run(&format!("run{i}"))).unwrap())
+        .collect();
+    let listed: Vec<i64> = store.runs().unwrap().iter().map(|r| r.id).collect();
+    assert_eq!(listed, ids.iter().rev().copied().collect::<Vec<_>>());
+}
+
+#[test]
+fn a_foreign_database_is_refused_and_untouched() {
+    let dir = TempDir::new("foreign");
+    let path = dir.file("other.db");
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(
+            "CREATE TABLE foo (x INTEGER); INSERT INTO foo VALUES (1);
+             CREATE TABLE bar (y TEXT);",
+        )
+        .unwrap();
+    }
+    let before = fs::read(&path).unwrap();
+    let e = Store::open(&path).unwrap_err();
+    assert!(matches!(e, StoreError::NotVirtperf { .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{} is not a virtperf database (it has tables: bar, foo): choose another file with --db",
+            path.display()
+        )
+    );
+    assert_eq!(fs::read(&path).unwrap(), before);
+    let mut names: Vec<_> = fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["other.db"],
+        "no journal or other file left beside it"
+    );
+}
+
+#[test]
+fn a_foreign_meta_table_is_not_mistaken_for_ours() {
+    let dir = TempDir::new("foreignmeta");
+    let path = dir.file("other.db");
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(
+            "CREATE TABLE meta (name TEXT, data BLOB); INSERT INTO meta VALUES ('app', 'x');
+             PRAGMA user_version = 1;",
+        )
+        .unwrap();
+    }
+    let before = fs::read(&path).unwrap();
+    let e = Store::open(&path).unwrap_err();
+    assert!(matches!(e, StoreError::NotVirtperf { .. }), "{e:?}");
+    assert_one_line(&e);
+    assert_eq!(fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn a_garbage_file_is_corrupt_and_untouched() {
+    let dir = TempDir::new("garbage");
+    let path = dir.file("results.db");
+    let garbage = "hello world".repeat(100);
+    fs::write(&path, &garbage).unwrap();
+    let e = Store::open(&path).unwrap_err();
+    assert!(matches!(e, StoreError::Corrupt { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with(&format!(
+            "{} is corrupt or not an SQLite file (file is not a database",
+            path.display()
+        )),
+        "{msg}"
+    );
+    assert!(
+        msg.ends_with("move it aside or choose another --db"),
+        "{msg}"
+    );
+    assert_eq!(fs::read(&path).unwrap(), garbage.as_bytes());
+}
+
+#[test]
+fn a_damaged_sqlite_file_is_corrupt_and_untouched() {
+    // A valid header followed by rubbish: only SQLite itself can tell.
+    let dir = TempDir::new("damaged");
+    let path = dir.file("results.db");
+    let mut bytes = b"SQLite format 3\0".to_vec();
+    bytes.extend("hello world".repeat(500).as_bytes());
+    fs::write(&path, &bytes).unwrap();
+    let e = Store::open(&path).unwrap_err();
+    assert!(matches!(e, StoreError::Corrupt { .. }), "{e:?}");
+    assert_one_line(&e);
+    assert_eq!(fs::read(&path).unwrap(), bytes);
+}
+
+#[test]
+fn a_newer_schema_is_too_new() {
+    let dir = TempDir::new("toonew");
+    let path = dir.file("results.db");
+    drop(Store::open(&path).unwrap());
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.pragma_update(None, "user_version", 99).unwrap();
+    }
+    let before = fs::read(&path).unwrap();
+    let e = Store::open(&path).unwrap_err();
+    match &e {
+        StoreError::TooNew {
+            found, supported, ..
+        } => assert_eq!((*found, *supported), (99, 1)),
+        other => panic!("expected TooNew, got {other:?}"),
+    }
+    assert_one_line(&e);
+    assert!(e.to_string().contains("upgrade virtperf"), "{e}");
+    assert_eq!(fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn a_running_run_whose_process_died_reads_incomplete() {
+    let dir = TempDir::new("deadpid");
+    let mut store = Store::open(&dir.file("results.db")).unwrap();
+    let mut child = Command::new("true").spawn().unwrap();
+    let dead_pid = child.id();
+    child.wait().unwrap();
+
+    let dead = store
+        .begin_run(&NewRun {
+            pid: dead_pid,
+            ..new_run("killed")
+        })
+        .unwrap();
+    let row = store.run(dead).unwrap();
+    assert_eq!(row.status, RunStatus::Running);
+    assert_eq!(row.effective_status(), RunStatus::Incomplete);
+
+    // On another host the pid means nothing: the recorded status stands.
+    let remote = store
+        .begin_run(&NewRun {
+            pid: dead_pid,
+            host: format!("{}-elsewhere", this_host()),
+            ..new_run("remote")
+        })
+        .unwrap();
+    assert_eq!(
+        store.run(remote).unwrap().effective_status(),
+        RunStatus::Running
+    );
+}
+
+#[test]
+fn two_handles_write_one_file_concurrently() {
+    let dir = TempDir::new("concurrent");
+    let path = dir.file("results.db");
+    let run = Store::open(&path)
+        .unwrap()
+        .begin_run(&new_run("shared"))
+        .unwrap();
+    const PER_WRITER: u32 = 40;
+    let writers: Vec<_> = (0..2u32)
+        .map(|w| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let mut store = Store::open(&path).unwrap();
+                for i in 0..PER_WRITER {
+                    let seq = w * PER_WRITER + i;
+                    store.add_trial(run, &ok_trial(seq)).unwrap();
+                    // A reader in the same loop takes shared locks between the writes.
+                    assert!(store.run(run).unwrap().trials_ok > i);
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let seqs: Vec<u32> = store.trials(run).unwrap().iter().map(|t| t.seq).collect();
+    assert_eq!(seqs, (0..2 * PER_WRITER).collect::<Vec<_>>());
+    assert_eq!(store.run(run).unwrap().trials_ok, 2 * PER_WRITER);
+}
+
+#[test]
+fn four_handles_creating_one_file_at_once_all_succeed() {
+    let dir = TempDir::new("race");
+    let path = dir.file("results.db");
+    let openers: Vec<_> = (0..4)
+        .map(|_| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let mut s = Store::open(&path).unwrap();
+                s.begin_run(&new_run("x")).unwrap()
+            })
+        })
+        .collect();
+    let mut ids: Vec<i64> = openers.into_iter().map(|h| h.join().unwrap()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 4);
+    assert_eq!(user_version(&path), 1);
+}
+
+#[test]
+fn a_result_json_cannot_hold_is_refused_at_write_time() {
+    let dir = TempDir::new("nan");
+    let mut store = Store::open(&dir.file("results.db")).unwrap();
+    let run = store.begin_run(&new_run("nan")).unwrap();
+    let mut t = ok_trial(1);
+    if let Some(r) = t.result.as_mut() {
+        r.duration_s = f64::NAN;
+    }
+    let e = store.add_trial(run, &t).unwrap_err();
+    assert!(matches!(e, StoreError::Json(_)), "{e:?}");
+    assert_one_line(&e);
+    // Nothing half-written: the run is still readable and empty.
+    assert!(store.trials(run).unwrap().is_empty());
+}
