@@ -412,3 +412,31 @@ fn ctrl_c_keeps_finished_trials_restores_knobs_and_marks_the_run_incomplete() {
     let kept = v[0]["trials_ok"].as_u64().unwrap();
     assert!((2..40).contains(&kept), "kept {kept} trials");
 }
+
+#[test]
+fn until_ci_stops_when_the_interval_is_tight_enough_or_at_the_cap() {
+    let d = TempDir::new("ci");
+    let db = d.path("r.db");
+    let spec = d.path("s.toml");
+    // Loose target: three tries always satisfy a ±90% interval on a loopback rate.
+    std::fs::write(&spec, "name = \"ci\"\nduration = \"200ms\"\nuntil_ci = \"95,90%\"\nmax_repetitions = 6\n[[workload]]\nkind = \"rr\"\n").unwrap();
+    run_ok(&["run", spec.to_str().unwrap()], &db);
+    // Impossible target from the command line: stops at the cap.
+    run_ok(
+        &[
+            "run",
+            spec.to_str().unwrap(),
+            "--until-ci",
+            "99,0.0001%",
+            "--max-runs",
+            "4",
+        ],
+        &db,
+    );
+    let v: serde_json::Value = serde_json::from_str(&run_ok(&["runs", "--json"], &db)).unwrap();
+    assert_eq!(v[0]["trials_ok"], 4, "capped at --max-runs");
+    assert_eq!(
+        v[1]["trials_ok"], 3,
+        "stopped at the minimum once the CI was tight"
+    );
+}

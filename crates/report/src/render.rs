@@ -71,6 +71,14 @@ pub fn run_line(r: &RunRow) -> String {
 }
 
 fn params_text(p: &PointSummary) -> String {
+    // Seed 1 names the direction of a stream by the role of this machine.
+    if p.workload == "stream" {
+        match p.params.get("reverse").and_then(|v| v.as_bool()) {
+            Some(false) => return "client (sends)".into(),
+            Some(true) => return "server (receives)".into(),
+            None => {}
+        }
+    }
     let rest = p.label.strip_prefix(&p.workload).unwrap_or(&p.label).trim();
     if rest.is_empty() {
         "-".into()
