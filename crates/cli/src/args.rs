@@ -31,6 +31,8 @@ pub enum Command {
     Bulk(BulkArgs),
     /// Time HTTP/1.1 downloads of an N-byte body (from the agent, or any --url)
     Http(HttpArgs),
+    /// Thread wake-up latency: futex/eventfd/pipe/condvar/unix/tcp, same vs cross CPU, block/spin/poll
+    Wake(crate::wake::WakeArgs),
     /// Run an experiment spec (workloads × sweeps × configs × repetitions) into the results store
     Run(crate::experiment::RunArgs),
     /// List stored runs

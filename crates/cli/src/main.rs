@@ -10,6 +10,7 @@ mod commands;
 mod experiment;
 mod progress;
 mod render;
+mod wake;
 
 use std::process::ExitCode;
 
@@ -79,6 +80,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Stream(a) => commands::stream(a),
         Command::Bulk(a) => commands::bulk(a),
         Command::Http(a) => commands::http(a),
+        Command::Wake(a) => wake::wake(a),
         Command::Run(a) => experiment::run(a),
         Command::Runs(a) => experiment::runs(a),
         Command::Show(a) => experiment::show(a),

@@ -242,3 +242,45 @@ fn human_output_is_a_table() {
     // Not a terminal: no progress bar escape codes anywhere.
     assert!(!String::from_utf8_lossy(&out.stderr).contains('\u{1b}'));
 }
+
+#[test]
+fn wake_sweeps_the_poll_window_and_reports_cpu_cost() {
+    let out = common::vp()
+        .args([
+            "wake",
+            "--mech",
+            "eventfd",
+            "--placement",
+            "none",
+            "-l",
+            "0.2",
+            "--poll",
+            "0,20us",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = v.as_array().expect("one report per window");
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0]["opts"]["strategy"]["kind"], "block");
+    assert_eq!(runs[1]["opts"]["strategy"]["kind"], "poll");
+    assert_eq!(
+        runs[1]["opts"]["strategy"]["window_us"].as_f64(),
+        Some(20.0)
+    );
+    for r in runs {
+        let n = r["round_trips"].as_u64().unwrap();
+        assert!(n > 0);
+        assert_eq!(r["one_way"]["count"].as_u64(), Some(2 * n));
+        assert!(r["cpu_us_per_message"].as_f64().unwrap() > 0.0);
+    }
+    let (code, err) = common::run_fail(&["wake", "--placement", "cross", "--cpus", "1,1"]);
+    assert_eq!(code, 1);
+    common::assert_one_line_error(&err, "two different cpus");
+}

@@ -1,0 +1,158 @@
+//! `virtperf wake`: thread wake-up latency by mechanism, placement and wait strategy.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+use virtperf_wake::{Mech, Placement, Strategy, WakeOpts, WakeReport};
+
+#[derive(Debug, Args)]
+pub struct WakeArgs {
+    /// futex, eventfd, pipe, condvar, unix, tcp
+    #[arg(long, default_value = "futex")]
+    pub mech: Mech,
+    /// same (both threads on one CPU), cross (two CPUs), none (unpinned)
+    #[arg(long, default_value = "cross", value_parser = ["same", "cross", "none"])]
+    pub placement: String,
+    /// CPUs for the two threads (default 0,1; `same` uses the first)
+    #[arg(long, default_value = "0,1", value_parser = virtperf_lab::parse::cpus)]
+    pub cpus: (Option<u32>, Option<u32>),
+    /// block (sleep until woken), spin (never sleep), poll (spin up to --poll, then sleep)
+    #[arg(long, value_parser = ["block", "spin", "poll"])]
+    pub strategy: Option<String>,
+    /// Poll window before blocking; a comma-separated list sweeps it (0 = block)
+    #[arg(long, value_delimiter = ',', value_parser = parse_window)]
+    pub poll: Vec<Duration>,
+    /// Measured duration of each run
+    #[arg(long, short = 'l', default_value = "2s", value_parser = virtperf_lab::parse::duration)]
+    pub duration: Duration,
+    /// Idle time between round trips (the initiator sleeps), as between packets of a
+    /// request stream; poll windows shorter than it fall through to blocking
+    #[arg(long, default_value = "0", value_parser = parse_window)]
+    pub gap: Duration,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_window(s: &str) -> Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    virtperf_lab::parse::duration(s)
+}
+
+fn placement(a: &WakeArgs) -> Result<Placement> {
+    let first = a.cpus.0.or(a.cpus.1).unwrap_or(0);
+    Ok(match a.placement.as_str() {
+        "same" => Placement::Same(first),
+        "cross" => {
+            let (x, y) = (a.cpus.0.unwrap_or(0), a.cpus.1.unwrap_or(1));
+            if x == y {
+                bail!("--placement cross needs two different CPUs (got {x},{y})");
+            }
+            Placement::Cross(x, y)
+        }
+        _ => Placement::Unpinned,
+    })
+}
+
+/// `virtperf wake`
+pub fn wake(a: WakeArgs) -> Result<()> {
+    let placement = placement(&a)?;
+    let strategies: Vec<Strategy> = match (a.strategy.as_deref(), a.poll.as_slice()) {
+        (Some("block"), []) | (None, []) => vec![Strategy::Block],
+        (Some("spin"), []) => vec![Strategy::Spin],
+        (Some("poll"), []) => bail!("--strategy poll needs --poll WINDOW (e.g. 50us)"),
+        (None | Some("poll"), windows) => windows
+            .iter()
+            .map(|w| {
+                if w.is_zero() {
+                    Strategy::Block
+                } else {
+                    Strategy::Poll(*w)
+                }
+            })
+            .collect(),
+        (Some(s), _) => bail!("--poll applies to the poll strategy, not --strategy {s}"),
+    };
+    let mut reports = Vec::new();
+    for strategy in strategies {
+        let r = virtperf_wake::run(&WakeOpts {
+            mech: a.mech,
+            strategy,
+            placement,
+            duration: a.duration,
+            gap: a.gap,
+        })
+        .map_err(|e| anyhow!(e))?;
+        reports.push(r);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    } else {
+        print!("{}", render(&reports));
+    }
+    Ok(())
+}
+
+fn strategy_text(s: Strategy) -> String {
+    match s {
+        Strategy::Block => "block".into(),
+        Strategy::Spin => "spin".into(),
+        Strategy::Poll(d) => format!("poll {}µs", d.as_micros()),
+    }
+}
+
+fn render(reports: &[WakeReport]) -> String {
+    let mut s = String::new();
+    let Some(first) = reports.first() else {
+        return s;
+    };
+    let place = match first.opts.placement {
+        Placement::Same(c) => format!("same CPU ({c})"),
+        Placement::Cross(a, b) => format!("cross CPU ({a} ↔ {b})"),
+        Placement::Unpinned => "unpinned".into(),
+    };
+    let _ = writeln!(
+        s,
+        "virtperf wake  {:?}  {place}  {:.1} s per run{}",
+        first.opts.mech,
+        first.opts.duration.as_secs_f64(),
+        if first.opts.gap.is_zero() {
+            String::new()
+        } else {
+            format!(
+                "  {} µs idle between round trips",
+                first.opts.gap.as_micros()
+            )
+        }
+    );
+    let _ = writeln!(
+        s,
+        "  {:<12} {:>12} │ one-way µs {:>7} {:>7} {:>7} {:>8} │ round trip µs {:>7} {:>7} │ {:>10} {:>6}",
+        "strategy", "round trip/s", "p50", "p90", "p99", "p99.9", "p50", "p99", "CPU µs/msg", "busy%"
+    );
+    for r in reports {
+        let _ = writeln!(
+            s,
+            "  {:<12} {:>12.0} │ {:>18.2} {:>7.2} {:>7.2} {:>8.2} │ {:>21.2} {:>7.2} │ {:>10.2} {:>6.1}",
+            strategy_text(r.opts.strategy),
+            r.round_trips_per_s,
+            r.one_way.p50_us,
+            r.one_way.p90_us,
+            r.one_way.p99_us,
+            r.one_way.p999_us,
+            r.round_trip.p50_us,
+            r.round_trip.p99_us,
+            r.cpu_us_per_message,
+            r.cpu_busy_pct
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  (busy% is both threads' CPU time over wall time: 200% = two CPUs spinning)"
+    );
+    s
+}

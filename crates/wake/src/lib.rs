@@ -1,0 +1,314 @@
+//! Thread wake-up latency: two threads pass a token back and forth through a chosen
+//! mechanism and wait for it with a chosen strategy.
+//!
+//! This is the user-space face of seed 4: a blocked thread is woken by its peer, and when the
+//! peer's CPU had gone idle (halted, in a VM: exited to the hypervisor) the wake-up pays for
+//! an inter-processor interrupt and a schedule; spinning avoids that at the price of a busy
+//! CPU, and poll-then-block (the user-space analogue of halt polling) spins for a bounded
+//! window before sleeping. The report shows both sides of that trade: latency and CPU time
+//! per message.
+
+mod chan;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use virtperf_measure::cpu::{thread_cpu, thread_cpu_since};
+use virtperf_measure::{new_histogram, summarize};
+use virtperf_wire::LatencySummary;
+
+pub use chan::Mech;
+
+/// How a waiting thread waits. Serialized as `{"kind": "block"|"spin"|"poll", "window_us": …}`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Strategy {
+    /// Sleep in the kernel until woken.
+    Block,
+    /// Busy-poll without ever sleeping.
+    Spin,
+    /// Busy-poll for up to this long, then sleep.
+    Poll(Duration),
+}
+
+impl Serialize for Strategy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("Strategy", 2)?;
+        let (kind, window) = match self {
+            Strategy::Block => ("block", None),
+            Strategy::Spin => ("spin", None),
+            Strategy::Poll(d) => ("poll", Some(d.as_secs_f64() * 1e6)),
+        };
+        st.serialize_field("kind", kind)?;
+        st.serialize_field("window_us", &window)?;
+        st.end()
+    }
+}
+
+/// Where the two threads run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Placement {
+    /// Both pinned to one CPU.
+    Same(u32),
+    /// Pinned to two CPUs.
+    Cross(u32, u32),
+    /// Left to the scheduler.
+    Unpinned,
+}
+
+/// One benchmark's parameters.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct WakeOpts {
+    /// Mechanism.
+    pub mech: Mech,
+    /// Wait strategy.
+    pub strategy: Strategy,
+    /// Placement.
+    pub placement: Placement,
+    /// How long to run.
+    #[serde(serialize_with = "secs")]
+    pub duration: Duration,
+    /// Idle time between round trips (the initiator sleeps): the responder's wait then
+    /// includes this gap, so a poll window shorter than the gap falls through to blocking
+    /// and a longer one burns CPU, as halt polling does with idle gaps between packets.
+    #[serde(serialize_with = "secs")]
+    pub gap: Duration,
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+/// What one run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct WakeReport {
+    /// Parameters.
+    pub opts: WakeOpts,
+    /// Round trips completed.
+    pub round_trips: u64,
+    /// Round trips per second.
+    pub round_trips_per_s: f64,
+    /// Time from the sender's clock read before signalling to the receiver's clock read after
+    /// waking, both directions.
+    pub one_way: LatencySummary,
+    /// Round-trip time as seen by the initiating thread.
+    pub round_trip: LatencySummary,
+    /// CPU time of both threads per one-way message, µs.
+    pub cpu_us_per_message: f64,
+    /// CPU time of both threads over wall time, percent of one CPU (max 200).
+    pub cpu_busy_pct: f64,
+}
+
+/// Runs one wake-up benchmark.
+pub fn run(opts: &WakeOpts) -> Result<WakeReport, String> {
+    if matches!(opts.mech, Mech::Condvar) && opts.strategy == Strategy::Spin {
+        return Err(
+            "spinning on a condition variable is spinning on its flag: use --mech futex for spin"
+                .into(),
+        );
+    }
+    let (a_cpu, b_cpu) = match opts.placement {
+        Placement::Same(c) => (Some(c), Some(c)),
+        Placement::Cross(a, b) => (Some(a), Some(b)),
+        Placement::Unpinned => (None, None),
+    };
+    let (end_a, end_b) = chan::pair(opts.mech)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let base = Instant::now();
+    // The sender's timestamp travels beside the token (shared memory), so the receiver can
+    // compute a one-way latency from the same monotonic clock.
+    let stamp_ab = Arc::new(AtomicU64::new(0));
+    let stamp_ba = Arc::new(AtomicU64::new(0));
+    let barrier = Arc::new(Barrier::new(2));
+    let strategy = opts.strategy;
+
+    let responder = {
+        let (stop, stamp_ab, stamp_ba, barrier) = (
+            stop.clone(),
+            stamp_ab.clone(),
+            stamp_ba.clone(),
+            barrier.clone(),
+        );
+        std::thread::Builder::new()
+            .name("wake-b".into())
+            .spawn(move || -> Result<_, String> {
+                let mut end = end_b;
+                pin(b_cpu)?;
+                let mut hist = new_histogram();
+                barrier.wait();
+                let t0 = thread_cpu();
+                loop {
+                    // The shutdown token (sent after `stop`) is not a message.
+                    if !end.wait(strategy, &stop)? || stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let now = base.elapsed().as_nanos() as u64;
+                    hist.saturating_record(now.saturating_sub(stamp_ab.load(Ordering::Acquire)));
+                    stamp_ba.store(base.elapsed().as_nanos() as u64, Ordering::Release);
+                    end.signal()?;
+                }
+                Ok((hist, thread_cpu_since(t0)))
+            })
+            .map_err(|e| format!("cannot start a thread: {e}"))?
+    };
+
+    let mut end = end_a;
+    let result = (|| -> Result<_, String> {
+        pin(a_cpu)?;
+        let mut one_way = new_histogram();
+        let mut rtt = new_histogram();
+        barrier.wait();
+        let t0 = thread_cpu();
+        let start = Instant::now();
+        let mut n = 0u64;
+        while start.elapsed() < opts.duration {
+            if !opts.gap.is_zero() {
+                std::thread::sleep(opts.gap);
+            }
+            let t_send = base.elapsed().as_nanos() as u64;
+            stamp_ab.store(t_send, Ordering::Release);
+            end.signal()?;
+            if !end.wait(strategy, &stop)? {
+                return Err("the responder went away".into());
+            }
+            let now = base.elapsed().as_nanos() as u64;
+            one_way.saturating_record(now.saturating_sub(stamp_ba.load(Ordering::Acquire)));
+            rtt.saturating_record(now.saturating_sub(t_send));
+            n += 1;
+        }
+        Ok((one_way, rtt, thread_cpu_since(t0), start.elapsed(), n))
+    })();
+    // Let the responder out of whatever wait it is in, whatever happened above.
+    stop.store(true, Ordering::SeqCst);
+    let _ = end.close();
+    let joined = responder
+        .join()
+        .map_err(|_| "responder thread panicked".to_string())?;
+    let (mut one_way, rtt, cpu_a, wall, n) = result?;
+    let (hist_b, cpu_b) = joined?;
+    let _ = one_way.add(&hist_b);
+    let cpu = cpu_a.total_s() + cpu_b.total_s();
+    let messages = (2 * n).max(1) as f64;
+    Ok(WakeReport {
+        opts: *opts,
+        round_trips: n,
+        round_trips_per_s: n as f64 / wall.as_secs_f64(),
+        one_way: summarize(&one_way),
+        round_trip: summarize(&rtt),
+        cpu_us_per_message: cpu * 1e6 / messages,
+        cpu_busy_pct: 100.0 * cpu / wall.as_secs_f64(),
+    })
+}
+
+fn pin(cpu: Option<u32>) -> Result<(), String> {
+    let Some(cpu) = cpu else { return Ok(()) };
+    if cpu as usize >= libc::CPU_SETSIZE as usize {
+        return Err(format!("CPU {cpu} does not exist"));
+    }
+    // SAFETY: cpu_set_t is plain data, CPU_SET is in bounds (checked), pid 0 = this thread.
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu as usize, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if r != 0 {
+        return Err(format!(
+            "cannot pin to CPU {cpu}: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_mechanism_and_strategy_passes_tokens() {
+        for mech in [
+            Mech::Futex,
+            Mech::Eventfd,
+            Mech::Pipe,
+            Mech::Condvar,
+            Mech::Unix,
+            Mech::Tcp,
+        ] {
+            for strategy in [
+                Strategy::Block,
+                Strategy::Spin,
+                Strategy::Poll(Duration::from_micros(20)),
+            ] {
+                if mech == Mech::Condvar && strategy == Strategy::Spin {
+                    assert!(run(&WakeOpts {
+                        mech,
+                        strategy,
+                        placement: Placement::Unpinned,
+                        duration: Duration::from_millis(50),
+                        gap: Duration::ZERO
+                    })
+                    .is_err());
+                    continue;
+                }
+                let r = run(&WakeOpts {
+                    mech,
+                    strategy,
+                    placement: Placement::Unpinned,
+                    duration: Duration::from_millis(60),
+                    gap: Duration::ZERO,
+                })
+                .unwrap_or_else(|e| panic!("{mech:?} {strategy:?}: {e}"));
+                // Correctness, not speed: two spinners on a busy 2-CPU machine may only get a
+                // few time slices.
+                assert!(r.round_trips > 0, "{mech:?} {strategy:?}: no round trip");
+                assert_eq!(r.one_way.count, 2 * r.round_trips, "{mech:?} {strategy:?}");
+                assert_eq!(r.round_trip.count, r.round_trips);
+                assert!(r.one_way.p50_us <= r.round_trip.p50_us + 1.0);
+                assert!(r.cpu_us_per_message > 0.0);
+            }
+        }
+    }
+
+    /// With idle gaps between messages, a poll window longer than the gap keeps the
+    /// responder busy through the gap while blocking lets it sleep: CPU per message must be
+    /// larger with the long window. (CPU time, not latency, so machine noise cannot flip it.)
+    #[test]
+    fn a_long_poll_window_costs_cpu_during_idle_gaps() {
+        let run_with = |strategy| {
+            run(&WakeOpts {
+                mech: Mech::Futex,
+                strategy,
+                placement: Placement::Unpinned,
+                duration: Duration::from_millis(150),
+                gap: Duration::from_micros(200),
+            })
+            .unwrap()
+        };
+        let block = run_with(Strategy::Block);
+        let poll = run_with(Strategy::Poll(Duration::from_millis(2)));
+        assert!(
+            poll.cpu_us_per_message > block.cpu_us_per_message + 20.0,
+            "poll {} µs/msg vs block {} µs/msg",
+            poll.cpu_us_per_message,
+            block.cpu_us_per_message
+        );
+    }
+
+    #[test]
+    fn spinning_keeps_both_threads_busy() {
+        let spin = run(&WakeOpts {
+            mech: Mech::Futex,
+            strategy: Strategy::Spin,
+            placement: Placement::Unpinned,
+            duration: Duration::from_millis(100),
+            gap: Duration::ZERO,
+        })
+        .unwrap();
+        // Two spinning threads burn close to two CPUs' worth of time (unless the machine
+        // has one CPU, where they share it).
+        assert!(spin.cpu_busy_pct > 80.0, "{}", spin.cpu_busy_pct);
+    }
+}
