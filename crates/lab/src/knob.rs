@@ -16,6 +16,8 @@ pub enum KnobKind {
     Sysctl,
     /// /sys/module/MODULE/parameters/PARAM
     ModuleParam,
+    /// /sys/devices/system/cpu/cpuN/cpuidle/stateM/disable
+    CpuidleDisable,
 }
 
 /// One kernel setting.
@@ -80,6 +82,41 @@ impl Knob {
         })
     }
 
+    /// The `disable` switch of one cpuidle state on one CPU (`1` keeps the CPU out of that
+    /// state). Named `cpuidle.cpuN.stateM.disable`.
+    pub fn cpuidle_disable(cpu: u32, state: u32) -> Knob {
+        Knob {
+            name: format!("cpuidle.cpu{cpu}.state{state}.disable"),
+            kind: KnobKind::CpuidleDisable,
+            path: PathBuf::from(format!(
+                "/sys/devices/system/cpu/cpu{cpu}/cpuidle/state{state}/disable"
+            )),
+        }
+    }
+
+    /// One `disable` knob per online CPU for cpuidle state `state` (a config's
+    /// `cpuidle_disable = [1]`), so the state is switched off machine-wide.
+    pub fn cpuidle_disable_all(state: u32) -> Vec<Knob> {
+        let cpus = fs::read_dir("/sys/devices/system/cpu")
+            .map(|d| {
+                let mut v: Vec<u32> = d
+                    .flatten()
+                    .filter_map(|e| {
+                        e.file_name()
+                            .to_str()
+                            .and_then(|n| n.strip_prefix("cpu"))
+                            .and_then(|n| n.parse().ok())
+                    })
+                    .collect();
+                v.sort_unstable();
+                v
+            })
+            .unwrap_or_default();
+        cpus.into_iter()
+            .map(|c| Knob::cpuidle_disable(c, state))
+            .collect()
+    }
+
     /// Current value, whitespace-normalized (tabs in `tcp_rmem` become single spaces).
     pub fn read(&self) -> io::Result<String> {
         let v = fs::read_to_string(&self.path)?;
@@ -97,6 +134,7 @@ impl Knob {
         let what = match self.kind {
             KnobKind::Sysctl => "sysctl",
             KnobKind::ModuleParam => "module parameter",
+            KnobKind::CpuidleDisable => "cpuidle switch",
         };
         let original = self.read().map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => {

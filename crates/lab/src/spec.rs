@@ -163,6 +163,8 @@ struct RawConfig {
     #[serde(default)]
     socket: Option<Spanned<RawSock>>,
     #[serde(default)]
+    cpuidle_disable: Option<Spanned<Vec<u32>>>,
+    #[serde(default)]
     cpus: Option<Spanned<String>>,
     #[serde(default)]
     setup: Option<String>,
@@ -595,6 +597,19 @@ fn config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, SpecError> {
     for (k, v) in &r.module {
         let knob = Knob::module_param(k).or_else(|m| err(text, v.span(), m))?;
         knobs.push((knob, v.get_ref().text()));
+    }
+    if let Some(states) = &r.cpuidle_disable {
+        for &st in states.get_ref() {
+            let ks = Knob::cpuidle_disable_all(st);
+            if ks.is_empty() {
+                return err(
+                    text,
+                    states.span(),
+                    "no CPUs found under /sys/devices/system/cpu",
+                );
+            }
+            knobs.extend(ks.into_iter().map(|k| (k, "1".to_string())));
+        }
     }
     let sock = match &r.socket {
         Some(s) => {
