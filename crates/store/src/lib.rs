@@ -385,8 +385,19 @@ impl Store {
             path: path.to_path_buf(),
         };
         // Identify read-only first, so a foreign or read-only file is reported without ever
-        // taking a write lock on it.
-        let needs_migration = match identify(&store.conn, path)? {
+        // taking a write lock on it. The reads share one (read) transaction: separately, the
+        // version and the tables could come from either side of another process's migration
+        // commit ("marked as ours but version 0" when several processes create one file).
+        let kind = {
+            let tx = store
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Deferred)
+                .map_err(|e| classify(path, e))?;
+            let kind = identify(&tx, path)?;
+            tx.commit().map_err(|e| classify(path, e))?;
+            kind
+        };
+        let needs_migration = match kind {
             Kind::Fresh => true,
             Kind::Ours(v) => v < schema::supported_version(),
         };
