@@ -108,6 +108,9 @@ pub struct Common {
     /// Print the result as JSON (schema: docs/json.md)
     #[arg(long)]
     pub json: bool,
+    /// Record the test's traffic to this pcap file with tcpdump (analyze with `virtperf pcap`)
+    #[arg(long, value_name = "FILE")]
+    pub capture: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

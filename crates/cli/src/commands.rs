@@ -112,6 +112,7 @@ fn plan(common: &Common, workload: Workload, duration: Duration, count: u32) -> 
         server_cpu,
         count,
         sock: Default::default(),
+        capture: common.capture.clone(),
     }
 }
 

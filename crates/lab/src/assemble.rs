@@ -239,6 +239,7 @@ pub fn assemble(c: Collected) -> TestResult {
         server_cpu: c.plan.server_cpu,
         target: c.target,
         sock: c.plan.sock,
+        capture: c.plan.capture.as_ref().map(|p| p.display().to_string()),
         outcome,
         cpu: CpuAccounting {
             unit: unit.to_string(),

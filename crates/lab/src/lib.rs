@@ -7,6 +7,7 @@
 
 pub mod agent;
 pub mod assemble;
+pub mod capture;
 pub mod client;
 pub mod knob;
 pub mod local;

@@ -300,6 +300,7 @@ pub fn plan_for(point: &Point, cfg: &Config) -> Plan {
         server_cpu,
         count: point.count,
         sock: cfg.sock,
+        capture: None,
     }
 }
 

@@ -482,6 +482,9 @@ pub struct TestResult {
     /// Socket options applied to data connections (empty: system defaults).
     #[serde(default)]
     pub sock: SockOpts,
+    /// pcap file the test's traffic was recorded to (`--capture`).
+    #[serde(default)]
+    pub capture: Option<String>,
     /// What was measured.
     pub outcome: Outcome,
     /// Who used how much CPU.
