@@ -33,6 +33,8 @@ pub enum Command {
     Http(HttpArgs),
     /// Thread wake-up latency: futex/eventfd/pipe/condvar/unix/tcp, same vs cross CPU, block/spin/poll
     Wake(crate::wake::WakeArgs),
+    /// Real /dev/kvm guests: exit round-trip cost, halt/wake-up latency with halt-poll sweeps
+    Kvm(crate::kvm::KvmArgs),
     /// Run an experiment spec (workloads × sweeps × configs × repetitions) into the results store
     Run(crate::experiment::RunArgs),
     /// List stored runs
@@ -111,6 +113,9 @@ pub struct Common {
     /// Record the test's traffic to this pcap file with tcpdump (analyze with `virtperf pcap`)
     #[arg(long, value_name = "FILE")]
     pub capture: Option<std::path::PathBuf>,
+    /// Sample the host's KVM exit counters (debugfs) around the test: exits per transaction
+    #[arg(long)]
+    pub kvm_stats: bool,
 }
 
 #[derive(Debug, Args)]

@@ -113,6 +113,7 @@ fn plan(common: &Common, workload: Workload, duration: Duration, count: u32) -> 
         count,
         sock: Default::default(),
         capture: common.capture.clone(),
+        kvm_stats: common.kvm_stats,
     }
 }
 

@@ -8,6 +8,7 @@
 mod args;
 mod commands;
 mod experiment;
+mod kvm;
 mod progress;
 mod render;
 mod wake;
@@ -81,6 +82,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bulk(a) => commands::bulk(a),
         Command::Http(a) => commands::http(a),
         Command::Wake(a) => wake::wake(a),
+        Command::Kvm(a) => kvm::kvm(a),
         Command::Run(a) => experiment::run(a),
         Command::Runs(a) => experiment::runs(a),
         Command::Show(a) => experiment::show(a),

@@ -418,8 +418,9 @@ fn until_ci_stops_when_the_interval_is_tight_enough_or_at_the_cap() {
     let d = TempDir::new("ci");
     let db = d.path("r.db");
     let spec = d.path("s.toml");
-    // Loose target: three tries always satisfy a ±90% interval on a loopback rate.
-    std::fs::write(&spec, "name = \"ci\"\nduration = \"200ms\"\nuntil_ci = \"95,90%\"\nmax_repetitions = 6\n[[workload]]\nkind = \"rr\"\n").unwrap();
+    // Loose target: a ±99% interval is met after a few tries even on a busy machine (other
+    // tests run in parallel), well before the cap of 12.
+    std::fs::write(&spec, "name = \"ci\"\nduration = \"200ms\"\nuntil_ci = \"95,99%\"\nmax_repetitions = 12\n[[workload]]\nkind = \"rr\"\n").unwrap();
     run_ok(&["run", spec.to_str().unwrap()], &db);
     // Impossible target from the command line: stops at the cap.
     run_ok(

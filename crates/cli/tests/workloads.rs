@@ -284,3 +284,69 @@ fn wake_sweeps_the_poll_window_and_reports_cpu_cost() {
     assert_eq!(code, 1);
     common::assert_one_line_error(&err, "two different cpus");
 }
+
+#[test]
+fn kvm_stats_say_when_host_counters_are_invisible() {
+    let v = run_json(&["rr", "-l", "0.3", "--kvm-stats"]);
+    let k = &v["kvm"];
+    if k["available"] == true {
+        assert!(k["deltas"]["exits"].as_u64().is_some(), "{k}");
+        assert!(k["exits_per_unit"].as_f64().is_some(), "{k}");
+    } else {
+        // Inside a guest (this project's machines): a reason and a warning, never zeros.
+        assert!(!k["reason"].as_str().unwrap_or("").is_empty(), "{k}");
+        assert!(k["exits_per_unit"].is_null());
+        assert!(k["deltas"].as_object().is_some_and(|d| d.is_empty()));
+        let w = v["warnings"].as_array().unwrap();
+        assert!(
+            w.iter()
+                .any(|x| x.as_str().unwrap_or("").contains("not visible")),
+            "{w:?}"
+        );
+    }
+}
+
+/// Real /dev/kvm guests through the command line; skipped where /dev/kvm is unusable.
+#[test]
+fn kvm_exits_and_halt_run_real_guests() {
+    let info = common::vp().args(["kvm", "info"]).output().unwrap();
+    if !info.status.success() {
+        eprintln!("skipped: {}", String::from_utf8_lossy(&info.stderr).trim());
+        common::assert_one_line_error(&String::from_utf8_lossy(&info.stderr), "kvm");
+        return;
+    }
+    let v = run_json(&["kvm", "exits", "--iterations", "200"]);
+    let cases = v["cases"].as_array().unwrap();
+    let pio = cases.iter().find(|c| c["name"] == "pio").expect("pio case");
+    let p50 = pio["ns"]["p50"].as_f64().unwrap();
+    assert!(p50 > 100.0 && p50 < 1e6, "pio p50 {p50} ns");
+    let v = run_json(&[
+        "kvm",
+        "halt",
+        "--wakeups",
+        "40",
+        "--delay",
+        "50us..200us",
+        "--halt-poll",
+        "0,200us",
+    ]);
+    let runs = v.as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for r in runs {
+        assert_eq!(r["wakeups"], 40);
+        let p50 = r["latency_ns"]["p50"].as_f64().unwrap();
+        assert!(p50 > 0.0 && p50 < 1e8, "{p50}");
+        assert!(
+            r["stats"]["halt_exits"].as_u64().unwrap_or(0) > 0,
+            "{}",
+            r["stats"]
+        );
+    }
+    assert_eq!(
+        runs[0]["stats"]["halt_successful_poll"]
+            .as_u64()
+            .unwrap_or(0),
+        0,
+        "polling off"
+    );
+}

@@ -240,6 +240,7 @@ pub fn assemble(c: Collected) -> TestResult {
         target: c.target,
         sock: c.plan.sock,
         capture: c.plan.capture.as_ref().map(|p| p.display().to_string()),
+        kvm: None,
         outcome,
         cpu: CpuAccounting {
             unit: unit.to_string(),

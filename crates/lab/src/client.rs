@@ -47,6 +47,8 @@ pub struct Plan {
     pub sock: SockOpts,
     /// Record the test's traffic to this pcap file (tcpdump).
     pub capture: Option<std::path::PathBuf>,
+    /// Sample the host's KVM exit counters around the test.
+    pub kvm_stats: bool,
 }
 
 impl Plan {
@@ -195,6 +197,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
         Message::Started => {}
         other => bail!("unexpected answer to start: {other:?}"),
     }
+    let kvm0 = plan.kvm_stats.then(virtperf_kvm::debugfs_stats);
     let t0 = ProcStat::read()?;
     let started = Instant::now();
     side.gate.open();
@@ -218,6 +221,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     side.stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let t1 = ProcStat::read()?;
     let elapsed = started.elapsed();
+    let kvm = kvm0.map(|before| kvm_counters(before, virtperf_kvm::debugfs_stats()));
     // Where the client drives the traffic, let its workers finish their last transaction
     // before the agent stops serving (a crr connection still in the agent's accept queue
     // would otherwise be reset). In reverse streams our receivers end only when the agent's
@@ -250,7 +254,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
         c.stop()?;
     }
     let downloads = downloads.lock().map(|d| d.clone()).unwrap_or_default();
-    Ok(assemble(Collected {
+    let mut result = assemble(Collected {
         plan,
         target: ctl.addr.to_string(),
         client,
@@ -260,7 +264,56 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
         server_env: Some(server_env),
         downloads,
         url: format!("http://{data}/"),
-    }))
+    });
+    if let Some(mut k) = kvm {
+        match (&k.reason, k.deltas.get("exits")) {
+            (Some(why), _) => result.warnings.push(format!(
+                "KVM exit counters are not visible from here ({why}); exits per transaction are not reported"
+            )),
+            (None, Some(&exits)) => {
+                let units = match &result.outcome {
+                    virtperf_wire::Outcome::Rr(o) | virtperf_wire::Outcome::Crr(o) => o.transactions as f64,
+                    virtperf_wire::Outcome::Stream(o) => o.receiver_bytes as f64 / 1024.0,
+                    virtperf_wire::Outcome::Bulk(o) => o.receiver_bytes as f64 / 1024.0,
+                    virtperf_wire::Outcome::Http(o) => {
+                        o.downloads.iter().map(|d| d.bytes).sum::<u64>() as f64 / 1024.0
+                    }
+                };
+                k.exits_per_unit = (units > 0.0).then(|| exits as f64 / units);
+            }
+            (None, None) => result
+                .warnings
+                .push("KVM counters were read but have no `exits` total".to_string()),
+        }
+        result.kvm = Some(k);
+    }
+    Ok(result)
+}
+
+/// Differences of two counter samples; a failed sample makes the whole thing unavailable
+/// with its reason (never zeros that look like "no exits").
+fn kvm_counters(
+    before: Result<std::collections::BTreeMap<String, u64>, virtperf_kvm::KvmError>,
+    after: Result<std::collections::BTreeMap<String, u64>, virtperf_kvm::KvmError>,
+) -> virtperf_wire::KvmCounters {
+    match (before, after) {
+        (Ok(a), Ok(b)) => virtperf_wire::KvmCounters {
+            available: true,
+            reason: None,
+            source: "/sys/kernel/debug/kvm".into(),
+            deltas: b
+                .iter()
+                .map(|(k, v)| (k.clone(), v.saturating_sub(a.get(k).copied().unwrap_or(0))))
+                .collect(),
+            exits_per_unit: None,
+        },
+        (Err(e), _) | (_, Err(e)) => virtperf_wire::KvmCounters {
+            available: false,
+            reason: Some(e.to_string()),
+            source: "/sys/kernel/debug/kvm".into(),
+            ..Default::default()
+        },
+    }
 }
 
 fn connect_data(addr: SocketAddr, nodelay: bool, sock: &SockOpts) -> Result<TcpStream> {
@@ -409,6 +462,7 @@ pub fn run_url(url: &str, count: u32, progress: ProgressFn) -> Result<TestResult
         count,
         sock: SockOpts::default(),
         capture: None,
+        kvm_stats: false,
     };
     let client = SideReport {
         elapsed_s: started.elapsed().as_secs_f64(),

@@ -301,6 +301,7 @@ pub fn plan_for(point: &Point, cfg: &Config) -> Plan {
         count: point.count,
         sock: cfg.sock,
         capture: None,
+        kvm_stats: false,
     }
 }
 

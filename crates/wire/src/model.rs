@@ -485,6 +485,9 @@ pub struct TestResult {
     /// pcap file the test's traffic was recorded to (`--capture`).
     #[serde(default)]
     pub capture: Option<String>,
+    /// Host KVM exit counters around the test (`--kvm-stats`).
+    #[serde(default)]
+    pub kvm: Option<KvmCounters>,
     /// What was measured.
     pub outcome: Outcome,
     /// Who used how much CPU.
@@ -493,6 +496,22 @@ pub struct TestResult {
     pub env: Envs,
     /// Things the user should know about these numbers.
     pub warnings: Vec<String>,
+}
+
+/// Host KVM exit counters sampled around a test (`--kvm-stats`): how many VM exits (by
+/// reason) the test cost, and per transaction (seed 4's key figure).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KvmCounters {
+    /// Whether counters could be read at all.
+    pub available: bool,
+    /// Why not, when they could not (inside a guest the host's counters are invisible).
+    pub reason: Option<String>,
+    /// Where they came from.
+    pub source: String,
+    /// Counter increases over the test, by name (`exits`, `halt_exits`, `io_exits`, …).
+    pub deltas: BTreeMap<String, u64>,
+    /// `exits` per transaction (rr, crr) or per KB (streams).
+    pub exits_per_unit: Option<f64>,
 }
 
 /// One number a result yields, named, with its unit and which direction is better.

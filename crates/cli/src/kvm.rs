@@ -1,0 +1,216 @@
+//! `virtperf kvm`: real /dev/kvm guests measuring exit round trips and halt/wake-up latency.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Result};
+use clap::{Args, Subcommand};
+use virtperf_kvm::{ExitOpts, HaltOpts, HaltReport};
+
+#[derive(Debug, Args)]
+pub struct KvmArgs {
+    #[command(subcommand)]
+    pub command: KvmCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KvmCommand {
+    /// What /dev/kvm offers here (platform, halt-poll capability, binary stats)
+    Info {
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Round-trip cost of VM exits: port I/O and MMIO to user space, HLT, CPUID
+    Exits {
+        /// Timed iterations per case
+        #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+        iterations: u32,
+        /// Pin the vCPU thread to this CPU
+        #[arg(long)]
+        cpu: Option<u32>,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Halt/wake-up latency: a halted vCPU woken by an injected interrupt, per halt-poll setting
+    Halt {
+        /// Wake-ups per setting
+        #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+        wakeups: u32,
+        /// Random idle time before each wake-up: MIN..MAX (e.g. 5us..40us)
+        #[arg(long, default_value = "50us..500us", value_parser = parse_range)]
+        delay: (Duration, Duration),
+        /// Per-VM halt polling (KVM_CAP_HALT_POLL); a list sweeps it: 0,10us,50us,200us
+        #[arg(long, value_delimiter = ',', value_parser = parse_poll, default_value = "0,10us,50us,200us")]
+        halt_poll: Vec<Duration>,
+        /// CPU for the vCPU thread
+        #[arg(long, default_value_t = 1)]
+        vcpu_cpu: u32,
+        /// CPU for the injecting thread
+        #[arg(long, default_value_t = 0)]
+        injector_cpu: u32,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_poll(s: &str) -> Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    virtperf_lab::parse::duration(s)
+}
+
+fn parse_range(s: &str) -> Result<(Duration, Duration), String> {
+    let (a, b) = s
+        .split_once("..")
+        .or_else(|| s.split_once(','))
+        .ok_or_else(|| format!("invalid range {s:?}: expected MIN..MAX like 5us..40us"))?;
+    let (a, b) = (
+        virtperf_lab::parse::duration(a)?,
+        virtperf_lab::parse::duration(b)?,
+    );
+    if a > b {
+        return Err(format!("invalid range {s:?}: MIN is above MAX"));
+    }
+    if b > Duration::from_secs(1) {
+        return Err(format!("invalid range {s:?}: at most 1s between wake-ups"));
+    }
+    Ok((a, b))
+}
+
+/// `virtperf kvm …`
+pub fn kvm(a: KvmArgs) -> Result<()> {
+    match a.command {
+        KvmCommand::Info { json } => {
+            let info = virtperf_kvm::available().map_err(|e| anyhow!("{e}"))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&info)?);
+            } else {
+                println!(
+                    "/dev/kvm: API {}, platform {}, per-VM halt polling {}, binary stats {}",
+                    info.api_version,
+                    info.platform,
+                    if info.halt_poll_cap { "yes" } else { "no" },
+                    if info.stats_fd { "yes" } else { "no" }
+                );
+            }
+        }
+        KvmCommand::Exits {
+            iterations,
+            cpu,
+            json,
+        } => {
+            let r = virtperf_kvm::exits(&ExitOpts {
+                iterations,
+                warmup: (iterations / 20).max(10),
+                cpu,
+            })
+            .map_err(|e| anyhow!("{e}"))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+                return Ok(());
+            }
+            println!(
+                "virtperf kvm exits  {iterations} iterations per case  TSC {} kHz",
+                r.tsc_khz
+            );
+            println!(
+                "  {:<8} {:>9} {:>9} {:>9} {:>9} │ {:>10} {:>10}  note",
+                "case", "min µs", "p50 µs", "p99 µs", "max µs", "p50 cyc", "p99 cyc"
+            );
+            for c in &r.cases {
+                println!(
+                    "  {:<8} {:>9.2} {:>9.2} {:>9.2} {:>9.2} │ {:>10.0} {:>10.0}  {}",
+                    c.name,
+                    c.ns.min / 1e3,
+                    c.ns.p50 / 1e3,
+                    c.ns.p99 / 1e3,
+                    c.ns.max / 1e3,
+                    c.cycles.p50,
+                    c.cycles.p99,
+                    c.note.as_deref().unwrap_or("")
+                );
+            }
+        }
+        KvmCommand::Halt {
+            wakeups,
+            delay,
+            halt_poll,
+            vcpu_cpu,
+            injector_cpu,
+            json,
+        } => {
+            if vcpu_cpu == injector_cpu {
+                bail!("--vcpu-cpu and --injector-cpu must differ: the injector must run while the vCPU halts");
+            }
+            let mut reports = Vec::new();
+            for poll in &halt_poll {
+                let r = virtperf_kvm::halt(&HaltOpts {
+                    wakeups,
+                    delay_min_us: delay.0.as_micros() as u32,
+                    delay_max_us: delay.1.as_micros() as u32,
+                    halt_poll_ns: Some(poll.as_nanos() as u64),
+                    vcpu_cpu: Some(vcpu_cpu),
+                    injector_cpu: Some(injector_cpu),
+                })
+                .map_err(|e| anyhow!("{e}"))?;
+                reports.push(r);
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&reports)?);
+            } else {
+                print!("{}", render_halt(&reports, delay));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn render_halt(reports: &[HaltReport], delay: (Duration, Duration)) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "virtperf kvm halt  wake-ups after {}–{} µs idle; latency = injection → first guest instruction of the handler",
+        delay.0.as_micros(),
+        delay.1.as_micros()
+    );
+    let _ = writeln!(
+        s,
+        "  {:>10} {:>8} {:>8} {:>8} {:>9} │ {:>14} {:>7} │ {:>10} {:>10}",
+        "halt-poll",
+        "p50 µs",
+        "p90 µs",
+        "p99 µs",
+        "max µs",
+        "vCPU CPU µs/wk",
+        "busy%",
+        "exits/wk",
+        "polls ok/wk"
+    );
+    for r in reports {
+        let ok = r.stats.get("halt_successful_poll").copied().unwrap_or(0) as f64
+            / f64::from(r.wakeups.max(1));
+        let _ = writeln!(
+            s,
+            "  {:>8}µs {:>8.2} {:>8.2} {:>8.2} {:>9.2} │ {:>14.1} {:>7.1} │ {:>10.2} {:>10.2}",
+            r.halt_poll_ns.unwrap_or(0) / 1000,
+            r.latency_ns.p50 / 1e3,
+            r.latency_ns.p90 / 1e3,
+            r.latency_ns.p99 / 1e3,
+            r.latency_ns.max / 1e3,
+            r.vcpu_cpu_ns_per_wakeup / 1e3,
+            r.vcpu_busy_pct,
+            r.exits_per_wakeup,
+            ok
+        );
+    }
+    let mut notes: Vec<&str> = reports.iter().filter_map(|r| r.note.as_deref()).collect();
+    notes.dedup();
+    for n in notes {
+        let _ = writeln!(s, "  note: {n}");
+    }
+    s
+}
