@@ -436,8 +436,9 @@ fn until_ci_stops_when_the_interval_is_tight_enough_or_at_the_cap() {
     );
     let v: serde_json::Value = serde_json::from_str(&run_ok(&["runs", "--json"], &db)).unwrap();
     assert_eq!(v[0]["trials_ok"], 4, "capped at --max-runs");
-    assert_eq!(
-        v[1]["trials_ok"], 3,
-        "stopped at the minimum once the CI was tight"
+    let loose = v[1]["trials_ok"].as_u64().unwrap();
+    assert!(
+        (3..12).contains(&loose),
+        "stopped once the CI was tight enough: {loose} tries"
     );
 }
