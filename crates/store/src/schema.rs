@@ -73,6 +73,27 @@ CREATE TABLE knobs (
     UNIQUE (run_id, config, name)
 );
 "#,
+    // 2: capture analyses (`virtperf pcap --store`).
+    r#"
+CREATE TABLE captures (
+    id           INTEGER PRIMARY KEY,
+    path         TEXT NOT NULL,            -- the capture file as given
+    analyzed_at  TEXT NOT NULL,            -- RFC 3339 UTC
+    summary_json TEXT NOT NULL             -- the analyzer's summary, a JSON object
+);
+
+CREATE TABLE capture_connections (
+    id          INTEGER PRIMARY KEY,
+    capture_id  INTEGER NOT NULL REFERENCES captures (id) ON DELETE CASCADE,
+    seq         INTEGER NOT NULL,
+    a           TEXT NOT NULL,             -- endpoint that opened it, ip:port
+    b           TEXT NOT NULL,
+    duration_s  REAL NOT NULL,
+    bytes       INTEGER NOT NULL,          -- payload bytes both ways
+    conn_json   TEXT NOT NULL              -- every field of the connection, a JSON object
+);
+CREATE INDEX capture_connections_by_capture ON capture_connections (capture_id, seq);
+"#,
 ];
 
 /// The `user_version` this code writes and the newest it can read.
