@@ -33,6 +33,9 @@ pub use time::now_rfc3339;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The first 16 bytes of every SQLite 3 database file.
+/// The schema version this code writes (`PRAGMA user_version`): the number of migrations.
+pub const SCHEMA_VERSION: i64 = schema::MIGRATIONS.len() as i64;
+
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
 /// A capture analysis to store (`virtperf pcap --store`). The analyzer's types stay out of

@@ -181,7 +181,7 @@ fn creates_a_missing_file_and_its_directories() {
     assert_eq!(store.path(), path);
     assert!(store.runs().unwrap().is_empty());
     drop(store);
-    assert_eq!(user_version(&path), 1);
+    assert_eq!(user_version(&path), virtperf_store::SCHEMA_VERSION);
     // Reopening an up-to-date file changes nothing.
     let before = fs::read(&path).unwrap();
     let store = Store::open(&path).unwrap();
@@ -198,7 +198,7 @@ fn migrates_an_empty_file() {
     let id = store.begin_run(&new_run("r")).unwrap();
     assert_eq!(store.run(id).unwrap().name, "r");
     drop(store);
-    assert_eq!(user_version(&path), 1);
+    assert_eq!(user_version(&path), virtperf_store::SCHEMA_VERSION);
     let c = rusqlite::Connection::open(&path).unwrap();
     let app: String = c
         .query_row("SELECT value FROM meta WHERE key = 'app'", [], |r| r.get(0))
@@ -472,7 +472,7 @@ fn a_newer_schema_is_too_new() {
     match &e {
         StoreError::TooNew {
             found, supported, ..
-        } => assert_eq!((*found, *supported), (99, 1)),
+        } => assert_eq!((*found, *supported), (99, virtperf_store::SCHEMA_VERSION)),
         other => panic!("expected TooNew, got {other:?}"),
     }
     assert_one_line(&e);
@@ -561,7 +561,7 @@ fn four_handles_creating_one_file_at_once_all_succeed() {
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), 4);
-    assert_eq!(user_version(&path), 1);
+    assert_eq!(user_version(&path), virtperf_store::SCHEMA_VERSION);
 }
 
 #[test]
