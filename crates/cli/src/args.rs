@@ -33,6 +33,8 @@ pub enum Command {
     Http(HttpArgs),
     /// Thread wake-up latency: futex/eventfd/pipe/condvar/unix/tcp, same vs cross CPU, block/spin/poll
     Wake(crate::wake::WakeArgs),
+    /// Analyze pcap/pcapng captures: per TCP connection duration, bytes, retransmissions, RTT, response latency
+    Pcap(crate::pcap::PcapArgs),
     /// Real /dev/kvm guests: exit round-trip cost, halt/wake-up latency with halt-poll sweeps
     Kvm(crate::kvm::KvmArgs),
     /// Run an experiment spec (workloads × sweeps × configs × repetitions) into the results store

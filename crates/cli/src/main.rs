@@ -9,6 +9,7 @@ mod args;
 mod commands;
 mod experiment;
 mod kvm;
+mod pcap;
 mod progress;
 mod render;
 mod wake;
@@ -83,6 +84,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Http(a) => commands::http(a),
         Command::Wake(a) => wake::wake(a),
         Command::Kvm(a) => kvm::kvm(a),
+        Command::Pcap(a) => pcap::pcap(a),
         Command::Run(a) => experiment::run(a),
         Command::Runs(a) => experiment::runs(a),
         Command::Show(a) => experiment::show(a),

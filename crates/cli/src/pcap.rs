@@ -1,0 +1,225 @@
+//! `virtperf pcap`: per-connection duration, bytes and response latency from captures.
+
+use std::fmt::Write;
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+use virtperf_pcap::{Connection, Options, Summary};
+use virtperf_store::{CaptureConn, NewCapture, Store};
+
+#[derive(Debug, Args)]
+pub struct PcapArgs {
+    /// Capture files (pcap or pcapng)
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Keep only matching connections: `port N`, `host ADDR`, joined by `and`
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Print every field as JSON
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print every field as CSV, one row per connection
+    #[arg(long)]
+    pub csv: bool,
+    /// Compare the files: per-endpoint response latency side by side, % change vs the first
+    #[arg(long)]
+    pub compare: bool,
+    /// Also store the analysis in this results database
+    #[arg(long, value_name = "DB")]
+    pub store: Option<PathBuf>,
+}
+
+struct Analyzed {
+    path: PathBuf,
+    conns: Vec<Connection>,
+    summary: Summary,
+}
+
+fn analyze(path: &PathBuf, filter: Option<&str>) -> Result<Analyzed> {
+    let mut opts = Options::default();
+    if let Some(f) = filter {
+        opts.apply_filter(f).map_err(|e| anyhow!("{e}"))?;
+    }
+    let (conns, summary) =
+        virtperf_pcap::analyze_file(path, opts).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    Ok(Analyzed {
+        path: path.clone(),
+        conns,
+        summary,
+    })
+}
+
+/// `virtperf pcap`
+pub fn pcap(a: PcapArgs) -> Result<()> {
+    if a.compare && a.files.len() < 2 {
+        bail!("--compare needs at least two capture files");
+    }
+    let mut all = Vec::new();
+    for f in &a.files {
+        all.push(analyze(f, a.filter.as_deref())?);
+    }
+    if let Some(db) = &a.store {
+        let mut store = Store::open(db)?;
+        for x in &all {
+            let id = store.add_capture(&NewCapture {
+                path: x.path.display().to_string(),
+                summary: serde_json::to_value(&x.summary)?,
+                connections: x
+                    .conns
+                    .iter()
+                    .map(|c| {
+                        Ok(CaptureConn {
+                            a: format!("{}:{}", c.a.ip, c.a.port),
+                            b: format!("{}:{}", c.b.ip, c.b.port),
+                            duration_s: c.duration_s,
+                            bytes: c.bytes_transferred(),
+                            detail: serde_json::to_value(c)?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?,
+            })?;
+            eprintln!(
+                "virtperf: stored {} as capture {id} in {}",
+                x.path.display(),
+                db.display()
+            );
+        }
+    }
+    if a.compare {
+        if a.json {
+            let rows: Vec<_> = all.iter().map(roles).collect();
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+        } else {
+            print!("{}", compare_table(&all));
+        }
+        return Ok(());
+    }
+    for x in &all {
+        if a.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "file": x.path.display().to_string(),
+                    "summary": x.summary,
+                    "connections": x.conns,
+                }))?
+            );
+        } else if a.csv {
+            print!("{}", virtperf_pcap::render_csv(&x.conns));
+        } else {
+            if all.len() > 1 {
+                println!("== {}", x.path.display());
+            }
+            print!("{}", virtperf_pcap::render_seed0(&x.conns));
+            for w in &x.summary.warnings {
+                eprintln!("virtperf: warning: {}: {w}", x.path.display());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Response latency of one role (the connections' openers, or their peers) over every
+/// connection of a file: exact count-weighted mean, min and max.
+#[derive(Debug, serde::Serialize)]
+struct Role {
+    samples: u64,
+    avg_s: Option<f64>,
+    min_s: Option<f64>,
+    max_s: Option<f64>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Roles {
+    file: String,
+    connections: usize,
+    duration_s: f64,
+    bytes: u64,
+    opener: Role,
+    peer: Role,
+}
+
+fn role<'a>(stats: impl Iterator<Item = &'a virtperf_pcap::LatencyStats>) -> Role {
+    let (mut n, mut sum) = (0u64, 0.0);
+    let (mut min, mut max): (Option<f64>, Option<f64>) = (None, None);
+    for s in stats {
+        if let Some(avg) = s.avg_s {
+            n += s.count;
+            sum += avg * s.count as f64;
+        }
+        if let Some(m) = s.min_s {
+            min = Some(min.map_or(m, |x| x.min(m)));
+        }
+        if let Some(m) = s.max_s {
+            max = Some(max.map_or(m, |x| x.max(m)));
+        }
+    }
+    Role {
+        samples: n,
+        avg_s: (n > 0).then(|| sum / n as f64),
+        min_s: min,
+        max_s: max,
+    }
+}
+
+fn roles(x: &Analyzed) -> Roles {
+    Roles {
+        file: x.path.display().to_string(),
+        connections: x.conns.len(),
+        duration_s: x.conns.iter().map(|c| c.duration_s).sum(),
+        bytes: x.conns.iter().map(|c| c.bytes_transferred()).sum(),
+        opener: role(x.conns.iter().map(|c| &c.from_a.response)),
+        peer: role(x.conns.iter().map(|c| &c.from_b.response)),
+    }
+}
+
+fn compare_table(all: &[Analyzed]) -> String {
+    let rows: Vec<Roles> = all.iter().map(roles).collect();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "response latency per endpoint (s): opener = the side that opened each connection, peer = the other"
+    );
+    let _ = writeln!(
+        s,
+        "  {:<28} {:>5} {:>11} {:>13} │ {:>10} {:>10} {:>10} {:>8} │ {:>10} {:>10} {:>10} {:>8}",
+        "file",
+        "conns",
+        "duration s",
+        "bytes",
+        "opener avg",
+        "min",
+        "max",
+        "Δavg",
+        "peer avg",
+        "min",
+        "max",
+        "Δavg"
+    );
+    let base = rows.first();
+    let f = |v: Option<f64>| v.map(|x| format!("{x:.6}")).unwrap_or_else(|| "-".into());
+    let pct = |v: Option<f64>, b: Option<f64>| match (v, b) {
+        (Some(v), Some(b)) if b > 0.0 => format!("{:+.1}%", (v - b) / b * 100.0),
+        _ => "-".into(),
+    };
+    for r in &rows {
+        let _ = writeln!(
+            s,
+            "  {:<28} {:>5} {:>11.3} {:>13} │ {:>10} {:>10} {:>10} {:>8} │ {:>10} {:>10} {:>10} {:>8}",
+            r.file,
+            r.connections,
+            r.duration_s,
+            r.bytes,
+            f(r.opener.avg_s),
+            f(r.opener.min_s),
+            f(r.opener.max_s),
+            pct(r.opener.avg_s, base.and_then(|b| b.opener.avg_s)),
+            f(r.peer.avg_s),
+            f(r.peer.min_s),
+            f(r.peer.max_s),
+            pct(r.peer.avg_s, base.and_then(|b| b.peer.avg_s)),
+        );
+    }
+    s
+}

@@ -1,0 +1,201 @@
+//! What the analyzer reports: one [`Connection`] per TCP connection and one [`Summary`] per
+//! capture. Plain data, serializable, with times in seconds as `f64` (timestamps are seconds
+//! since the Unix epoch as written in the capture).
+
+use serde::Serialize;
+use std::net::IpAddr;
+
+/// One end of a TCP connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Endpoint {
+    /// The IP address (IPv4 or IPv6).
+    pub ip: IpAddr,
+    /// The TCP port.
+    pub port: u16,
+}
+
+impl std::fmt::Display for Endpoint {
+    /// `1.2.3.4:80`, or `[::1]:80` for IPv6, as sockets are written.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.ip {
+            IpAddr::V4(ip) => write!(f, "{ip}:{}", self.port),
+            IpAddr::V6(ip) => write!(f, "[{ip}]:{}", self.port),
+        }
+    }
+}
+
+/// Why a connection left the connection table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EndReason {
+    /// Both sides sent FIN.
+    Fin,
+    /// Either side sent RST.
+    Rst,
+    /// No packet for longer than [`crate::Options::idle_timeout_s`] of capture time.
+    Idle,
+    /// A new SYN for the same 4-tuple started another connection while this one was not closed.
+    Reused,
+    /// The capture ended while the connection was still open.
+    Eof,
+}
+
+impl EndReason {
+    /// The lowercase word used in JSON and CSV.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Fin => "fin",
+            EndReason::Rst => "rst",
+            EndReason::Idle => "idle",
+            EndReason::Reused => "reused",
+            EndReason::Eof => "eof",
+        }
+    }
+}
+
+/// Three-way handshake timing as seen at the capture point.
+///
+/// Near the client, `syn_to_synack_s` is the network round trip and `synack_to_ack_s` is the
+/// client's own turnaround; near the server it is the other way round.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Handshake {
+    /// From the (last) SYN of A to the first SYN/ACK of B that acknowledges it.
+    pub syn_to_synack_s: Option<f64>,
+    /// From that SYN/ACK to A's first ACK of it.
+    pub synack_to_ack_s: Option<f64>,
+    /// SYN to ACK: the whole handshake. Present only when all three packets were seen.
+    pub rtt_s: Option<f64>,
+}
+
+/// Round-trip samples of one direction, tcptrace style: for each data segment, the time until
+/// the first ACK from the other side that covers it. Retransmitted segments give no sample
+/// (Karn's rule).
+///
+/// Two differences from `tcptrace -l`, which samples only the segment an ACK acknowledges
+/// exactly and also times SYN and FIN: here every segment a cumulative ACK covers gives a
+/// sample (so a delayed ACK of two segments yields two), and SYN/FIN are not sampled (the
+/// handshake is reported in [`Handshake`]). Payload bytes and packet counts match tcptrace's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct RttStats {
+    /// Number of samples.
+    pub samples: u64,
+    /// Smallest sample, seconds.
+    pub min_s: Option<f64>,
+    /// Mean, seconds.
+    pub avg_s: Option<f64>,
+    /// Largest sample, seconds.
+    pub max_s: Option<f64>,
+    /// Sample standard deviation (n − 1), seconds; 0 for a single sample.
+    pub stdev_s: Option<f64>,
+}
+
+/// Response latency of one endpoint, as tcp_stats.py measured it: for each packet the endpoint
+/// sends, if the previous packet of the connection came from the peer, the gap between the two.
+///
+/// Count, average, minimum and maximum are exact. Percentiles are exact (nearest rank) while the
+/// endpoint has at most [`crate::EXACT_SAMPLES`] samples; beyond that they come from a log
+/// histogram whose buckets are at most 1/128 of their value wide (error below 0.4 %).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct LatencyStats {
+    /// Number of samples.
+    pub count: u64,
+    /// Mean, seconds.
+    pub avg_s: Option<f64>,
+    /// Smallest sample, seconds.
+    pub min_s: Option<f64>,
+    /// Largest sample, seconds.
+    pub max_s: Option<f64>,
+    /// Median, seconds.
+    pub p50_s: Option<f64>,
+    /// 99th percentile, seconds.
+    pub p99_s: Option<f64>,
+}
+
+/// Everything one endpoint sent on one connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct SideStats {
+    /// TCP segments sent, including pure ACKs.
+    pub packets: u64,
+    /// TCP payload bytes sent, as declared by the IP header (snaplen truncation does not
+    /// reduce it), retransmissions included.
+    pub payload_bytes: u64,
+    /// Payload bytes at sequence numbers not sent before.
+    pub unique_bytes: u64,
+    /// Payload bytes at sequence numbers sent before.
+    pub retransmitted_bytes: u64,
+    /// Segments that carried at least one retransmitted byte.
+    pub retransmitted_packets: u64,
+    /// Segments that arrived below the highest sequence sent but filled a gap not seen before
+    /// (reordered, or their first copy was not captured).
+    pub out_of_order: u64,
+    /// Segments advertising a zero receive window (RST excluded).
+    pub zero_window: u64,
+    /// Round-trip times of this endpoint's data (sent by it, acknowledged by the peer).
+    pub rtt: RttStats,
+    /// How fast this endpoint answered its peer.
+    pub response: LatencyStats,
+}
+
+/// One TCP connection of the capture.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Connection {
+    /// Order in which the analyzer first saw the connection, from 0.
+    pub id: u64,
+    /// The side that sent the first SYN; for a partial connection, the sender of the first
+    /// packet seen (or the receiver, if that packet was a SYN/ACK).
+    pub a: Endpoint,
+    /// The other side.
+    pub b: Endpoint,
+    /// True when the connection was already open when the capture started (no SYN seen).
+    pub partial: bool,
+    /// Why the connection was finalized.
+    pub end: EndReason,
+    /// Timestamp of the first packet, seconds since the epoch.
+    pub start_ts: f64,
+    /// Timestamp of the last packet, seconds since the epoch.
+    pub end_ts: f64,
+    /// `end_ts - start_ts`.
+    pub duration_s: f64,
+    /// Handshake timing.
+    pub handshake: Handshake,
+    /// What A sent (and A's response latency, and the RTT of A's data).
+    pub from_a: SideStats,
+    /// What B sent.
+    pub from_b: SideStats,
+}
+
+impl Connection {
+    /// Payload bytes in both directions (tcp_stats.py's `bytes_transferred`).
+    pub fn bytes_transferred(&self) -> u64 {
+        self.from_a.payload_bytes + self.from_b.payload_bytes
+    }
+}
+
+/// Totals of one analyzed capture.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Summary {
+    /// Packet records read (every link type, every protocol).
+    pub packets: u64,
+    /// Packets that decoded to TCP, including those a filter dropped.
+    pub tcp_packets: u64,
+    /// Packets that were not TCP (ARP, UDP, other ether types).
+    pub non_tcp_packets: u64,
+    /// Packets skipped because their headers could not be decoded.
+    pub skipped_malformed: u64,
+    /// TCP packets dropped by the port/host filter.
+    pub filtered_packets: u64,
+    /// The first [`crate::MAX_WARNINGS`] warnings; the count of the rest is in `warnings_total`.
+    pub warnings: Vec<String>,
+    /// How many warnings there were in all.
+    pub warnings_total: u64,
+    /// Connections reported.
+    pub connections: u64,
+    /// Timestamp of the earliest packet, seconds since the epoch.
+    pub first_ts: Option<f64>,
+    /// Timestamp of the latest packet.
+    pub last_ts: Option<f64>,
+    /// LINKTYPE_ numbers of the capture's interfaces, each once, in order of appearance.
+    pub link_types: Vec<u32>,
+    /// Largest number of connections held in the table at once (the memory bound's driver).
+    pub peak_open_connections: u64,
+}
