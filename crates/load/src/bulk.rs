@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::Instant;
 
-use crate::sock::{describe, read_full, recv_raw, send_all};
+use crate::sock::{describe, recv_full, recv_raw, send_all};
 use crate::stream::RECV_SIZE;
 use crate::Counts;
 
@@ -26,7 +26,7 @@ pub fn send(s: &mut TcpStream, bytes: u64, send_size: usize) -> io::Result<Count
     s.shutdown(Shutdown::Write)
         .map_err(|e| describe(e, "closing the send side"))?;
     let mut ack = [0u8; 8];
-    if !read_full(s, &mut ack).map_err(|e| describe(e, "waiting for the receiver's count"))? {
+    if !recv_full(s, &mut ack).map_err(|e| describe(e, "waiting for the receiver's count"))? {
         return Err(describe(
             io::ErrorKind::UnexpectedEof.into(),
             "waiting for the receiver's count",

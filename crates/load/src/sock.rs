@@ -1,6 +1,6 @@
 //! Small socket and thread helpers shared by the engines.
 
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
 
@@ -122,27 +122,6 @@ pub fn wake_listener<T: AsRawFd>(l: &T) {
     }
 }
 
-/// Fills `buf` completely. Returns `Ok(false)` on a clean end of stream before the first
-/// byte, and an `UnexpectedEof` error if the stream ends part-way.
-pub fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<bool> {
-    let mut got = 0;
-    while got < buf.len() {
-        match r.read(&mut buf[got..]) {
-            Ok(0) if got == 0 => return Ok(false),
-            Ok(0) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "peer closed the connection in the middle of a message",
-                ))
-            }
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(true)
-}
-
 /// Turns a socket error into one that says which peer and phase failed.
 pub fn describe(e: io::Error, what: &str) -> io::Error {
     let hint = match e.kind() {
@@ -222,7 +201,8 @@ pub fn send_all<T: AsRawFd>(s: &T, mut buf: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// [`read_full`] over [`recv_raw`].
+/// Fills `buf` completely with [`recv_raw`]. Returns `Ok(false)` on a clean end of stream
+/// before the first byte, and an `UnexpectedEof` error if the stream ends part-way.
 #[inline]
 pub fn recv_full<T: AsRawFd>(s: &T, buf: &mut [u8]) -> io::Result<bool> {
     let mut got = 0;

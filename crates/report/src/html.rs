@@ -82,6 +82,37 @@ fn legend(s: &mut String, names: &[String], x: f64, y: f64) {
     }
 }
 
+/// Axes and a horizontal grid with five value labels from 0 to `ymax`, for the charts that
+/// share that frame.
+fn frame(
+    s: &mut String,
+    (w, h, l, r, t, b): (f64, f64, f64, f64, f64, f64),
+    ymax: f64,
+    py: &dyn Fn(f64) -> f64,
+) {
+    let _ = write!(
+        s,
+        r#"<line x1="{l}" y1="{}" x2="{}" y2="{}" class="ax"/><line x1="{l}" y1="{t}" x2="{l}" y2="{}" class="ax"/>"#,
+        h - b,
+        w - r,
+        h - b,
+        h - b
+    );
+    for i in 0..=4 {
+        let v = ymax * i as f64 / 4.0;
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="{}" class="tk" text-anchor="end">{}</text><line x1="{l}" y1="{}" x2="{}" y2="{}" class="grid"/>"#,
+            l - 6.0,
+            py(v) + 4.0,
+            num(v),
+            py(v),
+            w - r,
+            py(v)
+        );
+    }
+}
+
 /// Line chart: primary metric against the swept parameter (log2 x axis), one line per
 /// config, 95% CI band around each.
 fn sweep_chart(points: &[&PointSummary], axis: &str, configs: &[String]) -> String {
@@ -113,27 +144,7 @@ fn sweep_chart(points: &[&PointSummary], axis: &str, configs: &[String]) -> Stri
     let mut s = format!(
         r#"<svg class="plot sweep" viewBox="0 0 {w} {h}" width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">"#
     );
-    let _ = write!(
-        s,
-        r#"<line x1="{l}" y1="{}" x2="{}" y2="{}" class="ax"/><line x1="{l}" y1="{t}" x2="{l}" y2="{}" class="ax"/>"#,
-        h - b,
-        w - r,
-        h - b,
-        h - b
-    );
-    for i in 0..=4 {
-        let v = ymax * i as f64 / 4.0;
-        let _ = write!(
-            s,
-            r#"<text x="{}" y="{}" class="tk" text-anchor="end">{}</text><line x1="{l}" y1="{}" x2="{}" y2="{}" class="grid"/>"#,
-            l - 6.0,
-            py(v) + 4.0,
-            num(v),
-            py(v),
-            w - r,
-            py(v)
-        );
-    }
+    frame(&mut s, (w, h, l, r, t, b), ymax, &py);
     for x in &xs {
         let _ = write!(
             s,
@@ -231,27 +242,7 @@ fn bars(title_unit: &str, groups: &[BarGroup]) -> String {
     let mut s = format!(
         r#"<svg class="plot bars" viewBox="0 0 {w} {h}" width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">"#
     );
-    let _ = write!(
-        s,
-        r#"<line x1="{l}" y1="{}" x2="{}" y2="{}" class="ax"/><line x1="{l}" y1="{t}" x2="{l}" y2="{}" class="ax"/>"#,
-        h - b,
-        w - r,
-        h - b,
-        h - b
-    );
-    for i in 0..=4 {
-        let v = ymax * i as f64 / 4.0;
-        let _ = write!(
-            s,
-            r#"<text x="{}" y="{}" class="tk" text-anchor="end">{}</text><line x1="{l}" y1="{}" x2="{}" y2="{}" class="grid"/>"#,
-            l - 6.0,
-            py(v) + 4.0,
-            num(v),
-            py(v),
-            w - r,
-            py(v)
-        );
-    }
+    frame(&mut s, (w, h, l, r, t, b), ymax, &py);
     let _ = write!(
         s,
         r#"<text x="14" y="{}" class="lb" transform="rotate(-90 14 {})" text-anchor="middle">{}</text>"#,
