@@ -123,7 +123,16 @@ fn per_vm_halt_polling_shows_in_the_counters() {
         .expect("halt")
     };
     let count = |r: &virtperf_kvm::HaltReport| r.stats.get("halt_successful_poll").copied();
-    let polled = run(Some(200_000));
+    // KVM polls only while the vCPU thread is alone on its CPU; on a machine busy with other
+    // work (other test binaries, other tenants) a whole run can go by without a poll, so
+    // give it a few tries before concluding polling does nothing.
+    let mut polled = run(Some(200_000));
+    for _ in 0..4 {
+        if count(&polled).unwrap_or(0) > 0 {
+            break;
+        }
+        polled = run(Some(200_000));
+    }
     let off = run(Some(0));
     // None = the kvm module's default (kvm.halt_poll_ns), whatever this host set it to.
     let default = run(None);
