@@ -35,6 +35,8 @@ pub enum Command {
     Wake(crate::wake::WakeArgs),
     /// Analyze pcap/pcapng captures: per TCP connection duration, bytes, retransmissions, RTT, response latency
     Pcap(crate::pcap::PcapArgs),
+    /// Remove what killed runs left behind (network namespaces named vp-<pid>-…)
+    Cleanup,
     /// Real /dev/kvm guests: exit round-trip cost, halt/wake-up latency with halt-poll sweeps
     Kvm(crate::kvm::KvmArgs),
     /// Run an experiment spec (workloads × sweeps × configs × repetitions) into the results store
@@ -118,6 +120,34 @@ pub struct Common {
     /// Sample the host's KVM exit counters (debugfs) around the test: exits per transaction
     #[arg(long)]
     pub kvm_stats: bool,
+    /// Where the two ends run: local (loopback), or netns:veth|bridge|nat (namespaces
+    /// virtperf creates and removes; needs root)
+    #[arg(long, default_value = "local", value_parser = parse_placement)]
+    pub placement: Placement,
+    /// With a netns placement: shape the client's link with a token bucket (e.g. 1gbit)
+    #[arg(long, requires = "placement")]
+    pub rate: Option<String>,
+}
+
+/// Where a workload's two ends run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// This host's loopback.
+    Local,
+    /// Two network namespaces.
+    Netns(virtperf_lab::netns::Kind),
+}
+
+fn parse_placement(s: &str) -> Result<Placement, String> {
+    match s {
+        "local" => Ok(Placement::Local),
+        _ => match s.strip_prefix("netns:") {
+            Some(k) => k.parse().map(Placement::Netns),
+            None => Err(format!(
+                "unknown placement {s:?} (local, netns:veth, netns:bridge, netns:nat)"
+            )),
+        },
+    }
 }
 
 #[derive(Debug, Args)]

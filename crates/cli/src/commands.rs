@@ -3,13 +3,14 @@
 use std::io::Read;
 use std::time::Duration;
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use virtperf_lab::agent::{self, AgentConfig};
 use virtperf_lab::client::{self, Plan, Target};
 use virtperf_lab::local::LocalAgent;
+use virtperf_lab::netns::Topology;
 use virtperf_wire::{TestResult, Workload};
 
-use crate::args::{BulkArgs, Common, EnvArgs, HttpArgs, RrArgs, ServeArgs, StreamArgs};
+use crate::args::{BulkArgs, Common, EnvArgs, HttpArgs, Placement, RrArgs, ServeArgs, StreamArgs};
 use crate::progress::Progress;
 use crate::render;
 
@@ -65,6 +66,12 @@ pub fn env(a: EnvArgs) -> Result<()> {
 /// Runs a plan against `--host`, or against a private local agent.
 fn execute(common: &Common, plan: Plan) -> Result<()> {
     plan.validate()?;
+    if let Placement::Netns(kind) = common.placement {
+        if common.host.is_some() {
+            bail!("--placement netns:… starts its own agent: drop --host");
+        }
+        return execute_netns(kind, common);
+    }
     let progress = Progress::new(plan.workload.name(), common.json);
     let cb = |f: Option<f64>| progress.update(f);
     let result = match &common.host {
@@ -92,6 +99,69 @@ fn execute(common: &Common, plan: Plan) -> Result<()> {
     };
     drop(progress);
     output(&result, common.json, common.host.is_none())
+}
+
+/// The netns placement: build the topology, start the agent in the server namespace, and
+/// run this same command as the client inside the client namespace (with `--json`, parsed
+/// back here), so both halves run exactly as they do on loopback.
+fn execute_netns(kind: virtperf_lab::netns::Kind, common: &Common) -> Result<()> {
+    let topo = Topology::create(kind)?;
+    if let Some(rate) = &common.rate {
+        topo.shape(rate)?;
+    }
+    let agent = LocalAgent::start_at(Some(&topo.server_ns), topo.server_ip)?;
+    let mut args: Vec<String> = Vec::new();
+    let mut skip = false;
+    for a in std::env::args().skip(1) {
+        if skip {
+            skip = false;
+            continue;
+        }
+        match a.as_str() {
+            "--placement" | "--rate" | "--port" | "--token" => skip = true,
+            "--json" => {}
+            _ if a.starts_with("--placement=") || a.starts_with("--rate=") => {}
+            _ => args.push(a),
+        }
+    }
+    args.extend([
+        "--host".to_string(),
+        topo.server_ip.to_string(),
+        "--port".to_string(),
+        agent.addr.port().to_string(),
+        "--token".to_string(),
+        agent.token.clone(),
+        "--json".to_string(),
+    ]);
+    let exe = std::env::current_exe()?;
+    let out = Topology::command(&topo.client_ns, &exe)
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| anyhow!("cannot run the client in namespace {}: {e}", topo.client_ns))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let line = err.lines().last().unwrap_or("client failed");
+        bail!("{}", line.trim().trim_start_matches("virtperf: error: "));
+    }
+    let mut r: TestResult = serde_json::from_slice(&out.stdout).map_err(|e| {
+        anyhow!(
+            "the client in namespace {} printed no result: {e}",
+            topo.client_ns
+        )
+    })?;
+    let name = match kind {
+        virtperf_lab::netns::Kind::Veth => "netns:veth",
+        virtperf_lab::netns::Kind::Bridge => "netns:bridge",
+        virtperf_lab::netns::Kind::Nat => "netns:nat",
+    };
+    r.placement = Some(match &common.rate {
+        Some(rate) => format!("{name} rate {rate}"),
+        None => name.to_string(),
+    });
+    drop(agent);
+    drop(topo);
+    output(&r, common.json, false)
 }
 
 fn output(r: &TestResult, json: bool, local: bool) -> Result<()> {

@@ -85,6 +85,16 @@ fn run(cli: Cli) -> Result<()> {
         Command::Wake(a) => wake::wake(a),
         Command::Kvm(a) => kvm::kvm(a),
         Command::Pcap(a) => pcap::pcap(a),
+        Command::Cleanup => {
+            let removed = virtperf_lab::netns::cleanup()?;
+            if removed.is_empty() {
+                println!("nothing to clean up");
+            }
+            for n in removed {
+                println!("removed network namespace {n}");
+            }
+            Ok(())
+        }
         Command::Run(a) => experiment::run(a),
         Command::Runs(a) => experiment::runs(a),
         Command::Show(a) => experiment::show(a),

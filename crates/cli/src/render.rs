@@ -61,6 +61,9 @@ fn header(r: &TestResult, local: bool) -> String {
         r.target,
         if local { " (local)" } else { "" }
     );
+    if let Some(p) = &r.placement {
+        let _ = write!(s, "  placement {p}");
+    }
     if r.client_cpu.is_some() || r.server_cpu.is_some() {
         let c = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
         let _ = write!(s, "  cpus {},{}", c(r.client_cpu), c(r.server_cpu));

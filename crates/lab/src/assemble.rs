@@ -241,6 +241,7 @@ pub fn assemble(c: Collected) -> TestResult {
         sock: c.plan.sock,
         capture: c.plan.capture.as_ref().map(|p| p.display().to_string()),
         kvm: None,
+        placement: None,
         outcome,
         cpu: CpuAccounting {
             unit: unit.to_string(),

@@ -11,6 +11,7 @@ pub mod capture;
 pub mod client;
 pub mod knob;
 pub mod local;
+pub mod netns;
 pub mod parse;
 pub mod runner;
 mod side;

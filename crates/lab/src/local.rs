@@ -27,13 +27,24 @@ pub struct LocalAgent {
 impl LocalAgent {
     /// Starts `virtperf serve` on 127.0.0.1 with a free port and a random token.
     pub fn start() -> Result<LocalAgent> {
+        Self::start_at(None, std::net::IpAddr::from([127, 0, 0, 1]))
+    }
+
+    /// Starts the agent bound to `bind`, inside network namespace `ns` when given (through
+    /// `ip netns exec`, which execs the agent: the PID we hold is the agent's own).
+    pub fn start_at(ns: Option<&str>, bind: std::net::IpAddr) -> Result<LocalAgent> {
         let exe = std::env::current_exe().context("finding our own executable")?;
         let token = random_token()?;
-        let mut child = Command::new(exe)
+        let mut cmd = match ns {
+            Some(ns) => crate::netns::Topology::command(ns, &exe),
+            None => Command::new(&exe),
+        };
+        let bind = bind.to_string();
+        let mut child = cmd
             .args([
                 "serve",
                 "--bind",
-                "127.0.0.1",
+                &bind,
                 "--port",
                 "0",
                 "--announce",

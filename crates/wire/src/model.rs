@@ -488,6 +488,9 @@ pub struct TestResult {
     /// Host KVM exit counters around the test (`--kvm-stats`).
     #[serde(default)]
     pub kvm: Option<KvmCounters>,
+    /// Where the two ends ran when not on this host's loopback (`netns:veth`, …).
+    #[serde(default)]
+    pub placement: Option<String>,
     /// What was measured.
     pub outcome: Outcome,
     /// Who used how much CPU.

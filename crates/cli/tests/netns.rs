@@ -1,0 +1,114 @@
+//! Namespace placements for real: namespaces, veth pairs, a bridge and a NAT router created
+//! by virtperf, a workload across them, and nothing left behind.
+
+mod common;
+
+use common::{assert_one_line_error, vp};
+
+fn root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&format!("vp-{pid}-")))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn rr_across_veth_bridge_and_nat_then_nothing_is_left() {
+    if !root() {
+        eprintln!("skipped: namespace placements need root");
+        return;
+    }
+    for placement in ["netns:veth", "netns:bridge", "netns:nat"] {
+        let child = vp()
+            .args(["rr", "-l", "0.3", "--placement", placement, "--json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        if placement == "netns:nat" && !out.status.success() && err.contains("nftables") {
+            eprintln!("skipped {placement}: {err}");
+            continue;
+        }
+        assert!(out.status.success(), "{placement}: {err}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["placement"], placement);
+        assert!(
+            v["outcome"]["transactions"].as_u64().unwrap() > 10,
+            "{placement}"
+        );
+        assert!(
+            v["target"].as_str().unwrap().starts_with("10.99."),
+            "{}",
+            v["target"]
+        );
+        assert!(
+            namespaces_of(pid).is_empty(),
+            "{placement} left {:?}",
+            namespaces_of(pid)
+        );
+    }
+}
+
+#[test]
+fn a_failing_run_in_namespaces_cleans_up_too() {
+    if !root() {
+        eprintln!("skipped: namespace placements need root");
+        return;
+    }
+    let child = vp()
+        .args([
+            "rr",
+            "-l",
+            "0.3",
+            "--placement",
+            "netns:veth",
+            "--cpus",
+            "0,4000",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    assert_one_line_error(&String::from_utf8_lossy(&out.stderr), "cpu 4000");
+    assert!(namespaces_of(pid).is_empty());
+}
+
+#[test]
+fn cleanup_removes_leftovers_of_dead_runs_only() {
+    if !root() {
+        eprintln!("skipped: needs root to create namespaces");
+        return;
+    }
+    // A namespace named like a run whose process is gone (PID of a reaped child).
+    let mut dead = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let name = format!("vp-{dead_pid}-0-cli");
+    let ok = std::process::Command::new("ip")
+        .args(["netns", "add", &name])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let out = vp().arg("cleanup").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&name), "{text}");
+    assert!(namespaces_of(dead_pid).is_empty());
+}

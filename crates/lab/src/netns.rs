@@ -1,0 +1,298 @@
+//! Namespace placements: client and server in network namespaces virtperf creates, joined by
+//! a veth pair, a Linux bridge, or a NAT router (seed 1's configurations on one machine).
+//!
+//! Everything is named `vp-<pid>-<n>-…` and removed when the [`Topology`] is dropped (on
+//! success, error or Ctrl-C unwinding); `virtperf cleanup` removes leftovers of a killed
+//! run. Addresses are private ones inside namespaces we own, so no traffic leaves them.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use anyhow::{anyhow, bail, Context, Result};
+
+/// How the two namespaces are joined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// One veth pair between client and server.
+    Veth,
+    /// Each side's veth enslaved to a bridge in a third namespace.
+    Bridge,
+    /// The server behind a router namespace that masquerades (nftables).
+    Nat,
+}
+
+impl std::str::FromStr for Kind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "veth" => Ok(Kind::Veth),
+            "bridge" => Ok(Kind::Bridge),
+            "nat" => Ok(Kind::Nat),
+            _ => Err(format!(
+                "unknown namespace placement {s:?} (veth, bridge, nat)"
+            )),
+        }
+    }
+}
+
+/// Prefix of everything virtperf creates, so `cleanup` can find leftovers.
+pub const PREFIX: &str = "vp-";
+
+/// A created topology; torn down on drop.
+pub struct Topology {
+    /// Namespace the client runs in.
+    pub client_ns: String,
+    /// Namespace the agent runs in.
+    pub server_ns: String,
+    /// Address the client uses to reach the agent.
+    pub server_ip: IpAddr,
+    namespaces: Vec<String>,
+}
+
+fn ip(args: &[&str]) -> Result<()> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| anyhow!("cannot run `ip` (apt-get install iproute2): {e}"))?;
+    if !out.status.success() {
+        bail!("`ip {}` failed: {}", args.join(" "), one_line(&out.stderr));
+    }
+    Ok(())
+}
+
+fn in_ns(ns: &str, cmd: &[&str]) -> Result<()> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .args(cmd)
+        .output()
+        .map_err(|e| anyhow!("cannot run `ip netns exec`: {e}"))?;
+    if !out.status.success() {
+        bail!(
+            "`{}` in namespace {ns} failed: {}",
+            cmd.join(" "),
+            one_line(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// A tool's stderr folded into one line, for our one-line errors.
+fn one_line(stderr: &[u8]) -> String {
+    String::from_utf8_lossy(stderr)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+static SERIAL: AtomicU32 = AtomicU32::new(0);
+
+impl Topology {
+    /// Creates the namespaces and links. Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN).
+    pub fn create(kind: Kind) -> Result<Topology> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            bail!("namespace placements need root (they create network namespaces and veth pairs)");
+        }
+        let tag = format!(
+            "{PREFIX}{}-{}",
+            std::process::id(),
+            SERIAL.fetch_add(1, Ordering::SeqCst)
+        );
+        let client_ns = format!("{tag}-cli");
+        let server_ns = format!("{tag}-srv");
+        let mut t = Topology {
+            client_ns: client_ns.clone(),
+            server_ns: server_ns.clone(),
+            server_ip: IpAddr::V4(Ipv4Addr::new(10, 99, 0, 2)),
+            namespaces: Vec::new(),
+        };
+        // Register each namespace as soon as it exists, so a failure half-way still
+        // removes everything already made.
+        for ns in [&client_ns, &server_ns] {
+            ip(&["netns", "add", ns])?;
+            t.namespaces.push(ns.clone());
+            in_ns(ns, &["ip", "link", "set", "lo", "up"])?;
+        }
+        match kind {
+            Kind::Veth => {
+                ip(&[
+                    "link", "add", "vpc0", "netns", &client_ns, "type", "veth", "peer", "name",
+                    "vps0", "netns", &server_ns,
+                ])?;
+                in_ns(
+                    &client_ns,
+                    &["ip", "addr", "add", "10.99.0.1/24", "dev", "vpc0"],
+                )?;
+                in_ns(
+                    &server_ns,
+                    &["ip", "addr", "add", "10.99.0.2/24", "dev", "vps0"],
+                )?;
+                in_ns(&client_ns, &["ip", "link", "set", "vpc0", "up"])?;
+                in_ns(&server_ns, &["ip", "link", "set", "vps0", "up"])?;
+            }
+            Kind::Bridge => {
+                let br_ns = format!("{tag}-br");
+                ip(&["netns", "add", &br_ns])?;
+                t.namespaces.push(br_ns.clone());
+                in_ns(&br_ns, &["ip", "link", "add", "vpbr0", "type", "bridge"])?;
+                in_ns(&br_ns, &["ip", "link", "set", "vpbr0", "up"])?;
+                for (ns, inner, outer, addr) in [
+                    (&client_ns, "vpc0", "vpbc0", "10.99.0.1/24"),
+                    (&server_ns, "vps0", "vpbs0", "10.99.0.2/24"),
+                ] {
+                    ip(&[
+                        "link", "add", inner, "netns", ns, "type", "veth", "peer", "name", outer,
+                        "netns", &br_ns,
+                    ])?;
+                    in_ns(&br_ns, &["ip", "link", "set", outer, "master", "vpbr0"])?;
+                    in_ns(&br_ns, &["ip", "link", "set", outer, "up"])?;
+                    in_ns(ns, &["ip", "addr", "add", addr, "dev", inner])?;
+                    in_ns(ns, &["ip", "link", "set", inner, "up"])?;
+                }
+            }
+            Kind::Nat => {
+                let rt_ns = format!("{tag}-rt");
+                ip(&["netns", "add", &rt_ns])?;
+                t.namespaces.push(rt_ns.clone());
+                in_ns(&rt_ns, &["ip", "link", "set", "lo", "up"])?;
+                ip(&[
+                    "link", "add", "vpc0", "netns", &client_ns, "type", "veth", "peer", "name",
+                    "vprc0", "netns", &rt_ns,
+                ])?;
+                ip(&[
+                    "link", "add", "vps0", "netns", &server_ns, "type", "veth", "peer", "name",
+                    "vprs0", "netns", &rt_ns,
+                ])?;
+                in_ns(
+                    &client_ns,
+                    &["ip", "addr", "add", "10.99.1.2/24", "dev", "vpc0"],
+                )?;
+                in_ns(
+                    &rt_ns,
+                    &["ip", "addr", "add", "10.99.1.1/24", "dev", "vprc0"],
+                )?;
+                in_ns(
+                    &rt_ns,
+                    &["ip", "addr", "add", "10.99.2.1/24", "dev", "vprs0"],
+                )?;
+                in_ns(
+                    &server_ns,
+                    &["ip", "addr", "add", "10.99.2.2/24", "dev", "vps0"],
+                )?;
+                for (ns, dev) in [
+                    (&client_ns, "vpc0"),
+                    (&rt_ns, "vprc0"),
+                    (&rt_ns, "vprs0"),
+                    (&server_ns, "vps0"),
+                ] {
+                    in_ns(ns, &["ip", "link", "set", dev, "up"])?;
+                }
+                in_ns(
+                    &client_ns,
+                    &["ip", "route", "add", "default", "via", "10.99.1.1"],
+                )?;
+                // Forwarding is per namespace: this touches only the router we created.
+                in_ns(&rt_ns, &["sysctl", "-qw", "net.ipv4.ip_forward=1"])?;
+                let nat = |args: &[&str]| {
+                    let mut v = vec!["nft"];
+                    v.extend_from_slice(args);
+                    in_ns(&rt_ns, &v).map_err(|e| {
+                        anyhow!("NAT placement needs nftables with masquerade support: {e} (apt-get install nftables)")
+                    })
+                };
+                nat(&["add", "table", "ip", "vpnat"])?;
+                nat(&[
+                    "add",
+                    "chain",
+                    "ip",
+                    "vpnat",
+                    "post",
+                    "{ type nat hook postrouting priority 100 ; }",
+                ])?;
+                nat(&[
+                    "add",
+                    "rule",
+                    "ip",
+                    "vpnat",
+                    "post",
+                    "oifname",
+                    "vprs0",
+                    "masquerade",
+                ])?;
+                t.server_ip = IpAddr::V4(Ipv4Addr::new(10, 99, 2, 2));
+            }
+        }
+        Ok(t)
+    }
+
+    /// A command run inside namespace `ns`.
+    pub fn command(ns: &str, program: &std::path::Path) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns]).arg(program);
+        c
+    }
+
+    /// Whether the kernel has netem (delay/loss), tried on the client's own link so the
+    /// host's qdiscs are never touched: `tc` answers "qdisc kind is unknown" where it lacks it.
+    pub fn netem_available(&self) -> Result<(), String> {
+        in_ns(
+            &self.client_ns,
+            &[
+                "tc", "qdisc", "add", "dev", "vpc0", "root", "netem", "delay", "0ms",
+            ],
+        )
+        .map_err(|e| format!("netem (delay/loss) is not available in this kernel: {e}"))?;
+        let _ = in_ns(
+            &self.client_ns,
+            &["tc", "qdisc", "del", "dev", "vpc0", "root"],
+        );
+        Ok(())
+    }
+
+    /// Shapes the client's egress with a token bucket (`tc qdisc … tbf rate RATE`).
+    pub fn shape(&self, rate: &str) -> Result<()> {
+        in_ns(
+            &self.client_ns,
+            &[
+                "tc", "qdisc", "add", "dev", "vpc0", "root", "tbf", "rate", rate, "burst", "256kb",
+                "latency", "50ms",
+            ],
+        )
+        .context("shaping the client's link")
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        // Deleting a namespace removes its links (and the veth peers in other namespaces).
+        for ns in self.namespaces.iter().rev() {
+            let _ = ip(&["netns", "del", ns]);
+        }
+    }
+}
+
+/// Removes namespaces left by killed runs: names `vp-<pid>-…` whose process is gone (a live
+/// run's namespaces are never touched). Returns their names.
+pub fn cleanup() -> Result<Vec<String>> {
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .map_err(|e| anyhow!("cannot run `ip netns list`: {e}"))?;
+    let mut removed = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        let Some(rest) = name.strip_prefix(PREFIX) else {
+            continue;
+        };
+        let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+        let alive = pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
+        if pid.is_some() && !alive {
+            ip(&["netns", "del", name])?;
+            removed.push(name.to_string());
+        }
+    }
+    Ok(removed)
+}
