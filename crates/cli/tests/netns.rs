@@ -112,3 +112,58 @@ fn cleanup_removes_leftovers_of_dead_runs_only() {
     assert!(text.contains(&name), "{text}");
     assert!(namespaces_of(dead_pid).is_empty());
 }
+
+#[test]
+fn experiment_configs_can_place_the_ends_in_namespaces() {
+    if !root() {
+        eprintln!("skipped: namespace placements need root");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("vp-netns-exp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("s.toml");
+    std::fs::write(
+        &spec,
+        "name = \"paths\"\nduration = \"300ms\"\nrepetitions = 1\n[[workload]]\nkind = \"rr\"\n\
+         [[config]]\nname = \"loopback\"\n[[config]]\nname = \"bridge\"\nplacement = \"netns:bridge\"\n",
+    )
+    .unwrap();
+    let db = dir.join("r.db");
+    let child = vp()
+        .args(["run", spec.to_str().unwrap(), "--db"])
+        .arg(&db)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        namespaces_of(pid).is_empty(),
+        "left {:?}",
+        namespaces_of(pid)
+    );
+    let show = vp()
+        .args(["show", "last", "--format", "json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    let cells = v["points"][0]["configs"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    for c in cells {
+        assert_eq!(c["ok"], 1, "{c}");
+    }
+    let csv = vp()
+        .args(["show", "last", "--format", "csv", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&csv.stdout).contains(",bridge,"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -252,6 +252,40 @@ impl Topology {
         Ok(())
     }
 
+    /// Runs `f` on a new thread that has joined the client namespace; threads it starts
+    /// inherit the namespace, so a whole client test runs there.
+    pub fn run_in_client<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let path = format!("/var/run/netns/{}", self.client_ns);
+        std::thread::Builder::new()
+            .name("netns-client".into())
+            .spawn(move || -> Result<T> {
+                let file = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
+                // SAFETY: setns on a namespace fd we hold open; it changes only this thread.
+                let r = unsafe {
+                    libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET)
+                };
+                if r != 0 {
+                    bail!("cannot enter {path}: {}", std::io::Error::last_os_error());
+                }
+                f()
+            })
+            .map_err(|e| anyhow!("cannot start a thread: {e}"))?
+            .join()
+            .map_err(|_| anyhow!("the client thread panicked"))?
+    }
+
+    /// The placement's name as users write it.
+    pub fn name(kind: Kind) -> &'static str {
+        match kind {
+            Kind::Veth => "netns:veth",
+            Kind::Bridge => "netns:bridge",
+            Kind::Nat => "netns:nat",
+        }
+    }
+
     /// Shapes the client's egress with a token bucket (`tc qdisc … tbf rate RATE`).
     pub fn shape(&self, rate: &str) -> Result<()> {
         in_ns(

@@ -13,6 +13,7 @@ use virtperf_wire::TestResult;
 use crate::client::{self, Plan, Target};
 use crate::knob::KnobGuard;
 use crate::local::LocalAgent;
+use crate::netns::Topology;
 use crate::spec::{Config, Point, Repeat, Spec};
 
 /// What the runner tells its caller as it goes (progress bars, logs).
@@ -119,6 +120,10 @@ pub fn run(
                 }
             }
         }
+        // SAFETY: geteuid has no preconditions.
+        if cfg.placement.is_some() && unsafe { libc::geteuid() } != 0 && reason.is_none() {
+            reason = Some("namespace placements need root".to_string());
+        }
         if let Some(cpu) = cfg.cpus.and_then(|c| c.0) {
             if !virtperf_load::sock::cpu_allowed(cpu) && reason.is_none() {
                 reason = Some(format!("CPU {cpu} does not exist here"));
@@ -167,6 +172,9 @@ pub fn run(
         port: agent.addr.port(),
         token: Some(agent.token.clone()),
     };
+    // Namespace topologies and their agents, made when a config first needs one and kept
+    // until the run ends (dropped, and so removed, on every exit path).
+    let mut placed: Vec<(String, Topology, LocalAgent)> = Vec::new();
     let env = virtperf_measure::fingerprint();
     let run_id = store.begin_run(&NewRun {
         name: spec.name.clone(),
@@ -215,7 +223,11 @@ pub fn run(
                 );
                 let started_at = virtperf_store::now_rfc3339();
                 let t0 = Instant::now();
-                let res = client::run(&target, &plan_for(point, cfg), &|_| {});
+                let plan = plan_for(point, cfg);
+                let res = match cfg.placement {
+                    None => client::run(&target, &plan, &|_| {}),
+                    Some(kind) => run_placed(&mut placed, &cfg.name, kind, plan),
+                };
                 if interrupted.load(Ordering::SeqCst) && res.is_err() {
                     // Ctrl-C reached the trial (or its agent): not a failure of the trial.
                     break 'rounds;
@@ -264,6 +276,7 @@ pub fn run(
     let teardown = active.switch_to(None);
     let restore_errors = active.guard.restore_all();
     drop(agent);
+    drop(placed);
     let status = if fatal.is_some() && ok == 0 {
         RunStatus::Failed
     } else if interrupted.load(Ordering::SeqCst)
@@ -288,6 +301,34 @@ pub fn run(
         skipped,
         restore_errors,
     })
+}
+
+/// Runs one trial with both ends in namespaces: the config's topology (made on first use),
+/// its agent in the server namespace, and the client half on a thread inside the client
+/// namespace.
+fn run_placed(
+    placed: &mut Vec<(String, Topology, LocalAgent)>,
+    config: &str,
+    kind: crate::netns::Kind,
+    plan: Plan,
+) -> Result<TestResult> {
+    if !placed.iter().any(|(c, _, _)| c == config) {
+        let topo = Topology::create(kind)?;
+        let agent = LocalAgent::start_at(Some(&topo.server_ns), topo.server_ip)?;
+        placed.push((config.to_string(), topo, agent));
+    }
+    let (_, topo, agent) = placed
+        .iter()
+        .find(|(c, _, _)| c == config)
+        .ok_or_else(|| anyhow!("placement for {config} vanished"))?;
+    let target = Target {
+        host: agent.addr.ip().to_string(),
+        port: agent.addr.port(),
+        token: Some(agent.token.clone()),
+    };
+    let mut r = topo.run_in_client(move || client::run(&target, &plan, &|_| {}))?;
+    r.placement = Some(Topology::name(kind).to_string());
+    Ok(r)
 }
 
 /// The client plan for one trial: the point's workload under the config's settings.

@@ -165,6 +165,8 @@ struct RawConfig {
     #[serde(default)]
     cpuidle_disable: Option<Spanned<Vec<u32>>>,
     #[serde(default)]
+    placement: Option<Spanned<String>>,
+    #[serde(default)]
     cpus: Option<Spanned<String>>,
     #[serde(default)]
     setup: Option<String>,
@@ -245,6 +247,9 @@ pub struct Config {
     pub sock: SockOpts,
     /// CPU pinning that overrides the workload's.
     pub cpus: Option<parse::Cpus>,
+    /// Run the ends in namespaces joined this way (`placement = "netns:bridge"`); None is
+    /// this host's loopback.
+    pub placement: Option<crate::netns::Kind>,
     /// Shell command run before the config's first trial.
     pub setup: Option<String>,
     /// Shell command run after the config's last trial (also on failure).
@@ -367,6 +372,7 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
             knobs: Vec::new(),
             sock: SockOpts::default(),
             cpus: None,
+            placement: None,
             setup: None,
             teardown: None,
         });
@@ -635,12 +641,30 @@ fn config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, SpecError> {
         Some(s) => Some(parse::cpus(s.get_ref()).or_else(|m| err(text, s.span(), m))?),
         None => None,
     };
+    let placement = match &r.placement {
+        None => None,
+        Some(p) if p.get_ref() == "local" => None,
+        Some(p) => match p.get_ref().strip_prefix("netns:") {
+            Some(k) => Some(k.parse().or_else(|m: String| err(text, p.span(), m))?),
+            None => {
+                return err(
+                    text,
+                    p.span(),
+                    format!(
+                        "unknown placement {:?} (local, netns:veth, netns:bridge, netns:nat)",
+                        p.get_ref()
+                    ),
+                )
+            }
+        },
+    };
     Ok(Config {
         name,
         description: r.description.clone(),
         knobs,
         sock,
         cpus,
+        placement,
         setup: r.setup.clone(),
         teardown: r.teardown.clone(),
     })
