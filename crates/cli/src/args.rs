@@ -127,6 +127,9 @@ pub struct Common {
     /// With a netns placement: shape the client's link with a token bucket (e.g. 1gbit)
     #[arg(long, requires = "placement")]
     pub rate: Option<String>,
+    /// With a netns placement: add this one-way delay to the client's link (netem, e.g. 1ms)
+    #[arg(long, requires = "placement")]
+    pub delay: Option<String>,
 }
 
 /// Where a workload's two ends run.

@@ -106,8 +106,10 @@ fn execute(common: &Common, plan: Plan) -> Result<()> {
 /// back here), so both halves run exactly as they do on loopback.
 fn execute_netns(kind: virtperf_lab::netns::Kind, common: &Common) -> Result<()> {
     let topo = Topology::create(kind)?;
-    if let Some(rate) = &common.rate {
-        topo.shape(rate)?;
+    match (&common.delay, &common.rate) {
+        (Some(d), rate) => topo.delay(d, rate.as_deref())?,
+        (None, Some(rate)) => topo.shape(rate)?,
+        (None, None) => {}
     }
     let agent = LocalAgent::start_at(Some(&topo.server_ns), topo.server_ip)?;
     let mut args: Vec<String> = Vec::new();
@@ -118,9 +120,11 @@ fn execute_netns(kind: virtperf_lab::netns::Kind, common: &Common) -> Result<()>
             continue;
         }
         match a.as_str() {
-            "--placement" | "--rate" | "--port" | "--token" => skip = true,
+            "--placement" | "--rate" | "--delay" | "--port" | "--token" => skip = true,
             "--json" => {}
-            _ if a.starts_with("--placement=") || a.starts_with("--rate=") => {}
+            _ if ["--placement=", "--rate=", "--delay="]
+                .iter()
+                .any(|p| a.starts_with(p)) => {}
             _ => args.push(a),
         }
     }
@@ -155,10 +159,14 @@ fn execute_netns(kind: virtperf_lab::netns::Kind, common: &Common) -> Result<()>
         virtperf_lab::netns::Kind::Bridge => "netns:bridge",
         virtperf_lab::netns::Kind::Nat => "netns:nat",
     };
-    r.placement = Some(match &common.rate {
-        Some(rate) => format!("{name} rate {rate}"),
-        None => name.to_string(),
-    });
+    let mut placement = name.to_string();
+    if let Some(rate) = &common.rate {
+        placement.push_str(&format!(" rate {rate}"));
+    }
+    if let Some(d) = &common.delay {
+        placement.push_str(&format!(" delay {d}"));
+    }
+    r.placement = Some(placement);
     drop(agent);
     drop(topo);
     output(&r, common.json, false)

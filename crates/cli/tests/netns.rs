@@ -167,3 +167,31 @@ fn experiment_configs_can_place_the_ends_in_namespaces() {
     assert!(String::from_utf8_lossy(&csv.stdout).contains(",bridge,"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn netem_delay_works_or_says_in_one_line_that_the_kernel_lacks_it() {
+    if !root() {
+        eprintln!("skipped: namespace placements need root");
+        return;
+    }
+    let out = vp()
+        .args([
+            "rr",
+            "-l",
+            "0.3",
+            "--placement",
+            "netns:veth",
+            "--delay",
+            "2ms",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    if out.status.success() {
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        // 2 ms one way on the client's egress: every round trip takes at least that.
+        assert!(v["outcome"]["latency"]["min_us"].as_f64().unwrap() >= 2000.0);
+    } else {
+        assert_one_line_error(&String::from_utf8_lossy(&out.stderr), "netem");
+    }
+}

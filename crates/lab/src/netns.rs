@@ -235,21 +235,23 @@ impl Topology {
         c
     }
 
-    /// Whether the kernel has netem (delay/loss), tried on the client's own link so the
-    /// host's qdiscs are never touched: `tc` answers "qdisc kind is unknown" where it lacks it.
-    pub fn netem_available(&self) -> Result<(), String> {
-        in_ns(
-            &self.client_ns,
-            &[
-                "tc", "qdisc", "add", "dev", "vpc0", "root", "netem", "delay", "0ms",
-            ],
-        )
-        .map_err(|e| format!("netem (delay/loss) is not available in this kernel: {e}"))?;
-        let _ = in_ns(
-            &self.client_ns,
-            &["tc", "qdisc", "del", "dev", "vpc0", "root"],
-        );
-        Ok(())
+    /// Adds `delay` to the client's egress with netem (the kernel's network emulator),
+    /// optionally rate-limited too. Where the kernel lacks netem, `tc` answers "qdisc kind
+    /// is unknown" and this says so in one line.
+    pub fn delay(&self, delay: &str, rate: Option<&str>) -> Result<()> {
+        let mut args = vec![
+            "tc", "qdisc", "add", "dev", "vpc0", "root", "netem", "delay", delay,
+        ];
+        if let Some(r) = rate {
+            args.extend(["rate", r]);
+        }
+        in_ns(&self.client_ns, &args).map_err(|e| {
+            if e.to_string().contains("unknown") {
+                anyhow!("netem (delay/loss emulation) is not available in this kernel: `tc` does not know the netem qdisc; use --rate alone")
+            } else {
+                e.context("adding netem delay")
+            }
+        })
     }
 
     /// Runs `f` on a new thread that has joined the client namespace; threads it starts
