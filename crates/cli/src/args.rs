@@ -75,6 +75,9 @@ pub struct ServeArgs {
     /// Exit when stdin closes (used by the private agent workloads start)
     #[arg(long, hide = true)]
     pub exit_on_eof: bool,
+    /// Bind the address this SSH session arrived on ($SSH_CONNECTION; used by ssh: placements)
+    #[arg(long, hide = true)]
+    pub bind_ssh: bool,
 }
 
 #[derive(Debug, Args)]
@@ -120,37 +123,61 @@ pub struct Common {
     /// Sample the host's KVM exit counters (debugfs) around the test: exits per transaction
     #[arg(long)]
     pub kvm_stats: bool,
-    /// Where the two ends run: local (loopback), or netns:veth|bridge|nat (namespaces
-    /// virtperf creates and removes; needs root)
+    /// Where the two ends run: local (loopback); netns:veth|bridge|nat (namespaces virtperf
+    /// creates and removes; needs root); ssh:USER@HOST[:PORT] (virtperf copies itself there
+    /// over SSH and runs the agent); remote:HOST[:PORT] (an agent someone started)
     #[arg(long, default_value = "local", value_parser = parse_placement)]
     pub placement: Placement,
     /// With a netns placement: shape the client's link with a token bucket (e.g. 1gbit)
     #[arg(long, requires = "placement")]
     pub rate: Option<String>,
+    /// Identity file for ssh: placements
+    #[arg(long, value_name = "FILE")]
+    pub ssh_key: Option<std::path::PathBuf>,
+    /// Extra ssh option for ssh: placements, as for `ssh -o` (repeatable)
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub ssh_opt: Vec<String>,
     /// With a netns placement: add this one-way delay to the client's link (netem, e.g. 1ms)
     #[arg(long, requires = "placement")]
     pub delay: Option<String>,
 }
 
 /// Where a workload's two ends run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Placement {
     /// This host's loopback.
     Local,
     /// Two network namespaces.
     Netns(virtperf_lab::netns::Kind),
+    /// An agent started over SSH: `USER@HOST[:PORT]`.
+    Ssh(String),
+    /// An agent someone started: host and optional port.
+    Remote(String, Option<u16>),
 }
 
 fn parse_placement(s: &str) -> Result<Placement, String> {
-    match s {
-        "local" => Ok(Placement::Local),
-        _ => match s.strip_prefix("netns:") {
-            Some(k) => k.parse().map(Placement::Netns),
-            None => Err(format!(
-                "unknown placement {s:?} (local, netns:veth, netns:bridge, netns:nat)"
-            )),
-        },
+    if s == "local" {
+        return Ok(Placement::Local);
     }
+    if let Some(k) = s.strip_prefix("netns:") {
+        return k.parse().map(Placement::Netns);
+    }
+    if let Some(d) = s.strip_prefix("ssh:") {
+        virtperf_lab::remote::SshTarget::parse(d, None)?;
+        return Ok(Placement::Ssh(d.to_string()));
+    }
+    if let Some(h) = s.strip_prefix("remote:") {
+        return Ok(match h.rsplit_once(':') {
+            Some((host, port)) if !host.contains(':') => Placement::Remote(
+                host.to_string(),
+                Some(port.parse().map_err(|_| format!("invalid port in {s:?}"))?),
+            ),
+            _ => Placement::Remote(h.to_string(), None),
+        });
+    }
+    Err(format!(
+        "unknown placement {s:?} (local, netns:veth, netns:bridge, netns:nat, ssh:USER@HOST, remote:HOST[:PORT])"
+    ))
 }
 
 #[derive(Debug, Args)]

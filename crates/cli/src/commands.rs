@@ -16,8 +16,17 @@ use crate::render;
 
 /// `virtperf serve`
 pub fn serve(a: ServeArgs) -> Result<()> {
+    let bind = if a.bind_ssh {
+        // "client_ip client_port server_ip server_port": we want the server side.
+        std::env::var("SSH_CONNECTION")
+            .ok()
+            .and_then(|v| v.split_whitespace().nth(2).and_then(|ip| ip.parse().ok()))
+            .ok_or_else(|| anyhow!("--bind-ssh: $SSH_CONNECTION is not set or unreadable"))?
+    } else {
+        a.bind
+    };
     let cfg = AgentConfig {
-        bind: a.bind,
+        bind,
         port: a.port,
         token: a.token,
         max_clients: a.max_clients as usize,
@@ -66,11 +75,47 @@ pub fn env(a: EnvArgs) -> Result<()> {
 /// Runs a plan against `--host`, or against a private local agent.
 fn execute(common: &Common, plan: Plan) -> Result<()> {
     plan.validate()?;
-    if let Placement::Netns(kind) = common.placement {
-        if common.host.is_some() {
-            bail!("--placement netns:… starts its own agent: drop --host");
+    if common.placement != Placement::Local && common.host.is_some() {
+        bail!("--placement chooses the agent: drop --host");
+    }
+    match &common.placement {
+        Placement::Local => {}
+        Placement::Netns(kind) => return execute_netns(*kind, common),
+        Placement::Ssh(dest) => {
+            let mut target = virtperf_lab::remote::SshTarget::parse(dest, common.ssh_key.clone())
+                .map_err(|e| anyhow!(e))?;
+            target.options = common.ssh_opt.clone();
+            let agent = virtperf_lab::remote::RemoteAgent::start(&target)?;
+            let progress = Progress::new(plan.workload.name(), common.json);
+            let mut r = client::run(
+                &Target {
+                    host: agent.addr.ip().to_string(),
+                    port: agent.addr.port(),
+                    token: Some(agent.token.clone()),
+                },
+                &plan,
+                &|f| progress.update(f),
+            )?;
+            drop(progress);
+            r.placement = Some(format!("ssh:{dest}"));
+            drop(agent);
+            return output(&r, common.json, false);
         }
-        return execute_netns(kind, common);
+        Placement::Remote(host, port) => {
+            let progress = Progress::new(plan.workload.name(), common.json);
+            let mut r = client::run(
+                &Target {
+                    host: host.clone(),
+                    port: port.unwrap_or(common.conn.port),
+                    token: common.conn.token.clone(),
+                },
+                &plan,
+                &|f| progress.update(f),
+            )?;
+            drop(progress);
+            r.placement = Some(format!("remote:{host}"));
+            return output(&r, common.json, false);
+        }
     }
     let progress = Progress::new(plan.workload.name(), common.json);
     let cb = |f: Option<f64>| progress.update(f);
@@ -120,7 +165,9 @@ fn execute_netns(kind: virtperf_lab::netns::Kind, common: &Common) -> Result<()>
             continue;
         }
         match a.as_str() {
-            "--placement" | "--rate" | "--delay" | "--port" | "--token" => skip = true,
+            "--placement" | "--rate" | "--delay" | "--ssh-key" | "--port" | "--token" => {
+                skip = true
+            }
             "--json" => {}
             _ if ["--placement=", "--rate=", "--delay="]
                 .iter()

@@ -13,6 +13,7 @@ pub mod knob;
 pub mod local;
 pub mod netns;
 pub mod parse;
+pub mod remote;
 pub mod runner;
 mod side;
 pub mod spec;

@@ -106,7 +106,8 @@ impl Drop for LocalAgent {
     }
 }
 
-fn random_token() -> Result<String> {
+/// A random 128-bit token in hex, for private agents.
+pub(crate) fn random_token() -> Result<String> {
     let mut b = [0u8; 16];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut b))

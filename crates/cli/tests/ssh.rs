@@ -1,0 +1,144 @@
+//! `--placement ssh:` for real: sshd runs in a network namespace this test creates, with a
+//! host key and an authorized key the test generates; virtperf runs in a second namespace,
+//! copies itself over SSH, starts the agent there, measures, and removes its copy.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+fn sh(args: &[&str]) -> bool {
+    Command::new(args[0])
+        .args(&args[1..])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn ssh_placement_copies_itself_runs_the_agent_and_cleans_up() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to create namespaces and run sshd");
+        return;
+    }
+    if !Path::new("/usr/sbin/sshd").exists() {
+        eprintln!("skipped: sshd not installed (apt-get install openssh-server)");
+        return;
+    }
+    let pid = std::process::id();
+    let dir = std::env::temp_dir().join(format!("vp-ssh-{pid}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = |n: &str| dir.join(n).to_string_lossy().into_owned();
+    for key in ["hostkey", "userkey"] {
+        assert!(sh(&[
+            "ssh-keygen",
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-f",
+            &p(key)
+        ]));
+    }
+    std::fs::copy(p("userkey.pub"), p("authorized_keys")).unwrap();
+    let _ = std::fs::create_dir_all("/run/sshd"); // sshd's privilege-separation directory
+    let (c, s) = (format!("vp-{pid}-9-cli"), format!("vp-{pid}-9-srv"));
+    let cleanup = |sshd: Option<&mut std::process::Child>| {
+        if let Some(child) = sshd {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        sh(&["ip", "netns", "del", &c]);
+        sh(&["ip", "netns", "del", &s]);
+    };
+    assert!(sh(&["ip", "netns", "add", &c]) && sh(&["ip", "netns", "add", &s]));
+    let ok = sh(&["ip", "-n", &c, "link", "set", "lo", "up"])
+        && sh(&["ip", "-n", &s, "link", "set", "lo", "up"])
+        && sh(&[
+            "ip", "link", "add", "vpc0", "netns", &c, "type", "veth", "peer", "name", "vps0",
+            "netns", &s,
+        ])
+        && sh(&["ip", "-n", &c, "addr", "add", "10.99.0.1/24", "dev", "vpc0"])
+        && sh(&["ip", "-n", &s, "addr", "add", "10.99.0.2/24", "dev", "vps0"])
+        && sh(&["ip", "-n", &c, "link", "set", "vpc0", "up"])
+        && sh(&["ip", "-n", &s, "link", "set", "vps0", "up"]);
+    if !ok {
+        cleanup(None);
+        panic!("could not build the test namespaces");
+    }
+    let mut sshd = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &s,
+            "/usr/sbin/sshd",
+            "-D",
+            "-e",
+            "-f",
+            "/dev/null",
+        ])
+        .args(["-o", &format!("HostKey={}", p("hostkey"))])
+        .args([
+            "-o",
+            &format!("AuthorizedKeysFile={}", p("authorized_keys")),
+        ])
+        .args([
+            "-o",
+            "ListenAddress=10.99.0.2",
+            "-o",
+            "PermitRootLogin=prohibit-password",
+        ])
+        .args(["-o", "StrictModes=no", "-o", "PidFile=none"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let exe = env!("CARGO_BIN_EXE_virtperf");
+    let out = Command::new("ip")
+        .args(["netns", "exec", &c, exe, "rr", "-l", "0.5", "--json"])
+        .args([
+            "--placement",
+            "ssh:root@10.99.0.2",
+            "--ssh-key",
+            &p("userkey"),
+        ])
+        // The test's own known_hosts: nothing is written to the user's ~/.ssh.
+        .args([
+            "--ssh-opt",
+            &format!("UserKnownHostsFile={}", p("known_hosts")),
+        ])
+        .output()
+        .unwrap();
+    cleanup(Some(&mut sshd));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["placement"], "ssh:root@10.99.0.2");
+    assert!(v["target"].as_str().unwrap().starts_with("10.99.0.2:"));
+    assert!(v["outcome"]["transactions"].as_u64().unwrap() > 10);
+    // The copy lived in /tmp/virtperf-<pid of the client>; the namespaces share our /tmp.
+    let leftovers: Vec<_> = std::fs::read_dir("/tmp")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.strip_prefix("virtperf-")
+                .is_some_and(|r| r.chars().all(|c| c.is_ascii_digit()))
+                && e.path().join("virtperf").exists()
+        })
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "remote copy left behind: {leftovers:?}"
+    );
+}
+
+#[test]
+fn bad_ssh_destinations_are_refused() {
+    let (code, err) = common::run_fail(&["rr", "--placement", "ssh:-oProxyCommand=x"]);
+    assert_eq!(code, 2);
+    common::assert_one_line_error(&err, "ssh destination");
+}
