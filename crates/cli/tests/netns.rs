@@ -30,14 +30,7 @@ fn rr_across_veth_bridge_and_nat_then_nothing_is_left() {
         return;
     }
     for placement in ["netns:veth", "netns:bridge", "netns:nat"] {
-        let child = vp()
-            .args(["rr", "-l", "0.3", "--placement", placement, "--json"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let pid = child.id();
-        let out = child.wait_with_output().unwrap();
+        let (pid, out) = common::run_pid(&["rr", "-l", "0.3", "--placement", placement, "--json"]);
         let err = String::from_utf8_lossy(&out.stderr);
         if placement == "netns:nat" && !out.status.success() && err.contains("nftables") {
             eprintln!("skipped {placement}: {err}");
@@ -129,15 +122,8 @@ fn experiment_configs_can_place_the_ends_in_namespaces() {
     )
     .unwrap();
     let db = dir.join("r.db");
-    let child = vp()
-        .args(["run", spec.to_str().unwrap(), "--db"])
-        .arg(&db)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
+    let (pid, out) =
+        common::run_pid(&["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()]);
     assert!(
         out.status.success(),
         "{}",

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 use virtperf_store::{TrialRow, TrialStatus};
-use virtperf_wire::{LatencySummary, TestResult};
+use virtperf_wire::{CpuSplit, LatencySummary, TestResult};
 
 use crate::stats::{summarize, Summary};
 
@@ -23,25 +23,6 @@ pub struct MetricSummary {
     pub summary: Summary,
 }
 
-/// Mean CPU split of a side over a cell's repetitions, percent of all CPUs.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct CpuMean {
-    /// Host user.
-    pub user_pct: f64,
-    /// Kernel.
-    pub system_pct: f64,
-    /// Hard interrupts.
-    pub irq_pct: f64,
-    /// Soft interrupts.
-    pub softirq_pct: f64,
-    /// Steal.
-    pub steal_pct: f64,
-    /// Guest.
-    pub guest_pct: f64,
-    /// Busy.
-    pub busy_pct: f64,
-}
-
 /// One config at one point.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ConfigSummary {
@@ -57,8 +38,8 @@ pub struct ConfigSummary {
     pub metrics: Vec<MetricSummary>,
     /// Latency merged over all repetitions' histograms (rr, crr).
     pub latency: Option<LatencySummary>,
-    /// Mean system-wide CPU split on the client's machine.
-    pub cpu: CpuMean,
+    /// Mean system-wide CPU split on the client's machine over the repetitions.
+    pub cpu: CpuSplit,
     /// Mean elapsed seconds of a trial's measurement.
     pub elapsed_s: f64,
 }
@@ -119,19 +100,8 @@ fn cell(config: &str, trials: &[&TrialRow], confidence: f64) -> ConfigSummary {
         m.summary = summarize(&m.values, confidence);
     }
     let latency = merged_latency(&results);
-    let mut cpu = CpuMean::default();
-    let n = results.len().max(1) as f64;
-    for r in &results {
-        let s = &r.cpu.client.system;
-        cpu.user_pct += s.user_pct / n;
-        cpu.system_pct += s.system_pct / n;
-        cpu.irq_pct += s.irq_pct / n;
-        cpu.softirq_pct += s.softirq_pct / n;
-        cpu.steal_pct += s.steal_pct / n;
-        cpu.guest_pct += s.guest_pct / n;
-        cpu.busy_pct += s.busy_pct / n;
-    }
-    let elapsed_s = results.iter().map(|r| elapsed(r)).sum::<f64>() / n;
+    let cpu = mean_split(results.iter().map(|r| &r.cpu.client.system));
+    let elapsed_s = results.iter().map(|r| elapsed(r)).sum::<f64>() / results.len().max(1) as f64;
     ConfigSummary {
         config: config.to_string(),
         ok: results.len(),
@@ -142,6 +112,32 @@ fn cell(config: &str, trials: &[&TrialRow], confidence: f64) -> ConfigSummary {
         cpu,
         elapsed_s,
     }
+}
+
+/// Field-by-field mean of CPU splits (per-CPU figures too, where the CPU counts agree).
+fn mean_split<'a>(splits: impl Iterator<Item = &'a CpuSplit>) -> CpuSplit {
+    let all: Vec<&CpuSplit> = splits.collect();
+    let n = all.len().max(1) as f64;
+    let mut m = CpuSplit::default();
+    for s in &all {
+        m.user_pct += s.user_pct / n;
+        m.system_pct += s.system_pct / n;
+        m.irq_pct += s.irq_pct / n;
+        m.softirq_pct += s.softirq_pct / n;
+        m.steal_pct += s.steal_pct / n;
+        m.guest_pct += s.guest_pct / n;
+        m.idle_pct += s.idle_pct / n;
+        m.busy_pct += s.busy_pct / n;
+        if m.per_cpu_busy_pct.is_empty() {
+            m.per_cpu_busy_pct = vec![0.0; s.per_cpu_busy_pct.len()];
+        }
+        if m.per_cpu_busy_pct.len() == s.per_cpu_busy_pct.len() {
+            for (acc, v) in m.per_cpu_busy_pct.iter_mut().zip(&s.per_cpu_busy_pct) {
+                *acc += v / n;
+            }
+        }
+    }
+    m
 }
 
 fn elapsed(r: &TestResult) -> f64 {

@@ -142,3 +142,16 @@ pub fn u(v: &serde_json::Value, ptr: &str) -> u64 {
         .and_then(|x| x.as_u64())
         .unwrap_or_else(|| panic!("no integer at {ptr} in {v}"))
 }
+
+/// Runs virtperf with `args` to completion and returns its PID (to look for what it may
+/// have left behind, named after it) and its output.
+pub fn run_pid(args: &[&str]) -> (u32, Output) {
+    let child = vp()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn virtperf");
+    let pid = child.id();
+    (pid, child.wait_with_output().expect("wait"))
+}
