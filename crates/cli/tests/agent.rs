@@ -149,3 +149,19 @@ fn agent_serves_concurrent_tests() {
         assert!(v["outcome"]["transactions"].as_u64().unwrap_or(0) > 0);
     }
 }
+
+#[test]
+fn env_of_a_remote_agent() {
+    let a = Agent::start(&["--token", "t"]);
+    let v = run_json(&[
+        "env",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &a.port(),
+        "--token",
+        "t",
+    ]);
+    assert!(!v["kernel"].as_str().unwrap_or("").is_empty());
+    assert!(v["cpus"].as_u64().unwrap() >= 1);
+}

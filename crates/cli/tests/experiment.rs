@@ -442,3 +442,47 @@ fn until_ci_stops_when_the_interval_is_tight_enough_or_at_the_cap() {
         "stopped once the CI was tight enough: {loose} tries"
     );
 }
+
+#[test]
+fn show_renders_the_seeds_shapes() {
+    let d = TempDir::new("shapes");
+    let db = d.path("r.db");
+    let spec = d.path("s.toml");
+    std::fs::write(
+        &spec,
+        "name = \"shapes\"\nduration = \"200ms\"\nrepetitions = 2\n[[workload]]\nkind = \"stream\"\n\
+         send_size = [64, 1024]\n[[workload]]\nkind = \"http\"\nbytes = \"200KB\"\ncount = 2\n",
+    )
+    .unwrap();
+    run_ok(&["run", spec.to_str().unwrap()], &db);
+    // Seed 3: a row per swept size with each try and the average.
+    let sweep = run_ok(&["show", "last", "--shape", "sweep"], &db);
+    assert!(sweep.contains("(tried 2 times)"), "{sweep}");
+    assert!(
+        sweep.contains("send_size=64") && sweep.contains("send_size=1024"),
+        "{sweep}"
+    );
+    // Seed 1: configs as rows, points as columns.
+    let matrix = run_ok(&["show", "last", "--shape", "matrix"], &db);
+    assert!(
+        matrix.contains("default") && matrix.contains("send_size=64"),
+        "{matrix}"
+    );
+    // Seed 0: one line per download.
+    let dl = run_ok(&["show", "last", "--shape", "downloads"], &db);
+    assert_eq!(dl.matches("bytes_transferred=200000").count(), 4, "{dl}");
+    assert!(dl.contains("duration="), "{dl}");
+    let (code, err) = {
+        let out = vp()
+            .args(["show", "last", "--shape", "pie", "--db"])
+            .arg(&db)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert_eq!(code, Some(1));
+    assert_one_line_error(&err, "unknown shape");
+}
