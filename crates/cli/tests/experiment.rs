@@ -272,33 +272,59 @@ fn knob_spec(sysctl: &str, value: &str, probe_file: &Path, extra_setup: &str, re
     )
 }
 
+/// Set-up shared by the knob tests: the sysctl's original value (None when not root), a
+/// value different from it, and a temp dir holding a spec that applies it, records the
+/// applied value from its setup hook into `during`, then runs `extra_setup`.
+struct KnobCase {
+    orig: String,
+    want: String,
+    dir: TempDir,
+}
+
+impl KnobCase {
+    fn new(
+        sysctl: &str,
+        tag: &str,
+        a: &str,
+        b: &str,
+        extra_setup: &str,
+        reps: u32,
+    ) -> Option<KnobCase> {
+        let path = format!("/proc/sys/{}", sysctl.replace('.', "/"));
+        let Some(orig) = writable_sysctl(&path) else {
+            eprintln!("skipped: needs root to write {path}");
+            return None;
+        };
+        let want = if orig == a { b } else { a }.to_string();
+        let dir = TempDir::new(tag);
+        let spec = knob_spec(sysctl, &want, &dir.path("during"), extra_setup, reps);
+        std::fs::write(dir.path("s.toml"), spec).unwrap();
+        Some(KnobCase { orig, want, dir })
+    }
+
+    fn spec(&self) -> String {
+        self.dir.path("s.toml").to_string_lossy().into_owned()
+    }
+
+    fn applied(&self) -> String {
+        std::fs::read_to_string(self.dir.path("during"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+}
+
 #[test]
 fn knobs_are_applied_then_restored_after_success() {
     let knob = "/proc/sys/net/ipv4/tcp_fin_timeout";
-    let Some(orig) = writable_sysctl(knob) else {
-        eprintln!("skipped: needs root to write {knob}");
+    let Some(k) = KnobCase::new("net.ipv4.tcp_fin_timeout", "ok", "61", "62", "", 1) else {
         return;
     };
-    let d = TempDir::new("ok");
-    let during = d.path("during");
-    let want = if orig == "61" { "62" } else { "61" };
-    std::fs::write(
-        d.path("s.toml"),
-        knob_spec("net.ipv4.tcp_fin_timeout", want, &during, "", 1),
-    )
-    .unwrap();
-    run_ok(
-        &["run", d.path("s.toml").to_str().unwrap()],
-        &d.path("r.db"),
-    );
-    assert_eq!(
-        std::fs::read_to_string(&during).unwrap().trim(),
-        want,
-        "knob not applied during the run"
-    );
+    run_ok(&["run", &k.spec()], &k.dir.path("r.db"));
+    assert_eq!(k.applied(), k.want, "knob not applied during the run");
     assert_eq!(
         std::fs::read_to_string(knob).unwrap().trim(),
-        orig,
+        k.orig,
         "knob not restored"
     );
 }
@@ -306,36 +332,28 @@ fn knobs_are_applied_then_restored_after_success() {
 #[test]
 fn knobs_are_restored_when_the_run_fails() {
     let knob = "/proc/sys/net/ipv4/tcp_keepalive_probes";
-    let Some(orig) = writable_sysctl(knob) else {
-        eprintln!("skipped: needs root to write {knob}");
+    // The setup hook records the applied value, then fails: the run stops.
+    let Some(k) = KnobCase::new(
+        "net.ipv4.tcp_keepalive_probes",
+        "fail",
+        "7",
+        "8",
+        "; exit 3",
+        1,
+    ) else {
         return;
     };
-    let d = TempDir::new("fail");
-    let during = d.path("during");
-    let want = if orig == "7" { "8" } else { "7" };
-    // The setup hook records the applied value, then fails: the run stops.
-    std::fs::write(
-        d.path("s.toml"),
-        knob_spec(
-            "net.ipv4.tcp_keepalive_probes",
-            want,
-            &during,
-            "; exit 3",
-            1,
-        ),
-    )
-    .unwrap();
     let out = vp()
-        .args(["run", d.path("s.toml").to_str().unwrap(), "--db"])
-        .arg(d.path("r.db"))
+        .args(["run", &k.spec(), "--db"])
+        .arg(k.dir.path("r.db"))
         .output()
         .unwrap();
     assert!(!out.status.success());
     assert_one_line_error(&String::from_utf8_lossy(&out.stderr), "setup hook");
-    assert_eq!(std::fs::read_to_string(&during).unwrap().trim(), want);
+    assert_eq!(k.applied(), k.want);
     assert_eq!(
         std::fs::read_to_string(knob).unwrap().trim(),
-        orig,
+        k.orig,
         "knob not restored after failure"
     );
 }
@@ -343,21 +361,12 @@ fn knobs_are_restored_when_the_run_fails() {
 #[test]
 fn ctrl_c_keeps_finished_trials_restores_knobs_and_marks_the_run_incomplete() {
     let knob = "/proc/sys/net/ipv4/tcp_keepalive_intvl";
-    let Some(orig) = writable_sysctl(knob) else {
-        eprintln!("skipped: needs root to write {knob}");
+    let Some(k) = KnobCase::new("net.ipv4.tcp_keepalive_intvl", "int", "71", "72", "", 40) else {
         return;
     };
-    let d = TempDir::new("int");
-    let during = d.path("during");
-    let want = if orig == "71" { "72" } else { "71" };
-    std::fs::write(
-        d.path("s.toml"),
-        knob_spec("net.ipv4.tcp_keepalive_intvl", want, &during, "", 40),
-    )
-    .unwrap();
-    let db = d.path("r.db");
+    let db = k.dir.path("r.db");
     let mut child = vp()
-        .args(["run", d.path("s.toml").to_str().unwrap(), "--db"])
+        .args(["run", &k.spec(), "--db"])
         .arg(&db)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -399,7 +408,7 @@ fn ctrl_c_keeps_finished_trials_restores_knobs_and_marks_the_run_incomplete() {
     assert!(!status.success());
     assert_eq!(
         std::fs::read_to_string(knob).unwrap().trim(),
-        orig,
+        k.orig,
         "knob not restored after Ctrl-C"
     );
     let out = vp()

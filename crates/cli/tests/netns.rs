@@ -62,22 +62,15 @@ fn a_failing_run_in_namespaces_cleans_up_too() {
         eprintln!("skipped: namespace placements need root");
         return;
     }
-    let child = vp()
-        .args([
-            "rr",
-            "-l",
-            "0.3",
-            "--placement",
-            "netns:veth",
-            "--cpus",
-            "0,4000",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
+    let (pid, out) = common::run_pid(&[
+        "rr",
+        "-l",
+        "0.3",
+        "--placement",
+        "netns:veth",
+        "--cpus",
+        "0,4000",
+    ]);
     assert!(!out.status.success());
     assert_one_line_error(&String::from_utf8_lossy(&out.stderr), "cpu 4000");
     assert!(namespaces_of(pid).is_empty());

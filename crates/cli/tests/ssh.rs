@@ -14,6 +14,27 @@ fn sh(args: &[&str]) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// What the SSH test builds: sshd, its namespaces, its key directory. Dropping it tears all
+/// of it down, so a failing assertion leaves nothing behind either.
+struct Lab {
+    sshd: Option<std::process::Child>,
+    namespaces: Vec<String>,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.sshd {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        for ns in &self.namespaces {
+            sh(&["ip", "netns", "del", ns]);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 #[test]
 fn ssh_placement_copies_itself_runs_the_agent_and_cleans_up() {
     // SAFETY: geteuid has no preconditions.
@@ -45,15 +66,19 @@ fn ssh_placement_copies_itself_runs_the_agent_and_cleans_up() {
     std::fs::copy(p("userkey.pub"), p("authorized_keys")).unwrap();
     let _ = std::fs::create_dir_all("/run/sshd"); // sshd's privilege-separation directory
     let (c, s) = (format!("vp-{pid}-9-cli"), format!("vp-{pid}-9-srv"));
-    let cleanup = |sshd: Option<&mut std::process::Child>| {
-        if let Some(child) = sshd {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        sh(&["ip", "netns", "del", &c]);
-        sh(&["ip", "netns", "del", &s]);
+    // Torn down on every exit path, a panicking assertion included.
+    let mut lab = Lab {
+        sshd: None,
+        namespaces: Vec::new(),
+        dir: dir.clone(),
     };
-    assert!(sh(&["ip", "netns", "add", &c]) && sh(&["ip", "netns", "add", &s]));
+    for ns in [&c, &s] {
+        assert!(
+            sh(&["ip", "netns", "add", ns]),
+            "cannot create namespace {ns}"
+        );
+        lab.namespaces.push(ns.clone());
+    }
     let ok = sh(&["ip", "-n", &c, "link", "set", "lo", "up"])
         && sh(&["ip", "-n", &s, "link", "set", "lo", "up"])
         && sh(&[
@@ -64,11 +89,8 @@ fn ssh_placement_copies_itself_runs_the_agent_and_cleans_up() {
         && sh(&["ip", "-n", &s, "addr", "add", "10.99.0.2/24", "dev", "vps0"])
         && sh(&["ip", "-n", &c, "link", "set", "vpc0", "up"])
         && sh(&["ip", "-n", &s, "link", "set", "vps0", "up"]);
-    if !ok {
-        cleanup(None);
-        panic!("could not build the test namespaces");
-    }
-    let mut sshd = Command::new("ip")
+    assert!(ok, "could not build the test namespaces");
+    let sshd = Command::new("ip")
         .args([
             "netns",
             "exec",
@@ -94,6 +116,7 @@ fn ssh_placement_copies_itself_runs_the_agent_and_cleans_up() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    lab.sshd = Some(sshd);
     std::thread::sleep(std::time::Duration::from_millis(500));
     let exe = env!("CARGO_BIN_EXE_virtperf");
     let out = Command::new("ip")
@@ -111,9 +134,8 @@ fn ssh_placement_copies_itself_runs_the_agent_and_cleans_up() {
         ])
         .output()
         .unwrap();
-    cleanup(Some(&mut sshd));
+    drop(lab);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(out.status.success(), "{err}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["placement"], "ssh:root@10.99.0.2");
