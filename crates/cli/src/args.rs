@@ -35,7 +35,7 @@ pub enum Command {
     Wake(crate::wake::WakeArgs),
     /// Analyze pcap/pcapng captures: per TCP connection duration, bytes, retransmissions, RTT, response latency
     Pcap(crate::pcap::PcapArgs),
-    /// Remove what killed runs left behind (network namespaces named vp-<pid>-…)
+    /// Remove what killed runs left behind (network namespaces and guest run directories named vp-<pid>-…)
     Cleanup,
     /// Real /dev/kvm guests: exit round-trip cost, halt/wake-up latency with halt-poll sweeps
     Kvm(crate::kvm::KvmArgs),
@@ -49,6 +49,8 @@ pub enum Command {
     Compare(crate::experiment::CompareArgs),
     /// Write a self-contained HTML report (SVG plots) of one or more runs
     Report(crate::experiment::ReportArgs),
+    /// QEMU guests virtperf boots: `vm compare` prints native vs guest per workload
+    Vm(crate::vm::VmArgs),
 }
 
 #[derive(Debug, Args)]
@@ -78,6 +80,10 @@ pub struct ServeArgs {
     /// Bind the address this SSH session arrived on ($SSH_CONNECTION; used by ssh: placements)
     #[arg(long, hide = true)]
     pub bind_ssh: bool,
+    /// Accept requests to run the client half of a test against another agent (what the
+    /// guest agent does for guest→host and guest↔guest placements)
+    #[arg(long)]
+    pub allow_drive: bool,
 }
 
 #[derive(Debug, Args)]
@@ -125,9 +131,12 @@ pub struct Common {
     pub kvm_stats: bool,
     /// Where the two ends run: local (loopback); netns:veth|bridge|nat (namespaces virtperf
     /// creates and removes; needs root); ssh:USER@HOST[:PORT] (virtperf copies itself there
-    /// over SSH and runs the agent); remote:HOST[:PORT] (an agent someone started)
+    /// over SSH and runs the agent); remote:HOST[:PORT] (an agent someone started);
+    /// guest[:host-guest|guest-host|guest-guest] (QEMU guests virtperf boots; needs root)
     #[arg(long, default_value = "local", value_parser = parse_placement)]
     pub placement: Placement,
+    #[command(flatten)]
+    pub guest: GuestArgs,
     /// With a netns placement: shape the client's link with a token bucket (e.g. 1gbit)
     #[arg(long, requires = "placement")]
     pub rate: Option<String>,
@@ -153,6 +162,69 @@ pub enum Placement {
     Ssh(String),
     /// An agent someone started: host and optional port.
     Remote(String, Option<u16>),
+    /// QEMU guests virtperf boots.
+    Guest(virtperf_lab::guest::Direction),
+}
+
+/// How guests are built and run (`--placement guest…`, `virtperf vm`).
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Guest placement")]
+pub struct GuestArgs {
+    /// Guest kernel (bzImage); default: Debian's linux-image-cloud-amd64, fetched once with
+    /// apt-get download into ~/.cache/virtperf
+    #[arg(long, value_name = "PATH")]
+    pub kernel: Option<std::path::PathBuf>,
+    /// lib/modules/RELEASE directory (with modules.dep) holding that kernel's virtio modules
+    #[arg(long, value_name = "DIR")]
+    pub kernel_modules: Option<std::path::PathBuf>,
+    /// virtperf binary to run in the guest (a static musl build is smallest; default: this
+    /// one, with its shared libraries)
+    #[arg(long, value_name = "PATH")]
+    pub guest_binary: Option<std::path::PathBuf>,
+    /// vCPUs per guest
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub vcpus: u32,
+    /// Memory per guest in MiB
+    #[arg(long, default_value_t = 512, value_name = "MIB")]
+    pub mem: u32,
+    /// Host CPUs to pin the vCPU threads to (vCPU i on the i-th, cycling), e.g. 1 or 0,1
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub vcpu_cpus: Vec<u32>,
+    /// virtio-net through vhost-net (needs /dev/vhost-net)
+    #[arg(long, default_value = "off", value_parser = parse_on_off, value_name = "on|off")]
+    pub vhost: bool,
+    /// Accelerator: auto (KVM where hardware virtualization works, else TCG), kvm, tcg
+    #[arg(long, default_value = "auto", value_name = "auto|kvm|tcg")]
+    pub accel: virtperf_lab::guest::Accel,
+    /// How long a guest may take to boot
+    #[arg(long, default_value = "120s", value_parser = parse_duration, value_name = "DURATION")]
+    pub boot_timeout: Duration,
+}
+
+impl GuestArgs {
+    /// The lab's guest options.
+    pub fn opts(&self, quiet: bool) -> virtperf_lab::guest::GuestOpts {
+        virtperf_lab::guest::GuestOpts {
+            kernel: self.kernel.clone(),
+            kernel_modules: self.kernel_modules.clone(),
+            binary: self.guest_binary.clone(),
+            vcpus: self.vcpus,
+            mem_mib: self.mem,
+            accel: self.accel,
+            vhost: self.vhost,
+            vcpu_cpus: self.vcpu_cpus.clone(),
+            boot_timeout: self.boot_timeout,
+            quiet,
+        }
+    }
+}
+
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "yes" | "true" => Ok(true),
+        "off" | "no" | "false" => Ok(false),
+        _ => Err(format!("expected on or off, got {s:?}")),
+    }
 }
 
 fn parse_placement(s: &str) -> Result<Placement, String> {
@@ -161,6 +233,9 @@ fn parse_placement(s: &str) -> Result<Placement, String> {
     }
     if let Some(k) = s.strip_prefix("netns:") {
         return k.parse().map(Placement::Netns);
+    }
+    if let Some(d) = virtperf_lab::guest::Direction::parse_placement(s) {
+        return d.map(Placement::Guest);
     }
     if let Some(d) = s.strip_prefix("ssh:") {
         virtperf_lab::remote::SshTarget::parse(d, None)?;
@@ -176,7 +251,7 @@ fn parse_placement(s: &str) -> Result<Placement, String> {
         });
     }
     Err(format!(
-        "unknown placement {s:?} (local, netns:veth, netns:bridge, netns:nat, ssh:USER@HOST, remote:HOST[:PORT])"
+        "unknown placement {s:?} (local, netns:veth, netns:bridge, netns:nat, ssh:USER@HOST, remote:HOST[:PORT], guest[:host-guest|guest-host|guest-guest])"
     ))
 }
 

@@ -10,6 +10,8 @@ use virtperf_lab::local::LocalAgent;
 use virtperf_lab::netns::Topology;
 use virtperf_wire::{TestResult, Workload};
 
+use virtperf_lab::guest::GuestLab;
+
 use crate::args::{BulkArgs, Common, EnvArgs, HttpArgs, Placement, RrArgs, ServeArgs, StreamArgs};
 use crate::progress::Progress;
 use crate::render;
@@ -31,6 +33,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         token: a.token,
         max_clients: a.max_clients as usize,
         verbose: !a.quiet,
+        allow_drive: a.allow_drive,
     };
     let listener = agent::bind(&cfg)?;
     let addr = listener.local_addr()?;
@@ -81,6 +84,12 @@ fn execute(common: &Common, plan: Plan) -> Result<()> {
     match &common.placement {
         Placement::Local => {}
         Placement::Netns(kind) => return execute_netns(*kind, common),
+        Placement::Guest(direction) => {
+            let lab = GuestLab::boot(*direction, &common.guest.opts(common.json))?;
+            let r = lab.run(&plan)?;
+            drop(lab);
+            return output(&r, common.json, false);
+        }
         Placement::Ssh(dest) => {
             let mut target = virtperf_lab::remote::SshTarget::parse(dest, common.ssh_key.clone())
                 .map_err(|e| anyhow!(e))?;

@@ -165,3 +165,63 @@ fn env_of_a_remote_agent() {
     assert!(!v["kernel"].as_str().unwrap_or("").is_empty());
     assert!(v["cpus"].as_u64().unwrap() >= 1);
 }
+
+fn drive_message(to: &Agent) -> Message {
+    Message::Drive {
+        to: virtperf_wire::DriveTarget {
+            host: "127.0.0.1".into(),
+            port: to.addr.port(),
+            token: None,
+        },
+        workload: Workload::Rr {
+            request: 1,
+            response: 1,
+        },
+        duration_ms: 300,
+        client_cpu: None,
+        server_cpu: None,
+        count: 0,
+        sock: Default::default(),
+    }
+}
+
+#[test]
+fn an_agent_drives_a_test_against_another_only_when_allowed() {
+    let target = Agent::start(&[]);
+    // Without --allow-drive the request is refused and nothing is sent anywhere.
+    let welcomed = |a: &Agent| {
+        let mut s = connect(a);
+        s.write_all(&hello(virtperf_wire::PROTOCOL_VERSION, None))
+            .unwrap();
+        assert!(matches!(
+            read_message(&mut s).unwrap(),
+            Message::Welcome { .. }
+        ));
+        s
+    };
+    let plain = Agent::start(&[]);
+    let mut s = welcomed(&plain);
+    write_message(&mut s, &drive_message(&target)).unwrap();
+    match read_message(&mut s) {
+        Ok(Message::Error { message }) => assert!(message.contains("--allow-drive"), "{message}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+
+    let driver = Agent::start(&["--allow-drive"]);
+    let mut s = welcomed(&driver);
+    write_message(&mut s, &drive_message(&target)).unwrap();
+    match read_message(&mut s).unwrap() {
+        Message::Outcome { result } => {
+            assert_eq!(result.target, target.addr.to_string());
+            match result.outcome {
+                virtperf_wire::Outcome::Rr(rr) => {
+                    assert!(rr.transactions > 10, "{} transactions", rr.transactions)
+                }
+                other => panic!("rr outcome expected, got {other:?}"),
+            }
+            // The driver measured its half as the client; the target reported the server's.
+            assert!(result.cpu.server.is_some(), "server side accounted");
+        }
+        other => panic!("expected an outcome, got {other:?}"),
+    }
+}

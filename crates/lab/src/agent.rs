@@ -36,6 +36,10 @@ pub struct AgentConfig {
     pub max_clients: usize,
     /// Log one line per test to stderr.
     pub verbose: bool,
+    /// Accept `Drive` requests: run the client half of a test against another agent. Off
+    /// by default, so an agent never sends traffic anywhere on a client's say-so; the guest
+    /// agent virtperf boots turns it on (its only peers are on the tap virtperf made).
+    pub allow_drive: bool,
 }
 
 /// Binds the control listener. Separate from [`serve`] so a caller can learn the port (for
@@ -167,6 +171,43 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig) -> Result<()> {
                     );
                 }
             }
+            Message::Drive {
+                to,
+                workload,
+                duration_ms,
+                client_cpu,
+                server_cpu,
+                count,
+                sock,
+            } => {
+                if !cfg.allow_drive {
+                    bail!("this agent does not drive tests (start it with `serve --allow-drive`)");
+                }
+                let plan = crate::client::Plan {
+                    workload,
+                    duration: Duration::from_millis(duration_ms),
+                    client_cpu,
+                    server_cpu,
+                    count,
+                    sock,
+                    capture: None,
+                    kvm_stats: false,
+                };
+                let target = crate::client::Target {
+                    host: to.host,
+                    port: to.port,
+                    token: to.token,
+                };
+                let result = crate::client::run(&target, &plan, &|_| {})
+                    .with_context(|| format!("driving a test against {}", target.host))?;
+                s.set_write_timeout(Some(SETUP_TIMEOUT))?;
+                write_message(
+                    s,
+                    &Message::Outcome {
+                        result: Box::new(result),
+                    },
+                )?;
+            }
             other => bail!("unexpected {} message", kind(&other)),
         }
     }
@@ -184,6 +225,8 @@ fn kind(m: &Message) -> &'static str {
         Message::Started => "started",
         Message::Stop => "stop",
         Message::Report { .. } => "report",
+        Message::Drive { .. } => "drive",
+        Message::Outcome { .. } => "outcome",
         Message::Error { .. } => "error",
     }
 }

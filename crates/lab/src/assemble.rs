@@ -242,6 +242,7 @@ pub fn assemble(c: Collected) -> TestResult {
         capture: c.plan.capture.as_ref().map(|p| p.display().to_string()),
         kvm: None,
         placement: None,
+        guest: None,
         outcome,
         cpu: CpuAccounting {
             unit: unit.to_string(),

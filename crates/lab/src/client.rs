@@ -162,6 +162,43 @@ pub fn remote_env(t: &Target) -> Result<Env> {
     Control::connect(t)?.fingerprint()
 }
 
+/// Has the agent at `driver` run `plan` as the client against the agent at `to` (the
+/// driver must run with `--allow-drive`); returns the result the driver assembled. Used to
+/// make a guest the sending end.
+pub fn drive(driver: &Target, to: &Target, plan: &Plan) -> Result<TestResult> {
+    plan.validate()?;
+    let mut ctl = Control::connect(driver)?;
+    let duration_ms = if plan.workload.is_timed() {
+        plan.duration.as_millis() as u64
+    } else {
+        0
+    };
+    ctl.send(&Message::Drive {
+        to: virtperf_wire::DriveTarget {
+            host: to.host.clone(),
+            port: to.port,
+            token: to.token.clone(),
+        },
+        workload: plan.workload.clone(),
+        duration_ms,
+        client_cpu: plan.client_cpu,
+        server_cpu: plan.server_cpu,
+        count: plan.count,
+        sock: plan.sock,
+    })?;
+    // Byte-count workloads have no planned length: allow them the agent's own bound.
+    let wait = Duration::from_millis(duration_ms) + SETUP_TIMEOUT * 2 + crate::STOP_GRACE;
+    let wait = if plan.workload.is_timed() {
+        wait
+    } else {
+        wait + Duration::from_secs(600)
+    };
+    match ctl.recv(wait, "outcome")? {
+        Message::Outcome { result } => Ok(*result),
+        other => bail!("unexpected answer to drive: {other:?}"),
+    }
+}
+
 /// Runs one test against the agent at `t`.
 pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> {
     plan.validate()?;

@@ -16,7 +16,7 @@ pub mod message;
 pub mod model;
 
 pub use frame::{decode_frame, encode, read_message, write_message, WireError, MAX_MESSAGE};
-pub use message::{Message, PROTOCOL_VERSION};
+pub use message::{DriveTarget, Message, PROTOCOL_VERSION};
 pub use model::*;
 
 /// TCP port the agent listens on by default for control connections.

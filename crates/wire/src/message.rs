@@ -16,15 +16,35 @@
 //! Stop                  ───▶
 //!                       ◀───  Report{side}               (agent's measurement of its half)
 //! ```
+//!
+//! An agent started with `--allow-drive` (the guest agent virtperf boots) also runs the
+//! *client* half of a test against another agent, so a guest can be the sending end:
+//! ```text
+//! Drive{to,plan}        ───▶     (agent runs the test against `to` as its client)
+//!                       ◀───  Outcome{result}
+//! ```
 //! Any request may be answered with `Error{message}`, after which the agent closes the
 //! connection. Unknown message types are malformed: the agent answers `Error` and closes.
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Env, SideReport, SockOpts, Workload};
+use crate::model::{Env, SideReport, SockOpts, TestResult, Workload};
+
+/// Where a driving agent sends its test.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DriveTarget {
+    /// Host or address of the other agent.
+    pub host: String,
+    /// Its control port.
+    pub port: u16,
+    /// Its token, if it has one.
+    #[serde(default)]
+    pub token: Option<String>,
+}
 
 /// Version of this protocol. Peers refuse each other unless the numbers are equal.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// One control message. Serialized as JSON with a `type` tag in snake case.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,6 +101,32 @@ pub enum Message {
     Report {
         /// What the agent measured.
         side: Box<SideReport>,
+    },
+    /// Run the client half of a test against another agent (needs `serve --allow-drive`).
+    Drive {
+        /// The agent to run the test against.
+        to: DriveTarget,
+        /// What to run.
+        workload: Workload,
+        /// Planned duration in milliseconds (0 for byte-count workloads).
+        duration_ms: u64,
+        /// CPU for the driving agent's data threads.
+        #[serde(default)]
+        client_cpu: Option<u32>,
+        /// CPU for the other agent's data threads.
+        #[serde(default)]
+        server_cpu: Option<u32>,
+        /// Downloads for `http`.
+        #[serde(default)]
+        count: u32,
+        /// Socket options for both ends.
+        #[serde(default)]
+        sock: SockOpts,
+    },
+    /// The driven test's result, as its client assembled it.
+    Outcome {
+        /// The result.
+        result: Box<TestResult>,
     },
     /// The request failed; the connection closes after this.
     Error {

@@ -491,6 +491,9 @@ pub struct TestResult {
     /// Where the two ends ran when not on this host's loopback (`netns:veth`, …).
     #[serde(default)]
     pub placement: Option<String>,
+    /// The QEMU guest(s) one or both ends ran in (`--placement guest…`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest: Option<GuestInfo>,
     /// What was measured.
     pub outcome: Outcome,
     /// Who used how much CPU.
@@ -499,6 +502,27 @@ pub struct TestResult {
     pub env: Envs,
     /// Things the user should know about these numbers.
     pub warnings: Vec<String>,
+}
+
+/// How the guest an end ran in was built, so a guest number says what produced it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GuestInfo {
+    /// `kvm` (hardware-assisted) or `tcg` (QEMU's emulator).
+    pub accel: String,
+    /// True under TCG: the numbers measure instruction emulation, not a virtualization tax.
+    pub emulated: bool,
+    /// Which ends ran in guests: `host-guest`, `guest-host` or `guest-guest`.
+    pub direction: String,
+    /// vCPUs per guest.
+    pub vcpus: u32,
+    /// Memory per guest in MiB.
+    pub mem_mib: u32,
+    /// Guest kernel release (or the file name of a kernel given with `--kernel`).
+    pub kernel: String,
+    /// Whether virtio-net used vhost-net.
+    pub vhost: bool,
+    /// QEMU's version line.
+    pub qemu: String,
 }
 
 /// Host KVM exit counters sampled around a test (`--kvm-stats`): how many VM exits (by
