@@ -176,6 +176,81 @@ impl Observer for Reporter {
     }
 }
 
+/// A finished experiment: its store and stored rows.
+pub struct Executed {
+    /// The store it is in.
+    pub store: Store,
+    /// The run.
+    pub row: RunRow,
+    /// Its trials.
+    pub trials: Vec<virtperf_store::TrialRow>,
+    /// Per point and config summaries.
+    pub points: Vec<summary::PointSummary>,
+    /// Trials that succeeded.
+    pub ok: usize,
+    /// Ctrl-C stopped it.
+    pub interrupted: bool,
+}
+
+/// Runs `spec` into the store with progress on a terminal, Ctrl-C handling and knob
+/// restoration; shared by `virtperf run` and `virtperf vm compare`.
+pub fn execute_spec(
+    spec: &Spec,
+    db: &DbArg,
+    repeat: Option<Repeat>,
+    json: bool,
+) -> Result<Executed> {
+    let mut store = db.open()?;
+    let interrupted = Arc::new(AtomicBool::new(false));
+    {
+        let flag = interrupted.clone();
+        // Ctrl-C stops the run between trials; the runner then restores every knob and
+        // marks the run incomplete, keeping the trials already done.
+        let _ = ctrlc::set_handler(move || {
+            flag.store(true, Ordering::SeqCst);
+            eprintln!("\nvirtperf: interrupted: finishing the current trial, then restoring knobs");
+        });
+    }
+    let tty = std::io::stderr().is_terminal() && !json;
+    let bar = tty.then(|| {
+        let b = ProgressBar::new(1);
+        if let Ok(st) = ProgressStyle::with_template("{pos}/{len} [{bar:30}] ETA {eta}  {msg}") {
+            b.set_style(st.progress_chars("=> "));
+        }
+        b
+    });
+    let mut rep = Reporter {
+        bar,
+        quiet: json,
+        current: String::new(),
+    };
+    let outcome = runner::run(
+        spec,
+        &mut store,
+        &RunOptions { repeat },
+        &interrupted,
+        &mut rep,
+    );
+    if let Some(b) = &rep.bar {
+        b.finish_and_clear();
+    }
+    let outcome = outcome?;
+    for e in &outcome.restore_errors {
+        eprintln!("virtperf: warning: {e}");
+    }
+    let row = store.run(outcome.run_id)?;
+    let trials = store.trials(outcome.run_id)?;
+    let points = summary::summarize_run(&trials, CONFIDENCE);
+    Ok(Executed {
+        store,
+        row,
+        trials,
+        points,
+        ok: outcome.ok,
+        interrupted: interrupted.load(Ordering::SeqCst),
+    })
+}
+
 /// `virtperf run`
 pub fn run(a: RunArgs) -> Result<()> {
     let spec = load_spec(a.spec.as_deref())?;
@@ -222,47 +297,14 @@ pub fn run(a: RunArgs) -> Result<()> {
         }
         return Ok(());
     }
-    let mut store = a.db.open()?;
-    let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        let flag = interrupted.clone();
-        // Ctrl-C stops the run between trials; the runner then restores every knob and
-        // marks the run incomplete, keeping the trials already done.
-        let _ = ctrlc::set_handler(move || {
-            flag.store(true, Ordering::SeqCst);
-            eprintln!("\nvirtperf: interrupted: finishing the current trial, then restoring knobs");
-        });
-    }
-    let tty = std::io::stderr().is_terminal() && !a.json;
-    let bar = tty.then(|| {
-        let b = ProgressBar::new(1);
-        if let Ok(st) = ProgressStyle::with_template("{pos}/{len} [{bar:30}] ETA {eta}  {msg}") {
-            b.set_style(st.progress_chars("=> "));
-        }
-        b
-    });
-    let mut rep = Reporter {
-        bar,
-        quiet: a.json,
-        current: String::new(),
-    };
-    let outcome = runner::run(
-        &spec,
-        &mut store,
-        &RunOptions { repeat },
-        &interrupted,
-        &mut rep,
-    );
-    if let Some(b) = &rep.bar {
-        b.finish_and_clear();
-    }
-    let outcome = outcome?;
-    for e in &outcome.restore_errors {
-        eprintln!("virtperf: warning: {e}");
-    }
-    let row = store.run(outcome.run_id)?;
-    let trials = store.trials(outcome.run_id)?;
-    let points = summary::summarize_run(&trials, CONFIDENCE);
+    let Executed {
+        store,
+        row,
+        trials,
+        points,
+        ok,
+        interrupted,
+    } = execute_spec(&spec, &a.db, repeat, a.json)?;
     if a.json {
         println!("{}", render::json(&row, &points));
     } else {
@@ -281,11 +323,11 @@ pub fn run(a: RunArgs) -> Result<()> {
             row.id
         );
     }
-    if interrupted.load(Ordering::SeqCst) {
+    if interrupted {
         bail!(
             "interrupted: run {} kept {} finished trials and is marked incomplete",
             row.id,
-            outcome.ok
+            ok
         );
     }
     Ok(())
@@ -310,13 +352,15 @@ fn shaped(
     } else {
         "tries"
     };
-    Ok(match shape.unwrap_or(inferred) {
+    let mut out = match shape.unwrap_or(inferred) {
         "tries" | "table" => render::table(row, points),
         "sweep" => render::sweep(row, points),
         "matrix" => render::matrix(row, points),
         "downloads" => render::downloads(row, trials),
         other => bail!("unknown shape {other:?} (tries, sweep, matrix, downloads)"),
-    })
+    };
+    out.push_str(&render::emulation_note(trials));
+    Ok(out)
 }
 
 fn resolve(store: &Store, id: &str) -> Result<RunRow> {

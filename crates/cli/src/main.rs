@@ -12,6 +12,7 @@ mod kvm;
 mod pcap;
 mod progress;
 mod render;
+mod vm;
 mod wake;
 
 use std::process::ExitCode;
@@ -22,6 +23,10 @@ use clap::Parser;
 use args::{Cli, Command};
 
 fn main() -> ExitCode {
+    // Inside a guest virtperf booted, this binary is the initramfs's /init.
+    if virtperf_lab::guest::init::is_guest_init() {
+        virtperf_lab::guest::init::run();
+    }
     // Behave like other command-line tools when stdout is closed early (`virtperf … | head`):
     // die quietly from SIGPIPE instead of panicking in println!. Sockets are unaffected: every
     // socket write uses MSG_NOSIGNAL.
@@ -87,11 +92,15 @@ fn run(cli: Cli) -> Result<()> {
         Command::Pcap(a) => pcap::pcap(a),
         Command::Cleanup => {
             let removed = virtperf_lab::netns::cleanup()?;
-            if removed.is_empty() {
+            let dirs = virtperf_lab::guest::cleanup_dirs();
+            if removed.is_empty() && dirs.is_empty() {
                 println!("nothing to clean up");
             }
             for n in removed {
                 println!("removed network namespace {n}");
+            }
+            for d in dirs {
+                println!("removed guest run directory {d}");
             }
             Ok(())
         }
@@ -100,5 +109,6 @@ fn run(cli: Cli) -> Result<()> {
         Command::Show(a) => experiment::show(a),
         Command::Compare(a) => experiment::compare(a),
         Command::Report(a) => experiment::report(a),
+        Command::Vm(a) => vm::vm(a),
     }
 }

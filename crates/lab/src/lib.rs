@@ -9,6 +9,7 @@ pub mod agent;
 pub mod assemble;
 pub mod capture;
 pub mod client;
+pub mod guest;
 pub mod knob;
 pub mod local;
 pub mod netns;

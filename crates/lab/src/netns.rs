@@ -96,11 +96,7 @@ impl Topology {
         if unsafe { libc::geteuid() } != 0 {
             bail!("namespace placements need root (they create network namespaces and veth pairs)");
         }
-        let tag = format!(
-            "{PREFIX}{}-{}",
-            std::process::id(),
-            SERIAL.fetch_add(1, Ordering::SeqCst)
-        );
+        let tag = new_tag();
         let client_ns = format!("{tag}-cli");
         let server_ns = format!("{tag}-srv");
         let mut t = Topology {
@@ -260,23 +256,7 @@ impl Topology {
         &self,
         f: impl FnOnce() -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let path = format!("/var/run/netns/{}", self.client_ns);
-        std::thread::Builder::new()
-            .name("netns-client".into())
-            .spawn(move || -> Result<T> {
-                let file = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
-                // SAFETY: setns on a namespace fd we hold open; it changes only this thread.
-                let r = unsafe {
-                    libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET)
-                };
-                if r != 0 {
-                    bail!("cannot enter {path}: {}", std::io::Error::last_os_error());
-                }
-                f()
-            })
-            .map_err(|e| anyhow!("cannot start a thread: {e}"))?
-            .join()
-            .map_err(|_| anyhow!("the client thread panicked"))?
+        run_in(&self.client_ns, f)
     }
 
     /// The placement's name as users write it.
@@ -308,6 +288,55 @@ impl Drop for Topology {
             let _ = ip(&["netns", "del", ns]);
         }
     }
+}
+
+/// Runs `f` on a new thread that has joined namespace `ns` (threads and processes it starts
+/// inherit the namespace); the calling thread stays where it is.
+pub fn run_in<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let path = format!("/var/run/netns/{ns}");
+    std::thread::Builder::new()
+        .name("netns-client".into())
+        .spawn(move || -> Result<T> {
+            let file = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
+            // SAFETY: setns on a namespace fd we hold open; it changes only this thread.
+            let r =
+                unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
+            if r != 0 {
+                bail!("cannot enter {path}: {}", std::io::Error::last_os_error());
+            }
+            f()
+        })
+        .map_err(|e| anyhow!("cannot start a thread: {e}"))?
+        .join()
+        .map_err(|_| anyhow!("the client thread panicked"))?
+}
+
+/// Creates an empty namespace `ns` with `lo` up.
+pub(crate) fn add_namespace(ns: &str) -> Result<()> {
+    ip(&["netns", "add", ns])?;
+    in_ns(ns, &["ip", "link", "set", "lo", "up"])
+}
+
+/// Runs `cmd` (a program and its arguments) inside namespace `ns`.
+pub(crate) fn exec_in(ns: &str, cmd: &[&str]) -> Result<()> {
+    in_ns(ns, cmd)
+}
+
+/// Deletes namespace `ns` (and the links in it).
+pub(crate) fn delete_namespace(ns: &str) {
+    let _ = ip(&["netns", "del", ns]);
+}
+
+/// A fresh `vp-<pid>-<n>` tag for things a run creates.
+pub(crate) fn new_tag() -> String {
+    format!(
+        "{PREFIX}{}-{}",
+        std::process::id(),
+        SERIAL.fetch_add(1, Ordering::SeqCst)
+    )
 }
 
 /// Removes namespaces left by killed runs: names `vp-<pid>-…` whose process is gone (a live

@@ -11,10 +11,11 @@ use virtperf_store::{KnobRecord, NewRun, NewTrial, RunStatus, Store, TrialStatus
 use virtperf_wire::TestResult;
 
 use crate::client::{self, Plan, Target};
+use crate::guest::GuestLab;
 use crate::knob::KnobGuard;
 use crate::local::LocalAgent;
 use crate::netns::Topology;
-use crate::spec::{Config, Point, Repeat, Spec};
+use crate::spec::{Config, Point, Repeat, Spec, SpecPlacement};
 
 /// What the runner tells its caller as it goes (progress bars, logs).
 pub trait Observer {
@@ -122,7 +123,7 @@ pub fn run(
         }
         // SAFETY: geteuid has no preconditions.
         if cfg.placement.is_some() && unsafe { libc::geteuid() } != 0 && reason.is_none() {
-            reason = Some("namespace placements need root".to_string());
+            reason = Some("namespace and guest placements need root".to_string());
         }
         if let Some(cpu) = cfg.cpus.and_then(|c| c.0) {
             if !virtperf_load::sock::cpu_allowed(cpu) && reason.is_none() {
@@ -175,6 +176,7 @@ pub fn run(
     // Namespace topologies and their agents, made when a config first needs one and kept
     // until the run ends (dropped, and so removed, on every exit path).
     let mut placed: Vec<(String, Topology, LocalAgent)> = Vec::new();
+    let mut guests: Vec<(String, Result<GuestLab, String>)> = Vec::new();
     let env = virtperf_measure::fingerprint();
     let run_id = store.begin_run(&NewRun {
         name: spec.name.clone(),
@@ -224,9 +226,14 @@ pub fn run(
                 let started_at = virtperf_store::now_rfc3339();
                 let t0 = Instant::now();
                 let plan = plan_for(point, cfg);
-                let res = match cfg.placement {
+                let res = match &cfg.placement {
                     None => client::run(&target, &plan, &|_| {}),
-                    Some(kind) => run_placed(&mut placed, &cfg.name, kind, plan),
+                    Some(SpecPlacement::Netns(kind)) => {
+                        run_placed(&mut placed, &cfg.name, *kind, plan)
+                    }
+                    Some(SpecPlacement::Guest(direction, opts)) => {
+                        run_guest(&mut guests, &cfg.name, *direction, opts, &plan)
+                    }
                 };
                 if interrupted.load(Ordering::SeqCst) && res.is_err() {
                     // Ctrl-C reached the trial (or its agent): not a failure of the trial.
@@ -277,6 +284,7 @@ pub fn run(
     let restore_errors = active.guard.restore_all();
     drop(agent);
     drop(placed);
+    drop(guests);
     let status = if fatal.is_some() && ok == 0 {
         RunStatus::Failed
     } else if interrupted.load(Ordering::SeqCst)
@@ -329,6 +337,27 @@ fn run_placed(
     let mut r = topo.run_in_client(move || client::run(&target, &plan, &|_| {}))?;
     r.placement = Some(Topology::name(kind).to_string());
     Ok(r)
+}
+
+/// Runs one trial across a guest placement: the config's guests are booted on first use
+/// and kept for its later trials (a boot under TCG takes seconds). A config whose guests
+/// failed to boot fails each of its trials with that reason rather than rebooting.
+fn run_guest(
+    guests: &mut Vec<(String, Result<GuestLab, String>)>,
+    config: &str,
+    direction: crate::guest::Direction,
+    opts: &crate::guest::GuestOpts,
+    plan: &Plan,
+) -> Result<TestResult> {
+    if !guests.iter().any(|(c, _)| c == config) {
+        let lab = GuestLab::boot(direction, opts).map_err(|e| format!("{e:#}"));
+        guests.push((config.to_string(), lab));
+    }
+    match guests.iter().find(|(c, _)| c == config) {
+        Some((_, Ok(lab))) => lab.run(plan),
+        Some((_, Err(e))) => Err(anyhow!("{e}")),
+        None => Err(anyhow!("guests for {config} vanished")),
+    }
 }
 
 /// The client plan for one trial: the point's workload under the config's settings.

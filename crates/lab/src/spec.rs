@@ -167,11 +167,36 @@ struct RawConfig {
     #[serde(default)]
     placement: Option<Spanned<String>>,
     #[serde(default)]
+    guest: Option<Spanned<RawGuest>>,
+    #[serde(default)]
     cpus: Option<Spanned<String>>,
     #[serde(default)]
     setup: Option<String>,
     #[serde(default)]
     teardown: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGuest {
+    #[serde(default)]
+    kernel: Option<String>,
+    #[serde(default)]
+    kernel_modules: Option<String>,
+    #[serde(default)]
+    binary: Option<String>,
+    #[serde(default)]
+    vcpus: Option<u32>,
+    #[serde(default)]
+    mem: Option<u32>,
+    #[serde(default)]
+    vcpu_cpus: Option<Vec<u32>>,
+    #[serde(default)]
+    vhost: Option<bool>,
+    #[serde(default)]
+    accel: Option<String>,
+    #[serde(default)]
+    boot_timeout: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -247,13 +272,32 @@ pub struct Config {
     pub sock: SockOpts,
     /// CPU pinning that overrides the workload's.
     pub cpus: Option<parse::Cpus>,
-    /// Run the ends in namespaces joined this way (`placement = "netns:bridge"`); None is
+    /// Where the ends run (`placement = "netns:bridge"`, `"guest:guest-host"`); None is
     /// this host's loopback.
-    pub placement: Option<crate::netns::Kind>,
+    pub placement: Option<SpecPlacement>,
     /// Shell command run before the config's first trial.
     pub setup: Option<String>,
     /// Shell command run after the config's last trial (also on failure).
     pub teardown: Option<String>,
+}
+
+/// Where a config's two ends run, when not on this host's loopback.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SpecPlacement {
+    /// Two namespaces joined this way.
+    Netns(crate::netns::Kind),
+    /// QEMU guests booted once for the config and kept for all its trials.
+    Guest(crate::guest::Direction, Box<crate::guest::GuestOpts>),
+}
+
+impl SpecPlacement {
+    /// The name users write.
+    pub fn name(&self) -> String {
+        match self {
+            SpecPlacement::Netns(k) => crate::netns::Topology::name(*k).to_string(),
+            SpecPlacement::Guest(d, _) => format!("guest:{}", d.name()),
+        }
+    }
 }
 
 /// A parsed, validated experiment.
@@ -644,20 +688,36 @@ fn config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, SpecError> {
     let placement = match &r.placement {
         None => None,
         Some(p) if p.get_ref() == "local" => None,
-        Some(p) => match p.get_ref().strip_prefix("netns:") {
-            Some(k) => Some(k.parse().or_else(|m: String| err(text, p.span(), m))?),
-            None => {
+        Some(p) => {
+            let v = p.get_ref();
+            if let Some(k) = v.strip_prefix("netns:") {
+                Some(SpecPlacement::Netns(
+                    k.parse().or_else(|m: String| err(text, p.span(), m))?,
+                ))
+            } else if let Some(d) = crate::guest::Direction::parse_placement(v) {
+                let d = d.or_else(|m| err(text, p.span(), m))?;
+                Some(SpecPlacement::Guest(d, Box::new(guest_opts(text, r)?)))
+            } else {
                 return err(
                     text,
                     p.span(),
                     format!(
-                        "unknown placement {:?} (local, netns:veth, netns:bridge, netns:nat)",
-                        p.get_ref()
+                        "unknown placement {v:?} (local, netns:veth, netns:bridge, netns:nat, guest, guest:host-guest, guest:guest-host, guest:guest-guest)"
                     ),
-                )
+                );
             }
-        },
+        }
     };
+    if let (Some(g), false) = (
+        &r.guest,
+        matches!(placement, Some(SpecPlacement::Guest(..))),
+    ) {
+        return err(
+            text,
+            g.span(),
+            "a guest table needs placement = \"guest…\" in the same config".to_string(),
+        );
+    }
     Ok(Config {
         name,
         description: r.description.clone(),
@@ -668,6 +728,52 @@ fn config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, SpecError> {
         setup: r.setup.clone(),
         teardown: r.teardown.clone(),
     })
+}
+
+/// The guest settings of a config (`guest = { vcpus = 2, … }`), defaults for the rest.
+fn guest_opts(text: &str, r: &RawConfig) -> Result<crate::guest::GuestOpts, SpecError> {
+    let mut o = crate::guest::GuestOpts::default();
+    let Some(g) = &r.guest else {
+        return Ok(o);
+    };
+    let span = g.span();
+    let g = g.get_ref();
+    o.kernel = g.kernel.as_ref().map(Into::into);
+    o.kernel_modules = g.kernel_modules.as_ref().map(Into::into);
+    o.binary = g.binary.as_ref().map(Into::into);
+    if let Some(v) = g.vcpus {
+        if v == 0 || v > 64 {
+            return err(
+                text,
+                span.clone(),
+                format!("guest vcpus must be 1..64 (got {v})"),
+            );
+        }
+        o.vcpus = v;
+    }
+    if let Some(m) = g.mem {
+        if m < 128 {
+            return err(
+                text,
+                span.clone(),
+                format!("guest mem must be at least 128 (MiB; got {m})"),
+            );
+        }
+        o.mem_mib = m;
+    }
+    if let Some(c) = &g.vcpu_cpus {
+        o.vcpu_cpus = c.clone();
+    }
+    if let Some(v) = g.vhost {
+        o.vhost = v;
+    }
+    if let Some(a) = &g.accel {
+        o.accel = a.parse().or_else(|m: String| err(text, span.clone(), m))?;
+    }
+    if let Some(t) = &g.boot_timeout {
+        o.boot_timeout = parse::duration(t).or_else(|m| err(text, span.clone(), m))?;
+    }
+    Ok(o)
 }
 
 #[cfg(test)]
@@ -729,6 +835,63 @@ socket = { nodelay = true, busy_poll_us = 50 }
     fn line_of_error(text: &str) -> (usize, String) {
         let e = parse(text).unwrap_err();
         (e.line, e.message)
+    }
+
+    #[test]
+    fn guest_placements_take_their_settings_from_the_config() {
+        let s = parse(
+            "name = \"g\"\n[[workload]]\nkind = \"rr\"\n\
+             [[config]]\nname = \"native\"\n\
+             [[config]]\nname = \"g2h\"\nplacement = \"guest:guest-host\"\n\
+             guest = { vcpus = 2, mem = 256, accel = \"tcg\", vcpu_cpus = [1], boot_timeout = \"30s\" }\n\
+             [[config]]\nname = \"h2g\"\nplacement = \"guest\"\n",
+        )
+        .expect("valid spec");
+        match &s.configs[1].placement {
+            Some(SpecPlacement::Guest(d, o)) => {
+                assert_eq!(*d, crate::guest::Direction::GuestHost);
+                assert_eq!((o.vcpus, o.mem_mib), (2, 256));
+                assert_eq!(o.accel, crate::guest::Accel::Tcg);
+                assert_eq!(o.vcpu_cpus, [1]);
+                assert_eq!(o.boot_timeout, Duration::from_secs(30));
+            }
+            other => panic!("guest placement expected, got {other:?}"),
+        }
+        match &s.configs[2].placement {
+            Some(SpecPlacement::Guest(d, o)) => {
+                assert_eq!(*d, crate::guest::Direction::HostGuest);
+                assert_eq!(**o, crate::guest::GuestOpts::default());
+            }
+            other => panic!("guest placement expected, got {other:?}"),
+        }
+        assert_eq!(
+            s.configs[1]
+                .placement
+                .as_ref()
+                .map(SpecPlacement::name)
+                .as_deref(),
+            Some("guest:guest-host")
+        );
+
+        let head = "name = \"g\"\n[[workload]]\nkind = \"rr\"\n[[config]]\nname = \"x\"\n";
+        let (l, m) = line_of_error(&format!("{head}placement = \"guest:sideways\"\n"));
+        assert_eq!(l, 6, "{m}");
+        assert!(m.contains("guest:guest-guest"), "{m}");
+        let (l, m) = line_of_error(&format!("{head}guest = {{ vcpus = 2 }}\n"));
+        assert_eq!(l, 6, "{m}");
+        assert!(m.contains("needs placement"), "{m}");
+        let (_, m) = line_of_error(&format!(
+            "{head}placement = \"guest\"\nguest = {{ vcpus = 0 }}\n"
+        ));
+        assert!(m.contains("vcpus must be 1..64"), "{m}");
+        let (_, m) = line_of_error(&format!(
+            "{head}placement = \"guest\"\nguest = {{ accel = \"hvf\" }}\n"
+        ));
+        assert!(m.contains("unknown accelerator"), "{m}");
+        let (_, m) = line_of_error(&format!(
+            "{head}placement = \"guest\"\nguest = {{ cores = 2 }}\n"
+        ));
+        assert!(m.contains("cores"), "{m}");
     }
 
     #[test]

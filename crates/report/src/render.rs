@@ -461,3 +461,26 @@ pub fn compare_table(rows: &[Row]) -> String {
     }
     s
 }
+
+/// A warning line naming the configs whose guests ran under emulation (TCG), so a table of
+/// guest numbers never passes for a virtualization tax; empty when there are none.
+pub fn emulation_note(trials: &[TrialRow]) -> String {
+    let mut configs: Vec<&str> = Vec::new();
+    for t in trials {
+        let emulated = t
+            .result
+            .as_ref()
+            .and_then(|r| r.guest.as_ref())
+            .is_some_and(|g| g.emulated);
+        if emulated && !configs.contains(&t.config.as_str()) {
+            configs.push(&t.config);
+        }
+    }
+    if configs.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\nWARNING: {} ran in QEMU guests under TCG emulation: those numbers measure instruction emulation, not a virtualization tax.\n",
+        configs.join(", ")
+    )
+}

@@ -1,0 +1,264 @@
+//! Guest placements for real: QEMU guests booted by virtperf (TCG where KVM cannot run a
+//! Linux guest), virtperf as their init and agent, workloads host→guest, guest→host and
+//! guest↔guest, `vm compare`, the errors, and nothing left behind.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{assert_one_line_error, run_with_timeout, vp};
+
+/// Why guest tests cannot run here, if they cannot.
+fn missing() -> Option<&'static str> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("guest placements need root (namespace and tap devices)");
+    }
+    if std::process::Command::new("qemu-system-x86_64")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return Some("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)");
+    }
+    if std::process::Command::new("apt-cache")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return Some("the default guest kernel comes from Debian's archive (no apt-cache here)");
+    }
+    None
+}
+
+/// Namespaces named after `pid` (what a run created and must remove).
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns list");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&format!("vp-{pid}-")))
+        .map(str::to_string)
+        .collect()
+}
+
+/// QEMU processes whose `-name` says run `pid` started them.
+fn qemus_of(pid: u32) -> Vec<u32> {
+    let needle = format!("vp-{pid}-");
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .map(|c| {
+                    let c = String::from_utf8_lossy(&c);
+                    c.starts_with("qemu-system") && c.contains(&needle)
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// Runs virtperf with `args` (the guest's boot timeout bounds it), returning its PID and
+/// output.
+fn run(args: &[&str]) -> (u32, std::process::Output) {
+    common::run_pid(args)
+}
+
+fn assert_nothing_left(pid: u32) {
+    assert!(
+        namespaces_of(pid).is_empty(),
+        "left {:?}",
+        namespaces_of(pid)
+    );
+    assert!(qemus_of(pid).is_empty(), "left QEMU {:?}", qemus_of(pid));
+    let dirs: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .expect("tmp")
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("vp-{pid}-"))
+        })
+        .collect();
+    assert!(dirs.is_empty(), "left {dirs:?}");
+}
+
+#[test]
+fn rr_and_stream_across_guests_in_every_direction() {
+    if let Some(why) = missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    for (placement, workload, target_prefix) in [
+        ("guest", "rr", "10.99.3.10:"),
+        ("guest:guest-host", "rr", "10.99.3.1:"),
+        ("guest:guest-guest", "stream", "10.99.3.11:"),
+    ] {
+        let (pid, out) = run(&[workload, "-l", "1s", "--placement", placement, "--json"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{placement}: {err}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{placement}: not JSON ({e}): {err}"));
+        let direction = placement.strip_prefix("guest:").unwrap_or("host-guest");
+        assert_eq!(v["placement"], format!("guest:{direction}"));
+        assert_eq!(v["guest"]["direction"], direction);
+        let accel = v["guest"]["accel"].as_str().expect("accel");
+        let emulated = v["guest"]["emulated"].as_bool().expect("emulated");
+        assert_eq!(emulated, accel == "tcg", "{v}");
+        if emulated {
+            // The loud line on stderr and the warning in the stored result.
+            assert!(err.contains("TCG emulation"), "{err}");
+            assert!(
+                v["warnings"].to_string().contains("TCG emulation"),
+                "{}",
+                v["warnings"]
+            );
+        }
+        assert!(
+            v["target"]
+                .as_str()
+                .expect("target")
+                .starts_with(target_prefix),
+            "{placement}: target {}",
+            v["target"]
+        );
+        match workload {
+            "rr" => assert!(
+                v["outcome"]["transactions"].as_u64().expect("transactions") > 10,
+                "{placement}: {}",
+                v["outcome"]
+            ),
+            _ => assert!(
+                v["outcome"]["mbps"].as_f64().expect("mbps") > 0.0,
+                "{placement}: {}",
+                v["outcome"]
+            ),
+        }
+        // The guest's own fingerprint: a different kernel from the host's (Debian cloud).
+        if placement == "guest" {
+            let release = v["env"]["server"]["kernel"].as_str().unwrap_or("");
+            assert!(
+                release.contains("cloud"),
+                "guest kernel {release:?} is not the guest's"
+            );
+        }
+        assert_nothing_left(pid);
+    }
+}
+
+#[test]
+fn guest_errors_are_one_line_and_leave_nothing() {
+    if let Some(why) = missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let (pid, out) = run(&[
+        "rr",
+        "-l",
+        "1s",
+        "--placement",
+        "guest",
+        "--kernel",
+        "/nonexistent/bzImage",
+    ]);
+    assert!(!out.status.success());
+    assert_one_line_error(&String::from_utf8_lossy(&out.stderr), "does not exist");
+    assert_nothing_left(pid);
+
+    // A file that is no kernel: QEMU refuses it, and we say what QEMU said.
+    let bogus = std::env::temp_dir().join(format!("vp-bogus-kernel-{}", std::process::id()));
+    std::fs::write(&bogus, b"not a kernel").expect("write");
+    let (pid, out) = run(&[
+        "rr",
+        "-l",
+        "1s",
+        "--placement",
+        "guest",
+        "--kernel",
+        bogus.to_str().expect("utf-8"),
+    ]);
+    let _ = std::fs::remove_file(&bogus);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("exited") && err.contains("before the guest was ready"),
+        "{err}"
+    );
+    assert_nothing_left(pid);
+
+    // A guest that cannot be ready in time: the console tail is shown.
+    let (pid, out) = run(&[
+        "rr",
+        "-l",
+        "1s",
+        "--placement",
+        "guest",
+        "--boot-timeout",
+        "200ms",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("did not report ready within"), "{err}");
+    assert!(err.contains("console tail"), "{err}");
+    assert_nothing_left(pid);
+
+    let (code, err) = common::run_fail(&["rr", "--placement", "guest:sideways"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("guest:guest-host"), "{err}");
+}
+
+#[test]
+fn vm_compare_stores_native_and_guest_side_by_side() {
+    if let Some(why) = missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("vp-vmcmp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let db = dir.join("r.db");
+    let out = run_with_timeout(
+        vp().args([
+            "vm",
+            "compare",
+            "--workloads",
+            "rr",
+            "--runs",
+            "2",
+            "-l",
+            "500ms",
+            "--json",
+            "--db",
+            db.to_str().expect("utf-8"),
+        ]),
+        Duration::from_secs(240),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let rows = v["rows"].as_array().expect("rows");
+    let rate = rows
+        .iter()
+        .find(|r| r["metric"] == "rate_per_s")
+        .expect("rate row");
+    let (native, guest) = (
+        rate["native"].as_f64().expect("native"),
+        rate["guest"].as_f64().expect("guest"),
+    );
+    assert!(native > 0.0 && guest > 0.0, "{rate}");
+    let ratio = rate["ratio"].as_f64().expect("ratio");
+    assert!((ratio - guest / native).abs() < 1e-9, "{rate}");
+    assert_eq!(v["guest"]["direction"], "host-guest");
+    // The run is an ordinary stored experiment.
+    let show = vp()
+        .args(["show", "1", "--db", db.to_str().expect("utf-8")])
+        .output()
+        .expect("show");
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(text.contains("native") && text.contains("guest"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

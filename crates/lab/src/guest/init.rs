@@ -1,0 +1,290 @@
+//! The guest side: virtperf as PID 1 of the initramfs virtperf builds for its QEMU guests.
+//!
+//! The guest has no distribution, no shell and no udev, so this does the few things a boot
+//! needs by itself: mount `/proc`, `/sys` and `/dev`, load the kernel modules the host put
+//! in `/modules` (already in dependency order), bring `lo` and `eth0` up with the address
+//! from the kernel command line, then serve as an agent (with `--allow-drive`, so the guest
+//! can be the sending end). It prints one line the host waits for:
+//! `virtperf-guest: ready ADDR:PORT`. PID 1 must never exit, so every failure is printed
+//! and the guest powers off, which ends QEMU (`-no-reboot`).
+
+use std::ffi::CString;
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+
+use crate::agent::{self, AgentConfig};
+
+/// The line the host waits for on the guest's console.
+pub const READY: &str = "virtperf-guest: ready";
+/// Prefix of lines that report a failure inside the guest.
+pub const FAILED: &str = "virtperf-guest: failed:";
+/// Where the host puts kernel modules in the initramfs (loaded in file-name order).
+pub const MODULE_DIR: &str = "/modules";
+
+/// Settings the host passes on the kernel command line (`virtperf.ip=…` and so on).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestParams {
+    /// eth0's address.
+    pub ip: Ipv4Addr,
+    /// eth0's prefix length.
+    pub prefix: u8,
+    /// The agent's control port.
+    pub port: u16,
+    /// The agent's token.
+    pub token: Option<String>,
+}
+
+impl GuestParams {
+    /// Reads `virtperf.ip=A.B.C.D/N`, `virtperf.port=P` and `virtperf.token=T` from a
+    /// kernel command line. Parameters with a dot are kept from init's environment by the
+    /// kernel, so the guest reads them from `/proc/cmdline`.
+    pub fn from_cmdline(cmdline: &str) -> Result<GuestParams> {
+        let mut ip = None;
+        let mut port = 7150;
+        let mut token = None;
+        for word in cmdline.split_whitespace() {
+            let Some((k, v)) = word.split_once('=') else {
+                continue;
+            };
+            match k {
+                "virtperf.ip" => {
+                    let (a, p) = v.split_once('/').unwrap_or((v, "24"));
+                    let a: Ipv4Addr = a
+                        .parse()
+                        .map_err(|_| anyhow!("virtperf.ip={v}: not an IPv4 address"))?;
+                    let p: u8 = p
+                        .parse()
+                        .ok()
+                        .filter(|p| *p <= 32)
+                        .ok_or_else(|| anyhow!("virtperf.ip={v}: bad prefix length"))?;
+                    ip = Some((a, p));
+                }
+                "virtperf.port" => {
+                    port = v
+                        .parse()
+                        .map_err(|_| anyhow!("virtperf.port={v}: not a port"))?
+                }
+                "virtperf.token" => token = Some(v.to_string()),
+                _ => {}
+            }
+        }
+        let (ip, prefix) =
+            ip.ok_or_else(|| anyhow!("no virtperf.ip= on the kernel command line"))?;
+        Ok(GuestParams {
+            ip,
+            prefix,
+            port,
+            token,
+        })
+    }
+}
+
+/// Whether this process is the init of a virtperf guest (PID 1, started as `/init`).
+pub fn is_guest_init() -> bool {
+    std::process::id() == 1
+        && std::env::args()
+            .next()
+            .is_some_and(|a| a == "/init" || a.ends_with("/init"))
+}
+
+/// Runs the guest; never returns.
+pub fn run() -> ! {
+    let err = match boot() {
+        Ok(()) => anyhow!("the agent stopped"),
+        Err(e) => e,
+    };
+    println!("{FAILED} {err:#}");
+    let _ = std::io::stdout().flush();
+    power_off()
+}
+
+fn power_off() -> ! {
+    // SAFETY: sync and reboot have no memory-safety preconditions; as PID 1 we may power off.
+    unsafe {
+        libc::sync();
+        libc::reboot(libc::RB_POWER_OFF);
+    }
+    // reboot only returns on failure; PID 1 must not exit, so wait to be killed.
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+fn boot() -> Result<()> {
+    mount("proc", "/proc", "proc")?;
+    mount("sysfs", "/sys", "sysfs")?;
+    mount("devtmpfs", "/dev", "devtmpfs")?;
+    let cmdline = std::fs::read_to_string("/proc/cmdline").context("reading /proc/cmdline")?;
+    let params = GuestParams::from_cmdline(&cmdline)?;
+    load_modules()?;
+    wait_for_interface("eth0", Duration::from_secs(20))?;
+    let sock = std::net::UdpSocket::bind("0.0.0.0:0").context("opening a socket for ioctls")?;
+    set_up(&sock, "lo", Some((Ipv4Addr::LOCALHOST, 8)))?;
+    set_up(&sock, "eth0", Some((params.ip, params.prefix)))?;
+    let cfg = AgentConfig {
+        bind: std::net::IpAddr::V4(params.ip),
+        port: params.port,
+        token: params.token.clone(),
+        max_clients: 16,
+        verbose: false,
+        allow_drive: true,
+    };
+    let listener = agent::bind(&cfg)?;
+    println!("{READY} {}:{}", params.ip, params.port);
+    let _ = std::io::stdout().flush();
+    agent::serve(listener, cfg)
+}
+
+fn mount(source: &str, target: &str, fstype: &str) -> Result<()> {
+    let _ = std::fs::create_dir_all(target);
+    let (s, t, f) = (
+        CString::new(source)?,
+        CString::new(target)?,
+        CString::new(fstype)?,
+    );
+    // SAFETY: valid NUL-terminated strings; no mount data.
+    let r = unsafe { libc::mount(s.as_ptr(), t.as_ptr(), f.as_ptr(), 0, std::ptr::null()) };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EBUSY) {
+            bail!("mounting {fstype} on {target}: {e}");
+        }
+    }
+    Ok(())
+}
+
+/// Loads every `/modules/*.ko` in name order (the host numbered them in dependency order).
+fn load_modules() -> Result<()> {
+    let mut files: Vec<_> = match std::fs::read_dir(MODULE_DIR) {
+        Ok(d) => d.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+        Err(_) => return Ok(()),
+    };
+    files.sort();
+    for path in files {
+        let f =
+            std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+        let empty = c"";
+        // SAFETY: finit_module reads the module from our open fd; the parameter string is
+        // a valid empty C string.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_finit_module,
+                f.as_raw_fd(),
+                empty.as_ptr(),
+                0 as libc::c_int,
+            )
+        };
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EEXIST) {
+                bail!("loading module {}: {e}", path.display());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn wait_for_interface(name: &str, timeout: Duration) -> Result<()> {
+    let t0 = Instant::now();
+    let path = format!("/sys/class/net/{name}");
+    while !std::path::Path::new(&path).exists() {
+        if t0.elapsed() > timeout {
+            bail!("no {name} after {} s: the kernel has no virtio-net driver (give --kernel-modules with virtio_net, or a kernel with it built in)", timeout.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// An `ifreq` naming `dev`.
+fn ifreq(dev: &str) -> Result<libc::ifreq> {
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut r: libc::ifreq = unsafe { std::mem::zeroed() };
+    if dev.len() >= r.ifr_name.len() {
+        bail!("interface name {dev} too long");
+    }
+    for (d, s) in r.ifr_name.iter_mut().zip(dev.bytes()) {
+        *d = s as libc::c_char;
+    }
+    Ok(r)
+}
+
+fn sockaddr(ip: Ipv4Addr) -> libc::sockaddr {
+    let sin = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: 0,
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(ip).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: sockaddr_in and sockaddr have the same size on Linux; the kernel reads it as
+    // sockaddr_in because of sin_family.
+    unsafe { std::mem::transmute::<libc::sockaddr_in, libc::sockaddr>(sin) }
+}
+
+/// Gives `dev` an address (when asked) and brings it up, with the classic SIOCSIF* ioctls:
+/// the guest has no `ip` binary, and these two calls are all it needs of rtnetlink.
+fn set_up(sock: &std::net::UdpSocket, dev: &str, addr: Option<(Ipv4Addr, u8)>) -> Result<()> {
+    let fd = sock.as_raw_fd();
+    let ioctl = |req: libc::Ioctl, r: &mut libc::ifreq, what: &str| -> Result<()> {
+        // SAFETY: r is a valid ifreq for these SIOC* requests.
+        if unsafe { libc::ioctl(fd, req, r as *mut libc::ifreq) } != 0 {
+            bail!("{what} {dev}: {}", std::io::Error::last_os_error());
+        }
+        Ok(())
+    };
+    if let Some((ip, prefix)) = addr {
+        let mut r = ifreq(dev)?;
+        r.ifr_ifru.ifru_addr = sockaddr(ip);
+        ioctl(libc::SIOCSIFADDR, &mut r, "setting the address of")?;
+        let mask = if prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(prefix))
+        };
+        let mut r = ifreq(dev)?;
+        r.ifr_ifru.ifru_netmask = sockaddr(Ipv4Addr::from(mask));
+        ioctl(libc::SIOCSIFNETMASK, &mut r, "setting the netmask of")?;
+    }
+    let mut r = ifreq(dev)?;
+    ioctl(libc::SIOCGIFFLAGS, &mut r, "reading the flags of")?;
+    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
+    let flags = unsafe { r.ifr_ifru.ifru_flags };
+    r.ifr_ifru.ifru_flags = flags | (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    ioctl(libc::SIOCSIFFLAGS, &mut r, "bringing up")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_its_parameters_from_a_kernel_command_line() {
+        let p = GuestParams::from_cmdline(
+            "console=ttyS0 quiet virtperf.ip=10.99.3.10/24 virtperf.port=7151 virtperf.token=ab12",
+        )
+        .expect("valid");
+        assert_eq!(p.ip, Ipv4Addr::new(10, 99, 3, 10));
+        assert_eq!(p.prefix, 24);
+        assert_eq!(p.port, 7151);
+        assert_eq!(p.token.as_deref(), Some("ab12"));
+    }
+
+    #[test]
+    fn refuses_a_command_line_without_an_address_or_with_a_bad_one() {
+        for bad in [
+            "console=ttyS0",
+            "virtperf.ip=10.99.3/24",
+            "virtperf.ip=10.0.0.1/40",
+            "virtperf.ip=10.0.0.1 virtperf.port=99999",
+        ] {
+            assert!(GuestParams::from_cmdline(bad).is_err(), "{bad}");
+        }
+    }
+}

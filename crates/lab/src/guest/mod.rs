@@ -1,0 +1,566 @@
+//! Guest placements: one or two QEMU guests booted by virtperf, with virtperf itself as the
+//! guest's init and agent, so a workload runs host→guest, guest→host or guest↔guest.
+//!
+//! Layout (all in one network namespace `vp-<pid>-<n>-vm` that we create and delete):
+//! ```text
+//!   host side: bridge vpbr0 10.99.3.1/24 ── tap vptap0 ── QEMU guest 0 (eth0 10.99.3.10)
+//!                                      └─── tap vptap1 ── QEMU guest 1 (eth0 10.99.3.11)
+//! ```
+//! The host's end of a test runs on a thread that joined the namespace; QEMU runs in it too
+//! (`ip netns exec`), so no traffic leaves the namespace. When a guest is the sending end,
+//! the host asks the guest's agent to drive the test (`Drive` in the control protocol).
+//!
+//! QEMU is started with `PR_SET_PDEATHSIG`, so it dies with us even on SIGKILL; the namespace
+//! and run directory go when the [`GuestLab`] drops, and `virtperf cleanup` removes what a
+//! killed run left.
+
+pub mod init;
+pub mod initramfs;
+pub mod kernel;
+
+use std::io::Read;
+use std::net::Ipv4Addr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use virtperf_wire::{GuestInfo, TestResult};
+
+use crate::client::{self, Plan, Target};
+use crate::local::LocalAgent;
+use crate::netns;
+
+/// Which ends of a test run in guests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Client on the host, agent in the guest (seed 1's "guest" row, host as sender).
+    HostGuest,
+    /// The guest drives the test against an agent on the host.
+    GuestHost,
+    /// Guest 0 drives the test against guest 1 over the bridge.
+    GuestGuest,
+}
+
+impl Direction {
+    /// The name users write after `guest:`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::HostGuest => "host-guest",
+            Direction::GuestHost => "guest-host",
+            Direction::GuestGuest => "guest-guest",
+        }
+    }
+
+    /// Parses what follows `guest` in a placement: nothing, `:host-guest`, `:guest-host` or
+    /// `:guest-guest`.
+    pub fn parse_placement(s: &str) -> Option<Result<Direction, String>> {
+        let rest = s.strip_prefix("guest")?;
+        Some(match rest {
+            "" | ":host-guest" => Ok(Direction::HostGuest),
+            ":guest-host" => Ok(Direction::GuestHost),
+            ":guest-guest" => Ok(Direction::GuestGuest),
+            _ => Err(format!(
+                "unknown guest placement {s:?} (guest, guest:host-guest, guest:guest-host, guest:guest-guest)"
+            )),
+        })
+    }
+}
+
+/// How to run the guest's CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Accel {
+    /// KVM where hardware-assisted virtualization works here, TCG otherwise.
+    #[default]
+    Auto,
+    /// `-accel kvm`.
+    Kvm,
+    /// `-accel tcg` (QEMU's emulator).
+    Tcg,
+}
+
+impl std::str::FromStr for Accel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Accel::Auto),
+            "kvm" => Ok(Accel::Kvm),
+            "tcg" => Ok(Accel::Tcg),
+            _ => Err(format!("unknown accelerator {s:?} (auto, kvm, tcg)")),
+        }
+    }
+}
+
+/// Guest settings (`--kernel`, `--vcpus`, …).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuestOpts {
+    /// A bzImage to boot instead of Debian's cloud kernel.
+    pub kernel: Option<PathBuf>,
+    /// `lib/modules/RELEASE` directory for that kernel's virtio modules.
+    pub kernel_modules: Option<PathBuf>,
+    /// virtperf binary to put in the guest (default: this one).
+    pub binary: Option<PathBuf>,
+    /// vCPUs per guest.
+    pub vcpus: u32,
+    /// Memory per guest in MiB.
+    pub mem_mib: u32,
+    /// Accelerator.
+    pub accel: Accel,
+    /// Use vhost-net for virtio-net.
+    pub vhost: bool,
+    /// Host CPUs to pin vCPU threads to (vCPU i → `vcpu_cpus[i % len]`); empty: unpinned.
+    pub vcpu_cpus: Vec<u32>,
+    /// How long a guest may take to report ready.
+    pub boot_timeout: Duration,
+    /// No progress lines on stderr while booting (the TCG warning is printed regardless).
+    pub quiet: bool,
+}
+
+impl Default for GuestOpts {
+    fn default() -> Self {
+        GuestOpts {
+            kernel: None,
+            kernel_modules: None,
+            binary: None,
+            vcpus: 1,
+            mem_mib: 512,
+            accel: Accel::Auto,
+            vhost: false,
+            vcpu_cpus: Vec::new(),
+            boot_timeout: Duration::from_secs(120),
+            quiet: false,
+        }
+    }
+}
+
+/// The QEMU binary we run.
+pub const QEMU: &str = "qemu-system-x86_64";
+const BRIDGE: &str = "vpbr0";
+const HOST_IP: Ipv4Addr = Ipv4Addr::new(10, 99, 3, 1);
+const GUEST_PORT: u16 = 7150;
+
+fn guest_ip(i: usize) -> Ipv4Addr {
+    Ipv4Addr::new(10, 99, 3, 10 + i as u8)
+}
+
+struct Guest {
+    child: Child,
+    ip: Ipv4Addr,
+    token: String,
+    console: PathBuf,
+}
+
+impl Guest {
+    fn target(&self) -> Target {
+        Target {
+            host: self.ip.to_string(),
+            port: GUEST_PORT,
+            token: Some(self.token.clone()),
+        }
+    }
+}
+
+/// Booted guests, their namespace and (for guest→host) the host's agent; all removed on drop.
+pub struct GuestLab {
+    direction: Direction,
+    ns: String,
+    dir: PathBuf,
+    guests: Vec<Guest>,
+    host_agent: Option<LocalAgent>,
+    info: GuestInfo,
+    created_ns: bool,
+}
+
+/// Which accelerator `accel` means on this machine, and why when it is not KVM.
+pub fn choose_accel(accel: Accel) -> Result<(&'static str, Option<String>)> {
+    let kvm = virtperf_kvm::available();
+    match (accel, kvm) {
+        (Accel::Tcg, _) => Ok(("tcg", Some("TCG was asked for (--accel tcg)".into()))),
+        (Accel::Kvm, Err(e)) => bail!("--accel kvm: {e}"),
+        (Accel::Kvm, Ok(_)) => Ok(("kvm", None)),
+        (Accel::Auto, Err(e)) => Ok(("tcg", Some(e.to_string()))),
+        (Accel::Auto, Ok(info)) if info.platform == "pvm" => Ok((
+            "tcg",
+            Some("/dev/kvm here is nested PVM, which emulates guest kernel code (Linux guests hang in the decompressor under -accel kvm)".into()),
+        )),
+        (Accel::Auto, Ok(_)) => Ok(("kvm", None)),
+    }
+}
+
+fn qemu_version() -> Result<String> {
+    let out = Command::new(QEMU).arg("--version").output().map_err(|e| {
+        anyhow!(
+            "cannot run {QEMU}: {e} (guest placements need QEMU: apt-get install qemu-system-x86)"
+        )
+    })?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string())
+}
+
+impl GuestLab {
+    /// Builds the namespace, bridge and taps, boots the guests `direction` needs and waits
+    /// until each agent answers.
+    pub fn boot(direction: Direction, opts: &GuestOpts) -> Result<GuestLab> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            bail!("guest placements need root (they create a network namespace and tap devices)");
+        }
+        let qemu = qemu_version()?;
+        if opts.vhost && !Path::new("/dev/vhost-net").exists() {
+            bail!("--vhost on: /dev/vhost-net does not exist here (modprobe vhost_net, or use --vhost off)");
+        }
+        if opts.vcpus == 0 || opts.vcpus > 64 {
+            bail!("--vcpus must be 1..64 (got {})", opts.vcpus);
+        }
+        if opts.mem_mib < 128 {
+            bail!("--mem must be at least 128 MiB (the initramfs alone needs tens)");
+        }
+        let (accel, why_not_kvm) = choose_accel(opts.accel)?;
+        let kernel = kernel::resolve(opts.kernel.as_deref(), opts.kernel_modules.as_deref())?;
+        let binary = match &opts.binary {
+            Some(b) => b.clone(),
+            None => std::env::current_exe().context("finding our own executable")?,
+        };
+        let tag = netns::new_tag();
+        let dir = std::env::temp_dir().join(&tag);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let mut lab = GuestLab {
+            direction,
+            ns: format!("{tag}-vm"),
+            dir: dir.clone(),
+            guests: Vec::new(),
+            host_agent: None,
+            info: GuestInfo {
+                accel: accel.to_string(),
+                emulated: accel == "tcg",
+                direction: direction.name().to_string(),
+                vcpus: opts.vcpus,
+                mem_mib: opts.mem_mib,
+                kernel: kernel.release.clone(),
+                vhost: opts.vhost,
+                qemu,
+            },
+            created_ns: false,
+        };
+        // Loud even with --json (it goes to stderr): a guest number under TCG must never
+        // pass for a virtualization tax.
+        if let Some(why) = &why_not_kvm {
+            {
+                eprintln!("virtperf: WARNING: guests run under TCG emulation, not KVM: {why}. Guest numbers measure QEMU's instruction emulation, not a virtualization tax.");
+            }
+        }
+        let initrd = dir.join("initramfs.cpio");
+        initramfs::build(&initrd, &binary, &kernel.modules)?;
+        netns::add_namespace(&lab.ns)?;
+        lab.created_ns = true;
+        let ns = lab.ns.clone();
+        let host_cidr = format!("{HOST_IP}/24");
+        netns::exec_in(&ns, &["ip", "link", "add", BRIDGE, "type", "bridge"])?;
+        netns::exec_in(&ns, &["ip", "addr", "add", &host_cidr, "dev", BRIDGE])?;
+        netns::exec_in(&ns, &["ip", "link", "set", BRIDGE, "up"])?;
+        let n = if direction == Direction::GuestGuest {
+            2
+        } else {
+            1
+        };
+        for i in 0..n {
+            let tap = format!("vptap{i}");
+            netns::exec_in(&ns, &["ip", "tuntap", "add", "dev", &tap, "mode", "tap"])?;
+            netns::exec_in(&ns, &["ip", "link", "set", &tap, "master", BRIDGE])?;
+            netns::exec_in(&ns, &["ip", "link", "set", &tap, "up"])?;
+        }
+        if !opts.quiet {
+            eprintln!(
+                "virtperf: booting {n} guest{} ({accel}, kernel {}, {} vCPU, {} MiB)…",
+                if n > 1 { "s" } else { "" },
+                kernel.release,
+                opts.vcpus,
+                opts.mem_mib
+            );
+        }
+        for i in 0..n {
+            let g = lab.start_guest(i, &kernel.image, &initrd, accel, opts)?;
+            lab.guests.push(g);
+        }
+        let t0 = Instant::now();
+        for i in 0..n {
+            lab.wait_ready(i, t0, opts.boot_timeout)?;
+            if !opts.vcpu_cpus.is_empty() {
+                pin_vcpus(lab.guests[i].child.id(), &opts.vcpu_cpus)?;
+            }
+        }
+        if direction == Direction::GuestHost {
+            lab.host_agent = Some(LocalAgent::start_at(Some(&ns), HOST_IP.into())?);
+        }
+        Ok(lab)
+    }
+
+    fn start_guest(
+        &self,
+        i: usize,
+        image: &Path,
+        initrd: &Path,
+        accel: &str,
+        opts: &GuestOpts,
+    ) -> Result<Guest> {
+        let token = crate::local::random_token()?;
+        let ip = guest_ip(i);
+        let console = self.dir.join(format!("console{i}.log"));
+        let qemu_log = self.dir.join(format!("qemu{i}.log"));
+        let append = format!(
+            "console=ttyS0 quiet loglevel=3 panic=-1 mitigations=off virtperf.ip={ip}/24 virtperf.port={GUEST_PORT} virtperf.token={token}"
+        );
+        let cpu = if accel == "kvm" { "host" } else { "max" };
+        let netdev = format!(
+            "tap,id=n0,ifname=vptap{i},script=no,downscript=no,vhost={}",
+            if opts.vhost { "on" } else { "off" }
+        );
+        // romfile= skips the PXE option ROM: the guest boots the kernel directly.
+        let device = format!(
+            "virtio-net-pci,netdev=n0,mac=52:54:00:99:03:{:02x},romfile=",
+            10 + i
+        );
+        let mut cmd = netns::Topology::command(&self.ns, Path::new(QEMU));
+        cmd.args(["-name", &format!("{}-g{i}", self.ns)])
+            .args([
+                "-nodefaults",
+                "-no-user-config",
+                "-display",
+                "none",
+                "-no-reboot",
+            ])
+            .args(["-machine", "pc", "-accel", accel, "-cpu", cpu])
+            .args([
+                "-smp",
+                &opts.vcpus.to_string(),
+                "-m",
+                &opts.mem_mib.to_string(),
+            ])
+            .arg("-kernel")
+            .arg(image)
+            .arg("-initrd")
+            .arg(initrd)
+            .args(["-append", &append])
+            .arg("-serial")
+            .arg(format!("file:{}", console.display()))
+            .args(["-netdev", &netdev, "-device", &device])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&qemu_log)?)
+            .process_group(0);
+        // SAFETY: prctl in the child between fork and exec touches no shared state. The
+        // death signal survives `ip netns exec`'s exec of QEMU, so QEMU dies with us even
+        // if we are killed with SIGKILL.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| anyhow!("cannot start {QEMU}: {e} (apt-get install qemu-system-x86)"))?;
+        Ok(Guest {
+            child,
+            ip,
+            token,
+            console,
+        })
+    }
+
+    fn wait_ready(&mut self, i: usize, t0: Instant, timeout: Duration) -> Result<()> {
+        loop {
+            let console = std::fs::read_to_string(&self.guests[i].console).unwrap_or_default();
+            if let Some(line) = console.lines().find(|l| l.contains(init::FAILED)) {
+                bail!("guest {i} failed to start: {}", line.trim());
+            }
+            if console.contains(init::READY) {
+                break;
+            }
+            if let Some(status) = self.guests[i].child.try_wait()? {
+                let mut log = String::new();
+                let _ = std::fs::File::open(self.dir.join(format!("qemu{i}.log")))
+                    .and_then(|mut f| f.read_to_string(&mut log));
+                let why = tail(&log, 2);
+                let why = if why.is_empty() {
+                    tail(&console, 3)
+                } else {
+                    why
+                };
+                bail!("QEMU for guest {i} exited ({status}) before the guest was ready: {why}");
+            }
+            if t0.elapsed() > timeout {
+                bail!(
+                    "guest {i} did not report ready within {} s; console tail: {}",
+                    timeout.as_secs(),
+                    tail(&console, 3)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // The guest prints ready after binding; one fingerprint proves the path works.
+        let target = self.guests[i].target();
+        netns::run_in(&self.ns, move || client::remote_env(&target))
+            .with_context(|| format!("guest {i} said ready but its agent does not answer"))?;
+        Ok(())
+    }
+
+    /// What the guests are, for results.
+    pub fn info(&self) -> &GuestInfo {
+        &self.info
+    }
+
+    /// Runs one test across the placement and labels the result.
+    pub fn run(&self, plan: &Plan) -> Result<TestResult> {
+        let plan = plan.clone();
+        let g0 = self.guests.first().map(Guest::target);
+        let g1 = self.guests.get(1).map(Guest::target);
+        let host = self.host_agent.as_ref().map(|a| Target {
+            host: a.addr.ip().to_string(),
+            port: a.addr.port(),
+            token: Some(a.token.clone()),
+        });
+        let direction = self.direction;
+        let mut r = netns::run_in(&self.ns, move || {
+            let g0 = g0.ok_or_else(|| anyhow!("no guest is running"))?;
+            match direction {
+                Direction::HostGuest => client::run(&g0, &plan, &|_| {}),
+                Direction::GuestHost => {
+                    let host = host.ok_or_else(|| anyhow!("no host agent is running"))?;
+                    client::drive(&g0, &host, &plan)
+                }
+                Direction::GuestGuest => {
+                    let g1 = g1.ok_or_else(|| anyhow!("the second guest is not running"))?;
+                    client::drive(&g0, &g1, &plan)
+                }
+            }
+        })?;
+        r.placement = Some(format!("guest:{}", direction.name()));
+        if self.info.emulated {
+            r.warnings.push(
+                "guest ran under TCG emulation: these numbers measure QEMU's instruction emulation, not a virtualization tax"
+                    .into(),
+            );
+        }
+        r.guest = Some(self.info.clone());
+        Ok(r)
+    }
+
+    /// The guests' console output so far (for diagnostics).
+    pub fn console(&self, i: usize) -> String {
+        self.guests
+            .get(i)
+            .and_then(|g| std::fs::read_to_string(&g.console).ok())
+            .unwrap_or_default()
+    }
+
+    /// PIDs of the QEMU processes (ours, started by us).
+    pub fn qemu_pids(&self) -> Vec<u32> {
+        self.guests.iter().map(|g| g.child.id()).collect()
+    }
+
+    /// The namespace everything lives in.
+    pub fn namespace(&self) -> &str {
+        &self.ns
+    }
+}
+
+impl Drop for GuestLab {
+    fn drop(&mut self) {
+        self.host_agent = None;
+        for g in &mut self.guests {
+            let _ = g.child.kill();
+            let _ = g.child.wait();
+        }
+        if self.created_ns {
+            netns::delete_namespace(&self.ns);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let from = lines.len().saturating_sub(n);
+    if lines.is_empty() {
+        "(nothing)".into()
+    } else {
+        lines[from..].join(" | ")
+    }
+}
+
+/// Pins QEMU's vCPU threads (named `CPU n/TCG` or `CPU n/KVM`) of process `pid`.
+fn pin_vcpus(pid: u32, cpus: &[u32]) -> Result<()> {
+    let mut pinned = 0;
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))?.flatten() {
+        let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        let Some(n) = comm
+            .trim()
+            .strip_prefix("CPU ")
+            .and_then(|r| r.split('/').next())
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        let tid: libc::pid_t = entry
+            .file_name()
+            .to_string_lossy()
+            .parse()
+            .map_err(|_| anyhow!("odd task id in /proc/{pid}/task"))?;
+        let cpu = cpus[n % cpus.len()];
+        if !virtperf_load::sock::cpu_allowed(cpu) {
+            bail!("--vcpu-cpus: CPU {cpu} does not exist here");
+        }
+        // SAFETY: cpu_set_t is plain data; sched_setaffinity on a thread of a process we own.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu as usize, &mut set);
+            if libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                bail!(
+                    "pinning vCPU {n} to CPU {cpu}: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+        }
+        pinned += 1;
+    }
+    if pinned == 0 {
+        bail!("--vcpu-cpus: found no vCPU threads in QEMU (pid {pid})");
+    }
+    Ok(())
+}
+
+/// Removes run directories (`$TMPDIR/vp-<pid>-…`) whose process is gone; returns them.
+pub fn cleanup_dirs() -> Vec<String> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return removed;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(netns::PREFIX) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let ours =
+            e.path().join("initramfs.cpio").exists() || e.path().join("console0.log").exists();
+        let dead = !Path::new(&format!("/proc/{pid}")).exists();
+        if ours && dead && std::fs::remove_dir_all(e.path()).is_ok() {
+            removed.push(e.path().display().to_string());
+        }
+    }
+    removed
+}
