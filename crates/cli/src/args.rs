@@ -191,7 +191,7 @@ pub struct GuestArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub vcpu_cpus: Vec<u32>,
     /// virtio-net through vhost-net (needs /dev/vhost-net)
-    #[arg(long, default_value = "off", value_parser = parse_on_off, value_name = "on|off")]
+    #[arg(long, default_value = "off", value_parser = parse_on_off, value_name = "on|off", action = clap::ArgAction::Set)]
     pub vhost: bool,
     /// Accelerator: auto (KVM where hardware virtualization works, else TCG), kvm, tcg
     #[arg(long, default_value = "auto", value_name = "auto|kvm|tcg")]

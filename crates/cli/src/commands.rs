@@ -81,6 +81,18 @@ fn execute(common: &Common, plan: Plan) -> Result<()> {
     if common.placement != Placement::Local && common.host.is_some() {
         bail!("--placement chooses the agent: drop --host");
     }
+    if matches!(common.placement, Placement::Netns(_) | Placement::Guest(_)) {
+        // Ctrl-C must not leave namespaces, taps or guests behind: remove what this process
+        // made (named after our PID) and exit the way an interrupted tool does.
+        let _ = ctrlc::set_handler(|| {
+            let removed = virtperf_lab::guest::cleanup_own();
+            eprintln!(
+                "\nvirtperf: interrupted; removed {} namespace(s)/guest(s)/run dir(s) this run created",
+                removed.len()
+            );
+            std::process::exit(130);
+        });
+    }
     match &common.placement {
         Placement::Local => {}
         Placement::Netns(kind) => return execute_netns(*kind, common),

@@ -69,6 +69,23 @@ fn header(r: &TestResult, local: bool) -> String {
         let _ = write!(s, "  cpus {},{}", c(r.client_cpu), c(r.server_cpu));
     }
     s.push('\n');
+    if let Some(g) = &r.guest {
+        let pinned = if g.vcpu_cpus.is_empty() {
+            String::new()
+        } else {
+            format!(" on CPUs {:?}", g.vcpu_cpus)
+        };
+        let _ = writeln!(
+            s,
+            "  guest: {}{}, kernel {}, {} vCPU{pinned}, {} MiB, vhost {}",
+            g.accel,
+            if g.emulated { " (EMULATED)" } else { "" },
+            g.kernel,
+            g.vcpus,
+            g.mem_mib,
+            if g.vhost { "on" } else { "off" }
+        );
+    }
     s
 }
 

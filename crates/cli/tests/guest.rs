@@ -99,7 +99,16 @@ fn rr_and_stream_across_guests_in_every_direction() {
         ("guest:guest-host", "rr", "10.99.3.1:"),
         ("guest:guest-guest", "stream", "10.99.3.11:"),
     ] {
-        let (pid, out) = run(&[workload, "-l", "1s", "--placement", placement, "--json"]);
+        let (pid, out) = run(&[
+            workload,
+            "-l",
+            "1s",
+            "--placement",
+            placement,
+            "--vcpu-cpus",
+            "0",
+            "--json",
+        ]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{placement}: {err}");
         let v: serde_json::Value = serde_json::from_slice(&out.stdout)
@@ -107,6 +116,8 @@ fn rr_and_stream_across_guests_in_every_direction() {
         let direction = placement.strip_prefix("guest:").unwrap_or("host-guest");
         assert_eq!(v["placement"], format!("guest:{direction}"));
         assert_eq!(v["guest"]["direction"], direction);
+        // Pinning found QEMU's vCPU threads (it fails when it finds none) and is recorded.
+        assert_eq!(v["guest"]["vcpu_cpus"], serde_json::json!([0]));
         let accel = v["guest"]["accel"].as_str().expect("accel");
         let emulated = v["guest"]["emulated"].as_bool().expect("emulated");
         assert_eq!(emulated, accel == "tcg", "{v}");
@@ -207,6 +218,29 @@ fn guest_errors_are_one_line_and_leave_nothing() {
     assert!(err.contains("console tail"), "{err}");
     assert_nothing_left(pid);
 
+    // vhost-net asked for where the host has none.
+    if !std::path::Path::new("/dev/vhost-net").exists() {
+        let (pid, out) = run(&["rr", "-l", "1s", "--placement", "guest", "--vhost", "on"]);
+        assert!(!out.status.success());
+        assert_one_line_error(
+            &String::from_utf8_lossy(&out.stderr),
+            "/dev/vhost-net does not exist",
+        );
+        assert_nothing_left(pid);
+    }
+
+    // QEMU absent (as far as this PATH goes): one line saying what to install.
+    let out = vp()
+        .args(["rr", "-l", "1s", "--placement", "guest"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert_one_line_error(
+        &String::from_utf8_lossy(&out.stderr),
+        "apt-get install qemu-system-x86",
+    );
+
     let (code, err) = common::run_fail(&["rr", "--placement", "guest:sideways"]);
     assert_eq!(code, 2);
     assert!(err.contains("guest:guest-host"), "{err}");
@@ -261,4 +295,45 @@ fn vm_compare_stores_native_and_guest_side_by_side() {
     let text = String::from_utf8_lossy(&show.stdout);
     assert!(text.contains("native") && text.contains("guest"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn ctrl_c_during_a_guest_run_leaves_nothing() {
+    if let Some(why) = missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mut child = vp()
+        .args(["rr", "-l", "60s", "--placement", "guest", "--json"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn virtperf");
+    let pid = child.id();
+    // Wait until the guest is up (its QEMU exists), then interrupt as a terminal would.
+    let t0 = std::time::Instant::now();
+    while qemus_of(pid).is_empty() || namespaces_of(pid).is_empty() {
+        assert!(t0.elapsed() < Duration::from_secs(120), "no guest appeared");
+        assert!(
+            child.try_wait().expect("try_wait").is_none(),
+            "virtperf ended early"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: signalling the child we spawned.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
+    let out = common::wait_output(child, Duration::from_secs(30));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // QEMU gets SIGKILL; give the kernel a moment to reap it.
+    let t0 = std::time::Instant::now();
+    while !qemus_of(pid).is_empty() && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_nothing_left(pid);
 }

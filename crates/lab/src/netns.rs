@@ -339,6 +339,25 @@ pub(crate) fn new_tag() -> String {
     )
 }
 
+/// Deletes every namespace this process created (`vp-<our pid>-…`), for a Ctrl-C handler
+/// that must leave nothing behind while the objects owning them are still alive on other
+/// threads. Returns their names.
+pub fn cleanup_own() -> Vec<String> {
+    let mine = format!("{PREFIX}{}-", std::process::id());
+    let out = match Command::new("ip").args(["netns", "list"]).output() {
+        Ok(o) => o,
+        Err(_) => return Vec::new(),
+    };
+    let mut removed = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        if name.starts_with(&mine) && ip(&["netns", "del", name]).is_ok() {
+            removed.push(name.to_string());
+        }
+    }
+    removed
+}
+
 /// Removes namespaces left by killed runs: names `vp-<pid>-…` whose process is gone (a live
 /// run's namespaces are never touched). Returns their names.
 pub fn cleanup() -> Result<Vec<String>> {

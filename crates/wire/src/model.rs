@@ -521,6 +521,9 @@ pub struct GuestInfo {
     pub kernel: String,
     /// Whether virtio-net used vhost-net.
     pub vhost: bool,
+    /// Host CPUs the vCPU threads were pinned to (empty: unpinned).
+    #[serde(default)]
+    pub vcpu_cpus: Vec<u32>,
     /// QEMU's version line.
     pub qemu: String,
 }

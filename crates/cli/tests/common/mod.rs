@@ -46,11 +46,16 @@ pub fn run_fail(args: &[&str]) -> (i32, String) {
 
 /// Runs a command, killing it (it is ours) if it outlives `limit`.
 pub fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Output {
-    let mut child = cmd
+    let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
+    wait_output(child, limit)
+}
+
+/// Waits for a child we spawned, killing it if it outlives `limit`.
+pub fn wait_output(mut child: Child, limit: Duration) -> Output {
     let t0 = Instant::now();
     while child.try_wait().expect("wait").is_none() {
         if t0.elapsed() > limit {

@@ -243,6 +243,7 @@ impl GuestLab {
                 mem_mib: opts.mem_mib,
                 kernel: kernel.release.clone(),
                 vhost: opts.vhost,
+                vcpu_cpus: opts.vcpu_cpus.clone(),
                 qemu,
             },
             created_ns: false,
@@ -326,7 +327,8 @@ impl GuestLab {
             10 + i
         );
         let mut cmd = netns::Topology::command(&self.ns, Path::new(QEMU));
-        cmd.args(["-name", &format!("{}-g{i}", self.ns)])
+        // debug-threads names the vCPU threads ("CPU 0/TCG"), which --vcpu-cpus pins.
+        cmd.args(["-name", &format!("{}-g{i},debug-threads=on", self.ns)])
             .args([
                 "-nodefaults",
                 "-no-user-config",
@@ -539,6 +541,41 @@ fn pin_vcpus(pid: u32, cpus: &[u32]) -> Result<()> {
         bail!("--vcpu-cpus: found no vCPU threads in QEMU (pid {pid})");
     }
     Ok(())
+}
+
+/// Stops everything guest placements of this process started — QEMU processes (found by
+/// their `-name vp-<our pid>-…`, so only ours), namespaces and run directories — for a
+/// Ctrl-C handler. Returns what it removed.
+pub fn cleanup_own() -> Vec<String> {
+    let mine = format!("{}{}-", netns::PREFIX, std::process::id());
+    let mut removed = Vec::new();
+    if let Ok(procs) = std::fs::read_dir("/proc") {
+        for p in procs.flatten() {
+            let Ok(pid) = p.file_name().to_string_lossy().parse::<libc::pid_t>() else {
+                continue;
+            };
+            let cmdline = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            if cmdline.starts_with(QEMU) && cmdline.contains(&mine) {
+                // SAFETY: kill on a PID whose command line names our run: a QEMU we started.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                removed.push(format!("QEMU pid {pid}"));
+            }
+        }
+    }
+    removed.extend(netns::cleanup_own());
+    if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&mine)
+                && e.path().join("initramfs.cpio").exists()
+                && std::fs::remove_dir_all(e.path()).is_ok()
+            {
+                removed.push(e.path().display().to_string());
+            }
+        }
+    }
+    removed
 }
 
 /// Removes run directories (`$TMPDIR/vp-<pid>-…`) whose process is gone; returns them.
