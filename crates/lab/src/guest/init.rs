@@ -231,7 +231,11 @@ fn sockaddr(ip: Ipv4Addr) -> libc::sockaddr {
 /// the guest has no `ip` binary, and these two calls are all it needs of rtnetlink.
 fn set_up(sock: &std::net::UdpSocket, dev: &str, addr: Option<(Ipv4Addr, u8)>) -> Result<()> {
     let fd = sock.as_raw_fd();
-    let ioctl = |req: libc::Ioctl, r: &mut libc::ifreq, what: &str| -> Result<()> {
+    let ioctl = |req: libc::c_ulong, r: &mut libc::ifreq, what: &str| -> Result<()> {
+        // The request parameter is c_ulong in glibc and c_int in musl (the guest build);
+        // the SIOC* constants are c_ulong in both, and fit either.
+        #[allow(clippy::unnecessary_cast)]
+        let req = req as libc::Ioctl;
         // SAFETY: r is a valid ifreq for these SIOC* requests.
         if unsafe { libc::ioctl(fd, req, r as *mut libc::ifreq) } != 0 {
             bail!("{what} {dev}: {}", std::io::Error::last_os_error());
