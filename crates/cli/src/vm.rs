@@ -236,12 +236,12 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
             ),
         }
         println!(
-            "{:<22} {:<14} {:>12} {:>12} {:>12} {:>8}  verdict",
+            "{:<22} {:<18} {:>12} {:>12} {:>12} {:>8}  verdict",
             "workload", "metric", "native", "guest", "guest/native", "tax"
         );
         for r in &tax {
             println!(
-                "{:<22} {:<14} {:>12} {:>12} {:>12.3} {:>7.1}%  {}",
+                "{:<22} {:<18} {:>12} {:>12} {:>12.3} {:>7.1}%  {}",
                 r.workload,
                 format!("{} {}", short_metric(&r.metric), r.unit),
                 fmt(r.native),

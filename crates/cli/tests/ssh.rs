@@ -134,7 +134,39 @@ fn ssh_placement_copies_itself_runs_the_agent_and_cleans_up() {
         ])
         .output()
         .unwrap();
+    // The same placement as a config of an experiment spec, with its ssh table.
+    let spec = dir.join("s.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "name = \"over-ssh\"\nduration = \"300ms\"\nrepetitions = 2\n[[workload]]\nkind = \"rr\"\n\
+             [[config]]\nname = \"there\"\nplacement = \"ssh:root@10.99.0.2\"\n\
+             ssh = {{ key = {:?}, options = [{:?}] }}\n",
+            p("userkey"),
+            format!("UserKnownHostsFile={}", p("known_hosts"))
+        ),
+    )
+    .unwrap();
+    let db = p("r.db");
+    let run = Command::new("ip")
+        .args(["netns", "exec", &c, exe, "run", &p("s.toml"), "--db", &db])
+        .output()
+        .unwrap();
+    let show = Command::new(exe)
+        .args(["show", "1", "--format", "json", "--db", &db])
+        .output()
+        .unwrap();
     drop(lab);
+    let run_err = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(run.status.success(), "{run_err}");
+    let shown: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    let text = shown.to_string();
+    assert!(text.contains("\"there\""), "{text}");
+    assert!(
+        String::from_utf8_lossy(&run.stdout).contains("(complete)"),
+        "{}",
+        String::from_utf8_lossy(&run.stdout)
+    );
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{err}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -20,7 +20,7 @@ use crate::side::{join_all, spawn_worker, Ctl};
 use crate::{DATA_TIMEOUT, SETUP_TIMEOUT};
 
 /// Where the agent is.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     /// Host name or address.
     pub host: String,

@@ -15,6 +15,7 @@ use crate::guest::GuestLab;
 use crate::knob::KnobGuard;
 use crate::local::LocalAgent;
 use crate::netns::Topology;
+use crate::remote::RemoteAgent;
 use crate::spec::{Config, Point, Repeat, Spec, SpecPlacement};
 
 /// What the runner tells its caller as it goes (progress bars, logs).
@@ -122,7 +123,11 @@ pub fn run(
             }
         }
         // SAFETY: geteuid has no preconditions.
-        if cfg.placement.is_some() && unsafe { libc::geteuid() } != 0 && reason.is_none() {
+        let needs_root = matches!(
+            cfg.placement,
+            Some(SpecPlacement::Netns(_) | SpecPlacement::Guest(..))
+        );
+        if needs_root && unsafe { libc::geteuid() } != 0 && reason.is_none() {
             reason = Some("namespace and guest placements need root".to_string());
         }
         if let Some(cpu) = cfg.cpus.and_then(|c| c.0) {
@@ -177,6 +182,7 @@ pub fn run(
     // until the run ends (dropped, and so removed, on every exit path).
     let mut placed: Vec<(String, Topology, LocalAgent)> = Vec::new();
     let mut guests: Vec<(String, Result<GuestLab, String>)> = Vec::new();
+    let mut remotes: Vec<(String, Result<RemoteAgent, String>)> = Vec::new();
     let env = virtperf_measure::fingerprint();
     let run_id = store.begin_run(&NewRun {
         name: spec.name.clone(),
@@ -234,6 +240,13 @@ pub fn run(
                     Some(SpecPlacement::Guest(direction, opts)) => {
                         run_guest(&mut guests, &cfg.name, *direction, opts, &plan)
                     }
+                    Some(SpecPlacement::Ssh(t)) => run_ssh(&mut remotes, &cfg.name, t, &plan),
+                    Some(SpecPlacement::Remote(t)) => {
+                        client::run(t, &plan, &|_| {}).map(|mut r| {
+                            r.placement = Some(format!("remote:{}", t.host));
+                            r
+                        })
+                    }
                 };
                 if interrupted.load(Ordering::SeqCst) && res.is_err() {
                     // Ctrl-C reached the trial (or its agent): not a failure of the trial.
@@ -285,6 +298,7 @@ pub fn run(
     drop(agent);
     drop(placed);
     drop(guests);
+    drop(remotes);
     let status = if fatal.is_some() && ok == 0 {
         RunStatus::Failed
     } else if interrupted.load(Ordering::SeqCst)
@@ -357,6 +371,34 @@ fn run_guest(
         Some((_, Ok(lab))) => lab.run(plan),
         Some((_, Err(e))) => Err(anyhow!("{e}")),
         None => Err(anyhow!("guests for {config} vanished")),
+    }
+}
+
+/// Runs one trial against the config's agent started over SSH (on first use; stopped and
+/// removed when the run ends).
+fn run_ssh(
+    remotes: &mut Vec<(String, Result<RemoteAgent, String>)>,
+    config: &str,
+    target: &crate::remote::SshTarget,
+    plan: &Plan,
+) -> Result<TestResult> {
+    if !remotes.iter().any(|(c, _)| c == config) {
+        let agent = RemoteAgent::start(target).map_err(|e| format!("{e:#}"));
+        remotes.push((config.to_string(), agent));
+    }
+    match remotes.iter().find(|(c, _)| c == config) {
+        Some((_, Ok(agent))) => {
+            let t = Target {
+                host: agent.addr.ip().to_string(),
+                port: agent.addr.port(),
+                token: Some(agent.token.clone()),
+            };
+            let mut r = client::run(&t, plan, &|_| {})?;
+            r.placement = Some(format!("ssh:{}", target.dest));
+            Ok(r)
+        }
+        Some((_, Err(e))) => Err(anyhow!("{e}")),
+        None => Err(anyhow!("agent for {config} vanished")),
     }
 }
 

@@ -169,11 +169,24 @@ struct RawConfig {
     #[serde(default)]
     guest: Option<Spanned<RawGuest>>,
     #[serde(default)]
+    ssh: Option<Spanned<RawSsh>>,
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(default)]
     cpus: Option<Spanned<String>>,
     #[serde(default)]
     setup: Option<String>,
     #[serde(default)]
     teardown: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSsh {
+    #[serde(default)]
+    key: Option<String>,
+    #[serde(default)]
+    options: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -288,6 +301,10 @@ pub enum SpecPlacement {
     Netns(crate::netns::Kind),
     /// QEMU guests booted once for the config and kept for all its trials.
     Guest(crate::guest::Direction, Box<crate::guest::GuestOpts>),
+    /// An agent virtperf starts over SSH for the config (`ssh:USER@HOST[:PORT]`).
+    Ssh(Box<crate::remote::SshTarget>),
+    /// An agent someone started (`remote:HOST[:PORT]`, `token = "…"`).
+    Remote(crate::client::Target),
 }
 
 impl SpecPlacement {
@@ -296,6 +313,8 @@ impl SpecPlacement {
         match self {
             SpecPlacement::Netns(k) => crate::netns::Topology::name(*k).to_string(),
             SpecPlacement::Guest(d, _) => format!("guest:{}", d.name()),
+            SpecPlacement::Ssh(t) => format!("ssh:{}", t.dest),
+            SpecPlacement::Remote(t) => format!("remote:{}", t.host),
         }
     }
 }
@@ -697,12 +716,43 @@ fn config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, SpecError> {
             } else if let Some(d) = crate::guest::Direction::parse_placement(v) {
                 let d = d.or_else(|m| err(text, p.span(), m))?;
                 Some(SpecPlacement::Guest(d, Box::new(guest_opts(text, r)?)))
+            } else if let Some(dest) = v.strip_prefix("ssh:") {
+                let key = r
+                    .ssh
+                    .as_ref()
+                    .and_then(|s| s.get_ref().key.as_ref())
+                    .map(Into::into);
+                let mut t = crate::remote::SshTarget::parse(dest, key)
+                    .or_else(|m| err(text, p.span(), m))?;
+                t.options = r
+                    .ssh
+                    .as_ref()
+                    .map(|s| s.get_ref().options.clone())
+                    .unwrap_or_default();
+                Some(SpecPlacement::Ssh(Box::new(t)))
+            } else if let Some(h) = v.strip_prefix("remote:") {
+                let (host, port) = match h.rsplit_once(':') {
+                    Some((host, port)) if !host.contains(':') => (
+                        host.to_string(),
+                        port.parse()
+                            .or_else(|_| err(text, p.span(), format!("invalid port in {v:?}")))?,
+                    ),
+                    _ => (h.to_string(), virtperf_wire::DEFAULT_PORT),
+                };
+                if host.is_empty() {
+                    return err(text, p.span(), "remote: needs a host (remote:HOST[:PORT])");
+                }
+                Some(SpecPlacement::Remote(crate::client::Target {
+                    host,
+                    port,
+                    token: r.token.clone(),
+                }))
             } else {
                 return err(
                     text,
                     p.span(),
                     format!(
-                        "unknown placement {v:?} (local, netns:veth, netns:bridge, netns:nat, guest, guest:host-guest, guest:guest-host, guest:guest-guest)"
+                        "unknown placement {v:?} (local, netns:veth, netns:bridge, netns:nat, guest, guest:host-guest, guest:guest-host, guest:guest-guest, ssh:USER@HOST[:PORT], remote:HOST[:PORT])"
                     ),
                 );
             }
@@ -716,6 +766,13 @@ fn config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, SpecError> {
             text,
             g.span(),
             "a guest table needs placement = \"guest…\" in the same config".to_string(),
+        );
+    }
+    if let (Some(s), false) = (&r.ssh, matches!(placement, Some(SpecPlacement::Ssh(..)))) {
+        return err(
+            text,
+            s.span(),
+            "an ssh table needs placement = \"ssh:USER@HOST\" in the same config".to_string(),
         );
     }
     Ok(Config {
@@ -892,6 +949,45 @@ socket = { nodelay = true, busy_poll_us = 50 }
             "{head}placement = \"guest\"\nguest = {{ cores = 2 }}\n"
         ));
         assert!(m.contains("cores"), "{m}");
+    }
+
+    #[test]
+    fn ssh_and_remote_placements_in_configs() {
+        let s = parse(
+            "name = \"r\"\n[[workload]]\nkind = \"rr\"\n\
+             [[config]]\nname = \"a\"\nplacement = \"ssh:me@box:2222\"\n\
+             ssh = { key = \"/k\", options = [\"StrictHostKeyChecking=no\"] }\n\
+             [[config]]\nname = \"b\"\nplacement = \"remote:box:7001\"\ntoken = \"t\"\n\
+             [[config]]\nname = \"c\"\nplacement = \"remote:box\"\n",
+        )
+        .expect("valid spec");
+        match &s.configs[0].placement {
+            Some(SpecPlacement::Ssh(t)) => {
+                assert_eq!(t.dest, "me@box");
+                assert_eq!(t.port, Some(2222));
+                assert_eq!(t.identity.as_deref(), Some(std::path::Path::new("/k")));
+                assert_eq!(t.options, ["StrictHostKeyChecking=no"]);
+            }
+            other => panic!("ssh placement expected, got {other:?}"),
+        }
+        let remote = |i: usize| match &s.configs[i].placement {
+            Some(SpecPlacement::Remote(t)) => t.clone(),
+            other => panic!("remote placement expected, got {other:?}"),
+        };
+        assert_eq!(
+            (remote(1).host.as_str(), remote(1).port, remote(1).token),
+            ("box", 7001, Some("t".to_string()))
+        );
+        assert_eq!(remote(2).port, virtperf_wire::DEFAULT_PORT);
+
+        let head = "name = \"g\"\n[[workload]]\nkind = \"rr\"\n[[config]]\nname = \"x\"\n";
+        let (l, m) = line_of_error(&format!("{head}ssh = {{ key = \"/k\" }}\n"));
+        assert_eq!(l, 6, "{m}");
+        assert!(m.contains("needs placement = \"ssh:"), "{m}");
+        let (_, m) = line_of_error(&format!("{head}placement = \"remote:box:http\"\n"));
+        assert!(m.contains("invalid port"), "{m}");
+        let (_, m) = line_of_error(&format!("{head}placement = \"ssh:\"\n"));
+        assert!(!m.is_empty());
     }
 
     #[test]
