@@ -20,7 +20,7 @@ use virtperf_wire::{
     MAX_DURATION_MS, PROTOCOL_VERSION,
 };
 
-use crate::side::{accept_n, join_all, spawn_worker, Ctl};
+use crate::side::{accept_n, join_all, spawn_conn_worker, spawn_worker, Ctl};
 use crate::{DATA_TIMEOUT, SETUP_TIMEOUT, STOP_GRACE};
 
 /// Agent settings (`virtperf serve` flags).
@@ -284,9 +284,9 @@ fn run_test(
     let mut handles = Vec::new();
     match *w {
         Workload::Rr { request, response } => {
-            for mut s in accept_data(&listener, 1, true, sock)? {
-                handles.push(spawn_worker("rr-server", &side, move |c, _| {
-                    rr::server(&mut s, request as usize, response as usize, &c.stop)
+            for s in accept_data(&listener, 1, true, sock)? {
+                handles.push(spawn_conn_worker("rr-server", &side, s, move |c, _, s| {
+                    rr::server(s, request as usize, response as usize, &c.stop)
                 })?);
             }
         }
@@ -295,17 +295,17 @@ fn run_test(
             reverse,
             send_size,
         } => {
-            for (i, mut s) in accept_data(&listener, flows as usize, false, sock)?
+            for (i, s) in accept_data(&listener, flows as usize, false, sock)?
                 .into_iter()
                 .enumerate()
             {
                 let name = format!("stream-server-{i}");
                 handles.push(if reverse {
-                    spawn_worker(&name, &side, move |c, _| {
-                        stream::send(&mut s, send_size as usize, &c.stop)
+                    spawn_conn_worker(&name, &side, s, move |c, _, s| {
+                        stream::send(s, send_size as usize, &c.stop)
                     })?
                 } else {
-                    spawn_worker(&name, &side, move |c, _| stream::receive(&mut s, &c.stop))?
+                    spawn_conn_worker(&name, &side, s, move |c, _, s| stream::receive(s, &c.stop))?
                 });
             }
         }
@@ -314,13 +314,13 @@ fn run_test(
             send_size,
             reverse,
         } => {
-            for mut s in accept_data(&listener, 1, false, sock)? {
+            for s in accept_data(&listener, 1, false, sock)? {
                 handles.push(if reverse {
-                    spawn_worker("bulk-server", &side, move |_, _| {
-                        bulk::send(&mut s, bytes, send_size as usize)
+                    spawn_conn_worker("bulk-server", &side, s, move |_, _, s| {
+                        bulk::send(s, bytes, send_size as usize)
                     })?
                 } else {
-                    spawn_worker("bulk-server", &side, move |_, _| bulk::receive(&mut s))?
+                    spawn_conn_worker("bulk-server", &side, s, move |_, _, s| bulk::receive(s))?
                 });
             }
         }

@@ -16,7 +16,7 @@ use virtperf_wire::{
 };
 
 use crate::assemble::{assemble, Collected};
-use crate::side::{join_all, spawn_worker, Ctl};
+use crate::side::{join_all, spawn_conn_worker, spawn_private_worker, spawn_worker, Ctl};
 use crate::{DATA_TIMEOUT, SETUP_TIMEOUT};
 
 /// Where the agent is.
@@ -372,13 +372,13 @@ fn spawn_client(
     let (sock, count) = (plan.sock, plan.count);
     match plan.workload {
         Workload::Rr { request, response } => {
-            let mut s = connect_data(data, true, &sock)?;
-            handles.push(spawn_worker("rr-client", side, move |c, h| {
-                rr::client(&mut s, request as usize, response as usize, &c.stop, h)
+            let s = connect_data(data, true, &sock)?;
+            handles.push(spawn_conn_worker("rr-client", side, s, move |c, h, s| {
+                rr::client(s, request as usize, response as usize, &c.stop, h)
             })?);
         }
         Workload::Crr { request, response } => {
-            handles.push(spawn_worker("crr-client", side, move |c, h| {
+            handles.push(spawn_private_worker("crr-client", side, move |c, h| {
                 crr::client(
                     data,
                     request as usize,
@@ -396,13 +396,13 @@ fn spawn_client(
             reverse,
         } => {
             for i in 0..flows {
-                let mut s = connect_data(data, false, &sock)?;
+                let s = connect_data(data, false, &sock)?;
                 let name = format!("stream-client-{i}");
                 handles.push(if reverse {
-                    spawn_worker(&name, side, move |c, _| stream::receive(&mut s, &c.stop))?
+                    spawn_conn_worker(&name, side, s, move |c, _, s| stream::receive(s, &c.stop))?
                 } else {
-                    spawn_worker(&name, side, move |c, _| {
-                        stream::send(&mut s, send_size as usize, &c.stop)
+                    spawn_conn_worker(&name, side, s, move |c, _, s| {
+                        stream::send(s, send_size as usize, &c.stop)
                     })?
                 });
             }
@@ -412,19 +412,19 @@ fn spawn_client(
             send_size,
             reverse,
         } => {
-            let mut s = connect_data(data, false, &sock)?;
+            let s = connect_data(data, false, &sock)?;
             handles.push(if reverse {
-                spawn_worker("bulk-client", side, move |_, _| bulk::receive(&mut s))?
+                spawn_conn_worker("bulk-client", side, s, move |_, _, s| bulk::receive(s))?
             } else {
-                spawn_worker("bulk-client", side, move |_, _| {
-                    bulk::send(&mut s, bytes, send_size as usize)
+                spawn_conn_worker("bulk-client", side, s, move |_, _, s| {
+                    bulk::send(s, bytes, send_size as usize)
                 })?
             });
         }
         Workload::Http { .. } => {
             let url = format!("http://{data}/");
             let out = downloads.clone();
-            handles.push(spawn_worker("http-client", side, move |c, _| {
+            handles.push(spawn_private_worker("http-client", side, move |c, _| {
                 download_series(&url, count, &c.stop, &out)
             })?);
         }

@@ -2,6 +2,7 @@
 //! own CPU, started together through a gate and joined into a per-side report.
 
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -66,8 +67,18 @@ impl Ctl {
     }
 }
 
-/// Spawns a worker: pins it, waits for the gate, runs `body`, and measures the thread's CPU
-/// from the gate opening to its end.
+/// How a worker's descriptor table relates to the process's.
+enum Table {
+    /// Shared with every thread (it uses objects other threads also hold, e.g. a listener
+    /// in an `Arc`).
+    Shared,
+    /// Its own copy (`unshare(CLONE_FILES)`), holding only what it opens itself and the
+    /// connection handed to it, which the spawner then closes in the shared table.
+    Private(Option<RawFd>),
+}
+
+/// Starts a worker thread that pins itself (if asked), waits for the gate, runs `body`, and
+/// measures its own CPU time. The descriptor table is shared with the process.
 pub(crate) fn spawn_worker<F>(
     name: &str,
     ctl: &Ctl,
@@ -76,10 +87,62 @@ pub(crate) fn spawn_worker<F>(
 where
     F: FnOnce(&Ctl, &mut LatencyHistogram) -> std::io::Result<Counts> + Send + 'static,
 {
+    spawn(name, ctl, Table::Shared, body)
+}
+
+/// Like [`spawn_worker`], for a worker that owns data connection `s`: the worker runs with a
+/// private descriptor table. Why: in a process with several threads every socket system
+/// call takes and drops a reference on the file (`fdget` cannot use its single-owner fast
+/// path while the table is shared), and on this project's VMs that costs a 64-byte stream
+/// ≈ 13% of its rate (bench/RESULTS.md). netperf and iperf3 are single-threaded, so they
+/// never pay it.
+pub(crate) fn spawn_conn_worker<F>(
+    name: &str,
+    ctl: &Ctl,
+    mut s: TcpStream,
+    body: F,
+) -> Result<JoinHandle<Result<WorkerOut>>>
+where
+    F: FnOnce(&Ctl, &mut LatencyHistogram, &mut TcpStream) -> std::io::Result<Counts>
+        + Send
+        + 'static,
+{
+    let fd = s.as_raw_fd();
+    spawn(name, ctl, Table::Private(Some(fd)), move |c, h| {
+        body(c, h, &mut s)
+    })
+}
+
+/// Like [`spawn_worker`], with a private descriptor table for a worker that opens its own
+/// connections (crr, http clients) and uses nothing another thread holds.
+pub(crate) fn spawn_private_worker<F>(
+    name: &str,
+    ctl: &Ctl,
+    body: F,
+) -> Result<JoinHandle<Result<WorkerOut>>>
+where
+    F: FnOnce(&Ctl, &mut LatencyHistogram) -> std::io::Result<Counts> + Send + 'static,
+{
+    spawn(name, ctl, Table::Private(None), body)
+}
+
+fn spawn<F>(name: &str, ctl: &Ctl, table: Table, body: F) -> Result<JoinHandle<Result<WorkerOut>>>
+where
+    F: FnOnce(&Ctl, &mut LatencyHistogram) -> std::io::Result<Counts> + Send + 'static,
+{
     let ctl = ctl.clone();
-    std::thread::Builder::new()
+    let private = matches!(table, Table::Private(_));
+    let (tx, rx) = std::sync::mpsc::channel::<bool>();
+    let handle = std::thread::Builder::new()
         .name(name.to_string())
         .spawn(move || {
+            if private {
+                // SAFETY: unshare(CLONE_FILES) copies this thread's descriptor table; it
+                // affects no memory. On failure the thread keeps the shared table.
+                let ok = unsafe { libc::unshare(libc::CLONE_FILES) } == 0;
+                let _ = tx.send(ok);
+            }
+            drop(tx);
             if let Some(cpu) = ctl.cpu {
                 virtperf_load::sock::pin_current_thread(cpu)?;
             }
@@ -95,7 +158,15 @@ where
                 hist: (!hist.is_empty()).then_some(hist),
             })
         })
-        .map_err(|e| anyhow!("cannot start a worker thread: {e}"))
+        .map_err(|e| anyhow!("cannot start a worker thread: {e}"))?;
+    // The worker's copy of the table now holds the connection; close the shared table's
+    // entry (its Rust owner moved into the worker, so nothing here closes it again). If
+    // the worker could not unshare, the entry is its own and stays open.
+    if let (Table::Private(Some(fd)), Ok(true)) = (table, rx.recv()) {
+        // SAFETY: fd's owner moved into the worker, which now uses its private copy.
+        unsafe { libc::close(fd) };
+    }
+    Ok(handle)
 }
 
 /// Accepts exactly `n` data connections on `listener`, giving up after `timeout`.
