@@ -460,7 +460,8 @@ fn show_renders_the_seeds_shapes() {
     std::fs::write(
         &spec,
         "name = \"shapes\"\nduration = \"200ms\"\nrepetitions = 2\n[[workload]]\nkind = \"stream\"\n\
-         send_size = [64, 1024]\n[[workload]]\nkind = \"http\"\nbytes = \"200KB\"\ncount = 2\n",
+         send_size = [64, 1024]\n[[workload]]\nkind = \"http\"\nbytes = \"200KB\"\ncount = 2\n\
+         [[workload]]\nkind = \"rr\"\n",
     )
     .unwrap();
     run_ok(&["run", spec.to_str().unwrap()], &db);
@@ -477,6 +478,20 @@ fn show_renders_the_seeds_shapes() {
         matrix.contains("default") && matrix.contains("send_size=64"),
         "{matrix}"
     );
+    // Streams in MByte/s, rr as its median latency, then each side's CPU.
+    assert!(matrix.contains("rr p50 µs"), "{matrix}");
+    let cpu = matrix
+        .split("CPU busy % client side / server side")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no CPU block: {matrix}"));
+    let row = cpu
+        .lines()
+        .find(|l| l.trim_start().starts_with("default"))
+        .unwrap_or_else(|| panic!("no default row: {cpu}"));
+    // One "client (softirq) / server (softirq)" cell per point (2 streams, http, rr), each
+    // with an agent reporting its side.
+    assert_eq!(row.matches(" / ").count(), 4, "{row}");
+    assert!(!row.contains("/ -"), "{row}");
     // Seed 0: one line per download.
     let dl = run_ok(&["show", "last", "--shape", "downloads"], &db);
     assert_eq!(dl.matches("bytes_transferred=200000").count(), 4, "{dl}");

@@ -254,45 +254,69 @@ pub fn matrix(run: &RunRow, points: &[PointSummary]) -> String {
             }
         }
     }
-    let stream = points.iter().all(|p| p.workload == "stream");
-    let _ = writeln!(
-        s,
-        "\n{}",
-        if stream {
-            "MByte/s (receiver-counted, mean of tries)"
-        } else {
-            "mean of tries, primary metric"
+    // Each column in its own unit: streams in MByte/s as seed 1 prints them, request/
+    // response workloads as median latency, anything else by its primary metric.
+    let streams = points.iter().any(|p| p.workload == "stream");
+    let latencies = points
+        .iter()
+        .any(|p| matches!(p.workload.as_str(), "rr" | "crr"));
+    let title = match (streams, latencies) {
+        (true, false) => "MByte/s (receiver-counted, mean of tries)".to_string(),
+        (true, true) => {
+            "streams in MByte/s (receiver-counted, mean of tries); rr/crr: median latency µs over all tries"
+                .to_string()
         }
-    );
+        (false, true) => "median latency µs over all tries".to_string(),
+        (false, false) => "mean of tries, primary metric".to_string(),
+    };
+    let _ = writeln!(s, "\n{title}");
     let w = configs.iter().map(|c| c.len()).max().unwrap_or(6).max(6);
-    let _ = write!(s, "  {:<w$}", "config");
-    for p in points {
-        let _ = write!(s, " {:>22}", params_text(p));
-    }
-    s.push('\n');
-    for cfg in configs {
+    let header = |s: &mut String, units: bool| {
+        let _ = write!(s, "  {:<w$}", "config");
+        for p in points {
+            let h = match p.workload.as_str() {
+                "rr" | "crr" if units => format!("{} p50 µs", p.label),
+                "rr" | "crr" => p.label.clone(),
+                _ => params_text(p),
+            };
+            let _ = write!(s, " {h:>22}");
+        }
+        s.push('\n');
+    };
+    header(&mut s, true);
+    for cfg in &configs {
         let _ = write!(s, "  {cfg:<w$}");
         for p in points {
             let v = p
                 .configs
                 .iter()
-                .find(|c| c.config == cfg)
-                .and_then(|c| c.metrics.first())
-                .map(|m| {
-                    let mean = if stream {
-                        m.summary.mean / 8.0
-                    } else {
-                        m.summary.mean
-                    };
-                    format!(
-                        "{} ±{}",
-                        num(mean),
-                        num(if stream {
-                            m.summary.ci_half / 8.0
-                        } else {
-                            m.summary.ci_half
-                        })
-                    )
+                .find(|c| c.config == *cfg)
+                .map(|c| matrix_cell(p, c))
+                .unwrap_or_else(|| "-".into());
+            let _ = write!(s, " {v:>22}");
+        }
+        s.push('\n');
+    }
+    // CPU per side: the client's machine and the agent's (a guest's own view when the
+    // agent ran in one), system-wide busy % with its softirq share.
+    let _ = writeln!(
+        s,
+        "\nCPU busy % client side / server side (of which softirq), mean of tries"
+    );
+    header(&mut s, false);
+    for cfg in &configs {
+        let _ = write!(s, "  {cfg:<w$}");
+        for p in points {
+            let v = p
+                .configs
+                .iter()
+                .find(|c| c.config == *cfg && c.ok > 0)
+                .map(|c| match &c.server_cpu {
+                    Some(sv) => format!(
+                        "{:.0} ({:.0}) / {:.0} ({:.0})",
+                        c.cpu.busy_pct, c.cpu.softirq_pct, sv.busy_pct, sv.softirq_pct
+                    ),
+                    None => format!("{:.0} ({:.0}) / -", c.cpu.busy_pct, c.cpu.softirq_pct),
                 })
                 .unwrap_or_else(|| "-".into());
             let _ = write!(s, " {v:>22}");
@@ -300,6 +324,29 @@ pub fn matrix(run: &RunRow, points: &[PointSummary]) -> String {
         s.push('\n');
     }
     s
+}
+
+fn matrix_cell(p: &PointSummary, c: &ConfigSummary) -> String {
+    if c.ok == 0 {
+        return "failed".into();
+    }
+    match p.workload.as_str() {
+        "rr" | "crr" => match &c.latency {
+            Some(l) => num(l.p50_us),
+            None => "-".into(),
+        },
+        w => match c.metrics.first() {
+            Some(m) => {
+                let k = if w == "stream" { 8.0 } else { 1.0 };
+                format!(
+                    "{} ±{}",
+                    num(m.summary.mean / k),
+                    num(m.summary.ci_half / k)
+                )
+            }
+            None => "-".into(),
+        },
+    }
 }
 
 /// Seed 0's shape: one line per download, `duration=… bytes_transferred=…`.

@@ -40,6 +40,9 @@ pub struct ConfigSummary {
     pub latency: Option<LatencySummary>,
     /// Mean system-wide CPU split on the client's machine over the repetitions.
     pub cpu: CpuSplit,
+    /// The same on the agent's machine (a guest's own view in guest placements); None for
+    /// foreign HTTP servers.
+    pub server_cpu: Option<CpuSplit>,
     /// Mean elapsed seconds of a trial's measurement.
     pub elapsed_s: f64,
 }
@@ -101,6 +104,11 @@ fn cell(config: &str, trials: &[&TrialRow], confidence: f64) -> ConfigSummary {
     }
     let latency = merged_latency(&results);
     let cpu = mean_split(results.iter().map(|r| &r.cpu.client.system));
+    let servers: Vec<&CpuSplit> = results
+        .iter()
+        .filter_map(|r| r.cpu.server.as_ref().map(|s| &s.system))
+        .collect();
+    let server_cpu = (!servers.is_empty()).then(|| mean_split(servers.into_iter()));
     let elapsed_s = results.iter().map(|r| elapsed(r)).sum::<f64>() / results.len().max(1) as f64;
     ConfigSummary {
         config: config.to_string(),
@@ -110,6 +118,7 @@ fn cell(config: &str, trials: &[&TrialRow], confidence: f64) -> ConfigSummary {
         metrics,
         latency,
         cpu,
+        server_cpu,
         elapsed_s,
     }
 }
