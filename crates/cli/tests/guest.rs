@@ -21,6 +21,9 @@ fn missing() -> Option<&'static str> {
     {
         return Some("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)");
     }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        return Some("no /dev/net/tun here (guests need a tap device)");
+    }
     if std::process::Command::new("apt-cache")
         .arg("--version")
         .output()
@@ -336,4 +339,29 @@ fn ctrl_c_during_a_guest_run_leaves_nothing() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_nothing_left(pid);
+}
+
+#[test]
+fn cleanup_removes_run_directories_of_dead_runs_only() {
+    // A run directory named like a killed run's (PID of a reaped child) and one of ours.
+    let mut dead = std::process::Command::new("true").spawn().expect("spawn");
+    let dead_pid = dead.id();
+    dead.wait().expect("wait");
+    let stale = std::env::temp_dir().join(format!("vp-{dead_pid}-0"));
+    let live = std::env::temp_dir().join(format!("vp-{}-77", std::process::id()));
+    for d in [&stale, &live] {
+        std::fs::create_dir_all(d).expect("dir");
+        std::fs::write(d.join("initramfs.cpio"), b"x").expect("file");
+    }
+    let out = vp().arg("cleanup").output().expect("cleanup");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let _ = std::fs::remove_dir_all(&live);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains(&stale.display().to_string()), "{text}");
+    assert!(!stale.exists(), "stale run directory kept");
+    assert!(!text.contains(&live.display().to_string()), "{text}");
 }
