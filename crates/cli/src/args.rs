@@ -278,6 +278,9 @@ pub struct StreamArgs {
     /// Server sends, client receives
     #[arg(long, short = 'R')]
     pub reverse: bool,
+    /// Bytes per receive call on the receiving end (netperf -M; default 128KiB, netperf's)
+    #[arg(long, short = 'M', value_parser = parse_size32, allow_hyphen_values = true)]
+    pub recv_size: Option<u32>,
     /// Measured duration (10s, 500ms, 1m; a bare number is seconds)
     #[arg(long, short = 'l', default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Duration,

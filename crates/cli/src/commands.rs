@@ -287,6 +287,7 @@ pub fn stream(a: StreamArgs) -> Result<()> {
         send_size: a.send_size,
         flows: a.flows,
         reverse: a.reverse,
+        recv_size: a.recv_size,
     };
     execute(&a.common, plan(&a.common, w, a.duration, 0))
 }

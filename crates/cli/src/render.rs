@@ -28,9 +28,13 @@ fn header(r: &TestResult, local: bool) -> String {
             send_size,
             flows,
             reverse,
+            recv_size,
         } => format!(
-            "{} sends, {flows} flow{}, {}",
+            "{} sends{}, {flows} flow{}, {}",
             bytes(u64::from(*send_size)),
+            recv_size
+                .map(|r| format!(" / {} receives", bytes(u64::from(r))))
+                .unwrap_or_default(),
             if *flows == 1 { "" } else { "s" },
             if *reverse {
                 "server→client"

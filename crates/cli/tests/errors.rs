@@ -15,6 +15,8 @@ fn usage_errors_exit_2_with_one_line() {
         (&["rr", "--size", "1GiB"], "64 mib"),
         (&["stream", "--send-size", "99999999999"], "64 mib"),
         (&["stream", "--flows", "0"], "at least 1"),
+        (&["stream", "--recv-size", "0"], "at least 1"),
+        (&["stream", "-M", "100MiB"], "64 mib"),
         (&["stream", "--flows", "100000"], "flows"),
         (&["bulk"], "--bytes"),
         (&["bulk", "--bytes", "5TiB"], "1 tib"),

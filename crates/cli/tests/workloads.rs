@@ -124,6 +124,29 @@ fn stream_reverse_is_counted_by_the_client() {
 }
 
 #[test]
+fn stream_receive_size_is_used_and_recorded() {
+    // Both directions: the agent receives, then the client does.
+    for reverse in [false, true] {
+        let mut args = vec!["stream", "--duration", "500ms", "--recv-size", "1000"];
+        if reverse {
+            args.push("--reverse");
+        }
+        let v = run_json(&args);
+        assert_eq!(v["workload"]["recv_size"], 1000, "{args:?}");
+        let rx = u(&v, "/outcome/receiver_bytes");
+        assert!(rx > 0);
+        assert_eq!(rx, u(&v, "/outcome/sender_bytes"), "{args:?}");
+    }
+    // Without it, the field is absent (the 128 KiB default), so older results still parse.
+    let v = run_json(&["stream", "--duration", "300ms"]);
+    assert!(
+        v["workload"].get("recv_size").is_none(),
+        "{}",
+        v["workload"]
+    );
+}
+
+#[test]
 fn bulk_moves_exactly_the_bytes_asked_for_both_ways() {
     for dir in [&[][..], &["--reverse"][..]] {
         let mut args = vec!["bulk", "--bytes", "64MiB", "--send-size", "100000"];

@@ -294,7 +294,9 @@ fn run_test(
             flows,
             reverse,
             send_size,
+            recv_size,
         } => {
+            let recv_size = recv_size.map_or(stream::RECV_SIZE, |r| r as usize);
             for (i, s) in accept_data(&listener, flows as usize, false, sock)?
                 .into_iter()
                 .enumerate()
@@ -305,7 +307,9 @@ fn run_test(
                         stream::send(s, send_size as usize, &c.stop)
                     })?
                 } else {
-                    spawn_conn_worker(&name, &side, s, move |c, _, s| stream::receive(s, &c.stop))?
+                    spawn_conn_worker(&name, &side, s, move |c, _, s| {
+                        stream::receive(s, recv_size, &c.stop)
+                    })?
                 });
             }
         }

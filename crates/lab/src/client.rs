@@ -394,12 +394,16 @@ fn spawn_client(
             send_size,
             flows,
             reverse,
+            recv_size,
         } => {
+            let recv_size = recv_size.map_or(stream::RECV_SIZE, |r| r as usize);
             for i in 0..flows {
                 let s = connect_data(data, false, &sock)?;
                 let name = format!("stream-client-{i}");
                 handles.push(if reverse {
-                    spawn_conn_worker(&name, side, s, move |c, _, s| stream::receive(s, &c.stop))?
+                    spawn_conn_worker(&name, side, s, move |c, _, s| {
+                        stream::receive(s, recv_size, &c.stop)
+                    })?
                 } else {
                     spawn_conn_worker(&name, side, s, move |c, _, s| {
                         stream::send(s, send_size as usize, &c.stop)

@@ -137,6 +137,8 @@ struct RawWorkload {
     #[serde(default)]
     send_size: Option<Spanned<OneOrMany<SizeVal>>>,
     #[serde(default)]
+    recv_size: Option<Spanned<SizeVal>>,
+    #[serde(default)]
     flows: Option<Spanned<OneOrMany<u32>>>,
     #[serde(default)]
     reverse: Option<Spanned<OneOrMany<bool>>>,
@@ -531,6 +533,13 @@ fn expand(
             .collect::<Result<_, _>>()?,
         None => vec![default_send],
     };
+    let recv_size = match &r.recv_size {
+        Some(v) if kind == "stream" => {
+            Some(parse::size32(&v.get_ref().text()).or_else(|m| err(text, v.span(), m))?)
+        }
+        Some(v) => return err(text, v.span(), "recv_size applies to stream workloads only"),
+        None => None,
+    };
     let flows: Vec<u32> = r
         .flows
         .as_ref()
@@ -602,6 +611,7 @@ fn expand(
                                 send_size: send,
                                 flows: fl,
                                 reverse: rev,
+                                recv_size,
                             },
                             "bulk" => Workload::Bulk {
                                 bytes: bytes.unwrap_or(1),
@@ -866,7 +876,8 @@ socket = { nodelay = true, busy_poll_us = 50 }
             Workload::Stream {
                 send_size: 1024,
                 flows: 1,
-                reverse: false
+                reverse: false,
+                recv_size: None,
             }
         );
         assert_eq!(s.points[0].duration, Duration::from_secs(2));
@@ -988,6 +999,22 @@ socket = { nodelay = true, busy_poll_us = 50 }
         assert!(m.contains("invalid port"), "{m}");
         let (_, m) = line_of_error(&format!("{head}placement = \"ssh:\"\n"));
         assert!(!m.is_empty());
+    }
+
+    #[test]
+    fn stream_receive_size_in_specs() {
+        let s = parse("name = \"r\"\n[[workload]]\nkind = \"stream\"\nrecv_size = \"64KiB\"\n")
+            .expect("valid");
+        assert!(matches!(
+            s.points[0].workload,
+            Workload::Stream {
+                recv_size: Some(65536),
+                ..
+            }
+        ));
+        let (l, m) = line_of_error("name = \"r\"\n[[workload]]\nkind = \"rr\"\nrecv_size = 4096\n");
+        assert_eq!(l, 4, "{m}");
+        assert!(m.contains("stream workloads only"), "{m}");
     }
 
     #[test]

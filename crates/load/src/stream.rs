@@ -32,12 +32,12 @@ pub fn send(s: &mut TcpStream, send_size: usize, stop: &AtomicBool) -> io::Resul
     })
 }
 
-/// Counts bytes until the sender closes. `active` runs from the first byte to the end of
+/// Counts bytes until the sender closes, reading `recv_size` bytes at most per call. `active` runs from the first byte to the end of
 /// the stream (the sender shuts down right after its last write, so the end of stream is
 /// the last byte's arrival to within one wake-up). A receive timeout is retried while
 /// `stop` is not raised (the sender may not have started yet).
-pub fn receive(s: &mut TcpStream, stop: &AtomicBool) -> io::Result<Counts> {
-    let mut buf = vec![0u8; RECV_SIZE];
+pub fn receive(s: &mut TcpStream, recv_size: usize, stop: &AtomicBool) -> io::Result<Counts> {
+    let mut buf = vec![0u8; recv_size.max(1)];
     let mut got = 0u64;
     let mut first: Option<Instant> = None;
     loop {

@@ -46,6 +46,10 @@ pub enum Workload {
         flows: u32,
         /// Server sends, client receives (netperf TCP_MAERTS, iperf3 -R).
         reverse: bool,
+        /// Bytes per `recv` call on the receiving end (netperf -M); None: 128 KiB, netperf's
+        /// default (the socket buffer size).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        recv_size: Option<u32>,
     },
     /// Move a fixed number of bytes over one connection and time it.
     Bulk {
@@ -100,9 +104,15 @@ impl Workload {
                 size("response size", response)
             }
             Workload::Stream {
-                send_size, flows, ..
+                send_size,
+                flows,
+                recv_size,
+                ..
             } => {
                 size("send size", send_size)?;
+                if let Some(r) = recv_size {
+                    size("receive size", r)?;
+                }
                 if flows == 0 || flows > MAX_FLOWS {
                     return Err(format!(
                         "flows must be between 1 and {MAX_FLOWS}, got {flows}"
