@@ -244,6 +244,32 @@ fn guest_errors_are_one_line_and_leave_nothing() {
         "apt-get install qemu-system-x86",
     );
 
+    // Not root: said in one line before anything is created (run as nobody where runuser
+    // exists and nobody can reach the binary).
+    let bin = env!("CARGO_BIN_EXE_virtperf");
+    if let Ok(out) = std::process::Command::new("runuser")
+        .args([
+            "-u",
+            "nobody",
+            "--",
+            bin,
+            "rr",
+            "-l",
+            "1s",
+            "--placement",
+            "guest",
+        ])
+        .output()
+    {
+        let err = String::from_utf8_lossy(&out.stderr);
+        if err.contains("virtperf: error:") {
+            assert!(!out.status.success());
+            assert_one_line_error(&err, "need root");
+        } else {
+            eprintln!("not-root case skipped: nobody cannot run {bin}: {err}");
+        }
+    }
+
     let (code, err) = common::run_fail(&["rr", "--placement", "guest:sideways"]);
     assert_eq!(code, 2);
     assert!(err.contains("guest:guest-host"), "{err}");
