@@ -74,21 +74,7 @@ fn header(r: &TestResult, local: bool) -> String {
     }
     s.push('\n');
     if let Some(g) = &r.guest {
-        let pinned = if g.vcpu_cpus.is_empty() {
-            String::new()
-        } else {
-            format!(" on CPUs {:?}", g.vcpu_cpus)
-        };
-        let _ = writeln!(
-            s,
-            "  guest: {}{}, kernel {}, {} vCPU{pinned}, {} MiB, vhost {}",
-            g.accel,
-            if g.emulated { " (EMULATED)" } else { "" },
-            g.kernel,
-            g.vcpus,
-            g.mem_mib,
-            if g.vhost { "on" } else { "off" }
-        );
+        let _ = writeln!(s, "  guest: {}", guest(g));
     }
     s
 }
@@ -297,4 +283,22 @@ pub fn env(e: &Env) -> String {
     kv("version", &e.tool_version);
     let _ = writeln!(s, "\nidle path: {}", e.idle_explained);
     s
+}
+
+/// One line describing the guest(s) a result's ends ran in.
+pub fn guest(g: &virtperf_wire::GuestInfo) -> String {
+    let pinned = if g.vcpu_cpus.is_empty() {
+        String::new()
+    } else {
+        format!(" on CPUs {:?}", g.vcpu_cpus)
+    };
+    format!(
+        "{}{}, kernel {}, {} vCPU{pinned}, {} MiB, vhost {}",
+        g.accel,
+        if g.emulated { " (EMULATED)" } else { "" },
+        g.kernel,
+        g.vcpus,
+        g.mem_mib,
+        if g.vhost { "on" } else { "off" }
+    )
 }

@@ -221,14 +221,9 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
     } else {
         match &info {
             Some(g) => println!(
-                "native vs guest ({})  guest: {} {}, kernel {}, {} vCPU, {} MiB, vhost {}",
+                "native vs guest ({})  guest: {}",
                 direction.name(),
-                g.accel,
-                if g.emulated { "(EMULATED)" } else { "" },
-                g.kernel,
-                g.vcpus,
-                g.mem_mib,
-                if g.vhost { "on" } else { "off" }
+                crate::render::guest(g)
             ),
             None => println!(
                 "native vs guest ({}): no guest trial succeeded",

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{assert_one_line_error, run_with_timeout, vp};
+use common::{assert_one_line_error, namespaces_of, run_with_timeout, vp};
 
 /// Why guest tests cannot run here, if they cannot.
 fn missing() -> Option<&'static str> {
@@ -14,38 +14,22 @@ fn missing() -> Option<&'static str> {
     if unsafe { libc::geteuid() } != 0 {
         return Some("guest placements need root (namespace and tap devices)");
     }
-    if std::process::Command::new("qemu-system-x86_64")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
+    let runs = |tool: &str| {
+        std::process::Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok()
+    };
+    if !runs("qemu-system-x86_64") {
         return Some("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)");
     }
     if !std::path::Path::new("/dev/net/tun").exists() {
         return Some("no /dev/net/tun here (guests need a tap device)");
     }
-    if std::process::Command::new("apt-cache")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
+    if !runs("apt-cache") {
         return Some("the default guest kernel comes from Debian's archive (no apt-cache here)");
     }
     None
-}
-
-/// Namespaces named after `pid` (what a run created and must remove).
-fn namespaces_of(pid: u32) -> Vec<String> {
-    let out = std::process::Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .expect("ip netns list");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with(&format!("vp-{pid}-")))
-        .map(str::to_string)
-        .collect()
 }
 
 /// QEMU processes whose `-name` says run `pid` started them.

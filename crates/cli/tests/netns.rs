@@ -3,24 +3,11 @@
 
 mod common;
 
-use common::{assert_one_line_error, vp};
+use common::{assert_one_line_error, namespaces_of, vp};
 
 fn root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
-}
-
-fn namespaces_of(pid: u32) -> Vec<String> {
-    let out = std::process::Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with(&format!("vp-{pid}-")))
-        .map(str::to_string)
-        .collect()
 }
 
 #[test]

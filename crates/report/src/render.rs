@@ -283,20 +283,24 @@ pub fn matrix(run: &RunRow, points: &[PointSummary]) -> String {
         }
         s.push('\n');
     };
-    header(&mut s, true);
-    for cfg in &configs {
-        let _ = write!(s, "  {cfg:<w$}");
-        for p in points {
-            let v = p
-                .configs
-                .iter()
-                .find(|c| c.config == *cfg)
-                .map(|c| matrix_cell(p, c))
-                .unwrap_or_else(|| "-".into());
-            let _ = write!(s, " {v:>22}");
+    // One row per config, one cell per point (`-` where the config did not run there).
+    let rows = |s: &mut String, cell: &dyn Fn(&PointSummary, &ConfigSummary) -> String| {
+        for cfg in &configs {
+            let _ = write!(s, "  {cfg:<w$}");
+            for p in points {
+                let v = p
+                    .configs
+                    .iter()
+                    .find(|c| c.config == *cfg)
+                    .map(|c| cell(p, c))
+                    .unwrap_or_else(|| "-".into());
+                let _ = write!(s, " {v:>22}");
+            }
+            s.push('\n');
         }
-        s.push('\n');
-    }
+    };
+    header(&mut s, true);
+    rows(&mut s, &matrix_cell);
     // CPU per side: the client's machine and the agent's (a guest's own view when the
     // agent ran in one), system-wide busy % with its softirq share.
     let _ = writeln!(
@@ -304,25 +308,18 @@ pub fn matrix(run: &RunRow, points: &[PointSummary]) -> String {
         "\nCPU busy % client side / server side (of which softirq), mean of tries"
     );
     header(&mut s, false);
-    for cfg in &configs {
-        let _ = write!(s, "  {cfg:<w$}");
-        for p in points {
-            let v = p
-                .configs
-                .iter()
-                .find(|c| c.config == *cfg && c.ok > 0)
-                .map(|c| match &c.server_cpu {
-                    Some(sv) => format!(
-                        "{:.0} ({:.0}) / {:.0} ({:.0})",
-                        c.cpu.busy_pct, c.cpu.softirq_pct, sv.busy_pct, sv.softirq_pct
-                    ),
-                    None => format!("{:.0} ({:.0}) / -", c.cpu.busy_pct, c.cpu.softirq_pct),
-                })
-                .unwrap_or_else(|| "-".into());
-            let _ = write!(s, " {v:>22}");
+    rows(&mut s, &|_, c| {
+        if c.ok == 0 {
+            return "-".into();
         }
-        s.push('\n');
-    }
+        match &c.server_cpu {
+            Some(sv) => format!(
+                "{:.0} ({:.0}) / {:.0} ({:.0})",
+                c.cpu.busy_pct, c.cpu.softirq_pct, sv.busy_pct, sv.softirq_pct
+            ),
+            None => format!("{:.0} ({:.0}) / -", c.cpu.busy_pct, c.cpu.softirq_pct),
+        }
+    });
     s
 }
 

@@ -160,3 +160,17 @@ pub fn run_pid(args: &[&str]) -> (u32, Output) {
     let pid = child.id();
     (pid, child.wait_with_output().expect("wait"))
 }
+
+/// Network namespaces named after run `pid` (`vp-<pid>-…`): what that run created.
+pub fn namespaces_of(pid: u32) -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns list");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&format!("vp-{pid}-")))
+        .map(str::to_string)
+        .collect()
+}
