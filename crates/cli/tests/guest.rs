@@ -155,65 +155,41 @@ fn guest_errors_are_one_line_and_leave_nothing() {
         eprintln!("skipped: {why}");
         return;
     }
-    let (pid, out) = run(&[
-        "rr",
-        "-l",
-        "1s",
-        "--placement",
-        "guest",
-        "--kernel",
-        "/nonexistent/bzImage",
-    ]);
-    assert!(!out.status.success());
-    assert_one_line_error(&String::from_utf8_lossy(&out.stderr), "does not exist");
-    assert_nothing_left(pid);
+    // An rr across a guest with `extra` flags must fail, leave nothing, and say `needles`.
+    let fails = |extra: &[&str], needles: &[&str]| {
+        let mut args = vec!["rr", "-l", "1s", "--placement", "guest"];
+        args.extend_from_slice(extra);
+        let (pid, out) = run(&args);
+        assert!(!out.status.success(), "{extra:?} succeeded");
+        let err = String::from_utf8_lossy(&out.stderr);
+        for n in needles {
+            assert!(err.contains(n), "{extra:?}: {err}");
+        }
+        assert_nothing_left(pid);
+        err.into_owned()
+    };
+    let err = fails(&["--kernel", "/nonexistent/bzImage"], &["does not exist"]);
+    assert_one_line_error(&err, "does not exist");
 
     // A file that is no kernel: QEMU refuses it, and we say what QEMU said.
     let bogus = std::env::temp_dir().join(format!("vp-bogus-kernel-{}", std::process::id()));
     std::fs::write(&bogus, b"not a kernel").expect("write");
-    let (pid, out) = run(&[
-        "rr",
-        "-l",
-        "1s",
-        "--placement",
-        "guest",
-        "--kernel",
-        bogus.to_str().expect("utf-8"),
-    ]);
-    let _ = std::fs::remove_file(&bogus);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("exited") && err.contains("before the guest was ready"),
-        "{err}"
+    fails(
+        &["--kernel", bogus.to_str().expect("utf-8")],
+        &["exited", "before the guest was ready"],
     );
-    assert_nothing_left(pid);
+    let _ = std::fs::remove_file(&bogus);
 
     // A guest that cannot be ready in time: the console tail is shown.
-    let (pid, out) = run(&[
-        "rr",
-        "-l",
-        "1s",
-        "--placement",
-        "guest",
-        "--boot-timeout",
-        "200ms",
-    ]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("did not report ready within"), "{err}");
-    assert!(err.contains("console tail"), "{err}");
-    assert_nothing_left(pid);
+    fails(
+        &["--boot-timeout", "200ms"],
+        &["did not report ready within", "console tail"],
+    );
 
     // vhost-net asked for where the host has none.
     if !std::path::Path::new("/dev/vhost-net").exists() {
-        let (pid, out) = run(&["rr", "-l", "1s", "--placement", "guest", "--vhost", "on"]);
-        assert!(!out.status.success());
-        assert_one_line_error(
-            &String::from_utf8_lossy(&out.stderr),
-            "/dev/vhost-net does not exist",
-        );
-        assert_nothing_left(pid);
+        let err = fails(&["--vhost", "on"], &["/dev/vhost-net does not exist"]);
+        assert_one_line_error(&err, "/dev/vhost-net does not exist");
     }
 
     // QEMU absent (as far as this PATH goes): one line saying what to install.
