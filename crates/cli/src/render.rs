@@ -292,8 +292,14 @@ pub fn guest(g: &virtperf_wire::GuestInfo) -> String {
     } else {
         format!(" on CPUs {:?}", g.vcpu_cpus)
     };
+    let qemu = if g.qemu_cpu_s.is_empty() {
+        String::new()
+    } else {
+        let each: Vec<String> = g.qemu_cpu_s.iter().map(|s| format!("{s:.2}")).collect();
+        format!("; QEMU used {} s of host CPU", each.join(" + "))
+    };
     format!(
-        "{}{}, kernel {}, {} vCPU{pinned}, {} MiB, vhost {}",
+        "{}{}, kernel {}, {} vCPU{pinned}, {} MiB, vhost {}{qemu}",
         g.accel,
         if g.emulated { " (EMULATED)" } else { "" },
         g.kernel,

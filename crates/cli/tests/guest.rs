@@ -105,6 +105,15 @@ fn rr_and_stream_across_guests_in_every_direction() {
         assert_eq!(v["guest"]["direction"], direction);
         // Pinning found QEMU's vCPU threads (it fails when it finds none) and is recorded.
         assert_eq!(v["guest"]["vcpu_cpus"], serde_json::json!([0]));
+        // What each guest's QEMU cost the host over the test: one entry per guest, busy.
+        let qemu = v["guest"]["qemu_cpu_s"].as_array().expect("qemu_cpu_s");
+        let guests = if direction == "guest-guest" { 2 } else { 1 };
+        assert_eq!(qemu.len(), guests, "{}", v["guest"]);
+        assert!(
+            qemu.iter().all(|s| s.as_f64().is_some_and(|s| s > 0.0)),
+            "{}",
+            v["guest"]
+        );
         let accel = v["guest"]["accel"].as_str().expect("accel");
         let emulated = v["guest"]["emulated"].as_bool().expect("emulated");
         assert_eq!(emulated, accel == "tcg", "{v}");

@@ -103,6 +103,18 @@ fn ticks_per_second() -> f64 {
     }
 }
 
+/// User plus system CPU seconds process `pid` has used so far (`/proc/PID/stat`, all its
+/// threads), for processes that are not ours to `getrusage`, such as a QEMU we started.
+pub fn process_cpu_s(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after the name.
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / ticks_per_second())
+}
+
 /// Percent split of a system-wide delta. Percentages are of all CPUs' time as counted by
 /// the kernel (which may differ slightly from wall time × CPUs because ticks are sampled).
 pub fn split(d: &CpuDelta) -> CpuSplit {
@@ -157,6 +169,42 @@ pub fn thread_cpu_since(start: ThreadCpu) -> ThreadCpu {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Our own user+system seconds from getrusage, the reference for /proc's view.
+    fn rusage_self_s() -> f64 {
+        // SAFETY: getrusage fills the struct we pass.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+        let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+        t(ru.ru_utime) + t(ru.ru_stime)
+    }
+
+    #[test]
+    fn process_cpu_agrees_with_getrusage_and_refuses_absent_processes() {
+        let pid = std::process::id();
+        let before = process_cpu_s(pid).expect("own /proc stat");
+        let r0 = rusage_self_s();
+        // Burn 0.3 s of CPU as the kernel counts it, however long that takes in wall time.
+        let mut x = 0u64;
+        while rusage_self_s() - r0 < 0.3 {
+            for i in 0..100_000u64 {
+                x = x.wrapping_mul(31).wrapping_add(i);
+            }
+        }
+        std::hint::black_box(x);
+        let burned = rusage_self_s() - r0;
+        let seen = process_cpu_s(pid).expect("own /proc stat") - before;
+        // /proc counts in clock ticks (10 ms); other test threads may add a little.
+        assert!(
+            seen >= burned - 0.05,
+            "/proc saw {seen} s, getrusage {burned} s"
+        );
+        assert!(
+            seen < burned + 1.0,
+            "/proc saw {seen} s, getrusage {burned} s"
+        );
+        assert_eq!(process_cpu_s(u32::MAX), None);
+    }
 
     const A: &str = "cpu  30 0 10 100 0 0 0 0 0 0\n\
         cpu0 10 0 5 50 0 0 0 0 0 0\n\

@@ -534,6 +534,10 @@ pub struct GuestInfo {
     /// Host CPUs the vCPU threads were pinned to (empty: unpinned).
     #[serde(default)]
     pub vcpu_cpus: Vec<u32>,
+    /// Host CPU seconds each guest's QEMU process used over the test (set-up included):
+    /// what the guest cost the host, whatever the guest itself believes it used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub qemu_cpu_s: Vec<f64>,
     /// QEMU's version line.
     pub qemu: String,
 }

@@ -244,6 +244,7 @@ impl GuestLab {
                 kernel: kernel.release.clone(),
                 vhost: opts.vhost,
                 vcpu_cpus: opts.vcpu_cpus.clone(),
+                qemu_cpu_s: Vec::new(),
                 qemu,
             },
             created_ns: false,
@@ -430,6 +431,11 @@ impl GuestLab {
             token: Some(a.token.clone()),
         });
         let direction = self.direction;
+        let pids = self.qemu_pids();
+        let cpu0: Vec<Option<f64>> = pids
+            .iter()
+            .map(|p| virtperf_measure::process_cpu_s(*p))
+            .collect();
         let mut r = netns::run_in(&self.ns, move || {
             let g0 = g0.ok_or_else(|| anyhow!("no guest is running"))?;
             match direction {
@@ -451,7 +457,17 @@ impl GuestLab {
                     .into(),
             );
         }
-        r.guest = Some(self.info.clone());
+        let mut info = self.info.clone();
+        info.qemu_cpu_s = pids
+            .iter()
+            .zip(cpu0)
+            // Clock ticks are 10 ms: keep two decimals, not float noise.
+            .filter_map(|(p, before)| {
+                let d = virtperf_measure::process_cpu_s(*p)? - before?;
+                Some((d * 100.0).round() / 100.0)
+            })
+            .collect();
+        r.guest = Some(info);
         Ok(r)
     }
 
