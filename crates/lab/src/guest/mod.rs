@@ -252,9 +252,7 @@ impl GuestLab {
         // Loud even with --json (it goes to stderr): a guest number under TCG must never
         // pass for a virtualization tax.
         if let Some(why) = &why_not_kvm {
-            {
-                eprintln!("virtperf: WARNING: guests run under TCG emulation, not KVM: {why}. Guest numbers measure QEMU's instruction emulation, not a virtualization tax.");
-            }
+            eprintln!("virtperf: WARNING: guests run under TCG emulation, not KVM: {why}. Guest numbers measure QEMU's instruction emulation, not a virtualization tax.");
         }
         let initrd = dir.join("initramfs.cpio");
         initramfs::build(&initrd, &binary, &kernel.modules)?;
