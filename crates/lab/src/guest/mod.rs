@@ -389,18 +389,18 @@ impl GuestLab {
                 let mut log = String::new();
                 let _ = std::fs::File::open(self.dir.join(format!("qemu{i}.log")))
                     .and_then(|mut f| f.read_to_string(&mut log));
-                let why = tail(&log, 2);
-                let why = if why.is_empty() {
+                // QEMU's own complaint if it made one, else what the guest printed.
+                let why = if log.trim().is_empty() {
                     tail(&console, 3)
                 } else {
-                    why
+                    tail(&log, 2)
                 };
                 bail!("QEMU for guest {i} exited ({status}) before the guest was ready: {why}");
             }
             if t0.elapsed() > timeout {
                 bail!(
-                    "guest {i} did not report ready within {} s; console tail: {}",
-                    timeout.as_secs(),
+                    "guest {i} did not report ready within {:.1} s (raise --boot-timeout); console tail: {}",
+                    timeout.as_secs_f64(),
                     tail(&console, 3)
                 );
             }
