@@ -262,39 +262,24 @@ pub struct NewTrial {
     pub duration_s: f64,
 }
 
-/// A stored trial: its ids plus every field of [`NewTrial`].
+/// A stored trial: its ids plus the [`NewTrial`] it was stored from. Derefs to that trial,
+/// so readers write `row.config` as they would for a new one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrialRow {
     /// Database id of the trial.
     pub id: i64,
     /// The run it belongs to.
     pub run_id: i64,
-    /// See [`NewTrial::seq`].
-    pub seq: u32,
-    /// See [`NewTrial::config`].
-    pub config: String,
-    /// See [`NewTrial::workload`].
-    pub workload: String,
-    /// See [`NewTrial::point`].
-    pub point: serde_json::Value,
-    /// See [`NewTrial::point_label`].
-    pub point_label: String,
-    /// See [`NewTrial::repetition`].
-    pub repetition: u32,
-    /// See [`NewTrial::status`].
-    pub status: TrialStatus,
-    /// See [`NewTrial::error`].
-    pub error: Option<String>,
-    /// See [`NewTrial::result`].
-    pub result: Option<TestResult>,
-    /// See [`NewTrial::metric`].
-    pub metric: Option<f64>,
-    /// See [`NewTrial::metric_name`].
-    pub metric_name: String,
-    /// See [`NewTrial::started_at`].
-    pub started_at: String,
-    /// See [`NewTrial::duration_s`].
-    pub duration_s: f64,
+    /// What was stored.
+    #[serde(flatten)]
+    pub trial: NewTrial,
+}
+
+impl std::ops::Deref for TrialRow {
+    type Target = NewTrial;
+    fn deref(&self) -> &NewTrial {
+        &self.trial
+    }
 }
 
 /// A stored run with its trial counts.
@@ -1029,19 +1014,21 @@ impl RawTrial {
         Ok(TrialRow {
             id,
             run_id: self.run_id,
-            seq: self.seq,
-            config: self.config,
-            workload: self.workload,
-            point,
-            point_label: self.point_label,
-            repetition: self.repetition,
-            status,
-            error: self.error,
-            result,
-            metric: self.metric,
-            metric_name: self.metric_name,
-            started_at: self.started_at,
-            duration_s: self.duration_s,
+            trial: NewTrial {
+                seq: self.seq,
+                config: self.config,
+                workload: self.workload,
+                point,
+                point_label: self.point_label,
+                repetition: self.repetition,
+                status,
+                error: self.error,
+                result,
+                metric: self.metric,
+                metric_name: self.metric_name,
+                started_at: self.started_at,
+                duration_s: self.duration_s,
+            },
         })
     }
 }
