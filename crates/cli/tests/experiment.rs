@@ -242,11 +242,7 @@ fn configs_whose_knobs_cannot_apply_are_skipped_with_the_reason() {
         .arg(&db)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("config ghost skipped") && err.contains("does not exist"),
@@ -276,6 +272,7 @@ fn knob_spec(sysctl: &str, value: &str, probe_file: &Path, extra_setup: &str, re
 /// value different from it, and a temp dir holding a spec that applies it, records the
 /// applied value from its setup hook into `during`, then runs `extra_setup`.
 struct KnobCase {
+    path: String,
     orig: String,
     want: String,
     dir: TempDir,
@@ -299,11 +296,24 @@ impl KnobCase {
         let dir = TempDir::new(tag);
         let spec = knob_spec(sysctl, &want, &dir.path("during"), extra_setup, reps);
         std::fs::write(dir.path("s.toml"), spec).unwrap();
-        Some(KnobCase { orig, want, dir })
+        Some(KnobCase {
+            path,
+            orig,
+            want,
+            dir,
+        })
     }
 
     fn spec(&self) -> String {
         self.dir.path("s.toml").to_string_lossy().into_owned()
+    }
+
+    /// The knob's value now (after the run: restored or not).
+    fn now(&self) -> String {
+        std::fs::read_to_string(&self.path)
+            .unwrap()
+            .trim()
+            .to_string()
     }
 
     fn applied(&self) -> String {
@@ -316,22 +326,16 @@ impl KnobCase {
 
 #[test]
 fn knobs_are_applied_then_restored_after_success() {
-    let knob = "/proc/sys/net/ipv4/tcp_fin_timeout";
     let Some(k) = KnobCase::new("net.ipv4.tcp_fin_timeout", "ok", "61", "62", "", 1) else {
         return;
     };
     run_ok(&["run", &k.spec()], &k.dir.path("r.db"));
     assert_eq!(k.applied(), k.want, "knob not applied during the run");
-    assert_eq!(
-        std::fs::read_to_string(knob).unwrap().trim(),
-        k.orig,
-        "knob not restored"
-    );
+    assert_eq!(k.now(), k.orig, "knob not restored");
 }
 
 #[test]
 fn knobs_are_restored_when_the_run_fails() {
-    let knob = "/proc/sys/net/ipv4/tcp_keepalive_probes";
     // The setup hook records the applied value, then fails: the run stops.
     let Some(k) = KnobCase::new(
         "net.ipv4.tcp_keepalive_probes",
@@ -351,16 +355,11 @@ fn knobs_are_restored_when_the_run_fails() {
     assert!(!out.status.success());
     assert_one_line_error(&String::from_utf8_lossy(&out.stderr), "setup hook");
     assert_eq!(k.applied(), k.want);
-    assert_eq!(
-        std::fs::read_to_string(knob).unwrap().trim(),
-        k.orig,
-        "knob not restored after failure"
-    );
+    assert_eq!(k.now(), k.orig, "knob not restored after failure");
 }
 
 #[test]
 fn ctrl_c_keeps_finished_trials_restores_knobs_and_marks_the_run_incomplete() {
-    let knob = "/proc/sys/net/ipv4/tcp_keepalive_intvl";
     let Some(k) = KnobCase::new("net.ipv4.tcp_keepalive_intvl", "int", "71", "72", "", 40) else {
         return;
     };
@@ -406,11 +405,7 @@ fn ctrl_c_keeps_finished_trials_restores_knobs_and_marks_the_run_incomplete() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(!status.success());
-    assert_eq!(
-        std::fs::read_to_string(knob).unwrap().trim(),
-        k.orig,
-        "knob not restored after Ctrl-C"
-    );
+    assert_eq!(k.now(), k.orig, "knob not restored after Ctrl-C");
     let out = vp()
         .args(["runs", "--json", "--db"])
         .arg(&db)

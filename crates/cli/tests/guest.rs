@@ -351,11 +351,7 @@ fn cleanup_removes_run_directories_of_dead_runs_only() {
     let out = vp().arg("cleanup").output().expect("cleanup");
     let text = String::from_utf8_lossy(&out.stdout);
     let _ = std::fs::remove_dir_all(&live);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     assert!(text.contains(&stale.display().to_string()), "{text}");
     assert!(!stale.exists(), "stale run directory kept");
     assert!(!text.contains(&live.display().to_string()), "{text}");

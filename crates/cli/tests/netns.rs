@@ -104,11 +104,7 @@ fn experiment_configs_can_place_the_ends_in_namespaces() {
     let db = dir.join("r.db");
     let (pid, out) =
         common::run_pid(&["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     assert!(
         namespaces_of(pid).is_empty(),
         "left {:?}",

@@ -32,17 +32,9 @@ fn captured_test_traffic_matches_tshark_per_connection() {
         .arg(&cap)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     let out = vp().arg("pcap").arg(&cap).arg("--json").output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let conns = v["connections"].as_array().unwrap();
     // Three downloads, each its own connection with the whole body from the server.

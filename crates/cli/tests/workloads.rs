@@ -283,11 +283,7 @@ fn wake_sweeps_the_poll_window_and_reports_cpu_cost() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let runs = v.as_array().expect("one report per window");
     assert_eq!(runs.len(), 2);

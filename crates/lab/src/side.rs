@@ -162,9 +162,12 @@ where
     // The worker's copy of the table now holds the connection; close the shared table's
     // entry (its Rust owner moved into the worker, so nothing here closes it again). If
     // the worker could not unshare, the entry is its own and stays open.
-    if let (Table::Private(Some(fd)), Ok(true)) = (table, rx.recv()) {
-        // SAFETY: fd's owner moved into the worker, which now uses its private copy.
-        unsafe { libc::close(fd) };
+    // Only a handed-over connection needs the worker's answer; nothing else waits for it.
+    if let Table::Private(Some(fd)) = table {
+        if rx.recv() == Ok(true) {
+            // SAFETY: fd's owner moved into the worker, which now uses its private copy.
+            unsafe { libc::close(fd) };
+        }
     }
     Ok(handle)
 }

@@ -73,8 +73,17 @@ pub fn runs(a: &[PointSummary], an: i64, b: &[PointSummary], bn: i64) -> Vec<Row
         else {
             continue;
         };
-        if pa.configs.len() == 1 && pb.configs.len() == 1 {
-            let (ca, cb) = (&pa.configs[0], &pb.configs[0]);
+        // One config each: compare them whatever their names; else pair configs by name.
+        let pairs: Vec<(&ConfigSummary, &ConfigSummary)> =
+            if pa.configs.len() == 1 && pb.configs.len() == 1 {
+                vec![(&pa.configs[0], &pb.configs[0])]
+            } else {
+                pa.configs
+                    .iter()
+                    .filter_map(|ca| Some((ca, pb.configs.iter().find(|c| c.config == ca.config)?)))
+                    .collect()
+            };
+        for (ca, cb) in pairs {
             out.extend(rows(
                 &pa.label,
                 ca,
@@ -82,18 +91,6 @@ pub fn runs(a: &[PointSummary], an: i64, b: &[PointSummary], bn: i64) -> Vec<Row
                 cb,
                 &format!("run {bn} {}", cb.config),
             ));
-            continue;
-        }
-        for ca in &pa.configs {
-            if let Some(cb) = pb.configs.iter().find(|c| c.config == ca.config) {
-                out.extend(rows(
-                    &pa.label,
-                    ca,
-                    &format!("run {an} {}", ca.config),
-                    cb,
-                    &format!("run {bn} {}", cb.config),
-                ));
-            }
         }
     }
     out

@@ -67,6 +67,15 @@ pub fn wait_output(mut child: Child, limit: Duration) -> Output {
     child.wait_with_output().expect("output")
 }
 
+/// Asserts a finished command succeeded, showing its stderr when it did not.
+pub fn assert_ok(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Asserts an error message is a single line naming the problem.
 pub fn assert_one_line_error(stderr: &str, needle: &str) {
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
