@@ -204,10 +204,14 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
             }
         })
         .collect();
+    // The guest as configured; QEMU's CPU use is per trial, so it stays in the stored trials.
     let info = trials
         .iter()
-        .filter_map(|t| t.result.as_ref().and_then(|r| r.guest.clone()))
-        .next();
+        .find_map(|t| t.result.as_ref().and_then(|r| r.guest.clone()))
+        .map(|mut g| {
+            g.qemu_cpu_s.clear();
+            g
+        });
     if a.json {
         println!(
             "{}",
