@@ -4,17 +4,26 @@
 # the geometric mean of the per-pair Mbit/s ratios A/B with its 95% CI (Student t on the
 # log ratios), so a change can be judged against the machine's drift.
 #   bench/ab.sh 8 3 "-m 16384 --recv-size 64KiB" "-m 16384"
+# VIRTPERF_A / VIRTPERF_B (default: VIRTPERF, else target/release/virtperf) pick a binary per
+# side, to compare two builds with the same arguments:
+#   VIRTPERF_B=/tmp/virtperf-before bench/ab.sh 16 3 "-m 128KiB" "-m 128KiB"
 # Not a test: a benchmark for people (see bench/RESULTS.md).
 set -euo pipefail
 PAIRS=${1:?pairs}; SECS=${2:?seconds}; A=${3:?args A}; B=${4:?args B}
 VIRTPERF=${VIRTPERF:-target/release/virtperf}
-mbps() { # ARGS
+VIRTPERF_A=${VIRTPERF_A:-$VIRTPERF}
+VIRTPERF_B=${VIRTPERF_B:-$VIRTPERF}
+mbps() { # BINARY ARGS
     # shellcheck disable=SC2086 # word splitting of ARGS is intended
-    "$VIRTPERF" stream $1 -l "${SECS}s" --json |
+    "$1" stream $2 -l "${SECS}s" --json |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["outcome"]["mbps"])'
 }
 for i in $(seq "$PAIRS"); do
-    if (( i % 2 )); then a=$(mbps "$A"); b=$(mbps "$B"); else b=$(mbps "$B"); a=$(mbps "$A"); fi
+    if (( i % 2 )); then
+        a=$(mbps "$VIRTPERF_A" "$A"); b=$(mbps "$VIRTPERF_B" "$B")
+    else
+        b=$(mbps "$VIRTPERF_B" "$B"); a=$(mbps "$VIRTPERF_A" "$A")
+    fi
     echo "$a $b"
 done | python3 -c '
 import sys, math, statistics
@@ -30,4 +39,4 @@ print("A: %s\nB: %s" % (sys.argv[1], sys.argv[2]))
 print("median Mbit/s A %.1f B %.1f; ratio A/B %.3f [%.3f, %.3f] over %d pairs" % (
     statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs),
     math.exp(g), math.exp(g - h), math.exp(g + h), len(logs)))
-' "$A" "$B"
+' "$VIRTPERF_A $A" "$VIRTPERF_B $B"

@@ -8,8 +8,8 @@ use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::Instant;
 
-use crate::sock::{describe, recv_full, recv_raw, send_all};
-use crate::stream::RECV_SIZE;
+use crate::sock::{describe, recv_full, send_all};
+use crate::stream::{drain, RECV_SIZE};
 use crate::Counts;
 
 /// Sends `bytes` bytes, then waits for the receiver's acknowledgement. `active` is the time
@@ -42,20 +42,9 @@ pub fn send(s: &mut TcpStream, bytes: u64, send_size: usize) -> io::Result<Count
 
 /// Receives until end of stream, then sends the 8-byte big-endian count back.
 pub fn receive(s: &mut TcpStream) -> io::Result<Counts> {
-    let mut buf = vec![0u8; RECV_SIZE];
-    let mut got = 0u64;
-    let mut first = None;
-    loop {
-        match recv_raw(s, &mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                first.get_or_insert_with(Instant::now);
-                got += n as u64;
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(describe(e, "receiving data")),
-        }
-    }
+    // A receive timeout ends the transfer with an error: a fixed-size transfer has no
+    // stop flag to wait for.
+    let (got, first) = drain(s, RECV_SIZE, || false)?;
     let active = first.map(|f: Instant| f.elapsed()).unwrap_or_default();
     s.write_all(&got.to_be_bytes())
         .map_err(|e| describe(e, "acknowledging the transfer"))?;
