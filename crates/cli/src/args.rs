@@ -5,6 +5,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use virtperf_wire::RecvWait;
 
 /// virtperf: how much slower is networking and message passing inside a VM than on the
 /// host, and why.
@@ -281,6 +282,9 @@ pub struct StreamArgs {
     /// Bytes per receive call on the receiving end (netperf -M; default 128KiB, netperf's)
     #[arg(long, short = 'M', value_parser = parse_size32, allow_hyphen_values = true)]
     pub recv_size: Option<u32>,
+    /// How the receiver waits for data: poll (iperf3's loop, default) or block (netperf's)
+    #[arg(long, value_name = "poll|block", value_parser = RecvWait::parse)]
+    pub recv_wait: Option<RecvWait>,
     /// Measured duration (10s, 500ms, 1m; a bare number is seconds)
     #[arg(long, short = 'l', default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Duration,

@@ -288,6 +288,7 @@ pub fn stream(a: StreamArgs) -> Result<()> {
         flows: a.flows,
         reverse: a.reverse,
         recv_size: a.recv_size,
+        recv_wait: a.recv_wait,
     };
     execute(&a.common, plan(&a.common, w, a.duration, 0))
 }

@@ -29,11 +29,15 @@ fn header(r: &TestResult, local: bool) -> String {
             flows,
             reverse,
             recv_size,
+            recv_wait,
         } => format!(
-            "{} sends{}, {flows} flow{}, {}",
+            "{} sends{}{}, {flows} flow{}, {}",
             bytes(u64::from(*send_size)),
             recv_size
                 .map(|r| format!(" / {} receives", bytes(u64::from(r))))
+                .unwrap_or_default(),
+            recv_wait
+                .map(|w| format!(" ({}ing receiver)", w.name()))
                 .unwrap_or_default(),
             if *flows == 1 { "" } else { "s" },
             if *reverse {

@@ -17,6 +17,7 @@ fn usage_errors_exit_2_with_one_line() {
         (&["stream", "--flows", "0"], "at least 1"),
         (&["stream", "--recv-size", "0"], "at least 1"),
         (&["stream", "-M", "100MiB"], "64 mib"),
+        (&["stream", "--recv-wait", "spin"], "`poll`"),
         (&["stream", "--flows", "100000"], "flows"),
         (&["bulk"], "--bytes"),
         (&["bulk", "--bytes", "5TiB"], "1 tib"),

@@ -137,13 +137,31 @@ fn stream_receive_size_is_used_and_recorded() {
         assert!(rx > 0);
         assert_eq!(rx, u(&v, "/outcome/sender_bytes"), "{args:?}");
     }
-    // Without it, the field is absent (the 128 KiB default), so older results still parse.
+    // Without options, the fields are absent (128 KiB receives, the polling receiver), so
+    // older results still parse.
     let v = run_json(&["stream", "--duration", "300ms"]);
-    assert!(
-        v["workload"].get("recv_size").is_none(),
-        "{}",
-        v["workload"]
-    );
+    for field in ["recv_size", "recv_wait"] {
+        assert!(
+            v["workload"].get(field).is_none(),
+            "{field}: {}",
+            v["workload"]
+        );
+    }
+}
+
+#[test]
+fn stream_blocking_receiver_is_used_both_ways_and_recorded() {
+    for reverse in [false, true] {
+        let mut args = vec!["stream", "--duration", "500ms", "--recv-wait", "block"];
+        if reverse {
+            args.push("--reverse");
+        }
+        let v = run_json(&args);
+        assert_eq!(v["workload"]["recv_wait"], "block", "{args:?}");
+        let rx = u(&v, "/outcome/receiver_bytes");
+        assert!(rx > 0);
+        assert_eq!(rx, u(&v, "/outcome/sender_bytes"), "{args:?}");
+    }
 }
 
 #[test]

@@ -10,6 +10,8 @@
 //! [[workload]]
 //! kind = "stream"
 //! send_size = [4, 8, 16, 4096]   # a list is a sweep
+//! # recv_size = "64KiB"          # bytes per receive (netperf -M)
+//! # recv_wait = "block"          # receiver sleeps in recv (netperf) instead of poll (iperf3)
 //!
 //! [[config]]
 //! name = "baseline"
@@ -25,7 +27,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
-use virtperf_wire::{SockOpts, Workload};
+use virtperf_wire::{RecvWait, SockOpts, Workload};
 
 use crate::knob::Knob;
 use crate::parse;
@@ -138,6 +140,8 @@ struct RawWorkload {
     send_size: Option<Spanned<OneOrMany<SizeVal>>>,
     #[serde(default)]
     recv_size: Option<Spanned<SizeVal>>,
+    #[serde(default)]
+    recv_wait: Option<Spanned<String>>,
     #[serde(default)]
     flows: Option<Spanned<OneOrMany<u32>>>,
     #[serde(default)]
@@ -540,6 +544,13 @@ fn expand(
         Some(v) => return err(text, v.span(), "recv_size applies to stream workloads only"),
         None => None,
     };
+    let recv_wait = match &r.recv_wait {
+        Some(v) if kind == "stream" => {
+            Some(RecvWait::parse(v.get_ref()).or_else(|m| err(text, v.span(), m))?)
+        }
+        Some(v) => return err(text, v.span(), "recv_wait applies to stream workloads only"),
+        None => None,
+    };
     let flows: Vec<u32> = r
         .flows
         .as_ref()
@@ -612,6 +623,7 @@ fn expand(
                                 flows: fl,
                                 reverse: rev,
                                 recv_size,
+                                recv_wait,
                             },
                             "bulk" => Workload::Bulk {
                                 bytes: bytes.unwrap_or(1),
@@ -878,6 +890,7 @@ socket = { nodelay = true, busy_poll_us = 50 }
                 flows: 1,
                 reverse: false,
                 recv_size: None,
+                recv_wait: None,
             }
         );
         assert_eq!(s.points[0].duration, Duration::from_secs(2));
@@ -1013,6 +1026,23 @@ socket = { nodelay = true, busy_poll_us = 50 }
             }
         ));
         let (l, m) = line_of_error("name = \"r\"\n[[workload]]\nkind = \"rr\"\nrecv_size = 4096\n");
+        assert_eq!(l, 4, "{m}");
+        assert!(m.contains("stream workloads only"), "{m}");
+        let s = parse("name = \"r\"\n[[workload]]\nkind = \"stream\"\nrecv_wait = \"block\"\n")
+            .expect("valid");
+        assert!(matches!(
+            s.points[0].workload,
+            Workload::Stream {
+                recv_wait: Some(RecvWait::Block),
+                ..
+            }
+        ));
+        let (l, m) =
+            line_of_error("name = \"r\"\n[[workload]]\nkind = \"stream\"\nrecv_wait = \"spin\"\n");
+        assert_eq!(l, 4, "{m}");
+        assert!(m.contains("`poll`") && m.contains("`spin`"), "{m}");
+        let (l, m) =
+            line_of_error("name = \"r\"\n[[workload]]\nkind = \"crr\"\nrecv_wait = \"poll\"\n");
         assert_eq!(l, 4, "{m}");
         assert!(m.contains("stream workloads only"), "{m}");
     }

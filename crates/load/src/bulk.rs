@@ -11,6 +11,7 @@ use std::time::Instant;
 use crate::sock::{describe, recv_full, send_all};
 use crate::stream::{drain, RECV_SIZE};
 use crate::Counts;
+use virtperf_wire::RecvWait;
 
 /// Sends `bytes` bytes, then waits for the receiver's acknowledgement. `active` is the time
 /// from the first write to the acknowledgement; `bytes_rx` carries the receiver's count.
@@ -44,7 +45,7 @@ pub fn send(s: &mut TcpStream, bytes: u64, send_size: usize) -> io::Result<Count
 pub fn receive(s: &mut TcpStream) -> io::Result<Counts> {
     // A receive timeout ends the transfer with an error: a fixed-size transfer has no
     // stop flag to wait for.
-    let (got, first) = drain(s, RECV_SIZE, || false)?;
+    let (got, first) = drain(s, RECV_SIZE, RecvWait::Poll, || false)?;
     let active = first.map(|f: Instant| f.elapsed()).unwrap_or_default();
     s.write_all(&got.to_be_bytes())
         .map_err(|e| describe(e, "acknowledging the transfer"))?;

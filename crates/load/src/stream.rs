@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use crate::sock::{describe, recv_raw, send_all};
 use crate::Counts;
+use virtperf_wire::RecvWait;
 
 /// Receive buffer size: large reads keep the receiver from being the bottleneck, as
 /// netperf's default receive size (the socket buffer size) does.
@@ -33,12 +34,17 @@ pub fn send(s: &mut TcpStream, send_size: usize, stop: &AtomicBool) -> io::Resul
     })
 }
 
-/// Counts bytes until the sender closes. `active` runs from the first byte to the end of
-/// the stream (the sender shuts down right after its last write, so the end of stream is
-/// the last byte's arrival to within one wake-up). A receive timeout is retried while
-/// `stop` is not raised (the sender may not have started yet).
-pub fn receive(s: &mut TcpStream, recv_size: usize, stop: &AtomicBool) -> io::Result<Counts> {
-    let (got, first) = drain(s, recv_size, || !stop.load(Ordering::Relaxed))?;
+/// Counts bytes until the sender closes, waiting for data as `wait` says. `active` runs from
+/// the first byte to the end of the stream (the sender shuts down right after its last write,
+/// so the end of stream is the last byte's arrival to within one wake-up). A receive timeout
+/// is retried while `stop` is not raised (the sender may not have started yet).
+pub fn receive(
+    s: &mut TcpStream,
+    recv_size: usize,
+    wait: RecvWait,
+    stop: &AtomicBool,
+) -> io::Result<Counts> {
+    let (got, first) = drain(s, recv_size, wait, || !stop.load(Ordering::Relaxed))?;
     Ok(Counts {
         bytes_rx: got,
         active: first.map(|f| f.elapsed()).unwrap_or_default(),
@@ -48,25 +54,30 @@ pub fn receive(s: &mut TcpStream, recv_size: usize, stop: &AtomicBool) -> io::Re
 
 /// Reads until end of stream and returns the byte count and the first byte's arrival time.
 ///
-/// The loop is iperf3's rather than netperf's: the socket is non-blocking, the receiver reads
-/// until the queue is empty and then sleeps in `poll(2)`, not inside a blocking `recv`.
-/// Where it sleeps matters on a VM: interleaved A/B runs on this project's 2-vCPU test guest
-/// (bench/RESULTS.md, "receiver loop") moved 7–13% more at 128 KiB sends this way than with
-/// netperf's blocking loop (and a blocking `recv` followed by non-blocking drains did not
-/// keep the gain), at the price of 1–4% at 16 KiB sends, within noise, and nothing at
-/// 64 B–1 KiB. The wait honours the socket's receive timeout (`SO_RCVTIMEO`, which every
-/// data socket carries): when it expires, `keep_waiting` decides between waiting again and a
-/// timed-out error. The socket is left blocking again on success.
+/// [`RecvWait::Poll`] (the default) is iperf3's loop: the socket is non-blocking, the receiver
+/// reads until the queue is empty and then sleeps in `poll(2)`. [`RecvWait::Block`] is
+/// netperf's: blocking `recv` calls that sleep inside the receive. Where the receiver sleeps
+/// changes how often the sender must wake it, which costs most on a VM: in interleaved runs
+/// on this project's 2-vCPU test guest (bench/RESULTS.md, "receive loop") `poll` moved 13–15%
+/// more at 128 KiB sends and `block` 1–4% more at 16 KiB sends, with no difference at
+/// 64 B–1 KiB; iperf3 and netperf show the same split. A blocking `recv` followed by
+/// non-blocking drains behaved like `block`.
+///
+/// Either way the wait honours the socket's receive timeout (`SO_RCVTIMEO`, which every data
+/// socket carries): when it expires, `keep_waiting` decides between waiting again and a
+/// timed-out error. The socket is left blocking on success.
 pub(crate) fn drain(
     s: &TcpStream,
     recv_size: usize,
+    wait: RecvWait,
     keep_waiting: impl Fn() -> bool,
 ) -> io::Result<(u64, Option<Instant>)> {
     let timeout = s.read_timeout()?;
     let timeout_ms = timeout.map_or(-1, |t| {
         i32::try_from(t.as_millis()).unwrap_or(i32::MAX).max(1)
     });
-    s.set_nonblocking(true)?;
+    let polled = wait == RecvWait::Poll;
+    s.set_nonblocking(polled)?;
     let mut buf = vec![0u8; recv_size.max(1)];
     let mut got = 0u64;
     let mut first: Option<Instant> = None;
@@ -80,8 +91,15 @@ pub(crate) fn drain(
                 }
                 got += n as u64;
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if !wait_readable(s, timeout_ms)? && !keep_waiting() {
+            // Polled: the queue is empty, so wait. Blocking: SO_RCVTIMEO expired.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                let ready = polled && wait_readable(s, timeout_ms)?;
+                if !ready && !keep_waiting() {
                     let secs = timeout.unwrap_or_default().as_secs_f64();
                     let e =
                         io::Error::new(io::ErrorKind::TimedOut, format!("no data for {secs:.1} s"));
@@ -135,6 +153,12 @@ mod tests {
 
     #[test]
     fn drain_counts_every_byte_in_odd_sized_writes_and_leaves_the_socket_blocking() {
+        for wait in [RecvWait::Poll, RecvWait::Block] {
+            counts_every_byte(wait);
+        }
+    }
+
+    fn counts_every_byte(wait: RecvWait) {
         let (mut tx, rx) = pair();
         rx.set_read_timeout(Some(Duration::from_secs(5)))
             .expect("timeout");
@@ -145,9 +169,9 @@ mod tests {
                 tx.write_all(&chunk).expect("write");
             }
         });
-        let (got, first) = drain(&rx, 4096, || false).expect("drain");
+        let (got, first) = drain(&rx, 4096, wait, || false).expect("drain");
         writer.join().expect("writer");
-        assert_eq!(got, 1237 * 1000);
+        assert_eq!(got, 1237 * 1000, "{wait:?}");
         assert!(first.is_some());
         // SAFETY: F_GETFL on a descriptor we own.
         let flags = unsafe { libc::fcntl(rx.as_raw_fd(), libc::F_GETFL) };
@@ -161,25 +185,31 @@ mod tests {
 
     #[test]
     fn a_silent_peer_times_out_with_one_line_saying_so() {
-        let (_tx, rx) = pair();
-        rx.set_read_timeout(Some(Duration::from_millis(100)))
-            .expect("timeout");
-        let t0 = Instant::now();
-        let e = drain(&rx, 4096, || false).expect_err("silent peer");
-        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
-        assert!(e.to_string().contains("no data for 0.1 s"), "{e}");
-        assert!(t0.elapsed() < Duration::from_secs(5));
+        for wait in [RecvWait::Poll, RecvWait::Block] {
+            let (_tx, rx) = pair();
+            rx.set_read_timeout(Some(Duration::from_millis(100)))
+                .expect("timeout");
+            let t0 = Instant::now();
+            let e = drain(&rx, 4096, wait, || false).expect_err("silent peer");
+            assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{wait:?}");
+            assert!(e.to_string().contains("no data for 0.1 s"), "{wait:?}: {e}");
+            assert!(t0.elapsed() < Duration::from_secs(5));
+        }
     }
 
     #[test]
     fn keep_waiting_is_asked_at_each_timeout_until_it_gives_up() {
-        let (_tx, rx) = pair();
-        rx.set_read_timeout(Some(Duration::from_millis(20)))
-            .expect("timeout");
-        let asked = AtomicUsize::new(0);
-        let e = drain(&rx, 4096, || asked.fetch_add(1, Ordering::Relaxed) < 3)
+        for wait in [RecvWait::Poll, RecvWait::Block] {
+            let (_tx, rx) = pair();
+            rx.set_read_timeout(Some(Duration::from_millis(20)))
+                .expect("timeout");
+            let asked = AtomicUsize::new(0);
+            let e = drain(&rx, 4096, wait, || {
+                asked.fetch_add(1, Ordering::Relaxed) < 3
+            })
             .expect_err("silent peer");
-        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
-        assert_eq!(asked.load(Ordering::Relaxed), 4);
+            assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{wait:?}");
+            assert_eq!(asked.load(Ordering::Relaxed), 4, "{wait:?}");
+        }
     }
 }

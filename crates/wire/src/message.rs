@@ -44,7 +44,9 @@ pub struct DriveTarget {
 }
 
 /// Version of this protocol. Peers refuse each other unless the numbers are equal.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// 3: `Stream.recv_wait`, and the receiver's default loop changed from blocking to polling;
+/// an older agent would ignore the field and measure with its own loop.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// One control message. Serialized as JSON with a `type` tag in snake case.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -50,6 +50,9 @@ pub enum Workload {
         /// default (the socket buffer size).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         recv_size: Option<u32>,
+        /// How the receiving end waits for data; None: [`RecvWait::Poll`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        recv_wait: Option<RecvWait>,
     },
     /// Move a fixed number of bytes over one connection and time it.
     Bulk {
@@ -65,6 +68,39 @@ pub enum Workload {
         /// Body size in bytes.
         bytes: u64,
     },
+}
+
+/// How a stream receiver waits for data: two common application designs, which cost the
+/// sender different wake-ups (and so differ most on virtual machines, where waking an idle
+/// vCPU is expensive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecvWait {
+    /// Event-loop style, iperf3's: a non-blocking socket read until empty, then `poll(2)`.
+    Poll,
+    /// netperf's: blocking `recv` calls, sleeping inside the receive.
+    Block,
+}
+
+impl RecvWait {
+    /// Parses `poll` or `block`.
+    pub fn parse(s: &str) -> Result<RecvWait, String> {
+        match s {
+            "poll" => Ok(RecvWait::Poll),
+            "block" => Ok(RecvWait::Block),
+            _ => Err(format!(
+                "receive wait must be `poll` (iperf3's loop) or `block` (netperf's), got `{s}`"
+            )),
+        }
+    }
+
+    /// `poll` or `block`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RecvWait::Poll => "poll",
+            RecvWait::Block => "block",
+        }
+    }
 }
 
 impl Workload {
