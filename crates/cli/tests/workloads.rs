@@ -124,18 +124,27 @@ fn stream_reverse_is_counted_by_the_client() {
 }
 
 #[test]
-fn stream_receive_size_is_used_and_recorded() {
-    // Both directions: the agent receives, then the client does.
-    for reverse in [false, true] {
-        let mut args = vec!["stream", "--duration", "500ms", "--recv-size", "1000"];
-        if reverse {
-            args.push("--reverse");
+fn stream_receiver_options_are_used_both_ways_and_recorded() {
+    // Each option in both directions: the agent receives, then the client does.
+    for (flag, value, field) in [
+        ("--recv-size", "1000", "recv_size"),
+        ("--recv-wait", "block", "recv_wait"),
+    ] {
+        for reverse in [false, true] {
+            let mut args = vec!["stream", "--duration", "500ms", flag, value];
+            if reverse {
+                args.push("--reverse");
+            }
+            let v = run_json(&args);
+            assert_eq!(
+                v["workload"][field].to_string().trim_matches('"'),
+                value,
+                "{args:?}"
+            );
+            let rx = u(&v, "/outcome/receiver_bytes");
+            assert!(rx > 0);
+            assert_eq!(rx, u(&v, "/outcome/sender_bytes"), "{args:?}");
         }
-        let v = run_json(&args);
-        assert_eq!(v["workload"]["recv_size"], 1000, "{args:?}");
-        let rx = u(&v, "/outcome/receiver_bytes");
-        assert!(rx > 0);
-        assert_eq!(rx, u(&v, "/outcome/sender_bytes"), "{args:?}");
     }
     // Without options, the fields are absent (128 KiB receives, the polling receiver), so
     // older results still parse.
@@ -146,21 +155,6 @@ fn stream_receive_size_is_used_and_recorded() {
             "{field}: {}",
             v["workload"]
         );
-    }
-}
-
-#[test]
-fn stream_blocking_receiver_is_used_both_ways_and_recorded() {
-    for reverse in [false, true] {
-        let mut args = vec!["stream", "--duration", "500ms", "--recv-wait", "block"];
-        if reverse {
-            args.push("--reverse");
-        }
-        let v = run_json(&args);
-        assert_eq!(v["workload"]["recv_wait"], "block", "{args:?}");
-        let rx = u(&v, "/outcome/receiver_bytes");
-        assert!(rx > 0);
-        assert_eq!(rx, u(&v, "/outcome/sender_bytes"), "{args:?}");
     }
 }
 

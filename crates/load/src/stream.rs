@@ -58,8 +58,8 @@ pub fn receive(
 /// reads until the queue is empty and then sleeps in `poll(2)`. [`RecvWait::Block`] is
 /// netperf's: blocking `recv` calls that sleep inside the receive. Where the receiver sleeps
 /// changes how often the sender must wake it, which costs most on a VM: in interleaved runs
-/// on this project's 2-vCPU test guest (bench/RESULTS.md, "receive loop") `poll` moved 13–15%
-/// more at 128 KiB sends and `block` 1–4% more at 16 KiB sends, with no difference at
+/// on this project's 2-vCPU test guest (bench/RESULTS.md, "receive loop") `poll` moved 6–15%
+/// more at 128 KiB sends and `block` 2–4% more at 16 KiB sends, with no difference at
 /// 64 B–1 KiB; iperf3 and netperf show the same split. A blocking `recv` followed by
 /// non-blocking drains behaved like `block`.
 ///
