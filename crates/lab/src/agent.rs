@@ -16,7 +16,7 @@ use virtperf_load::sock::{cpu_allowed, prepare_data_socket, wake_listener};
 use virtperf_load::{bulk, crr, http, rr, stream};
 use virtperf_measure::{fingerprint, ProcStat};
 use virtperf_wire::{
-    read_message, write_message, Message, RecvWait, SideReport, SockOpts, WireError, Workload,
+    read_message, write_message, Message, SideReport, SockOpts, WireError, Workload,
     MAX_DURATION_MS, PROTOCOL_VERSION,
 };
 
@@ -297,8 +297,6 @@ fn run_test(
             recv_size,
             recv_wait,
         } => {
-            let recv_size = recv_size.map_or(stream::RECV_SIZE, |r| r as usize);
-            let recv_wait = recv_wait.unwrap_or(RecvWait::Poll);
             for (i, s) in accept_data(&listener, flows as usize, false, sock)?
                 .into_iter()
                 .enumerate()

@@ -11,8 +11,8 @@ use virtperf_load::sock::{cpu_allowed, prepare_data_socket};
 use virtperf_load::{bulk, crr, http, rr, stream, Counts};
 use virtperf_measure::{fingerprint, ProcStat};
 use virtperf_wire::{
-    read_message, write_message, Env, Message, RecvWait, SideReport, SockOpts, TestResult,
-    WireError, Workload, MAX_DURATION_MS, PROTOCOL_VERSION,
+    read_message, write_message, Env, Message, SideReport, SockOpts, TestResult, WireError,
+    Workload, MAX_DURATION_MS, PROTOCOL_VERSION,
 };
 
 use crate::assemble::{assemble, Collected};
@@ -397,8 +397,6 @@ fn spawn_client(
             recv_size,
             recv_wait,
         } => {
-            let recv_size = recv_size.map_or(stream::RECV_SIZE, |r| r as usize);
-            let recv_wait = recv_wait.unwrap_or(RecvWait::Poll);
             for i in 0..flows {
                 let s = connect_data(data, false, &sock)?;
                 let name = format!("stream-client-{i}");

@@ -34,16 +34,19 @@ pub fn send(s: &mut TcpStream, send_size: usize, stop: &AtomicBool) -> io::Resul
     })
 }
 
-/// Counts bytes until the sender closes, waiting for data as `wait` says. `active` runs from
-/// the first byte to the end of the stream (the sender shuts down right after its last write,
-/// so the end of stream is the last byte's arrival to within one wake-up). A receive timeout
-/// is retried while `stop` is not raised (the sender may not have started yet).
+/// Counts bytes until the sender closes, reading at most `recv_size` bytes per call (None:
+/// [`RECV_SIZE`]) and waiting for data as `wait` says (None: the default, poll). `active`
+/// runs from the first byte to the end of the stream (the sender shuts down right after its
+/// last write, so the end of stream is the last byte's arrival to within one wake-up). A
+/// receive timeout is retried while `stop` is not raised (the sender may not have started).
 pub fn receive(
     s: &mut TcpStream,
-    recv_size: usize,
-    wait: RecvWait,
+    recv_size: Option<u32>,
+    wait: Option<RecvWait>,
     stop: &AtomicBool,
 ) -> io::Result<Counts> {
+    let recv_size = recv_size.map_or(RECV_SIZE, |r| r as usize);
+    let wait = wait.unwrap_or_default();
     let (got, first) = drain(s, recv_size, wait, || !stop.load(Ordering::Relaxed))?;
     Ok(Counts {
         bytes_rx: got,

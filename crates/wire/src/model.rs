@@ -73,10 +73,12 @@ pub enum Workload {
 /// How a stream receiver waits for data: two common application designs, which cost the
 /// sender different wake-ups (and so differ most on virtual machines, where waking an idle
 /// vCPU is expensive).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RecvWait {
     /// Event-loop style, iperf3's: a non-blocking socket read until empty, then `poll(2)`.
+    /// The default.
+    #[default]
     Poll,
     /// netperf's: blocking `recv` calls, sleeping inside the receive.
     Block,
