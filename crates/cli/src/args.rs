@@ -36,7 +36,7 @@ pub enum Command {
     Wake(crate::wake::WakeArgs),
     /// Analyze pcap/pcapng captures: per TCP connection duration, bytes, retransmissions, RTT, response latency
     Pcap(crate::pcap::PcapArgs),
-    /// Remove what killed runs left behind (network namespaces and guest run directories named vp-<pid>-…)
+    /// Undo what killed runs left behind: restore their knobs, remove their namespaces and guest run directories
     Cleanup,
     /// Real /dev/kvm guests: exit round-trip cost, halt/wake-up latency with halt-poll sweeps
     Kvm(crate::kvm::KvmArgs),

@@ -82,16 +82,17 @@ fn execute(common: &Common, plan: Plan) -> Result<()> {
         bail!("--placement chooses the agent: drop --host");
     }
     if matches!(common.placement, Placement::Netns(_) | Placement::Guest(_)) {
-        // Ctrl-C must not leave namespaces, taps or guests behind: remove what this process
-        // made (named after our PID) and exit the way an interrupted tool does.
-        let _ = ctrlc::set_handler(|| {
+        // SIGINT, SIGTERM or SIGHUP must not leave namespaces, taps or guests behind:
+        // remove what this process made and exit the way a tool stopped by that signal does.
+        crate::signals::on_termination(|sig| {
             let removed = virtperf_lab::guest::cleanup_own();
             eprintln!(
-                "\nvirtperf: interrupted; removed {} namespace(s)/guest(s)/run dir(s) this run created",
+                "\nvirtperf: {}: removed {} namespace(s)/guest(s)/run dir(s) this run created",
+                crate::signals::name(sig),
                 removed.len()
             );
-            std::process::exit(130);
-        });
+            std::process::exit(i32::from(crate::signals::code_for(sig)));
+        })?;
     }
     match &common.placement {
         Placement::Local => {}

@@ -129,7 +129,8 @@ fn load_spec(path: Option<&Path>) -> Result<Spec> {
             "built-in quickstart spec".to_string(),
         ),
     };
-    spec::parse(&text).map_err(|e| anyhow!("{name}: {e}"))
+    spec::parse(&text)
+        .map_err(|e| crate::signals::exit(crate::signals::code::USAGE, format!("{name}: {e}")))
 }
 
 /// Progress and per-trial reporting on stderr: a bar on a terminal, one line per trial
@@ -204,12 +205,15 @@ pub fn execute_spec(
     let interrupted = Arc::new(AtomicBool::new(false));
     {
         let flag = interrupted.clone();
-        // Ctrl-C stops the run between trials; the runner then restores every knob and
-        // marks the run incomplete, keeping the trials already done.
-        let _ = ctrlc::set_handler(move || {
+        // SIGINT, SIGTERM or SIGHUP stops the run between trials; the runner then restores
+        // every knob and marks the run incomplete, keeping the trials already done.
+        crate::signals::on_termination(move |sig| {
             flag.store(true, Ordering::SeqCst);
-            eprintln!("\nvirtperf: interrupted: finishing the current trial, then restoring knobs");
-        });
+            eprintln!(
+                "\nvirtperf: {}: finishing the current trial, then restoring knobs",
+                crate::signals::name(sig)
+            );
+        })?;
     }
     let tty = std::io::stderr().is_terminal() && !json;
     let bar = tty.then(|| {
@@ -323,14 +327,44 @@ pub fn run(a: RunArgs) -> Result<()> {
             row.id
         );
     }
+    run_exit(&row, ok, interrupted)
+}
+
+/// How a stored run ends the process (README's exit-code table): a signal gives 128 + its
+/// number, a run with no successful trial 1, a run with holes 4, a complete run 0.
+pub fn run_exit(row: &RunRow, ok: usize, interrupted: bool) -> Result<()> {
+    use crate::signals::{self, code, exit};
     if interrupted {
+        let sig = signals::received();
+        return Err(exit(
+            signals::code_for(sig),
+            format!(
+                "stopped by {}: run {} kept {ok} finished trials and is marked incomplete",
+                signals::name(sig),
+                row.id
+            ),
+        ));
+    }
+    if ok == 0 {
         bail!(
-            "interrupted: run {} kept {} finished trials and is marked incomplete",
+            "run {} stored no result: every trial failed (see `virtperf show {}`)",
             row.id,
-            ok
+            row.id
         );
     }
-    Ok(())
+    match row.status {
+        virtperf_store::RunStatus::Complete => Ok(()),
+        status => Err(exit(
+            code::INCOMPLETE,
+            format!(
+                "run {} is {status}: {} of {} trials failed (see `virtperf show {}`)",
+                row.id,
+                row.trials_failed,
+                row.trials_ok + row.trials_failed,
+                row.id
+            ),
+        )),
+    }
 }
 
 fn shaped(

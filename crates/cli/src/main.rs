@@ -12,6 +12,7 @@ mod kvm;
 mod pcap;
 mod progress;
 mod render;
+mod signals;
 mod vm;
 mod wake;
 
@@ -43,7 +44,10 @@ fn main() -> ExitCode {
         Err(e) => {
             // `{:#}` joins the context chain on one line: "what failed: why".
             eprintln!("virtperf: error: {e:#}");
-            ExitCode::FAILURE
+            match e.downcast_ref::<signals::Exit>() {
+                Some(x) => ExitCode::from(x.code),
+                None => ExitCode::FAILURE,
+            }
         }
     }
 }
@@ -91,16 +95,21 @@ fn run(cli: Cli) -> Result<()> {
         Command::Kvm(a) => kvm::kvm(a),
         Command::Pcap(a) => pcap::pcap(a),
         Command::Cleanup => {
-            let removed = virtperf_lab::netns::cleanup()?;
-            let dirs = virtperf_lab::guest::cleanup_dirs();
-            if removed.is_empty() && dirs.is_empty() {
+            let rep = virtperf_lab::cleanup::cleanup();
+            if rep.done.is_empty() && rep.failed.is_empty() {
                 println!("nothing to clean up");
             }
-            for n in removed {
-                println!("removed network namespace {n}");
+            for d in &rep.done {
+                println!("{d}");
             }
-            for d in dirs {
-                println!("removed guest run directory {d}");
+            for f in &rep.failed {
+                eprintln!("virtperf: cleanup: {f}");
+            }
+            if !rep.failed.is_empty() {
+                anyhow::bail!(
+                    "{} item(s) could not be cleaned up (listed above)",
+                    rep.failed.len()
+                );
             }
             Ok(())
         }

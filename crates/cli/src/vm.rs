@@ -168,7 +168,8 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
         print!("{text}");
         return Ok(());
     }
-    let spec = spec::parse(&text)?;
+    let spec = spec::parse(&text)
+        .map_err(|e| crate::signals::exit(crate::signals::code::USAGE, e.to_string()))?;
     let Executed {
         store,
         row,
@@ -271,7 +272,7 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
         );
     }
     if interrupted {
-        bail!("interrupted: run {} is marked incomplete", row.id);
+        return crate::experiment::run_exit(&row, 0, true);
     }
     if tax.is_empty() {
         bail!(

@@ -338,21 +338,60 @@ fn ctrl_c_during_a_guest_run_leaves_nothing() {
 
 #[test]
 fn cleanup_removes_run_directories_of_dead_runs_only() {
-    // A run directory named like a killed run's (PID of a reaped child) and one of ours.
+    use virtperf_lab::state::{write_durably, Owned, Owner, Resource};
+    // Run directories recorded by a killed run (PID of a reaped child) and by a live one
+    // (this test), and one that looks like a run directory but was never recorded.
+    let state = std::env::temp_dir().join(format!("vp-guest-state-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
     let mut dead = std::process::Command::new("true").spawn().expect("spawn");
     let dead_pid = dead.id();
     dead.wait().expect("wait");
     let stale = std::env::temp_dir().join(format!("vp-{dead_pid}-0"));
+    let unmarked = std::env::temp_dir().join(format!("vp-{dead_pid}-1"));
     let live = std::env::temp_dir().join(format!("vp-{}-77", std::process::id()));
-    for d in [&stale, &live] {
+    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .expect("boot id")
+        .trim()
+        .to_string();
+    for (d, owner) in [
+        (
+            &stale,
+            Some(Owner {
+                pid: dead_pid,
+                start: 1,
+                boot_id,
+            }),
+        ),
+        (&live, Some(Owner::me())),
+        (&unmarked, None),
+    ] {
         std::fs::create_dir_all(d).expect("dir");
         std::fs::write(d.join("initramfs.cpio"), b"x").expect("file");
+        if let Some(owner) = owner {
+            let rec = Owned {
+                owner,
+                resource: Resource::Dir { path: d.clone() },
+            };
+            let name = d.file_name().unwrap().to_string_lossy().into_owned();
+            write_durably(&state.join("owned").join(format!("{name}.json")), &rec).expect("marker");
+        }
     }
-    let out = vp().arg("cleanup").output().expect("cleanup");
+    let out = vp()
+        .env("VIRTPERF_STATE_DIR", &state)
+        .arg("cleanup")
+        .output()
+        .expect("cleanup");
     let text = String::from_utf8_lossy(&out.stdout);
+    let (live_kept, unmarked_kept) = (live.exists(), unmarked.exists());
     let _ = std::fs::remove_dir_all(&live);
+    let _ = std::fs::remove_dir_all(&unmarked);
+    let _ = std::fs::remove_dir_all(&state);
     common::assert_ok(&out);
     assert!(text.contains(&stale.display().to_string()), "{text}");
     assert!(!stale.exists(), "stale run directory kept");
+    assert!(
+        live_kept && unmarked_kept,
+        "removed a live or unrecorded directory: {text}"
+    );
     assert!(!text.contains(&live.display().to_string()), "{text}");
 }

@@ -64,26 +64,65 @@ fn a_failing_run_in_namespaces_cleans_up_too() {
 }
 
 #[test]
-fn cleanup_removes_leftovers_of_dead_runs_only() {
+fn cleanup_removes_what_a_killed_run_made_and_nothing_unmarked() {
     if !root() {
         eprintln!("skipped: needs root to create namespaces");
         return;
     }
-    // A namespace named like a run whose process is gone (PID of a reaped child).
-    let mut dead = std::process::Command::new("true").spawn().unwrap();
-    let dead_pid = dead.id();
-    dead.wait().unwrap();
-    let name = format!("vp-{dead_pid}-0-cli");
-    let ok = std::process::Command::new("ip")
-        .args(["netns", "add", &name])
-        .status()
+    let state = std::env::temp_dir().join(format!("vp-netns-state-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
+    // A run killed mid-test: nothing of it could clean up.
+    let mut run = vp()
+        .env("VIRTPERF_STATE_DIR", &state)
+        .args(["rr", "-l", "30s", "--placement", "netns:veth"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
         .unwrap();
-    assert!(ok.success());
-    let out = vp().arg("cleanup").output().unwrap();
-    assert!(out.status.success());
+    let pid = run.id();
+    let t0 = std::time::Instant::now();
+    while namespaces_of(pid).len() < 2 {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "no namespaces made"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let left = namespaces_of(pid);
+    assert!(!left.is_empty());
+    // Named like ours, but virtperf did not make it (no marker): not ours to delete.
+    let foreign = format!("vp-{pid}-999-cli");
+    assert!(std::process::Command::new("ip")
+        .args(["netns", "add", &foreign])
+        .status()
+        .unwrap()
+        .success());
+    let out = vp()
+        .env("VIRTPERF_STATE_DIR", &state)
+        .arg("cleanup")
+        .output()
+        .unwrap();
+    let still = namespaces_of(pid);
+    let _ = std::process::Command::new("ip")
+        .args(["netns", "del", &foreign])
+        .status();
+    let _ = std::fs::remove_dir_all(&state);
+    common::assert_ok(&out);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains(&name), "{text}");
-    assert!(namespaces_of(dead_pid).is_empty());
+    for ns in &left {
+        if ns != &foreign {
+            assert!(text.contains(ns.as_str()), "{ns} not reported: {text}");
+        }
+    }
+    assert_eq!(
+        still,
+        vec![foreign.clone()],
+        "only the unmarked namespace is left"
+    );
+    assert!(!text.contains(&foreign), "{text}");
 }
 
 #[test]

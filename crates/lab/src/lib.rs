@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod assemble;
 pub mod capture;
+pub mod cleanup;
 pub mod client;
 pub mod guest;
 pub mod knob;
@@ -18,6 +19,7 @@ pub mod remote;
 pub mod runner;
 mod side;
 pub mod spec;
+pub mod state;
 
 use std::time::Duration;
 

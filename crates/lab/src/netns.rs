@@ -6,10 +6,13 @@
 //! run. Addresses are private ones inside namespaces we own, so no traffic leaves them.
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::{anyhow, bail, Context, Result};
+
+use crate::state::{self, Resource};
 
 /// How the two namespaces are joined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,7 +111,7 @@ impl Topology {
         // Register each namespace as soon as it exists, so a failure half-way still
         // removes everything already made.
         for ns in [&client_ns, &server_ns] {
-            ip(&["netns", "add", ns])?;
+            create_marked(ns)?;
             t.namespaces.push(ns.clone());
             in_ns(ns, &["ip", "link", "set", "lo", "up"])?;
         }
@@ -131,7 +134,7 @@ impl Topology {
             }
             Kind::Bridge => {
                 let br_ns = format!("{tag}-br");
-                ip(&["netns", "add", &br_ns])?;
+                create_marked(&br_ns)?;
                 t.namespaces.push(br_ns.clone());
                 in_ns(&br_ns, &["ip", "link", "add", "vpbr0", "type", "bridge"])?;
                 in_ns(&br_ns, &["ip", "link", "set", "vpbr0", "up"])?;
@@ -151,7 +154,7 @@ impl Topology {
             }
             Kind::Nat => {
                 let rt_ns = format!("{tag}-rt");
-                ip(&["netns", "add", &rt_ns])?;
+                create_marked(&rt_ns)?;
                 t.namespaces.push(rt_ns.clone());
                 in_ns(&rt_ns, &["ip", "link", "set", "lo", "up"])?;
                 ip(&[
@@ -285,7 +288,7 @@ impl Drop for Topology {
     fn drop(&mut self) {
         // Deleting a namespace removes its links (and the veth peers in other namespaces).
         for ns in self.namespaces.iter().rev() {
-            let _ = ip(&["netns", "del", ns]);
+            let _ = delete_namespace(ns);
         }
     }
 }
@@ -316,8 +319,25 @@ pub fn run_in<T: Send + 'static>(
 
 /// Creates an empty namespace `ns` with `lo` up.
 pub(crate) fn add_namespace(ns: &str) -> Result<()> {
-    ip(&["netns", "add", ns])?;
+    create_marked(ns)?;
     in_ns(ns, &["ip", "link", "set", "lo", "up"])
+}
+
+/// Creates namespace `ns`, first recording in the state directory that this process made
+/// it, so that `virtperf cleanup` removes it if we die and never touches a namespace
+/// someone else named alike.
+fn create_marked(ns: &str) -> Result<()> {
+    let r = Resource::Netns {
+        name: ns.to_string(),
+    };
+    state::mark(&r).map_err(|e| {
+        anyhow!(
+            "cannot record namespace {ns} in {} ({e}): set ${} to a writable directory",
+            state::dir().display(),
+            state::STATE_DIR_ENV
+        )
+    })?;
+    ip(&["netns", "add", ns]).inspect_err(|_| state::unmark(&r))
 }
 
 /// Runs `cmd` (a program and its arguments) inside namespace `ns`.
@@ -325,9 +345,16 @@ pub(crate) fn exec_in(ns: &str, cmd: &[&str]) -> Result<()> {
     in_ns(ns, cmd)
 }
 
-/// Deletes namespace `ns` (and the links in it).
-pub(crate) fn delete_namespace(ns: &str) {
-    let _ = ip(&["netns", "del", ns]);
+/// Deletes namespace `ns` (and the links in it) and its marker; says why when it could not.
+pub(crate) fn delete_namespace(ns: &str) -> Result<()> {
+    let exists = Path::new("/var/run/netns").join(ns).exists();
+    if exists {
+        ip(&["netns", "del", ns])?;
+    }
+    state::unmark(&Resource::Netns {
+        name: ns.to_string(),
+    });
+    Ok(())
 }
 
 /// A fresh `vp-<pid>-<n>` tag for things a run creates.
@@ -339,44 +366,24 @@ pub(crate) fn new_tag() -> String {
     )
 }
 
-/// Deletes every namespace this process created (`vp-<our pid>-…`), for a Ctrl-C handler
-/// that must leave nothing behind while the objects owning them are still alive on other
+/// Deletes every namespace this process created (its markers), for a signal handler that
+/// must leave nothing behind while the objects owning them are still alive on other
 /// threads. Returns their names.
 pub fn cleanup_own() -> Vec<String> {
-    let mine = format!("{PREFIX}{}-", std::process::id());
-    let out = match Command::new("ip").args(["netns", "list"]).output() {
-        Ok(o) => o,
-        Err(_) => return Vec::new(),
-    };
+    let me = state::Owner::me();
     let mut removed = Vec::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let name = line.split_whitespace().next().unwrap_or("");
-        if name.starts_with(&mine) && ip(&["netns", "del", name]).is_ok() {
-            removed.push(name.to_string());
+    for (_, owned) in state::read_all::<state::Owned>("owned")
+        .into_iter()
+        .flatten()
+    {
+        if owned.owner != me {
+            continue;
+        }
+        if let Resource::Netns { name } = &owned.resource {
+            if delete_namespace(name).is_ok() {
+                removed.push(name.clone());
+            }
         }
     }
     removed
-}
-
-/// Removes namespaces left by killed runs: names `vp-<pid>-…` whose process is gone (a live
-/// run's namespaces are never touched). Returns their names.
-pub fn cleanup() -> Result<Vec<String>> {
-    let out = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .map_err(|e| anyhow!("cannot run `ip netns list`: {e}"))?;
-    let mut removed = Vec::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let name = line.split_whitespace().next().unwrap_or("");
-        let Some(rest) = name.strip_prefix(PREFIX) else {
-            continue;
-        };
-        let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
-        let alive = pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
-        if pid.is_some() && !alive {
-            ip(&["netns", "del", name])?;
-            removed.push(name.to_string());
-        }
-    }
-    Ok(removed)
 }

@@ -103,8 +103,17 @@ pub fn run(
 ) -> Result<RunOutcome> {
     // Probe every knob of every config before any trial: a config whose knob cannot be set
     // is skipped as a whole, with its reason, and the others still run.
+    // A dead run's leftover knobs would be read as "originals" below and so made
+    // permanent: refuse until `virtperf cleanup` has put them back.
+    let state_dir = crate::state::dir();
+    let all_knobs: Vec<&crate::knob::Knob> = spec
+        .configs
+        .iter()
+        .flat_map(|c| c.knobs.iter().map(|(k, _)| k))
+        .collect();
+    crate::knob::check_leftovers(&state_dir, &all_knobs).map_err(|e| anyhow!(e))?;
     let mut active = Active {
-        guard: KnobGuard::default(),
+        guard: KnobGuard::journaled(crate::knob::Journal::for_this_process(&state_dir)),
         current: None,
     };
     let mut runnable: Vec<&Config> = Vec::new();

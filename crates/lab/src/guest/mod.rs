@@ -228,6 +228,17 @@ impl GuestLab {
         };
         let tag = netns::new_tag();
         let dir = std::env::temp_dir().join(&tag);
+        // Recorded before it exists, so `virtperf cleanup` can remove it if we are killed.
+        crate::state::mark(&crate::state::Resource::Dir { path: dir.clone() }).with_context(
+            || {
+                format!(
+                    "cannot record {} in {}: set ${} to a writable directory",
+                    dir.display(),
+                    crate::state::dir().display(),
+                    crate::state::STATE_DIR_ENV
+                )
+            },
+        )?;
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let mut lab = GuestLab {
             direction,
@@ -496,9 +507,13 @@ impl Drop for GuestLab {
             let _ = g.child.wait();
         }
         if self.created_ns {
-            netns::delete_namespace(&self.ns);
+            let _ = netns::delete_namespace(&self.ns);
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if std::fs::remove_dir_all(&self.dir).is_ok() || !self.dir.exists() {
+            crate::state::unmark(&crate::state::Resource::Dir {
+                path: self.dir.clone(),
+            });
+        }
     }
 }
 
@@ -558,8 +573,8 @@ fn pin_vcpus(pid: u32, cpus: &[u32]) -> Result<()> {
 }
 
 /// Stops everything guest placements of this process started — QEMU processes (found by
-/// their `-name vp-<our pid>-…`, so only ours), namespaces and run directories — for a
-/// Ctrl-C handler. Returns what it removed.
+/// their `-name vp-<our pid>-…`, so only ours), namespaces and run directories (by their
+/// markers) — for a signal handler. Returns what it removed.
 pub fn cleanup_own() -> Vec<String> {
     let mine = format!("{}{}-", netns::PREFIX, std::process::id());
     let mut removed = Vec::new();
@@ -578,39 +593,16 @@ pub fn cleanup_own() -> Vec<String> {
         }
     }
     removed.extend(netns::cleanup_own());
-    if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with(&mine)
-                && e.path().join("initramfs.cpio").exists()
-                && std::fs::remove_dir_all(e.path()).is_ok()
-            {
-                removed.push(e.path().display().to_string());
+    let me = crate::state::Owner::me();
+    for (_, owned) in crate::state::read_all::<crate::state::Owned>("owned")
+        .into_iter()
+        .flatten()
+    {
+        if let (true, crate::state::Resource::Dir { path }) = (owned.owner == me, &owned.resource) {
+            if std::fs::remove_dir_all(path).is_ok() {
+                crate::state::unmark(&owned.resource);
+                removed.push(path.display().to_string());
             }
-        }
-    }
-    removed
-}
-
-/// Removes run directories (`$TMPDIR/vp-<pid>-…`) whose process is gone; returns them.
-pub fn cleanup_dirs() -> Vec<String> {
-    let mut removed = Vec::new();
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return removed;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix(netns::PREFIX) else {
-            continue;
-        };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
-        };
-        let ours =
-            e.path().join("initramfs.cpio").exists() || e.path().join("console0.log").exists();
-        let dead = !Path::new(&format!("/proc/{pid}")).exists();
-        if ours && dead && std::fs::remove_dir_all(e.path()).is_ok() {
-            removed.push(e.path().display().to_string());
         }
     }
     removed

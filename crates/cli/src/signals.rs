@@ -1,0 +1,90 @@
+//! Termination signals and exit codes.
+//!
+//! SIGINT (Ctrl-C), SIGTERM (systemd, `timeout`, CI runners, `kill`) and SIGHUP (a closed
+//! terminal or SSH session) all mean "stop, but clean up first": each command that changes
+//! the machine (knobs, namespaces, guests) installs one handler for all three, so none of
+//! them can leave a change behind that another would have undone.
+
+use std::fmt;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+/// The signals that ask a command to stop.
+pub const TERMINATION: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
+
+/// Exit codes (the README's table): 0 success; 1 an error, or a run that stored no result;
+/// 2 bad arguments or spec; 4 a run stored but incomplete (some trials failed or a config's
+/// teardown failed); 128 + N stopped by signal N after cleaning up (130 INT, 143 TERM, 129 HUP).
+pub mod code {
+    /// Bad command-line arguments or spec.
+    pub const USAGE: u8 = 2;
+    /// The run was stored but some of it failed.
+    pub const INCOMPLETE: u8 = 4;
+}
+
+/// An error that carries the process exit code it should produce.
+#[derive(Debug)]
+pub struct Exit {
+    /// Exit status.
+    pub code: u8,
+    /// One line for stderr.
+    pub message: String,
+}
+
+impl fmt::Display for Exit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Exit {}
+
+/// Builds an [`Exit`] as an `anyhow::Error`.
+pub fn exit(code: u8, message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Exit {
+        code,
+        message: message.into(),
+    })
+}
+
+/// The signal received, or 0.
+static RECEIVED: AtomicI32 = AtomicI32::new(0);
+
+/// The first termination signal received so far (0 if none).
+pub fn received() -> i32 {
+    RECEIVED.load(Ordering::SeqCst)
+}
+
+/// Exit code for having been stopped by `sig`, as shells report it.
+pub fn code_for(sig: i32) -> u8 {
+    (128 + sig).clamp(0, 255) as u8
+}
+
+/// Human name of a termination signal.
+pub fn name(sig: i32) -> &'static str {
+    match sig {
+        SIGINT => "SIGINT",
+        SIGTERM => "SIGTERM",
+        SIGHUP => "SIGHUP",
+        _ => "a signal",
+    }
+}
+
+/// Calls `handler` on a dedicated thread for every SIGINT, SIGTERM and SIGHUP (instead of
+/// the default action of dying on the spot). Records the first one for [`received`].
+pub fn on_termination(handler: impl Fn(i32) + Send + 'static) -> anyhow::Result<()> {
+    let mut signals = Signals::new(TERMINATION)
+        .map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for sig in signals.forever() {
+                let _ = RECEIVED.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+                handler(sig);
+            }
+        })
+        .map_err(|e| anyhow::anyhow!("cannot start the signal thread: {e}"))?;
+    Ok(())
+}

@@ -1,0 +1,269 @@
+//! Knobs survive any death of the run that changed them: SIGTERM and SIGHUP restore them
+//! like Ctrl-C does; after a SIGKILL the journal in the state directory lets `virtperf
+//! cleanup` restore them, and `virtperf run` refuses to start until it has.
+//! Each test changes its own sysctl (as root; skipped otherwise) and uses a private state
+//! directory, and puts the sysctl back itself if an assertion fails half-way.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{assert_one_line_error, vp};
+
+/// A run of a one-config spec that sets `sysctl` to a value other than its current one,
+/// with trials of 300 ms, in a private directory (spec, database, state).
+struct Case {
+    path: String,
+    sysctl: String,
+    orig: String,
+    want: String,
+    dir: PathBuf,
+}
+
+impl Case {
+    fn new(sysctl: &str, tag: &str, a: &str, b: &str) -> Option<Case> {
+        let path = format!("/proc/sys/{}", sysctl.replace('.', "/"));
+        let orig = std::fs::read_to_string(&path).ok()?.trim().to_string();
+        if std::fs::write(&path, &orig).is_err() {
+            eprintln!("skipped: needs root to write {path}");
+            return None;
+        }
+        let want = if orig == a { b } else { a }.to_string();
+        let dir = std::env::temp_dir().join(format!("vp-knobs-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("s.toml"),
+            format!(
+                "name = \"knobs\"\nduration = \"300ms\"\nrepetitions = 40\n[[workload]]\nkind = \"rr\"\n\
+                 [[config]]\nname = \"changed\"\nsysctl = {{ \"{sysctl}\" = \"{want}\" }}\n"
+            ),
+        )
+        .unwrap();
+        Some(Case {
+            path,
+            sysctl: sysctl.to_string(),
+            orig,
+            want,
+            dir,
+        })
+    }
+
+    fn now(&self) -> String {
+        std::fs::read_to_string(&self.path)
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    fn state(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+
+    fn db(&self) -> PathBuf {
+        self.dir.join("r.db")
+    }
+
+    /// virtperf with this case's state directory.
+    fn vp(&self) -> Command {
+        let mut c = vp();
+        c.env("VIRTPERF_STATE_DIR", self.state());
+        c
+    }
+
+    fn start_run(&self) -> Child {
+        self.vp()
+            .arg("run")
+            .arg(self.dir.join("s.toml"))
+            .arg("--db")
+            .arg(self.db())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Waits until the run has changed the knob and stored `trials` trials.
+    fn wait_for_trials(&self, trials: u64) {
+        let t0 = Instant::now();
+        loop {
+            let out = vp()
+                .args(["runs", "--json", "--db"])
+                .arg(self.db())
+                .output()
+                .unwrap();
+            let n = serde_json::from_slice::<serde_json::Value>(&out.stdout)
+                .ok()
+                .and_then(|v| v[0]["trials_ok"].as_u64())
+                .unwrap_or(0);
+            if n >= trials && self.now() == self.want {
+                return;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "run made no progress"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn journals(&self) -> Vec<PathBuf> {
+        std::fs::read_dir(self.state().join("knobs"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Case {
+    fn drop(&mut self) {
+        // Whatever the test asserted, the machine keeps its original value.
+        let _ = std::fs::write(&self.path, &self.orig);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn kill(child: &Child, sig: i32) {
+    // SAFETY: kill(2) on the PID of a child we spawned and have not reaped.
+    unsafe {
+        libc::kill(child.id() as i32, sig);
+    }
+}
+
+fn wait(child: &mut Child, limit: Duration) -> ExitStatus {
+    let t0 = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(t0.elapsed() < limit, "run did not stop within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn runs_json(db: &Path) -> serde_json::Value {
+    let out = vp()
+        .args(["runs", "--json", "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// SIGTERM and SIGHUP stop the run like Ctrl-C: between trials, knobs restored, trials
+/// kept, run marked incomplete, exit code 128 + the signal's number, journal removed.
+fn stops_cleanly_on(sig: i32, sysctl: &str, tag: &str, a: &str, b: &str) {
+    let Some(case) = Case::new(sysctl, tag, a, b) else {
+        return;
+    };
+    let mut child = case.start_run();
+    case.wait_for_trials(2);
+    assert_eq!(
+        case.journals().len(),
+        1,
+        "originals journaled while changed"
+    );
+    kill(&child, sig);
+    let status = wait(&mut child, Duration::from_secs(30));
+    assert_eq!(
+        status.code(),
+        Some(128 + sig),
+        "exit code after signal {sig}"
+    );
+    assert_eq!(
+        case.now(),
+        case.orig,
+        "{sysctl} not restored after signal {sig}"
+    );
+    assert!(
+        case.journals().is_empty(),
+        "journal left after a clean stop"
+    );
+    let v = runs_json(&case.db());
+    assert_eq!(v[0]["status"], "incomplete");
+    let kept = v[0]["trials_ok"].as_u64().unwrap();
+    assert!((2..40).contains(&kept), "kept {kept} trials");
+}
+
+#[test]
+fn sigterm_restores_knobs_and_keeps_trials() {
+    stops_cleanly_on(libc::SIGTERM, "net.ipv4.tcp_retries1", "term", "4", "5");
+}
+
+#[test]
+fn sighup_restores_knobs_and_keeps_trials() {
+    stops_cleanly_on(libc::SIGHUP, "net.ipv4.tcp_orphan_retries", "hup", "1", "2");
+}
+
+#[test]
+fn after_sigkill_run_refuses_until_cleanup_restores_the_knob() {
+    let Some(case) = Case::new("net.ipv4.tcp_max_syn_backlog", "kill", "4097", "4098") else {
+        return;
+    };
+    let mut child = case.start_run();
+    case.wait_for_trials(1);
+    kill(&child, libc::SIGKILL);
+    wait(&mut child, Duration::from_secs(10));
+    // Nothing could run on the way out: the knob is still changed, the journal says so.
+    assert_eq!(case.now(), case.want);
+    assert_eq!(case.journals().len(), 1);
+
+    // A new run would read the leaked value as the original: it refuses, naming the knob
+    // and the way out, and changes nothing.
+    let out = case
+        .vp()
+        .arg("run")
+        .arg(case.dir.join("s.toml"))
+        .arg("--db")
+        .arg(case.db())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_one_line_error(&err, &case.sysctl);
+    assert!(err.contains("virtperf cleanup"), "{err}");
+    assert!(err.contains(&format!("was \"{}\"", case.orig)), "{err}");
+    assert_eq!(case.now(), case.want);
+    assert_eq!(
+        runs_json(&case.db()).as_array().unwrap().len(),
+        1,
+        "no new run stored"
+    );
+
+    // cleanup puts it back and forgets the journal.
+    let out = case.vp().arg("cleanup").output().unwrap();
+    common::assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("restored {}", case.sysctl)),
+        "{text}"
+    );
+    assert_eq!(case.now(), case.orig, "cleanup did not restore the knob");
+    assert!(case.journals().is_empty());
+    let out = case.vp().arg("cleanup").output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to clean up"));
+}
+
+#[test]
+fn a_damaged_journal_is_reported_not_ignored() {
+    let dir = std::env::temp_dir().join(format!("vp-knobs-junk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("knobs")).unwrap();
+    std::fs::write(dir.join("knobs/123-456.json"), "{\"owner\": {\"pid\"").unwrap();
+    let out = vp()
+        .env("VIRTPERF_STATE_DIR", &dir)
+        .arg("cleanup")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("123-456.json"), "{err}");
+}
