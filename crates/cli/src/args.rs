@@ -139,7 +139,7 @@ pub struct Common {
     #[command(flatten)]
     pub guest: GuestArgs,
     /// With a netns placement: shape the client's link with a token bucket (e.g. 1gbit)
-    #[arg(long, requires = "placement")]
+    #[arg(long, requires = "placement", value_parser = virtperf_lab::parse::rate, allow_hyphen_values = true)]
     pub rate: Option<String>,
     /// Identity file for ssh: placements
     #[arg(long, value_name = "FILE")]
@@ -148,7 +148,7 @@ pub struct Common {
     #[arg(long, value_name = "KEY=VALUE")]
     pub ssh_opt: Vec<String>,
     /// With a netns placement: add this one-way delay to the client's link (netem, e.g. 1ms)
-    #[arg(long, requires = "placement")]
+    #[arg(long, requires = "placement", value_parser = virtperf_lab::parse::delay, allow_hyphen_values = true)]
     pub delay: Option<String>,
 }
 
@@ -328,3 +328,99 @@ use virtperf_lab::parse::{
     bytes as parse_bytes, count as parse_count, cpus as parse_cpus, duration as parse_duration,
     size32 as parse_size32, size_pair as parse_size_pair,
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Values a hostile or unlucky user types where a number belongs.
+    const HOSTILE: &[&str] = &[
+        "1e30",
+        "1e400",
+        "-1",
+        "NaN",
+        "inf",
+        "99999999999999999999999",
+        "18446744073709551616",
+        "",
+    ];
+
+    /// Flags whose value is free text (a host, a path, a token, a name): any string is a
+    /// valid value there, and what it names is checked when it is used.
+    const FREE_TEXT: &[&str] = &[
+        "host",
+        "token",
+        "url",
+        "ssh-key",
+        "ssh-opt",
+        "kernel",
+        "kernel-modules",
+        "guest-binary",
+        "db",
+        "capture",
+        "shape",
+        "baseline",
+        "output",
+        "filter",
+        "store",
+        "file",
+        "spec",
+        "run",
+        "runs",
+        "files",
+        "token-file",
+    ];
+
+    /// Every subcommand path and its value-taking arguments.
+    fn walk(cmd: &clap::Command, path: Vec<String>, out: &mut Vec<(Vec<String>, clap::Arg)>) {
+        for a in cmd.get_arguments() {
+            if a.get_action().takes_values() {
+                out.push((path.clone(), a.clone()));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            let mut p = path.clone();
+            p.push(sub.get_name().to_string());
+            walk(sub, p, out);
+        }
+    }
+
+    /// Whatever the flag, a hostile value is an error of the parser (exit 2, one line),
+    /// never a panic and never accepted, unless the flag takes free text.
+    #[test]
+    fn no_flag_accepts_or_panics_on_hostile_numbers() {
+        let mut args = Vec::new();
+        walk(&Cli::command(), Vec::new(), &mut args);
+        assert!(args.len() > 50, "found only {} arguments", args.len());
+        let mut accepted = Vec::new();
+        for (path, arg) in &args {
+            let name = arg.get_id().as_str().replace('_', "-");
+            for v in HOSTILE {
+                let mut argv = vec!["virtperf".to_string()];
+                argv.extend(path.iter().cloned());
+                match arg.get_long() {
+                    Some(l) => argv.push(format!("--{l}={v}")),
+                    None => argv.push((*v).to_string()),
+                }
+                let res = std::panic::catch_unwind(|| Cli::try_parse_from(&argv));
+                let res = res.unwrap_or_else(|_| panic!("{argv:?} panicked"));
+                let ok = match &res {
+                    Ok(_) => true,
+                    // Missing other required arguments means this value passed its parser.
+                    Err(e) => matches!(
+                        e.kind(),
+                        clap::error::ErrorKind::MissingRequiredArgument
+                            | clap::error::ErrorKind::ArgumentConflict
+                            | clap::error::ErrorKind::MissingSubcommand
+                            | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+                    ),
+                };
+                if ok && !FREE_TEXT.contains(&name.as_str()) && !v.is_empty() {
+                    accepted.push(format!("{} --{name}={v}", path.join(" ")));
+                }
+            }
+        }
+        assert!(accepted.is_empty(), "accepted: {accepted:#?}");
+    }
+}

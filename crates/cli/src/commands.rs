@@ -77,7 +77,10 @@ pub fn env(a: EnvArgs) -> Result<()> {
 
 /// Runs a plan against `--host`, or against a private local agent.
 fn execute(common: &Common, plan: Plan) -> Result<()> {
-    plan.validate()?;
+    // Every value of the plan came from the command line: a value out of range is a usage
+    // error (exit 2), like one clap's parsers caught.
+    plan.validate()
+        .map_err(|e| crate::signals::exit(crate::signals::code::USAGE, format!("{e:#}")))?;
     if common.placement != Placement::Local && common.host.is_some() {
         bail!("--placement chooses the agent: drop --host");
     }

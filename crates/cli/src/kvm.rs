@@ -56,11 +56,9 @@ pub enum KvmCommand {
     },
 }
 
+/// Halt-poll windows: 0 to 1 s.
 fn parse_poll(s: &str) -> Result<Duration, String> {
-    if s.trim() == "0" {
-        return Ok(Duration::ZERO);
-    }
-    virtperf_lab::parse::duration(s)
+    virtperf_lab::parse::duration_up_to(s, Duration::from_secs(1), "1s")
 }
 
 fn parse_range(s: &str) -> Result<(Duration, Duration), String> {

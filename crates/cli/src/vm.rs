@@ -36,13 +36,13 @@ pub enum VmCmd {
 #[derive(Debug, Args)]
 pub struct VmCompareArgs {
     /// Workloads: rr, crr, stream (16 KiB sends) and stream-reverse, comma-separated
-    #[arg(long, default_value = "rr,stream,crr", value_delimiter = ',')]
+    #[arg(long, default_value = "rr,stream,crr", value_delimiter = ',', value_parser = ["rr", "crr", "stream", "stream-reverse"])]
     pub workloads: Vec<String>,
     /// Which ends run in guests: host-guest (agent in the guest), guest-host, guest-guest
-    #[arg(long, default_value = "host-guest")]
+    #[arg(long, default_value = "host-guest", value_parser = ["host-guest", "guest-host", "guest-guest"])]
     pub direction: String,
     /// Measured duration of each trial
-    #[arg(long, short = 'l', default_value = "5s")]
+    #[arg(long, short = 'l', default_value = "5s", value_parser = duration_text, allow_hyphen_values = true)]
     pub duration: String,
     /// Trials per workload and side (interleaved native, guest, native, guest, …)
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -60,6 +60,12 @@ pub struct VmCompareArgs {
 }
 
 /// `virtperf vm`
+/// A duration checked like every other (`virtperf_lab::parse::duration`), kept as typed
+/// because it goes into the generated spec.
+fn duration_text(s: &str) -> Result<String, String> {
+    virtperf_lab::parse::duration(s).map(|_| s.trim().to_string())
+}
+
 pub fn vm(a: VmArgs) -> Result<()> {
     match a.cmd {
         VmCmd::Compare(c) => vm_compare(c),

@@ -36,11 +36,9 @@ pub struct WakeArgs {
     pub json: bool,
 }
 
+/// Poll windows and idle gaps: 0 to 1 s (a longer one would make a message take seconds).
 fn parse_window(s: &str) -> Result<Duration, String> {
-    if s.trim() == "0" {
-        return Ok(Duration::ZERO);
-    }
-    virtperf_lab::parse::duration(s)
+    virtperf_lab::parse::duration_up_to(s, Duration::from_secs(1), "1s")
 }
 
 fn placement(a: &WakeArgs) -> Result<Placement> {

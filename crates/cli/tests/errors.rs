@@ -25,9 +25,27 @@ fn usage_errors_exit_2_with_one_line() {
         (&["rr", "--duration", "forever"], "duration"),
         (&["rr", "--cpus", "x,y"], "cpus"),
         (&["serve", "--port", "70000"], "70000"),
+        // Out-of-range and non-finite numbers: an error of the parser, never a panic.
+        (&["rr", "--duration", "1e20"], "at most 24h"),
+        (&["rr", "--duration", "100000h"], "at most 24h"),
+        (&["rr", "--duration", "NaN"], "not a finite number"),
+        (&["crr", "-l", "inf"], "not a finite number"),
+        (&["wake", "--gap", "1e30"], "at most 1s"),
+        (&["wake", "--poll", "10us,1e30"], "at most 1s"),
+        (&["kvm", "halt", "--halt-poll", "1e30"], "at most 1s"),
+        (
+            &["rr", "--placement", "netns:veth", "--rate", "1e30gbit"],
+            "rate",
+        ),
+        (
+            &["rr", "--placement", "netns:veth", "--delay", "1e30"],
+            "at most 10s",
+        ),
+        (&["vm", "compare", "--duration", "1e30"], "at most 24h"),
+        (&["run", "--runs", "1e30"], "1e30"),
     ] {
         let (code, err) = run_fail(args);
-        assert!(code == 2 || code == 1, "{args:?} exit {code}");
+        assert_eq!(code, 2, "{args:?} exit {code}: {err}");
         assert_one_line_error(&err, needle);
     }
 }
@@ -114,4 +132,55 @@ fn agent_killed_mid_test_ends_the_client_with_an_error() {
             .unwrap();
         assert_one_line_error(&err, "agent");
     }
+}
+
+/// A spec in a temp dir, with its database beside it.
+fn spec_file(tag: &str, text: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("vp-errors-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("s.toml"), text).unwrap();
+    (dir.join("s.toml"), dir.join("r.db"))
+}
+
+#[test]
+fn specs_out_of_range_fail_before_any_trial_with_exit_2() {
+    let (spec, db) = spec_file(
+        "range",
+        "name = \"x\"\nduration = \"100000h\"\n[[workload]]\nkind = \"rr\"\n",
+    );
+    let (code, err) = run_fail(&["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert_one_line_error(&err, "line 2");
+    assert!(err.contains("at most 24h"), "{err}");
+    assert!(!db.exists(), "a spec that cannot run stored a run");
+    let _ = std::fs::remove_dir_all(spec.parent().unwrap());
+}
+
+/// A run whose every trial fails exits 1; one with some failed trials exits 4 (README's
+/// table); both keep what they stored.
+#[test]
+fn failed_and_incomplete_runs_exit_non_zero() {
+    // A port nobody listens on: every trial against it is refused at once.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let bad = format!("[[config]]\nname = \"nobody\"\nplacement = \"remote:127.0.0.1:{port}\"\n");
+    let head = "name = \"x\"\nduration = \"200ms\"\nrepetitions = 2\n[[workload]]\nkind = \"rr\"\n";
+    let (spec, db) = spec_file("allfail", &format!("{head}{bad}"));
+    let (code, err) = run_fail(&["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("stored no result"), "{err}");
+    let _ = std::fs::remove_dir_all(spec.parent().unwrap());
+
+    let (spec, db) = spec_file(
+        "partial",
+        &format!("{head}[[config]]\nname = \"loopback\"\n{bad}"),
+    );
+    let (code, err) = run_fail(&["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("incomplete: 2 of 4 trials failed"), "{err}");
+    let _ = std::fs::remove_dir_all(spec.parent().unwrap());
 }

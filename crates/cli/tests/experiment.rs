@@ -209,7 +209,8 @@ fn spec_errors_name_the_line_and_change_nothing() {
         .arg(&db)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    // A bad spec is bad input, like a bad flag: exit 2 (README's exit codes).
+    assert_eq!(out.status.code(), Some(2));
     assert_one_line_error(&String::from_utf8_lossy(&out.stderr), "line 4");
     assert!(!db.exists(), "a bad spec must not create a database");
 }

@@ -6,22 +6,92 @@ use std::time::Duration;
 
 use virtperf_wire::{MAX_MESSAGE_SIZE, MAX_TRANSFER};
 
-/// Parses a duration: humantime syntax (`10s`, `500ms`, `1m30s`) or bare seconds.
+/// The longest duration any flag or spec key takes (the agent's limit for one test).
+pub const MAX_DURATION: Duration = Duration::from_millis(virtperf_wire::MAX_DURATION_MS);
+
+/// Parses a duration: humantime syntax (`10s`, `500ms`, `1m30s`) or bare seconds, greater
+/// than 0 and at most 24 h. Never panics, whatever the number (`1e30`, `NaN`, `inf`).
 pub fn duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let d = if let Ok(secs) = t.parse::<f64>() {
-        if !secs.is_finite() || secs < 0.0 {
-            return Err(format!("invalid duration {s:?}: must not be negative"));
-        }
-        Duration::from_secs_f64(secs)
-    } else {
-        humantime::parse_duration(t)
-            .map_err(|e| format!("invalid duration {s:?}: {e} (examples: 10s, 500ms, 1m)"))?
-    };
+    let d = duration_up_to(s, MAX_DURATION, "24h")?;
     if d.is_zero() {
         return Err(format!("invalid duration {s:?}: must be greater than 0"));
     }
     Ok(d)
+}
+
+/// Parses a duration that may be 0 (`0` = none) and is at most `max` (written `max_text` in
+/// messages): poll windows, idle gaps.
+pub fn duration_up_to(s: &str, max: Duration, max_text: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let too_long = || format!("invalid duration {s:?}: at most {max_text}");
+    let d = if let Ok(secs) = t.parse::<f64>() {
+        // `1e400` overflows f64 to infinity: that is a number too large, not a typo.
+        if secs == f64::INFINITY && !t.to_ascii_lowercase().contains("inf") {
+            return Err(too_long());
+        }
+        if secs.is_nan() || secs.is_infinite() {
+            return Err(format!(
+                "invalid duration {s:?}: not a finite number (examples: 10s, 500ms, 2.5)"
+            ));
+        }
+        if secs < 0.0 {
+            return Err(format!("invalid duration {s:?}: must not be negative"));
+        }
+        // try_from: a value past Duration's range is an error here, not a panic.
+        Duration::try_from_secs_f64(secs).map_err(|_| too_long())?
+    } else {
+        humantime::parse_duration(t)
+            .map_err(|e| format!("invalid duration {s:?}: {e} (examples: 10s, 500ms, 1m)"))?
+    };
+    if d > max {
+        return Err(too_long());
+    }
+    Ok(d)
+}
+
+/// Parses a link rate as `tc` writes it (`1gbit`, `100mbit`, `500kbit`, `10mbps` = bytes/s)
+/// and returns it normalized to whole bits per second (`1000000000bit`), between 8 kbit/s and
+/// 1 tbit/s, so `tc` never sees a number it would overflow.
+pub fn rate(s: &str) -> Result<String, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let bad =
+        || format!("invalid rate {s:?}: expected a number and a unit like 1gbit, 100mbit, 500kbit");
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).ok_or_else(bad)?;
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.trim().parse().map_err(|_| bad())?;
+    // Decimal prefixes as tc reads them; `bps` units are bytes per second.
+    let mult: f64 = match unit {
+        "bit" => 1.0,
+        "kbit" => 1e3,
+        "mbit" => 1e6,
+        "gbit" => 1e9,
+        "tbit" => 1e12,
+        "kibit" => 1024.0,
+        "mibit" => 1024.0 * 1024.0,
+        "gibit" => 1024.0 * 1024.0 * 1024.0,
+        "bps" => 8.0,
+        "kbps" => 8e3,
+        "mbps" => 8e6,
+        "gbps" => 8e9,
+        _ => return Err(bad()),
+    };
+    let bits = n * mult;
+    if !bits.is_finite() || !(8e3..=1e12).contains(&bits) {
+        return Err(format!(
+            "invalid rate {s:?}: must be between 8kbit and 1tbit"
+        ));
+    }
+    Ok(format!("{}bit", bits.round() as u64))
+}
+
+/// Parses a one-way link delay for netem (`1ms`, `250us`): 1 µs to 10 s, returned as whole
+/// microseconds in `tc`'s syntax (`1000us`).
+pub fn delay(s: &str) -> Result<String, String> {
+    let d = duration_up_to(s, Duration::from_secs(10), "10s")?;
+    if d < Duration::from_micros(1) {
+        return Err(format!("invalid delay {s:?}: at least 1us"));
+    }
+    Ok(format!("{}us", d.as_micros()))
 }
 
 /// Parses a byte count with an optional unit: `4096`, `64K`, `100MB` (10^6), `1GiB` (2^30).
@@ -137,6 +207,26 @@ mod tests {
         assert!(duration("0s").is_err());
         assert!(duration("-1").unwrap_err().contains("negative"));
         assert!(duration("soon").is_err());
+        assert_eq!(duration("24h").unwrap(), MAX_DURATION);
+        for huge in ["1e20", "1e30", "1e400", "100000h", "24h1s", "86401"] {
+            assert!(
+                duration(huge).unwrap_err().contains("at most 24h"),
+                "{huge}"
+            );
+        }
+        for odd in ["NaN", "nan", "inf", "-inf", "infinity"] {
+            assert!(
+                duration(odd).unwrap_err().contains("not a finite number"),
+                "{odd}"
+            );
+        }
+        assert_eq!(
+            duration_up_to("0", Duration::from_secs(1), "1s").unwrap(),
+            Duration::ZERO
+        );
+        assert!(duration_up_to("2s", Duration::from_secs(1), "1s")
+            .unwrap_err()
+            .contains("at most 1s"));
     }
 
     #[test]
@@ -151,6 +241,24 @@ mod tests {
         assert!(size32("1GiB").unwrap_err().contains("64 MiB"));
         assert!(bytes("2TiB").unwrap_err().contains("1 TiB"));
         assert!(bytes("lots").is_err());
+    }
+
+    #[test]
+    fn rates_and_delays() {
+        assert_eq!(rate("1gbit").unwrap(), "1000000000bit");
+        assert_eq!(rate("100Mbit").unwrap(), "100000000bit");
+        assert_eq!(rate("10mbps").unwrap(), "80000000bit");
+        assert_eq!(rate("1.5gbit").unwrap(), "1500000000bit");
+        for bad in [
+            "1e30gbit", "-1gbit", "NaNgbit", "infgbit", "1", "gbit", "1furlong", "1bit",
+        ] {
+            assert!(rate(bad).is_err(), "{bad}");
+        }
+        assert_eq!(delay("1ms").unwrap(), "1000us");
+        assert_eq!(delay("0.5").unwrap(), "500000us");
+        for bad in ["0", "1ns", "11s", "1e30", "NaN", "-1ms"] {
+            assert!(delay(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

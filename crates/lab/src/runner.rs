@@ -180,6 +180,23 @@ pub fn run(
         Repeat::UntilCi { min, max, .. } => (min, max),
     };
     let planned = spec.points.len() * runnable.len() * min_reps as usize;
+    let most = crate::spec::planned_trials(spec.points.len(), runnable.len(), &repeat);
+    if most > crate::spec::MAX_TRIALS {
+        bail!(
+            "{:?} would plan up to {most} trials, more than {}: use fewer repetitions or split the spec",
+            spec.name,
+            crate::spec::MAX_TRIALS
+        );
+    }
+    // Every trial's plan is checked before the first one runs, so a spec that cannot run
+    // here fails now, in one line, instead of storing a run of failed trials.
+    for point in &spec.points {
+        for cfg in &runnable {
+            plan_for(point, cfg)
+                .validate()
+                .with_context(|| format!("point {:?} in config {}", point.label, cfg.name))?;
+        }
+    }
 
     let agent = LocalAgent::start()?;
     let target = Target {

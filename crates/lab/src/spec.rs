@@ -259,6 +259,16 @@ pub enum Repeat {
     },
 }
 
+impl Repeat {
+    /// Trials per point and config at most.
+    pub fn max(&self) -> u32 {
+        match self {
+            Repeat::Fixed(n) => *n,
+            Repeat::UntilCi { max, .. } => *max,
+        }
+    }
+}
+
 /// One point of a workload's sweep: everything needed to run a trial but the config.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Point {
@@ -420,7 +430,13 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
     }
     let mut points = Vec::new();
     for (i, w) in raw.workload.iter().enumerate() {
-        points.extend(expand(text, i, w, default_duration)?);
+        points.extend(expand(
+            text,
+            i,
+            w,
+            default_duration,
+            MAX_POINTS - points.len(),
+        )?);
     }
     let mut configs = Vec::new();
     for c in &raw.config {
@@ -446,6 +462,18 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
             teardown: None,
         });
     }
+    let trials = planned_trials(points.len(), configs.len(), &repeat);
+    if trials > MAX_TRIALS {
+        return Err(SpecError {
+            line: 0,
+            message: format!(
+                "the spec plans {trials} trials ({} points × {} configs × {} repetitions), more than {MAX_TRIALS}: split it into several specs",
+                points.len(),
+                configs.len(),
+                repeat.max()
+            ),
+        });
+    }
     let report = raw.report.unwrap_or_default();
     if let Some(b) = &report.baseline {
         if !configs.iter().any(|c| &c.name == b) {
@@ -469,11 +497,25 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
     })
 }
 
+/// The most points (workload × sweep values) one spec may expand to: a sweep this large
+/// is a typo, and expanding it blindly would take gigabytes.
+pub const MAX_POINTS: usize = 10_000;
+/// The most trials one run may plan (points × configs × repetitions).
+pub const MAX_TRIALS: usize = 100_000;
+
+/// Trials a run plans at most.
+pub fn planned_trials(points: usize, configs: usize, repeat: &Repeat) -> usize {
+    points
+        .saturating_mul(configs)
+        .saturating_mul(repeat.max() as usize)
+}
+
 fn expand(
     text: &str,
     index: usize,
     w: &Spanned<RawWorkload>,
     default_duration: Duration,
+    room: usize,
 ) -> Result<Vec<Point>, SpecError> {
     let r = w.get_ref();
     let kind = r.kind.get_ref().as_str();
@@ -581,7 +623,32 @@ fn expand(
             format!("{kind} workloads need bytes = …, e.g. bytes = \"100MB\""),
         );
     }
-    let count = r.count.as_ref().map(|c| *c.get_ref()).unwrap_or(5);
+    let count = match &r.count {
+        Some(c) if !(1..=10_000).contains(c.get_ref()) => {
+            return err(text, c.span(), "count must be between 1 and 10000")
+        }
+        Some(c) => *c.get_ref(),
+        None => 5,
+    };
+    // Count before expanding: the product of the axes, without overflow.
+    let n = [
+        cpus.len(),
+        sizes.len(),
+        send_sizes.len(),
+        flows.len(),
+        reverses.len(),
+    ]
+    .iter()
+    .fold(1usize, |acc, &n| acc.saturating_mul(n));
+    if n > room {
+        return err(
+            text,
+            w.span(),
+            format!(
+                "this workload's sweep expands to {n} points; a spec may have at most {MAX_POINTS} in all: shorten its lists"
+            ),
+        );
+    }
     let sweep_keys: Vec<&str> = [
         ("size", r.size.as_ref().map(|s| s.get_ref().to_vec().len())),
         (
@@ -1083,6 +1150,50 @@ socket = { nodelay = true, busy_poll_us = 50 }
         let (l, m) = line_of_error("name = \"x\"\n");
         assert_eq!(l, 0);
         assert!(m.contains("no [[workload]]"));
+    }
+
+    #[test]
+    fn out_of_range_values_fail_at_their_line_before_any_trial() {
+        let (l, m) =
+            line_of_error("name = \"x\"\nduration = \"100000h\"\n[[workload]]\nkind = \"rr\"\n");
+        assert_eq!(l, 2, "{m}");
+        assert!(m.contains("at most 24h"), "{m}");
+        let (l, m) =
+            line_of_error("name = \"x\"\n[[workload]]\nkind = \"rr\"\nduration = \"1e30\"\n");
+        assert_eq!(l, 4, "{m}");
+        assert!(m.contains("at most 24h"), "{m}");
+        let (l, m) = line_of_error(
+            "name = \"x\"\n[[workload]]\nkind = \"http\"\nbytes = \"1MB\"\ncount = 0\n",
+        );
+        assert_eq!(l, 5, "{m}");
+        assert!(m.contains("count must be between"), "{m}");
+    }
+
+    /// A million sweep points are refused from the axes' lengths, before any is built.
+    #[test]
+    fn huge_sweeps_are_refused_with_their_size() {
+        let list = |n: usize| {
+            (1..=n)
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let text = format!(
+            "name = \"x\"\n[[workload]]\nkind = \"stream\"\nsend_size = [{}]\nflows = [{}]\n",
+            list(1000),
+            list(1000)
+        );
+        let (l, m) = line_of_error(&text);
+        assert_eq!(l, 2, "{m}");
+        assert!(m.contains("1000000 points") && m.contains("10000"), "{m}");
+
+        // Within the point cap but too many trials in all.
+        let text = format!(
+            "name = \"x\"\nrepetitions = 1000\n[[workload]]\nkind = \"stream\"\nsend_size = [{}]\n",
+            list(200)
+        );
+        let (_, m) = line_of_error(&text);
+        assert!(m.contains("plans 200000 trials"), "{m}");
     }
 
     #[test]
