@@ -9,7 +9,7 @@ use virtperf_pcap::{render_csv, render_seed0, Analyzer, Options};
 fuzz_target!(|data: &[u8]| {
     // A short idle timeout, so the sweep and timeout paths run on tiny inputs too.
     let opts = Options {
-        idle_timeout_s: 0.5,
+        idle_timeout_s: Some(0.5),
         close_linger_s: 0.01,
         ..Options::default()
     };

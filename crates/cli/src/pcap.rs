@@ -1,7 +1,15 @@
 //! `virtperf pcap`: per-connection duration, bytes and response latency from captures.
+//!
+//! Every file given is analyzed and reported on its own: a broken one does not hide the others.
+//! A file cut short (tcpdump killed, disk full) is reported up to the break, with one warning
+//! line naming the file and the byte offset. The exit status is 1 only when some file yielded
+//! nothing readable at all (not a capture, or cut before its first packet); that file gets an
+//! error line and the others are still printed.
 
 use std::fmt::Write;
+use std::io::Write as _;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
@@ -10,7 +18,9 @@ use virtperf_store::{CaptureConn, NewCapture, Store};
 
 #[derive(Debug, Args)]
 pub struct PcapArgs {
-    /// Capture files (pcap or pcapng)
+    /// Capture files (pcap or pcapng). Each is reported on its own; a file cut short is
+    /// reported up to the break with a warning. Exit status 1 when some file yielded nothing
+    /// readable at all (the others are still reported)
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// Keep only matching connections: `port N`, `host ADDR`, joined by `and`
@@ -28,6 +38,10 @@ pub struct PcapArgs {
     /// Also store the analysis in this results database
     #[arg(long, value_name = "DB")]
     pub store: Option<PathBuf>,
+    /// Start a new connection when a 4-tuple has been silent this long (e.g. 300s). Default:
+    /// never; connections split only on a new SYN after FIN/RST or on a sequence jump
+    #[arg(long, value_name = "DURATION", value_parser = virtperf_lab::parse::duration)]
+    pub idle_split: Option<Duration>,
 }
 
 struct Analyzed {
@@ -36,13 +50,10 @@ struct Analyzed {
     summary: Summary,
 }
 
-fn analyze(path: &PathBuf, filter: Option<&str>) -> Result<Analyzed> {
-    let mut opts = Options::default();
-    if let Some(f) = filter {
-        opts.apply_filter(f).map_err(|e| anyhow!("{e}"))?;
-    }
-    let (conns, summary) =
-        virtperf_pcap::analyze_file(path, opts).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+/// Analyzes one file; the error text names the file.
+fn analyze(path: &PathBuf, opts: &Options) -> Result<Analyzed, String> {
+    let (conns, summary) = virtperf_pcap::analyze_file(path, opts.clone())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(Analyzed {
         path: path.clone(),
         conns,
@@ -50,18 +61,59 @@ fn analyze(path: &PathBuf, filter: Option<&str>) -> Result<Analyzed> {
     })
 }
 
+/// The warning for a file read only up to some byte, one line.
+fn stopped_warning(x: &Analyzed) -> Option<String> {
+    let st = x.summary.stopped.as_ref()?;
+    Some(format!(
+        "virtperf: warning: {}: {}; reported what came before byte {} ({} packets)",
+        x.path.display(),
+        st.error,
+        st.offset,
+        x.summary.packets
+    ))
+}
+
 /// `virtperf pcap`
 pub fn pcap(a: PcapArgs) -> Result<()> {
     if a.compare && a.files.len() < 2 {
         bail!("--compare needs at least two capture files");
     }
-    let mut all = Vec::new();
-    for f in &a.files {
-        all.push(analyze(f, a.filter.as_deref())?);
+    let mut opts = Options::default();
+    if let Some(f) = a.filter.as_deref() {
+        opts.apply_filter(f).map_err(|e| anyhow!("{e}"))?;
     }
+    opts.idle_timeout_s = a.idle_split.map(|d| d.as_secs_f64());
+    // Every file is analyzed and its results kept, whatever became of the others.
+    let mut all = Vec::new();
+    let mut failed = Vec::new();
+    for f in &a.files {
+        match analyze(f, &opts) {
+            Ok(x) => all.push(x),
+            Err(e) => failed.push(e),
+        }
+    }
+    report(&a, &all)?;
+    match failed.as_slice() {
+        [] => Ok(()),
+        [one] => bail!("{one}"),
+        many => {
+            for e in many {
+                eprintln!("virtperf: error: {e}");
+            }
+            bail!(
+                "nothing readable in {} of the {} capture files (above)",
+                many.len(),
+                a.files.len()
+            )
+        }
+    }
+}
+
+/// Stores and prints the files that could be read, each file's warnings after its output.
+fn report(a: &PcapArgs, all: &[Analyzed]) -> Result<()> {
     if let Some(db) = &a.store {
         let mut store = Store::open(db)?;
-        for x in &all {
+        for x in all {
             let id = store.add_capture(&NewCapture {
                 path: x.path.display().to_string(),
                 summary: serde_json::to_value(&x.summary)?,
@@ -91,11 +143,14 @@ pub fn pcap(a: PcapArgs) -> Result<()> {
             let rows: Vec<_> = all.iter().map(roles).collect();
             println!("{}", serde_json::to_string_pretty(&rows)?);
         } else {
-            print!("{}", compare_table(&all));
+            print!("{}", compare_table(all));
+        }
+        for w in all.iter().filter_map(stopped_warning) {
+            eprintln!("{w}");
         }
         return Ok(());
     }
-    for x in &all {
+    for x in all {
         if a.json {
             println!(
                 "{}",
@@ -112,9 +167,16 @@ pub fn pcap(a: PcapArgs) -> Result<()> {
                 println!("== {}", x.path.display());
             }
             print!("{}", virtperf_pcap::render_seed0(&x.conns));
+            // After this file's lines, not somewhere in them, when both go to one terminal.
+            let _ = std::io::stdout().flush();
             for w in &x.summary.warnings {
                 eprintln!("virtperf: warning: {}: {w}", x.path.display());
             }
+        }
+        // In every format: the numbers above cover only part of the capture.
+        if let Some(w) = stopped_warning(x) {
+            let _ = std::io::stdout().flush();
+            eprintln!("{w}");
         }
     }
     Ok(())

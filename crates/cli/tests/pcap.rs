@@ -1,12 +1,16 @@
 //! `virtperf pcap` on captures the tests make themselves with `--capture` (tcpdump), checked
 //! against tshark where installed.
 
+/// The capture writer of the analyzer's own tests: real headers, checksums and file formats.
+#[path = "../../pcap/tests/common/mod.rs"]
+mod capture;
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
+use capture::{pcap_of, standard_conv, Conv, ACK, FIN, PSH};
 use common::{assert_one_line_error, run_fail, vp};
 
 fn have(tool: &str) -> bool {
@@ -139,4 +143,162 @@ fn bad_captures_give_one_line_with_the_offset() {
     let _ = std::fs::remove_file(&junk);
     let (_, err) = run_fail(&["pcap", "/nonexistent/x.pcap"]);
     assert_one_line_error(&err, "x.pcap");
+}
+
+fn eth(ip: &[u8]) -> Vec<u8> {
+    capture::ethernet(capture::ethertype_of(ip), ip)
+}
+
+/// Writes `bytes` to a fresh temporary file named after `name`.
+fn write(name: &str, bytes: &[u8]) -> PathBuf {
+    let p = tmp(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+fn pcap(args: &[&Path], flags: &[&str]) -> Output {
+    vp().arg("pcap").args(args).args(flags).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The standard exchange, then a second connection cut short by the end of the file: `cut`
+/// bytes of its last record are kept. Returns the file and that record's offset.
+fn cut_capture(cut: usize) -> (Vec<u8>, usize) {
+    let mut v = standard_conv("10.0.0.2:40000", "10.0.0.1:80");
+    let mut w = Conv::new("10.0.0.3:40001", "10.0.0.1:80", 7000, 9000);
+    w.handshake(5000, 5100, 5150);
+    w.send(6000, true, ACK | PSH, 300);
+    w.send(7000, true, ACK | PSH, 300);
+    v.pkts.extend(w.pkts);
+    let whole = pcap_of(&v, 1, false, false, eth);
+    // The last record holds a 300-byte request: 16 + 14 + 20 + 20 + 300 bytes.
+    let last = whole.len() - (16 + 54 + 300);
+    (whole[..last + cut].to_vec(), last)
+}
+
+#[test]
+fn a_cut_capture_is_reported_up_to_the_cut_beside_an_intact_one() {
+    let (cut, at) = cut_capture(30);
+    let cut = write("cut.pcap", &cut);
+    let whole = write(
+        "whole.pcap",
+        &pcap_of(
+            &standard_conv("10.0.9.2:1234", "10.0.9.1:80"),
+            1,
+            false,
+            false,
+            eth,
+        ),
+    );
+    let out = pcap(&[&cut, &whole], &[]);
+    common::assert_ok(&out);
+    let stdout = text(&out.stdout);
+    // Every connection of both files: two of the cut one, one of the intact one.
+    assert!(stdout.contains("10.0.0.2:40000-10.0.0.1:80 "), "{stdout}");
+    assert!(stdout.contains("10.0.0.3:40001-10.0.0.1:80 "), "{stdout}");
+    assert!(stdout.contains("10.0.9.2:1234-10.0.9.1:80 "), "{stdout}");
+    assert_eq!(
+        stdout.matches("summary: connections=2 ").count(),
+        1,
+        "{stdout}"
+    );
+    // One warning line naming the file and the offset.
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with(&format!(
+            "virtperf: warning: {}: truncated packet record at byte {at}:",
+            cut.display()
+        )),
+        "{stderr}"
+    );
+
+    // JSON and CSV print the same connections; JSON says where reading stopped.
+    let out = pcap(&[&cut], &["--json"]);
+    common::assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["connections"].as_array().map(Vec::len), Some(2));
+    assert_eq!(v["summary"]["stopped"]["offset"], at as u64);
+    assert!(text(&out.stderr).contains(&format!("byte {at}")));
+    let out = pcap(&[&cut], &["--csv"]);
+    common::assert_ok(&out);
+    assert_eq!(text(&out.stdout).lines().count(), 3);
+    for f in [cut, whole] {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
+#[test]
+fn a_file_with_nothing_readable_fails_but_the_others_are_printed() {
+    let whole = write(
+        "ok.pcap",
+        &pcap_of(
+            &standard_conv("10.0.9.2:1234", "10.0.9.1:80"),
+            1,
+            false,
+            false,
+            eth,
+        ),
+    );
+    let junk = write("nothing.pcap", b"not a capture at all, only text");
+    let (first_cut, _) = cut_capture(0);
+    // Only the file header and a piece of the first record.
+    let early = write("early.pcap", &first_cut[..24 + 20]);
+    let out = pcap(&[&junk, &whole], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).contains("10.0.9.2:1234-10.0.9.1:80 "));
+    assert_one_line_error(&text(&out.stderr), &junk.display().to_string());
+    assert_one_line_error(&text(&out.stderr), "byte 0");
+
+    // Two such files: one error line each, and a last line that sums up.
+    let out = pcap(&[&junk, &whole, &early], &["--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["connections"].as_array().map(Vec::len), Some(1));
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 3, "{stderr}");
+    assert!(lines[0].contains(&junk.display().to_string()), "{stderr}");
+    assert!(
+        lines[1].contains(&early.display().to_string()) && lines[1].contains("byte 24"),
+        "{stderr}"
+    );
+    assert_eq!(
+        lines[2],
+        "virtperf: error: nothing readable in 2 of the 3 capture files (above)"
+    );
+    for f in [whole, junk, early] {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
+#[test]
+fn idle_split_is_a_flag_and_off_by_default() {
+    // 400 s of silence in the middle of one connection, sequence numbers continuing.
+    let mut v = Conv::new("10.0.0.2:40000", "10.0.0.1:80", 1000, 5000);
+    v.handshake(0, 100, 150);
+    v.send(1000, true, ACK | PSH, 100);
+    v.send(1020, false, ACK | PSH, 500);
+    v.send(400_001_000, true, ACK | PSH, 100);
+    v.send(400_001_020, false, ACK | PSH, 500);
+    v.send(400_002_000, true, FIN | ACK, 0);
+    v.send(400_002_050, false, FIN | ACK, 0);
+    let f = write("quiet.pcap", &pcap_of(&v, 1, false, false, eth));
+    let conns = |flags: &[&str]| {
+        let out = pcap(&[&f], &[&["--json"], flags].concat());
+        common::assert_ok(&out);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["connections"].as_array().map_or(0, Vec::len)
+    };
+    assert_eq!(conns(&[]), 1);
+    assert_eq!(conns(&["--idle-split", "300s"]), 2);
+    assert_eq!(conns(&["--idle-split", "500s"]), 1);
+    let (code, err) = run_fail(&["pcap", f.to_str().unwrap(), "--idle-split", "soon"]);
+    assert_eq!(code, 2);
+    assert_one_line_error(&err, "invalid duration");
+    let _ = std::fs::remove_file(f);
 }

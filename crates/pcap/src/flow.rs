@@ -6,7 +6,7 @@
 
 use crate::decode::{Segment, ACK, FIN, RST, SYN};
 use crate::hist::{Latency, Rtt};
-use crate::model::{Connection, EndReason, Endpoint, Handshake, SideStats};
+use crate::model::{Connection, EndReason, Endpoint, Handshake, LatencyStats, RttStats, SideStats};
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -16,6 +16,10 @@ pub const PENDING_CAP: usize = 2048;
 /// Sequence gaps remembered per direction, to tell a late (out-of-order) segment from a
 /// retransmission.
 const MAX_HOLES: usize = 4;
+/// A segment this far (a quarter of the sequence space) before or after the highest sequence
+/// number its side has sent belongs to another connection on the same 4-tuple: no window
+/// reaches that far (the largest scaled window is 2^30 bytes), so no live stream jumps so far.
+const SEQ_JUMP: u32 = 1 << 30;
 
 /// `a < b` in sequence space.
 #[inline]
@@ -128,6 +132,10 @@ struct Side {
     pending: VecDeque<Pending>,
     rtt: Rtt,
     resp: Latency,
+    /// Response gaps that came out negative (timestamps going backwards): not samples.
+    neg_resp: u64,
+    /// Data segments whose covering ACK is timestamped before them: not samples.
+    neg_rtt: u64,
 }
 
 impl Side {
@@ -245,8 +253,12 @@ impl Side {
             if !le(p.end, ack) {
                 break;
             }
-            if !p.ambiguous && ts >= p.ts {
-                self.rtt.record(ts - p.ts);
+            if !p.ambiguous {
+                if ts >= p.ts {
+                    self.rtt.record(ts - p.ts);
+                } else {
+                    self.neg_rtt += 1;
+                }
             }
             self.pending.pop_front();
         }
@@ -261,8 +273,14 @@ impl Side {
             retransmitted_packets: self.retrans_pkts,
             out_of_order: self.ooo,
             zero_window: self.zero_win,
-            rtt: self.rtt.stats(),
-            response: self.resp.stats(),
+            rtt: RttStats {
+                negative_gaps: self.neg_rtt,
+                ..self.rtt.stats()
+            },
+            response: LatencyStats {
+                negative_gaps: self.neg_resp,
+                ..self.resp.stats()
+            },
         }
     }
 }
@@ -332,6 +350,21 @@ impl Conn {
         self.closed() || self.sides[side].isn != Some(seq)
     }
 
+    /// Whether a segment (not a SYN, not a RST) from `side` with sequence number `seq` belongs
+    /// to another connection on this 4-tuple: it is [`SEQ_JUMP`] or more away from the highest
+    /// sequence number the side has sent, either way. A reset may carry any sequence number,
+    /// and SYNs are judged by [`Conn::reused_by`].
+    #[inline]
+    pub fn jumped(&self, side: usize, seq: u32) -> bool {
+        match self.sides[side].high {
+            Some(h) => {
+                let d = seq.wrapping_sub(h);
+                d >= SEQ_JUMP && d <= SEQ_JUMP.wrapping_neg()
+            }
+            None => false,
+        }
+    }
+
     /// Accounts one segment from `side` at `ts`.
     #[inline]
     pub fn update(&mut self, side: usize, seg: &Segment, ts: u64) {
@@ -343,8 +376,12 @@ impl Conn {
             self.last_ts = ts;
         }
         // Response latency: this side answers the peer's previous packet.
-        if self.last_side as usize == other && ts >= self.last_pkt_ts {
-            self.sides[side].resp.record(ts - self.last_pkt_ts);
+        if self.last_side as usize == other {
+            if ts >= self.last_pkt_ts {
+                self.sides[side].resp.record(ts - self.last_pkt_ts);
+            } else {
+                self.sides[side].neg_resp += 1;
+            }
         }
         self.last_side = side as u8;
         self.last_pkt_ts = ts;

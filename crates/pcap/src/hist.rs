@@ -127,6 +127,8 @@ impl Latency {
             max_s: Some(s(self.max)),
             p50_s: self.percentile(&sorted, 0.50).map(s),
             p99_s: self.percentile(&sorted, 0.99).map(s),
+            // Counted by the connection, which sees the timestamps.
+            negative_gaps: 0,
         }
     }
 }
@@ -184,6 +186,8 @@ impl Rtt {
             avg_s: Some((self.shift as f64 + mean_d) * 1e-9),
             max_s: Some(self.max as f64 * 1e-9),
             stdev_s: Some(var.max(0.0).sqrt() * 1e-9),
+            // Counted by the connection, which sees the timestamps.
+            negative_gaps: 0,
         }
     }
 }

@@ -21,11 +21,21 @@
 //!   latency recorders of at most [`EXACT_SAMPLES`] `u64` or 15 KiB of histogram each: under
 //!   150 KiB in the worst case, typically under 1 KiB;
 //! - a connection leaves the table, and is handed to the caller, when it has been closed (FIN
-//!   both ways or RST) and quiet for [`Options::close_linger_s`], when it has been idle for
-//!   [`Options::idle_timeout_s`] (both in capture time), when a new SYN reuses its 4-tuple, or
-//!   at the end of the capture.
+//!   both ways or RST) and quiet for [`Options::close_linger_s`] (capture time), when a new
+//!   SYN or a sequence jump shows another connection on its 4-tuple, when it has been idle for
+//!   [`Options::idle_timeout_s`] if that is set, or at the end of the capture.
 //!
-//! [`Summary::peak_open_connections`] reports the high-water mark of the table.
+//! Without an idle timeout (the default, as in tshark and tcptrace: a quiet connection is
+//! still the same connection) a connection that never closes stays in the table to the end,
+//! so a capture of very many unclosed connections (a SYN scan) holds all of them; an idle
+//! timeout bounds that. [`Summary::peak_open_connections`] reports the high-water mark of the
+//! table.
+//!
+//! # Captures cut short
+//!
+//! A capture that ends mid-record (tcpdump killed, disk full) or turns to garbage is analyzed
+//! up to that record: [`Analyzer::analyze_reader`] returns the summary with
+//! [`Summary::stopped`] saying where and why, and fails only when not one packet could be read.
 //!
 //! # Example
 //!
@@ -50,7 +60,7 @@ pub use error::{FilterError, PcapError};
 pub use flow::PENDING_CAP;
 pub use hist::{EXACT_SAMPLES, MAX_BUCKETS};
 pub use model::{
-    Connection, EndReason, Endpoint, Handshake, LatencyStats, RttStats, SideStats, Summary,
+    Connection, EndReason, Endpoint, Handshake, LatencyStats, RttStats, SideStats, Stopped, Summary,
 };
 pub use reader::{INITIAL_BUF, MAX_BLOCK, MAX_BUF, MAX_CAPLEN};
 pub use render::{render_csv, render_seed0};
@@ -73,8 +83,10 @@ pub struct Options {
     pub filter_port: Option<u16>,
     /// Keep only connections with this address on either side.
     pub filter_host: Option<IpAddr>,
-    /// A connection with no packet for this long (capture time, seconds) is finalized as idle.
-    pub idle_timeout_s: f64,
+    /// A connection with no packet for this long (capture time, seconds) is finalized as idle
+    /// and a later packet starts a new one. `None` (the default): silence never splits a
+    /// connection, only a new SYN after FIN/RST or a sequence jump does.
+    pub idle_timeout_s: Option<f64>,
     /// A closed connection (FIN both ways, or RST) stays in the table this long after its last
     /// packet, so the final ACK or a retransmitted FIN still lands in it rather than starting
     /// a new, partial connection.
@@ -86,7 +98,7 @@ impl Default for Options {
         Options {
             filter_port: None,
             filter_host: None,
-            idle_timeout_s: 300.0,
+            idle_timeout_s: None,
             close_linger_s: 1.0,
         }
     }
@@ -169,8 +181,13 @@ pub struct Analyzer {
     now: u64,
     /// Earliest packet timestamp so far, ns.
     first_ts: u64,
+    /// The previous record's timestamp, ns.
+    prev_ts: u64,
     next_sweep: u64,
     summary: Summary,
+    /// Negative response gaps and round trips over the connections emitted so far.
+    neg_resp: u64,
+    neg_rtt: u64,
 }
 
 impl Analyzer {
@@ -180,7 +197,8 @@ impl Analyzer {
             IpAddr::V4(v4) => (u32::from(v4) as u128, false),
             IpAddr::V6(v6) => (u128::from(v6), true),
         });
-        let idle_ns = secs_to_ns(opts.idle_timeout_s);
+        // No timeout: a quiet time above u64::MAX ns never happens.
+        let idle_ns = opts.idle_timeout_s.map_or(u64::MAX, secs_to_ns);
         let linger_ns = secs_to_ns(opts.close_linger_s);
         Analyzer {
             // A sweep is a pass over the table: run one per quarter of the shorter timeout of
@@ -195,8 +213,11 @@ impl Analyzer {
             next_id: 0,
             now: 0,
             first_ts: u64::MAX,
+            prev_ts: 0,
             next_sweep: 0,
             summary: Summary::default(),
+            neg_resp: 0,
+            neg_rtt: 0,
         }
     }
 
@@ -209,8 +230,11 @@ impl Analyzer {
     /// finalized (closed, idle, reused) and for every remaining one at the end, in creation
     /// order within each batch.
     ///
-    /// On an error the connections still open are flushed to `on_conn` (ended `eof`) before
-    /// the error is returned, so a capture cut short still yields what it holds.
+    /// A capture that cannot be read to its end (cut mid-record, garbage, a read error) is
+    /// analyzed up to the record that failed: the connections still open are flushed to
+    /// `on_conn` (ended `eof`) and the summary says where and why in [`Summary::stopped`]. An
+    /// error is returned only when not a single packet could be read (not a capture, a broken
+    /// file header, the first record cut); the connections flushed are then none.
     pub fn analyze_reader<R: Read>(
         &mut self,
         r: R,
@@ -220,8 +244,11 @@ impl Analyzer {
         self.next_id = 0;
         self.now = 0;
         self.first_ts = u64::MAX;
+        self.prev_ts = 0;
         self.next_sweep = 0;
         self.summary = Summary::default();
+        self.neg_resp = 0;
+        self.neg_rtt = 0;
         let result = {
             let mut run = Run {
                 an: self,
@@ -230,6 +257,30 @@ impl Analyzer {
             reader::read_capture(r, &mut run)
         };
         self.flush(model::EndReason::Eof, &mut on_conn);
+        let result = match result {
+            Err(e) if self.summary.packets > 0 => {
+                self.summary.stopped = Some(model::Stopped {
+                    offset: e.offset().unwrap_or(0),
+                    error: e.to_string(),
+                });
+                Ok(())
+            }
+            r => r,
+        };
+        if self.summary.backwards_timestamps > 0 {
+            let (n, resp, rtt) = (
+                self.summary.backwards_timestamps,
+                self.neg_resp,
+                self.neg_rtt,
+            );
+            self.warn(|| {
+                format!(
+                    "{n} packet timestamps are earlier than the packet's before them (usual on \
+                     loopback); {resp} negative response gaps and {rtt} negative round trips \
+                     were left out of the statistics"
+                )
+            });
+        }
         if self.summary.packets > 0 {
             self.summary.first_ts = Some(self.first_ts as f64 * 1e-9);
             self.summary.last_ts = Some(self.now as f64 * 1e-9);
@@ -253,6 +304,8 @@ impl Analyzer {
 
     fn emit(&mut self, c: Connection, on_conn: &mut impl FnMut(Connection)) {
         self.summary.connections += 1;
+        self.neg_resp += c.from_a.response.negative_gaps + c.from_b.response.negative_gaps;
+        self.neg_rtt += c.from_a.rtt.negative_gaps + c.from_b.rtt.negative_gaps;
         on_conn(c);
     }
 
@@ -311,7 +364,12 @@ impl Analyzer {
                 return;
             }
             let side = c.side(from_lo);
-            if syn_only && c.reused_by(side, s.seq) {
+            let reused = if syn_only {
+                c.reused_by(side, s.seq)
+            } else {
+                s.flags & RST == 0 && c.jumped(side, s.seq)
+            };
+            if reused {
                 let id = self.next_id;
                 self.next_id += 1;
                 let old = std::mem::replace(&mut **c, Conn::new(id, key, from_lo, s, ts));
@@ -366,6 +424,10 @@ impl<F: FnMut(Connection)> Sink for Run<'_, F> {
         let an = &mut *self.an;
         let ts = p.ts_ns;
         an.summary.packets += 1;
+        if ts < an.prev_ts {
+            an.summary.backwards_timestamps += 1;
+        }
+        an.prev_ts = ts;
         if ts < an.first_ts {
             an.first_ts = ts;
         }

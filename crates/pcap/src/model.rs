@@ -32,9 +32,12 @@ pub enum EndReason {
     Fin,
     /// Either side sent RST.
     Rst,
-    /// No packet for longer than [`crate::Options::idle_timeout_s`] of capture time.
+    /// No packet for longer than [`crate::Options::idle_timeout_s`] of capture time (only
+    /// when that option is set).
     Idle,
-    /// A new SYN for the same 4-tuple started another connection while this one was not closed.
+    /// Another connection started on the same 4-tuple while this one was not closed: a SYN
+    /// with a new initial sequence number, or a segment a quarter of the sequence space away
+    /// from where this side had got to.
     Reused,
     /// The capture ended while the connection was still open.
     Eof,
@@ -87,6 +90,9 @@ pub struct RttStats {
     pub max_s: Option<f64>,
     /// Sample standard deviation (n − 1), seconds; 0 for a single sample.
     pub stdev_s: Option<f64>,
+    /// Data segments left unsampled because the ACK covering them carries an earlier
+    /// timestamp (the capture's clock went backwards, as on loopback).
+    pub negative_gaps: u64,
 }
 
 /// Response latency of one endpoint, as tcp_stats.py measured it: for each packet the endpoint
@@ -109,6 +115,10 @@ pub struct LatencyStats {
     pub p50_s: Option<f64>,
     /// 99th percentile, seconds.
     pub p99_s: Option<f64>,
+    /// Packets of this endpoint that answered the peer's previous packet but carry an earlier
+    /// timestamp than it (the capture's clock went backwards, as on loopback): a negative gap
+    /// is no latency, so it is counted here instead of being a sample.
+    pub negative_gaps: u64,
 }
 
 /// Everything one endpoint sent on one connection.
@@ -198,4 +208,19 @@ pub struct Summary {
     pub link_types: Vec<u32>,
     /// Largest number of connections held in the table at once (the memory bound's driver).
     pub peak_open_connections: u64,
+    /// Packet records whose timestamp is earlier than the record before them.
+    pub backwards_timestamps: u64,
+    /// Set when the capture could not be read to its end (cut mid-record by a killed tcpdump
+    /// or a full disk, or garbage from some byte on): everything before that byte is
+    /// analyzed and reported, nothing after it.
+    pub stopped: Option<Stopped>,
+}
+
+/// Where and why reading a capture stopped before its end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Stopped {
+    /// Byte offset of the record or block that could not be read.
+    pub offset: u64,
+    /// The error, one line, as [`crate::PcapError`] words it.
+    pub error: String,
 }

@@ -30,6 +30,34 @@ const SNAPLEN_SLACK: u32 = 64 * 1024;
 /// Most interfaces accepted in one pcapng section; each costs a few bytes of memory and a file
 /// could otherwise declare millions.
 const MAX_INTERFACES: usize = 4096;
+/// pcapng `if_fcslen` option: FCS bytes at the end of each of the interface's frames.
+const IF_FCSLEN: u16 = 13;
+
+/// The LINKTYPE_ number and the FCS length in bytes of a legacy pcap header's link-type
+/// field, split as libpcap's `LT_LINKTYPE`, `LT_FCS_LENGTH_PRESENT` and `LT_FCS_LENGTH` do:
+/// the upper six bits carry the FCS length (bits 28–31, in 16-bit units, valid when bit 26
+/// is set), not a link type.
+pub fn split_linktype(field: u32) -> (u32, u32) {
+    let lt = field & 0x03FF_FFFF;
+    let fcs = if field & 0x0400_0000 != 0 {
+        ((field & 0xF000_0000) >> 28) * 2
+    } else {
+        0
+    };
+    (lt, fcs)
+}
+
+/// The captured bytes of a frame without its FCS trailer: the last `fcs` bytes of the frame
+/// on the wire (`origlen` long) are the FCS, so only bytes before `origlen - fcs` are frame.
+/// A capture cut by its snaplen before the trailer keeps all it has.
+#[inline]
+fn without_fcs(data: &[u8], origlen: u32, fcs: u32) -> &[u8] {
+    if fcs == 0 {
+        return data;
+    }
+    let keep = (origlen.saturating_sub(fcs) as usize).min(data.len());
+    &data[..keep]
+}
 
 /// Link-layer framings this crate decodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -255,6 +283,7 @@ fn read_legacy<R: Read>(
         }
     };
     let mut link = Link::Ethernet;
+    let mut fcs = 0u32;
     let mut nanos = false;
     let mut big_endian = false;
     // Records are consumed without shifting the buffer (`consume_noshift`): the buffer is
@@ -267,7 +296,8 @@ fn read_legacy<R: Read>(
         let before = rdr.data().len();
         match rdr.next() {
             Ok((len, PcapBlockOwned::LegacyHeader(h))) => {
-                let lt = h.network.0 as u32;
+                let (lt, f) = split_linktype(h.network.0 as u32);
+                fcs = f;
                 sink.link_type(lt);
                 link = Link::from_linktype(lt).ok_or(PcapError::UnsupportedLinkType {
                     linktype: lt,
@@ -294,7 +324,7 @@ fn read_legacy<R: Read>(
                 sink.packet(RawPacket {
                     ts_ns,
                     link,
-                    data: b.data,
+                    data: without_fcs(b.data, b.origlen, fcs),
                     offset: offset as u64,
                 });
                 rdr.consume_noshift(len);
@@ -361,6 +391,8 @@ fn legacy_len_error(data: &[u8], offset: usize, big_endian: bool, limit: u32) ->
 struct Iface {
     link: Option<Link>,
     linktype: u32,
+    /// FCS bytes at the end of each frame (`if_fcslen`), 0 when absent.
+    fcs: u32,
     tsresol: u8,
     tsoffset_s: i64,
     decl_offset: usize,
@@ -454,9 +486,16 @@ fn read_pcapng<R: Read>(
                                 }
                             })
                             .unwrap_or(0);
+                        let fcs = idb
+                            .options
+                            .iter()
+                            .find(|o| o.code.0 == IF_FCSLEN)
+                            .and_then(|o| o.value.first())
+                            .map_or(0, |&b| b as u32);
                         ifaces.push(Iface {
                             link: Link::from_linktype(lt),
                             linktype: lt,
+                            fcs,
                             tsresol: idb.if_tsresol,
                             tsoffset_s,
                             decl_offset: offset,
@@ -483,6 +522,7 @@ fn read_pcapng<R: Read>(
                         let ts_ns = ng_ts_ns(units, ifc.tsresol, ifc.tsoffset_s);
                         last_ts = ts_ns;
                         let data = pcap_parser::traits::PcapNGPacketBlock::packet_data(&epb);
+                        let data = without_fcs(data, epb.origlen, ifc.fcs);
                         sink.packet(RawPacket {
                             ts_ns,
                             link,
@@ -507,6 +547,7 @@ fn read_pcapng<R: Read>(
                         if data.len() > MAX_CAPLEN as usize {
                             return Err(absurd_caplen(offset, data.len() as u32, MAX_CAPLEN));
                         }
+                        let data = without_fcs(data, spb.origlen, ifc.fcs);
                         sink.packet(RawPacket {
                             ts_ns: last_ts,
                             link,

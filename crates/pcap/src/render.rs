@@ -74,12 +74,15 @@ impl Pool {
 ///
 /// A is the connecting side (see [`Connection::a`]); seconds with six decimals;
 /// `bytes_transferred` is payload in both directions. An endpoint without samples prints
-/// `avg=- min=- max=-`.
+/// `avg=- min=- max=-`. When timestamps went backwards, a line ends with ` negative_gaps=N`:
+/// the response gaps of both endpoints that came out negative and are not in the figures
+/// (absent when there were none, so ordinary captures keep the seed's exact shape).
 pub fn render_seed0(conns: &[Connection]) -> String {
     let mut out = String::new();
     let (mut pa, mut pb) = (Pool::default(), Pool::default());
     let mut total = 0u64;
     let mut partial = 0u64;
+    let mut negative = 0u64;
     let (mut dsum, mut dmin, mut dmax) = (0.0f64, f64::INFINITY, 0.0f64);
     for c in conns {
         let _ = write!(
@@ -93,6 +96,11 @@ pub fn render_seed0(conns: &[Connection]) -> String {
         seed_stats(&mut out, &label(c, true), &c.from_a.response);
         out.push(' ');
         seed_stats(&mut out, &label(c, false), &c.from_b.response);
+        let neg = c.from_a.response.negative_gaps + c.from_b.response.negative_gaps;
+        if neg > 0 {
+            let _ = write!(out, " negative_gaps={neg}");
+        }
+        negative += neg;
         out.push('\n');
         pa.add(&c.from_a.response);
         pb.add(&c.from_b.response);
@@ -118,6 +126,9 @@ pub fn render_seed0(conns: &[Connection]) -> String {
     pa.write(&mut out, "A");
     out.push(' ');
     pb.write(&mut out, "B");
+    if negative > 0 {
+        let _ = write!(out, " negative_gaps={negative}");
+    }
     out.push('\n');
     out
 }
@@ -175,7 +186,9 @@ fn side_values(s: &SideStats) -> [String; 18] {
 }
 
 /// Every field of every connection, flattened, one row each after a header row. Seconds with
-/// nine decimals; absent values are empty cells. No field contains a comma or quote.
+/// nine decimals; absent values are empty cells. No field contains a comma or quote. The
+/// negative-gap counts are the last four columns, after every older column, so readers that
+/// go by position keep working.
 pub fn render_csv(conns: &[Connection]) -> String {
     let mut out = String::new();
     let mut head: Vec<String> = [
@@ -200,6 +213,10 @@ pub fn render_csv(conns: &[Connection]) -> String {
     for prefix in ["from_a", "from_b"] {
         head.extend(SIDE_COLUMNS.iter().map(|c| format!("{prefix}_{c}")));
     }
+    for prefix in ["from_a", "from_b"] {
+        head.push(format!("{prefix}_response_negative_gaps"));
+        head.push(format!("{prefix}_rtt_negative_gaps"));
+    }
     out.push_str(&head.join(","));
     out.push('\n');
     for c in conns {
@@ -221,6 +238,10 @@ pub fn render_csv(conns: &[Connection]) -> String {
         ];
         row.extend(side_values(&c.from_a));
         row.extend(side_values(&c.from_b));
+        for s in [&c.from_a, &c.from_b] {
+            row.push(s.response.negative_gaps.to_string());
+            row.push(s.rtt.negative_gaps.to_string());
+        }
         out.push_str(&row.join(","));
         out.push('\n');
     }

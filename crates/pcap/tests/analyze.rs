@@ -385,7 +385,7 @@ fn idle_connections_are_finalized_while_streaming() {
     }
     let file = pcap_of(&v, 1, false, false, eth);
     let opts = Options {
-        idle_timeout_s: 1.0,
+        idle_timeout_s: Some(1.0),
         ..Options::default()
     };
     let mut order = Vec::new();

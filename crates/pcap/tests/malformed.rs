@@ -14,6 +14,19 @@ fn run(bytes: &[u8]) -> Result<(usize, Summary), PcapError> {
     Ok((n, s))
 }
 
+/// Where and why reading ended early: the analysis's error when not one packet could be read,
+/// else the summary's `stopped` (the packets before it were analyzed).
+#[track_caller]
+fn failure(bytes: &[u8]) -> (u64, String) {
+    match run(bytes) {
+        Err(e) => (e.offset().expect("offset"), e.to_string()),
+        Ok((_, s)) => {
+            let st = s.stopped.expect("reading stopped early");
+            (st.offset, st.error)
+        }
+    }
+}
+
 fn eth(ip: &[u8]) -> Vec<u8> {
     ethernet(ethertype_of(ip), ip)
 }
@@ -55,22 +68,39 @@ fn every_prefix_of_a_pcap() {
     let file = small_pcap();
     let starts = record_starts(&file);
     for len in 0..=file.len() {
+        // Records wholly inside the prefix.
+        let whole = starts
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| starts.get(i + 1).map_or(file.len(), |&n| n) <= len)
+            .count();
         match run(&file[..len]) {
-            Ok((_, s)) => {
+            Ok((conns, s)) if s.stopped.is_none() => {
                 // Only prefixes that end on a record boundary are complete captures.
                 assert!(
                     len == 24 || starts.contains(&len) || len == file.len(),
                     "len {len}"
                 );
-                assert_eq!(
-                    s.packets as usize,
-                    starts.iter().filter(|&&st| st < len).count()
-                );
+                assert_eq!(s.packets as usize, whole);
+                assert_eq!(conns, usize::from(whole > 0));
             }
-            Err(e) => {
-                let msg = e.to_string();
+            r => {
+                // A cut record: the records before it are analyzed and the cut reported,
+                // unless there were none (then the cut is the error).
+                let (at, msg) = match r {
+                    Ok((conns, s)) => {
+                        assert!(whole > 0, "len {len}");
+                        assert_eq!(s.packets as usize, whole, "len {len}");
+                        assert_eq!(conns, 1, "len {len}");
+                        let st = s.stopped.expect("stopped");
+                        (st.offset, st.error)
+                    }
+                    Err(e) => {
+                        assert_eq!(whole, 0, "len {len}: {e}");
+                        (e.offset().expect("offset"), e.to_string())
+                    }
+                };
                 assert!(msg.starts_with("truncated "), "len {len}: {msg}");
-                let at = e.offset().expect("offset");
                 if len < 24 {
                     assert_eq!(at, 0, "{msg}");
                 } else {
@@ -88,9 +118,21 @@ fn every_prefix_of_a_pcap() {
 fn every_prefix_of_a_pcapng() {
     let file = small_pcapng();
     let mut ok = 0;
+    let mut analyzed_then_stopped = 0;
     for len in 0..=file.len() {
         match run(&file[..len]) {
-            Ok(_) => ok += 1,
+            Ok((_, s)) if s.stopped.is_none() => ok += 1,
+            Ok((conns, s)) => {
+                analyzed_then_stopped += 1;
+                assert!(s.packets > 0 && conns == 1, "len {len}");
+                let st = s.stopped.expect("stopped");
+                assert!(
+                    st.error.starts_with("truncated "),
+                    "len {len}: {}",
+                    st.error
+                );
+                assert!(st.error.contains(&format!("at byte {}:", st.offset)));
+            }
             Err(e) => {
                 let msg = e.to_string();
                 assert!(msg.starts_with("truncated "), "len {len}: {msg}");
@@ -98,6 +140,7 @@ fn every_prefix_of_a_pcapng() {
             }
         }
     }
+    assert!(analyzed_then_stopped > 0);
     // SHB, IDB and each of the 12 packets end a valid prefix.
     assert_eq!(ok, 1 + 1 + 12);
 }
@@ -107,9 +150,9 @@ fn truncated_record_message() {
     let file = small_pcap();
     let starts = record_starts(&file);
     let cut = &file[..starts[3] + 20];
-    let err = run(cut).expect_err("truncated");
+    let (_, err) = failure(cut);
     assert_eq!(
-        err.to_string(),
+        err,
         format!(
             "truncated packet record at byte {}: header says 154 bytes of packet data, only 4 \
              left in the file",
@@ -169,9 +212,9 @@ fn huge_caplen() {
     let mut file = small_pcap();
     let at = record_starts(&file)[2];
     file[at + 8..at + 12].copy_from_slice(&0x7fff_fff0u32.to_le_bytes());
-    let err = run(&file).expect_err("huge caplen");
+    let (_, err) = failure(&file);
     assert_eq!(
-        err.to_string(),
+        err,
         format!(
             "invalid packet record at byte {at}: captured length 2147483632 exceeds the limit \
              of 262144 bytes"
@@ -235,9 +278,9 @@ fn unknown_link_type() {
     );
     let at = ng.buf.len();
     ng.epb(1, 2, &[0u8; 40]);
-    let err = run(&ng.buf).expect_err("unknown link type");
+    let (_, err) = failure(&ng.buf);
     assert_eq!(
-        err.to_string(),
+        err,
         format!(
             "unsupported link type 249 at byte {at} (packet on interface 1, declared by the \
              interface description block at byte 48)"
