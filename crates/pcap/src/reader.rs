@@ -34,11 +34,12 @@ const MAX_INTERFACES: usize = 4096;
 const IF_FCSLEN: u16 = 13;
 
 /// The LINKTYPE_ number and the FCS length in bytes of a legacy pcap header's link-type
-/// field, split as libpcap's `LT_LINKTYPE`, `LT_FCS_LENGTH_PRESENT` and `LT_FCS_LENGTH` do:
-/// the upper six bits carry the FCS length (bits 28–31, in 16-bit units, valid when bit 26
-/// is set), not a link type.
+/// field, split as libpcap's `LT_LINKTYPE` (pcap-common.h), `LT_FCS_LENGTH_PRESENT` and
+/// `LT_FCS_LENGTH` do, and as the pcap file format draft defines it: the link type is the
+/// low 16 bits; bits 16–25 are reserved; bit 26 says an FCS length is present in bits 28–31
+/// (in 16-bit units).
 pub fn split_linktype(field: u32) -> (u32, u32) {
-    let lt = field & 0x03FF_FFFF;
+    let lt = field & 0x0000_FFFF;
     let fcs = if field & 0x0400_0000 != 0 {
         ((field & 0xF000_0000) >> 28) * 2
     } else {
