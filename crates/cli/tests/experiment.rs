@@ -668,3 +668,88 @@ fn a_write_lock_held_for_6_s_mid_run_is_waited_for() {
     );
     assert_eq!(stored(&db), ("complete".to_string(), 4));
 }
+
+#[test]
+fn trials_the_database_refuses_are_kept_beside_it_and_imported_by_the_next_run() {
+    if !have_sqlite3() {
+        return;
+    }
+    let d = TempDir::new("refuse");
+    let db = d.path("r.db");
+    let side = d.path("r.db.unsaved.jsonl");
+    let spec = d.path("s.toml");
+    std::fs::write(
+        &spec,
+        "name = \"refused\"\nduration = \"200ms\"\nrepetitions = 2\n[[workload]]\nkind = \"rr\"\n",
+    )
+    .unwrap();
+    run_ok(&["runs"], &db);
+    let sql = |q: &str| {
+        let out = std::process::Command::new("sqlite3")
+            .arg(&db)
+            .arg(q)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // The database takes the run but refuses every trial, as a full disk or a lock held for
+    // minutes would.
+    sql("CREATE TRIGGER refuse BEFORE INSERT ON trials BEGIN SELECT RAISE(ABORT, 'no room for trials'); END;");
+    let out = vp()
+        .args(["run", spec.to_str().unwrap(), "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("was not stored"))
+        .collect();
+    assert_eq!(warnings.len(), 2, "one line per refused trial: {err}");
+    for w in &warnings {
+        assert!(
+            w.contains("no room for trials") && w.contains(side.to_str().unwrap()),
+            "{w}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&side).unwrap().lines().count(), 2);
+    let (status, ok) = stored(&db);
+    assert_eq!((status.as_str(), ok), ("incomplete", 0));
+    // Readers say that trials wait outside the database.
+    let out = vp().args(["runs", "--db"]).arg(&db).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("2 record(s) the database refused"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Once the database takes trials again, the next run imports them first.
+    sql("DROP TRIGGER refuse;");
+    let out = vp()
+        .args(["run", spec.to_str().unwrap(), "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("imported 2 trial(s)"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!side.exists(), "side file removed once imported");
+    let v: serde_json::Value = serde_json::from_str(&run_ok(&["runs", "--json"], &db)).unwrap();
+    assert_eq!(v[0]["trials_ok"], 2);
+    assert_eq!(
+        v[1]["trials_ok"], 2,
+        "the refused trials are back in their run"
+    );
+    assert_eq!(v[1]["status"], "incomplete");
+}
