@@ -30,9 +30,49 @@ pub struct DbArg {
 }
 
 impl DbArg {
+    /// Opens the database for reading (`runs`, `show`, `compare`, `report`): read-only, so
+    /// it never holds a lock a running experiment waits for. Says so when trials wait in
+    /// the side file, since they are not shown until imported.
     fn open(&self) -> Result<Store> {
         let path = self.db.clone().unwrap_or_else(Store::default_path);
-        Ok(Store::open(&path)?)
+        let store = Store::open_read_only(&path)?;
+        if let Some((file, n)) = store.unsaved_pending() {
+            eprintln!(
+                "virtperf: note: {n} record(s) the database refused wait in {}; the next `virtperf run` with this database imports them",
+                file.display()
+            );
+        }
+        Ok(store)
+    }
+
+    /// Opens the database for an experiment, first importing what an earlier run had to
+    /// keep in the side file. A failed import is a warning: the file stays for next time.
+    fn open_for_writing(&self) -> Result<Store> {
+        let path = self.db.clone().unwrap_or_else(Store::default_path);
+        let mut store = Store::open(&path)?;
+        match store.import_unsaved() {
+            Ok(None) => {}
+            Ok(Some(i)) => {
+                let left = if i.left > 0 {
+                    format!(
+                        "; {} line(s) left in it (run not in this database or unreadable)",
+                        i.left
+                    )
+                } else {
+                    String::new()
+                };
+                eprintln!(
+                    "virtperf: note: imported {} trial(s) and {} run ending(s) kept in {}{left}",
+                    i.trials,
+                    i.finishes,
+                    i.side_file.display()
+                );
+            }
+            Err(e) => eprintln!(
+                "virtperf: warning: records kept beside the database are not imported yet: {e}"
+            ),
+        }
+        Ok(store)
     }
 }
 
@@ -201,7 +241,7 @@ pub fn execute_spec(
     repeat: Option<Repeat>,
     json: bool,
 ) -> Result<Executed> {
-    let mut store = db.open()?;
+    let mut store = db.open_for_writing()?;
     let interrupted = Arc::new(AtomicBool::new(false));
     {
         let flag = interrupted.clone();

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
-use virtperf_store::{KnobRecord, NewRun, NewTrial, RunStatus, Store, TrialStatus};
+use virtperf_store::{KnobRecord, NewRun, NewTrial, RunStatus, Saved, Store, TrialStatus};
 use virtperf_wire::TestResult;
 
 use crate::client::{self, Plan, Target};
@@ -226,6 +226,8 @@ pub fn run(
     let mut values: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); runnable.len()]; spec.points.len()];
     let (mut ok, mut failed, mut seq) = (0usize, 0usize, 0u32);
     let mut fatal: Option<anyhow::Error> = None;
+    // Trials the database refused that went to the side file: the run is then incomplete.
+    let mut unsaved = 0usize;
     'rounds: for rep in 1..=max_reps {
         for (pi, point) in spec.points.iter().enumerate() {
             for (ci, cfg) in runnable.iter().enumerate() {
@@ -301,7 +303,13 @@ pub fn run(
                     started_at,
                     duration_s: t0.elapsed().as_secs_f64(),
                 };
-                store.add_trial(run_id, &trial)?;
+                if let Saved::Kept { side_file, error } = store.add_trial_or_keep(run_id, &trial)? {
+                    unsaved += 1;
+                    eprintln!(
+                        "virtperf: warning: trial {seq} was not stored ({error}); it is kept in {}, and the next `virtperf run` with this database imports it",
+                        side_file.display()
+                    );
+                }
                 match res {
                     Ok(r) => {
                         ok += 1;
@@ -331,12 +339,18 @@ pub fn run(
         || failed > 0
         || fatal.is_some()
         || teardown.is_err()
+        || unsaved > 0
     {
         RunStatus::Incomplete
     } else {
         RunStatus::Complete
     };
-    store.finish_run(run_id, status)?;
+    if let Saved::Kept { side_file, error } = store.finish_run_or_keep(run_id, status)? {
+        eprintln!(
+            "virtperf: warning: the end of run {run_id} ({status}) was not stored ({error}); it is kept in {}, and the next `virtperf run` with this database imports it",
+            side_file.display()
+        );
+    }
     if let Some(e) = fatal {
         return Err(e.context(format!("run {run_id} stopped ({ok} trials kept)")));
     }

@@ -9,11 +9,18 @@
 //! that is empty, missing, or already marked as virtperf's by a `meta` row. Anything else is
 //! refused with an error that says what the file is and how to pick another one, and the file
 //! is left byte-for-byte as it was.
+//!
+//! Readers never break a running experiment: the file is in WAL mode, so a reader (a
+//! notebook, `sqlite3`, `virtperf show` in a loop) holding a read transaction open does not
+//! block the writer, writers wait patiently for each other ([`BUSY_TIMEOUT`]), and a record
+//! the database still refuses after that is kept in a side file
+//! (`<db>.unsaved.jsonl`) until [`Store::import_unsaved`] moves it in.
 
 #![warn(missing_docs)]
 
 mod schema;
 mod time;
+mod unsaved;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -22,15 +29,24 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 use virtperf_wire::{Env, TestResult};
 
 pub use time::now_rfc3339;
 
-/// How long a write waits for another process's write to finish before giving up. Two
-/// virtperf runs writing to one file is normal; each holds the lock for one trial's insert.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a statement waits for another connection's lock before failing with "database
+/// is locked". In WAL mode readers never take a lock a writer waits for; what a writer can
+/// wait for is another writer (another virtperf run, each holding the lock for one trial's
+/// insert, or someone's `BEGIN IMMEDIATE` in `sqlite3`). A measured trial is worth far more
+/// than a minute of waiting, so the wait is generous; readers use it too (they only wait
+/// while a connection recovers or converts the file).
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Pauses between the attempts [`Store::add_trial_or_keep`] and [`Store::finish_run_or_keep`]
+/// make after a failure (each attempt itself waits up to [`BUSY_TIMEOUT`] for locks); after
+/// the last one the record goes to the side file.
+const RETRY_DELAYS: [Duration; 2] = [Duration::from_millis(500), Duration::from_millis(1500)];
 
 /// The first 16 bytes of every SQLite 3 database file.
 /// The schema version this code writes (`PRAGMA user_version`): the number of migrations.
@@ -112,8 +128,22 @@ pub enum StoreError {
     #[error("{0}")]
     NotFound(String),
     /// Any other SQLite failure (a lock held longer than the busy timeout, a full disk, …).
-    #[error("results database error: {0} (if another virtperf is writing, retry; otherwise check the disk or choose another --db)")]
-    Sqlite(#[from] rusqlite::Error),
+    /// Not marked as the error's source: SQLite's message is already in this one, and
+    /// printing the chain would repeat it.
+    #[error("results database error: {0} (if another process holds the database locked, retry; otherwise check the disk or choose another --db)")]
+    Sqlite(rusqlite::Error),
+    /// A record the database refused could not be kept in the side file either.
+    #[error("cannot store a record in {} ({db_error}) nor keep it in {} ({file_error}): free some disk space or fix the permissions", db.display(), side_file.display())]
+    Unsaved {
+        /// The database file.
+        db: PathBuf,
+        /// Why the database refused it.
+        db_error: String,
+        /// The side file.
+        side_file: PathBuf,
+        /// Why the side file refused it.
+        file_error: io::Error,
+    },
     /// A value could not be turned into JSON or back, e.g. a `TestResult` holding NaN, which
     /// JSON cannot represent.
     #[error(
@@ -128,6 +158,43 @@ pub enum StoreError {
         /// The operating system's error.
         source: io::Error,
     },
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> StoreError {
+        StoreError::Sqlite(e)
+    }
+}
+
+/// Where a record given to [`Store::add_trial_or_keep`] or [`Store::finish_run_or_keep`]
+/// ended up.
+#[derive(Debug)]
+pub enum Saved {
+    /// In the database.
+    Stored,
+    /// The database refused it even after retries; it was appended to `side_file`, from
+    /// which [`Store::import_unsaved`] moves it into the database later.
+    Kept {
+        /// The side file, `<db>.unsaved.jsonl`.
+        side_file: PathBuf,
+        /// Why the database refused it (the last attempt's error).
+        error: StoreError,
+    },
+}
+
+/// What [`Store::import_unsaved`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Imported {
+    /// The side file it read.
+    pub side_file: PathBuf,
+    /// Trials now in the database (new ones, or found already there from an import that
+    /// was interrupted before it could remove the file).
+    pub trials: usize,
+    /// Run endings applied.
+    pub finishes: usize,
+    /// Lines left in the side file: their run is not in this database, or the line is not a
+    /// record this version of virtperf reads.
+    pub left: usize,
 }
 
 /// What became of a run, as recorded by the process that wrote it.
@@ -363,7 +430,8 @@ fn local_hostname() -> Option<String> {
 /// An open results database.
 ///
 /// One `Store` is one SQLite connection; several processes (or threads, each with its own
-/// `Store`) may write to the same file at once: writes wait up to 5 s for each other.
+/// `Store`) may write to the same file at once: writes wait up to [`BUSY_TIMEOUT`] for each
+/// other, and readers never block them.
 #[derive(Debug)]
 pub struct Store {
     conn: Connection,
@@ -404,27 +472,16 @@ impl Store {
         // written to a file that is not a database, and gives a clearer message.
         check_header(path)?;
         let conn = Connection::open(path).map_err(|e| classify(path, e))?;
-        // Connection settings only; none of these write to the file. The journal mode is
-        // left at SQLite's default (DELETE): one file, nothing beside it to lose when copied.
+        // Connection settings only; none of these write to the file.
         conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.pragma_update(None, "foreign_keys", true)?;
         let mut store = Store {
             conn,
             path: path.to_path_buf(),
         };
-        // Identify read-only first, so a foreign or read-only file is reported without ever
-        // taking a write lock on it. The reads share one (read) transaction: separately, the
-        // version and the tables could come from either side of another process's migration
-        // commit ("marked as ours but version 0" when several processes create one file).
-        let kind = {
-            let tx = store
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Deferred)
-                .map_err(|e| classify(path, e))?;
-            let kind = identify(&tx, path)?;
-            tx.commit().map_err(|e| classify(path, e))?;
-            kind
-        };
+        let kind = store.identify()?;
+        // Only now that the file is known to be ours (or empty) may it be written to.
+        store.use_wal()?;
         let needs_migration = match kind {
             Kind::Fresh => true,
             Kind::Ours(v) => v < schema::supported_version(),
@@ -433,6 +490,97 @@ impl Store {
             store.migrate()?;
         }
         Ok(store)
+    }
+
+    /// Opens the database at `path` for reading only (`runs`, `show`, `compare`, `report`),
+    /// so a reader never takes a write lock a running experiment would have to wait for.
+    ///
+    /// Refuses the same files as [`Store::open`]. A file that does not exist yet, is empty,
+    /// or has an older schema is opened with [`Store::open`] instead (created or migrated
+    /// once), since there is nothing to read in it until then. Writing through a read-only
+    /// store fails with [`StoreError::Sqlite`].
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        check_header(path)?;
+        match fs::metadata(path) {
+            Ok(m) if m.len() > 0 => {}
+            Ok(_) => return Store::open(path),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Store::open(path),
+            Err(source) => {
+                return Err(StoreError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+                | OpenFlags::SQLITE_OPEN_URI
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| classify(path, e))?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        let mut store = Store {
+            conn,
+            path: path.to_path_buf(),
+        };
+        match store.identify()? {
+            Kind::Ours(v) if v >= schema::supported_version() => Ok(store),
+            _ => {
+                drop(store);
+                Store::open(path)
+            }
+        }
+    }
+
+    /// Decides what the file is, reading only, so a foreign or read-only file is reported
+    /// without ever taking a write lock on it. The reads share one (read) transaction:
+    /// separately, the version and the tables could come from either side of another
+    /// process's migration commit ("marked as ours but version 0" when several processes
+    /// create one file).
+    fn identify(&mut self) -> Result<Kind, StoreError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .map_err(|e| classify(&self.path, e))?;
+        let kind = identify(&tx, &self.path)?;
+        tx.commit().map_err(|e| classify(&self.path, e))?;
+        Ok(kind)
+    }
+
+    /// Puts the file in WAL mode (a persistent property of the file; a no-op once set), so
+    /// readers and the writer do not block each other: in the default rollback mode a
+    /// reader's open transaction makes every commit wait, and an experiment's insert fails
+    /// once the busy timeout runs out. The price is two files beside the database
+    /// (`-wal`, `-shm`) while it is open; SQLite folds them back when the last connection
+    /// closes.
+    ///
+    /// Converting needs a moment without other connections; if another process keeps the
+    /// file open longer than the busy timeout, this connection carries on in the old mode
+    /// and a later open converts it.
+    fn use_wal(&mut self) -> Result<(), StoreError> {
+        let r = self
+            .conn
+            .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0));
+        match r {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(classify(&self.path, e)),
+        }
+    }
+
+    /// Sets how long statements wait for another connection's lock (default
+    /// [`BUSY_TIMEOUT`]); tests shorten it to provoke "database is locked" quickly.
+    pub fn set_busy_timeout(&mut self, timeout: Duration) -> Result<(), StoreError> {
+        self.conn.busy_timeout(timeout)?;
+        Ok(())
     }
 
     /// Applies the missing migrations, each in its own write transaction.
@@ -518,7 +666,14 @@ impl Store {
     /// Records the start of a run (status `running`, started now) and returns its id.
     pub fn begin_run(&mut self, r: &NewRun) -> Result<i64, StoreError> {
         let env_json = to_json_checked::<Env>(&r.env)?;
-        let id = self.conn.query_row(
+        // An explicit transaction, committed explicitly: in autocommit, `INSERT … RETURNING`
+        // hands back the id on its first step and commits only when the statement is reset,
+        // whose error (e.g. "database is locked") is discarded, so a run that was never
+        // stored got an id, and the next write said "run N not found".
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let id = tx.query_row(
             "INSERT INTO runs (name, started_at, status, host, pid, tool_version, git_commit,
                                spec_text, env_json, planned_trials)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
@@ -537,6 +692,7 @@ impl Store {
             ],
             |row| row.get(0),
         )?;
+        tx.commit()?;
         Ok(id)
     }
 
@@ -547,42 +703,170 @@ impl Store {
     /// `null`) is refused here with [`StoreError::Json`] rather than stored, since it would
     /// later make the whole run unreadable.
     pub fn add_trial(&mut self, run_id: i64, t: &NewTrial) -> Result<i64, StoreError> {
-        let point_json = serde_json::to_string(&t.point)?;
-        let result_json = t
-            .result
-            .as_ref()
-            .map(to_json_checked::<TestResult>)
-            .transpose()?;
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         ensure_run(&tx, &self.path, run_id)?;
-        let id = tx.query_row(
-            "INSERT INTO trials (run_id, seq, config, workload, point_json, point_label,
-                                 repetition, status, error, result_json, metric, metric_name,
-                                 started_at, duration_s)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
-             RETURNING id",
-            params![
-                run_id,
-                t.seq,
-                t.config,
-                t.workload,
-                point_json,
-                t.point_label,
-                t.repetition,
-                t.status.as_str(),
-                t.error,
-                result_json,
-                t.metric,
-                t.metric_name,
-                t.started_at,
-                t.duration_s,
-            ],
-            |row| row.get(0),
-        )?;
+        let id = insert_trial(&tx, run_id, t)?;
         tx.commit()?;
         Ok(id)
+    }
+
+    /// [`Store::add_trial`] that never loses the trial: a failure is retried (after the busy
+    /// handler's own wait), and a trial the database still refuses is appended to the side
+    /// file (`<db>.unsaved.jsonl`) and reported as [`Saved::Kept`].
+    ///
+    /// Fails only when the trial cannot be kept either ([`StoreError::Unsaved`]), or cannot
+    /// be written as JSON at all ([`StoreError::Json`]).
+    pub fn add_trial_or_keep(&mut self, run_id: i64, t: &NewTrial) -> Result<Saved, StoreError> {
+        let r = self.with_retries(|s| s.add_trial(run_id, t).map(|_| ()));
+        self.keep_on_error(r, || unsaved::Pending::Trial {
+            run_id,
+            trial: Box::new(t.clone()),
+        })
+    }
+
+    /// [`Store::finish_run`] that never loses the ending: retried, then kept in the side
+    /// file like [`Store::add_trial_or_keep`]'s trials.
+    pub fn finish_run_or_keep(
+        &mut self,
+        run_id: i64,
+        status: RunStatus,
+    ) -> Result<Saved, StoreError> {
+        let finished_at = (status != RunStatus::Running).then(now_rfc3339);
+        let r = self.with_retries(|s| {
+            let n = set_finished(&s.conn, run_id, status, finished_at.as_deref())?;
+            if n == 0 {
+                return Err(not_found(&s.path, run_id));
+            }
+            Ok(())
+        });
+        self.keep_on_error(r, || unsaved::Pending::Finish {
+            run_id,
+            status,
+            finished_at: finished_at.clone(),
+        })
+    }
+
+    /// Runs `f` until it succeeds or [`RETRY_DELAYS`] run out. JSON errors are not retried:
+    /// the same record would fail the same way.
+    fn with_retries(
+        &mut self,
+        mut f: impl FnMut(&mut Store) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let mut delays = RETRY_DELAYS.iter();
+        loop {
+            match f(self) {
+                Ok(()) => return Ok(()),
+                Err(e @ StoreError::Json(_)) => return Err(e),
+                Err(e) => match delays.next() {
+                    Some(d) => std::thread::sleep(*d),
+                    None => return Err(e),
+                },
+            }
+        }
+    }
+
+    /// Turns the last error of a write into a line of the side file.
+    fn keep_on_error(
+        &self,
+        r: Result<(), StoreError>,
+        record: impl FnOnce() -> unsaved::Pending,
+    ) -> Result<Saved, StoreError> {
+        let error = match r {
+            Ok(()) => return Ok(Saved::Stored),
+            Err(e @ StoreError::Json(_)) => return Err(e),
+            Err(e) => e,
+        };
+        let side_file = unsaved::side_path(&self.path);
+        match unsaved::append(&side_file, &record()) {
+            Ok(()) => Ok(Saved::Kept { side_file, error }),
+            Err(file_error) => Err(StoreError::Unsaved {
+                db: self.path.clone(),
+                db_error: error.to_string(),
+                side_file,
+                file_error,
+            }),
+        }
+    }
+
+    /// Moves the records of the side file (`<db>.unsaved.jsonl`, see
+    /// [`Store::add_trial_or_keep`]) into the database in one transaction, then removes the
+    /// file. `None` when there is no side file.
+    ///
+    /// Idempotent: a trial already stored (same run, `seq` and start time) is not stored
+    /// twice, so an import interrupted between its commit and removing the file is simply
+    /// done again. Lines whose run is not in this database, or that this version cannot
+    /// read, stay in the file (counted in [`Imported::left`]); nothing is dropped.
+    pub fn import_unsaved(&mut self) -> Result<Option<Imported>, StoreError> {
+        let side_file = unsaved::side_path(&self.path);
+        let io_err = |source| StoreError::Io {
+            path: side_file.clone(),
+            source,
+        };
+        let Some(mut import) = unsaved::Import::open(&side_file).map_err(io_err)? else {
+            return Ok(None);
+        };
+        let contents = import.read().map_err(io_err)?;
+        let mut keep = contents.unreadable;
+        let (mut trials, mut finishes) = (0, 0);
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        for (line, record) in &contents.records {
+            let run_id = match record {
+                unsaved::Pending::Trial { run_id, .. }
+                | unsaved::Pending::Finish { run_id, .. } => *run_id,
+            };
+            if ensure_run(&tx, &self.path, run_id).is_err() {
+                keep.push(line.clone());
+                continue;
+            }
+            match record {
+                unsaved::Pending::Trial { trial, .. } => {
+                    let stored = tx
+                        .query_row(
+                            "SELECT 1 FROM trials WHERE run_id = ?1 AND seq = ?2 AND started_at = ?3",
+                            params![run_id, trial.seq, trial.started_at],
+                            |_| Ok(()),
+                        )
+                        .optional()?;
+                    if stored.is_none() {
+                        insert_trial(&tx, run_id, trial)?;
+                    }
+                    trials += 1;
+                }
+                unsaved::Pending::Finish {
+                    status,
+                    finished_at,
+                    ..
+                } => {
+                    set_finished(&tx, run_id, *status, finished_at.as_deref())?;
+                    finishes += 1;
+                }
+            }
+        }
+        tx.commit()?;
+        let left = keep.len();
+        import.finish(&keep).map_err(io_err)?;
+        if trials + finishes + left == 0 {
+            // An empty side file (e.g. left by a crash before its first line was written).
+            return Ok(None);
+        }
+        Ok(Some(Imported {
+            side_file,
+            trials,
+            finishes,
+            left,
+        }))
+    }
+
+    /// The side file and how many records wait in it, if there is one: for a reader to say
+    /// that some trials are not in the database yet.
+    pub fn unsaved_pending(&self) -> Option<(PathBuf, usize)> {
+        let side_file = unsaved::side_path(&self.path);
+        let n = unsaved::count(&side_file);
+        (n > 0).then_some((side_file, n))
     }
 
     /// Records the knobs a run changed. Knobs are keyed by (config, name) and merged with
@@ -613,10 +897,7 @@ impl Store {
     /// Records how a run ended and when. Setting `Running` again clears `finished_at`.
     pub fn finish_run(&mut self, run_id: i64, status: RunStatus) -> Result<(), StoreError> {
         let finished_at = (status != RunStatus::Running).then(now_rfc3339);
-        let n = self.conn.execute(
-            "UPDATE runs SET status = ?1, finished_at = ?2 WHERE id = ?3",
-            params![status.as_str(), finished_at, run_id],
-        )?;
+        let n = set_finished(&self.conn, run_id, status, finished_at.as_deref())?;
         if n == 0 {
             return Err(not_found(&self.path, run_id));
         }
@@ -871,6 +1152,56 @@ fn ensure_run(conn: &Connection, path: &Path, id: i64) -> Result<(), StoreError>
         .query_row("SELECT 1 FROM runs WHERE id = ?1", [id], |_| Ok(()))
         .optional()?;
     found.ok_or_else(|| not_found(path, id))
+}
+
+/// Inserts trial `t` of run `run_id` (inside the caller's transaction) and returns its id.
+///
+/// A `result` that cannot be read back from JSON is refused with [`StoreError::Json`].
+fn insert_trial(conn: &Connection, run_id: i64, t: &NewTrial) -> Result<i64, StoreError> {
+    let point_json = serde_json::to_string(&t.point)?;
+    let result_json = t
+        .result
+        .as_ref()
+        .map(to_json_checked::<TestResult>)
+        .transpose()?;
+    let id = conn.query_row(
+        "INSERT INTO trials (run_id, seq, config, workload, point_json, point_label,
+                             repetition, status, error, result_json, metric, metric_name,
+                             started_at, duration_s)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+         RETURNING id",
+        params![
+            run_id,
+            t.seq,
+            t.config,
+            t.workload,
+            point_json,
+            t.point_label,
+            t.repetition,
+            t.status.as_str(),
+            t.error,
+            result_json,
+            t.metric,
+            t.metric_name,
+            t.started_at,
+            t.duration_s,
+        ],
+        |row| row.get(0),
+    )?;
+    Ok(id)
+}
+
+/// Records how run `run_id` ended; returns how many rows changed (0: no such run).
+fn set_finished(
+    conn: &Connection,
+    run_id: i64,
+    status: RunStatus,
+    finished_at: Option<&str>,
+) -> Result<usize, StoreError> {
+    Ok(conn.execute(
+        "UPDATE runs SET status = ?1, finished_at = ?2 WHERE id = ?3",
+        params![status.as_str(), finished_at, run_id],
+    )?)
 }
 
 /// The columns of a [`RunRow`], with its trial counts.

@@ -5,10 +5,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use serde_json::json;
 use virtperf_store::{
-    now_rfc3339, KnobRecord, NewRun, NewTrial, RunStatus, Store, StoreError, TrialStatus,
+    now_rfc3339, KnobRecord, NewRun, NewTrial, RunStatus, Saved, Store, StoreError, TrialStatus,
 };
 use virtperf_wire::{Env, IdleState, Outcome, TestResult, RESULT_SCHEMA};
 
@@ -578,4 +579,195 @@ fn a_result_json_cannot_hold_is_refused_at_write_time() {
     assert_one_line(&e);
     // Nothing half-written: the run is still readable and empty.
     assert!(store.trials(run).unwrap().is_empty());
+}
+
+/// A second connection to `path` holding an open read transaction, as a notebook or the
+/// `sqlite3` shell does between two queries.
+fn hold_read(path: &Path) -> rusqlite::Connection {
+    let c = rusqlite::Connection::open(path).unwrap();
+    c.execute_batch("BEGIN").unwrap();
+    let n: i64 = c
+        .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 0);
+    c
+}
+
+/// A second connection to `path` holding the write lock (`BEGIN IMMEDIATE`).
+fn hold_write(path: &Path) -> rusqlite::Connection {
+    let c = rusqlite::Connection::open(path).unwrap();
+    c.execute_batch("BEGIN IMMEDIATE").unwrap();
+    c
+}
+
+#[test]
+fn an_open_read_transaction_does_not_block_the_writer() {
+    let dir = TempDir::new("reader");
+    let path = dir.file("results.db");
+    let mut store = Store::open(&path).unwrap();
+    // Nothing may wait for the reader: a writer that had to would fail after 100 ms.
+    store.set_busy_timeout(Duration::from_millis(100)).unwrap();
+    let reader = hold_read(&path);
+    let run = store.begin_run(&new_run("under a reader")).unwrap();
+    for seq in 1..=3 {
+        store.add_trial(run, &ok_trial(seq)).unwrap();
+    }
+    store.finish_run(run, RunStatus::Complete).unwrap();
+    // The reader still sees its snapshot; a new reader sees everything.
+    let n: i64 = reader
+        .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 0);
+    let other = Store::open_read_only(&path).unwrap();
+    assert_eq!(other.run(run).unwrap().trials_ok, 3);
+    assert_eq!(other.run(run).unwrap().status, RunStatus::Complete);
+}
+
+#[test]
+fn begin_run_reports_a_failed_commit_not_a_missing_run() {
+    let dir = TempDir::new("commit");
+    let path = dir.file("results.db");
+    let mut store = Store::open(&path).unwrap();
+    // A deferred foreign key makes the run's insert fail at commit, after the INSERT …
+    // RETURNING statement has already produced an id: the error must surface there, not as
+    // "run N not found" at the next write.
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE audit (run INTEGER REFERENCES runs (id) DEFERRABLE INITIALLY DEFERRED);
+             CREATE TRIGGER audit_runs AFTER INSERT ON runs BEGIN INSERT INTO audit VALUES (-1); END;",
+        )
+        .unwrap();
+    let e = store.begin_run(&new_run("doomed")).unwrap_err();
+    assert!(matches!(e, StoreError::Sqlite(_)), "{e:?}");
+    assert!(
+        e.to_string().contains("FOREIGN KEY constraint failed"),
+        "{e}"
+    );
+    assert_one_line(&e);
+    assert!(store.runs().unwrap().is_empty());
+}
+
+#[test]
+fn a_trial_the_database_refuses_is_kept_beside_it_then_imported_once() {
+    let dir = TempDir::new("keep");
+    let path = dir.file("results.db");
+    let mut store = Store::open(&path).unwrap();
+    let run = store.begin_run(&new_run("kept")).unwrap();
+    store.set_busy_timeout(Duration::from_millis(50)).unwrap();
+    let trial = ok_trial(1);
+    let writer = hold_write(&path);
+    let side = match store.add_trial_or_keep(run, &trial).unwrap() {
+        Saved::Kept { side_file, error } => {
+            assert!(error.to_string().contains("database is locked"), "{error}");
+            assert_one_line(&error);
+            side_file
+        }
+        Saved::Stored => panic!("stored although the database was locked"),
+    };
+    assert_eq!(side, dir.file("results.db.unsaved.jsonl"));
+    assert!(matches!(
+        store
+            .finish_run_or_keep(run, RunStatus::Incomplete)
+            .unwrap(),
+        Saved::Kept { .. }
+    ));
+    assert_eq!(store.unsaved_pending(), Some((side.clone(), 2)));
+    assert!(store.trials(run).unwrap().is_empty());
+    drop(writer);
+
+    let kept = fs::read(&side).unwrap();
+    let done = store.import_unsaved().unwrap().unwrap();
+    assert_eq!((done.trials, done.finishes, done.left), (1, 1, 0));
+    assert!(!side.exists(), "side file removed after import");
+    let rows = store.trials(run).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].trial, trial, "the trial comes back exactly");
+    let row = store.run(run).unwrap();
+    assert_eq!(row.status, RunStatus::Incomplete);
+    assert!(row.finished_at.is_some());
+    assert_eq!(store.import_unsaved().unwrap(), None);
+    assert_eq!(store.unsaved_pending(), None);
+
+    // An import that committed but died before removing the file runs again harmlessly.
+    fs::write(&side, &kept).unwrap();
+    let again = store.import_unsaved().unwrap().unwrap();
+    assert_eq!(again.trials, 1);
+    assert_eq!(store.trials(run).unwrap().len(), 1, "not stored twice");
+    assert!(!side.exists());
+}
+
+#[test]
+fn side_file_lines_that_cannot_be_imported_stay_in_it() {
+    let dir = TempDir::new("leftover");
+    let path = dir.file("results.db");
+    let mut store = Store::open(&path).unwrap();
+    let side = dir.file("results.db.unsaved.jsonl");
+    let foreign = json!({"kind": "trial", "run_id": 999, "trial": ok_trial(1)}).to_string();
+    let garbage = "{\"kind\": \"from the future\"}".to_string();
+    fs::write(&side, format!("{foreign}\n{garbage}\n")).unwrap();
+    let done = store.import_unsaved().unwrap().unwrap();
+    assert_eq!((done.trials, done.finishes, done.left), (0, 0, 2));
+    let left = fs::read_to_string(&side).unwrap();
+    let mut lines: Vec<&str> = left.lines().collect();
+    lines.sort();
+    let mut want = vec![foreign.as_str(), garbage.as_str()];
+    want.sort();
+    assert_eq!(lines, want);
+}
+
+#[test]
+fn a_trial_that_cannot_be_kept_either_is_an_error_naming_both_files() {
+    let dir = TempDir::new("nokeep");
+    let path = dir.file("results.db");
+    let mut store = Store::open(&path).unwrap();
+    let run = store.begin_run(&new_run("nowhere")).unwrap();
+    store.set_busy_timeout(Duration::from_millis(50)).unwrap();
+    // A directory where the side file would go: no file can be created there, root or not.
+    fs::create_dir(dir.file("results.db.unsaved.jsonl")).unwrap();
+    let _writer = hold_write(&path);
+    let e = store.add_trial_or_keep(run, &ok_trial(1)).unwrap_err();
+    assert!(matches!(e, StoreError::Unsaved { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("database is locked") && msg.contains("results.db.unsaved.jsonl"),
+        "{msg}"
+    );
+    assert_one_line(&e);
+}
+
+#[test]
+fn readers_open_read_only_and_refuse_what_writers_refuse() {
+    let dir = TempDir::new("readonly");
+    let path = dir.file("results.db");
+    let run = Store::open(&path)
+        .unwrap()
+        .begin_run(&new_run("read me"))
+        .unwrap();
+    // A writer holding the lock does not keep a reader out.
+    let _writer = hold_write(&path);
+    let mut reader = Store::open_read_only(&path).unwrap();
+    assert_eq!(reader.run(run).unwrap().name, "read me");
+    let e = reader.begin_run(&new_run("no")).unwrap_err();
+    assert!(e.to_string().contains("readonly"), "{e}");
+
+    let foreign = dir.file("other.db");
+    rusqlite::Connection::open(&foreign)
+        .unwrap()
+        .execute_batch("CREATE TABLE foo (x INTEGER)")
+        .unwrap();
+    let before = fs::read(&foreign).unwrap();
+    let e = Store::open_read_only(&foreign).unwrap_err();
+    assert!(matches!(e, StoreError::NotVirtperf { .. }), "{e:?}");
+    assert_eq!(fs::read(&foreign).unwrap(), before);
+    assert!(!dir.file("other.db-wal").exists());
+
+    // A missing file is created, as `virtperf runs` on a new machine always did.
+    let fresh = dir.file("sub/new.db");
+    assert!(Store::open_read_only(&fresh)
+        .unwrap()
+        .runs()
+        .unwrap()
+        .is_empty());
+    assert_eq!(user_version(&fresh), virtperf_store::SCHEMA_VERSION);
 }
