@@ -49,14 +49,31 @@ fn mbps(bytes: u64, secs: f64) -> f64 {
     }
 }
 
-fn side_cpu(r: &SideReport, units: f64) -> SideCpu {
+/// Above this much CPU used by other work (percent of one CPU) a result carries a warning.
+pub const OTHER_LOAD_WARN_PCT: f64 = 10.0;
+
+/// `test_threads_s`: CPU seconds of every test thread on that side's machine.
+fn side_cpu(r: &SideReport, units: f64, test_threads_s: f64) -> SideCpu {
     let per = |secs: f64| if units > 0.0 { secs * 1e6 / units } else { 0.0 };
+    let t = &r.cpu.total;
+    let other_s = (t.host_user() + t.system - test_threads_s).max(0.0);
+    let wall = if r.elapsed_s > 0.0 {
+        r.elapsed_s
+    } else {
+        r.cpu.wall_s
+    };
     SideCpu {
         system: split(&r.cpu),
         process_user_s: r.threads.user_s,
         process_system_s: r.threads.system_s,
         service_demand_us: per(r.threads.total_s()),
         system_service_demand_us: per(r.cpu.total.busy()),
+        other_cpu_pct: if wall > 0.0 {
+            100.0 * other_s / wall
+        } else {
+            0.0
+        },
+        loadavg_1m: None,
     }
 }
 
@@ -227,6 +244,45 @@ pub fn assemble(c: Collected) -> TestResult {
         .server_env
         .as_ref()
         .is_some_and(|s| !s.boot_id.is_empty() && s.boot_id == c.client_env.boot_id);
+    // Other work on each machine: when both sides share one, both sides' threads are the
+    // test's; the load average is read here, on the client's machine.
+    let both = c.client.threads.total_s() + c.server.as_ref().map_or(0.0, |s| s.threads.total_s());
+    let mut client = side_cpu(
+        &c.client,
+        units,
+        if same_host {
+            both
+        } else {
+            c.client.threads.total_s()
+        },
+    );
+    client.loadavg_1m = virtperf_measure::loadavg_1m();
+    let server_cpu = c.server.as_ref().map(|s| {
+        let mut sc = side_cpu(s, units, if same_host { both } else { s.threads.total_s() });
+        if same_host {
+            // One machine: the same other work, measured over nearly the same interval.
+            sc.loadavg_1m = client.loadavg_1m;
+        }
+        sc
+    });
+    for (side, sc) in [("client", Some(&client)), ("server", server_cpu.as_ref())] {
+        let Some(sc) = sc else { continue };
+        if sc.other_cpu_pct > OTHER_LOAD_WARN_PCT && !(same_host && side == "server") {
+            warnings.push(format!(
+                "other work used {:.0}% of a CPU on the {side}'s machine during the test{}: expect noise",
+                sc.other_cpu_pct,
+                sc.loadavg_1m
+                    .map(|l| format!(" (load average {l:.2})"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    let cpu = CpuAccounting {
+        unit: unit.to_string(),
+        same_host,
+        client,
+        server: server_cpu,
+    };
     TestResult {
         schema: RESULT_SCHEMA.to_string(),
         workload: c.plan.workload.clone(),
@@ -244,16 +300,12 @@ pub fn assemble(c: Collected) -> TestResult {
         placement: None,
         guest: None,
         outcome,
-        cpu: CpuAccounting {
-            unit: unit.to_string(),
-            same_host,
-            client: side_cpu(&c.client, units),
-            server: c.server.as_ref().map(|s| side_cpu(s, units)),
-        },
+        cpu,
         env: Envs {
             client: c.client_env,
             server: c.server_env,
         },
         warnings,
+        allow_concurrent: false,
     }
 }

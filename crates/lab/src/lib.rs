@@ -13,6 +13,7 @@ pub mod client;
 pub mod guest;
 pub mod knob;
 pub mod local;
+pub mod lock;
 pub mod netns;
 pub mod parse;
 pub mod remote;

@@ -115,6 +115,16 @@ pub fn process_cpu_s(pid: u32) -> Option<f64> {
     Some(ticks as f64 / ticks_per_second())
 }
 
+/// The 1-minute load average (`/proc/loadavg`), or None where it cannot be read.
+pub fn loadavg_1m() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Percent split of a system-wide delta. Percentages are of all CPUs' time as counted by
 /// the kernel (which may differ slightly from wall time × CPUs because ticks are sampled).
 pub fn split(d: &CpuDelta) -> CpuSplit {

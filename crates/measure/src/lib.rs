@@ -8,6 +8,6 @@ pub mod env;
 pub mod latency;
 pub use cpu::thread_cpu_since;
 
-pub use cpu::{process_cpu_s, split, thread_cpu, ProcStat};
+pub use cpu::{loadavg_1m, process_cpu_s, split, thread_cpu, ProcStat};
 pub use env::fingerprint;
 pub use latency::{new_histogram, summarize, LatencyHistogram};

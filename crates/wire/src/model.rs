@@ -487,6 +487,15 @@ pub struct SideCpu {
     pub service_demand_us: f64,
     /// System-wide busy CPU in µs per unit (what netperf -c/-C reports).
     pub system_service_demand_us: f64,
+    /// CPU used on that machine by work other than the test, in percent of one CPU: user
+    /// and kernel time of all processes minus the test's own threads (both sides' when
+    /// they share the machine). Interrupt and softirq time is left out: the test's own
+    /// traffic causes most of it.
+    #[serde(default)]
+    pub other_cpu_pct: f64,
+    /// The 1-minute load average at the end of the test, where read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loadavg_1m: Option<f64>,
 }
 
 /// CPU accounting for both sides.
@@ -550,6 +559,10 @@ pub struct TestResult {
     pub env: Envs,
     /// Things the user should know about these numbers.
     pub warnings: Vec<String>,
+    /// Measured without the machine-wide lock (`--allow-concurrent`): another measurement
+    /// may have run beside this one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_concurrent: bool,
 }
 
 /// How the guest an end ran in was built, so a guest number says what produced it.
