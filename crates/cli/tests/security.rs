@@ -551,3 +551,59 @@ fn the_operator_bounds_test_length() {
         assert_eq!(out.status.code(), Some(2), "--max-duration {bad}");
     }
 }
+
+#[test]
+fn the_ssh_agents_token_is_on_no_command_line() {
+    // A stand-in for ssh that runs the remote command here and records every command line
+    // it was given: what a real ssh shows in `ps` locally, and what becomes the command
+    // line of the shell and the agent on the remote host.
+    let dir = std::env::temp_dir().join(format!("vp-fakessh-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let log = dir.join("argv.log");
+    let script = format!(
+        "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\nfor a; do last=$a; done\n\
+         SSH_CONNECTION='127.0.0.1 50000 127.0.0.1 22' exec sh -c \"$last\"\n",
+        log.display()
+    );
+    let ssh = dir.join("ssh");
+    std::fs::write(&ssh, script).expect("write fake ssh");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = run_with_timeout(
+        vp().args([
+            "rr",
+            "--placement",
+            "ssh:me@localhost",
+            "-l",
+            "0.5",
+            "--json",
+        ])
+        .env("PATH", &path),
+        Duration::from_secs(60),
+    );
+    let argv = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "ssh placement through the stand-in failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON result");
+    assert!(v["outcome"]["transactions"].as_u64().unwrap_or(0) > 0);
+    assert!(argv.contains("serve --bind-ssh"), "{argv}");
+    // No word of any command line is a 128-bit hex token.
+    for word in argv.split_whitespace() {
+        assert!(
+            !(word.len() == 32 && word.bytes().all(|b| b.is_ascii_hexdigit())),
+            "a token on the ssh command line: {argv}"
+        );
+    }
+}
