@@ -607,3 +607,24 @@ fn the_ssh_agents_token_is_on_no_command_line() {
         );
     }
 }
+
+#[test]
+fn past_64_waiting_connections_the_oldest_is_closed_first() {
+    let a = Agent::start(&["--token", "sesame"]);
+    let mut conns: Vec<TcpStream> = (0..70)
+        .map(|_| TcpStream::connect(a.addr).expect("connect"))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // The six oldest made room for the newest, long before the 5 s handshake deadline.
+    for (i, c) in conns.iter_mut().take(6).enumerate() {
+        assert!(
+            closed_within(c, Duration::from_secs(2)),
+            "silent connection {i} was not closed to make room"
+        );
+    }
+    // The newest are still waiting (they have seconds left), and a real client gets in.
+    assert!(!closed_within(&mut conns[69], Duration::from_millis(200)));
+    let mut s = control(&a, Some("sesame"));
+    write_message(&mut s, &Message::Fingerprint).expect("fingerprint");
+    assert!(matches!(read_message(&mut s), Ok(Message::Env { .. })));
+}
