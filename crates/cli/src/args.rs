@@ -55,6 +55,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("serve_token").args(["token", "token_file"])))]
 pub struct ServeArgs {
     /// Address to listen on (loopback by default; the agent generates load only towards
     /// clients that connect to it)
@@ -63,9 +64,16 @@ pub struct ServeArgs {
     /// Control port (0 picks a free port)
     #[arg(long, default_value_t = virtperf_wire::DEFAULT_PORT)]
     pub port: u16,
-    /// Require clients to present this token
-    #[arg(long)]
+    /// Require clients to present this token (visible in `ps`: prefer --token-file or
+    /// $VIRTPERF_TOKEN). The control channel is not encrypted (docs/security.md)
+    #[arg(long, env = "VIRTPERF_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Read the token from the first line of FILE (`-`: of standard input)
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<std::path::PathBuf>,
+    /// Longest test a client may ask for (at most 24h)
+    #[arg(long, default_value = "24h", value_parser = parse_max_duration, value_name = "DURATION")]
+    pub max_duration: Duration,
     /// Most tests served at once
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub max_clients: u32,
@@ -82,9 +90,41 @@ pub struct ServeArgs {
     #[arg(long, hide = true)]
     pub bind_ssh: bool,
     /// Accept requests to run the client half of a test against another agent (what the
-    /// guest agent does for guest→host and guest↔guest placements)
-    #[arg(long)]
+    /// guest agent does for guest→host and guest↔guest placements); needs a token
+    #[arg(long, requires = "serve_token")]
     pub allow_drive: bool,
+}
+
+impl ServeArgs {
+    /// The token, from --token-file, --token or $VIRTPERF_TOKEN.
+    pub fn token(&self) -> anyhow::Result<Option<String>> {
+        resolve_token(&self.token, &self.token_file)
+    }
+}
+
+impl ConnArgs {
+    /// The token, from --token-file, --token or $VIRTPERF_TOKEN.
+    pub fn token(&self) -> anyhow::Result<Option<String>> {
+        resolve_token(&self.token, &self.token_file)
+    }
+}
+
+fn resolve_token(
+    token: &Option<String>,
+    file: &Option<std::path::PathBuf>,
+) -> anyhow::Result<Option<String>> {
+    match file {
+        Some(path) => Ok(Some(virtperf_lab::agent::read_token_file(path)?)),
+        None => Ok(token.clone().filter(|t| !t.is_empty())),
+    }
+}
+
+fn parse_max_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() || d.as_millis() > u128::from(virtperf_wire::MAX_DURATION_MS) {
+        return Err(format!("{s:?}: give a duration between 1ms and 24h"));
+    }
+    Ok(d)
 }
 
 #[derive(Debug, Args)]
@@ -105,9 +145,13 @@ pub struct ConnArgs {
     /// Agent control port
     #[arg(long, default_value_t = virtperf_wire::DEFAULT_PORT)]
     pub port: u16,
-    /// Token the agent was started with
-    #[arg(long)]
+    /// Token the agent was started with (visible in `ps`: prefer --token-file or
+    /// $VIRTPERF_TOKEN)
+    #[arg(long, env = "VIRTPERF_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Read the agent's token from the first line of FILE (`-`: of standard input)
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<std::path::PathBuf>,
 }
 
 /// Options every workload takes.

@@ -27,11 +27,14 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     } else {
         a.bind
     };
+    // Read before the stdin watcher below starts: `--token-file -` takes stdin's first line.
+    let token = a.token()?;
     let cfg = AgentConfig {
         bind,
         port: a.port,
-        token: a.token,
+        token,
         max_clients: a.max_clients as usize,
+        max_duration: a.max_duration,
         verbose: !a.quiet,
         allow_drive: a.allow_drive,
     };
@@ -63,7 +66,7 @@ pub fn env(a: EnvArgs) -> Result<()> {
         Some(host) => client::remote_env(&Target {
             host,
             port: a.conn.port,
-            token: a.conn.token,
+            token: a.conn.token()?,
         })?,
         None => virtperf_measure::fingerprint(),
     };
@@ -132,7 +135,7 @@ fn execute(common: &Common, plan: Plan) -> Result<()> {
                 &Target {
                     host: host.clone(),
                     port: port.unwrap_or(common.conn.port),
-                    token: common.conn.token.clone(),
+                    token: common.conn.token()?,
                 },
                 &plan,
                 &|f| progress.update(f),
@@ -149,7 +152,7 @@ fn execute(common: &Common, plan: Plan) -> Result<()> {
             &Target {
                 host: host.clone(),
                 port: common.conn.port,
-                token: common.conn.token.clone(),
+                token: common.conn.token()?,
             },
             &plan,
             &cb,
@@ -190,13 +193,18 @@ fn execute_netns(kind: virtperf_lab::netns::Kind, common: &Common) -> Result<()>
             continue;
         }
         match a.as_str() {
-            "--placement" | "--rate" | "--delay" | "--ssh-key" | "--port" | "--token" => {
-                skip = true
-            }
+            "--placement" | "--rate" | "--delay" | "--ssh-key" | "--port" | "--token"
+            | "--token-file" => skip = true,
             "--json" => {}
-            _ if ["--placement=", "--rate=", "--delay="]
-                .iter()
-                .any(|p| a.starts_with(p)) => {}
+            _ if [
+                "--placement=",
+                "--rate=",
+                "--delay=",
+                "--token=",
+                "--token-file=",
+            ]
+            .iter()
+            .any(|p| a.starts_with(p)) => {}
             _ => args.push(a),
         }
     }
@@ -205,13 +213,13 @@ fn execute_netns(kind: virtperf_lab::netns::Kind, common: &Common) -> Result<()>
         topo.server_ip.to_string(),
         "--port".to_string(),
         agent.addr.port().to_string(),
-        "--token".to_string(),
-        agent.token.clone(),
         "--json".to_string(),
     ]);
     let exe = std::env::current_exe()?;
     let out = Topology::command(&topo.client_ns, &exe)
         .args(&args)
+        // Not on its command line, where `ps` shows it.
+        .env(virtperf_lab::local::TOKEN_ENV, &agent.token)
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| anyhow!("cannot run the client in namespace {}: {e}", topo.client_ns))?;

@@ -189,9 +189,9 @@ fn drive_message(to: &Agent) -> Message {
 fn an_agent_drives_a_test_against_another_only_when_allowed() {
     let target = Agent::start(&[]);
     // Without --allow-drive the request is refused and nothing is sent anywhere.
-    let welcomed = |a: &Agent| {
+    let welcomed = |a: &Agent, token: Option<&str>| {
         let mut s = connect(a);
-        s.write_all(&hello(virtperf_wire::PROTOCOL_VERSION, None))
+        s.write_all(&hello(virtperf_wire::PROTOCOL_VERSION, token))
             .unwrap();
         assert!(matches!(
             read_message(&mut s).unwrap(),
@@ -200,15 +200,15 @@ fn an_agent_drives_a_test_against_another_only_when_allowed() {
         s
     };
     let plain = Agent::start(&[]);
-    let mut s = welcomed(&plain);
+    let mut s = welcomed(&plain, None);
     write_message(&mut s, &drive_message(&target)).unwrap();
     match read_message(&mut s) {
         Ok(Message::Error { message }) => assert!(message.contains("--allow-drive"), "{message}"),
         other => panic!("expected a refusal, got {other:?}"),
     }
 
-    let driver = Agent::start(&["--allow-drive"]);
-    let mut s = welcomed(&driver);
+    let driver = Agent::start(&["--allow-drive", "--token", "d"]);
+    let mut s = welcomed(&driver, Some("d"));
     write_message(&mut s, &drive_message(&target)).unwrap();
     match read_message(&mut s).unwrap() {
         Message::Outcome { result } => {

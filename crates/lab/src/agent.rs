@@ -1,14 +1,21 @@
 //! The agent: serves the server half of every workload to clients that speak the control
 //! protocol (`virtperf serve`).
 //!
-//! One thread per control connection, capped. A connection that sends anything unexpected
+//! One thread per control connection. A connection that sends anything unexpected
 //! (garbage, an oversized frame, an unknown message, a wrong token or version) gets an
 //! `Error` message and is closed; the agent itself keeps serving.
+//!
+//! No client can lock others out (docs/security.md): a new connection has
+//! [`HANDSHAKE_TIMEOUT`] in total to present a valid hello, at most
+//! [`MAX_UNAUTHENTICATED`] such connections wait at once (the oldest is closed to make room),
+//! and only sessions past the hello count against `--max-clients`. Data ports accept only
+//! the connections a test expects, from the client's address, and close the rest at once.
 
-use std::io;
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::collections::BTreeMap;
+use std::io::{self, Read};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -32,14 +39,64 @@ pub struct AgentConfig {
     pub port: u16,
     /// Shared secret clients must present, if set.
     pub token: Option<String>,
-    /// Most control connections served at once.
+    /// Most authenticated sessions (past a valid hello) served at once.
     pub max_clients: usize,
+    /// Longest test a client may ask for (at most [`MAX_DURATION_MS`]); also bounds how
+    /// long a byte-count test may run.
+    pub max_duration: Duration,
     /// Log one line per test to stderr.
     pub verbose: bool,
     /// Accept `Drive` requests: run the client half of a test against another agent. Off
     /// by default, so an agent never sends traffic anywhere on a client's say-so; the guest
     /// agent virtperf boots turns it on (its only peers are on the tap virtperf made).
+    /// Requires a token: [`serve`] refuses to start without one.
     pub allow_drive: bool,
+}
+
+/// Time a new connection has, in total (not per read), to present a valid hello: a client
+/// that trickles one byte at a time cannot hold a connection longer than this without the
+/// token.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Most connections waiting to present their hello at once. When one more arrives, the
+/// oldest waiting one is closed: keeping a real client out then needs a stream of new
+/// connections faster than the real client completes its hello, not a few idle sockets.
+pub const MAX_UNAUTHENTICATED: usize = 64;
+
+/// Reads a token from `path` (its first line), or from the first line of standard input
+/// when `path` is `-`. A token in a file or in `$VIRTPERF_TOKEN` is not visible in `ps`,
+/// unlike one given with `--token`.
+pub fn read_token_file(path: &std::path::Path) -> Result<String> {
+    let text = if path.as_os_str() == "-" {
+        let mut line = String::new();
+        io::stdin()
+            .read_line(&mut line)
+            .context("reading the token from standard input")?;
+        line
+    } else {
+        std::fs::read_to_string(path)
+            .with_context(|| format!("reading the token file {}", path.display()))?
+    };
+    let token = text.lines().next().unwrap_or("").trim().to_string();
+    if token.is_empty() {
+        bail!(
+            "the token file {} is empty: put the token on its first line",
+            path.display()
+        );
+    }
+    Ok(token)
+}
+
+/// Whether the client's token matches, in time that does not depend on where the two
+/// differ (`subtle`), so the token cannot be guessed byte by byte from response times.
+/// Only the length can be learnt that way, and virtperf's own tokens all have one length.
+fn token_matches(expected: &Option<String>, got: &Option<String>) -> bool {
+    use subtle::ConstantTimeEq;
+    match (expected, got) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(e), Some(g)) => bool::from(e.as_bytes().ct_eq(g.as_bytes())),
+    }
 }
 
 /// Binds the control listener. Separate from [`serve`] so a caller can learn the port (for
@@ -55,12 +112,76 @@ pub fn bind(cfg: &AgentConfig) -> Result<TcpListener> {
     })
 }
 
-/// Serves control connections forever (until the process is killed).
+/// Who is connected: connections still owing their hello (each with a clone of its
+/// socket, so the oldest can be closed from the accept loop) and the number of sessions.
+#[derive(Default)]
+struct Slots {
+    pending: Mutex<Pending>,
+    sessions: AtomicUsize,
+}
+
+#[derive(Default)]
+struct Pending {
+    next: u64,
+    conns: BTreeMap<u64, TcpStream>,
+}
+
+impl Slots {
+    /// Registers a new connection as waiting for its hello, closing the oldest waiting one
+    /// if all [`MAX_UNAUTHENTICATED`] places are taken. `None`: it could not be registered
+    /// (no descriptor left to clone it), so it must be dropped.
+    fn admit(&self, s: &TcpStream) -> Option<u64> {
+        let clone = s.try_clone().ok()?;
+        let mut p = self.pending.lock().ok()?;
+        if p.conns.len() >= MAX_UNAUTHENTICATED {
+            if let Some((_, oldest)) = p.conns.pop_first() {
+                // Its thread's read returns at once and the thread ends.
+                let _ = oldest.shutdown(Shutdown::Both);
+            }
+        }
+        p.next += 1;
+        let id = p.next;
+        p.conns.insert(id, clone);
+        Some(id)
+    }
+
+    /// The connection `id` has presented its hello (or failed to).
+    fn leave(&self, id: u64) {
+        if let Ok(mut p) = self.pending.lock() {
+            p.conns.remove(&id);
+        }
+    }
+
+    /// Takes a session place if fewer than `max` are taken; released when dropped.
+    fn session(&self, max: usize) -> Option<SessionPlace<'_>> {
+        self.sessions
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| SessionPlace(&self.sessions))
+    }
+}
+
+struct SessionPlace<'a>(&'a AtomicUsize);
+
+impl Drop for SessionPlace<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Serves control connections forever (until the process is killed). Refuses to start an
+/// agent that drives tests (`allow_drive`) without a token: it would send traffic anywhere
+/// on anyone's say-so.
 pub fn serve(listener: TcpListener, cfg: AgentConfig) -> Result<()> {
+    if cfg.allow_drive && cfg.token.is_none() {
+        bail!("--allow-drive needs a token (--token-file FILE or $VIRTPERF_TOKEN): without one anybody could make this agent send traffic anywhere");
+    }
     let cfg = Arc::new(cfg);
-    let active = Arc::new(AtomicUsize::new(0));
+    let slots = Arc::new(Slots::default());
     loop {
-        let (mut s, peer) = match listener.accept() {
+        let (s, peer) = match listener.accept() {
             Ok(x) => x,
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning; never exit.
@@ -69,34 +190,42 @@ pub fn serve(listener: TcpListener, cfg: AgentConfig) -> Result<()> {
                 continue;
             }
         };
-        if active.load(Ordering::SeqCst) >= cfg.max_clients {
-            let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
-            let _ = write_message(
-                &mut s,
-                &Message::Error {
-                    message: format!("agent busy: {} tests already running", cfg.max_clients),
-                },
-            );
-            continue;
-        }
-        active.fetch_add(1, Ordering::SeqCst);
-        let (cfg, active) = (cfg.clone(), active.clone());
+        let Some(id) = slots.admit(&s) else {
+            continue; // dropped: closed at once
+        };
+        let (cfg, slots2) = (cfg.clone(), slots.clone());
         let spawned = std::thread::Builder::new()
             .name(format!("ctl-{peer}"))
-            .spawn(move || {
-                handle(s, peer, &cfg);
-                active.fetch_sub(1, Ordering::SeqCst);
-            });
+            .spawn(move || handle(s, peer, &cfg, &slots2, id));
         if let Err(e) = spawned {
+            slots.leave(id);
             eprintln!("virtperf agent: cannot start a thread for {peer}: {e}");
         }
     }
 }
 
-fn handle(mut s: TcpStream, peer: SocketAddr, cfg: &AgentConfig) {
+fn handle(mut s: TcpStream, peer: SocketAddr, cfg: &AgentConfig, slots: &Slots, id: u64) {
     let _ = s.set_nodelay(true);
     let _ = s.set_write_timeout(Some(SETUP_TIMEOUT));
-    if let Err(e) = session(&mut s, cfg) {
+    let hello = handshake(&mut s, cfg);
+    slots.leave(id);
+    let result = hello.and_then(|()| {
+        let _place = slots.session(cfg.max_clients).ok_or_else(|| {
+            anyhow!(
+                "agent busy: {} tests already running; try again later",
+                cfg.max_clients
+            )
+        })?;
+        write_message(
+            &mut s,
+            &Message::Welcome {
+                version: PROTOCOL_VERSION,
+                agent: format!("virtperf {}", env!("CARGO_PKG_VERSION")),
+            },
+        )?;
+        session(&mut s, cfg)
+    });
+    if let Err(e) = result {
         let message = format!("{e:#}");
         if cfg.verbose {
             eprintln!("virtperf agent: {peer}: {message}");
@@ -105,39 +234,65 @@ fn handle(mut s: TcpStream, peer: SocketAddr, cfg: &AgentConfig) {
     }
 }
 
+/// A reader that gives a whole message one deadline: the socket's receive timeout is set
+/// to the time left before every read, so a peer that trickles bytes cannot stretch the
+/// wait the way a per-read timeout lets it.
+struct ByDeadline<'a> {
+    s: &'a TcpStream,
+    deadline: Instant,
+}
+
+impl Read for ByDeadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.s.set_read_timeout(Some(left))?;
+        let mut s = self.s;
+        s.read(buf)
+    }
+}
+
+/// Reads one message, all of which must arrive within `timeout`.
 fn recv(s: &mut TcpStream, timeout: Duration, waiting_for: &str) -> Result<Message> {
-    s.set_read_timeout(Some(timeout))?;
-    match read_message(s) {
+    let mut r = ByDeadline {
+        s,
+        deadline: Instant::now() + timeout,
+    };
+    match read_message(&mut r) {
         Ok(m) => Ok(m),
         Err(e) if e.is_timeout() => {
-            bail!("client sent no {waiting_for} within {}s", timeout.as_secs())
+            bail!(
+                "client sent no {waiting_for} within {}",
+                humantime::format_duration(timeout)
+            )
         }
         Err(WireError::Closed) => Err(WireError::Closed.into()),
         Err(e) => Err(anyhow!("bad message while waiting for {waiting_for}: {e}")),
     }
 }
 
-fn session(s: &mut TcpStream, cfg: &AgentConfig) -> Result<()> {
-    match recv(s, SETUP_TIMEOUT, "hello")? {
+/// Reads and checks the hello, all within [`HANDSHAKE_TIMEOUT`].
+fn handshake(s: &mut TcpStream, cfg: &AgentConfig) -> Result<()> {
+    match recv(s, HANDSHAKE_TIMEOUT, "hello")? {
         Message::Hello { version, token } => {
             if version != PROTOCOL_VERSION {
                 bail!(
                     "protocol version mismatch: agent speaks {PROTOCOL_VERSION}, client {version}; use the same virtperf version on both sides"
                 );
             }
-            if cfg.token.is_some() && token != cfg.token {
-                bail!("wrong or missing token: the agent was started with --token");
+            if !token_matches(&cfg.token, &token) {
+                bail!("wrong or missing token: the agent was started with a token");
             }
+            Ok(())
         }
         other => bail!("expected hello, got {}", kind(&other)),
     }
-    write_message(
-        s,
-        &Message::Welcome {
-            version: PROTOCOL_VERSION,
-            agent: format!("virtperf {}", env!("CARGO_PKG_VERSION")),
-        },
-    )?;
+}
+
+/// Serves one authenticated client's requests until it hangs up.
+fn session(s: &mut TcpStream, cfg: &AgentConfig) -> Result<()> {
     loop {
         let msg = match recv(s, SETUP_TIMEOUT * 6, "request") {
             Ok(m) => m,
@@ -159,7 +314,7 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig) -> Result<()> {
                 server_cpu,
                 sock,
             } => {
-                let summary = run_test(s, &workload, duration_ms, server_cpu, &sock)?;
+                let summary = run_test(s, cfg, &workload, duration_ms, server_cpu, &sock)?;
                 if cfg.verbose {
                     eprintln!(
                         "virtperf agent: {}: {} done: {} transactions, {} bytes in, {} bytes out",
@@ -183,6 +338,7 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig) -> Result<()> {
                 if !cfg.allow_drive {
                     bail!("this agent does not drive tests (start it with `serve --allow-drive`)");
                 }
+                check_duration(cfg, duration_ms)?;
                 let plan = crate::client::Plan {
                     workload,
                     duration: Duration::from_millis(duration_ms),
@@ -213,7 +369,21 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig) -> Result<()> {
     }
 }
 
-fn kind(m: &Message) -> &'static str {
+/// Refuses a test longer than this agent allows.
+fn check_duration(cfg: &AgentConfig, duration_ms: u64) -> Result<()> {
+    let max = cfg.max_duration.min(Duration::from_millis(MAX_DURATION_MS));
+    if u128::from(duration_ms) > max.as_millis() {
+        bail!(
+            "a {} test exceeds this agent's limit of {} (set by `serve --max-duration`): ask for a shorter --duration",
+            humantime::format_duration(Duration::from_millis(duration_ms)),
+            humantime::format_duration(max)
+        );
+    }
+    Ok(())
+}
+
+/// The name of a message's type, for errors (never its contents: they are the peer's).
+pub(crate) fn kind(m: &Message) -> &'static str {
     match m {
         Message::Hello { .. } => "hello",
         Message::Welcome { .. } => "welcome",
@@ -236,7 +406,7 @@ fn kind(m: &Message) -> &'static str {
 struct Teardown {
     side: Ctl,
     crr: Option<Arc<TcpListener>>,
-    http: Option<Arc<virtperf_load::http::HttpServer>>,
+    http: Option<Arc<http::HttpServer>>,
 }
 
 impl Drop for Teardown {
@@ -255,22 +425,23 @@ impl Drop for Teardown {
 /// Runs the server half of one test on the control connection `ctl`.
 fn run_test(
     ctl: &mut TcpStream,
+    cfg: &AgentConfig,
     w: &Workload,
     duration_ms: u64,
     server_cpu: Option<u32>,
     sock: &SockOpts,
 ) -> Result<SideReport> {
     w.validate().map_err(|e| anyhow!(e))?;
-    if duration_ms > MAX_DURATION_MS {
-        bail!("duration {duration_ms} ms exceeds the {MAX_DURATION_MS} ms limit");
-    }
+    check_duration(cfg, duration_ms)?;
     if let Some(cpu) = server_cpu {
         if !cpu_allowed(cpu) {
             bail!("server CPU {cpu} does not exist or is not allowed on the agent's machine");
         }
     }
-    // Data connections arrive on the address the client used for control.
+    // Data connections arrive on the address the client used for control, and come from
+    // the address it used: connections from anywhere else are closed at once.
     let ip = ctl.local_addr()?.ip();
+    let client = ctl.peer_addr()?.ip();
     let listener = TcpListener::bind((ip, 0)).context("binding a data port")?;
     let data_port = listener.local_addr()?.port();
     write_message(ctl, &Message::Ready { data_port })?;
@@ -284,7 +455,7 @@ fn run_test(
     let mut handles = Vec::new();
     match *w {
         Workload::Rr { request, response } => {
-            for s in accept_data(&listener, 1, true, sock)? {
+            for s in accept_data(listener, client, 1, true, sock)? {
                 handles.push(spawn_conn_worker("rr-server", &side, s, move |c, _, s| {
                     rr::server(s, request as usize, response as usize, &c.stop)
                 })?);
@@ -297,7 +468,7 @@ fn run_test(
             recv_size,
             recv_wait,
         } => {
-            for (i, s) in accept_data(&listener, flows as usize, false, sock)?
+            for (i, s) in accept_data(listener, client, flows as usize, false, sock)?
                 .into_iter()
                 .enumerate()
             {
@@ -318,7 +489,7 @@ fn run_test(
             send_size,
             reverse,
         } => {
-            for s in accept_data(&listener, 1, false, sock)? {
+            for s in accept_data(listener, client, 1, false, sock)? {
                 handles.push(if reverse {
                     spawn_conn_worker("bulk-server", &side, s, move |_, _, s| {
                         bulk::send(s, bytes, send_size as usize)
@@ -344,10 +515,10 @@ fn run_test(
             })?);
         }
         Workload::Http { bytes } => {
-            let srv = Arc::new(http::server(listener)?);
+            let srv = Arc::new(http::HttpServer::new(listener, Some(client)));
             td.http = Some(srv.clone());
             handles.push(spawn_worker("http-server", &side, move |_, _| {
-                let n = http::serve(&srv, bytes);
+                let n = srv.serve(bytes, DATA_TIMEOUT);
                 Ok(virtperf_load::Counts {
                     transactions: n,
                     bytes_tx: n * bytes,
@@ -367,11 +538,13 @@ fn run_test(
     write_message(ctl, &Message::Started)?;
 
     // A client that never says stop cannot keep the agent busy forever: timed tests are
-    // bounded by their duration plus a grace period, byte-count tests by the global limit.
+    // bounded by their duration plus a grace period, byte-count tests by the agent's limit.
     let limit = if w.is_timed() {
         Duration::from_millis(duration_ms) + STOP_GRACE
     } else {
-        Duration::from_millis(MAX_DURATION_MS)
+        cfg.max_duration
+            .min(Duration::from_millis(MAX_DURATION_MS))
+            .max(Duration::from_secs(1))
     };
     match recv(ctl, limit, "stop")? {
         Message::Stop => {}
@@ -397,13 +570,17 @@ fn run_test(
     Ok(report)
 }
 
+/// Accepts the test's `n` data connections from `client` and closes the listener, so any
+/// later connection is refused.
 fn accept_data(
-    listener: &TcpListener,
+    listener: TcpListener,
+    client: IpAddr,
     n: usize,
     nodelay: bool,
     sock: &SockOpts,
 ) -> Result<Vec<TcpStream>> {
-    let conns = accept_n(listener, n, SETUP_TIMEOUT)?;
+    let conns = accept_n(&listener, n, SETUP_TIMEOUT, client)?;
+    drop(listener);
     for s in &conns {
         prepare_data_socket(s, DATA_TIMEOUT, nodelay, sock)?;
     }

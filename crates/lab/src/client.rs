@@ -15,6 +15,7 @@ use virtperf_wire::{
     Workload, MAX_DURATION_MS, PROTOCOL_VERSION,
 };
 
+use crate::agent::kind;
 use crate::assemble::{assemble, Collected};
 use crate::side::{join_all, spawn_conn_worker, spawn_private_worker, spawn_worker, Ctl};
 use crate::{DATA_TIMEOUT, SETUP_TIMEOUT};
@@ -130,7 +131,14 @@ impl Control {
                 "the agent at {} closed the connection while we waited for {waiting_for} (agent killed?)",
                 self.addr
             )),
-            Err(e) => Err(anyhow!("agent at {}: {e}", self.addr)),
+            Err(e @ WireError::Io(_)) => Err(anyhow!("agent at {}: {e}", self.addr)),
+            // Never the peer's bytes (nor the length its first four bytes spell): what is
+            // listening there may be another service, whose banner is not ours to relay
+            // (an agent driving a test would hand it to its client).
+            Err(_) => Err(anyhow!(
+                "{} does not speak the virtperf protocol (is another service listening on that port?)",
+                self.addr
+            )),
         }
     }
 
@@ -142,8 +150,9 @@ impl Control {
         match self.recv(SETUP_TIMEOUT, "welcome")? {
             Message::Welcome { .. } => Ok(()),
             other => Err(anyhow!(
-                "agent at {} answered hello with {other:?}",
-                self.addr
+                "agent at {} answered hello with a {} message",
+                self.addr,
+                kind(&other)
             )),
         }
     }
@@ -152,7 +161,10 @@ impl Control {
         self.send(&Message::Fingerprint)?;
         match self.recv(SETUP_TIMEOUT, "fingerprint")? {
             Message::Env { env } => Ok(*env),
-            other => Err(anyhow!("unexpected answer to fingerprint: {other:?}")),
+            other => Err(anyhow!(
+                "unexpected answer to fingerprint: {}",
+                kind(&other)
+            )),
         }
     }
 }
@@ -195,7 +207,7 @@ pub fn drive(driver: &Target, to: &Target, plan: &Plan) -> Result<TestResult> {
     };
     match ctl.recv(wait, "outcome")? {
         Message::Outcome { result } => Ok(*result),
-        other => bail!("unexpected answer to drive: {other:?}"),
+        other => bail!("unexpected answer to drive: {}", kind(&other)),
     }
 }
 
@@ -217,7 +229,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     })?;
     let data_port = match ctl.recv(SETUP_TIMEOUT, "ready")? {
         Message::Ready { data_port } => data_port,
-        other => bail!("unexpected answer to prepare: {other:?}"),
+        other => bail!("unexpected answer to prepare: {}", kind(&other)),
     };
     let data = SocketAddr::new(ctl.addr.ip(), data_port);
     // Capture from before the first data connection, so handshakes are in the file.
@@ -232,7 +244,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     ctl.send(&Message::Start)?;
     match ctl.recv(SETUP_TIMEOUT, "started")? {
         Message::Started => {}
-        other => bail!("unexpected answer to start: {other:?}"),
+        other => bail!("unexpected answer to start: {}", kind(&other)),
     }
     let kvm0 = plan.kvm_stats.then(virtperf_kvm::debugfs_stats);
     let t0 = ProcStat::read()?;
@@ -278,7 +290,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     stop_sent?;
     let server = match ctl.recv(DATA_TIMEOUT + SETUP_TIMEOUT, "report")? {
         Message::Report { side } => *side,
-        other => bail!("unexpected answer to stop: {other:?}"),
+        other => bail!("unexpected answer to stop: {}", kind(&other)),
     };
     let client = SideReport {
         elapsed_s: elapsed.as_secs_f64(),

@@ -50,9 +50,10 @@ impl LocalAgent {
                 "--announce",
                 "--exit-on-eof",
                 "--quiet",
-                "--token",
             ])
-            .arg(&token)
+            // In the environment, not on the command line: any local user can read another
+            // process's arguments (`ps`), but not its environment.
+            .env(TOKEN_ENV, &token)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -105,6 +106,9 @@ impl Drop for LocalAgent {
         let _ = self.child.wait();
     }
 }
+
+/// The environment variable `serve` and the clients read a token from.
+pub const TOKEN_ENV: &str = "VIRTPERF_TOKEN";
 
 /// A random 128-bit token in hex, for private agents.
 pub(crate) fn random_token() -> Result<String> {

@@ -4,9 +4,11 @@
 //! The binary is streamed through `ssh … cat >` rather than scp so one tool does everything;
 //! for a host with another libc use the static musl build. The agent binds the address the
 //! SSH connection arrived on (from `$SSH_CONNECTION` on the remote side), not every address,
-//! and requires a random token; it exits when the SSH channel closes.
+//! and requires a random token, which travels as the first line of the channel's standard
+//! input (`--token-file -`), so neither the ssh command line here nor the agent's there
+//! shows it in `ps`; it exits when the SSH channel closes.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -141,7 +143,7 @@ impl RemoteAgent {
         let mut child = target
             .ssh()
             .arg(format!(
-                "{dir}/virtperf serve --bind-ssh --port 0 --announce --exit-on-eof --quiet --token {token}"
+                "{dir}/virtperf serve --bind-ssh --port 0 --announce --exit-on-eof --quiet --token-file -"
             ))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -149,6 +151,19 @@ impl RemoteAgent {
             .process_group(0)
             .spawn()
             .map_err(|e| anyhow!("cannot run ssh: {e}"))?;
+        // The token is the channel's first line; the rest of stdin stays open (the agent
+        // exits when it closes).
+        let sent = match child.stdin.as_mut() {
+            Some(stdin) => stdin
+                .write_all(format!("{token}\n").as_bytes())
+                .and_then(|()| stdin.flush()),
+            None => Err(std::io::ErrorKind::BrokenPipe.into()),
+        };
+        if let Err(e) = sent {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("cannot pass the token to the agent on {}: {e}", target.dest);
+        }
         let stdout = child
             .stdout
             .take()

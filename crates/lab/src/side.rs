@@ -172,17 +172,20 @@ where
     Ok(handle)
 }
 
-/// Accepts exactly `n` data connections on `listener`, giving up after `timeout`.
+/// Accepts exactly `n` data connections from address `from` on `listener`, giving up
+/// after `timeout`. Connections from any other address are closed at once.
 pub(crate) fn accept_n(
     listener: &TcpListener,
     n: usize,
     timeout: Duration,
+    from: std::net::IpAddr,
 ) -> Result<Vec<TcpStream>> {
     listener.set_nonblocking(true)?;
     let deadline = std::time::Instant::now() + timeout;
     let mut out = Vec::with_capacity(n);
     while out.len() < n {
         match listener.accept() {
+            Ok((_, peer)) if peer.ip() != from => {} // dropped: closed at once
             Ok((s, _)) => {
                 s.set_nonblocking(false)?;
                 out.push(s);

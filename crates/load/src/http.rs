@@ -1,50 +1,118 @@
-//! HTTP/1.1 downloads (seed 0: five 100 MB downloads). The server is `tiny_http`, the client
-//! `ureq`: real HTTP implementations, so the numbers include real header parsing and
-//! framing, and `--url` can time any web server.
+//! HTTP/1.1 downloads (seed 0: five 100 MB downloads). The client is `ureq`, a real HTTP
+//! implementation, so `--url` can time any web server. The agent's server is the small
+//! responder below.
 
 use std::io::{self, Read};
-use std::net::TcpListener;
+use std::net::{IpAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// A body of `left` bytes of zeros, produced without allocating the whole thing.
-struct Zeros {
-    left: u64,
+use crate::sock::{recv_raw, send_all, wake_listener};
+
+/// Longest request head the server reads; a download request is a few hundred bytes.
+const MAX_HEAD: usize = 16 * 1024;
+
+/// The agent's HTTP server for one test.
+///
+/// Hand-written rather than `tiny_http` (which it replaced) because the agent's data port
+/// must not be a resource anyone can exhaust: `tiny_http` starts a thread per connection
+/// for whoever connects (400 connections gave 398 threads) and its accept thread panics
+/// when descriptors run out. This one runs on the calling thread only, serves one
+/// connection at a time (the client downloads one file after another), closes at once
+/// every connection that does not come from the test's client, gives a request head one
+/// deadline, and answers the one request a download makes: `GET` with a body of zeros,
+/// `Connection: close`. That is all the workload needs of a server; the client side, where
+/// HTTP parsing is part of what is measured, stays a full implementation (`ureq`).
+pub struct HttpServer {
+    listener: TcpListener,
+    allow: Option<IpAddr>,
+    stop: AtomicBool,
 }
 
-impl Read for Zeros {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = (buf.len() as u64).min(self.left) as usize;
-        buf[..n].fill(0);
-        self.left -= n as u64;
-        Ok(n)
-    }
-}
-
-/// Wraps an accepted-for-HTTP listener in a `tiny_http` server.
-pub fn server(listener: TcpListener) -> io::Result<tiny_http::Server> {
-    tiny_http::Server::from_listener(listener, None).map_err(io::Error::other)
-}
-
-/// Answers every request on `srv` with a `bytes`-byte body until
-/// [`tiny_http::Server::unblock`] is called. Returns the number of responses sent whole.
-pub fn serve(srv: &tiny_http::Server, bytes: u64) -> u64 {
-    let mut n = 0;
-    for rq in srv.incoming_requests() {
-        let header =
-            tiny_http::Header::from_bytes(&b"Content-Type"[..], &b"application/octet-stream"[..])
-                .ok();
-        let resp = tiny_http::Response::new(
-            tiny_http::StatusCode(200),
-            header.into_iter().collect(),
-            Zeros { left: bytes },
-            Some(bytes as usize),
-            None,
-        );
-        if rq.respond(resp).is_ok() {
-            n += 1;
+impl HttpServer {
+    /// Serves on `listener`, accepting connections only from `allow` (any when `None`).
+    pub fn new(listener: TcpListener, allow: Option<IpAddr>) -> HttpServer {
+        HttpServer {
+            listener,
+            allow,
+            stop: AtomicBool::new(false),
         }
     }
-    n
+
+    /// Answers requests with a `bytes`-byte body until [`HttpServer::unblock`]; each
+    /// connection's reads and writes time out after `io_timeout`, and its request head must
+    /// arrive within it. Returns the number of responses sent whole.
+    pub fn serve(&self, bytes: u64, io_timeout: Duration) -> u64 {
+        let mut n = 0;
+        let zeros = vec![0u8; 256 * 1024];
+        while !self.stop.load(Ordering::SeqCst) {
+            let (s, peer) = match self.listener.accept() {
+                Ok(x) => x,
+                Err(_) if self.stop.load(Ordering::SeqCst) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    // EMFILE and friends: back off, never spin or panic; the client's
+                    // download fails with its own timeout if this persists.
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+            };
+            if self.allow.is_some_and(|a| a != peer.ip()) {
+                continue; // dropped: closed at once
+            }
+            if respond(&s, bytes, io_timeout, &zeros).unwrap_or(false) {
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Makes [`HttpServer::serve`] return (from another thread).
+    pub fn unblock(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        wake_listener(&self.listener);
+    }
+}
+
+/// Reads one request head and answers it; true when a whole body went out.
+fn respond(s: &TcpStream, bytes: u64, io_timeout: Duration, zeros: &[u8]) -> io::Result<bool> {
+    s.set_write_timeout(Some(io_timeout))?;
+    let _ = s.set_nodelay(true);
+    let deadline = Instant::now() + io_timeout;
+    let mut head = Vec::with_capacity(1024);
+    let mut buf = [0u8; 2048];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || head.len() > MAX_HEAD {
+            return Ok(false);
+        }
+        s.set_read_timeout(Some(left))?;
+        match recv_raw(s, &mut buf) {
+            Ok(0) => return Ok(false),
+            Ok(k) => head.extend_from_slice(&buf[..k]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Ok(false),
+        }
+    }
+    let line = head.split(|&b| b == b'\r').next().unwrap_or(&[]);
+    if !line.starts_with(b"GET ") {
+        send_all(
+            s,
+            b"HTTP/1.1 405 Method Not Allowed\r\nAllow: GET\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        )?;
+        return Ok(false);
+    }
+    let header = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {bytes}\r\nConnection: close\r\n\r\n"
+    );
+    send_all(s, header.as_bytes())?;
+    let mut left = bytes;
+    while left > 0 {
+        let k = (zeros.len() as u64).min(left) as usize;
+        send_all(s, &zeros[..k])?;
+        left -= k as u64;
+    }
+    Ok(true)
 }
 
 /// One timed download.
@@ -98,6 +166,3 @@ pub fn fetch(agent: &ureq::Agent, url: &str) -> Result<Fetched, String> {
         total: t0.elapsed(),
     })
 }
-
-/// The HTTP server type the agent runs (re-exported so `lab` need not name the crate).
-pub use tiny_http::Server as HttpServer;

@@ -24,6 +24,9 @@ pub const READY: &str = "virtperf-guest: ready";
 pub const FAILED: &str = "virtperf-guest: failed:";
 /// Where the host puts kernel modules in the initramfs (loaded in file-name order).
 pub const MODULE_DIR: &str = "/modules";
+/// Where the host puts the agent's token in the initramfs (not on the kernel command line,
+/// which the host shows every local user as QEMU's arguments).
+pub const TOKEN_FILE: &str = "/virtperf-token";
 
 /// Settings the host passes on the kernel command line (`virtperf.ip=…` and so on).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,7 +122,10 @@ fn boot() -> Result<()> {
     mount("sysfs", "/sys", "sysfs")?;
     mount("devtmpfs", "/dev", "devtmpfs")?;
     let cmdline = std::fs::read_to_string("/proc/cmdline").context("reading /proc/cmdline")?;
-    let params = GuestParams::from_cmdline(&cmdline)?;
+    let mut params = GuestParams::from_cmdline(&cmdline)?;
+    if let Ok(t) = std::fs::read_to_string(TOKEN_FILE) {
+        params.token = Some(t.trim().to_string()).filter(|t| !t.is_empty());
+    }
     load_modules()?;
     wait_for_interface("eth0", Duration::from_secs(20))?;
     let sock = std::net::UdpSocket::bind("0.0.0.0:0").context("opening a socket for ioctls")?;
@@ -130,6 +136,7 @@ fn boot() -> Result<()> {
         port: params.port,
         token: params.token.clone(),
         max_clients: 16,
+        max_duration: Duration::from_millis(virtperf_wire::MAX_DURATION_MS),
         verbose: false,
         allow_drive: true,
     };

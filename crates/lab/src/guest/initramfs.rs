@@ -1,6 +1,8 @@
 //! The guest's initramfs: a newc cpio archive (written with the `cpio` crate) holding
 //! virtperf as `/init`, the shared libraries it needs when it is not a static build, the
-//! kernel modules in load order, and `/dev/console` so the kernel can give init a console.
+//! kernel modules in load order, `/dev/console` so the kernel can give init a console, and
+//! the agent's token in [`TOKEN_FILE`]: a file in an archive only root can read, where the
+//! kernel command line (QEMU's `-append`) would show it to every local user in `ps`.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -10,7 +12,7 @@ use std::process::Command;
 use anyhow::{anyhow, bail, Context, Result};
 use cpio::newc::Builder;
 
-use super::init::MODULE_DIR;
+use super::init::{MODULE_DIR, TOKEN_FILE};
 
 /// What went into an initramfs, for the record and for tests.
 #[derive(Debug, Clone, Default)]
@@ -23,11 +25,27 @@ pub struct Contents {
     pub modules: Vec<String>,
 }
 
-/// Writes an initramfs to `out` with `binary` as `/init` and `modules` to load in order.
-pub fn build(out: &Path, binary: &Path, modules: &[PathBuf]) -> Result<Contents> {
+/// Writes an initramfs to `out` with `binary` as `/init`, `modules` to load in order, and
+/// `token` (if any) in [`TOKEN_FILE`]. The archive is readable by its owner only, since it
+/// holds the token.
+pub fn build(
+    out: &Path,
+    binary: &Path,
+    modules: &[PathBuf],
+    token: Option<&str>,
+) -> Result<Contents> {
     let exe = stripped(binary, out)?;
     let libs = shared_libraries(&exe)?;
-    let file = std::fs::File::create(out).with_context(|| format!("creating {}", out.display()))?;
+    let _ = std::fs::remove_file(out);
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(out)
+            .with_context(|| format!("creating {}", out.display()))?
+    };
     let mut w = std::io::BufWriter::new(file);
     let mut dirs = BTreeSet::new();
     let mut ino = 1u32;
@@ -75,6 +93,9 @@ pub fn build(out: &Path, binary: &Path, modules: &[PathBuf]) -> Result<Contents>
         let name = format!("{MODULE_DIR}/{i:02}-{stem}.ko");
         w = file_entry(w, &name, 0o100644, &data, next_ino())?;
         contents.modules.push(name);
+    }
+    if let Some(t) = token {
+        w = file_entry(w, TOKEN_FILE, 0o100600, t.as_bytes(), next_ino())?;
     }
     let mut w = cpio::newc::trailer(w)?;
     w.flush()?;
@@ -216,7 +237,12 @@ mod tests {
         std::fs::write(&m2, b"\x7fELF two").expect("write");
         let out = dir.join("initramfs.cpio");
         let exe = std::env::current_exe().expect("own exe");
-        let contents = build(&out, &exe, &[m1, m2]).expect("build");
+        let contents = build(&out, &exe, &[m1, m2], Some("f00d")).expect("build");
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&out).expect("stat").permissions().mode();
+            assert_eq!(mode & 0o077, 0, "the archive holds the token: owner only");
+        }
         assert_eq!(
             contents.modules,
             ["/modules/00-virtio.ko", "/modules/01-virtio_net.ko"]
@@ -230,7 +256,14 @@ mod tests {
                 break;
             }
             let e = entry.entry();
+            let is_token = e.name() == TOKEN_FILE.trim_start_matches('/');
             names.push((e.name().to_string(), e.mode(), e.file_size()));
+            let mut entry = entry;
+            if is_token {
+                let mut body = String::new();
+                std::io::Read::read_to_string(&mut entry, &mut body).expect("token body");
+                assert_eq!(body, "f00d");
+            }
             r = entry.finish().expect("next");
         }
         let find = |n: &str| names.iter().find(|(name, _, _)| name == n);
@@ -239,6 +272,9 @@ mod tests {
         assert!(init.2 > 0);
         assert_eq!(find("dev/console").expect("console").1, 0o020600);
         assert!(find("modules/01-virtio_net.ko").is_some());
+        let token = find(TOKEN_FILE.trim_start_matches('/')).expect("token file present");
+        assert_eq!(token.1, 0o100600);
+        assert_eq!(token.2, 4);
         for lib in &contents.libraries {
             let n = lib.trim_start_matches('/');
             assert!(find(n).is_some(), "{lib} copied");

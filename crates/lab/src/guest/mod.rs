@@ -266,7 +266,9 @@ impl GuestLab {
             eprintln!("virtperf: WARNING: guests run under TCG emulation, not KVM: {why}. Guest numbers measure QEMU's instruction emulation, not a virtualization tax.");
         }
         let initrd = dir.join("initramfs.cpio");
-        initramfs::build(&initrd, &binary, &kernel.modules)?;
+        // One token for this lab's guests, inside the initramfs (not on QEMU's command line).
+        let token = crate::local::random_token()?;
+        initramfs::build(&initrd, &binary, &kernel.modules, Some(&token))?;
         netns::add_namespace(&lab.ns)?;
         lab.created_ns = true;
         let ns = lab.ns.clone();
@@ -295,7 +297,7 @@ impl GuestLab {
             );
         }
         for i in 0..n {
-            let g = lab.start_guest(i, &kernel.image, &initrd, accel, opts)?;
+            let g = lab.start_guest(i, &kernel.image, &initrd, &token, accel, opts)?;
             lab.guests.push(g);
         }
         let t0 = Instant::now();
@@ -316,15 +318,16 @@ impl GuestLab {
         i: usize,
         image: &Path,
         initrd: &Path,
+        token: &str,
         accel: &str,
         opts: &GuestOpts,
     ) -> Result<Guest> {
-        let token = crate::local::random_token()?;
+        let token = token.to_string();
         let ip = guest_ip(i);
         let console = self.dir.join(format!("console{i}.log"));
         let qemu_log = self.dir.join(format!("qemu{i}.log"));
         let append = format!(
-            "console=ttyS0 quiet loglevel=3 panic=-1 mitigations=off virtperf.ip={ip}/24 virtperf.port={GUEST_PORT} virtperf.token={token}"
+            "console=ttyS0 quiet loglevel=3 panic=-1 mitigations=off virtperf.ip={ip}/24 virtperf.port={GUEST_PORT}"
         );
         let cpu = if accel == "kvm" { "host" } else { "max" };
         let netdev = format!(
