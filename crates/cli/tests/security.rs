@@ -265,6 +265,49 @@ fn strangers_on_a_data_port_are_closed_at_once_and_threads_stay_bounded() {
         Ok(Message::Report { side }) => assert_eq!(side.transactions, 10),
         other => panic!("expected report, got {other:?}"),
     }
+
+    // crr: a connection per transaction, so the port stays open for the test's length;
+    // a stranger's connection is closed unanswered and adds no transaction.
+    write_message(
+        &mut ctl,
+        &Message::Prepare {
+            workload: Workload::Crr {
+                request: 1,
+                response: 1,
+            },
+            duration_ms: 2000,
+            server_cpu: None,
+            sock: Default::default(),
+        },
+    )
+    .expect("prepare");
+    let port = match read_message(&mut ctl) {
+        Ok(Message::Ready { data_port }) => data_port,
+        other => panic!("expected ready, got {other:?}"),
+    };
+    let data = SocketAddr::from(([127, 0, 0, 1], port));
+    write_message(&mut ctl, &Message::Start).expect("start");
+    assert!(matches!(read_message(&mut ctl), Ok(Message::Started)));
+    for i in 0..5 {
+        let mut s = connect_from_stranger(data);
+        let _ = s.write_all(b"x");
+        assert!(
+            closed_within(&mut s, Duration::from_secs(3)),
+            "crr stranger {i} was not closed"
+        );
+    }
+    for _ in 0..3 {
+        let mut d = TcpStream::connect(data).expect("connect data");
+        d.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        d.write_all(b"x").expect("request");
+        d.read_exact(&mut b).expect("response");
+    }
+    write_message(&mut ctl, &Message::Stop).expect("stop");
+    match read_message(&mut ctl) {
+        Ok(Message::Report { side }) => assert_eq!(side.transactions, 3),
+        other => panic!("expected report, got {other:?}"),
+    }
 }
 
 #[test]

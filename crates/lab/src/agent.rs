@@ -506,6 +506,7 @@ fn run_test(
             handles.push(spawn_worker("crr-server", &side, move |c, _| {
                 crr::server(
                     &l,
+                    Some(client),
                     request as usize,
                     response as usize,
                     DATA_TIMEOUT,

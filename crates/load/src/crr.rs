@@ -65,9 +65,12 @@ pub fn client(
 }
 
 /// Server half: accept, read the request, answer, close; until `stop` and the listener is
-/// woken (see [`crate::sock::wake_listener`]).
+/// woken (see [`crate::sock::wake_listener`]). Connections from any address but `peer` (the
+/// test's client, when given) are closed unanswered: a stranger can neither add
+/// transactions nor hold the server up.
 pub fn server(
     listener: &TcpListener,
+    peer: Option<std::net::IpAddr>,
     request: usize,
     response: usize,
     io_timeout: Duration,
@@ -82,6 +85,7 @@ pub fn server(
     let start = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let s = match listener.accept() {
+            Ok((_, from)) if peer.is_some_and(|p| p != from.ip()) => continue,
             Ok((s, _)) => s,
             Err(_) if stop.load(Ordering::Relaxed) => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
