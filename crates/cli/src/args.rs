@@ -93,6 +93,10 @@ pub struct ServeArgs {
     /// guest agent does for guest→host and guest↔guest placements); needs a token
     #[arg(long, requires = "serve_token")]
     pub allow_drive: bool,
+    /// Serve up to N tests at once, beside other measurements on this machine (default:
+    /// one test at a time, each holding the machine-wide measurement lock)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub concurrent: Option<u32>,
 }
 
 impl ServeArgs {
@@ -168,6 +172,8 @@ pub struct Common {
     /// Print the result as JSON (schema: docs/json.md)
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub lock: crate::machine::LockArgs,
     /// Record the test's traffic to this pcap file with tcpdump (analyze with `virtperf pcap`)
     #[arg(long, value_name = "FILE")]
     pub capture: Option<std::path::PathBuf>,

@@ -33,10 +33,12 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         bind,
         port: a.port,
         token,
-        max_clients: a.max_clients as usize,
+        // With --concurrent N, N tests may run at once: at most N sessions.
+        max_clients: a.concurrent.map_or(a.max_clients, |n| n.min(a.max_clients)) as usize,
         max_duration: a.max_duration,
         verbose: !a.quiet,
         allow_drive: a.allow_drive,
+        concurrent: a.concurrent.map(|n| n as usize),
     };
     let listener = agent::bind(&cfg)?;
     let addr = listener.local_addr()?;
@@ -87,6 +89,8 @@ fn execute(common: &Common, plan: Plan) -> Result<()> {
     if common.placement != Placement::Local && common.host.is_some() {
         bail!("--placement chooses the agent: drop --host");
     }
+    // Held until this function returns: the whole test, set-up and teardown included.
+    let _machine = crate::machine::take(&common.lock)?;
     if matches!(common.placement, Placement::Netns(_) | Placement::Guest(_)) {
         // SIGINT, SIGTERM or SIGHUP must not leave namespaces, taps or guests behind:
         // remove what this process made and exit the way a tool stopped by that signal does.
@@ -253,10 +257,12 @@ fn execute_netns(kind: virtperf_lab::netns::Kind, common: &Common) -> Result<()>
 }
 
 fn output(r: &TestResult, json: bool, local: bool) -> Result<()> {
+    let mut r = r.clone();
+    r.allow_concurrent |= crate::machine::concurrent();
     if json {
-        println!("{}", serde_json::to_string_pretty(r)?);
+        println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        print!("{}", render::result(r, local));
+        print!("{}", render::result(&r, local));
     }
     Ok(())
 }

@@ -97,6 +97,8 @@ pub struct RunArgs {
     /// Print the run's summary as JSON
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub lock: crate::machine::LockArgs,
 }
 
 #[derive(Debug, Args)]
@@ -179,6 +181,8 @@ struct Reporter {
     bar: Option<ProgressBar>,
     quiet: bool,
     current: String,
+    /// The machine lock, held for the whole run; names the run once it has an id.
+    lock: virtperf_lab::lock::MachineLock,
 }
 
 impl Observer for Reporter {
@@ -197,6 +201,10 @@ impl Observer for Reporter {
             b.set_position(index.saturating_sub(1) as u64);
             b.set_message(format!("{point} · {config} · try {rep}"));
         }
+    }
+
+    fn run_started(&mut self, run_id: i64) {
+        self.lock.set_run(run_id);
     }
 
     fn trial_done(&mut self, result: &std::result::Result<f64, String>) {
@@ -240,7 +248,10 @@ pub fn execute_spec(
     db: &DbArg,
     repeat: Option<Repeat>,
     json: bool,
+    lock: &crate::machine::LockArgs,
 ) -> Result<Executed> {
+    // Before the store and the knobs: a second run waits here, changing nothing.
+    let machine = crate::machine::take(lock)?;
     let mut store = db.open_for_writing()?;
     let interrupted = Arc::new(AtomicBool::new(false));
     {
@@ -267,11 +278,15 @@ pub fn execute_spec(
         bar,
         quiet: json,
         current: String::new(),
+        lock: machine,
     };
     let outcome = runner::run(
         spec,
         &mut store,
-        &RunOptions { repeat },
+        &RunOptions {
+            repeat,
+            allow_concurrent: lock.allow_concurrent,
+        },
         &interrupted,
         &mut rep,
     );
@@ -348,7 +363,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         points,
         ok,
         interrupted,
-    } = execute_spec(&spec, &a.db, repeat, a.json)?;
+    } = execute_spec(&spec, &a.db, repeat, a.json, &a.lock)?;
     if a.json {
         println!("{}", render::json(&row, &points));
     } else {
@@ -434,6 +449,10 @@ fn shaped(
         other => bail!("unknown shape {other:?} (tries, sweep, matrix, downloads)"),
     };
     out.push_str(&render::emulation_note(trials));
+    out.push_str(&render::other_load_note(
+        trials,
+        virtperf_lab::assemble::OTHER_LOAD_WARN_PCT,
+    ));
     Ok(out)
 }
 

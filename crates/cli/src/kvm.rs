@@ -32,6 +32,8 @@ pub enum KvmCommand {
         /// Print JSON
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        lock: crate::machine::LockArgs,
     },
     /// Halt/wake-up latency: a halted vCPU woken by an injected interrupt, per halt-poll setting
     Halt {
@@ -53,6 +55,8 @@ pub enum KvmCommand {
         /// Print JSON
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        lock: crate::machine::LockArgs,
     },
 }
 
@@ -100,7 +104,9 @@ pub fn kvm(a: KvmArgs) -> Result<()> {
             iterations,
             cpu,
             json,
+            lock,
         } => {
+            let _machine = crate::machine::take(&lock)?;
             let r = virtperf_kvm::exits(&ExitOpts {
                 iterations,
                 warmup: (iterations / 20).max(10),
@@ -140,7 +146,9 @@ pub fn kvm(a: KvmArgs) -> Result<()> {
             vcpu_cpu,
             injector_cpu,
             json,
+            lock,
         } => {
+            let _machine = crate::machine::take(&lock)?;
             if vcpu_cpu == injector_cpu {
                 bail!("--vcpu-cpu and --injector-cpu must differ: the injector must run while the vCPU halts");
             }

@@ -9,6 +9,7 @@ mod args;
 mod commands;
 mod experiment;
 mod kvm;
+mod machine;
 mod pcap;
 mod progress;
 mod render;

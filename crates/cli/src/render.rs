@@ -227,6 +227,22 @@ pub fn result(r: &TestResult, local: bool) -> String {
         }
     }
     s.push_str(&cpu_table(r));
+    let load = r
+        .cpu
+        .client
+        .loadavg_1m
+        .map(|l| format!(", load average {l:.2}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "  other work on the machine: {:.1}% of a CPU{load}{}",
+        r.cpu.client.other_cpu_pct,
+        if r.allow_concurrent {
+            " (measured with --allow-concurrent)"
+        } else {
+            ""
+        }
+    );
     for w in &r.warnings {
         let _ = writeln!(s, "  warning: {w}");
     }

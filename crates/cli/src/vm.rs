@@ -57,6 +57,8 @@ pub struct VmCompareArgs {
     pub json: bool,
     #[command(flatten)]
     pub guest: GuestArgs,
+    #[command(flatten)]
+    pub lock: crate::machine::LockArgs,
 }
 
 /// `virtperf vm`
@@ -183,7 +185,7 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
         points,
         interrupted,
         ..
-    } = execute_spec(&spec, &a.db, Some(Repeat::Fixed(a.runs)), a.json)?;
+    } = execute_spec(&spec, &a.db, Some(Repeat::Fixed(a.runs)), a.json, &a.lock)?;
     let rows = compare::by_config(&points, Some("native"));
     // The headline metrics: throughput or rate, plus p99 latency where there is one.
     let wanted = ["rate_per_s", "mbps", "p50_us", "p99_us"];

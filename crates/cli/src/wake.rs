@@ -34,6 +34,8 @@ pub struct WakeArgs {
     /// Print JSON
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub lock: crate::machine::LockArgs,
 }
 
 /// Poll windows and idle gaps: 0 to 1 s (a longer one would make a message take seconds).
@@ -59,6 +61,7 @@ fn placement(a: &WakeArgs) -> Result<Placement> {
 /// `virtperf wake`
 pub fn wake(a: WakeArgs) -> Result<()> {
     let placement = placement(&a)?;
+    let _machine = crate::machine::take(&a.lock)?;
     let strategies: Vec<Strategy> = match (a.strategy.as_deref(), a.poll.as_slice()) {
         (Some("block"), []) | (None, []) => vec![Strategy::Block],
         (Some("spin"), []) => vec![Strategy::Spin],

@@ -49,6 +49,7 @@ fn hello(version: u32, token: Option<&str>) -> Vec<u8> {
     encode(&Message::Hello {
         version,
         token: token.map(str::to_string),
+        lock: None,
     })
 }
 
@@ -99,6 +100,7 @@ fn hostile_clients_get_an_error_and_the_agent_keeps_serving() {
             &Message::Hello {
                 version: virtperf_wire::PROTOCOL_VERSION,
                 token: Some("sesame".into()),
+                lock: None,
             },
         )
         .unwrap();

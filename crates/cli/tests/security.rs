@@ -29,6 +29,7 @@ fn hello(s: &mut TcpStream, token: Option<&str>) {
         &Message::Hello {
             version: PROTOCOL_VERSION,
             token: token.map(str::to_string),
+            lock: None,
         },
     )
     .expect("send hello");

@@ -27,6 +27,7 @@ use virtperf_wire::{
     MAX_DURATION_MS, PROTOCOL_VERSION,
 };
 
+use crate::lock::{LockError, MachineLock, Mode as LockMode};
 use crate::side::{accept_n, join_all, spawn_conn_worker, spawn_worker, Ctl};
 use crate::{DATA_TIMEOUT, SETUP_TIMEOUT, STOP_GRACE};
 
@@ -51,6 +52,10 @@ pub struct AgentConfig {
     /// agent virtperf boots turns it on (its only peers are on the tap virtperf made).
     /// Requires a token: [`serve`] refuses to start without one.
     pub allow_drive: bool,
+    /// `serve --concurrent N`: run up to N tests at once, beside other measurements on this
+    /// machine. None (the default): each test holds the machine lock, so a second client
+    /// waits for the first test (and for any other measurement here) to end.
+    pub concurrent: Option<usize>,
 }
 
 /// Time a new connection has, in total (not per read), to present a valid hello: a client
@@ -209,7 +214,7 @@ fn handle(mut s: TcpStream, peer: SocketAddr, cfg: &AgentConfig, slots: &Slots, 
     let _ = s.set_write_timeout(Some(SETUP_TIMEOUT));
     let hello = handshake(&mut s, cfg);
     slots.leave(id);
-    let result = hello.and_then(|()| {
+    let result = hello.and_then(|client_lock| {
         let _place = slots.session(cfg.max_clients).ok_or_else(|| {
             anyhow!(
                 "agent busy: {} tests already running; try again later",
@@ -223,7 +228,7 @@ fn handle(mut s: TcpStream, peer: SocketAddr, cfg: &AgentConfig, slots: &Slots, 
                 agent: format!("virtperf {}", env!("CARGO_PKG_VERSION")),
             },
         )?;
-        session(&mut s, cfg)
+        session(&mut s, cfg, client_lock.as_deref())
     });
     if let Err(e) = result {
         let message = format!("{e:#}");
@@ -274,9 +279,14 @@ fn recv(s: &mut TcpStream, timeout: Duration, waiting_for: &str) -> Result<Messa
 }
 
 /// Reads and checks the hello, all within [`HANDSHAKE_TIMEOUT`].
-fn handshake(s: &mut TcpStream, cfg: &AgentConfig) -> Result<()> {
+/// Returns the id of the machine lock the client holds, if it said.
+fn handshake(s: &mut TcpStream, cfg: &AgentConfig) -> Result<Option<String>> {
     match recv(s, HANDSHAKE_TIMEOUT, "hello")? {
-        Message::Hello { version, token } => {
+        Message::Hello {
+            version,
+            token,
+            lock,
+        } => {
             if version != PROTOCOL_VERSION {
                 bail!(
                     "protocol version mismatch: agent speaks {PROTOCOL_VERSION}, client {version}; use the same virtperf version on both sides"
@@ -285,14 +295,14 @@ fn handshake(s: &mut TcpStream, cfg: &AgentConfig) -> Result<()> {
             if !token_matches(&cfg.token, &token) {
                 bail!("wrong or missing token: the agent was started with a token");
             }
-            Ok(())
+            Ok(lock)
         }
         other => bail!("expected hello, got {}", kind(&other)),
     }
 }
 
 /// Serves one authenticated client's requests until it hangs up.
-fn session(s: &mut TcpStream, cfg: &AgentConfig) -> Result<()> {
+fn session(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> Result<()> {
     loop {
         let msg = match recv(s, SETUP_TIMEOUT * 6, "request") {
             Ok(m) => m,
@@ -314,7 +324,15 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig) -> Result<()> {
                 server_cpu,
                 sock,
             } => {
-                let summary = run_test(s, cfg, &workload, duration_ms, server_cpu, &sock)?;
+                let summary = run_test(
+                    s,
+                    cfg,
+                    client_lock,
+                    &workload,
+                    duration_ms,
+                    server_cpu,
+                    &sock,
+                )?;
                 if cfg.verbose {
                     eprintln!(
                         "virtperf agent: {}: {} done: {} transactions, {} bytes in, {} bytes out",
@@ -369,6 +387,56 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig) -> Result<()> {
     }
 }
 
+/// How often a waiting agent tells its client it is still waiting (well inside the
+/// client's set-up timeout).
+const WAITING_EVERY: Duration = Duration::from_secs(3);
+
+/// Takes the machine lock for one test, telling the client while it waits. No lock is
+/// taken when the agent serves tests concurrently (`serve --concurrent`), when the lock is
+/// held for this very test (by the client on this machine, or by the process that started
+/// this private agent), or when the lock file cannot be used at all (said once per test
+/// when verbose; a guest's initramfs, say, may have no /run).
+fn lock_for_test(
+    ctl: &mut TcpStream,
+    cfg: &AgentConfig,
+    client_lock: Option<&str>,
+) -> Result<Option<MachineLock>> {
+    if cfg.concurrent.is_some() {
+        return Ok(None);
+    }
+    let peer = ctl.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let what = format!("virtperf serve: a test for {peer}");
+    let mut told: Option<Instant> = None;
+    loop {
+        match MachineLock::acquire(LockMode::NoWait, &what, &mut |_| {}) {
+            Ok(l) => return Ok(Some(l)),
+            Err(LockError::Busy(h)) => {
+                if h.as_ref()
+                    .zip(client_lock)
+                    .is_some_and(|(h, n)| h.nonce == n)
+                {
+                    return Ok(None);
+                }
+                if told.is_none_or(|t| t.elapsed() >= WAITING_EVERY) {
+                    let holder = h
+                        .map(|h| h.to_string())
+                        .unwrap_or_else(|| "an unknown process".into());
+                    write_message(ctl, &Message::Waiting { holder })
+                        .context("the client left while the agent waited for its machine")?;
+                    told = Some(Instant::now());
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(LockError::Io(e)) => {
+                if cfg.verbose {
+                    eprintln!("virtperf agent: serving without the machine lock: {e}");
+                }
+                return Ok(None);
+            }
+        }
+    }
+}
+
 /// Refuses a test longer than this agent allows.
 fn check_duration(cfg: &AgentConfig, duration_ms: u64) -> Result<()> {
     let max = cfg.max_duration.min(Duration::from_millis(MAX_DURATION_MS));
@@ -391,6 +459,7 @@ pub(crate) fn kind(m: &Message) -> &'static str {
         Message::Env { .. } => "env",
         Message::Prepare { .. } => "prepare",
         Message::Ready { .. } => "ready",
+        Message::Waiting { .. } => "waiting",
         Message::Start => "start",
         Message::Started => "started",
         Message::Stop => "stop",
@@ -423,9 +492,11 @@ impl Drop for Teardown {
 }
 
 /// Runs the server half of one test on the control connection `ctl`.
+#[allow(clippy::too_many_arguments)]
 fn run_test(
     ctl: &mut TcpStream,
     cfg: &AgentConfig,
+    client_lock: Option<&str>,
     w: &Workload,
     duration_ms: u64,
     server_cpu: Option<u32>,
@@ -438,6 +509,8 @@ fn run_test(
             bail!("server CPU {cpu} does not exist or is not allowed on the agent's machine");
         }
     }
+    // One measurement at a time on this machine: held until the test's report is sent.
+    let _machine = lock_for_test(ctl, cfg, client_lock)?;
     // Data connections arrive on the address the client used for control, and come from
     // the address it used: connections from anywhere else are closed at once.
     let ip = ctl.local_addr()?.ip();

@@ -146,6 +146,9 @@ impl Control {
         self.send(&Message::Hello {
             version: PROTOCOL_VERSION,
             token,
+            lock: std::env::var(crate::lock::INHERIT_ENV)
+                .ok()
+                .filter(|n| !n.is_empty()),
         })?;
         match self.recv(SETUP_TIMEOUT, "welcome")? {
             Message::Welcome { .. } => Ok(()),
@@ -227,9 +230,21 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
         server_cpu: plan.server_cpu,
         sock: plan.sock,
     })?;
-    let data_port = match ctl.recv(SETUP_TIMEOUT, "ready")? {
-        Message::Ready { data_port } => data_port,
-        other => bail!("unexpected answer to prepare: {}", kind(&other)),
+    let mut said_waiting = false;
+    let data_port = loop {
+        match ctl.recv(SETUP_TIMEOUT, "ready")? {
+            Message::Ready { data_port } => break data_port,
+            // The agent's machine is busy with another measurement: it waits, and so do we.
+            Message::Waiting { holder } => {
+                if !said_waiting {
+                    eprintln!(
+                        "virtperf: waiting for another measurement on the agent's machine to finish: {holder}"
+                    );
+                    said_waiting = true;
+                }
+            }
+            other => bail!("unexpected answer to prepare: {}", kind(&other)),
+        }
     };
     let data = SocketAddr::new(ctl.addr.ip(), data_port);
     // Capture from before the first data connection, so handshakes are in the file.

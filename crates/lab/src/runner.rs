@@ -26,6 +26,8 @@ pub trait Observer {
     fn trial_started(&mut self, index: usize, planned: usize, point: &str, config: &str, rep: u32);
     /// A trial finished (Ok: its primary metric).
     fn trial_done(&mut self, result: &std::result::Result<f64, String>);
+    /// The run is stored under this id (before its first trial).
+    fn run_started(&mut self, _run_id: i64) {}
 }
 
 /// Overrides from the command line.
@@ -33,6 +35,8 @@ pub trait Observer {
 pub struct RunOptions {
     /// `--runs N` or `--until-ci` instead of the spec's policy.
     pub repeat: Option<Repeat>,
+    /// Measured without the machine lock (`--allow-concurrent`): every result says so.
+    pub allow_concurrent: bool,
 }
 
 /// How a run ended.
@@ -221,6 +225,7 @@ pub fn run(
         planned_trials: planned as u32,
     })?;
     store.set_knobs(run_id, &records)?;
+    obs.run_started(run_id);
 
     // Per (point, config): the primary metric of every successful trial, for until-ci.
     let mut values: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); runnable.len()]; spec.points.len()];
@@ -280,6 +285,10 @@ pub fn run(
                     // Ctrl-C reached the trial (or its agent): not a failure of the trial.
                     break 'rounds;
                 }
+                let res = res.map(|mut r| {
+                    r.allow_concurrent |= opts.allow_concurrent;
+                    r
+                });
                 let metric = res.as_ref().ok().map(|r| r.primary_metric());
                 let trial = NewTrial {
                     seq,

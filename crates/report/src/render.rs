@@ -506,6 +506,37 @@ pub fn compare_table(rows: &[Row]) -> String {
     s
 }
 
+/// A note on trials measured while other work used more than `threshold_pct` of a CPU on
+/// a machine of the test, or without the machine lock; empty when there are none.
+pub fn other_load_note(trials: &[TrialRow], threshold_pct: f64) -> String {
+    let mut busy = 0usize;
+    let mut worst = 0.0f64;
+    let mut concurrent = 0usize;
+    for r in trials.iter().filter_map(|t| t.result.as_ref()) {
+        let other = std::iter::once(&r.cpu.client)
+            .chain(r.cpu.server.as_ref())
+            .map(|c| c.other_cpu_pct)
+            .fold(0.0f64, f64::max);
+        if other > threshold_pct {
+            busy += 1;
+            worst = worst.max(other);
+        }
+        concurrent += usize::from(r.allow_concurrent);
+    }
+    let mut s = String::new();
+    if busy > 0 {
+        s.push_str(&format!(
+            "\nwarning: {busy} trial(s) ran while other work used more than {threshold_pct:.0}% of a CPU (at most {worst:.0}%): their numbers may be noisy.\n"
+        ));
+    }
+    if concurrent > 0 {
+        s.push_str(&format!(
+            "\nnote: {concurrent} trial(s) were measured with --allow-concurrent: another measurement may have run beside them.\n"
+        ));
+    }
+    s
+}
+
 /// A warning line naming the configs whose guests ran under emulation (TCG), so a table of
 /// guest numbers never passes for a virtualization tax; empty when there are none.
 pub fn emulation_note(trials: &[TrialRow]) -> String {

@@ -8,6 +8,8 @@
 //! Fingerprint           ───▶
 //!                       ◀───  Env{env}
 //! Prepare{workload,..}  ───▶
+//!                       ◀───  Waiting{holder}  …         (while another measurement holds
+//!                                                         the agent's machine; every 3 s)
 //!                       ◀───  Ready{data_port}           (agent listens for data connections)
 //!   … client opens data connections …
 //! Start                 ───▶
@@ -46,7 +48,8 @@ pub struct DriveTarget {
 /// Version of this protocol. Peers refuse each other unless the numbers are equal.
 /// 3: `Stream.recv_wait`, and the receiver's default loop changed from blocking to polling;
 /// an older agent would ignore the field and measure with its own loop.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// 4: `Hello.lock` and `Waiting`: an agent runs one measurement at a time on its machine.
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// One control message. Serialized as JSON with a `type` tag in snake case.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,6 +62,11 @@ pub enum Message {
         /// Token the agent was started with (`serve --token`), if any.
         #[serde(default)]
         token: Option<String>,
+        /// The id of the machine lock the client holds for this measurement, if any: an
+        /// agent on the same machine then knows the lock is held for this very test and
+        /// does not wait for it.
+        #[serde(default)]
+        lock: Option<String>,
     },
     /// The agent accepts the client.
     Welcome {
@@ -87,6 +95,12 @@ pub enum Message {
         /// Socket options for the agent's end of the data connections.
         #[serde(default)]
         sock: SockOpts,
+    },
+    /// Another measurement holds the agent's machine: the agent waits for it before it
+    /// answers `Ready` (sent again every few seconds while it waits).
+    Waiting {
+        /// Who holds the machine (command, pid, run, since when).
+        holder: String,
     },
     /// The server half listens for data connections on this port.
     Ready {

@@ -139,6 +139,8 @@ fn boot() -> Result<()> {
         max_duration: Duration::from_millis(virtperf_wire::MAX_DURATION_MS),
         verbose: false,
         allow_drive: true,
+        // The guest is its own machine: its tests take the guest's lock.
+        concurrent: None,
     };
     let listener = agent::bind(&cfg)?;
     println!("{READY} {}:{}", params.ip, params.port);

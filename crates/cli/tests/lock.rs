@@ -1,0 +1,275 @@
+//! One measurement at a time per machine: a second command waits for the first (or, with
+//! --no-wait, refuses naming it), a SIGKILLed holder blocks nobody, --allow-concurrent runs
+//! beside and says so, and an agent's tests wait for a measurement on its machine.
+//! These tests take the real machine lock, so they run one at a time.
+
+mod common;
+
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::{assert_one_line_error, Agent};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// virtperf taking the machine lock as a user's command does.
+fn vpl() -> Command {
+    let mut c = common::vp();
+    c.env_remove("VIRTPERF_ALLOW_CONCURRENT");
+    c
+}
+
+fn start(args: &[&str]) -> Child {
+    vpl()
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn")
+}
+
+/// Waits until `pid` holds the machine lock.
+fn wait_holder(pid: u32) {
+    let t0 = Instant::now();
+    while virtperf_lab::lock::holder().is_none_or(|h| h.pid != pid) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "pid {pid} never took the lock"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn finish(c: Child) -> (Output, Instant) {
+    let out = common::wait_output(c, Duration::from_secs(60));
+    (out, Instant::now())
+}
+
+/// Waits for a child on its own thread, so each end time is taken when that child ends.
+fn finish_later(c: Child) -> std::thread::JoinHandle<(Output, Instant)> {
+    std::thread::spawn(move || finish(c))
+}
+
+#[test]
+fn a_second_measurement_waits_for_the_first_and_says_for_whom() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let a = start(&["rr", "-l", "2s"]);
+    let a_pid = a.id();
+    wait_holder(a_pid);
+    let b = finish_later(start(&["rr", "-l", "300ms", "--json"]));
+    let (a_out, a_end) = finish(a);
+    let (b_out, b_end) = b.join().unwrap();
+    common::assert_ok(&a_out);
+    common::assert_ok(&b_out);
+    assert!(b_end >= a_end, "the second finished before the first");
+    let err = String::from_utf8_lossy(&b_out.stderr);
+    assert!(
+        err.contains("waiting for another measurement") && err.contains(&format!("pid {a_pid}")),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&b_out.stdout).unwrap();
+    assert!(
+        v.get("allow_concurrent").is_none(),
+        "a locked run is not concurrent"
+    );
+}
+
+#[test]
+fn no_wait_refuses_naming_the_holder() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let a = start(&["rr", "-l", "2s"]);
+    let a_pid = a.id();
+    wait_holder(a_pid);
+    let out = common::run_with_timeout(
+        vpl().args(["rr", "-l", "300ms", "--no-wait"]),
+        Duration::from_secs(10),
+    );
+    let (a_out, _) = finish(a);
+    common::assert_ok(&a_out);
+    assert_eq!(out.status.code(), Some(75));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_one_line_error(&err, &format!("pid {a_pid}"));
+    assert!(err.contains("virtperf rr -l 2s"), "{err}");
+}
+
+#[test]
+fn a_sigkilled_holder_blocks_nobody() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut a = start(&["rr", "-l", "30s"]);
+    wait_holder(a.id());
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let t0 = Instant::now();
+    let out = common::run_with_timeout(
+        vpl().args(["rr", "-l", "300ms", "--no-wait"]),
+        Duration::from_secs(20),
+    );
+    common::assert_ok(&out);
+    assert!(t0.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn allow_concurrent_runs_beside_and_the_result_says_so() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let a = start(&["rr", "-l", "3s"]);
+    wait_holder(a.id());
+    let (b_out, b_end) = finish(start(&[
+        "rr",
+        "-l",
+        "300ms",
+        "--json",
+        "--allow-concurrent",
+    ]));
+    let (a_out, a_end) = finish(a);
+    common::assert_ok(&a_out);
+    common::assert_ok(&b_out);
+    assert!(b_end < a_end, "--allow-concurrent waited");
+    let v: serde_json::Value = serde_json::from_slice(&b_out.stdout).unwrap();
+    assert_eq!(v["allow_concurrent"], true);
+}
+
+/// A client on another machine (here: one that takes no lock of its own) waits for a
+/// measurement running on the agent's machine; `serve --concurrent` does not.
+#[test]
+fn an_agent_waits_for_its_machine_unless_concurrent() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let agent = {
+        // The agent itself must take the lock: start it as a user would.
+        let mut c = vpl();
+        c.args([
+            "serve",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--announce",
+            "--quiet",
+        ]);
+        spawn_agent(c)
+    };
+    let concurrent = {
+        let mut c = vpl();
+        c.args([
+            "serve",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--announce",
+            "--quiet",
+            "--concurrent",
+            "2",
+        ]);
+        spawn_agent(c)
+    };
+    let a = start(&["rr", "-l", "2s"]);
+    wait_holder(a.id());
+    let remote = |port: String| {
+        start(&[
+            "rr",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "-l",
+            "300ms",
+            "--allow-concurrent",
+        ])
+    };
+    let c = finish_later(remote(concurrent.port()));
+    let w = finish_later(remote(agent.port()));
+    let (a_out, a_end) = finish(a);
+    let (c_out, c_end) = c.join().unwrap();
+    let (w_out, w_end) = w.join().unwrap();
+    common::assert_ok(&a_out);
+    common::assert_ok(&c_out);
+    common::assert_ok(&w_out);
+    assert!(c_end < a_end, "serve --concurrent waited");
+    assert!(
+        w_end >= a_end,
+        "the agent ran its test beside the measurement"
+    );
+    let err = String::from_utf8_lossy(&w_out.stderr);
+    assert!(err.contains("on the agent's machine"), "{err}");
+}
+
+fn spawn_agent(mut c: Command) -> Agent {
+    use std::io::BufRead;
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn agent");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("announce");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("bad announce line {line:?}"));
+    Agent { child, addr }
+}
+
+/// Work that is not the test is measured, shown and warned about.
+#[test]
+fn other_work_on_the_machine_is_recorded_and_warned_about() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut spinner = Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .spawn()
+        .expect("spinner");
+    let out = common::run_with_timeout(
+        vpl().args(["rr", "-l", "1s", "--json"]),
+        Duration::from_secs(30),
+    );
+    // The same in a stored run: `show` says which trials ran on a busy machine.
+    let dir = std::env::temp_dir().join(format!("vp-lock-busy-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("s.toml"),
+        "name = \"busy\"\nduration = \"1s\"\nrepetitions = 1\n[[workload]]\nkind = \"rr\"\n",
+    )
+    .unwrap();
+    let run = common::run_with_timeout(
+        vpl()
+            .arg("run")
+            .arg(dir.join("s.toml"))
+            .arg("--db")
+            .arg(dir.join("r.db")),
+        Duration::from_secs(30),
+    );
+    let _ = spinner.kill();
+    let _ = spinner.wait();
+    let show = common::run_with_timeout(
+        vpl().args(["show", "last", "--db"]).arg(dir.join("r.db")),
+        Duration::from_secs(30),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    common::assert_ok(&run);
+    common::assert_ok(&show);
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        text.contains("1 trial(s) ran while other work used more than 10%"),
+        "{text}"
+    );
+    common::assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let other = common::f(&v, "/cpu/client/other_cpu_pct");
+    assert!(
+        other > 30.0,
+        "a spinning process beside the test: other work {other}%"
+    );
+    assert!(v["cpu"]["client"]["loadavg_1m"].is_number(), "{v}");
+    let warned = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap_or("").contains("other work used"));
+    assert!(warned, "{}", v["warnings"]);
+}
