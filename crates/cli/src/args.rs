@@ -94,7 +94,8 @@ pub struct ServeArgs {
     #[arg(long, requires = "serve_token")]
     pub allow_drive: bool,
     /// Serve up to N tests at once, beside other measurements on this machine (default:
-    /// one test at a time, each holding the machine-wide measurement lock)
+    /// one test at a time, each holding the machine-wide measurement lock;
+    /// $VIRTPERF_ALLOW_CONCURRENT=1 means --concurrent up to --max-clients)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub concurrent: Option<u32>,
 }

@@ -29,16 +29,21 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     };
     // Read before the stdin watcher below starts: `--token-file -` takes stdin's first line.
     let token = a.token()?;
+    // VIRTPERF_ALLOW_CONCURRENT=1 means for an agent what it means for a client: measure
+    // beside other measurements (as many tests at once as --max-clients allows).
+    let concurrent = a
+        .concurrent
+        .or(crate::machine::allow_concurrent_env().then_some(a.max_clients));
     let cfg = AgentConfig {
         bind,
         port: a.port,
         token,
         // With --concurrent N, N tests may run at once: at most N sessions.
-        max_clients: a.concurrent.map_or(a.max_clients, |n| n.min(a.max_clients)) as usize,
+        max_clients: concurrent.map_or(a.max_clients, |n| n.min(a.max_clients)) as usize,
         max_duration: a.max_duration,
         verbose: !a.quiet,
         allow_drive: a.allow_drive,
-        concurrent: a.concurrent.map(|n| n as usize),
+        concurrent: concurrent.map(|n| n as usize),
     };
     let listener = agent::bind(&cfg)?;
     let addr = listener.local_addr()?;

@@ -30,6 +30,17 @@ pub fn concurrent() -> bool {
     CONCURRENT.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// `VIRTPERF_ALLOW_CONCURRENT` is set to something other than a false value (`0`, `false`,
+/// `no`, `off`, empty), as clap's FalseyValueParser reads it for `--allow-concurrent`.
+pub fn allow_concurrent_env() -> bool {
+    std::env::var("VIRTPERF_ALLOW_CONCURRENT").is_ok_and(|v| {
+        !matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "" | "0" | "false" | "no" | "n" | "off" | "f"
+        )
+    })
+}
+
 impl LockArgs {
     fn mode(&self) -> Mode {
         if self.allow_concurrent {

@@ -135,35 +135,9 @@ fn allow_concurrent_runs_beside_and_the_result_says_so() {
 #[test]
 fn an_agent_waits_for_its_machine_unless_concurrent() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let agent = {
-        // The agent itself must take the lock: start it as a user would.
-        let mut c = vpl();
-        c.args([
-            "serve",
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--announce",
-            "--quiet",
-        ]);
-        spawn_agent(c)
-    };
-    let concurrent = {
-        let mut c = vpl();
-        c.args([
-            "serve",
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--announce",
-            "--quiet",
-            "--concurrent",
-            "2",
-        ]);
-        spawn_agent(c)
-    };
+    // The agents themselves must take the lock: start them as a user would.
+    let agent = Agent::start_from(vpl(), &[]);
+    let concurrent = Agent::start_from(vpl(), &["--concurrent", "2"]);
     let a = start(&["rr", "-l", "2s"]);
     wait_holder(a.id());
     let remote = |port: String| {
@@ -193,26 +167,6 @@ fn an_agent_waits_for_its_machine_unless_concurrent() {
     );
     let err = String::from_utf8_lossy(&w_out.stderr);
     assert!(err.contains("on the agent's machine"), "{err}");
-}
-
-fn spawn_agent(mut c: Command) -> Agent {
-    use std::io::BufRead;
-    let mut child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn agent");
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("announce");
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("bad announce line {line:?}"));
-    Agent { child, addr }
 }
 
 /// Work that is not the test is measured, shown and warned about.

@@ -410,33 +410,16 @@ impl Leftover {
 /// Every journal in `base` but this process's own; unreadable files are returned as errors.
 pub fn leftovers(base: &Path) -> Vec<Result<Leftover, String>> {
     let me = Owner::me();
-    let Ok(entries) = fs::read_dir(journal_dir(base)) else {
-        return Vec::new();
-    };
-    let mut paths: Vec<PathBuf> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    paths.sort();
-    paths
+    state::read_all_in::<JournalRecord>(base, "knobs")
         .into_iter()
-        .filter_map(|path| {
-            let rec = fs::read(&path)
-                .map_err(|e| e.to_string())
-                .and_then(|b| {
-                    serde_json::from_slice::<JournalRecord>(&b).map_err(|e| e.to_string())
-                })
-                .map_err(|e| format!("unreadable knob journal {}: {e}", path.display()));
-            match rec {
-                Ok(r) if r.owner == me => None,
-                Ok(record) => Some(Ok(Leftover {
-                    liveness: record.owner.liveness(),
-                    path,
-                    record,
-                })),
-                Err(e) => Some(Err(e)),
-            }
+        .filter_map(|rec| match rec {
+            Ok((_, r)) if r.owner == me => None,
+            Ok((path, record)) => Some(Ok(Leftover {
+                liveness: record.owner.liveness(),
+                path,
+                record,
+            })),
+            Err(e) => Some(Err(e)),
         })
         .collect()
 }

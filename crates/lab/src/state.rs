@@ -131,7 +131,15 @@ pub fn write_durably<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
 /// Reads every `*.json` record of one kind (`knobs`, `owned`), skipping files that do not
 /// parse (reported as `Err` with the path, so a damaged record is named, never hidden).
 pub fn read_all<T: for<'de> Deserialize<'de>>(kind: &str) -> Vec<Result<(PathBuf, T), String>> {
-    let Ok(entries) = fs::read_dir(dir().join(kind)) else {
+    read_all_in(&dir(), kind)
+}
+
+/// [`read_all`] in the state directory `base`.
+pub fn read_all_in<T: for<'de> Deserialize<'de>>(
+    base: &Path,
+    kind: &str,
+) -> Vec<Result<(PathBuf, T), String>> {
+    let Ok(entries) = fs::read_dir(base.join(kind)) else {
         return Vec::new();
     };
     let mut paths: Vec<PathBuf> = entries

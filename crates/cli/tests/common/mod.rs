@@ -107,7 +107,12 @@ pub struct Agent {
 
 impl Agent {
     pub fn start(extra: &[&str]) -> Agent {
-        let mut child = vp()
+        Agent::start_from(vp(), extra)
+    }
+
+    /// Like [`Agent::start`], from a command the caller prepared (its environment).
+    pub fn start_from(mut base: Command, extra: &[&str]) -> Agent {
+        let mut child = base
             .args([
                 "serve",
                 "--bind",
