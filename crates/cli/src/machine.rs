@@ -67,6 +67,8 @@ pub fn take(a: &LockArgs) -> Result<MachineLock> {
     })?;
     if a.allow_concurrent {
         CONCURRENT.store(true, std::sync::atomic::Ordering::Relaxed);
+        // The private agent this command starts must not wait for the lock either.
+        std::env::set_var("VIRTPERF_ALLOW_CONCURRENT", "1");
     }
     if lock.held() {
         // Set before any thread that reads the environment starts, and inherited by every
