@@ -510,19 +510,171 @@ pub fn planned_trials(points: usize, configs: usize, repeat: &Repeat) -> usize {
         .saturating_mul(repeat.max() as usize)
 }
 
-fn expand(
+/// Parses one list-valued key of a `[[workload]]` into its values, or `default` when absent.
+fn axis<T, V: Clone>(
     text: &str,
-    index: usize,
-    w: &Spanned<RawWorkload>,
-    default_duration: Duration,
-    room: usize,
-) -> Result<Vec<Point>, SpecError> {
-    let r = w.get_ref();
-    let kind = r.kind.get_ref().as_str();
-    let duration = match &r.duration {
-        Some(d) => parse::duration(d.get_ref()).or_else(|m| err(text, d.span(), m))?,
-        None => default_duration,
-    };
+    key: &Option<Spanned<OneOrMany<V>>>,
+    default: T,
+    parse: impl Fn(&V) -> Result<T, String>,
+) -> Result<Vec<T>, SpecError> {
+    match key {
+        Some(s) => s
+            .get_ref()
+            .to_vec()
+            .iter()
+            .map(|v| parse(v).or_else(|m| err(text, s.span(), m)))
+            .collect(),
+        None => Ok(vec![default]),
+    }
+}
+
+/// The sweep axes of one `[[workload]]`: each list-valued parameter is one axis, and the
+/// points are their cartesian product.
+struct Axes {
+    cpus: Vec<parse::Cpus>,
+    sizes: Vec<(u32, u32)>,
+    send_sizes: Vec<u32>,
+    flows: Vec<u32>,
+    reverses: Vec<bool>,
+}
+
+/// One point of the product.
+#[derive(Clone, Copy)]
+struct Combo {
+    cpu: parse::Cpus,
+    size: (u32, u32),
+    send: u32,
+    flows: u32,
+    reverse: bool,
+}
+
+impl Axes {
+    fn parse(text: &str, r: &RawWorkload, kind: &str) -> Result<Axes, SpecError> {
+        let default_send = if kind == "bulk" { 128 * 1024 } else { 16384 };
+        Ok(Axes {
+            cpus: axis(text, &r.cpus, (None, None), |v: &String| parse::cpus(v))?,
+            sizes: axis(text, &r.size, (1, 1), |v: &String| parse::size_pair(v))?,
+            send_sizes: axis(text, &r.send_size, default_send, |v: &SizeVal| {
+                parse::size32(&v.text())
+            })?,
+            flows: axis(text, &r.flows, 1, |v: &u32| Ok(*v))?,
+            reverses: axis(text, &r.reverse, false, |v: &bool| Ok(*v))?,
+        })
+    }
+
+    /// How many points the product has, counted without building it (and without overflow).
+    fn len(&self) -> usize {
+        [
+            self.cpus.len(),
+            self.sizes.len(),
+            self.send_sizes.len(),
+            self.flows.len(),
+            self.reverses.len(),
+        ]
+        .iter()
+        .fold(1usize, |acc, &n| acc.saturating_mul(n))
+    }
+
+    /// The product, in the order points have always been numbered (cpus outermost).
+    fn combos(&self) -> impl Iterator<Item = Combo> + '_ {
+        self.cpus.iter().flat_map(move |&cpu| {
+            self.sizes.iter().flat_map(move |&size| {
+                self.send_sizes.iter().flat_map(move |&send| {
+                    self.flows.iter().flat_map(move |&flows| {
+                        self.reverses.iter().map(move |&reverse| Combo {
+                            cpu,
+                            size,
+                            send,
+                            flows,
+                            reverse,
+                        })
+                    })
+                })
+            })
+        })
+    }
+
+    /// The axes with more than one value: they name the points (`send_size=64`).
+    fn swept(&self) -> Vec<&'static str> {
+        [
+            ("size", self.sizes.len()),
+            ("send_size", self.send_sizes.len()),
+            ("flows", self.flows.len()),
+            ("reverse", self.reverses.len()),
+            ("cpus", self.cpus.len()),
+        ]
+        .iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(k, _)| *k)
+        .collect()
+    }
+}
+
+/// A workload's parameters that are not swept.
+struct Fixed {
+    duration: Duration,
+    recv_size: Option<u32>,
+    recv_wait: Option<RecvWait>,
+    bytes: Option<u64>,
+    count: u32,
+}
+
+impl Fixed {
+    fn parse(
+        text: &str,
+        w: &Spanned<RawWorkload>,
+        kind: &str,
+        default_duration: Duration,
+    ) -> Result<Fixed, SpecError> {
+        let r = w.get_ref();
+        let duration = match &r.duration {
+            Some(d) => parse::duration(d.get_ref()).or_else(|m| err(text, d.span(), m))?,
+            None => default_duration,
+        };
+        let recv_size = match &r.recv_size {
+            Some(v) if kind == "stream" => {
+                Some(parse::size32(&v.get_ref().text()).or_else(|m| err(text, v.span(), m))?)
+            }
+            Some(v) => return err(text, v.span(), "recv_size applies to stream workloads only"),
+            None => None,
+        };
+        let recv_wait = match &r.recv_wait {
+            Some(v) if kind == "stream" => {
+                Some(RecvWait::parse(v.get_ref()).or_else(|m| err(text, v.span(), m))?)
+            }
+            Some(v) => return err(text, v.span(), "recv_wait applies to stream workloads only"),
+            None => None,
+        };
+        let bytes = match &r.bytes {
+            Some(b) => Some(parse::bytes(&b.get_ref().text()).or_else(|m| err(text, b.span(), m))?),
+            None => None,
+        };
+        if matches!(kind, "bulk" | "http") && bytes.is_none() {
+            return err(
+                text,
+                w.span(),
+                format!("{kind} workloads need bytes = …, e.g. bytes = \"100MB\""),
+            );
+        }
+        let count = match &r.count {
+            Some(c) if !(1..=10_000).contains(c.get_ref()) => {
+                return err(text, c.span(), "count must be between 1 and 10000")
+            }
+            Some(c) => *c.get_ref(),
+            None => 5,
+        };
+        Ok(Fixed {
+            duration,
+            recv_size,
+            recv_wait,
+            bytes,
+            count,
+        })
+    }
+}
+
+/// Refuses an unknown kind, and keys the kind does not take, each at its line.
+fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> {
     let allowed: &[&str] = match kind {
         "rr" | "crr" => &["size", "cpus"],
         "stream" => &["send_size", "flows", "reverse", "cpus"],
@@ -546,100 +698,80 @@ fn expand(
         ("cpus", r.cpus.as_ref().map(|s| s.span())),
     ];
     for (key, span) in present {
-        if let Some(span) = span {
-            if !allowed.contains(&key) {
-                return err(
-                    text,
-                    span,
-                    format!(
-                        "{kind} workloads take no {key:?} (they take {})",
-                        allowed.join(", ")
-                    ),
-                );
-            }
+        if let Some(span) = span.filter(|_| !allowed.contains(&key)) {
+            return err(
+                text,
+                span,
+                format!(
+                    "{kind} workloads take no {key:?} (they take {})",
+                    allowed.join(", ")
+                ),
+            );
         }
     }
-    // Each list-valued parameter is one sweep axis; the points are their cartesian product.
-    let sizes: Vec<(u32, u32)> = match &r.size {
-        Some(s) => s
-            .get_ref()
-            .to_vec()
-            .iter()
-            .map(|v| parse::size_pair(v).or_else(|m| err(text, s.span(), m)))
-            .collect::<Result<_, _>>()?,
-        None => vec![(1, 1)],
-    };
-    let default_send = if kind == "bulk" { 128 * 1024 } else { 16384 };
-    let send_sizes: Vec<u32> = match &r.send_size {
-        Some(s) => s
-            .get_ref()
-            .to_vec()
-            .iter()
-            .map(|v| parse::size32(&v.text()).or_else(|m| err(text, s.span(), m)))
-            .collect::<Result<_, _>>()?,
-        None => vec![default_send],
-    };
-    let recv_size = match &r.recv_size {
-        Some(v) if kind == "stream" => {
-            Some(parse::size32(&v.get_ref().text()).or_else(|m| err(text, v.span(), m))?)
-        }
-        Some(v) => return err(text, v.span(), "recv_size applies to stream workloads only"),
-        None => None,
-    };
-    let recv_wait = match &r.recv_wait {
-        Some(v) if kind == "stream" => {
-            Some(RecvWait::parse(v.get_ref()).or_else(|m| err(text, v.span(), m))?)
-        }
-        Some(v) => return err(text, v.span(), "recv_wait applies to stream workloads only"),
-        None => None,
-    };
-    let flows: Vec<u32> = r
-        .flows
-        .as_ref()
-        .map(|f| f.get_ref().to_vec())
-        .unwrap_or(vec![1]);
-    let reverses: Vec<bool> = r
-        .reverse
-        .as_ref()
-        .map(|f| f.get_ref().to_vec())
-        .unwrap_or(vec![false]);
-    let cpus: Vec<parse::Cpus> = match &r.cpus {
-        Some(c) => c
-            .get_ref()
-            .to_vec()
-            .iter()
-            .map(|v| parse::cpus(v).or_else(|m| err(text, c.span(), m)))
-            .collect::<Result<_, _>>()?,
-        None => vec![(None, None)],
-    };
-    let bytes = match &r.bytes {
-        Some(b) => Some(parse::bytes(&b.get_ref().text()).or_else(|m| err(text, b.span(), m))?),
-        None => None,
-    };
-    if matches!(kind, "bulk" | "http") && bytes.is_none() {
-        return err(
-            text,
-            w.span(),
-            format!("{kind} workloads need bytes = …, e.g. bytes = \"100MB\""),
-        );
+    Ok(())
+}
+
+/// The workload of one point.
+fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Workload {
+    let (request, response) = c.size;
+    match kind {
+        "rr" => Workload::Rr { request, response },
+        "crr" => Workload::Crr { request, response },
+        "stream" => Workload::Stream {
+            send_size: c.send,
+            flows: c.flows,
+            reverse: c.reverse,
+            recv_size: f.recv_size,
+            recv_wait: f.recv_wait,
+        },
+        "bulk" => Workload::Bulk {
+            bytes: f.bytes.unwrap_or(1),
+            send_size: c.send,
+            reverse: c.reverse,
+        },
+        _ => Workload::Http {
+            bytes: f.bytes.unwrap_or(1),
+        },
     }
-    let count = match &r.count {
-        Some(c) if !(1..=10_000).contains(c.get_ref()) => {
-            return err(text, c.span(), "count must be between 1 and 10000")
-        }
-        Some(c) => *c.get_ref(),
-        None => 5,
-    };
-    // Count before expanding: the product of the axes, without overflow.
-    let n = [
-        cpus.len(),
-        sizes.len(),
-        send_sizes.len(),
-        flows.len(),
-        reverses.len(),
-    ]
-    .iter()
-    .fold(1usize, |acc, &n| acc.saturating_mul(n));
+}
+
+/// A point's label (`rr size=64,64`) and its swept parameters as JSON, for the store.
+fn name_point(base: &str, c: Combo, swept: &[&str]) -> (String, serde_json::Value) {
+    let mut params = serde_json::Map::new();
+    let mut label = base.to_string();
+    for key in swept {
+        let v = match *key {
+            "size" => serde_json::json!(format!("{},{}", c.size.0, c.size.1)),
+            "send_size" => serde_json::json!(c.send),
+            "flows" => serde_json::json!(c.flows),
+            "reverse" => serde_json::json!(c.reverse),
+            _ => serde_json::json!(cpus_text(c.cpu)),
+        };
+        label.push_str(&format!(
+            " {key}={}",
+            v.as_str().map(str::to_string).unwrap_or(v.to_string())
+        ));
+        params.insert(key.to_string(), v);
+    }
+    (label, serde_json::Value::Object(params))
+}
+
+/// Expands one `[[workload]]` into its points; `room` is how many more points the spec may
+/// still have.
+fn expand(
+    text: &str,
+    index: usize,
+    w: &Spanned<RawWorkload>,
+    default_duration: Duration,
+    room: usize,
+) -> Result<Vec<Point>, SpecError> {
+    let r = w.get_ref();
+    let kind = r.kind.get_ref().as_str();
+    check_keys(text, r, kind)?;
+    let fixed = Fixed::parse(text, w, kind, default_duration)?;
+    let axes = Axes::parse(text, r, kind)?;
+    let n = axes.len();
     if n > room {
         return err(
             text,
@@ -649,90 +781,24 @@ fn expand(
             ),
         );
     }
-    let sweep_keys: Vec<&str> = [
-        ("size", r.size.as_ref().map(|s| s.get_ref().to_vec().len())),
-        (
-            "send_size",
-            r.send_size.as_ref().map(|s| s.get_ref().to_vec().len()),
-        ),
-        (
-            "flows",
-            r.flows.as_ref().map(|s| s.get_ref().to_vec().len()),
-        ),
-        (
-            "reverse",
-            r.reverse.as_ref().map(|s| s.get_ref().to_vec().len()),
-        ),
-        ("cpus", r.cpus.as_ref().map(|s| s.get_ref().to_vec().len())),
-    ]
-    .iter()
-    .filter(|(_, n)| n.is_some_and(|n| n > 1))
-    .map(|(k, _)| *k)
-    .collect();
-
-    let mut out = Vec::new();
-    for &cpu in &cpus {
-        for &(req, resp) in &sizes {
-            for &send in &send_sizes {
-                for &fl in &flows {
-                    for &rev in &reverses {
-                        let workload = match kind {
-                            "rr" => Workload::Rr {
-                                request: req,
-                                response: resp,
-                            },
-                            "crr" => Workload::Crr {
-                                request: req,
-                                response: resp,
-                            },
-                            "stream" => Workload::Stream {
-                                send_size: send,
-                                flows: fl,
-                                reverse: rev,
-                                recv_size,
-                                recv_wait,
-                            },
-                            "bulk" => Workload::Bulk {
-                                bytes: bytes.unwrap_or(1),
-                                send_size: send,
-                                reverse: rev,
-                            },
-                            _ => Workload::Http {
-                                bytes: bytes.unwrap_or(1),
-                            },
-                        };
-                        workload.validate().or_else(|m| err(text, w.span(), m))?;
-                        let mut params = serde_json::Map::new();
-                        let mut label = r.label.clone().unwrap_or_else(|| kind.to_string());
-                        for key in &sweep_keys {
-                            let v = match *key {
-                                "size" => serde_json::json!(format!("{req},{resp}")),
-                                "send_size" => serde_json::json!(send),
-                                "flows" => serde_json::json!(fl),
-                                "reverse" => serde_json::json!(rev),
-                                _ => serde_json::json!(cpus_text(cpu)),
-                            };
-                            label.push_str(&format!(
-                                " {key}={}",
-                                v.as_str().map(str::to_string).unwrap_or(v.to_string())
-                            ));
-                            params.insert(key.to_string(), v);
-                        }
-                        out.push(Point {
-                            workload_index: index,
-                            workload,
-                            cpus: cpu,
-                            duration,
-                            count,
-                            params: serde_json::Value::Object(params),
-                            label,
-                        });
-                    }
-                }
-            }
-        }
-    }
-    Ok(out)
+    let swept = axes.swept();
+    let base = r.label.clone().unwrap_or_else(|| kind.to_string());
+    axes.combos()
+        .map(|c| {
+            let workload = workload_of(kind, c, &fixed);
+            workload.validate().or_else(|m| err(text, w.span(), m))?;
+            let (label, params) = name_point(&base, c, &swept);
+            Ok(Point {
+                workload_index: index,
+                workload,
+                cpus: c.cpu,
+                duration: fixed.duration,
+                count: fixed.count,
+                params,
+                label,
+            })
+        })
+        .collect()
 }
 
 /// Formats CPU pinning as the user writes it (`0,1`, `0,`, `,1`).
