@@ -5,6 +5,7 @@
 
 pub mod cpu;
 pub mod env;
+pub mod events;
 pub mod latency;
 pub use cpu::thread_cpu_since;
 
