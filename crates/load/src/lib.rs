@@ -16,6 +16,9 @@ pub mod stream;
 
 use std::time::Duration;
 
+/// How long a spinning receive waits for data when its socket has no receive timeout.
+pub const SPIN_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// What one engine half counted on one connection (or, for crr/http, over all of them).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Counts {

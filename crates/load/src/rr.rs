@@ -7,7 +7,9 @@ use std::time::Instant;
 
 use hdrhistogram::Histogram;
 
-use crate::sock::{describe, recv_full, send_all};
+use virtperf_wire::Wait;
+
+use crate::sock::{describe, recv_full_wait, send_all};
 use crate::Counts;
 
 /// Client half: send a request, wait for the whole response, record the round trip; repeat
@@ -20,6 +22,20 @@ pub fn client(
     stop: &AtomicBool,
     hist: &mut Histogram<u64>,
 ) -> io::Result<Counts> {
+    client_waiting(s, request, response, Wait::Block, stop, hist)
+}
+
+/// [`client`] waiting for each response as `wait` says (spinning: no wake-up on the
+/// critical path). A spinner gives up after the socket's receive timeout without data.
+pub fn client_waiting(
+    s: &mut TcpStream,
+    request: usize,
+    response: usize,
+    wait: Wait,
+    stop: &AtomicBool,
+    hist: &mut Histogram<u64>,
+) -> io::Result<Counts> {
+    let timeout = s.read_timeout()?.unwrap_or(crate::SPIN_TIMEOUT);
     let req = vec![0u8; request];
     let mut resp = vec![0u8; response];
     let mut n = 0u64;
@@ -27,7 +43,9 @@ pub fn client(
     let mut t0 = start;
     while !stop.load(Ordering::Relaxed) {
         send_all(s, &req).map_err(|e| describe(e, "sending request"))?;
-        if !recv_full(s, &mut resp).map_err(|e| describe(e, "reading response"))? {
+        if !recv_full_wait(s, &mut resp, wait, timeout)
+            .map_err(|e| describe(e, "reading response"))?
+        {
             return Err(describe(
                 io::ErrorKind::UnexpectedEof.into(),
                 "reading response",
@@ -53,12 +71,24 @@ pub fn server(
     response: usize,
     stop: &AtomicBool,
 ) -> io::Result<Counts> {
+    server_waiting(s, request, response, Wait::Block, stop)
+}
+
+/// [`server`] waiting for each request as `wait` says.
+pub fn server_waiting(
+    s: &mut TcpStream,
+    request: usize,
+    response: usize,
+    wait: Wait,
+    stop: &AtomicBool,
+) -> io::Result<Counts> {
+    let timeout = s.read_timeout()?.unwrap_or(crate::SPIN_TIMEOUT);
     let mut req = vec![0u8; request];
     let resp = vec![0u8; response];
     let mut n = 0u64;
     let start = Instant::now();
     loop {
-        match recv_full(s, &mut req) {
+        match recv_full_wait(s, &mut req, wait, timeout) {
             Ok(true) => {}
             Ok(false) => break,
             // The receive timeout fires while the client is idle; keep serving unless told
@@ -82,4 +112,80 @@ pub fn server(
         transactions: n,
         active: start.elapsed(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::net::TcpListener;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        c.set_nodelay(true).unwrap();
+        s.set_nodelay(true).unwrap();
+        (c, s)
+    }
+
+    /// Real transactions over loopback with each wait mode on both sides: every request
+    /// gets its response and the two halves count the same transactions.
+    #[test]
+    fn every_wait_mode_completes_transactions() {
+        for wait in [Wait::Block, Wait::Spin, Wait::Poll { window_us: 20 }] {
+            let (mut c, mut s) = pair();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let st = stop.clone();
+            let server = std::thread::spawn(move || server_waiting(&mut s, 8, 16, wait, &st));
+            let st = stop.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(200));
+                st.store(true, Ordering::Relaxed);
+            });
+            let mut hist = Histogram::<u64>::new(3).unwrap();
+            let cc = client_waiting(&mut c, 8, 16, wait, &stop, &mut hist).unwrap();
+            drop(c);
+            let sc = server.join().unwrap().unwrap();
+            assert!(cc.transactions > 10, "{wait:?}: {}", cc.transactions);
+            assert_eq!(cc.transactions, sc.transactions, "{wait:?}");
+            assert_eq!(hist.len(), cc.transactions, "{wait:?}");
+        }
+    }
+
+    /// A spinner on a silent peer gives up after its timeout instead of spinning forever;
+    /// a poll window falls back to blocking and still gets data that comes late.
+    #[test]
+    fn spinning_is_bounded_and_polling_falls_back_to_blocking() {
+        let (c, s) = pair();
+        let t0 = std::time::Instant::now();
+        let mut b = [0u8; 4];
+        let e = recv_full_wait(&s, &mut b, Wait::Spin, Duration::from_millis(100)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(t0.elapsed() >= Duration::from_millis(100));
+        assert!(t0.elapsed() < Duration::from_secs(5));
+
+        let mut w = c.try_clone().unwrap();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            w.write_all(b"ab").unwrap();
+            std::thread::sleep(Duration::from_millis(30));
+            w.write_all(b"cd").unwrap();
+        });
+        let poll = Wait::Poll { window_us: 10 };
+        assert!(recv_full_wait(&s, &mut b, poll, Duration::from_secs(5)).unwrap());
+        assert_eq!(&b, b"abcd");
+
+        // A peer that closes mid-message is an error; before a message, the end.
+        let mut w = c.try_clone().unwrap();
+        w.write_all(b"xy").unwrap();
+        drop(w);
+        drop(c);
+        let e = recv_full_wait(&s, &mut b, Wait::Spin, Duration::from_secs(5)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        assert!(!recv_full_wait(&s, &mut b, Wait::Spin, Duration::from_secs(5)).unwrap());
+    }
 }

@@ -4,7 +4,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
 
-use virtperf_wire::SockOpts;
+use virtperf_wire::{SockOpts, Wait};
 
 /// Pins the calling thread to one CPU (netperf `-T` semantics).
 pub fn pin_current_thread(cpu: u32) -> io::Result<()> {
@@ -185,6 +185,86 @@ pub fn recv_raw<T: AsRawFd>(s: &T, buf: &mut [u8]) -> io::Result<usize> {
     } else {
         Ok(r as usize)
     }
+}
+
+/// `recv(2)` with `MSG_DONTWAIT`: `WouldBlock` at once when nothing is queued.
+#[inline]
+fn recv_nowait<T: AsRawFd>(s: &T, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: as in `recv_raw`.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_recvfrom,
+            s.as_raw_fd(),
+            buf.as_mut_ptr(),
+            buf.len(),
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut::<libc::sockaddr>(),
+            std::ptr::null_mut::<libc::socklen_t>(),
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// Fills `buf` completely, waiting as `wait` says: [`Wait::Block`] is [`recv_full`];
+/// [`Wait::Spin`] retries a non-blocking receive without ever sleeping; [`Wait::Poll`]
+/// spins for its window and then blocks for the rest. A spinner gives up with `TimedOut`
+/// after `timeout` without data, as a blocking receive with `SO_RCVTIMEO` does, so a
+/// silent peer cannot hold it forever.
+#[inline]
+pub fn recv_full_wait<T: AsRawFd>(
+    s: &T,
+    buf: &mut [u8],
+    wait: Wait,
+    timeout: std::time::Duration,
+) -> io::Result<bool> {
+    let window = match wait {
+        Wait::Block => return recv_full(s, buf),
+        Wait::Spin => None,
+        Wait::Poll { window_us } => Some(std::time::Duration::from_micros(u64::from(window_us))),
+    };
+    let start = std::time::Instant::now();
+    let mut got = 0;
+    let mut spins = 0u32;
+    while got < buf.len() {
+        match recv_nowait(s, &mut buf[got..]) {
+            Ok(0) if got == 0 => return Ok(false),
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "peer closed the connection in the middle of a message",
+                ))
+            }
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                spins = spins.wrapping_add(1);
+                // The clock is read every 64 empty polls: often enough for a 10 µs window,
+                // rarely enough to leave the loop to the syscall.
+                if spins % 64 == 0 {
+                    let waited = start.elapsed();
+                    if window.is_some_and(|w| waited >= w) {
+                        return recv_full(s, &mut buf[got..]).and_then(|more| {
+                            if !more && got > 0 {
+                                Err(io::ErrorKind::UnexpectedEof.into())
+                            } else {
+                                Ok(more || got > 0)
+                            }
+                        });
+                    }
+                    if waited >= timeout {
+                        return Err(io::ErrorKind::TimedOut.into());
+                    }
+                }
+                std::hint::spin_loop();
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
 }
 
 /// Sends all of `buf` with [`send_raw`], retrying on partial sends and `EINTR`.

@@ -84,6 +84,40 @@ pub enum RecvWait {
     Block,
 }
 
+/// How a request/response side waits for the peer's next message. Only a side that sleeps
+/// puts a wake-up (an IPI, an idle exit, in a VM a halt and an injection) on the round
+/// trip's critical path; spinning removes it at the price of a busy CPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "lowercase")]
+pub enum Wait {
+    /// Sleep in a blocking `recv` (netperf's TCP_RR). The default.
+    #[default]
+    Block,
+    /// Non-blocking `recv` in a loop: the thread never sleeps.
+    Spin,
+    /// Spin for up to `window_us`, then block: the user-space twin of halt polling.
+    Poll {
+        /// The spinning window in microseconds.
+        window_us: u32,
+    },
+}
+
+impl Wait {
+    /// `block`, `spin` or `poll:50us`.
+    pub fn name(self) -> String {
+        match self {
+            Wait::Block => "block".into(),
+            Wait::Spin => "spin".into(),
+            Wait::Poll { window_us } => format!("poll:{window_us}us"),
+        }
+    }
+
+    /// True for the default (blocking), so results and specs can leave it out.
+    pub fn is_block(&self) -> bool {
+        *self == Wait::Block
+    }
+}
+
 impl RecvWait {
     /// Parses `poll` or `block`.
     pub fn parse(s: &str) -> Result<RecvWait, String> {
