@@ -243,7 +243,7 @@ pub fn recv_full_wait<T: AsRawFd>(
                 spins = spins.wrapping_add(1);
                 // The clock is read every 64 empty polls: often enough for a 10 µs window,
                 // rarely enough to leave the loop to the syscall.
-                if spins % 64 == 0 {
+                if spins.is_multiple_of(64) {
                     let waited = start.elapsed();
                     if window.is_some_and(|w| waited >= w) {
                         return recv_full(s, &mut buf[got..]).and_then(|more| {
