@@ -242,16 +242,12 @@ fn kernel_config() -> Option<String> {
     if let Ok(t) = fs::read_to_string(format!("/boot/config-{release}")) {
         return Some(t);
     }
-    // /proc/config.gz is gzip; decompress with the `flate2` that hdrhistogram already pulls in
-    // would add a direct dependency for one field, so shell out to zcat when it exists.
-    let out = std::process::Command::new("zcat")
-        .arg("/proc/config.gz")
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    // /proc/config.gz is gzip: read it in-process (flate2 is already in the tree through
+    // hdrhistogram) rather than depend on a `zcat` being installed in a guest's initramfs.
+    let file = fs::File::open("/proc/config.gz").ok()?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(file), &mut text).ok()?;
+    Some(text)
 }
 
 fn idle_states() -> Vec<IdleState> {
