@@ -9,6 +9,8 @@ use hdrhistogram::Histogram;
 
 use virtperf_wire::Wait;
 
+#[cfg(test)]
+use crate::sock::recv_full;
 use crate::sock::{describe, recv_full_wait, send_all};
 use crate::Counts;
 
@@ -61,6 +63,92 @@ pub fn client_waiting(
         bytes_tx: n * request as u64,
         transactions: n,
         active: t0.duration_since(start),
+    })
+}
+
+/// When the client sends its next request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pace {
+    /// As soon as the previous response is in (netperf's TCP_RR): a closed loop.
+    BackToBack,
+    /// This long after the previous response: a closed loop with think time, so the
+    /// receiving side goes idle between messages as a real RPC server does.
+    Gap(std::time::Duration),
+    /// At fixed intended times, this many per second: an open loop. Latency is measured from
+    /// each request's *intended* send time, so a stall is charged to every request it
+    /// delayed (no coordinated omission: wrk2's and HdrHistogram's corrected recording).
+    Rate(f64),
+}
+
+/// [`client_waiting`] with pacing. Sleeps between requests use a 1 ns timer slack for this
+/// thread (the default 50 µs would blur a 100 µs gap by half).
+pub fn client_paced(
+    s: &mut TcpStream,
+    request: usize,
+    response: usize,
+    wait: Wait,
+    pace: Pace,
+    stop: &AtomicBool,
+    hist: &mut Histogram<u64>,
+) -> io::Result<Counts> {
+    if pace == Pace::BackToBack {
+        return client_waiting(s, request, response, wait, stop, hist);
+    }
+    // SAFETY: PR_SET_TIMERSLACK changes only this thread's timer slack.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0);
+    }
+    let timeout = s.read_timeout()?.unwrap_or(crate::SPIN_TIMEOUT);
+    let req = vec![0u8; request];
+    let mut resp = vec![0u8; response];
+    let mut n = 0u64;
+    let start = Instant::now();
+    let mut end = start;
+    let interval = match pace {
+        Pace::Rate(r) if r > 0.0 && r.is_finite() => std::time::Duration::from_secs_f64(1.0 / r),
+        Pace::Rate(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "rate must be a positive number of requests per second",
+            ))
+        }
+        _ => std::time::Duration::ZERO,
+    };
+    while !stop.load(Ordering::Relaxed) {
+        // The time this request should leave: for a rate, on the schedule; for a gap, the
+        // gap after the last response.
+        let intended = match pace {
+            Pace::Gap(g) if n > 0 => end + g,
+            Pace::Gap(_) => start,
+            _ => start + interval.mul_f64(n as f64),
+        };
+        let now = Instant::now();
+        if intended > now {
+            std::thread::sleep(intended - now);
+        }
+        let sent = Instant::now();
+        send_all(s, &req).map_err(|e| describe(e, "sending request"))?;
+        if !recv_full_wait(s, &mut resp, wait, timeout)
+            .map_err(|e| describe(e, "reading response"))?
+        {
+            return Err(describe(
+                io::ErrorKind::UnexpectedEof.into(),
+                "reading response",
+            ));
+        }
+        end = Instant::now();
+        let from = match pace {
+            Pace::Rate(_) => intended,
+            _ => sent,
+        };
+        hist.saturating_record(end.duration_since(from).as_nanos() as u64);
+        n += 1;
+    }
+    Ok(Counts {
+        bytes_rx: n * response as u64,
+        bytes_tx: n * request as u64,
+        transactions: n,
+        active: end.duration_since(start),
     })
 }
 
@@ -146,7 +234,7 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(200));
                 st.store(true, Ordering::Relaxed);
             });
-            let mut hist = Histogram::<u64>::new(3).unwrap();
+            let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
             let cc = client_waiting(&mut c, 8, 16, wait, &stop, &mut hist).unwrap();
             drop(c);
             let sc = server.join().unwrap().unwrap();
@@ -154,6 +242,92 @@ mod tests {
             assert_eq!(cc.transactions, sc.transactions, "{wait:?}");
             assert_eq!(hist.len(), cc.transactions, "{wait:?}");
         }
+    }
+
+    fn run_paced(pace: Pace, ms: u64) -> (Counts, Histogram<u64>) {
+        let (mut c, mut s) = pair();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        let server = std::thread::spawn(move || server(&mut s, 1, 1, &st));
+        let st = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(ms));
+            st.store(true, Ordering::Relaxed);
+        });
+        let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+        let cc = client_paced(&mut c, 1, 1, Wait::Block, pace, &stop, &mut hist).unwrap();
+        drop(c);
+        server.join().unwrap().unwrap();
+        (cc, hist)
+    }
+
+    /// An open loop keeps its rate; a gap spaces transactions by at least the gap.
+    #[test]
+    fn paced_clients_keep_their_rate_and_their_gaps() {
+        let (c, h) = run_paced(Pace::Rate(2000.0), 1000);
+        let rate = c.transactions as f64 / c.active.as_secs_f64();
+        assert!(
+            (1900.0..=2050.0).contains(&rate),
+            "asked 2000/s, got {rate:.0}/s"
+        );
+        assert_eq!(h.len(), c.transactions);
+        let (c, _) = run_paced(Pace::Gap(Duration::from_millis(2)), 300);
+        let per = c.active.as_secs_f64() / c.transactions as f64;
+        assert!(
+            per >= 0.002,
+            "transactions {per:.4} s apart with a 2 ms gap"
+        );
+        assert!(
+            c.transactions >= 50,
+            "{} transactions in 300 ms",
+            c.transactions
+        );
+    }
+
+    /// A stall is charged to every request it delayed: with the server stalled 50 ms once,
+    /// an open loop at 1000/s records ~50 requests at up to 50 ms, not one.
+    #[test]
+    fn an_open_loop_charges_a_stall_to_every_delayed_request() {
+        let (mut c, s) = pair();
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        std::thread::spawn(move || {
+            let mut b = [0u8; 1];
+            let mut n = 0;
+            while recv_full(&s, &mut b).unwrap_or(false) {
+                n += 1;
+                if n == 100 {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                if send_all(&s, &b).is_err() {
+                    break;
+                }
+            }
+        });
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(400));
+            st.store(true, Ordering::Relaxed);
+        });
+        let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+        client_paced(
+            &mut c,
+            1,
+            1,
+            Wait::Block,
+            Pace::Rate(1000.0),
+            &stop,
+            &mut hist,
+        )
+        .unwrap();
+        let over_10ms = hist.len() - hist.count_between(0, 10_000_000);
+        assert!(
+            over_10ms >= 30,
+            "only {over_10ms} of {} requests charged with the stall (max {} ns)",
+            hist.len(),
+            hist.max()
+        );
+        assert!(hist.max() >= 45_000_000, "max {} ns", hist.max());
     }
 
     /// A spinner on a silent peer gives up after its timeout instead of spinning forever;
