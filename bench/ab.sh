@@ -7,16 +7,26 @@
 # VIRTPERF_A / VIRTPERF_B (default: VIRTPERF, else target/release/virtperf) pick a binary per
 # side, to compare two builds with the same arguments:
 #   VIRTPERF_B=/tmp/virtperf-before bench/ab.sh 16 3 "-m 128KiB" "-m 128KiB"
+# WORKLOAD (default stream) and METRIC (a dotted path into the JSON result, default
+# outcome.mbps) compare other workloads; http takes no duration (SECS is ignored):
+#   WORKLOAD=crr METRIC=outcome.rate_per_s VIRTPERF_B=/tmp/old bench/ab.sh 10 3 "" ""
+#   WORKLOAD=http METRIC=outcome.mb_per_s bench/ab.sh 10 0 "--bytes 100MB --count 5" "…"
 # Not a test: a benchmark for people (see bench/RESULTS.md).
 set -euo pipefail
 PAIRS=${1:?pairs}; SECS=${2:?seconds}; A=${3:?args A}; B=${4:?args B}
 VIRTPERF=${VIRTPERF:-target/release/virtperf}
 VIRTPERF_A=${VIRTPERF_A:-$VIRTPERF}
 VIRTPERF_B=${VIRTPERF_B:-$VIRTPERF}
+WORKLOAD=${WORKLOAD:-stream}
+METRIC=${METRIC:-outcome.mbps}
+if [[ $WORKLOAD == http ]]; then LEN=(); else LEN=(-l "${SECS}s"); fi
 mbps() { # BINARY ARGS
     # shellcheck disable=SC2086 # word splitting of ARGS is intended
-    "$1" stream $2 -l "${SECS}s" --json |
-        python3 -c 'import json,sys; print(json.load(sys.stdin)["outcome"]["mbps"])'
+    "$1" "$WORKLOAD" $2 "${LEN[@]}" --json |
+        python3 -c 'import json,sys
+v = json.load(sys.stdin)
+for k in sys.argv[1].split("."): v = v[k]
+print(v)' "$METRIC"
 }
 for i in $(seq "$PAIRS"); do
     if (( i % 2 )); then
@@ -36,7 +46,7 @@ t = T95.get(df) or T95[min((k for k in T95 if k >= df), default=30)]
 g = statistics.mean(logs)
 h = t * statistics.stdev(logs) / math.sqrt(len(logs)) if df > 0 else float("nan")
 print("A: %s\nB: %s" % (sys.argv[1], sys.argv[2]))
-print("median Mbit/s A %.1f B %.1f; ratio A/B %.3f [%.3f, %.3f] over %d pairs" % (
+print("median %s A %.1f B %.1f; ratio A/B %.3f [%.3f, %.3f] over %d pairs" % (sys.argv[3],
     statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs),
     math.exp(g), math.exp(g - h), math.exp(g + h), len(logs)))
-' "$VIRTPERF_A $A" "$VIRTPERF_B $B"
+' "$VIRTPERF_A $WORKLOAD $A" "$VIRTPERF_B $WORKLOAD $B" "$METRIC"
