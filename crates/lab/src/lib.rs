@@ -31,3 +31,10 @@ pub const DATA_TIMEOUT: Duration = Duration::from_secs(10);
 /// Extra time beyond a test's planned duration before the agent gives up on a client that
 /// never sends `Stop`.
 pub const STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// Whether this process runs as root (namespace and guest placements, and the machine-wide
+/// lock under /run, need it).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}

@@ -95,8 +95,7 @@ static SERIAL: AtomicU32 = AtomicU32::new(0);
 impl Topology {
     /// Creates the namespaces and links. Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN).
     pub fn create(kind: Kind) -> Result<Topology> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !crate::is_root() {
             bail!("namespace placements need root (they create network namespaces and veth pairs)");
         }
         let tag = new_tag();

@@ -135,12 +135,11 @@ pub fn run(
                 }
             }
         }
-        // SAFETY: geteuid has no preconditions.
         let needs_root = matches!(
             cfg.placement,
             Some(SpecPlacement::Netns(_) | SpecPlacement::Guest(..))
         );
-        if needs_root && unsafe { libc::geteuid() } != 0 && reason.is_none() {
+        if needs_root && !crate::is_root() && reason.is_none() {
             reason = Some("namespace and guest placements need root".to_string());
         }
         if let Some(cpu) = cfg.cpus.and_then(|c| c.0) {

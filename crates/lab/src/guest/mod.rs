@@ -206,8 +206,7 @@ impl GuestLab {
     /// Builds the namespace, bridge and taps, boots the guests `direction` needs and waits
     /// until each agent answers.
     pub fn boot(direction: Direction, opts: &GuestOpts) -> Result<GuestLab> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !crate::is_root() {
             bail!("guest placements need root (they create a network namespace and tap devices)");
         }
         let qemu = qemu_version()?;
