@@ -357,7 +357,7 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> R
                     bail!("this agent does not drive tests (start it with `serve --allow-drive`)");
                 }
                 check_duration(cfg, duration_ms)?;
-                let plan = crate::client::Plan {
+                let plan = crate::plan::Plan {
                     workload,
                     duration: Duration::from_millis(duration_ms),
                     client_cpu,
@@ -367,7 +367,7 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> R
                     capture: None,
                     kvm_stats: false,
                 };
-                let target = crate::client::Target {
+                let target = crate::plan::Target {
                     host: to.host,
                     port: to.port,
                     token: to.token,

@@ -8,7 +8,7 @@ use virtperf_wire::{
     SideReport, StreamFlow, StreamOutcome, TestResult, Workload, RESULT_SCHEMA,
 };
 
-use crate::client::Plan;
+use crate::plan::Plan;
 
 /// Everything collected during a test.
 pub struct Collected<'a> {

@@ -7,77 +7,19 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use virtperf_load::http::Fetched;
-use virtperf_load::sock::{cpu_allowed, prepare_data_socket};
+use virtperf_load::sock::prepare_data_socket;
 use virtperf_load::{bulk, crr, http, rr, stream, Counts};
 use virtperf_measure::{fingerprint, ProcStat};
 use virtperf_wire::{
     read_message, write_message, Env, Message, SideReport, SockOpts, TestResult, WireError,
-    Workload, MAX_DURATION_MS, PROTOCOL_VERSION,
+    Workload, PROTOCOL_VERSION,
 };
 
 use crate::agent::kind;
 use crate::assemble::{assemble, Collected};
+use crate::plan::{Plan, ProgressFn, Target};
 use crate::side::{join_all, spawn_conn_worker, spawn_private_worker, spawn_worker, Ctl};
 use crate::{DATA_TIMEOUT, SETUP_TIMEOUT};
-
-/// Where the agent is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    /// Host name or address.
-    pub host: String,
-    /// Control port.
-    pub port: u16,
-    /// Token the agent requires, if any.
-    pub token: Option<String>,
-}
-
-/// What to run and how.
-#[derive(Debug, Clone)]
-pub struct Plan {
-    /// The workload.
-    pub workload: Workload,
-    /// Measured duration for timed workloads (ignored by bulk and http).
-    pub duration: Duration,
-    /// Pin the client's data threads here.
-    pub client_cpu: Option<u32>,
-    /// Pin the agent's data threads here.
-    pub server_cpu: Option<u32>,
-    /// Number of downloads (http only).
-    pub count: u32,
-    /// Socket options for the data connections, both ends.
-    pub sock: SockOpts,
-    /// Record the test's traffic to this pcap file (tcpdump).
-    pub capture: Option<std::path::PathBuf>,
-    /// Sample the host's KVM exit counters around the test.
-    pub kvm_stats: bool,
-}
-
-impl Plan {
-    /// Checks parameters that can be checked before contacting anyone.
-    pub fn validate(&self) -> Result<()> {
-        self.workload.validate().map_err(|e| anyhow!(e))?;
-        if self.workload.is_timed() {
-            if self.duration.is_zero() {
-                bail!("--duration must be greater than 0 (e.g. 10s, 500ms)");
-            }
-            if self.duration.as_millis() > u128::from(MAX_DURATION_MS) {
-                bail!("--duration must be at most 24h");
-            }
-        }
-        if let Some(cpu) = self.client_cpu {
-            if !cpu_allowed(cpu) {
-                bail!("client CPU {cpu} does not exist or is not allowed here (see `nproc`)");
-            }
-        }
-        if matches!(self.workload, Workload::Http { .. }) && !(1..=10_000).contains(&self.count) {
-            bail!("--count must be between 1 and 10000");
-        }
-        Ok(())
-    }
-}
-
-/// Progress of a running test: fraction done (0..=1) when known, else `None`.
-pub type ProgressFn<'a> = &'a dyn Fn(Option<f64>);
 
 /// An open control connection to an agent.
 struct Control {
