@@ -7,18 +7,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use virtperf_load::http::Fetched;
-use virtperf_load::sock::prepare_data_socket;
-use virtperf_load::{bulk, crr, http, rr, stream, Counts};
+use virtperf_load::{http, Counts};
 use virtperf_measure::{fingerprint, ProcStat};
 use virtperf_wire::{
     read_message, write_message, Env, Message, SideReport, SockOpts, TestResult, WireError,
     Workload, PROTOCOL_VERSION,
 };
 
-use crate::agent::kind;
 use crate::assemble::{assemble, Collected};
 use crate::plan::{Plan, ProgressFn, Target};
-use crate::side::{join_all, spawn_conn_worker, spawn_private_worker, spawn_worker, Ctl};
+use crate::roles;
+use crate::side::{join_all, spawn_worker, Ctl};
 use crate::{DATA_TIMEOUT, SETUP_TIMEOUT};
 
 /// An open control connection to an agent.
@@ -196,7 +195,16 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     };
     let side = Ctl::new(plan.client_cpu);
     let downloads: Arc<Mutex<Vec<Fetched>>> = Arc::default();
-    let handles = spawn_client(plan, data, &side, &downloads)?;
+    let handles = roles::client(
+        &plan.workload,
+        &roles::ClientHalf {
+            data,
+            sock: plan.sock,
+            count: plan.count,
+            side: &side,
+            downloads: &downloads,
+        },
+    )?;
 
     ctl.send(&Message::Start)?;
     match ctl.recv(SETUP_TIMEOUT, "started")? {
@@ -322,90 +330,8 @@ fn kvm_counters(
     }
 }
 
-fn connect_data(addr: SocketAddr, nodelay: bool, sock: &SockOpts) -> Result<TcpStream> {
-    let s = TcpStream::connect_timeout(&addr, SETUP_TIMEOUT)
-        .with_context(|| format!("opening a data connection to {addr}"))?;
-    prepare_data_socket(&s, DATA_TIMEOUT, nodelay, sock)?;
-    Ok(s)
-}
-
-type Handles = Vec<std::thread::JoinHandle<Result<crate::side::WorkerOut>>>;
-
-fn spawn_client(
-    plan: &Plan,
-    data: SocketAddr,
-    side: &Ctl,
-    downloads: &Arc<Mutex<Vec<Fetched>>>,
-) -> Result<Handles> {
-    let mut handles = Vec::new();
-    let (sock, count) = (plan.sock, plan.count);
-    match plan.workload {
-        Workload::Rr { request, response } => {
-            let s = connect_data(data, true, &sock)?;
-            handles.push(spawn_conn_worker("rr-client", side, s, move |c, h, s| {
-                rr::client(s, request as usize, response as usize, &c.stop, h)
-            })?);
-        }
-        Workload::Crr { request, response } => {
-            handles.push(spawn_private_worker("crr-client", side, move |c, h| {
-                crr::client(
-                    data,
-                    request as usize,
-                    response as usize,
-                    DATA_TIMEOUT,
-                    &sock,
-                    &c.stop,
-                    h,
-                )
-            })?);
-        }
-        Workload::Stream {
-            send_size,
-            flows,
-            reverse,
-            recv_size,
-            recv_wait,
-        } => {
-            for i in 0..flows {
-                let s = connect_data(data, false, &sock)?;
-                let name = format!("stream-client-{i}");
-                handles.push(if reverse {
-                    spawn_conn_worker(&name, side, s, move |c, _, s| {
-                        stream::receive(s, recv_size, recv_wait, &c.stop)
-                    })?
-                } else {
-                    spawn_conn_worker(&name, side, s, move |c, _, s| {
-                        stream::send(s, send_size as usize, &c.stop)
-                    })?
-                });
-            }
-        }
-        Workload::Bulk {
-            bytes,
-            send_size,
-            reverse,
-        } => {
-            let s = connect_data(data, false, &sock)?;
-            handles.push(if reverse {
-                spawn_conn_worker("bulk-client", side, s, move |_, _, s| bulk::receive(s))?
-            } else {
-                spawn_conn_worker("bulk-client", side, s, move |_, _, s| {
-                    bulk::send(s, bytes, send_size as usize)
-                })?
-            });
-        }
-        Workload::Http { .. } => {
-            let url = format!("http://{data}/");
-            let out = downloads.clone();
-            handles.push(spawn_private_worker("http-client", side, move |c, _| {
-                download_series(&url, count, &c.stop, &out)
-            })?);
-        }
-    }
-    Ok(handles)
-}
-
-fn download_series(
+/// Downloads `url` `count` times, one connection each, recording every download in `out`.
+pub(crate) fn download_series(
     url: &str,
     count: u32,
     stop: &std::sync::atomic::AtomicBool,
@@ -493,4 +419,24 @@ pub fn run_url(url: &str, count: u32, progress: ProgressFn) -> Result<TestResult
         downloads,
         url: url.to_string(),
     }))
+}
+
+/// The name of a message's type, for errors (never its contents: they are the peer's).
+pub(crate) fn kind(m: &Message) -> &'static str {
+    match m {
+        Message::Hello { .. } => "hello",
+        Message::Welcome { .. } => "welcome",
+        Message::Fingerprint => "fingerprint",
+        Message::Env { .. } => "env",
+        Message::Prepare { .. } => "prepare",
+        Message::Ready { .. } => "ready",
+        Message::Waiting { .. } => "waiting",
+        Message::Start => "start",
+        Message::Started => "started",
+        Message::Stop => "stop",
+        Message::Report { .. } => "report",
+        Message::Drive { .. } => "drive",
+        Message::Outcome { .. } => "outcome",
+        Message::Error { .. } => "error",
+    }
 }

@@ -15,6 +15,7 @@ pub mod lock;
 pub mod parse;
 pub mod place;
 pub mod plan;
+mod roles;
 pub mod runner;
 mod side;
 pub mod spec;
