@@ -111,6 +111,36 @@ impl Control {
             )),
         }
     }
+    /// Asks the agent to set `plan` up; waits (saying so once) while the agent's machine is
+    /// busy with another measurement. Returns the data port.
+    fn prepare(&mut self, plan: &Plan) -> Result<u16> {
+        self.send(&Message::Prepare {
+            workload: plan.workload.clone(),
+            duration_ms: if plan.workload.is_timed() {
+                plan.duration.as_millis() as u64
+            } else {
+                0
+            },
+            server_cpu: plan.server_cpu,
+            sock: plan.sock,
+        })?;
+        let mut said_waiting = false;
+        loop {
+            match self.recv(SETUP_TIMEOUT, "ready")? {
+                Message::Ready { data_port } => return Ok(data_port),
+                // The agent's machine is busy with another measurement: it waits, and so do we.
+                Message::Waiting { holder } => {
+                    if !said_waiting {
+                        eprintln!(
+                            "virtperf: waiting for another measurement on the agent's machine to finish: {holder}"
+                        );
+                        said_waiting = true;
+                    }
+                }
+                other => bail!("unexpected answer to prepare: {}", kind(&other)),
+            }
+        }
+    }
 }
 
 /// Fetches the agent's environment fingerprint only.
@@ -161,32 +191,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     let mut ctl = Control::connect(t)?;
     let server_env = ctl.fingerprint()?;
     let client_env = fingerprint();
-    ctl.send(&Message::Prepare {
-        workload: plan.workload.clone(),
-        duration_ms: if plan.workload.is_timed() {
-            plan.duration.as_millis() as u64
-        } else {
-            0
-        },
-        server_cpu: plan.server_cpu,
-        sock: plan.sock,
-    })?;
-    let mut said_waiting = false;
-    let data_port = loop {
-        match ctl.recv(SETUP_TIMEOUT, "ready")? {
-            Message::Ready { data_port } => break data_port,
-            // The agent's machine is busy with another measurement: it waits, and so do we.
-            Message::Waiting { holder } => {
-                if !said_waiting {
-                    eprintln!(
-                        "virtperf: waiting for another measurement on the agent's machine to finish: {holder}"
-                    );
-                    said_waiting = true;
-                }
-            }
-            other => bail!("unexpected answer to prepare: {}", kind(&other)),
-        }
-    };
+    let data_port = ctl.prepare(plan)?;
     let data = SocketAddr::new(ctl.addr.ip(), data_port);
     // Capture from before the first data connection, so handshakes are in the file.
     let capture = match &plan.capture {
@@ -279,29 +284,35 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
         downloads,
         url: format!("http://{data}/"),
     });
-    if let Some(mut k) = kvm {
-        match (&k.reason, k.deltas.get("exits")) {
-            (Some(why), _) => result.warnings.push(format!(
-                "KVM exit counters are not visible from here ({why}); exits per transaction are not reported"
-            )),
-            (None, Some(&exits)) => {
-                let units = match &result.outcome {
-                    virtperf_wire::Outcome::Rr(o) | virtperf_wire::Outcome::Crr(o) => o.transactions as f64,
-                    virtperf_wire::Outcome::Stream(o) => o.receiver_bytes as f64 / 1024.0,
-                    virtperf_wire::Outcome::Bulk(o) => o.receiver_bytes as f64 / 1024.0,
-                    virtperf_wire::Outcome::Http(o) => {
-                        o.downloads.iter().map(|d| d.bytes).sum::<u64>() as f64 / 1024.0
-                    }
-                };
-                k.exits_per_unit = (units > 0.0).then(|| exits as f64 / units);
-            }
-            (None, None) => result
-                .warnings
-                .push("KVM counters were read but have no `exits` total".to_string()),
-        }
-        result.kvm = Some(k);
+    if let Some(k) = kvm {
+        add_kvm(&mut result, k);
     }
     Ok(result)
+}
+
+/// Adds the KVM exit counters to `result`, with exits per unit of the workload (a
+/// transaction, or a KiB moved), or a warning saying why there are none.
+fn add_kvm(result: &mut TestResult, mut k: virtperf_wire::KvmCounters) {
+    match (&k.reason, k.deltas.get("exits")) {
+        (Some(why), _) => result.warnings.push(format!(
+            "KVM exit counters are not visible from here ({why}); exits per transaction are not reported"
+        )),
+        (None, Some(&exits)) => {
+            let units = match &result.outcome {
+                virtperf_wire::Outcome::Rr(o) | virtperf_wire::Outcome::Crr(o) => o.transactions as f64,
+                virtperf_wire::Outcome::Stream(o) => o.receiver_bytes as f64 / 1024.0,
+                virtperf_wire::Outcome::Bulk(o) => o.receiver_bytes as f64 / 1024.0,
+                virtperf_wire::Outcome::Http(o) => {
+                    o.downloads.iter().map(|d| d.bytes).sum::<u64>() as f64 / 1024.0
+                }
+            };
+            k.exits_per_unit = (units > 0.0).then(|| exits as f64 / units);
+        }
+        (None, None) => result
+            .warnings
+            .push("KVM counters were read but have no `exits` total".to_string()),
+    }
+    result.kvm = Some(k);
 }
 
 /// Differences of two counter samples; a failed sample makes the whole thing unavailable
