@@ -1,6 +1,11 @@
-//! Orchestration: the agent (server half of every workload behind the control protocol),
-//! the client side that drives a test against an agent, the local agent that workloads start
-//! when no `--host` is given, and the assembly of both sides' measurements into one result.
+//! Orchestration, in three parts:
+//! - the test protocol: [`plan`] (what to run, against which agent), [`client`] and
+//!   [`agent`] (the two halves behind the control protocol), [`roles`] (per workload, what
+//!   each half runs), [`assemble`] (both sides' measurements into one result);
+//! - where the two ends run: [`place`] (one `Placement`, one `Site` per placement: local,
+//!   netns, ssh, remote, guest);
+//! - experiments: [`spec`] and [`parse`], the [`runner`], [`knob`]s, the machine [`lock`],
+//!   the [`state`] directory and [`cleanup`].
 //!
 //! Dependencies point down: `lab` uses `load` (engines), `measure` (samplers) and `wire`
 //! (protocol and types); nothing below knows about `lab`.
