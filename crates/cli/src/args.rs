@@ -4,7 +4,10 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
+use std::str::FromStr;
+
 use clap::{Args, Parser, Subcommand};
+use virtperf_lab::place::Placement;
 use virtperf_wire::RecvWait;
 
 /// virtperf: how much slower is networking and message passing inside a VM than on the
@@ -185,10 +188,10 @@ pub struct Common {
     /// creates and removes; needs root); ssh:USER@HOST[:PORT] (virtperf copies itself there
     /// over SSH and runs the agent); remote:HOST[:PORT] (an agent someone started);
     /// guest[:host-guest|guest-host|guest-guest] (QEMU guests virtperf boots; needs root)
-    #[arg(long, default_value = "local", value_parser = parse_placement)]
+    #[arg(long, default_value = "local", value_parser = Placement::from_str)]
     pub placement: Placement,
     #[command(flatten)]
-    pub guest: GuestArgs,
+    pub guest: crate::vm::GuestArgs,
     /// With a netns placement: shape the client's link with a token bucket (e.g. 1gbit)
     #[arg(long, requires = "placement", value_parser = virtperf_lab::parse::rate, allow_hyphen_values = true)]
     pub rate: Option<String>,
@@ -203,108 +206,29 @@ pub struct Common {
     pub delay: Option<String>,
 }
 
-/// Where a workload's two ends run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Placement {
-    /// This host's loopback.
-    Local,
-    /// Two network namespaces.
-    Netns(virtperf_lab::netns::Kind),
-    /// An agent started over SSH: `USER@HOST[:PORT]`.
-    Ssh(String),
-    /// An agent someone started: host and optional port.
-    Remote(String, Option<u16>),
-    /// QEMU guests virtperf boots.
-    Guest(virtperf_lab::guest::Direction),
-}
-
-/// How guests are built and run (`--placement guest…`, `virtperf vm`).
-#[derive(Debug, Args, Clone)]
-#[command(next_help_heading = "Guest placement")]
-pub struct GuestArgs {
-    /// Guest kernel (bzImage); default: Debian's linux-image-cloud-amd64, fetched once with
-    /// apt-get download into ~/.cache/virtperf
-    #[arg(long, value_name = "PATH")]
-    pub kernel: Option<std::path::PathBuf>,
-    /// lib/modules/RELEASE directory (with modules.dep) holding that kernel's virtio modules
-    #[arg(long, value_name = "DIR")]
-    pub kernel_modules: Option<std::path::PathBuf>,
-    /// virtperf binary to run in the guest (a static musl build is smallest; default: this
-    /// one, with its shared libraries)
-    #[arg(long, value_name = "PATH")]
-    pub guest_binary: Option<std::path::PathBuf>,
-    /// vCPUs per guest
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub vcpus: u32,
-    /// Memory per guest in MiB
-    #[arg(long, default_value_t = 512, value_name = "MIB")]
-    pub mem: u32,
-    /// Host CPUs to pin the vCPU threads to (vCPU i on the i-th, cycling), e.g. 1 or 0,1
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    pub vcpu_cpus: Vec<u32>,
-    /// virtio-net through vhost-net (needs /dev/vhost-net)
-    #[arg(long, default_value = "off", value_parser = parse_on_off, value_name = "on|off", action = clap::ArgAction::Set)]
-    pub vhost: bool,
-    /// Accelerator: auto (KVM where hardware virtualization works, else TCG), kvm, tcg
-    #[arg(long, default_value = "auto", value_name = "auto|kvm|tcg")]
-    pub accel: virtperf_lab::guest::Accel,
-    /// How long a guest may take to boot
-    #[arg(long, default_value = "120s", value_parser = parse_duration, value_name = "DURATION")]
-    pub boot_timeout: Duration,
-}
-
-impl GuestArgs {
-    /// The lab's guest options.
-    pub fn opts(&self, quiet: bool) -> virtperf_lab::guest::GuestOpts {
-        virtperf_lab::guest::GuestOpts {
-            kernel: self.kernel.clone(),
-            kernel_modules: self.kernel_modules.clone(),
-            binary: self.guest_binary.clone(),
-            vcpus: self.vcpus,
-            mem_mib: self.mem,
-            accel: self.accel,
-            vhost: self.vhost,
-            vcpu_cpus: self.vcpu_cpus.clone(),
-            boot_timeout: self.boot_timeout,
-            quiet,
+impl Common {
+    /// The placement with the settings these flags give it: link shaping, guest options,
+    /// SSH key and options, the agent's port and token.
+    pub fn placement(&self) -> anyhow::Result<Placement> {
+        let mut p = self.placement.clone();
+        match &mut p {
+            Placement::Local => {}
+            Placement::Netns(_, shaping) => {
+                shaping.rate.clone_from(&self.rate);
+                shaping.delay.clone_from(&self.delay);
+            }
+            Placement::Ssh(t) => {
+                t.identity.clone_from(&self.ssh_key);
+                t.options.clone_from(&self.ssh_opt);
+            }
+            Placement::Remote { port, token, .. } => {
+                port.get_or_insert(self.conn.port);
+                *token = self.conn.token()?;
+            }
+            Placement::Guest(_, opts) => **opts = self.guest.opts(self.json),
         }
+        Ok(p)
     }
-}
-
-fn parse_on_off(s: &str) -> Result<bool, String> {
-    match s {
-        "on" | "yes" | "true" => Ok(true),
-        "off" | "no" | "false" => Ok(false),
-        _ => Err(format!("expected on or off, got {s:?}")),
-    }
-}
-
-fn parse_placement(s: &str) -> Result<Placement, String> {
-    if s == "local" {
-        return Ok(Placement::Local);
-    }
-    if let Some(k) = s.strip_prefix("netns:") {
-        return k.parse().map(Placement::Netns);
-    }
-    if let Some(d) = virtperf_lab::guest::Direction::parse_placement(s) {
-        return d.map(Placement::Guest);
-    }
-    if let Some(d) = s.strip_prefix("ssh:") {
-        virtperf_lab::remote::SshTarget::parse(d, None)?;
-        return Ok(Placement::Ssh(d.to_string()));
-    }
-    if let Some(h) = s.strip_prefix("remote:") {
-        return Ok(match h.rsplit_once(':') {
-            Some((host, port)) if !host.contains(':') => Placement::Remote(
-                host.to_string(),
-                Some(port.parse().map_err(|_| format!("invalid port in {s:?}"))?),
-            ),
-            _ => Placement::Remote(h.to_string(), None),
-        });
-    }
-    Err(format!(
-        "unknown placement {s:?} (local, netns:veth, netns:bridge, netns:nat, ssh:USER@HOST, remote:HOST[:PORT], guest[:host-guest|guest-host|guest-guest])"
-    ))
 }
 
 #[derive(Debug, Args)]

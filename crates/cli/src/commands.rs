@@ -5,14 +5,13 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 use virtperf_lab::agent::{self, AgentConfig};
-use virtperf_lab::client::{self, Plan, Target};
-use virtperf_lab::local::LocalAgent;
-use virtperf_lab::netns::Topology;
+use virtperf_lab::client;
+use virtperf_lab::place::remote::RemoteSite;
+use virtperf_lab::place::{self, Placement, Site};
+use virtperf_lab::plan::{Plan, Target};
 use virtperf_wire::{TestResult, Workload};
 
-use virtperf_lab::guest::GuestLab;
-
-use crate::args::{BulkArgs, Common, EnvArgs, HttpArgs, Placement, RrArgs, ServeArgs, StreamArgs};
+use crate::args::{BulkArgs, Common, EnvArgs, HttpArgs, RrArgs, ServeArgs, StreamArgs};
 use crate::progress::Progress;
 use crate::render;
 
@@ -85,22 +84,24 @@ pub fn env(a: EnvArgs) -> Result<()> {
     Ok(())
 }
 
-/// Runs a plan against `--host`, or against a private local agent.
+/// Runs a plan where `--placement` says (or against `--host`): opens that site, hands it the
+/// plan, renders the result.
 fn execute(common: &Common, plan: Plan) -> Result<()> {
     // Every value of the plan came from the command line: a value out of range is a usage
     // error (exit 2), like one clap's parsers caught.
     plan.validate()
         .map_err(|e| crate::signals::exit(crate::signals::code::USAGE, format!("{e:#}")))?;
-    if common.placement != Placement::Local && common.host.is_some() {
+    let local = common.placement == Placement::Local;
+    if !local && common.host.is_some() {
         bail!("--placement chooses the agent: drop --host");
     }
     // Held until this function returns: the whole test, set-up and teardown included.
     let _machine = crate::machine::take(&common.lock)?;
-    if matches!(common.placement, Placement::Netns(_) | Placement::Guest(_)) {
+    if common.placement.needs_root() {
         // SIGINT, SIGTERM or SIGHUP must not leave namespaces, taps or guests behind:
         // remove what this process made and exit the way a tool stopped by that signal does.
         crate::signals::on_termination(|sig| {
-            let removed = virtperf_lab::guest::cleanup_own();
+            let removed = virtperf_lab::place::guest::cleanup_own();
             eprintln!(
                 "\nvirtperf: {}: removed {} namespace(s)/guest(s)/run dir(s) this run created",
                 crate::signals::name(sig),
@@ -109,156 +110,23 @@ fn execute(common: &Common, plan: Plan) -> Result<()> {
             std::process::exit(i32::from(crate::signals::code_for(sig)));
         })?;
     }
-    match &common.placement {
-        Placement::Local => {}
-        Placement::Netns(kind) => return execute_netns(*kind, common),
-        Placement::Guest(direction) => {
-            let lab = GuestLab::boot(*direction, &common.guest.opts(common.json))?;
-            let r = lab.run(&plan)?;
-            drop(lab);
-            return output(&r, common.json, false);
-        }
-        Placement::Ssh(dest) => {
-            let mut target = virtperf_lab::remote::SshTarget::parse(dest, common.ssh_key.clone())
-                .map_err(|e| anyhow!(e))?;
-            target.options = common.ssh_opt.clone();
-            let agent = virtperf_lab::remote::RemoteAgent::start(&target)?;
-            let progress = Progress::new(plan.workload.name(), common.json);
-            let mut r = client::run(
-                &Target {
-                    host: agent.addr.ip().to_string(),
-                    port: agent.addr.port(),
-                    token: Some(agent.token.clone()),
-                },
-                &plan,
-                &|f| progress.update(f),
-            )?;
-            drop(progress);
-            r.placement = Some(format!("ssh:{dest}"));
-            drop(agent);
-            return output(&r, common.json, false);
-        }
-        Placement::Remote(host, port) => {
-            let progress = Progress::new(plan.workload.name(), common.json);
-            let mut r = client::run(
-                &Target {
-                    host: host.clone(),
-                    port: port.unwrap_or(common.conn.port),
-                    token: common.conn.token()?,
-                },
-                &plan,
-                &|f| progress.update(f),
-            )?;
-            drop(progress);
-            r.placement = Some(format!("remote:{host}"));
-            return output(&r, common.json, false);
-        }
-    }
-    let progress = Progress::new(plan.workload.name(), common.json);
-    let cb = |f: Option<f64>| progress.update(f);
-    let result = match &common.host {
-        Some(host) => client::run(
-            &Target {
+    let site: Box<dyn Site> = match &common.host {
+        // An agent someone started, named the way results have always shown it: by target.
+        Some(host) => Box::new(RemoteSite::new(
+            Target {
                 host: host.clone(),
                 port: common.conn.port,
                 token: common.conn.token()?,
             },
-            &plan,
-            &cb,
-        )?,
-        None => {
-            let local = LocalAgent::start()?;
-            client::run(
-                &Target {
-                    host: local.addr.ip().to_string(),
-                    port: local.addr.port(),
-                    token: Some(local.token.clone()),
-                },
-                &plan,
-                &cb,
-            )?
-        }
+            None,
+        )),
+        None => place::open(&common.placement()?)?,
     };
+    let progress = Progress::new(plan.workload.name(), common.json);
+    let result = site.run(&plan, &|f| progress.update(f))?;
     drop(progress);
-    output(&result, common.json, common.host.is_none())
-}
-
-/// The netns placement: build the topology, start the agent in the server namespace, and
-/// run this same command as the client inside the client namespace (with `--json`, parsed
-/// back here), so both halves run exactly as they do on loopback.
-fn execute_netns(kind: virtperf_lab::netns::Kind, common: &Common) -> Result<()> {
-    let topo = Topology::create(kind)?;
-    match (&common.delay, &common.rate) {
-        (Some(d), rate) => topo.delay(d, rate.as_deref())?,
-        (None, Some(rate)) => topo.shape(rate)?,
-        (None, None) => {}
-    }
-    let agent = LocalAgent::start_at(Some(&topo.server_ns), topo.server_ip)?;
-    let mut args: Vec<String> = Vec::new();
-    let mut skip = false;
-    for a in std::env::args().skip(1) {
-        if skip {
-            skip = false;
-            continue;
-        }
-        match a.as_str() {
-            "--placement" | "--rate" | "--delay" | "--ssh-key" | "--port" | "--token"
-            | "--token-file" => skip = true,
-            "--json" => {}
-            _ if [
-                "--placement=",
-                "--rate=",
-                "--delay=",
-                "--token=",
-                "--token-file=",
-            ]
-            .iter()
-            .any(|p| a.starts_with(p)) => {}
-            _ => args.push(a),
-        }
-    }
-    args.extend([
-        "--host".to_string(),
-        topo.server_ip.to_string(),
-        "--port".to_string(),
-        agent.addr.port().to_string(),
-        "--json".to_string(),
-    ]);
-    let exe = std::env::current_exe()?;
-    let out = Topology::command(&topo.client_ns, &exe)
-        .args(&args)
-        // Not on its command line, where `ps` shows it.
-        .env(virtperf_lab::local::TOKEN_ENV, &agent.token)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| anyhow!("cannot run the client in namespace {}: {e}", topo.client_ns))?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let line = err.lines().last().unwrap_or("client failed");
-        bail!("{}", line.trim().trim_start_matches("virtperf: error: "));
-    }
-    let mut r: TestResult = serde_json::from_slice(&out.stdout).map_err(|e| {
-        anyhow!(
-            "the client in namespace {} printed no result: {e}",
-            topo.client_ns
-        )
-    })?;
-    let name = match kind {
-        virtperf_lab::netns::Kind::Veth => "netns:veth",
-        virtperf_lab::netns::Kind::Bridge => "netns:bridge",
-        virtperf_lab::netns::Kind::Nat => "netns:nat",
-    };
-    let mut placement = name.to_string();
-    if let Some(rate) = &common.rate {
-        placement.push_str(&format!(" rate {rate}"));
-    }
-    if let Some(d) = &common.delay {
-        placement.push_str(&format!(" delay {d}"));
-    }
-    r.placement = Some(placement);
-    drop(agent);
-    drop(topo);
-    output(&r, common.json, false)
+    drop(site);
+    output(&result, common.json, local && common.host.is_none())
 }
 
 fn output(r: &TestResult, json: bool, local: bool) -> Result<()> {

@@ -26,8 +26,8 @@ use args::{Cli, Command};
 
 fn main() -> ExitCode {
     // Inside a guest virtperf booted, this binary is the initramfs's /init.
-    if virtperf_lab::guest::init::is_guest_init() {
-        virtperf_lab::guest::init::run();
+    if virtperf_lab::place::guest::init::is_guest_init() {
+        virtperf_lab::place::guest::init::run();
     }
     // Behave like other command-line tools when stdout is closed early (`virtperf … | head`):
     // die quietly from SIGPIPE instead of panicking in println!. Sockets are unaffected: every

@@ -10,12 +10,11 @@ use std::fmt::Write;
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use serde::Serialize;
-use virtperf_lab::guest::{Accel, Direction};
+use virtperf_lab::place::guest::{Accel, Direction};
 use virtperf_lab::spec::{self, Repeat};
 use virtperf_report::compare;
 use virtperf_report::stats::Verdict;
 
-use crate::args::GuestArgs;
 use crate::experiment::{execute_spec, DbArg, Executed};
 
 /// `virtperf vm …`
@@ -315,5 +314,66 @@ fn fmt(v: f64) -> String {
         format!("{v:.0}")
     } else {
         format!("{v:.2}")
+    }
+}
+
+/// How guests are built and run (`--placement guest…`, `virtperf vm`).
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Guest placement")]
+pub struct GuestArgs {
+    /// Guest kernel (bzImage); default: Debian's linux-image-cloud-amd64, fetched once with
+    /// apt-get download into ~/.cache/virtperf
+    #[arg(long, value_name = "PATH")]
+    pub kernel: Option<std::path::PathBuf>,
+    /// lib/modules/RELEASE directory (with modules.dep) holding that kernel's virtio modules
+    #[arg(long, value_name = "DIR")]
+    pub kernel_modules: Option<std::path::PathBuf>,
+    /// virtperf binary to run in the guest (a static musl build is smallest; default: this
+    /// one, with its shared libraries)
+    #[arg(long, value_name = "PATH")]
+    pub guest_binary: Option<std::path::PathBuf>,
+    /// vCPUs per guest
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub vcpus: u32,
+    /// Memory per guest in MiB
+    #[arg(long, default_value_t = 512, value_name = "MIB")]
+    pub mem: u32,
+    /// Host CPUs to pin the vCPU threads to (vCPU i on the i-th, cycling), e.g. 1 or 0,1
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub vcpu_cpus: Vec<u32>,
+    /// virtio-net through vhost-net (needs /dev/vhost-net)
+    #[arg(long, default_value = "off", value_parser = parse_on_off, value_name = "on|off", action = clap::ArgAction::Set)]
+    pub vhost: bool,
+    /// Accelerator: auto (KVM where hardware virtualization works, else TCG), kvm, tcg
+    #[arg(long, default_value = "auto", value_name = "auto|kvm|tcg")]
+    pub accel: virtperf_lab::place::guest::Accel,
+    /// How long a guest may take to boot
+    #[arg(long, default_value = "120s", value_parser = virtperf_lab::parse::duration, value_name = "DURATION")]
+    pub boot_timeout: std::time::Duration,
+}
+
+impl GuestArgs {
+    /// The lab's guest options.
+    pub fn opts(&self, quiet: bool) -> virtperf_lab::place::guest::GuestOpts {
+        virtperf_lab::place::guest::GuestOpts {
+            kernel: self.kernel.clone(),
+            kernel_modules: self.kernel_modules.clone(),
+            binary: self.guest_binary.clone(),
+            vcpus: self.vcpus,
+            mem_mib: self.mem,
+            accel: self.accel,
+            vhost: self.vhost,
+            vcpu_cpus: self.vcpu_cpus.clone(),
+            boot_timeout: self.boot_timeout,
+            quiet,
+        }
+    }
+}
+
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "yes" | "true" => Ok(true),
+        "off" | "no" | "false" => Ok(false),
+        _ => Err(format!("expected on or off, got {s:?}")),
     }
 }

@@ -19,17 +19,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use virtperf_load::sock::{cpu_allowed, prepare_data_socket, wake_listener};
-use virtperf_load::{bulk, crr, http, rr, stream};
+use virtperf_load::sock::cpu_allowed;
 use virtperf_measure::{fingerprint, ProcStat};
 use virtperf_wire::{
     read_message, write_message, Message, SideReport, SockOpts, WireError, Workload,
     MAX_DURATION_MS, PROTOCOL_VERSION,
 };
 
+use crate::client::kind;
 use crate::lock::{LockError, MachineLock, Mode as LockMode};
-use crate::side::{accept_n, join_all, spawn_conn_worker, spawn_worker, Ctl};
-use crate::{DATA_TIMEOUT, SETUP_TIMEOUT, STOP_GRACE};
+use crate::roles;
+use crate::side::{join_all, Ctl};
+use crate::{SETUP_TIMEOUT, STOP_GRACE};
 
 /// Agent settings (`virtperf serve` flags).
 #[derive(Debug, Clone)]
@@ -357,7 +358,7 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> R
                     bail!("this agent does not drive tests (start it with `serve --allow-drive`)");
                 }
                 check_duration(cfg, duration_ms)?;
-                let plan = crate::client::Plan {
+                let plan = crate::plan::Plan {
                     workload,
                     duration: Duration::from_millis(duration_ms),
                     client_cpu,
@@ -367,7 +368,7 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> R
                     capture: None,
                     kvm_stats: false,
                 };
-                let target = crate::client::Target {
+                let target = crate::plan::Target {
                     host: to.host,
                     port: to.port,
                     token: to.token,
@@ -450,44 +451,18 @@ fn check_duration(cfg: &AgentConfig, duration_ms: u64) -> Result<()> {
     Ok(())
 }
 
-/// The name of a message's type, for errors (never its contents: they are the peer's).
-pub(crate) fn kind(m: &Message) -> &'static str {
-    match m {
-        Message::Hello { .. } => "hello",
-        Message::Welcome { .. } => "welcome",
-        Message::Fingerprint => "fingerprint",
-        Message::Env { .. } => "env",
-        Message::Prepare { .. } => "prepare",
-        Message::Ready { .. } => "ready",
-        Message::Waiting { .. } => "waiting",
-        Message::Start => "start",
-        Message::Started => "started",
-        Message::Stop => "stop",
-        Message::Report { .. } => "report",
-        Message::Drive { .. } => "drive",
-        Message::Outcome { .. } => "outcome",
-        Message::Error { .. } => "error",
-    }
-}
-
 /// Stops a test's workers however `run_test` ends: raises the stop flag, opens the gate so
-/// workers still waiting return at once, and wakes threads blocked in `accept`.
+/// workers still waiting return at once, and wakes threads blocked in `accept` or serving.
 struct Teardown {
     side: Ctl,
-    crr: Option<Arc<TcpListener>>,
-    http: Option<Arc<http::HttpServer>>,
+    wake: roles::Wake,
 }
 
 impl Drop for Teardown {
     fn drop(&mut self) {
         self.side.stop.store(true, Ordering::SeqCst);
         self.side.gate.open();
-        if let Some(l) = &self.crr {
-            wake_listener(&**l);
-        }
-        if let Some(h) = &self.http {
-            h.unblock();
-        }
+        self.wake.wake();
     }
 }
 
@@ -521,86 +496,19 @@ fn run_test(
 
     let mut td = Teardown {
         side: Ctl::new(server_cpu),
-        crr: None,
-        http: None,
+        wake: roles::Wake::default(),
     };
     let side = td.side.clone();
-    let mut handles = Vec::new();
-    match *w {
-        Workload::Rr { request, response } => {
-            for s in accept_data(listener, client, 1, true, sock)? {
-                handles.push(spawn_conn_worker("rr-server", &side, s, move |c, _, s| {
-                    rr::server(s, request as usize, response as usize, &c.stop)
-                })?);
-            }
-        }
-        Workload::Stream {
-            flows,
-            reverse,
-            send_size,
-            recv_size,
-            recv_wait,
-        } => {
-            for (i, s) in accept_data(listener, client, flows as usize, false, sock)?
-                .into_iter()
-                .enumerate()
-            {
-                let name = format!("stream-server-{i}");
-                handles.push(if reverse {
-                    spawn_conn_worker(&name, &side, s, move |c, _, s| {
-                        stream::send(s, send_size as usize, &c.stop)
-                    })?
-                } else {
-                    spawn_conn_worker(&name, &side, s, move |c, _, s| {
-                        stream::receive(s, recv_size, recv_wait, &c.stop)
-                    })?
-                });
-            }
-        }
-        Workload::Bulk {
-            bytes,
-            send_size,
-            reverse,
-        } => {
-            for s in accept_data(listener, client, 1, false, sock)? {
-                handles.push(if reverse {
-                    spawn_conn_worker("bulk-server", &side, s, move |_, _, s| {
-                        bulk::send(s, bytes, send_size as usize)
-                    })?
-                } else {
-                    spawn_conn_worker("bulk-server", &side, s, move |_, _, s| bulk::receive(s))?
-                });
-            }
-        }
-        Workload::Crr { request, response } => {
-            let l = Arc::new(listener);
-            td.crr = Some(l.clone());
-            let sock = *sock;
-            handles.push(spawn_worker("crr-server", &side, move |c, _| {
-                crr::server(
-                    &l,
-                    Some(client),
-                    request as usize,
-                    response as usize,
-                    DATA_TIMEOUT,
-                    &sock,
-                    &c.stop,
-                )
-            })?);
-        }
-        Workload::Http { bytes } => {
-            let srv = Arc::new(http::HttpServer::new(listener, Some(client)));
-            td.http = Some(srv.clone());
-            handles.push(spawn_worker("http-server", &side, move |_, _| {
-                let n = srv.serve(bytes, DATA_TIMEOUT);
-                Ok(virtperf_load::Counts {
-                    transactions: n,
-                    bytes_tx: n * bytes,
-                    ..Default::default()
-                })
-            })?);
-        }
-    }
+    let handles = roles::server(
+        w,
+        roles::ServerHalf {
+            listener,
+            client,
+            sock: *sock,
+            side: &side,
+            wake: &mut td.wake,
+        },
+    )?;
 
     match recv(ctl, SETUP_TIMEOUT, "start")? {
         Message::Start => {}
@@ -642,21 +550,4 @@ fn run_test(
         },
     )?;
     Ok(report)
-}
-
-/// Accepts the test's `n` data connections from `client` and closes the listener, so any
-/// later connection is refused.
-fn accept_data(
-    listener: TcpListener,
-    client: IpAddr,
-    n: usize,
-    nodelay: bool,
-    sock: &SockOpts,
-) -> Result<Vec<TcpStream>> {
-    let conns = accept_n(&listener, n, SETUP_TIMEOUT, client)?;
-    drop(listener);
-    for s in &conns {
-        prepare_data_socket(s, DATA_TIMEOUT, nodelay, sock)?;
-    }
-    Ok(conns)
 }

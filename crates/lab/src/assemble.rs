@@ -8,7 +8,7 @@ use virtperf_wire::{
     SideReport, StreamFlow, StreamOutcome, TestResult, Workload, RESULT_SCHEMA,
 };
 
-use crate::client::Plan;
+use crate::plan::Plan;
 
 /// Everything collected during a test.
 pub struct Collected<'a> {
@@ -83,156 +83,12 @@ pub fn assemble(c: Collected) -> TestResult {
     let server = c.server.as_ref().unwrap_or(&empty);
     let mut warnings = Vec::new();
     let (outcome, units, unit) = match c.plan.workload {
-        Workload::Rr { .. } | Workload::Crr { .. } => {
-            let n = c.client.transactions;
-            let elapsed = c.client.flows.first().map(|f| f.active_s).unwrap_or(0.0);
-            let (lat, hist) = match &c.client_hist {
-                Some(h) => (latency::summarize(h), latency::encode(h)),
-                None => Default::default(),
-            };
-            if n < 1000 {
-                warnings.push(format!(
-                    "only {n} transactions: tail percentiles (p99.9) are not meaningful; run longer"
-                ));
-            }
-            let o = RrOutcome {
-                transactions: n,
-                server_transactions: server.transactions,
-                elapsed_s: elapsed,
-                rate_per_s: if elapsed > 0.0 {
-                    n as f64 / elapsed
-                } else {
-                    0.0
-                },
-                latency: lat,
-                histogram: hist,
-            };
-            let o = if matches!(c.plan.workload, Workload::Rr { .. }) {
-                Outcome::Rr(o)
-            } else {
-                Outcome::Crr(o)
-            };
-            (o, n as f64, "transaction")
-        }
-        Workload::Stream { reverse, .. } => {
-            let (rx, tx) = if reverse {
-                (&c.client, server)
-            } else {
-                (server, &c.client)
-            };
-            let flows: Vec<StreamFlow> = rx
-                .flows
-                .iter()
-                .enumerate()
-                .map(|(i, f)| StreamFlow {
-                    mbps: mbps(f.bytes_rx, f.active_s),
-                    receiver_bytes: f.bytes_rx,
-                    sender_bytes: tx.flows.get(i).map(|t| t.bytes_tx).unwrap_or(0),
-                    active_s: f.active_s,
-                })
-                .collect();
-            let receiver_bytes: u64 = flows.iter().map(|f| f.receiver_bytes).sum();
-            let sender_bytes: u64 = tx.flows.iter().map(|f| f.bytes_tx).sum();
-            // Flows start together at the gate; the longest receiver interval spans them all.
-            let elapsed = flows.iter().map(|f| f.active_s).fold(0.0, f64::max);
-            if receiver_bytes != sender_bytes && c.server.is_some() {
-                warnings.push(format!(
-                    "receiver counted {receiver_bytes} bytes but sender sent {sender_bytes}: a connection ended early"
-                ));
-            }
-            let o = StreamOutcome {
-                direction: direction(reverse),
-                mbps: mbps(receiver_bytes, elapsed),
-                receiver_bytes,
-                sender_bytes,
-                elapsed_s: elapsed,
-                flows,
-            };
-            (Outcome::Stream(o), receiver_bytes as f64 / 1024.0, "KB")
-        }
+        Workload::Rr { .. } | Workload::Crr { .. } => rr_outcome(&c, server, &mut warnings),
+        Workload::Stream { reverse, .. } => stream_outcome(&c, server, reverse, &mut warnings),
         Workload::Bulk { bytes, reverse, .. } => {
-            // The sender's clock runs from its first write to the receiver's acknowledgement.
-            let (sender, receiver_bytes) = if reverse {
-                (
-                    server,
-                    c.client.flows.first().map(|f| f.bytes_rx).unwrap_or(0),
-                )
-            } else {
-                (
-                    &c.client,
-                    c.client.flows.first().map(|f| f.bytes_rx).unwrap_or(0),
-                )
-            };
-            let elapsed = sender.flows.first().map(|f| f.active_s).unwrap_or(0.0);
-            if receiver_bytes != bytes {
-                warnings.push(format!(
-                    "receiver counted {receiver_bytes} of {bytes} bytes"
-                ));
-            }
-            let o = BulkOutcome {
-                direction: direction(reverse),
-                bytes,
-                receiver_bytes,
-                elapsed_s: elapsed,
-                mib_per_s: if elapsed > 0.0 {
-                    receiver_bytes as f64 / elapsed / (1 << 20) as f64
-                } else {
-                    0.0
-                },
-                mbps: mbps(receiver_bytes, elapsed),
-            };
-            (Outcome::Bulk(o), receiver_bytes as f64 / 1024.0, "KB")
+            bulk_outcome(&c, server, bytes, reverse, &mut warnings)
         }
-        Workload::Http { bytes } => {
-            let downloads: Vec<Download> = c
-                .downloads
-                .iter()
-                .enumerate()
-                .map(|(i, f)| {
-                    let d = f.total.as_secs_f64();
-                    Download {
-                        index: i as u32 + 1,
-                        bytes: f.bytes,
-                        status: f.status,
-                        ttfb_s: f.ttfb.as_secs_f64(),
-                        duration_s: d,
-                        mb_per_s: if d > 0.0 {
-                            f.bytes as f64 / d / 1e6
-                        } else {
-                            0.0
-                        },
-                    }
-                })
-                .collect();
-            for d in &downloads {
-                if d.status != 200 {
-                    warnings.push(format!("download {} answered HTTP {}", d.index, d.status));
-                }
-                if c.server.is_some() && d.bytes != bytes {
-                    warnings.push(format!(
-                        "download {} received {} of {bytes} bytes",
-                        d.index, d.bytes
-                    ));
-                }
-            }
-            let total_bytes: u64 = downloads.iter().map(|d| d.bytes).sum();
-            let total_s: f64 = downloads.iter().map(|d| d.duration_s).sum();
-            let o = HttpOutcome {
-                url: c.url.clone(),
-                mean_duration_s: if downloads.is_empty() {
-                    0.0
-                } else {
-                    total_s / downloads.len() as f64
-                },
-                mb_per_s: if total_s > 0.0 {
-                    total_bytes as f64 / total_s / 1e6
-                } else {
-                    0.0
-                },
-                downloads,
-            };
-            (Outcome::Http(o), total_bytes as f64 / 1024.0, "KB")
-        }
+        Workload::Http { bytes } => http_outcome(&c, bytes, &mut warnings),
     };
     let steal = split(&c.client.cpu).steal_pct;
     if steal > 5.0 {
@@ -240,6 +96,215 @@ pub fn assemble(c: Collected) -> TestResult {
             "{steal:.1}% of CPU time was stolen by the hypervisor during the run: expect noise"
         ));
     }
+    let cpu = cpu_accounting(&c, units, unit, &mut warnings);
+    TestResult {
+        schema: RESULT_SCHEMA.to_string(),
+        workload: c.plan.workload.clone(),
+        duration_s: if c.plan.workload.is_timed() {
+            c.plan.duration.as_secs_f64()
+        } else {
+            0.0
+        },
+        client_cpu: c.plan.client_cpu,
+        server_cpu: c.plan.server_cpu,
+        target: c.target,
+        sock: c.plan.sock,
+        capture: c.plan.capture.as_ref().map(|p| p.display().to_string()),
+        kvm: None,
+        placement: None,
+        guest: None,
+        outcome,
+        cpu,
+        env: Envs {
+            client: c.client_env,
+            server: c.server_env,
+        },
+        warnings,
+        allow_concurrent: false,
+    }
+}
+
+/// Per outcome: the outcome, the units its service demand is per, and their name.
+type Measured = (Outcome, f64, &'static str);
+
+/// rr and crr: transactions counted and timed by the client, latency from its histogram.
+fn rr_outcome(c: &Collected, server: &SideReport, warnings: &mut Vec<String>) -> Measured {
+    let n = c.client.transactions;
+    let elapsed = c.client.flows.first().map(|f| f.active_s).unwrap_or(0.0);
+    let (lat, hist) = match &c.client_hist {
+        Some(h) => (latency::summarize(h), latency::encode(h)),
+        None => Default::default(),
+    };
+    if n < 1000 {
+        warnings.push(format!(
+            "only {n} transactions: tail percentiles (p99.9) are not meaningful; run longer"
+        ));
+    }
+    let o = RrOutcome {
+        transactions: n,
+        server_transactions: server.transactions,
+        elapsed_s: elapsed,
+        rate_per_s: if elapsed > 0.0 {
+            n as f64 / elapsed
+        } else {
+            0.0
+        },
+        latency: lat,
+        histogram: hist,
+    };
+    let o = if matches!(c.plan.workload, Workload::Rr { .. }) {
+        Outcome::Rr(o)
+    } else {
+        Outcome::Crr(o)
+    };
+    (o, n as f64, "transaction")
+}
+
+/// stream: the receivers' bytes over the longest receiver interval, checked against the
+/// senders' count.
+fn stream_outcome(
+    c: &Collected,
+    server: &SideReport,
+    reverse: bool,
+    warnings: &mut Vec<String>,
+) -> Measured {
+    let (rx, tx) = if reverse {
+        (&c.client, server)
+    } else {
+        (server, &c.client)
+    };
+    let flows: Vec<StreamFlow> = rx
+        .flows
+        .iter()
+        .enumerate()
+        .map(|(i, f)| StreamFlow {
+            mbps: mbps(f.bytes_rx, f.active_s),
+            receiver_bytes: f.bytes_rx,
+            sender_bytes: tx.flows.get(i).map(|t| t.bytes_tx).unwrap_or(0),
+            active_s: f.active_s,
+        })
+        .collect();
+    let receiver_bytes: u64 = flows.iter().map(|f| f.receiver_bytes).sum();
+    let sender_bytes: u64 = tx.flows.iter().map(|f| f.bytes_tx).sum();
+    // Flows start together at the gate; the longest receiver interval spans them all.
+    let elapsed = flows.iter().map(|f| f.active_s).fold(0.0, f64::max);
+    if receiver_bytes != sender_bytes && c.server.is_some() {
+        warnings.push(format!(
+            "receiver counted {receiver_bytes} bytes but sender sent {sender_bytes}: a connection ended early"
+        ));
+    }
+    let o = StreamOutcome {
+        direction: direction(reverse),
+        mbps: mbps(receiver_bytes, elapsed),
+        receiver_bytes,
+        sender_bytes,
+        elapsed_s: elapsed,
+        flows,
+    };
+    (Outcome::Stream(o), receiver_bytes as f64 / 1024.0, "KB")
+}
+
+/// bulk: the byte count over the sender's time to the receiver's acknowledgement.
+fn bulk_outcome(
+    c: &Collected,
+    server: &SideReport,
+    bytes: u64,
+    reverse: bool,
+    warnings: &mut Vec<String>,
+) -> Measured {
+    // The sender's clock runs from its first write to the receiver's acknowledgement.
+    let (sender, receiver_bytes) = if reverse {
+        (
+            server,
+            c.client.flows.first().map(|f| f.bytes_rx).unwrap_or(0),
+        )
+    } else {
+        (
+            &c.client,
+            c.client.flows.first().map(|f| f.bytes_rx).unwrap_or(0),
+        )
+    };
+    let elapsed = sender.flows.first().map(|f| f.active_s).unwrap_or(0.0);
+    if receiver_bytes != bytes {
+        warnings.push(format!(
+            "receiver counted {receiver_bytes} of {bytes} bytes"
+        ));
+    }
+    let o = BulkOutcome {
+        direction: direction(reverse),
+        bytes,
+        receiver_bytes,
+        elapsed_s: elapsed,
+        mib_per_s: if elapsed > 0.0 {
+            receiver_bytes as f64 / elapsed / (1 << 20) as f64
+        } else {
+            0.0
+        },
+        mbps: mbps(receiver_bytes, elapsed),
+    };
+    (Outcome::Bulk(o), receiver_bytes as f64 / 1024.0, "KB")
+}
+
+/// http: every download's size, status, time to first byte and duration.
+fn http_outcome(c: &Collected, bytes: u64, warnings: &mut Vec<String>) -> Measured {
+    let downloads: Vec<Download> = c
+        .downloads
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let d = f.total.as_secs_f64();
+            Download {
+                index: i as u32 + 1,
+                bytes: f.bytes,
+                status: f.status,
+                ttfb_s: f.ttfb.as_secs_f64(),
+                duration_s: d,
+                mb_per_s: if d > 0.0 {
+                    f.bytes as f64 / d / 1e6
+                } else {
+                    0.0
+                },
+            }
+        })
+        .collect();
+    for d in &downloads {
+        if d.status != 200 {
+            warnings.push(format!("download {} answered HTTP {}", d.index, d.status));
+        }
+        if c.server.is_some() && d.bytes != bytes {
+            warnings.push(format!(
+                "download {} received {} of {bytes} bytes",
+                d.index, d.bytes
+            ));
+        }
+    }
+    let total_bytes: u64 = downloads.iter().map(|d| d.bytes).sum();
+    let total_s: f64 = downloads.iter().map(|d| d.duration_s).sum();
+    let o = HttpOutcome {
+        url: c.url.clone(),
+        mean_duration_s: if downloads.is_empty() {
+            0.0
+        } else {
+            total_s / downloads.len() as f64
+        },
+        mb_per_s: if total_s > 0.0 {
+            total_bytes as f64 / total_s / 1e6
+        } else {
+            0.0
+        },
+        downloads,
+    };
+    (Outcome::Http(o), total_bytes as f64 / 1024.0, "KB")
+}
+
+/// Each side's CPU: system-wide split, its own threads, service demand per unit, and the
+/// other work on its machine (warned about above [`OTHER_LOAD_WARN_PCT`]).
+fn cpu_accounting(
+    c: &Collected,
+    units: f64,
+    unit: &str,
+    warnings: &mut Vec<String>,
+) -> CpuAccounting {
     let same_host = c
         .server_env
         .as_ref()
@@ -277,35 +342,10 @@ pub fn assemble(c: Collected) -> TestResult {
             ));
         }
     }
-    let cpu = CpuAccounting {
+    CpuAccounting {
         unit: unit.to_string(),
         same_host,
         client,
         server: server_cpu,
-    };
-    TestResult {
-        schema: RESULT_SCHEMA.to_string(),
-        workload: c.plan.workload.clone(),
-        duration_s: if c.plan.workload.is_timed() {
-            c.plan.duration.as_secs_f64()
-        } else {
-            0.0
-        },
-        client_cpu: c.plan.client_cpu,
-        server_cpu: c.plan.server_cpu,
-        target: c.target,
-        sock: c.plan.sock,
-        capture: c.plan.capture.as_ref().map(|p| p.display().to_string()),
-        kvm: None,
-        placement: None,
-        guest: None,
-        outcome,
-        cpu,
-        env: Envs {
-            client: c.client_env,
-            server: c.server_env,
-        },
-        warnings,
-        allow_concurrent: false,
     }
 }

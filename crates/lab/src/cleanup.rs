@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use crate::knob;
-use crate::netns;
+use crate::place::netns;
 use crate::state::{self, Liveness, Owned, Resource};
 
 /// What a cleanup did.

@@ -7,77 +7,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use virtperf_load::http::Fetched;
-use virtperf_load::sock::{cpu_allowed, prepare_data_socket};
-use virtperf_load::{bulk, crr, http, rr, stream, Counts};
+use virtperf_load::{http, Counts};
 use virtperf_measure::{fingerprint, ProcStat};
 use virtperf_wire::{
     read_message, write_message, Env, Message, SideReport, SockOpts, TestResult, WireError,
-    Workload, MAX_DURATION_MS, PROTOCOL_VERSION,
+    Workload, PROTOCOL_VERSION,
 };
 
-use crate::agent::kind;
 use crate::assemble::{assemble, Collected};
-use crate::side::{join_all, spawn_conn_worker, spawn_private_worker, spawn_worker, Ctl};
+use crate::plan::{Plan, ProgressFn, Target};
+use crate::roles;
+use crate::side::{join_all, spawn_worker, Ctl};
 use crate::{DATA_TIMEOUT, SETUP_TIMEOUT};
-
-/// Where the agent is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    /// Host name or address.
-    pub host: String,
-    /// Control port.
-    pub port: u16,
-    /// Token the agent requires, if any.
-    pub token: Option<String>,
-}
-
-/// What to run and how.
-#[derive(Debug, Clone)]
-pub struct Plan {
-    /// The workload.
-    pub workload: Workload,
-    /// Measured duration for timed workloads (ignored by bulk and http).
-    pub duration: Duration,
-    /// Pin the client's data threads here.
-    pub client_cpu: Option<u32>,
-    /// Pin the agent's data threads here.
-    pub server_cpu: Option<u32>,
-    /// Number of downloads (http only).
-    pub count: u32,
-    /// Socket options for the data connections, both ends.
-    pub sock: SockOpts,
-    /// Record the test's traffic to this pcap file (tcpdump).
-    pub capture: Option<std::path::PathBuf>,
-    /// Sample the host's KVM exit counters around the test.
-    pub kvm_stats: bool,
-}
-
-impl Plan {
-    /// Checks parameters that can be checked before contacting anyone.
-    pub fn validate(&self) -> Result<()> {
-        self.workload.validate().map_err(|e| anyhow!(e))?;
-        if self.workload.is_timed() {
-            if self.duration.is_zero() {
-                bail!("--duration must be greater than 0 (e.g. 10s, 500ms)");
-            }
-            if self.duration.as_millis() > u128::from(MAX_DURATION_MS) {
-                bail!("--duration must be at most 24h");
-            }
-        }
-        if let Some(cpu) = self.client_cpu {
-            if !cpu_allowed(cpu) {
-                bail!("client CPU {cpu} does not exist or is not allowed here (see `nproc`)");
-            }
-        }
-        if matches!(self.workload, Workload::Http { .. }) && !(1..=10_000).contains(&self.count) {
-            bail!("--count must be between 1 and 10000");
-        }
-        Ok(())
-    }
-}
-
-/// Progress of a running test: fraction done (0..=1) when known, else `None`.
-pub type ProgressFn<'a> = &'a dyn Fn(Option<f64>);
 
 /// An open control connection to an agent.
 struct Control {
@@ -170,6 +111,36 @@ impl Control {
             )),
         }
     }
+    /// Asks the agent to set `plan` up; waits (saying so once) while the agent's machine is
+    /// busy with another measurement. Returns the data port.
+    fn prepare(&mut self, plan: &Plan) -> Result<u16> {
+        self.send(&Message::Prepare {
+            workload: plan.workload.clone(),
+            duration_ms: if plan.workload.is_timed() {
+                plan.duration.as_millis() as u64
+            } else {
+                0
+            },
+            server_cpu: plan.server_cpu,
+            sock: plan.sock,
+        })?;
+        let mut said_waiting = false;
+        loop {
+            match self.recv(SETUP_TIMEOUT, "ready")? {
+                Message::Ready { data_port } => return Ok(data_port),
+                // The agent's machine is busy with another measurement: it waits, and so do we.
+                Message::Waiting { holder } => {
+                    if !said_waiting {
+                        eprintln!(
+                            "virtperf: waiting for another measurement on the agent's machine to finish: {holder}"
+                        );
+                        said_waiting = true;
+                    }
+                }
+                other => bail!("unexpected answer to prepare: {}", kind(&other)),
+            }
+        }
+    }
 }
 
 /// Fetches the agent's environment fingerprint only.
@@ -220,32 +191,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     let mut ctl = Control::connect(t)?;
     let server_env = ctl.fingerprint()?;
     let client_env = fingerprint();
-    ctl.send(&Message::Prepare {
-        workload: plan.workload.clone(),
-        duration_ms: if plan.workload.is_timed() {
-            plan.duration.as_millis() as u64
-        } else {
-            0
-        },
-        server_cpu: plan.server_cpu,
-        sock: plan.sock,
-    })?;
-    let mut said_waiting = false;
-    let data_port = loop {
-        match ctl.recv(SETUP_TIMEOUT, "ready")? {
-            Message::Ready { data_port } => break data_port,
-            // The agent's machine is busy with another measurement: it waits, and so do we.
-            Message::Waiting { holder } => {
-                if !said_waiting {
-                    eprintln!(
-                        "virtperf: waiting for another measurement on the agent's machine to finish: {holder}"
-                    );
-                    said_waiting = true;
-                }
-            }
-            other => bail!("unexpected answer to prepare: {}", kind(&other)),
-        }
-    };
+    let data_port = ctl.prepare(plan)?;
     let data = SocketAddr::new(ctl.addr.ip(), data_port);
     // Capture from before the first data connection, so handshakes are in the file.
     let capture = match &plan.capture {
@@ -254,7 +200,16 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     };
     let side = Ctl::new(plan.client_cpu);
     let downloads: Arc<Mutex<Vec<Fetched>>> = Arc::default();
-    let handles = spawn_client(plan, data, &side, &downloads)?;
+    let handles = roles::client(
+        &plan.workload,
+        &roles::ClientHalf {
+            data,
+            sock: plan.sock,
+            count: plan.count,
+            side: &side,
+            downloads: &downloads,
+        },
+    )?;
 
     ctl.send(&Message::Start)?;
     match ctl.recv(SETUP_TIMEOUT, "started")? {
@@ -329,29 +284,35 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
         downloads,
         url: format!("http://{data}/"),
     });
-    if let Some(mut k) = kvm {
-        match (&k.reason, k.deltas.get("exits")) {
-            (Some(why), _) => result.warnings.push(format!(
-                "KVM exit counters are not visible from here ({why}); exits per transaction are not reported"
-            )),
-            (None, Some(&exits)) => {
-                let units = match &result.outcome {
-                    virtperf_wire::Outcome::Rr(o) | virtperf_wire::Outcome::Crr(o) => o.transactions as f64,
-                    virtperf_wire::Outcome::Stream(o) => o.receiver_bytes as f64 / 1024.0,
-                    virtperf_wire::Outcome::Bulk(o) => o.receiver_bytes as f64 / 1024.0,
-                    virtperf_wire::Outcome::Http(o) => {
-                        o.downloads.iter().map(|d| d.bytes).sum::<u64>() as f64 / 1024.0
-                    }
-                };
-                k.exits_per_unit = (units > 0.0).then(|| exits as f64 / units);
-            }
-            (None, None) => result
-                .warnings
-                .push("KVM counters were read but have no `exits` total".to_string()),
-        }
-        result.kvm = Some(k);
+    if let Some(k) = kvm {
+        add_kvm(&mut result, k);
     }
     Ok(result)
+}
+
+/// Adds the KVM exit counters to `result`, with exits per unit of the workload (a
+/// transaction, or a KiB moved), or a warning saying why there are none.
+fn add_kvm(result: &mut TestResult, mut k: virtperf_wire::KvmCounters) {
+    match (&k.reason, k.deltas.get("exits")) {
+        (Some(why), _) => result.warnings.push(format!(
+            "KVM exit counters are not visible from here ({why}); exits per transaction are not reported"
+        )),
+        (None, Some(&exits)) => {
+            let units = match &result.outcome {
+                virtperf_wire::Outcome::Rr(o) | virtperf_wire::Outcome::Crr(o) => o.transactions as f64,
+                virtperf_wire::Outcome::Stream(o) => o.receiver_bytes as f64 / 1024.0,
+                virtperf_wire::Outcome::Bulk(o) => o.receiver_bytes as f64 / 1024.0,
+                virtperf_wire::Outcome::Http(o) => {
+                    o.downloads.iter().map(|d| d.bytes).sum::<u64>() as f64 / 1024.0
+                }
+            };
+            k.exits_per_unit = (units > 0.0).then(|| exits as f64 / units);
+        }
+        (None, None) => result
+            .warnings
+            .push("KVM counters were read but have no `exits` total".to_string()),
+    }
+    result.kvm = Some(k);
 }
 
 /// Differences of two counter samples; a failed sample makes the whole thing unavailable
@@ -380,90 +341,8 @@ fn kvm_counters(
     }
 }
 
-fn connect_data(addr: SocketAddr, nodelay: bool, sock: &SockOpts) -> Result<TcpStream> {
-    let s = TcpStream::connect_timeout(&addr, SETUP_TIMEOUT)
-        .with_context(|| format!("opening a data connection to {addr}"))?;
-    prepare_data_socket(&s, DATA_TIMEOUT, nodelay, sock)?;
-    Ok(s)
-}
-
-type Handles = Vec<std::thread::JoinHandle<Result<crate::side::WorkerOut>>>;
-
-fn spawn_client(
-    plan: &Plan,
-    data: SocketAddr,
-    side: &Ctl,
-    downloads: &Arc<Mutex<Vec<Fetched>>>,
-) -> Result<Handles> {
-    let mut handles = Vec::new();
-    let (sock, count) = (plan.sock, plan.count);
-    match plan.workload {
-        Workload::Rr { request, response } => {
-            let s = connect_data(data, true, &sock)?;
-            handles.push(spawn_conn_worker("rr-client", side, s, move |c, h, s| {
-                rr::client(s, request as usize, response as usize, &c.stop, h)
-            })?);
-        }
-        Workload::Crr { request, response } => {
-            handles.push(spawn_private_worker("crr-client", side, move |c, h| {
-                crr::client(
-                    data,
-                    request as usize,
-                    response as usize,
-                    DATA_TIMEOUT,
-                    &sock,
-                    &c.stop,
-                    h,
-                )
-            })?);
-        }
-        Workload::Stream {
-            send_size,
-            flows,
-            reverse,
-            recv_size,
-            recv_wait,
-        } => {
-            for i in 0..flows {
-                let s = connect_data(data, false, &sock)?;
-                let name = format!("stream-client-{i}");
-                handles.push(if reverse {
-                    spawn_conn_worker(&name, side, s, move |c, _, s| {
-                        stream::receive(s, recv_size, recv_wait, &c.stop)
-                    })?
-                } else {
-                    spawn_conn_worker(&name, side, s, move |c, _, s| {
-                        stream::send(s, send_size as usize, &c.stop)
-                    })?
-                });
-            }
-        }
-        Workload::Bulk {
-            bytes,
-            send_size,
-            reverse,
-        } => {
-            let s = connect_data(data, false, &sock)?;
-            handles.push(if reverse {
-                spawn_conn_worker("bulk-client", side, s, move |_, _, s| bulk::receive(s))?
-            } else {
-                spawn_conn_worker("bulk-client", side, s, move |_, _, s| {
-                    bulk::send(s, bytes, send_size as usize)
-                })?
-            });
-        }
-        Workload::Http { .. } => {
-            let url = format!("http://{data}/");
-            let out = downloads.clone();
-            handles.push(spawn_private_worker("http-client", side, move |c, _| {
-                download_series(&url, count, &c.stop, &out)
-            })?);
-        }
-    }
-    Ok(handles)
-}
-
-fn download_series(
+/// Downloads `url` `count` times, one connection each, recording every download in `out`.
+pub(crate) fn download_series(
     url: &str,
     count: u32,
     stop: &std::sync::atomic::AtomicBool,
@@ -551,4 +430,24 @@ pub fn run_url(url: &str, count: u32, progress: ProgressFn) -> Result<TestResult
         downloads,
         url: url.to_string(),
     }))
+}
+
+/// The name of a message's type, for errors (never its contents: they are the peer's).
+pub(crate) fn kind(m: &Message) -> &'static str {
+    match m {
+        Message::Hello { .. } => "hello",
+        Message::Welcome { .. } => "welcome",
+        Message::Fingerprint => "fingerprint",
+        Message::Env { .. } => "env",
+        Message::Prepare { .. } => "prepare",
+        Message::Ready { .. } => "ready",
+        Message::Waiting { .. } => "waiting",
+        Message::Start => "start",
+        Message::Started => "started",
+        Message::Stop => "stop",
+        Message::Report { .. } => "report",
+        Message::Drive { .. } => "drive",
+        Message::Outcome { .. } => "outcome",
+        Message::Error { .. } => "error",
+    }
 }

@@ -1,6 +1,11 @@
-//! Orchestration: the agent (server half of every workload behind the control protocol),
-//! the client side that drives a test against an agent, the local agent that workloads start
-//! when no `--host` is given, and the assembly of both sides' measurements into one result.
+//! Orchestration, in three parts:
+//! - the test protocol: [`plan`] (what to run, against which agent), [`client`] and
+//!   [`agent`] (the two halves behind the control protocol), [`roles`] (per workload, what
+//!   each half runs), [`assemble`] (both sides' measurements into one result);
+//! - where the two ends run: [`place`] (one `Placement`, one `Site` per placement: local,
+//!   netns, ssh, remote, guest);
+//! - experiments: [`spec`] and [`parse`], the [`runner`], [`knob`]s, the machine [`lock`],
+//!   the [`state`] directory and [`cleanup`].
 //!
 //! Dependencies point down: `lab` uses `load` (engines), `measure` (samplers) and `wire`
 //! (protocol and types); nothing below knows about `lab`.
@@ -10,13 +15,12 @@ pub mod assemble;
 pub mod capture;
 pub mod cleanup;
 pub mod client;
-pub mod guest;
 pub mod knob;
-pub mod local;
 pub mod lock;
-pub mod netns;
 pub mod parse;
-pub mod remote;
+pub mod place;
+pub mod plan;
+mod roles;
 pub mod runner;
 mod side;
 pub mod spec;
@@ -31,3 +35,10 @@ pub const DATA_TIMEOUT: Duration = Duration::from_secs(10);
 /// Extra time beyond a test's planned duration before the agent gives up on a client that
 /// never sends `Stop`.
 pub const STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// Whether this process runs as root (namespace and guest placements, and the machine-wide
+/// lock under /run, need it).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}

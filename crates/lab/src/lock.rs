@@ -63,9 +63,7 @@ pub enum Mode {
 /// The lock file every measuring command shares.
 pub fn path() -> PathBuf {
     let shared = PathBuf::from("/run/virtperf");
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if root || shared.join("lock").exists() {
+    if crate::is_root() || shared.join("lock").exists() {
         shared.join("lock")
     } else {
         state::dir().join("lock")

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use virtperf_wire::{MAX_MESSAGE_SIZE, MAX_TRANSFER};
+use virtperf_wire::{MAX_IO_SIZE, MAX_TRANSFER};
 
 /// The longest duration any flag or spec key takes (the agent's limit for one test).
 pub const MAX_DURATION: Duration = Duration::from_millis(virtperf_wire::MAX_DURATION_MS);
@@ -114,9 +114,9 @@ pub fn bytes(s: &str) -> Result<u64, String> {
 /// Parses a per-message size (at most 64 MiB).
 pub fn size32(s: &str) -> Result<u32, String> {
     let v = bytes(s)?;
-    if v > u64::from(MAX_MESSAGE_SIZE) {
+    if v > u64::from(MAX_IO_SIZE) {
         return Err(format!(
-            "invalid size {s:?}: at most {MAX_MESSAGE_SIZE} bytes (64 MiB) per message"
+            "invalid size {s:?}: at most {MAX_IO_SIZE} bytes (64 MiB) per message"
         ));
     }
     Ok(v as u32)

@@ -10,13 +10,10 @@ use anyhow::{anyhow, bail, Context, Result};
 use virtperf_store::{KnobRecord, NewRun, NewTrial, RunStatus, Saved, Store, TrialStatus};
 use virtperf_wire::TestResult;
 
-use crate::client::{self, Plan, Target};
-use crate::guest::GuestLab;
 use crate::knob::KnobGuard;
-use crate::local::LocalAgent;
-use crate::netns::Topology;
-use crate::remote::RemoteAgent;
-use crate::spec::{Config, Point, Repeat, Spec, SpecPlacement};
+use crate::place::{self, Placement, Site};
+use crate::plan::Plan;
+use crate::spec::{Config, Point, Repeat, Spec};
 
 /// What the runner tells its caller as it goes (progress bars, logs).
 pub trait Observer {
@@ -105,8 +102,6 @@ pub fn run(
     interrupted: &AtomicBool,
     obs: &mut dyn Observer,
 ) -> Result<RunOutcome> {
-    // Probe every knob of every config before any trial: a config whose knob cannot be set
-    // is skipped as a whole, with its reason, and the others still run.
     // A dead run's leftover knobs would be read as "originals" below and so made
     // permanent: refuse until `virtperf cleanup` has put them back.
     let state_dir = crate::state::dir();
@@ -120,99 +115,13 @@ pub fn run(
         guard: KnobGuard::journaled(crate::knob::Journal::for_this_process(&state_dir)),
         current: None,
     };
-    let mut runnable: Vec<&Config> = Vec::new();
-    let mut skipped = Vec::new();
-    let mut records = Vec::new();
-    for cfg in &spec.configs {
-        let mut reason = None;
-        let mut originals = Vec::new();
-        for (knob, value) in &cfg.knobs {
-            match knob.probe() {
-                Ok(orig) => originals.push((knob, orig, value)),
-                Err(e) => {
-                    reason = Some(e);
-                    break;
-                }
-            }
-        }
-        // SAFETY: geteuid has no preconditions.
-        let needs_root = matches!(
-            cfg.placement,
-            Some(SpecPlacement::Netns(_) | SpecPlacement::Guest(..))
-        );
-        if needs_root && unsafe { libc::geteuid() } != 0 && reason.is_none() {
-            reason = Some("namespace and guest placements need root".to_string());
-        }
-        if let Some(cpu) = cfg.cpus.and_then(|c| c.0) {
-            if !virtperf_load::sock::cpu_allowed(cpu) && reason.is_none() {
-                reason = Some(format!("CPU {cpu} does not exist here"));
-            }
-        }
-        match reason {
-            Some(r) => {
-                obs.config_skipped(&cfg.name, &r);
-                skipped.push((cfg.name.clone(), r));
-            }
-            None => {
-                for (knob, orig, value) in originals {
-                    active.guard.remember(knob, orig.clone());
-                    records.push(KnobRecord {
-                        config: cfg.name.clone(),
-                        name: knob.name.clone(),
-                        original: Some(orig),
-                        applied: value.clone(),
-                    });
-                }
-                runnable.push(cfg);
-            }
-        }
-    }
-    if runnable.is_empty() {
-        bail!(
-            "no config of {:?} can run here: {}",
-            spec.name,
-            skipped
-                .iter()
-                .map(|(c, r)| format!("{c}: {r}"))
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
-    }
-    let repeat = opts.repeat.clone().unwrap_or_else(|| spec.repeat.clone());
-    let (min_reps, max_reps) = match repeat {
-        Repeat::Fixed(n) => (n, n),
-        Repeat::UntilCi { min, max, .. } => (min, max),
-    };
-    let planned = spec.points.len() * runnable.len() * min_reps as usize;
-    let most = crate::spec::planned_trials(spec.points.len(), runnable.len(), &repeat);
-    if most > crate::spec::MAX_TRIALS {
-        bail!(
-            "{:?} would plan up to {most} trials, more than {}: use fewer repetitions or split the spec",
-            spec.name,
-            crate::spec::MAX_TRIALS
-        );
-    }
-    // Every trial's plan is checked before the first one runs, so a spec that cannot run
-    // here fails now, in one line, instead of storing a run of failed trials.
-    for point in &spec.points {
-        for cfg in &runnable {
-            plan_for(point, cfg)
-                .validate()
-                .with_context(|| format!("point {:?} in config {}", point.label, cfg.name))?;
-        }
-    }
+    let probed = probe(spec, &mut active.guard, obs)?;
+    let schedule = Schedule::new(spec, probed.runnable, opts)?;
 
-    let agent = LocalAgent::start()?;
-    let target = Target {
-        host: agent.addr.ip().to_string(),
-        port: agent.addr.port(),
-        token: Some(agent.token.clone()),
+    let mut sites = Sites {
+        local: place::open(&Placement::Local)?,
+        placed: Vec::new(),
     };
-    // Namespace topologies and their agents, made when a config first needs one and kept
-    // until the run ends (dropped, and so removed, on every exit path).
-    let mut placed: Vec<(String, Topology, LocalAgent)> = Vec::new();
-    let mut guests: Vec<(String, Result<GuestLab, String>)> = Vec::new();
-    let mut remotes: Vec<(String, Result<RemoteAgent, String>)> = Vec::new();
     let env = virtperf_measure::fingerprint();
     let run_id = store.begin_run(&NewRun {
         name: spec.name.clone(),
@@ -222,126 +131,29 @@ pub fn run(
         host: env.hostname.clone(),
         env,
         pid: std::process::id(),
-        planned_trials: planned as u32,
+        planned_trials: schedule.planned as u32,
     })?;
-    store.set_knobs(run_id, &records)?;
+    store.set_knobs(run_id, &probed.records)?;
     obs.run_started(run_id);
 
-    // Per (point, config): the primary metric of every successful trial, for until-ci.
-    let mut values: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); runnable.len()]; spec.points.len()];
-    let (mut ok, mut failed, mut seq) = (0usize, 0usize, 0u32);
-    let mut fatal: Option<anyhow::Error> = None;
-    // Trials the database refused that went to the side file: the run is then incomplete.
-    let mut unsaved = 0usize;
-    'rounds: for rep in 1..=max_reps {
-        for (pi, point) in spec.points.iter().enumerate() {
-            for (ci, cfg) in runnable.iter().enumerate() {
-                if rep > min_reps {
-                    let Repeat::UntilCi { level, width, .. } = repeat else {
-                        continue;
-                    };
-                    if virtperf_report::stats::ci_within(
-                        &virtperf_report::stats::summarize(&values[pi][ci], level),
-                        width,
-                    ) {
-                        continue;
-                    }
-                }
-                if interrupted.load(Ordering::SeqCst) {
-                    break 'rounds;
-                }
-                if let Err(e) = active.switch_to(Some(cfg)) {
-                    fatal = Some(e);
-                    break 'rounds;
-                }
-                seq += 1;
-                obs.trial_started(
-                    seq as usize,
-                    planned.max(seq as usize),
-                    &point.label,
-                    &cfg.name,
-                    rep,
-                );
-                let started_at = virtperf_store::now_rfc3339();
-                let t0 = Instant::now();
-                let plan = plan_for(point, cfg);
-                let res = match &cfg.placement {
-                    None => client::run(&target, &plan, &|_| {}),
-                    Some(SpecPlacement::Netns(kind)) => {
-                        run_placed(&mut placed, &cfg.name, *kind, plan)
-                    }
-                    Some(SpecPlacement::Guest(direction, opts)) => {
-                        run_guest(&mut guests, &cfg.name, *direction, opts, &plan)
-                    }
-                    Some(SpecPlacement::Ssh(t)) => run_ssh(&mut remotes, &cfg.name, t, &plan),
-                    Some(SpecPlacement::Remote(t)) => {
-                        client::run(t, &plan, &|_| {}).map(|mut r| {
-                            r.placement = Some(format!("remote:{}", t.host));
-                            r
-                        })
-                    }
-                };
-                if interrupted.load(Ordering::SeqCst) && res.is_err() {
-                    // Ctrl-C reached the trial (or its agent): not a failure of the trial.
-                    break 'rounds;
-                }
-                let res = res.map(|mut r| {
-                    r.allow_concurrent |= opts.allow_concurrent;
-                    r
-                });
-                let metric = res.as_ref().ok().map(|r| r.primary_metric());
-                let trial = NewTrial {
-                    seq,
-                    config: cfg.name.clone(),
-                    workload: point.workload.name().to_string(),
-                    point: point.params.clone(),
-                    point_label: point.label.clone(),
-                    repetition: rep,
-                    status: if res.is_ok() {
-                        TrialStatus::Ok
-                    } else {
-                        TrialStatus::Failed
-                    },
-                    error: res.as_ref().err().map(|e| format!("{e:#}")),
-                    metric: metric.as_ref().map(|m| m.value),
-                    metric_name: metric
-                        .as_ref()
-                        .map(|m| m.name.to_string())
-                        .unwrap_or_default(),
-                    result: res.as_ref().ok().cloned(),
-                    started_at,
-                    duration_s: t0.elapsed().as_secs_f64(),
-                };
-                if let Saved::Kept { side_file, error } = store.add_trial_or_keep(run_id, &trial)? {
-                    unsaved += 1;
-                    eprintln!(
-                        "virtperf: warning: trial {seq} was not stored ({error}); it is kept in {}, and the next `virtperf run` with this database imports it",
-                        side_file.display()
-                    );
-                }
-                match res {
-                    Ok(r) => {
-                        ok += 1;
-                        let m = r.primary_metric().value;
-                        values[pi][ci].push(m);
-                        obs.trial_done(&Ok(m));
-                    }
-                    Err(e) => {
-                        failed += 1;
-                        obs.trial_done(&Err(format!("{e:#}")));
-                    }
-                }
-            }
-        }
-    }
+    let mut rec = Recorder {
+        store,
+        run_id,
+        allow_concurrent: opts.allow_concurrent,
+        tally: Tally::default(),
+    };
+    schedule.run(&mut active, &mut sites, &mut rec, interrupted, obs)?;
+    let Tally {
+        ok,
+        failed,
+        unsaved,
+        fatal,
+    } = rec.tally;
     // Undo the last config (teardown hook), then every knob; both also happen if a hook
     // failed above. The guard would restore on drop too; doing it here lets us report.
     let teardown = active.switch_to(None);
     let restore_errors = active.guard.restore_all();
-    drop(agent);
-    drop(placed);
-    drop(guests);
-    drop(remotes);
+    drop(sites);
     let status = if fatal.is_some() && ok == 0 {
         RunStatus::Failed
     } else if interrupted.load(Ordering::SeqCst)
@@ -354,7 +166,7 @@ pub fn run(
     } else {
         RunStatus::Complete
     };
-    if let Saved::Kept { side_file, error } = store.finish_run_or_keep(run_id, status)? {
+    if let Saved::Kept { side_file, error } = rec.store.finish_run_or_keep(run_id, status)? {
         eprintln!(
             "virtperf: warning: the end of run {run_id} ({status}) was not stored ({error}); it is kept in {}, and the next `virtperf run` with this database imports it",
             side_file.display()
@@ -369,85 +181,322 @@ pub fn run(
         status,
         ok,
         failed,
-        skipped,
+        skipped: probed.skipped,
         restore_errors,
     })
 }
 
-/// Runs one trial with both ends in namespaces: the config's topology (made on first use),
-/// its agent in the server namespace, and the client half on a thread inside the client
-/// namespace.
-fn run_placed(
-    placed: &mut Vec<(String, Topology, LocalAgent)>,
-    config: &str,
-    kind: crate::netns::Kind,
-    plan: Plan,
-) -> Result<TestResult> {
-    if !placed.iter().any(|(c, _, _)| c == config) {
-        let topo = Topology::create(kind)?;
-        let agent = LocalAgent::start_at(Some(&topo.server_ns), topo.server_ip)?;
-        placed.push((config.to_string(), topo, agent));
-    }
-    let (_, topo, agent) = placed
-        .iter()
-        .find(|(c, _, _)| c == config)
-        .ok_or_else(|| anyhow!("placement for {config} vanished"))?;
-    let target = Target {
-        host: agent.addr.ip().to_string(),
-        port: agent.addr.port(),
-        token: Some(agent.token.clone()),
+/// What probing found: the configs that can run here (their knobs' originals remembered by
+/// the guard) and those that cannot, with the reason.
+struct Probed<'a> {
+    runnable: Vec<&'a Config>,
+    skipped: Vec<(String, String)>,
+    records: Vec<KnobRecord>,
+}
+
+/// Probes every knob of every config before any trial: a config whose knob cannot be set
+/// (or whose placement or CPUs this machine lacks) is skipped as a whole, with its reason,
+/// and the others still run.
+fn probe<'a>(spec: &'a Spec, guard: &mut KnobGuard, obs: &mut dyn Observer) -> Result<Probed<'a>> {
+    let mut p = Probed {
+        runnable: Vec::new(),
+        skipped: Vec::new(),
+        records: Vec::new(),
     };
-    let mut r = topo.run_in_client(move || client::run(&target, &plan, &|_| {}))?;
-    r.placement = Some(Topology::name(kind).to_string());
-    Ok(r)
-}
-
-/// Runs one trial across a guest placement: the config's guests are booted on first use
-/// and kept for its later trials (a boot under TCG takes seconds). A config whose guests
-/// failed to boot fails each of its trials with that reason rather than rebooting.
-fn run_guest(
-    guests: &mut Vec<(String, Result<GuestLab, String>)>,
-    config: &str,
-    direction: crate::guest::Direction,
-    opts: &crate::guest::GuestOpts,
-    plan: &Plan,
-) -> Result<TestResult> {
-    if !guests.iter().any(|(c, _)| c == config) {
-        let lab = GuestLab::boot(direction, opts).map_err(|e| format!("{e:#}"));
-        guests.push((config.to_string(), lab));
-    }
-    match guests.iter().find(|(c, _)| c == config) {
-        Some((_, Ok(lab))) => lab.run(plan),
-        Some((_, Err(e))) => Err(anyhow!("{e}")),
-        None => Err(anyhow!("guests for {config} vanished")),
-    }
-}
-
-/// Runs one trial against the config's agent started over SSH (on first use; stopped and
-/// removed when the run ends).
-fn run_ssh(
-    remotes: &mut Vec<(String, Result<RemoteAgent, String>)>,
-    config: &str,
-    target: &crate::remote::SshTarget,
-    plan: &Plan,
-) -> Result<TestResult> {
-    if !remotes.iter().any(|(c, _)| c == config) {
-        let agent = RemoteAgent::start(target).map_err(|e| format!("{e:#}"));
-        remotes.push((config.to_string(), agent));
-    }
-    match remotes.iter().find(|(c, _)| c == config) {
-        Some((_, Ok(agent))) => {
-            let t = Target {
-                host: agent.addr.ip().to_string(),
-                port: agent.addr.port(),
-                token: Some(agent.token.clone()),
-            };
-            let mut r = client::run(&t, plan, &|_| {})?;
-            r.placement = Some(format!("ssh:{}", target.dest));
-            Ok(r)
+    for cfg in &spec.configs {
+        let mut reason = None;
+        let mut originals = Vec::new();
+        for (knob, value) in &cfg.knobs {
+            match knob.probe() {
+                Ok(orig) => originals.push((knob, orig, value)),
+                Err(e) => {
+                    reason = Some(e);
+                    break;
+                }
+            }
         }
-        Some((_, Err(e))) => Err(anyhow!("{e}")),
-        None => Err(anyhow!("agent for {config} vanished")),
+        let needs_root = cfg.placement.as_ref().is_some_and(Placement::needs_root);
+        if needs_root && !crate::is_root() && reason.is_none() {
+            reason = Some("namespace and guest placements need root".to_string());
+        }
+        if let Some(cpu) = cfg.cpus.and_then(|c| c.0) {
+            if !virtperf_load::sock::cpu_allowed(cpu) && reason.is_none() {
+                reason = Some(format!("CPU {cpu} does not exist here"));
+            }
+        }
+        match reason {
+            Some(r) => {
+                obs.config_skipped(&cfg.name, &r);
+                p.skipped.push((cfg.name.clone(), r));
+            }
+            None => {
+                for (knob, orig, value) in originals {
+                    guard.remember(knob, orig.clone());
+                    p.records.push(KnobRecord {
+                        config: cfg.name.clone(),
+                        name: knob.name.clone(),
+                        original: Some(orig),
+                        applied: value.clone(),
+                    });
+                }
+                p.runnable.push(cfg);
+            }
+        }
+    }
+    if p.runnable.is_empty() {
+        bail!(
+            "no config of {:?} can run here: {}",
+            spec.name,
+            p.skipped
+                .iter()
+                .map(|(c, r)| format!("{c}: {r}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    Ok(p)
+}
+
+/// The order of trials: rounds of every point × config (interleaved A B A B …), `min`
+/// rounds for every cell, then (until-ci) more only for cells whose CI is still too wide.
+struct Schedule<'a> {
+    spec: &'a Spec,
+    runnable: Vec<&'a Config>,
+    repeat: Repeat,
+    min_reps: u32,
+    max_reps: u32,
+    /// Trials the fixed part of the schedule runs.
+    planned: usize,
+}
+
+impl<'a> Schedule<'a> {
+    /// Bounds the schedule and checks every trial's plan before the first one runs, so a
+    /// spec that cannot run here fails now, in one line, instead of storing a run of failed
+    /// trials.
+    fn new(spec: &'a Spec, runnable: Vec<&'a Config>, opts: &RunOptions) -> Result<Self> {
+        let repeat = opts.repeat.clone().unwrap_or_else(|| spec.repeat.clone());
+        let (min_reps, max_reps) = match repeat {
+            Repeat::Fixed(n) => (n, n),
+            Repeat::UntilCi { min, max, .. } => (min, max),
+        };
+        let planned = spec.points.len() * runnable.len() * min_reps as usize;
+        let most = crate::spec::planned_trials(spec.points.len(), runnable.len(), &repeat);
+        if most > crate::spec::MAX_TRIALS {
+            bail!(
+                "{:?} would plan up to {most} trials, more than {}: use fewer repetitions or split the spec",
+                spec.name,
+                crate::spec::MAX_TRIALS
+            );
+        }
+        for point in &spec.points {
+            for cfg in &runnable {
+                plan_for(point, cfg)
+                    .validate()
+                    .with_context(|| format!("point {:?} in config {}", point.label, cfg.name))?;
+            }
+        }
+        Ok(Schedule {
+            spec,
+            runnable,
+            repeat,
+            min_reps,
+            max_reps,
+            planned,
+        })
+    }
+
+    /// Whether the cell (point `pi`, config `ci`) still needs a trial in round `rep`.
+    fn wanted(&self, rep: u32, values: &[f64]) -> bool {
+        if rep <= self.min_reps {
+            return true;
+        }
+        let Repeat::UntilCi { level, width, .. } = self.repeat else {
+            return false;
+        };
+        !virtperf_report::stats::ci_within(&virtperf_report::stats::summarize(values, level), width)
+    }
+
+    /// Runs the trials in order, switching configs as it goes, until done, interrupted, or
+    /// a config cannot be switched to (kept in the tally as fatal).
+    fn run(
+        &self,
+        active: &mut Active<'a>,
+        sites: &mut Sites,
+        rec: &mut Recorder,
+        interrupted: &AtomicBool,
+        obs: &mut dyn Observer,
+    ) -> Result<()> {
+        // Per (point, config): the primary metric of every successful trial, for until-ci.
+        let mut values: Vec<Vec<Vec<f64>>> =
+            vec![vec![Vec::new(); self.runnable.len()]; self.spec.points.len()];
+        let mut seq = 0u32;
+        for rep in 1..=self.max_reps {
+            for (pi, point) in self.spec.points.iter().enumerate() {
+                for (ci, cfg) in self.runnable.iter().enumerate() {
+                    if !self.wanted(rep, &values[pi][ci]) {
+                        continue;
+                    }
+                    if interrupted.load(Ordering::SeqCst) {
+                        return Ok(());
+                    }
+                    if let Err(e) = active.switch_to(Some(cfg)) {
+                        rec.tally.fatal = Some(e);
+                        return Ok(());
+                    }
+                    seq += 1;
+                    obs.trial_started(
+                        seq as usize,
+                        self.planned.max(seq as usize),
+                        &point.label,
+                        &cfg.name,
+                        rep,
+                    );
+                    let trial = Trial {
+                        seq,
+                        point,
+                        cfg,
+                        rep,
+                    };
+                    let started_at = virtperf_store::now_rfc3339();
+                    let t0 = Instant::now();
+                    let res = sites.run(cfg, &plan_for(point, cfg));
+                    if interrupted.load(Ordering::SeqCst) && res.is_err() {
+                        // Ctrl-C reached the trial (or its agent): not a failure of the trial.
+                        return Ok(());
+                    }
+                    if let Some(m) = rec.record(&trial, res, started_at, t0, obs)? {
+                        values[pi][ci].push(m);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The sites configs run on: the private local agent, started before the run, and each
+/// placed config's own, opened at its first trial and kept until the run ends (dropped,
+/// and so removed, on every exit path).
+struct Sites {
+    local: Box<dyn Site>,
+    placed: Vec<(String, Opened)>,
+}
+
+/// A placed config's site, or why it could not be opened.
+type Opened = Result<Box<dyn Site>>;
+
+impl Sites {
+    /// Runs one trial of `cfg` on its site.
+    fn run(&mut self, cfg: &Config, plan: &Plan) -> Result<TestResult> {
+        let Some(placement) = &cfg.placement else {
+            return self.local.run(plan, &|_| {});
+        };
+        if !self.placed.iter().any(|(c, _)| c == &cfg.name) {
+            match place::open(placement) {
+                Ok(site) => self.placed.push((cfg.name.clone(), Ok(site))),
+                // Namespaces are cheap to try again at the config's next trial. Guests (a
+                // boot under TCG takes seconds) and SSH agents are not: a config whose site
+                // failed to open fails each of its trials with that reason instead.
+                Err(e) if matches!(placement, Placement::Netns(..)) => return Err(e),
+                Err(e) => self.placed.push((cfg.name.clone(), Err(e))),
+            }
+        }
+        match self.placed.iter().find(|(c, _)| c == &cfg.name) {
+            Some((_, Ok(site))) => site.run(plan, &|_| {}),
+            Some((_, Err(e))) => Err(anyhow!("{e:#}")),
+            None => Err(anyhow!("placement for {} vanished", cfg.name)),
+        }
+    }
+}
+
+/// Which trial this is.
+struct Trial<'a> {
+    seq: u32,
+    point: &'a Point,
+    cfg: &'a Config,
+    rep: u32,
+}
+
+/// What the trials came to.
+#[derive(Default)]
+struct Tally {
+    ok: usize,
+    failed: usize,
+    /// Trials the database refused that went to the side file: the run is then incomplete.
+    unsaved: usize,
+    /// Why the run stopped before its schedule ended.
+    fatal: Option<anyhow::Error>,
+}
+
+/// Stores each trial as it finishes.
+struct Recorder<'s> {
+    store: &'s mut Store,
+    run_id: i64,
+    allow_concurrent: bool,
+    tally: Tally,
+}
+
+impl Recorder<'_> {
+    /// Stores one trial (in one transaction, or in the side file) and counts it. Returns its
+    /// primary metric when it succeeded.
+    fn record(
+        &mut self,
+        t: &Trial,
+        res: Result<TestResult>,
+        started_at: String,
+        t0: Instant,
+        obs: &mut dyn Observer,
+    ) -> Result<Option<f64>> {
+        let res = res.map(|mut r| {
+            r.allow_concurrent |= self.allow_concurrent;
+            r
+        });
+        let metric = res.as_ref().ok().map(|r| r.primary_metric());
+        let trial = NewTrial {
+            seq: t.seq,
+            config: t.cfg.name.clone(),
+            workload: t.point.workload.name().to_string(),
+            point: t.point.params.clone(),
+            point_label: t.point.label.clone(),
+            repetition: t.rep,
+            status: if res.is_ok() {
+                TrialStatus::Ok
+            } else {
+                TrialStatus::Failed
+            },
+            error: res.as_ref().err().map(|e| format!("{e:#}")),
+            metric: metric.as_ref().map(|m| m.value),
+            metric_name: metric
+                .as_ref()
+                .map(|m| m.name.to_string())
+                .unwrap_or_default(),
+            result: res.as_ref().ok().cloned(),
+            started_at,
+            duration_s: t0.elapsed().as_secs_f64(),
+        };
+        if let Saved::Kept { side_file, error } =
+            self.store.add_trial_or_keep(self.run_id, &trial)?
+        {
+            self.tally.unsaved += 1;
+            eprintln!(
+                "virtperf: warning: trial {} was not stored ({error}); it is kept in {}, and the next `virtperf run` with this database imports it",
+                t.seq,
+                side_file.display()
+            );
+        }
+        match res {
+            Ok(r) => {
+                self.tally.ok += 1;
+                let m = r.primary_metric().value;
+                obs.trial_done(&Ok(m));
+                Ok(Some(m))
+            }
+            Err(e) => {
+                self.tally.failed += 1;
+                obs.trial_done(&Err(format!("{e:#}")));
+                Ok(None)
+            }
+        }
     }
 }
 

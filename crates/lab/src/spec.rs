@@ -31,6 +31,7 @@ use virtperf_wire::{RecvWait, SockOpts, Workload};
 
 use crate::knob::Knob;
 use crate::parse;
+use crate::place::Placement;
 
 /// A spec error with the line it refers to (1-based; 0 when the whole file is at fault).
 #[derive(Debug, Clone, PartialEq)]
@@ -303,36 +304,11 @@ pub struct Config {
     pub cpus: Option<parse::Cpus>,
     /// Where the ends run (`placement = "netns:bridge"`, `"guest:guest-host"`); None is
     /// this host's loopback.
-    pub placement: Option<SpecPlacement>,
+    pub placement: Option<Placement>,
     /// Shell command run before the config's first trial.
     pub setup: Option<String>,
     /// Shell command run after the config's last trial (also on failure).
     pub teardown: Option<String>,
-}
-
-/// Where a config's two ends run, when not on this host's loopback.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SpecPlacement {
-    /// Two namespaces joined this way.
-    Netns(crate::netns::Kind),
-    /// QEMU guests booted once for the config and kept for all its trials.
-    Guest(crate::guest::Direction, Box<crate::guest::GuestOpts>),
-    /// An agent virtperf starts over SSH for the config (`ssh:USER@HOST[:PORT]`).
-    Ssh(Box<crate::remote::SshTarget>),
-    /// An agent someone started (`remote:HOST[:PORT]`, `token = "…"`).
-    Remote(crate::client::Target),
-}
-
-impl SpecPlacement {
-    /// The name users write.
-    pub fn name(&self) -> String {
-        match self {
-            SpecPlacement::Netns(k) => crate::netns::Topology::name(*k).to_string(),
-            SpecPlacement::Guest(d, _) => format!("guest:{}", d.name()),
-            SpecPlacement::Ssh(t) => format!("ssh:{}", t.dest),
-            SpecPlacement::Remote(t) => format!("remote:{}", t.host),
-        }
-    }
 }
 
 /// A parsed, validated experiment.
@@ -861,69 +837,23 @@ fn config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, SpecError> {
     };
     let placement = match &r.placement {
         None => None,
-        Some(p) if p.get_ref() == "local" => None,
-        Some(p) => {
-            let v = p.get_ref();
-            if let Some(k) = v.strip_prefix("netns:") {
-                Some(SpecPlacement::Netns(
-                    k.parse().or_else(|m: String| err(text, p.span(), m))?,
-                ))
-            } else if let Some(d) = crate::guest::Direction::parse_placement(v) {
-                let d = d.or_else(|m| err(text, p.span(), m))?;
-                Some(SpecPlacement::Guest(d, Box::new(guest_opts(text, r)?)))
-            } else if let Some(dest) = v.strip_prefix("ssh:") {
-                let key = r
-                    .ssh
-                    .as_ref()
-                    .and_then(|s| s.get_ref().key.as_ref())
-                    .map(Into::into);
-                let mut t = crate::remote::SshTarget::parse(dest, key)
-                    .or_else(|m| err(text, p.span(), m))?;
-                t.options = r
-                    .ssh
-                    .as_ref()
-                    .map(|s| s.get_ref().options.clone())
-                    .unwrap_or_default();
-                Some(SpecPlacement::Ssh(Box::new(t)))
-            } else if let Some(h) = v.strip_prefix("remote:") {
-                let (host, port) = match h.rsplit_once(':') {
-                    Some((host, port)) if !host.contains(':') => (
-                        host.to_string(),
-                        port.parse()
-                            .or_else(|_| err(text, p.span(), format!("invalid port in {v:?}")))?,
-                    ),
-                    _ => (h.to_string(), virtperf_wire::DEFAULT_PORT),
-                };
-                if host.is_empty() {
-                    return err(text, p.span(), "remote: needs a host (remote:HOST[:PORT])");
-                }
-                Some(SpecPlacement::Remote(crate::client::Target {
-                    host,
-                    port,
-                    token: r.token.clone(),
-                }))
-            } else {
-                return err(
-                    text,
-                    p.span(),
-                    format!(
-                        "unknown placement {v:?} (local, netns:veth, netns:bridge, netns:nat, guest, guest:host-guest, guest:guest-host, guest:guest-guest, ssh:USER@HOST[:PORT], remote:HOST[:PORT])"
-                    ),
-                );
-            }
-        }
+        Some(p) => match p
+            .get_ref()
+            .parse()
+            .or_else(|e| err(text, p.span(), format!("{e}")))?
+        {
+            Placement::Local => None,
+            placed => Some(placement_settings(text, r, placed)?),
+        },
     };
-    if let (Some(g), false) = (
-        &r.guest,
-        matches!(placement, Some(SpecPlacement::Guest(..))),
-    ) {
+    if let (Some(g), false) = (&r.guest, matches!(placement, Some(Placement::Guest(..)))) {
         return err(
             text,
             g.span(),
             "a guest table needs placement = \"guest…\" in the same config".to_string(),
         );
     }
-    if let (Some(s), false) = (&r.ssh, matches!(placement, Some(SpecPlacement::Ssh(..)))) {
+    if let (Some(s), false) = (&r.ssh, matches!(placement, Some(Placement::Ssh(..)))) {
         return err(
             text,
             s.span(),
@@ -942,9 +872,33 @@ fn config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, SpecError> {
     })
 }
 
+/// A placement with the settings its config gives it: the guest table, the ssh table, the
+/// token; a remote agent without a port is on the default one.
+fn placement_settings(
+    text: &str,
+    r: &RawConfig,
+    mut placed: Placement,
+) -> Result<Placement, SpecError> {
+    match &mut placed {
+        Placement::Guest(_, opts) => **opts = guest_opts(text, r)?,
+        Placement::Ssh(t) => {
+            if let Some(s) = &r.ssh {
+                t.identity = s.get_ref().key.as_ref().map(Into::into);
+                t.options = s.get_ref().options.clone();
+            }
+        }
+        Placement::Remote { port, token, .. } => {
+            port.get_or_insert(virtperf_wire::DEFAULT_PORT);
+            token.clone_from(&r.token);
+        }
+        Placement::Local | Placement::Netns(..) => {}
+    }
+    Ok(placed)
+}
+
 /// The guest settings of a config (`guest = { vcpus = 2, … }`), defaults for the rest.
-fn guest_opts(text: &str, r: &RawConfig) -> Result<crate::guest::GuestOpts, SpecError> {
-    let mut o = crate::guest::GuestOpts::default();
+fn guest_opts(text: &str, r: &RawConfig) -> Result<crate::place::guest::GuestOpts, SpecError> {
+    let mut o = crate::place::guest::GuestOpts::default();
     let Some(g) = &r.guest else {
         return Ok(o);
     };
@@ -1062,19 +1016,19 @@ socket = { nodelay = true, busy_poll_us = 50 }
         )
         .expect("valid spec");
         match &s.configs[1].placement {
-            Some(SpecPlacement::Guest(d, o)) => {
-                assert_eq!(*d, crate::guest::Direction::GuestHost);
+            Some(Placement::Guest(d, o)) => {
+                assert_eq!(*d, crate::place::guest::Direction::GuestHost);
                 assert_eq!((o.vcpus, o.mem_mib), (2, 256));
-                assert_eq!(o.accel, crate::guest::Accel::Tcg);
+                assert_eq!(o.accel, crate::place::guest::Accel::Tcg);
                 assert_eq!(o.vcpu_cpus, [1]);
                 assert_eq!(o.boot_timeout, Duration::from_secs(30));
             }
             other => panic!("guest placement expected, got {other:?}"),
         }
         match &s.configs[2].placement {
-            Some(SpecPlacement::Guest(d, o)) => {
-                assert_eq!(*d, crate::guest::Direction::HostGuest);
-                assert_eq!(**o, crate::guest::GuestOpts::default());
+            Some(Placement::Guest(d, o)) => {
+                assert_eq!(*d, crate::place::guest::Direction::HostGuest);
+                assert_eq!(**o, crate::place::guest::GuestOpts::default());
             }
             other => panic!("guest placement expected, got {other:?}"),
         }
@@ -1082,7 +1036,7 @@ socket = { nodelay = true, busy_poll_us = 50 }
             s.configs[1]
                 .placement
                 .as_ref()
-                .map(SpecPlacement::name)
+                .map(Placement::to_string)
                 .as_deref(),
             Some("guest:guest-host")
         );
@@ -1119,7 +1073,7 @@ socket = { nodelay = true, busy_poll_us = 50 }
         )
         .expect("valid spec");
         match &s.configs[0].placement {
-            Some(SpecPlacement::Ssh(t)) => {
+            Some(Placement::Ssh(t)) => {
                 assert_eq!(t.dest, "me@box");
                 assert_eq!(t.port, Some(2222));
                 assert_eq!(t.identity.as_deref(), Some(std::path::Path::new("/k")));
@@ -1128,14 +1082,14 @@ socket = { nodelay = true, busy_poll_us = 50 }
             other => panic!("ssh placement expected, got {other:?}"),
         }
         let remote = |i: usize| match &s.configs[i].placement {
-            Some(SpecPlacement::Remote(t)) => t.clone(),
+            Some(Placement::Remote { host, port, token }) => (host.clone(), *port, token.clone()),
             other => panic!("remote placement expected, got {other:?}"),
         };
         assert_eq!(
-            (remote(1).host.as_str(), remote(1).port, remote(1).token),
-            ("box", 7001, Some("t".to_string()))
+            remote(1),
+            ("box".to_string(), Some(7001), Some("t".to_string()))
         );
-        assert_eq!(remote(2).port, virtperf_wire::DEFAULT_PORT);
+        assert_eq!(remote(2).1, Some(virtperf_wire::DEFAULT_PORT));
 
         let head = "name = \"g\"\n[[workload]]\nkind = \"rr\"\n[[config]]\nname = \"x\"\n";
         let (l, m) = line_of_error(&format!("{head}ssh = {{ key = \"/k\" }}\n"));

@@ -8,10 +8,10 @@ use std::io::{self, Read, Write};
 
 use crate::message::Message;
 
-/// Largest payload a peer may send. Control messages are small (a result with two
-/// environment fingerprints is a few KiB); 1 MiB leaves room while bounding memory per
-/// connection.
-pub const MAX_MESSAGE: u32 = 1 << 20;
+/// Largest control-protocol frame (its payload) a peer may send. Control messages are small
+/// (a result with two environment fingerprints is a few KiB); 1 MiB leaves room while
+/// bounding memory per connection. Not the workloads' I/O size cap ([`crate::MAX_IO_SIZE`]).
+pub const MAX_CONTROL_FRAME: u32 = 1 << 20;
 
 /// Why a frame could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -19,7 +19,7 @@ pub enum WireError {
     /// The peer closed the connection cleanly before a frame started.
     #[error("connection closed by peer")]
     Closed,
-    /// The announced length exceeds [`MAX_MESSAGE`].
+    /// The announced length exceeds [`MAX_CONTROL_FRAME`].
     #[error("message of {len} bytes exceeds the {max}-byte limit")]
     TooLarge {
         /// Announced payload length.
@@ -79,10 +79,10 @@ fn check_len(len: u32) -> Result<(), WireError> {
     if len == 0 {
         return Err(WireError::Empty);
     }
-    if len > MAX_MESSAGE {
+    if len > MAX_CONTROL_FRAME {
         return Err(WireError::TooLarge {
             len,
-            max: MAX_MESSAGE,
+            max: MAX_CONTROL_FRAME,
         });
     }
     Ok(())

@@ -9,13 +9,13 @@
 //! # Framing
 //! A frame is a big-endian `u32` payload length followed by that many bytes of JSON encoding
 //! one [`Message`]. The reader refuses lengths above a cap before allocating, so a hostile
-//! peer cannot make the agent allocate more than [`MAX_MESSAGE`] bytes.
+//! peer cannot make the agent allocate more than [`MAX_CONTROL_FRAME`] bytes.
 
 pub mod frame;
 pub mod message;
 pub mod model;
 
-pub use frame::{decode_frame, encode, read_message, write_message, WireError, MAX_MESSAGE};
+pub use frame::{decode_frame, encode, read_message, write_message, WireError, MAX_CONTROL_FRAME};
 pub use message::{DriveTarget, Message, PROTOCOL_VERSION};
 pub use model::*;
 

@@ -10,9 +10,10 @@ use serde::{Deserialize, Serialize};
 /// Identifier of the JSON result schema emitted by `--json`.
 pub const RESULT_SCHEMA: &str = "virtperf.result/1";
 
-/// Largest request, response or send size accepted (64 MiB): larger messages only measure
-/// memory allocation.
-pub const MAX_MESSAGE_SIZE: u32 = 64 << 20;
+/// Largest request, response or send size a workload accepts (one I/O, 64 MiB): larger
+/// ones only measure memory allocation. Not the control protocol's frame cap
+/// ([`crate::MAX_CONTROL_FRAME`]).
+pub const MAX_IO_SIZE: u32 = 64 << 20;
 /// Most parallel flows in one stream test.
 pub const MAX_FLOWS: u32 = 256;
 /// Largest byte count for bulk and http transfers (1 TiB).
@@ -155,9 +156,9 @@ impl Workload {
     /// Both the client (before connecting) and the agent (on `Prepare`) call this.
     pub fn validate(&self) -> Result<(), String> {
         fn size(what: &str, v: u32) -> Result<(), String> {
-            if v == 0 || v > MAX_MESSAGE_SIZE {
+            if v == 0 || v > MAX_IO_SIZE {
                 return Err(format!(
-                    "{what} must be between 1 and {MAX_MESSAGE_SIZE} bytes, got {v}"
+                    "{what} must be between 1 and {MAX_IO_SIZE} bytes, got {v}"
                 ));
             }
             Ok(())

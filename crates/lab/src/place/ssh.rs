@@ -16,6 +16,9 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
+use virtperf_wire::TestResult;
+
+use crate::plan::{Plan, ProgressFn, Target};
 
 /// Where to log in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,7 +120,7 @@ pub struct RemoteAgent {
 impl RemoteAgent {
     /// Copies this binary to `target` and starts the agent there with a random token.
     pub fn start(target: &SshTarget) -> Result<RemoteAgent> {
-        let token = crate::local::random_token()?;
+        let token = crate::place::local::random_token()?;
         let exe = std::env::current_exe().context("finding our own executable")?;
         let dir = format!("/tmp/virtperf-{}", std::process::id());
         let bin = std::fs::File::open(&exe).context("reading our own executable")?;
@@ -207,6 +210,13 @@ impl RemoteAgent {
     }
 }
 
+impl RemoteAgent {
+    /// Where clients reach it, with its token.
+    pub fn target(&self) -> Target {
+        Target::at(self.addr, &self.token)
+    }
+}
+
 use std::os::unix::process::CommandExt;
 
 impl Drop for RemoteAgent {
@@ -215,6 +225,34 @@ impl Drop for RemoteAgent {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = self.target.run(&format!("rm -rf {}", self.dir));
+    }
+}
+
+/// `--placement ssh:USER@HOST[:PORT]`: the agent started over SSH, the client half here.
+pub struct SshSite {
+    agent: RemoteAgent,
+    label: String,
+}
+
+impl SshSite {
+    /// Copies this binary to `target` and starts the agent there. Results carry `label`.
+    pub fn open(target: &SshTarget, label: String) -> Result<SshSite> {
+        Ok(SshSite {
+            agent: RemoteAgent::start(target)?,
+            label,
+        })
+    }
+}
+
+impl super::Site for SshSite {
+    fn target(&self) -> Target {
+        self.agent.target()
+    }
+
+    fn run(&self, plan: &Plan, progress: ProgressFn) -> Result<TestResult> {
+        let mut r = crate::client::run(&self.agent.target(), plan, progress)?;
+        r.placement = Some(self.label.clone());
+        Ok(r)
     }
 }
 

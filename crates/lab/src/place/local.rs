@@ -14,6 +14,9 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
+use virtperf_wire::TestResult;
+
+use crate::plan::{Plan, ProgressFn, Target};
 
 /// A running local agent; killed (by its PID, which we started) when dropped.
 pub struct LocalAgent {
@@ -36,7 +39,7 @@ impl LocalAgent {
         let exe = std::env::current_exe().context("finding our own executable")?;
         let token = random_token()?;
         let mut cmd = match ns {
-            Some(ns) => crate::netns::Topology::command(ns, &exe),
+            Some(ns) => crate::place::netns::Topology::command(ns, &exe),
             None => Command::new(&exe),
         };
         let bind = bind.to_string();
@@ -94,6 +97,11 @@ impl LocalAgent {
         Ok(agent)
     }
 
+    /// Where clients reach it, with its token.
+    pub fn target(&self) -> Target {
+        Target::at(self.addr, &self.token)
+    }
+
     /// PID of the agent process.
     pub fn pid(&self) -> u32 {
         self.child.id()
@@ -117,4 +125,28 @@ pub(crate) fn random_token() -> Result<String> {
         .and_then(|mut f| f.read_exact(&mut b))
         .context("reading /dev/urandom for a token")?;
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// `--placement local`: both ends on this host's loopback, against a private agent.
+pub struct LocalSite {
+    agent: LocalAgent,
+}
+
+impl LocalSite {
+    /// Starts the private agent.
+    pub fn open() -> Result<LocalSite> {
+        Ok(LocalSite {
+            agent: LocalAgent::start()?,
+        })
+    }
+}
+
+impl super::Site for LocalSite {
+    fn target(&self) -> Target {
+        self.agent.target()
+    }
+
+    fn run(&self, plan: &Plan, progress: ProgressFn) -> Result<TestResult> {
+        crate::client::run(&self.agent.target(), plan, progress)
+    }
 }

@@ -12,6 +12,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::{anyhow, bail, Context, Result};
 
+use virtperf_wire::TestResult;
+
+use super::local::LocalAgent;
+use crate::plan::{Plan, ProgressFn, Target};
 use crate::state::{self, Resource};
 
 /// How the two namespaces are joined.
@@ -95,8 +99,7 @@ static SERIAL: AtomicU32 = AtomicU32::new(0);
 impl Topology {
     /// Creates the namespaces and links. Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN).
     pub fn create(kind: Kind) -> Result<Topology> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !crate::is_root() {
             bail!("namespace placements need root (they create network namespaces and veth pairs)");
         }
         let tag = new_tag();
@@ -386,4 +389,45 @@ pub fn cleanup_own() -> Vec<String> {
         }
     }
     removed
+}
+
+/// `--placement netns:…`: a topology, the agent in its server namespace, and each test's
+/// client half on a thread that joined the client namespace (so both halves run exactly as
+/// on loopback, in one process here).
+pub struct NetnsSite {
+    // Fields drop in order: the agent stops before its namespace goes.
+    agent: LocalAgent,
+    topo: Topology,
+    label: String,
+}
+
+impl NetnsSite {
+    /// Creates the topology (namespaces marked before they exist), shapes the client's
+    /// link, and starts the agent in the server namespace. Results carry `label`.
+    pub fn open(kind: Kind, shaping: &super::Shaping, label: String) -> Result<NetnsSite> {
+        let topo = Topology::create(kind)?;
+        match (&shaping.delay, &shaping.rate) {
+            (Some(d), rate) => topo.delay(d, rate.as_deref())?,
+            (None, Some(rate)) => topo.shape(rate)?,
+            (None, None) => {}
+        }
+        let agent = LocalAgent::start_at(Some(&topo.server_ns), topo.server_ip)?;
+        Ok(NetnsSite { agent, topo, label })
+    }
+}
+
+impl super::Site for NetnsSite {
+    fn target(&self) -> Target {
+        self.agent.target()
+    }
+
+    /// Progress is not reported: the client half runs on another thread.
+    fn run(&self, plan: &Plan, _progress: ProgressFn) -> Result<TestResult> {
+        let (target, plan) = (self.target(), plan.clone());
+        let mut r = self
+            .topo
+            .run_in_client(move || crate::client::run(&target, &plan, &|_| {}))?;
+        r.placement = Some(self.label.clone());
+        Ok(r)
+    }
 }

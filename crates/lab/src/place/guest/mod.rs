@@ -28,9 +28,10 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use virtperf_wire::{GuestInfo, TestResult};
 
-use crate::client::{self, Plan, Target};
-use crate::local::LocalAgent;
-use crate::netns;
+use crate::client;
+use crate::place::local::LocalAgent;
+use crate::place::netns;
+use crate::plan::{Plan, ProgressFn, Target};
 
 /// Which ends of a test run in guests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,8 +207,7 @@ impl GuestLab {
     /// Builds the namespace, bridge and taps, boots the guests `direction` needs and waits
     /// until each agent answers.
     pub fn boot(direction: Direction, opts: &GuestOpts) -> Result<GuestLab> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !crate::is_root() {
             bail!("guest placements need root (they create a network namespace and tap devices)");
         }
         let qemu = qemu_version()?;
@@ -267,7 +267,7 @@ impl GuestLab {
         }
         let initrd = dir.join("initramfs.cpio");
         // One token for this lab's guests, inside the initramfs (not on QEMU's command line).
-        let token = crate::local::random_token()?;
+        let token = crate::place::local::random_token()?;
         initramfs::build(&initrd, &binary, &kernel.modules, Some(&token))?;
         netns::add_namespace(&lab.ns)?;
         lab.created_ns = true;
@@ -437,11 +437,7 @@ impl GuestLab {
         let plan = plan.clone();
         let g0 = self.guests.first().map(Guest::target);
         let g1 = self.guests.get(1).map(Guest::target);
-        let host = self.host_agent.as_ref().map(|a| Target {
-            host: a.addr.ip().to_string(),
-            port: a.addr.port(),
-            token: Some(a.token.clone()),
-        });
+        let host = self.host_agent.as_ref().map(LocalAgent::target);
         let direction = self.direction;
         let pids = self.qemu_pids();
         let cpu0: Vec<Option<f64>> = pids
@@ -499,6 +495,21 @@ impl GuestLab {
     /// The namespace everything lives in.
     pub fn namespace(&self) -> &str {
         &self.ns
+    }
+}
+
+impl super::Site for GuestLab {
+    fn target(&self) -> Target {
+        self.guests.first().map(Guest::target).unwrap_or(Target {
+            host: guest_ip(0).to_string(),
+            port: GUEST_PORT,
+            token: None,
+        })
+    }
+
+    /// Progress is not reported: the test runs on a thread in the namespace, or in a guest.
+    fn run(&self, plan: &Plan, _progress: ProgressFn) -> Result<TestResult> {
+        GuestLab::run(self, plan)
     }
 }
 

@@ -1,0 +1,247 @@
+//! Where the two ends of a test run: one [`Placement`] (what users write, on the command line
+//! and in spec files alike) and one [`Site`] per placement (a place opened once, then handed
+//! plans, the way hyperfine picks its executor once).
+//!
+//! - [`local`]: a private agent on loopback, a child process (two address spaces, as
+//!   netperf/netserver);
+//! - [`netns`]: two namespaces joined by a veth pair, a bridge or a NAT router; the agent in
+//!   the server namespace, the client half on a thread that joined the client namespace;
+//! - [`ssh`]: this binary copied over SSH, the agent started there, the client here;
+//! - [`remote`]: an agent someone else started;
+//! - [`guest`]: QEMU guests whose init is virtperf.
+//!
+//! A site is torn down when dropped (namespaces deleted, agents and guests stopped), on
+//! every exit path. What must survive a SIGKILL is marked in the state directory before it
+//! exists (`crate::state::mark`), so `virtperf cleanup` can remove it.
+
+pub mod guest;
+pub mod local;
+pub mod netns;
+pub mod remote;
+pub mod ssh;
+
+use std::fmt;
+use std::str::FromStr;
+
+use anyhow::Result;
+use virtperf_wire::TestResult;
+
+use crate::plan::{Plan, ProgressFn, Target};
+
+/// Where a workload's two ends run, with the settings that place needs. Parsed from one
+/// grammar (`local`, `netns:veth|bridge|nat`, `ssh:USER@HOST[:PORT]`, `remote:HOST[:PORT]`,
+/// `guest[:host-guest|guest-host|guest-guest]`); settings the text cannot hold (guest
+/// sizes, SSH key, token, link shaping) start at their defaults and are filled in by the
+/// caller from its flags or config table.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Placement {
+    /// This host's loopback, against a private agent.
+    Local,
+    /// Two network namespaces virtperf creates, joined this way; the client's link shaped.
+    Netns(netns::Kind, Shaping),
+    /// An agent virtperf starts over SSH.
+    Ssh(Box<ssh::SshTarget>),
+    /// An agent someone started.
+    Remote {
+        /// Host name or address.
+        host: String,
+        /// Control port; `None`: the default (or `--port`).
+        port: Option<u16>,
+        /// Token the agent requires.
+        token: Option<String>,
+    },
+    /// QEMU guests virtperf boots, and which ends run in them.
+    Guest(guest::Direction, Box<guest::GuestOpts>),
+}
+
+/// Emulated link properties of the client's side of a namespace placement (`--rate`,
+/// `--delay`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Shaping {
+    /// Token-bucket rate (`tc … tbf rate`), e.g. `1gbit`.
+    pub rate: Option<String>,
+    /// One-way delay (netem), e.g. `1ms`.
+    pub delay: Option<String>,
+}
+
+/// Why a placement text is not one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacementError(pub String);
+
+impl fmt::Display for PlacementError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PlacementError {}
+
+impl FromStr for Placement {
+    type Err = PlacementError;
+
+    fn from_str(s: &str) -> Result<Placement, PlacementError> {
+        let e = PlacementError;
+        if s == "local" {
+            return Ok(Placement::Local);
+        }
+        if let Some(k) = s.strip_prefix("netns:") {
+            return Ok(Placement::Netns(k.parse().map_err(e)?, Shaping::default()));
+        }
+        if let Some(d) = guest::Direction::parse_placement(s) {
+            return Ok(Placement::Guest(d.map_err(e)?, Box::default()));
+        }
+        if let Some(d) = s.strip_prefix("ssh:") {
+            return Ok(Placement::Ssh(Box::new(
+                ssh::SshTarget::parse(d, None).map_err(e)?,
+            )));
+        }
+        if let Some(h) = s.strip_prefix("remote:") {
+            let (host, port) = match h.rsplit_once(':') {
+                Some((host, port)) if !host.contains(':') => (
+                    host,
+                    Some(
+                        port.parse()
+                            .map_err(|_| e(format!("invalid port in {s:?}")))?,
+                    ),
+                ),
+                _ => (h, None),
+            };
+            if host.is_empty() {
+                return Err(e("remote: needs a host (remote:HOST[:PORT])".into()));
+            }
+            return Ok(Placement::Remote {
+                host: host.to_string(),
+                port,
+                token: None,
+            });
+        }
+        Err(e(format!(
+            "unknown placement {s:?} (local, netns:veth, netns:bridge, netns:nat, ssh:USER@HOST[:PORT], remote:HOST[:PORT], guest[:host-guest|guest-host|guest-guest])"
+        )))
+    }
+}
+
+impl fmt::Display for Placement {
+    /// The placement as results carry it (`netns:veth rate 1gbit`, `guest:guest-host`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Placement::Local => f.write_str("local"),
+            Placement::Netns(k, shaping) => {
+                f.write_str(netns::Topology::name(*k))?;
+                if let Some(rate) = &shaping.rate {
+                    write!(f, " rate {rate}")?;
+                }
+                if let Some(d) = &shaping.delay {
+                    write!(f, " delay {d}")?;
+                }
+                Ok(())
+            }
+            Placement::Ssh(t) => match t.port {
+                Some(p) => write!(f, "ssh:{}:{p}", t.dest),
+                None => write!(f, "ssh:{}", t.dest),
+            },
+            Placement::Remote { host, .. } => write!(f, "remote:{host}"),
+            Placement::Guest(d, _) => write!(f, "guest:{}", d.name()),
+        }
+    }
+}
+
+impl Placement {
+    /// Whether opening it needs root (it creates namespaces, taps or guests).
+    pub fn needs_root(&self) -> bool {
+        matches!(self, Placement::Netns(..) | Placement::Guest(..))
+    }
+}
+
+/// A place where the two ends of a plan run, opened once and handed any number of plans;
+/// torn down (agents stopped, namespaces and guests removed) when dropped.
+pub trait Site {
+    /// The agent this site's client half talks to (for guests that drive the test, the
+    /// driving guest's agent).
+    fn target(&self) -> Target;
+
+    /// Runs one test of `plan` across the site; the result names the placement.
+    fn run(&self, plan: &Plan, progress: ProgressFn) -> Result<TestResult>;
+}
+
+/// Opens the site `placement` names: starts its agent, builds its namespaces or boots its
+/// guests.
+pub fn open(placement: &Placement) -> Result<Box<dyn Site>> {
+    Ok(match placement {
+        Placement::Local => Box::new(local::LocalSite::open()?),
+        Placement::Netns(kind, shaping) => Box::new(netns::NetnsSite::open(
+            *kind,
+            shaping,
+            placement.to_string(),
+        )?),
+        Placement::Ssh(t) => Box::new(ssh::SshSite::open(t, placement.to_string())?),
+        Placement::Remote { host, port, token } => Box::new(remote::RemoteSite::new(
+            Target {
+                host: host.clone(),
+                port: port.unwrap_or(virtperf_wire::DEFAULT_PORT),
+                token: token.clone(),
+            },
+            Some(placement.to_string()),
+        )),
+        Placement::Guest(direction, opts) => Box::new(guest::GuestLab::boot(*direction, opts)?),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_grammar_round_trips() {
+        for s in [
+            "local",
+            "netns:veth",
+            "netns:bridge",
+            "netns:nat",
+            "ssh:me@box",
+            "ssh:me@box:2222",
+            "remote:box",
+            "guest:host-guest",
+            "guest:guest-host",
+            "guest:guest-guest",
+        ] {
+            let p: Placement = s.parse().unwrap_or_else(|e| panic!("{s}: {e}"));
+            assert_eq!(p.to_string(), s);
+        }
+        assert_eq!(
+            "guest".parse::<Placement>().map(|p| p.to_string()),
+            Ok("guest:host-guest".to_string())
+        );
+        assert_eq!(
+            "remote:box:7001".parse::<Placement>(),
+            Ok(Placement::Remote {
+                host: "box".into(),
+                port: Some(7001),
+                token: None
+            })
+        );
+    }
+
+    #[test]
+    fn one_set_of_error_texts() {
+        let err = |s: &str| s.parse::<Placement>().unwrap_err().0;
+        assert!(err("moon").contains("unknown placement \"moon\""));
+        assert!(err("netns:wifi").contains("veth, bridge, nat"));
+        assert!(err("guest:sideways").contains("guest:guest-guest"));
+        assert!(err("remote:box:http").contains("invalid port"));
+        assert!(err("remote:").contains("needs a host"));
+        assert!(err("ssh:-oProxyCommand=x").contains("USER@HOST"));
+    }
+
+    #[test]
+    fn results_name_the_shaping_of_a_namespace_link() {
+        let p = Placement::Netns(
+            netns::Kind::Veth,
+            Shaping {
+                rate: Some("1gbit".into()),
+                delay: Some("1ms".into()),
+            },
+        );
+        assert_eq!(p.to_string(), "netns:veth rate 1gbit delay 1ms");
+    }
+}
