@@ -6,9 +6,15 @@
 //! not fit, and never beyond [`MAX_BUF`]: a packet longer than [`MAX_CAPLEN`] or a pcapng block
 //! longer than [`MAX_BLOCK`] is an error, so no length read from the file sizes an allocation
 //! beyond those caps.
+//!
+//! One record loop ([`read_records`]) drives both formats: what differs between them (the
+//! header, per-interface state, length limits, error texts) is behind [`Format`], implemented
+//! in `legacy.rs` and `pcapng.rs`.
+
+mod legacy;
+mod pcapng;
 
 use crate::error::PcapError;
-use pcap_parser::pcapng::Block;
 use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{LegacyPcapReader, PcapBlockOwned, PcapNGReader};
 use std::cell::RefCell;
@@ -23,15 +29,6 @@ pub const MAX_BLOCK: u32 = 1 << 20;
 pub const MAX_BUF: usize = 2 * MAX_BLOCK as usize;
 /// Largest captured length of one packet accepted (Linux's largest snaplen is 256 KiB).
 pub const MAX_CAPLEN: u32 = 256 * 1024;
-/// How far a legacy record's caplen may exceed the file's snaplen before the record is taken
-/// for garbage: some writers store a smaller snaplen than they use (65535 with 65549-byte
-/// loopback frames), so a little slack avoids rejecting real files.
-const SNAPLEN_SLACK: u32 = 64 * 1024;
-/// Most interfaces accepted in one pcapng section; each costs a few bytes of memory and a file
-/// could otherwise declare millions.
-const MAX_INTERFACES: usize = 4096;
-/// pcapng `if_fcslen` option: FCS bytes at the end of each of the interface's frames.
-const IF_FCSLEN: u16 = 13;
 
 /// The LINKTYPE_ number and the FCS length in bytes of a legacy pcap header's link-type
 /// field, split as libpcap's `LT_LINKTYPE` (pcap-common.h), `LT_FCS_LENGTH_PRESENT` and
@@ -211,10 +208,22 @@ pub fn read_capture<R: Read>(mut r: R, sink: &mut impl Sink) -> Result<(), PcapE
                 Some(blen) => buf_for(blen as usize),
                 None => INITIAL_BUF,
             };
-            read_pcapng(full, cap, &err, sink)
+            let rdr = opened(
+                PcapNGReader::new(cap, full),
+                "pcapng section header block",
+                "the file ends inside its first block",
+                &err,
+            )?;
+            read_records(rdr, cap, &err, &mut pcapng::PcapNg::default(), sink)
         }
         0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 | 0xa1b2_cd34 => {
-            read_legacy(full, &err, sink)
+            let rdr = opened(
+                LegacyPcapReader::new(INITIAL_BUF, full),
+                "file header",
+                "a pcap file header is 24 bytes",
+                &err,
+            )?;
+            read_records(rdr, INITIAL_BUF, &err, &mut legacy::Legacy::default(), sink)
         }
         _ => Err(PcapError::Invalid {
             what: "file header",
@@ -260,102 +269,107 @@ fn u32_at(data: &[u8], at: usize, big_endian: bool) -> Option<u32> {
     })
 }
 
-fn read_legacy<R: Read>(
-    full: FullRead<R>,
+/// What differs between legacy pcap and pcapng inside the one record loop, [`read_records`].
+trait Format {
+    /// Refuses the record at the start of `data` before the parser sees it, when parsing it
+    /// could misbehave.
+    #[inline]
+    fn check(&self, _data: &[u8], _offset: usize) -> Result<(), PcapError> {
+        Ok(())
+    }
+
+    /// Handles one parsed record (a header, a packet, or something to skip).
+    fn record(
+        &mut self,
+        block: PcapBlockOwned<'_>,
+        offset: usize,
+        sink: &mut impl Sink,
+    ) -> Result<(), PcapError>;
+
+    /// The bytes the record at the start of `data` needs in the buffer, as its header says,
+    /// or `None` when the header is not all there or the length is over the format's limit.
+    fn needs(&self, data: &[u8]) -> Option<usize>;
+
+    /// Explains why the record at `offset` (at the start of `data`) could not be read: too
+    /// long, cut short, or (`why`, the parser's complaint) malformed.
+    fn bad_record(&self, data: &[u8], offset: usize, why: Option<String>) -> PcapError;
+}
+
+/// The result of creating a `pcap-parser` reader, which parses the file header (or the first
+/// pcapng block, `what`) at once; `cut` says what a file that ends inside it lacks.
+fn opened<T>(
+    made: Result<T, pcap_parser::PcapError<&'static [u8]>>,
+    what: &'static str,
+    cut: &str,
     err: &Rc<RefCell<Option<String>>>,
+) -> Result<T, PcapError> {
+    match made {
+        Ok(r) => Ok(r),
+        Err(pcap_parser::PcapError::ReadError) => Err(io_err(err, 0)),
+        Err(pcap_parser::PcapError::Incomplete(_)) => Err(PcapError::Truncated {
+            what,
+            offset: 0,
+            detail: cut.into(),
+        }),
+        Err(e) => Err(PcapError::Invalid {
+            what,
+            offset: 0,
+            detail: format!("{e:?}"),
+        }),
+    }
+}
+
+/// The record loop, for both formats: hands each record to `fmt`, grows the buffer (from
+/// `cap` bytes, never beyond [`MAX_BUF`]) when a record does not fit, and turns the parser's
+/// errors into errors that say where and why.
+fn read_records<P: PcapReaderIterator, F: Format>(
+    mut rdr: P,
+    mut cap: usize,
+    err: &Rc<RefCell<Option<String>>>,
+    fmt: &mut F,
     sink: &mut impl Sink,
 ) -> Result<(), PcapError> {
-    let mut rdr = match LegacyPcapReader::new(INITIAL_BUF, full) {
-        Ok(r) => r,
-        Err(pcap_parser::PcapError::ReadError) => return Err(io_err(err, 0)),
-        Err(pcap_parser::PcapError::Incomplete(_)) => {
-            return Err(PcapError::Truncated {
-                what: "file header",
-                offset: 0,
-                detail: "a pcap file header is 24 bytes".into(),
-            })
-        }
-        Err(e) => {
-            return Err(PcapError::Invalid {
-                what: "file header",
-                offset: 0,
-                detail: format!("{e:?}"),
-            })
-        }
-    };
-    let mut link = Link::Ethernet;
-    let mut fcs = 0u32;
-    let mut nanos = false;
-    let mut big_endian = false;
     // Records are consumed without shifting the buffer (`consume_noshift`): the buffer is
     // compacted only when it runs dry (`refill` moves the partial record left), instead of
     // every half buffer, which copied the whole file once more through memmove.
-    let mut limit = MAX_CAPLEN;
-    let mut cap = INITIAL_BUF;
     loop {
         let offset = rdr.consumed();
         let before = rdr.data().len();
+        fmt.check(rdr.data(), offset)?;
         match rdr.next() {
-            Ok((len, PcapBlockOwned::LegacyHeader(h))) => {
-                let (lt, f) = split_linktype(h.network.0 as u32);
-                fcs = f;
-                sink.link_type(lt);
-                link = Link::from_linktype(lt).ok_or(PcapError::UnsupportedLinkType {
-                    linktype: lt,
-                    offset: 20,
-                    context: " (pcap file header)".into(),
-                })?;
-                nanos = h.is_nanosecond_precision();
-                big_endian = h.is_bigendian();
-                if h.snaplen > 0 {
-                    limit = MAX_CAPLEN.min(h.snaplen.saturating_add(SNAPLEN_SLACK));
-                }
+            Ok((len, block)) => {
+                fmt.record(block, offset, sink)?;
                 rdr.consume_noshift(len);
             }
-            Ok((len, PcapBlockOwned::Legacy(b))) => {
-                if b.caplen > limit {
-                    return Err(absurd_caplen(offset, b.caplen, limit));
-                }
-                let frac = if nanos {
-                    b.ts_usec as u64
-                } else {
-                    b.ts_usec as u64 * 1000
-                };
-                let ts_ns = (b.ts_sec as u64) * 1_000_000_000 + frac;
-                sink.packet(RawPacket {
-                    ts_ns,
-                    link,
-                    data: without_fcs(b.data, b.origlen, fcs),
-                    offset: offset as u64,
-                });
-                rdr.consume_noshift(len);
-            }
-            Ok((len, PcapBlockOwned::NG(_))) => rdr.consume_noshift(len),
             Err(pcap_parser::PcapError::Eof) => return Ok(()),
             Err(pcap_parser::PcapError::Incomplete(_)) => {
                 // A full buffer that still does not hold the record: the parser should have
                 // said BufferTooSmall; refuse rather than loop.
                 if before >= cap {
-                    return Err(legacy_len_error(rdr.data(), offset, big_endian, limit));
+                    return Err(fmt.bad_record(rdr.data(), offset, None));
                 }
                 if rdr.refill().is_err() {
                     return Err(io_err(err, offset));
                 }
             }
-            Err(pcap_parser::PcapError::BufferTooSmall) => {
-                match u32_at(rdr.data(), 8, big_endian) {
-                    Some(caplen) if caplen <= limit && cap < MAX_BUF => {
-                        cap = buf_for(16 + caplen as usize).max(cap * 2);
-                        rdr.grow(cap);
-                        if rdr.refill().is_err() {
-                            return Err(io_err(err, offset));
-                        }
+            Err(pcap_parser::PcapError::BufferTooSmall) => match fmt.needs(rdr.data()) {
+                Some(need) if cap < MAX_BUF => {
+                    cap = buf_for(need).max(cap * 2);
+                    rdr.grow(cap);
+                    if rdr.refill().is_err() {
+                        return Err(io_err(err, offset));
                     }
-                    _ => return Err(legacy_len_error(rdr.data(), offset, big_endian, limit)),
                 }
-            }
+                _ => return Err(fmt.bad_record(rdr.data(), offset, None)),
+            },
             Err(pcap_parser::PcapError::ReadError) => return Err(io_err(err, offset)),
-            Err(_) => return Err(legacy_len_error(rdr.data(), offset, big_endian, limit)),
+            Err(e) => {
+                let why = match e {
+                    pcap_parser::PcapError::UnexpectedEof => None,
+                    e => Some(describe_parse_error(&e)),
+                };
+                return Err(fmt.bad_record(rdr.data(), offset, why));
+            }
         }
     }
 }
@@ -368,336 +382,11 @@ fn absurd_caplen(offset: usize, caplen: u32, limit: u32) -> PcapError {
     }
 }
 
-/// Explains why a legacy record at `offset` could not be read: too long, or cut short.
-fn legacy_len_error(data: &[u8], offset: usize, big_endian: bool, limit: u32) -> PcapError {
-    match u32_at(data, 8, big_endian) {
-        None => PcapError::Truncated {
-            what: "packet record header",
-            offset: offset as u64,
-            detail: format!("{} of 16 bytes", data.len().min(16)),
-        },
-        Some(caplen) if caplen > limit => absurd_caplen(offset, caplen, limit),
-        Some(caplen) => PcapError::Truncated {
-            what: "packet record",
-            offset: offset as u64,
-            detail: format!(
-                "header says {caplen} bytes of packet data, only {} left in the file",
-                data.len().saturating_sub(16)
-            ),
-        },
-    }
-}
-
-/// One pcapng interface, as its IDB declared it.
-struct Iface {
-    link: Option<Link>,
-    linktype: u32,
-    /// FCS bytes at the end of each frame (`if_fcslen`), 0 when absent.
-    fcs: u32,
-    tsresol: u8,
-    tsoffset_s: i64,
-    decl_offset: usize,
-}
-
-/// Converts a pcapng timestamp in interface units to nanoseconds since the epoch.
-fn ng_ts_ns(units: u64, tsresol: u8, tsoffset_s: i64) -> u64 {
-    let u = units as u128;
-    let ns: u128 = if tsresol & 0x80 != 0 {
-        let k = (tsresol & 0x7f) as u32;
-        if k >= 128 {
-            0
-        } else {
-            (u * 1_000_000_000) >> k
-        }
-    } else {
-        let k = tsresol as u32;
-        if k <= 9 {
-            u * 10u128.pow(9 - k)
-        } else if k - 9 <= 38 {
-            u / 10u128.pow(k - 9)
-        } else {
-            0
-        }
-    };
-    let ns = ns as i128 + tsoffset_s as i128 * 1_000_000_000;
-    ns.clamp(0, u64::MAX as i128) as u64
-}
-
-fn read_pcapng<R: Read>(
-    full: FullRead<R>,
-    mut cap: usize,
-    err: &Rc<RefCell<Option<String>>>,
-    sink: &mut impl Sink,
-) -> Result<(), PcapError> {
-    let mut rdr = match PcapNGReader::new(cap, full) {
-        Ok(r) => r,
-        Err(pcap_parser::PcapError::ReadError) => return Err(io_err(err, 0)),
-        Err(pcap_parser::PcapError::Incomplete(_)) => {
-            return Err(PcapError::Truncated {
-                what: "pcapng section header block",
-                offset: 0,
-                detail: "the file ends inside its first block".into(),
-            })
-        }
-        Err(e) => {
-            return Err(PcapError::Invalid {
-                what: "pcapng section header block",
-                offset: 0,
-                detail: format!("{e:?}"),
-            })
-        }
-    };
-    let mut ifaces: Vec<Iface> = Vec::new();
-    let mut big_endian = false;
-    let mut last_ts = 0u64;
-    loop {
-        let offset = rdr.consumed();
-        let before = rdr.data().len();
-        check_block_len(rdr.data(), offset, big_endian)?;
-        match rdr.next() {
-            Ok((len, PcapBlockOwned::NG(block))) => {
-                match block {
-                    Block::SectionHeader(shb) => {
-                        ifaces.clear();
-                        big_endian = shb.big_endian();
-                    }
-                    Block::InterfaceDescription(idb) => {
-                        if ifaces.len() >= MAX_INTERFACES {
-                            return Err(PcapError::Invalid {
-                                what: "pcapng interface description block",
-                                offset: offset as u64,
-                                detail: format!("more than {MAX_INTERFACES} interfaces"),
-                            });
-                        }
-                        let lt = idb.linktype.0 as u32;
-                        sink.link_type(lt);
-                        // pcap-parser reads if_tsoffset as little-endian whatever the section's
-                        // byte order; take it from the raw option instead.
-                        let tsoffset_s = idb
-                            .options
-                            .iter()
-                            .find(|o| o.code == pcap_parser::pcapng::OptionCode::IfTsoffset)
-                            .and_then(|o| o.value.get(..8))
-                            .and_then(|v| <[u8; 8]>::try_from(v).ok())
-                            .map(|b| {
-                                if big_endian {
-                                    i64::from_be_bytes(b)
-                                } else {
-                                    i64::from_le_bytes(b)
-                                }
-                            })
-                            .unwrap_or(0);
-                        let fcs = idb
-                            .options
-                            .iter()
-                            .find(|o| o.code.0 == IF_FCSLEN)
-                            .and_then(|o| o.value.first())
-                            .map_or(0, |&b| b as u32);
-                        ifaces.push(Iface {
-                            link: Link::from_linktype(lt),
-                            linktype: lt,
-                            fcs,
-                            tsresol: idb.if_tsresol,
-                            tsoffset_s,
-                            decl_offset: offset,
-                        });
-                    }
-                    Block::EnhancedPacket(epb) => {
-                        if epb.caplen > MAX_CAPLEN {
-                            return Err(absurd_caplen(offset, epb.caplen, MAX_CAPLEN));
-                        }
-                        let Some(ifc) = ifaces.get(epb.if_id as usize) else {
-                            let n = ifaces.len();
-                            sink.warn(|| {
-                                format!(
-                                    "packet block at byte {offset} names interface {} but the \
-                                     section declares {n}; skipped",
-                                    epb.if_id
-                                )
-                            });
-                            rdr.consume_noshift(len);
-                            continue;
-                        };
-                        let link = iface_link(ifc, epb.if_id, offset)?;
-                        let units = ((epb.ts_high as u64) << 32) | epb.ts_low as u64;
-                        let ts_ns = ng_ts_ns(units, ifc.tsresol, ifc.tsoffset_s);
-                        last_ts = ts_ns;
-                        let data = pcap_parser::traits::PcapNGPacketBlock::packet_data(&epb);
-                        let data = without_fcs(data, epb.origlen, ifc.fcs);
-                        sink.packet(RawPacket {
-                            ts_ns,
-                            link,
-                            data,
-                            offset: offset as u64,
-                        });
-                    }
-                    Block::SimplePacket(spb) => {
-                        // A simple packet block has no timestamp; it inherits the last one.
-                        let Some(ifc) = ifaces.first() else {
-                            sink.warn(|| {
-                                format!(
-                                    "simple packet block at byte {offset} before any interface; \
-                                     skipped"
-                                )
-                            });
-                            rdr.consume_noshift(len);
-                            continue;
-                        };
-                        let link = iface_link(ifc, 0, offset)?;
-                        let data = pcap_parser::traits::PcapNGPacketBlock::packet_data(&spb);
-                        if data.len() > MAX_CAPLEN as usize {
-                            return Err(absurd_caplen(offset, data.len() as u32, MAX_CAPLEN));
-                        }
-                        let data = without_fcs(data, spb.origlen, ifc.fcs);
-                        sink.packet(RawPacket {
-                            ts_ns: last_ts,
-                            link,
-                            data,
-                            offset: offset as u64,
-                        });
-                    }
-                    _ => {}
-                }
-                rdr.consume_noshift(len);
-            }
-            Ok((len, _)) => rdr.consume_noshift(len),
-            Err(pcap_parser::PcapError::Eof) => return Ok(()),
-            Err(pcap_parser::PcapError::Incomplete(_)) => {
-                if before >= cap {
-                    return Err(ng_len_error(rdr.data(), offset, big_endian));
-                }
-                if rdr.refill().is_err() {
-                    return Err(io_err(err, offset));
-                }
-            }
-            Err(pcap_parser::PcapError::BufferTooSmall) => {
-                match u32_at(rdr.data(), 4, big_endian) {
-                    Some(blen) if blen <= MAX_BLOCK && cap < MAX_BUF => {
-                        cap = buf_for(blen as usize).max(cap * 2);
-                        rdr.grow(cap);
-                        if rdr.refill().is_err() {
-                            return Err(io_err(err, offset));
-                        }
-                    }
-                    _ => return Err(ng_len_error(rdr.data(), offset, big_endian)),
-                }
-            }
-            Err(pcap_parser::PcapError::ReadError) => return Err(io_err(err, offset)),
-            Err(pcap_parser::PcapError::UnexpectedEof) => {
-                return Err(ng_len_error(rdr.data(), offset, big_endian))
-            }
-            Err(e) => {
-                let why = describe_parse_error(&e);
-                let data = rdr.data();
-                let btype = u32_at(data, 0, big_endian).unwrap_or(0);
-                let blen = u32_at(data, 4, big_endian).unwrap_or(0);
-                return Err(PcapError::Invalid {
-                    what: "pcapng block",
-                    offset: offset as u64,
-                    detail: format!("block type 0x{btype:08x}, length {blen}: {why}"),
-                });
-            }
-        }
-    }
-}
-
-/// Rejects a pcapng block whose length field is impossible (below the 12 bytes of type and
-/// two lengths, or not a multiple of 4) before `pcap-parser` sees it: some of its block parsers
-/// subtract 12 from the length after checking a smaller minimum, which panics (debug builds)
-/// or wraps (release builds) on such a block.
-fn check_block_len(data: &[u8], offset: usize, big_endian: bool) -> Result<(), PcapError> {
-    let Some(btype) = u32_at(data, 0, false) else {
-        return Ok(());
-    };
-    let be = if btype == 0x0a0d_0d0a {
-        // A section header declares its own byte order, after its length.
-        match data.get(8..12) {
-            Some(bom) => bom == [0x1a, 0x2b, 0x3c, 0x4d],
-            None => return Ok(()),
-        }
-    } else {
-        big_endian
-    };
-    match u32_at(data, 4, be) {
-        Some(blen) if blen < 12 || !blen.is_multiple_of(4) => Err(PcapError::Invalid {
-            what: "pcapng block",
-            offset: offset as u64,
-            detail: format!(
-                "block type 0x{:08x}: length {blen} is not a multiple of 4 of at least 12",
-                u32_at(data, 0, be).unwrap_or(btype)
-            ),
-        }),
-        _ => Ok(()),
-    }
-}
-
 fn describe_parse_error(e: &pcap_parser::PcapError<&[u8]>) -> String {
     match e {
         pcap_parser::PcapError::NomError(_, kind) => format!("malformed ({kind:?})"),
         pcap_parser::PcapError::OwnedNomError(_, kind) => format!("malformed ({kind:?})"),
         pcap_parser::PcapError::HeaderNotRecognized => "unrecognized header".into(),
         other => format!("{other:?}"),
-    }
-}
-
-fn iface_link(ifc: &Iface, if_id: u32, offset: usize) -> Result<Link, PcapError> {
-    ifc.link.ok_or_else(|| PcapError::UnsupportedLinkType {
-        linktype: ifc.linktype,
-        offset: offset as u64,
-        context: format!(
-            " (packet on interface {if_id}, declared by the interface description block at \
-             byte {})",
-            ifc.decl_offset
-        ),
-    })
-}
-
-/// Explains why a pcapng block at `offset` could not be read: too long, or cut short.
-fn ng_len_error(data: &[u8], offset: usize, big_endian: bool) -> PcapError {
-    let Some(blen) = u32_at(data, 4, big_endian) else {
-        return PcapError::Truncated {
-            what: "pcapng block header",
-            offset: offset as u64,
-            detail: format!("{} of 8 bytes", data.len().min(8)),
-        };
-    };
-    if blen > MAX_BLOCK {
-        return block_too_long(offset, blen);
-    }
-    if data.len() >= blen as usize {
-        // The whole block is there: its content contradicts its length.
-        return PcapError::Invalid {
-            what: "pcapng block",
-            offset: offset as u64,
-            detail: format!(
-                "block type 0x{:08x}, length {blen}: content does not fit the block",
-                u32_at(data, 0, big_endian).unwrap_or(0)
-            ),
-        };
-    }
-    PcapError::Truncated {
-        what: "pcapng block",
-        offset: offset as u64,
-        detail: format!(
-            "block length {blen}, only {} bytes left in the file",
-            data.len()
-        ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pcapng_timestamp_resolutions() {
-        assert_eq!(ng_ts_ns(1_500_000, 6, 0), 1_500_000_000);
-        assert_eq!(ng_ts_ns(1_500_000_000, 9, 0), 1_500_000_000);
-        assert_eq!(ng_ts_ns(3, 0x80 | 1, 0), 1_500_000_000);
-        assert_eq!(ng_ts_ns(15, 1, 10), 11_500_000_000);
-        assert_eq!(ng_ts_ns(123_456_789_012, 12, 0), 123_456_789);
-        assert_eq!(ng_ts_ns(u64::MAX, 0, i64::MAX), u64::MAX);
-        assert_eq!(ng_ts_ns(5, 0xff, 0), 0);
-        assert_eq!(ng_ts_ns(5, 100, 0), 0);
     }
 }

@@ -1,0 +1,101 @@
+//! Capture analyses (`virtperf pcap --store`): one `captures` row per analysis and one
+//! `capture_connections` row per connection.
+
+use rusqlite::{params, TransactionBehavior};
+use serde::{Deserialize, Serialize};
+
+use crate::{now_rfc3339, Store, StoreError};
+
+/// A capture analysis to store (`virtperf pcap --store`). The analyzer's types stay out of
+/// the store: summary and connections travel as JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewCapture {
+    /// The capture file as given.
+    pub path: String,
+    /// The analyzer's summary.
+    pub summary: serde_json::Value,
+    /// Every connection.
+    pub connections: Vec<CaptureConn>,
+}
+
+/// One analyzed connection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CaptureConn {
+    /// Opening endpoint, `ip:port`.
+    pub a: String,
+    /// Other endpoint.
+    pub b: String,
+    /// First to last packet, seconds.
+    pub duration_s: f64,
+    /// Payload bytes both ways.
+    pub bytes: u64,
+    /// Every field, as the analyzer reports it.
+    pub detail: serde_json::Value,
+}
+
+/// A stored capture analysis.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CaptureRow {
+    /// Id.
+    pub id: i64,
+    /// File analyzed.
+    pub path: String,
+    /// When.
+    pub analyzed_at: String,
+    /// Connections stored.
+    pub connections: u64,
+}
+
+impl Store {
+    /// Stores one capture analysis with all its connections, in one transaction, and returns
+    /// its id.
+    pub fn add_capture(&mut self, c: &NewCapture) -> Result<i64, StoreError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let id = tx.query_row(
+            "INSERT INTO captures (path, analyzed_at, summary_json) VALUES (?1, ?2, ?3) RETURNING id",
+            params![c.path, now_rfc3339(), serde_json::to_string(&c.summary)?],
+            |r| r.get(0),
+        )?;
+        {
+            let mut stmt = tx.prepare(
+                "INSERT INTO capture_connections (capture_id, seq, a, b, duration_s, bytes, conn_json)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?;
+            for (i, k) in c.connections.iter().enumerate() {
+                stmt.execute(params![
+                    id,
+                    i as i64,
+                    k.a,
+                    k.b,
+                    k.duration_s,
+                    i64::try_from(k.bytes).unwrap_or(i64::MAX),
+                    serde_json::to_string(&k.detail)?
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// Stored captures, newest first: id, path, time of analysis, number of connections.
+    pub fn captures(&self) -> Result<Vec<CaptureRow>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT c.id, c.path, c.analyzed_at,
+                    (SELECT COUNT(*) FROM capture_connections k WHERE k.capture_id = c.id)
+             FROM captures c ORDER BY c.id DESC",
+        )?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(CaptureRow {
+                    id: r.get(0)?,
+                    path: r.get(1)?,
+                    analyzed_at: r.get(2)?,
+                    connections: r.get::<_, i64>(3)?.max(0) as u64,
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+}

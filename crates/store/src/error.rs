@@ -1,0 +1,76 @@
+//! [`StoreError`]: everything that can go wrong with the results database, one line each.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Everything that can go wrong with the results database. Each message is one line that
+/// says what is wrong and what to do about it, so the CLI can print it as is.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The file is an SQLite database that belongs to something else; it was not modified.
+    #[error("{} is not a virtperf database ({detail}): choose another file with --db", path.display())]
+    NotVirtperf {
+        /// The database file.
+        path: PathBuf,
+        /// What the file holds instead (its tables).
+        detail: String,
+    },
+    /// The file is not SQLite at all, or SQLite finds it damaged; it was not modified.
+    #[error("{} is corrupt or not an SQLite file ({detail}): move it aside or choose another --db", path.display())]
+    Corrupt {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite (or the header check) reported.
+        detail: String,
+    },
+    /// The file was written by a newer virtperf whose schema this one does not know.
+    #[error("{} was written by a newer virtperf (schema version {found}, this one reads up to {supported}): upgrade virtperf or choose another --db", path.display())]
+    TooNew {
+        /// The database file.
+        path: PathBuf,
+        /// The file's `user_version`.
+        found: i64,
+        /// The newest schema version this build knows.
+        supported: i64,
+    },
+    /// A run asked for by id does not exist; the message names the id and the file.
+    #[error("{0}")]
+    NotFound(String),
+    /// Any other SQLite failure (a lock held longer than the busy timeout, a full disk, …).
+    /// Not marked as the error's source: SQLite's message is already in this one, and
+    /// printing the chain would repeat it.
+    #[error("results database error: {0} (if another process holds the database locked, retry; otherwise check the disk or choose another --db)")]
+    Sqlite(rusqlite::Error),
+    /// A record the database refused could not be kept in the side file either.
+    #[error("cannot store a record in {} ({db_error}) nor keep it in {} ({file_error}): free some disk space or fix the permissions", db.display(), side_file.display())]
+    Unsaved {
+        /// The database file.
+        db: PathBuf,
+        /// Why the database refused it.
+        db_error: String,
+        /// The side file.
+        side_file: PathBuf,
+        /// Why the side file refused it.
+        file_error: io::Error,
+    },
+    /// A value could not be turned into JSON or back, e.g. a `TestResult` holding NaN, which
+    /// JSON cannot represent.
+    #[error(
+        "cannot store or read a record as JSON: {0} (this is a virtperf bug; please report it)"
+    )]
+    Json(#[from] serde_json::Error),
+    /// The file or its directory cannot be read or created.
+    #[error("cannot use {}: {source}: check the path and its permissions, or choose another --db", path.display())]
+    Io {
+        /// The file or directory that failed.
+        path: PathBuf,
+        /// The operating system's error.
+        source: io::Error,
+    },
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> StoreError {
+        StoreError::Sqlite(e)
+    }
+}

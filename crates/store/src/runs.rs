@@ -1,0 +1,319 @@
+//! Runs: one `runs` row per experiment, written when it begins and when it ends, read back
+//! with its trial counts.
+
+use std::fmt;
+use std::fs;
+use std::path::Path;
+
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use serde::{Deserialize, Serialize};
+use virtperf_wire::Env;
+
+use crate::{now_rfc3339, to_json_checked, Store, StoreError};
+
+/// What became of a run, as recorded by the process that wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Still being written (or its writer died: see [`RunRow::effective_status`]).
+    Running,
+    /// Every planned trial ran and none failed.
+    Complete,
+    /// Interrupted, or some trials failed: what is there is valid but the sweep has holes.
+    Incomplete,
+    /// The run could not do its job at all (e.g. the agent was unreachable).
+    Failed,
+}
+
+impl RunStatus {
+    /// The name stored in the database and shown to users; the same as the serde name.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Complete => "complete",
+            RunStatus::Incomplete => "incomplete",
+            RunStatus::Failed => "failed",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Option<RunStatus> {
+        [
+            RunStatus::Running,
+            RunStatus::Complete,
+            RunStatus::Incomplete,
+            RunStatus::Failed,
+        ]
+        .into_iter()
+        .find(|v| v.as_str() == s)
+    }
+}
+
+/// Prints the snake_case name (`running`, `complete`, …), as the CLI shows it.
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A run about to start, as given to [`Store::begin_run`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewRun {
+    /// The plan's name.
+    pub name: String,
+    /// The plan exactly as the user wrote it, so the run can be repeated or audited.
+    pub spec_text: String,
+    /// The client machine's fingerprint at the start.
+    pub env: Env,
+    /// virtperf version doing the run.
+    pub tool_version: String,
+    /// Commit virtperf was built from, when known.
+    pub git_commit: Option<String>,
+    /// Host name of the writing process (compared with this host's to detect a dead run).
+    pub host: String,
+    /// Process id of the writer, so a reader can tell a live run from a killed one.
+    pub pid: u32,
+    /// How many trials the plan expands to.
+    pub planned_trials: u32,
+}
+
+/// A stored run with its trial counts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRow {
+    /// Database id, the number users pass to `virtperf show`.
+    pub id: i64,
+    /// See [`NewRun::name`].
+    pub name: String,
+    /// When [`Store::begin_run`] was called, RFC 3339 UTC.
+    pub started_at: String,
+    /// When [`Store::finish_run`] was called; `None` while running.
+    pub finished_at: Option<String>,
+    /// Status as last recorded; prefer [`RunRow::effective_status`] for display.
+    pub status: RunStatus,
+    /// See [`NewRun::host`].
+    pub host: String,
+    /// See [`NewRun::tool_version`].
+    pub tool_version: String,
+    /// See [`NewRun::git_commit`].
+    pub git_commit: Option<String>,
+    /// See [`NewRun::spec_text`].
+    pub spec_text: String,
+    /// See [`NewRun::env`].
+    pub env: Env,
+    /// See [`NewRun::pid`].
+    pub pid: u32,
+    /// See [`NewRun::planned_trials`].
+    pub planned_trials: u32,
+    /// Trials stored with status `ok`.
+    pub trials_ok: u32,
+    /// Trials stored with status `failed`.
+    pub trials_failed: u32,
+}
+
+impl RunRow {
+    /// The status a reader should believe: a run recorded as `Running` whose writer process
+    /// no longer exists on this host was killed half-way, so it reads as `Incomplete`.
+    ///
+    /// A run written on another host cannot be checked and keeps its recorded status. A
+    /// recycled pid makes a dead run look alive; that errs on the safe side (it is shown as
+    /// still running, not declared dead).
+    pub fn effective_status(&self) -> RunStatus {
+        if self.status != RunStatus::Running {
+            return self.status;
+        }
+        let proc_ok = Path::new("/proc/self").exists();
+        match local_hostname() {
+            Some(h) if proc_ok && h == self.host => {
+                if Path::new("/proc").join(self.pid.to_string()).exists() {
+                    RunStatus::Running
+                } else {
+                    RunStatus::Incomplete
+                }
+            }
+            _ => RunStatus::Running,
+        }
+    }
+}
+
+/// This machine's host name as the kernel reports it (the same as `uname -n`), for telling
+/// whether a run's writer could be a process here.
+fn local_hostname() -> Option<String> {
+    let s = fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    Some(s.trim().to_string())
+}
+
+impl Store {
+    /// Records the start of a run (status `running`, started now) and returns its id.
+    pub fn begin_run(&mut self, r: &NewRun) -> Result<i64, StoreError> {
+        let env_json = to_json_checked::<Env>(&r.env)?;
+        // An explicit transaction, committed explicitly: in autocommit, `INSERT … RETURNING`
+        // hands back the id on its first step and commits only when the statement is reset,
+        // whose error (e.g. "database is locked") is discarded, so a run that was never
+        // stored got an id, and the next write said "run N not found".
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let id = tx.query_row(
+            "INSERT INTO runs (name, started_at, status, host, pid, tool_version, git_commit,
+                               spec_text, env_json, planned_trials)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+             RETURNING id",
+            params![
+                r.name,
+                now_rfc3339(),
+                RunStatus::Running.as_str(),
+                r.host,
+                r.pid,
+                r.tool_version,
+                r.git_commit,
+                r.spec_text,
+                env_json,
+                r.planned_trials,
+            ],
+            |row| row.get(0),
+        )?;
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// Records how a run ended and when. Setting `Running` again clears `finished_at`.
+    pub fn finish_run(&mut self, run_id: i64, status: RunStatus) -> Result<(), StoreError> {
+        let finished_at = (status != RunStatus::Running).then(now_rfc3339);
+        let n = set_finished(&self.conn, run_id, status, finished_at.as_deref())?;
+        if n == 0 {
+            return Err(not_found(&self.path, run_id));
+        }
+        Ok(())
+    }
+
+    /// Every run, newest first.
+    pub fn runs(&self) -> Result<Vec<RunRow>, StoreError> {
+        let sql = format!("{RUN_SELECT} ORDER BY r.started_at DESC, r.id DESC");
+        let mut stmt = self.conn.prepare(&sql)?;
+        let raw = stmt
+            .query_map([], RawRun::from_row)?
+            .collect::<Result<Vec<_>, _>>()?;
+        raw.into_iter().map(|r| r.into_row(&self.path)).collect()
+    }
+
+    /// One run by id, or [`StoreError::NotFound`].
+    pub fn run(&self, id: i64) -> Result<RunRow, StoreError> {
+        let sql = format!("{RUN_SELECT} WHERE r.id = ?1");
+        let raw = self
+            .conn
+            .query_row(&sql, [id], RawRun::from_row)
+            .optional()?
+            .ok_or_else(|| not_found(&self.path, id))?;
+        raw.into_row(&self.path)
+    }
+}
+
+/// The message users see for a missing run id.
+pub(crate) fn not_found(path: &Path, id: i64) -> StoreError {
+    StoreError::NotFound(format!(
+        "run {id} not found in {} (see `virtperf runs`)",
+        path.display()
+    ))
+}
+
+/// Fails with [`StoreError::NotFound`] unless run `id` exists.
+pub(crate) fn ensure_run(conn: &Connection, path: &Path, id: i64) -> Result<(), StoreError> {
+    let found = conn
+        .query_row("SELECT 1 FROM runs WHERE id = ?1", [id], |_| Ok(()))
+        .optional()?;
+    found.ok_or_else(|| not_found(path, id))
+}
+
+/// Records how run `run_id` ended; returns how many rows changed (0: no such run).
+pub(crate) fn set_finished(
+    conn: &Connection,
+    run_id: i64,
+    status: RunStatus,
+    finished_at: Option<&str>,
+) -> Result<usize, StoreError> {
+    Ok(conn.execute(
+        "UPDATE runs SET status = ?1, finished_at = ?2 WHERE id = ?3",
+        params![status.as_str(), finished_at, run_id],
+    )?)
+}
+
+/// The columns of a [`RunRow`], with its trial counts.
+const RUN_SELECT: &str = "SELECT r.id, r.name, r.started_at, r.finished_at, r.status, r.host,
+        r.tool_version, r.git_commit, r.spec_text, r.env_json, r.pid, r.planned_trials,
+        (SELECT count(*) FROM trials t WHERE t.run_id = r.id AND t.status = 'ok'),
+        (SELECT count(*) FROM trials t WHERE t.run_id = r.id AND t.status = 'failed')
+     FROM runs r";
+
+/// A `runs` row as SQLite returns it, before the text columns are parsed (which needs the
+/// path for error messages, unavailable inside a rusqlite row closure).
+struct RawRun {
+    id: i64,
+    name: String,
+    started_at: String,
+    finished_at: Option<String>,
+    status: String,
+    host: String,
+    tool_version: String,
+    git_commit: Option<String>,
+    spec_text: String,
+    env_json: String,
+    pid: u32,
+    planned_trials: u32,
+    trials_ok: u32,
+    trials_failed: u32,
+}
+
+impl RawRun {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRun> {
+        Ok(RawRun {
+            id: row.get(0)?,
+            name: row.get(1)?,
+            started_at: row.get(2)?,
+            finished_at: row.get(3)?,
+            status: row.get(4)?,
+            host: row.get(5)?,
+            tool_version: row.get(6)?,
+            git_commit: row.get(7)?,
+            spec_text: row.get(8)?,
+            env_json: row.get(9)?,
+            pid: row.get(10)?,
+            planned_trials: row.get(11)?,
+            trials_ok: row.get(12)?,
+            trials_failed: row.get(13)?,
+        })
+    }
+
+    fn into_row(self, path: &Path) -> Result<RunRow, StoreError> {
+        let corrupt = |detail: String| StoreError::Corrupt {
+            path: path.to_path_buf(),
+            detail,
+        };
+        let status = RunStatus::parse(&self.status).ok_or_else(|| {
+            corrupt(format!(
+                "run {} has unknown status {:?}",
+                self.id, self.status
+            ))
+        })?;
+        let env = serde_json::from_str(&self.env_json).map_err(|e| {
+            corrupt(format!(
+                "run {}: stored environment does not parse: {e}",
+                self.id
+            ))
+        })?;
+        Ok(RunRow {
+            id: self.id,
+            name: self.name,
+            started_at: self.started_at,
+            finished_at: self.finished_at,
+            status,
+            host: self.host,
+            tool_version: self.tool_version,
+            git_commit: self.git_commit,
+            spec_text: self.spec_text,
+            env,
+            pid: self.pid,
+            planned_trials: self.planned_trials,
+            trials_ok: self.trials_ok,
+            trials_failed: self.trials_failed,
+        })
+    }
+}
