@@ -386,9 +386,16 @@ fn an_error_after_driving_against_a_foreign_service_holds_none_of_its_bytes() {
         };
         let _ = svc.join();
         let length = u32::from_be_bytes([banner[0], banner[1], banner[2], banner[3]]);
+        // The address the agent names is ours to print; its port's digits (32999) must not
+        // read as the banner's length (32).
+        let scrubbed: String = message
+            .split_whitespace()
+            .filter(|w| !w.contains("127.0.0.1:"))
+            .collect::<Vec<_>>()
+            .join(" ");
         for leak in ["SSH", "OpenSSH", "hunter2", "secret", &length.to_string()] {
             assert!(
-                !message.contains(leak),
+                !scrubbed.contains(leak),
                 "error {message:?} relays the service's bytes ({leak:?})"
             );
         }
