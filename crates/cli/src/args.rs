@@ -193,8 +193,8 @@ pub struct Common {
     #[command(flatten)]
     pub guest: crate::vm::GuestArgs,
     /// With a netns placement: shape the client's link with a token bucket (e.g. 1gbit)
-    #[arg(long, requires = "placement", value_parser = virtperf_lab::parse::rate, allow_hyphen_values = true)]
-    pub rate: Option<String>,
+    #[arg(long, requires = "placement", value_parser = virtperf_lab::parse::rate, allow_hyphen_values = true, value_name = "RATE")]
+    pub link_rate: Option<String>,
     /// Identity file for ssh: placements
     #[arg(long, value_name = "FILE")]
     pub ssh_key: Option<std::path::PathBuf>,
@@ -214,7 +214,7 @@ impl Common {
         match &mut p {
             Placement::Local => {}
             Placement::Netns(_, shaping) => {
-                shaping.rate.clone_from(&self.rate);
+                shaping.rate.clone_from(&self.link_rate);
                 shaping.delay.clone_from(&self.delay);
             }
             Placement::Ssh(t) => {
@@ -239,8 +239,25 @@ pub struct RrArgs {
     /// Measured duration (10s, 500ms, 1m; a bare number is seconds)
     #[arg(long, short = 'l', default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Duration,
+    /// rr: how each side waits for the other's message: block (netperf), spin (never
+    /// sleeps: no wake-up on the critical path), poll:50us (spin that long, then block);
+    /// one for both or CLIENT,SERVER
+    #[arg(long, value_parser = virtperf_lab::parse::wait, value_name = "MODE[,MODE]")]
+    pub wait: Option<(virtperf_wire::Wait, virtperf_wire::Wait)>,
+    /// rr: idle time between a response and the next request (closed loop with think time)
+    #[arg(long, value_parser = parse_gap, allow_hyphen_values = true, conflicts_with = "rate")]
+    pub gap: Option<Duration>,
+    /// rr: open loop at this many requests per second; latency from each request's
+    /// intended send time (no coordinated omission)
+    #[arg(long = "rate", id = "rate", value_parser = virtperf_lab::parse::rate_per_s, allow_hyphen_values = true)]
+    pub request_rate: Option<u32>,
     #[command(flatten)]
     pub common: Common,
+}
+
+/// A gap between transactions: 0 to 1 s.
+fn parse_gap(s: &str) -> Result<Duration, String> {
+    virtperf_lab::parse::duration_up_to(s, Duration::from_secs(1), "1s")
 }
 
 #[derive(Debug, Args)]

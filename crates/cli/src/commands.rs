@@ -156,15 +156,26 @@ fn plan(common: &Common, workload: Workload, duration: Duration, count: u32) -> 
 
 /// `virtperf rr`
 pub fn rr(a: RrArgs) -> Result<()> {
+    let (client_wait, server_wait) = a.wait.unwrap_or_default();
     let w = Workload::Rr {
         request: a.size.0,
         response: a.size.1,
+        client_wait,
+        server_wait,
+        gap_us: a.gap.map(|g| g.as_micros() as u64),
+        rate_per_s: a.request_rate,
     };
     execute(&a.common, plan(&a.common, w, a.duration, 0))
 }
 
 /// `virtperf crr`
 pub fn crr(a: RrArgs) -> Result<()> {
+    if a.wait.is_some() || a.gap.is_some() || a.request_rate.is_some() {
+        return Err(crate::signals::exit(
+            crate::signals::code::USAGE,
+            "--wait, --gap and --rate apply to rr (crr connects for every transaction)",
+        ));
+    }
     let w = Workload::Crr {
         request: a.size.0,
         response: a.size.1,

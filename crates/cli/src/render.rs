@@ -19,9 +19,94 @@ fn bytes(n: u64) -> String {
     format!("{v} {}", U[i])
 }
 
+/// One compact line per side: events per unit of work, over the side's pinned CPU when it
+/// was pinned (the CPU the round trip runs on), else over the whole machine.
+fn events_lines(r: &TestResult) -> String {
+    let Some(e) = &r.events else {
+        return String::new();
+    };
+    let mut out = String::new();
+    let mut sides = vec![("client", &e.client)];
+    if let Some(sv) = &e.server {
+        sides.push(("server", sv));
+    }
+    for (name, side) in sides {
+        let (per, place) = match &side.pinned {
+            Some(p) => (&p.per_unit, format!("CPU {}", p.cpu)),
+            None => (&side.per_unit, "all CPUs".to_string()),
+        };
+        let get = |k: &str| per.get(k).copied().unwrap_or(0.0);
+        let own = side
+            .per_unit
+            .get("thread_voluntary_switches")
+            .copied()
+            .unwrap_or(0.0);
+        let mut parts = vec![format!("{own:.2} ctx sw (own threads)")];
+        if per.contains_key("idle_entries") {
+            let states: Vec<String> = per
+                .iter()
+                .filter(|(k, v)| k.starts_with("idle_entries_") && **v >= 0.005)
+                .map(|(k, v)| format!("{} {v:.2}", &k["idle_entries_".len()..]))
+                .collect();
+            let detail = if states.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", states.join(", "))
+            };
+            parts.push(format!("{:.2} idle entries{detail}", get("idle_entries")));
+        }
+        for (k, label) in [
+            ("ipi_resched", "IPI resched"),
+            ("ipi_call", "IPI call"),
+            ("timer_irqs", "timer"),
+            ("net_rx_softirqs", "NET_RX"),
+        ] {
+            if per.contains_key(k) {
+                parts.push(format!("{:.2} {label}", get(k)));
+            }
+        }
+        let missing = if side.missing.is_empty() {
+            String::new()
+        } else {
+            format!("  (not counted: {})", side.missing.join("; "))
+        };
+        let _ = writeln!(
+            out,
+            "  per {} {name} ({place}): {}{missing}",
+            e.unit,
+            parts.join(", ")
+        );
+    }
+    out
+}
+
 fn header(r: &TestResult, local: bool) -> String {
     let what = match &r.workload {
-        Workload::Rr { request, response } | Workload::Crr { request, response } => {
+        Workload::Rr {
+            request,
+            response,
+            client_wait,
+            server_wait,
+            gap_us,
+            rate_per_s,
+        } => {
+            let mut t = format!("{} B request / {} B response", request, response);
+            if !client_wait.is_block() || !server_wait.is_block() {
+                t.push_str(&format!(
+                    ", wait {} (client) / {} (server)",
+                    client_wait.name(),
+                    server_wait.name()
+                ));
+            }
+            if let Some(g) = gap_us {
+                t.push_str(&format!(", {g} µs gap"));
+            }
+            if let Some(r) = rate_per_s {
+                t.push_str(&format!(", open loop at {r}/s"));
+            }
+            t
+        }
+        Workload::Crr { request, response } => {
             format!("{} B request / {} B response", request, response)
         }
         Workload::Stream {
@@ -227,6 +312,7 @@ pub fn result(r: &TestResult, local: bool) -> String {
         }
     }
     s.push_str(&cpu_table(r));
+    s.push_str(&events_lines(r));
     let load = r
         .cpu
         .client

@@ -74,10 +74,7 @@ fn hostile_clients_get_an_error_and_the_agent_keeps_serving() {
     // Past the hello, a bad workload or an out-of-order message is refused too.
     let mut bad_workload = hello(virtperf_wire::PROTOCOL_VERSION, Some("sesame"));
     bad_workload.extend(encode(&Message::Prepare {
-        workload: Workload::Rr {
-            request: 0,
-            response: 1,
-        },
+        workload: Workload::rr(0, 1),
         duration_ms: 1000,
         server_cpu: None,
         sock: Default::default(),
@@ -175,10 +172,7 @@ fn drive_message(to: &Agent) -> Message {
             port: to.addr.port(),
             token: None,
         },
-        workload: Workload::Rr {
-            request: 1,
-            response: 1,
-        },
+        workload: Workload::rr(1, 1),
         duration_ms: 300,
         client_cpu: None,
         server_cpu: None,

@@ -34,7 +34,7 @@ fn usage_errors_exit_2_with_one_line() {
         (&["wake", "--poll", "10us,1e30"], "at most 1s"),
         (&["kvm", "halt", "--halt-poll", "1e30"], "at most 1s"),
         (
-            &["rr", "--placement", "netns:veth", "--rate", "1e30gbit"],
+            &["rr", "--placement", "netns:veth", "--link-rate", "1e30gbit"],
             "rate",
         ),
         (
@@ -43,6 +43,15 @@ fn usage_errors_exit_2_with_one_line() {
         ),
         (&["vm", "compare", "--duration", "1e30"], "at most 24h"),
         (&["run", "--runs", "1e30"], "1e30"),
+        (&["rr", "--wait", "nap"], "wait"),
+        (&["rr", "--wait", "poll:2s"], "at most 1s"),
+        (&["rr", "--rate", "0"], "rate"),
+        (&["rr", "--gap", "5s"], "at most 1s"),
+        (
+            &["rr", "--rate", "2000", "--gap", "1ms"],
+            "cannot be used with",
+        ),
+        (&["crr", "--wait", "spin"], "apply to rr"),
     ] {
         let (code, err) = run_fail(args);
         assert_eq!(code, 2, "{args:?} exit {code}: {err}");

@@ -224,10 +224,7 @@ fn strangers_on_a_data_port_are_closed_at_once_and_threads_stay_bounded() {
     write_message(
         &mut ctl,
         &Message::Prepare {
-            workload: Workload::Rr {
-                request: 1,
-                response: 1,
-            },
+            workload: Workload::rr(1, 1),
             duration_ms: 2000,
             server_cpu: None,
             sock: Default::default(),
@@ -368,10 +365,7 @@ fn an_error_after_driving_against_a_foreign_service_holds_none_of_its_bytes() {
                     port,
                     token: None,
                 },
-                workload: Workload::Rr {
-                    request: 1,
-                    response: 1,
-                },
+                workload: Workload::rr(1, 1),
                 duration_ms: 300,
                 client_cpu: None,
                 server_cpu: None,

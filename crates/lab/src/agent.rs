@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use virtperf_load::sock::cpu_allowed;
+use virtperf_measure::events::EventSnapshot;
 use virtperf_measure::{fingerprint, ProcStat};
 use virtperf_wire::{
     read_message, write_message, Message, SideReport, SockOpts, WireError, Workload,
@@ -514,6 +515,8 @@ fn run_test(
         Message::Start => {}
         other => bail!("expected start, got {}", kind(&other)),
     }
+    // Events bracket the CPU snapshots, so reading them costs the CPU figures nothing.
+    let ev0 = EventSnapshot::read();
     let t0 = ProcStat::read()?;
     let started = Instant::now();
     side.gate.open();
@@ -534,6 +537,7 @@ fn run_test(
     }
     let t1 = ProcStat::read()?;
     let elapsed = started.elapsed();
+    let events = ev0.delta(&EventSnapshot::read()).counts(server_cpu);
     drop(td);
     let joined = join_all(handles)?;
     let report = SideReport {
@@ -542,6 +546,7 @@ fn run_test(
         threads: joined.cpu,
         flows: joined.flow_stats(),
         transactions: joined.transactions(),
+        events: Some(events),
     };
     write_message(
         ctl,

@@ -4,8 +4,9 @@
 use virtperf_load::http::Fetched;
 use virtperf_measure::{latency, split, LatencyHistogram};
 use virtperf_wire::{
-    BulkOutcome, CpuAccounting, Download, Env, Envs, HttpOutcome, Outcome, RrOutcome, SideCpu,
-    SideReport, StreamFlow, StreamOutcome, TestResult, Workload, RESULT_SCHEMA,
+    BulkOutcome, CpuAccounting, Download, Env, Envs, Events, HttpOutcome, Outcome, PinnedEvents,
+    RrOutcome, SideCpu, SideEvents, SideReport, StreamFlow, StreamOutcome, TestResult, Workload,
+    RESULT_SCHEMA,
 };
 
 use crate::plan::Plan;
@@ -77,6 +78,55 @@ fn side_cpu(r: &SideReport, units: f64, test_threads_s: f64) -> SideCpu {
     }
 }
 
+/// Events per unit of work for both sides: per transaction, or per MB where the unit is KB.
+fn events_of(c: &Collected, units: f64, unit: &str) -> Option<Events> {
+    let (divisor, unit) = if unit == "KB" {
+        (units * 1024.0 / 1e6, "MB")
+    } else {
+        (units, unit)
+    };
+    let per = |d: &std::collections::BTreeMap<String, u64>| {
+        d.iter()
+            .map(|(k, v)| {
+                let x = if divisor > 0.0 {
+                    *v as f64 / divisor
+                } else {
+                    0.0
+                };
+                (k.clone(), x)
+            })
+            .collect()
+    };
+    let side = |r: &SideReport, cpu: Option<u32>| -> Option<SideEvents> {
+        let e = r.events.as_ref()?;
+        let mut deltas = e.all.clone();
+        deltas.insert(
+            "thread_voluntary_switches".into(),
+            r.threads.voluntary_switches,
+        );
+        deltas.insert(
+            "thread_involuntary_switches".into(),
+            r.threads.involuntary_switches,
+        );
+        let pinned = cpu.zip(e.pinned.as_ref()).map(|(cpu, d)| PinnedEvents {
+            cpu,
+            per_unit: per(d),
+            deltas: d.clone(),
+        });
+        Some(SideEvents {
+            per_unit: per(&deltas),
+            deltas,
+            pinned,
+            missing: e.missing.clone(),
+        })
+    };
+    Some(Events {
+        unit: unit.to_string(),
+        client: side(&c.client, c.plan.client_cpu)?,
+        server: c.server.as_ref().and_then(|s| side(s, c.plan.server_cpu)),
+    })
+}
+
 /// Builds the result.
 pub fn assemble(c: Collected) -> TestResult {
     let empty = SideReport::default();
@@ -97,6 +147,7 @@ pub fn assemble(c: Collected) -> TestResult {
         ));
     }
     let cpu = cpu_accounting(&c, units, unit, &mut warnings);
+    let events = events_of(&c, units, unit);
     TestResult {
         schema: RESULT_SCHEMA.to_string(),
         workload: c.plan.workload.clone(),
@@ -120,6 +171,7 @@ pub fn assemble(c: Collected) -> TestResult {
             server: c.server_env,
         },
         warnings,
+        events,
         allow_concurrent: false,
     }
 }
@@ -152,6 +204,19 @@ fn rr_outcome(c: &Collected, server: &SideReport, warnings: &mut Vec<String>) ->
         latency: lat,
         histogram: hist,
     };
+    if let Workload::Rr {
+        rate_per_s: Some(want),
+        ..
+    } = c.plan.workload
+    {
+        // An open loop's achieved rate is the schedule's unless a side could not keep up.
+        if o.rate_per_s < 0.98 * f64::from(want) {
+            warnings.push(format!(
+                "asked for {want} requests/s, achieved {:.0}/s: the target was missed (latency is still measured from each request's intended send time)",
+                o.rate_per_s
+            ));
+        }
+    }
     let o = if matches!(c.plan.workload, Workload::Rr { .. }) {
         Outcome::Rr(o)
     } else {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use virtperf_load::http::Fetched;
 use virtperf_load::{http, Counts};
+use virtperf_measure::events::EventSnapshot;
 use virtperf_measure::{fingerprint, ProcStat};
 use virtperf_wire::{
     read_message, write_message, Env, Message, SideReport, SockOpts, TestResult, WireError,
@@ -217,6 +218,8 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
         other => bail!("unexpected answer to start: {}", kind(&other)),
     }
     let kvm0 = plan.kvm_stats.then(virtperf_kvm::debugfs_stats);
+    // Events bracket the CPU snapshots, so reading them costs the CPU figures nothing.
+    let ev0 = EventSnapshot::read();
     let t0 = ProcStat::read()?;
     let started = Instant::now();
     side.gate.open();
@@ -240,6 +243,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     side.stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let t1 = ProcStat::read()?;
     let elapsed = started.elapsed();
+    let events = ev0.delta(&EventSnapshot::read()).counts(plan.client_cpu);
     let kvm = kvm0.map(|before| kvm_counters(before, virtperf_kvm::debugfs_stats()));
     // Where the client drives the traffic, let its workers finish their last transaction
     // before the agent stops serving (a crr connection still in the agent's accept queue
@@ -268,6 +272,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
         threads: joined.cpu,
         flows: joined.flow_stats(),
         transactions: joined.transactions(),
+        events: Some(events),
     };
     if let Some(c) = capture {
         c.stop()?;
@@ -385,6 +390,7 @@ pub fn run_url(url: &str, count: u32, progress: ProgressFn) -> Result<TestResult
     let h = spawn_worker("http-client", &side, move |c, _| {
         download_series(&u, count, &c.stop, &out)
     })?;
+    let ev0 = EventSnapshot::read();
     let t0 = ProcStat::read()?;
     let started = Instant::now();
     side.gate.open();
@@ -393,6 +399,7 @@ pub fn run_url(url: &str, count: u32, progress: ProgressFn) -> Result<TestResult
         std::thread::sleep(Duration::from_millis(50));
     }
     let t1 = ProcStat::read()?;
+    let events = ev0.delta(&EventSnapshot::read()).counts(None);
     let joined = join_all(vec![h])?;
     let bytes = downloads
         .lock()
@@ -417,6 +424,7 @@ pub fn run_url(url: &str, count: u32, progress: ProgressFn) -> Result<TestResult
         threads: joined.cpu,
         flows: joined.flow_stats(),
         transactions: joined.transactions(),
+        events: Some(events),
     };
     let downloads = downloads.lock().map(|d| d.clone()).unwrap_or_default();
     Ok(assemble(Collected {

@@ -194,6 +194,52 @@ pub fn until_ci(s: &str) -> Result<(f64, f64), String> {
     Ok((level / 100.0, width / 100.0))
 }
 
+/// Parses how rr's two sides wait: `block`, `spin`, `poll:50us` for both, or `CLIENT,SERVER`
+/// (`block,spin`).
+pub fn wait(s: &str) -> anyhow::Result<(virtperf_wire::Wait, virtperf_wire::Wait)> {
+    use virtperf_wire::Wait;
+    let one = |p: &str| -> anyhow::Result<Wait> {
+        let p = p.trim();
+        match p {
+            "block" => Ok(Wait::Block),
+            "spin" => Ok(Wait::Spin),
+            _ => {
+                let Some(w) = p.strip_prefix("poll:") else {
+                    anyhow::bail!(
+                        "invalid wait {s:?}: expected block, spin or poll:WINDOW (e.g. poll:50us), or CLIENT,SERVER"
+                    );
+                };
+                let d = duration_up_to(w, Duration::from_secs(1), "1s")
+                    .map_err(|e| anyhow::anyhow!("invalid wait {s:?}: {e}"))?;
+                let us = d.as_micros() as u32;
+                anyhow::ensure!(us >= 1, "invalid wait {s:?}: a poll window is at least 1us");
+                Ok(Wait::Poll { window_us: us })
+            }
+        }
+    };
+    Ok(match s.split_once(',') {
+        Some((c, v)) => (one(c)?, one(v)?),
+        None => {
+            let w = one(s)?;
+            (w, w)
+        }
+    })
+}
+
+/// Parses an open-loop request rate per second (1 to 1,000,000).
+pub fn rate_per_s(s: &str) -> anyhow::Result<u32> {
+    let t = s.trim().trim_end_matches("/s");
+    let v: u32 = t.parse().map_err(|_| {
+        anyhow::anyhow!("invalid rate {s:?}: expected requests per second, like 2000")
+    })?;
+    anyhow::ensure!(
+        (1..=virtperf_wire::MAX_RATE).contains(&v),
+        "invalid rate {s:?}: between 1 and {} per second",
+        virtperf_wire::MAX_RATE
+    );
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,6 +287,29 @@ mod tests {
         assert!(size32("1GiB").unwrap_err().contains("64 MiB"));
         assert!(bytes("2TiB").unwrap_err().contains("1 TiB"));
         assert!(bytes("lots").is_err());
+    }
+
+    #[test]
+    fn waits_and_request_rates() {
+        use virtperf_wire::Wait;
+        assert_eq!(wait("spin").unwrap(), (Wait::Spin, Wait::Spin));
+        assert_eq!(wait("block,spin").unwrap(), (Wait::Block, Wait::Spin));
+        assert_eq!(wait("poll:50us").unwrap().0, Wait::Poll { window_us: 50 });
+        for bad in [
+            "nap",
+            "poll:",
+            "poll:2s",
+            "poll:1e30",
+            "poll:NaN",
+            "spin,nap",
+            "poll:1ns",
+        ] {
+            assert!(wait(bad).is_err(), "{bad}");
+        }
+        assert_eq!(rate_per_s("2000").unwrap(), 2000);
+        for bad in ["0", "-1", "1e30", "NaN", "2000000", "fast"] {
+            assert!(rate_per_s(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

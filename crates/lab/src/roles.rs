@@ -80,10 +80,30 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<Handles> {
     let (data, sock, side) = (c.data, c.sock, c.side);
     let mut handles = Vec::new();
     match *w {
-        Workload::Rr { request, response } => {
+        Workload::Rr {
+            request,
+            response,
+            client_wait,
+            gap_us,
+            rate_per_s,
+            ..
+        } => {
+            let pace = match (rate_per_s, gap_us) {
+                (Some(r), _) => rr::Pace::Rate(f64::from(r)),
+                (None, Some(g)) => rr::Pace::Gap(std::time::Duration::from_micros(g)),
+                (None, None) => rr::Pace::BackToBack,
+            };
             let s = connect_data(data, true, &sock)?;
             handles.push(spawn_conn_worker("rr-client", side, s, move |c, h, s| {
-                rr::client(s, request as usize, response as usize, &c.stop, h)
+                rr::client_paced(
+                    s,
+                    request as usize,
+                    response as usize,
+                    client_wait,
+                    pace,
+                    &c.stop,
+                    h,
+                )
             })?);
         }
         Workload::Crr { request, response } => {
@@ -157,10 +177,15 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
     } = s;
     let mut handles = Vec::new();
     match *w {
-        Workload::Rr { request, response } => {
+        Workload::Rr {
+            request,
+            response,
+            server_wait,
+            ..
+        } => {
             for s in accept_data(listener, client, 1, true, &sock)? {
                 handles.push(spawn_conn_worker("rr-server", side, s, move |c, _, s| {
-                    rr::server(s, request as usize, response as usize, &c.stop)
+                    rr::server_waiting(s, request as usize, response as usize, server_wait, &c.stop)
                 })?);
             }
         }
@@ -305,15 +330,7 @@ mod tests {
     #[test]
     fn every_workload_runs_between_the_two_halves() {
         let t = agent("t0", false);
-        let rr = client::run(
-            &t,
-            &plan(Workload::Rr {
-                request: 8,
-                response: 16,
-            }),
-            &|_| {},
-        )
-        .expect("rr");
+        let rr = client::run(&t, &plan(Workload::rr(8, 16)), &|_| {}).expect("rr");
         let Outcome::Rr(o) = &rr.outcome else {
             panic!("rr outcome expected: {:?}", rr.outcome)
         };
@@ -381,15 +398,8 @@ mod tests {
         let e = client::remote_env(&wrong).expect_err("wrong token accepted");
         assert!(format!("{e:#}").contains("wrong or missing token"), "{e:#}");
         assert!(client::remote_env(&t).is_ok());
-        let e = client::drive(
-            &t,
-            &t,
-            &plan(Workload::Rr {
-                request: 1,
-                response: 1,
-            }),
-        )
-        .expect_err("drive accepted without --allow-drive");
+        let e = client::drive(&t, &t, &plan(Workload::rr(1, 1)))
+            .expect_err("drive accepted without --allow-drive");
         assert!(format!("{e:#}").contains("does not drive tests"), "{e:#}");
     }
 
@@ -397,25 +407,14 @@ mod tests {
     fn a_driving_agent_runs_the_client_half_and_returns_the_result() {
         let server = agent("s", false);
         let driver = agent("d", true);
-        let r = client::drive(
-            &driver,
-            &server,
-            &plan(Workload::Rr {
-                request: 1,
-                response: 1,
-            }),
-        )
-        .expect("drive");
+        let r = client::drive(&driver, &server, &plan(Workload::rr(1, 1))).expect("drive");
         assert!(matches!(&r.outcome, Outcome::Rr(o) if o.transactions > 0));
     }
 
     #[test]
     fn the_agent_refuses_an_invalid_workload_in_one_message() {
         let t = agent("v", false);
-        let mut p = plan(Workload::Rr {
-            request: 1,
-            response: 1,
-        });
+        let mut p = plan(Workload::rr(1, 1));
         p.server_cpu = Some(100_000);
         let e = client::run(&t, &p, &|_| {}).expect_err("server CPU 100000 accepted");
         assert!(format!("{e:#}").contains("server CPU 100000"), "{e:#}");

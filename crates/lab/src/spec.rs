@@ -155,6 +155,15 @@ struct RawWorkload {
     cpus: Option<Spanned<OneOrMany<String>>>,
     #[serde(default)]
     duration: Option<Spanned<String>>,
+    /// rr: how each side waits (`block`, `spin`, `poll:50us`, or `CLIENT,SERVER`).
+    #[serde(default)]
+    wait: Option<Spanned<String>>,
+    /// rr: idle time between a response and the next request; a list sweeps it.
+    #[serde(default)]
+    gap: Option<Spanned<OneOrMany<String>>>,
+    /// rr: open-loop request rate per second.
+    #[serde(default)]
+    rate: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -512,6 +521,8 @@ struct Axes {
     send_sizes: Vec<u32>,
     flows: Vec<u32>,
     reverses: Vec<bool>,
+    /// rr's idle gap between transactions, µs (None: back to back).
+    gaps: Vec<Option<u64>>,
 }
 
 /// One point of the product.
@@ -522,6 +533,7 @@ struct Combo {
     send: u32,
     flows: u32,
     reverse: bool,
+    gap: Option<u64>,
 }
 
 impl Axes {
@@ -535,6 +547,10 @@ impl Axes {
             })?,
             flows: axis(text, &r.flows, 1, |v: &u32| Ok(*v))?,
             reverses: axis(text, &r.reverse, false, |v: &bool| Ok(*v))?,
+            gaps: axis(text, &r.gap, None, |v: &String| {
+                parse::duration_up_to(v, Duration::from_secs(1), "1s")
+                    .map(|d| Some(d.as_micros() as u64).filter(|g| *g > 0))
+            })?,
         })
     }
 
@@ -546,6 +562,7 @@ impl Axes {
             self.send_sizes.len(),
             self.flows.len(),
             self.reverses.len(),
+            self.gaps.len(),
         ]
         .iter()
         .fold(1usize, |acc, &n| acc.saturating_mul(n))
@@ -557,12 +574,15 @@ impl Axes {
             self.sizes.iter().flat_map(move |&size| {
                 self.send_sizes.iter().flat_map(move |&send| {
                     self.flows.iter().flat_map(move |&flows| {
-                        self.reverses.iter().map(move |&reverse| Combo {
-                            cpu,
-                            size,
-                            send,
-                            flows,
-                            reverse,
+                        self.reverses.iter().flat_map(move |&reverse| {
+                            self.gaps.iter().map(move |&gap| Combo {
+                                cpu,
+                                size,
+                                send,
+                                flows,
+                                reverse,
+                                gap,
+                            })
                         })
                     })
                 })
@@ -578,6 +598,7 @@ impl Axes {
             ("flows", self.flows.len()),
             ("reverse", self.reverses.len()),
             ("cpus", self.cpus.len()),
+            ("gap", self.gaps.len()),
         ]
         .iter()
         .filter(|(_, n)| *n > 1)
@@ -589,6 +610,8 @@ impl Axes {
 /// A workload's parameters that are not swept.
 struct Fixed {
     duration: Duration,
+    wait: (virtperf_wire::Wait, virtperf_wire::Wait),
+    rate: Option<u32>,
     recv_size: Option<u32>,
     recv_wait: Option<RecvWait>,
     bytes: Option<u64>,
@@ -639,8 +662,28 @@ impl Fixed {
             Some(c) => *c.get_ref(),
             None => 5,
         };
+        let wait = match &r.wait {
+            Some(w) => parse::wait(w.get_ref()).or_else(|m| err(text, w.span(), m.to_string()))?,
+            None => Default::default(),
+        };
+        let rate = match &r.rate {
+            Some(v) => Some(
+                parse::rate_per_s(&v.get_ref().to_string())
+                    .or_else(|m| err(text, v.span(), m.to_string()))?,
+            ),
+            None => None,
+        };
+        if let (Some(_), Some(g)) = (&r.rate, &r.gap) {
+            return err(
+                text,
+                g.span(),
+                "give either rate (open loop) or gap (closed loop), not both",
+            );
+        }
         Ok(Fixed {
             duration,
+            wait,
+            rate,
             recv_size,
             recv_wait,
             bytes,
@@ -652,7 +695,8 @@ impl Fixed {
 /// Refuses an unknown kind, and keys the kind does not take, each at its line.
 fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> {
     let allowed: &[&str] = match kind {
-        "rr" | "crr" => &["size", "cpus"],
+        "rr" => &["size", "cpus", "wait", "gap", "rate"],
+        "crr" => &["size", "cpus"],
         "stream" => &["send_size", "flows", "reverse", "cpus"],
         "bulk" => &["bytes", "send_size", "reverse", "cpus"],
         "http" => &["bytes", "count", "cpus"],
@@ -664,7 +708,10 @@ fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> 
             )
         }
     };
-    let present: [(&str, Option<std::ops::Range<usize>>); 7] = [
+    let present: [(&str, Option<std::ops::Range<usize>>); 10] = [
+        ("wait", r.wait.as_ref().map(|s| s.span())),
+        ("gap", r.gap.as_ref().map(|s| s.span())),
+        ("rate", r.rate.as_ref().map(|s| s.span())),
         ("size", r.size.as_ref().map(|s| s.span())),
         ("send_size", r.send_size.as_ref().map(|s| s.span())),
         ("flows", r.flows.as_ref().map(|s| s.span())),
@@ -692,7 +739,14 @@ fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> 
 fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Workload {
     let (request, response) = c.size;
     match kind {
-        "rr" => Workload::Rr { request, response },
+        "rr" => Workload::Rr {
+            request,
+            response,
+            client_wait: f.wait.0,
+            server_wait: f.wait.1,
+            gap_us: c.gap,
+            rate_per_s: f.rate,
+        },
         "crr" => Workload::Crr { request, response },
         "stream" => Workload::Stream {
             send_size: c.send,
@@ -722,6 +776,7 @@ fn name_point(base: &str, c: Combo, swept: &[&str]) -> (String, serde_json::Valu
             "send_size" => serde_json::json!(c.send),
             "flows" => serde_json::json!(c.flows),
             "reverse" => serde_json::json!(c.reverse),
+            "gap" => serde_json::json!(c.gap.map_or("0".to_string(), |g| format!("{g}us"))),
             _ => serde_json::json!(cpus_text(c.cpu)),
         };
         label.push_str(&format!(
@@ -990,13 +1045,7 @@ socket = { nodelay = true, busy_poll_us = 50 }
         let s = parse("name = \"d\"\n[[workload]]\nkind = \"rr\"\n").unwrap();
         assert_eq!(s.repeat, Repeat::Fixed(5));
         assert_eq!(s.configs[0].name, "default");
-        assert_eq!(
-            s.points[0].workload,
-            Workload::Rr {
-                request: 1,
-                response: 1
-            }
-        );
+        assert_eq!(s.points[0].workload, Workload::rr(1, 1));
         assert_eq!(s.points[0].duration, Duration::from_secs(10));
     }
 
@@ -1214,6 +1263,40 @@ socket = { nodelay = true, busy_poll_us = 50 }
         );
         let (_, m) = line_of_error(&text);
         assert!(m.contains("plans 200000 trials"), "{m}");
+    }
+
+    #[test]
+    fn rr_wait_modes_gaps_and_rates_in_specs() {
+        let s = parse(
+            "name = \"x\"\n[[workload]]\nkind = \"rr\"\nwait = \"block,spin\"\ngap = [\"0\", \"100us\"]\n",
+        )
+        .unwrap();
+        assert_eq!(s.points.len(), 2);
+        assert_eq!(s.points[0].label, "rr gap=0");
+        assert_eq!(s.points[1].label, "rr gap=100us");
+        match &s.points[1].workload {
+            Workload::Rr {
+                client_wait,
+                server_wait,
+                gap_us,
+                rate_per_s,
+                ..
+            } => {
+                assert_eq!(*client_wait, virtperf_wire::Wait::Block);
+                assert_eq!(*server_wait, virtperf_wire::Wait::Spin);
+                assert_eq!(*gap_us, Some(100));
+                assert_eq!(*rate_per_s, None);
+            }
+            other => panic!("{other:?}"),
+        }
+        let (l, m) = line_of_error("name = \"x\"\n[[workload]]\nkind = \"crr\"\nwait = \"spin\"\n");
+        assert_eq!(l, 4, "{m}");
+        assert!(m.contains("take no \"wait\""), "{m}");
+        let (l, m) = line_of_error(
+            "name = \"x\"\n[[workload]]\nkind = \"rr\"\nrate = 1000\ngap = \"1ms\"\n",
+        );
+        assert_eq!(l, 5, "{m}");
+        assert!(m.contains("not both"), "{m}");
     }
 
     #[test]

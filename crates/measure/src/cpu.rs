@@ -164,6 +164,8 @@ pub fn thread_cpu() -> ThreadCpu {
     ThreadCpu {
         user_s: secs(ru.ru_utime),
         system_s: secs(ru.ru_stime),
+        voluntary_switches: ru.ru_nvcsw as u64,
+        involuntary_switches: ru.ru_nivcsw as u64,
     }
 }
 
@@ -173,6 +175,12 @@ pub fn thread_cpu_since(start: ThreadCpu) -> ThreadCpu {
     ThreadCpu {
         user_s: (now.user_s - start.user_s).max(0.0),
         system_s: (now.system_s - start.system_s).max(0.0),
+        voluntary_switches: now
+            .voluntary_switches
+            .saturating_sub(start.voluntary_switches),
+        involuntary_switches: now
+            .involuntary_switches
+            .saturating_sub(start.involuntary_switches),
     }
 }
 

@@ -224,6 +224,16 @@ pub const KEYS: &[(&str, &str)] = &[
 ];
 
 impl EventDelta {
+    /// The side's counts as they travel and are stored: totals over all CPUs and over the
+    /// pinned CPU, and what was missing.
+    pub fn counts(&self, pinned: Option<u32>) -> virtperf_wire::EventCounts {
+        virtperf_wire::EventCounts {
+            all: self.totals(None),
+            pinned: pinned.map(|c| self.totals(Some(&[c as usize]))),
+            missing: self.missing.clone(),
+        }
+    }
+
     /// Totals under the stable keys over `cpus` (all CPUs when None): the keys of
     /// [`KEYS`], `context_switches` (system-wide only), `idle_entries` (all states),
     /// `idle_entries_<state>` and `idle_time_us_<state>` per cpuidle state, and

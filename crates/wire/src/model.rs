@@ -18,6 +18,8 @@ pub const MAX_IO_SIZE: u32 = 64 << 20;
 pub const MAX_FLOWS: u32 = 256;
 /// Largest byte count for bulk and http transfers (1 TiB).
 pub const MAX_TRANSFER: u64 = 1 << 40;
+/// Highest open-loop request rate (`rr --rate`), per second.
+pub const MAX_RATE: u32 = 1_000_000;
 /// Longest test duration accepted (24 h).
 pub const MAX_DURATION_MS: u64 = 24 * 3600 * 1000;
 
@@ -31,6 +33,20 @@ pub enum Workload {
         request: u32,
         /// Response size in bytes.
         response: u32,
+        /// How the client waits for each response (absent: blocking).
+        #[serde(default, skip_serializing_if = "Wait::is_block")]
+        client_wait: Wait,
+        /// How the server waits for each request (absent: blocking).
+        #[serde(default, skip_serializing_if = "Wait::is_block")]
+        server_wait: Wait,
+        /// Idle time between a response and the next request, µs (closed loop with think
+        /// time; absent: back to back).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        gap_us: Option<u64>,
+        /// Open loop at this many requests per second, latency from each request's intended
+        /// send time (absent: closed loop).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate_per_s: Option<u32>,
     },
     /// A new connection per request/response (netperf TCP_CRR).
     Crr {
@@ -141,6 +157,18 @@ impl RecvWait {
 }
 
 impl Workload {
+    /// Blocking, back-to-back request/response (netperf's TCP_RR): the common case.
+    pub fn rr(request: u32, response: u32) -> Workload {
+        Workload::Rr {
+            request,
+            response,
+            client_wait: Wait::Block,
+            server_wait: Wait::Block,
+            gap_us: None,
+            rate_per_s: None,
+        }
+    }
+
     /// Short name (`rr`, `crr`, `stream`, `bulk`, `http`).
     pub fn name(&self) -> &'static str {
         match self {
@@ -172,7 +200,44 @@ impl Workload {
             Ok(())
         }
         match *self {
-            Workload::Rr { request, response } | Workload::Crr { request, response } => {
+            Workload::Rr {
+                request,
+                response,
+                client_wait,
+                server_wait,
+                gap_us,
+                rate_per_s,
+            } => {
+                size("request size", request)?;
+                size("response size", response)?;
+                for w in [client_wait, server_wait] {
+                    if let Wait::Poll { window_us } = w {
+                        if window_us == 0 || window_us > 1_000_000 {
+                            return Err(format!(
+                                "a poll window must be between 1 us and 1 s, got {window_us} us"
+                            ));
+                        }
+                    }
+                }
+                if gap_us.is_some_and(|g| g > 1_000_000) {
+                    return Err("the gap between transactions must be at most 1s".into());
+                }
+                if let Some(r) = rate_per_s {
+                    if !(1..=MAX_RATE).contains(&r) {
+                        return Err(format!(
+                            "the request rate must be between 1 and {MAX_RATE} per second, got {r}"
+                        ));
+                    }
+                    if gap_us.is_some() {
+                        return Err(
+                            "give either a rate (open loop) or a gap (closed loop), not both"
+                                .into(),
+                        );
+                    }
+                }
+                Ok(())
+            }
+            Workload::Crr { request, response } => {
                 size("request size", request)?;
                 size("response size", response)
             }
@@ -311,6 +376,12 @@ pub struct ThreadCpu {
     pub user_s: f64,
     /// Kernel-mode seconds (includes softirq work done in the thread's context).
     pub system_s: f64,
+    /// Times the threads gave up the CPU to wait (blocked in a receive, slept).
+    #[serde(default)]
+    pub voluntary_switches: u64,
+    /// Times the threads were preempted.
+    #[serde(default)]
+    pub involuntary_switches: u64,
 }
 
 impl ThreadCpu {
@@ -322,7 +393,63 @@ impl ThreadCpu {
     pub fn add(&mut self, o: ThreadCpu) {
         self.user_s += o.user_s;
         self.system_s += o.system_s;
+        self.voluntary_switches += o.voluntary_switches;
+        self.involuntary_switches += o.involuntary_switches;
     }
+}
+
+/// Events counted on one side, raw and per unit of work.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SideEvents {
+    /// Increases over the measured interval (all CPUs), plus the side's own threads'
+    /// `thread_voluntary_switches` and `thread_involuntary_switches`.
+    pub deltas: std::collections::BTreeMap<String, u64>,
+    /// `deltas` divided by the units of work (transactions, or MB moved).
+    pub per_unit: std::collections::BTreeMap<String, f64>,
+    /// The same two over the side's pinned CPU only, when it was pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<PinnedEvents>,
+    /// Counter files the side's machine lacks, with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+}
+
+/// Events over one pinned CPU.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PinnedEvents {
+    /// The CPU.
+    pub cpu: u32,
+    /// Increases on it.
+    pub deltas: std::collections::BTreeMap<String, u64>,
+    /// Per unit of work.
+    pub per_unit: std::collections::BTreeMap<String, f64>,
+}
+
+/// Events per unit of work on both sides (the `events` block of a result).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Events {
+    /// `transaction` or `MB`.
+    pub unit: String,
+    /// Client side.
+    pub client: SideEvents,
+    /// Agent side (absent for foreign HTTP URLs and older agents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<SideEvents>,
+}
+
+/// Kernel events on one side's machine over the measured interval (see
+/// `virtperf_measure::events` for the keys), as the side measured them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EventCounts {
+    /// Totals over all CPUs under stable keys: `context_switches`, `idle_entries`,
+    /// `idle_entries_<state>`, `ipi_resched`, `ipi_call`, `timer_irqs`, `net_rx_softirqs`, …
+    pub all: std::collections::BTreeMap<String, u64>,
+    /// The same over the CPU this side's data threads were pinned to, when pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<std::collections::BTreeMap<String, u64>>,
+    /// Counter files this machine lacks (no cpuidle in a container …), with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
 }
 
 /// Byte counts of one data connection, as seen by one side.
@@ -350,6 +477,9 @@ pub struct SideReport {
     pub flows: Vec<FlowStats>,
     /// Requests served (rr, crr, http).
     pub transactions: u64,
+    /// Kernel events over the interval (absent from older agents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<EventCounts>,
 }
 
 /// Latency distribution summary, microseconds.
@@ -594,6 +724,10 @@ pub struct TestResult {
     pub env: Envs,
     /// Things the user should know about these numbers.
     pub warnings: Vec<String>,
+    /// Kernel events per unit of work on both sides (context switches, idle entries, IPIs,
+    /// timer interrupts, softirqs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<Events>,
     /// Measured without the machine-wide lock (`--allow-concurrent`): another measurement
     /// may have run beside this one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -54,7 +54,7 @@ pub enum Placement {
     Guest(guest::Direction, Box<guest::GuestOpts>),
 }
 
-/// Emulated link properties of the client's side of a namespace placement (`--rate`,
+/// Emulated link properties of the client's side of a namespace placement (`--link-rate`,
 /// `--delay`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Shaping {

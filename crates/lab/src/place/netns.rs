@@ -249,7 +249,7 @@ impl Topology {
         }
         in_ns(&self.client_ns, &args).map_err(|e| {
             if e.to_string().contains("unknown") {
-                anyhow!("netem (delay/loss emulation) is not available in this kernel: `tc` does not know the netem qdisc; use --rate alone")
+                anyhow!("netem (delay/loss emulation) is not available in this kernel: `tc` does not know the netem qdisc; use --link-rate alone")
             } else {
                 e.context("adding netem delay")
             }

@@ -1,0 +1,60 @@
+//! Events per transaction (context switches, idle entries, IPIs) on both sides, wait modes
+//! and the open loop, through the real binary. One test function, so nothing else in this
+//! binary runs beside it: idle entries are only seen on an otherwise idle machine.
+
+mod common;
+
+use common::{f, run_json};
+
+fn per(v: &serde_json::Value, side: &str, key: &str) -> f64 {
+    v["events"][side]["per_unit"][key].as_f64().unwrap_or(0.0)
+}
+
+#[test]
+fn events_per_transaction_wait_modes_and_the_open_loop() {
+    let two_cpus = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+    if two_cpus {
+        // Blocking across CPUs: each side sleeps once per transaction, and its CPU goes idle.
+        let v = run_json(&["rr", "--cpus", "0,1", "-l", "1s"]);
+        assert_eq!(v["events"]["unit"], "transaction");
+        for side in ["client", "server"] {
+            let sw = per(&v, side, "thread_voluntary_switches");
+            assert!(sw >= 0.9, "{side}: {sw} context switches per transaction");
+            let e = &v["events"][side];
+            let missing = e["missing"].to_string();
+            if missing.contains("cpuidle") {
+                eprintln!("skipped the idle-entry check: {missing}");
+            } else {
+                let idle = e["pinned"]["per_unit"]["idle_entries"]
+                    .as_f64()
+                    .unwrap_or(0.0);
+                assert!(idle > 0.0, "{side}: no idle entries on its pinned CPU: {e}");
+            }
+        }
+        // Spinning: no side sleeps, so no wake-up is on the critical path.
+        let v = run_json(&["rr", "--cpus", "0,1", "-l", "1s", "--wait", "spin"]);
+        assert_eq!(v["workload"]["client_wait"]["mode"], "spin");
+        for side in ["client", "server"] {
+            let sw = per(&v, side, "thread_voluntary_switches");
+            assert!(
+                sw < 0.1,
+                "{side} spinning: {sw} context switches per transaction"
+            );
+        }
+    } else {
+        eprintln!("skipped the cross-CPU checks: one CPU here");
+    }
+    // Open loop at 2000/s for 3 s: the schedule is kept and latency counts from it.
+    let v = run_json(&["rr", "--rate", "2000", "-l", "3s"]);
+    assert_eq!(v["workload"]["rate_per_s"], 2000);
+    let rate = f(&v, "/outcome/rate_per_s");
+    assert!(
+        (1960.0..=2040.0).contains(&rate),
+        "asked 2000/s, achieved {rate:.1}/s"
+    );
+    assert!(
+        !v["warnings"].to_string().contains("target was missed"),
+        "{}",
+        v["warnings"]
+    );
+}
