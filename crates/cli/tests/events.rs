@@ -44,6 +44,50 @@ fn events_per_transaction_wait_modes_and_the_open_loop() {
     } else {
         eprintln!("skipped the cross-CPU checks: one CPU here");
     }
+    // Stored, shown per config and compared like any metric; a gap list sweeps.
+    let dir = std::env::temp_dir().join(format!("vp-events-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("s.toml"),
+        "name = \"ev\"\nduration = \"300ms\"\nrepetitions = 2\n[[workload]]\nkind = \"rr\"\n\
+         gap = [\"0\", \"100us\"]\n[[config]]\nname = \"a\"\n[[config]]\nname = \"b\"\n",
+    )
+    .unwrap();
+    let db = dir.join("r.db");
+    let run = common::vp()
+        .arg("run")
+        .arg(dir.join("s.toml"))
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    common::assert_ok(&run);
+    let show = common::vp()
+        .args(["show", "last", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let cmp = common::vp()
+        .args(["compare", "last", "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        text.contains("rr gap=100us · b per transaction: client sleeps"),
+        "{text}"
+    );
+    let cmp = String::from_utf8_lossy(&cmp.stdout);
+    for m in [
+        "client_sleeps_per_tr",
+        "server_idle_per_tr",
+        "client_timer_per_tr",
+    ] {
+        assert!(cmp.contains(m), "compare has no {m}: {cmp}");
+    }
+
     // Open loop at 2000/s for 3 s: the schedule is kept and latency counts from it.
     let v = run_json(&["rr", "--rate", "2000", "-l", "3s"]);
     assert_eq!(v["workload"]["rate_per_s"], 2000);

@@ -7,7 +7,7 @@ use serde::Serialize;
 use virtperf_store::{RunRow, TrialRow};
 
 use crate::compare::Row;
-use crate::summary::{ConfigSummary, PointSummary};
+use crate::summary::{ConfigSummary, MetricSummary, PointSummary};
 
 /// Output format of `show`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -504,6 +504,54 @@ pub fn compare_table(rows: &[Row]) -> String {
         );
     }
     s
+}
+
+/// Events per unit of work, per point and config (the means over tries of the `*_per_tr`
+/// or `*_per_mb` metrics): how many times each side slept, how many idle entries, IPIs and
+/// timer interrupts its CPU took. Empty when no result carries events.
+pub fn events_table(points: &[PointSummary]) -> String {
+    let mut out = String::new();
+    for p in points {
+        for c in &p.configs {
+            let ev: Vec<&MetricSummary> = c
+                .metrics
+                .iter()
+                .filter(|m| m.name.ends_with("_per_tr") || m.name.ends_with("_per_mb"))
+                .collect();
+            if ev.is_empty() {
+                continue;
+            }
+            if out.is_empty() {
+                out.push_str("\nevents per unit of work (mean of tries; idle, IPIs and timer on the side's pinned CPU when pinned):\n");
+            }
+            let side = |s: &str| -> String {
+                ev.iter()
+                    .filter(|m| m.name.starts_with(s))
+                    .map(|m| {
+                        let what = m.name[s.len() + 1..]
+                            .trim_end_matches("_per_tr")
+                            .trim_end_matches("_per_mb");
+                        format!("{what} {:.2}", m.summary.mean)
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let unit = if ev[0].name.ends_with("_per_mb") {
+                "MB"
+            } else {
+                "transaction"
+            };
+            let _ = writeln!(
+                out,
+                "  {} · {} per {unit}: client {} | server {}",
+                p.label,
+                c.config,
+                side("client"),
+                side("server")
+            );
+        }
+    }
+    out
 }
 
 /// A note on trials measured while other work used more than `threshold_pct` of a CPU on

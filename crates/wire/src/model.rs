@@ -414,6 +414,83 @@ pub struct SideEvents {
     pub missing: Vec<String>,
 }
 
+impl Events {
+    /// Per side: its own threads' sleeps, idle entries and IPIs (on its pinned CPU when
+    /// pinned) and timer interrupts, per unit: the wake-up work a round trip costs. Fewer
+    /// is better (each is a VM exit in a guest without posted interrupts).
+    pub fn metrics(&self) -> Vec<Metric> {
+        let per_mb = self.unit == "MB";
+        let unit = if per_mb { "/MB" } else { "/tr" };
+        let mut v = Vec::new();
+        let sides = [
+            ("client", Some(&self.client)),
+            ("server", self.server.as_ref()),
+        ];
+        for (side, e) in sides {
+            let Some(e) = e else { continue };
+            let here = e.pinned.as_ref().map_or(&e.per_unit, |p| &p.per_unit);
+            let get = |m: &std::collections::BTreeMap<String, f64>, k: &str| m.get(k).copied();
+            let names: [(&'static str, Option<f64>); 4] = match (side, per_mb) {
+                ("client", false) => [
+                    (
+                        "client_sleeps_per_tr",
+                        get(&e.per_unit, "thread_voluntary_switches"),
+                    ),
+                    ("client_idle_per_tr", get(here, "idle_entries")),
+                    ("client_ipis_per_tr", ipis(here)),
+                    ("client_timer_per_tr", get(here, "timer_irqs")),
+                ],
+                ("client", true) => [
+                    (
+                        "client_sleeps_per_mb",
+                        get(&e.per_unit, "thread_voluntary_switches"),
+                    ),
+                    ("client_idle_per_mb", get(here, "idle_entries")),
+                    ("client_ipis_per_mb", ipis(here)),
+                    ("client_timer_per_mb", get(here, "timer_irqs")),
+                ],
+                (_, false) => [
+                    (
+                        "server_sleeps_per_tr",
+                        get(&e.per_unit, "thread_voluntary_switches"),
+                    ),
+                    ("server_idle_per_tr", get(here, "idle_entries")),
+                    ("server_ipis_per_tr", ipis(here)),
+                    ("server_timer_per_tr", get(here, "timer_irqs")),
+                ],
+                (_, true) => [
+                    (
+                        "server_sleeps_per_mb",
+                        get(&e.per_unit, "thread_voluntary_switches"),
+                    ),
+                    ("server_idle_per_mb", get(here, "idle_entries")),
+                    ("server_ipis_per_mb", ipis(here)),
+                    ("server_timer_per_mb", get(here, "timer_irqs")),
+                ],
+            };
+            for (name, value) in names {
+                if let Some(value) = value {
+                    v.push(Metric {
+                        name,
+                        unit,
+                        value,
+                        higher_is_better: false,
+                    });
+                }
+            }
+        }
+        v
+    }
+}
+
+/// Rescheduling plus function-call IPIs (a remote wake-up uses one or the other).
+fn ipis(m: &std::collections::BTreeMap<String, f64>) -> Option<f64> {
+    match (m.get("ipi_resched"), m.get("ipi_call")) {
+        (None, None) => None,
+        (a, b) => Some(a.copied().unwrap_or(0.0) + b.copied().unwrap_or(0.0)),
+    }
+}
+
 /// Events over one pinned CPU.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PinnedEvents {
@@ -832,6 +909,9 @@ impl TestResult {
         ));
         if let Some(s) = &self.cpu.server {
             v.push(m("server_demand_us", unit, s.service_demand_us, false));
+        }
+        if let Some(e) = &self.events {
+            v.extend(e.metrics());
         }
         v
     }
