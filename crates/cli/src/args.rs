@@ -127,10 +127,10 @@ fn resolve_token(
     }
 }
 
-fn parse_max_duration(s: &str) -> Result<Duration, String> {
+fn parse_max_duration(s: &str) -> anyhow::Result<Duration> {
     let d = parse_duration(s)?;
     if d.is_zero() || d.as_millis() > u128::from(virtperf_wire::MAX_DURATION_MS) {
-        return Err(format!("{s:?}: give a duration between 1ms and 24h"));
+        anyhow::bail!("{s:?}: give a duration between 1ms and 24h");
     }
     Ok(d)
 }

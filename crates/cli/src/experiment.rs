@@ -207,10 +207,10 @@ impl Observer for Reporter {
         self.lock.set_run(run_id);
     }
 
-    fn trial_done(&mut self, result: &std::result::Result<f64, String>) {
+    fn trial_done(&mut self, result: &Result<f64>) {
         let line = match result {
             Ok(v) => format!("{} … {}", self.current, render::num(*v)),
-            Err(e) => format!("{} … failed: {e}", self.current),
+            Err(e) => format!("{} … failed: {e:#}", self.current),
         };
         match &self.bar {
             Some(b) => {

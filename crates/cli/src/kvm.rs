@@ -61,24 +61,24 @@ pub enum KvmCommand {
 }
 
 /// Halt-poll windows: 0 to 1 s.
-fn parse_poll(s: &str) -> Result<Duration, String> {
+fn parse_poll(s: &str) -> Result<Duration> {
     virtperf_lab::parse::duration_up_to(s, Duration::from_secs(1), "1s")
 }
 
-fn parse_range(s: &str) -> Result<(Duration, Duration), String> {
+fn parse_range(s: &str) -> Result<(Duration, Duration)> {
     let (a, b) = s
         .split_once("..")
         .or_else(|| s.split_once(','))
-        .ok_or_else(|| format!("invalid range {s:?}: expected MIN..MAX like 5us..40us"))?;
+        .ok_or_else(|| anyhow!("invalid range {s:?}: expected MIN..MAX like 5us..40us"))?;
     let (a, b) = (
         virtperf_lab::parse::duration(a)?,
         virtperf_lab::parse::duration(b)?,
     );
     if a > b {
-        return Err(format!("invalid range {s:?}: MIN is above MAX"));
+        bail!("invalid range {s:?}: MIN is above MAX");
     }
     if b > Duration::from_secs(1) {
-        return Err(format!("invalid range {s:?}: at most 1s between wake-ups"));
+        bail!("invalid range {s:?}: at most 1s between wake-ups");
     }
     Ok((a, b))
 }

@@ -63,7 +63,7 @@ pub struct VmCompareArgs {
 /// `virtperf vm`
 /// A duration checked like every other (`virtperf_lab::parse::duration`), kept as typed
 /// because it goes into the generated spec.
-fn duration_text(s: &str) -> Result<String, String> {
+fn duration_text(s: &str) -> Result<String> {
     virtperf_lab::parse::duration(s).map(|_| s.trim().to_string())
 }
 

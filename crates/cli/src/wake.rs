@@ -39,7 +39,7 @@ pub struct WakeArgs {
 }
 
 /// Poll windows and idle gaps: 0 to 1 s (a longer one would make a message take seconds).
-fn parse_window(s: &str) -> Result<Duration, String> {
+fn parse_window(s: &str) -> Result<Duration> {
     virtperf_lab::parse::duration_up_to(s, Duration::from_secs(1), "1s")
 }
 

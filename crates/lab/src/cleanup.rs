@@ -8,6 +8,8 @@
 
 use std::path::Path;
 
+use anyhow::{anyhow, Result};
+
 use crate::knob;
 use crate::place::netns;
 use crate::state::{self, Liveness, Owned, Resource};
@@ -37,7 +39,7 @@ pub fn cleanup() -> Report {
         let owned = match rec {
             Ok((_, o)) => o,
             Err(e) => {
-                rep.failed.push(e);
+                rep.failed.push(e.to_string());
                 continue;
             }
         };
@@ -56,7 +58,7 @@ pub fn cleanup() -> Report {
             Ok(false) => state::unmark(&owned.resource),
             Err(e) => rep
                 .failed
-                .push(format!("could not remove {}: {e}", owned.resource)),
+                .push(format!("could not remove {}: {e:#}", owned.resource)),
         }
     }
     rep
@@ -65,31 +67,31 @@ pub fn cleanup() -> Report {
 /// Removes a resource; Ok(false) when it no longer existed. A marker can only name things
 /// virtperf makes (`vp-…` namespaces, `vp-…` directories), so a damaged or planted one
 /// cannot make cleanup delete anything else.
-fn remove(r: &Resource) -> Result<bool, String> {
+fn remove(r: &Resource) -> Result<bool> {
     let ours = |n: Option<&str>| {
         n.is_some_and(|n| n.starts_with(netns::PREFIX) && !n.contains('/') && n != netns::PREFIX)
     };
     match r {
         Resource::Netns { name } if !ours(Some(name)) => {
-            Err("not a name virtperf gives its namespaces".into())
+            Err(anyhow!("not a name virtperf gives its namespaces"))
         }
         Resource::Dir { path }
             if !path.is_absolute() || !ours(path.file_name().and_then(|n| n.to_str())) =>
         {
-            Err("not a directory virtperf makes".into())
+            Err(anyhow!("not a directory virtperf makes"))
         }
         Resource::Netns { name } => {
             if !Path::new("/var/run/netns").join(name).exists() {
                 return Ok(false);
             }
-            netns::delete_namespace(name).map_err(|e| format!("{e:#}"))?;
+            netns::delete_namespace(name)?;
             Ok(true)
         }
         Resource::Dir { path } => {
             if !path.exists() {
                 return Ok(false);
             }
-            std::fs::remove_dir_all(path).map_err(|e| e.to_string())?;
+            std::fs::remove_dir_all(path)?;
             Ok(true)
         }
     }

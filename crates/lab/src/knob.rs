@@ -14,6 +14,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::state::{self, Liveness, Owner};
@@ -43,7 +44,7 @@ pub struct Knob {
 
 // Names become paths: allow only what sysctl and module names contain, so a spec can never
 // point a knob outside /proc/sys or /sys/module.
-fn check_name(name: &str, what: &str) -> Result<(), String> {
+fn check_name(name: &str, what: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name
             .chars()
@@ -54,7 +55,7 @@ fn check_name(name: &str, what: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
+        Err(anyhow!(
             "invalid {what} name {name:?}: use dotted names like net.core.busy_poll"
         ))
     }
@@ -62,7 +63,7 @@ fn check_name(name: &str, what: &str) -> Result<(), String> {
 
 impl Knob {
     /// A sysctl by dotted name.
-    pub fn sysctl(name: &str) -> Result<Knob, String> {
+    pub fn sysctl(name: &str) -> Result<Knob> {
         check_name(name, "sysctl")?;
         Ok(Knob {
             name: name.to_string(),
@@ -72,15 +73,13 @@ impl Knob {
     }
 
     /// A module parameter as `module.param`.
-    pub fn module_param(name: &str) -> Result<Knob, String> {
+    pub fn module_param(name: &str) -> Result<Knob> {
         check_name(name, "module parameter")?;
         let (module, param) = name.split_once('.').ok_or_else(|| {
-            format!("invalid module parameter {name:?}: write it as module.param, e.g. haltpoll.guest_halt_poll_ns")
+            anyhow!("invalid module parameter {name:?}: write it as module.param, e.g. haltpoll.guest_halt_poll_ns")
         })?;
         if param.contains('.') {
-            return Err(format!(
-                "invalid module parameter {name:?}: write it as module.param"
-            ));
+            bail!("invalid module parameter {name:?}: write it as module.param");
         }
         Ok(Knob {
             name: name.to_string(),
@@ -106,12 +105,12 @@ impl Knob {
 
     /// Rebuilds a knob from its kind and name (what the journal stores), through the same
     /// checks as a spec's names, so a damaged or hostile journal cannot name any other file.
-    pub fn from_name(kind: KnobKind, name: &str) -> Result<Knob, String> {
+    pub fn from_name(kind: KnobKind, name: &str) -> Result<Knob> {
         match kind {
             KnobKind::Sysctl => Knob::sysctl(name),
             KnobKind::ModuleParam => Knob::module_param(name),
             KnobKind::CpuidleDisable => {
-                let bad = || format!("invalid cpuidle switch name {name:?}");
+                let bad = || anyhow!("invalid cpuidle switch name {name:?}");
                 let rest = name.strip_prefix("cpuidle.cpu").ok_or_else(bad)?;
                 let (cpu, rest) = rest.split_once(".state").ok_or_else(bad)?;
                 let state = rest.strip_suffix(".disable").ok_or_else(bad)?;
@@ -159,7 +158,7 @@ impl Knob {
 
     /// Checks the knob exists and can be written, by reading it and writing the same value
     /// back. Returns the original value, or a one-line reason.
-    pub fn probe(&self) -> Result<String, String> {
+    pub fn probe(&self) -> Result<String> {
         let what = match self.kind {
             KnobKind::Sysctl => "sysctl",
             KnobKind::ModuleParam => "module parameter",
@@ -167,16 +166,17 @@ impl Knob {
         };
         let original = self.read().map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => {
-                format!("{what} {} does not exist on this machine", self.name)
+                anyhow!("{what} {} does not exist on this machine", self.name)
             }
-            _ => format!("cannot read {what} {}: {e}", self.name),
+            _ => anyhow!("cannot read {what} {}: {e}", self.name),
         })?;
         self.write(&original).map_err(|e| match e.kind() {
-            io::ErrorKind::PermissionDenied => format!(
+            io::ErrorKind::PermissionDenied => anyhow!(
                 "{what} {} is read-only here ({}; run as root, or it is fixed at boot)",
-                self.name, e
+                self.name,
+                e
             ),
-            _ => format!("cannot write {what} {}: {e}", self.name),
+            _ => anyhow!("cannot write {what} {}: {e}", self.name),
         })?;
         Ok(original)
     }
@@ -213,7 +213,7 @@ impl KnobGuard {
 
     /// Makes exactly `wanted` active: each listed knob gets its value, every other knob
     /// this guard knows goes back to its original. Knobs must have been remembered first.
-    pub fn activate(&mut self, wanted: &[(Knob, String)]) -> Result<(), String> {
+    pub fn activate(&mut self, wanted: &[(Knob, String)]) -> Result<()> {
         for i in 0..self.saved.len() {
             let (knob, original) = &self.saved[i];
             let value = wanted
@@ -229,7 +229,7 @@ impl KnobGuard {
                 }
                 let knob = &self.saved[i].0;
                 knob.write(&value)
-                    .map_err(|e| format!("cannot set {} to {value}: {e}", knob.name))?;
+                    .map_err(|e| anyhow!("cannot set {} to {value}: {e}", knob.name))?;
                 self.current[i] = value;
             }
         }
@@ -260,7 +260,7 @@ impl KnobGuard {
                 .map(|(kv, _)| kv.clone())
                 .collect();
             if let Err(e) = j.settle(&left) {
-                errors.push(e);
+                errors.push(e.to_string());
             }
         }
         errors
@@ -328,7 +328,7 @@ impl Journal {
     }
 
     /// Makes sure every knob in `saved` is on disk with its original.
-    fn record(&mut self, saved: &[(Knob, String)]) -> Result<(), String> {
+    fn record(&mut self, saved: &[(Knob, String)]) -> Result<()> {
         let knobs: Vec<JournalKnob> = saved
             .iter()
             .map(|(k, orig)| JournalKnob {
@@ -347,7 +347,7 @@ impl Journal {
             knobs: knobs.clone(),
         };
         state::write_durably(&self.path, &rec).map_err(|e| {
-            format!(
+            anyhow!(
                 "cannot record knob originals in {} ({e}): not changing any knob; set ${} to a writable directory",
                 self.path.display(),
                 state::STATE_DIR_ENV
@@ -358,7 +358,7 @@ impl Journal {
     }
 
     /// After a restore: removes the file, or keeps only the knobs still changed.
-    fn settle(&mut self, still_changed: &[(Knob, String)]) -> Result<(), String> {
+    fn settle(&mut self, still_changed: &[(Knob, String)]) -> Result<()> {
         if self.recorded.is_empty() {
             return Ok(());
         }
@@ -367,7 +367,7 @@ impl Journal {
             return match fs::remove_file(&self.path) {
                 Ok(()) => Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-                Err(e) => Err(format!(
+                Err(e) => Err(anyhow!(
                     "knobs restored, but their journal {} could not be removed: {e}",
                     self.path.display()
                 )),
@@ -408,7 +408,7 @@ impl Leftover {
 }
 
 /// Every journal in `base` but this process's own; unreadable files are returned as errors.
-pub fn leftovers(base: &Path) -> Vec<Result<Leftover, String>> {
+pub fn leftovers(base: &Path) -> Vec<Result<Leftover>> {
     let me = Owner::me();
     state::read_all_in::<JournalRecord>(base, "knobs")
         .into_iter()
@@ -427,10 +427,10 @@ pub fn leftovers(base: &Path) -> Vec<Result<Leftover, String>> {
 /// Refuses to let a run touch knobs while a dead run's journal says some are still
 /// changed, or while a live run is changing one of `knobs`. Stale journals (from before
 /// the last reboot, which reset every knob) are removed on the way.
-pub fn check_leftovers(base: &Path, knobs: &[&Knob]) -> Result<(), String> {
+pub fn check_leftovers(base: &Path, knobs: &[&Knob]) -> Result<()> {
     let mut dead = Vec::new();
     for l in leftovers(base) {
-        let l = l.map_err(|e| format!("{e}: inspect or delete it, then run again"))?;
+        let l = l.map_err(|e| anyhow!("{e}: inspect or delete it, then run again"))?;
         match l.liveness {
             Liveness::Stale => {
                 let _ = fs::remove_file(&l.path);
@@ -443,20 +443,20 @@ pub fn check_leftovers(base: &Path, knobs: &[&Knob]) -> Result<(), String> {
                     .iter()
                     .find(|jk| knobs.iter().any(|k| k.name == jk.name))
                 {
-                    return Err(format!(
+                    bail!(
                         "knob {} is being changed by another virtperf run ({}): wait for it to finish",
                         k.name,
                         l.describe()
-                    ));
+                    );
                 }
             }
         }
     }
     if !dead.is_empty() {
-        return Err(format!(
+        bail!(
             "a virtperf run died with knobs still changed: {}; run `virtperf cleanup` to restore them first",
             dead.join("; ")
-        ));
+        );
     }
     Ok(())
 }
@@ -480,7 +480,7 @@ pub fn restore_leftovers(base: &Path) -> RestoreReport {
         let l = match l {
             Ok(l) => l,
             Err(e) => {
-                rep.failed.push(e);
+                rep.failed.push(e.to_string());
                 continue;
             }
         };
@@ -497,7 +497,7 @@ pub fn restore_leftovers(base: &Path) -> RestoreReport {
         for jk in &l.record.knobs {
             let res = Knob::from_name(jk.kind, &jk.name).and_then(|k| {
                 k.write(&jk.original)
-                    .map_err(|e| format!("could not restore {} to {:?}: {e}", jk.name, jk.original))
+                    .map_err(|e| anyhow!("could not restore {} to {:?}: {e}", jk.name, jk.original))
             });
             match res {
                 Ok(()) => rep.restored.push(format!(
@@ -505,7 +505,7 @@ pub fn restore_leftovers(base: &Path) -> RestoreReport {
                     jk.name, jk.original, l.record.owner.pid
                 )),
                 Err(e) => {
-                    rep.failed.push(e);
+                    rep.failed.push(e.to_string());
                     left.push(jk.clone());
                 }
             }
@@ -559,7 +559,11 @@ mod tests {
     #[test]
     fn missing_knob_is_reported() {
         let k = Knob::sysctl("net.core.no_such_knob_here").unwrap();
-        assert!(k.probe().unwrap_err().contains("does not exist"));
+        assert!(k
+            .probe()
+            .unwrap_err()
+            .to_string()
+            .contains("does not exist"));
     }
 
     /// Uses a real file standing in for a knob (the guard only cares about the path).
@@ -704,7 +708,7 @@ mod tests {
         assert_eq!(live.liveness(), Liveness::Alive);
         let live_path = write_journal(&base, live, "net.core.busy_poll");
         check_leftovers(&base, &[&other]).unwrap();
-        let e = check_leftovers(&base, &[&busy]).unwrap_err();
+        let e = check_leftovers(&base, &[&busy]).unwrap_err().to_string();
         assert!(e.contains("being changed by another virtperf run"), "{e}");
         fs::remove_file(live_path).unwrap();
 
@@ -717,15 +721,15 @@ mod tests {
             },
             "net.core.busy_poll",
         );
-        let e = check_leftovers(&base, &[&other]).unwrap_err();
+        let e = check_leftovers(&base, &[&other]).unwrap_err().to_string();
         assert!(e.contains("net.core.busy_poll (was \"0\")"), "{e}");
         assert!(e.contains("virtperf cleanup"), "{e}");
 
         // A damaged journal is named, not ignored.
         fs::write(journal_dir(&base).join("junk.json"), "{half").unwrap();
-        assert!(leftovers(&base)
-            .iter()
-            .any(|l| l.as_ref().is_err_and(|e| e.contains("junk.json"))));
+        assert!(leftovers(&base).iter().any(|l| l
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("junk.json"))));
         fs::remove_dir_all(&base).unwrap();
     }
 

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use anyhow::{anyhow, bail, Result};
+
 use virtperf_wire::{MAX_IO_SIZE, MAX_TRANSFER};
 
 /// The longest duration any flag or spec key takes (the agent's limit for one test).
@@ -11,37 +13,35 @@ pub const MAX_DURATION: Duration = Duration::from_millis(virtperf_wire::MAX_DURA
 
 /// Parses a duration: humantime syntax (`10s`, `500ms`, `1m30s`) or bare seconds, greater
 /// than 0 and at most 24 h. Never panics, whatever the number (`1e30`, `NaN`, `inf`).
-pub fn duration(s: &str) -> Result<Duration, String> {
+pub fn duration(s: &str) -> Result<Duration> {
     let d = duration_up_to(s, MAX_DURATION, "24h")?;
     if d.is_zero() {
-        return Err(format!("invalid duration {s:?}: must be greater than 0"));
+        bail!("invalid duration {s:?}: must be greater than 0");
     }
     Ok(d)
 }
 
 /// Parses a duration that may be 0 (`0` = none) and is at most `max` (written `max_text` in
 /// messages): poll windows, idle gaps.
-pub fn duration_up_to(s: &str, max: Duration, max_text: &str) -> Result<Duration, String> {
+pub fn duration_up_to(s: &str, max: Duration, max_text: &str) -> Result<Duration> {
     let t = s.trim();
-    let too_long = || format!("invalid duration {s:?}: at most {max_text}");
+    let too_long = || anyhow!("invalid duration {s:?}: at most {max_text}");
     let d = if let Ok(secs) = t.parse::<f64>() {
         // `1e400` overflows f64 to infinity: that is a number too large, not a typo.
         if secs == f64::INFINITY && !t.to_ascii_lowercase().contains("inf") {
             return Err(too_long());
         }
         if secs.is_nan() || secs.is_infinite() {
-            return Err(format!(
-                "invalid duration {s:?}: not a finite number (examples: 10s, 500ms, 2.5)"
-            ));
+            bail!("invalid duration {s:?}: not a finite number (examples: 10s, 500ms, 2.5)");
         }
         if secs < 0.0 {
-            return Err(format!("invalid duration {s:?}: must not be negative"));
+            bail!("invalid duration {s:?}: must not be negative");
         }
         // try_from: a value past Duration's range is an error here, not a panic.
         Duration::try_from_secs_f64(secs).map_err(|_| too_long())?
     } else {
         humantime::parse_duration(t)
-            .map_err(|e| format!("invalid duration {s:?}: {e} (examples: 10s, 500ms, 1m)"))?
+            .map_err(|e| anyhow!("invalid duration {s:?}: {e} (examples: 10s, 500ms, 1m)"))?
     };
     if d > max {
         return Err(too_long());
@@ -52,10 +52,10 @@ pub fn duration_up_to(s: &str, max: Duration, max_text: &str) -> Result<Duration
 /// Parses a link rate as `tc` writes it (`1gbit`, `100mbit`, `500kbit`, `10mbps` = bytes/s)
 /// and returns it normalized to whole bits per second (`1000000000bit`), between 8 kbit/s and
 /// 1 tbit/s, so `tc` never sees a number it would overflow.
-pub fn rate(s: &str) -> Result<String, String> {
+pub fn rate(s: &str) -> Result<String> {
     let t = s.trim().to_ascii_lowercase();
     let bad =
-        || format!("invalid rate {s:?}: expected a number and a unit like 1gbit, 100mbit, 500kbit");
+        || anyhow!("invalid rate {s:?}: expected a number and a unit like 1gbit, 100mbit, 500kbit");
     let split = t.find(|c: char| c.is_ascii_alphabetic()).ok_or_else(bad)?;
     let (num, unit) = t.split_at(split);
     let n: f64 = num.trim().parse().map_err(|_| bad())?;
@@ -77,53 +77,49 @@ pub fn rate(s: &str) -> Result<String, String> {
     };
     let bits = n * mult;
     if !bits.is_finite() || !(8e3..=1e12).contains(&bits) {
-        return Err(format!(
-            "invalid rate {s:?}: must be between 8kbit and 1tbit"
-        ));
+        bail!("invalid rate {s:?}: must be between 8kbit and 1tbit");
     }
     Ok(format!("{}bit", bits.round() as u64))
 }
 
 /// Parses a one-way link delay for netem (`1ms`, `250us`): 1 µs to 10 s, returned as whole
 /// microseconds in `tc`'s syntax (`1000us`).
-pub fn delay(s: &str) -> Result<String, String> {
+pub fn delay(s: &str) -> Result<String> {
     let d = duration_up_to(s, Duration::from_secs(10), "10s")?;
     if d < Duration::from_micros(1) {
-        return Err(format!("invalid delay {s:?}: at least 1us"));
+        bail!("invalid delay {s:?}: at least 1us");
     }
     Ok(format!("{}us", d.as_micros()))
 }
 
 /// Parses a byte count with an optional unit: `4096`, `64K`, `100MB` (10^6), `1GiB` (2^30).
-pub fn bytes(s: &str) -> Result<u64, String> {
+pub fn bytes(s: &str) -> Result<u64> {
     let t = s.trim();
     if t.starts_with('-') {
-        return Err(format!("invalid size {s:?}: must be positive"));
+        bail!("invalid size {s:?}: must be positive");
     }
     let v = parse_size::parse_size(t)
-        .map_err(|e| format!("invalid size {s:?}: {e} (examples: 1, 4096, 64KiB, 100MB, 1GiB)"))?;
+        .map_err(|e| anyhow!("invalid size {s:?}: {e} (examples: 1, 4096, 64KiB, 100MB, 1GiB)"))?;
     if v == 0 {
-        return Err(format!("invalid size {s:?}: must be at least 1 byte"));
+        bail!("invalid size {s:?}: must be at least 1 byte");
     }
     if v > MAX_TRANSFER {
-        return Err(format!("invalid size {s:?}: at most 1 TiB"));
+        bail!("invalid size {s:?}: at most 1 TiB");
     }
     Ok(v)
 }
 
 /// Parses a per-message size (at most 64 MiB).
-pub fn size32(s: &str) -> Result<u32, String> {
+pub fn size32(s: &str) -> Result<u32> {
     let v = bytes(s)?;
     if v > u64::from(MAX_IO_SIZE) {
-        return Err(format!(
-            "invalid size {s:?}: at most {MAX_IO_SIZE} bytes (64 MiB) per message"
-        ));
+        bail!("invalid size {s:?}: at most {MAX_IO_SIZE} bytes (64 MiB) per message");
     }
     Ok(v as u32)
 }
 
 /// Parses `REQ,RESP` or a single size for both.
-pub fn size_pair(s: &str) -> Result<(u32, u32), String> {
+pub fn size_pair(s: &str) -> Result<(u32, u32)> {
     match s.split_once(',') {
         Some((a, b)) => Ok((size32(a)?, size32(b)?)),
         None => {
@@ -134,13 +130,13 @@ pub fn size_pair(s: &str) -> Result<(u32, u32), String> {
 }
 
 /// Parses a positive count (flows, downloads).
-pub fn count(s: &str) -> Result<u32, String> {
+pub fn count(s: &str) -> Result<u32> {
     let v: u32 = s
         .trim()
         .parse()
-        .map_err(|_| format!("invalid count {s:?}: expected a whole number like 1 or 4"))?;
+        .map_err(|_| anyhow!("invalid count {s:?}: expected a whole number like 1 or 4"))?;
     if v == 0 {
-        return Err(format!("invalid count {s:?}: must be at least 1"));
+        bail!("invalid count {s:?}: must be at least 1");
     }
     Ok(v)
 }
@@ -149,14 +145,14 @@ pub fn count(s: &str) -> Result<u32, String> {
 pub type Cpus = (Option<u32>, Option<u32>);
 
 /// Parses netperf-style CPU pinning: `C,S`, `N` (both), `C,` (client only), `,S`.
-pub fn cpus(s: &str) -> Result<Cpus, String> {
-    let one = |p: &str| -> Result<Option<u32>, String> {
+pub fn cpus(s: &str) -> Result<Cpus> {
+    let one = |p: &str| -> Result<Option<u32>> {
         let p = p.trim();
         if p.is_empty() {
             return Ok(None);
         }
         p.parse::<u32>().map(Some).map_err(|_| {
-            format!("invalid cpus {s:?}: expected CPU numbers like 0,1 (client,server)")
+            anyhow!("invalid cpus {s:?}: expected CPU numbers like 0,1 (client,server)")
         })
     };
     let r = match s.split_once(',') {
@@ -167,14 +163,14 @@ pub fn cpus(s: &str) -> Result<Cpus, String> {
         }
     };
     if r == (None, None) {
-        return Err(format!("invalid cpus {s:?}: name at least one CPU"));
+        bail!("invalid cpus {s:?}: name at least one CPU");
     }
     Ok(r)
 }
 
 /// Parses a confidence target `95,2%`: confidence level and relative CI half-width.
-pub fn until_ci(s: &str) -> Result<(f64, f64), String> {
-    let bad = || format!("invalid CI target {s:?}: expected LEVEL,WIDTH% like 95,2%");
+pub fn until_ci(s: &str) -> Result<(f64, f64)> {
+    let bad = || anyhow!("invalid CI target {s:?}: expected LEVEL,WIDTH% like 95,2%");
     let (level, width) = s.split_once(',').ok_or_else(bad)?;
     let level: f64 = level
         .trim()
@@ -187,9 +183,7 @@ pub fn until_ci(s: &str) -> Result<(f64, f64), String> {
         .parse()
         .map_err(|_| bad())?;
     if !(50.0..100.0).contains(&level) || !(0.0..100.0).contains(&width) || width == 0.0 {
-        return Err(format!(
-            "invalid CI target {s:?}: level must be in 50..100 and width in (0, 100) percent"
-        ));
+        bail!("invalid CI target {s:?}: level must be in 50..100 and width in (0, 100) percent");
     }
     Ok((level / 100.0, width / 100.0))
 }
@@ -249,20 +243,29 @@ mod tests {
         assert_eq!(duration("10s").unwrap(), Duration::from_secs(10));
         assert_eq!(duration("2").unwrap(), Duration::from_secs(2));
         assert_eq!(duration("500ms").unwrap(), Duration::from_millis(500));
-        assert!(duration("0").unwrap_err().contains("greater than 0"));
+        assert!(duration("0")
+            .unwrap_err()
+            .to_string()
+            .contains("greater than 0"));
         assert!(duration("0s").is_err());
-        assert!(duration("-1").unwrap_err().contains("negative"));
+        assert!(duration("-1").unwrap_err().to_string().contains("negative"));
         assert!(duration("soon").is_err());
         assert_eq!(duration("24h").unwrap(), MAX_DURATION);
         for huge in ["1e20", "1e30", "1e400", "100000h", "24h1s", "86401"] {
             assert!(
-                duration(huge).unwrap_err().contains("at most 24h"),
+                duration(huge)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("at most 24h"),
                 "{huge}"
             );
         }
         for odd in ["NaN", "nan", "inf", "-inf", "infinity"] {
             assert!(
-                duration(odd).unwrap_err().contains("not a finite number"),
+                duration(odd)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("not a finite number"),
                 "{odd}"
             );
         }
@@ -272,6 +275,7 @@ mod tests {
         );
         assert!(duration_up_to("2s", Duration::from_secs(1), "1s")
             .unwrap_err()
+            .to_string()
             .contains("at most 1s"));
     }
 
@@ -282,10 +286,16 @@ mod tests {
         assert_eq!(size_pair("1,1").unwrap(), (1, 1));
         assert_eq!(size_pair("64").unwrap(), (64, 64));
         assert_eq!(size_pair("4K,1").unwrap(), (4000, 1));
-        assert!(size_pair("-1").unwrap_err().contains("positive"));
-        assert!(size_pair("0,1").unwrap_err().contains("at least 1"));
-        assert!(size32("1GiB").unwrap_err().contains("64 MiB"));
-        assert!(bytes("2TiB").unwrap_err().contains("1 TiB"));
+        assert!(size_pair("-1")
+            .unwrap_err()
+            .to_string()
+            .contains("positive"));
+        assert!(size_pair("0,1")
+            .unwrap_err()
+            .to_string()
+            .contains("at least 1"));
+        assert!(size32("1GiB").unwrap_err().to_string().contains("64 MiB"));
+        assert!(bytes("2TiB").unwrap_err().to_string().contains("1 TiB"));
         assert!(bytes("lots").is_err());
     }
 

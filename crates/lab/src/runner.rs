@@ -21,8 +21,9 @@ pub trait Observer {
     fn config_skipped(&mut self, config: &str, reason: &str);
     /// A trial is about to start: `index` of at most `planned`.
     fn trial_started(&mut self, index: usize, planned: usize, point: &str, config: &str, rep: u32);
-    /// A trial finished (Ok: its primary metric).
-    fn trial_done(&mut self, result: &std::result::Result<f64, String>);
+    /// A trial finished (Ok: its primary metric; Err: why it failed, causes included when
+    /// printed with `{:#}`, as the store records it).
+    fn trial_done(&mut self, result: &Result<f64>);
     /// The run is stored under this id (before its first trial).
     fn run_started(&mut self, _run_id: i64) {}
 }
@@ -72,7 +73,7 @@ impl<'a> Active<'a> {
             }
         }
         let wanted = cfg.map(|c| c.knobs.clone()).unwrap_or_default();
-        self.guard.activate(&wanted).map_err(|e| anyhow!(e))?;
+        self.guard.activate(&wanted)?;
         if let Some(c) = cfg {
             if let Some(s) = &c.setup {
                 hook(s, "setup", &c.name)?;
@@ -110,7 +111,7 @@ pub fn run(
         .iter()
         .flat_map(|c| c.knobs.iter().map(|(k, _)| k))
         .collect();
-    crate::knob::check_leftovers(&state_dir, &all_knobs).map_err(|e| anyhow!(e))?;
+    crate::knob::check_leftovers(&state_dir, &all_knobs)?;
     let mut active = Active {
         guard: KnobGuard::journaled(crate::knob::Journal::for_this_process(&state_dir)),
         current: None,
@@ -210,7 +211,7 @@ fn probe<'a>(spec: &'a Spec, guard: &mut KnobGuard, obs: &mut dyn Observer) -> R
             match knob.probe() {
                 Ok(orig) => originals.push((knob, orig, value)),
                 Err(e) => {
-                    reason = Some(e);
+                    reason = Some(e.to_string());
                     break;
                 }
             }
@@ -493,7 +494,7 @@ impl Recorder<'_> {
             }
             Err(e) => {
                 self.tally.failed += 1;
-                obs.trial_done(&Err(format!("{e:#}")));
+                obs.trial_done(&Err(e));
                 Ok(None)
             }
         }

@@ -348,11 +348,11 @@ fn line_of(text: &str, offset: usize) -> usize {
 fn err<T>(
     text: &str,
     span: std::ops::Range<usize>,
-    msg: impl Into<String>,
+    msg: impl std::fmt::Display,
 ) -> Result<T, SpecError> {
     Err(SpecError {
         line: line_of(text, span.start),
-        message: msg.into(),
+        message: msg.to_string(),
     })
 }
 
@@ -500,7 +500,7 @@ fn axis<T, V: Clone>(
     text: &str,
     key: &Option<Spanned<OneOrMany<V>>>,
     default: T,
-    parse: impl Fn(&V) -> Result<T, String>,
+    parse: impl Fn(&V) -> anyhow::Result<T>,
 ) -> Result<Vec<T>, SpecError> {
     match key {
         Some(s) => s
@@ -989,7 +989,9 @@ fn guest_opts(text: &str, r: &RawConfig) -> Result<crate::place::guest::GuestOpt
         o.vhost = v;
     }
     if let Some(a) = &g.accel {
-        o.accel = a.parse().or_else(|m: String| err(text, span.clone(), m))?;
+        o.accel = a
+            .parse()
+            .or_else(|m: anyhow::Error| err(text, span.clone(), m))?;
     }
     if let Some(t) = &g.boot_timeout {
         o.boot_timeout = parse::duration(t).or_else(|m| err(text, span.clone(), m))?;

@@ -17,6 +17,7 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use anyhow::{anyhow, Result};
 use serde::{Deserialize, Serialize};
 
 /// Environment variable that overrides the state directory (tests use a private one).
@@ -130,7 +131,7 @@ pub fn write_durably<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
 
 /// Reads every `*.json` record of one kind (`knobs`, `owned`), skipping files that do not
 /// parse (reported as `Err` with the path, so a damaged record is named, never hidden).
-pub fn read_all<T: for<'de> Deserialize<'de>>(kind: &str) -> Vec<Result<(PathBuf, T), String>> {
+pub fn read_all<T: for<'de> Deserialize<'de>>(kind: &str) -> Vec<Result<(PathBuf, T)>> {
     read_all_in(&dir(), kind)
 }
 
@@ -138,7 +139,7 @@ pub fn read_all<T: for<'de> Deserialize<'de>>(kind: &str) -> Vec<Result<(PathBuf
 pub fn read_all_in<T: for<'de> Deserialize<'de>>(
     base: &Path,
     kind: &str,
-) -> Vec<Result<(PathBuf, T), String>> {
+) -> Vec<Result<(PathBuf, T)>> {
     let Ok(entries) = fs::read_dir(base.join(kind)) else {
         return Vec::new();
     };
@@ -156,7 +157,7 @@ pub fn read_all_in<T: for<'de> Deserialize<'de>>(
                 .and_then(|b| serde_json::from_slice::<T>(&b).map_err(|e| e.to_string()));
             match parsed {
                 Ok(v) => Ok((p, v)),
-                Err(e) => Err(format!("unreadable state record {}: {e}", p.display())),
+                Err(e) => Err(anyhow!("unreadable state record {}: {e}", p.display())),
             }
         })
         .collect()

@@ -81,18 +81,23 @@ impl FromStr for Placement {
 
     fn from_str(s: &str) -> Result<Placement, PlacementError> {
         let e = PlacementError;
+        // The parts' own parsers say what is wrong; their words are the placement's.
+        let part = |x: anyhow::Error| PlacementError(x.to_string());
         if s == "local" {
             return Ok(Placement::Local);
         }
         if let Some(k) = s.strip_prefix("netns:") {
-            return Ok(Placement::Netns(k.parse().map_err(e)?, Shaping::default()));
+            return Ok(Placement::Netns(
+                k.parse().map_err(part)?,
+                Shaping::default(),
+            ));
         }
         if let Some(d) = guest::Direction::parse_placement(s) {
-            return Ok(Placement::Guest(d.map_err(e)?, Box::default()));
+            return Ok(Placement::Guest(d.map_err(part)?, Box::default()));
         }
         if let Some(d) = s.strip_prefix("ssh:") {
             return Ok(Placement::Ssh(Box::new(
-                ssh::SshTarget::parse(d, None).map_err(e)?,
+                ssh::SshTarget::parse(d, None).map_err(part)?,
             )));
         }
         if let Some(h) = s.strip_prefix("remote:") {

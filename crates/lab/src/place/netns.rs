@@ -30,13 +30,13 @@ pub enum Kind {
 }
 
 impl std::str::FromStr for Kind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
         match s {
             "veth" => Ok(Kind::Veth),
             "bridge" => Ok(Kind::Bridge),
             "nat" => Ok(Kind::Nat),
-            _ => Err(format!(
+            _ => Err(anyhow!(
                 "unknown namespace placement {s:?} (veth, bridge, nat)"
             )),
         }

@@ -35,21 +35,19 @@ pub struct SshTarget {
 
 impl SshTarget {
     /// Parses `USER@HOST[:PORT]` (the text after `ssh:`).
-    pub fn parse(s: &str, identity: Option<PathBuf>) -> Result<SshTarget, String> {
+    pub fn parse(s: &str, identity: Option<PathBuf>) -> Result<SshTarget> {
         let (dest, port) = match s.rsplit_once(':') {
             Some((d, p)) if !d.contains(']') || d.ends_with(']') => (
                 d.to_string(),
                 Some(
                     p.parse::<u16>()
-                        .map_err(|_| format!("invalid SSH port in {s:?}"))?,
+                        .map_err(|_| anyhow!("invalid SSH port in {s:?}"))?,
                 ),
             ),
             _ => (s.to_string(), None),
         };
         if dest.is_empty() || dest.starts_with('-') {
-            return Err(format!(
-                "invalid SSH destination {s:?}: expected USER@HOST[:PORT]"
-            ));
+            bail!("invalid SSH destination {s:?}: expected USER@HOST[:PORT]");
         }
         Ok(SshTarget {
             dest,

@@ -56,13 +56,13 @@ impl Direction {
 
     /// Parses what follows `guest` in a placement: nothing, `:host-guest`, `:guest-host` or
     /// `:guest-guest`.
-    pub fn parse_placement(s: &str) -> Option<Result<Direction, String>> {
+    pub fn parse_placement(s: &str) -> Option<Result<Direction>> {
         let rest = s.strip_prefix("guest")?;
         Some(match rest {
             "" | ":host-guest" => Ok(Direction::HostGuest),
             ":guest-host" => Ok(Direction::GuestHost),
             ":guest-guest" => Ok(Direction::GuestGuest),
-            _ => Err(format!(
+            _ => Err(anyhow!(
                 "unknown guest placement {s:?} (guest, guest:host-guest, guest:guest-host, guest:guest-guest)"
             )),
         })
@@ -82,13 +82,13 @@ pub enum Accel {
 }
 
 impl std::str::FromStr for Accel {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
         match s {
             "auto" => Ok(Accel::Auto),
             "kvm" => Ok(Accel::Kvm),
             "tcg" => Ok(Accel::Tcg),
-            _ => Err(format!("unknown accelerator {s:?} (auto, kvm, tcg)")),
+            _ => Err(anyhow!("unknown accelerator {s:?} (auto, kvm, tcg)")),
         }
     }
 }
