@@ -256,7 +256,7 @@ pub struct RrArgs {
 }
 
 /// A gap between transactions: 0 to 1 s.
-fn parse_gap(s: &str) -> Result<Duration, String> {
+fn parse_gap(s: &str) -> anyhow::Result<Duration> {
     virtperf_lab::parse::duration_up_to(s, Duration::from_secs(1), "1s")
 }
 

@@ -663,13 +663,12 @@ impl Fixed {
             None => 5,
         };
         let wait = match &r.wait {
-            Some(w) => parse::wait(w.get_ref()).or_else(|m| err(text, w.span(), m.to_string()))?,
+            Some(w) => parse::wait(w.get_ref()).or_else(|m| err(text, w.span(), m))?,
             None => Default::default(),
         };
         let rate = match &r.rate {
             Some(v) => Some(
-                parse::rate_per_s(&v.get_ref().to_string())
-                    .or_else(|m| err(text, v.span(), m.to_string()))?,
+                parse::rate_per_s(&v.get_ref().to_string()).or_else(|m| err(text, v.span(), m))?,
             ),
             None => None,
         };
