@@ -43,6 +43,16 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            let sig = signals::received();
+            if sig != 0 {
+                // The failure may be the signal's doing (the handler killed our QEMU):
+                // let the handler finish its cleanup, and end as a stopped command does.
+                signals::wait_for_handlers(std::time::Duration::from_secs(60));
+                if e.downcast_ref::<signals::Exit>().is_none() {
+                    eprintln!("virtperf: stopped by {}: {e:#}", signals::name(sig));
+                    return ExitCode::from(signals::code_for(sig));
+                }
+            }
             // `{:#}` joins the context chain on one line: "what failed: why".
             eprintln!("virtperf: error: {e:#}");
             match e.downcast_ref::<signals::Exit>() {

@@ -51,6 +51,18 @@ pub fn exit(code: u8, message: impl Into<String>) -> anyhow::Error {
 
 /// The signal received, or 0.
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
+/// Handlers running now (a cleanup that ends with `exit` never finishes).
+static RUNNING: AtomicI32 = AtomicI32::new(0);
+
+/// Waits (at most `limit`) for running signal handlers to finish. A command whose main
+/// thread fails *because* of the signal (its QEMU was just killed by the handler) must not
+/// exit before the handler has removed what it is removing: the handler exits itself.
+pub fn wait_for_handlers(limit: std::time::Duration) {
+    let t0 = std::time::Instant::now();
+    while RUNNING.load(Ordering::SeqCst) > 0 && t0.elapsed() < limit {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
 
 /// The first termination signal received so far (0 if none).
 pub fn received() -> i32 {
@@ -81,8 +93,10 @@ pub fn on_termination(handler: impl Fn(i32) + Send + 'static) -> anyhow::Result<
         .name("signals".into())
         .spawn(move || {
             for sig in signals.forever() {
+                RUNNING.fetch_add(1, Ordering::SeqCst);
                 let _ = RECEIVED.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
                 handler(sig);
+                RUNNING.fetch_sub(1, Ordering::SeqCst);
             }
         })
         .map_err(|e| anyhow::anyhow!("cannot start the signal thread: {e}"))?;
