@@ -13,7 +13,7 @@
 #   WORKLOAD=http METRIC=outcome.mb_per_s bench/ab.sh 10 0 "--bytes 100MB --count 5" "…"
 # Not a test: a benchmark for people (see bench/RESULTS.md).
 set -euo pipefail
-PAIRS=${1:?pairs}; SECS=${2:?seconds}; A=${3:?args A}; B=${4:?args B}
+PAIRS=${1:?pairs}; SECS=${2:?seconds}; A=${3?args A}; B=${4?args B}
 VIRTPERF=${VIRTPERF:-target/release/virtperf}
 VIRTPERF_A=${VIRTPERF_A:-$VIRTPERF}
 VIRTPERF_B=${VIRTPERF_B:-$VIRTPERF}

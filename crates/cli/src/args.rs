@@ -239,9 +239,9 @@ pub struct RrArgs {
     /// Measured duration (10s, 500ms, 1m; a bare number is seconds)
     #[arg(long, short = 'l', default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Duration,
-    /// rr: how each side waits for the other's message: block (netperf), spin (never
-    /// sleeps: no wake-up on the critical path), poll:50us (spin that long, then block);
-    /// one for both or CLIENT,SERVER
+    /// How each side waits for the other's message: block (netperf), spin (never sleeps:
+    /// no wake-up on the critical path), poll:50us (spin that long, then block); one for
+    /// both or CLIENT,SERVER (crr: for the response and the request; connects block)
     #[arg(long, value_parser = virtperf_lab::parse::wait, value_name = "MODE[,MODE]")]
     pub wait: Option<(virtperf_wire::Wait, virtperf_wire::Wait)>,
     /// rr: idle time between a response and the next request (closed loop with think time)

@@ -170,15 +170,18 @@ pub fn rr(a: RrArgs) -> Result<()> {
 
 /// `virtperf crr`
 pub fn crr(a: RrArgs) -> Result<()> {
-    if a.wait.is_some() || a.gap.is_some() || a.request_rate.is_some() {
+    if a.gap.is_some() || a.request_rate.is_some() {
         return Err(crate::signals::exit(
             crate::signals::code::USAGE,
-            "--wait, --gap and --rate apply to rr (crr connects for every transaction)",
+            "--gap and --rate apply to rr (crr connects for every transaction)",
         ));
     }
+    let (client_wait, server_wait) = a.wait.unwrap_or_default();
     let w = Workload::Crr {
         request: a.size.0,
         response: a.size.1,
+        client_wait,
+        server_wait,
     };
     execute(&a.common, plan(&a.common, w, a.duration, 0))
 }

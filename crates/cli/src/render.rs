@@ -106,8 +106,21 @@ fn header(r: &TestResult, local: bool) -> String {
             }
             t
         }
-        Workload::Crr { request, response } => {
-            format!("{} B request / {} B response", request, response)
+        Workload::Crr {
+            request,
+            response,
+            client_wait,
+            server_wait,
+        } => {
+            let mut t = format!("{} B request / {} B response", request, response);
+            if !client_wait.is_block() || !server_wait.is_block() {
+                t.push_str(&format!(
+                    ", wait {} (client) / {} (server)",
+                    client_wait.name(),
+                    server_wait.name()
+                ));
+            }
+            t
         }
         Workload::Stream {
             send_size,

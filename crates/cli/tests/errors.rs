@@ -51,7 +51,7 @@ fn usage_errors_exit_2_with_one_line() {
             &["rr", "--rate", "2000", "--gap", "1ms"],
             "cannot be used with",
         ),
-        (&["crr", "--wait", "spin"], "apply to rr"),
+        (&["crr", "--gap", "1ms"], "apply to rr"),
     ] {
         let (code, err) = run_fail(args);
         assert_eq!(code, 2, "{args:?} exit {code}: {err}");

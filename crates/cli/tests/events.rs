@@ -44,6 +44,11 @@ fn events_per_transaction_wait_modes_and_the_open_loop() {
     } else {
         eprintln!("skipped the cross-CPU checks: one CPU here");
     }
+    // crr waits the same way for its response and request.
+    let v = run_json(&["crr", "-l", "300ms", "--wait", "spin"]);
+    assert_eq!(v["workload"]["server_wait"]["mode"], "spin");
+    assert!(f(&v, "/outcome/transactions") > 0.0);
+
     // Stored, shown per config and compared like any metric; a gap list sweeps.
     let dir = std::env::temp_dir().join(format!("vp-events-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -269,10 +269,7 @@ fn strangers_on_a_data_port_are_closed_at_once_and_threads_stay_bounded() {
     write_message(
         &mut ctl,
         &Message::Prepare {
-            workload: Workload::Crr {
-                request: 1,
-                response: 1,
-            },
+            workload: Workload::crr(1, 1),
             duration_ms: 2000,
             server_cpu: None,
             sock: Default::default(),

@@ -106,12 +106,18 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<Handles> {
                 )
             })?);
         }
-        Workload::Crr { request, response } => {
+        Workload::Crr {
+            request,
+            response,
+            client_wait,
+            ..
+        } => {
             handles.push(spawn_private_worker("crr-client", side, move |c, h| {
                 crr::client(
                     data,
                     request as usize,
                     response as usize,
+                    client_wait,
                     DATA_TIMEOUT,
                     &sock,
                     &c.stop,
@@ -227,13 +233,19 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
                 });
             }
         }
-        Workload::Crr { request, response } => {
+        Workload::Crr {
+            request,
+            response,
+            server_wait,
+            ..
+        } => {
             let l = Arc::new(listener);
             wake.listener = Some(l.clone());
             handles.push(spawn_worker("crr-server", side, move |c, _| {
                 crr::server(
                     &l,
                     Some(client),
+                    server_wait,
                     request as usize,
                     response as usize,
                     DATA_TIMEOUT,
@@ -339,15 +351,7 @@ mod tests {
         assert!(rr.cpu.server.is_some());
         assert!(rr.target.starts_with("127.0.0.1:"), "{}", rr.target);
 
-        let crr = client::run(
-            &t,
-            &plan(Workload::Crr {
-                request: 1,
-                response: 1,
-            }),
-            &|_| {},
-        )
-        .expect("crr");
+        let crr = client::run(&t, &plan(Workload::crr(1, 1)), &|_| {}).expect("crr");
         assert!(matches!(&crr.outcome, Outcome::Crr(o) if o.transactions > 0));
 
         for reverse in [false, true] {

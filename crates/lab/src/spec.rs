@@ -695,7 +695,7 @@ impl Fixed {
 fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> {
     let allowed: &[&str] = match kind {
         "rr" => &["size", "cpus", "wait", "gap", "rate"],
-        "crr" => &["size", "cpus"],
+        "crr" => &["size", "cpus", "wait"],
         "stream" => &["send_size", "flows", "reverse", "cpus"],
         "bulk" => &["bytes", "send_size", "reverse", "cpus"],
         "http" => &["bytes", "count", "cpus"],
@@ -746,7 +746,12 @@ fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Workload {
             gap_us: c.gap,
             rate_per_s: f.rate,
         },
-        "crr" => Workload::Crr { request, response },
+        "crr" => Workload::Crr {
+            request,
+            response,
+            client_wait: f.wait.0,
+            server_wait: f.wait.1,
+        },
         "stream" => Workload::Stream {
             send_size: c.send,
             flows: c.flows,
@@ -1290,9 +1295,9 @@ socket = { nodelay = true, busy_poll_us = 50 }
             }
             other => panic!("{other:?}"),
         }
-        let (l, m) = line_of_error("name = \"x\"\n[[workload]]\nkind = \"crr\"\nwait = \"spin\"\n");
+        let (l, m) = line_of_error("name = \"x\"\n[[workload]]\nkind = \"crr\"\ngap = \"1ms\"\n");
         assert_eq!(l, 4, "{m}");
-        assert!(m.contains("take no \"wait\""), "{m}");
+        assert!(m.contains("take no \"gap\""), "{m}");
         let (l, m) = line_of_error(
             "name = \"x\"\n[[workload]]\nkind = \"rr\"\nrate = 1000\ngap = \"1ms\"\n",
         );

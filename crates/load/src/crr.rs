@@ -11,17 +11,20 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use socket2::{Domain, Protocol, Socket, Type};
-use virtperf_wire::SockOpts;
+use virtperf_wire::{SockOpts, Wait};
 
-use crate::sock::{describe, prepare_data_socket, recv_full, recv_raw, send_all};
+use crate::sock::{describe, prepare_data_socket, recv_full_wait, recv_raw, send_all};
 use crate::Counts;
 
 /// Client half: connect, send the request, read the response (latency sample ends here),
-/// read the server's close, close; repeat until `stop`.
+/// read the server's close, close; repeat until `stop`. `wait` is how it waits for the
+/// response (the connect itself always blocks).
+#[allow(clippy::too_many_arguments)]
 pub fn client(
     addr: SocketAddr,
     request: usize,
     response: usize,
+    wait: Wait,
     io_timeout: Duration,
     opts: &SockOpts,
     stop: &AtomicBool,
@@ -42,7 +45,9 @@ pub fn client(
         s.connect(&addr.into())
             .map_err(|e| describe(e, "connecting for a transaction"))?;
         send_all(&s, &req).map_err(|e| describe(e, "sending request"))?;
-        if !recv_full(&s, &mut resp).map_err(|e| describe(e, "reading response"))? {
+        if !recv_full_wait(&s, &mut resp, wait, io_timeout)
+            .map_err(|e| describe(e, "reading response"))?
+        {
             return Err(describe(
                 io::ErrorKind::UnexpectedEof.into(),
                 "reading response",
@@ -67,10 +72,13 @@ pub fn client(
 /// Server half: accept, read the request, answer, close; until `stop` and the listener is
 /// woken (see [`crate::sock::wake_listener`]). Connections from any address but `peer` (the
 /// test's client, when given) are closed unanswered: a stranger can neither add
-/// transactions nor hold the server up.
+/// transactions nor hold the server up. `wait` is how it waits for each request (accepting
+/// always blocks).
+#[allow(clippy::too_many_arguments)]
 pub fn server(
     listener: &TcpListener,
     peer: Option<std::net::IpAddr>,
+    wait: Wait,
     request: usize,
     response: usize,
     io_timeout: Duration,
@@ -92,7 +100,7 @@ pub fn server(
             Err(e) => return Err(describe(e, "accepting a connection")),
         };
         // A client that vanishes mid-transaction costs one connection, not the test.
-        if let Ok(true) = recv_full(&s, &mut req) {
+        if let Ok(true) = recv_full_wait(&s, &mut req, wait, io_timeout) {
             if send_all(&s, &resp).is_ok() {
                 n += 1;
             }

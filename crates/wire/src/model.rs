@@ -54,6 +54,12 @@ pub enum Workload {
         request: u32,
         /// Response size in bytes.
         response: u32,
+        /// How the client waits for each response (absent: blocking).
+        #[serde(default, skip_serializing_if = "Wait::is_block")]
+        client_wait: Wait,
+        /// How the server waits for each request (absent: blocking).
+        #[serde(default, skip_serializing_if = "Wait::is_block")]
+        server_wait: Wait,
     },
     /// Unidirectional stream for a duration (netperf TCP_STREAM, iperf3).
     Stream {
@@ -157,6 +163,16 @@ impl RecvWait {
 }
 
 impl Workload {
+    /// Blocking connect/request/response (netperf's TCP_CRR).
+    pub fn crr(request: u32, response: u32) -> Workload {
+        Workload::Crr {
+            request,
+            response,
+            client_wait: Wait::Block,
+            server_wait: Wait::Block,
+        }
+    }
+
     /// Blocking, back-to-back request/response (netperf's TCP_RR): the common case.
     pub fn rr(request: u32, response: u32) -> Workload {
         Workload::Rr {
@@ -183,6 +199,18 @@ impl Workload {
     /// Checks every parameter against its limits; the message names the bad parameter.
     /// Both the client (before connecting) and the agent (on `Prepare`) call this.
     pub fn validate(&self) -> Result<(), String> {
+        fn check_waits(a: Wait, b: Wait) -> Result<(), String> {
+            for w in [a, b] {
+                if let Wait::Poll { window_us } = w {
+                    if window_us == 0 || window_us > 1_000_000 {
+                        return Err(format!(
+                            "a poll window must be between 1 us and 1 s, got {window_us} us"
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        }
         fn size(what: &str, v: u32) -> Result<(), String> {
             if v == 0 || v > MAX_IO_SIZE {
                 return Err(format!(
@@ -210,15 +238,7 @@ impl Workload {
             } => {
                 size("request size", request)?;
                 size("response size", response)?;
-                for w in [client_wait, server_wait] {
-                    if let Wait::Poll { window_us } = w {
-                        if window_us == 0 || window_us > 1_000_000 {
-                            return Err(format!(
-                                "a poll window must be between 1 us and 1 s, got {window_us} us"
-                            ));
-                        }
-                    }
-                }
+                check_waits(client_wait, server_wait)?;
                 if gap_us.is_some_and(|g| g > 1_000_000) {
                     return Err("the gap between transactions must be at most 1s".into());
                 }
@@ -237,9 +257,15 @@ impl Workload {
                 }
                 Ok(())
             }
-            Workload::Crr { request, response } => {
+            Workload::Crr {
+                request,
+                response,
+                client_wait,
+                server_wait,
+            } => {
                 size("request size", request)?;
-                size("response size", response)
+                size("response size", response)?;
+                check_waits(client_wait, server_wait)
             }
             Workload::Stream {
                 send_size,
