@@ -80,6 +80,24 @@ fn events_lines(r: &TestResult) -> String {
     out
 }
 
+/// `1 B request / 1 B response`, and how the sides wait when they do not block.
+fn sizes_and_waits(
+    request: u32,
+    response: u32,
+    client: virtperf_wire::Wait,
+    server: virtperf_wire::Wait,
+) -> String {
+    let mut t = format!("{request} B request / {response} B response");
+    if !client.is_block() || !server.is_block() {
+        t.push_str(&format!(
+            ", wait {} (client) / {} (server)",
+            client.name(),
+            server.name()
+        ));
+    }
+    t
+}
+
 fn header(r: &TestResult, local: bool) -> String {
     let what = match &r.workload {
         Workload::Rr {
@@ -90,14 +108,7 @@ fn header(r: &TestResult, local: bool) -> String {
             gap_us,
             rate_per_s,
         } => {
-            let mut t = format!("{} B request / {} B response", request, response);
-            if !client_wait.is_block() || !server_wait.is_block() {
-                t.push_str(&format!(
-                    ", wait {} (client) / {} (server)",
-                    client_wait.name(),
-                    server_wait.name()
-                ));
-            }
+            let mut t = sizes_and_waits(*request, *response, *client_wait, *server_wait);
             if let Some(g) = gap_us {
                 t.push_str(&format!(", {g} µs gap"));
             }
@@ -111,17 +122,7 @@ fn header(r: &TestResult, local: bool) -> String {
             response,
             client_wait,
             server_wait,
-        } => {
-            let mut t = format!("{} B request / {} B response", request, response);
-            if !client_wait.is_block() || !server_wait.is_block() {
-                t.push_str(&format!(
-                    ", wait {} (client) / {} (server)",
-                    client_wait.name(),
-                    server_wait.name()
-                ));
-            }
-            t
-        }
+        } => sizes_and_waits(*request, *response, *client_wait, *server_wait),
         Workload::Stream {
             send_size,
             flows,

@@ -168,6 +168,17 @@ pub fn send_raw<T: AsRawFd>(s: &T, buf: &[u8]) -> io::Result<usize> {
 /// `recv(2)` as a raw system call; see [`send_raw`] for why.
 #[inline]
 pub fn recv_raw<T: AsRawFd>(s: &T, buf: &mut [u8]) -> io::Result<usize> {
+    recvfrom(s, buf, 0)
+}
+
+/// `recv(2)` with `MSG_DONTWAIT`: `WouldBlock` at once when nothing is queued.
+#[inline]
+fn recv_nowait<T: AsRawFd>(s: &T, buf: &mut [u8]) -> io::Result<usize> {
+    recvfrom(s, buf, libc::MSG_DONTWAIT)
+}
+
+#[inline]
+fn recvfrom<T: AsRawFd>(s: &T, buf: &mut [u8], flags: libc::c_int) -> io::Result<usize> {
     // SAFETY: the pointer and length describe `buf`, writable for the call's duration.
     let r = unsafe {
         libc::syscall(
@@ -175,29 +186,7 @@ pub fn recv_raw<T: AsRawFd>(s: &T, buf: &mut [u8]) -> io::Result<usize> {
             s.as_raw_fd(),
             buf.as_mut_ptr(),
             buf.len(),
-            0,
-            std::ptr::null_mut::<libc::sockaddr>(),
-            std::ptr::null_mut::<libc::socklen_t>(),
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
-    }
-}
-
-/// `recv(2)` with `MSG_DONTWAIT`: `WouldBlock` at once when nothing is queued.
-#[inline]
-fn recv_nowait<T: AsRawFd>(s: &T, buf: &mut [u8]) -> io::Result<usize> {
-    // SAFETY: as in `recv_raw`.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_recvfrom,
-            s.as_raw_fd(),
-            buf.as_mut_ptr(),
-            buf.len(),
-            libc::MSG_DONTWAIT,
+            flags,
             std::ptr::null_mut::<libc::sockaddr>(),
             std::ptr::null_mut::<libc::socklen_t>(),
         )
