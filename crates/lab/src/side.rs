@@ -73,7 +73,11 @@ enum Table {
     /// in an `Arc`).
     Shared,
     /// Its own copy (`unshare(CLONE_FILES)`), holding only what it opens itself and the
-    /// connection handed to it, which the spawner then closes in the shared table.
+    /// connection handed to it, which the spawner then closes in the shared table. The copy
+    /// starts as a duplicate of the whole table, so the worker closes every other
+    /// descriptor in it at once: otherwise it would keep *other* tests' sockets open (no
+    /// EOF reaches their peers until this worker ends; with two agents in one process, a
+    /// server waited its full timeout for a client socket that its own table held).
     Private(Option<RawFd>),
 }
 
@@ -126,12 +130,36 @@ where
     spawn(name, ctl, Table::Private(None), body)
 }
 
+/// In a private descriptor table: closes every descriptor above stderr except `keep`.
+fn close_all_but(keep: Option<RawFd>) {
+    let close_range = |first: RawFd, last: RawFd| {
+        if first <= last {
+            // SAFETY: close_range(2) on this thread's private table only closes
+            // descriptors; nothing in this thread uses the ones closed.
+            unsafe {
+                libc::syscall(libc::SYS_close_range, first as u32, last as u32, 0u32);
+            }
+        }
+    };
+    match keep {
+        Some(fd) => {
+            close_range(3, fd - 1);
+            close_range(fd + 1, RawFd::MAX);
+        }
+        None => close_range(3, RawFd::MAX),
+    }
+}
+
 fn spawn<F>(name: &str, ctl: &Ctl, table: Table, body: F) -> Result<JoinHandle<Result<WorkerOut>>>
 where
     F: FnOnce(&Ctl, &mut LatencyHistogram) -> std::io::Result<Counts> + Send + 'static,
 {
     let ctl = ctl.clone();
     let private = matches!(table, Table::Private(_));
+    let keep = match table {
+        Table::Private(fd) => fd,
+        Table::Shared => None,
+    };
     let (tx, rx) = std::sync::mpsc::channel::<bool>();
     let handle = std::thread::Builder::new()
         .name(name.to_string())
@@ -140,6 +168,9 @@ where
                 // SAFETY: unshare(CLONE_FILES) copies this thread's descriptor table; it
                 // affects no memory. On failure the thread keeps the shared table.
                 let ok = unsafe { libc::unshare(libc::CLONE_FILES) } == 0;
+                if ok {
+                    close_all_but(keep);
+                }
                 let _ = tx.send(ok);
             }
             drop(tx);
@@ -261,5 +292,43 @@ pub(crate) fn join_all(handles: Vec<JoinHandle<Result<WorkerOut>>>) -> Result<Jo
     match first_err {
         Some(e) => Err(e),
         None => Ok(j),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{TcpListener, TcpStream};
+
+    /// A worker with a private table holds its own connection and nothing another test
+    /// holds: a socket opened elsewhere in the process is not in the worker's table, so
+    /// closing it there reaches its peer as EOF at once.
+    #[test]
+    fn a_private_worker_holds_only_its_own_connection() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mine = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let other = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (other_fd, mine_fd) = (other.as_raw_fd(), mine.as_raw_fd());
+        let ctl = Ctl::new(None);
+        let h = spawn_conn_worker("fd-check", &ctl, mine, move |_, _, s| {
+            let fds: Vec<i32> = std::fs::read_dir("/proc/thread-self/fd")?
+                .flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+                .collect();
+            assert!(
+                fds.contains(&s.as_raw_fd()),
+                "own connection missing: {fds:?}"
+            );
+            assert!(
+                !fds.contains(&other_fd),
+                "the worker holds another socket ({other_fd}): {fds:?}"
+            );
+            Ok(Counts::default())
+        })
+        .unwrap();
+        ctl.gate.open();
+        h.join().unwrap().unwrap();
+        drop(other);
+        let _ = mine_fd;
     }
 }
