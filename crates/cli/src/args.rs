@@ -251,6 +251,10 @@ pub struct RrArgs {
     /// intended send time (no coordinated omission)
     #[arg(long = "rate", id = "rate", value_parser = virtperf_lab::parse::rate_per_s, allow_hyphen_values = true)]
     pub request_rate: Option<u32>,
+    /// rr: parallel connections, each its own request/response loop; an open loop's rate
+    /// is shared among them
+    #[arg(long, short = 'P', default_value_t = 1, value_parser = parse_count)]
+    pub flows: u32,
     #[command(flatten)]
     pub common: Common,
 }

@@ -164,16 +164,17 @@ pub fn rr(a: RrArgs) -> Result<()> {
         server_wait,
         gap_us: a.gap.map(|g| g.as_micros() as u64),
         rate_per_s: a.request_rate,
+        flows: a.flows,
     };
     execute(&a.common, plan(&a.common, w, a.duration, 0))
 }
 
 /// `virtperf crr`
 pub fn crr(a: RrArgs) -> Result<()> {
-    if a.gap.is_some() || a.request_rate.is_some() {
+    if a.gap.is_some() || a.request_rate.is_some() || a.flows != 1 {
         return Err(crate::signals::exit(
             crate::signals::code::USAGE,
-            "--gap and --rate apply to rr (crr connects for every transaction)",
+            "--gap, --rate and --flows apply to rr (crr connects for every transaction)",
         ));
     }
     let (client_wait, server_wait) = a.wait.unwrap_or_default();

@@ -107,8 +107,12 @@ fn header(r: &TestResult, local: bool) -> String {
             server_wait,
             gap_us,
             rate_per_s,
+            flows,
         } => {
             let mut t = sizes_and_waits(*request, *response, *client_wait, *server_wait);
+            if *flows > 1 {
+                t.push_str(&format!(", {flows} flows"));
+            }
             if let Some(g) = gap_us {
                 t.push_str(&format!(", {g} µs gap"));
             }

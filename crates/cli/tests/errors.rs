@@ -52,6 +52,9 @@ fn usage_errors_exit_2_with_one_line() {
             "cannot be used with",
         ),
         (&["crr", "--gap", "1ms"], "apply to rr"),
+        (&["crr", "--flows", "2"], "apply to rr"),
+        (&["rr", "--flows", "0"], "at least 1"),
+        (&["rr", "--flows", "1000"], "flows must be between"),
     ] {
         let (code, err) = run_fail(args);
         assert_eq!(code, 2, "{args:?} exit {code}: {err}");

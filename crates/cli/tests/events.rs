@@ -44,6 +44,20 @@ fn events_per_transaction_wait_modes_and_the_open_loop() {
     } else {
         eprintln!("skipped the cross-CPU checks: one CPU here");
     }
+    // Flows share an open loop's rate; the server answers every flow.
+    let v = run_json(&["rr", "--flows", "4", "--rate", "2000", "-l", "2s"]);
+    assert_eq!(v["workload"]["flows"], 4);
+    let rate = f(&v, "/outcome/rate_per_s");
+    assert!(
+        (1960.0..=2040.0).contains(&rate),
+        "4 flows sharing 2000/s: {rate:.1}/s"
+    );
+    assert_eq!(
+        v["outcome"]["transactions"], v["outcome"]["server_transactions"],
+        "{}",
+        v["outcome"]
+    );
+
     // crr waits the same way for its response and request.
     let v = run_json(&["crr", "-l", "300ms", "--wait", "spin"]);
     assert_eq!(v["workload"]["server_wait"]["mode"], "spin");

@@ -182,7 +182,13 @@ type Measured = (Outcome, f64, &'static str);
 /// rr and crr: transactions counted and timed by the client, latency from its histogram.
 fn rr_outcome(c: &Collected, server: &SideReport, warnings: &mut Vec<String>) -> Measured {
     let n = c.client.transactions;
-    let elapsed = c.client.flows.first().map(|f| f.active_s).unwrap_or(0.0);
+    // With several flows, the test lasted as long as its longest flow.
+    let elapsed = c
+        .client
+        .flows
+        .iter()
+        .map(|f| f.active_s)
+        .fold(0.0, f64::max);
     let (lat, hist) = match &c.client_hist {
         Some(h) => (latency::summarize(h), latency::encode(h)),
         None => Default::default(),

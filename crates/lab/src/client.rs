@@ -312,6 +312,22 @@ fn add_kvm(result: &mut TestResult, mut k: virtperf_wire::KvmCounters) {
                 }
             };
             k.exits_per_unit = (units > 0.0).then(|| exits as f64 / units);
+            // The same counters by reason beside the guest-visible events, per the events
+            // block's unit (transaction, or MB), so one block says what a round trip cost.
+            if let Some(ev) = &mut result.events {
+                let per = if ev.unit == "MB" {
+                    units * 1024.0 / 1e6
+                } else {
+                    units
+                };
+                for (name, v) in k.deltas.iter().filter(|(n, _)| n.contains("exits")) {
+                    let key = format!("kvm_{name}");
+                    ev.client.deltas.insert(key.clone(), *v);
+                    if per > 0.0 {
+                        ev.client.per_unit.insert(key, *v as f64 / per);
+                    }
+                }
+            }
         }
         (None, None) => result
             .warnings

@@ -86,25 +86,39 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<Handles> {
             client_wait,
             gap_us,
             rate_per_s,
+            flows,
             ..
         } => {
-            let pace = match (rate_per_s, gap_us) {
-                (Some(r), _) => rr::Pace::Rate(f64::from(r)),
-                (None, Some(g)) => rr::Pace::Gap(std::time::Duration::from_micros(g)),
-                (None, None) => rr::Pace::BackToBack,
-            };
-            let s = connect_data(data, true, &sock)?;
-            handles.push(spawn_conn_worker("rr-client", side, s, move |c, h, s| {
-                rr::client_paced(
+            // Flows share an open loop's rate, their schedules staggered evenly so the
+            // requests do not leave in bursts of `flows`.
+            let per_flow = rate_per_s.map(|r| f64::from(r) / f64::from(flows));
+            for i in 0..flows {
+                let pace = match (per_flow, gap_us) {
+                    (Some(r), _) => rr::Pace::Rate(
+                        r,
+                        std::time::Duration::from_secs_f64(f64::from(i) / r / f64::from(flows)),
+                    ),
+                    (None, Some(g)) => rr::Pace::Gap(std::time::Duration::from_micros(g)),
+                    (None, None) => rr::Pace::BackToBack,
+                };
+                let s = connect_data(data, true, &sock)?;
+                handles.push(spawn_conn_worker(
+                    &format!("rr-client-{i}"),
+                    side,
                     s,
-                    request as usize,
-                    response as usize,
-                    client_wait,
-                    pace,
-                    &c.stop,
-                    h,
-                )
-            })?);
+                    move |c, h, s| {
+                        rr::client_paced(
+                            s,
+                            request as usize,
+                            response as usize,
+                            client_wait,
+                            pace,
+                            &c.stop,
+                            h,
+                        )
+                    },
+                )?);
+            }
         }
         Workload::Crr {
             request,
@@ -187,9 +201,10 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
             request,
             response,
             server_wait,
+            flows,
             ..
         } => {
-            for s in accept_data(listener, client, 1, true, &sock)? {
+            for s in accept_data(listener, client, flows as usize, true, &sock)? {
                 handles.push(spawn_conn_worker("rr-server", side, s, move |c, _, s| {
                     rr::server_waiting(s, request as usize, response as usize, server_wait, &c.stop)
                 })?);

@@ -694,7 +694,7 @@ impl Fixed {
 /// Refuses an unknown kind, and keys the kind does not take, each at its line.
 fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> {
     let allowed: &[&str] = match kind {
-        "rr" => &["size", "cpus", "wait", "gap", "rate"],
+        "rr" => &["size", "cpus", "wait", "gap", "rate", "flows"],
         "crr" => &["size", "cpus", "wait"],
         "stream" => &["send_size", "flows", "reverse", "cpus"],
         "bulk" => &["bytes", "send_size", "reverse", "cpus"],
@@ -745,6 +745,7 @@ fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Workload {
             server_wait: f.wait.1,
             gap_us: c.gap,
             rate_per_s: f.rate,
+            flows: c.flows,
         },
         "crr" => Workload::Crr {
             request,
@@ -1295,6 +1296,18 @@ socket = { nodelay = true, busy_poll_us = 50 }
             }
             other => panic!("{other:?}"),
         }
+        let s = parse("name = \"x\"\n[[workload]]\nkind = \"rr\"\nflows = [1, 4]\nrate = 1000\n")
+            .unwrap();
+        assert_eq!(s.points.len(), 2);
+        assert_eq!(s.points[1].label, "rr flows=4");
+        assert!(matches!(
+            s.points[1].workload,
+            Workload::Rr {
+                flows: 4,
+                rate_per_s: Some(1000),
+                ..
+            }
+        ));
         let (l, m) = line_of_error("name = \"x\"\n[[workload]]\nkind = \"crr\"\ngap = \"1ms\"\n");
         assert_eq!(l, 4, "{m}");
         assert!(m.contains("take no \"gap\""), "{m}");

@@ -74,10 +74,11 @@ pub enum Pace {
     /// This long after the previous response: a closed loop with think time, so the
     /// receiving side goes idle between messages as a real RPC server does.
     Gap(std::time::Duration),
-    /// At fixed intended times, this many per second: an open loop. Latency is measured from
-    /// each request's *intended* send time, so a stall is charged to every request it
-    /// delayed (no coordinated omission: wrk2's and HdrHistogram's corrected recording).
-    Rate(f64),
+    /// At fixed intended times, this many per second, the first `phase` after the start: an
+    /// open loop. Latency is measured from each request's *intended* send time, so a stall
+    /// is charged to every request it delayed (no coordinated omission: wrk2's and
+    /// HdrHistogram's corrected recording). Flows sharing a rate get staggered phases.
+    Rate(f64, std::time::Duration),
 }
 
 /// [`client_waiting`] with pacing. Sleeps between requests use a 1 ns timer slack for this
@@ -105,8 +106,8 @@ pub fn client_paced(
     let start = Instant::now();
     let mut end = start;
     let interval = match pace {
-        Pace::Rate(r) if r > 0.0 && r.is_finite() => std::time::Duration::from_secs_f64(1.0 / r),
-        Pace::Rate(_) => {
+        Pace::Rate(r, _) if r > 0.0 && r.is_finite() => std::time::Duration::from_secs_f64(1.0 / r),
+        Pace::Rate(..) => {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "rate must be a positive number of requests per second",
@@ -120,7 +121,8 @@ pub fn client_paced(
         let intended = match pace {
             Pace::Gap(g) if n > 0 => end + g,
             Pace::Gap(_) => start,
-            _ => start + interval.mul_f64(n as f64),
+            Pace::Rate(_, phase) => start + phase + interval.mul_f64(n as f64),
+            Pace::BackToBack => start,
         };
         let now = Instant::now();
         if intended > now {
@@ -138,7 +140,7 @@ pub fn client_paced(
         }
         end = Instant::now();
         let from = match pace {
-            Pace::Rate(_) => intended,
+            Pace::Rate(..) => intended,
             _ => sent,
         };
         hist.saturating_record(end.duration_since(from).as_nanos() as u64);
@@ -265,7 +267,7 @@ mod tests {
     /// An open loop keeps its rate; a gap spaces transactions by at least the gap.
     #[test]
     fn paced_clients_keep_their_rate_and_their_gaps() {
-        let (c, h) = run_paced(Pace::Rate(2000.0), 1000);
+        let (c, h) = run_paced(Pace::Rate(2000.0, Duration::ZERO), 1000);
         let rate = c.transactions as f64 / c.active.as_secs_f64();
         assert!(
             (1900.0..=2050.0).contains(&rate),
@@ -315,7 +317,7 @@ mod tests {
             1,
             1,
             Wait::Block,
-            Pace::Rate(1000.0),
+            Pace::Rate(1000.0, Duration::ZERO),
             &stop,
             &mut hist,
         )

@@ -18,6 +18,14 @@ pub const MAX_IO_SIZE: u32 = 64 << 20;
 pub const MAX_FLOWS: u32 = 256;
 /// Largest byte count for bulk and http transfers (1 TiB).
 pub const MAX_TRANSFER: u64 = 1 << 40;
+fn one_flow() -> u32 {
+    1
+}
+
+fn is_one_flow(n: &u32) -> bool {
+    *n == 1
+}
+
 /// Highest open-loop request rate (`rr --rate`), per second.
 pub const MAX_RATE: u32 = 1_000_000;
 /// Longest test duration accepted (24 h).
@@ -47,6 +55,10 @@ pub enum Workload {
         /// send time (absent: closed loop).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rate_per_s: Option<u32>,
+        /// Parallel connections, each its own request/response loop (an open loop's rate is
+        /// shared among them, their schedules staggered); absent: one.
+        #[serde(default = "one_flow", skip_serializing_if = "is_one_flow")]
+        flows: u32,
     },
     /// A new connection per request/response (netperf TCP_CRR).
     Crr {
@@ -182,6 +194,7 @@ impl Workload {
             server_wait: Wait::Block,
             gap_us: None,
             rate_per_s: None,
+            flows: 1,
         }
     }
 
@@ -235,10 +248,16 @@ impl Workload {
                 server_wait,
                 gap_us,
                 rate_per_s,
+                flows,
             } => {
                 size("request size", request)?;
                 size("response size", response)?;
                 check_waits(client_wait, server_wait)?;
+                if flows == 0 || flows > MAX_FLOWS {
+                    return Err(format!(
+                        "flows must be between 1 and {MAX_FLOWS}, got {flows}"
+                    ));
+                }
                 if gap_us.is_some_and(|g| g > 1_000_000) {
                     return Err("the gap between transactions must be at most 1s".into());
                 }
