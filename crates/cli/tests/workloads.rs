@@ -170,12 +170,15 @@ fn bulk_moves_exactly_the_bytes_asked_for_both_ways() {
         assert!(secs > 0.0);
         let mib = f(&v, "/outcome/mib_per_s");
         assert!((mib * secs - 64.0).abs() < 1e-6);
-        // No byte-count or sampling warning; tests run in parallel, so a warning about
-        // other work on the machine may be there and is not this test's business.
+        // No byte-count or sampling warning. Warnings about the machine (other work beside
+        // the parallel tests, time stolen by the hypervisor) are not this test's business.
         assert!(
-            v["warnings"].as_array().is_some_and(|w| w
-                .iter()
-                .all(|x| x.as_str().is_some_and(|t| t.starts_with("other work used")))),
+            v["warnings"]
+                .as_array()
+                .is_some_and(|w| w.iter().all(|x| x
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("other work used")
+                        || t.contains("stolen by the hypervisor")))),
             "{}",
             v["warnings"]
         );
