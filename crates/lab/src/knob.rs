@@ -125,20 +125,7 @@ impl Knob {
     /// One `disable` knob per online CPU for cpuidle state `state` (a config's
     /// `cpuidle_disable = [1]`), so the state is switched off machine-wide.
     pub fn cpuidle_disable_all(state: u32) -> Vec<Knob> {
-        let cpus = fs::read_dir("/sys/devices/system/cpu")
-            .map(|d| {
-                let mut v: Vec<u32> = d
-                    .flatten()
-                    .filter_map(|e| {
-                        e.file_name()
-                            .to_str()
-                            .and_then(|n| n.strip_prefix("cpu"))
-                            .and_then(|n| n.parse().ok())
-                    })
-                    .collect();
-                v.sort_unstable();
-                v
-            })
+        let cpus = virtperf_measure::events::cpu_numbers(Path::new("/sys/devices/system/cpu"))
             .unwrap_or_default();
         cpus.into_iter()
             .map(|c| Knob::cpuidle_disable(c, state))

@@ -221,12 +221,7 @@ pub fn recv_full_wait<T: AsRawFd>(
     while got < buf.len() {
         match recv_nowait(s, &mut buf[got..]) {
             Ok(0) if got == 0 => return Ok(false),
-            Ok(0) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "peer closed the connection in the middle of a message",
-                ))
-            }
+            Ok(0) => return Err(mid_message_eof()),
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 spins = spins.wrapping_add(1);
@@ -237,7 +232,7 @@ pub fn recv_full_wait<T: AsRawFd>(
                     if window.is_some_and(|w| waited >= w) {
                         return recv_full(s, &mut buf[got..]).and_then(|more| {
                             if !more && got > 0 {
-                                Err(io::ErrorKind::UnexpectedEof.into())
+                                Err(mid_message_eof())
                             } else {
                                 Ok(more || got > 0)
                             }
@@ -270,6 +265,14 @@ pub fn send_all<T: AsRawFd>(s: &T, mut buf: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// The peer closed after part of a message.
+fn mid_message_eof() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "peer closed the connection in the middle of a message",
+    )
+}
+
 /// Fills `buf` completely with [`recv_raw`]. Returns `Ok(false)` on a clean end of stream
 /// before the first byte, and an `UnexpectedEof` error if the stream ends part-way.
 #[inline]
@@ -278,12 +281,7 @@ pub fn recv_full<T: AsRawFd>(s: &T, buf: &mut [u8]) -> io::Result<bool> {
     while got < buf.len() {
         match recv_raw(s, &mut buf[got..]) {
             Ok(0) if got == 0 => return Ok(false),
-            Ok(0) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "peer closed the connection in the middle of a message",
-                ))
-            }
+            Ok(0) => return Err(mid_message_eof()),
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),

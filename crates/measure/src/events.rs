@@ -101,10 +101,9 @@ fn ctxt(stat: &str) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// Reads cpuidle's per-state counters under `root` (`/sys/devices/system/cpu`).
-pub fn read_idle(root: &Path) -> Result<PerCpu, String> {
-    let mut cpus: Vec<u32> = fs::read_dir(root)
-        .map_err(|e| format!("{}: {e}", root.display()))?
+/// The CPUs under `root` (`/sys/devices/system/cpu`: its `cpuN` directories), in order.
+pub fn cpu_numbers(root: &Path) -> std::io::Result<Vec<u32>> {
+    let mut cpus: Vec<u32> = fs::read_dir(root)?
         .flatten()
         .filter_map(|e| {
             e.file_name()
@@ -114,6 +113,12 @@ pub fn read_idle(root: &Path) -> Result<PerCpu, String> {
         })
         .collect();
     cpus.sort_unstable();
+    Ok(cpus)
+}
+
+/// Reads cpuidle's per-state counters under `root` (`/sys/devices/system/cpu`).
+pub fn read_idle(root: &Path) -> Result<PerCpu, String> {
+    let cpus = cpu_numbers(root).map_err(|e| format!("{}: {e}", root.display()))?;
     let ncpu = cpus.len();
     let mut out = PerCpu::new();
     let mut any = false;

@@ -464,56 +464,50 @@ impl Events {
     /// pinned) and timer interrupts, per unit: the wake-up work a round trip costs. Fewer
     /// is better (each is a VM exit in a guest without posted interrupts).
     pub fn metrics(&self) -> Vec<Metric> {
+        // Metric names must be 'static: one row per side, one column per unit.
+        const NAMES: [[[&str; 4]; 2]; 2] = [
+            [
+                [
+                    "client_sleeps_per_tr",
+                    "client_idle_per_tr",
+                    "client_ipis_per_tr",
+                    "client_timer_per_tr",
+                ],
+                [
+                    "client_sleeps_per_mb",
+                    "client_idle_per_mb",
+                    "client_ipis_per_mb",
+                    "client_timer_per_mb",
+                ],
+            ],
+            [
+                [
+                    "server_sleeps_per_tr",
+                    "server_idle_per_tr",
+                    "server_ipis_per_tr",
+                    "server_timer_per_tr",
+                ],
+                [
+                    "server_sleeps_per_mb",
+                    "server_idle_per_mb",
+                    "server_ipis_per_mb",
+                    "server_timer_per_mb",
+                ],
+            ],
+        ];
         let per_mb = self.unit == "MB";
         let unit = if per_mb { "/MB" } else { "/tr" };
         let mut v = Vec::new();
-        let sides = [
-            ("client", Some(&self.client)),
-            ("server", self.server.as_ref()),
-        ];
-        for (side, e) in sides {
+        for (names, e) in NAMES.iter().zip([Some(&self.client), self.server.as_ref()]) {
             let Some(e) = e else { continue };
             let here = e.pinned.as_ref().map_or(&e.per_unit, |p| &p.per_unit);
-            let get = |m: &std::collections::BTreeMap<String, f64>, k: &str| m.get(k).copied();
-            let names: [(&'static str, Option<f64>); 4] = match (side, per_mb) {
-                ("client", false) => [
-                    (
-                        "client_sleeps_per_tr",
-                        get(&e.per_unit, "thread_voluntary_switches"),
-                    ),
-                    ("client_idle_per_tr", get(here, "idle_entries")),
-                    ("client_ipis_per_tr", ipis(here)),
-                    ("client_timer_per_tr", get(here, "timer_irqs")),
-                ],
-                ("client", true) => [
-                    (
-                        "client_sleeps_per_mb",
-                        get(&e.per_unit, "thread_voluntary_switches"),
-                    ),
-                    ("client_idle_per_mb", get(here, "idle_entries")),
-                    ("client_ipis_per_mb", ipis(here)),
-                    ("client_timer_per_mb", get(here, "timer_irqs")),
-                ],
-                (_, false) => [
-                    (
-                        "server_sleeps_per_tr",
-                        get(&e.per_unit, "thread_voluntary_switches"),
-                    ),
-                    ("server_idle_per_tr", get(here, "idle_entries")),
-                    ("server_ipis_per_tr", ipis(here)),
-                    ("server_timer_per_tr", get(here, "timer_irqs")),
-                ],
-                (_, true) => [
-                    (
-                        "server_sleeps_per_mb",
-                        get(&e.per_unit, "thread_voluntary_switches"),
-                    ),
-                    ("server_idle_per_mb", get(here, "idle_entries")),
-                    ("server_ipis_per_mb", ipis(here)),
-                    ("server_timer_per_mb", get(here, "timer_irqs")),
-                ],
-            };
-            for (name, value) in names {
+            let values = [
+                e.per_unit.get("thread_voluntary_switches").copied(),
+                here.get("idle_entries").copied(),
+                ipis(here),
+                here.get("timer_irqs").copied(),
+            ];
+            for (name, value) in names[usize::from(per_mb)].iter().zip(values) {
                 if let Some(value) = value {
                     v.push(Metric {
                         name,
