@@ -472,6 +472,7 @@ impl Recorder<'_> {
                 .map(|m| m.name.to_string())
                 .unwrap_or_default(),
             result: res.as_ref().ok().cloned(),
+            detail: None,
             started_at,
             duration_s: t0.elapsed().as_secs_f64(),
         };

@@ -99,6 +99,21 @@ fn cell(config: &str, trials: &[&TrialRow], confidence: f64) -> ConfigSummary {
             }
         }
     }
+    // A probe (a wake-up or KVM measurement, no TestResult) contributes its one number.
+    for t in trials.iter().filter(|t| t.status == TrialStatus::Ok && t.result.is_none()) {
+        let Some(v) = t.metric else { continue };
+        match metrics.iter_mut().find(|x| x.name == t.metric_name) {
+            Some(x) => x.values.push(v),
+            None => metrics.push(MetricSummary {
+                name: t.metric_name.clone(),
+                unit: probe_unit(&t.metric_name).to_string(),
+                // Probes report times: lower is better.
+                higher_is_better: false,
+                values: vec![v],
+                summary: summarize(&[], confidence),
+            }),
+        }
+    }
     for m in &mut metrics {
         m.summary = summarize(&m.values, confidence);
     }
@@ -112,7 +127,7 @@ fn cell(config: &str, trials: &[&TrialRow], confidence: f64) -> ConfigSummary {
     let elapsed_s = results.iter().map(|r| elapsed(r)).sum::<f64>() / results.len().max(1) as f64;
     ConfigSummary {
         config: config.to_string(),
-        ok: results.len(),
+        ok: trials.iter().filter(|t| t.status == TrialStatus::Ok).count(),
         failed,
         error,
         metrics,
@@ -120,6 +135,17 @@ fn cell(config: &str, trials: &[&TrialRow], confidence: f64) -> ConfigSummary {
         cpu,
         server_cpu,
         elapsed_s,
+    }
+}
+
+/// The unit of a probe's metric, from its name's suffix (`one_way_p50_us`).
+fn probe_unit(name: &str) -> &'static str {
+    if name.ends_with("_us") {
+        "µs"
+    } else if name.ends_with("_ns") {
+        "ns"
+    } else {
+        ""
     }
 }
 

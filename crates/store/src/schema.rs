@@ -94,6 +94,11 @@ CREATE TABLE capture_connections (
 );
 CREATE INDEX capture_connections_by_capture ON capture_connections (capture_id, seq);
 "#,
+    // 3: measurements that are not a network test (`virtperf explain`'s wake-up and KVM
+    // probes) keep their whole report here, as result_json keeps a TestResult.
+    r#"
+ALTER TABLE trials ADD COLUMN detail_json TEXT;  -- a probe's report, a JSON object
+"#,
 ];
 
 /// The `user_version` this code writes and the newest it can read.

@@ -67,6 +67,10 @@ pub struct NewTrial {
     pub error: Option<String>,
     /// The complete measurement, kept whole so nothing is lost.
     pub result: Option<TestResult>,
+    /// A measurement that is not a network test (a wake-up or KVM probe): its whole report,
+    /// as that tool prints it with `--json`. `metric` then holds its primary number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<serde_json::Value>,
     /// The trial's primary number, copied out of `result` for quick comparisons.
     pub metric: Option<f64>,
     /// What `metric` is: `rate_per_s`, `mbps`, …
@@ -120,7 +124,8 @@ impl Store {
         ensure_run(&self.conn, &self.path, run_id)?;
         let mut stmt = self.conn.prepare(
             "SELECT id, run_id, seq, config, workload, point_json, point_label, repetition,
-                    status, error, result_json, metric, metric_name, started_at, duration_s
+                    status, error, result_json, metric, metric_name, started_at, duration_s,
+                    detail_json
              FROM trials WHERE run_id = ?1 ORDER BY seq, id",
         )?;
         let raw = stmt
@@ -144,11 +149,16 @@ pub(crate) fn insert_trial(
         .as_ref()
         .map(to_json_checked::<TestResult>)
         .transpose()?;
+    let detail_json = t
+        .detail
+        .as_ref()
+        .map(to_json_checked::<serde_json::Value>)
+        .transpose()?;
     let id = conn.query_row(
         "INSERT INTO trials (run_id, seq, config, workload, point_json, point_label,
                              repetition, status, error, result_json, metric, metric_name,
-                             started_at, duration_s)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+                             started_at, duration_s, detail_json)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
          RETURNING id",
         params![
             run_id,
@@ -165,6 +175,7 @@ pub(crate) fn insert_trial(
             t.metric_name,
             t.started_at,
             t.duration_s,
+            detail_json,
         ],
         |row| row.get(0),
     )?;
@@ -188,6 +199,7 @@ struct RawTrial {
     metric_name: String,
     started_at: String,
     duration_s: f64,
+    detail_json: Option<String>,
 }
 
 impl RawTrial {
@@ -208,6 +220,7 @@ impl RawTrial {
             metric_name: row.get(12)?,
             started_at: row.get(13)?,
             duration_s: row.get(14)?,
+            detail_json: row.get(15)?,
         })
     }
 
@@ -221,6 +234,12 @@ impl RawTrial {
             .ok_or_else(|| corrupt("unknown status", &format!("{:?}", self.status)))?;
         let point = serde_json::from_str(&self.point_json)
             .map_err(|e| corrupt("stored sweep point does not parse", &e))?;
+        let detail = match self.detail_json.as_deref() {
+            None => None,
+            Some(s) => Some(
+                serde_json::from_str(s).map_err(|e| corrupt("stored probe report does not parse", &e))?,
+            ),
+        };
         let result = match self.result_json.as_deref() {
             None => None,
             Some(s) => Some(
@@ -240,6 +259,7 @@ impl RawTrial {
                 status,
                 error: self.error,
                 result,
+                detail,
                 metric: self.metric,
                 metric_name: self.metric_name,
                 started_at: self.started_at,

@@ -138,6 +138,7 @@ fn ok_trial(seq: u32) -> NewTrial {
         status: TrialStatus::Ok,
         error: None,
         result: Some(test_result()),
+        detail: None,
         metric: Some(39_996.0),
         metric_name: "rate_per_s".into(),
         started_at: now_rfc3339(),
@@ -156,6 +157,7 @@ fn failed_trial(seq: u32) -> NewTrial {
         status: TrialStatus::Failed,
         error: Some("agent 10.0.0.2:12865: connection refused".into()),
         result: None,
+        detail: None,
         metric: None,
         metric_name: "rate_per_s".into(),
         started_at: now_rfc3339(),
@@ -312,6 +314,46 @@ fn round_trips_a_run_with_trials_and_knobs() {
             },
         ]
     );
+}
+
+/// A probe's report (not a network test) is kept whole beside its primary number, and a
+/// file from before probe reports existed (schema 2) is migrated with its trials intact.
+#[test]
+fn probe_reports_round_trip_and_version_2_files_are_migrated() {
+    let dir = TempDir::new("probe");
+    let path = dir.file("r.db");
+    {
+        let mut s = Store::open(&path).unwrap();
+        let run = s.begin_run(&new_run("old")).unwrap();
+        s.add_trial(run, &ok_trial(1)).unwrap();
+    }
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch("ALTER TABLE trials DROP COLUMN detail_json; PRAGMA user_version = 2;")
+            .unwrap();
+    }
+    let mut s = Store::open(&path).unwrap();
+    assert_eq!(user_version(&path), virtperf_store::SCHEMA_VERSION);
+    let run = s.begin_run(&new_run("explain")).unwrap();
+    let report = json!({"one_way": {"p50_us": 31.5}, "strategy": {"kind": "block"}});
+    let probe = NewTrial {
+        workload: "wake".into(),
+        result: None,
+        detail: Some(report.clone()),
+        metric: Some(31.5),
+        metric_name: "one_way_p50_us".into(),
+        ..ok_trial(1)
+    };
+    s.add_trial(run, &probe).unwrap();
+    let back = s.trials(run).unwrap();
+    assert_eq!(back.len(), 1);
+    assert_eq!(back[0].detail.as_ref(), Some(&report));
+    assert_eq!(back[0].metric, Some(31.5));
+    assert!(back[0].result.is_none());
+    // The trial stored before the migration reads back unchanged, without a report.
+    let old = s.trials(1).unwrap();
+    assert_eq!(old.len(), 1);
+    assert!(old[0].result.is_some() && old[0].detail.is_none());
 }
 
 #[test]
