@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use virtperf_lab::runner::{self, Observer, RunOptions};
+use virtperf_lab::runner::{self, Observer, RunOptions, RunOutcome};
 use virtperf_lab::spec::{self, Repeat, Spec};
 use virtperf_report::render::{self, Format};
 use virtperf_report::{compare, html, summary};
@@ -250,6 +250,30 @@ pub fn execute_spec(
     json: bool,
     lock: &crate::machine::LockArgs,
 ) -> Result<Executed> {
+    execute_with(db, json, lock, |store, interrupted, obs| {
+        runner::run(
+            spec,
+            store,
+            &RunOptions {
+                repeat,
+                allow_concurrent: lock.allow_concurrent,
+            },
+            interrupted,
+            obs,
+        )
+    })
+}
+
+/// Runs something that stores a run (an experiment, the explain battery) the way every
+/// such command does: under the machine lock, into the database opened for writing, with a
+/// progress bar on a terminal, and SIGINT/SIGTERM/SIGHUP stopping it between trials (knobs
+/// restored, the run marked incomplete, finished trials kept).
+pub fn execute_with(
+    db: &DbArg,
+    json: bool,
+    lock: &crate::machine::LockArgs,
+    run: impl FnOnce(&mut Store, &AtomicBool, &mut dyn Observer) -> Result<RunOutcome>,
+) -> Result<Executed> {
     // Before the store and the knobs: a second run waits here, changing nothing.
     let machine = crate::machine::take(lock)?;
     let mut store = db.open_for_writing()?;
@@ -280,16 +304,7 @@ pub fn execute_spec(
         current: String::new(),
         lock: machine,
     };
-    let outcome = runner::run(
-        spec,
-        &mut store,
-        &RunOptions {
-            repeat,
-            allow_concurrent: lock.allow_concurrent,
-        },
-        &interrupted,
-        &mut rep,
-    );
+    let outcome = run(&mut store, &interrupted, &mut rep);
     if let Some(b) = &rep.bar {
         b.finish_and_clear();
     }
@@ -516,6 +531,15 @@ pub fn show(a: ShowArgs) -> Result<()> {
     let row = resolve(&store, &a.run)?;
     let trials = store.trials(row.id)?;
     let points = summary::summarize_run(&trials, CONFIDENCE);
+    if crate::explain::is_explain(&row) && matches!(a.format, Format::Table | Format::Json) {
+        // An explain run reads back as the explanation its trials give.
+        let e = crate::explain::explanation(&row, &trials)?;
+        match a.format {
+            Format::Json => println!("{}", serde_json::to_string_pretty(&e)?),
+            _ => print!("{}", virtperf_report::explain::text(&e)),
+        }
+        return Ok(());
+    }
     let out = match a.format {
         Format::Table => {
             let shape = a
@@ -590,10 +614,14 @@ pub fn report(a: ReportArgs) -> Result<()> {
     let mut loaded = Vec::new();
     for id in &a.runs {
         let row = resolve(&store, id)?;
-        let points = summary::summarize_run(&store.trials(row.id)?, CONFIDENCE);
+        let trials = store.trials(row.id)?;
+        let points = summary::summarize_run(&trials, CONFIDENCE);
         let baseline = spec_of(&row).and_then(|s| s.baseline);
         let cmp = compare::by_config(&points, baseline.as_deref());
-        loaded.push((row, points, cmp));
+        let expl = crate::explain::is_explain(&row)
+            .then(|| crate::explain::explanation(&row, &trials))
+            .transpose()?;
+        loaded.push((row, points, cmp, expl));
     }
     let cross = if loaded.len() >= 2 {
         compare::runs(&loaded[0].1, loaded[0].0.id, &loaded[1].1, loaded[1].0.id)
@@ -602,10 +630,11 @@ pub fn report(a: ReportArgs) -> Result<()> {
     };
     let sections: Vec<html::RunSection> = loaded
         .iter()
-        .map(|(row, points, cmp)| html::RunSection {
+        .map(|(row, points, cmp, expl)| html::RunSection {
             run: row,
             points,
             comparisons: cmp,
+            explanation: expl.as_ref(),
         })
         .collect();
     let page = html::report(&sections, &cross, &virtperf_store::now_rfc3339());

@@ -8,6 +8,7 @@
 mod args;
 mod commands;
 mod experiment;
+mod explain;
 mod kvm;
 mod machine;
 mod pcap;
@@ -124,6 +125,7 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Command::Explain(a) => explain::explain(a),
         Command::Run(a) => experiment::run(a),
         Command::Runs(a) => experiment::runs(a),
         Command::Show(a) => experiment::show(a),

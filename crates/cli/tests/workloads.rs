@@ -330,7 +330,16 @@ fn wake_sweeps_the_poll_window_and_reports_cpu_cost() {
 fn wake_over_sockets_exits_cleanly() {
     for mech in ["tcp", "unix", "pipe"] {
         let out = common::vp()
-            .args(["wake", "--mech", mech, "--placement", "none", "-l", "0.2", "--json"])
+            .args([
+                "wake",
+                "--mech",
+                mech,
+                "--placement",
+                "none",
+                "-l",
+                "0.2",
+                "--json",
+            ])
             .output()
             .unwrap();
         common::assert_ok(&out);

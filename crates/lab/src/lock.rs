@@ -132,6 +132,18 @@ fn random_nonce() -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// Whether someone holds the lock at `p` now (a shared lock cannot be had).
+fn is_held(p: &std::path::Path) -> bool {
+    let Ok(file) = File::open(p) else {
+        return false;
+    };
+    match flock(&file, libc::LOCK_SH | libc::LOCK_NB) {
+        // Dropping the file releases the shared lock we just took.
+        Ok(()) => false,
+        Err(e) => e.kind() == io::ErrorKind::WouldBlock,
+    }
+}
+
 /// Reads who holds the lock (best effort: the content may be half-written or unreadable).
 pub fn holder() -> Option<Holder> {
     let text = std::fs::read(path()).ok()?;
@@ -158,7 +170,16 @@ impl MachineLock {
             return Ok(MachineLock { file: None, holder });
         }
         if let Ok(n) = std::env::var(INHERIT_ENV) {
-            if !n.is_empty() && self::holder().is_some_and(|h| h.nonce == n) {
+            // Our starter holds the lock when the holder file names its nonce, or when the
+            // file names nobody but the lock is held: a user who is not root holds a
+            // root-made lock file read-only and cannot write its name into it (waiting
+            // for our own parent would then never end).
+            let ours = !n.is_empty()
+                && match self::holder() {
+                    Some(h) => h.nonce == n,
+                    None => is_held(&path()),
+                };
+            if ours {
                 return Ok(MachineLock {
                     file: None,
                     holder: Holder { nonce: n, ..holder },

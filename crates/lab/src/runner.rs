@@ -144,38 +144,12 @@ pub fn run(
         tally: Tally::default(),
     };
     schedule.run(&mut active, &mut sites, &mut rec, interrupted, obs)?;
-    let Tally {
-        ok,
-        failed,
-        unsaved,
-        fatal,
-    } = rec.tally;
     // Undo the last config (teardown hook), then every knob; both also happen if a hook
     // failed above. The guard would restore on drop too; doing it here lets us report.
     let teardown = active.switch_to(None);
     let restore_errors = active.guard.restore_all();
     drop(sites);
-    let status = if fatal.is_some() && ok == 0 {
-        RunStatus::Failed
-    } else if interrupted.load(Ordering::SeqCst)
-        || failed > 0
-        || fatal.is_some()
-        || teardown.is_err()
-        || unsaved > 0
-    {
-        RunStatus::Incomplete
-    } else {
-        RunStatus::Complete
-    };
-    if let Saved::Kept { side_file, error } = rec.store.finish_run_or_keep(run_id, status)? {
-        eprintln!(
-            "virtperf: warning: the end of run {run_id} ({status}) was not stored ({error}); it is kept in {}, and the next `virtperf run` with this database imports it",
-            side_file.display()
-        );
-    }
-    if let Some(e) = fatal {
-        return Err(e.context(format!("run {run_id} stopped ({ok} trials kept)")));
-    }
+    let (status, ok, failed) = rec.close(interrupted, teardown.is_err())?;
     teardown?;
     Ok(RunOutcome {
         run_id,
@@ -420,21 +394,21 @@ struct Trial<'a> {
 
 /// What the trials came to.
 #[derive(Default)]
-struct Tally {
+pub(crate) struct Tally {
     ok: usize,
     failed: usize,
     /// Trials the database refused that went to the side file: the run is then incomplete.
     unsaved: usize,
     /// Why the run stopped before its schedule ended.
-    fatal: Option<anyhow::Error>,
+    pub(crate) fatal: Option<anyhow::Error>,
 }
 
 /// Stores each trial as it finishes.
-struct Recorder<'s> {
-    store: &'s mut Store,
-    run_id: i64,
-    allow_concurrent: bool,
-    tally: Tally,
+pub(crate) struct Recorder<'s> {
+    pub(crate) store: &'s mut Store,
+    pub(crate) run_id: i64,
+    pub(crate) allow_concurrent: bool,
+    pub(crate) tally: Tally,
 }
 
 impl Recorder<'_> {
@@ -476,20 +450,71 @@ impl Recorder<'_> {
             started_at,
             duration_s: t0.elapsed().as_secs_f64(),
         };
+        let res = res.map(|r| r.primary_metric().value);
+        self.keep(&trial, res, obs)
+    }
+
+    /// Ends the run in the store: complete, or incomplete when it was interrupted, a trial
+    /// failed or went unsaved, or `troubled` (a hook failed); failed when it stopped before
+    /// any trial succeeded. Returns the status and the ok and failed counts, or the error
+    /// that stopped the run early.
+    pub(crate) fn close(
+        self,
+        interrupted: &AtomicBool,
+        troubled: bool,
+    ) -> Result<(RunStatus, usize, usize)> {
+        let Tally {
+            ok,
+            failed,
+            unsaved,
+            fatal,
+        } = self.tally;
+        let run_id = self.run_id;
+        let status = if fatal.is_some() && ok == 0 {
+            RunStatus::Failed
+        } else if interrupted.load(Ordering::SeqCst)
+            || failed > 0
+            || fatal.is_some()
+            || troubled
+            || unsaved > 0
+        {
+            RunStatus::Incomplete
+        } else {
+            RunStatus::Complete
+        };
+        if let Saved::Kept { side_file, error } = self.store.finish_run_or_keep(run_id, status)? {
+            eprintln!(
+                "virtperf: warning: the end of run {run_id} ({status}) was not stored ({error}); it is kept in {}, and the next `virtperf run` with this database imports it",
+                side_file.display()
+            );
+        }
+        if let Some(e) = fatal {
+            return Err(e.context(format!("run {run_id} stopped ({ok} trials kept)")));
+        }
+        Ok((status, ok, failed))
+    }
+
+    /// Stores one finished trial (in one transaction, or in the side file) and counts it:
+    /// `res` is its primary metric, or why it failed. Returns the metric when it succeeded.
+    pub(crate) fn keep(
+        &mut self,
+        trial: &NewTrial,
+        res: Result<f64>,
+        obs: &mut dyn Observer,
+    ) -> Result<Option<f64>> {
         if let Saved::Kept { side_file, error } =
-            self.store.add_trial_or_keep(self.run_id, &trial)?
+            self.store.add_trial_or_keep(self.run_id, trial)?
         {
             self.tally.unsaved += 1;
             eprintln!(
                 "virtperf: warning: trial {} was not stored ({error}); it is kept in {}, and the next `virtperf run` with this database imports it",
-                t.seq,
+                trial.seq,
                 side_file.display()
             );
         }
         match res {
-            Ok(r) => {
+            Ok(m) => {
                 self.tally.ok += 1;
-                let m = r.primary_metric().value;
                 obs.trial_done(&Ok(m));
                 Ok(Some(m))
             }

@@ -117,8 +117,58 @@ pub fn fingerprint() -> Env {
             .is_ok(),
         kvm_platform: kvm_platform(),
         halt_poll,
+        interrupt_virt: interrupt_virt(),
         sysctls,
     }
+}
+
+/// Whether interrupts can reach a vCPU without an exit, as far as this machine can tell: a
+/// KVM host's module parameters, and inside a KVM guest the paravirtual interrupt features
+/// the hypervisor offers (posted interrupts are invisible from inside a guest).
+fn interrupt_virt() -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    for p in [
+        "kvm_intel/parameters/enable_apicv",
+        "kvm_intel/parameters/enable_ipiv",
+        "kvm_amd/parameters/avic",
+    ] {
+        if let Some(v) = read_trim(format!("/sys/module/{p}")) {
+            m.insert(p.replace("/parameters/", "."), v);
+        }
+    }
+    if cpuid_hypervisor().as_deref() == Some("KVMKVMKVM") {
+        m.insert("kvm_guest_pv_features".into(), kvm_pv_features().join(" "));
+        m.insert(
+            "posted_interrupts".into(),
+            "not visible from inside a guest".into(),
+        );
+    }
+    m
+}
+
+/// The KVM paravirtual features (CPUID 0x40000001 EAX) that shorten interrupt and halt
+/// paths, by their Linux names.
+#[cfg(target_arch = "x86_64")]
+fn kvm_pv_features() -> Vec<&'static str> {
+    // Leaves >= 0x40000000 are reserved for hypervisors; only called under KVM.
+    let eax = std::arch::x86_64::__cpuid(0x4000_0001).eax;
+    [
+        (6, "pv_eoi"),
+        (7, "pv_unhalt"),
+        (9, "pv_tlb_flush"),
+        (11, "pv_send_ipi"),
+        (12, "poll_control"),
+        (13, "pv_sched_yield"),
+    ]
+    .iter()
+    .filter(|(bit, _)| eax & (1 << bit) != 0)
+    .map(|(_, name)| *name)
+    .collect()
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn kvm_pv_features() -> Vec<&'static str> {
+    Vec::new()
 }
 
 struct Uts {

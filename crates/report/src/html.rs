@@ -9,6 +9,7 @@ use std::fmt::Write;
 use virtperf_store::RunRow;
 
 use crate::compare::Row;
+use crate::explain::Explanation;
 use crate::render::{num, run_line};
 use crate::summary::{ConfigSummary, PointSummary};
 
@@ -20,6 +21,8 @@ pub struct RunSection<'a> {
     pub points: &'a [PointSummary],
     /// Config comparisons within the run.
     pub comparisons: &'a [Row],
+    /// For an explain run: the decomposition its trials give.
+    pub explanation: Option<&'a Explanation>,
 }
 
 /// A labelled group of bars: (group name, [(bar name, value, error)]).
@@ -447,6 +450,15 @@ fn run_section(s: &mut String, sec: &RunSection) {
         "<section class=\"run\"><h2>{}</h2>",
         esc(&run_line(sec.run))
     );
+    if let Some(e) = sec.explanation {
+        // An explain run's trials are the model's inputs, not a sweep: the decomposition
+        // is the report (`virtperf show --format csv` lists every trial).
+        explanation(s, e);
+        s.push_str("<h3>environment</h3>");
+        s.push_str(&env_table(sec.run));
+        s.push_str("</section>");
+        return;
+    }
     let configs = configs_of(sec.points);
     let mut workloads: Vec<&str> = Vec::new();
     for p in sec.points {
@@ -516,6 +528,134 @@ fn run_section(s: &mut String, sec: &RunSection) {
     s.push_str("<h3>environment</h3>");
     s.push_str(&env_table(sec.run));
     s.push_str("</section>");
+}
+
+/// Where the round trip goes: the waterfall, the components with their sources, and the
+/// measured remedies.
+fn explanation(s: &mut String, e: &Explanation) {
+    s.push_str("<h3>where the cross-CPU round trip goes (p50, µs)</h3>");
+    s.push_str(&waterfall(e));
+    s.push_str("<table><tr><th>component</th><th>µs</th><th>source</th></tr>");
+    for c in e.components.iter().chain(&e.cross_checks) {
+        let name = match &c.part_of {
+            Some(p) => format!("{} (part of {p})", c.name),
+            None => c.name.clone(),
+        };
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&name),
+            num(c.us),
+            esc(&c.source)
+        );
+    }
+    let _ = write!(
+        s,
+        "<tr><td>predicted</td><td>{}</td><td></td></tr><tr><td>measured</td><td>{}</td><td>rr across CPUs, blocking, p50</td></tr><tr><td>residual</td><td>{}</td><td>{:.0}% of measured, not forced to zero</td></tr>",
+        num(e.predicted_us),
+        num(e.measured_us),
+        num(e.residual_us),
+        e.residual_pct
+    );
+    for m in &e.missing {
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>—</td><td>not measured: {}</td></tr>",
+            esc(&m.name),
+            esc(&m.reason)
+        );
+    }
+    s.push_str("</table>");
+    if !e.remedies.is_empty() {
+        s.push_str("<h4>what buys it back (measured)</h4><table><tr><th>change</th><th>p50</th><th>p50 change</th><th>p99 change</th><th>CPU µs/transaction change</th><th>CPUs busy (before → with it)</th></tr>");
+        for r in &e.remedies {
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{}</td><td>{:+.0}%</td><td>{:+.0}%</td><td>{:+.1}</td><td>{:.2} → {:.2}</td></tr>",
+                esc(&r.what),
+                num(r.p50_us),
+                r.p50_change_pct,
+                r.p99_change_pct,
+                r.cpu_us_per_transaction_change,
+                r.cpus_busy_before,
+                r.cpus_busy
+            );
+        }
+        s.push_str("</table>");
+    }
+}
+
+/// The waterfall: path, the wake-up's parts and the residual stacked step by step up to the
+/// measured round trip, with the measured bar beside them. A negative step (a residual
+/// below zero) hangs down from where the previous one ended.
+pub fn waterfall(e: &Explanation) -> String {
+    let mut steps: Vec<(String, f64)> = Vec::new();
+    let split = e.components.iter().any(|c| c.part_of.is_some());
+    for c in &e.components {
+        let top = c.part_of.is_none();
+        // Show a component's parts instead of the component when it has them.
+        if top
+            && split
+            && e.components
+                .iter()
+                .any(|p| p.part_of.as_deref() == Some(&c.name))
+        {
+            continue;
+        }
+        steps.push((c.name.replace('_', " "), c.us));
+    }
+    steps.push(("residual".into(), e.residual_us));
+    let mut level = 0.0f64;
+    let mut spans = Vec::new();
+    for (name, v) in &steps {
+        spans.push((name.clone(), level, level + v));
+        level += v;
+    }
+    let top = spans
+        .iter()
+        .flat_map(|(_, a, b)| [*a, *b])
+        .chain([e.measured_us, e.predicted_us])
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max);
+    let ymax = if top > 0.0 { top * 1.08 } else { 1.0 };
+    let n = spans.len() + 1;
+    let (l, r, t, b, h) = (70.0, 40.0, 20.0, 70.0, 340.0);
+    let w = l + r + 90.0 * n as f64;
+    let py = |y: f64| t + (1.0 - y.max(0.0) / ymax) * (h - t - b);
+    let mut s = format!(
+        r#"<svg class="plot waterfall" viewBox="0 0 {w} {h}" width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">"#
+    );
+    frame(&mut s, (w, h, l, r, t, b), ymax, &py);
+    let bar = |s: &mut String, i: usize, name: &str, lo: f64, hi: f64, color: &str| {
+        let (y0, y1) = (py(lo.max(hi)), py(lo.min(hi)));
+        let x = l + 15.0 + 90.0 * i as f64;
+        let _ = write!(
+            s,
+            r#"<rect class="bar" x="{x:.1}" y="{y0:.1}" width="60" height="{:.1}" fill="{color}"><title>{}: {} µs</title></rect><text x="{:.1}" y="{:.1}" class="tk" text-anchor="middle">{}</text><text x="{:.1}" y="{}" class="tk" text-anchor="end" transform="rotate(-30 {:.1} {})">{}</text>"#,
+            (y1 - y0).max(0.5),
+            esc(name),
+            num(hi - lo),
+            x + 30.0,
+            y0 - 4.0,
+            num(hi - lo),
+            x + 45.0,
+            h - b + 14.0,
+            x + 45.0,
+            h - b + 14.0,
+            esc(name)
+        );
+    };
+    for (i, (name, lo, hi)) in spans.iter().enumerate() {
+        let color = if name == "residual" {
+            "#7f7f7f"
+        } else {
+            PALETTE[i % PALETTE.len()]
+        };
+        bar(&mut s, i, name, *lo, *hi, color);
+    }
+    bar(&mut s, spans.len(), "measured", 0.0, e.measured_us, "#222");
+    s.push_str("</svg>");
+    s
 }
 
 /// The whole report. `cross` holds run-vs-run comparisons when several runs are given.

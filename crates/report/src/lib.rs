@@ -4,6 +4,7 @@
 //! `compare` and the renderers read the store's rows. It never touches a socket or a knob.
 
 pub mod compare;
+pub mod explain;
 pub mod html;
 pub mod render;
 pub mod stats;

@@ -100,7 +100,10 @@ fn cell(config: &str, trials: &[&TrialRow], confidence: f64) -> ConfigSummary {
         }
     }
     // A probe (a wake-up or KVM measurement, no TestResult) contributes its one number.
-    for t in trials.iter().filter(|t| t.status == TrialStatus::Ok && t.result.is_none()) {
+    for t in trials
+        .iter()
+        .filter(|t| t.status == TrialStatus::Ok && t.result.is_none())
+    {
         let Some(v) = t.metric else { continue };
         match metrics.iter_mut().find(|x| x.name == t.metric_name) {
             Some(x) => x.values.push(v),
@@ -127,7 +130,10 @@ fn cell(config: &str, trials: &[&TrialRow], confidence: f64) -> ConfigSummary {
     let elapsed_s = results.iter().map(|r| elapsed(r)).sum::<f64>() / results.len().max(1) as f64;
     ConfigSummary {
         config: config.to_string(),
-        ok: trials.iter().filter(|t| t.status == TrialStatus::Ok).count(),
+        ok: trials
+            .iter()
+            .filter(|t| t.status == TrialStatus::Ok)
+            .count(),
         failed,
         error,
         metrics,

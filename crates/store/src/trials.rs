@@ -237,7 +237,8 @@ impl RawTrial {
         let detail = match self.detail_json.as_deref() {
             None => None,
             Some(s) => Some(
-                serde_json::from_str(s).map_err(|e| corrupt("stored probe report does not parse", &e))?,
+                serde_json::from_str(s)
+                    .map_err(|e| corrupt("stored probe report does not parse", &e))?,
             ),
         };
         let result = match self.result_json.as_deref() {

@@ -1024,6 +1024,12 @@ pub struct Env {
     pub kvm_platform: Option<String>,
     /// Module parameters that steer halting: `kvm.halt_poll_ns`, `haltpoll.guest_halt_poll_ns`, …
     pub halt_poll: BTreeMap<String, String>,
+    /// Whether interrupts reach a vCPU without an exit: on a KVM host the module's
+    /// `enable_apicv`/`enable_ipiv` (Intel) or `avic` (AMD); inside a KVM guest the
+    /// paravirtual features the hypervisor offers (`pv_send_ipi`, `pv_unhalt`, `pv_eoi`,
+    /// `poll_control`), since posted interrupts themselves are invisible from inside.
+    #[serde(default)]
+    pub interrupt_virt: BTreeMap<String, String>,
     /// Network sysctls that shape these tests.
     pub sysctls: BTreeMap<String, String>,
 }

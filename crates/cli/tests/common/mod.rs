@@ -197,3 +197,65 @@ pub fn namespaces_of(pid: u32) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// Renders the report in headless Chromium when it is installed: a screenshot is taken, the
+/// DOM has at least `min_plots` plots, and the page logs no console errors.
+pub fn chromium_renders(html: &std::path::Path, scratch: &std::path::Path, min_plots: usize) {
+    let Some(chromium) = ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find(|c| {
+            std::process::Command::new(c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+    else {
+        eprintln!("skipped: chromium not installed (apt-get install chromium) — HTML not rendered");
+        return;
+    };
+    let flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--enable-logging=stderr",
+        "--v=0",
+    ];
+    let profile = scratch.join("chromium-profile");
+    let shot = scratch.join("shot.png");
+    let url = format!("file://{}", html.display());
+    let out = run_with_timeout(
+        std::process::Command::new(chromium)
+            .args(flags)
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(format!("--screenshot={}", shot.display()))
+            .arg("--window-size=1280,2400")
+            .arg(&url),
+        Duration::from_secs(90),
+    );
+    let png = std::fs::read(&shot).unwrap_or_default();
+    assert!(
+        png.starts_with(b"\x89PNG"),
+        "no screenshot: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run_with_timeout(
+        std::process::Command::new(chromium)
+            .args(flags)
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg("--dump-dom")
+            .arg(&url),
+        Duration::from_secs(90),
+    );
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dom.matches("<svg").count() >= min_plots,
+        "plots missing from the rendered DOM"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("CONSOLE"), "console messages: {stderr}");
+}

@@ -1,0 +1,301 @@
+//! `virtperf explain` end to end: the real battery (loopback rr, futex wake-ups, /dev/kvm
+//! where it opens, the guest halt-poll knob where it can be written) into a real SQLite
+//! file, the model's arithmetic checked against what was stored, components that vanish
+//! with their reason when a capability is really taken away (an unprivileged user), and the
+//! knob restored when the battery is stopped half-way.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::vp;
+
+const KNOB: &str = "/sys/module/haltpoll/parameters/guest_halt_poll_ns";
+
+/// The batteries change one machine-wide knob, and a battery refuses to start while another
+/// live one changes it: one at a time (the tests of other binaries run after this one's).
+static ONE_BATTERY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_battery() -> std::sync::MutexGuard<'static, ()> {
+    ONE_BATTERY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("vp-explain-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn knob() -> Option<String> {
+    std::fs::read_to_string(KNOB)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// A short battery: one try, 300 ms rr trials.
+fn explain(cmd: &mut Command, d: &TempDir, extra: &[&str]) -> (serde_json::Value, String) {
+    let out = common::run_with_timeout(
+        cmd.args(["explain", "--tries", "1", "-l", "300ms", "--json", "--db"])
+            .arg(d.path("r.db"))
+            .args(extra)
+            .env("VIRTPERF_STATE_DIR", d.path("state")),
+        Duration::from_secs(120),
+    );
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "explain failed: {err}");
+    let v = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    (v, err)
+}
+
+fn names(v: &serde_json::Value, key: &str) -> Vec<String> {
+    v[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn missing_reason(v: &serde_json::Value, name: &str) -> Option<String> {
+    v["missing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name)
+        .map(|m| m["reason"].as_str().unwrap().to_string())
+}
+
+#[test]
+fn explain_decomposes_a_round_trip_and_says_where_each_part_came_from() {
+    let _one = one_battery();
+    let d = TempDir::new("full");
+    let before = knob();
+    let html = d.path("explain.html");
+    let (v, _) = explain(&mut vp(), &d, &["-o", html.to_str().unwrap()]);
+    assert_eq!(knob(), before, "the halt-poll knob was not restored");
+
+    let measured = v["measured_us"].as_f64().unwrap();
+    let predicted = v["predicted_us"].as_f64().unwrap();
+    let residual = v["residual_us"].as_f64().unwrap();
+    assert!(measured > 0.0 && predicted > 0.0, "{v}");
+    // The residual is what the model leaves over, whatever its sign: never forced to zero.
+    assert!((measured - predicted - residual).abs() < 1e-6 * measured.max(1.0));
+    let comps = v["components"].as_array().unwrap();
+    let top: f64 = comps
+        .iter()
+        .filter(|c| c.get("part_of").is_none())
+        .map(|c| c["us"].as_f64().unwrap())
+        .sum();
+    assert!((top - predicted).abs() < 1e-6 * predicted.max(1.0));
+    for c in comps.iter().chain(v["cross_checks"].as_array().unwrap()) {
+        let src = c["source"].as_str().unwrap();
+        assert!(src.len() > 20, "component without a source: {c}");
+    }
+    let have = names(&v, "components");
+    assert!(
+        have.contains(&"path".into()) && have.contains(&"wake_up".into()),
+        "{have:?}"
+    );
+    // The spinning path cannot be slower than the round trip it is part of by much.
+    let path = comps.iter().find(|c| c["name"] == "path").unwrap()["us"]
+        .as_f64()
+        .unwrap();
+    assert!(path < measured, "path {path} µs ≥ measured {measured} µs");
+
+    // Each capability either gave its component or is listed as missing with the reason.
+    let writable = is_root() && before.is_some();
+    if writable {
+        assert!(have.contains(&"idle_exit".into()), "{v}");
+    } else {
+        let why = missing_reason(&v, "idle_exit").expect("idle_exit neither measured nor missing");
+        println!("skipped part: idle_exit: {why}");
+    }
+    let kvm = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_ok();
+    let checks = names(&v, "cross_checks");
+    if kvm {
+        assert!(checks.contains(&"kvm_halt_exit".into()), "{v}");
+    } else {
+        assert!(missing_reason(&v, "kvm_halt_exit").is_some(), "{v}");
+        println!("skipped part: /dev/kvm does not open here");
+    }
+
+    // Every remedy is a measurement against the as-is round trip.
+    let remedies = v["remedies"].as_array().unwrap();
+    assert!(remedies.len() >= 2, "{v}");
+    for r in remedies {
+        assert!(r["p50_change_pct"].as_f64().unwrap().is_finite(), "{r}");
+        assert!(r["cpus_busy"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let per_tr = &v["events_per_transaction"];
+    assert!(
+        per_tr["thread_voluntary_switches"].as_f64().unwrap() >= 0.9,
+        "a blocking rr sleeps about once per transaction per side: {per_tr}"
+    );
+
+    // The stored run reads back as the same explanation.
+    let run_id = v["run_id"].as_i64().unwrap().to_string();
+    let out = vp()
+        .args(["show", &run_id, "--format", "json", "--db"])
+        .arg(d.path("r.db"))
+        .output()
+        .unwrap();
+    common::assert_ok(&out);
+    let again: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(again["measured_us"], v["measured_us"]);
+    assert_eq!(again["residual_us"], v["residual_us"]);
+    let text = vp()
+        .args(["show", &run_id, "--db"])
+        .arg(d.path("r.db"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains("residual"));
+
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("class=\"plot waterfall\""), "no waterfall");
+    common::chromium_renders(&html, &d.0, 1);
+}
+
+/// With no /dev/kvm and a read-only knob (an unprivileged user: the capabilities really are
+/// gone), the battery still runs; the components that needed them are listed as missing,
+/// each with the reason, and the rest of the model stands.
+#[test]
+fn components_disappear_with_the_reason_when_a_capability_is_missing() {
+    if !is_root() {
+        println!("skipped: needs root to run the battery as an unprivileged user");
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        println!("skipped: setpriv (util-linux) is not installed");
+        return;
+    }
+    let _one = one_battery();
+    let d = TempDir::new("nobody");
+    // The unprivileged user writes its database and state here.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&d.0, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_virtperf"))
+        .env_remove("VIRTPERF_LOCK_NONCE")
+        .env("HOME", &d.0);
+    let (v, stderr) = explain(&mut cmd, &d, &[]);
+    let idle = missing_reason(&v, "idle_exit").expect("idle_exit should be missing");
+    assert!(
+        idle.contains("read-only") || idle.contains("does not exist"),
+        "{idle}"
+    );
+    let halt = missing_reason(&v, "kvm_halt_exit").expect("kvm_halt_exit should be missing");
+    assert!(halt.contains("/dev/kvm"), "{halt}");
+    let exits = missing_reason(&v, "exit_pressure").expect("exit_pressure should be missing");
+    assert!(
+        exits.contains("IPIs") && exits.contains("/dev/kvm"),
+        "{exits}"
+    );
+    // The reasons were also printed as the battery skipped them.
+    assert!(stderr.contains("skipped"), "{stderr}");
+    let have = names(&v, "components");
+    assert!(have.contains(&"path".into()) && have.contains(&"wake_up".into()));
+    assert!(!have.contains(&"idle_exit".into()));
+}
+
+/// Stopped while the halt-poll knob is changed, the battery restores it, keeps what it
+/// measured and exits as a stopped command does.
+#[test]
+fn a_stopped_battery_restores_the_halt_poll_knob() {
+    let Some(orig) = knob() else {
+        println!("skipped: no {KNOB} here (not a KVM guest with cpuidle-haltpoll)");
+        return;
+    };
+    if !is_root() {
+        println!("skipped: writing {KNOB} needs root");
+        return;
+    }
+    if orig == "200000" {
+        println!("skipped: the knob already holds the battery's window, nothing would change");
+        return;
+    }
+    let _one = one_battery();
+    let d = TempDir::new("stop");
+    let mut child = vp()
+        .args(["explain", "--tries", "3", "-l", "1s", "--db"])
+        .arg(d.path("r.db"))
+        .env("VIRTPERF_STATE_DIR", d.path("state"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while knob().as_deref() == Some(orig.as_str()) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the battery never changed the knob"
+        );
+        if let Some(s) = child.try_wait().unwrap() {
+            panic!("explain ended ({s}) before changing the knob");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on the PID of a child we spawned and have not reaped.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let out = common::wait_output(child, Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{out:?}");
+    assert_eq!(knob().as_deref(), Some(orig.as_str()), "knob not restored");
+    let runs: serde_json::Value = serde_json::from_slice(
+        &vp()
+            .args(["runs", "--json", "--db"])
+            .arg(d.path("r.db"))
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(runs[0]["status"], "incomplete", "{runs}");
+    assert!(!journal_left(&d.path("state")), "knob journal left behind");
+}
+
+fn journal_left(state: &Path) -> bool {
+    std::fs::read_dir(state.join("knobs"))
+        .map(|d| {
+            d.flatten()
+                .any(|e| e.path().extension().is_some_and(|x| x == "json"))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn explain_refuses_placements_it_cannot_measure() {
+    let (code, err) = common::run_fail(&["explain", "--placement", "netns:veth"]);
+    assert_eq!(code, 2);
+    common::assert_one_line_error(&err, "inside the guest");
+    let (code, err) = common::run_fail(&["explain", "--cpus", "1,1"]);
+    assert_eq!(code, 1);
+    common::assert_one_line_error(&err, "two different cpus");
+}

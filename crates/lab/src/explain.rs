@@ -1,0 +1,514 @@
+//! `virtperf explain`'s battery: the measurements the model in `virtperf_report::explain`
+//! is built from, run interleaved (every try runs each measurement once, in a rotated order,
+//! so drift hits them alike), each stored as a trial of one run as it finishes.
+//!
+//! Per try, under the machine's own settings (config `as-is`):
+//! - rr across CPUs, blocking (what is explained), on one CPU, and with both sides spinning;
+//! - `wake` (futex) across CPUs, blocking and spinning;
+//! - `kvm halt` without and with per-VM halt polling, where `/dev/kvm` opens.
+//!
+//! And where `haltpoll.guest_halt_poll_ns` can be written (a KVM guest with cpuidle-haltpoll,
+//! as root): the blocking rr and wake again with polling off and with a window, the knob
+//! restored afterwards through the same journal as `virtperf run`'s knobs. `kvm exits` runs
+//! once. A measurement this machine cannot make is stored as a skipped trial with the
+//! reason, so the model can say why a component is missing.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Result};
+use serde_json::json;
+use virtperf_report::explain as model;
+use virtperf_store::{KnobRecord, NewRun, NewTrial, Store, TrialStatus};
+use virtperf_wire::{Wait, Workload};
+
+use crate::knob::{Knob, KnobGuard};
+use crate::place::{self, Placement, Site};
+use crate::plan::Plan;
+use crate::runner::{Observer, Recorder, RunOutcome, Tally};
+
+/// The guest's halt-polling window the battery compares with no polling: cpuidle-haltpoll's
+/// own default (and KVM's `halt_poll_ns`), long enough to cover a back-to-back round trip.
+pub const POLL_WINDOW_NS: u64 = 200_000;
+/// The knob.
+pub const POLL_KNOB: &str = "haltpoll.guest_halt_poll_ns";
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ExplainOpts {
+    /// Request and response size, bytes.
+    pub size: (u32, u32),
+    /// The two CPUs of the cross-CPU measurements (the first also for same-CPU).
+    pub cpus: (u32, u32),
+    /// Tries of every measurement.
+    pub tries: u32,
+    /// Length of each rr trial.
+    pub rr_duration: Duration,
+    /// Length of each wake trial.
+    pub wake_duration: Duration,
+    /// Wake-ups per `kvm halt` trial.
+    pub halt_wakeups: u32,
+    /// Measured without the machine lock: every result says so.
+    pub allow_concurrent: bool,
+}
+
+impl ExplainOpts {
+    /// The default battery (≈ 2 min) or `--quick` (≈ 45 s).
+    pub fn new(quick: bool) -> ExplainOpts {
+        ExplainOpts {
+            size: (1, 1),
+            cpus: (0, 1),
+            tries: if quick { 3 } else { 5 },
+            rr_duration: Duration::from_secs(if quick { 2 } else { 3 }),
+            wake_duration: Duration::from_secs(if quick { 1 } else { 2 }),
+            halt_wakeups: if quick { 300 } else { 1000 },
+            allow_concurrent: false,
+        }
+    }
+}
+
+/// One measurement of the battery.
+#[derive(Debug, Clone)]
+enum Measure {
+    Rr { label: &'static str, plan: Plan },
+    Wake { label: &'static str, spin: bool },
+    KvmHalt { label: &'static str, poll_ns: u64 },
+    KvmExits,
+}
+
+impl Measure {
+    fn label(&self) -> &'static str {
+        match self {
+            Measure::Rr { label, .. }
+            | Measure::Wake { label, .. }
+            | Measure::KvmHalt { label, .. } => label,
+            Measure::KvmExits => model::KVM_EXITS,
+        }
+    }
+
+    fn workload(&self) -> &'static str {
+        match self {
+            Measure::Rr { .. } => "rr",
+            Measure::Wake { .. } => "wake",
+            Measure::KvmHalt { .. } => "kvm-halt",
+            Measure::KvmExits => "kvm-exits",
+        }
+    }
+}
+
+/// A configuration of the battery: the halt-poll window to set (None: leave as is).
+#[derive(Debug, Clone)]
+struct Config {
+    name: String,
+    /// The value the knob has during this config (None: no knob here).
+    poll_ns: Option<u64>,
+    knobs: Vec<(Knob, String)>,
+    measures: Vec<Measure>,
+}
+
+/// Runs the battery, storing it as one run. Stops between trials when `interrupted` is
+/// raised; the knob is restored on every path out (and journaled before it is first
+/// written, so even a SIGKILL leaves `virtperf cleanup` able to restore it).
+pub fn run(
+    opts: &ExplainOpts,
+    store: &mut Store,
+    interrupted: &AtomicBool,
+    obs: &mut dyn Observer,
+) -> Result<RunOutcome> {
+    let (a, b) = opts.cpus;
+    if a == b {
+        bail!("explain needs two different CPUs (got {a},{b})");
+    }
+    for cpu in [a, b] {
+        if !virtperf_load::sock::cpu_allowed(cpu) {
+            bail!("CPU {cpu} does not exist here (or is not allowed to this process): pick two with --cpus");
+        }
+    }
+    let knob = Knob::module_param(POLL_KNOB)?;
+    let state_dir = crate::state::dir();
+    crate::knob::check_leftovers(&state_dir, &[&knob])?;
+    let mut guard = KnobGuard::journaled(crate::knob::Journal::for_this_process(&state_dir));
+    // The original value (if the knob exists) and whether it can be changed.
+    let current = knob.read().ok().and_then(|v| v.trim().parse::<u64>().ok());
+    let writable = knob.probe();
+    let configs = configs(opts, current, &knob, writable.as_ref().ok());
+    let mut records = Vec::new();
+    if let Ok(orig) = &writable {
+        guard.remember(&knob, orig.clone());
+        for c in configs.iter().filter(|c| !c.knobs.is_empty()) {
+            records.push(KnobRecord {
+                config: c.name.clone(),
+                name: knob.name.clone(),
+                original: Some(orig.clone()),
+                applied: c.poll_ns.unwrap_or(0).to_string(),
+            });
+        }
+    }
+    let skipped_poll = match (&writable, current) {
+        (_, None) => Some(format!(
+            "{POLL_KNOB} does not exist here (not a KVM guest with the cpuidle-haltpoll driver)"
+        )),
+        (Err(e), Some(_)) => Some(format!("{e:#}")),
+        (Ok(_), Some(_)) => None,
+    };
+    let kvm = virtperf_kvm::available().map_err(|e| e.to_string());
+
+    let planned = configs.iter().map(|c| c.measures.len()).sum::<usize>() * opts.tries as usize
+        + usize::from(kvm.is_ok());
+    let env = virtperf_measure::fingerprint();
+    let run_id = store.begin_run(&NewRun {
+        name: model::RUN_NAME.to_string(),
+        spec_text: describe(opts, &configs),
+        git_commit: env.git_commit.clone(),
+        tool_version: env.tool_version.clone(),
+        host: env.hostname.clone(),
+        env,
+        pid: std::process::id(),
+        planned_trials: planned as u32,
+    })?;
+    store.set_knobs(run_id, &records)?;
+    obs.run_started(run_id);
+    let mut rec = Recorder {
+        store,
+        run_id,
+        allow_concurrent: opts.allow_concurrent,
+        tally: Tally::default(),
+    };
+    let mut seq = 0u32;
+    // What this machine cannot measure is stored once, as skipped trials with the reason.
+    if let Some(reason) = &skipped_poll {
+        obs.config_skipped("halt polling", reason);
+        for label in [model::RR_CROSS_BLOCK, model::WAKE_BLOCK] {
+            seq += 1;
+            skip(&mut rec, seq, "guest-poll", label, reason, current)?;
+        }
+    }
+    if let Err(reason) = &kvm {
+        obs.config_skipped("kvm", reason);
+        for label in [
+            model::KVM_EXITS,
+            model::KVM_HALT_NO_POLL,
+            model::KVM_HALT_POLL,
+        ] {
+            seq += 1;
+            skip(&mut rec, seq, model::AS_IS, label, reason, current)?;
+        }
+    }
+
+    let site = place::open(&Placement::Local)?;
+    let result = battery(
+        opts,
+        &configs,
+        kvm.is_ok(),
+        &mut guard,
+        site.as_ref(),
+        &mut rec,
+        &mut seq,
+        planned,
+        interrupted,
+        obs,
+    );
+    drop(site);
+    if let Err(e) = result {
+        rec.tally.fatal = Some(e);
+    }
+    let restore_errors = guard.restore_all();
+    let (status, ok, failed) = rec.close(interrupted, !restore_errors.is_empty())?;
+    Ok(RunOutcome {
+        run_id,
+        status,
+        ok,
+        failed,
+        skipped: skipped_poll
+            .into_iter()
+            .map(|r| ("halt polling".to_string(), r))
+            .chain(kvm.err().map(|r| ("kvm".to_string(), r)))
+            .collect(),
+        restore_errors,
+    })
+}
+
+/// The configs: as-is always; polling off and on where the knob can be written (each
+/// skipped when it is what as-is already has).
+fn configs(
+    opts: &ExplainOpts,
+    current: Option<u64>,
+    knob: &Knob,
+    writable: Option<&String>,
+) -> Vec<Config> {
+    let (a, b) = opts.cpus;
+    let rr = |label, cpus: (u32, u32), wait: Wait| Measure::Rr {
+        label,
+        plan: Plan {
+            workload: Workload::Rr {
+                request: opts.size.0,
+                response: opts.size.1,
+                client_wait: wait,
+                server_wait: wait,
+                gap_us: None,
+                rate_per_s: None,
+                flows: 1,
+            },
+            duration: opts.rr_duration,
+            client_cpu: Some(cpus.0),
+            server_cpu: Some(cpus.1),
+            count: 0,
+            sock: Default::default(),
+            capture: None,
+            kvm_stats: false,
+        },
+    };
+    let mut out = vec![Config {
+        name: model::AS_IS.into(),
+        poll_ns: current,
+        knobs: Vec::new(),
+        measures: vec![
+            rr(model::RR_CROSS_BLOCK, (a, b), Wait::Block),
+            rr(model::RR_SAME_BLOCK, (a, a), Wait::Block),
+            rr(model::RR_CROSS_SPIN, (a, b), Wait::Spin),
+            Measure::Wake {
+                label: model::WAKE_BLOCK,
+                spin: false,
+            },
+            Measure::Wake {
+                label: model::WAKE_SPIN,
+                spin: true,
+            },
+            Measure::KvmHalt {
+                label: model::KVM_HALT_NO_POLL,
+                poll_ns: 0,
+            },
+            Measure::KvmHalt {
+                label: model::KVM_HALT_POLL,
+                poll_ns: POLL_WINDOW_NS,
+            },
+        ],
+    }];
+    if writable.is_some() {
+        for (name, ns) in [("guest-poll-off", 0), ("guest-poll-200us", POLL_WINDOW_NS)] {
+            if current == Some(ns) {
+                continue;
+            }
+            out.push(Config {
+                name: name.into(),
+                poll_ns: Some(ns),
+                knobs: vec![(knob.clone(), ns.to_string())],
+                measures: vec![
+                    rr(model::RR_CROSS_BLOCK, (a, b), Wait::Block),
+                    Measure::Wake {
+                        label: model::WAKE_BLOCK,
+                        spin: false,
+                    },
+                ],
+            });
+        }
+    }
+    out
+}
+
+/// What the run's `spec_text` records: the battery as it was planned.
+fn describe(opts: &ExplainOpts, configs: &[Config]) -> String {
+    let mut s = format!(
+        "# virtperf explain: {} tries, rr {:?} per trial, wake {:?}, size {},{}, cpus {},{}\n",
+        opts.tries,
+        opts.rr_duration,
+        opts.wake_duration,
+        opts.size.0,
+        opts.size.1,
+        opts.cpus.0,
+        opts.cpus.1
+    );
+    for c in configs {
+        let labels: Vec<&str> = c.measures.iter().map(Measure::label).collect();
+        s.push_str(&format!(
+            "# config {} ({POLL_KNOB} = {}): {}\n",
+            c.name,
+            c.poll_ns.map_or("absent".to_string(), |n| n.to_string()),
+            labels.join(", ")
+        ));
+    }
+    s
+}
+
+fn skip(
+    rec: &mut Recorder,
+    seq: u32,
+    config: &str,
+    label: &str,
+    reason: &str,
+    poll: Option<u64>,
+) -> Result<()> {
+    let trial = NewTrial {
+        seq,
+        config: config.into(),
+        workload: label.split(' ').next().unwrap_or("probe").into(),
+        point: json!({ model::POLL_PARAM: poll }),
+        point_label: label.into(),
+        repetition: 1,
+        status: TrialStatus::Skipped,
+        error: Some(reason.into()),
+        result: None,
+        detail: None,
+        metric: None,
+        metric_name: String::new(),
+        started_at: virtperf_store::now_rfc3339(),
+        duration_s: 0.0,
+    };
+    rec.store.add_trial_or_keep(rec.run_id, &trial)?;
+    Ok(())
+}
+
+/// The interleaved tries; `kvm exits` once, after the first.
+#[allow(clippy::too_many_arguments)]
+fn battery(
+    opts: &ExplainOpts,
+    configs: &[Config],
+    kvm: bool,
+    guard: &mut KnobGuard,
+    site: &dyn Site,
+    rec: &mut Recorder,
+    seq: &mut u32,
+    planned: usize,
+    interrupted: &AtomicBool,
+    obs: &mut dyn Observer,
+) -> Result<()> {
+    for t in 0..opts.tries {
+        // Rotate both the configs and the measurements within each, try by try.
+        let n = configs.len();
+        for ci in 0..n {
+            let cfg = &configs[(ci + t as usize) % n];
+            guard.activate(&cfg.knobs)?;
+            let m = cfg.measures.len();
+            for mi in 0..m {
+                let measure = &cfg.measures[(mi + t as usize) % m];
+                if matches!(measure, Measure::KvmHalt { .. }) && !kvm {
+                    continue;
+                }
+                if interrupted.load(Ordering::SeqCst) {
+                    return Ok(());
+                }
+                *seq += 1;
+                obs.trial_started(*seq as usize, planned, measure.label(), &cfg.name, t + 1);
+                measure_one(opts, measure, cfg, t + 1, site, rec, *seq, interrupted, obs)?;
+            }
+        }
+        if t == 0 && kvm {
+            guard.activate(&[])?;
+            *seq += 1;
+            let m = Measure::KvmExits;
+            obs.trial_started(*seq as usize, planned, m.label(), model::AS_IS, 1);
+            measure_one(opts, &m, &configs[0], 1, site, rec, *seq, interrupted, obs)?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs one measurement and stores it.
+#[allow(clippy::too_many_arguments)]
+fn measure_one(
+    opts: &ExplainOpts,
+    measure: &Measure,
+    cfg: &Config,
+    rep: u32,
+    site: &dyn Site,
+    rec: &mut Recorder,
+    seq: u32,
+    interrupted: &AtomicBool,
+    obs: &mut dyn Observer,
+) -> Result<()> {
+    let started_at = virtperf_store::now_rfc3339();
+    let t0 = Instant::now();
+    let mut trial = NewTrial {
+        seq,
+        config: cfg.name.clone(),
+        workload: measure.workload().into(),
+        point: json!({ model::POLL_PARAM: cfg.poll_ns }),
+        point_label: measure.label().into(),
+        repetition: rep,
+        status: TrialStatus::Ok,
+        error: None,
+        result: None,
+        detail: None,
+        metric: None,
+        metric_name: String::new(),
+        started_at,
+        duration_s: 0.0,
+    };
+    let (a, b) = opts.cpus;
+    let res: Result<f64> = match measure {
+        Measure::Rr { plan, .. } => site.run(plan, &|_| {}).map(|mut r| {
+            r.allow_concurrent |= rec.allow_concurrent;
+            let m = r.primary_metric();
+            trial.metric_name = m.name.to_string();
+            trial.result = Some(r);
+            m.value
+        }),
+        Measure::Wake { spin, .. } => virtperf_wake::run(&virtperf_wake::WakeOpts {
+            mech: virtperf_wake::Mech::Futex,
+            strategy: if *spin {
+                virtperf_wake::Strategy::Spin
+            } else {
+                virtperf_wake::Strategy::Block
+            },
+            placement: virtperf_wake::Placement::Cross(a, b),
+            duration: opts.wake_duration,
+            gap: Duration::ZERO,
+        })
+        .map_err(|e| anyhow!(e))
+        .and_then(|r| probe_detail(&mut trial, &r, "one_way_p50_us", r.one_way.p50_us)),
+        Measure::KvmHalt { poll_ns, .. } => virtperf_kvm::halt(&virtperf_kvm::HaltOpts {
+            wakeups: opts.halt_wakeups,
+            // Idle gaps like a back-to-back round trip's, so KVM's adaptive window grows.
+            delay_min_us: 20,
+            delay_max_us: 120,
+            halt_poll_ns: Some(*poll_ns),
+            vcpu_cpu: Some(b),
+            injector_cpu: Some(a),
+        })
+        .map_err(|e| anyhow!(e.to_string()))
+        .and_then(|r| probe_detail(&mut trial, &r, "wakeup_p50_us", r.latency_ns.p50 / 1000.0)),
+        Measure::KvmExits => virtperf_kvm::exits(&virtperf_kvm::ExitOpts {
+            iterations: 1000,
+            warmup: 100,
+            cpu: Some(b),
+        })
+        .map_err(|e| anyhow!(e.to_string()))
+        .and_then(|r| {
+            let p50 = r
+                .cases
+                .iter()
+                .find(|c| c.name == "pio")
+                .map_or(f64::NAN, |c| c.ns.p50 / 1000.0);
+            probe_detail(&mut trial, &r, "pio_exit_p50_us", p50)
+        }),
+    };
+    if interrupted.load(Ordering::SeqCst) && res.is_err() {
+        // The signal reached the trial: not a failure of the trial.
+        return Ok(());
+    }
+    trial.duration_s = t0.elapsed().as_secs_f64();
+    match &res {
+        Ok(m) => trial.metric = Some(*m),
+        Err(e) => {
+            trial.status = TrialStatus::Failed;
+            trial.error = Some(format!("{e:#}"));
+        }
+    }
+    rec.keep(&trial, res, obs)?;
+    Ok(())
+}
+
+/// Keeps a probe's whole report in the trial and names its primary number.
+fn probe_detail<T: serde::Serialize>(
+    trial: &mut NewTrial,
+    report: &T,
+    name: &str,
+    value: f64,
+) -> Result<f64> {
+    if !value.is_finite() {
+        bail!("{name} was not measured");
+    }
+    trial.detail = Some(serde_json::to_value(report)?);
+    trial.metric_name = name.into();
+    Ok(value)
+}
