@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use virtperf_lab::explain::ExplainOpts;
+use virtperf_lab::place::Placement;
 use virtperf_report::explain::{self as model, Explanation};
 use virtperf_report::html;
 use virtperf_store::{RunRow, TrialRow};
@@ -31,13 +32,19 @@ pub struct ExplainArgs {
     /// Length of each rr trial (default 3s, with --quick 2s); wake trials take half of it
     #[arg(long, short = 'l', value_parser = parse_trial)]
     pub duration: Option<Duration>,
-    /// Only `local` for now: the wake-up and KVM probes run in-process, so run explain on
-    /// the machine (or inside the guest) to be explained
-    #[arg(long, value_parser = <virtperf_lab::place::Placement as std::str::FromStr>::from_str)]
-    pub placement: Option<virtperf_lab::place::Placement>,
-    /// Not supported: run explain on the agent's machine itself
-    #[arg(long)]
+    /// Also explain another machine, side by side with this one: guest[:…] (a QEMU guest
+    /// virtperf boots, with at least 2 vCPUs; needs root), ssh:USER@HOST, remote:HOST[:PORT]
+    /// (an agent started with `serve --allow-drive`). Its battery runs there, in-process,
+    /// and is stored as a second run
+    #[arg(long, value_parser = <Placement as std::str::FromStr>::from_str)]
+    pub placement: Option<Placement>,
+    /// Explain the machine of the agent at HOST (started with `serve --allow-drive`)
+    #[arg(long, short = 'H', conflicts_with = "placement")]
     pub host: Option<String>,
+    #[command(flatten)]
+    pub conn: crate::args::ConnArgs,
+    #[command(flatten)]
+    pub guest: crate::vm::GuestArgs,
     /// Print the explanation as JSON (docs/json.md)
     #[arg(long)]
     pub json: bool,
@@ -62,21 +69,10 @@ fn parse_trial(s: &str) -> Result<Duration> {
 /// `virtperf explain`
 pub fn explain(a: ExplainArgs) -> Result<()> {
     use crate::signals::{code, exit};
-    let elsewhere = a
-        .placement
-        .as_ref()
-        .is_some_and(|p| *p != virtperf_lab::place::Placement::Local);
-    if elsewhere || a.host.is_some() {
-        // The wake-up and halt measurements run inside this process, so they describe this
-        // machine only: explaining a guest means running virtperf inside it.
-        return Err(exit(
-            code::USAGE,
-            "explain measures this machine only (its wake-up and KVM probes run in-process): run `virtperf explain` inside the guest or on the host you want explained",
-        ));
-    }
     let (Some(c0), Some(c1)) = a.cpus else {
         return Err(exit(code::USAGE, "--cpus needs two CPUs, e.g. --cpus 0,1"));
     };
+    let elsewhere = elsewhere(&a)?;
     let mut opts = ExplainOpts::new(a.quick);
     opts.size = a.size;
     opts.cpus = (c0, c1);
@@ -88,29 +84,161 @@ pub fn explain(a: ExplainArgs) -> Result<()> {
         opts.rr_duration = d;
         opts.wake_duration = (d / 2).max(Duration::from_millis(100));
     }
-    let done = crate::experiment::execute_with(&a.db, a.json, &a.lock, |store, stop, obs| {
-        virtperf_lab::explain::run(&opts, store, stop, obs)
-    })?;
-    let e = explanation(&done.row, &done.trials)?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&e)?);
+    // An agent elsewhere (--host) is explained alone; a guest or an SSH host beside this
+    // machine, whose battery runs first.
+    let native = if matches!(elsewhere, Some(Placement::Remote { .. })) && a.host.is_some() {
+        None
     } else {
-        print!("{}", model::text(&e));
-        println!(
-            "\nstored as run {} in {} ({}); see `virtperf show {}`",
-            done.row.id,
-            done.store.path().display(),
-            done.row.effective_status(),
-            done.row.id
-        );
+        Some(crate::experiment::execute_with(
+            &a.db,
+            a.json,
+            &a.lock,
+            |store, stop, obs| virtperf_lab::explain::run(&opts, store, stop, obs),
+        )?)
+    };
+    let far = match &elsewhere {
+        Some(p) => Some(explain_at(&a, p, &opts)?),
+        None => None,
+    };
+    let native_e = native
+        .as_ref()
+        .map(|d| explanation(&d.row, &d.trials))
+        .transpose()?;
+    let far_e = far
+        .as_ref()
+        .map(|d| explanation(&d.row, &d.trials))
+        .transpose()?;
+    let far_name = elsewhere
+        .as_ref()
+        .map(|p| p.to_string())
+        .unwrap_or_default();
+    if a.json {
+        let v = match (&native_e, &far_e) {
+            (Some(n), Some(f)) => serde_json::json!({
+                "native": n,
+                "elsewhere": f,
+                "placement": far_name,
+            }),
+            (Some(n), None) => serde_json::to_value(n)?,
+            (None, Some(f)) => serde_json::to_value(f)?,
+            (None, None) => serde_json::Value::Null,
+        };
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        for (e, d, name) in [
+            (&native_e, &native, "this machine"),
+            (&far_e, &far, far_name.as_str()),
+        ] {
+            if let (Some(e), Some(d)) = (e, d) {
+                if native.is_some() && far.is_some() {
+                    println!("== {name}");
+                }
+                print!("{}", model::text(e));
+                println!(
+                    "\nstored as run {} in {} ({}); see `virtperf show {}`\n",
+                    d.row.id,
+                    d.store.path().display(),
+                    d.row.effective_status(),
+                    d.row.id
+                );
+            }
+        }
+        if let (Some(n), Some(f)) = (&native_e, &far_e) {
+            println!("== side by side: the difference is what {far_name} adds");
+            print!("{}", model::side_by_side(n, "this machine", f, &far_name));
+        }
     }
     if let Some(path) = &a.output {
-        write_report(path, &done.row, &done.points, &e)?;
+        let mut sections = Vec::new();
+        for (d, e) in [(&native, &native_e), (&far, &far_e)] {
+            if let (Some(d), Some(e)) = (d, e) {
+                sections.push((d, e));
+            }
+        }
+        write_report(path, &sections)?;
         if !a.json {
             println!("wrote {}", path.display());
         }
     }
-    crate::experiment::run_exit(&done.row, done.ok, done.interrupted)
+    // Exit as the runs ended (stopped, incomplete, …), this machine's first.
+    for d in [&native, &far].into_iter().flatten() {
+        crate::experiment::run_exit(&d.row, d.ok, d.interrupted)?;
+    }
+    Ok(())
+}
+
+/// The other machine to explain, with the settings its flags give it; `None`: this one.
+fn elsewhere(a: &ExplainArgs) -> Result<Option<Placement>> {
+    use crate::signals::{code, exit};
+    let mut p = match (&a.placement, &a.host) {
+        (_, Some(host)) => Placement::Remote {
+            host: host.clone(),
+            port: None,
+            token: None,
+        },
+        (Some(Placement::Local) | None, None) => return Ok(None),
+        (Some(p), None) => p.clone(),
+    };
+    match &mut p {
+        Placement::Netns(..) => {
+            return Err(exit(
+                code::USAGE,
+                "namespaces share this machine's kernel and CPUs: run explain without --placement to explain them",
+            ))
+        }
+        Placement::Remote { port, token, .. } => {
+            port.get_or_insert(a.conn.port);
+            *token = a.conn.token()?;
+        }
+        Placement::Guest(_, g) => {
+            **g = a.guest.opts(a.json);
+            // Cross-CPU measurements need two vCPUs.
+            g.vcpus = g.vcpus.max(2);
+        }
+        Placement::Local | Placement::Ssh(_) => {}
+    }
+    Ok(Some(p))
+}
+
+/// Runs the battery at `p` (booting, starting or reaching its agent) and stores it as a run.
+fn explain_at(
+    a: &ExplainArgs,
+    p: &Placement,
+    opts: &ExplainOpts,
+) -> Result<crate::experiment::Executed> {
+    let mut opts = opts.clone();
+    opts.tries = opts.tries.min(ExplainOpts::MAX_REMOTE_TRIES);
+    crate::experiment::execute_with(&a.db, a.json, &a.lock, |store, _stop, obs| {
+        let _ = obs;
+        // Progress, like the bar of this machine's battery: on a terminal only.
+        if !a.json && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            eprintln!(
+                "virtperf: running the battery at {p} (at most {} s; its progress is not shown)",
+                opts.bound().as_secs()
+            );
+        }
+        let site = virtperf_lab::place::open(p)?;
+        let b = site.explain(&opts)?;
+        drop(site);
+        let run_id = virtperf_lab::explain::store_battery(store, &b, &p.to_string())?;
+        let ok = b
+            .trials
+            .iter()
+            .filter(|t| t.status == virtperf_store::TrialStatus::Ok)
+            .count();
+        Ok(virtperf_lab::runner::RunOutcome {
+            run_id,
+            status: b.status,
+            ok,
+            failed: b
+                .trials
+                .iter()
+                .filter(|t| t.status == virtperf_store::TrialStatus::Failed)
+                .count(),
+            skipped: Vec::new(),
+            restore_errors: Vec::new(),
+        })
+    })
 }
 
 /// The explanation of a stored explain run.
@@ -125,19 +253,17 @@ pub fn is_explain(row: &RunRow) -> bool {
 
 fn write_report(
     path: &std::path::Path,
-    row: &RunRow,
-    points: &[virtperf_report::summary::PointSummary],
-    e: &Explanation,
+    runs: &[(&crate::experiment::Executed, &Explanation)],
 ) -> Result<()> {
-    let page = html::report(
-        &[html::RunSection {
-            run: row,
-            points,
+    let sections: Vec<html::RunSection> = runs
+        .iter()
+        .map(|(d, e)| html::RunSection {
+            run: &d.row,
+            points: &d.points,
             comparisons: &[],
             explanation: Some(e),
-        }],
-        &[],
-        &virtperf_store::now_rfc3339(),
-    );
+        })
+        .collect();
+    let page = html::report(&sections, &[], &virtperf_store::now_rfc3339());
     std::fs::write(path, page).with_context(|| format!("cannot write {}", path.display()))
 }

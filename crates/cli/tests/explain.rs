@@ -290,11 +290,62 @@ fn journal_left(state: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// `explain --host`: an agent started with `--allow-drive` runs the battery on its machine
+/// and the client stores it; an agent without it refuses, in one line.
+#[test]
+fn an_agent_runs_the_battery_for_its_client_only_when_allowed() {
+    let _one = one_battery();
+    let d = TempDir::new("agent");
+    let agent = common::Agent::start(&["--allow-drive", "--token", "s3cret"]);
+    let port = agent.port();
+    let (v, _) = explain(
+        &mut vp(),
+        &d,
+        &["--host", "127.0.0.1", "--port", &port, "--token", "s3cret"],
+    );
+    assert!(v["measured_us"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["components"].as_array().unwrap().len() >= 2, "{v}");
+    let runs: serde_json::Value = serde_json::from_slice(
+        &vp()
+            .args(["runs", "--json", "--db"])
+            .arg(d.path("r.db"))
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(
+        runs.as_array().unwrap().len(),
+        1,
+        "only the agent's battery: {runs}"
+    );
+    assert_eq!(runs[0]["name"], "explain");
+    drop(agent);
+
+    let plain = common::Agent::start(&[]);
+    let port = plain.port();
+    let (code, err) = common::run_fail(&[
+        "explain",
+        "--tries",
+        "1",
+        "-l",
+        "300ms",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "--db",
+        d.path("r.db").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1);
+    common::assert_one_line_error(&err, "--allow-drive");
+}
+
 #[test]
 fn explain_refuses_placements_it_cannot_measure() {
     let (code, err) = common::run_fail(&["explain", "--placement", "netns:veth"]);
     assert_eq!(code, 2);
-    common::assert_one_line_error(&err, "inside the guest");
+    common::assert_one_line_error(&err, "share this machine's kernel");
     let (code, err) = common::run_fail(&["explain", "--cpus", "1,1"]);
     assert_eq!(code, 1);
     common::assert_one_line_error(&err, "two different cpus");

@@ -395,3 +395,53 @@ fn cleanup_removes_run_directories_of_dead_runs_only() {
     );
     assert!(!text.contains(&live.display().to_string()), "{text}");
 }
+
+/// `explain --placement guest`: the battery runs natively and inside the guest (where
+/// virtperf's agent runs it in-process), both are stored, and the guest's side says loudly
+/// when it is emulation; the guest's own missing capabilities are named.
+#[test]
+fn explain_runs_the_battery_natively_and_in_the_guest() {
+    if let Some(why) = missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("vp-guest-explain-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("r.db");
+    let (pid, out) = run(&[
+        "explain",
+        "--tries",
+        "1",
+        "-l",
+        "300ms",
+        "--placement",
+        "guest",
+        "--json",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["placement"], "guest:host-guest");
+    let (native, guest) = (&v["native"], &v["elsewhere"]);
+    assert!(native["measured_us"].as_f64().unwrap() > 0.0);
+    assert!(guest["measured_us"].as_f64().unwrap() > 0.0);
+    assert_ne!(native["run_id"], guest["run_id"], "two stored runs");
+    // The guest has no /dev/kvm: its KVM components are missing, with the reason.
+    let missing: Vec<&str> = guest["missing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert!(missing.contains(&"kvm_halt_exit"), "{guest}");
+    let env = &guest["environment"];
+    if env["hypervisor"] == "TCGTCGTCGTCG" {
+        let w = guest["warnings"][0].as_str().unwrap_or_default();
+        assert!(w.contains("TCG"), "emulation not flagged: {guest}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_nothing_left(pid);
+}

@@ -384,6 +384,31 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> R
                     },
                 )?;
             }
+            Message::Explain { battery } => {
+                if !cfg.allow_drive {
+                    bail!("this agent does not run explain's battery (start it with `serve --allow-drive`)");
+                }
+                let mut opts: crate::explain::ExplainOpts =
+                    serde_json::from_value(battery).context("explain options do not parse")?;
+                opts.validate()?;
+                check_duration(cfg, opts.bound().as_millis() as u64)?;
+                // The battery changes this machine's knobs: one measurement at a time. Its
+                // private agent is told the lock is held for it.
+                let lock = lock_for_test(s, cfg, client_lock)?;
+                opts.lock_nonce = match &lock {
+                    Some(l) if l.held() => Some(l.nonce().to_string()),
+                    _ => client_lock.map(str::to_string),
+                };
+                let b = crate::explain::run_for_client(&opts)?;
+                drop(lock);
+                s.set_write_timeout(Some(SETUP_TIMEOUT))?;
+                write_message(
+                    s,
+                    &Message::Explained {
+                        battery: serde_json::to_value(&b)?,
+                    },
+                )?;
+            }
             other => bail!("unexpected {} message", kind(&other)),
         }
     }

@@ -186,6 +186,20 @@ pub fn drive(driver: &Target, to: &Target, plan: &Plan) -> Result<TestResult> {
     }
 }
 
+/// Asks the agent at `t` (one started with `--allow-drive`) to run `virtperf explain`'s
+/// battery on its machine, and returns what it measured.
+pub fn explain(t: &Target, opts: &crate::explain::ExplainOpts) -> Result<crate::explain::Battery> {
+    let mut ctl = Control::connect(t)?;
+    ctl.send(&Message::Explain {
+        battery: serde_json::to_value(opts)?,
+    })?;
+    match ctl.recv(opts.bound() + SETUP_TIMEOUT * 2, "explained")? {
+        Message::Explained { battery } => serde_json::from_value(battery)
+            .context("the agent's battery does not parse (a different virtperf version?)"),
+        other => bail!("unexpected answer to explain: {}", kind(&other)),
+    }
+}
+
 /// Runs one test against the agent at `t`.
 pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> {
     plan.validate()?;
@@ -472,6 +486,8 @@ pub(crate) fn kind(m: &Message) -> &'static str {
         Message::Report { .. } => "report",
         Message::Drive { .. } => "drive",
         Message::Outcome { .. } => "outcome",
+        Message::Explain { .. } => "explain",
+        Message::Explained { .. } => "explained",
         Message::Error { .. } => "error",
     }
 }

@@ -16,14 +16,15 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use virtperf_report::explain as model;
-use virtperf_store::{KnobRecord, NewRun, NewTrial, Store, TrialStatus};
-use virtperf_wire::{Wait, Workload};
+use virtperf_store::{KnobRecord, NewRun, NewTrial, RunStatus, Store, TrialStatus};
+use virtperf_wire::{Env, Wait, Workload};
 
 use crate::knob::{Knob, KnobGuard};
-use crate::place::{self, Placement, Site};
+use crate::place::Site;
 use crate::plan::Plan;
 use crate::runner::{Observer, Recorder, RunOutcome, Tally};
 
@@ -33,8 +34,9 @@ pub const POLL_WINDOW_NS: u64 = 200_000;
 /// The knob.
 pub const POLL_KNOB: &str = "haltpoll.guest_halt_poll_ns";
 
-/// What to run.
-#[derive(Debug, Clone)]
+/// What to run. Sent as JSON to an agent that runs the battery on its own machine.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ExplainOpts {
     /// Request and response size, bytes.
     pub size: (u32, u32),
@@ -50,6 +52,11 @@ pub struct ExplainOpts {
     pub halt_wakeups: u32,
     /// Measured without the machine lock: every result says so.
     pub allow_concurrent: bool,
+    /// The machine lock's nonce when this process holds the lock without having it in its
+    /// environment (an agent running the battery for a client): handed to the private
+    /// agent so it does not wait for the lock held for it. Never sent over the wire.
+    #[serde(skip)]
+    pub lock_nonce: Option<String>,
 }
 
 impl ExplainOpts {
@@ -63,8 +70,141 @@ impl ExplainOpts {
             wake_duration: Duration::from_secs(if quick { 1 } else { 2 }),
             halt_wakeups: if quick { 300 } else { 1000 },
             allow_concurrent: false,
+            lock_nonce: None,
         }
     }
+
+    /// Most tries an agent runs for a client: the answer carries every trial in one
+    /// control frame, which is bounded.
+    pub const MAX_REMOTE_TRIES: u32 = 10;
+
+    /// Checks the options a client sent (an agent trusts nothing on the wire).
+    pub fn validate(&self) -> Result<()> {
+        if self.tries == 0 || self.tries > Self::MAX_REMOTE_TRIES {
+            bail!(
+                "explain at an agent runs 1 to {} tries (asked for {})",
+                Self::MAX_REMOTE_TRIES,
+                self.tries
+            );
+        }
+        let long = Duration::from_secs(60);
+        if self.rr_duration > long || self.wake_duration > long {
+            bail!("explain trials last at most 60 s each");
+        }
+        if self.halt_wakeups == 0 || self.halt_wakeups > 100_000 {
+            bail!("explain's kvm halt trials take 1 to 100000 wake-ups");
+        }
+        let max = virtperf_wire::MAX_IO_SIZE;
+        if self.size.0 == 0 || self.size.1 == 0 || self.size.0.max(self.size.1) > max {
+            bail!("explain's request and response sizes must be 1 to {max} bytes");
+        }
+        Ok(())
+    }
+
+    /// An upper bound on the battery's length (every config, every measurement, set-up
+    /// included), for an agent's `--max-duration` and a client's patience.
+    pub fn bound(&self) -> Duration {
+        (self.rr_duration * 5 + self.wake_duration * 4 + Duration::from_secs(5)) * self.tries
+            + Duration::from_secs(60)
+    }
+}
+
+/// A battery run on another machine (an agent's: a guest's, a remote host's), as it comes
+/// back to be stored by the client.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Battery {
+    /// That machine's environment.
+    pub env: Env,
+    /// The battery as planned there.
+    pub spec_text: String,
+    /// Knobs it changed (and restored).
+    pub knobs: Vec<KnobRecord>,
+    /// How it ended.
+    pub status: RunStatus,
+    /// Every measurement, in order.
+    pub trials: Vec<NewTrial>,
+}
+
+/// An [`Observer`] for an agent running a battery for a client: one line per trial on
+/// the agent's standard error (a guest's console), so its operator sees it progress.
+struct AgentLog {
+    current: String,
+}
+
+impl Observer for AgentLog {
+    fn config_skipped(&mut self, config: &str, reason: &str) {
+        eprintln!("virtperf agent: explain: {config} skipped: {reason}");
+    }
+    fn trial_started(&mut self, index: usize, planned: usize, point: &str, config: &str, rep: u32) {
+        self.current = format!("[{index}/{planned}] {point} · {config} · try {rep}");
+    }
+    fn trial_done(&mut self, result: &Result<f64>) {
+        match result {
+            Ok(v) => eprintln!("virtperf agent: explain: {} … {v:.4}", self.current),
+            Err(e) => eprintln!("virtperf agent: explain: {} … failed: {e:#}", self.current),
+        }
+    }
+}
+
+/// Runs the battery on this machine for an agent's client: into a scratch database that is
+/// removed afterwards, the client keeping the result.
+pub fn run_for_client(opts: &ExplainOpts) -> Result<Battery> {
+    opts.validate()?;
+    let dir = std::env::temp_dir();
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let path = dir.join(format!(
+        "virtperf-explain-{}-{nanos}.db",
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut store = Store::open(&path)?;
+        let mut log = AgentLog {
+            current: String::new(),
+        };
+        let outcome = run(opts, &mut store, &AtomicBool::new(false), &mut log)?;
+        let row = store.run(outcome.run_id)?;
+        let trials = store.trials(outcome.run_id)?;
+        Ok(Battery {
+            env: row.env.clone(),
+            spec_text: row.spec_text.clone(),
+            knobs: store.knobs(outcome.run_id)?,
+            status: outcome.status,
+            trials: trials.into_iter().map(|t| t.trial).collect(),
+        })
+    })();
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = path.clone().into_os_string();
+        p.push(suffix);
+        let _ = std::fs::remove_file(p);
+    }
+    result
+}
+
+/// Stores a battery that ran elsewhere as a run of `store`, measured at `placement`.
+/// Returns the run id.
+pub fn store_battery(store: &mut Store, b: &Battery, placement: &str) -> Result<i64> {
+    let run_id = store.begin_run(&NewRun {
+        name: model::RUN_NAME.to_string(),
+        spec_text: format!("{}# measured at {placement}\n", b.spec_text),
+        env: b.env.clone(),
+        tool_version: b.env.tool_version.clone(),
+        git_commit: b.env.git_commit.clone(),
+        // This process writes the run, so this host and pid tell a reader whether it is live.
+        host: virtperf_measure::fingerprint().hostname,
+        pid: std::process::id(),
+        planned_trials: b.trials.len() as u32,
+    })?;
+    store.set_knobs(run_id, &b.knobs)?;
+    for t in &b.trials {
+        store.add_trial(run_id, t)?;
+    }
+    store.finish_run(run_id, b.status)?;
+    Ok(run_id)
 }
 
 /// One measurement of the battery.
@@ -195,13 +335,13 @@ pub fn run(
         }
     }
 
-    let site = place::open(&Placement::Local)?;
+    let site = crate::place::local::LocalSite::open_holding(opts.lock_nonce.as_deref())?;
     let result = battery(
         opts,
         &configs,
         kvm.is_ok(),
         &mut guard,
-        site.as_ref(),
+        &site,
         &mut rec,
         &mut seq,
         planned,

@@ -132,6 +132,8 @@ pub struct Explanation {
     pub environment: BTreeMap<String, String>,
     /// Tries behind each number (the smallest count of any measurement used).
     pub tries: usize,
+    /// What the reader must know before trusting these numbers (emulation, …).
+    pub warnings: Vec<String>,
 }
 
 /// The trials of one (point, config) cell.
@@ -387,6 +389,7 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
         remedies,
         environment: environment(env),
         tries,
+        warnings: warnings(env),
     })
 }
 
@@ -559,6 +562,18 @@ fn remedies(c: &Cells, base: &Rr, same: Option<&Rr>) -> Vec<Remedy> {
     out
 }
 
+/// QEMU's emulator announces itself as hypervisor `TCGTCGTCGTCG`: every number measured
+/// there is instruction emulation, not a virtualization tax.
+fn warnings(env: &Env) -> Vec<String> {
+    let mut w = Vec::new();
+    if env.hypervisor.as_deref() == Some("TCGTCGTCGTCG") {
+        w.push(
+            "THIS MACHINE IS A QEMU TCG GUEST: its numbers measure QEMU's instruction emulation, not the cost of virtualization".into(),
+        );
+    }
+    w
+}
+
 fn environment(env: &Env) -> BTreeMap<String, String> {
     let mut m = BTreeMap::new();
     let mut put = |k: &str, v: String| {
@@ -626,6 +641,9 @@ pub fn text(e: &Explanation) -> String {
         "virtperf explain (run {}, {} tries per measurement)",
         e.run_id, e.tries
     );
+    for w in &e.warnings {
+        let _ = writeln!(s, "WARNING: {w}");
+    }
     let _ = writeln!(s, "\nMeasured: 1-byte request/response round trip");
     let _ = writeln!(
         s,
@@ -693,6 +711,49 @@ pub fn text(e: &Explanation) -> String {
     let _ = writeln!(s, "\nEnvironment:");
     for (k, v) in &e.environment {
         let _ = writeln!(s, "  {k:<44} {v}");
+    }
+    s
+}
+
+/// Two explanations side by side (native and in a guest): every component, the measured
+/// and predicted round trips, and the difference: the virtualization tax, broken down.
+pub fn side_by_side(a: &Explanation, a_name: &str, b: &Explanation, b_name: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<22} {:>14} {:>20} {:>14}",
+        "p50 µs per round trip", a_name, b_name, "difference"
+    );
+    let mut names: Vec<String> = vec!["measured".into()];
+    for c in a.components.iter().chain(&b.components) {
+        if !names.contains(&c.name) {
+            names.push(c.name.clone());
+        }
+    }
+    names.extend(["predicted".to_string(), "residual".to_string()]);
+    let value = |e: &Explanation, n: &str| -> Option<f64> {
+        match n {
+            "measured" => Some(e.measured_us),
+            "predicted" => Some(e.predicted_us),
+            "residual" => Some(e.residual_us),
+            _ => e.components.iter().find(|c| c.name == n).map(|c| c.us),
+        }
+    };
+    let cell = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.1}"));
+    for n in &names {
+        let (x, y) = (value(a, n), value(b, n));
+        let d = x.zip(y).map(|(x, y)| y - x);
+        let _ = writeln!(
+            s,
+            "{:<22} {:>14} {:>20} {:>14}",
+            n,
+            cell(x),
+            cell(y),
+            d.map_or("—".to_string(), |d| format!("{d:+.1}"))
+        );
+    }
+    for w in &b.warnings {
+        let _ = writeln!(s, "WARNING ({b_name}): {w}");
     }
     s
 }

@@ -25,6 +25,12 @@
 //! Drive{to,plan}        ───▶     (agent runs the test against `to` as its client)
 //!                       ◀───  Outcome{result}
 //! ```
+//! Such an agent also runs `virtperf explain`'s battery on its own machine (a guest's
+//! wake-ups and idle exits can only be measured from inside it):
+//! ```text
+//! Explain{battery}      ───▶     (agent runs the battery, changing and restoring its knobs)
+//!                       ◀───  Explained{battery}     (its environment and every trial)
+//! ```
 //! Any request may be answered with `Error{message}`, after which the agent closes the
 //! connection. Unknown message types are malformed: the agent answers `Error` and closes.
 
@@ -49,7 +55,8 @@ pub struct DriveTarget {
 /// 3: `Stream.recv_wait`, and the receiver's default loop changed from blocking to polling;
 /// an older agent would ignore the field and measure with its own loop.
 /// 4: `Hello.lock` and `Waiting`: an agent runs one measurement at a time on its machine.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// 5: `Explain` and `Explained`.
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// One control message. Serialized as JSON with a `type` tag in snake case.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -143,6 +150,18 @@ pub enum Message {
     Outcome {
         /// The result.
         result: Box<TestResult>,
+    },
+    /// Run `virtperf explain`'s battery on the agent's machine (needs `serve --allow-drive`).
+    /// The options and the answer are shaped by `virtperf_lab::explain`; the protocol
+    /// carries them as JSON objects so it does not depend on the results store's types.
+    Explain {
+        /// The battery's options.
+        battery: serde_json::Value,
+    },
+    /// The battery's environment and trials, to be stored by the client.
+    Explained {
+        /// What was measured.
+        battery: serde_json::Value,
     },
     /// The request failed; the connection closes after this.
     Error {

@@ -36,6 +36,17 @@ impl LocalAgent {
     /// Starts the agent bound to `bind`, inside network namespace `ns` when given (through
     /// `ip netns exec`, which execs the agent: the PID we hold is the agent's own).
     pub fn start_at(ns: Option<&str>, bind: std::net::IpAddr) -> Result<LocalAgent> {
+        Self::spawn(ns, bind, None)
+    }
+
+    /// Starts the agent on loopback for a process that holds the machine lock without
+    /// having put its nonce in its own environment (an agent running a battery): the child
+    /// gets the nonce, so its tests do not wait for the lock their parent holds for them.
+    pub fn start_holding(lock: Option<&str>) -> Result<LocalAgent> {
+        Self::spawn(None, std::net::IpAddr::from([127, 0, 0, 1]), lock)
+    }
+
+    fn spawn(ns: Option<&str>, bind: std::net::IpAddr, lock: Option<&str>) -> Result<LocalAgent> {
         let exe = std::env::current_exe().context("finding our own executable")?;
         let token = random_token()?;
         let mut cmd = match ns {
@@ -57,6 +68,7 @@ impl LocalAgent {
             // In the environment, not on the command line: any local user can read another
             // process's arguments (`ps`), but not its environment.
             .env(TOKEN_ENV, &token)
+            .envs(lock.map(|n| (crate::lock::INHERIT_ENV, n)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -135,8 +147,14 @@ pub struct LocalSite {
 impl LocalSite {
     /// Starts the private agent.
     pub fn open() -> Result<LocalSite> {
+        Self::open_holding(None)
+    }
+
+    /// Starts the private agent for a holder of the machine lock whose nonce is not in its
+    /// environment (see [`LocalAgent::start_holding`]).
+    pub fn open_holding(lock: Option<&str>) -> Result<LocalSite> {
         Ok(LocalSite {
-            agent: LocalAgent::start()?,
+            agent: LocalAgent::start_holding(lock)?,
         })
     }
 }

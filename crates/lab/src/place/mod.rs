@@ -167,6 +167,12 @@ pub trait Site {
 
     /// Runs one test of `plan` across the site; the result names the placement.
     fn run(&self, plan: &Plan, progress: ProgressFn) -> Result<TestResult>;
+
+    /// Runs `virtperf explain`'s battery on the machine of this site's agent (which must
+    /// allow it: `serve --allow-drive`, as virtperf's guests do).
+    fn explain(&self, opts: &crate::explain::ExplainOpts) -> Result<crate::explain::Battery> {
+        crate::client::explain(&self.target(), opts)
+    }
 }
 
 /// Opens the site `placement` names: starts its agent, builds its namespaces or boots its

@@ -511,6 +511,26 @@ impl super::Site for GuestLab {
     fn run(&self, plan: &Plan, _progress: ProgressFn) -> Result<TestResult> {
         GuestLab::run(self, plan)
     }
+
+    /// The first guest runs the battery; its agent is reachable from the lab's namespace.
+    fn explain(&self, opts: &crate::explain::ExplainOpts) -> Result<crate::explain::Battery> {
+        let g0 = self
+            .guests
+            .first()
+            .map(Guest::target)
+            .ok_or_else(|| anyhow!("no guest is running"))?;
+        let opts = opts.clone();
+        netns::run_in(&self.ns, move || client::explain(&g0, &opts)).map_err(|e| {
+            // The guest's console has the battery's progress: say where it stopped.
+            let console = self.console(0);
+            let tail: Vec<&str> = console.lines().rev().take(5).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            anyhow!(
+                "{e:#}; the guest's console ended with: {}",
+                tail.join(" | ")
+            )
+        })
+    }
 }
 
 impl Drop for GuestLab {
