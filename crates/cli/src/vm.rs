@@ -49,6 +49,10 @@ pub struct VmCompareArgs {
     /// Print the experiment spec this runs, and exit
     #[arg(long)]
     pub print_spec: bool,
+    /// Instead of the workloads: `virtperf explain --quick` natively and in the guest, the
+    /// two decompositions side by side (--runs tries each, at most 10)
+    #[arg(long, conflicts_with = "print_spec")]
+    pub explain: bool,
     #[command(flatten)]
     pub db: DbArg,
     /// Print the comparison as JSON
@@ -170,6 +174,33 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
             a.direction
         ),
     };
+    if a.explain {
+        return crate::explain::explain(crate::explain::ExplainArgs {
+            quick: true,
+            size: (1, 1),
+            cpus: (Some(0), Some(1)),
+            tries: Some(
+                a.runs
+                    .min(virtperf_lab::explain::ExplainOpts::MAX_REMOTE_TRIES),
+            ),
+            duration: None,
+            placement: Some(virtperf_lab::place::Placement::Guest(
+                direction,
+                Box::new(a.guest.opts(a.json)),
+            )),
+            host: None,
+            conn: crate::args::ConnArgs {
+                port: virtperf_wire::DEFAULT_PORT,
+                token: None,
+                token_file: None,
+            },
+            guest: a.guest,
+            json: a.json,
+            output: None,
+            db: a.db,
+            lock: a.lock,
+        });
+    }
     let text = spec_text(&a, direction)?;
     if a.print_spec {
         print!("{text}");

@@ -336,18 +336,16 @@ pub fn run(
     }
 
     let site = crate::place::local::LocalSite::open_holding(opts.lock_nonce.as_deref())?;
-    let result = battery(
+    let mut b = Tries {
         opts,
-        &configs,
-        kvm.is_ok(),
-        &mut guard,
-        &site,
-        &mut rec,
-        &mut seq,
+        site: &site,
+        rec: &mut rec,
+        seq,
         planned,
         interrupted,
         obs,
-    );
+    };
+    let result = b.run(&configs, kvm.is_ok(), &mut guard);
     drop(site);
     if let Err(e) = result {
         rec.tally.fatal = Some(e);
@@ -498,144 +496,135 @@ fn skip(
     Ok(())
 }
 
-/// The interleaved tries; `kvm exits` once, after the first.
-#[allow(clippy::too_many_arguments)]
-fn battery(
-    opts: &ExplainOpts,
-    configs: &[Config],
-    kvm: bool,
-    guard: &mut KnobGuard,
-    site: &dyn Site,
-    rec: &mut Recorder,
-    seq: &mut u32,
+/// The battery's tries as they run: what each trial needs besides its measurement.
+struct Tries<'a, 'r, 's> {
+    opts: &'a ExplainOpts,
+    site: &'a dyn Site,
+    rec: &'a mut Recorder<'r>,
+    /// Sequence number of the last trial stored.
+    seq: u32,
     planned: usize,
-    interrupted: &AtomicBool,
-    obs: &mut dyn Observer,
-) -> Result<()> {
-    for t in 0..opts.tries {
-        // Rotate both the configs and the measurements within each, try by try.
-        let n = configs.len();
-        for ci in 0..n {
-            let cfg = &configs[(ci + t as usize) % n];
-            guard.activate(&cfg.knobs)?;
-            let m = cfg.measures.len();
-            for mi in 0..m {
-                let measure = &cfg.measures[(mi + t as usize) % m];
-                if matches!(measure, Measure::KvmHalt { .. }) && !kvm {
-                    continue;
-                }
-                if interrupted.load(Ordering::SeqCst) {
-                    return Ok(());
-                }
-                *seq += 1;
-                obs.trial_started(*seq as usize, planned, measure.label(), &cfg.name, t + 1);
-                measure_one(opts, measure, cfg, t + 1, site, rec, *seq, interrupted, obs)?;
-            }
-        }
-        if t == 0 && kvm {
-            guard.activate(&[])?;
-            *seq += 1;
-            let m = Measure::KvmExits;
-            obs.trial_started(*seq as usize, planned, m.label(), model::AS_IS, 1);
-            measure_one(opts, &m, &configs[0], 1, site, rec, *seq, interrupted, obs)?;
-        }
-    }
-    Ok(())
+    interrupted: &'a AtomicBool,
+    obs: &'a mut (dyn Observer + 's),
 }
 
-/// Runs one measurement and stores it.
-#[allow(clippy::too_many_arguments)]
-fn measure_one(
-    opts: &ExplainOpts,
-    measure: &Measure,
-    cfg: &Config,
-    rep: u32,
-    site: &dyn Site,
-    rec: &mut Recorder,
-    seq: u32,
-    interrupted: &AtomicBool,
-    obs: &mut dyn Observer,
-) -> Result<()> {
-    let started_at = virtperf_store::now_rfc3339();
-    let t0 = Instant::now();
-    let mut trial = NewTrial {
-        seq,
-        config: cfg.name.clone(),
-        workload: measure.workload().into(),
-        point: json!({ model::POLL_PARAM: cfg.poll_ns }),
-        point_label: measure.label().into(),
-        repetition: rep,
-        status: TrialStatus::Ok,
-        error: None,
-        result: None,
-        detail: None,
-        metric: None,
-        metric_name: String::new(),
-        started_at,
-        duration_s: 0.0,
-    };
-    let (a, b) = opts.cpus;
-    let res: Result<f64> = match measure {
-        Measure::Rr { plan, .. } => site.run(plan, &|_| {}).map(|mut r| {
-            r.allow_concurrent |= rec.allow_concurrent;
-            let m = r.primary_metric();
-            trial.metric_name = m.name.to_string();
-            trial.result = Some(r);
-            m.value
-        }),
-        Measure::Wake { spin, .. } => virtperf_wake::run(&virtperf_wake::WakeOpts {
-            mech: virtperf_wake::Mech::Futex,
-            strategy: if *spin {
-                virtperf_wake::Strategy::Spin
-            } else {
-                virtperf_wake::Strategy::Block
-            },
-            placement: virtperf_wake::Placement::Cross(a, b),
-            duration: opts.wake_duration,
-            gap: Duration::ZERO,
-        })
-        .map_err(|e| anyhow!(e))
-        .and_then(|r| probe_detail(&mut trial, &r, "one_way_p50_us", r.one_way.p50_us)),
-        Measure::KvmHalt { poll_ns, .. } => virtperf_kvm::halt(&virtperf_kvm::HaltOpts {
-            wakeups: opts.halt_wakeups,
-            // Idle gaps like a back-to-back round trip's, so KVM's adaptive window grows.
-            delay_min_us: 20,
-            delay_max_us: 120,
-            halt_poll_ns: Some(*poll_ns),
-            vcpu_cpu: Some(b),
-            injector_cpu: Some(a),
-        })
-        .map_err(|e| anyhow!(e.to_string()))
-        .and_then(|r| probe_detail(&mut trial, &r, "wakeup_p50_us", r.latency_ns.p50 / 1000.0)),
-        Measure::KvmExits => virtperf_kvm::exits(&virtperf_kvm::ExitOpts {
-            iterations: 1000,
-            warmup: 100,
-            cpu: Some(b),
-        })
-        .map_err(|e| anyhow!(e.to_string()))
-        .and_then(|r| {
-            let p50 = r
-                .cases
-                .iter()
-                .find(|c| c.name == "pio")
-                .map_or(f64::NAN, |c| c.ns.p50 / 1000.0);
-            probe_detail(&mut trial, &r, "pio_exit_p50_us", p50)
-        }),
-    };
-    if interrupted.load(Ordering::SeqCst) && res.is_err() {
-        // The signal reached the trial: not a failure of the trial.
-        return Ok(());
-    }
-    trial.duration_s = t0.elapsed().as_secs_f64();
-    match &res {
-        Ok(m) => trial.metric = Some(*m),
-        Err(e) => {
-            trial.status = TrialStatus::Failed;
-            trial.error = Some(format!("{e:#}"));
+impl Tries<'_, '_, '_> {
+    /// The interleaved tries; `kvm exits` once, after the first.
+    fn run(&mut self, configs: &[Config], kvm: bool, guard: &mut KnobGuard) -> Result<()> {
+        for t in 0..self.opts.tries {
+            // Rotate both the configs and the measurements within each, try by try.
+            let n = configs.len();
+            for ci in 0..n {
+                let cfg = &configs[(ci + t as usize) % n];
+                guard.activate(&cfg.knobs)?;
+                let m = cfg.measures.len();
+                for mi in 0..m {
+                    let measure = &cfg.measures[(mi + t as usize) % m];
+                    if matches!(measure, Measure::KvmHalt { .. }) && !kvm {
+                        continue;
+                    }
+                    if self.interrupted.load(Ordering::SeqCst) {
+                        return Ok(());
+                    }
+                    self.one(measure, cfg, t + 1)?;
+                }
+            }
+            if t == 0 && kvm {
+                guard.activate(&[])?;
+                self.one(&Measure::KvmExits, &configs[0], 1)?;
+            }
         }
+        Ok(())
     }
-    rec.keep(&trial, res, obs)?;
-    Ok(())
+
+    /// Runs one measurement and stores it.
+    fn one(&mut self, measure: &Measure, cfg: &Config, rep: u32) -> Result<()> {
+        self.seq += 1;
+        let seq = self.seq;
+        self.obs
+            .trial_started(seq as usize, self.planned, measure.label(), &cfg.name, rep);
+        let opts = self.opts;
+        let started_at = virtperf_store::now_rfc3339();
+        let t0 = Instant::now();
+        let mut trial = NewTrial {
+            seq,
+            config: cfg.name.clone(),
+            workload: measure.workload().into(),
+            point: json!({ model::POLL_PARAM: cfg.poll_ns }),
+            point_label: measure.label().into(),
+            repetition: rep,
+            status: TrialStatus::Ok,
+            error: None,
+            result: None,
+            detail: None,
+            metric: None,
+            metric_name: String::new(),
+            started_at,
+            duration_s: 0.0,
+        };
+        let (a, b) = opts.cpus;
+        let res: Result<f64> = match measure {
+            Measure::Rr { plan, .. } => self.site.run(plan, &|_| {}).map(|mut r| {
+                r.allow_concurrent |= self.rec.allow_concurrent;
+                let m = r.primary_metric();
+                trial.metric_name = m.name.to_string();
+                trial.result = Some(r);
+                m.value
+            }),
+            Measure::Wake { spin, .. } => virtperf_wake::run(&virtperf_wake::WakeOpts {
+                mech: virtperf_wake::Mech::Futex,
+                strategy: if *spin {
+                    virtperf_wake::Strategy::Spin
+                } else {
+                    virtperf_wake::Strategy::Block
+                },
+                placement: virtperf_wake::Placement::Cross(a, b),
+                duration: opts.wake_duration,
+                gap: Duration::ZERO,
+            })
+            .map_err(|e| anyhow!(e))
+            .and_then(|r| probe_detail(&mut trial, &r, "one_way_p50_us", r.one_way.p50_us)),
+            Measure::KvmHalt { poll_ns, .. } => virtperf_kvm::halt(&virtperf_kvm::HaltOpts {
+                wakeups: opts.halt_wakeups,
+                // Idle gaps like a back-to-back round trip's, so KVM's adaptive window grows.
+                delay_min_us: 20,
+                delay_max_us: 120,
+                halt_poll_ns: Some(*poll_ns),
+                vcpu_cpu: Some(b),
+                injector_cpu: Some(a),
+            })
+            .map_err(|e| anyhow!(e.to_string()))
+            .and_then(|r| probe_detail(&mut trial, &r, "wakeup_p50_us", r.latency_ns.p50 / 1000.0)),
+            Measure::KvmExits => virtperf_kvm::exits(&virtperf_kvm::ExitOpts {
+                iterations: 1000,
+                warmup: 100,
+                cpu: Some(b),
+            })
+            .map_err(|e| anyhow!(e.to_string()))
+            .and_then(|r| {
+                let p50 = r
+                    .cases
+                    .iter()
+                    .find(|c| c.name == "pio")
+                    .map_or(f64::NAN, |c| c.ns.p50 / 1000.0);
+                probe_detail(&mut trial, &r, "pio_exit_p50_us", p50)
+            }),
+        };
+        if self.interrupted.load(Ordering::SeqCst) && res.is_err() {
+            // The signal reached the trial: not a failure of the trial.
+            return Ok(());
+        }
+        trial.duration_s = t0.elapsed().as_secs_f64();
+        match &res {
+            Ok(m) => trial.metric = Some(*m),
+            Err(e) => {
+                trial.status = TrialStatus::Failed;
+                trial.error = Some(format!("{e:#}"));
+            }
+        }
+        self.rec.keep(&trial, res, self.obs)?;
+        Ok(())
+    }
 }
 
 /// Keeps a probe's whole report in the trial and names its primary number.
