@@ -533,6 +533,9 @@ fn run_section(s: &mut String, sec: &RunSection) {
 /// Where the round trip goes: the waterfall, the components with their sources, and the
 /// measured remedies.
 fn explanation(s: &mut String, e: &Explanation) {
+    for w in &e.warnings {
+        let _ = write!(s, "<p class=\"warning\">WARNING: {}</p>", esc(w));
+    }
     s.push_str("<h3>where the cross-CPU round trip goes (p50, µs)</h3>");
     s.push_str(&waterfall(e));
     s.push_str("<table><tr><th>component</th><th>µs</th><th>source</th></tr>");
@@ -666,7 +669,7 @@ body{font-family:system-ui,sans-serif;margin:24px;color:#222}h1{font-size:22px}h
 h3{font-size:15px;margin-top:22px}svg.plot{display:block;margin:8px 0}.ax{stroke:#333}.grid{stroke:#ddd}.err{stroke:#000}\
 .tk{font-size:10px;fill:#444}.lb{font-size:12px;fill:#222}.lg{font-size:11px;fill:#222}\
 table{border-collapse:collapse;font-size:12px;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 6px;text-align:left}\
-td.improved{color:#080;font-weight:bold}td.regressed{color:#b00;font-weight:bold}</style></head><body>",
+p.warning{color:#b00;font-weight:bold}td.improved{color:#080;font-weight:bold}td.regressed{color:#b00;font-weight:bold}</style></head><body>",
     );
     let _ = write!(
         s,
