@@ -127,7 +127,14 @@ fn run_store_show_compare_report() {
         page.contains("<svg") && page.contains("class=\"plot"),
         "no plots"
     );
-    assert!(page.contains("latency percentiles"));
+    // The latency distribution on a percentile axis, the tries as dots over each bar, and a
+    // CI whisker only where there are at least two tries.
+    assert!(
+        page.contains("class=\"plot percentiles\""),
+        "no percentile plot"
+    );
+    assert!(page.contains(">99.9%<"), "no nines axis");
+    assert!(page.contains("class=\"try\""), "tries not drawn");
     assert!(page.contains("environment"));
     common::chromium_renders(&html, &d.0, 3);
 }

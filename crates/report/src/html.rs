@@ -25,8 +25,17 @@ pub struct RunSection<'a> {
     pub explanation: Option<&'a Explanation>,
 }
 
-/// A labelled group of bars: (group name, [(bar name, value, error)]).
-type BarGroup = (String, Vec<(String, f64, Option<f64>)>);
+/// One bar: its name, value, the half-width of its 95% CI (None: no interval, as from one
+/// try), and the individual tries drawn over it as dots.
+struct Bar {
+    name: String,
+    value: f64,
+    ci_half: Option<f64>,
+    tries: Vec<f64>,
+}
+
+/// A labelled group of bars.
+type BarGroup = (String, Vec<Bar>);
 
 const PALETTE: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
@@ -85,8 +94,46 @@ fn legend(s: &mut String, names: &[String], x: f64, y: f64) {
     }
 }
 
-/// Axes and a horizontal grid with five value labels from 0 to `ymax`, for the charts that
-/// share that frame.
+/// A round top for an axis from 0 to `max`, and its tick step (1, 2, 2.5 or 5 × 10ⁿ, four
+/// to six ticks), so labels read 0, 20 000, 40 000 rather than 22333, 44667.
+fn nice_scale(max: f64) -> (f64, f64) {
+    if !max.is_finite() || max <= 0.0 {
+        return (1.0, 0.25);
+    }
+    let raw = max / 5.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
+    ((max / step).ceil() * step, step)
+}
+
+/// A tick label: no trailing zeros ("64", "2.5", "0.25"), thousands as "k" and millions as
+/// "M" once they get long.
+fn tick(v: f64) -> String {
+    let short = |x: f64| {
+        let t = format!("{x:.3}");
+        let t = t.trim_end_matches('0').trim_end_matches('.');
+        if t == "-0" {
+            "0".to_string()
+        } else {
+            t.to_string()
+        }
+    };
+    let a = v.abs();
+    if a >= 1e6 {
+        format!("{}M", short(v / 1e6))
+    } else if a >= 1e4 {
+        format!("{}k", short(v / 1e3))
+    } else {
+        short(v)
+    }
+}
+
+/// Axes and a horizontal grid with round ticks from 0 to `ymax` (a top from
+/// [`nice_scale`]), for the charts that share that frame.
 fn frame(
     s: &mut String,
     (w, h, l, r, t, b): (f64, f64, f64, f64, f64, f64),
@@ -101,18 +148,20 @@ fn frame(
         h - b,
         h - b
     );
-    for i in 0..=4 {
-        let v = ymax * i as f64 / 4.0;
+    let (_, step) = nice_scale(ymax);
+    let mut v = 0.0;
+    while v <= ymax * (1.0 + 1e-9) {
         let _ = write!(
             s,
             r#"<text x="{}" y="{}" class="tk" text-anchor="end">{}</text><line x1="{l}" y1="{}" x2="{}" y2="{}" class="grid"/>"#,
             l - 6.0,
             py(v) + 4.0,
-            num(v),
+            tick(v),
             py(v),
             w - r,
             py(v)
         );
+        v += step;
     }
 }
 
@@ -138,7 +187,7 @@ fn sweep_chart(points: &[&PointSummary], axis: &str, configs: &[String]) -> Stri
             }
         }
     }
-    let ymax = if ymax > 0.0 { ymax * 1.05 } else { 1.0 };
+    let ymax = nice_scale(ymax).0;
     let px = |x: f64| {
         let span = (xmax - xmin).max(1e-9);
         l + (x.max(1e-9).log2() - xmin) / span * (w - l - r)
@@ -154,7 +203,12 @@ fn sweep_chart(points: &[&PointSummary], axis: &str, configs: &[String]) -> Stri
             r#"<text x="{}" y="{}" class="tk" text-anchor="middle">{}</text>"#,
             px(*x),
             h - b + 16.0,
-            num(*x)
+            // Sweep values are what the user wrote (16384, not 16.384k).
+            if x.fract() == 0.0 {
+                format!("{x:.0}")
+            } else {
+                tick(*x)
+            }
         );
     }
     let _ = write!(
@@ -230,18 +284,25 @@ fn sweep_chart(points: &[&PointSummary], axis: &str, configs: &[String]) -> Stri
     s
 }
 
-/// Grouped bars: one group per entry, one bar per value, optional error bars.
+/// Grouped bars: one group per entry, one bar per config: the mean as the bar, each try as
+/// a dot over it, and the 95% CI as a whisker (none from one try: its tooltip says "CI n/a").
 fn bars(title_unit: &str, groups: &[BarGroup]) -> String {
     let nbars = groups.iter().map(|g| g.1.len()).max().unwrap_or(1).max(1);
     let gw = 26.0 * nbars as f64 + 24.0;
     let (l, r, t, b, h) = (70.0, 170.0, 20.0, 70.0, 320.0);
     let w = (l + r + gw * groups.len() as f64).max(420.0);
-    let ymax = groups
+    let top = groups
         .iter()
-        .flat_map(|g| g.1.iter().map(|(_, v, e)| v + e.unwrap_or(0.0)))
+        .flat_map(|g| {
+            g.1.iter().flat_map(|bar| {
+                std::iter::once(bar.value + bar.ci_half.unwrap_or(0.0))
+                    .chain(bar.tries.iter().copied())
+            })
+        })
+        .filter(|v| v.is_finite())
         .fold(0.0, f64::max);
-    let ymax = if ymax > 0.0 { ymax * 1.08 } else { 1.0 };
-    let py = |y: f64| t + (1.0 - y / ymax) * (h - t - b);
+    let ymax = nice_scale(top).0;
+    let py = |y: f64| t + (1.0 - y.max(0.0) / ymax) * (h - t - b);
     let mut s = format!(
         r#"<svg class="plot bars" viewBox="0 0 {w} {h}" width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">"#
     );
@@ -256,29 +317,59 @@ fn bars(title_unit: &str, groups: &[BarGroup]) -> String {
     let mut names: Vec<String> = Vec::new();
     for (gi, (gname, vals)) in groups.iter().enumerate() {
         let x0 = l + 12.0 + gw * gi as f64;
-        for (bi, (bname, v, err)) in vals.iter().enumerate() {
-            if !names.contains(bname) {
-                names.push(bname.clone());
+        for (bi, bar) in vals.iter().enumerate() {
+            if !names.contains(&bar.name) {
+                names.push(bar.name.clone());
             }
-            let color_i = names.iter().position(|n| n == bname).unwrap_or(0);
+            let color_i = names.iter().position(|n| n == &bar.name).unwrap_or(0);
             let x = x0 + 26.0 * bi as f64;
+            let ci = match bar.ci_half {
+                Some(e) => format!("± {} (95% CI)", num(e)),
+                None => "CI n/a (one try)".to_string(),
+            };
             let _ = write!(
                 s,
-                r#"<rect class="bar" x="{x:.1}" y="{:.1}" width="22" height="{:.1}" fill="{}"><title>{}: {} {}</title></rect>"#,
-                py(*v),
-                (h - b - py(*v)).max(0.0),
+                r#"<rect class="bar" x="{x:.1}" y="{:.1}" width="22" height="{:.1}" fill="{}" fill-opacity="0.75"><title>{}: {} mean {} {ci}, {} tries</title></rect>"#,
+                py(bar.value),
+                (h - b - py(bar.value)).max(0.0),
                 PALETTE[color_i % PALETTE.len()],
                 esc(gname),
-                esc(bname),
-                num(*v)
+                esc(&bar.name),
+                num(bar.value),
+                bar.tries.len()
             );
-            if let Some(e) = err {
-                let cx = x + 11.0;
+            let cx = x + 11.0;
+            if let Some(e) = bar.ci_half {
                 let _ = write!(
                     s,
-                    r#"<line x1="{cx:.1}" y1="{:.1}" x2="{cx:.1}" y2="{:.1}" class="err"/>"#,
-                    py(v + e),
-                    py((v - e).max(0.0))
+                    r#"<line x1="{cx:.1}" y1="{:.1}" x2="{cx:.1}" y2="{:.1}" class="err"/><line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" class="err"/><line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" class="err"/>"#,
+                    py(bar.value + e),
+                    py(bar.value - e),
+                    cx - 4.0,
+                    py(bar.value + e),
+                    cx + 4.0,
+                    py(bar.value + e),
+                    cx - 4.0,
+                    py(bar.value - e),
+                    cx + 4.0,
+                    py(bar.value - e)
+                );
+            }
+            // The tries, spread across the bar so equal values stay visible.
+            let n = bar.tries.len().max(1) as f64;
+            for (i, v) in bar.tries.iter().enumerate() {
+                let dx = if n > 1.0 {
+                    -7.0 + 14.0 * i as f64 / (n - 1.0)
+                } else {
+                    0.0
+                };
+                let _ = write!(
+                    s,
+                    r#"<circle class="try" cx="{:.1}" cy="{:.1}" r="2.2"><title>try {}: {}</title></circle>"#,
+                    cx + dx,
+                    py(*v),
+                    i + 1,
+                    num(*v)
                 );
             }
         }
@@ -293,6 +384,236 @@ fn bars(title_unit: &str, groups: &[BarGroup]) -> String {
         );
     }
     legend(&mut s, &names, w - r + 12.0, t + 12.0);
+    s.push_str("</svg>");
+    s
+}
+
+/// x position of a percentile on the "nines" axis: 0 at 0 %, 1 at 90 %, 2 at 99 %, 3 at
+/// 99.9 % … (−log₁₀ of the fraction above it), capped at 5 (99.999 %); 100 % sits at the cap.
+fn nines(p: f64) -> f64 {
+    let above = (1.0 - p / 100.0).max(1e-5);
+    (-above.log10()).min(5.0)
+}
+
+/// Latency against percentile, one line per (point, config), from the merged HDR
+/// histograms, as HdrHistogram and wrk2 plot it: the x axis in "nines", the latency axis
+/// logarithmic when the values span more than a decade.
+fn percentile_chart(series: &[(String, &[(f64, f64)])]) -> String {
+    let (w, h, l, r, t, b) = (720.0, 360.0, 70.0, 220.0, 20.0, 50.0);
+    let all: Vec<f64> = series
+        .iter()
+        .flat_map(|(_, d)| d.iter().map(|p| p.1))
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .collect();
+    let lo = all.iter().copied().fold(f64::MAX, f64::min);
+    let hi = all.iter().copied().fold(0.0, f64::max);
+    let log = hi > 0.0 && lo > 0.0 && hi / lo > 10.0;
+    let xmax = series
+        .iter()
+        .flat_map(|(_, d)| d.iter().map(|p| nines(p.0)))
+        .fold(1.0, f64::max)
+        .ceil();
+    let px = |x: f64| l + x / xmax * (w - l - r);
+    let (ylo, yhi) = if log {
+        (lo.log10().floor(), hi.log10().ceil())
+    } else {
+        (0.0, nice_scale(hi).0)
+    };
+    let py = |v: f64| {
+        let y = if log { v.max(1e-9).log10() } else { v };
+        t + (1.0 - (y - ylo) / (yhi - ylo).max(1e-9)) * (h - t - b)
+    };
+    let mut s = format!(
+        r#"<svg class="plot percentiles" viewBox="0 0 {w} {h}" width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">"#
+    );
+    let _ = write!(
+        s,
+        r#"<line x1="{l}" y1="{}" x2="{}" y2="{}" class="ax"/><line x1="{l}" y1="{t}" x2="{l}" y2="{}" class="ax"/>"#,
+        h - b,
+        w - r,
+        h - b,
+        h - b
+    );
+    // Latency ticks: decades on a log axis (with 2 and 5 between when few), else round steps.
+    let yticks: Vec<f64> = if log {
+        let decades = (yhi - ylo) as i32;
+        (ylo as i32..=yhi as i32)
+            .flat_map(|d| {
+                let base = 10f64.powi(d);
+                if decades <= 2 {
+                    vec![base, 2.0 * base, 5.0 * base]
+                } else {
+                    vec![base]
+                }
+            })
+            .filter(|v| v.log10() <= yhi + 1e-9)
+            .collect()
+    } else {
+        let (top, step) = nice_scale(hi);
+        (0..=((top / step).round() as usize))
+            .map(|i| i as f64 * step)
+            .collect()
+    };
+    for v in yticks {
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="{}" class="tk" text-anchor="end">{}</text><line x1="{l}" y1="{}" x2="{}" y2="{}" class="grid"/>"#,
+            l - 6.0,
+            py(v) + 4.0,
+            tick(v),
+            py(v),
+            w - r,
+            py(v)
+        );
+    }
+    let labels = ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"];
+    for (i, lab) in labels.iter().enumerate().take(xmax as usize + 1) {
+        let x = px(i as f64);
+        let _ = write!(
+            s,
+            r#"<text x="{x:.1}" y="{}" class="tk" text-anchor="middle">{lab}</text><line x1="{x:.1}" y1="{t}" x2="{x:.1}" y2="{}" class="grid"/>"#,
+            h - b + 16.0,
+            h - b
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text x="{}" y="{}" class="lb" text-anchor="middle">percentile</text><text x="14" y="{}" class="lb" transform="rotate(-90 14 {})" text-anchor="middle">latency µs{}</text>"#,
+        (l + w - r) / 2.0,
+        h - 10.0,
+        (t + h - b) / 2.0,
+        (t + h - b) / 2.0,
+        if log { " (log scale)" } else { "" }
+    );
+    let mut names = Vec::new();
+    for (i, (name, d)) in series.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let pts: Vec<String> = d
+            .iter()
+            .map(|(p, v)| format!("{:.1},{:.1}", px(nines(*p)), py(*v)))
+            .collect();
+        let _ = write!(
+            s,
+            r#"<polyline class="line" points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
+            pts.join(" ")
+        );
+        for (p, v) in d.iter() {
+            let _ = write!(
+                s,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="2" fill="{color}"><title>{}: p{} = {} µs</title></circle>"#,
+                px(nines(*p)),
+                py(*v),
+                esc(name),
+                tick(*p),
+                num(*v)
+            );
+        }
+        names.push(name.clone());
+    }
+    legend(&mut s, &names, w - r + 12.0, t + 12.0);
+    s.push_str("</svg>");
+    s
+}
+
+/// Comparisons as a chart: one horizontal bar per row, its % change of the candidate against
+/// the baseline, coloured by the verdict (green improved, red regressed, grey otherwise),
+/// with the candidate's CI relative to the baseline mean as a whisker.
+fn compare_chart(rows: &[Row]) -> String {
+    // The headline metrics only (each point's primary metric, p50 and p99); the table below
+    // the chart lists every metric.
+    let mut primary: Vec<(&str, &str)> = Vec::new();
+    for r in rows {
+        if !primary.iter().any(|(p, _)| *p == r.point) {
+            primary.push((&r.point, &r.metric));
+        }
+    }
+    let rows: Vec<&Row> = rows
+        .iter()
+        .filter(|r| {
+            primary.contains(&(r.point.as_str(), r.metric.as_str()))
+                || r.metric == "p50_us"
+                || r.metric == "p99_us"
+        })
+        .collect();
+    let rowh = 22.0;
+    let (l, r, t, b) = (330.0, 190.0, 24.0, 30.0);
+    let w = 900.0;
+    let h = t + b + rowh * rows.len() as f64;
+    let lim = rows
+        .iter()
+        .map(|x| x.comparison.pct_change.abs())
+        .filter(|v| v.is_finite())
+        .fold(1.0, f64::max);
+    let lim = nice_scale(lim).0;
+    let px = |v: f64| l + (v.clamp(-lim, lim) + lim) / (2.0 * lim) * (w - l - r);
+    let mut s = format!(
+        r#"<svg class="plot compare" viewBox="0 0 {w} {h}" width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">"#
+    );
+    let (_, step) = nice_scale(lim);
+    let mut v = -lim;
+    while v <= lim * (1.0 + 1e-9) {
+        let _ = write!(
+            s,
+            r#"<line x1="{x:.1}" y1="{t}" x2="{x:.1}" y2="{}" class="grid"/><text x="{x:.1}" y="{}" class="tk" text-anchor="middle">{}%</text>"#,
+            h - b,
+            h - b + 14.0,
+            tick(v),
+            x = px(v)
+        );
+        v += step;
+    }
+    let _ = write!(
+        s,
+        r#"<line x1="{x:.1}" y1="{t}" x2="{x:.1}" y2="{}" class="ax"/><text x="{x:.1}" y="14" class="lb" text-anchor="middle">change of the candidate against the baseline (mean, %)</text>"#,
+        h - b,
+        x = px(0.0)
+    );
+    for (i, row) in rows.iter().enumerate() {
+        let c = &row.comparison;
+        let y = t + rowh * i as f64;
+        let color = match c.verdict.words() {
+            "improved" => "#2ca02c",
+            "regressed" => "#d62728",
+            _ => "#9a9a9a",
+        };
+        let pc = if c.pct_change.is_finite() {
+            c.pct_change
+        } else {
+            0.0
+        };
+        let (x0, x1) = (px(0.0).min(px(pc)), px(0.0).max(px(pc)));
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="{:.1}" class="tk" text-anchor="end">{} · {} · {} vs {}</text><rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{color}"><title>{:+.1}%: {}</title></rect><text x="{}" y="{:.1}" class="tk">{:+.1}% {}</text>"#,
+            l - 6.0,
+            y + rowh * 0.65,
+            esc(&row.point),
+            esc(&row.metric),
+            esc(&row.candidate),
+            esc(&row.baseline),
+            y + 4.0,
+            (x1 - x0).max(1.0),
+            rowh - 8.0,
+            c.pct_change,
+            c.verdict.words(),
+            w - r + 6.0,
+            y + rowh * 0.65,
+            c.pct_change,
+            c.verdict.words()
+        );
+        let base = c.baseline.mean;
+        if c.candidate.n >= 2 && base.abs() > f64::EPSILON {
+            let lo = (c.candidate.ci_low - base) / base.abs() * 100.0;
+            let hi = (c.candidate.ci_high - base) / base.abs() * 100.0;
+            let ym = y + rowh / 2.0;
+            let _ = write!(
+                s,
+                r#"<line x1="{:.1}" y1="{ym:.1}" x2="{:.1}" y2="{ym:.1}" class="err"/>"#,
+                px(lo),
+                px(hi)
+            );
+        }
+    }
     s.push_str("</svg>");
     s
 }
@@ -480,8 +801,11 @@ fn run_section(s: &mut String, sec: &RunSection) {
                         p.configs
                             .iter()
                             .filter_map(|c| {
-                                c.metrics.first().map(|m| {
-                                    (c.config.clone(), m.summary.mean, Some(m.summary.ci_half))
+                                c.metrics.first().map(|m| Bar {
+                                    name: c.config.clone(),
+                                    value: m.summary.mean,
+                                    ci_half: (m.summary.n >= 2).then_some(m.summary.ci_half),
+                                    tries: m.values.clone(),
                                 })
                             })
                             .collect(),
@@ -491,38 +815,35 @@ fn run_section(s: &mut String, sec: &RunSection) {
             let unit = pts
                 .iter()
                 .find_map(|p| p.configs.iter().find_map(|c| c.metrics.first()))
-                .map(|m| format!("{} {} (mean, 95% CI)", m.name, m.unit))
+                .map(|m| format!("{} {} (mean, tries, 95% CI)", m.name, m.unit))
                 .unwrap_or_default();
             s.push_str(&bars(&unit, &groups));
         }
-        // Latency percentiles per config, merged over repetitions.
-        let lat_groups: Vec<BarGroup> = pts
+        // Latency distribution per point and config, merged over repetitions.
+        let series: Vec<(String, &[(f64, f64)])> = pts
             .iter()
             .flat_map(|p| {
-                p.configs.iter().filter_map(move |c| {
-                    c.latency.as_ref().map(|l| {
+                p.configs
+                    .iter()
+                    .filter(|c| !c.latency_distribution.is_empty())
+                    .map(move |c| {
                         (
                             format!("{} · {}", p.label, c.config),
-                            vec![
-                                ("p50".to_string(), l.p50_us, None),
-                                ("p90".to_string(), l.p90_us, None),
-                                ("p99".to_string(), l.p99_us, None),
-                                ("p99.9".to_string(), l.p999_us, None),
-                            ],
+                            c.latency_distribution.as_slice(),
                         )
                     })
-                })
             })
             .collect();
-        if !lat_groups.is_empty() {
-            s.push_str("<h4>latency percentiles (µs, merged over repetitions)</h4>");
-            s.push_str(&bars("latency µs", &lat_groups));
+        if !series.is_empty() {
+            s.push_str("<h4>latency by percentile (µs, merged over repetitions)</h4>");
+            s.push_str(&percentile_chart(&series));
         }
     }
     s.push_str("<h3>CPU split (client machine, % of all CPUs)</h3>");
     s.push_str(&cpu_chart(sec.points));
     if !sec.comparisons.is_empty() {
         s.push_str("<h3>comparison</h3>");
+        s.push_str(&compare_chart(sec.comparisons));
         s.push_str(&comparison_table(sec.comparisons));
     }
     s.push_str("<h3>environment</h3>");
@@ -620,7 +941,7 @@ pub fn waterfall(e: &Explanation) -> String {
         .chain([e.measured_us, e.predicted_us])
         .filter(|v| v.is_finite())
         .fold(0.0, f64::max);
-    let ymax = if top > 0.0 { top * 1.08 } else { 1.0 };
+    let ymax = nice_scale(top).0;
     let n = spans.len() + 1;
     let (l, r, t, b, h) = (70.0, 40.0, 20.0, 70.0, 340.0);
     let w = l + r + 90.0 * n as f64;
@@ -666,7 +987,7 @@ pub fn report(sections: &[RunSection], cross: &[Row], generated: &str) -> String
     let mut s = String::from(
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>virtperf report</title><style>\
 body{font-family:system-ui,sans-serif;margin:24px;color:#222}h1{font-size:22px}h2{font-size:17px;border-bottom:1px solid #ccc}\
-h3{font-size:15px;margin-top:22px}svg.plot{display:block;margin:8px 0}.ax{stroke:#333}.grid{stroke:#ddd}.err{stroke:#000}\
+h3{font-size:15px;margin-top:22px}svg.plot{display:block;margin:8px 0}.ax{stroke:#333}.grid{stroke:#ddd}.err{stroke:#000}.try{fill:#111;fill-opacity:0.8}\
 .tk{font-size:10px;fill:#444}.lb{font-size:12px;fill:#222}.lg{font-size:11px;fill:#222}\
 table{border-collapse:collapse;font-size:12px;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 6px;text-align:left}\
 p.warning{color:#b00;font-weight:bold}td.improved{color:#080;font-weight:bold}td.regressed{color:#b00;font-weight:bold}</style></head><body>",
@@ -681,9 +1002,49 @@ p.warning{color:#b00;font-weight:bold}td.improved{color:#080;font-weight:bold}td
     }
     if !cross.is_empty() {
         s.push_str("<section><h2>run against run</h2>");
+        s.push_str(&compare_chart(cross));
         s.push_str(&comparison_table(cross));
         s.push_str("</section>");
     }
     s.push_str("</body></html>\n");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axes_get_round_ticks() {
+        assert_eq!(nice_scale(67_000.0), (80_000.0, 20_000.0));
+        assert_eq!(nice_scale(22_333.0), (25_000.0, 5_000.0));
+        assert_eq!(nice_scale(9.3), (10.0, 2.0));
+        assert_eq!(nice_scale(0.0), (1.0, 0.25));
+        assert_eq!(nice_scale(f64::NAN), (1.0, 0.25));
+        for max in [0.37, 1.0, 64.0, 130.0, 7_000.0, 1.3e9] {
+            let (top, step) = nice_scale(max);
+            assert!(
+                top >= max && top / step <= 6.0 + 1e-9 && top / step >= 2.0,
+                "{max}: {top} {step}"
+            );
+        }
+    }
+
+    #[test]
+    fn tick_labels_have_no_float_noise() {
+        assert_eq!(tick(64.0), "64");
+        assert_eq!(tick(2.5), "2.5");
+        assert_eq!(tick(0.25), "0.25");
+        assert_eq!(tick(40_000.0), "40k");
+        assert_eq!(tick(2_500_000.0), "2.5M");
+        assert_eq!(tick(0.0), "0");
+    }
+
+    #[test]
+    fn the_nines_axis_puts_99_9_at_three() {
+        assert!((nines(0.0) - 0.0).abs() < 1e-12);
+        assert!((nines(90.0) - 1.0).abs() < 1e-9);
+        assert!((nines(99.9) - 3.0).abs() < 1e-9);
+        assert_eq!(nines(100.0), 5.0);
+    }
 }

@@ -35,6 +35,15 @@ impl std::str::FromStr for Format {
     }
 }
 
+/// The half-width of a 95% CI, or "n/a" when one try gives no interval (never "±0.000").
+fn ci(m: &crate::summary::MetricSummary, scale: f64) -> String {
+    if m.summary.n >= 2 {
+        num(m.summary.ci_half / scale)
+    } else {
+        "n/a".to_string()
+    }
+}
+
 /// Significant-figure formatting for tables: enough digits to compare, no more.
 pub fn num(v: f64) -> String {
     if !v.is_finite() {
@@ -111,7 +120,7 @@ fn cell_row(s: &mut String, c: &ConfigSummary, name_width: usize) {
         c.ok,
         tries(&m.values),
         num(m.summary.mean),
-        num(m.summary.ci_half),
+        ci(m, 1.0),
         m.summary.cv * 100.0,
         lat,
         c.cpu.busy_pct,
@@ -229,7 +238,7 @@ pub fn sweep(run: &RunRow, points: &[PointSummary]) -> String {
                     c.elapsed_s,
                     tries(&m.values),
                     num(m.summary.mean),
-                    num(m.summary.ci_half),
+                    ci(m, 1.0),
                     c.cpu.busy_pct,
                     c.cpu.user_pct,
                     c.cpu.system_pct,
@@ -335,11 +344,7 @@ fn matrix_cell(p: &PointSummary, c: &ConfigSummary) -> String {
         w => match c.metrics.first() {
             Some(m) => {
                 let k = if w == "stream" { 8.0 } else { 1.0 };
-                format!(
-                    "{} ±{}",
-                    num(m.summary.mean / k),
-                    num(m.summary.ci_half / k)
-                )
+                format!("{} ±{}", num(m.summary.mean / k), ci(m, k))
             }
             None => "-".into(),
         },
@@ -405,7 +410,7 @@ pub fn markdown(run: &RunRow, points: &[PointSummary]) -> String {
                 m.unit,
                 tries(&m.values),
                 num(m.summary.mean),
-                num(m.summary.ci_half),
+                ci(m, 1.0),
                 m.summary.cv * 100.0,
                 p50,
                 p99,

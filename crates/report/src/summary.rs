@@ -38,6 +38,9 @@ pub struct ConfigSummary {
     pub metrics: Vec<MetricSummary>,
     /// Latency merged over all repetitions' histograms (rr, crr).
     pub latency: Option<LatencySummary>,
+    /// The merged distribution as `[percentile, µs]` pairs, for a percentile plot.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub latency_distribution: Vec<(f64, f64)>,
     /// Mean system-wide CPU split on the client's machine over the repetitions.
     pub cpu: CpuSplit,
     /// The same on the agent's machine (a guest's own view in guest placements); None for
@@ -120,7 +123,9 @@ fn cell(config: &str, trials: &[&TrialRow], confidence: f64) -> ConfigSummary {
     for m in &mut metrics {
         m.summary = summarize(&m.values, confidence);
     }
-    let latency = merged_latency(&results);
+    let merged = merged_histogram(&results);
+    let latency = merged.as_ref().map(virtperf_measure::summarize);
+    let latency_distribution = merged.as_ref().map(distribution).unwrap_or_default();
     let cpu = mean_split(results.iter().map(|r| &r.cpu.client.system));
     let servers: Vec<&CpuSplit> = results
         .iter()
@@ -138,6 +143,7 @@ fn cell(config: &str, trials: &[&TrialRow], confidence: f64) -> ConfigSummary {
         error,
         metrics,
         latency,
+        latency_distribution,
         cpu,
         server_cpu,
         elapsed_s,
@@ -193,6 +199,11 @@ fn elapsed(r: &TestResult) -> f64 {
 
 /// Latency over all repetitions, from their merged histograms.
 pub fn merged_latency(results: &[&TestResult]) -> Option<LatencySummary> {
+    merged_histogram(results).map(|h| virtperf_measure::summarize(&h))
+}
+
+/// The repetitions' latency histograms added together (rr, crr).
+fn merged_histogram(results: &[&TestResult]) -> Option<virtperf_measure::LatencyHistogram> {
     use virtperf_wire::Outcome;
     let mut acc: Option<virtperf_measure::LatencyHistogram> = None;
     for r in results {
@@ -211,7 +222,31 @@ pub fn merged_latency(results: &[&TestResult]) -> Option<LatencySummary> {
             None => acc = Some(h),
         }
     }
-    acc.map(|h| virtperf_measure::summarize(&h))
+    acc
+}
+
+/// Percentiles at which the latency distribution is kept: evenly spaced on the "nines"
+/// scale HdrHistogram and wrk2 plot (0, 50, 90, 99, 99.9 … and points in between).
+const DISTRIBUTION_PERCENTILES: &[f64] = &[
+    0.0, 25.0, 50.0, 68.4, 75.0, 82.2, 90.0, 93.7, 96.8, 98.2, 99.0, 99.37, 99.68, 99.82, 99.9,
+    99.937, 99.968, 99.982, 99.99, 99.995, 99.999,
+];
+
+/// `(percentile, µs)` pairs of the merged histogram, up to the highest percentile its
+/// sample count resolves (the 99.99th of 1,000 samples is just the maximum), then the maximum
+/// at 100.
+fn distribution(h: &virtperf_measure::LatencyHistogram) -> Vec<(f64, f64)> {
+    let n = h.len() as f64;
+    if n == 0.0 {
+        return Vec::new();
+    }
+    let mut out: Vec<(f64, f64)> = DISTRIBUTION_PERCENTILES
+        .iter()
+        .filter(|p| n * (1.0 - **p / 100.0) >= 1.0)
+        .map(|p| (*p, h.value_at_quantile(*p / 100.0) as f64 / 1000.0))
+        .collect();
+    out.push((100.0, h.max() as f64 / 1000.0));
+    out
 }
 
 /// Groups a run's trials by point (in order of first appearance) and config, and
