@@ -1345,6 +1345,30 @@ socket = { nodelay = true, busy_poll_us = 50 }
         assert!(m.contains("not both"), "{m}");
     }
 
+    /// `interval` reaches the point; a too-short one, one longer than the trial, and one
+    /// on http are refused at their line.
+    #[test]
+    fn intervals_in_specs() {
+        let s = parse(
+            "name = \"x\"\nduration = \"2s\"\n[[workload]]\nkind = \"rr\"\ninterval = \"500ms\"\n",
+        )
+        .expect("parses");
+        assert_eq!(s.points[0].interval, Some(Duration::from_millis(500)));
+        let (l, m) =
+            line_of_error("name = \"x\"\n[[workload]]\nkind = \"stream\"\ninterval = \"10ms\"\n");
+        assert_eq!(l, 4);
+        assert!(m.contains("at least 100ms"), "{m}");
+        let (l, m) = line_of_error(
+            "name = \"x\"\nduration = \"1s\"\n[[workload]]\nkind = \"crr\"\ninterval = \"2s\"\n",
+        );
+        assert_eq!(l, 5);
+        assert!(m.contains("longer than the trial"), "{m}");
+        let (_, m) = line_of_error(
+            "name = \"x\"\n[[workload]]\nkind = \"http\"\nbytes = \"1MB\"\ninterval = \"1s\"\n",
+        );
+        assert!(m.contains("take no \"interval\""), "{m}");
+    }
+
     #[test]
     fn until_ci_policy() {
         let s = parse(
