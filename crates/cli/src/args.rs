@@ -257,8 +257,19 @@ pub struct RrArgs {
     /// is shared among them
     #[arg(long, short = 'P', default_value_t = 1, value_parser = parse_count)]
     pub flows: u32,
+    /// Report every interval (iperf3 -i: 1s, 500ms; at least 100ms): printed as each ends,
+    /// kept in the JSON result as `intervals`
+    #[arg(long, short = 'i', value_parser = parse_interval, value_name = "DURATION")]
+    pub interval: Option<Duration>,
     #[command(flatten)]
     pub common: Common,
+}
+
+/// An interval of the time series: 100ms to 24h (the plan checks it against --duration).
+fn parse_interval(s: &str) -> anyhow::Result<Duration> {
+    let d = parse_duration(s)?;
+    virtperf_lab::plan::check_interval(d).map_err(anyhow::Error::msg)?;
+    Ok(d)
 }
 
 /// A gap between transactions: 0 to 1 s.
@@ -286,6 +297,10 @@ pub struct StreamArgs {
     /// Measured duration (10s, 500ms, 1m; a bare number is seconds)
     #[arg(long, short = 'l', default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Duration,
+    /// Report every interval (iperf3 -i: 1s, 500ms; at least 100ms): printed as each ends,
+    /// kept in the JSON result as `intervals`
+    #[arg(long, short = 'i', value_parser = parse_interval, value_name = "DURATION")]
+    pub interval: Option<Duration>,
     #[command(flatten)]
     pub common: Common,
 }
@@ -301,6 +316,10 @@ pub struct BulkArgs {
     /// Server sends, client receives
     #[arg(long, short = 'R')]
     pub reverse: bool,
+    /// Report every interval (iperf3 -i: 1s, 500ms; at least 100ms): printed as each ends,
+    /// kept in the JSON result as `intervals`
+    #[arg(long, short = 'i', value_parser = parse_interval, value_name = "DURATION")]
+    pub interval: Option<Duration>,
     #[command(flatten)]
     pub common: Common,
 }

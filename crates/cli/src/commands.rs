@@ -122,7 +122,11 @@ fn execute(common: &Common, plan: Plan) -> Result<()> {
         )),
         None => place::open(&common.placement()?)?,
     };
-    let progress = Progress::new(plan.workload.name(), common.json);
+    // Live interval lines replace the progress bar (both would draw on stderr).
+    let progress = Progress::new(
+        plan.workload.name(),
+        common.json || plan.on_interval.is_some(),
+    );
     let result = site.run(&plan, &|f| progress.update(f))?;
     drop(progress);
     drop(site);
@@ -141,7 +145,23 @@ fn output(r: &TestResult, json: bool, local: bool) -> Result<()> {
 }
 
 fn plan(common: &Common, workload: Workload, duration: Duration, count: u32) -> Plan {
+    plan_every(common, workload, duration, count, None)
+}
+
+/// A plan with a time series every `interval`, printed live on stderr unless `--json`.
+fn plan_every(
+    common: &Common,
+    workload: Workload,
+    duration: Duration,
+    count: u32,
+    interval: Option<Duration>,
+) -> Plan {
     let (client_cpu, server_cpu) = common.cpus.unwrap_or((None, None));
+    let on_interval = (interval.is_some() && !common.json).then(|| {
+        virtperf_lab::plan::IntervalSink(std::sync::Arc::new(|i: &virtperf_wire::Interval| {
+            eprintln!("{}", render::interval_line(i));
+        }))
+    });
     Plan {
         workload,
         duration,
@@ -151,6 +171,8 @@ fn plan(common: &Common, workload: Workload, duration: Duration, count: u32) -> 
         sock: Default::default(),
         capture: common.capture.clone(),
         kvm_stats: common.kvm_stats,
+        interval,
+        on_interval,
     }
 }
 
@@ -166,7 +188,10 @@ pub fn rr(a: RrArgs) -> Result<()> {
         rate_per_s: a.request_rate,
         flows: a.flows,
     };
-    execute(&a.common, plan(&a.common, w, a.duration, 0))
+    execute(
+        &a.common,
+        plan_every(&a.common, w, a.duration, 0, a.interval),
+    )
 }
 
 /// `virtperf crr`
@@ -184,7 +209,10 @@ pub fn crr(a: RrArgs) -> Result<()> {
         client_wait,
         server_wait,
     };
-    execute(&a.common, plan(&a.common, w, a.duration, 0))
+    execute(
+        &a.common,
+        plan_every(&a.common, w, a.duration, 0, a.interval),
+    )
 }
 
 /// `virtperf stream`
@@ -196,7 +224,10 @@ pub fn stream(a: StreamArgs) -> Result<()> {
         recv_size: a.recv_size,
         recv_wait: a.recv_wait,
     };
-    execute(&a.common, plan(&a.common, w, a.duration, 0))
+    execute(
+        &a.common,
+        plan_every(&a.common, w, a.duration, 0, a.interval),
+    )
 }
 
 /// `virtperf bulk`
@@ -206,7 +237,10 @@ pub fn bulk(a: BulkArgs) -> Result<()> {
         send_size: a.send_size,
         reverse: a.reverse,
     };
-    execute(&a.common, plan(&a.common, w, Duration::ZERO, 0))
+    execute(
+        &a.common,
+        plan_every(&a.common, w, Duration::ZERO, 0, a.interval),
+    )
 }
 
 /// `virtperf http`

@@ -245,6 +245,53 @@ fn short_unit(u: &str) -> &str {
     }
 }
 
+/// Three significant digits: `71.2`, `130`, `9.41`.
+fn sig3(v: f64) -> String {
+    let a = v.abs();
+    if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// A latency in µs, or ms from 1 ms on: `71.2 µs`, `1.25 ms`.
+fn latency(us: f64) -> String {
+    if us >= 1000.0 {
+        format!("{} ms", sig3(us / 1000.0))
+    } else {
+        format!("{} µs", sig3(us))
+    }
+}
+
+/// One interval of a time series as iperf3 prints it, for live output:
+/// `[  1.0-  2.0 s]  9.41 Gbit/s` or `[  1.0-  2.0 s]  13542 tr/s  p50 71.2 µs  p99 130 µs`.
+pub fn interval_line(i: &virtperf_wire::Interval) -> String {
+    let mut s = format!("[{:5.1}-{:5.1} s]", i.t_s, i.t_s + i.duration_s);
+    if let Some(mbps) = i.mbps {
+        let (v, unit) = if mbps >= 1000.0 {
+            (mbps / 1000.0, "Gbit/s")
+        } else if mbps >= 1.0 {
+            (mbps, "Mbit/s")
+        } else {
+            (mbps * 1000.0, "Kbit/s")
+        };
+        let _ = write!(s, " {:>6} {unit}", sig3(v));
+    }
+    if let Some(rate) = i.rate_per_s {
+        let _ = write!(s, " {rate:>8.0} tr/s");
+        match (i.p50_us, i.p99_us) {
+            (Some(p50), Some(p99)) => {
+                let _ = write!(s, "  p50 {}  p99 {}", latency(p50), latency(p99));
+            }
+            _ => s.push_str("  (no transaction completed)"),
+        }
+    }
+    s
+}
+
 /// Renders a test result.
 pub fn result(r: &TestResult, local: bool) -> String {
     let mut s = header(r, local);

@@ -368,6 +368,8 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> R
                     sock,
                     capture: None,
                     kvm_stats: false,
+                    interval: None,
+                    on_interval: None,
                 };
                 let target = crate::plan::Target {
                     host: to.host,

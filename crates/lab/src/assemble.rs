@@ -173,6 +173,7 @@ pub fn assemble(c: Collected) -> TestResult {
         warnings,
         events,
         allow_concurrent: false,
+        intervals: Vec::new(),
     }
 }
 

@@ -215,7 +215,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     };
     let side = Ctl::new(plan.client_cpu);
     let downloads: Arc<Mutex<Vec<Fetched>>> = Arc::default();
-    let handles = roles::client(
+    let (handles, meters) = roles::client(
         &plan.workload,
         &roles::ClientHalf {
             data,
@@ -223,6 +223,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
             count: plan.count,
             side: &side,
             downloads: &downloads,
+            interval: plan.interval,
         },
     )?;
 
@@ -237,24 +238,38 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     let t0 = ProcStat::read()?;
     let started = Instant::now();
     side.gate.open();
+    let ticks = matches!(plan.workload, Workload::Rr { .. } | Workload::Crr { .. });
+    let mut series = plan.interval.map(|every| {
+        crate::series::Series::new(every, started, meters, ticks, plan.on_interval.clone())
+    });
     loop {
         let el = started.elapsed();
+        if let Some(s) = series.as_mut() {
+            s.poll(Instant::now());
+        }
         if handles.iter().all(|h| h.is_finished()) {
             break;
         }
+        // Wake at the next interval boundary too, so live intervals end on time.
+        let to_boundary = series.as_ref().map_or(Duration::MAX, |s| {
+            s.next_wake().saturating_duration_since(Instant::now())
+        });
         if plan.workload.is_timed() {
             if el >= plan.duration {
                 break;
             }
             progress(Some(el.as_secs_f64() / plan.duration.as_secs_f64()));
             let left = plan.duration - el;
-            std::thread::sleep(left.min(Duration::from_millis(100)));
+            std::thread::sleep(left.min(Duration::from_millis(100)).min(to_boundary));
         } else {
             progress(None);
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(50).min(to_boundary));
         }
     }
     side.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    if let Some(s) = series.as_mut() {
+        s.at_stop(Instant::now());
+    }
     let t1 = ProcStat::read()?;
     let elapsed = started.elapsed();
     let events = ev0.delta(&EventSnapshot::read()).counts(plan.client_cpu);
@@ -305,6 +320,12 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     });
     if let Some(k) = kvm {
         add_kvm(&mut result, k);
+    }
+    if let (Some(s), Some(every)) = (series, plan.interval) {
+        result.intervals = s.finish();
+        result
+            .warnings
+            .extend(crate::series::interval_warning(&result.intervals, every));
     }
     Ok(result)
 }
@@ -447,6 +468,8 @@ pub fn run_url(url: &str, count: u32, progress: ProgressFn) -> Result<TestResult
         sock: SockOpts::default(),
         capture: None,
         kvm_stats: false,
+        interval: None,
+        on_interval: None,
     };
     let client = SideReport {
         elapsed_s: started.elapsed().as_secs_f64(),

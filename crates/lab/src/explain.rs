@@ -394,6 +394,8 @@ fn configs(
             sock: Default::default(),
             capture: None,
             kvm_stats: false,
+            interval: None,
+            on_interval: None,
         },
     };
     let mut out = vec![Config {

@@ -23,6 +23,7 @@ pub mod place;
 pub mod plan;
 mod roles;
 pub mod runner;
+pub mod series;
 mod side;
 pub mod spec;
 pub mod state;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 use virtperf_load::sock::cpu_allowed;
-use virtperf_wire::{SockOpts, Workload, MAX_DURATION_MS};
+use virtperf_wire::{Interval, SockOpts, Workload, MAX_DURATION_MS};
 
 /// Where the agent is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +49,39 @@ pub struct Plan {
     pub capture: Option<std::path::PathBuf>,
     /// Sample the host's KVM exit counters around the test.
     pub kvm_stats: bool,
+    /// Record a time series with intervals this long (`--interval`; stream, bulk, rr, crr).
+    pub interval: Option<Duration>,
+    /// Called on the client with each interval as it ends (live output).
+    pub on_interval: Option<IntervalSink>,
+}
+
+/// What is told of each interval as it ends (the CLI prints it).
+#[derive(Clone)]
+pub struct IntervalSink(pub std::sync::Arc<dyn Fn(&Interval) + Send + Sync>);
+
+impl std::fmt::Debug for IntervalSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IntervalSink")
+    }
+}
+
+/// Shortest interval accepted: shorter ones measure the scheduler's wake-ups of the
+/// sampling thread more than the traffic.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Checks an interval length on its own (the CLI's and the spec's parsers call it; the
+/// plan checks it against the duration).
+pub fn check_interval(d: Duration) -> std::result::Result<(), String> {
+    if d < MIN_INTERVAL {
+        return Err(format!(
+            "interval {} is too short: give at least 100ms",
+            humantime::format_duration(d)
+        ));
+    }
+    if d.as_millis() > u128::from(MAX_DURATION_MS) {
+        return Err("interval must be at most 24h".into());
+    }
+    Ok(())
 }
 
 impl Plan {
@@ -61,6 +94,25 @@ impl Plan {
             }
             if self.duration.as_millis() > u128::from(MAX_DURATION_MS) {
                 bail!("--duration must be at most 24h");
+            }
+        }
+        if let Some(i) = self.interval {
+            if !matches!(
+                self.workload,
+                Workload::Rr { .. }
+                    | Workload::Crr { .. }
+                    | Workload::Stream { .. }
+                    | Workload::Bulk { .. }
+            ) {
+                bail!("--interval applies to stream, bulk, rr and crr");
+            }
+            check_interval(i).map_err(|e| anyhow!("--{e}"))?;
+            if self.workload.is_timed() && i > self.duration {
+                bail!(
+                    "--interval {} is longer than the test ({}): give a shorter interval or a longer --duration",
+                    humantime::format_duration(i),
+                    humantime::format_duration(self.duration)
+                );
             }
         }
         if let Some(cpu) = self.client_cpu {

@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 
 use anyhow::{Context, Result};
 use virtperf_load::http::{self, Fetched};
+use virtperf_load::interval::Meter;
 use virtperf_load::sock::prepare_data_socket;
 use virtperf_load::{bulk, crr, rr, stream};
 use virtperf_wire::{SockOpts, Workload};
@@ -37,6 +38,8 @@ pub(crate) struct ClientHalf<'a> {
     pub side: &'a Ctl,
     /// Where http downloads are recorded, for the result.
     pub downloads: &'a Arc<Mutex<Vec<Fetched>>>,
+    /// Time-series interval (`--interval`), if any.
+    pub interval: Option<std::time::Duration>,
 }
 
 /// What the server half of a workload is given.
@@ -75,10 +78,17 @@ impl Wake {
     }
 }
 
-/// Starts the client half of `w`.
-pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<Handles> {
+/// Starts the client half of `w`; returns its workers and one [`Meter`] per worker, where
+/// each publishes its progress for the time series.
+pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<Meter>>)> {
     let (data, sock, side) = (c.data, c.sock, c.side);
     let mut handles = Vec::new();
+    let mut meters = Vec::new();
+    let mut meter = || {
+        let m = Arc::new(Meter::new(c.interval));
+        meters.push(m.clone());
+        m
+    };
     match *w {
         Workload::Rr {
             request,
@@ -102,6 +112,7 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<Handles> {
                     (None, None) => rr::Pace::BackToBack,
                 };
                 let s = connect_data(data, true, &sock)?;
+                let m = meter();
                 handles.push(spawn_conn_worker(
                     &format!("rr-client-{i}"),
                     side,
@@ -115,6 +126,7 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<Handles> {
                             pace,
                             &c.stop,
                             h,
+                            &m,
                         )
                     },
                 )?);
@@ -126,6 +138,7 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<Handles> {
             client_wait,
             ..
         } => {
+            let m = meter();
             handles.push(spawn_private_worker("crr-client", side, move |c, h| {
                 crr::client(
                     data,
@@ -136,6 +149,7 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<Handles> {
                     &sock,
                     &c.stop,
                     h,
+                    &m,
                 )
             })?);
         }
@@ -149,13 +163,14 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<Handles> {
             for i in 0..flows {
                 let s = connect_data(data, false, &sock)?;
                 let name = format!("stream-client-{i}");
+                let m = meter();
                 handles.push(if reverse {
                     spawn_conn_worker(&name, side, s, move |c, _, s| {
-                        stream::receive(s, recv_size, recv_wait, &c.stop)
+                        stream::receive(s, recv_size, recv_wait, &c.stop, &m)
                     })?
                 } else {
                     spawn_conn_worker(&name, side, s, move |c, _, s| {
-                        stream::send(s, send_size as usize, &c.stop)
+                        stream::send(s, send_size as usize, &c.stop, &m)
                     })?
                 });
             }
@@ -166,11 +181,12 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<Handles> {
             reverse,
         } => {
             let s = connect_data(data, false, &sock)?;
+            let m = meter();
             handles.push(if reverse {
-                spawn_conn_worker("bulk-client", side, s, move |_, _, s| bulk::receive(s))?
+                spawn_conn_worker("bulk-client", side, s, move |_, _, s| bulk::receive(s, &m))?
             } else {
                 spawn_conn_worker("bulk-client", side, s, move |_, _, s| {
-                    bulk::send(s, bytes, send_size as usize)
+                    bulk::send(s, bytes, send_size as usize, &m)
                 })?
             });
         }
@@ -182,7 +198,7 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<Handles> {
             })?);
         }
     }
-    Ok(handles)
+    Ok((handles, meters))
 }
 
 /// Starts the server half of `w`: takes its data connections (or hands the listener to the
@@ -222,13 +238,15 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
                 .enumerate()
             {
                 let name = format!("stream-server-{i}");
+                // The agent keeps no time series: its meter is written and never read.
+                let m = Meter::new(None);
                 handles.push(if reverse {
                     spawn_conn_worker(&name, side, s, move |c, _, s| {
-                        stream::send(s, send_size as usize, &c.stop)
+                        stream::send(s, send_size as usize, &c.stop, &m)
                     })?
                 } else {
                     spawn_conn_worker(&name, side, s, move |c, _, s| {
-                        stream::receive(s, recv_size, recv_wait, &c.stop)
+                        stream::receive(s, recv_size, recv_wait, &c.stop, &m)
                     })?
                 });
             }
@@ -239,12 +257,13 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
             reverse,
         } => {
             for s in accept_data(listener, client, 1, false, &sock)? {
+                let m = Meter::new(None);
                 handles.push(if reverse {
                     spawn_conn_worker("bulk-server", side, s, move |_, _, s| {
-                        bulk::send(s, bytes, send_size as usize)
+                        bulk::send(s, bytes, send_size as usize, &m)
                     })?
                 } else {
-                    spawn_conn_worker("bulk-server", side, s, move |_, _, s| bulk::receive(s))?
+                    spawn_conn_worker("bulk-server", side, s, move |_, _, s| bulk::receive(s, &m))?
                 });
             }
         }
@@ -351,6 +370,8 @@ mod tests {
             sock: SockOpts::default(),
             capture: None,
             kvm_stats: false,
+            interval: None,
+            on_interval: None,
         }
     }
 

@@ -539,6 +539,8 @@ pub fn plan_for(point: &Point, cfg: &Config) -> Plan {
         sock: cfg.sock,
         capture: None,
         kvm_stats: false,
+        interval: point.interval,
+        on_interval: None,
     }
 }
 

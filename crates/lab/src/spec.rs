@@ -12,6 +12,7 @@
 //! send_size = [4, 8, 16, 4096]   # a list is a sweep
 //! # recv_size = "64KiB"          # bytes per receive (netperf -M)
 //! # recv_wait = "block"          # receiver sleeps in recv (netperf) instead of poll (iperf3)
+//! # interval = "1s"              # keep a time series (stream, bulk, rr, crr)
 //!
 //! [[config]]
 //! name = "baseline"
@@ -164,6 +165,9 @@ struct RawWorkload {
     /// rr: open-loop request rate per second.
     #[serde(default)]
     rate: Option<Spanned<u32>>,
+    /// stream, bulk, rr, crr: record a time series with intervals this long.
+    #[serde(default)]
+    interval: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -290,6 +294,8 @@ pub struct Point {
     pub cpus: parse::Cpus,
     /// Trial duration (timed workloads).
     pub duration: Duration,
+    /// Time-series interval (`interval = "1s"`), if any.
+    pub interval: Option<Duration>,
     /// HTTP downloads per trial.
     pub count: u32,
     /// The swept parameters and their values, e.g. `{"send_size": 64}`.
@@ -610,6 +616,7 @@ impl Axes {
 /// A workload's parameters that are not swept.
 struct Fixed {
     duration: Duration,
+    interval: Option<Duration>,
     wait: (virtperf_wire::Wait, virtperf_wire::Wait),
     rate: Option<u32>,
     recv_size: Option<u32>,
@@ -629,6 +636,23 @@ impl Fixed {
         let duration = match &r.duration {
             Some(d) => parse::duration(d.get_ref()).or_else(|m| err(text, d.span(), m))?,
             None => default_duration,
+        };
+        let interval = match &r.interval {
+            Some(v) => {
+                let d = parse::duration(v.get_ref())
+                    .map_err(|e| e.to_string())
+                    .and_then(|d| crate::plan::check_interval(d).map(|()| d))
+                    .or_else(|m| err(text, v.span(), m))?;
+                if kind != "bulk" && d > duration {
+                    return err(
+                        text,
+                        v.span(),
+                        "interval is longer than the trial's duration: shorten it",
+                    );
+                }
+                Some(d)
+            }
+            None => None,
         };
         let recv_size = match &r.recv_size {
             Some(v) if kind == "stream" => {
@@ -681,6 +705,7 @@ impl Fixed {
         }
         Ok(Fixed {
             duration,
+            interval,
             wait,
             rate,
             recv_size,
@@ -694,10 +719,10 @@ impl Fixed {
 /// Refuses an unknown kind, and keys the kind does not take, each at its line.
 fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> {
     let allowed: &[&str] = match kind {
-        "rr" => &["size", "cpus", "wait", "gap", "rate", "flows"],
-        "crr" => &["size", "cpus", "wait"],
-        "stream" => &["send_size", "flows", "reverse", "cpus"],
-        "bulk" => &["bytes", "send_size", "reverse", "cpus"],
+        "rr" => &["size", "cpus", "wait", "gap", "rate", "flows", "interval"],
+        "crr" => &["size", "cpus", "wait", "interval"],
+        "stream" => &["send_size", "flows", "reverse", "cpus", "interval"],
+        "bulk" => &["bytes", "send_size", "reverse", "cpus", "interval"],
         "http" => &["bytes", "count", "cpus"],
         other => {
             return err(
@@ -707,7 +732,8 @@ fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> 
             )
         }
     };
-    let present: [(&str, Option<std::ops::Range<usize>>); 10] = [
+    let present: [(&str, Option<std::ops::Range<usize>>); 11] = [
+        ("interval", r.interval.as_ref().map(|s| s.span())),
         ("wait", r.wait.as_ref().map(|s| s.span())),
         ("gap", r.gap.as_ref().map(|s| s.span())),
         ("rate", r.rate.as_ref().map(|s| s.span())),
@@ -829,6 +855,7 @@ fn expand(
                 workload,
                 cpus: c.cpu,
                 duration: fixed.duration,
+                interval: fixed.interval,
                 count: fixed.count,
                 params,
                 label,
@@ -1316,6 +1343,30 @@ socket = { nodelay = true, busy_poll_us = 50 }
         );
         assert_eq!(l, 5, "{m}");
         assert!(m.contains("not both"), "{m}");
+    }
+
+    /// `interval` reaches the point; a too-short one, one longer than the trial, and one
+    /// on http are refused at their line.
+    #[test]
+    fn intervals_in_specs() {
+        let s = parse(
+            "name = \"x\"\nduration = \"2s\"\n[[workload]]\nkind = \"rr\"\ninterval = \"500ms\"\n",
+        )
+        .expect("parses");
+        assert_eq!(s.points[0].interval, Some(Duration::from_millis(500)));
+        let (l, m) =
+            line_of_error("name = \"x\"\n[[workload]]\nkind = \"stream\"\ninterval = \"10ms\"\n");
+        assert_eq!(l, 4);
+        assert!(m.contains("at least 100ms"), "{m}");
+        let (l, m) = line_of_error(
+            "name = \"x\"\nduration = \"1s\"\n[[workload]]\nkind = \"crr\"\ninterval = \"2s\"\n",
+        );
+        assert_eq!(l, 5);
+        assert!(m.contains("longer than the trial"), "{m}");
+        let (_, m) = line_of_error(
+            "name = \"x\"\n[[workload]]\nkind = \"http\"\nbytes = \"1MB\"\ninterval = \"1s\"\n",
+        );
+        assert!(m.contains("take no \"interval\""), "{m}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::Instant;
 
+use crate::interval::Meter;
 use crate::sock::{describe, recv_full, send_all};
 use crate::stream::{drain, RECV_SIZE};
 use crate::Counts;
@@ -15,7 +16,8 @@ use virtperf_wire::RecvWait;
 
 /// Sends `bytes` bytes, then waits for the receiver's acknowledgement. `active` is the time
 /// from the first write to the acknowledgement; `bytes_rx` carries the receiver's count.
-pub fn send(s: &mut TcpStream, bytes: u64, send_size: usize) -> io::Result<Counts> {
+/// The running count of bytes handed to the kernel is published in `meter`.
+pub fn send(s: &mut TcpStream, bytes: u64, send_size: usize, meter: &Meter) -> io::Result<Counts> {
     let buf = vec![0u8; send_size];
     let start = Instant::now();
     let mut left = bytes;
@@ -23,6 +25,7 @@ pub fn send(s: &mut TcpStream, bytes: u64, send_size: usize) -> io::Result<Count
         let n = left.min(send_size as u64) as usize;
         send_all(s, &buf[..n]).map_err(|e| describe(e, "sending data"))?;
         left -= n as u64;
+        meter.set_bytes(bytes - left);
     }
     s.shutdown(Shutdown::Write)
         .map_err(|e| describe(e, "closing the send side"))?;
@@ -41,11 +44,12 @@ pub fn send(s: &mut TcpStream, bytes: u64, send_size: usize) -> io::Result<Count
     })
 }
 
-/// Receives until end of stream, then sends the 8-byte big-endian count back.
-pub fn receive(s: &mut TcpStream) -> io::Result<Counts> {
+/// Receives until end of stream, then sends the 8-byte big-endian count back. The running
+/// byte count is published in `meter`.
+pub fn receive(s: &mut TcpStream, meter: &Meter) -> io::Result<Counts> {
     // A receive timeout ends the transfer with an error: a fixed-size transfer has no
     // stop flag to wait for.
-    let (got, first) = drain(s, RECV_SIZE, RecvWait::Poll, || false)?;
+    let (got, first) = drain(s, RECV_SIZE, RecvWait::Poll, meter, || false)?;
     let active = first.map(|f: Instant| f.elapsed()).unwrap_or_default();
     s.write_all(&got.to_be_bytes())
         .map_err(|e| describe(e, "acknowledging the transfer"))?;

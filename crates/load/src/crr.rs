@@ -13,12 +13,14 @@ use hdrhistogram::Histogram;
 use socket2::{Domain, Protocol, Socket, Type};
 use virtperf_wire::{SockOpts, Wait};
 
+use crate::interval::{Meter, Ticker};
 use crate::sock::{describe, prepare_data_socket, recv_full_wait, recv_raw, send_all};
 use crate::Counts;
 
 /// Client half: connect, send the request, read the response (latency sample ends here),
 /// read the server's close, close; repeat until `stop`. `wait` is how it waits for the
-/// response (the connect itself always blocks).
+/// response (the connect itself always blocks). Intervals go to `meter` (if it has an
+/// interval), decided on the clock reading that ends each transaction.
 #[allow(clippy::too_many_arguments)]
 pub fn client(
     addr: SocketAddr,
@@ -29,12 +31,14 @@ pub fn client(
     opts: &SockOpts,
     stop: &AtomicBool,
     hist: &mut Histogram<u64>,
+    meter: &Meter,
 ) -> io::Result<Counts> {
     let req = vec![0u8; request];
     let mut resp = vec![0u8; response];
     let mut n = 0u64;
     let start = Instant::now();
     let mut end = start;
+    let mut ticks = Ticker::start(meter, start);
     while !stop.load(Ordering::Relaxed) {
         let t0 = Instant::now();
         // A plain blocking connect bounded by SO_SNDTIMEO: `TcpStream::connect_timeout`
@@ -54,6 +58,11 @@ pub fn client(
             ));
         }
         end = Instant::now();
+        // The next transaction reads its own start, so closing an interval here is
+        // charged to none.
+        if ticks.due(end) {
+            ticks.tick(end, n, hist);
+        }
         hist.saturating_record(end.duration_since(t0).as_nanos() as u64);
         n += 1;
         let mut tail = [0u8; 1];
@@ -61,6 +70,7 @@ pub fn client(
         // which we ignore here since the transaction is already complete.
         let _ = recv_raw(&s, &mut tail);
     }
+    ticks.finish(end, n, hist);
     Ok(Counts {
         bytes_rx: n * response as u64,
         bytes_tx: n * request as u64,

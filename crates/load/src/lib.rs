@@ -10,6 +10,7 @@
 pub mod bulk;
 pub mod crr;
 pub mod http;
+pub mod interval;
 pub mod rr;
 pub mod sock;
 pub mod stream;

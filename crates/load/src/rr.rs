@@ -9,6 +9,7 @@ use hdrhistogram::Histogram;
 
 use virtperf_wire::Wait;
 
+use crate::interval::{Meter, Ticker};
 #[cfg(test)]
 use crate::sock::recv_full;
 use crate::sock::{describe, recv_full_wait, send_all};
@@ -24,11 +25,21 @@ pub fn client(
     stop: &AtomicBool,
     hist: &mut Histogram<u64>,
 ) -> io::Result<Counts> {
-    client_waiting(s, request, response, Wait::Block, stop, hist)
+    client_waiting(
+        s,
+        request,
+        response,
+        Wait::Block,
+        stop,
+        hist,
+        &Meter::new(None),
+    )
 }
 
 /// [`client`] waiting for each response as `wait` says (spinning: no wake-up on the
 /// critical path). A spinner gives up after the socket's receive timeout without data.
+/// Intervals go to `meter` (if it has an interval), decided on the clock reading each
+/// transaction already takes.
 pub fn client_waiting(
     s: &mut TcpStream,
     request: usize,
@@ -36,6 +47,7 @@ pub fn client_waiting(
     wait: Wait,
     stop: &AtomicBool,
     hist: &mut Histogram<u64>,
+    meter: &Meter,
 ) -> io::Result<Counts> {
     let timeout = s.read_timeout()?.unwrap_or(crate::SPIN_TIMEOUT);
     let req = vec![0u8; request];
@@ -43,6 +55,7 @@ pub fn client_waiting(
     let mut n = 0u64;
     let start = Instant::now();
     let mut t0 = start;
+    let mut ticks = Ticker::start(meter, start);
     while !stop.load(Ordering::Relaxed) {
         send_all(s, &req).map_err(|e| describe(e, "sending request"))?;
         if !recv_full_wait(s, &mut resp, wait, timeout)
@@ -53,11 +66,19 @@ pub fn client_waiting(
                 "reading response",
             ));
         }
-        let t1 = Instant::now();
-        hist.saturating_record(t1.duration_since(t0).as_nanos() as u64);
+        let mut t1 = Instant::now();
+        let rtt = t1.duration_since(t0).as_nanos() as u64;
+        if ticks.due(t1) {
+            ticks.tick(t1, n, hist);
+            // Closing an interval takes tens of µs: start the next transaction's clock
+            // after it, so no transaction is charged with it (once per interval).
+            t1 = Instant::now();
+        }
+        hist.saturating_record(rtt);
         t0 = t1;
         n += 1;
     }
+    ticks.finish(t0, n, hist);
     Ok(Counts {
         bytes_rx: n * response as u64,
         bytes_tx: n * request as u64,
@@ -83,6 +104,7 @@ pub enum Pace {
 
 /// [`client_waiting`] with pacing. Sleeps between requests use a 1 ns timer slack for this
 /// thread (the default 50 µs would blur a 100 µs gap by half).
+#[allow(clippy::too_many_arguments)]
 pub fn client_paced(
     s: &mut TcpStream,
     request: usize,
@@ -91,9 +113,10 @@ pub fn client_paced(
     pace: Pace,
     stop: &AtomicBool,
     hist: &mut Histogram<u64>,
+    meter: &Meter,
 ) -> io::Result<Counts> {
     if pace == Pace::BackToBack {
-        return client_waiting(s, request, response, wait, stop, hist);
+        return client_waiting(s, request, response, wait, stop, hist, meter);
     }
     // SAFETY: PR_SET_TIMERSLACK changes only this thread's timer slack.
     unsafe {
@@ -105,6 +128,9 @@ pub fn client_paced(
     let mut n = 0u64;
     let start = Instant::now();
     let mut end = start;
+    // An open loop charges the few µs of closing an interval to the requests it delays,
+    // as it would any other stall of the client.
+    let mut ticks = Ticker::start(meter, start);
     let interval = match pace {
         Pace::Rate(r, _) if r > 0.0 && r.is_finite() => std::time::Duration::from_secs_f64(1.0 / r),
         Pace::Rate(..) => {
@@ -143,9 +169,13 @@ pub fn client_paced(
             Pace::Rate(..) => intended,
             _ => sent,
         };
+        if ticks.due(end) {
+            ticks.tick(end, n, hist);
+        }
         hist.saturating_record(end.duration_since(from).as_nanos() as u64);
         n += 1;
     }
+    ticks.finish(end, n, hist);
     Ok(Counts {
         bytes_rx: n * response as u64,
         bytes_tx: n * request as u64,
@@ -237,7 +267,8 @@ mod tests {
                 st.store(true, Ordering::Relaxed);
             });
             let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
-            let cc = client_waiting(&mut c, 8, 16, wait, &stop, &mut hist).unwrap();
+            let cc =
+                client_waiting(&mut c, 8, 16, wait, &stop, &mut hist, &Meter::new(None)).unwrap();
             drop(c);
             let sc = server.join().unwrap().unwrap();
             assert!(cc.transactions > 10, "{wait:?}: {}", cc.transactions);
@@ -258,7 +289,17 @@ mod tests {
             st.store(true, Ordering::Relaxed);
         });
         let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
-        let cc = client_paced(&mut c, 1, 1, Wait::Block, pace, &stop, &mut hist).unwrap();
+        let cc = client_paced(
+            &mut c,
+            1,
+            1,
+            Wait::Block,
+            pace,
+            &stop,
+            &mut hist,
+            &Meter::new(None),
+        )
+        .unwrap();
         drop(c);
         server.join().unwrap().unwrap();
         (cc, hist)
@@ -320,6 +361,7 @@ mod tests {
             Pace::Rate(1000.0, Duration::ZERO),
             &stop,
             &mut hist,
+            &Meter::new(None),
         )
         .unwrap();
         let over_10ms = hist.len() - hist.count_between(0, 10_000_000);

@@ -6,6 +6,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use crate::interval::Meter;
 use crate::sock::{describe, recv_raw, send_all};
 use crate::Counts;
 use virtperf_wire::RecvWait;
@@ -15,14 +16,21 @@ use virtperf_wire::RecvWait;
 pub const RECV_SIZE: usize = 128 * 1024;
 
 /// Sends `send_size`-byte messages until `stop`, then shuts down the write side so the
-/// receiver sees the end of the stream.
-pub fn send(s: &mut TcpStream, send_size: usize, stop: &AtomicBool) -> io::Result<Counts> {
+/// receiver sees the end of the stream. The running count of bytes handed to the kernel is
+/// published in `meter` after each send.
+pub fn send(
+    s: &mut TcpStream,
+    send_size: usize,
+    stop: &AtomicBool,
+    meter: &Meter,
+) -> io::Result<Counts> {
     let buf = vec![0u8; send_size];
     let mut sent = 0u64;
     let start = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         send_all(s, &buf).map_err(|e| describe(e, "sending data"))?;
         sent += send_size as u64;
+        meter.set_bytes(sent);
     }
     let active = start.elapsed();
     // The peer may already be gone if it stopped first; that is not a failure of ours.
@@ -39,15 +47,17 @@ pub fn send(s: &mut TcpStream, send_size: usize, stop: &AtomicBool) -> io::Resul
 /// runs from the first byte to the end of the stream (the sender shuts down right after its
 /// last write, so the end of stream is the last byte's arrival to within one wake-up). A
 /// receive timeout is retried while `stop` is not raised (the sender may not have started).
+/// The running byte count is published in `meter` after each read.
 pub fn receive(
     s: &mut TcpStream,
     recv_size: Option<u32>,
     wait: Option<RecvWait>,
     stop: &AtomicBool,
+    meter: &Meter,
 ) -> io::Result<Counts> {
     let recv_size = recv_size.map_or(RECV_SIZE, |r| r as usize);
     let wait = wait.unwrap_or_default();
-    let (got, first) = drain(s, recv_size, wait, || !stop.load(Ordering::Relaxed))?;
+    let (got, first) = drain(s, recv_size, wait, meter, || !stop.load(Ordering::Relaxed))?;
     Ok(Counts {
         bytes_rx: got,
         active: first.map(|f| f.elapsed()).unwrap_or_default(),
@@ -73,6 +83,7 @@ pub(crate) fn drain(
     s: &TcpStream,
     recv_size: usize,
     wait: RecvWait,
+    meter: &Meter,
     keep_waiting: impl Fn() -> bool,
 ) -> io::Result<(u64, Option<Instant>)> {
     let timeout = s.read_timeout()?;
@@ -93,6 +104,7 @@ pub(crate) fn drain(
                     first = Some(Instant::now());
                 }
                 got += n as u64;
+                meter.set_bytes(got);
             }
             // Polled: the queue is empty, so wait. Blocking: SO_RCVTIMEO expired.
             Err(e)
@@ -172,7 +184,7 @@ mod tests {
                 tx.write_all(&chunk).expect("write");
             }
         });
-        let (got, first) = drain(&rx, 4096, wait, || false).expect("drain");
+        let (got, first) = drain(&rx, 4096, wait, &Meter::default(), || false).expect("drain");
         writer.join().expect("writer");
         assert_eq!(got, 1237 * 1000, "{wait:?}");
         assert!(first.is_some());
@@ -193,7 +205,7 @@ mod tests {
             rx.set_read_timeout(Some(Duration::from_millis(100)))
                 .expect("timeout");
             let t0 = Instant::now();
-            let e = drain(&rx, 4096, wait, || false).expect_err("silent peer");
+            let e = drain(&rx, 4096, wait, &Meter::default(), || false).expect_err("silent peer");
             assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{wait:?}");
             assert!(e.to_string().contains("no data for 0.1 s"), "{wait:?}: {e}");
             assert!(t0.elapsed() < Duration::from_secs(5));
@@ -207,7 +219,7 @@ mod tests {
             rx.set_read_timeout(Some(Duration::from_millis(20)))
                 .expect("timeout");
             let asked = AtomicUsize::new(0);
-            let e = drain(&rx, 4096, wait, || {
+            let e = drain(&rx, 4096, wait, &Meter::default(), || {
                 asked.fetch_add(1, Ordering::Relaxed) < 3
             })
             .expect_err("silent peer");

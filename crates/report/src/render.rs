@@ -590,6 +590,41 @@ pub fn other_load_note(trials: &[TrialRow], threshold_pct: f64) -> String {
     s
 }
 
+/// Above this coefficient of variation of a cell's tries (primary metric), `show` suggests
+/// repeating until the confidence interval is tight.
+pub const UNSTEADY_CELL_CV: f64 = 0.10;
+
+/// A note naming the cells (point · config) whose tries' primary metric has a coefficient
+/// of variation above `threshold` (a fraction), suggesting `until_ci` as hyperfine
+/// suggests more runs for outliers; empty when there are none.
+pub fn unsteady_note(points: &[PointSummary], threshold: f64) -> String {
+    let cells: Vec<String> = points
+        .iter()
+        .flat_map(|p| {
+            p.configs.iter().filter_map(move |c| {
+                let m = c.metrics.first()?;
+                (m.summary.n >= 2 && m.summary.cv > threshold).then(|| {
+                    format!(
+                        "{} · {} (CV {:.0}% over {} tries)",
+                        p.label,
+                        c.config,
+                        m.summary.cv * 100.0,
+                        m.summary.n
+                    )
+                })
+            })
+        })
+        .collect();
+    if cells.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\nnote: the tries vary by more than {:.0}% in {}: the mean may not be the rate. Run the spec again with until_ci = \"95,2%\" (and max_repetitions) so it repeats until the 95% CI is within ±2%.\n",
+        threshold * 100.0,
+        cells.join(", ")
+    )
+}
+
 /// A warning line naming the configs whose guests ran under emulation (TCG), so a table of
 /// guest numbers never passes for a virtualization tax; empty when there are none.
 pub fn emulation_note(trials: &[TrialRow]) -> String {

@@ -48,6 +48,10 @@ pub struct ConfigSummary {
     pub server_cpu: Option<CpuSplit>,
     /// Mean elapsed seconds of a trial's measurement.
     pub elapsed_s: f64,
+    /// Each try's time series (a spec's `interval`), in try order; tries without one are
+    /// left out.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub series: Vec<Vec<virtperf_wire::Interval>>,
 }
 
 impl ConfigSummary {
@@ -147,6 +151,11 @@ fn cell(config: &str, trials: &[&TrialRow], confidence: f64) -> ConfigSummary {
         cpu,
         server_cpu,
         elapsed_s,
+        series: results
+            .iter()
+            .filter(|r| !r.intervals.is_empty())
+            .map(|r| r.intervals.clone())
+            .collect(),
     }
 }
 

@@ -848,6 +848,50 @@ pub struct TestResult {
     /// may have run beside this one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_concurrent: bool,
+    /// The time series (`--interval`), oldest first; empty without it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<Interval>,
+}
+
+/// One interval of a test's time series (`--interval`), measured on the client.
+/// Stream and bulk intervals carry bytes and throughput, rr and crr intervals carry
+/// transactions, their rate and that interval's own latency percentiles.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    /// Start, seconds since the measured start.
+    pub t_s: f64,
+    /// Length in seconds (the last interval may be shorter).
+    pub duration_s: f64,
+    /// stream, bulk: bytes counted by the client in the interval (sent, when the client
+    /// sends; received, when it receives).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// stream, bulk: all flows' throughput, 10^6 bits/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mbps: Option<f64>,
+    /// stream with several flows: each flow's throughput, 10^6 bits/s.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flow_mbps: Vec<f64>,
+    /// rr, crr: transactions completed in the interval (all flows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transactions: Option<u64>,
+    /// rr, crr: transactions per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_per_s: Option<f64>,
+    /// rr, crr: the interval's median latency, µs (absent when none completed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_us: Option<f64>,
+    /// rr, crr: the interval's 99th percentile latency, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_us: Option<f64>,
+}
+
+impl Interval {
+    /// The interval's headline value: Mbit/s for stream and bulk, transactions/s for rr and
+    /// crr.
+    pub fn value(&self) -> Option<f64> {
+        self.mbps.or(self.rate_per_s)
+    }
 }
 
 /// How the guest an end ran in was built, so a guest number says what produced it.

@@ -1,0 +1,244 @@
+//! Per-interval recording (`--interval`, iperf3's `-i`): what an engine publishes so its
+//! caller can report a time series while the test runs.
+//!
+//! The inner loops pay almost nothing for it, so a run with intervals measures what a run
+//! without them does:
+//! - byte-moving engines (stream, bulk) store their running byte count in a [`Meter`]'s
+//!   atomic after each `send`/`recv` (a relaxed store to a line only this thread writes:
+//!   a plain `mov` on x86, no syscall, no clock read); the caller samples it on its own
+//!   thread at each interval boundary;
+//! - transaction engines (rr, crr) already read the clock once per transaction; a
+//!   [`Ticker`] compares that reading with the next boundary (one comparison) and only at
+//!   a boundary does its work: the interval's latencies, kept as the histogram's non-empty
+//!   buckets, go to the [`Meter`], and the histogram is folded into the test's total and
+//!   reset, so each interval has its own percentiles from the same single record per
+//!   transaction as before.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+/// One flow's published progress: its running byte count and its closed intervals.
+#[derive(Debug, Default)]
+pub struct Meter {
+    every: Option<Duration>,
+    bytes: AtomicU64,
+    ticks: Mutex<Vec<Tick>>,
+}
+
+/// One closed interval of a transaction engine, times relative to the engine's start.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tick {
+    /// Interval start.
+    pub start: Duration,
+    /// Interval end.
+    pub end: Duration,
+    /// Transactions completed in it.
+    pub transactions: u64,
+    /// Its latencies: (highest equivalent value in ns, count) per non-empty histogram bucket,
+    /// so flows' intervals can be merged exactly before percentiles are taken.
+    pub latency: Vec<(u64, u64)>,
+}
+
+impl Meter {
+    /// A meter closing intervals every `every` (None: no intervals, only the byte count).
+    pub fn new(every: Option<Duration>) -> Meter {
+        Meter {
+            every,
+            ..Meter::default()
+        }
+    }
+
+    /// The interval length, if intervals are recorded.
+    pub fn every(&self) -> Option<Duration> {
+        self.every
+    }
+
+    /// Publishes the running byte count (engines call this after each I/O).
+    #[inline(always)]
+    pub fn set_bytes(&self, bytes: u64) {
+        self.bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The last published byte count.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// The intervals closed so far from the `from`-th on.
+    pub fn ticks_from(&self, from: usize) -> Vec<Tick> {
+        self.ticks
+            .lock()
+            .map(|t| t.get(from..).map(<[Tick]>::to_vec).unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    fn push(&self, t: Tick) {
+        if let Ok(mut v) = self.ticks.lock() {
+            v.push(t);
+        }
+    }
+}
+
+/// A final partial interval shorter than this fraction of the interval is left out: its
+/// rate would rest on too few transactions to mean anything (iperf3 drops them too).
+const MIN_LAST_FRACTION: f64 = 0.1;
+
+/// Far enough ahead that a test never reaches it: the boundary when intervals are off.
+fn never(now: Instant) -> Instant {
+    now.checked_add(Duration::from_secs(100 * 365 * 86_400))
+        .unwrap_or(now)
+}
+
+/// Closes a transaction engine's intervals. See the module documentation for its cost.
+pub struct Ticker<'a> {
+    meter: &'a Meter,
+    origin: Instant,
+    from: Instant,
+    next: Instant,
+    /// Transactions before the open interval.
+    n0: u64,
+    /// Every closed interval's latencies, folded in at each boundary.
+    total: Option<Histogram<u64>>,
+}
+
+impl<'a> Ticker<'a> {
+    /// Starts the first interval at `now` (the engine's start).
+    pub fn start(meter: &'a Meter, now: Instant) -> Ticker<'a> {
+        let next = match meter.every {
+            Some(e) if !e.is_zero() => now + e,
+            _ => never(now),
+        };
+        Ticker {
+            meter,
+            origin: now,
+            from: now,
+            next,
+            n0: 0,
+            total: None,
+        }
+    }
+
+    /// True when `now` is past the open interval's end: call [`Ticker::tick`] before
+    /// recording the transaction that ended at `now`.
+    #[inline(always)]
+    pub fn due(&self, now: Instant) -> bool {
+        now >= self.next
+    }
+
+    /// Closes the open interval (`n`: transactions completed before the one that ended at
+    /// `now`, whose latencies are in `hist`), and an empty interval for each boundary that
+    /// passed while no transaction completed: a stall shows as intervals with none.
+    #[cold]
+    #[inline(never)]
+    pub fn tick(&mut self, now: Instant, n: u64, hist: &mut Histogram<u64>) {
+        let Some(every) = self.meter.every.filter(|e| !e.is_zero()) else {
+            self.next = never(now);
+            return;
+        };
+        self.close(self.next, n, hist);
+        self.next += every;
+        while self.next <= now {
+            self.close(self.next, n, hist);
+            self.next += every;
+        }
+    }
+
+    /// At the engine's end (`end`, `n` transactions in all): closes the last partial
+    /// interval if it is long enough, and leaves every latency of the test in `hist`.
+    pub fn finish(&mut self, end: Instant, n: u64, hist: &mut Histogram<u64>) {
+        if let Some(every) = self.meter.every.filter(|e| !e.is_zero()) {
+            let left = end.saturating_duration_since(self.from);
+            if left.as_secs_f64() >= MIN_LAST_FRACTION * every.as_secs_f64() {
+                self.close(end, n, hist);
+            }
+        }
+        if let Some(total) = self.total.take() {
+            // Cannot fail: both histograms auto-resize (or share bounds).
+            let _ = hist.add(&total);
+        }
+    }
+
+    fn close(&mut self, end: Instant, n: u64, hist: &mut Histogram<u64>) {
+        let latency = hist
+            .iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect();
+        if !hist.is_empty() {
+            let total = self.total.get_or_insert_with(|| {
+                let mut t = Histogram::new_from(hist);
+                t.auto(true);
+                t
+            });
+            let _ = total.add(&*hist);
+            hist.reset();
+        }
+        self.meter.push(Tick {
+            start: self.from.duration_since(self.origin),
+            end: end.duration_since(self.origin),
+            transactions: n - self.n0,
+            latency,
+        });
+        self.from = end;
+        self.n0 = n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hist() -> Histogram<u64> {
+        let mut h = Histogram::new_with_bounds(1, 1_000_000_000, 3).unwrap();
+        h.auto(true);
+        h
+    }
+
+    /// Boundaries close intervals with their own latencies, a stall spanning boundaries
+    /// leaves empty intervals, and the whole test's latencies end up back in the histogram.
+    #[test]
+    fn intervals_split_latencies_and_show_stalls() {
+        let m = Meter::new(Some(Duration::from_millis(100)));
+        let t0 = Instant::now();
+        let mut h = hist();
+        let mut tk = Ticker::start(&m, t0);
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // Interval 0: three fast transactions.
+        for ms in [10u64, 20, 30] {
+            assert!(!tk.due(at(ms)));
+            h.record(1_000).unwrap();
+        }
+        // A transaction ending at 350 ms: intervals 0 (3 tr), 1 and 2 (empty) close.
+        assert!(tk.due(at(350)));
+        tk.tick(at(350), 3, &mut h);
+        h.record(320_000_000).unwrap();
+        // It belongs to interval 3, which ends partially at 360 ms (10% of 100 ms).
+        tk.finish(at(360), 4, &mut h);
+        let ticks = m.ticks_from(0);
+        let counts: Vec<u64> = ticks.iter().map(|t| t.transactions).collect();
+        assert_eq!(counts, [3, 0, 0, 1]);
+        assert_eq!(ticks[0].latency.len(), 1);
+        assert_eq!(ticks[0].latency[0].1, 3);
+        assert!(ticks[1].latency.is_empty());
+        assert_eq!(ticks[3].start, Duration::from_millis(300));
+        assert_eq!(ticks[3].end, Duration::from_millis(360));
+        assert_eq!(h.len(), 4, "the test's histogram holds every transaction");
+        assert_eq!(m.ticks_from(3).len(), 1);
+    }
+
+    /// Without an interval nothing is ever due and the histogram is left as recorded.
+    #[test]
+    fn off_means_never_due() {
+        let m = Meter::new(None);
+        let t0 = Instant::now();
+        let mut h = hist();
+        let mut tk = Ticker::start(&m, t0);
+        assert!(!tk.due(t0 + Duration::from_secs(86_400)));
+        h.record(5).unwrap();
+        tk.finish(t0 + Duration::from_secs(5), 1, &mut h);
+        assert!(m.ticks_from(0).is_empty());
+        assert_eq!(h.len(), 1);
+    }
+}
