@@ -261,7 +261,7 @@ pub fn interval_warning(intervals: &[Interval], every: Duration) -> Option<Strin
             collapsed.join(", ")
         ));
     }
-    w.push_str(": the mean hides it; repeat the test (a spec's until_ci = \"95,2%\") to see whether it recurs");
+    w.push_str(": the mean hides it; repeat it until the CI is tight (`virtperf run SPEC --until-ci 95,2%`) to see whether it recurs");
     Some(w)
 }
 
@@ -299,7 +299,7 @@ mod tests {
         assert!(w.contains("2.0–3.0 s (100 tr/s)"), "{w}");
         assert!(w.contains("3.0–4.0 s (0 tr/s)"), "{w}");
         assert!(!w.contains("1.0–2.0 s"), "{w}");
-        assert!(w.contains("until_ci"), "{w}");
+        assert!(w.contains("--until-ci"), "{w}");
     }
 
     /// Flows' ticks merge into one interval: transactions add up, percentiles come from

@@ -619,7 +619,7 @@ pub fn unsteady_note(points: &[PointSummary], threshold: f64) -> String {
         return String::new();
     }
     format!(
-        "\nnote: the tries vary by more than {:.0}% in {}: the mean may not be the rate. Run the spec again with until_ci = \"95,2%\" (and max_repetitions) so it repeats until the 95% CI is within ±2%.\n",
+        "\nnote: the tries vary by more than {:.0}% in {}: the mean may not be the rate. Run it again with `virtperf run SPEC --until-ci 95,2%` (or until_ci = \"95,2%\" in the spec) so it repeats until the 95% CI is within ±2%.\n",
         threshold * 100.0,
         cells.join(", ")
     )
