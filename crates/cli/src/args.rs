@@ -55,6 +55,8 @@ pub enum Command {
     Compare(crate::experiment::CompareArgs),
     /// Write a self-contained HTML report (SVG plots) of one or more runs
     Report(crate::experiment::ReportArgs),
+    /// Export stored runs as a tidy table (CSV or JSON): one row per trial and metric, sweep parameters as columns
+    Export(crate::export::ExportArgs),
     /// QEMU guests virtperf boots: `vm compare` prints native vs guest per workload
     Vm(crate::vm::VmArgs),
 }

@@ -33,7 +33,7 @@ impl DbArg {
     /// Opens the database for reading (`runs`, `show`, `compare`, `report`): read-only, so
     /// it never holds a lock a running experiment waits for. Says so when trials wait in
     /// the side file, since they are not shown until imported.
-    fn open(&self) -> Result<Store> {
+    pub(crate) fn open(&self) -> Result<Store> {
         let path = self.db.clone().unwrap_or_else(Store::default_path);
         let store = Store::open_read_only(&path)?;
         if let Some((file, n)) = store.unsaved_pending() {
@@ -473,7 +473,8 @@ fn shaped(
     Ok(out)
 }
 
-fn resolve(store: &Store, id: &str) -> Result<RunRow> {
+/// The run `id` names: a number, or `last` (the newest).
+pub(crate) fn resolve(store: &Store, id: &str) -> Result<RunRow> {
     if id == "last" {
         return store.runs()?.into_iter().next().ok_or_else(|| {
             anyhow!(

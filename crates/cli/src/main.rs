@@ -9,6 +9,7 @@ mod args;
 mod commands;
 mod experiment;
 mod explain;
+mod export;
 mod kvm;
 mod machine;
 mod pcap;
@@ -131,6 +132,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Show(a) => experiment::show(a),
         Command::Compare(a) => experiment::compare(a),
         Command::Report(a) => experiment::report(a),
+        Command::Export(a) => export::export(a),
         Command::Vm(a) => vm::vm(a),
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
-use virtperf_pcap::{Connection, Options, Summary};
+use virtperf_pcap::{Column, Connection, Options, Summary};
 use virtperf_store::{CaptureConn, NewCapture, Store};
 
 #[derive(Debug, Args)]
@@ -42,6 +42,10 @@ pub struct PcapArgs {
     /// never; connections split only on a new SYN after FIN/RST or on a sequence jump
     #[arg(long, value_name = "DURATION", value_parser = virtperf_lab::parse::duration)]
     pub idle_split: Option<Duration>,
+    /// Add columns to the per-connection lines: packets, retrans (segments with
+    /// retransmitted bytes), handshake, p50, p99 (response latency), comma-separated
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = <Column as std::str::FromStr>::from_str, conflicts_with_all = ["json", "csv", "compare"])]
+    pub columns: Vec<Column>,
 }
 
 struct Analyzed {
@@ -166,7 +170,7 @@ fn report(a: &PcapArgs, all: &[Analyzed]) -> Result<()> {
             if all.len() > 1 {
                 println!("== {}", x.path.display());
             }
-            print!("{}", virtperf_pcap::render_seed0(&x.conns));
+            print!("{}", virtperf_pcap::render_seed0_with(&x.conns, &a.columns));
             // After this file's lines, not somewhere in them, when both go to one terminal.
             let _ = std::io::stdout().flush();
             for w in &x.summary.warnings {
@@ -217,11 +221,13 @@ fn role<'a>(stats: impl Iterator<Item = &'a virtperf_pcap::LatencyStats>) -> Rol
             max = Some(max.map_or(m, |x| x.max(m)));
         }
     }
+    // Rounded to the nanosecond, as the analyzer's own JSON is: no float noise.
+    let r = virtperf_pcap::round_ns;
     Role {
         samples: n,
-        avg_s: (n > 0).then(|| sum / n as f64),
-        min_s: min,
-        max_s: max,
+        avg_s: (n > 0).then(|| r(sum / n as f64)),
+        min_s: min.map(r),
+        max_s: max.map(r),
     }
 }
 
@@ -229,7 +235,7 @@ fn roles(x: &Analyzed) -> Roles {
     Roles {
         file: x.path.display().to_string(),
         connections: x.conns.len(),
-        duration_s: x.conns.iter().map(|c| c.duration_s).sum(),
+        duration_s: virtperf_pcap::round_ns(x.conns.iter().map(|c| c.duration_s).sum()),
         bytes: x.conns.iter().map(|c| c.bytes_transferred()).sum(),
         opener: role(x.conns.iter().map(|c| &c.from_a.response)),
         peer: role(x.conns.iter().map(|c| &c.from_b.response)),
@@ -241,14 +247,14 @@ fn compare_table(all: &[Analyzed]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "response latency per endpoint (s): opener = the side that opened each connection, peer = the other"
+        "response latency per endpoint: opener = the side that opened each connection, peer = the other"
     );
     let _ = writeln!(
         s,
         "  {:<28} {:>5} {:>11} {:>13} │ {:>10} {:>10} {:>10} {:>8} │ {:>10} {:>10} {:>10} {:>8}",
         "file",
         "conns",
-        "duration s",
+        "duration",
         "bytes",
         "opener avg",
         "min",
@@ -260,7 +266,7 @@ fn compare_table(all: &[Analyzed]) -> String {
         "Δavg"
     );
     let base = rows.first();
-    let f = |v: Option<f64>| v.map(|x| format!("{x:.6}")).unwrap_or_else(|| "-".into());
+    let f = |v: Option<f64>| v.map_or_else(|| "-".into(), virtperf_pcap::duration);
     let pct = |v: Option<f64>, b: Option<f64>| match (v, b) {
         (Some(v), Some(b)) if b > 0.0 => format!("{:+.1}%", (v - b) / b * 100.0),
         _ => "-".into(),
@@ -268,10 +274,10 @@ fn compare_table(all: &[Analyzed]) -> String {
     for r in &rows {
         let _ = writeln!(
             s,
-            "  {:<28} {:>5} {:>11.3} {:>13} │ {:>10} {:>10} {:>10} {:>8} │ {:>10} {:>10} {:>10} {:>8}",
+            "  {:<28} {:>5} {:>11} {:>13} │ {:>10} {:>10} {:>10} {:>8} │ {:>10} {:>10} {:>10} {:>8}",
             r.file,
             r.connections,
-            r.duration_s,
+            virtperf_pcap::duration(r.duration_s),
             r.bytes,
             f(r.opener.avg_s),
             f(r.opener.min_s),

@@ -302,3 +302,71 @@ fn idle_split_is_a_flag_and_off_by_default() {
     assert_one_line_error(&err, "invalid duration");
     let _ = std::fs::remove_file(f);
 }
+
+#[test]
+fn columns_units_and_marks_in_the_seed_lines_and_clean_json_numbers() {
+    // An 877 µs answer (a double nearest 877000 × 1e-9 prints 0.0008770000000000001).
+    let mut v = Conv::new("10.0.0.2:40000", "10.0.0.1:80", 1000, 5000);
+    v.handshake(0, 100, 150);
+    v.send(1000, true, ACK | PSH, 100);
+    v.send(1877, false, ACK | PSH, 500);
+    v.send(3000, true, FIN | ACK, 0);
+    v.send(3050, false, FIN | ACK, 0);
+    // And a connection already open when the capture began.
+    let mut w = Conv::new("10.0.0.3:40001", "10.0.0.1:80", 7000, 9000);
+    w.send(4000, true, ACK | PSH, 100);
+    w.send(4200, false, ACK | PSH, 500);
+    v.pkts.extend(w.pkts);
+    let f = write("columns.pcap", &pcap_of(&v, 1, false, false, eth));
+
+    let out = pcap(&[&f], &["--columns", "handshake,p99,packets"]);
+    common::assert_ok(&out);
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    assert!(
+        lines[0].starts_with(
+            "10.0.0.2:40000-10.0.0.1:80 duration=3.05ms bytes_transferred=600 handshake=150µs ["
+        ),
+        "{stdout}"
+    );
+    assert!(
+        lines[0].contains("[10.0.0.1: avg=") && lines[0].contains("max=877µs packets=3 p99=877µs]"),
+        "{stdout}"
+    );
+    assert!(
+        lines[1].starts_with("10.0.0.3:40001-10.0.0.1:80 duration=200µs "),
+        "{stdout}"
+    );
+    assert!(lines[1].contains(" handshake=- "), "{stdout}");
+    assert!(
+        lines[2].starts_with("  ^ partial: already open"),
+        "{stdout}"
+    );
+    assert!(
+        lines[3].starts_with("summary: connections=2 partial=1 "),
+        "{stdout}"
+    );
+
+    let (code, err) = run_fail(&["pcap", f.to_str().unwrap(), "--columns", "packets,rtt"]);
+    assert_eq!(code, 2);
+    assert_one_line_error(&err, "choose from packets,retrans,handshake,p50,p99");
+
+    let out = pcap(&[&f], &["--json"]);
+    common::assert_ok(&out);
+    let json = text(&out.stdout);
+    assert!(json.contains("\"max_s\": 0.000877,"), "{json}");
+    assert!(
+        !json.contains("00000000001") && !json.contains("99999999"),
+        "{json}"
+    );
+
+    // --compare prints units too, and its JSON is as clean.
+    let out = pcap(&[&f, &f], &["--compare"]);
+    common::assert_ok(&out);
+    assert!(text(&out.stdout).contains("877µs"), "{}", text(&out.stdout));
+    let out = pcap(&[&f, &f], &["--compare", "--json"]);
+    let json = text(&out.stdout);
+    assert!(json.contains("\"max_s\": 0.000877"), "{json}");
+    let _ = std::fs::remove_file(f);
+}

@@ -60,10 +60,11 @@ pub use error::{FilterError, PcapError};
 pub use flow::PENDING_CAP;
 pub use hist::{EXACT_SAMPLES, MAX_BUCKETS};
 pub use model::{
-    Connection, EndReason, Endpoint, Handshake, LatencyStats, RttStats, SideStats, Stopped, Summary,
+    round_ns, Connection, EndReason, Endpoint, Handshake, LatencyStats, RttStats, SideStats,
+    Stopped, Summary,
 };
 pub use reader::{INITIAL_BUF, MAX_BLOCK, MAX_BUF, MAX_CAPLEN};
-pub use render::{render_csv, render_seed0};
+pub use render::{duration, render_csv, render_seed0, render_seed0_with, Column};
 
 use decode::{decode, Decoded, Segment, ACK, RST, SYN};
 use flow::{Conn, Key};

@@ -1,9 +1,54 @@
 //! What the analyzer reports: one [`Connection`] per TCP connection and one [`Summary`] per
 //! capture. Plain data, serializable, with times in seconds as `f64` (timestamps are seconds
-//! since the Unix epoch as written in the capture).
+//! since the Unix epoch as written in the capture). JSON carries durations and latencies
+//! rounded to the nanosecond and timestamps to the microsecond ([`round_ns`]).
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use std::net::IpAddr;
+
+/// `s` seconds rounded to the nanosecond: the double a decimal with at most nine places
+/// parses to, so JSON prints `0.000877`, not the `0.0008770000000000001` an average or a
+/// difference leaves. The analyzer's clock is integer nanoseconds, so nothing is lost.
+pub fn round_ns(s: f64) -> f64 {
+    // Beyond ~104 days of seconds `s * 1e9` passes 2^53 and rounding would add error.
+    if s.is_finite() && s.abs() < 9.0e6 {
+        (s * 1e9).round() / 1e9
+    } else {
+        s
+    }
+}
+
+/// An epoch timestamp rounded to the microsecond: an `f64` near 1.7e9 s resolves only about
+/// 0.24 µs, so nanoseconds would print as noise digits.
+fn round_us(ts: f64) -> f64 {
+    if ts.is_finite() && ts.abs() < 9.0e9 {
+        (ts * 1e6).round() / 1e6
+    } else {
+        ts
+    }
+}
+
+fn ns<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(round_ns(*v))
+}
+
+fn ns_opt<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(x) => s.serialize_some(&round_ns(*x)),
+        None => s.serialize_none(),
+    }
+}
+
+fn us<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(round_us(*v))
+}
+
+fn us_opt<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(x) => s.serialize_some(&round_us(*x)),
+        None => s.serialize_none(),
+    }
+}
 
 /// One end of a TCP connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -63,10 +108,13 @@ impl EndReason {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Handshake {
     /// From the (last) SYN of A to the first SYN/ACK of B that acknowledges it.
+    #[serde(serialize_with = "ns_opt")]
     pub syn_to_synack_s: Option<f64>,
     /// From that SYN/ACK to A's first ACK of it.
+    #[serde(serialize_with = "ns_opt")]
     pub synack_to_ack_s: Option<f64>,
     /// SYN to ACK: the whole handshake. Present only when all three packets were seen.
+    #[serde(serialize_with = "ns_opt")]
     pub rtt_s: Option<f64>,
 }
 
@@ -83,12 +131,16 @@ pub struct RttStats {
     /// Number of samples.
     pub samples: u64,
     /// Smallest sample, seconds.
+    #[serde(serialize_with = "ns_opt")]
     pub min_s: Option<f64>,
     /// Mean, seconds.
+    #[serde(serialize_with = "ns_opt")]
     pub avg_s: Option<f64>,
     /// Largest sample, seconds.
+    #[serde(serialize_with = "ns_opt")]
     pub max_s: Option<f64>,
     /// Sample standard deviation (n − 1), seconds; 0 for a single sample.
+    #[serde(serialize_with = "ns_opt")]
     pub stdev_s: Option<f64>,
     /// Data segments left unsampled because the ACK covering them carries an earlier
     /// timestamp (the capture's clock went backwards, as on loopback).
@@ -106,14 +158,19 @@ pub struct LatencyStats {
     /// Number of samples.
     pub count: u64,
     /// Mean, seconds.
+    #[serde(serialize_with = "ns_opt")]
     pub avg_s: Option<f64>,
     /// Smallest sample, seconds.
+    #[serde(serialize_with = "ns_opt")]
     pub min_s: Option<f64>,
     /// Largest sample, seconds.
+    #[serde(serialize_with = "ns_opt")]
     pub max_s: Option<f64>,
     /// Median, seconds.
+    #[serde(serialize_with = "ns_opt")]
     pub p50_s: Option<f64>,
     /// 99th percentile, seconds.
+    #[serde(serialize_with = "ns_opt")]
     pub p99_s: Option<f64>,
     /// Packets of this endpoint that answered the peer's previous packet but carry an earlier
     /// timestamp than it (the capture's clock went backwards, as on loopback): a negative gap
@@ -161,10 +218,13 @@ pub struct Connection {
     /// Why the connection was finalized.
     pub end: EndReason,
     /// Timestamp of the first packet, seconds since the epoch.
+    #[serde(serialize_with = "us")]
     pub start_ts: f64,
     /// Timestamp of the last packet, seconds since the epoch.
+    #[serde(serialize_with = "us")]
     pub end_ts: f64,
     /// `end_ts - start_ts`.
+    #[serde(serialize_with = "ns")]
     pub duration_s: f64,
     /// Handshake timing.
     pub handshake: Handshake,
@@ -201,8 +261,10 @@ pub struct Summary {
     /// Connections reported.
     pub connections: u64,
     /// Timestamp of the earliest packet, seconds since the epoch.
+    #[serde(serialize_with = "us_opt")]
     pub first_ts: Option<f64>,
     /// Timestamp of the latest packet.
+    #[serde(serialize_with = "us_opt")]
     pub last_ts: Option<f64>,
     /// LINKTYPE_ numbers of the capture's interfaces, each once, in order of appearance.
     pub link_types: Vec<u32>,

@@ -1,7 +1,7 @@
 //! Text renderings of analyzed connections: the shape of gPXE's `tcp_stats.py` (the seed's
 //! output, so old numbers and new can be compared line by line) and a flat CSV.
 
-use crate::model::{Connection, LatencyStats, SideStats};
+use crate::model::{Connection, EndReason, SideStats};
 use std::fmt::Write as _;
 use std::net::IpAddr;
 
@@ -17,28 +17,153 @@ fn label(c: &Connection, a: bool) -> String {
     }
 }
 
-fn seed_stats(out: &mut String, name: &str, l: &LatencyStats) {
-    match (l.avg_s, l.min_s, l.max_s) {
-        (Some(avg), Some(min), Some(max)) => {
-            let _ = write!(out, "[{name}: avg={avg:.6} min={min:.6} max={max:.6}]");
+/// Seconds as a duration with a unit and three significant digits, the way people read
+/// them: `3.12µs`, `45.0µs`, `390µs`, `3.06ms`, `19.5s` (`-` when not finite).
+///
+/// Hand-written: humantime prints every digit (`3µs 120ns`) and the unit-aware formatting
+/// crates do not round to significant digits.
+pub fn duration(s: f64) -> String {
+    const UNITS: [(f64, &str); 4] = [(1e-9, "ns"), (1e-6, "µs"), (1e-3, "ms"), (1.0, "s")];
+    if !s.is_finite() {
+        return "-".into();
+    }
+    if s == 0.0 {
+        return "0s".into();
+    }
+    let a = s.abs();
+    let sign = if s < 0.0 { "-" } else { "" };
+    if a >= 1000.0 {
+        // No larger unit: whole seconds, every digit kept.
+        return format!("{sign}{a:.0}s");
+    }
+    let mut i = UNITS.iter().rposition(|u| a >= u.0).unwrap_or(0);
+    let mut v = a / UNITS[i].0;
+    // Round to three significant digits; 999.7µs becomes 1000µs, which reads as 1.00ms.
+    let scale = 10f64.powi(v.log10().floor() as i32 - 2);
+    v = (v / scale).round() * scale;
+    if v >= 1000.0 && i + 1 < UNITS.len() {
+        v /= 1000.0;
+        i += 1;
+    }
+    let decimals = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{sign}{v:.decimals$}{}", UNITS[i].1)
+}
+
+fn dur_opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), duration)
+}
+
+/// A column `--columns` adds to the seed lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Column {
+    /// Per endpoint: TCP segments it sent (`packets=`).
+    Packets,
+    /// Per endpoint: segments it sent that carried retransmitted bytes (`retrans=`).
+    Retrans,
+    /// Per connection: SYN to the ACK of the SYN/ACK (`handshake=`; `-` when not all three
+    /// were seen).
+    Handshake,
+    /// Per endpoint: median response latency (`p50=`).
+    P50,
+    /// Per endpoint: 99th percentile response latency (`p99=`).
+    P99,
+}
+
+impl Column {
+    const ALL: [(Column, &'static str); 5] = [
+        (Column::Packets, "packets"),
+        (Column::Retrans, "retrans"),
+        (Column::Handshake, "handshake"),
+        (Column::P50, "p50"),
+        (Column::P99, "p99"),
+    ];
+
+    /// Parses a comma-separated list (`packets,retrans,p99`); the error names the valid
+    /// columns.
+    pub fn parse_list(s: &str) -> Result<Vec<Column>, String> {
+        let mut out = Vec::new();
+        for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let c = name.parse()?;
+            if !out.contains(&c) {
+                out.push(c);
+            }
         }
-        _ => {
-            let _ = write!(out, "[{name}: avg=- min=- max=-]");
-        }
+        Ok(out)
     }
 }
 
-/// Pooled response latency over many endpoints: exact count, mean, min and max.
+/// One column name, as `--columns` takes it (`p99`); the error names the valid columns.
+impl std::str::FromStr for Column {
+    type Err = String;
+    fn from_str(name: &str) -> Result<Column, String> {
+        let name = name.trim();
+        Column::ALL
+            .iter()
+            .find(|(_, n)| n.eq_ignore_ascii_case(name))
+            .map(|(c, _)| *c)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Column::ALL.iter().map(|(_, n)| *n).collect();
+                format!("unknown column {name:?}: choose from {}", names.join(","))
+            })
+    }
+}
+
+fn seed_stats(out: &mut String, name: &str, s: &SideStats, cols: &[Column]) {
+    let l = &s.response;
+    match (l.avg_s, l.min_s, l.max_s) {
+        (Some(avg), Some(min), Some(max)) => {
+            let _ = write!(
+                out,
+                "[{name}: avg={} min={} max={}",
+                duration(avg),
+                duration(min),
+                duration(max)
+            );
+        }
+        _ => {
+            let _ = write!(out, "[{name}: avg=- min=- max=-");
+        }
+    }
+    // Extra columns in one fixed order, whatever order they were asked in, so lines of
+    // different invocations line up.
+    for (c, _) in Column::ALL {
+        if !cols.contains(&c) {
+            continue;
+        }
+        let _ = match c {
+            Column::Packets => write!(out, " packets={}", s.packets),
+            Column::Retrans => write!(out, " retrans={}", s.retransmitted_packets),
+            Column::P50 => write!(out, " p50={}", dur_opt(l.p50_s)),
+            Column::P99 => write!(out, " p99={}", dur_opt(l.p99_s)),
+            Column::Handshake => Ok(()),
+        };
+    }
+    out.push(']');
+}
+
+/// Pooled response latency over many endpoints: exact count, mean, min and max, and the
+/// packet counts.
 #[derive(Default)]
 struct Pool {
     count: u64,
     sum: f64,
     min: Option<f64>,
     max: Option<f64>,
+    packets: u64,
+    retrans: u64,
 }
 
 impl Pool {
-    fn add(&mut self, l: &LatencyStats) {
+    fn add(&mut self, s: &SideStats) {
+        self.packets += s.packets;
+        self.retrans += s.retransmitted_packets;
+        let l = &s.response;
         let (Some(avg), Some(min), Some(max)) = (l.avg_s, l.min_s, l.max_s) else {
             return;
         };
@@ -48,62 +173,115 @@ impl Pool {
         self.max = Some(self.max.map_or(max, |m| m.max(max)));
     }
 
-    fn write(&self, out: &mut String, name: &str) {
+    fn write(&self, out: &mut String, name: &str, cols: &[Column]) {
         match (self.min, self.max) {
             (Some(min), Some(max)) if self.count > 0 => {
                 let avg = self.sum / self.count as f64;
                 let _ = write!(
                     out,
-                    "[{name}: samples={} avg={avg:.6} min={min:.6} max={max:.6}]",
-                    self.count
+                    "[{name}: samples={} avg={} min={} max={}",
+                    self.count,
+                    duration(avg),
+                    duration(min),
+                    duration(max)
                 );
             }
             _ => {
-                let _ = write!(out, "[{name}: samples=0]");
+                let _ = write!(out, "[{name}: samples=0");
             }
         }
+        // Percentiles do not pool from per-connection percentiles: only the counts here.
+        if cols.contains(&Column::Packets) {
+            let _ = write!(out, " packets={}", self.packets);
+        }
+        if cols.contains(&Column::Retrans) {
+            let _ = write!(out, " retrans={}", self.retrans);
+        }
+        out.push(']');
     }
+}
+
+/// The note under a connection's line when it is not a whole connection: open before the
+/// capture began, or cut by `--idle-split` (the 4-tuple's next packets are the next
+/// connection, which reads as partial).
+fn marks(conns: &[Connection], i: usize) -> Vec<String> {
+    let c = &conns[i];
+    let same_tuple = |o: &Connection| (o.a == c.a && o.b == c.b) || (o.a == c.b && o.b == c.a);
+    let mut v = Vec::new();
+    if c.partial {
+        let after_split = conns[..i]
+            .iter()
+            .rev()
+            .find(|o| same_tuple(o))
+            .filter(|o| o.end == EndReason::Idle);
+        v.push(match after_split {
+            Some(o) => format!(
+                "  ^ partial: continues connection {} after its idle split (no handshake seen)",
+                o.id
+            ),
+            None => "  ^ partial: already open when the capture began (no handshake seen; earlier bytes not counted)".to_string(),
+        });
+    }
+    if c.end == EndReason::Idle {
+        v.push("  ^ idle split: silent longer than --idle-split; its later packets are the next connection on this 4-tuple".to_string());
+    }
+    v
 }
 
 /// One line per connection in tcp_stats.py's shape, then a summary line across connections:
 ///
 /// ```text
-/// 10.0.6.2:1028-10.0.6.1:8000 duration=19.541665 bytes_transferred=104783153 [10.0.6.2: avg=0.000256 min=0.000148 max=0.013202] [10.0.6.1: avg=0.000014 min=0.000008 max=0.006002]
-/// summary: connections=1 partial=0 bytes_transferred=104783153 duration avg=19.541665 min=19.541665 max=19.541665 [A: samples=… avg=… min=… max=…] [B: samples=… …]
+/// 10.0.6.2:1028-10.0.6.1:8000 duration=19.5s bytes_transferred=104783153 [10.0.6.2: avg=256µs min=148µs max=13.2ms] [10.0.6.1: avg=14.0µs min=8.00µs max=6.00ms]
+/// summary: connections=1 partial=0 bytes_transferred=104783153 duration avg=19.5s min=19.5s max=19.5s [A: samples=… avg=… min=… max=…] [B: samples=… …]
 /// ```
 ///
-/// A is the connecting side (see [`Connection::a`]); seconds with six decimals;
-/// `bytes_transferred` is payload in both directions. An endpoint without samples prints
-/// `avg=- min=- max=-`. When timestamps went backwards, a line ends with ` negative_gaps=N`:
-/// the response gaps of both endpoints that came out negative and are not in the figures
-/// (absent when there were none, so ordinary captures keep the seed's exact shape).
+/// A is the connecting side (see [`Connection::a`]); times carry their unit with three
+/// significant digits ([`duration`]); `bytes_transferred` is payload in both directions. An
+/// endpoint without samples prints `avg=- min=- max=-`. When timestamps went backwards, a
+/// line ends with ` negative_gaps=N`: the response gaps of both endpoints that came out
+/// negative and are not in the figures (absent when there were none). A partial or
+/// idle-split connection gets a line of its own below it, starting with `  ^ `.
 pub fn render_seed0(conns: &[Connection]) -> String {
+    render_seed0_with(conns, &[])
+}
+
+/// [`render_seed0`] with extra columns: `handshake=` after `bytes_transferred=`, the
+/// endpoint ones (`packets=`, `retrans=`, `p50=`, `p99=`) inside each endpoint's brackets,
+/// and packet totals in the summary's.
+pub fn render_seed0_with(conns: &[Connection], cols: &[Column]) -> String {
     let mut out = String::new();
     let (mut pa, mut pb) = (Pool::default(), Pool::default());
     let mut total = 0u64;
     let mut partial = 0u64;
     let mut negative = 0u64;
     let (mut dsum, mut dmin, mut dmax) = (0.0f64, f64::INFINITY, 0.0f64);
-    for c in conns {
+    for (i, c) in conns.iter().enumerate() {
         let _ = write!(
             out,
-            "{}-{} duration={:.6} bytes_transferred={} ",
+            "{}-{} duration={} bytes_transferred={} ",
             c.a,
             c.b,
-            c.duration_s,
+            duration(c.duration_s),
             c.bytes_transferred()
         );
-        seed_stats(&mut out, &label(c, true), &c.from_a.response);
+        if cols.contains(&Column::Handshake) {
+            let _ = write!(out, "handshake={} ", dur_opt(c.handshake.rtt_s));
+        }
+        seed_stats(&mut out, &label(c, true), &c.from_a, cols);
         out.push(' ');
-        seed_stats(&mut out, &label(c, false), &c.from_b.response);
+        seed_stats(&mut out, &label(c, false), &c.from_b, cols);
         let neg = c.from_a.response.negative_gaps + c.from_b.response.negative_gaps;
         if neg > 0 {
             let _ = write!(out, " negative_gaps={neg}");
         }
         negative += neg;
         out.push('\n');
-        pa.add(&c.from_a.response);
-        pb.add(&c.from_b.response);
+        for m in marks(conns, i) {
+            out.push_str(&m);
+            out.push('\n');
+        }
+        pa.add(&c.from_a);
+        pb.add(&c.from_b);
         total += c.bytes_transferred();
         partial += c.partial as u64;
         dsum += c.duration_s;
@@ -118,14 +296,16 @@ pub fn render_seed0(conns: &[Connection]) -> String {
     if !conns.is_empty() {
         let _ = write!(
             out,
-            " duration avg={:.6} min={dmin:.6} max={dmax:.6}",
-            dsum / conns.len() as f64
+            " duration avg={} min={} max={}",
+            duration(dsum / conns.len() as f64),
+            duration(dmin),
+            duration(dmax)
         );
     }
     out.push(' ');
-    pa.write(&mut out, "A");
+    pa.write(&mut out, "A", cols);
     out.push(' ');
-    pb.write(&mut out, "B");
+    pb.write(&mut out, "B", cols);
     if negative > 0 {
         let _ = write!(out, " negative_gaps={negative}");
     }
@@ -185,8 +365,8 @@ fn side_values(s: &SideStats) -> [String; 18] {
     ]
 }
 
-/// Every field of every connection, flattened, one row each after a header row. Seconds with
-/// nine decimals; absent values are empty cells. No field contains a comma or quote. The
+/// Every field of every connection, flattened, one row each after a header row. Durations
+/// and latencies in seconds with nine decimals (whole nanoseconds), timestamps with six; absent values are empty cells. No field contains a comma or quote. The
 /// negative-gap counts are the last four columns, after every older column, so readers that
 /// go by position keep working.
 pub fn render_csv(conns: &[Connection]) -> String {
@@ -228,8 +408,9 @@ pub fn render_csv(conns: &[Connection]) -> String {
             c.b.port.to_string(),
             c.partial.to_string(),
             c.end.as_str().to_string(),
-            format!("{:.9}", c.start_ts),
-            format!("{:.9}", c.end_ts),
+            // An f64 epoch timestamp resolves about 0.24 µs: more places would print noise.
+            format!("{:.6}", c.start_ts),
+            format!("{:.6}", c.end_ts),
             format!("{:.9}", c.duration_s),
             c.bytes_transferred().to_string(),
             opt(c.handshake.syn_to_synack_s),
@@ -246,4 +427,33 @@ pub fn render_csv(conns: &[Connection]) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::duration;
+
+    #[test]
+    fn durations_keep_three_significant_digits_with_a_unit() {
+        for (s, want) in [
+            (0.0, "0s"),
+            (3.12e-6, "3.12µs"),
+            (3.124_9e-6, "3.12µs"),
+            (0.000_003, "3.00µs"),
+            (4.5e-5, "45.0µs"),
+            (0.000_390, "390µs"),
+            (0.000_999_7, "1.00ms"),
+            (0.003_06, "3.06ms"),
+            (9.999e-3, "10.0ms"),
+            (19.541_665, "19.5s"),
+            (1234.6, "1235s"),
+            (999.96, "1000s"),
+            (5e-10, "0.50ns"),
+            (42e-9, "42.0ns"),
+            (-2.5e-6, "-2.50µs"),
+            (f64::NAN, "-"),
+        ] {
+            assert_eq!(duration(s), want, "{s}");
+        }
+    }
 }

@@ -5,7 +5,8 @@ mod common;
 use common::*;
 use std::io::Cursor;
 use virtperf_pcap::{
-    render_csv, render_seed0, Analyzer, Connection, EndReason, Options, PcapError, Summary,
+    render_csv, render_seed0, render_seed0_with, Analyzer, Column, Connection, EndReason, Options,
+    PcapError, Summary,
 };
 
 const C4: &str = "10.0.6.2:1028";
@@ -172,20 +173,21 @@ fn seed_rendering_shape() {
     let (conns, _) = run_ok(&pcap_of(&conv, 1, false, false, eth));
     let text = render_seed0(&conns);
     let mut lines = text.lines();
+    // Times with their unit, three significant digits (the seed printed `avg=0.000183`).
     assert_eq!(
         lines.next(),
         Some(
-            "10.0.6.2:1028-10.0.6.1:8000 duration=0.003060 bytes_transferred=1200 \
-             [10.0.6.2: avg=0.000183 min=0.000010 max=0.000390] \
-             [10.0.6.1: avg=0.000045 min=0.000010 max=0.000100]"
+            "10.0.6.2:1028-10.0.6.1:8000 duration=3.06ms bytes_transferred=1200 \
+             [10.0.6.2: avg=183µs min=10.0µs max=390µs] \
+             [10.0.6.1: avg=45.0µs min=10.0µs max=100µs]"
         )
     );
     assert_eq!(
         lines.next(),
         Some(
-            "summary: connections=1 partial=0 bytes_transferred=1200 duration avg=0.003060 \
-             min=0.003060 max=0.003060 [A: samples=4 avg=0.000183 min=0.000010 max=0.000390] \
-             [B: samples=4 avg=0.000045 min=0.000010 max=0.000100]"
+            "summary: connections=1 partial=0 bytes_transferred=1200 duration avg=3.06ms \
+             min=3.06ms max=3.06ms [A: samples=4 avg=183µs min=10.0µs max=390µs] \
+             [B: samples=4 avg=45.0µs min=10.0µs max=100µs]"
         )
     );
     assert_eq!(lines.next(), None);
@@ -195,9 +197,121 @@ fn seed_rendering_shape() {
     let (conns, _) = run_ok(&pcap_of(&lo, 1, false, false, eth));
     let text = render_seed0(&conns);
     assert!(text.starts_with(
-        "127.0.0.1:40000-127.0.0.1:5001 duration=0.003060 bytes_transferred=1200 \
+        "127.0.0.1:40000-127.0.0.1:5001 duration=3.06ms bytes_transferred=1200 \
          [127.0.0.1:40000: avg="
     ));
+}
+
+#[test]
+fn columns_add_packets_retransmissions_handshake_and_percentiles() {
+    let conv = standard_conv(C4, S4);
+    let (conns, _) = run_ok(&pcap_of(&conv, 1, false, false, eth));
+    // Asked in any order, printed in one.
+    let cols = Column::parse_list("p99,packets,handshake,retrans,p50").unwrap();
+    let text = render_seed0_with(&conns, &cols);
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some(
+            "10.0.6.2:1028-10.0.6.1:8000 duration=3.06ms bytes_transferred=1200 handshake=150µs \
+             [10.0.6.2: avg=183µs min=10.0µs max=390µs packets=8 retrans=0 p50=50.0µs p99=390µs] \
+             [10.0.6.1: avg=45.0µs min=10.0µs max=100µs packets=4 retrans=0 p50=20.0µs p99=100µs]"
+        )
+    );
+    let summary = lines.next().unwrap();
+    assert!(
+        summary.ends_with(
+            "[A: samples=4 avg=183µs min=10.0µs max=390µs packets=8 retrans=0] \
+             [B: samples=4 avg=45.0µs min=10.0µs max=100µs packets=4 retrans=0]"
+        ),
+        "{summary}"
+    );
+    let err = Column::parse_list("packets,rtt").unwrap_err();
+    assert_eq!(
+        err,
+        "unknown column \"rtt\": choose from packets,retrans,handshake,p50,p99"
+    );
+}
+
+#[test]
+fn partial_and_idle_split_connections_are_marked_on_their_own_line() {
+    // 400 s of silence in the middle of one connection, split at 300 s.
+    let mut v = Conv::new(C4, S4, 1000, 5000);
+    v.handshake(0, 100, 150);
+    v.send(1000, true, ACK | PSH, 100);
+    v.send(1020, false, ACK | PSH, 500);
+    v.send(400_001_000, true, ACK | PSH, 100);
+    v.send(400_001_020, false, ACK | PSH, 500);
+    v.send(400_002_000, true, FIN | ACK, 0);
+    v.send(400_002_050, false, FIN | ACK, 0);
+    let opts = Options {
+        idle_timeout_s: Some(300.0),
+        ..Options::default()
+    };
+    let (conns, _) = run(&pcap_of(&v, 1, false, false, eth), opts).unwrap();
+    let text = render_seed0(&conns);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "{text}");
+    assert!(
+        lines[0].starts_with("10.0.6.2:1028-10.0.6.1:8000 duration=1.02ms "),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with("  ^ idle split: silent longer than --idle-split"),
+        "{text}"
+    );
+    assert!(
+        lines[2].starts_with("10.0.6.2:1028-10.0.6.1:8000 duration=1.05ms "),
+        "{text}"
+    );
+    assert_eq!(
+        lines[3],
+        "  ^ partial: continues connection 0 after its idle split (no handshake seen)"
+    );
+    assert!(
+        lines[4].starts_with("summary: connections=2 partial=1 "),
+        "{text}"
+    );
+
+    // Without its handshake a connection was open before the capture began.
+    let mut w = Conv::new(C4, S4, 1000, 5000);
+    w.send(1000, true, ACK | PSH, 100);
+    w.send(1020, false, ACK | PSH, 500);
+    let (conns, _) = run_ok(&pcap_of(&w, 1, false, false, eth));
+    let text = render_seed0(&conns);
+    assert_eq!(
+        text.lines().nth(1),
+        Some("  ^ partial: already open when the capture began (no handshake seen; earlier bytes not counted)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn json_times_have_no_float_noise() {
+    // An 877 µs answer: 877000 ns × 1e-9 is 0.0008770000000000001 as a double.
+    let mut v = Conv::new(C4, S4, 1000, 5000);
+    v.handshake(0, 100, 150);
+    v.send(1000, true, ACK | PSH, 100);
+    v.send(1877, false, ACK | PSH, 500);
+    v.send(3000, true, FIN | ACK, 0);
+    v.send(3050, false, FIN | ACK, 0);
+    let (conns, summary) = run_ok(&pcap_of(&v, 1, false, false, eth));
+    let json = serde_json::to_string(&conns[0]).unwrap();
+    let resp =
+        serde_json::to_string(&serde_json::to_value(&conns[0]).unwrap()["from_b"]["response"])
+            .unwrap();
+    assert!(resp.contains("\"max_s\":0.000877,"), "{resp}");
+    assert!(resp.contains("\"p99_s\":0.000877"), "{resp}");
+    // A mean of whole nanoseconds, to the nanosecond.
+    assert!(resp.contains("\"avg_s\":0.000342333,"), "{resp}");
+    for noise in ["00000000001", "99999999"] {
+        assert!(!json.contains(noise), "{json}");
+    }
+    let json = serde_json::to_string(&summary).unwrap();
+    assert!(
+        !json.contains("00000000001") && !json.contains("99999999"),
+        "{json}"
+    );
 }
 
 #[test]

@@ -5,6 +5,7 @@
 
 pub mod compare;
 pub mod explain;
+pub mod export;
 pub mod html;
 pub mod render;
 pub mod stats;

@@ -160,7 +160,7 @@ fn cell(config: &str, trials: &[&TrialRow], confidence: f64) -> ConfigSummary {
 }
 
 /// The unit of a probe's metric, from its name's suffix (`one_way_p50_us`).
-fn probe_unit(name: &str) -> &'static str {
+pub(crate) fn probe_unit(name: &str) -> &'static str {
     if name.ends_with("_us") {
         "µs"
     } else if name.ends_with("_ns") {
