@@ -235,7 +235,8 @@ impl Common {
 
 #[derive(Debug, Args)]
 pub struct RrArgs {
-    /// Request and response sizes in bytes: `REQ,RESP`, or one size for both
+    /// Request and response sizes in bytes: `REQ,RESP`, or one size for both (64K = 65536,
+    /// 64KB = 64000)
     #[arg(long, short = 'r', default_value = "1,1", value_parser = parse_size_pair, allow_hyphen_values = true)]
     pub size: (u32, u32),
     /// Measured duration (10s, 500ms, 1m; a bare number is seconds)

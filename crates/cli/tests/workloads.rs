@@ -273,6 +273,25 @@ fn env_reports_the_fingerprint() {
     assert!(text.contains(&e.kernel));
 }
 
+/// `64K` means 65,536 bytes, as in netperf and iperf3 (`64KB` stays 64,000), and the human
+/// header prints the resolved count so nobody has to guess which one ran.
+#[test]
+fn a_bare_k_is_binary_and_the_header_says_the_byte_count() {
+    let v = run_json(&["rr", "--size", "64K", "-l", "1s"]);
+    assert_eq!(v["workload"]["request"], 65536);
+    assert_eq!(v["workload"]["response"], 65536);
+    let v = run_json(&["rr", "--size", "64KB,1", "-l", "300ms"]);
+    assert_eq!(v["workload"]["request"], 64000);
+    let out = common::vp()
+        .args(["stream", "-m", "64K", "-l", "300ms"])
+        .output()
+        .unwrap();
+    common::assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let head = text.lines().next().unwrap_or("");
+    assert!(head.contains("65536 B (64 KiB) sends"), "{text}");
+}
+
 #[test]
 fn human_output_is_a_table() {
     let out = common::vp().args(["rr", "-l", "0.5"]).output().unwrap();
