@@ -317,6 +317,10 @@ pub struct HttpArgs {
     /// Download this URL instead of the agent's body (times any web server; http:// only)
     #[arg(long, conflicts_with_all = ["bytes", "host"])]
     pub url: Option<String>,
+    /// With --url: also time responses with this non-2xx status (e.g. 404; repeatable or
+    /// comma-separated); any other status outside 2xx is an error
+    #[arg(long, requires = "url", conflicts_with_all = ["bytes", "host"], value_delimiter = ',', value_parser = clap::value_parser!(u16).range(100..=599), value_name = "CODE")]
+    pub accept_status: Vec<u16>,
     #[command(flatten)]
     pub common: Common,
 }

@@ -139,8 +139,9 @@ pub fn agent(io_timeout: Duration) -> ureq::Agent {
         .new_agent()
 }
 
-/// Downloads `url` once, discarding the body.
-pub fn fetch(agent: &ureq::Agent, url: &str) -> Result<Fetched, String> {
+/// Downloads `url` once, discarding the body. A status outside 2xx is an error (a 404 page
+/// is not the file being timed) unless `accept` lists it.
+pub fn fetch(agent: &ureq::Agent, url: &str, accept: &[u16]) -> Result<Fetched, String> {
     let t0 = Instant::now();
     let mut resp = agent
         .get(url)
@@ -148,6 +149,12 @@ pub fn fetch(agent: &ureq::Agent, url: &str) -> Result<Fetched, String> {
         .map_err(|e| format!("GET {url}: {e}"))?;
     let ttfb = t0.elapsed();
     let status = resp.status().as_u16();
+    if !(200..300).contains(&status) && !accept.contains(&status) {
+        let reason = resp.status().canonical_reason().unwrap_or("");
+        return Err(format!(
+            "GET {url}: HTTP {status} {reason}; only 2xx counts as a download (--accept-status {status} to time it anyway)"
+        ));
+    }
     let mut reader = resp.body_mut().as_reader();
     let mut buf = vec![0u8; 256 * 1024];
     let mut bytes = 0u64;
