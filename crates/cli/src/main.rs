@@ -65,7 +65,8 @@ fn main() -> ExitCode {
 }
 
 /// Help and version go out as clap renders them; a usage error becomes one line (what is
-/// wrong, with clap's own wording) and exit code 2, like every other error of ours.
+/// wrong, with clap's own wording), then clap's tips if it has any, and exit code 2, like
+/// every other error of ours.
 fn usage_error(e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     match e.kind() {
@@ -91,6 +92,15 @@ fn usage_error(e: clap::Error) -> ExitCode {
     let msg = para.join(" ");
     let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
     eprintln!("virtperf: error: {msg} (see --help)");
+    // clap's tips ("a similar argument exists: '--duration'") are the fix for a typo: keep
+    // each as a line of its own after the error.
+    for tip in text
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("tip: "))
+    {
+        eprintln!("{tip}");
+    }
     ExitCode::from(2)
 }
 
