@@ -190,23 +190,27 @@ pub struct Common {
     /// creates and removes; needs root); ssh:USER@HOST[:PORT] (virtperf copies itself there
     /// over SSH and runs the agent); remote:HOST[:PORT] (an agent someone started);
     /// guest[:host-guest|guest-host|guest-guest] (QEMU guests virtperf boots; needs root)
-    #[arg(long, default_value = "local", value_parser = Placement::from_str)]
+    #[arg(long, default_value = "local", value_parser = Placement::from_str, help_heading = PLACEMENT)]
     pub placement: Placement,
-    #[command(flatten)]
-    pub guest: crate::vm::GuestArgs,
     /// With a netns placement: shape the client's link with a token bucket (e.g. 1gbit)
-    #[arg(long, requires = "placement", value_parser = virtperf_lab::parse::rate, allow_hyphen_values = true, value_name = "RATE")]
+    #[arg(long, requires = "placement", value_parser = virtperf_lab::parse::rate, allow_hyphen_values = true, value_name = "RATE", help_heading = PLACEMENT)]
     pub link_rate: Option<String>,
+    /// With a netns placement: add this one-way delay to the client's link (netem, e.g. 1ms)
+    #[arg(long, requires = "placement", value_parser = virtperf_lab::parse::delay, allow_hyphen_values = true, help_heading = PLACEMENT)]
+    pub delay: Option<String>,
     /// Identity file for ssh: placements
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = PLACEMENT)]
     pub ssh_key: Option<std::path::PathBuf>,
     /// Extra ssh option for ssh: placements, as for `ssh -o` (repeatable)
-    #[arg(long, value_name = "KEY=VALUE")]
+    #[arg(long, value_name = "KEY=VALUE", help_heading = PLACEMENT)]
     pub ssh_opt: Vec<String>,
-    /// With a netns placement: add this one-way delay to the client's link (netem, e.g. 1ms)
-    #[arg(long, requires = "placement", value_parser = virtperf_lab::parse::delay, allow_hyphen_values = true)]
-    pub delay: Option<String>,
+    // Last: its flags carry their own heading, "Guest placement".
+    #[command(flatten)]
+    pub guest: crate::vm::GuestArgs,
 }
+
+/// The help heading of the flags that say where the two ends run.
+const PLACEMENT: &str = "Placement";
 
 impl Common {
     /// The placement with the settings these flags give it: link shaping, guest options,
