@@ -165,6 +165,41 @@ fn foreign_and_corrupt_databases_are_refused_untouched() {
     assert_eq!(std::fs::read(&junk).unwrap(), before);
 }
 
+/// A reader pointed at a file that does not exist says so and creates nothing: not the
+/// file, not its directory (a mistyped --db used to leave an empty database behind).
+#[test]
+fn readers_of_a_missing_database_create_nothing() {
+    let d = TempDir::new("missing");
+    let dir = d.path("nowhere");
+    let db = dir.join("x.db");
+    let html = d.path("r.html");
+    for args in [
+        &["runs"][..],
+        &["show", "1"],
+        &["show", "last"],
+        &["compare", "1", "2"],
+        &["report", "1", "-o", html.to_str().unwrap()],
+    ] {
+        let out = vp().args(args).arg("--db").arg(&db).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_one_line_error(&err, "does not exist");
+        assert!(err.contains("virtperf run"), "{args:?}: {err}");
+        assert!(!dir.exists(), "{args:?} created {}", dir.display());
+        assert!(!html.exists(), "{args:?} wrote a report");
+    }
+    // In an existing directory too: no file, no -wal, no side file.
+    let here = d.path("x.db");
+    let out = vp()
+        .args(["show", "1", "--db"])
+        .arg(&here)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let left: Vec<_> = std::fs::read_dir(&d.0).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 #[test]
 fn configs_whose_knobs_cannot_apply_are_skipped_with_the_reason() {
     let d = TempDir::new("skip");
