@@ -200,6 +200,79 @@ fn readers_of_a_missing_database_create_nothing() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// `compare --fail-on-regression` exits 3 when a verdict says the candidate got worse by at
+/// least the threshold. Two real runs: back to back, then with a 2 ms gap between
+/// transactions, which cuts the rate by over 90 %; 6 tries each so that Welch's test finds
+/// it significant even when other work on a shared machine makes the fast run's rate vary
+/// by half.
+#[test]
+fn compare_fails_on_a_regression_for_ci() {
+    let d = TempDir::new("regress");
+    let db = d.path("r.db");
+    let rr = "name = \"ci\"\nduration = \"200ms\"\nrepetitions = 6\n[[workload]]\nkind = \"rr\"\n";
+    let (fast, slow) = (d.path("fast.toml"), d.path("slow.toml"));
+    std::fs::write(&fast, rr).unwrap();
+    std::fs::write(&slow, format!("{rr}gap = \"2ms\"\n")).unwrap();
+    run_ok(&["run", fast.to_str().unwrap()], &db);
+    run_ok(&["run", slow.to_str().unwrap()], &db);
+
+    let code = |extra: &[&str]| {
+        let out = vp()
+            .args(["compare", "1", "2"])
+            .args(extra)
+            .arg("--db")
+            .arg(&db)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let rows: serde_json::Value =
+        serde_json::from_str(&run_ok(&["compare", "1", "2", "--json"], &db)).unwrap();
+    let rows = rows.as_array().unwrap();
+    let rate = rows
+        .iter()
+        .find(|r| r["metric"] == "rate_per_s")
+        .unwrap_or_else(|| panic!("no rate row: {rows:?}"));
+    assert_eq!(rate["comparison"]["verdict"], "regressed", "{rate}");
+    let worst = rows
+        .iter()
+        .filter(|r| r["comparison"]["verdict"] == "regressed")
+        .filter_map(|r| r["comparison"]["pct_change"].as_f64())
+        .map(f64::abs)
+        .fold(0.0, f64::max);
+
+    // Without the flag a regression is only reported.
+    assert_eq!(code(&[]).0, Some(0));
+    let (c, err) = code(&["--fail-on-regression"]);
+    assert_eq!(c, Some(3), "{err}");
+    assert_one_line_error(&err, "regressed by at least 0%");
+    let (c, err) = code(&["--fail-on-regression", "--threshold", "5%"]);
+    assert_eq!(c, Some(3), "{err}");
+    // A threshold above the worst regression passes; the candidate's improvements never fail.
+    let t = format!("{:.1}%", worst + 1.0);
+    let (c, err) = code(&["--fail-on-regression", "--threshold", &t]);
+    assert_eq!(c, Some(0), "threshold {t}: {err}");
+    // The faster run as the candidate: its rate improved, so that row never fails it.
+    let back: serde_json::Value =
+        serde_json::from_str(&run_ok(&["compare", "2", "1", "--json"], &db)).unwrap();
+    let rate_back = back
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == "rate_per_s")
+        .unwrap();
+    assert_eq!(rate_back["comparison"]["verdict"], "improved");
+    // --threshold means nothing alone, and must be a percentage.
+    assert_eq!(code(&["--threshold", "5%"]).0, Some(2));
+    assert_eq!(
+        code(&["--fail-on-regression", "--threshold", "lots"]).0,
+        Some(2)
+    );
+}
+
 #[test]
 fn configs_whose_knobs_cannot_apply_are_skipped_with_the_reason() {
     let d = TempDir::new("skip");
