@@ -57,6 +57,17 @@ pub enum Command {
     Report(crate::experiment::ReportArgs),
     /// QEMU guests virtperf boots: `vm compare` prints native vs guest per workload
     Vm(crate::vm::VmArgs),
+    /// Print a shell completion script: `virtperf completions bash > /etc/bash_completion.d/virtperf`
+    Completions(CompletionsArgs),
+    /// Print the man page (roff): `virtperf man > virtperf.1; man ./virtperf.1`
+    Man,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]

@@ -21,7 +21,7 @@ mod wake;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 use args::{Cli, Command};
 
@@ -104,6 +104,19 @@ fn usage_error(e: clap::Error) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// Writes generated text to stdout. Generated into a buffer first: clap_complete panics when
+/// its writer fails, and `virtperf completions bash | head` closes the pipe early.
+fn write_stdout(buf: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(buf).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::anyhow!("cannot write to standard output: {e}"))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Serve(a) => commands::serve(a),
@@ -134,6 +147,16 @@ fn run(cli: Cli) -> Result<()> {
                 );
             }
             Ok(())
+        }
+        Command::Completions(a) => {
+            let mut buf = Vec::new();
+            clap_complete::generate(a.shell, &mut Cli::command(), "virtperf", &mut buf);
+            write_stdout(&buf)
+        }
+        Command::Man => {
+            let mut buf = Vec::new();
+            clap_mangen::Man::new(Cli::command()).render(&mut buf)?;
+            write_stdout(&buf)
         }
         Command::Explain(a) => explain::explain(a),
         Command::Run(a) => experiment::run(a),

@@ -69,3 +69,61 @@ fn every_flag_sits_under_its_own_heading() {
     assert_eq!(vm["--json"], "Options");
     assert_eq!(vm["--mem"], "Guest placement");
 }
+
+fn stdout_of(args: &[&str]) -> String {
+    let out = vp().args(args).output().expect("spawn");
+    assert_ok(&out);
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// Completion scripts come from the clap definitions, for each shell, and bash accepts its
+/// script: sourcing it registers a completion for `virtperf`.
+#[test]
+fn completions_are_generated_for_each_shell() {
+    let bash = stdout_of(&["completions", "bash"]);
+    assert!(bash.contains("virtperf") && bash.contains("--fail-on-regression"));
+    assert!(stdout_of(&["completions", "zsh"]).starts_with("#compdef virtperf"));
+    assert!(stdout_of(&["completions", "fish"]).contains("complete -c virtperf"));
+
+    let dir = std::env::temp_dir().join(format!("vp-compl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("virtperf.bash");
+    std::fs::write(&script, &bash).unwrap();
+    let registered = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source '{}' && complete -p virtperf",
+            script.display()
+        ))
+        .output();
+    let _ = std::fs::remove_dir_all(&dir);
+    match registered {
+        Ok(o) => {
+            assert_ok(&o);
+            assert!(String::from_utf8_lossy(&o.stdout).contains("virtperf"));
+        }
+        Err(e) => eprintln!("skipped sourcing the script: no bash ({e})"),
+    }
+
+    let (code, err) = common::run_fail(&["completions", "tcsh"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+/// The man page is roff from the same definitions: a `.TH` title, the name, every command.
+#[test]
+fn man_prints_a_roff_page() {
+    let man = stdout_of(&["man"]);
+    // clap_mangen opens with two lines that define a quote string; the title follows.
+    let title = man.lines().position(|l| l.starts_with(".TH virtperf 1"));
+    let name = man.lines().position(|l| l == ".SH NAME");
+    assert!(
+        matches!((title, name), (Some(t), Some(n)) if t < n && t <= 2),
+        "{man}"
+    );
+    for sub in ["rr", "stream", "compare", "completions", "man"] {
+        assert!(
+            man.contains(&format!("virtperf\\-{sub}(1)")),
+            "{sub} missing"
+        );
+    }
+}
