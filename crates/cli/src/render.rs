@@ -11,7 +11,7 @@ fn bytes(n: u64) -> String {
     const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = n;
     let mut i = 0;
-    while v >= 1024 && v % 1024 == 0 && i < U.len() - 1 {
+    while v >= 1024 && v.is_multiple_of(1024) && i < U.len() - 1 {
         v /= 1024;
         i += 1;
     }
