@@ -641,7 +641,9 @@ fn a_reader_holding_the_database_for_8_s_does_not_break_a_run() {
     let db = d.path("r.db");
     let spec = d.path("s.toml");
     std::fs::write(&spec, FOUR_TRIALS).unwrap();
-    // The database exists (as after any earlier run) before the reader opens it.
+    // The database exists (as after any earlier run) before the reader opens it: a reader
+    // initialises an empty file (it creates none).
+    std::fs::write(&db, b"").unwrap();
     run_ok(&["runs"], &db);
     // A notebook's open read transaction, held across the whole run: begin_run and every
     // trial's insert happen while it is open.
@@ -730,6 +732,7 @@ fn trials_the_database_refuses_are_kept_beside_it_and_imported_by_the_next_run()
         "name = \"refused\"\nduration = \"200ms\"\nrepetitions = 2\n[[workload]]\nkind = \"rr\"\n",
     )
     .unwrap();
+    std::fs::write(&db, b"").unwrap();
     run_ok(&["runs"], &db);
     let sql = |q: &str| {
         let out = std::process::Command::new("sqlite3")
