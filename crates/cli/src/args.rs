@@ -59,6 +59,17 @@ pub enum Command {
     Export(crate::export::ExportArgs),
     /// QEMU guests virtperf boots: `vm compare` prints native vs guest per workload
     Vm(crate::vm::VmArgs),
+    /// Print a shell completion script: `virtperf completions bash > /etc/bash_completion.d/virtperf`
+    Completions(CompletionsArgs),
+    /// Print the man page (roff): `virtperf man > virtperf.1; man ./virtperf.1`
+    Man,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]
@@ -192,23 +203,27 @@ pub struct Common {
     /// creates and removes; needs root); ssh:USER@HOST[:PORT] (virtperf copies itself there
     /// over SSH and runs the agent); remote:HOST[:PORT] (an agent someone started);
     /// guest[:host-guest|guest-host|guest-guest] (QEMU guests virtperf boots; needs root)
-    #[arg(long, default_value = "local", value_parser = Placement::from_str)]
+    #[arg(long, default_value = "local", value_parser = Placement::from_str, help_heading = PLACEMENT)]
     pub placement: Placement,
-    #[command(flatten)]
-    pub guest: crate::vm::GuestArgs,
     /// With a netns placement: shape the client's link with a token bucket (e.g. 1gbit)
-    #[arg(long, requires = "placement", value_parser = virtperf_lab::parse::rate, allow_hyphen_values = true, value_name = "RATE")]
+    #[arg(long, requires = "placement", value_parser = virtperf_lab::parse::rate, allow_hyphen_values = true, value_name = "RATE", help_heading = PLACEMENT)]
     pub link_rate: Option<String>,
+    /// With a netns placement: add this one-way delay to the client's link (netem, e.g. 1ms)
+    #[arg(long, requires = "placement", value_parser = virtperf_lab::parse::delay, allow_hyphen_values = true, help_heading = PLACEMENT)]
+    pub delay: Option<String>,
     /// Identity file for ssh: placements
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = PLACEMENT)]
     pub ssh_key: Option<std::path::PathBuf>,
     /// Extra ssh option for ssh: placements, as for `ssh -o` (repeatable)
-    #[arg(long, value_name = "KEY=VALUE")]
+    #[arg(long, value_name = "KEY=VALUE", help_heading = PLACEMENT)]
     pub ssh_opt: Vec<String>,
-    /// With a netns placement: add this one-way delay to the client's link (netem, e.g. 1ms)
-    #[arg(long, requires = "placement", value_parser = virtperf_lab::parse::delay, allow_hyphen_values = true)]
-    pub delay: Option<String>,
+    // Last: its flags carry their own heading, "Guest placement".
+    #[command(flatten)]
+    pub guest: crate::vm::GuestArgs,
 }
+
+/// The help heading of the flags that say where the two ends run.
+const PLACEMENT: &str = "Placement";
 
 impl Common {
     /// The placement with the settings these flags give it: link shaping, guest options,
@@ -237,7 +252,8 @@ impl Common {
 
 #[derive(Debug, Args)]
 pub struct RrArgs {
-    /// Request and response sizes in bytes: `REQ,RESP`, or one size for both
+    /// Request and response sizes in bytes: `REQ,RESP`, or one size for both (64K = 65536,
+    /// 64KB = 64000)
     #[arg(long, short = 'r', default_value = "1,1", value_parser = parse_size_pair, allow_hyphen_values = true)]
     pub size: (u32, u32),
     /// Measured duration (10s, 500ms, 1m; a bare number is seconds)
@@ -337,6 +353,10 @@ pub struct HttpArgs {
     /// Download this URL instead of the agent's body (times any web server; http:// only)
     #[arg(long, conflicts_with_all = ["bytes", "host"])]
     pub url: Option<String>,
+    /// With --url: also time responses with this non-2xx status (e.g. 404; repeatable or
+    /// comma-separated); any other status outside 2xx is an error
+    #[arg(long, requires = "url", conflicts_with_all = ["bytes", "host"], value_delimiter = ',', value_parser = clap::value_parser!(u16).range(100..=599), value_name = "CODE")]
+    pub accept_status: Vec<u16>,
     #[command(flatten)]
     pub common: Common,
 }

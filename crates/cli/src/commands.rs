@@ -252,7 +252,7 @@ pub fn http(a: HttpArgs) -> Result<()> {
             ));
         }
         let progress = Progress::new("http", a.common.json);
-        let r = client::run_url(url, a.count, &|f| progress.update(f))?;
+        let r = client::run_url(url, a.count, &a.accept_status, &|f| progress.update(f))?;
         drop(progress);
         return output(&r, a.common.json, false);
     }

@@ -141,6 +141,28 @@ pub struct CompareArgs {
     /// Print JSON
     #[arg(long)]
     pub json: bool,
+    /// Exit 3 when a verdict says the candidate regressed (by at least --threshold): for CI
+    #[arg(long)]
+    pub fail_on_regression: bool,
+    /// With --fail-on-regression: the smallest regression that fails, in percent (5%, 2.5)
+    #[arg(long, default_value = "0%", value_parser = parse_threshold, requires = "fail_on_regression")]
+    pub threshold: f64,
+}
+
+/// Parses a regression threshold in percent (`5%`, `2.5`): finite and not negative (event
+/// counts per transaction can grow by thousands of percent, so there is no upper bound).
+fn parse_threshold(s: &str) -> Result<f64, String> {
+    let bad = || format!("invalid threshold {s:?}: expected a percentage like 5% or 2.5");
+    let v: f64 = s
+        .trim()
+        .trim_end_matches('%')
+        .trim()
+        .parse()
+        .map_err(|_| bad())?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(bad());
+    }
+    Ok(v)
 }
 
 #[derive(Debug, Args)]
@@ -606,6 +628,24 @@ pub fn compare(a: CompareArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
         print!("{}", render::compare_table(&rows));
+    }
+    if a.fail_on_regression {
+        let worse = compare::regressions(&rows, a.threshold);
+        if let Some(first) = worse.first() {
+            return Err(crate::signals::exit(
+                crate::signals::code::REGRESSION,
+                format!(
+                    "{} comparison(s) regressed by at least {}%, e.g. {} {} {}: {:+.1}% against {}",
+                    worse.len(),
+                    a.threshold,
+                    first.point,
+                    first.candidate,
+                    first.metric,
+                    first.comparison.pct_change,
+                    first.baseline
+                ),
+            ));
+        }
     }
     Ok(())
 }

@@ -22,7 +22,7 @@ mod wake;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 use args::{Cli, Command};
 
@@ -66,7 +66,8 @@ fn main() -> ExitCode {
 }
 
 /// Help and version go out as clap renders them; a usage error becomes one line (what is
-/// wrong, with clap's own wording) and exit code 2, like every other error of ours.
+/// wrong, with clap's own wording), then clap's tips if it has any, and exit code 2, like
+/// every other error of ours.
 fn usage_error(e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     match e.kind() {
@@ -92,7 +93,29 @@ fn usage_error(e: clap::Error) -> ExitCode {
     let msg = para.join(" ");
     let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
     eprintln!("virtperf: error: {msg} (see --help)");
+    // clap's tips ("a similar argument exists: '--duration'") are the fix for a typo: keep
+    // each as a line of its own after the error.
+    for tip in text
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("tip: "))
+    {
+        eprintln!("{tip}");
+    }
     ExitCode::from(2)
+}
+
+/// Writes generated text to stdout. Generated into a buffer first: clap_complete panics when
+/// its writer fails, and `virtperf completions bash | head` closes the pipe early.
+fn write_stdout(buf: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(buf).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::anyhow!("cannot write to standard output: {e}"))
+        }
+        _ => Ok(()),
+    }
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -125,6 +148,16 @@ fn run(cli: Cli) -> Result<()> {
                 );
             }
             Ok(())
+        }
+        Command::Completions(a) => {
+            let mut buf = Vec::new();
+            clap_complete::generate(a.shell, &mut Cli::command(), "virtperf", &mut buf);
+            write_stdout(&buf)
+        }
+        Command::Man => {
+            let mut buf = Vec::new();
+            clap_mangen::Man::new(Cli::command()).render(&mut buf)?;
+            write_stdout(&buf)
         }
         Command::Explain(a) => explain::explain(a),
         Command::Run(a) => experiment::run(a),

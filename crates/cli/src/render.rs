@@ -5,18 +5,23 @@ use std::fmt::Write;
 
 use virtperf_wire::{Env, Outcome, SideCpu, TestResult, Workload};
 
+/// A byte count as typed units can hide it (`64K` is 65536, `64KB` 64000): the exact count
+/// first, then a readable unit when one fits (`65536 B (64 KiB)`, `100000000 B (100.0 MB)`).
 fn bytes(n: u64) -> String {
     const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
+    let mut v = n;
     let mut i = 0;
-    while v >= 1024.0 && i < U.len() - 1 && v.fract() == 0.0 && (v / 1024.0).fract() == 0.0 {
-        v /= 1024.0;
+    while v >= 1024 && v.is_multiple_of(1024) && i < U.len() - 1 {
+        v /= 1024;
         i += 1;
     }
-    if i == 0 && n >= 10_000_000 {
-        return format!("{:.1} MB", n as f64 / 1e6);
+    if i > 0 {
+        format!("{n} B ({v} {})", U[i])
+    } else if n >= 10_000_000 {
+        format!("{n} B ({:.1} MB)", n as f64 / 1e6)
+    } else {
+        format!("{n} B")
     }
-    format!("{v} {}", U[i])
 }
 
 /// One compact line per side: events per unit of work, over the side's pinned CPU when it

@@ -15,11 +15,14 @@ use signal_hook::iterator::Signals;
 pub const TERMINATION: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
 
 /// Exit codes (the README's table): 0 success; 1 an error, or a run that stored no result;
-/// 2 bad arguments or spec; 4 a run stored but incomplete (some trials failed or a config's
-/// teardown failed); 128 + N stopped by signal N after cleaning up (130 INT, 143 TERM, 129 HUP).
+/// 2 bad arguments or spec; 3 `compare --fail-on-regression` found a regression; 4 a run
+/// stored but incomplete (some trials failed or a config's teardown failed); 128 + N stopped
+/// by signal N after cleaning up (130 INT, 143 TERM, 129 HUP).
 pub mod code {
     /// Bad command-line arguments or spec.
     pub const USAGE: u8 = 2;
+    /// `compare --fail-on-regression`: a verdict says the candidate regressed.
+    pub const REGRESSION: u8 = 3;
     /// The run was stored but some of it failed.
     pub const INCOMPLETE: u8 = 4;
 }

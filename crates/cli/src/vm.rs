@@ -348,38 +348,44 @@ fn fmt(v: f64) -> String {
     }
 }
 
+/// The help heading of the guest flags.
+const GUEST_HEADING: &str = "Guest placement";
+
 /// How guests are built and run (`--placement guest…`, `virtperf vm`).
+///
+/// Each flag names its help heading itself: a struct-level `next_help_heading` stays set
+/// after the flatten (clap does not restore it) and pulled the flags that follow
+/// (`--link-rate`, `--ssh-key`, `--json`, `--db`) under this heading too.
 #[derive(Debug, Args, Clone)]
-#[command(next_help_heading = "Guest placement")]
 pub struct GuestArgs {
     /// Guest kernel (bzImage); default: Debian's linux-image-cloud-amd64, fetched once with
     /// apt-get download into ~/.cache/virtperf
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, help_heading = GUEST_HEADING, value_name = "PATH")]
     pub kernel: Option<std::path::PathBuf>,
     /// lib/modules/RELEASE directory (with modules.dep) holding that kernel's virtio modules
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, help_heading = GUEST_HEADING, value_name = "DIR")]
     pub kernel_modules: Option<std::path::PathBuf>,
     /// virtperf binary to run in the guest (a static musl build is smallest; default: this
     /// one, with its shared libraries)
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, help_heading = GUEST_HEADING, value_name = "PATH")]
     pub guest_binary: Option<std::path::PathBuf>,
     /// vCPUs per guest
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    #[arg(long, help_heading = GUEST_HEADING, default_value_t = 1, value_name = "N")]
     pub vcpus: u32,
     /// Memory per guest in MiB
-    #[arg(long, default_value_t = 512, value_name = "MIB")]
+    #[arg(long, help_heading = GUEST_HEADING, default_value_t = 512, value_name = "MIB")]
     pub mem: u32,
     /// Host CPUs to pin the vCPU threads to (vCPU i on the i-th, cycling), e.g. 1 or 0,1
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    #[arg(long, help_heading = GUEST_HEADING, value_name = "LIST", value_delimiter = ',')]
     pub vcpu_cpus: Vec<u32>,
     /// virtio-net through vhost-net (needs /dev/vhost-net)
-    #[arg(long, default_value = "off", value_parser = parse_on_off, value_name = "on|off", action = clap::ArgAction::Set)]
+    #[arg(long, help_heading = GUEST_HEADING, default_value = "off", value_parser = parse_on_off, value_name = "on|off", action = clap::ArgAction::Set)]
     pub vhost: bool,
     /// Accelerator: auto (KVM where hardware virtualization works, else TCG), kvm, tcg
-    #[arg(long, default_value = "auto", value_name = "auto|kvm|tcg")]
+    #[arg(long, help_heading = GUEST_HEADING, default_value = "auto", value_name = "auto|kvm|tcg")]
     pub accel: virtperf_lab::place::guest::Accel,
     /// How long a guest may take to boot
-    #[arg(long, default_value = "120s", value_parser = virtperf_lab::parse::duration, value_name = "DURATION")]
+    #[arg(long, help_heading = GUEST_HEADING, default_value = "120s", value_parser = virtperf_lab::parse::duration, value_name = "DURATION")]
     pub boot_timeout: std::time::Duration,
 }
 

@@ -62,6 +62,23 @@ fn usage_errors_exit_2_with_one_line() {
     }
 }
 
+/// A typo gets clap's suggestion: the one error line, then the tip on a line of its own.
+#[test]
+fn a_mistyped_flag_keeps_clap_s_tip() {
+    let (code, err) = run_fail(&["rr", "--durtion", "1s"]);
+    assert_eq!(code, 2, "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 2, "error and tip: {err:?}");
+    assert!(
+        lines[0].starts_with("virtperf: error: ") && lines[0].contains("'--durtion'"),
+        "{err:?}"
+    );
+    assert_eq!(
+        lines[1], "tip: a similar argument exists: '--duration'",
+        "{err:?}"
+    );
+}
+
 #[test]
 fn refused_connection_names_the_address() {
     // A port nobody listens on: bind, note it, release it.

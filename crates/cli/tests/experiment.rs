@@ -172,6 +172,114 @@ fn foreign_and_corrupt_databases_are_refused_untouched() {
     assert_eq!(std::fs::read(&junk).unwrap(), before);
 }
 
+/// A reader pointed at a file that does not exist says so and creates nothing: not the
+/// file, not its directory (a mistyped --db used to leave an empty database behind).
+#[test]
+fn readers_of_a_missing_database_create_nothing() {
+    let d = TempDir::new("missing");
+    let dir = d.path("nowhere");
+    let db = dir.join("x.db");
+    let html = d.path("r.html");
+    for args in [
+        &["runs"][..],
+        &["show", "1"],
+        &["show", "last"],
+        &["compare", "1", "2"],
+        &["report", "1", "-o", html.to_str().unwrap()],
+    ] {
+        let out = vp().args(args).arg("--db").arg(&db).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_one_line_error(&err, "does not exist");
+        assert!(err.contains("virtperf run"), "{args:?}: {err}");
+        assert!(!dir.exists(), "{args:?} created {}", dir.display());
+        assert!(!html.exists(), "{args:?} wrote a report");
+    }
+    // In an existing directory too: no file, no -wal, no side file.
+    let here = d.path("x.db");
+    let out = vp()
+        .args(["show", "1", "--db"])
+        .arg(&here)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let left: Vec<_> = std::fs::read_dir(&d.0).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// `compare --fail-on-regression` exits 3 when a verdict says the candidate got worse by at
+/// least the threshold. Two real runs: back to back, then with a 2 ms gap between
+/// transactions, which cuts the rate by over 90 %; 6 tries each so that Welch's test finds
+/// it significant even when other work on a shared machine makes the fast run's rate vary
+/// by half.
+#[test]
+fn compare_fails_on_a_regression_for_ci() {
+    let d = TempDir::new("regress");
+    let db = d.path("r.db");
+    let rr = "name = \"ci\"\nduration = \"200ms\"\nrepetitions = 6\n[[workload]]\nkind = \"rr\"\n";
+    let (fast, slow) = (d.path("fast.toml"), d.path("slow.toml"));
+    std::fs::write(&fast, rr).unwrap();
+    std::fs::write(&slow, format!("{rr}gap = \"2ms\"\n")).unwrap();
+    run_ok(&["run", fast.to_str().unwrap()], &db);
+    run_ok(&["run", slow.to_str().unwrap()], &db);
+
+    let code = |extra: &[&str]| {
+        let out = vp()
+            .args(["compare", "1", "2"])
+            .args(extra)
+            .arg("--db")
+            .arg(&db)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let rows: serde_json::Value =
+        serde_json::from_str(&run_ok(&["compare", "1", "2", "--json"], &db)).unwrap();
+    let rows = rows.as_array().unwrap();
+    let rate = rows
+        .iter()
+        .find(|r| r["metric"] == "rate_per_s")
+        .unwrap_or_else(|| panic!("no rate row: {rows:?}"));
+    assert_eq!(rate["comparison"]["verdict"], "regressed", "{rate}");
+    let worst = rows
+        .iter()
+        .filter(|r| r["comparison"]["verdict"] == "regressed")
+        .filter_map(|r| r["comparison"]["pct_change"].as_f64())
+        .map(f64::abs)
+        .fold(0.0, f64::max);
+
+    // Without the flag a regression is only reported.
+    assert_eq!(code(&[]).0, Some(0));
+    let (c, err) = code(&["--fail-on-regression"]);
+    assert_eq!(c, Some(3), "{err}");
+    assert_one_line_error(&err, "regressed by at least 0%");
+    let (c, err) = code(&["--fail-on-regression", "--threshold", "5%"]);
+    assert_eq!(c, Some(3), "{err}");
+    // A threshold above the worst regression passes; the candidate's improvements never fail.
+    let t = format!("{:.1}%", worst + 1.0);
+    let (c, err) = code(&["--fail-on-regression", "--threshold", &t]);
+    assert_eq!(c, Some(0), "threshold {t}: {err}");
+    // The faster run as the candidate: its rate improved, so that row never fails it.
+    let back: serde_json::Value =
+        serde_json::from_str(&run_ok(&["compare", "2", "1", "--json"], &db)).unwrap();
+    let rate_back = back
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == "rate_per_s")
+        .unwrap();
+    assert_eq!(rate_back["comparison"]["verdict"], "improved");
+    // --threshold means nothing alone, and must be a percentage.
+    assert_eq!(code(&["--threshold", "5%"]).0, Some(2));
+    assert_eq!(
+        code(&["--fail-on-regression", "--threshold", "lots"]).0,
+        Some(2)
+    );
+}
+
 #[test]
 fn configs_whose_knobs_cannot_apply_are_skipped_with_the_reason() {
     let d = TempDir::new("skip");
@@ -540,7 +648,9 @@ fn a_reader_holding_the_database_for_8_s_does_not_break_a_run() {
     let db = d.path("r.db");
     let spec = d.path("s.toml");
     std::fs::write(&spec, FOUR_TRIALS).unwrap();
-    // The database exists (as after any earlier run) before the reader opens it.
+    // The database exists (as after any earlier run) before the reader opens it: a reader
+    // initialises an empty file (it creates none).
+    std::fs::write(&db, b"").unwrap();
     run_ok(&["runs"], &db);
     // A notebook's open read transaction, held across the whole run: begin_run and every
     // trial's insert happen while it is open.
@@ -629,6 +739,7 @@ fn trials_the_database_refuses_are_kept_beside_it_and_imported_by_the_next_run()
         "name = \"refused\"\nduration = \"200ms\"\nrepetitions = 2\n[[workload]]\nkind = \"rr\"\n",
     )
     .unwrap();
+    std::fs::write(&db, b"").unwrap();
     run_ok(&["runs"], &db);
     let sql = |q: &str| {
         let out = std::process::Command::new("sqlite3")

@@ -259,6 +259,62 @@ fn http_against_a_foreign_url_measures_the_client_only() {
     assert!(v["env"]["server"].is_null());
 }
 
+/// A tiny real HTTP server on loopback that answers every request with `404 Not Found` and a
+/// 9-byte body; it lives until the test process ends.
+fn not_found_server() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { continue };
+            // Read the request head, then answer and close.
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = s.write_all(
+                b"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot found",
+            );
+        }
+    });
+    format!("http://127.0.0.1:{port}/missing.bin")
+}
+
+/// A 404 page is not the file being timed: exit 1 with one line naming the status, unless
+/// `--accept-status` lists it.
+#[test]
+fn http_url_with_a_non_2xx_status_fails_unless_accepted() {
+    let url = not_found_server();
+    let (code, err) = common::run_fail(&["http", "--url", &url, "--count", "2"]);
+    assert_eq!(code, 1, "{err}");
+    common::assert_one_line_error(&err, "HTTP 404");
+    assert!(err.contains("--accept-status 404"), "{err}");
+
+    for accept in [
+        &["--accept-status", "404"][..],
+        &["--accept-status", "500,404"],
+        &["--accept-status", "500", "--accept-status", "404"],
+    ] {
+        let mut args = vec!["http", "--url", &url, "--count", "2"];
+        args.extend_from_slice(accept);
+        let v = run_json(&args);
+        let d = v["outcome"]["downloads"].as_array().expect("downloads");
+        assert_eq!(d.len(), 2, "{accept:?}");
+        assert_eq!(d[0]["status"], 404);
+        assert_eq!(d[0]["bytes"].as_u64(), Some(9));
+    }
+    // A status only makes sense for a foreign URL, and it must be one.
+    let (code, _) = common::run_fail(&["http", "--bytes", "1", "--accept-status", "404"]);
+    assert_eq!(code, 2);
+    let (code, _) = common::run_fail(&["http", "--url", &url, "--accept-status", "nope"]);
+    assert_eq!(code, 2);
+}
+
 #[test]
 fn env_reports_the_fingerprint() {
     let v = run_json(&["env"]);
@@ -271,6 +327,25 @@ fn env_reports_the_fingerprint() {
     let text = String::from_utf8_lossy(&human.stdout);
     assert!(text.contains("idle path:"), "{text}");
     assert!(text.contains(&e.kernel));
+}
+
+/// `64K` means 65,536 bytes, as in netperf and iperf3 (`64KB` stays 64,000), and the human
+/// header prints the resolved count so nobody has to guess which one ran.
+#[test]
+fn a_bare_k_is_binary_and_the_header_says_the_byte_count() {
+    let v = run_json(&["rr", "--size", "64K", "-l", "1s"]);
+    assert_eq!(v["workload"]["request"], 65536);
+    assert_eq!(v["workload"]["response"], 65536);
+    let v = run_json(&["rr", "--size", "64KB,1", "-l", "300ms"]);
+    assert_eq!(v["workload"]["request"], 64000);
+    let out = common::vp()
+        .args(["stream", "-m", "64K", "-l", "300ms"])
+        .output()
+        .unwrap();
+    common::assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let head = text.lines().next().unwrap_or("");
+    assert!(head.contains("65536 B (64 KiB) sends"), "{text}");
 }
 
 #[test]

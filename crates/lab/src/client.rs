@@ -403,6 +403,7 @@ pub(crate) fn download_series(
     count: u32,
     stop: &std::sync::atomic::AtomicBool,
     out: &Mutex<Vec<Fetched>>,
+    accept: &[u16],
 ) -> std::io::Result<Counts> {
     let mut c = Counts::default();
     let start = Instant::now();
@@ -414,7 +415,7 @@ pub(crate) fn download_series(
         // browser or boot loader fetching one file does (seed 0's captures show one
         // connection per download), and the time includes the connection set-up.
         let agent = http::agent(DATA_TIMEOUT);
-        let f = http::fetch(&agent, url).map_err(std::io::Error::other)?;
+        let f = http::fetch(&agent, url, accept).map_err(std::io::Error::other)?;
         c.bytes_rx += f.bytes;
         c.transactions += 1;
         if let Ok(mut v) = out.lock() {
@@ -426,8 +427,8 @@ pub(crate) fn download_series(
 }
 
 /// Times `count` downloads of a URL served by someone else (`virtperf http --url`). Only the
-/// client side is measured.
-pub fn run_url(url: &str, count: u32, progress: ProgressFn) -> Result<TestResult> {
+/// client side is measured. A status outside 2xx fails the run unless `accept` lists it.
+pub fn run_url(url: &str, count: u32, accept: &[u16], progress: ProgressFn) -> Result<TestResult> {
     if !(1..=10_000).contains(&count) {
         bail!("--count must be between 1 and 10000");
     }
@@ -437,9 +438,9 @@ pub fn run_url(url: &str, count: u32, progress: ProgressFn) -> Result<TestResult
     let client_env = fingerprint();
     let side = Ctl::new(None);
     let downloads: Arc<Mutex<Vec<Fetched>>> = Arc::default();
-    let (u, out) = (url.to_string(), downloads.clone());
+    let (u, out, ok) = (url.to_string(), downloads.clone(), accept.to_vec());
     let h = spawn_worker("http-client", &side, move |c, _| {
-        download_series(&u, count, &c.stop, &out)
+        download_series(&u, count, &c.stop, &out, &ok)
     })?;
     let ev0 = EventSnapshot::read();
     let t0 = ProcStat::read()?;

@@ -92,14 +92,25 @@ pub fn delay(s: &str) -> Result<String> {
     Ok(format!("{}us", d.as_micros()))
 }
 
-/// Parses a byte count with an optional unit: `4096`, `64K`, `100MB` (10^6), `1GiB` (2^30).
+/// Parses a byte count with an optional unit as netperf and iperf3 users write it: a bare
+/// prefix is binary (`64K` = 65536, `1M` = 2^20), a prefix with `B` is decimal (`100MB` =
+/// 10^8) and `KiB`/`MiB`/`GiB` are binary (`1GiB` = 2^30).
 pub fn bytes(s: &str) -> Result<u64> {
     let t = s.trim();
     if t.starts_with('-') {
         bail!("invalid size {s:?}: must be positive");
     }
-    let v = parse_size::parse_size(t)
-        .map_err(|e| anyhow!("invalid size {s:?}: {e} (examples: 1, 4096, 64KiB, 100MB, 1GiB)"))?;
+    // parse-size reads a bare `K` in one unit system for the whole string; netperf's `-m 64K`
+    // means 65536 while `KB` keeps its SI meaning, so the system follows the trailing `B`
+    // (a trailing `i`, as in `64Ki`, makes parse-size use binary either way).
+    let config = if t.ends_with(['b', 'B']) {
+        parse_size::Config::new().with_decimal()
+    } else {
+        parse_size::Config::new().with_binary()
+    };
+    let v = config.parse_size(t).map_err(|e| {
+        anyhow!("invalid size {s:?}: {e} (examples: 1, 4096, 64K = 64KiB, 100MB = 10^8, 1GiB)")
+    })?;
     if v == 0 {
         bail!("invalid size {s:?}: must be at least 1 byte");
     }
@@ -285,7 +296,26 @@ mod tests {
         assert_eq!(bytes("100MB").unwrap(), 100_000_000);
         assert_eq!(size_pair("1,1").unwrap(), (1, 1));
         assert_eq!(size_pair("64").unwrap(), (64, 64));
-        assert_eq!(size_pair("4K,1").unwrap(), (4000, 1));
+        assert_eq!(size_pair("4K,1").unwrap(), (4096, 1));
+        // A bare prefix is binary, as in netperf and iperf3; `B` makes it decimal.
+        for (text, want) in [
+            ("64K", 65_536),
+            ("64k", 65_536),
+            ("1M", 1 << 20),
+            ("1G", 1 << 30),
+            ("64 K", 65_536),
+            ("64KB", 64_000),
+            ("64kb", 64_000),
+            ("1MB", 1_000_000),
+            ("1GB", 1_000_000_000),
+            ("64KiB", 65_536),
+            ("64Ki", 65_536),
+            ("1MiB", 1 << 20),
+            ("4096", 4096),
+            ("4096B", 4096),
+        ] {
+            assert_eq!(bytes(text).unwrap(), want, "{text}");
+        }
         assert!(size_pair("-1")
             .unwrap_err()
             .to_string()

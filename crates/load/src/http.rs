@@ -139,8 +139,9 @@ pub fn agent(io_timeout: Duration) -> ureq::Agent {
         .new_agent()
 }
 
-/// Downloads `url` once, discarding the body.
-pub fn fetch(agent: &ureq::Agent, url: &str) -> Result<Fetched, String> {
+/// Downloads `url` once, discarding the body. A status outside 2xx is an error (a 404 page
+/// is not the file being timed) unless `accept` lists it.
+pub fn fetch(agent: &ureq::Agent, url: &str, accept: &[u16]) -> Result<Fetched, String> {
     let t0 = Instant::now();
     let mut resp = agent
         .get(url)
@@ -148,6 +149,12 @@ pub fn fetch(agent: &ureq::Agent, url: &str) -> Result<Fetched, String> {
         .map_err(|e| format!("GET {url}: {e}"))?;
     let ttfb = t0.elapsed();
     let status = resp.status().as_u16();
+    if !(200..300).contains(&status) && !accept.contains(&status) {
+        let reason = resp.status().canonical_reason().unwrap_or("");
+        return Err(format!(
+            "GET {url}: HTTP {status} {reason}; only 2xx counts as a download (--accept-status {status} to time it anyway)"
+        ));
+    }
     let mut reader = resp.body_mut().as_reader();
     let mut buf = vec![0u8; 256 * 1024];
     let mut bytes = 0u64;
@@ -165,4 +172,46 @@ pub fn fetch(agent: &ureq::Agent, url: &str) -> Result<Fetched, String> {
         ttfb,
         total: t0.elapsed(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::sync::Arc;
+
+    /// The body goes out as a static file server sends it: `Content-Length` and exactly that
+    /// many bytes after the head, no chunk framing (which a pcap would count as payload:
+    /// seed 0's 100 MB download carried ≈ 98 KB of it). Read raw from the socket, since an
+    /// HTTP client would hide chunking.
+    #[test]
+    fn the_body_is_content_length_framed_with_nothing_else_on_the_wire() {
+        const BODY: u64 = 300_001; // more than one 256 KiB write, not a round number
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = Arc::new(HttpServer::new(listener, None));
+        let srv = server.clone();
+        let t = std::thread::spawn(move || srv.serve(BODY, Duration::from_secs(10)));
+
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut wire = Vec::new();
+        s.read_to_end(&mut wire).unwrap();
+        server.unblock();
+        assert_eq!(t.join().unwrap(), 1, "one whole response");
+
+        let end = wire.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        let head = String::from_utf8_lossy(&wire[..end]).to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        assert!(
+            head.contains(&format!("content-length: {BODY}\r\n")),
+            "{head}"
+        );
+        assert!(!head.contains("transfer-encoding"), "{head}");
+        // The payload after the head is the body, byte for byte: zeros, nothing more.
+        let payload = &wire[end..];
+        assert_eq!(payload.len() as u64, BODY);
+        assert!(payload.iter().all(|&b| b == 0));
+    }
 }

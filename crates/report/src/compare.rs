@@ -95,3 +95,45 @@ pub fn runs(a: &[PointSummary], an: i64, b: &[PointSummary], bn: i64) -> Vec<Row
     }
     out
 }
+
+/// The rows whose verdict is [`Verdict::Regressed`](crate::stats::Verdict::Regressed) by at
+/// least `threshold_pct` percent (`5.0` for 5 %) in either direction of the metric: what
+/// `compare --fail-on-regression` fails on. The verdict already says the change is
+/// significant and beyond the noise threshold; the threshold lets CI ignore small ones.
+pub fn regressions(rows: &[Row], threshold_pct: f64) -> Vec<&Row> {
+    rows.iter()
+        .filter(|r| {
+            r.comparison.verdict == crate::stats::Verdict::Regressed
+                && r.comparison.pct_change.abs() >= threshold_pct
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(base: &[f64], cand: &[f64], higher_is_better: bool) -> Row {
+        Row {
+            point: "p".into(),
+            baseline: "a".into(),
+            candidate: "b".into(),
+            metric: "m".into(),
+            unit: "u".into(),
+            comparison: compare(base, cand, higher_is_better, ALPHA, NOISE),
+        }
+    }
+
+    #[test]
+    fn regressions_are_regressed_verdicts_at_or_past_the_threshold() {
+        let base = [100.0, 101.0, 99.0, 100.5, 99.5];
+        // Throughput down 10 %: regressed; latency (lower is better) down 10 %: improved.
+        let worse = row(&base, &[90.0, 91.0, 89.0, 90.5, 89.5], true);
+        let better = row(&base, &[90.0, 91.0, 89.0, 90.5, 89.5], false);
+        let same = row(&base, &base, true);
+        let rows = vec![worse.clone(), better, same];
+        assert_eq!(regressions(&rows, 0.0), vec![&worse]);
+        assert_eq!(regressions(&rows, 5.0), vec![&worse]);
+        assert!(regressions(&rows, 10.5).is_empty());
+    }
+}

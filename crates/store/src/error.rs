@@ -33,6 +33,13 @@ pub enum StoreError {
         /// The newest schema version this build knows.
         supported: i64,
     },
+    /// A reader (`runs`, `show`, `compare`, `report`) was pointed at a file that does not
+    /// exist; nothing was created.
+    #[error("{} does not exist: no results are stored there yet (`virtperf run` makes one; or choose another --db)", path.display())]
+    Missing {
+        /// The database file asked for.
+        path: PathBuf,
+    },
     /// A run asked for by id does not exist; the message names the id and the file.
     #[error("{0}")]
     NotFound(String),

@@ -70,16 +70,22 @@ impl Store {
     /// Opens the database at `path` for reading only (`runs`, `show`, `compare`, `report`),
     /// so a reader never takes a write lock a running experiment would have to wait for.
     ///
-    /// Refuses the same files as [`Store::open`]. A file that does not exist yet, is empty,
-    /// or has an older schema is opened with [`Store::open`] instead (created or migrated
-    /// once), since there is nothing to read in it until then. Writing through a read-only
-    /// store fails with [`StoreError::Sqlite`].
+    /// Refuses the same files as [`Store::open`], and a file that does not exist
+    /// ([`StoreError::Missing`]): a reader with a mistyped `--db` must not leave an empty
+    /// database (and its directories) behind. A file that exists but is empty (another
+    /// process is creating it) or has an older schema is opened with [`Store::open`]
+    /// instead (initialised or migrated once), since there is nothing to read in it until
+    /// then. Writing through a read-only store fails with [`StoreError::Sqlite`].
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
         check_header(path)?;
         match fs::metadata(path) {
             Ok(m) if m.len() > 0 => {}
             Ok(_) => return Store::open(path),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Store::open(path),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(StoreError::Missing {
+                    path: path.to_path_buf(),
+                })
+            }
             Err(source) => {
                 return Err(StoreError::Io {
                     path: path.to_path_buf(),

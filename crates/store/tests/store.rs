@@ -804,12 +804,25 @@ fn readers_open_read_only_and_refuse_what_writers_refuse() {
     assert_eq!(fs::read(&foreign).unwrap(), before);
     assert!(!dir.file("other.db-wal").exists());
 
-    // A missing file is created, as `virtperf runs` on a new machine always did.
+    // A missing file is an error that says so, and nothing is created: not the file, not
+    // its directory (a reader with a mistyped --db used to leave an empty database behind).
     let fresh = dir.file("sub/new.db");
-    assert!(Store::open_read_only(&fresh)
+    let e = Store::open_read_only(&fresh).unwrap_err();
+    assert!(matches!(e, StoreError::Missing { .. }), "{e:?}");
+    assert!(e.to_string().contains("does not exist"), "{e}");
+    assert!(e.to_string().contains("virtperf run"), "{e}");
+    assert!(!dir.file("sub").exists());
+    let here = dir.file("missing.db");
+    assert!(Store::open_read_only(&here).is_err());
+    assert!(!here.exists() && !dir.file("missing.db-wal").exists());
+
+    // An empty file exists (`touch results.db`, or a writer creating it): it is initialised.
+    let empty = dir.file("empty.db");
+    fs::write(&empty, b"").unwrap();
+    assert!(Store::open_read_only(&empty)
         .unwrap()
         .runs()
         .unwrap()
         .is_empty());
-    assert_eq!(user_version(&fresh), virtperf_store::SCHEMA_VERSION);
+    assert_eq!(user_version(&empty), virtperf_store::SCHEMA_VERSION);
 }
