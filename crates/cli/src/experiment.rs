@@ -149,8 +149,9 @@ pub struct CompareArgs {
     pub threshold: f64,
 }
 
-/// Parses a regression threshold in percent (`5%`, `2.5`): finite and not negative (event
-/// counts per transaction can grow by thousands of percent, so there is no upper bound).
+/// Parses a regression threshold in percent (`5%`, `2.5`): finite, not negative, and at
+/// most 1,000,000 % (event counts per transaction can grow by thousands of percent; a
+/// threshold beyond a 10,000-fold change is a typo, not a policy).
 fn parse_threshold(s: &str) -> Result<f64, String> {
     let bad = || format!("invalid threshold {s:?}: expected a percentage like 5% or 2.5");
     let v: f64 = s
@@ -161,6 +162,11 @@ fn parse_threshold(s: &str) -> Result<f64, String> {
         .map_err(|_| bad())?;
     if !v.is_finite() || v < 0.0 {
         return Err(bad());
+    }
+    if v > 1e6 {
+        return Err(format!(
+            "threshold {s:?} is beyond any change a measurement can show: give at most 1000000%"
+        ));
     }
     Ok(v)
 }
