@@ -61,8 +61,9 @@ pub enum Command {
     Vm(crate::vm::VmArgs),
     /// Print a shell completion script: `virtperf completions bash > /etc/bash_completion.d/virtperf`
     Completions(CompletionsArgs),
-    /// Print the man page (roff): `virtperf man > virtperf.1; man ./virtperf.1`
-    Man,
+    /// Print the man page (roff): `virtperf man > virtperf.1; man ./virtperf.1`; with --dir,
+    /// write it and one page per subcommand (virtperf-rr.1, virtperf-vm-compare.1, …) there
+    Man(ManArgs),
 }
 
 #[derive(Debug, Args)]
@@ -70,6 +71,15 @@ pub struct CompletionsArgs {
     /// The shell to complete for
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
+}
+
+/// `virtperf man`
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write virtperf.1 and every subcommand's page into this directory (created if
+    /// missing) instead of printing the main page
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

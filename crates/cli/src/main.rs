@@ -21,7 +21,7 @@ mod wake;
 
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser};
 
 use args::{Cli, Command};
@@ -154,11 +154,23 @@ fn run(cli: Cli) -> Result<()> {
             clap_complete::generate(a.shell, &mut Cli::command(), "virtperf", &mut buf);
             write_stdout(&buf)
         }
-        Command::Man => {
-            let mut buf = Vec::new();
-            clap_mangen::Man::new(Cli::command()).render(&mut buf)?;
-            write_stdout(&buf)
-        }
+        Command::Man(a) => match a.dir {
+            Some(dir) => {
+                std::fs::create_dir_all(&dir)
+                    .with_context(|| format!("cannot create {}", dir.display()))?;
+                // The main page refers to `virtperf-rr(1)` and the like: these are they.
+                clap_mangen::generate_to(Cli::command(), &dir).with_context(|| {
+                    format!("cannot write the man pages into {}", dir.display())
+                })?;
+                println!("wrote the man pages into {}", dir.display());
+                Ok(())
+            }
+            None => {
+                let mut buf = Vec::new();
+                clap_mangen::Man::new(Cli::command()).render(&mut buf)?;
+                write_stdout(&buf)
+            }
+        },
         Command::Explain(a) => explain::explain(a),
         Command::Run(a) => experiment::run(a),
         Command::Runs(a) => experiment::runs(a),

@@ -127,3 +127,32 @@ fn man_prints_a_roff_page() {
         );
     }
 }
+
+/// `man --dir` writes the pages the main page refers to: every `virtperf-…(1)` it names
+/// exists as a file, each a roff page with its own title.
+#[test]
+fn man_dir_writes_every_page_the_main_page_names() {
+    let dir = std::env::temp_dir().join(format!("vp-man-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = common::vp()
+        .args(["man", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    common::assert_ok(&out);
+    let main = std::fs::read_to_string(dir.join("virtperf.1")).unwrap();
+    let mut named = 0;
+    for part in main.split("virtperf\\-").skip(1) {
+        let Some(end) = part.find("(1)") else {
+            continue;
+        };
+        let page = format!("virtperf-{}.1", part[..end].replace("\\-", "-"));
+        let text = std::fs::read_to_string(dir.join(&page))
+            .unwrap_or_else(|e| panic!("{page} is named but not written: {e}"));
+        assert!(text.contains(".TH virtperf-"), "{page}: {text}");
+        named += 1;
+    }
+    assert!(named >= 15, "only {named} pages named");
+    assert!(dir.join("virtperf-vm-compare.1").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
