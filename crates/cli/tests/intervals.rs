@@ -172,3 +172,52 @@ fn a_spec_with_interval_stores_and_plots_the_series() {
     assert!(page.contains("transactions/s per interval"));
     common::chromium_renders(&html, &d.0, 4);
 }
+
+/// A driving agent (a guest's, with `--allow-drive`) records intervals when the client asks
+/// for them: `Drive` carries the interval, and the outcome comes back with its series.
+#[test]
+fn a_driving_agent_keeps_the_intervals_it_was_asked_for() {
+    use virtperf_wire::{read_message, write_message, DriveTarget, Message, Workload};
+    let driver = common::Agent::start(&["--allow-drive", "--token", "d"]);
+    let target = common::Agent::start(&[]);
+    let mut s = std::net::TcpStream::connect(driver.addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write_message(
+        &mut s,
+        &Message::Hello {
+            version: virtperf_wire::PROTOCOL_VERSION,
+            token: Some("d".into()),
+            lock: None,
+        },
+    )
+    .unwrap();
+    assert!(matches!(read_message(&mut s), Ok(Message::Welcome { .. })));
+    write_message(
+        &mut s,
+        &Message::Drive {
+            to: DriveTarget {
+                host: "127.0.0.1".into(),
+                port: target.addr.port(),
+                token: None,
+            },
+            workload: Workload::rr(1, 1),
+            duration_ms: 1000,
+            client_cpu: None,
+            server_cpu: None,
+            count: 0,
+            sock: Default::default(),
+            interval_ms: Some(250),
+        },
+    )
+    .unwrap();
+    let result = match read_message(&mut s) {
+        Ok(Message::Outcome { result }) => result,
+        other => panic!("expected an outcome, got {other:?}"),
+    };
+    assert!(
+        result.intervals.len() >= 3,
+        "{} intervals: {:?}",
+        result.intervals.len(),
+        result.intervals
+    );
+}

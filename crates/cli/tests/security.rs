@@ -368,6 +368,7 @@ fn an_error_after_driving_against_a_foreign_service_holds_none_of_its_bytes() {
                 server_cpu: None,
                 count: 0,
                 sock: Default::default(),
+                interval_ms: None,
             },
         )
         .expect("drive");

@@ -354,6 +354,7 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> R
                 server_cpu,
                 count,
                 sock,
+                interval_ms,
             } => {
                 if !cfg.allow_drive {
                     bail!("this agent does not drive tests (start it with `serve --allow-drive`)");
@@ -368,7 +369,8 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> R
                     sock,
                     capture: None,
                     kvm_stats: false,
-                    interval: None,
+                    // Checked with the rest of the plan by client::run (plan.validate).
+                    interval: interval_ms.map(Duration::from_millis),
                     on_interval: None,
                 };
                 let target = crate::plan::Target {

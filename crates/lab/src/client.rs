@@ -172,6 +172,7 @@ pub fn drive(driver: &Target, to: &Target, plan: &Plan) -> Result<TestResult> {
         server_cpu: plan.server_cpu,
         count: plan.count,
         sock: plan.sock,
+        interval_ms: plan.interval.map(|d| d.as_millis() as u64),
     })?;
     // Byte-count workloads have no planned length: allow them the agent's own bound.
     let wait = Duration::from_millis(duration_ms) + SETUP_TIMEOUT * 2 + crate::STOP_GRACE;

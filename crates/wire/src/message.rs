@@ -145,6 +145,10 @@ pub enum Message {
         /// Socket options for both ends.
         #[serde(default)]
         sock: SockOpts,
+        /// Record a time series with intervals this long, in milliseconds (`--interval`);
+        /// absent: none. Older agents ignore it (the result then has no intervals).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        interval_ms: Option<u64>,
     },
     /// The driven test's result, as its client assembled it.
     Outcome {
