@@ -178,6 +178,7 @@ fn drive_message(to: &Agent) -> Message {
         server_cpu: None,
         count: 0,
         sock: Default::default(),
+        interval_ms: None,
     }
 }
 
