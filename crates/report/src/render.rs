@@ -44,6 +44,15 @@ fn ci(m: &crate::summary::MetricSummary, scale: f64) -> String {
     }
 }
 
+/// [`ci`] with its sign: "±1.2", or "n/a" alone.
+fn ci_pm(m: &crate::summary::MetricSummary, scale: f64) -> String {
+    if m.summary.n >= 2 {
+        format!("±{}", ci(m, scale))
+    } else {
+        ci(m, scale)
+    }
+}
+
 /// Significant-figure formatting for tables: enough digits to compare, no more.
 pub fn num(v: f64) -> String {
     if !v.is_finite() {
@@ -115,12 +124,12 @@ fn cell_row(s: &mut String, c: &ConfigSummary, name_width: usize) {
         .unwrap_or_else(|| format!("{:>9} {:>9}", "", ""));
     let _ = writeln!(
         s,
-        "  {:<w$} {:>3}  {:<36} {:>10} ±{:<9} {:>5.1} │ {} │ {:>5.1} {:>5.1} {:>5.1} {:>5.1}{}",
+        "  {:<w$} {:>3}  {:<36} {:>10} {:<10} {:>5.1} │ {} │ {:>5.1} {:>5.1} {:>5.1} {:>5.1}{}",
         c.config,
         c.ok,
         tries(&m.values),
         num(m.summary.mean),
-        ci(m, 1.0),
+        ci_pm(m, 1.0),
         m.summary.cv * 100.0,
         lat,
         c.cpu.busy_pct,
@@ -344,7 +353,7 @@ fn matrix_cell(p: &PointSummary, c: &ConfigSummary) -> String {
         w => match c.metrics.first() {
             Some(m) => {
                 let k = if w == "stream" { 8.0 } else { 1.0 };
-                format!("{} ±{}", num(m.summary.mean / k), ci(m, k))
+                format!("{} {}", num(m.summary.mean / k), ci_pm(m, k))
             }
             None => "-".into(),
         },
