@@ -813,3 +813,33 @@ fn trials_the_database_refuses_are_kept_beside_it_and_imported_by_the_next_run()
     );
     assert_eq!(v[1]["status"], "incomplete");
 }
+
+/// Sizes as the field writes them resolve to bytes, and `show` says so for every point,
+/// swept or not: `64K` is 65536 (netperf's reading), `1KB` 1000.
+#[test]
+fn show_prints_every_point_with_its_resolved_byte_counts() {
+    let d = TempDir::new("bytes");
+    let spec = d.path("k.toml");
+    std::fs::write(
+        &spec,
+        "name = \"k\"\nduration = \"300ms\"\nrepetitions = 1\n\
+         [[workload]]\nkind = \"rr\"\nsize = \"4K,64K\"\n\
+         [[workload]]\nkind = \"stream\"\nsend_size = [\"1KB\", \"2K\"]\n",
+    )
+    .unwrap();
+    let db = d.path("r.db");
+    run_ok(&["run", spec.to_str().unwrap()], &db);
+    let out = run_ok(&["show", "last"], &db);
+    assert!(
+        out.contains("rr  (4096 B request / 65536 B response)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("stream send_size=1000  (1000 B sends"),
+        "{out}"
+    );
+    assert!(
+        out.contains("stream send_size=2048  (2048 B (2 KiB) sends"),
+        "{out}"
+    );
+}

@@ -162,7 +162,14 @@ pub fn table(run: &RunRow, points: &[PointSummary]) -> String {
             .iter()
             .find_map(|c| c.metrics.first().map(|m| format!("{} {}", m.name, m.unit)))
             .unwrap_or_default();
-        let _ = writeln!(s, "\n{}", p.label);
+        match &p.workload_text {
+            Some(w) => {
+                let _ = writeln!(s, "\n{}  ({w})", p.label);
+            }
+            None => {
+                let _ = writeln!(s, "\n{}", p.label);
+            }
+        }
         let _ = writeln!(
             s,
             "  {:<w$} {:>3}  {:<36} {:>10} {:<10} {:>5} │ {:>9} {:>9} │ {:>5} {:>5} {:>5} {:>5}",

@@ -70,6 +70,10 @@ pub struct PointSummary {
     pub label: String,
     /// Swept parameters.
     pub params: serde_json::Value,
+    /// The workload with every parameter, sizes as resolved byte counts (the label names
+    /// only what is swept), from the first stored result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload_text: Option<String>,
     /// Configs in order of first appearance.
     pub configs: Vec<ConfigSummary>,
 }
@@ -293,6 +297,12 @@ pub fn summarize_run(trials: &[TrialRow], confidence: f64) -> Vec<PointSummary> 
     groups
         .into_iter()
         .map(|g| PointSummary {
+            workload_text: g
+                .cells
+                .iter()
+                .flat_map(|(_, ts)| ts.iter())
+                .find_map(|t| t.result.as_ref())
+                .map(|r| r.workload.describe()),
             workload: g.workload,
             label: g.label,
             params: g.params,

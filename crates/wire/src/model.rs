@@ -31,6 +31,108 @@ pub const MAX_RATE: u32 = 1_000_000;
 /// Longest test duration accepted (24 h).
 pub const MAX_DURATION_MS: u64 = 24 * 3600 * 1000;
 
+/// A byte count as typed units can hide it (`64K` is 65536, `64KB` 64000): the exact count
+/// first, then a readable unit when one fits (`65536 B (64 KiB)`, `100000000 B (100.0 MB)`).
+pub fn bytes_text(n: u64) -> String {
+    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n;
+    let mut i = 0;
+    while v >= 1024 && v.is_multiple_of(1024) && i < U.len() - 1 {
+        v /= 1024;
+        i += 1;
+    }
+    if i > 0 {
+        format!("{n} B ({v} {})", U[i])
+    } else if n >= 10_000_000 {
+        format!("{n} B ({:.1} MB)", n as f64 / 1e6)
+    } else {
+        format!("{n} B")
+    }
+}
+
+/// `1 B request / 1 B response`, and how the sides wait when they do not block.
+fn sizes_and_waits(request: u32, response: u32, client: Wait, server: Wait) -> String {
+    let mut t = format!("{request} B request / {response} B response");
+    if !client.is_block() || !server.is_block() {
+        t.push_str(&format!(
+            ", wait {} (client) / {} (server)",
+            client.name(),
+            server.name()
+        ));
+    }
+    t
+}
+
+impl Workload {
+    /// The workload's parameters for people, sizes as resolved byte counts
+    /// (`65536 B (64 KiB) sends, 1 flow, client→server`): what a header prints.
+    pub fn describe(&self) -> String {
+        match self {
+            Workload::Rr {
+                request,
+                response,
+                client_wait,
+                server_wait,
+                gap_us,
+                rate_per_s,
+                flows,
+            } => {
+                let mut t = sizes_and_waits(*request, *response, *client_wait, *server_wait);
+                if *flows > 1 {
+                    t.push_str(&format!(", {flows} flows"));
+                }
+                if let Some(g) = gap_us {
+                    t.push_str(&format!(", {g} µs gap"));
+                }
+                if let Some(r) = rate_per_s {
+                    t.push_str(&format!(", open loop at {r}/s"));
+                }
+                t
+            }
+            Workload::Crr {
+                request,
+                response,
+                client_wait,
+                server_wait,
+            } => sizes_and_waits(*request, *response, *client_wait, *server_wait),
+            Workload::Stream {
+                send_size,
+                flows,
+                reverse,
+                recv_size,
+                recv_wait,
+            } => format!(
+                "{} sends{}{}, {flows} flow{}, {}",
+                bytes_text(u64::from(*send_size)),
+                recv_size
+                    .map(|r| format!(" / {} receives", bytes_text(u64::from(r))))
+                    .unwrap_or_default(),
+                recv_wait
+                    .map(|w| format!(" ({}ing receiver)", w.name()))
+                    .unwrap_or_default(),
+                if *flows == 1 { "" } else { "s" },
+                if *reverse {
+                    "server→client"
+                } else {
+                    "client→server"
+                }
+            ),
+            Workload::Bulk {
+                bytes: b, reverse, ..
+            } => format!(
+                "{}, {}",
+                bytes_text(*b),
+                if *reverse {
+                    "server→client"
+                } else {
+                    "client→server"
+                }
+            ),
+            Workload::Http { bytes: b } => format!("{} body", bytes_text(*b)),
+        }
+    }
+}
+
 /// A workload and its parameters, as the client asks the agent to serve it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
