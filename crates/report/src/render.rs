@@ -663,3 +663,55 @@ pub fn emulation_note(trials: &[TrialRow]) -> String {
         configs.join(", ")
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::summarize;
+    use crate::summary::{ConfigSummary, MetricSummary, PointSummary};
+
+    fn cell(config: &str, values: &[f64]) -> ConfigSummary {
+        ConfigSummary {
+            config: config.into(),
+            ok: values.len(),
+            failed: 0,
+            error: None,
+            metrics: vec![MetricSummary {
+                name: "rate_per_s".into(),
+                unit: "trans/s".into(),
+                higher_is_better: true,
+                values: values.to_vec(),
+                summary: summarize(values, 0.95),
+            }],
+            latency: None,
+            latency_distribution: Vec::new(),
+            cpu: Default::default(),
+            server_cpu: None,
+            elapsed_s: 1.0,
+            series: Vec::new(),
+        }
+    }
+
+    /// Only cells whose tries spread beyond the threshold are named, with their CV, and the
+    /// note points at the flag that repeats until the interval is tight; one try (no spread
+    /// to judge) is never named.
+    #[test]
+    fn the_unsteady_note_names_only_the_cells_that_spread() {
+        let points = vec![PointSummary {
+            workload: "rr".into(),
+            label: "rr".into(),
+            params: serde_json::json!({}),
+            workload_text: None,
+            configs: vec![
+                cell("steady", &[1000.0, 1010.0, 990.0]),
+                cell("wild", &[1000.0, 500.0, 1500.0]),
+                cell("once", &[42.0]),
+            ],
+        }];
+        let note = unsteady_note(&points, UNSTEADY_CELL_CV);
+        assert!(note.contains("rr · wild (CV 50% over 3 tries)"), "{note}");
+        assert!(!note.contains("steady") && !note.contains("once"), "{note}");
+        assert!(note.contains("--until-ci 95,2%"), "{note}");
+        assert_eq!(unsteady_note(&points[..0], UNSTEADY_CELL_CV), "");
+    }
+}
