@@ -147,6 +147,10 @@ pub struct CompareArgs {
     /// With --fail-on-regression: the smallest regression that fails, in percent (5%, 2.5)
     #[arg(long, default_value = "0%", value_parser = parse_threshold, requires = "fail_on_regression")]
     pub threshold: f64,
+    /// Also write the comparison as an HTML page: a chart of every change coloured by its
+    /// verdict, and the table
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 /// Parses a regression threshold in percent (`5%`, `2.5`): finite, not negative, and at
@@ -634,6 +638,17 @@ pub fn compare(a: CompareArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
         print!("{}", render::compare_table(&rows));
+    }
+    if let Some(path) = &a.output {
+        let title = format!("virtperf compare {}", a.runs.join(" "));
+        std::fs::write(
+            path,
+            html::comparison_page(&title, &rows, &virtperf_store::now_rfc3339()),
+        )
+        .with_context(|| format!("cannot write {}", path.display()))?;
+        if !a.json {
+            println!("wrote {}", path.display());
+        }
     }
     if a.fail_on_regression {
         let worse = compare::regressions(&rows, a.threshold);

@@ -254,8 +254,15 @@ fn compare_fails_on_a_regression_for_ci() {
         .map(f64::abs)
         .fold(0.0, f64::max);
 
-    // Without the flag a regression is only reported.
-    assert_eq!(code(&[]).0, Some(0));
+    // Without the flag a regression is only reported; -o draws it.
+    let page = d.path("compare.html");
+    assert_eq!(code(&["-o", page.to_str().unwrap()]).0, Some(0));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("class=\"plot compare\"") && html.contains("regressed"),
+        "{html}"
+    );
+    common::chromium_renders(&page, &d.0, 1);
     let (c, err) = code(&["--fail-on-regression"]);
     assert_eq!(c, Some(3), "{err}");
     assert_one_line_error(&err, "regressed by at least 0%");

@@ -1111,16 +1111,36 @@ pub fn waterfall(e: &Explanation) -> String {
     s
 }
 
-/// The whole report. `cross` holds run-vs-run comparisons when several runs are given.
-pub fn report(sections: &[RunSection], cross: &[Row], generated: &str) -> String {
-    let mut s = String::from(
+/// A page for `compare -o`: the comparison chart and its table.
+pub fn comparison_page(title: &str, rows: &[Row], generated: &str) -> String {
+    let mut s = page_head();
+    let _ = write!(
+        s,
+        "<h1>{}</h1><p>generated {}</p><section>",
+        esc(title),
+        esc(generated)
+    );
+    s.push_str(&compare_chart(rows));
+    s.push_str(&comparison_table(rows));
+    s.push_str("</section></body></html>\n");
+    s
+}
+
+/// The document head every page shares: charset, title, the inline stylesheet.
+fn page_head() -> String {
+    String::from(
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>virtperf report</title><style>\
 body{font-family:system-ui,sans-serif;margin:24px;color:#222}h1{font-size:22px}h2{font-size:17px;border-bottom:1px solid #ccc}\
 h3{font-size:15px;margin-top:22px}svg.plot{display:block;margin:8px 0}.ax{stroke:#333}.grid{stroke:#ddd}.err{stroke:#000}.try{fill:#111;fill-opacity:0.8}\
 .tk{font-size:10px;fill:#444}.lb{font-size:12px;fill:#222}.lg{font-size:11px;fill:#222}\
 table{border-collapse:collapse;font-size:12px;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 6px;text-align:left}\
 p.warning{color:#b00;font-weight:bold}td.improved{color:#080;font-weight:bold}td.regressed{color:#b00;font-weight:bold}</style></head><body>",
-    );
+    )
+}
+
+/// The whole report. `cross` holds run-vs-run comparisons when several runs are given.
+pub fn report(sections: &[RunSection], cross: &[Row], generated: &str) -> String {
+    let mut s = page_head();
     let _ = write!(
         s,
         "<h1>virtperf report</h1><p>generated {}</p>",
