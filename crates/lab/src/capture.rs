@@ -14,6 +14,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
+use rustix::process::{kill_process, Pid, Signal};
 
 /// A running tcpdump; stopped (SIGINT, then wait) when dropped.
 pub struct Capture {
@@ -94,9 +95,9 @@ impl Capture {
     fn interrupt(&mut self) -> Result<()> {
         // A moment for the last packets (the FIN exchange) to reach tcpdump.
         std::thread::sleep(Duration::from_millis(100));
-        // SAFETY: kill(2) on the PID of a child we started and have not yet reaped.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGINT);
+        // The PID is a child we started and have not yet reaped, so it is still ours.
+        if let Some(pid) = Pid::from_raw(self.child.id() as i32) {
+            let _ = kill_process(pid, Signal::INT);
         }
         for _ in 0..100 {
             if self.child.try_wait()?.is_some() {

@@ -41,6 +41,5 @@ pub const STOP_GRACE: Duration = Duration::from_secs(30);
 /// Whether this process runs as root (namespace and guest placements, and the machine-wide
 /// lock under /run, need it).
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }

@@ -13,9 +13,9 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, Write};
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
+use rustix::fs::FlockOperation;
 use serde::{Deserialize, Serialize};
 
 use crate::state;
@@ -104,15 +104,12 @@ impl std::fmt::Display for LockError {
 
 impl std::error::Error for LockError {}
 
-fn flock(file: &File, op: libc::c_int) -> io::Result<()> {
+fn flock(file: &File, op: FlockOperation) -> io::Result<()> {
     loop {
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
+        // A blocking flock ends early with EINTR when a signal arrives: take it again.
+        match rustix::fs::flock(file, op) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => return r.map_err(io::Error::from),
         }
     }
 }
@@ -137,7 +134,7 @@ fn is_held(p: &std::path::Path) -> bool {
     let Ok(file) = File::open(p) else {
         return false;
     };
-    match flock(&file, libc::LOCK_SH | libc::LOCK_NB) {
+    match flock(&file, FlockOperation::NonBlockingLockShared) {
         // Dropping the file releases the shared lock we just took.
         Ok(()) => false,
         Err(e) => e.kind() == io::ErrorKind::WouldBlock,
@@ -206,7 +203,7 @@ impl MachineLock {
             .open(&p)
             .or_else(|_| File::open(&p))
             .map_err(io_err)?;
-        if let Err(e) = flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
+        if let Err(e) = flock(&file, FlockOperation::NonBlockingLockExclusive) {
             if e.kind() != io::ErrorKind::WouldBlock {
                 return Err(io_err(e));
             }
@@ -220,7 +217,7 @@ impl MachineLock {
                 }
                 None => "waiting for another measurement on this machine to finish".to_string(),
             });
-            flock(&file, libc::LOCK_EX).map_err(io_err)?;
+            flock(&file, FlockOperation::LockExclusive).map_err(io_err)?;
         }
         let mut lock = MachineLock {
             file: Some(file),
@@ -263,7 +260,7 @@ impl Drop for MachineLock {
         if let Some(f) = &mut self.file {
             let _ = f.set_len(0);
             // Closing the file releases the lock; say so explicitly all the same.
-            let _ = flock(f, libc::LOCK_UN);
+            let _ = flock(f, FlockOperation::Unlock);
         }
     }
 }

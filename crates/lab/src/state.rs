@@ -40,8 +40,7 @@ pub fn dir() -> PathBuf {
     if let Some(h) = var("HOME") {
         return h.join(".local/state/virtperf");
     }
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
+    let uid = rustix::process::getuid().as_raw();
     std::env::temp_dir().join(format!("virtperf-state-{uid}"))
 }
 

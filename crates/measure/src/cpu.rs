@@ -3,6 +3,8 @@
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use nix::sys::resource::{getrusage, UsageWho};
+use nix::sys::time::TimeVal;
 use virtperf_wire::{CpuDelta, CpuSplit, CpuTimes, ThreadCpu};
 
 /// Raw /proc/stat counters (clock ticks) for every CPU, with the instant they were read.
@@ -94,8 +96,8 @@ impl ProcStat {
 }
 
 fn ticks_per_second() -> f64 {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    // sysconf(_SC_CLK_TCK): the kernel's AT_CLKTCK from the auxiliary vector.
+    let t = rustix::param::clock_ticks_per_second();
     if t > 0 {
         t as f64
     } else {
@@ -152,21 +154,19 @@ pub fn split(d: &CpuDelta) -> CpuSplit {
 
 /// CPU time consumed so far by the calling thread.
 pub fn thread_cpu() -> ThreadCpu {
-    // SAFETY: getrusage writes into the zeroed struct we own; RUSAGE_THREAD is valid on Linux.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        if libc::getrusage(libc::RUSAGE_THREAD, &mut ru) != 0 {
-            return ThreadCpu::default();
-        }
-        ru
+    let Ok(ru) = getrusage(UsageWho::RUSAGE_THREAD) else {
+        return ThreadCpu::default();
     };
-    let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
     ThreadCpu {
-        user_s: secs(ru.ru_utime),
-        system_s: secs(ru.ru_stime),
-        voluntary_switches: ru.ru_nvcsw as u64,
-        involuntary_switches: ru.ru_nivcsw as u64,
+        user_s: secs(ru.user_time()),
+        system_s: secs(ru.system_time()),
+        voluntary_switches: ru.voluntary_context_switches() as u64,
+        involuntary_switches: ru.involuntary_context_switches() as u64,
     }
+}
+
+fn secs(tv: TimeVal) -> f64 {
+    tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6
 }
 
 /// Thread CPU used since `start` (a value from [`thread_cpu`] on the same thread).
@@ -190,11 +190,8 @@ mod tests {
 
     /// Our own user+system seconds from getrusage, the reference for /proc's view.
     fn rusage_self_s() -> f64 {
-        // SAFETY: getrusage fills the struct we pass.
-        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-        let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
-        t(ru.ru_utime) + t(ru.ru_stime)
+        let ru = getrusage(UsageWho::RUSAGE_SELF).expect("getrusage(RUSAGE_SELF)");
+        secs(ru.user_time()) + secs(ru.system_time())
     }
 
     #[test]

@@ -179,25 +179,13 @@ struct Uts {
 }
 
 fn uname() -> Uts {
-    // SAFETY: uname fills the zeroed struct we own; the fields are NUL-terminated C strings.
-    let u = unsafe {
-        let mut u: libc::utsname = std::mem::zeroed();
-        libc::uname(&mut u);
-        u
-    };
-    let s = |f: &[libc::c_char]| {
-        let bytes: Vec<u8> = f
-            .iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c as u8)
-            .collect();
-        String::from_utf8_lossy(&bytes).into_owned()
-    };
+    let u = rustix::system::uname();
+    let s = |f: &std::ffi::CStr| f.to_string_lossy().into_owned();
     Uts {
-        nodename: s(&u.nodename),
-        release: s(&u.release),
-        version: s(&u.version),
-        machine: s(&u.machine),
+        nodename: s(u.nodename()),
+        release: s(u.release()),
+        version: s(u.version()),
+        machine: s(u.machine()),
     }
 }
 

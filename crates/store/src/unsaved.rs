@@ -15,7 +15,6 @@
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -57,10 +56,7 @@ struct Locked(File);
 
 /// Takes an exclusive lock on `f`, waiting for other holders.
 fn lock(f: File) -> io::Result<Locked> {
-    // SAFETY: flock on a descriptor we own for the duration of the call.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive)?;
     Ok(Locked(f))
 }
 

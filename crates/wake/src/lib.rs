@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use rustix::thread::{sched_setaffinity, CpuSet};
 use serde::Serialize;
 use virtperf_measure::cpu::{thread_cpu, thread_cpu_since};
 use virtperf_measure::{new_histogram, summarize};
@@ -205,22 +206,15 @@ pub fn run(opts: &WakeOpts) -> Result<WakeReport, String> {
 
 fn pin(cpu: Option<u32>) -> Result<(), String> {
     let Some(cpu) = cpu else { return Ok(()) };
-    if cpu as usize >= libc::CPU_SETSIZE as usize {
+    // CpuSet::set panics past the set's size: refuse such a CPU first.
+    if cpu as usize >= CpuSet::MAX_CPU {
         return Err(format!("CPU {cpu} does not exist"));
     }
-    // SAFETY: cpu_set_t is plain data, CPU_SET is in bounds (checked), pid 0 = this thread.
-    let r = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu as usize, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if r != 0 {
-        return Err(format!(
-            "cannot pin to CPU {cpu}: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(())
+    let mut set = CpuSet::new();
+    set.set(cpu as usize);
+    // No pid: this thread.
+    sched_setaffinity(None, &set)
+        .map_err(|e| format!("cannot pin to CPU {cpu}: {}", std::io::Error::from(e)))
 }
 
 #[cfg(test)]

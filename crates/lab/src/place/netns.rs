@@ -307,11 +307,12 @@ pub fn run_in<T: Send + 'static>(
         .name("netns-client".into())
         .spawn(move || -> Result<T> {
             let file = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
-            // SAFETY: setns on a namespace fd we hold open; it changes only this thread.
-            let r =
-                unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
-            if r != 0 {
-                bail!("cannot enter {path}: {}", std::io::Error::last_os_error());
+            // setns(2) changes only this thread's namespace.
+            if let Err(e) = rustix::thread::move_into_link_name_space(
+                std::os::fd::AsFd::as_fd(&file),
+                Some(rustix::thread::LinkNameSpaceType::Network),
+            ) {
+                bail!("cannot enter {path}: {}", std::io::Error::from(e));
             }
             f()
         })

@@ -8,13 +8,13 @@
 //! `virtperf-guest: ready ADDR:PORT`. PID 1 must never exit, so every failure is printed
 //! and the guest powers off, which ends QEMU (`-no-reboot`).
 
-use std::ffi::CString;
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
+use rustix::mount::MountFlags;
 
 use crate::agent::{self, AgentConfig};
 
@@ -106,11 +106,9 @@ pub fn run() -> ! {
 }
 
 fn power_off() -> ! {
-    // SAFETY: sync and reboot have no memory-safety preconditions; as PID 1 we may power off.
-    unsafe {
-        libc::sync();
-        libc::reboot(libc::RB_POWER_OFF);
-    }
+    // As PID 1 we may power off; flush the disks first, as init systems do.
+    rustix::fs::sync();
+    let _ = rustix::system::reboot(rustix::system::RebootCommand::PowerOff);
     // reboot only returns on failure; PID 1 must not exit, so wait to be killed.
     loop {
         std::thread::sleep(Duration::from_secs(3600));
@@ -150,20 +148,11 @@ fn boot() -> Result<()> {
 
 fn mount(source: &str, target: &str, fstype: &str) -> Result<()> {
     let _ = std::fs::create_dir_all(target);
-    let (s, t, f) = (
-        CString::new(source)?,
-        CString::new(target)?,
-        CString::new(fstype)?,
-    );
-    // SAFETY: valid NUL-terminated strings; no mount data.
-    let r = unsafe { libc::mount(s.as_ptr(), t.as_ptr(), f.as_ptr(), 0, std::ptr::null()) };
-    if r != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EBUSY) {
-            bail!("mounting {fstype} on {target}: {e}");
-        }
+    // No flags and no mount data. EBUSY: already mounted (the kernel mounted devtmpfs itself).
+    match rustix::mount::mount(source, target, fstype, MountFlags::empty(), None) {
+        Ok(()) | Err(rustix::io::Errno::BUSY) => Ok(()),
+        Err(e) => bail!("mounting {fstype} on {target}: {}", std::io::Error::from(e)),
     }
-    Ok(())
 }
 
 /// Loads every `/modules/*.ko` in name order (the host numbered them in dependency order).
@@ -176,22 +165,14 @@ fn load_modules() -> Result<()> {
     for path in files {
         let f =
             std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
-        let empty = c"";
-        // SAFETY: finit_module reads the module from our open fd; the parameter string is
-        // a valid empty C string.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_finit_module,
-                f.as_raw_fd(),
-                empty.as_ptr(),
-                0 as libc::c_int,
-            )
-        };
-        if r != 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EEXIST) {
-                bail!("loading module {}: {e}", path.display());
-            }
+        // No module parameters, no flags. EEXIST: built in or already loaded.
+        match rustix::system::finit_module(&f, c"", 0) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => bail!(
+                "loading module {}: {}",
+                path.display(),
+                std::io::Error::from(e)
+            ),
         }
     }
     Ok(())

@@ -88,13 +88,8 @@ impl Lock {
             .write(true)
             .open(path)
             .with_context(|| format!("opening lock {}", path.display()))?;
-        // SAFETY: flock on a file descriptor we own.
-        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) } != 0 {
-            bail!(
-                "locking {}: {}",
-                path.display(),
-                std::io::Error::last_os_error()
-            );
+        if let Err(e) = rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive) {
+            bail!("locking {}: {}", path.display(), std::io::Error::from(e));
         }
         Ok(Lock(f))
     }
@@ -102,8 +97,8 @@ impl Lock {
 
 impl Drop for Lock {
     fn drop(&mut self) {
-        // SAFETY: as above; closing the file would release it too.
-        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&self.0), libc::LOCK_UN) };
+        // Closing the file would release it too.
+        let _ = rustix::fs::flock(&self.0, rustix::fs::FlockOperation::Unlock);
     }
 }
 

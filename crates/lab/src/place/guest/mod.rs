@@ -578,25 +578,22 @@ fn pin_vcpus(pid: u32, cpus: &[u32]) -> Result<()> {
         else {
             continue;
         };
-        let tid: libc::pid_t = entry
+        let tid = entry
             .file_name()
             .to_string_lossy()
             .parse()
-            .map_err(|_| anyhow!("odd task id in /proc/{pid}/task"))?;
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .ok_or_else(|| anyhow!("odd task id in /proc/{pid}/task"))?;
         let cpu = cpus[n % cpus.len()];
         if !virtperf_load::sock::cpu_allowed(cpu) {
             bail!("--vcpu-cpus: CPU {cpu} does not exist here");
         }
-        // SAFETY: cpu_set_t is plain data; sched_setaffinity on a thread of a process we own.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu as usize, &mut set);
-            if libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                bail!(
-                    "pinning vCPU {n} to CPU {cpu}: {}",
-                    std::io::Error::last_os_error()
-                );
-            }
+        // cpu_allowed checked that `cpu` is below CPU_SETSIZE, so `set` cannot panic.
+        let mut set = rustix::thread::CpuSet::new();
+        set.set(cpu as usize);
+        if let Err(e) = rustix::thread::sched_setaffinity(Some(tid), &set) {
+            bail!("pinning vCPU {n} to CPU {cpu}: {}", std::io::Error::from(e));
         }
         pinned += 1;
     }
@@ -614,14 +611,20 @@ pub fn cleanup_own() -> Vec<String> {
     let mut removed = Vec::new();
     if let Ok(procs) = std::fs::read_dir("/proc") {
         for p in procs.flatten() {
-            let Ok(pid) = p.file_name().to_string_lossy().parse::<libc::pid_t>() else {
+            let Some(pid) = p
+                .file_name()
+                .to_string_lossy()
+                .parse()
+                .ok()
+                .and_then(rustix::process::Pid::from_raw)
+            else {
                 continue;
             };
             let cmdline = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
             let cmdline = String::from_utf8_lossy(&cmdline);
             if cmdline.starts_with(QEMU) && cmdline.contains(&mine) {
-                // SAFETY: kill on a PID whose command line names our run: a QEMU we started.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
+                // Its command line names our run: a QEMU we started.
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
                 removed.push(format!("QEMU pid {pid}"));
             }
         }
