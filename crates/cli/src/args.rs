@@ -399,6 +399,7 @@ mod tests {
     /// valid value there, and what it names is checked when it is used.
     const FREE_TEXT: &[&str] = &[
         "host",
+        "dir",
         "token",
         "url",
         "ssh-key",
