@@ -8,41 +8,30 @@ use virtperf_wire::{SockOpts, Wait};
 
 /// Pins the calling thread to one CPU (netperf `-T` semantics).
 pub fn pin_current_thread(cpu: u32) -> io::Result<()> {
-    if cpu as usize >= libc::CPU_SETSIZE as usize {
+    use rustix::thread::{sched_setaffinity, CpuSet};
+    // CpuSet::set panics past the set's size: refuse such a CPU first.
+    if cpu as usize >= CpuSet::MAX_CPU {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("CPU {cpu} is beyond CPU_SETSIZE"),
         ));
     }
-    // SAFETY: cpu_set_t is plain data; CPU_SET stays in bounds (checked above);
-    // sched_setaffinity(0, …) applies to the calling thread only.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu as usize, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            let e = io::Error::last_os_error();
-            return Err(io::Error::new(
-                e.kind(),
-                format!("cannot pin to CPU {cpu}: {e}"),
-            ));
-        }
-    }
-    Ok(())
+    let mut set = CpuSet::new();
+    set.set(cpu as usize);
+    // No pid: the calling thread only.
+    sched_setaffinity(None, &set).map_err(|e| {
+        let e = io::Error::from(e);
+        io::Error::new(e.kind(), format!("cannot pin to CPU {cpu}: {e}"))
+    })
 }
 
 /// True if `cpu` is in the calling thread's allowed set (so pinning to it can succeed).
 pub fn cpu_allowed(cpu: u32) -> bool {
-    if cpu as usize >= libc::CPU_SETSIZE as usize {
+    use rustix::thread::{sched_getaffinity, CpuSet};
+    if cpu as usize >= CpuSet::MAX_CPU {
         return false;
     }
-    // SAFETY: sched_getaffinity fills the zeroed set we own; CPU_ISSET stays in bounds.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return false;
-        }
-        libc::CPU_ISSET(cpu as usize, &set)
-    }
+    sched_getaffinity(None).is_ok_and(|set| set.is_set(cpu as usize))
 }
 
 /// Applies the options every data connection gets: receive and send timeouts so that a
@@ -115,11 +104,9 @@ fn setsockopt_int<T: AsRawFd>(
 ///
 /// Linux wakes `accept` with EINVAL when its listening socket is shut down; that is cheaper
 /// and more reliable than connecting to ourselves.
-pub fn wake_listener<T: AsRawFd>(l: &T) {
-    // SAFETY: shutdown on a valid fd we borrow; failure is harmless (already closed).
-    unsafe {
-        libc::shutdown(l.as_raw_fd(), libc::SHUT_RDWR);
-    }
+pub fn wake_listener<T: AsFd>(l: &T) {
+    // Failure is harmless: the listener is already shut down or closed.
+    let _ = rustix::net::shutdown(l, rustix::net::Shutdown::Both);
 }
 
 /// Turns a socket error into one that says which peer and phase failed.
@@ -141,61 +128,33 @@ pub fn describe(e: io::Error, what: &str) -> io::Error {
 /// Why not `Write::write`: in a multi-threaded process glibc wraps `send`/`recv` in
 /// pthread-cancellation bookkeeping (enable/disable async cancel around the syscall), which
 /// single-threaded tools like netperf skip. For 64-byte sends that is a measurable share of
-/// the loop (seen in `perf record`); virtperf never cancels threads, so the raw call is safe.
-/// `MSG_NOSIGNAL` turns a vanished peer into `EPIPE` rather than a signal.
+/// the loop (seen in `perf record`); virtperf never cancels threads. rustix's Linux backend
+/// issues the system call itself (no libc in between), safely, at the cost of a
+/// `libc::syscall` (bench/RESULTS.md compares the two builds). `MSG_NOSIGNAL` turns a
+/// vanished peer into `EPIPE` rather than a signal.
 #[inline]
-pub fn send_raw<T: AsRawFd>(s: &T, buf: &[u8]) -> io::Result<usize> {
-    // SAFETY: the pointer and length describe `buf`, which outlives the call; a null
-    // destination address with length 0 is valid for a connected socket.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_sendto,
-            s.as_raw_fd(),
-            buf.as_ptr(),
-            buf.len(),
-            libc::MSG_NOSIGNAL,
-            std::ptr::null::<libc::sockaddr>(),
-            0,
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
-    }
+pub fn send_raw<T: AsFd>(s: &T, buf: &[u8]) -> io::Result<usize> {
+    rustix::net::send(s, buf, rustix::net::SendFlags::NOSIGNAL).map_err(io::Error::from)
 }
 
 /// `recv(2)` as a raw system call; see [`send_raw`] for why.
 #[inline]
-pub fn recv_raw<T: AsRawFd>(s: &T, buf: &mut [u8]) -> io::Result<usize> {
-    recvfrom(s, buf, 0)
+pub fn recv_raw<T: AsFd>(s: &T, buf: &mut [u8]) -> io::Result<usize> {
+    recvfrom(s, buf, rustix::net::RecvFlags::empty())
 }
 
 /// `recv(2)` with `MSG_DONTWAIT`: `WouldBlock` at once when nothing is queued.
 #[inline]
-fn recv_nowait<T: AsRawFd>(s: &T, buf: &mut [u8]) -> io::Result<usize> {
-    recvfrom(s, buf, libc::MSG_DONTWAIT)
+fn recv_nowait<T: AsFd>(s: &T, buf: &mut [u8]) -> io::Result<usize> {
+    recvfrom(s, buf, rustix::net::RecvFlags::DONTWAIT)
 }
 
 #[inline]
-fn recvfrom<T: AsRawFd>(s: &T, buf: &mut [u8], flags: libc::c_int) -> io::Result<usize> {
-    // SAFETY: the pointer and length describe `buf`, writable for the call's duration.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_recvfrom,
-            s.as_raw_fd(),
-            buf.as_mut_ptr(),
-            buf.len(),
-            flags,
-            std::ptr::null_mut::<libc::sockaddr>(),
-            std::ptr::null_mut::<libc::socklen_t>(),
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
-    }
+fn recvfrom<T: AsFd>(s: &T, buf: &mut [u8], flags: rustix::net::RecvFlags) -> io::Result<usize> {
+    // Without TRUNC the received length never exceeds the buffer: the first count is it.
+    rustix::net::recv(s, buf, flags)
+        .map(|(n, _)| n)
+        .map_err(io::Error::from)
 }
 
 /// Fills `buf` completely, waiting as `wait` says: [`Wait::Block`] is [`recv_full`];
@@ -204,7 +163,7 @@ fn recvfrom<T: AsRawFd>(s: &T, buf: &mut [u8], flags: libc::c_int) -> io::Result
 /// after `timeout` without data, as a blocking receive with `SO_RCVTIMEO` does, so a
 /// silent peer cannot hold it forever.
 #[inline]
-pub fn recv_full_wait<T: AsRawFd>(
+pub fn recv_full_wait<T: AsFd>(
     s: &T,
     buf: &mut [u8],
     wait: Wait,
@@ -253,7 +212,7 @@ pub fn recv_full_wait<T: AsRawFd>(
 
 /// Sends all of `buf` with [`send_raw`], retrying on partial sends and `EINTR`.
 #[inline]
-pub fn send_all<T: AsRawFd>(s: &T, mut buf: &[u8]) -> io::Result<()> {
+pub fn send_all<T: AsFd>(s: &T, mut buf: &[u8]) -> io::Result<()> {
     while !buf.is_empty() {
         match send_raw(s, buf) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -276,7 +235,7 @@ fn mid_message_eof() -> io::Error {
 /// Fills `buf` completely with [`recv_raw`]. Returns `Ok(false)` on a clean end of stream
 /// before the first byte, and an `UnexpectedEof` error if the stream ends part-way.
 #[inline]
-pub fn recv_full<T: AsRawFd>(s: &T, buf: &mut [u8]) -> io::Result<bool> {
+pub fn recv_full<T: AsFd>(s: &T, buf: &mut [u8]) -> io::Result<bool> {
     let mut got = 0;
     while got < buf.len() {
         match recv_raw(s, &mut buf[got..]) {

@@ -2,7 +2,6 @@
 
 use std::io;
 use std::net::{Shutdown, TcpStream};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -132,20 +131,17 @@ pub(crate) fn drain(
 /// Waits until `s` is readable (data, end of stream or an error to collect); false when
 /// `timeout_ms` passed first. `-1` waits forever.
 fn wait_readable(s: &TcpStream, timeout_ms: i32) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd: s.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let timeout = (timeout_ms >= 0).then(|| Timespec {
+        tv_sec: i64::from(timeout_ms / 1000),
+        tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000,
+    });
+    let mut pfd = [PollFd::new(s, PollFlags::IN)];
     loop {
-        // SAFETY: one pollfd we own, for the duration of the call.
-        let r = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-        if r >= 0 {
-            return Ok(r > 0);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(describe(e, "waiting for data"));
+        match poll(&mut pfd, timeout.as_ref()) {
+            Ok(n) => return Ok(n > 0),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(describe(io::Error::from(e), "waiting for data")),
         }
     }
 }
@@ -155,6 +151,7 @@ mod tests {
     use super::*;
     use std::io::Write;
     use std::net::TcpListener;
+    use std::os::fd::AsRawFd;
     use std::sync::atomic::AtomicUsize;
     use std::time::Duration;
 
