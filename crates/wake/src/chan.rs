@@ -1,12 +1,13 @@
 //! The mechanisms: each gives a pair of ends that can signal the other and wait for it.
 
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
+use rustix::thread::futex;
 use serde::Serialize;
 
 use crate::Strategy;
@@ -57,30 +58,9 @@ struct FutexWord {
     sleeping: AtomicBool,
 }
 
-fn futex(
-    word: &AtomicU32,
-    op: libc::c_int,
-    val: u32,
-    timeout: Option<&libc::timespec>,
-) -> libc::c_long {
-    // SAFETY: the address is a live AtomicU32 for the call; the timeout pointer is null or
-    // points to a live timespec.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            op | libc::FUTEX_PRIVATE_FLAG,
-            val,
-            timeout.map_or(std::ptr::null(), |t| t as *const libc::timespec),
-            std::ptr::null::<u32>(),
-            0u32,
-        )
-    }
-}
-
 /// A periodic re-check while sleeping, so a stop request is noticed even if its wake-up is
 /// lost; long enough not to matter for latency.
-const SLEEP_CHECK: libc::timespec = libc::timespec {
+const SLEEP_CHECK: rustix::time::Timespec = rustix::time::Timespec {
     tv_sec: 0,
     tv_nsec: 50_000_000,
 };
@@ -225,37 +205,23 @@ fn fd_pair(a: OwnedFd, b: OwnedFd) -> std::io::Result<(End, End)> {
 }
 
 fn eventfd() -> std::io::Result<OwnedFd> {
-    // SAFETY: eventfd returns a new fd or -1.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: fd is a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).map_err(Into::into)
 }
 
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: pipe2 writes two fds into the array we own.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: both are fresh descriptors we own.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(Into::into)
 }
 
-fn set_nonblocking(fd: RawFd, on: bool) {
-    // SAFETY: fcntl on a descriptor we own; failure leaves the mode unchanged.
-    unsafe {
-        let fl = libc::fcntl(fd, libc::F_GETFL);
-        if fl >= 0 {
-            let fl = if on {
-                fl | libc::O_NONBLOCK
-            } else {
-                fl & !libc::O_NONBLOCK
-            };
-            libc::fcntl(fd, libc::F_SETFL, fl);
-        }
+/// Failure leaves the mode unchanged (the waits below then just block or spin as they can).
+fn set_nonblocking(fd: &OwnedFd, on: bool) {
+    use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
+    if let Ok(fl) = fcntl_getfl(fd) {
+        let fl = if on {
+            fl | OFlags::NONBLOCK
+        } else {
+            fl & !OFlags::NONBLOCK
+        };
+        let _ = fcntl_setfl(fd, fl);
     }
 }
 
@@ -268,7 +234,8 @@ impl End {
                 let w = &sh.words[tx];
                 w.seq.fetch_add(1, Ordering::SeqCst);
                 if w.sleeping.load(Ordering::SeqCst) {
-                    futex(&w.seq, libc::FUTEX_WAKE, 1, None);
+                    // A failed wake only delays the sleeper to its periodic re-check.
+                    let _ = futex::wake(&w.seq, futex::Flags::PRIVATE, 1);
                 }
                 Ok(())
             }
@@ -285,12 +252,10 @@ impl End {
                 let buf = 1u64.to_ne_bytes();
                 let n = if *eventfd { 8 } else { 1 };
                 // One write(2) per token, nothing else: the mechanism's own cost.
-                // SAFETY: writing n ≤ 8 bytes from a local buffer to a descriptor we own.
-                let r = unsafe { libc::write(wr.as_raw_fd(), buf.as_ptr().cast(), n) };
-                if r == n as isize {
-                    Ok(())
-                } else {
-                    Err(format!("signal: {}", std::io::Error::last_os_error()))
+                match rustix::io::write(wr, &buf[..n]) {
+                    Ok(w) if w == n => Ok(()),
+                    Ok(w) => Err(format!("signal: wrote {w} of {n} bytes")),
+                    Err(e) => Err(format!("signal: {}", std::io::Error::from(e))),
                 }
             }
         }
@@ -345,7 +310,10 @@ impl End {
                 loop {
                     w.sleeping.store(true, Ordering::SeqCst);
                     if w.seq.load(Ordering::SeqCst) == seen {
-                        futex(&w.seq, libc::FUTEX_WAIT, seen, Some(&SLEEP_CHECK));
+                        // EAGAIN (the word moved), EINTR and the timeout all lead to the
+                        // re-check below.
+                        let _ =
+                            futex::wait(&w.seq, futex::Flags::PRIVATE, seen, Some(&SLEEP_CHECK));
                     }
                     w.sleeping.store(false, Ordering::SeqCst);
                     let now = w.seq.load(Ordering::Acquire);
@@ -359,20 +327,19 @@ impl End {
                 }
             }
             Kind::Fd { rd, eventfd, .. } => {
-                let fd = rd.as_raw_fd();
                 let n = if *eventfd { 8 } else { 1 };
                 let mut buf = [0u8; 8];
                 if let Some(until) = spin_until {
-                    set_nonblocking(fd, true);
+                    set_nonblocking(rd, true);
                     loop {
-                        // SAFETY: reading into a local buffer of at least n bytes.
-                        let r = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), n) };
-                        if r > 0 {
-                            set_nonblocking(fd, false);
-                            return Ok(true);
-                        }
-                        if r == 0 {
-                            return Ok(false);
+                        // EAGAIN while nothing is there: spin on.
+                        match rustix::io::read(rd, &mut buf[..n]) {
+                            Ok(0) => return Ok(false),
+                            Ok(_) => {
+                                set_nonblocking(rd, false);
+                                return Ok(true);
+                            }
+                            Err(_) => {}
                         }
                         if stop.load(Ordering::Relaxed) {
                             return Ok(false);
@@ -381,20 +348,15 @@ impl End {
                             break;
                         }
                     }
-                    set_nonblocking(fd, false);
+                    set_nonblocking(rd, false);
                 }
                 loop {
-                    // SAFETY: reading into a local buffer of at least n bytes.
-                    let r = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), n) };
-                    if r > 0 {
-                        return Ok(true);
-                    }
-                    if r == 0 || stop.load(Ordering::Relaxed) {
-                        return Ok(false);
-                    }
-                    let e = std::io::Error::last_os_error();
-                    if e.kind() != std::io::ErrorKind::Interrupted {
-                        return Err(format!("wait: {e}"));
+                    match rustix::io::read(rd, &mut buf[..n]) {
+                        Ok(0) => return Ok(false),
+                        Ok(_) => return Ok(true),
+                        Err(_) if stop.load(Ordering::Relaxed) => return Ok(false),
+                        Err(rustix::io::Errno::INTR) => {}
+                        Err(e) => return Err(format!("wait: {}", std::io::Error::from(e))),
                     }
                 }
             }
@@ -405,13 +367,10 @@ impl End {
     pub fn close(&mut self) -> Result<(), String> {
         match &self.kind {
             Kind::Fd { wr, rd, .. } => {
-                // SAFETY: shutdown on fds we own; errors other than "not a socket" are
-                // irrelevant at teardown.
-                let socket = unsafe {
-                    let r = libc::shutdown(wr.as_raw_fd(), libc::SHUT_RDWR);
-                    libc::shutdown(rd.as_raw_fd(), libc::SHUT_RDWR);
-                    r == 0
-                };
+                // Errors other than "not a socket" are irrelevant at teardown.
+                use rustix::net::{shutdown, Shutdown};
+                let socket = shutdown(wr, Shutdown::Both).is_ok();
+                let _ = shutdown(rd, Shutdown::Both);
                 if socket {
                     // The peer's receive now returns 0. Writing to the shut-down socket
                     // would raise SIGPIPE, which kills the process (`virtperf` restores the
