@@ -1,7 +1,7 @@
 //! Small socket and thread helpers shared by the engines.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::time::Duration;
 
 use virtperf_wire::{SockOpts, Wait};
@@ -45,7 +45,6 @@ pub fn prepare_data_socket<S: AsFd>(
     nodelay: bool,
     opts: &SockOpts,
 ) -> io::Result<()> {
-    let fd = s.as_fd();
     let s = socket2::SockRef::from(s);
     s.set_read_timeout(Some(io_timeout))?;
     s.set_write_timeout(Some(io_timeout))?;
@@ -53,13 +52,8 @@ pub fn prepare_data_socket<S: AsFd>(
         s.set_tcp_nodelay(true)?;
     }
     if let Some(us) = opts.busy_poll_us {
-        setsockopt_int(
-            &fd,
-            libc::SOL_SOCKET,
-            libc::SO_BUSY_POLL,
-            us,
-            "SO_BUSY_POLL",
-        )?;
+        s.set_busy_poll(us)
+            .map_err(|e| io::Error::new(e.kind(), format!("setting SO_BUSY_POLL={us}: {e}")))?;
     }
     if let Some(b) = opts.sndbuf {
         s.set_send_buffer_size(b as usize)
@@ -68,34 +62,6 @@ pub fn prepare_data_socket<S: AsFd>(
     if let Some(b) = opts.rcvbuf {
         s.set_recv_buffer_size(b as usize)
             .map_err(|e| io::Error::new(e.kind(), format!("setting SO_RCVBUF={b}: {e}")))?;
-    }
-    Ok(())
-}
-
-fn setsockopt_int<T: AsRawFd>(
-    s: &T,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: u32,
-    what: &str,
-) -> io::Result<()> {
-    let v = libc::c_int::try_from(value).unwrap_or(libc::c_int::MAX);
-    // SAFETY: passes a pointer to a local c_int and its exact size.
-    let r = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            level,
-            name,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(
-            e.kind(),
-            format!("setting {what}={value}: {e}"),
-        ));
     }
     Ok(())
 }
