@@ -152,6 +152,9 @@ fn explain_decomposes_a_round_trip_and_says_where_each_part_came_from() {
         assert!(r["p50_change_pct"].as_f64().unwrap().is_finite(), "{r}");
         assert!(r["cpus_busy"].as_f64().unwrap() > 0.0, "{r}");
     }
+    // The same-CPU round trip has its events too: one CPU, so no cross-CPU IPI per message.
+    let same = &v["events_per_transaction_same_cpu"];
+    assert!(same["thread_voluntary_switches"].as_f64().is_some(), "{v}");
     let per_tr = &v["events_per_transaction"];
     assert!(
         per_tr["thread_voluntary_switches"].as_f64().unwrap() >= 0.9,

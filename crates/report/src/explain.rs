@@ -126,6 +126,9 @@ pub struct Explanation {
     pub missing: Vec<Missing>,
     /// Events per transaction of the measured rr on its two CPUs together.
     pub events_per_transaction: BTreeMap<String, f64>,
+    /// The same for the same-CPU rr (its one CPU).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub events_per_transaction_same_cpu: BTreeMap<String, f64>,
     /// Measured effects of every mode and knob the battery ran.
     pub remedies: Vec<Remedy>,
     /// The facts about this machine that decide the answer.
@@ -237,8 +240,9 @@ impl<'a> Cells<'a> {
     }
 }
 
-/// Events per transaction on the two pinned CPUs together (the client's and the server's),
-/// averaged over tries. The system-wide counts would count one machine twice.
+/// Events per transaction on the pinned CPUs together (the client's and the server's, each
+/// CPU once), averaged over tries; the two sides' own threads' switches added. The
+/// system-wide counts would count one machine twice.
 fn pinned_events(results: &[&TestResult]) -> BTreeMap<String, f64> {
     let mut sum: BTreeMap<String, f64> = BTreeMap::new();
     let mut n = 0.0;
@@ -246,8 +250,11 @@ fn pinned_events(results: &[&TestResult]) -> BTreeMap<String, f64> {
         let Some(ev) = &r.events else { continue };
         n += 1.0;
         let sides = std::iter::once(&ev.client).chain(ev.server.as_ref());
+        // Each pinned CPU once: both sides on one CPU count the same counters.
+        let mut cpus_seen = Vec::new();
         for side in sides {
-            if let Some(p) = &side.pinned {
+            if let Some(p) = side.pinned.as_ref().filter(|p| !cpus_seen.contains(&p.cpu)) {
+                cpus_seen.push(p.cpu);
                 for (k, v) in &p.per_unit {
                     *sum.entry(k.clone()).or_default() += v;
                 }
@@ -378,7 +385,7 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
         measured_us: base.p50,
         measured_mean_us: base.mean,
         measured_p99_us: base.p99,
-        same_cpu_us: same.map(|s| s.p50),
+        same_cpu_us: same.as_ref().map(|s| s.p50),
         predicted_us: predicted,
         residual_us: residual,
         residual_pct: pct(base.p50, predicted) * predicted / base.p50,
@@ -386,6 +393,10 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
         cross_checks,
         missing,
         events_per_transaction: base.events,
+        events_per_transaction_same_cpu: same
+            .as_ref()
+            .map(|s| s.events.clone())
+            .unwrap_or_default(),
         remedies,
         environment: environment(env),
         tries,
@@ -679,10 +690,22 @@ pub fn text(e: &Explanation) -> String {
         let _ = writeln!(s, "  not measured: {}: {}", m.name, m.reason);
     }
     if !e.events_per_transaction.is_empty() {
-        let get = |k: &str| e.events_per_transaction.get(k).copied().unwrap_or(0.0);
+        let _ = writeln!(s);
+    }
+    for (what, ev) in [
+        ("across CPUs (both CPUs)", &e.events_per_transaction),
+        (
+            "on one CPU (that CPU, both sides)",
+            &e.events_per_transaction_same_cpu,
+        ),
+    ] {
+        if ev.is_empty() {
+            continue;
+        }
+        let get = |k: &str| ev.get(k).copied().unwrap_or(0.0);
         let _ = writeln!(
             s,
-            "\nEvents per transaction (both CPUs): {:.2} sleeps, {:.2} idle entries, {:.2} IPIs, {:.2} timer interrupts",
+            "Events per transaction {what}: {:.2} sleeps, {:.2} idle entries, {:.2} IPIs, {:.2} timer interrupts",
             get("thread_voluntary_switches"),
             get("idle_entries"),
             get("ipi_resched") + get("ipi_call"),
