@@ -210,6 +210,20 @@ fn explain_at(
     opts.tries = opts.tries.min(ExplainOpts::MAX_REMOTE_TRIES);
     crate::experiment::execute_with(&a.db, a.json, &a.lock, |store, _stop, obs| {
         let _ = obs;
+        if p.needs_root() {
+            // The battery there cannot be stopped between trials from here, and its result
+            // is stored only when it is whole: a signal removes the guests and namespaces this
+            // run made and ends the command at once, as for any guest test.
+            crate::signals::on_termination(|sig| {
+                let removed = virtperf_lab::place::guest::cleanup_own();
+                eprintln!(
+                    "\nvirtperf: {}: removed {} namespace(s)/guest(s)/run dir(s) this run created; the battery there was not stored",
+                    crate::signals::name(sig),
+                    removed.len()
+                );
+                std::process::exit(i32::from(crate::signals::code_for(sig)));
+            })?;
+        }
         // Progress, like the bar of this machine's battery: on a terminal only.
         if !a.json && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
             eprintln!(

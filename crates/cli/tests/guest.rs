@@ -445,3 +445,70 @@ fn explain_runs_the_battery_natively_and_in_the_guest() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_nothing_left(pid);
 }
+
+/// Ctrl-C while a guest runs explain's battery ends the command at once (the guest's
+/// battery cannot be stopped between trials from outside) and leaves nothing behind; this
+/// machine's battery, finished before, stays stored.
+#[test]
+fn ctrl_c_during_a_guest_battery_leaves_nothing() {
+    if let Some(why) = missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("vp-guest-explain-stop-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("r.db");
+    let mut child = vp()
+        .args([
+            "explain",
+            "--tries",
+            "1",
+            "-l",
+            "300ms",
+            "--placement",
+            "guest",
+            "--db",
+        ])
+        .arg(&db)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn virtperf");
+    let pid = child.id();
+    let t0 = std::time::Instant::now();
+    while qemus_of(pid).is_empty() {
+        assert!(t0.elapsed() < Duration::from_secs(120), "no guest appeared");
+        assert!(
+            child.try_wait().expect("try_wait").is_none(),
+            "virtperf ended early"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: signalling the child we spawned.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
+    let out = common::wait_output(child, Duration::from_secs(20));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    let t0 = std::time::Instant::now();
+    while !qemus_of(pid).is_empty() && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_nothing_left(pid);
+    // This machine's battery ran first and is stored whole.
+    let runs = vp()
+        .args(["runs", "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let runs: serde_json::Value = serde_json::from_slice(&runs.stdout).unwrap();
+    assert!(
+        runs.as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["status"] == "complete"),
+        "{runs}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
