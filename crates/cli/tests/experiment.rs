@@ -3,41 +3,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{assert_one_line_error, vp};
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("vp-exp-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn run_ok(args: &[&str], db: &Path) -> String {
-    let out = vp().args(args).arg("--db").arg(db).output().unwrap();
-    assert!(
-        out.status.success(),
-        "virtperf {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use common::{assert_one_line_error, run_db_ok, vp, TempDir};
 
 const TWO_CONFIGS: &str = r#"
 name = "tiny"
@@ -55,11 +25,11 @@ socket = { nodelay = false, busy_poll_us = 0 }
 
 #[test]
 fn run_store_show_compare_report() {
-    let d = TempDir::new("flow");
+    let d = TempDir::new("exp-flow");
     let spec = d.path("tiny.toml");
     std::fs::write(&spec, TWO_CONFIGS).unwrap();
     let db = d.path("results.db");
-    let out = run_ok(&["run", spec.to_str().unwrap()], &db);
+    let out = run_db_ok(&["run", spec.to_str().unwrap()], &db);
     assert!(
         out.contains("rr size=1,1") && out.contains("rr size=64,64"),
         "{out}"
@@ -71,7 +41,8 @@ fn run_store_show_compare_report() {
     // The comparison printed after the run carries a verdict per metric.
     assert!(out.contains("nodelay-off vs plain"), "{out}");
 
-    let runs: serde_json::Value = serde_json::from_str(&run_ok(&["runs", "--json"], &db)).unwrap();
+    let runs: serde_json::Value =
+        serde_json::from_str(&run_db_ok(&["runs", "--json"], &db)).unwrap();
     let r = &runs[0];
     assert_eq!(r["name"], "tiny");
     assert_eq!(r["status"], "complete");
@@ -80,7 +51,7 @@ fn run_store_show_compare_report() {
     assert!(!r["env"]["kernel"].as_str().unwrap().is_empty());
 
     let show: serde_json::Value =
-        serde_json::from_str(&run_ok(&["show", "last", "--format", "json"], &db)).unwrap();
+        serde_json::from_str(&run_db_ok(&["show", "last", "--format", "json"], &db)).unwrap();
     let points = show["points"].as_array().unwrap();
     assert_eq!(points.len(), 2);
     let cell = &points[0]["configs"][0];
@@ -99,9 +70,9 @@ fn run_store_show_compare_report() {
     // Latency merged from the three histograms: count is the sum of transactions.
     assert!(cell["latency"]["count"].as_u64().unwrap() > 100);
 
-    let md = run_ok(&["show", "1", "--format", "md"], &db);
+    let md = run_db_ok(&["show", "1", "--format", "md"], &db);
     assert!(md.contains("| rr size=1,1 | plain | 3 |"), "{md}");
-    let csv = run_ok(&["show", "1", "--format", "csv"], &db);
+    let csv = run_db_ok(&["show", "1", "--format", "csv"], &db);
     assert!(csv.starts_with("run,seq,config"));
     assert_eq!(
         csv.lines().filter(|l| l.contains(",rate_per_s,")).count(),
@@ -109,7 +80,7 @@ fn run_store_show_compare_report() {
     );
 
     let cmp: serde_json::Value =
-        serde_json::from_str(&run_ok(&["compare", "1", "--json"], &db)).unwrap();
+        serde_json::from_str(&run_db_ok(&["compare", "1", "--json"], &db)).unwrap();
     let rows = cmp.as_array().unwrap();
     assert!(rows.iter().any(|r| r["metric"] == "p99_us"));
     for r in rows {
@@ -121,7 +92,7 @@ fn run_store_show_compare_report() {
     }
 
     let html = d.path("report.html");
-    run_ok(&["report", "1", "-o", html.to_str().unwrap()], &db);
+    run_db_ok(&["report", "1", "-o", html.to_str().unwrap()], &db);
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(
         page.contains("<svg") && page.contains("class=\"plot"),
@@ -141,7 +112,7 @@ fn run_store_show_compare_report() {
 
 #[test]
 fn spec_errors_name_the_line_and_change_nothing() {
-    let d = TempDir::new("bad");
+    let d = TempDir::new("exp-bad");
     let spec = d.path("bad.toml");
     std::fs::write(
         &spec,
@@ -162,7 +133,7 @@ fn spec_errors_name_the_line_and_change_nothing() {
 
 #[test]
 fn foreign_and_corrupt_databases_are_refused_untouched() {
-    let d = TempDir::new("db");
+    let d = TempDir::new("exp-db");
     let junk = d.path("junk.db");
     std::fs::write(&junk, b"definitely not sqlite ".repeat(100)).unwrap();
     let before = std::fs::read(&junk).unwrap();
@@ -176,7 +147,7 @@ fn foreign_and_corrupt_databases_are_refused_untouched() {
 /// file, not its directory (a mistyped --db used to leave an empty database behind).
 #[test]
 fn readers_of_a_missing_database_create_nothing() {
-    let d = TempDir::new("missing");
+    let d = TempDir::new("exp-missing");
     let dir = d.path("nowhere");
     let db = dir.join("x.db");
     let html = d.path("r.html");
@@ -214,7 +185,7 @@ fn readers_of_a_missing_database_create_nothing() {
 /// by half.
 #[test]
 fn compare_fails_on_a_regression_for_ci() {
-    let d = TempDir::new("regress");
+    let d = TempDir::new("exp-regress");
     let db = d.path("r.db");
     // Both rates are set by the idle gap between transactions (≈ 1/1ms vs ≈ 1/4ms), not by
     // how busy the machine is: a back-to-back rr beside the other tests varies too much
@@ -223,8 +194,8 @@ fn compare_fails_on_a_regression_for_ci() {
     let (fast, slow) = (d.path("fast.toml"), d.path("slow.toml"));
     std::fs::write(&fast, format!("{rr}gap = \"1ms\"\n")).unwrap();
     std::fs::write(&slow, format!("{rr}gap = \"4ms\"\n")).unwrap();
-    run_ok(&["run", fast.to_str().unwrap()], &db);
-    run_ok(&["run", slow.to_str().unwrap()], &db);
+    run_db_ok(&["run", fast.to_str().unwrap()], &db);
+    run_db_ok(&["run", slow.to_str().unwrap()], &db);
 
     let code = |extra: &[&str]| {
         let out = vp()
@@ -240,7 +211,7 @@ fn compare_fails_on_a_regression_for_ci() {
         )
     };
     let rows: serde_json::Value =
-        serde_json::from_str(&run_ok(&["compare", "1", "2", "--json"], &db)).unwrap();
+        serde_json::from_str(&run_db_ok(&["compare", "1", "2", "--json"], &db)).unwrap();
     let rows = rows.as_array().unwrap();
     let rate = rows
         .iter()
@@ -274,7 +245,7 @@ fn compare_fails_on_a_regression_for_ci() {
     assert_eq!(c, Some(0), "threshold {t}: {err}");
     // The faster run as the candidate: its rate improved, so that row never fails it.
     let back: serde_json::Value =
-        serde_json::from_str(&run_ok(&["compare", "2", "1", "--json"], &db)).unwrap();
+        serde_json::from_str(&run_db_ok(&["compare", "2", "1", "--json"], &db)).unwrap();
     let rate_back = back
         .as_array()
         .unwrap()
@@ -292,7 +263,7 @@ fn compare_fails_on_a_regression_for_ci() {
 
 #[test]
 fn configs_whose_knobs_cannot_apply_are_skipped_with_the_reason() {
-    let d = TempDir::new("skip");
+    let d = TempDir::new("exp-skip");
     let spec = d.path("s.toml");
     std::fs::write(
         &spec,
@@ -393,7 +364,7 @@ fn knobs_are_applied_then_restored_after_success() {
     let Some(k) = KnobCase::new("net.ipv4.tcp_fin_timeout", "ok", "61", "62", "", 1) else {
         return;
     };
-    run_ok(&["run", &k.spec()], &k.dir.path("r.db"));
+    run_db_ok(&["run", &k.spec()], &k.dir.path("r.db"));
     assert_eq!(k.applied(), k.want, "knob not applied during the run");
     assert_eq!(k.now(), k.orig, "knob not restored");
 }
@@ -483,15 +454,15 @@ fn ctrl_c_keeps_finished_trials_restores_knobs_and_marks_the_run_incomplete() {
 
 #[test]
 fn until_ci_stops_when_the_interval_is_tight_enough_or_at_the_cap() {
-    let d = TempDir::new("ci");
+    let d = TempDir::new("exp-ci");
     let db = d.path("r.db");
     let spec = d.path("s.toml");
     // Loose target: a ±99% interval is met after a few tries even on a busy machine (other
     // tests run in parallel), well before the cap of 12.
     std::fs::write(&spec, "name = \"ci\"\nduration = \"200ms\"\nuntil_ci = \"95,99%\"\nmax_repetitions = 12\n[[workload]]\nkind = \"rr\"\n").unwrap();
-    run_ok(&["run", spec.to_str().unwrap()], &db);
+    run_db_ok(&["run", spec.to_str().unwrap()], &db);
     // Impossible target from the command line: stops at the cap.
-    run_ok(
+    run_db_ok(
         &[
             "run",
             spec.to_str().unwrap(),
@@ -502,7 +473,7 @@ fn until_ci_stops_when_the_interval_is_tight_enough_or_at_the_cap() {
         ],
         &db,
     );
-    let v: serde_json::Value = serde_json::from_str(&run_ok(&["runs", "--json"], &db)).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&run_db_ok(&["runs", "--json"], &db)).unwrap();
     assert_eq!(v[0]["trials_ok"], 4, "capped at --max-runs");
     let loose = v[1]["trials_ok"].as_u64().unwrap();
     assert!(
@@ -513,7 +484,7 @@ fn until_ci_stops_when_the_interval_is_tight_enough_or_at_the_cap() {
 
 #[test]
 fn show_renders_the_seeds_shapes() {
-    let d = TempDir::new("shapes");
+    let d = TempDir::new("exp-shapes");
     let db = d.path("r.db");
     let spec = d.path("s.toml");
     std::fs::write(
@@ -523,16 +494,16 @@ fn show_renders_the_seeds_shapes() {
          [[workload]]\nkind = \"rr\"\n",
     )
     .unwrap();
-    run_ok(&["run", spec.to_str().unwrap()], &db);
+    run_db_ok(&["run", spec.to_str().unwrap()], &db);
     // Seed 3: a row per swept size with each try and the average.
-    let sweep = run_ok(&["show", "last", "--shape", "sweep"], &db);
+    let sweep = run_db_ok(&["show", "last", "--shape", "sweep"], &db);
     assert!(sweep.contains("(tried 2 times)"), "{sweep}");
     assert!(
         sweep.contains("send_size=64") && sweep.contains("send_size=1024"),
         "{sweep}"
     );
     // Seed 1: configs as rows, points as columns.
-    let matrix = run_ok(&["show", "last", "--shape", "matrix"], &db);
+    let matrix = run_db_ok(&["show", "last", "--shape", "matrix"], &db);
     assert!(
         matrix.contains("default") && matrix.contains("send_size=64"),
         "{matrix}"
@@ -552,7 +523,7 @@ fn show_renders_the_seeds_shapes() {
     assert_eq!(row.matches(" / ").count(), 4, "{row}");
     assert!(!row.contains("/ -"), "{row}");
     // Seed 0: one line per download.
-    let dl = run_ok(&["show", "last", "--shape", "downloads"], &db);
+    let dl = run_db_ok(&["show", "last", "--shape", "downloads"], &db);
     assert_eq!(dl.matches("bytes_transferred=200000").count(), 4, "{dl}");
     assert!(dl.contains("duration="), "{dl}");
     let (code, err) = {
@@ -642,7 +613,7 @@ const FOUR_TRIALS: &str =
 
 /// The newest run's status and ok trials, read through `virtperf runs`.
 fn stored(db: &Path) -> (String, u64) {
-    let v: serde_json::Value = serde_json::from_str(&run_ok(&["runs", "--json"], db)).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&run_db_ok(&["runs", "--json"], db)).unwrap();
     (
         v[0]["status"].as_str().unwrap_or("").to_string(),
         v[0]["trials_ok"].as_u64().unwrap_or(0),
@@ -654,14 +625,14 @@ fn a_reader_holding_the_database_for_8_s_does_not_break_a_run() {
     if !have_sqlite3() {
         return;
     }
-    let d = TempDir::new("reader");
+    let d = TempDir::new("exp-reader");
     let db = d.path("r.db");
     let spec = d.path("s.toml");
     std::fs::write(&spec, FOUR_TRIALS).unwrap();
     // The database exists (as after any earlier run) before the reader opens it: a reader
     // initialises an empty file (it creates none).
     std::fs::write(&db, b"").unwrap();
-    run_ok(&["runs"], &db);
+    run_db_ok(&["runs"], &db);
     // A notebook's open read transaction, held across the whole run: begin_run and every
     // trial's insert happen while it is open.
     let reader = Sqlite3Holder::hold(&db, "BEGIN; SELECT count(*) FROM runs;");
@@ -702,7 +673,7 @@ fn a_write_lock_held_for_6_s_mid_run_is_waited_for() {
     if !have_sqlite3() {
         return;
     }
-    let d = TempDir::new("writer");
+    let d = TempDir::new("exp-writer");
     let db = d.path("r.db");
     let spec = d.path("s.toml");
     std::fs::write(&spec, FOUR_TRIALS).unwrap();
@@ -740,7 +711,7 @@ fn trials_the_database_refuses_are_kept_beside_it_and_imported_by_the_next_run()
     if !have_sqlite3() {
         return;
     }
-    let d = TempDir::new("refuse");
+    let d = TempDir::new("exp-refuse");
     let db = d.path("r.db");
     let side = d.path("r.db.unsaved.jsonl");
     let spec = d.path("s.toml");
@@ -750,7 +721,7 @@ fn trials_the_database_refuses_are_kept_beside_it_and_imported_by_the_next_run()
     )
     .unwrap();
     std::fs::write(&db, b"").unwrap();
-    run_ok(&["runs"], &db);
+    run_db_ok(&["runs"], &db);
     let sql = |q: &str| {
         let out = std::process::Command::new("sqlite3")
             .arg(&db)
@@ -812,7 +783,7 @@ fn trials_the_database_refuses_are_kept_beside_it_and_imported_by_the_next_run()
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!side.exists(), "side file removed once imported");
-    let v: serde_json::Value = serde_json::from_str(&run_ok(&["runs", "--json"], &db)).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&run_db_ok(&["runs", "--json"], &db)).unwrap();
     assert_eq!(v[0]["trials_ok"], 2);
     assert_eq!(
         v[1]["trials_ok"], 2,
@@ -825,7 +796,7 @@ fn trials_the_database_refuses_are_kept_beside_it_and_imported_by_the_next_run()
 /// swept or not: `64K` is 65536 (netperf's reading), `1KB` 1000.
 #[test]
 fn show_prints_every_point_with_its_resolved_byte_counts() {
-    let d = TempDir::new("bytes");
+    let d = TempDir::new("exp-bytes");
     let spec = d.path("k.toml");
     std::fs::write(
         &spec,
@@ -835,8 +806,8 @@ fn show_prints_every_point_with_its_resolved_byte_counts() {
     )
     .unwrap();
     let db = d.path("r.db");
-    run_ok(&["run", spec.to_str().unwrap()], &db);
-    let out = run_ok(&["show", "last"], &db);
+    run_db_ok(&["run", spec.to_str().unwrap()], &db);
+    let out = run_db_ok(&["show", "last"], &db);
     assert!(
         out.contains("rr  (4096 B request / 65536 B response)"),
         "{out}"

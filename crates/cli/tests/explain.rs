@@ -6,11 +6,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::vp;
+use common::{vp, TempDir};
 
 const KNOB: &str = "/sys/module/haltpoll/parameters/guest_halt_poll_ns";
 
@@ -20,26 +20,6 @@ static ONE_BATTERY: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn one_battery() -> std::sync::MutexGuard<'static, ()> {
     ONE_BATTERY.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("vp-explain-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn is_root() -> bool {
@@ -90,7 +70,7 @@ fn missing_reason(v: &serde_json::Value, name: &str) -> Option<String> {
 #[test]
 fn explain_decomposes_a_round_trip_and_says_where_each_part_came_from() {
     let _one = one_battery();
-    let d = TempDir::new("full");
+    let d = TempDir::new("explain-full");
     let before = knob();
     let html = d.path("explain.html");
     let (v, _) = explain(&mut vp(), &d, &["-o", html.to_str().unwrap()]);
@@ -198,7 +178,7 @@ fn components_disappear_with_the_reason_when_a_capability_is_missing() {
         return;
     }
     let _one = one_battery();
-    let d = TempDir::new("nobody");
+    let d = TempDir::new("explain-nobody");
     // The unprivileged user writes its database and state here.
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&d.0, std::fs::Permissions::from_mode(0o777)).unwrap();
@@ -244,7 +224,7 @@ fn a_stopped_battery_restores_the_halt_poll_knob() {
         return;
     }
     let _one = one_battery();
-    let d = TempDir::new("stop");
+    let d = TempDir::new("explain-stop");
     let mut child = vp()
         .args(["explain", "--tries", "3", "-l", "1s", "--db"])
         .arg(d.path("r.db"))
@@ -271,15 +251,8 @@ fn a_stopped_battery_restores_the_halt_poll_knob() {
     let out = common::wait_output(child, Duration::from_secs(60));
     assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{out:?}");
     assert_eq!(knob().as_deref(), Some(orig.as_str()), "knob not restored");
-    let runs: serde_json::Value = serde_json::from_slice(
-        &vp()
-            .args(["runs", "--json", "--db"])
-            .arg(d.path("r.db"))
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
+    let runs: serde_json::Value =
+        serde_json::from_str(&common::run_db_ok(&["runs", "--json"], &d.path("r.db"))).unwrap();
     assert_eq!(runs[0]["status"], "incomplete", "{runs}");
     assert!(!journal_left(&d.path("state")), "knob journal left behind");
 }
@@ -298,7 +271,7 @@ fn journal_left(state: &Path) -> bool {
 #[test]
 fn an_agent_runs_the_battery_for_its_client_only_when_allowed() {
     let _one = one_battery();
-    let d = TempDir::new("agent");
+    let d = TempDir::new("explain-agent");
     let agent = common::Agent::start(&["--allow-drive", "--token", "s3cret"]);
     let port = agent.port();
     let (v, _) = explain(
@@ -308,15 +281,8 @@ fn an_agent_runs_the_battery_for_its_client_only_when_allowed() {
     );
     assert!(v["measured_us"].as_f64().unwrap() > 0.0, "{v}");
     assert!(v["components"].as_array().unwrap().len() >= 2, "{v}");
-    let runs: serde_json::Value = serde_json::from_slice(
-        &vp()
-            .args(["runs", "--json", "--db"])
-            .arg(d.path("r.db"))
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
+    let runs: serde_json::Value =
+        serde_json::from_str(&common::run_db_ok(&["runs", "--json"], &d.path("r.db"))).unwrap();
     assert_eq!(
         runs.as_array().unwrap().len(),
         1,

@@ -2,39 +2,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-
-use common::{assert_one_line_error, vp};
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("vp-export-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn run_ok(args: &[&str], db: &Path) -> String {
-    let out = vp().args(args).arg("--db").arg(db).output().unwrap();
-    assert!(
-        out.status.success(),
-        "virtperf {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use common::{assert_one_line_error, run_db_ok, vp, TempDir};
 
 const STREAM_SWEEP: &str = r#"
 name = "sweep"
@@ -56,16 +24,16 @@ size = ["1,1", "64,64"]
 
 #[test]
 fn a_sweep_exports_its_parameter_as_a_column_and_runs_export_together() {
-    let d = TempDir::new("sweep");
+    let d = TempDir::new("export-sweep");
     let db = d.path("results.db");
     for (name, text) in [("sweep.toml", STREAM_SWEEP), ("rr.toml", RR)] {
         let spec = d.path(name);
         std::fs::write(&spec, text).unwrap();
-        run_ok(&["run", spec.to_str().unwrap()], &db);
+        run_db_ok(&["run", spec.to_str().unwrap()], &db);
     }
 
     // One run: the swept send_size is a column of its own, one value per trial.
-    let csv = run_ok(&["export", "1"], &db);
+    let csv = run_db_ok(&["export", "1"], &db);
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     assert_eq!(
@@ -98,7 +66,7 @@ fn a_sweep_exports_its_parameter_as_a_column_and_runs_export_together() {
 
     // Two runs at once (`last` is the rr run): the union of their parameters, empty cells
     // where a run has no such parameter.
-    let json = run_ok(&["export", "1", "last", "--format", "json"], &db);
+    let json = run_db_ok(&["export", "1", "last", "--format", "json"], &db);
     let rows: serde_json::Value = serde_json::from_str(&json).unwrap();
     let rows = rows.as_array().unwrap();
     let stream: Vec<_> = rows.iter().filter(|r| r["run"] == 1).collect();
@@ -124,18 +92,18 @@ fn a_sweep_exports_its_parameter_as_a_column_and_runs_export_together() {
     assert!(p99["value"].as_f64().unwrap() > 0.0);
 
     // The CSV of both runs has both columns.
-    let both = run_ok(&["export", "1", "2"], &db);
+    let both = run_db_ok(&["export", "1", "2"], &db);
     let header = both.lines().next().unwrap();
     assert!(header.contains(",send_size,size,"), "{header}");
 }
 
 #[test]
 fn a_missing_run_is_one_line_and_nothing_is_printed() {
-    let d = TempDir::new("missing");
+    let d = TempDir::new("export-missing");
     let db = d.path("results.db");
     let spec = d.path("rr.toml");
     std::fs::write(&spec, RR).unwrap();
-    run_ok(&["run", spec.to_str().unwrap()], &db);
+    run_db_ok(&["run", spec.to_str().unwrap()], &db);
     let out = vp()
         .args(["export", "1", "7", "--db"])
         .arg(&db)

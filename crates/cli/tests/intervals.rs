@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use common::{assert_one_line_error, run_fail, run_json, run_with_timeout, vp};
@@ -116,21 +115,11 @@ fn intervals_out_of_range_are_refused() {
     assert_one_line_error(&err, "longer than the test");
 }
 
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// A spec's `interval` stores each trial's series; `show` keeps it per try, `report`
 /// draws it (checked in headless Chromium when installed).
 #[test]
 fn a_spec_with_interval_stores_and_plots_the_series() {
-    let d = TempDir(std::env::temp_dir().join(format!("vp-iv-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&d.0);
-    std::fs::create_dir_all(&d.0).unwrap();
+    let d = common::TempDir::new("iv");
     let spec = d.0.join("s.toml");
     std::fs::write(
         &spec,

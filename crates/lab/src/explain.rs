@@ -225,14 +225,38 @@ impl Measure {
             Measure::KvmExits => model::KVM_EXITS,
         }
     }
+}
 
-    fn workload(&self) -> &'static str {
-        match self {
-            Measure::Rr { .. } => "rr",
-            Measure::Wake { .. } => "wake",
-            Measure::KvmHalt { .. } => "kvm-halt",
-            Measure::KvmExits => "kvm-exits",
-        }
+/// The workload name a measurement is stored under, from its label.
+fn workload_of(label: &str) -> &'static str {
+    if label == model::KVM_EXITS {
+        "kvm-exits"
+    } else if label.starts_with("kvm halt") {
+        "kvm-halt"
+    } else if label.starts_with("wake") {
+        "wake"
+    } else {
+        "rr"
+    }
+}
+
+/// A trial of the battery before it ran: the parameters every stored measurement has.
+fn new_trial(seq: u32, config: &str, label: &str, poll: Option<u64>, rep: u32) -> NewTrial {
+    NewTrial {
+        seq,
+        config: config.into(),
+        workload: workload_of(label).into(),
+        point: json!({ model::POLL_PARAM: poll }),
+        point_label: label.into(),
+        repetition: rep,
+        status: TrialStatus::Ok,
+        error: None,
+        result: None,
+        detail: None,
+        metric: None,
+        metric_name: String::new(),
+        started_at: virtperf_store::now_rfc3339(),
+        duration_s: 0.0,
     }
 }
 
@@ -479,20 +503,9 @@ fn skip(
     poll: Option<u64>,
 ) -> Result<()> {
     let trial = NewTrial {
-        seq,
-        config: config.into(),
-        workload: label.split(' ').next().unwrap_or("probe").into(),
-        point: json!({ model::POLL_PARAM: poll }),
-        point_label: label.into(),
-        repetition: 1,
         status: TrialStatus::Skipped,
         error: Some(reason.into()),
-        result: None,
-        detail: None,
-        metric: None,
-        metric_name: String::new(),
-        started_at: virtperf_store::now_rfc3339(),
-        duration_s: 0.0,
+        ..new_trial(seq, config, label, poll, 1)
     };
     rec.store.add_trial_or_keep(rec.run_id, &trial)?;
     Ok(())
@@ -546,24 +559,8 @@ impl Tries<'_, '_, '_> {
         self.obs
             .trial_started(seq as usize, self.planned, measure.label(), &cfg.name, rep);
         let opts = self.opts;
-        let started_at = virtperf_store::now_rfc3339();
         let t0 = Instant::now();
-        let mut trial = NewTrial {
-            seq,
-            config: cfg.name.clone(),
-            workload: measure.workload().into(),
-            point: json!({ model::POLL_PARAM: cfg.poll_ns }),
-            point_label: measure.label().into(),
-            repetition: rep,
-            status: TrialStatus::Ok,
-            error: None,
-            result: None,
-            detail: None,
-            metric: None,
-            metric_name: String::new(),
-            started_at,
-            duration_s: 0.0,
-        };
+        let mut trial = new_trial(seq, &cfg.name, measure.label(), cfg.poll_ns, rep);
         let (a, b) = opts.cpus;
         let res: Result<f64> = match measure {
             Measure::Rr { plan, .. } => self.site.run(plan, &|_| {}).map(|mut r| {

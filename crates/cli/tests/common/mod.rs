@@ -259,3 +259,36 @@ pub fn chromium_renders(html: &std::path::Path, scratch: &std::path::Path, min_p
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("CONSOLE"), "console messages: {stderr}");
 }
+
+/// A scratch directory `vp-{name}-{pid}` under the system temp dir, emptied first and
+/// removed when dropped (also when the test fails).
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("vp-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    pub fn path(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs virtperf with `args` against database `db`, asserts success, returns stdout.
+pub fn run_db_ok(args: &[&str], db: &std::path::Path) -> String {
+    let out = vp().args(args).arg("--db").arg(db).output().unwrap();
+    assert!(
+        out.status.success(),
+        "virtperf {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
