@@ -17,7 +17,7 @@ use crate::experiment::DbArg;
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
-    /// A shorter battery (≈ 45 s instead of ≈ 2 min): 3 tries, 2 s per rr trial
+    /// A shorter battery (about 35 s instead of 1.5 min on a 2-CPU guest): 3 tries, 2 s per rr trial
     #[arg(long)]
     pub quick: bool,
     /// Request and response sizes in bytes: `REQ,RESP`, or one size for both

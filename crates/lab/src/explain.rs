@@ -60,7 +60,7 @@ pub struct ExplainOpts {
 }
 
 impl ExplainOpts {
-    /// The default battery (≈ 2 min) or `--quick` (≈ 45 s).
+    /// The default battery (92 s on this project's 2-CPU guest) or `--quick` (34 s).
     pub fn new(quick: bool) -> ExplainOpts {
         ExplainOpts {
             size: (1, 1),
