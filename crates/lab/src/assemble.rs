@@ -4,7 +4,7 @@
 use virtperf_load::http::Fetched;
 use virtperf_measure::{latency, split, LatencyHistogram};
 use virtperf_wire::{
-    BulkOutcome, CpuAccounting, Download, Env, Envs, Events, HttpOutcome, Outcome, PinnedEvents,
+    BulkOutcome, CpuAccounting, Download, Env, Envs, Events, HttpOutcome, NicEvents, Outcome, PinnedEvents,
     RrOutcome, SideCpu, SideEvents, SideReport, StreamFlow, StreamOutcome, TestResult, Workload,
     RESULT_SCHEMA,
 };
@@ -113,11 +113,24 @@ fn events_of(c: &Collected, units: f64, unit: &str) -> Option<Events> {
             per_unit: per(d),
             deltas: d.clone(),
         });
+        let nic = e.nic.as_ref().map(|n| {
+            let ratio = |a: u64, b: u64| (b > 0).then(|| a as f64 / b as f64);
+            NicEvents {
+                interface: n.interface.clone(),
+                device: n.device.clone(),
+                per_unit: per(&n.deltas),
+                deltas: n.deltas.clone(),
+                kicks_per_packet: ratio(n.kicks(), n.packets()),
+                irqs_per_packet: ratio(n.irqs(), n.packets()),
+                packets_per_irq: ratio(n.packets(), n.irqs()),
+            }
+        });
         Some(SideEvents {
             per_unit: per(&deltas),
             deltas,
             pinned,
             missing: e.missing.clone(),
+            nic,
         })
     };
     Some(Events {

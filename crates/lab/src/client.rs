@@ -234,8 +234,15 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
         other => bail!("unexpected answer to start: {}", kind(&other)),
     }
     let kvm0 = plan.kvm_stats.then(virtperf_kvm::debugfs_stats);
+    // The interface our traffic leaves by: in a guest its virtio-net device, whose kicks
+    // and interrupts are counted with the events.
+    let nic = ctl
+        .s
+        .local_addr()
+        .ok()
+        .and_then(|a| virtperf_measure::nic::interface_of(a.ip()));
     // Events bracket the CPU snapshots, so reading them costs the CPU figures nothing.
-    let ev0 = EventSnapshot::read();
+    let ev0 = EventSnapshot::read_with_nic(nic.as_deref());
     let t0 = ProcStat::read()?;
     let started = Instant::now();
     side.gate.open();
@@ -273,7 +280,9 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     }
     let t1 = ProcStat::read()?;
     let elapsed = started.elapsed();
-    let events = ev0.delta(&EventSnapshot::read()).counts(plan.client_cpu);
+    let events = ev0
+        .delta(&EventSnapshot::read_with_nic(nic.as_deref()))
+        .counts(plan.client_cpu);
     let kvm = kvm0.map(|before| kvm_counters(before, virtperf_kvm::debugfs_stats()));
     // Where the client drives the traffic, let its workers finish their last transaction
     // before the agent stops serving (a crr connection still in the agent's accept queue

@@ -119,6 +119,7 @@ pub fn fingerprint() -> Env {
         halt_poll,
         interrupt_virt: interrupt_virt(),
         sysctls,
+        virtio_net: crate::nic::virtio_nets(),
     }
 }
 

@@ -30,6 +30,8 @@ pub struct EventSnapshot {
     pub idle: PerCpu,
     /// Sources that could not be read, with the reason.
     pub missing: Vec<String>,
+    /// The virtio-net interface the side's traffic crosses, when it is one.
+    pub nic: Option<crate::nic::NicSnapshot>,
 }
 
 /// The difference between two snapshots (counter wrap or a CPU going away counts as 0).
@@ -45,6 +47,18 @@ pub struct EventDelta {
     pub idle: PerCpu,
     /// Sources missing at either end.
     pub missing: Vec<String>,
+    /// The virtio-net interface's counters, when both ends read the same one.
+    pub nic: Option<virtio_nic::Delta>,
+}
+
+mod virtio_nic {
+    /// A virtio-net interface's counter increases (before its interrupts are added).
+    #[derive(Debug, Clone, Default, PartialEq)]
+    pub struct Delta {
+        pub interface: String,
+        pub device: String,
+        pub counters: std::collections::BTreeMap<String, u64>,
+    }
 }
 
 /// Parses a per-CPU table with a header of `CPUn` columns (`/proc/interrupts`,
@@ -158,7 +172,17 @@ pub fn read_idle(root: &Path) -> Result<PerCpu, String> {
 impl EventSnapshot {
     /// Reads this machine's counters now.
     pub fn read() -> EventSnapshot {
-        let mut s = EventSnapshot::default();
+        Self::read_with_nic(None)
+    }
+
+    /// Reads this machine's counters now, and those of interface `nic` when it is a
+    /// virtio-net interface (see [`crate::nic`]; the interface of a side's connection,
+    /// from [`crate::nic::interface_of`]).
+    pub fn read_with_nic(nic: Option<&str>) -> EventSnapshot {
+        let mut s = EventSnapshot {
+            nic: nic.and_then(crate::nic::snapshot),
+            ..EventSnapshot::default()
+        };
         match fs::read_to_string("/proc/interrupts") {
             Ok(t) => s.interrupts = parse_per_cpu(&t),
             Err(e) => s.missing.push(format!("/proc/interrupts: {e}")),
@@ -210,6 +234,18 @@ impl EventSnapshot {
                 .map(|(a, b)| b.saturating_sub(a)),
             idle: sub(&self.idle, &later.idle),
             missing,
+            nic: match (&self.nic, &later.nic) {
+                (Some(a), Some(b)) if a.interface == b.interface => Some(virtio_nic::Delta {
+                    interface: b.interface.clone(),
+                    device: b.device.clone(),
+                    counters: b
+                        .counters
+                        .iter()
+                        .filter_map(|(k, v)| Some((k.clone(), v.saturating_sub(*a.counters.get(k)?))))
+                        .collect(),
+                }),
+                _ => None,
+            },
         }
     }
 }
@@ -236,6 +272,15 @@ impl EventDelta {
             all: self.totals(None),
             pinned: pinned.map(|c| self.totals(Some(&[c as usize]))),
             missing: self.missing.clone(),
+            nic: self.nic.as_ref().map(|n| {
+                let mut deltas = n.counters.clone();
+                deltas.extend(crate::nic::irq_totals(&n.device, &self.interrupts));
+                virtperf_wire::NicCounts {
+                    interface: n.interface.clone(),
+                    device: n.device.clone(),
+                    deltas,
+                }
+            }),
         }
     }
 
@@ -335,6 +380,7 @@ ERR:          0
             .into_iter()
             .collect(),
             missing: vec![],
+            nic: None,
         };
         let mut b = a.clone();
         b.interrupts.get_mut("RES").unwrap()[1] += 7;
@@ -363,6 +409,38 @@ ERR:          0
             !cpu0.contains_key("context_switches"),
             "ctxt is system-wide only"
         );
+    }
+
+    #[test]
+    fn a_virtio_nics_counters_and_interrupts_travel_together() {
+        let nic = |rx: u64, kicks: u64| crate::nic::NicSnapshot {
+            interface: "eth0".into(),
+            device: "virtio2".into(),
+            counters: [("rx_packets".to_string(), rx), ("tx_kicks".to_string(), kicks)]
+                .into_iter()
+                .collect(),
+        };
+        let a = EventSnapshot {
+            interrupts: parse_per_cpu(INTERRUPTS),
+            nic: Some(nic(100, 40)),
+            ..EventSnapshot::default()
+        };
+        let mut b = a.clone();
+        b.nic = Some(nic(130, 45));
+        b.interrupts.get_mut("virtio2-input.0").unwrap()[1] += 12;
+        b.interrupts.get_mut("virtio2-output.0").unwrap()[0] += 2;
+        let c = a.delta(&b).counts(None);
+        let n = c.nic.expect("both ends read eth0");
+        assert_eq!(n.interface, "eth0");
+        assert_eq!(n.deltas["rx_packets"], 30);
+        assert_eq!(n.deltas["tx_kicks"], 5);
+        assert_eq!(n.deltas["rx_irqs"], 12);
+        assert_eq!(n.deltas["tx_irqs"], 2);
+        assert_eq!((n.packets(), n.kicks(), n.irqs()), (30, 5, 14));
+        // An interface that changed between the two readings is not differenced.
+        let mut other = b.clone();
+        other.nic.as_mut().unwrap().interface = "eth1".into();
+        assert!(a.delta(&other).counts(None).nic.is_none());
     }
 
     /// The real files of this machine: whatever is there parses, and what is not is named.

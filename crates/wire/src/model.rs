@@ -559,6 +559,9 @@ pub struct SideEvents {
     /// Counter files the side's machine lacks, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<String>,
+    /// The virtio-net interface the side's traffic crossed (in a guest), normalized.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic: Option<NicEvents>,
 }
 
 impl Events {
@@ -620,6 +623,26 @@ impl Events {
                 }
             }
         }
+        // The virtio-net device path, where a side's traffic crossed one (in a guest).
+        const NIC: [[&str; 2]; 2] = [
+            ["client_kicks_per_pkt", "client_irqs_per_pkt"],
+            ["server_kicks_per_pkt", "server_irqs_per_pkt"],
+        ];
+        for (names, e) in NIC.iter().zip([Some(&self.client), self.server.as_ref()]) {
+            let Some(n) = e.and_then(|e| e.nic.as_ref()) else {
+                continue;
+            };
+            for (name, value) in names.iter().zip([n.kicks_per_packet, n.irqs_per_packet]) {
+                if let Some(value) = value {
+                    v.push(Metric {
+                        name,
+                        unit: "/pkt",
+                        value,
+                        higher_is_better: false,
+                    });
+                }
+            }
+        }
         v
     }
 }
@@ -668,6 +691,62 @@ pub struct EventCounts {
     /// Counter files this machine lacks (no cpuidle in a container …), with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<String>,
+    /// The virtio-net interface this side's connection crossed, when it crossed one (a
+    /// guest's NIC): its own counters over the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic: Option<NicCounts>,
+}
+
+/// A virtio-net interface's counters over a side's measured interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NicCounts {
+    /// Interface (`eth0`).
+    pub interface: String,
+    /// Its virtio device (`virtio0`).
+    pub device: String,
+    /// Increases: `rx_packets`, `tx_packets`, `rx_bytes`, `tx_bytes`, `rx_dropped`,
+    /// `tx_dropped` (interface statistics), `rx_kicks`, `tx_kicks`, `rx_drops` (the driver's
+    /// notifications to the device, each a VM exit, and its drops), `rx_irqs`, `tx_irqs`
+    /// (the device's per-queue interrupt lines) or `shared_irqs` (one line for all queues).
+    pub deltas: std::collections::BTreeMap<String, u64>,
+}
+
+impl NicCounts {
+    /// Packets both ways.
+    pub fn packets(&self) -> u64 {
+        self.get("rx_packets") + self.get("tx_packets")
+    }
+    /// Kicks both ways.
+    pub fn kicks(&self) -> u64 {
+        self.get("rx_kicks") + self.get("tx_kicks")
+    }
+    /// Device interrupts, all lines.
+    pub fn irqs(&self) -> u64 {
+        self.get("rx_irqs") + self.get("tx_irqs") + self.get("shared_irqs")
+    }
+    fn get(&self, k: &str) -> u64 {
+        self.deltas.get(k).copied().unwrap_or(0)
+    }
+}
+
+/// A side's virtio-net counters normalized: what the device path cost per packet and per
+/// unit of work.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NicEvents {
+    /// Interface (`eth0`).
+    pub interface: String,
+    /// Its virtio device (`virtio0`).
+    pub device: String,
+    /// Raw increases (see [`NicCounts::deltas`]).
+    pub deltas: std::collections::BTreeMap<String, u64>,
+    /// The same per transaction or per MB.
+    pub per_unit: std::collections::BTreeMap<String, f64>,
+    /// Kicks (notifications, each a VM exit) per packet, both ways.
+    pub kicks_per_packet: Option<f64>,
+    /// Device interrupts (injections) per packet, both ways.
+    pub irqs_per_packet: Option<f64>,
+    /// Packets per device interrupt: how much NAPI batched.
+    pub packets_per_irq: Option<f64>,
 }
 
 /// Byte counts of one data connection, as seen by one side.
@@ -1178,4 +1257,29 @@ pub struct Env {
     pub interrupt_virt: BTreeMap<String, String>,
     /// Network sysctls that shape these tests.
     pub sysctls: BTreeMap<String, String>,
+    /// This machine's virtio-net interfaces as its driver sees them (a guest's NIC: the
+    /// features negotiated with the device, ring sizes, queue pairs). Empty elsewhere.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub virtio_net: Vec<VirtioNet>,
+}
+
+/// A virtio-net interface as its driver sees it: what the device offered and the driver
+/// accepted (QEMU's `-device virtio-net-pci,…` options arrive here).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct VirtioNet {
+    /// The virtio device (`virtio0`).
+    pub device: String,
+    /// Its interface (`eth0`).
+    pub interface: String,
+    /// Negotiated feature bits as sysfs shows them (one `0`/`1` per bit, bit 0 first;
+    /// trailing zeros trimmed).
+    pub features: String,
+    /// The names of the bits set (`csum`, `mrg_rxbuf`, `event_idx`, …).
+    pub feature_names: Vec<String>,
+    /// Receive ring (virtqueue) size, from `ETHTOOL_GRINGPARAM`.
+    pub rx_ring: Option<u32>,
+    /// Transmit ring size.
+    pub tx_ring: Option<u32>,
+    /// Queue pairs in use (`ethtool -l` combined).
+    pub queue_pairs: Option<u32>,
 }
