@@ -212,7 +212,7 @@ pub struct Common {
     /// Where the two ends run: local (loopback); netns:veth|bridge|nat (namespaces virtperf
     /// creates and removes; needs root); ssh:USER@HOST[:PORT] (virtperf copies itself there
     /// over SSH and runs the agent); remote:HOST[:PORT] (an agent someone started);
-    /// guest[:host-guest|guest-host|guest-guest] (QEMU guests virtperf boots; needs root)
+    /// guest[:host-guest|guest-host|guest-guest|loopback] (QEMU guests virtperf boots; needs root)
     #[arg(long, default_value = "local", value_parser = Placement::from_str, help_heading = PLACEMENT)]
     pub placement: Placement,
     /// With a netns placement: shape the client's link with a token bucket (e.g. 1gbit)
@@ -240,6 +240,14 @@ impl Common {
     /// SSH key and options, the agent's port and token.
     pub fn placement(&self) -> anyhow::Result<Placement> {
         let mut p = self.placement.clone();
+        let g = &self.guest;
+        if !matches!(p, Placement::Guest(..))
+            && (!g.virtio.is_empty() || g.guest_cmdline.is_some() || !g.guest_module.is_empty())
+        {
+            anyhow::bail!(
+                "--virtio, --guest-cmdline and --guest-module set up a guest: add --placement guest (or guest:loopback, guest:guest-host, …)"
+            );
+        }
         match &mut p {
             Placement::Local => {}
             Placement::Netns(_, shaping) => {

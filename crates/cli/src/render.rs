@@ -62,8 +62,29 @@ fn events_lines(r: &TestResult) -> String {
             e.unit,
             parts.join(", ")
         );
+        if let Some(n) = &side.nic {
+            let _ = writeln!(out, "  {}", nic_line(name, &e.unit, n));
+        }
     }
     out
+}
+
+/// A side's virtio-net device path in one line: kicks (exits) and interrupts (injections)
+/// per packet, NAPI batching, and the same per unit of work.
+fn nic_line(side: &str, unit: &str, n: &virtperf_wire::NicEvents) -> String {
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+    let per = |k: &str| n.per_unit.get(k).copied().unwrap_or(0.0);
+    let irqs = per("rx_irqs") + per("tx_irqs") + per("shared_irqs");
+    format!(
+        "{side} virtio-net {} ({}): {} kicks/packet, {} irqs/packet, {} packets/irq; per {unit}: {:.2} packets, {:.2} kicks, {irqs:.2} irqs",
+        n.interface,
+        n.device,
+        f(n.kicks_per_packet),
+        f(n.irqs_per_packet),
+        f(n.packets_per_irq),
+        per("rx_packets") + per("tx_packets"),
+        per("rx_kicks") + per("tx_kicks"),
+    )
 }
 
 fn header(r: &TestResult, local: bool) -> String {
@@ -357,6 +378,20 @@ pub fn env(e: &Env) -> String {
     for (k, v) in &e.sysctls {
         kv(k, v);
     }
+    for n in &e.virtio_net {
+        let ring = |r: Option<u32>| r.map_or("?".to_string(), |r| r.to_string());
+        kv(
+            &format!("virtio-net {}", n.interface),
+            &format!(
+                "{}: rings rx {} / tx {}, {} queue pair(s); features {}",
+                n.device,
+                ring(n.rx_ring),
+                ring(n.tx_ring),
+                ring(n.queue_pairs),
+                n.feature_names.join(",")
+            ),
+        );
+    }
     kv("version", &e.tool_version);
     let _ = writeln!(s, "\nidle path: {}", e.idle_explained);
     s
@@ -375,8 +410,20 @@ pub fn guest(g: &virtperf_wire::GuestInfo) -> String {
         let each: Vec<String> = g.qemu_cpu_s.iter().map(|s| format!("{s:.2}")).collect();
         format!("; QEMU used {} s of host CPU", each.join(" + "))
     };
+    let mut extra = String::new();
+    if !g.virtio.is_empty() {
+        let opts: Vec<String> = g.virtio.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = write!(extra, "; virtio-net {}", opts.join(","));
+    }
+    if let Some(c) = &g.cmdline {
+        let _ = write!(extra, "; kernel args \"{c}\"");
+    }
+    if !g.modules.is_empty() {
+        let m: Vec<String> = g.modules.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = write!(extra, "; {}", m.join(","));
+    }
     format!(
-        "{}{}, kernel {}, {} vCPU{pinned}, {} MiB, vhost {}{qemu}",
+        "{}{}, kernel {}, {} vCPU{pinned}, {} MiB, vhost {}{extra}{qemu}",
         g.accel,
         if g.emulated { " (EMULATED)" } else { "" },
         g.kernel,

@@ -37,8 +37,9 @@ pub struct VmCompareArgs {
     /// Workloads: rr, crr, stream (16 KiB sends) and stream-reverse, comma-separated
     #[arg(long, default_value = "rr,stream,crr", value_delimiter = ',', value_parser = ["rr", "crr", "stream", "stream-reverse"])]
     pub workloads: Vec<String>,
-    /// Which ends run in guests: host-guest (agent in the guest), guest-host, guest-guest
-    #[arg(long, default_value = "host-guest", value_parser = ["host-guest", "guest-host", "guest-guest"])]
+    /// Which ends run in guests: host-guest (agent in the guest), guest-host, guest-guest,
+    /// loopback (both ends in one guest, against both ends on this host's loopback)
+    #[arg(long, default_value = "host-guest", value_parser = ["host-guest", "guest-host", "guest-guest", "loopback"])]
     pub direction: String,
     /// Measured duration of each trial
     #[arg(long, short = 'l', default_value = "5s", value_parser = duration_text, allow_hyphen_values = true)]
@@ -145,6 +146,22 @@ fn spec_text(a: &VmCompareArgs, direction: Direction) -> Result<String> {
             fields.push(format!("{k} = {}", toml_str(&p.to_string_lossy())));
         }
     }
+    let table = |m: Vec<(String, String)>| {
+        let inner: Vec<String> = m
+            .iter()
+            .map(|(k, v)| format!("{} = {}", toml_str(k), toml_str(v)))
+            .collect();
+        format!("{{ {} }}", inner.join(", "))
+    };
+    if !g.virtio.is_empty() {
+        fields.push(format!("virtio = {}", table(g.virtio.clone())));
+    }
+    if !g.guest_module.is_empty() {
+        fields.push(format!("modules = {}", table(g.guest_module.clone())));
+    }
+    if let Some(c) = &g.guest_cmdline {
+        fields.push(format!("cmdline = {}", toml_str(c)));
+    }
     let _ = writeln!(t, "guest = {{ {} }}", fields.join(", "));
     let _ = writeln!(t, "\n[report]\nbaseline = \"native\"");
     Ok(t)
@@ -170,7 +187,7 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
     let direction = match Direction::parse_placement(&format!("guest:{}", a.direction)) {
         Some(Ok(d)) => d,
         _ => bail!(
-            "unknown --direction {:?} (host-guest, guest-host, guest-guest)",
+            "unknown --direction {:?} (host-guest, guest-host, guest-guest, loopback)",
             a.direction
         ),
     };
@@ -387,6 +404,18 @@ pub struct GuestArgs {
     /// How long a guest may take to boot
     #[arg(long, help_heading = GUEST_HEADING, default_value = "120s", value_parser = virtperf_lab::parse::duration, value_name = "DURATION")]
     pub boot_timeout: std::time::Duration,
+    /// virtio-net device option, repeatable: rx_queue_size=1024, mrg_rxbuf=off, csum=off,
+    /// guest_tso4=off, queues=2, vhost=on, … (any option of the installed QEMU's
+    /// virtio-net-pci; checked against it before booting)
+    #[arg(long, help_heading = GUEST_HEADING, value_name = "KEY=VALUE", value_parser = virtperf_lab::place::guest::device::parse_pair)]
+    pub virtio: Vec<(String, String)>,
+    /// Kernel arguments for the guest, after virtperf's own, e.g. "nohz=off"
+    #[arg(long, help_heading = GUEST_HEADING, value_name = "ARGS")]
+    pub guest_cmdline: Option<String>,
+    /// Module parameter the guest's init sets, repeatable, e.g.
+    /// haltpoll.guest_halt_poll_ns=0
+    #[arg(long, help_heading = GUEST_HEADING, value_name = "MODULE.PARAM=VALUE", value_parser = virtperf_lab::place::guest::device::parse_pair)]
+    pub guest_module: Vec<(String, String)>,
 }
 
 impl GuestArgs {
@@ -403,6 +432,9 @@ impl GuestArgs {
             vcpu_cpus: self.vcpu_cpus.clone(),
             boot_timeout: self.boot_timeout,
             quiet,
+            virtio: self.virtio.iter().cloned().collect(),
+            cmdline: self.guest_cmdline.clone(),
+            modules: self.guest_module.iter().cloned().collect(),
         }
     }
 }

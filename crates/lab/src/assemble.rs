@@ -4,9 +4,9 @@
 use virtperf_load::http::Fetched;
 use virtperf_measure::{latency, split, LatencyHistogram};
 use virtperf_wire::{
-    BulkOutcome, CpuAccounting, Download, Env, Envs, Events, HttpOutcome, NicEvents, Outcome, PinnedEvents,
-    RrOutcome, SideCpu, SideEvents, SideReport, StreamFlow, StreamOutcome, TestResult, Workload,
-    RESULT_SCHEMA,
+    BulkOutcome, CpuAccounting, Download, Env, Envs, Events, HttpOutcome, NicEvents, Outcome,
+    PinnedEvents, RrOutcome, SideCpu, SideEvents, SideReport, StreamFlow, StreamOutcome,
+    TestResult, Workload, RESULT_SCHEMA,
 };
 
 use crate::plan::Plan;

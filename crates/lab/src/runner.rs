@@ -122,6 +122,7 @@ pub fn run(
     let mut sites = Sites {
         local: place::open(&Placement::Local)?,
         placed: Vec::new(),
+        skipped: Vec::new(),
     };
     let env = virtperf_measure::fingerprint();
     let run_id = store.begin_run(&NewRun {
@@ -148,6 +149,8 @@ pub fn run(
     // failed above. The guard would restore on drop too; doing it here lets us report.
     let teardown = active.switch_to(None);
     let restore_errors = active.guard.restore_all();
+    let mut skipped = probed.skipped;
+    skipped.append(&mut sites.skipped);
     drop(sites);
     let (status, ok, failed) = rec.close(interrupted, teardown.is_err())?;
     teardown?;
@@ -156,7 +159,7 @@ pub fn run(
         status,
         ok,
         failed,
-        skipped: probed.skipped,
+        skipped,
         restore_errors,
     })
 }
@@ -189,6 +192,12 @@ fn probe<'a>(spec: &'a Spec, guard: &mut KnobGuard, obs: &mut dyn Observer) -> R
                     break;
                 }
             }
+        }
+        // A guest's device options are checked against QEMU now, not at the config's
+        // first trial hours later: a value QEMU refuses is the spec's error, not a skip.
+        if let Some(Placement::Guest(_, g)) = &cfg.placement {
+            crate::place::guest::device::validate(&g.virtio)
+                .map_err(|e| anyhow::anyhow!("config {:?}: {e:#}", cfg.name))?;
         }
         let needs_root = cfg.placement.as_ref().is_some_and(Placement::needs_root);
         if needs_root && !crate::is_root() && reason.is_none() {
@@ -311,6 +320,11 @@ impl<'a> Schedule<'a> {
                     if !self.wanted(rep, &values[pi][ci]) {
                         continue;
                     }
+                    // A guest that did not boot (a module parameter its kernel lacks, …)
+                    // failed one trial with the reason; its other trials are skipped.
+                    if sites.failed_to_open(&cfg.name) {
+                        continue;
+                    }
                     if interrupted.load(Ordering::SeqCst) {
                         return Ok(());
                     }
@@ -342,6 +356,10 @@ impl<'a> Schedule<'a> {
                     if let Some(m) = rec.record(&trial, res, started_at, t0, obs)? {
                         values[pi][ci].push(m);
                     }
+                    if let Some(why) = sites.open_error(&cfg.name) {
+                        obs.config_skipped(&cfg.name, &why);
+                        sites.skipped.push((cfg.name.clone(), why));
+                    }
                 }
             }
         }
@@ -355,12 +373,30 @@ impl<'a> Schedule<'a> {
 struct Sites {
     local: Box<dyn Site>,
     placed: Vec<(String, Opened)>,
+    /// Configs whose site could not be opened, with the reason (reported once each).
+    skipped: Vec<(String, String)>,
 }
 
 /// A placed config's site, or why it could not be opened.
 type Opened = Result<Box<dyn Site>>;
 
 impl Sites {
+    /// Whether `config`'s site failed to open and that was already reported.
+    fn failed_to_open(&self, config: &str) -> bool {
+        self.skipped.iter().any(|(c, _)| c == config)
+    }
+
+    /// Why `config`'s site failed to open, the first time it is asked.
+    fn open_error(&self, config: &str) -> Option<String> {
+        if self.failed_to_open(config) {
+            return None;
+        }
+        self.placed
+            .iter()
+            .find(|(c, _)| c == config)
+            .and_then(|(_, s)| s.as_ref().err().map(|e| format!("{e:#}")))
+    }
+
     /// Runs one trial of `cfg` on its site.
     fn run(&mut self, cfg: &Config, plan: &Plan) -> Result<TestResult> {
         let Some(placement) = &cfg.placement else {
@@ -371,7 +407,8 @@ impl Sites {
                 Ok(site) => self.placed.push((cfg.name.clone(), Ok(site))),
                 // Namespaces are cheap to try again at the config's next trial. Guests (a
                 // boot under TCG takes seconds) and SSH agents are not: a config whose site
-                // failed to open fails each of its trials with that reason instead.
+                // failed to open fails its first trial with that reason, and the runner
+                // skips the rest of its trials.
                 Err(e) if matches!(placement, Placement::Netns(..)) => return Err(e),
                 Err(e) => self.placed.push((cfg.name.clone(), Err(e))),
             }

@@ -230,6 +230,15 @@ struct RawGuest {
     accel: Option<String>,
     #[serde(default)]
     boot_timeout: Option<String>,
+    /// virtio-net device options; a list sweeps (one config per combination).
+    #[serde(default)]
+    virtio: BTreeMap<String, OneOrMany<KnobVal>>,
+    /// Extra kernel arguments; a list sweeps.
+    #[serde(default)]
+    cmdline: Option<OneOrMany<String>>,
+    /// Module parameters inside the guest; a list sweeps.
+    #[serde(default)]
+    modules: BTreeMap<String, OneOrMany<KnobVal>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -431,15 +440,16 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
     }
     let mut configs = Vec::new();
     for c in &raw.config {
-        let cfg = config(text, c)?;
-        if configs.iter().any(|x: &Config| x.name == cfg.name) {
-            return err(
-                text,
-                c.get_ref().name.span(),
-                format!("config {:?} is defined twice", cfg.name),
-            );
+        for cfg in config(text, c)? {
+            if configs.iter().any(|x: &Config| x.name == cfg.name) {
+                return err(
+                    text,
+                    c.get_ref().name.span(),
+                    format!("config {:?} is defined twice", cfg.name),
+                );
+            }
+            configs.push(cfg);
         }
-        configs.push(cfg);
     }
     if configs.is_empty() {
         configs.push(Config {
@@ -870,7 +880,98 @@ pub fn cpus_text(c: parse::Cpus) -> String {
     format!("{},{}", f(c.0), f(c.1))
 }
 
-fn config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, SpecError> {
+/// One `[[config]]`: one config, or one per combination of a guest table's lists
+/// (`virtio = { rx_queue_size = [256, 1024] }`), named `NAME:KEY=VALUE,…`.
+fn config(text: &str, c: &Spanned<RawConfig>) -> Result<Vec<Config>, SpecError> {
+    let base = one_config(text, c)?;
+    let Some(Placement::Guest(direction, opts)) = &base.placement else {
+        return Ok(vec![base]);
+    };
+    let r = c.get_ref();
+    let Some(g) = &r.guest else {
+        return Ok(vec![base]);
+    };
+    let span = g.span();
+    let g = g.get_ref();
+    // Axes: (label, what it sets, its values).
+    enum Sets {
+        Virtio(String),
+        Module(String),
+        Cmdline,
+    }
+    let mut axes: Vec<(String, Sets, Vec<String>)> = Vec::new();
+    for (k, v) in &g.virtio {
+        let vals = v
+            .to_vec()
+            .iter()
+            .map(|x| match x {
+                KnobVal::Bool(b) => if *b { "on" } else { "off" }.to_string(),
+                other => other.text(),
+            })
+            .collect();
+        axes.push((k.clone(), Sets::Virtio(k.clone()), vals));
+    }
+    for (k, v) in &g.modules {
+        axes.push((
+            k.clone(),
+            Sets::Module(k.clone()),
+            v.to_vec().iter().map(KnobVal::text).collect(),
+        ));
+    }
+    if let Some(c) = &g.cmdline {
+        axes.push(("cmdline".into(), Sets::Cmdline, c.to_vec()));
+    }
+    if let Some((k, _, _)) = axes.iter().find(|(_, _, v)| v.is_empty()) {
+        return err(
+            text,
+            span,
+            format!("guest {k}: an empty list sweeps nothing"),
+        );
+    }
+    let combos: usize = axes.iter().map(|(_, _, v)| v.len()).product();
+    if combos > 64 {
+        return err(
+            text,
+            span,
+            format!("the guest table's lists make {combos} configs (at most 64: each boots its own guests)"),
+        );
+    }
+    let mut out = Vec::new();
+    for i in 0..combos {
+        let mut o = (**opts).clone();
+        let mut label = Vec::new();
+        let mut rest = i;
+        for (name, sets, vals) in &axes {
+            let v = &vals[rest % vals.len()];
+            rest /= vals.len();
+            match sets {
+                Sets::Virtio(k) => {
+                    o.virtio.insert(k.clone(), v.clone());
+                }
+                Sets::Module(k) => {
+                    o.modules.insert(k.clone(), v.clone());
+                }
+                Sets::Cmdline => o.cmdline = Some(v.clone()).filter(|c| !c.trim().is_empty()),
+            }
+            if vals.len() > 1 {
+                label.push(format!("{name}={v}"));
+            }
+        }
+        crate::place::guest::check_cmdline(o.cmdline.as_deref())
+            .or_else(|e| err(text, span.clone(), format!("{e}")))?;
+        crate::place::guest::module_params(&o.modules)
+            .or_else(|e| err(text, span.clone(), format!("{e}")))?;
+        let mut cfg = base.clone();
+        if !label.is_empty() {
+            cfg.name = format!("{}:{}", base.name, label.join(","));
+        }
+        cfg.placement = Some(Placement::Guest(*direction, Box::new(o)));
+        out.push(cfg);
+    }
+    Ok(out)
+}
+
+fn one_config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, SpecError> {
     let r = c.get_ref();
     let name = r.name.get_ref().trim().to_string();
     if name.is_empty() {
@@ -1086,6 +1187,59 @@ socket = { nodelay = true, busy_poll_us = 50 }
     fn line_of_error(text: &str) -> (usize, String) {
         let e = parse(text).unwrap_err();
         (e.line, e.message)
+    }
+
+    /// seed 2's matrix in one config: each list in the guest table is an axis, every
+    /// combination its own config (its own guest), named after the values that vary.
+    #[test]
+    fn guest_tables_sweep_device_options_kernel_arguments_and_module_parameters() {
+        let s = parse(
+            "name = \"g\"\n[[workload]]\nkind = \"bulk\"\nbytes = \"1MiB\"\n\
+             [[config]]\nname = \"virtio\"\nplacement = \"guest\"\n\
+             guest = { virtio = { rx_queue_size = [256, 1024], mrg_rxbuf = [true, false], csum = \"on\" }, \
+             cmdline = \"nohz=off\", modules = { \"haltpoll.guest_halt_poll_ns\" = 0 } }\n",
+        )
+        .expect("valid");
+        let names: Vec<&str> = s.configs.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "virtio:mrg_rxbuf=on,rx_queue_size=256",
+                "virtio:mrg_rxbuf=off,rx_queue_size=256",
+                "virtio:mrg_rxbuf=on,rx_queue_size=1024",
+                "virtio:mrg_rxbuf=off,rx_queue_size=1024",
+            ]
+        );
+        match &s.configs[3].placement {
+            Some(Placement::Guest(_, o)) => {
+                assert_eq!(o.virtio["rx_queue_size"], "1024");
+                assert_eq!(o.virtio["mrg_rxbuf"], "off");
+                assert_eq!(o.virtio["csum"], "on");
+                assert_eq!(o.cmdline.as_deref(), Some("nohz=off"));
+                assert_eq!(o.modules["haltpoll.guest_halt_poll_ns"], "0");
+            }
+            other => panic!("guest placement expected, got {other:?}"),
+        }
+        let head = "name = \"g\"\n[[workload]]\nkind = \"rr\"\n[[config]]\nname = \"c\"\nplacement = \"guest\"\n";
+        for (bad, says) in [
+            (
+                "guest = { cmdline = \"rdinit=/bin/sh\" }",
+                "virtperf is the guest's init",
+            ),
+            (
+                "guest = { cmdline = [\"nohz=off\", \"console=tty0\"] }",
+                "console",
+            ),
+            (
+                "guest = { modules = { \"guest_halt_poll_ns\" = 0 } }",
+                "MODULE.PARAMETER",
+            ),
+            ("guest = { virtio = { rx_queue_size = [] } }", "empty list"),
+        ] {
+            let (line, m) = line_of_error(&format!("{head}{bad}\n"));
+            assert_eq!(line, 7, "{bad}: {m}");
+            assert!(m.contains(says), "{bad}: {m}");
+        }
     }
 
     #[test]

@@ -271,10 +271,7 @@ mod tests {
         }
         std::hint::black_box(x);
         let d = a.delta(&ProcStat::read().unwrap());
-        assert!(
-            used.total_s() >= 0.03,
-            "spun 10 s, rusage says {used:?}"
-        );
+        assert!(used.total_s() >= 0.03, "spun 10 s, rusage says {used:?}");
         assert!(d.wall_s >= 0.03, "{d:?}");
         assert!(d.ncpus >= 1);
     }

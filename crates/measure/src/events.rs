@@ -241,7 +241,9 @@ impl EventSnapshot {
                     counters: b
                         .counters
                         .iter()
-                        .filter_map(|(k, v)| Some((k.clone(), v.saturating_sub(*a.counters.get(k)?))))
+                        .filter_map(|(k, v)| {
+                            Some((k.clone(), v.saturating_sub(*a.counters.get(k)?)))
+                        })
                         .collect(),
                 }),
                 _ => None,
@@ -416,9 +418,12 @@ ERR:          0
         let nic = |rx: u64, kicks: u64| crate::nic::NicSnapshot {
             interface: "eth0".into(),
             device: "virtio2".into(),
-            counters: [("rx_packets".to_string(), rx), ("tx_kicks".to_string(), kicks)]
-                .into_iter()
-                .collect(),
+            counters: [
+                ("rx_packets".to_string(), rx),
+                ("tx_kicks".to_string(), kicks),
+            ]
+            .into_iter()
+            .collect(),
         };
         let a = EventSnapshot {
             interrupts: parse_per_cpu(INTERRUPTS),

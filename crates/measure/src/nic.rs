@@ -167,8 +167,8 @@ const ETH_GSTRING_LEN: usize = 32;
 
 /// Sends one `SIOCETHTOOL` request whose buffer starts with the command word.
 fn ethtool(ifname: &str, buf: &mut [u8]) -> std::io::Result<()> {
-    let sock = std::net::UdpSocket::bind("0.0.0.0:0")
-        .or_else(|_| std::net::UdpSocket::bind("[::]:0"))?;
+    let sock =
+        std::net::UdpSocket::bind("0.0.0.0:0").or_else(|_| std::net::UdpSocket::bind("[::]:0"))?;
     // SAFETY: ifreq is plain old data; all-zero is a valid value.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
     if ifname.len() >= ifr.ifr_name.len() {
@@ -378,7 +378,12 @@ mod tests {
     #[test]
     fn driver_totals_read_all_three_namings() {
         // 6.x: a total and per-queue copies; the total is taken, not doubled.
-        let new = s(&[("rx_kicks", 7), ("rx0_kicks", 7), ("tx_kicks", 9), ("tx0_kicks", 9)]);
+        let new = s(&[
+            ("rx_kicks", 7),
+            ("rx0_kicks", 7),
+            ("tx_kicks", 9),
+            ("tx0_kicks", 9),
+        ]);
         let t = driver_totals(&new);
         assert_eq!(t.get("rx_kicks"), Some(&7));
         assert_eq!(t.get("tx_kicks"), Some(&9));
@@ -420,7 +425,10 @@ mod tests {
             n,
             ["csum", "guest_csum", "mrg_rxbuf", "event_idx", "version_1"]
         );
-        assert_eq!(feature_names(&format!("{}1", "0".repeat(27))), ["any_layout"]);
+        assert_eq!(
+            feature_names(&format!("{}1", "0".repeat(27))),
+            ["any_layout"]
+        );
         assert_eq!(feature_names("00001"), ["bit4"]);
     }
 

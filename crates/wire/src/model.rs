@@ -1101,6 +1101,16 @@ pub struct GuestInfo {
     pub qemu_cpu_s: Vec<f64>,
     /// QEMU's version line.
     pub qemu: String,
+    /// virtio-net options given (`--virtio`), as `KEY` → normalized `VALUE`; empty: QEMU's
+    /// defaults. What the guest's driver made of them is in that side's `env.virtio_net`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub virtio: BTreeMap<String, String>,
+    /// Kernel arguments added to virtperf's own (`--guest-cmdline`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmdline: Option<String>,
+    /// Module parameters the guest's init set (`guest = { modules = … }`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub modules: BTreeMap<String, String>,
 }
 
 /// Host KVM exit counters sampled around a test (`--kvm-stats`): how many VM exits (by

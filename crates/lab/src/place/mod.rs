@@ -30,7 +30,7 @@ use crate::plan::{Plan, ProgressFn, Target};
 
 /// Where a workload's two ends run, with the settings that place needs. Parsed from one
 /// grammar (`local`, `netns:veth|bridge|nat`, `ssh:USER@HOST[:PORT]`, `remote:HOST[:PORT]`,
-/// `guest[:host-guest|guest-host|guest-guest]`); settings the text cannot hold (guest
+/// `guest[:host-guest|guest-host|guest-guest|loopback]`); settings the text cannot hold (guest
 /// sizes, SSH key, token, link shaping) start at their defaults and are filled in by the
 /// caller from its flags or config table.
 #[derive(Debug, Clone, PartialEq)]
@@ -121,7 +121,7 @@ impl FromStr for Placement {
             });
         }
         Err(e(format!(
-            "unknown placement {s:?} (local, netns:veth, netns:bridge, netns:nat, ssh:USER@HOST[:PORT], remote:HOST[:PORT], guest[:host-guest|guest-host|guest-guest])"
+            "unknown placement {s:?} (local, netns:veth, netns:bridge, netns:nat, ssh:USER@HOST[:PORT], remote:HOST[:PORT], guest[:host-guest|guest-host|guest-guest|loopback])"
         )))
     }
 }
@@ -215,6 +215,7 @@ mod tests {
             "guest:host-guest",
             "guest:guest-host",
             "guest:guest-guest",
+            "guest:loopback",
         ] {
             let p: Placement = s.parse().unwrap_or_else(|e| panic!("{s}: {e}"));
             assert_eq!(p.to_string(), s);

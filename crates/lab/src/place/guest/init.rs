@@ -28,6 +28,11 @@ pub const MODULE_DIR: &str = "/modules";
 /// which the host shows every local user as QEMU's arguments).
 pub const TOKEN_FILE: &str = "/virtperf-token";
 
+/// Where the host puts module parameters for the guest (`guest = { modules = … }`), one
+/// `MODULE.PARAM=VALUE` per line; init writes each to `/sys/module/MODULE/parameters/PARAM`
+/// after loading the modules, and fails the boot if one cannot be set.
+pub const MODPARAMS_FILE: &str = "/virtperf-modparams";
+
 /// Settings the host passes on the kernel command line (`virtperf.ip=…` and so on).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestParams {
@@ -125,6 +130,7 @@ fn boot() -> Result<()> {
         params.token = Some(t.trim().to_string()).filter(|t| !t.is_empty());
     }
     load_modules()?;
+    set_module_params()?;
     wait_for_interface("eth0", Duration::from_secs(20))?;
     let sock = std::net::UdpSocket::bind("0.0.0.0:0").context("opening a socket for ioctls")?;
     set_up(&sock, "lo", Some((Ipv4Addr::LOCALHOST, 8)))?;
@@ -174,6 +180,29 @@ fn load_modules() -> Result<()> {
                 std::io::Error::from(e)
             ),
         }
+    }
+    Ok(())
+}
+
+/// Applies [`MODPARAMS_FILE`]: the guest-side knobs of an experiment (e.g. seed 4's
+/// `haltpoll.guest_halt_poll_ns`), set before the agent serves so every test sees them.
+fn set_module_params() -> Result<()> {
+    let Ok(text) = std::fs::read_to_string(MODPARAMS_FILE) else {
+        return Ok(());
+    };
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let (name, value) = line
+            .split_once('=')
+            .ok_or_else(|| anyhow!("bad module parameter line {line:?}"))?;
+        let (module, param) = name
+            .split_once('.')
+            .ok_or_else(|| anyhow!("bad module parameter name {name:?}"))?;
+        let path = format!("/sys/module/{module}/parameters/{param}");
+        if !std::path::Path::new(&path).exists() {
+            bail!("module parameter {name} does not exist in the guest kernel ({path} is absent: module not built in or not loaded)");
+        }
+        std::fs::write(&path, value)
+            .with_context(|| format!("setting module parameter {name}={value} ({path})"))?;
     }
     Ok(())
 }

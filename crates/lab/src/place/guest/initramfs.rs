@@ -33,6 +33,7 @@ pub fn build(
     binary: &Path,
     modules: &[PathBuf],
     token: Option<&str>,
+    extra: &[(&str, &[u8])],
 ) -> Result<Contents> {
     let exe = stripped(binary, out)?;
     let libs = shared_libraries(&exe)?;
@@ -96,6 +97,10 @@ pub fn build(
     }
     if let Some(t) = token {
         w = file_entry(w, TOKEN_FILE, 0o100600, t.as_bytes(), next_ino())?;
+    }
+    // Settings for the guest's init (module parameters …), files at the root.
+    for (path, data) in extra {
+        w = file_entry(w, path, 0o100600, data, next_ino())?;
     }
     let mut w = cpio::newc::trailer(w)?;
     w.flush()?;
@@ -226,6 +231,7 @@ fn module_bytes(path: &Path) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::place::guest::init::MODPARAMS_FILE;
 
     #[test]
     fn archive_holds_init_console_libraries_and_numbered_modules() {
@@ -237,7 +243,14 @@ mod tests {
         std::fs::write(&m2, b"\x7fELF two").expect("write");
         let out = dir.join("initramfs.cpio");
         let exe = std::env::current_exe().expect("own exe");
-        let contents = build(&out, &exe, &[m1, m2], Some("f00d")).expect("build");
+        let contents = build(
+            &out,
+            &exe,
+            &[m1, m2],
+            Some("f00d"),
+            &[(MODPARAMS_FILE, b"haltpoll.guest_halt_poll_ns=0\n")],
+        )
+        .expect("build");
         {
             use std::os::unix::fs::PermissionsExt;
             let mode = std::fs::metadata(&out).expect("stat").permissions().mode();
@@ -272,6 +285,8 @@ mod tests {
         assert!(init.2 > 0);
         assert_eq!(find("dev/console").expect("console").1, 0o020600);
         assert!(find("modules/01-virtio_net.ko").is_some());
+        let params = find(MODPARAMS_FILE.trim_start_matches('/')).expect("parameters present");
+        assert_eq!(params.2, 30);
         let token = find(TOKEN_FILE.trim_start_matches('/')).expect("token file present");
         assert_eq!(token.1, 0o100600);
         assert_eq!(token.2, 4);

@@ -14,10 +14,12 @@
 //! and run directory go when the [`GuestLab`] drops, and `virtperf cleanup` removes what a
 //! killed run left.
 
+pub mod device;
 pub mod init;
 pub mod initramfs;
 pub mod kernel;
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::net::Ipv4Addr;
 use std::os::unix::process::CommandExt;
@@ -42,6 +44,9 @@ pub enum Direction {
     GuestHost,
     /// Guest 0 drives the test against guest 1 over the bridge.
     GuestGuest,
+    /// Both ends inside one guest, over its loopback (seed 4's TCP_RR across vCPUs: the
+    /// wake-ups are the guest's IPIs and halts, no device involved).
+    Loopback,
 }
 
 impl Direction {
@@ -51,19 +56,21 @@ impl Direction {
             Direction::HostGuest => "host-guest",
             Direction::GuestHost => "guest-host",
             Direction::GuestGuest => "guest-guest",
+            Direction::Loopback => "loopback",
         }
     }
 
-    /// Parses what follows `guest` in a placement: nothing, `:host-guest`, `:guest-host` or
-    /// `:guest-guest`.
+    /// Parses what follows `guest` in a placement: nothing, `:host-guest`, `:guest-host`,
+    /// `:guest-guest` or `:loopback`.
     pub fn parse_placement(s: &str) -> Option<Result<Direction>> {
         let rest = s.strip_prefix("guest")?;
         Some(match rest {
             "" | ":host-guest" => Ok(Direction::HostGuest),
             ":guest-host" => Ok(Direction::GuestHost),
             ":guest-guest" => Ok(Direction::GuestGuest),
+            ":loopback" => Ok(Direction::Loopback),
             _ => Err(anyhow!(
-                "unknown guest placement {s:?} (guest, guest:host-guest, guest:guest-host, guest:guest-guest)"
+                "unknown guest placement {s:?} (guest, guest:host-guest, guest:guest-host, guest:guest-guest, guest:loopback)"
             )),
         })
     }
@@ -116,6 +123,12 @@ pub struct GuestOpts {
     pub boot_timeout: Duration,
     /// No progress lines on stderr while booting (the TCG warning is printed regardless).
     pub quiet: bool,
+    /// virtio-net device options (`--virtio KEY=VALUE`), checked against QEMU at boot.
+    pub virtio: BTreeMap<String, String>,
+    /// Extra kernel arguments (`--guest-cmdline "nohz=off"`), after virtperf's own.
+    pub cmdline: Option<String>,
+    /// Module parameters the guest's init sets (`haltpoll.guest_halt_poll_ns` → `0`).
+    pub modules: BTreeMap<String, String>,
 }
 
 impl Default for GuestOpts {
@@ -131,6 +144,9 @@ impl Default for GuestOpts {
             vcpu_cpus: Vec::new(),
             boot_timeout: Duration::from_secs(120),
             quiet: false,
+            virtio: BTreeMap::new(),
+            cmdline: None,
+            modules: BTreeMap::new(),
         }
     }
 }
@@ -207,12 +223,18 @@ impl GuestLab {
     /// Builds the namespace, bridge and taps, boots the guests `direction` needs and waits
     /// until each agent answers.
     pub fn boot(direction: Direction, opts: &GuestOpts) -> Result<GuestLab> {
+        // What the user asked of the guest is checked first, so a typo costs no boot.
+        let virtio = device::validate(&opts.virtio)?;
+        check_cmdline(opts.cmdline.as_deref())?;
+        let modparams = module_params(&opts.modules)?;
+        let vhost = virtio.vhost.unwrap_or(opts.vhost);
+        let queues = virtio.queues.unwrap_or(1);
         if !crate::is_root() {
             bail!("guest placements need root (they create a network namespace and tap devices)");
         }
         let qemu = qemu_version()?;
-        if opts.vhost && !Path::new("/dev/vhost-net").exists() {
-            bail!("--vhost on: /dev/vhost-net does not exist here (modprobe vhost_net, or use --vhost off)");
+        if vhost && !Path::new("/dev/vhost-net").exists() {
+            bail!("vhost on: /dev/vhost-net does not exist here (modprobe vhost_net, or leave vhost off)");
         }
         if opts.vcpus == 0 || opts.vcpus > 64 {
             bail!("--vcpus must be 1..64 (got {})", opts.vcpus);
@@ -253,10 +275,13 @@ impl GuestLab {
                 vcpus: opts.vcpus,
                 mem_mib: opts.mem_mib,
                 kernel: kernel.release.clone(),
-                vhost: opts.vhost,
+                vhost,
                 vcpu_cpus: opts.vcpu_cpus.clone(),
                 qemu_cpu_s: Vec::new(),
                 qemu,
+                virtio: virtio.as_map(),
+                cmdline: opts.cmdline.clone(),
+                modules: opts.modules.clone(),
             },
             created_ns: false,
         };
@@ -268,7 +293,13 @@ impl GuestLab {
         let initrd = dir.join("initramfs.cpio");
         // One token for this lab's guests, inside the initramfs (not on QEMU's command line).
         let token = crate::place::local::random_token()?;
-        initramfs::build(&initrd, &binary, &kernel.modules, Some(&token))?;
+        initramfs::build(
+            &initrd,
+            &binary,
+            &kernel.modules,
+            Some(&token),
+            &[(init::MODPARAMS_FILE, modparams.as_bytes())],
+        )?;
         netns::add_namespace(&lab.ns)?;
         lab.created_ns = true;
         let ns = lab.ns.clone();
@@ -283,7 +314,12 @@ impl GuestLab {
         };
         for i in 0..n {
             let tap = format!("vptap{i}");
-            netns::exec_in(&ns, &["ip", "tuntap", "add", "dev", &tap, "mode", "tap"])?;
+            // Several queue pairs need a multiqueue tap (one fd per queue for QEMU).
+            let mut add = vec!["ip", "tuntap", "add", "dev", &tap, "mode", "tap"];
+            if queues > 1 {
+                add.push("multi_queue");
+            }
+            netns::exec_in(&ns, &add)?;
             netns::exec_in(&ns, &["ip", "link", "set", &tap, "master", BRIDGE])?;
             netns::exec_in(&ns, &["ip", "link", "set", &tap, "up"])?;
         }
@@ -296,8 +332,13 @@ impl GuestLab {
                 opts.mem_mib
             );
         }
+        let nic = Nic {
+            vhost,
+            queues,
+            device: virtio.device_suffix(),
+        };
         for i in 0..n {
-            let g = lab.start_guest(i, &kernel.image, &initrd, &token, accel, opts)?;
+            let g = lab.start_guest(i, &kernel.image, &initrd, &token, accel, opts, &nic)?;
             lab.guests.push(g);
         }
         let t0 = Instant::now();
@@ -313,6 +354,7 @@ impl GuestLab {
         Ok(lab)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn start_guest(
         &self,
         i: usize,
@@ -321,24 +363,37 @@ impl GuestLab {
         token: &str,
         accel: &str,
         opts: &GuestOpts,
+        nic: &Nic,
     ) -> Result<Guest> {
         let token = token.to_string();
         let ip = guest_ip(i);
         let console = self.dir.join(format!("console{i}.log"));
         let qemu_log = self.dir.join(format!("qemu{i}.log"));
-        let append = format!(
+        let mut append = format!(
             "console=ttyS0 quiet loglevel=3 panic=-1 mitigations=off virtperf.ip={ip}/24 virtperf.port={GUEST_PORT}"
         );
+        // The user's arguments last: for most parameters the kernel keeps the last value.
+        if let Some(extra) = opts.cmdline.as_deref().filter(|c| !c.trim().is_empty()) {
+            append.push(' ');
+            append.push_str(extra.trim());
+        }
         let cpu = if accel == "kvm" { "host" } else { "max" };
-        let netdev = format!(
+        let mut netdev = format!(
             "tap,id=n0,ifname=vptap{i},script=no,downscript=no,vhost={}",
-            if opts.vhost { "on" } else { "off" }
+            if nic.vhost { "on" } else { "off" }
         );
+        if nic.queues > 1 {
+            netdev.push_str(&format!(",queues={}", nic.queues));
+        }
         // romfile= skips the PXE option ROM: the guest boots the kernel directly.
-        let device = format!(
+        let mut device = format!(
             "virtio-net-pci,netdev=n0,mac=52:54:00:99:03:{:02x},romfile=",
             10 + i
         );
+        if !nic.device.is_empty() {
+            device.push(',');
+            device.push_str(&nic.device);
+        }
         let mut cmd = netns::Topology::command(&self.ns, Path::new(QEMU));
         // debug-threads names the vCPU threads ("CPU 0/TCG"), which --vcpu-cpus pins.
         cmd.args(["-name", &format!("{}-g{i},debug-threads=on", self.ns)])
@@ -456,6 +511,8 @@ impl GuestLab {
                     let g1 = g1.ok_or_else(|| anyhow!("the second guest is not running"))?;
                     client::drive(&g0, &g1, &plan)
                 }
+                // The guest's agent drives a test against itself: both ends in the guest.
+                Direction::Loopback => client::drive(&g0, &g0, &plan),
             }
         })?;
         r.placement = Some(format!("guest:{}", direction.name()));
@@ -475,6 +532,7 @@ impl GuestLab {
                 Some((d * 100.0).round() / 100.0)
             })
             .collect();
+        r.warnings.extend(ring_warnings(&info.virtio, &r));
         r.guest = Some(info);
         Ok(r)
     }
@@ -563,6 +621,102 @@ fn tail(text: &str, n: usize) -> String {
     } else {
         lines[from..].join(" | ")
     }
+}
+
+/// The backend and device settings of each guest's NIC.
+struct Nic {
+    vhost: bool,
+    queues: u32,
+    /// Options after `virtio-net-pci,netdev=…,mac=…,romfile=`.
+    device: String,
+}
+
+/// Refuses kernel arguments that would break the placement; the rest go to the kernel.
+pub fn check_cmdline(cmdline: Option<&str>) -> Result<()> {
+    let Some(c) = cmdline else { return Ok(()) };
+    if c.len() > 1024 {
+        bail!(
+            "--guest-cmdline is {} bytes; the kernel takes about 2 KiB in all, keep it under 1024",
+            c.len()
+        );
+    }
+    if let Some(ch) = c.chars().find(|ch| !ch.is_ascii_graphic() && *ch != ' ') {
+        bail!("--guest-cmdline: {ch:?} is not allowed (printable ASCII words separated by spaces)");
+    }
+    for w in c.split_whitespace() {
+        let key = w.split('=').next().unwrap_or(w);
+        let why = match key {
+            k if k.starts_with("virtperf.") => "virtperf's own settings",
+            "init" | "rdinit" => "virtperf is the guest's init",
+            "console" => "virtperf reads the guest's console on ttyS0",
+            "panic" => "a panicking guest must power off at once (panic=-1)",
+            _ => continue,
+        };
+        bail!("--guest-cmdline {w}: not allowed ({why})");
+    }
+    Ok(())
+}
+
+/// The module-parameter file for the guest's init: `MODULE.PARAM=VALUE` lines, each name
+/// and value checked so nothing but that one write happens.
+pub fn module_params(modules: &BTreeMap<String, String>) -> Result<String> {
+    let mut out = String::new();
+    for (name, value) in modules {
+        let ok_name = name.split_once('.').is_some_and(|(m, p)| {
+            let word = |s: &str| {
+                !s.is_empty()
+                    && s.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            };
+            word(m) && word(p)
+        });
+        if !ok_name {
+            bail!("guest module parameter {name:?}: expected MODULE.PARAMETER (e.g. haltpoll.guest_halt_poll_ns)");
+        }
+        if value.is_empty() || value.len() > 256 || !value.chars().all(|c| c.is_ascii_graphic()) {
+            bail!("guest module parameter {name}={value:?}: the value must be 1..256 printable characters without spaces");
+        }
+        out.push_str(&format!("{name}={value}\n"));
+    }
+    Ok(out)
+}
+
+/// Where a ring size asked for is not what the guest's driver got (QEMU keeps the
+/// transmit ring at 256 for tap backends, whatever `tx_queue_size` says), say so.
+fn ring_warnings(asked: &BTreeMap<String, String>, r: &TestResult) -> Vec<String> {
+    let mut out = Vec::new();
+    let guests: Vec<&virtperf_wire::Env> = [Some(&r.env.client), r.env.server.as_ref()]
+        .into_iter()
+        .flatten()
+        .filter(|e| !e.virtio_net.is_empty() && e.cmdline.contains("virtperf.ip="))
+        .collect();
+    for (key, pick) in [
+        (
+            "rx_queue_size",
+            (|n: &virtperf_wire::VirtioNet| n.rx_ring) as fn(&_) -> _,
+        ),
+        ("tx_queue_size", |n: &virtperf_wire::VirtioNet| n.tx_ring),
+    ] {
+        let Some(want) = asked.get(key).and_then(|v| v.parse::<u32>().ok()) else {
+            continue;
+        };
+        for e in &guests {
+            if let Some(got) = e.virtio_net.first().and_then(pick) {
+                if got != want {
+                    let why = if key == "tx_queue_size" {
+                        " (QEMU uses transmit rings above 256 only with vhost-user backends)"
+                    } else {
+                        ""
+                    };
+                    out.push(format!(
+                        "{key}={want} was asked, the guest's driver sees a ring of {got}{why}"
+                    ));
+                    break;
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Pins QEMU's vCPU threads (named `CPU n/TCG` or `CPU n/KVM`) of process `pid`.
