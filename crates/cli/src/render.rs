@@ -392,6 +392,9 @@ pub fn env(e: &Env) -> String {
             ),
         );
     }
+    for (k, v) in &e.module_params {
+        kv(k, v);
+    }
     kv("version", &e.tool_version);
     let _ = writeln!(s, "\nidle path: {}", e.idle_explained);
     s

@@ -158,6 +158,207 @@ fn rr_and_stream_across_guests_in_every_direction() {
     }
 }
 
+/// Issue 16: a non-default ring size, a kernel argument and module parameters reach the
+/// guest (its own driver and kernel say so, not our echo of the flags), and the guest side
+/// counts its virtio-net device's kicks and interrupts.
+#[test]
+fn device_options_kernel_arguments_and_module_parameters_reach_the_guest() {
+    if let Some(why) = missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let (pid, out) = run(&[
+        "rr",
+        "-l",
+        "1s",
+        "--placement",
+        "guest",
+        "--virtio",
+        "rx_queue_size=1024",
+        "--virtio",
+        "mrg_rxbuf=off",
+        "--guest-cmdline",
+        "nohz=off",
+        // Passed at virtio_net's load (it reads napi_tx when it probes the device), and a
+        // built-in module's parameter written to /sys.
+        "--guest-module",
+        "virtio_net.napi_tx=N",
+        "--guest-module",
+        "printk.time=1",
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        v["guest"]["virtio"]["rx_queue_size"], "1024",
+        "{}",
+        v["guest"]
+    );
+    assert_eq!(v["guest"]["virtio"]["mrg_rxbuf"], "off");
+    assert_eq!(v["guest"]["cmdline"], "nohz=off");
+    // The guest's side of the fingerprint: its driver's view of the device.
+    let g = &v["env"]["server"];
+    let nic = &g["virtio_net"][0];
+    assert_eq!(nic["interface"], "eth0", "{g}");
+    assert_eq!(
+        nic["rx_ring"], 1024,
+        "the driver sees the ring asked for: {nic}"
+    );
+    let features: Vec<&str> = nic["feature_names"]
+        .as_array()
+        .expect("feature names")
+        .iter()
+        .filter_map(|f| f.as_str())
+        .collect();
+    assert!(features.contains(&"version_1"), "{features:?}");
+    assert!(
+        !features.contains(&"mrg_rxbuf"),
+        "mrg_rxbuf=off: the feature was not negotiated: {features:?}"
+    );
+    // The kernel argument arrived, and the tick mode it sets is what the guest reports.
+    assert!(
+        g["cmdline"]
+            .as_str()
+            .expect("cmdline")
+            .ends_with(" nohz=off"),
+        "{}",
+        g["cmdline"]
+    );
+    assert!(
+        g["nohz"].as_str().expect("nohz").starts_with("periodic"),
+        "{}",
+        g["nohz"]
+    );
+    // Module parameters, read back by the guest from /sys/module.
+    assert_eq!(
+        g["module_params"]["virtio_net.napi_tx"], "N",
+        "{}",
+        g["module_params"]
+    );
+    assert_eq!(
+        g["module_params"]["printk.time"], "Y",
+        "{}",
+        g["module_params"]
+    );
+    // The guest counted its device: every 1-byte transaction is a packet in and out of
+    // eth0, each sent packet a kick (a VM exit) and each received one an interrupt.
+    let n = &v["events"]["server"]["nic"];
+    assert_eq!(n["interface"], "eth0", "{}", v["events"]["server"]);
+    let per = |k: &str| n["per_unit"][k].as_f64().unwrap_or(-1.0);
+    assert!(per("rx_packets") >= 0.9 && per("tx_packets") >= 0.9, "{n}");
+    let kicks = n["kicks_per_packet"].as_f64().expect("kicks per packet");
+    let irqs = n["irqs_per_packet"].as_f64().expect("irqs per packet");
+    assert!(kicks > 0.0 && kicks <= 2.0, "{n}");
+    assert!(irqs > 0.0 && irqs <= 2.0, "{n}");
+    // The host's end of the connection is the bridge: no virtio device there.
+    assert!(
+        v["events"]["client"]["nic"].is_null(),
+        "{}",
+        v["events"]["client"]
+    );
+    assert_nothing_left(pid);
+
+    // Both ends inside one guest, across its two vCPUs (seed 4's TCP_RR): traffic stays on
+    // the guest's loopback, so there is no device to count.
+    let (pid, out) = run(&[
+        "rr",
+        "-l",
+        "1s",
+        "--placement",
+        "guest:loopback",
+        "--vcpus",
+        "2",
+        "--cpus",
+        "0,1",
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["placement"], "guest:loopback");
+    assert!(
+        v["outcome"]["transactions"].as_u64().expect("transactions") > 10,
+        "{}",
+        v["outcome"]
+    );
+    for side in ["client", "server"] {
+        let e = &v["env"][side];
+        assert!(
+            e["cmdline"].as_str().unwrap_or("").contains("virtperf.ip="),
+            "{side} ran in the guest: {}",
+            e["cmdline"]
+        );
+        assert_eq!(e["cpus"], 2, "{side}");
+        assert!(
+            v["events"][side]["nic"].is_null(),
+            "{side}: {}",
+            v["events"][side]
+        );
+    }
+    assert_eq!(v["client_cpu"], 0);
+    assert_eq!(v["server_cpu"], 1);
+    assert_nothing_left(pid);
+
+    // A module parameter the guest kernel does not have fails the boot, naming it.
+    let (pid, out) = run(&[
+        "rr",
+        "-l",
+        "1s",
+        "--placement",
+        "guest",
+        "--guest-module",
+        "virtio_net.no_such_knob=1",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("virtio_net") && err.contains("no_such_knob"),
+        "{err}"
+    );
+    assert_nothing_left(pid);
+}
+
+/// A device option QEMU would refuse is refused before anything boots, in one line naming
+/// the key and what is allowed; so are options without a guest.
+#[test]
+fn bad_device_options_fail_before_booting() {
+    if std::process::Command::new("qemu-system-x86_64")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: qemu-system-x86_64 is not installed");
+        return;
+    }
+    for (flag, needles) in [
+        (
+            "rx_queue_size=1000",
+            &["rx_queue_size=1000", "power of 2"][..],
+        ),
+        ("rx_queue_siz=1024", &["rx_queue_siz", "rx_queue_size"][..]),
+        ("mrg_rxbuf=maybe", &["mrg_rxbuf", "on or off"][..]),
+        ("netdev=x", &["netdev", "sets this itself"][..]),
+        ("rx_queue_size=1e30", &["rx_queue_size", "whole number"][..]),
+    ] {
+        let (pid, out) = run(&["rr", "-l", "1s", "--placement", "guest", "--virtio", flag]);
+        assert!(!out.status.success(), "{flag} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_one_line_error(&err, needles[0]);
+        for n in needles {
+            assert!(err.contains(n), "{flag}: {err}");
+        }
+        assert!(!err.contains("booting"), "{flag}: nothing boots: {err}");
+        assert!(qemus_of(pid).is_empty());
+    }
+    let (code, err) = common::run_fail(&["rr", "--virtio", "rx_queue_size=1024"]);
+    assert_ne!(code, 0);
+    assert_one_line_error(&err, "--placement guest");
+    let (code, err) = common::run_fail(&["rr", "--placement", "guest", "--virtio", "1024"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("KEY=VALUE"), "{err}");
+}
+
 #[test]
 fn guest_errors_are_one_line_and_leave_nothing() {
     if let Some(why) = missing() {

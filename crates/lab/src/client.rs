@@ -240,6 +240,8 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
         .s
         .local_addr()
         .ok()
+        // A connection to one of our own addresses never leaves by the device.
+        .filter(|a| a.ip() != ctl.addr.ip())
         .and_then(|a| virtperf_measure::nic::interface_of(a.ip()));
     // Events bracket the CPU snapshots, so reading them costs the CPU figures nothing.
     let ev0 = EventSnapshot::read_with_nic(nic.as_deref());

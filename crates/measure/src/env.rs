@@ -120,7 +120,29 @@ pub fn fingerprint() -> Env {
         interrupt_virt: interrupt_virt(),
         sysctls,
         virtio_net: crate::nic::virtio_nets(),
+        module_params: guest_module_params(),
     }
+}
+
+/// Where a virtperf guest's init finds the module parameters it sets (one
+/// `MODULE.PARAM=VALUE` per line), in the guest's initramfs.
+pub const GUEST_MODPARAMS_FILE: &str = "/virtperf-modparams";
+
+/// The parameters named in [`GUEST_MODPARAMS_FILE`], as the kernel reports them now: proof
+/// that what the experiment asked for is what the guest ran with.
+fn guest_module_params() -> BTreeMap<String, String> {
+    let Ok(text) = fs::read_to_string(GUEST_MODPARAMS_FILE) else {
+        return BTreeMap::new();
+    };
+    text.lines()
+        .filter_map(|l| l.split_once('=').map(|(name, _)| name))
+        .filter_map(|name| {
+            let (m, p) = name.split_once('.')?;
+            let v = read_trim(format!("/sys/module/{m}/parameters/{p}"))
+                .unwrap_or_else(|| "(absent)".into());
+            Some((name.to_string(), v))
+        })
+        .collect()
 }
 
 /// Whether interrupts can reach a vCPU without an exit, as far as this machine can tell: a

@@ -1271,6 +1271,10 @@ pub struct Env {
     /// features negotiated with the device, ring sizes, queue pairs). Empty elsewhere.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub virtio_net: Vec<VirtioNet>,
+    /// In a virtperf guest: the module parameters its experiment set (`--guest-module`),
+    /// read back from `/sys/module`. Empty elsewhere.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub module_params: BTreeMap<String, String>,
 }
 
 /// A virtio-net interface as its driver sees it: what the device offered and the driver

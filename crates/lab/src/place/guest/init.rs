@@ -31,7 +31,7 @@ pub const TOKEN_FILE: &str = "/virtperf-token";
 /// Where the host puts module parameters for the guest (`guest = { modules = … }`), one
 /// `MODULE.PARAM=VALUE` per line; init writes each to `/sys/module/MODULE/parameters/PARAM`
 /// after loading the modules, and fails the boot if one cannot be set.
-pub const MODPARAMS_FILE: &str = "/virtperf-modparams";
+pub const MODPARAMS_FILE: &str = virtperf_measure::env::GUEST_MODPARAMS_FILE;
 
 /// Settings the host passes on the kernel command line (`virtperf.ip=…` and so on).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,8 +129,9 @@ fn boot() -> Result<()> {
     if let Ok(t) = std::fs::read_to_string(TOKEN_FILE) {
         params.token = Some(t.trim().to_string()).filter(|t| !t.is_empty());
     }
-    load_modules()?;
-    set_module_params()?;
+    let modparams = module_params()?;
+    let passed = load_modules(&modparams)?;
+    set_module_params(&modparams, &passed)?;
     wait_for_interface("eth0", Duration::from_secs(20))?;
     let sock = std::net::UdpSocket::bind("0.0.0.0:0").context("opening a socket for ioctls")?;
     set_up(&sock, "lo", Some((Ipv4Addr::LOCALHOST, 8)))?;
@@ -161,19 +162,43 @@ fn mount(source: &str, target: &str, fstype: &str) -> Result<()> {
     }
 }
 
-/// Loads every `/modules/*.ko` in name order (the host numbered them in dependency order).
-fn load_modules() -> Result<()> {
+/// Loads every `/modules/*.ko` in name order (the host numbered them in dependency order),
+/// with the parameters [`MODPARAMS_FILE`] gives for it: read at the module's load, as many
+/// are (`virtio_net.napi_tx` decides at probe time). Returns the modules loaded so.
+fn load_modules(params: &[(String, String, String)]) -> Result<Vec<String>> {
+    let mut passed = Vec::new();
     let mut files: Vec<_> = match std::fs::read_dir(MODULE_DIR) {
         Ok(d) => d.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-        Err(_) => return Ok(()),
+        Err(_) => return Ok(passed),
     };
     files.sort();
     for path in files {
         let f =
             std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
-        // No module parameters, no flags. EEXIST: built in or already loaded.
-        match rustix::system::finit_module(&f, c"", 0) {
-            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+        // `/modules/01-virtio_net.ko` → `virtio_net`.
+        let name = path
+            .file_stem()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let name = name
+            .split_once('-')
+            .map_or(name.as_str(), |(_, n)| n)
+            .replace('-', "_");
+        let own: Vec<String> = params
+            .iter()
+            .filter(|(m, _, _)| m.replace('-', "_") == name)
+            .map(|(_, p, v)| format!("{p}={v}"))
+            .collect();
+        let args = std::ffi::CString::new(own.join(" "))
+            .map_err(|_| anyhow!("module parameters for {name} contain a NUL byte"))?;
+        // EEXIST: built in or already loaded (its parameters are then written to /sys).
+        match rustix::system::finit_module(&f, &args, 0) {
+            Ok(()) => {
+                if !own.is_empty() {
+                    passed.push(name);
+                }
+            }
+            Err(rustix::io::Errno::EXIST) => {}
             Err(e) => bail!(
                 "loading module {}: {}",
                 path.display(),
@@ -181,23 +206,43 @@ fn load_modules() -> Result<()> {
             ),
         }
     }
-    Ok(())
+    Ok(passed)
 }
 
-/// Applies [`MODPARAMS_FILE`]: the guest-side knobs of an experiment (e.g. seed 4's
-/// `haltpoll.guest_halt_poll_ns`), set before the agent serves so every test sees them.
-fn set_module_params() -> Result<()> {
+/// [`MODPARAMS_FILE`] as (module, parameter, value).
+fn module_params() -> Result<Vec<(String, String, String)>> {
     let Ok(text) = std::fs::read_to_string(MODPARAMS_FILE) else {
-        return Ok(());
+        return Ok(Vec::new());
     };
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let (name, value) = line
-            .split_once('=')
-            .ok_or_else(|| anyhow!("bad module parameter line {line:?}"))?;
-        let (module, param) = name
-            .split_once('.')
-            .ok_or_else(|| anyhow!("bad module parameter name {name:?}"))?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let (name, value) = line
+                .split_once('=')
+                .ok_or_else(|| anyhow!("bad module parameter line {line:?}"))?;
+            let (module, param) = name
+                .split_once('.')
+                .ok_or_else(|| anyhow!("bad module parameter name {name:?}"))?;
+            Ok((module.to_string(), param.to_string(), value.to_string()))
+        })
+        .collect()
+}
+
+/// Applies the guest-side knobs of an experiment (e.g. seed 4's
+/// `haltpoll.guest_halt_poll_ns`) that were not passed at a module's load, before the agent
+/// serves, so every test sees them.
+fn set_module_params(params: &[(String, String, String)], passed: &[String]) -> Result<()> {
+    for (module, param, value) in params {
+        let name = format!("{module}.{param}");
         let path = format!("/sys/module/{module}/parameters/{param}");
+        if passed.contains(&module.replace('-', "_")) {
+            // The kernel loads a module with a parameter it does not know, only logging
+            // it: check the parameter is there.
+            if !std::path::Path::new(&path).exists() {
+                bail!("module parameter {name}: the guest kernel's {module} has no such parameter (or does not show it in /sys/module)");
+            }
+            continue;
+        }
         if !std::path::Path::new(&path).exists() {
             bail!("module parameter {name} does not exist in the guest kernel ({path} is absent: module not built in or not loaded)");
         }
