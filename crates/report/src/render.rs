@@ -105,6 +105,31 @@ fn params_text(p: &PointSummary) -> String {
     }
 }
 
+/// The virtio-net device path beside a row (seed 2): kicks and interrupts per packet on the
+/// side(s) whose traffic crossed a guest's device, means of the tries; empty without one.
+fn nic_cells(c: &ConfigSummary) -> String {
+    let get = |n: &str| {
+        c.metrics
+            .iter()
+            .find(|m| m.name == n)
+            .map(|m| m.summary.mean)
+    };
+    let mut cells = Vec::new();
+    for side in ["client", "server"] {
+        if let (Some(k), Some(i)) = (
+            get(&format!("{side}_kicks_per_pkt")),
+            get(&format!("{side}_irqs_per_pkt")),
+        ) {
+            cells.push(format!("{side} {k:.2} kicks {i:.2} irqs"));
+        }
+    }
+    if cells.is_empty() {
+        String::new()
+    } else {
+        format!(" │ per packet: {}", cells.join(", "))
+    }
+}
+
 fn cell_row(s: &mut String, c: &ConfigSummary, name_width: usize) {
     let Some(m) = c.metrics.first() else {
         let _ = writeln!(
@@ -124,7 +149,7 @@ fn cell_row(s: &mut String, c: &ConfigSummary, name_width: usize) {
         .unwrap_or_else(|| format!("{:>9} {:>9}", "", ""));
     let _ = writeln!(
         s,
-        "  {:<w$} {:>3}  {:<36} {:>10} {:<10} {:>5.1} │ {} │ {:>5.1} {:>5.1} {:>5.1} {:>5.1}{}",
+        "  {:<w$} {:>3}  {:<36} {:>10} {:<10} {:>5.1} │ {} │ {:>5.1} {:>5.1} {:>5.1} {:>5.1}{}{}",
         c.config,
         c.ok,
         tries(&m.values),
@@ -136,6 +161,7 @@ fn cell_row(s: &mut String, c: &ConfigSummary, name_width: usize) {
         c.cpu.user_pct,
         c.cpu.system_pct,
         c.cpu.softirq_pct,
+        nic_cells(c),
         if c.failed > 0 {
             format!("  ({} failed)", c.failed)
         } else {
@@ -538,6 +564,7 @@ pub fn events_table(points: &[PointSummary]) -> String {
                 .metrics
                 .iter()
                 .filter(|m| m.name.ends_with("_per_tr") || m.name.ends_with("_per_mb"))
+                // Per packet (virtio-net) goes beside the main table's rows instead.
                 .collect();
             if ev.is_empty() {
                 continue;
