@@ -329,8 +329,10 @@ fn probe_reports_round_trip_and_version_2_files_are_migrated() {
     }
     {
         let c = rusqlite::Connection::open(&path).unwrap();
-        c.execute_batch("ALTER TABLE trials DROP COLUMN detail_json; PRAGMA user_version = 2;")
-            .unwrap();
+        c.execute_batch(&format!(
+            "{UNDO_4} ALTER TABLE trials DROP COLUMN detail_json; PRAGMA user_version = 2;"
+        ))
+        .unwrap();
     }
     let mut s = Store::open(&path).unwrap();
     assert_eq!(user_version(&path), virtperf_store::SCHEMA_VERSION);
@@ -826,3 +828,7 @@ fn readers_open_read_only_and_refuse_what_writers_refuse() {
         .is_empty());
     assert_eq!(user_version(&empty), virtperf_store::SCHEMA_VERSION);
 }
+
+/// What schema version 4 added (stable run ids), to roll a file back to an older version.
+const UNDO_4: &str =
+    "DROP INDEX runs_uid; DROP INDEX runs_host_started_at; ALTER TABLE runs DROP COLUMN uid;";
