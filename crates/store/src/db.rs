@@ -218,6 +218,8 @@ fn pg_row(row: &postgres::Row) -> Result<Row, StoreError> {
                 .try_get::<_, Option<f32>>(i)?
                 .map(|v| Val::Real(v.into())),
             Type::FLOAT8 => row.try_get::<_, Option<f64>>(i)?.map(Val::Real),
+            // What `SELECT pg_advisory_xact_lock(…)` returns: nothing to read.
+            Type::VOID => None,
             _ => row.try_get::<_, Option<String>>(i)?.map(Val::Text),
         };
         vals.push(v.unwrap_or(Val::Null));

@@ -103,7 +103,17 @@ impl From<postgres::Error> for StoreError {
                 Some(d) => format!("{}: {d}", db.message()),
                 None => db.message().to_string(),
             },
-            None => e.to_string(),
+            None => {
+                // The cause ("Connection refused", a column's type) is in the chain.
+                let mut s = e.to_string();
+                let mut src = std::error::Error::source(&e);
+                while let Some(x) = src {
+                    s.push_str(": ");
+                    s.push_str(&x.to_string());
+                    src = x.source();
+                }
+                s
+            }
         };
         StoreError::Postgres(msg)
     }
