@@ -220,6 +220,10 @@ pub struct ReportArgs {
     /// Output file
     #[arg(short, long, default_value = "report.html")]
     pub output: PathBuf,
+    /// Also plot the runs as a trend: one point per run by date, with the environment
+    /// changes between runs (kernel, host, knobs) named on the plot
+    #[arg(long)]
+    pub trend: bool,
     #[command(flatten)]
     pub db: DbArg,
 }
@@ -647,6 +651,8 @@ pub fn show(a: ShowArgs) -> Result<()> {
 /// `virtperf compare`
 pub fn compare(a: CompareArgs) -> Result<()> {
     let store = a.db.open()?;
+    // Two runs from different hosts or kernels: what differs is said before the numbers.
+    let mut env_note = None;
     let rows = match a.runs.as_slice() {
         [one] => {
             let row = resolve(&store, one)?;
@@ -674,6 +680,19 @@ pub fn compare(a: CompareArgs) -> Result<()> {
                 bail!("--by config compares within one run: give one run id");
             }
             let (ra, rb) = (resolve(&store, x)?, resolve(&store, y)?);
+            let changes = virtperf_report::trend::env_changes(&ra.env, &rb.env);
+            if !changes.is_empty() {
+                env_note = Some(format!(
+                    "run {} ({}, {}) against run {} ({}, {}): {}",
+                    rb.id,
+                    rb.host,
+                    rb.started_at,
+                    ra.id,
+                    ra.host,
+                    ra.started_at,
+                    changes.join("; ")
+                ));
+            }
             let pa = summary::summarize_run(&store.trials(ra.id)?, CONFIDENCE);
             let pb = summary::summarize_run(&store.trials(rb.id)?, CONFIDENCE);
             let r = compare::runs(&pa, ra.id, &pb, rb.id);
@@ -691,6 +710,9 @@ pub fn compare(a: CompareArgs) -> Result<()> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
+        if let Some(n) = &env_note {
+            println!("{n}\n");
+        }
         print!("{}", render::compare_table(&rows));
     }
     if let Some(path) = &a.output {
@@ -754,7 +776,20 @@ pub fn report(a: ReportArgs) -> Result<()> {
             explanation: expl.as_ref(),
         })
         .collect();
-    let page = html::report(&sections, &cross, &virtperf_store::now_rfc3339());
+    let trend = if a.trend {
+        let runs: Vec<virtperf_report::trend::TrendRun> = loaded
+            .iter()
+            .map(|(row, points, _, _)| virtperf_report::trend::TrendRun { run: row, points })
+            .collect();
+        let t = virtperf_report::trend::section(&runs);
+        if t.is_empty() {
+            bail!("--trend needs at least two runs sharing a point and config");
+        }
+        t
+    } else {
+        String::new()
+    };
+    let page = html::report_with_trend(&sections, &cross, &trend, &virtperf_store::now_rfc3339());
     std::fs::write(&a.output, page)
         .with_context(|| format!("cannot write {}", a.output.display()))?;
     println!("wrote {}", a.output.display());

@@ -137,3 +137,86 @@ fn push_is_idempotent_and_runs_filter_by_host_and_age() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("use host or name"));
 }
+
+/// `report --trend` of runs from two kernels, read from the team store: one point per run
+/// by date, the kernel change named on the plot.
+#[test]
+fn a_trend_report_names_the_kernel_change_between_runs() {
+    let pg = pg_or_skip!();
+    let d = TempDir::new("team-trend");
+    let url = pg.create_db("trend");
+    let local = d.path("host.db");
+    let spec = d.path("tiny.toml");
+    std::fs::write(&spec, TINY).unwrap();
+    run_db_ok(&["run", spec.to_str().unwrap()], &local);
+    // The same measurement as if taken after a kernel upgrade: a second run whose
+    // environment names another kernel release (the store's own API, as the runner uses it).
+    {
+        use virtperf_store::{NewRun, RunStatus, Store};
+        let mut s = Store::open(&local).unwrap();
+        let first = s.run(1).unwrap();
+        let mut env = first.env.clone();
+        env.kernel = "6.19.0-test".into();
+        let id = s
+            .begin_run(&NewRun {
+                name: first.name.clone(),
+                spec_text: first.spec_text.clone(),
+                env,
+                tool_version: first.tool_version.clone(),
+                git_commit: first.git_commit.clone(),
+                host: first.host.clone(),
+                pid: first.pid,
+                planned_trials: first.planned_trials,
+            })
+            .unwrap();
+        for t in s.trials(1).unwrap() {
+            s.add_trial(id, &t.trial).unwrap();
+        }
+        s.finish_run(id, RunStatus::Complete).unwrap();
+    }
+    let mut c = vp();
+    c.args(["push", "all", "--to", &url, "--db"])
+        .arg(&local)
+        .env("XDG_DATA_HOME", &d.0);
+    ok(c.output().unwrap(), "push");
+    let html = d.path("trend.html");
+    run_db_ok(
+        &["report", "1", "2", "--trend", "-o", html.to_str().unwrap()],
+        Path::new(&url),
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("trend over 2 runs"), "no trend section");
+    assert!(page.contains("class=\"plot trend\""), "no trend plot");
+    assert_eq!(
+        page.matches("class=\"trend-point\"").count(),
+        2,
+        "one point per run"
+    );
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    assert!(
+        page.contains(&format!("kernel {} → 6.19.0-test", kernel.trim())),
+        "the kernel change is not named"
+    );
+    common::chromium_renders(&html, &d.0, 1);
+    // Comparing the two runs names what differs between their machines first.
+    let cmp = run_db_ok(&["compare", "1", "2"], Path::new(&url));
+    assert!(
+        cmp.lines().next().unwrap_or("").contains("6.19.0-test"),
+        "{cmp}"
+    );
+    // One run is not a trend.
+    let out = vp()
+        .args([
+            "report",
+            "1",
+            "--trend",
+            "-o",
+            html.to_str().unwrap(),
+            "--db",
+            &url,
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_one_line_error(&String::from_utf8_lossy(&out.stderr), "at least two runs");
+}
