@@ -57,6 +57,8 @@ pub enum Command {
     Report(crate::experiment::ReportArgs),
     /// Export stored runs as a tidy table (CSV or JSON): one row per trial and metric, sweep parameters as columns
     Export(crate::export::ExportArgs),
+    /// Copy finished runs into a team's store (--to postgres://…); pushing twice adds nothing
+    Push(crate::push::PushArgs),
     /// QEMU guests virtperf boots: `vm compare` prints native vs guest per workload
     Vm(crate::vm::VmArgs),
     /// Print a shell completion script: `virtperf completions bash > /etc/bash_completion.d/virtperf`

@@ -12,7 +12,7 @@ use virtperf_lab::runner::{self, Observer, RunOptions, RunOutcome};
 use virtperf_lab::spec::{self, Repeat, Spec};
 use virtperf_report::render::{self, Format};
 use virtperf_report::{compare, html, summary};
-use virtperf_store::{RunRow, Store};
+use virtperf_store::{Location, RunRow, Store};
 
 /// The experiment `virtperf run` performs when given no spec: small, quick, and showing the
 /// two effects this tool is about (same- vs cross-CPU request/response, stream throughput by
@@ -24,18 +24,26 @@ const CONFIDENCE: f64 = 0.95;
 
 #[derive(Debug, Args)]
 pub struct DbArg {
-    /// Results database (default: $VIRTPERF_DB, else ~/.local/share/virtperf/results.db)
-    #[arg(long)]
-    pub db: Option<PathBuf>,
+    /// Results database: an SQLite file, or a team's postgres://USER@HOST[:PORT]/DB
+    /// (default: $VIRTPERF_DB, else ~/.local/share/virtperf/results.db)
+    #[arg(long, value_name = "FILE|URL")]
+    pub db: Option<String>,
 }
 
 impl DbArg {
+    /// Where the store lives: `--db`, else `$VIRTPERF_DB`, else the default file.
+    pub(crate) fn location(&self) -> Location {
+        match &self.db {
+            Some(d) => Location::parse(d),
+            None => Location::default_location(),
+        }
+    }
+
     /// Opens the database for reading (`runs`, `show`, `compare`, `report`): read-only, so
     /// it never holds a lock a running experiment waits for. Says so when trials wait in
     /// the side file, since they are not shown until imported.
     pub(crate) fn open(&self) -> Result<Store> {
-        let path = self.db.clone().unwrap_or_else(Store::default_path);
-        let store = Store::open_read_only(&path)?;
+        let store = Store::open_read_only_at(&self.location())?;
         if let Some((file, n)) = store.unsaved_pending() {
             eprintln!(
                 "virtperf: note: {n} record(s) the database refused wait in {}; the next `virtperf run` with this database imports them",
@@ -48,8 +56,7 @@ impl DbArg {
     /// Opens the database for an experiment, first importing what an earlier run had to
     /// keep in the side file. A failed import is a warning: the file stays for next time.
     fn open_for_writing(&self) -> Result<Store> {
-        let path = self.db.clone().unwrap_or_else(Store::default_path);
-        let mut store = Store::open(&path)?;
+        let mut store = Store::open_at(&self.location())?;
         match store.import_unsaved() {
             Ok(None) => {}
             Ok(Some(i)) => {
@@ -108,6 +115,36 @@ pub struct RunsArgs {
     /// Print JSON
     #[arg(long)]
     pub json: bool,
+    /// Only runs whose field matches: host=NAME or name=PLAN (repeatable; all must match)
+    #[arg(long = "where", value_name = "KEY=VALUE", value_parser = parse_where)]
+    pub filters: Vec<(String, String)>,
+    /// Only runs started within this long before now: 30d, 12h, 2w
+    #[arg(long, value_parser = parse_since)]
+    pub since: Option<std::time::Duration>,
+}
+
+/// A `--where` filter: `host=…` or `name=…`.
+fn parse_where(s: &str) -> Result<(String, String), String> {
+    let Some((k, v)) = s.split_once('=') else {
+        return Err(format!(
+            "invalid filter {s:?}: write KEY=VALUE, e.g. host=node7"
+        ));
+    };
+    let k = k.trim();
+    if !["host", "name"].contains(&k) {
+        return Err(format!("unknown filter key {k:?}: use host or name"));
+    }
+    Ok((k.to_string(), v.to_string()))
+}
+
+/// A `--since` age: a humantime duration (`30d`, `12h`, `1w`) of at most 100 years.
+fn parse_since(s: &str) -> Result<std::time::Duration, String> {
+    virtperf_lab::parse::duration_up_to(
+        s,
+        std::time::Duration::from_secs(100 * 365 * 86_400),
+        "100 years",
+    )
+    .map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Args)]
@@ -183,6 +220,10 @@ pub struct ReportArgs {
     /// Output file
     #[arg(short, long, default_value = "report.html")]
     pub output: PathBuf,
+    /// Also plot the runs as a trend: one point per run by date, with the environment
+    /// changes between runs (kernel, host, knobs) named on the plot
+    #[arg(long)]
+    pub trend: bool,
     #[command(flatten)]
     pub db: DbArg,
 }
@@ -528,16 +569,33 @@ fn spec_of(row: &RunRow) -> Option<Spec> {
 /// `virtperf runs`
 pub fn runs(a: RunsArgs) -> Result<()> {
     let store = a.db.open()?;
-    let runs = store.runs()?;
+    let mut filter = virtperf_store::RunFilter {
+        since: a.since.map(virtperf_store::rfc3339_ago),
+        ..Default::default()
+    };
+    for (k, v) in &a.filters {
+        match k.as_str() {
+            "host" => filter.host = Some(v.clone()),
+            _ => filter.name = Some(v.clone()),
+        }
+    }
+    let runs = store.runs_where(&filter)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&runs)?);
         return Ok(());
     }
     if runs.is_empty() {
-        println!(
-            "no runs in {} yet: start one with `virtperf run`",
-            store.path().display()
-        );
+        if filter == virtperf_store::RunFilter::default() {
+            println!(
+                "no runs in {} yet: start one with `virtperf run`",
+                store.path().display()
+            );
+        } else {
+            println!(
+                "no runs in {} match: widen --where or --since",
+                store.path().display()
+            );
+        }
         return Ok(());
     }
     println!(
@@ -593,6 +651,8 @@ pub fn show(a: ShowArgs) -> Result<()> {
 /// `virtperf compare`
 pub fn compare(a: CompareArgs) -> Result<()> {
     let store = a.db.open()?;
+    // Two runs from different hosts or kernels: what differs is said before the numbers.
+    let mut env_note = None;
     let rows = match a.runs.as_slice() {
         [one] => {
             let row = resolve(&store, one)?;
@@ -620,6 +680,19 @@ pub fn compare(a: CompareArgs) -> Result<()> {
                 bail!("--by config compares within one run: give one run id");
             }
             let (ra, rb) = (resolve(&store, x)?, resolve(&store, y)?);
+            let changes = virtperf_report::trend::env_changes(&ra.env, &rb.env);
+            if !changes.is_empty() {
+                env_note = Some(format!(
+                    "run {} ({}, {}) against run {} ({}, {}): {}",
+                    rb.id,
+                    rb.host,
+                    rb.started_at,
+                    ra.id,
+                    ra.host,
+                    ra.started_at,
+                    changes.join("; ")
+                ));
+            }
             let pa = summary::summarize_run(&store.trials(ra.id)?, CONFIDENCE);
             let pb = summary::summarize_run(&store.trials(rb.id)?, CONFIDENCE);
             let r = compare::runs(&pa, ra.id, &pb, rb.id);
@@ -637,6 +710,9 @@ pub fn compare(a: CompareArgs) -> Result<()> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
+        if let Some(n) = &env_note {
+            println!("{n}\n");
+        }
         print!("{}", render::compare_table(&rows));
     }
     if let Some(path) = &a.output {
@@ -700,7 +776,20 @@ pub fn report(a: ReportArgs) -> Result<()> {
             explanation: expl.as_ref(),
         })
         .collect();
-    let page = html::report(&sections, &cross, &virtperf_store::now_rfc3339());
+    let trend = if a.trend {
+        let runs: Vec<virtperf_report::trend::TrendRun> = loaded
+            .iter()
+            .map(|(row, points, _, _)| virtperf_report::trend::TrendRun { run: row, points })
+            .collect();
+        let t = virtperf_report::trend::section(&runs);
+        if t.is_empty() {
+            bail!("--trend needs at least two runs sharing a point and config");
+        }
+        t
+    } else {
+        String::new()
+    };
+    let page = html::report_with_trend(&sections, &cross, &trend, &virtperf_store::now_rfc3339());
     std::fs::write(&a.output, page)
         .with_context(|| format!("cannot write {}", a.output.display()))?;
     println!("wrote {}", a.output.display());

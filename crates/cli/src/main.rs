@@ -14,6 +14,7 @@ mod kvm;
 mod machine;
 mod pcap;
 mod progress;
+mod push;
 mod render;
 mod signals;
 mod vm;
@@ -178,6 +179,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Compare(a) => experiment::compare(a),
         Command::Report(a) => experiment::report(a),
         Command::Export(a) => export::export(a),
+        Command::Push(a) => push::push(a),
         Command::Vm(a) => vm::vm(a),
     }
 }

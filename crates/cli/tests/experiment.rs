@@ -2,6 +2,8 @@
 //! knobs restored on success, on failure and on Ctrl-C.
 
 mod common;
+#[path = "../../store/tests/pgserver/mod.rs"]
+mod pgserver;
 
 use std::path::Path;
 use std::process::Stdio;
@@ -26,9 +28,23 @@ socket = { nodelay = false, busy_poll_us = 0 }
 #[test]
 fn run_store_show_compare_report() {
     let d = TempDir::new("exp-flow");
+    let db = d.path("results.db");
+    experiment_flow(&d, &db);
+}
+
+/// The same experiment, shown, compared and reported from a team's PostgreSQL store.
+#[test]
+fn run_store_show_compare_report_on_postgres() {
+    let pg = pg_or_skip!();
+    let d = TempDir::new("exp-flow-pg");
+    let url = pg.create_db("flow");
+    experiment_flow(&d, Path::new(&url));
+}
+
+fn experiment_flow(d: &TempDir, db: &Path) {
     let spec = d.path("tiny.toml");
     std::fs::write(&spec, TWO_CONFIGS).unwrap();
-    let db = d.path("results.db");
+    let db = db.to_path_buf();
     let out = run_db_ok(&["run", spec.to_str().unwrap()], &db);
     assert!(
         out.contains("rr size=1,1") && out.contains("rr size=64,64"),
@@ -187,6 +203,20 @@ fn readers_of_a_missing_database_create_nothing() {
 fn compare_fails_on_a_regression_for_ci() {
     let d = TempDir::new("exp-regress");
     let db = d.path("r.db");
+    regression_flow(&d, &db);
+}
+
+/// The same regression gate, both runs in a team's PostgreSQL store.
+#[test]
+fn compare_fails_on_a_regression_for_ci_on_postgres() {
+    let pg = pg_or_skip!();
+    let d = TempDir::new("exp-regress-pg");
+    let url = pg.create_db("regress");
+    regression_flow(&d, Path::new(&url));
+}
+
+fn regression_flow(d: &TempDir, db: &Path) {
+    let db = db.to_path_buf();
     // Both rates are set by the idle gap between transactions (≈ 1/1ms vs ≈ 1/4ms), not by
     // how busy the machine is: a back-to-back rr beside the other tests varies too much
     // (CV near 100%) for six tries to show a regression.

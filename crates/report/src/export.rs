@@ -255,6 +255,7 @@ mod tests {
             planned_trials: 1,
             trials_ok: 1,
             trials_failed: 0,
+            uid: String::new(),
         }
     }
 

@@ -1132,7 +1132,7 @@ fn page_head() -> String {
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>virtperf report</title><style>\
 body{font-family:system-ui,sans-serif;margin:24px;color:#222}h1{font-size:22px}h2{font-size:17px;border-bottom:1px solid #ccc}\
 h3{font-size:15px;margin-top:22px}svg.plot{display:block;margin:8px 0}.ax{stroke:#333}.grid{stroke:#ddd}.err{stroke:#000}.try{fill:#111;fill-opacity:0.8}\
-.tk{font-size:10px;fill:#444}.lb{font-size:12px;fill:#222}.lg{font-size:11px;fill:#222}\
+.tk{font-size:10px;fill:#444}.change{font-size:10px;fill:#b00}line.change{stroke:#b00;stroke-dasharray:3 3}.ci{stroke-width:1.5}.lb{font-size:12px;fill:#222}.lg{font-size:11px;fill:#222}\
 table{border-collapse:collapse;font-size:12px;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 6px;text-align:left}\
 p.warning{color:#b00;font-weight:bold}td.improved{color:#080;font-weight:bold}td.regressed{color:#b00;font-weight:bold}</style></head><body>",
     )
@@ -1140,12 +1140,23 @@ p.warning{color:#b00;font-weight:bold}td.improved{color:#080;font-weight:bold}td
 
 /// The whole report. `cross` holds run-vs-run comparisons when several runs are given.
 pub fn report(sections: &[RunSection], cross: &[Row], generated: &str) -> String {
+    report_with_trend(sections, cross, "", generated)
+}
+
+/// [`report`] with a trend section (from [`crate::trend::section`]) first, before the runs.
+pub fn report_with_trend(
+    sections: &[RunSection],
+    cross: &[Row],
+    trend: &str,
+    generated: &str,
+) -> String {
     let mut s = page_head();
     let _ = write!(
         s,
         "<h1>virtperf report</h1><p>generated {}</p>",
         esc(generated)
     );
+    s.push_str(trend);
     for sec in sections {
         run_section(&mut s, sec);
     }

@@ -10,3 +10,4 @@ pub mod html;
 pub mod render;
 pub mod stats;
 pub mod summary;
+pub mod trend;

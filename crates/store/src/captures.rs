@@ -1,9 +1,9 @@
 //! Capture analyses (`virtperf pcap --store`): one `captures` row per analysis and one
 //! `capture_connections` row per connection.
 
-use rusqlite::{params, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 
+use crate::db::vals;
 use crate::{now_rfc3339, Store, StoreError};
 
 /// A capture analysis to store (`virtperf pcap --store`). The analyzer's types stay out of
@@ -50,52 +50,52 @@ impl Store {
     /// Stores one capture analysis with all its connections, in one transaction, and returns
     /// its id.
     pub fn add_capture(&mut self, c: &NewCapture) -> Result<i64, StoreError> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let id = tx.query_row(
-            "INSERT INTO captures (path, analyzed_at, summary_json) VALUES (?1, ?2, ?3) RETURNING id",
-            params![c.path, now_rfc3339(), serde_json::to_string(&c.summary)?],
-            |r| r.get(0),
-        )?;
-        {
-            let mut stmt = tx.prepare(
-                "INSERT INTO capture_connections (capture_id, seq, a, b, duration_s, bytes, conn_json)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )?;
+        let summary = serde_json::to_string(&c.summary)?;
+        self.conn.write_tx(|db| {
+            let id = db
+                .query_opt(
+                    "INSERT INTO captures (path, analyzed_at, summary_json) VALUES (?1, ?2, ?3) RETURNING id",
+                    vals![&c.path, now_rfc3339(), summary.clone()],
+                )?
+                .ok_or_else(|| StoreError::Schema("INSERT … RETURNING gave no id".into()))?
+                .int(0)?;
             for (i, k) in c.connections.iter().enumerate() {
-                stmt.execute(params![
-                    id,
-                    i as i64,
-                    k.a,
-                    k.b,
-                    k.duration_s,
-                    i64::try_from(k.bytes).unwrap_or(i64::MAX),
-                    serde_json::to_string(&k.detail)?
-                ])?;
+                db.execute(
+                    "INSERT INTO capture_connections (capture_id, seq, a, b, duration_s, bytes, conn_json)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    vals![
+                        id,
+                        i64::try_from(i).unwrap_or(i64::MAX),
+                        &k.a,
+                        &k.b,
+                        k.duration_s,
+                        i64::try_from(k.bytes).unwrap_or(i64::MAX),
+                        serde_json::to_string(&k.detail)?
+                    ],
+                )?;
             }
-        }
-        tx.commit()?;
-        Ok(id)
+            Ok(id)
+        })
     }
 
     /// Stored captures, newest first: id, path, time of analysis, number of connections.
     pub fn captures(&self) -> Result<Vec<CaptureRow>, StoreError> {
-        let mut stmt = self.conn.prepare(
-            "SELECT c.id, c.path, c.analyzed_at,
-                    (SELECT COUNT(*) FROM capture_connections k WHERE k.capture_id = c.id)
-             FROM captures c ORDER BY c.id DESC",
-        )?;
-        let rows = stmt
-            .query_map([], |r| {
+        self.conn
+            .query(
+                "SELECT c.id, c.path, c.analyzed_at,
+                        (SELECT COUNT(*) FROM capture_connections k WHERE k.capture_id = c.id)
+                 FROM captures c ORDER BY c.id DESC",
+                &[],
+            )?
+            .iter()
+            .map(|r| {
                 Ok(CaptureRow {
-                    id: r.get(0)?,
-                    path: r.get(1)?,
-                    analyzed_at: r.get(2)?,
-                    connections: r.get::<_, i64>(3)?.max(0) as u64,
+                    id: r.int(0)?,
+                    path: r.text(1)?,
+                    analyzed_at: r.text(2)?,
+                    connections: r.int(3)?.max(0) as u64,
                 })
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(rows)
+            })
+            .collect()
     }
 }

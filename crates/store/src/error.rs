@@ -43,6 +43,10 @@ pub enum StoreError {
     /// A run asked for by id does not exist; the message names the id and the file.
     #[error("{0}")]
     NotFound(String),
+    /// A request the store refuses as it stands (e.g. pushing a run still being written);
+    /// the message says what to do instead.
+    #[error("{0}")]
+    Refused(String),
     /// Any other SQLite failure (a lock held longer than the busy timeout, a full disk, …).
     /// Not marked as the error's source: SQLite's message is already in this one, and
     /// printing the chain would repeat it.
@@ -66,6 +70,20 @@ pub enum StoreError {
         "cannot store or read a record as JSON: {0} (this is a virtperf bug; please report it)"
     )]
     Json(#[from] serde_json::Error),
+    /// A PostgreSQL store refused a statement or lost its connection.
+    #[error("team database error: {0} (check that the server is up and reachable, then retry)")]
+    Postgres(String),
+    /// A `--db postgres://…` URL that cannot be used, or a server that cannot be reached.
+    #[error("cannot use the database {url}: {detail}")]
+    Connect {
+        /// The URL, without its password.
+        url: String,
+        /// What is wrong and how to fix it.
+        detail: String,
+    },
+    /// A row that does not have the shape this version's schema gives it.
+    #[error("the results database does not have the expected schema ({0}): choose another --db")]
+    Schema(String),
     /// The file or its directory cannot be read or created.
     #[error("cannot use {}: {source}: check the path and its permissions, or choose another --db", path.display())]
     Io {
@@ -74,6 +92,31 @@ pub enum StoreError {
         /// The operating system's error.
         source: io::Error,
     },
+}
+
+impl From<postgres::Error> for StoreError {
+    fn from(e: postgres::Error) -> StoreError {
+        // The server's own message (with its detail) when there is one: postgres::Error's
+        // Display alone says only "db error".
+        let msg = match e.as_db_error() {
+            Some(db) => match db.detail() {
+                Some(d) => format!("{}: {d}", db.message()),
+                None => db.message().to_string(),
+            },
+            None => {
+                // The cause ("Connection refused", a column's type) is in the chain.
+                let mut s = e.to_string();
+                let mut src = std::error::Error::source(&e);
+                while let Some(x) = src {
+                    s.push_str(": ");
+                    s.push_str(&x.to_string());
+                    src = x.source();
+                }
+                s
+            }
+        };
+        StoreError::Postgres(msg)
+    }
 }
 
 impl From<rusqlite::Error> for StoreError {

@@ -4,8 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rusqlite::{params, OptionalExtension, TransactionBehavior};
-
+use crate::db::vals;
 use crate::runs::{ensure_run, not_found, set_finished};
 use crate::trials::insert_trial;
 use crate::{now_rfc3339, unsaved, NewTrial, RunStatus, Store, StoreError};
@@ -96,7 +95,13 @@ impl Store {
                 Ok(()) => return Ok(()),
                 Err(e @ StoreError::Json(_)) => return Err(e),
                 Err(e) => match delays.next() {
-                    Some(d) => std::thread::sleep(*d),
+                    Some(d) => {
+                        std::thread::sleep(*d);
+                        // A PostgreSQL connection the server or network dropped stays
+                        // closed: the retry needs a new one (which may fail too, and then
+                        // the next attempt says so).
+                        let _ = self.reconnect_if_closed();
+                    }
                     None => return Err(e),
                 },
             }
@@ -114,7 +119,7 @@ impl Store {
             Err(e @ StoreError::Json(_)) => return Err(e),
             Err(e) => e,
         };
-        let side_file = unsaved::side_path(&self.path);
+        let side_file = self.side_file.clone();
         match unsaved::append(&side_file, &record()) {
             Ok(()) => Ok(Saved::Kept { side_file, error }),
             Err(file_error) => Err(StoreError::Unsaved {
@@ -135,7 +140,7 @@ impl Store {
     /// done again. Lines whose run is not in this database, or that this version cannot
     /// read, stay in the file (counted in [`Imported::left`]); nothing is dropped.
     pub fn import_unsaved(&mut self) -> Result<Option<Imported>, StoreError> {
-        let side_file = unsaved::side_path(&self.path);
+        let side_file = self.side_file.clone();
         let io_err = |source| StoreError::Io {
             path: side_file.clone(),
             source,
@@ -146,43 +151,40 @@ impl Store {
         let contents = import.read().map_err(io_err)?;
         let mut keep = contents.unreadable;
         let (mut trials, mut finishes) = (0, 0);
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        for (line, record) in &contents.records {
-            let run_id = match record {
-                unsaved::Pending::Trial { run_id, .. }
-                | unsaved::Pending::Finish { run_id, .. } => *run_id,
-            };
-            if ensure_run(&tx, &self.path, run_id).is_err() {
-                keep.push(line.clone());
-                continue;
-            }
-            match record {
-                unsaved::Pending::Trial { trial, .. } => {
-                    let stored = tx
-                        .query_row(
+        let path = &self.path;
+        self.conn.write_tx(|tx| {
+            for (line, record) in &contents.records {
+                let run_id = match record {
+                    unsaved::Pending::Trial { run_id, .. }
+                    | unsaved::Pending::Finish { run_id, .. } => *run_id,
+                };
+                if ensure_run(tx, path, run_id).is_err() {
+                    keep.push(line.clone());
+                    continue;
+                }
+                match record {
+                    unsaved::Pending::Trial { trial, .. } => {
+                        let stored = tx.query_opt(
                             "SELECT 1 FROM trials WHERE run_id = ?1 AND seq = ?2 AND started_at = ?3",
-                            params![run_id, trial.seq, trial.started_at],
-                            |_| Ok(()),
-                        )
-                        .optional()?;
-                    if stored.is_none() {
-                        insert_trial(&tx, run_id, trial)?;
+                            vals![run_id, trial.seq, &trial.started_at],
+                        )?;
+                        if stored.is_none() {
+                            insert_trial(tx, run_id, trial)?;
+                        }
+                        trials += 1;
                     }
-                    trials += 1;
-                }
-                unsaved::Pending::Finish {
-                    status,
-                    finished_at,
-                    ..
-                } => {
-                    set_finished(&tx, run_id, *status, finished_at.as_deref())?;
-                    finishes += 1;
+                    unsaved::Pending::Finish {
+                        status,
+                        finished_at,
+                        ..
+                    } => {
+                        set_finished(tx, run_id, *status, finished_at.as_deref())?;
+                        finishes += 1;
+                    }
                 }
             }
-        }
-        tx.commit()?;
+            Ok(())
+        })?;
         let left = keep.len();
         import.finish(&keep).map_err(io_err)?;
         if trials + finishes + left == 0 {
@@ -200,8 +202,7 @@ impl Store {
     /// The side file and how many records wait in it, if there is one: for a reader to say
     /// that some trials are not in the database yet.
     pub fn unsaved_pending(&self) -> Option<(PathBuf, usize)> {
-        let side_file = unsaved::side_path(&self.path);
-        let n = unsaved::count(&side_file);
-        (n > 0).then_some((side_file, n))
+        let n = unsaved::count(&self.side_file);
+        (n > 0).then_some((self.side_file.clone(), n))
     }
 }

@@ -1,8 +1,8 @@
 //! Knobs: the tuning knobs each configuration of a run changed, with their original values.
 
-use rusqlite::{params, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 
+use crate::db::{vals, Conn};
 use crate::runs::ensure_run;
 use crate::{Store, StoreError};
 
@@ -25,43 +25,46 @@ impl Store {
     /// of them. Setting a knob again updates `applied` but keeps the first `original`, because
     /// that is the value to restore.
     pub fn set_knobs(&mut self, run_id: i64, knobs: &[KnobRecord]) -> Result<(), StoreError> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        ensure_run(&tx, &self.path, run_id)?;
-        {
-            let mut stmt = tx.prepare(
-                "INSERT INTO knobs (run_id, config, name, original, applied)
-                 VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (run_id, config, name) DO UPDATE
-                 SET applied = excluded.applied,
-                     original = COALESCE(knobs.original, excluded.original)",
-            )?;
-            for k in knobs {
-                stmt.execute(params![run_id, k.config, k.name, k.original, k.applied])?;
-            }
-        }
-        tx.commit()?;
-        Ok(())
+        let path = &self.path;
+        self.conn.write_tx(|c| {
+            ensure_run(c, path, run_id)?;
+            insert_knobs(c, run_id, knobs)
+        })
     }
 
     /// The knobs of run `run_id` in the order they were first set, or
     /// [`StoreError::NotFound`] if there is no such run.
     pub fn knobs(&self, run_id: i64) -> Result<Vec<KnobRecord>, StoreError> {
         ensure_run(&self.conn, &self.path, run_id)?;
-        let mut stmt = self.conn.prepare(
-            "SELECT config, name, original, applied FROM knobs WHERE run_id = ?1 ORDER BY id",
-        )?;
-        let knobs = stmt
-            .query_map([run_id], |row| {
+        self.conn
+            .query(
+                "SELECT config, name, original, applied FROM knobs WHERE run_id = ?1 ORDER BY id",
+                vals![run_id],
+            )?
+            .iter()
+            .map(|row| {
                 Ok(KnobRecord {
-                    config: row.get(0)?,
-                    name: row.get(1)?,
-                    original: row.get(2)?,
-                    applied: row.get(3)?,
+                    config: row.text(0)?,
+                    name: row.text(1)?,
+                    original: row.opt_text(2)?,
+                    applied: row.text(3)?,
                 })
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(knobs)
+            })
+            .collect()
     }
+}
+
+/// Merges `knobs` into run `run_id`'s (inside the caller's transaction).
+pub(crate) fn insert_knobs(c: &Conn, run_id: i64, knobs: &[KnobRecord]) -> Result<(), StoreError> {
+    for k in knobs {
+        c.execute(
+            "INSERT INTO knobs (run_id, config, name, original, applied)
+             VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (run_id, config, name) DO UPDATE
+             SET applied = excluded.applied,
+                 original = COALESCE(knobs.original, excluded.original)",
+            vals![run_id, &k.config, &k.name, k.original.as_ref(), &k.applied],
+        )?;
+    }
+    Ok(())
 }

@@ -1,4 +1,5 @@
-//! The results store: one SQLite file that keeps every benchmark run, its trials (with the
+//! The results store: one SQLite file (the default) or a team's PostgreSQL database
+//! (`--db postgres://…`, see [`Location`]) that keeps every benchmark run, its trials (with the
 //! full [`TestResult`](virtperf_wire::TestResult) JSON, HDR histogram included), and the
 //! tuning knobs it changed.
 //!
@@ -24,10 +25,13 @@
 #![warn(missing_docs)]
 
 mod captures;
+mod db;
 mod error;
 mod keep;
 mod knobs;
 mod open;
+mod pg;
+mod push;
 mod runs;
 mod schema;
 mod time;
@@ -37,15 +41,16 @@ mod unsaved;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::Connection;
 use serde::Serialize;
 
 pub use captures::{CaptureConn, CaptureRow, NewCapture};
 pub use error::StoreError;
 pub use keep::{Imported, Saved};
 pub use knobs::KnobRecord;
-pub use runs::{NewRun, RunRow, RunStatus};
-pub use time::now_rfc3339;
+pub use pg::Location;
+pub use push::Pushed;
+pub use runs::{NewRun, RunFilter, RunRow, RunStatus};
+pub use time::{now_rfc3339, rfc3339_ago};
 pub use trials::{NewTrial, TrialRow, TrialStatus};
 
 /// How long a statement waits for another connection's lock before failing with "database
@@ -61,26 +66,41 @@ pub const SCHEMA_VERSION: i64 = schema::MIGRATIONS.len() as i64;
 
 /// An open results database.
 ///
-/// One `Store` is one SQLite connection; several processes (or threads, each with its own
-/// `Store`) may write to the same file at once: writes wait up to [`BUSY_TIMEOUT`] for each
-/// other, and readers never block them.
+/// One `Store` is one SQLite or PostgreSQL connection; several processes (or threads, each
+/// with its own `Store`) may write to the same database at once: on SQLite writes wait up to
+/// [`BUSY_TIMEOUT`] for each other, on PostgreSQL they do not wait at all (each trial is a
+/// row insert), and readers never block them.
 #[derive(Debug)]
 pub struct Store {
-    conn: Connection,
+    conn: db::Conn,
+    /// The file, or the PostgreSQL URL without its password, for messages.
     path: PathBuf,
+    /// Where records the database refused are kept (`<db>.unsaved.jsonl` beside a file).
+    side_file: PathBuf,
+    /// How to connect again after a dropped connection (PostgreSQL only).
+    pg: Option<Box<postgres::Config>>,
 }
 
 impl Store {
     /// Sets how long statements wait for another connection's lock (default
-    /// [`BUSY_TIMEOUT`]); tests shorten it to provoke "database is locked" quickly.
+    /// [`BUSY_TIMEOUT`]); tests shorten it to provoke "database is locked" quickly. A no-op
+    /// on PostgreSQL, whose writers do not lock each other out.
     pub fn set_busy_timeout(&mut self, timeout: Duration) -> Result<(), StoreError> {
-        self.conn.busy_timeout(timeout)?;
+        if let db::Conn::Sqlite(c) = &self.conn {
+            c.busy_timeout(timeout)?;
+        }
         Ok(())
     }
 
-    /// The file this store was opened on, for messages.
+    /// The file this store was opened on, or its PostgreSQL URL without the password, for
+    /// messages.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// True when this store is a PostgreSQL database.
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.conn, db::Conn::Pg(_))
     }
 }
 

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
 
-use crate::{schema, Store, StoreError, BUSY_TIMEOUT};
+use crate::db::Conn;
+use crate::{schema, unsaved, Store, StoreError, BUSY_TIMEOUT};
 
 /// The first 16 bytes of every SQLite 3 database file.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
@@ -46,25 +47,30 @@ impl Store {
         // Check the header ourselves before SQLite sees the file: it proves nothing will be
         // written to a file that is not a database, and gives a clearer message.
         check_header(path)?;
-        let conn = Connection::open(path).map_err(|e| classify(path, e))?;
+        let mut conn = Connection::open(path).map_err(|e| classify(path, e))?;
         // Connection settings only; none of these write to the file.
         conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.pragma_update(None, "foreign_keys", true)?;
-        let mut store = Store {
-            conn,
-            path: path.to_path_buf(),
-        };
-        let kind = store.identify()?;
+        let kind = identify_in_tx(&mut conn, path)?;
         // Only now that the file is known to be ours (or empty) may it be written to.
-        store.use_wal()?;
+        use_wal(&conn, path)?;
         let needs_migration = match kind {
             Kind::Fresh => true,
             Kind::Ours(v) => v < schema::supported_version(),
         };
         if needs_migration {
-            store.migrate()?;
+            migrate(&mut conn, path)?;
         }
-        Ok(store)
+        Ok(Store::sqlite(conn, path))
+    }
+
+    fn sqlite(conn: Connection, path: &Path) -> Store {
+        Store {
+            conn: Conn::Sqlite(conn),
+            path: path.to_path_buf(),
+            side_file: unsaved::side_path(path),
+            pg: None,
+        }
     }
 
     /// Opens the database at `path` for reading only (`runs`, `show`, `compare`, `report`),
@@ -101,94 +107,87 @@ impl Store {
         )
         .map_err(|e| classify(path, e))?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
-        let mut store = Store {
-            conn,
-            path: path.to_path_buf(),
-        };
-        match store.identify()? {
-            Kind::Ours(v) if v >= schema::supported_version() => Ok(store),
+        let mut conn = conn;
+        match identify_in_tx(&mut conn, path)? {
+            Kind::Ours(v) if v >= schema::supported_version() => Ok(Store::sqlite(conn, path)),
             _ => {
-                drop(store);
+                drop(conn);
                 Store::open(path)
             }
         }
     }
+}
 
-    /// Decides what the file is, reading only, so a foreign or read-only file is reported
-    /// without ever taking a write lock on it. The reads share one (read) transaction:
-    /// separately, the version and the tables could come from either side of another
-    /// process's migration commit ("marked as ours but version 0" when several processes
-    /// create one file).
-    fn identify(&mut self) -> Result<Kind, StoreError> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Deferred)
-            .map_err(|e| classify(&self.path, e))?;
-        let kind = identify(&tx, &self.path)?;
-        tx.commit().map_err(|e| classify(&self.path, e))?;
-        Ok(kind)
-    }
+/// Decides what the file is, reading only, so a foreign or read-only file is reported
+/// without ever taking a write lock on it. The reads share one (read) transaction:
+/// separately, the version and the tables could come from either side of another
+/// process's migration commit ("marked as ours but version 0" when several processes
+/// create one file).
+fn identify_in_tx(conn: &mut Connection, path: &Path) -> Result<Kind, StoreError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Deferred)
+        .map_err(|e| classify(path, e))?;
+    let kind = identify(&tx, path)?;
+    tx.commit().map_err(|e| classify(path, e))?;
+    Ok(kind)
+}
 
-    /// Puts the file in WAL mode (a persistent property of the file; a no-op once set), so
-    /// readers and the writer do not block each other: in the default rollback mode a
-    /// reader's open transaction makes every commit wait, and an experiment's insert fails
-    /// once the busy timeout runs out. The price is two files beside the database
-    /// (`-wal`, `-shm`) while it is open; SQLite folds them back when the last connection
-    /// closes.
-    ///
-    /// Converting needs a moment without other connections; if another process keeps the
-    /// file open longer than the busy timeout, this connection carries on in the old mode
-    /// and a later open converts it.
-    fn use_wal(&mut self) -> Result<(), StoreError> {
-        let r = self
-            .conn
-            .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0));
-        match r {
-            Ok(_) => Ok(()),
-            Err(e)
-                if matches!(
-                    e.sqlite_error_code(),
-                    Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-                ) =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(classify(&self.path, e)),
+/// Puts the file in WAL mode (a persistent property of the file; a no-op once set), so
+/// readers and the writer do not block each other: in the default rollback mode a
+/// reader's open transaction makes every commit wait, and an experiment's insert fails
+/// once the busy timeout runs out. The price is two files beside the database
+/// (`-wal`, `-shm`) while it is open; SQLite folds them back when the last connection
+/// closes.
+///
+/// Converting needs a moment without other connections; if another process keeps the
+/// file open longer than the busy timeout, this connection carries on in the old mode
+/// and a later open converts it.
+fn use_wal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let r = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0));
+    match r {
+        Ok(_) => Ok(()),
+        Err(e)
+            if matches!(
+                e.sqlite_error_code(),
+                Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+            ) =>
+        {
+            Ok(())
         }
+        Err(e) => Err(classify(path, e)),
     }
+}
 
-    /// Applies the missing migrations, each in its own write transaction.
-    ///
-    /// The file is identified again inside each transaction because another process may
-    /// have migrated (or, absurdly, claimed) it between our first look and taking the lock.
-    fn migrate(&mut self) -> Result<(), StoreError> {
-        loop {
-            let tx = self
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(|e| classify(&self.path, e))?;
-            let version = match identify(&tx, &self.path)? {
-                Kind::Fresh => 0,
-                Kind::Ours(v) => v,
-            };
-            let Some(sql) = usize::try_from(version)
-                .ok()
-                .and_then(|i| schema::MIGRATIONS.get(i))
-            else {
-                // Up to date (identify already refused anything newer).
-                tx.commit()?;
-                return Ok(());
-            };
-            tx.execute_batch(sql)?;
-            tx.pragma_update(None, "user_version", version + 1)?;
+/// Applies the missing migrations, each in its own write transaction.
+///
+/// The file is identified again inside each transaction because another process may
+/// have migrated (or, absurdly, claimed) it between our first look and taking the lock.
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    loop {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| classify(path, e))?;
+        let version = match identify(&tx, path)? {
+            Kind::Fresh => 0,
+            Kind::Ours(v) => v,
+        };
+        let Some(sql) = usize::try_from(version)
+            .ok()
+            .and_then(|i| schema::MIGRATIONS.get(i))
+        else {
+            // Up to date (identify already refused anything newer).
             tx.commit()?;
-        }
+            return Ok(());
+        };
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", version + 1)?;
+        tx.commit()?;
     }
 }
 
 /// [`Store::default_path`] over an injectable environment, so it can be tested without
 /// mutating the process environment.
-fn default_path_from(var: impl Fn(&str) -> Option<OsString>) -> PathBuf {
+pub(crate) fn default_path_from(var: impl Fn(&str) -> Option<OsString>) -> PathBuf {
     let set = |k: &str| var(k).filter(|v| !v.is_empty());
     if let Some(p) = set("VIRTPERF_DB") {
         return PathBuf::from(p);
@@ -333,7 +332,7 @@ fn identify(conn: &Connection, path: &Path) -> Result<Kind, StoreError> {
 }
 
 /// Table names for a one-line message: at most eight, control characters escaped.
-fn list_tables(tables: &[String]) -> String {
+pub(crate) fn list_tables(tables: &[String]) -> String {
     const SHOWN: usize = 8;
     let mut s = tables
         .iter()

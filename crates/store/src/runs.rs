@@ -5,10 +5,10 @@ use std::fmt;
 use std::fs;
 use std::path::Path;
 
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 use virtperf_wire::Env;
 
+use crate::db::{vals, Conn, Row, Val};
 use crate::{now_rfc3339, to_json_checked, Store, StoreError};
 
 /// What became of a run, as recorded by the process that wrote it.
@@ -107,6 +107,10 @@ pub struct RunRow {
     pub trials_ok: u32,
     /// Trials stored with status `failed`.
     pub trials_failed: u32,
+    /// The run's stable id: the same in every store it is pushed to (`virtperf push`),
+    /// while [`RunRow::id`] is each store's own number.
+    #[serde(default)]
+    pub uid: String,
 }
 
 impl RunRow {
@@ -141,38 +145,52 @@ fn local_hostname() -> Option<String> {
     Some(s.trim().to_string())
 }
 
+/// Which runs [`Store::runs_where`] returns; every field set must match.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunFilter {
+    /// Only runs written on this host (exactly as [`NewRun::host`] recorded it).
+    pub host: Option<String>,
+    /// Only runs with this plan name.
+    pub name: Option<String>,
+    /// Only runs started at or after this RFC 3339 UTC time (e.g. from
+    /// [`rfc3339_ago`](crate::rfc3339_ago)).
+    pub since: Option<String>,
+}
+
 impl Store {
-    /// Records the start of a run (status `running`, started now) and returns its id.
+    /// Records the start of a run (status `running`, started now) and returns its id. The
+    /// run also gets a stable id ([`RunRow::uid`]) that stays the same wherever the run is
+    /// pushed.
     pub fn begin_run(&mut self, r: &NewRun) -> Result<i64, StoreError> {
         let env_json = to_json_checked::<Env>(&r.env)?;
-        // An explicit transaction, committed explicitly: in autocommit, `INSERT … RETURNING`
-        // hands back the id on its first step and commits only when the statement is reset,
-        // whose error (e.g. "database is locked") is discarded, so a run that was never
-        // stored got an id, and the next write said "run N not found".
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let id = tx.query_row(
-            "INSERT INTO runs (name, started_at, status, host, pid, tool_version, git_commit,
-                               spec_text, env_json, planned_trials)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-             RETURNING id",
-            params![
-                r.name,
-                now_rfc3339(),
-                RunStatus::Running.as_str(),
-                r.host,
-                r.pid,
-                r.tool_version,
-                r.git_commit,
-                r.spec_text,
-                env_json,
-                r.planned_trials,
-            ],
-            |row| row.get(0),
-        )?;
-        tx.commit()?;
-        Ok(id)
+        let uid = new_uid();
+        // An explicit transaction, committed explicitly: in autocommit, SQLite's
+        // `INSERT … RETURNING` hands back the id on its first step and commits only when
+        // the statement is reset, whose error (e.g. "database is locked") is discarded, so
+        // a run that was never stored got an id, and the next write said "run N not found".
+        self.conn.write_tx(|c| {
+            let row = c.query_opt(
+                "INSERT INTO runs (name, started_at, status, host, pid, tool_version, git_commit,
+                                   spec_text, env_json, planned_trials, uid)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                 RETURNING id",
+                vals![
+                    &r.name,
+                    now_rfc3339(),
+                    RunStatus::Running.as_str(),
+                    &r.host,
+                    r.pid,
+                    &r.tool_version,
+                    r.git_commit.as_ref(),
+                    &r.spec_text,
+                    env_json.clone(),
+                    r.planned_trials,
+                    uid.clone(),
+                ],
+            )?;
+            row.ok_or_else(|| StoreError::Schema("INSERT … RETURNING gave no id".into()))?
+                .int(0)
+        })
     }
 
     /// Records how a run ended and when. Setting `Running` again clears `finished_at`.
@@ -187,12 +205,38 @@ impl Store {
 
     /// Every run, newest first.
     pub fn runs(&self) -> Result<Vec<RunRow>, StoreError> {
-        let sql = format!("{RUN_SELECT} ORDER BY r.started_at DESC, r.id DESC");
-        let mut stmt = self.conn.prepare(&sql)?;
-        let raw = stmt
-            .query_map([], RawRun::from_row)?
-            .collect::<Result<Vec<_>, _>>()?;
-        raw.into_iter().map(|r| r.into_row(&self.path)).collect()
+        self.runs_where(&RunFilter::default())
+    }
+
+    /// The runs `filter` selects, newest first: e.g. one host's runs of the last 30 days
+    /// (`virtperf runs --where host=… --since 30d`).
+    pub fn runs_where(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
+        // Built from fixed pieces with placeholders only (never a value in the SQL text);
+        // absent filters are left out rather than written `?1 IS NULL OR …`, whose
+        // parameter type PostgreSQL cannot infer.
+        let mut conds = Vec::new();
+        let mut params = Vec::new();
+        for (col, v) in [
+            ("r.host = ", &filter.host),
+            ("r.name = ", &filter.name),
+            ("r.started_at >= ", &filter.since),
+        ] {
+            if let Some(v) = v {
+                params.push(Val::from(v));
+                conds.push(format!("{col}?{}", params.len()));
+            }
+        }
+        let wh = if conds.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", conds.join(" AND "))
+        };
+        let sql = format!("{RUN_SELECT}{wh} ORDER BY r.started_at DESC, r.id DESC");
+        self.conn
+            .query(&sql, &params)?
+            .iter()
+            .map(|r| run_row(r, &self.path))
+            .collect()
     }
 
     /// One run by id, or [`StoreError::NotFound`].
@@ -200,11 +244,36 @@ impl Store {
         let sql = format!("{RUN_SELECT} WHERE r.id = ?1");
         let raw = self
             .conn
-            .query_row(&sql, [id], RawRun::from_row)
-            .optional()?
+            .query_opt(&sql, vals![id])?
             .ok_or_else(|| not_found(&self.path, id))?;
-        raw.into_row(&self.path)
+        run_row(&raw, &self.path)
     }
+
+    /// The run with stable id `uid` ([`RunRow::uid`]), if this store has it.
+    pub fn run_by_uid(&self, uid: &str) -> Result<Option<RunRow>, StoreError> {
+        let sql = format!("{RUN_SELECT} WHERE r.uid = ?1");
+        self.conn
+            .query_opt(&sql, vals![uid])?
+            .map(|r| run_row(&r, &self.path))
+            .transpose()
+    }
+}
+
+/// A new stable run id: the kernel's random UUID (Linux, where virtperf runs), else one made
+/// of this host, process and instant, unique enough for runs that are seconds apart.
+pub(crate) fn new_uid() -> String {
+    if let Ok(s) = fs::read_to_string("/proc/sys/kernel/random/uuid") {
+        return s.trim().to_string();
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "{}-{}-{nanos}",
+        local_hostname().unwrap_or_default(),
+        std::process::id()
+    )
 }
 
 /// The message users see for a missing run id.
@@ -216,104 +285,59 @@ pub(crate) fn not_found(path: &Path, id: i64) -> StoreError {
 }
 
 /// Fails with [`StoreError::NotFound`] unless run `id` exists.
-pub(crate) fn ensure_run(conn: &Connection, path: &Path, id: i64) -> Result<(), StoreError> {
-    let found = conn
-        .query_row("SELECT 1 FROM runs WHERE id = ?1", [id], |_| Ok(()))
-        .optional()?;
-    found.ok_or_else(|| not_found(path, id))
+pub(crate) fn ensure_run(conn: &Conn, path: &Path, id: i64) -> Result<(), StoreError> {
+    let found = conn.query_opt("SELECT 1 FROM runs WHERE id = ?1", vals![id])?;
+    found.map(|_| ()).ok_or_else(|| not_found(path, id))
 }
 
 /// Records how run `run_id` ended; returns how many rows changed (0: no such run).
 pub(crate) fn set_finished(
-    conn: &Connection,
+    conn: &Conn,
     run_id: i64,
     status: RunStatus,
     finished_at: Option<&str>,
-) -> Result<usize, StoreError> {
-    Ok(conn.execute(
+) -> Result<u64, StoreError> {
+    conn.execute(
         "UPDATE runs SET status = ?1, finished_at = ?2 WHERE id = ?3",
-        params![status.as_str(), finished_at, run_id],
-    )?)
+        vals![status.as_str(), finished_at, run_id],
+    )
 }
 
 /// The columns of a [`RunRow`], with its trial counts.
 const RUN_SELECT: &str = "SELECT r.id, r.name, r.started_at, r.finished_at, r.status, r.host,
         r.tool_version, r.git_commit, r.spec_text, r.env_json, r.pid, r.planned_trials,
         (SELECT count(*) FROM trials t WHERE t.run_id = r.id AND t.status = 'ok'),
-        (SELECT count(*) FROM trials t WHERE t.run_id = r.id AND t.status = 'failed')
+        (SELECT count(*) FROM trials t WHERE t.run_id = r.id AND t.status = 'failed'),
+        r.uid
      FROM runs r";
 
-/// A `runs` row as SQLite returns it, before the text columns are parsed (which needs the
-/// path for error messages, unavailable inside a rusqlite row closure).
-struct RawRun {
-    id: i64,
-    name: String,
-    started_at: String,
-    finished_at: Option<String>,
-    status: String,
-    host: String,
-    tool_version: String,
-    git_commit: Option<String>,
-    spec_text: String,
-    env_json: String,
-    pid: u32,
-    planned_trials: u32,
-    trials_ok: u32,
-    trials_failed: u32,
-}
-
-impl RawRun {
-    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRun> {
-        Ok(RawRun {
-            id: row.get(0)?,
-            name: row.get(1)?,
-            started_at: row.get(2)?,
-            finished_at: row.get(3)?,
-            status: row.get(4)?,
-            host: row.get(5)?,
-            tool_version: row.get(6)?,
-            git_commit: row.get(7)?,
-            spec_text: row.get(8)?,
-            env_json: row.get(9)?,
-            pid: row.get(10)?,
-            planned_trials: row.get(11)?,
-            trials_ok: row.get(12)?,
-            trials_failed: row.get(13)?,
-        })
-    }
-
-    fn into_row(self, path: &Path) -> Result<RunRow, StoreError> {
-        let corrupt = |detail: String| StoreError::Corrupt {
-            path: path.to_path_buf(),
-            detail,
-        };
-        let status = RunStatus::parse(&self.status).ok_or_else(|| {
-            corrupt(format!(
-                "run {} has unknown status {:?}",
-                self.id, self.status
-            ))
-        })?;
-        let env = serde_json::from_str(&self.env_json).map_err(|e| {
-            corrupt(format!(
-                "run {}: stored environment does not parse: {e}",
-                self.id
-            ))
-        })?;
-        Ok(RunRow {
-            id: self.id,
-            name: self.name,
-            started_at: self.started_at,
-            finished_at: self.finished_at,
-            status,
-            host: self.host,
-            tool_version: self.tool_version,
-            git_commit: self.git_commit,
-            spec_text: self.spec_text,
-            env,
-            pid: self.pid,
-            planned_trials: self.planned_trials,
-            trials_ok: self.trials_ok,
-            trials_failed: self.trials_failed,
-        })
-    }
+/// A `runs` row (columns of [`RUN_SELECT`]) parsed; the path names the store in errors.
+fn run_row(row: &Row, path: &Path) -> Result<RunRow, StoreError> {
+    let id = row.int(0)?;
+    let corrupt = |detail: String| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let status_text = row.text(4)?;
+    let status = RunStatus::parse(&status_text)
+        .ok_or_else(|| corrupt(format!("run {id} has unknown status {status_text:?}")))?;
+    let env = serde_json::from_str(&row.text(9)?)
+        .map_err(|e| corrupt(format!("run {id}: stored environment does not parse: {e}")))?;
+    Ok(RunRow {
+        id,
+        name: row.text(1)?,
+        started_at: row.text(2)?,
+        finished_at: row.opt_text(3)?,
+        status,
+        host: row.text(5)?,
+        tool_version: row.text(6)?,
+        git_commit: row.opt_text(7)?,
+        spec_text: row.text(8)?,
+        env,
+        pid: row.u32(10)?,
+        planned_trials: row.u32(11)?,
+        trials_ok: row.u32(12)?,
+        trials_failed: row.u32(13)?,
+        uid: row.opt_text(14)?.unwrap_or_default(),
+    })
 }

@@ -11,6 +11,11 @@ pub fn now_rfc3339() -> String {
     rfc3339(SystemTime::now())
 }
 
+/// The instant `ago` before now, as RFC 3339 UTC (for `virtperf runs --since 30d`).
+pub fn rfc3339_ago(ago: Duration) -> String {
+    rfc3339(SystemTime::now().checked_sub(ago).unwrap_or(UNIX_EPOCH))
+}
+
 /// The last millisecond humantime can write (9999-12-31T23:59:59.999Z).
 const LATEST: Duration = Duration::from_millis(253_402_300_799_999);
 

@@ -3,10 +3,10 @@
 use std::fmt;
 use std::path::Path;
 
-use rusqlite::{params, Connection, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 use virtperf_wire::TestResult;
 
+use crate::db::{vals, Conn, Row};
 use crate::runs::ensure_run;
 use crate::{to_json_checked, Store, StoreError};
 
@@ -109,40 +109,35 @@ impl Store {
     /// `null`) is refused here with [`StoreError::Json`] rather than stored, since it would
     /// later make the whole run unreadable.
     pub fn add_trial(&mut self, run_id: i64, t: &NewTrial) -> Result<i64, StoreError> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        ensure_run(&tx, &self.path, run_id)?;
-        let id = insert_trial(&tx, run_id, t)?;
-        tx.commit()?;
-        Ok(id)
+        let path = &self.path;
+        self.conn.write_tx(|c| {
+            ensure_run(c, path, run_id)?;
+            insert_trial(c, run_id, t)
+        })
     }
 
     /// The trials of run `run_id` in `seq` order (ties in insertion order), or
     /// [`StoreError::NotFound`] if there is no such run.
     pub fn trials(&self, run_id: i64) -> Result<Vec<TrialRow>, StoreError> {
         ensure_run(&self.conn, &self.path, run_id)?;
-        let mut stmt = self.conn.prepare(
-            "SELECT id, run_id, seq, config, workload, point_json, point_label, repetition,
-                    status, error, result_json, metric, metric_name, started_at, duration_s,
-                    detail_json
-             FROM trials WHERE run_id = ?1 ORDER BY seq, id",
-        )?;
-        let raw = stmt
-            .query_map([run_id], RawTrial::from_row)?
-            .collect::<Result<Vec<_>, _>>()?;
-        raw.into_iter().map(|t| t.into_row(&self.path)).collect()
+        self.conn
+            .query(
+                "SELECT id, run_id, seq, config, workload, point_json, point_label, repetition,
+                        status, error, result_json, metric, metric_name, started_at, duration_s,
+                        detail_json
+                 FROM trials WHERE run_id = ?1 ORDER BY seq, id",
+                vals![run_id],
+            )?
+            .iter()
+            .map(|r| trial_row(r, &self.path))
+            .collect()
     }
 }
 
 /// Inserts trial `t` of run `run_id` (inside the caller's transaction) and returns its id.
 ///
 /// A `result` that cannot be read back from JSON is refused with [`StoreError::Json`].
-pub(crate) fn insert_trial(
-    conn: &Connection,
-    run_id: i64,
-    t: &NewTrial,
-) -> Result<i64, StoreError> {
+pub(crate) fn insert_trial(conn: &Conn, run_id: i64, t: &NewTrial) -> Result<i64, StoreError> {
     let point_json = serde_json::to_string(&t.point)?;
     let result_json = t
         .result
@@ -154,118 +149,79 @@ pub(crate) fn insert_trial(
         .as_ref()
         .map(to_json_checked::<serde_json::Value>)
         .transpose()?;
-    let id = conn.query_row(
+    let row = conn.query_opt(
         "INSERT INTO trials (run_id, seq, config, workload, point_json, point_label,
                              repetition, status, error, result_json, metric, metric_name,
                              started_at, duration_s, detail_json)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
          RETURNING id",
-        params![
+        vals![
             run_id,
             t.seq,
-            t.config,
-            t.workload,
+            &t.config,
+            &t.workload,
             point_json,
-            t.point_label,
+            &t.point_label,
             t.repetition,
             t.status.as_str(),
-            t.error,
+            t.error.as_ref(),
             result_json,
             t.metric,
-            t.metric_name,
-            t.started_at,
+            &t.metric_name,
+            &t.started_at,
             t.duration_s,
             detail_json,
         ],
-        |row| row.get(0),
     )?;
-    Ok(id)
+    row.ok_or_else(|| StoreError::Schema("INSERT … RETURNING gave no id".into()))?
+        .int(0)
 }
 
-/// A `trials` row as SQLite returns it, before the JSON and status columns are parsed.
-struct RawTrial {
-    id: i64,
-    run_id: i64,
-    seq: u32,
-    config: String,
-    workload: String,
-    point_json: String,
-    point_label: String,
-    repetition: u32,
-    status: String,
-    error: Option<String>,
-    result_json: Option<String>,
-    metric: Option<f64>,
-    metric_name: String,
-    started_at: String,
-    duration_s: f64,
-    detail_json: Option<String>,
-}
-
-impl RawTrial {
-    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawTrial> {
-        Ok(RawTrial {
-            id: row.get(0)?,
-            run_id: row.get(1)?,
-            seq: row.get(2)?,
-            config: row.get(3)?,
-            workload: row.get(4)?,
-            point_json: row.get(5)?,
-            point_label: row.get(6)?,
-            repetition: row.get(7)?,
-            status: row.get(8)?,
-            error: row.get(9)?,
-            result_json: row.get(10)?,
-            metric: row.get(11)?,
-            metric_name: row.get(12)?,
-            started_at: row.get(13)?,
-            duration_s: row.get(14)?,
-            detail_json: row.get(15)?,
-        })
-    }
-
-    fn into_row(self, path: &Path) -> Result<TrialRow, StoreError> {
-        let id = self.id;
-        let corrupt = |what: &str, e: &dyn fmt::Display| StoreError::Corrupt {
-            path: path.to_path_buf(),
-            detail: format!("trial {id} of run {}: {what}: {e}", self.run_id),
-        };
-        let status = TrialStatus::parse(&self.status)
-            .ok_or_else(|| corrupt("unknown status", &format!("{:?}", self.status)))?;
-        let point = serde_json::from_str(&self.point_json)
-            .map_err(|e| corrupt("stored sweep point does not parse", &e))?;
-        let detail = match self.detail_json.as_deref() {
-            None => None,
-            Some(s) => Some(
-                serde_json::from_str(s)
-                    .map_err(|e| corrupt("stored probe report does not parse", &e))?,
-            ),
-        };
-        let result = match self.result_json.as_deref() {
-            None => None,
-            Some(s) => Some(
-                serde_json::from_str(s).map_err(|e| corrupt("stored result does not parse", &e))?,
-            ),
-        };
-        Ok(TrialRow {
-            id,
-            run_id: self.run_id,
-            trial: NewTrial {
-                seq: self.seq,
-                config: self.config,
-                workload: self.workload,
-                point,
-                point_label: self.point_label,
-                repetition: self.repetition,
-                status,
-                error: self.error,
-                result,
-                detail,
-                metric: self.metric,
-                metric_name: self.metric_name,
-                started_at: self.started_at,
-                duration_s: self.duration_s,
-            },
-        })
-    }
+/// A `trials` row parsed: its JSON and status columns checked, the path naming the store in
+/// errors.
+fn trial_row(row: &Row, path: &Path) -> Result<TrialRow, StoreError> {
+    let id = row.int(0)?;
+    let run_id = row.int(1)?;
+    let corrupt = |what: &str, e: &dyn fmt::Display| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        detail: format!("trial {id} of run {run_id}: {what}: {e}"),
+    };
+    let status_text = row.text(8)?;
+    let status = TrialStatus::parse(&status_text)
+        .ok_or_else(|| corrupt("unknown status", &format!("{status_text:?}")))?;
+    let point = serde_json::from_str(&row.text(5)?)
+        .map_err(|e| corrupt("stored sweep point does not parse", &e))?;
+    let detail = match row.opt_text(15)? {
+        None => None,
+        Some(s) => Some(
+            serde_json::from_str(&s)
+                .map_err(|e| corrupt("stored probe report does not parse", &e))?,
+        ),
+    };
+    let result = match row.opt_text(10)? {
+        None => None,
+        Some(s) => Some(
+            serde_json::from_str(&s).map_err(|e| corrupt("stored result does not parse", &e))?,
+        ),
+    };
+    Ok(TrialRow {
+        id,
+        run_id,
+        trial: NewTrial {
+            seq: row.u32(2)?,
+            config: row.text(3)?,
+            workload: row.text(4)?,
+            point,
+            point_label: row.text(6)?,
+            repetition: row.u32(7)?,
+            status,
+            error: row.opt_text(9)?,
+            result,
+            detail,
+            metric: row.opt_real(11)?,
+            metric_name: row.text(12)?,
+            started_at: row.text(13)?,
+            duration_s: row.real(14)?,
+        },
+    })
 }

@@ -1,0 +1,255 @@
+//! A real PostgreSQL server for tests: `initdb` into a temporary directory and `pg_ctl
+//! start` on a private port (loopback only) and socket directory, as the unprivileged
+//! `nobody` when the tests run as root, torn down when dropped (a panic included) and, by a
+//! watchdog, when the test process dies without unwinding.
+//!
+//! Shared by the store's and the CLI's tests (`#[path]`); a test whose machine has no
+//! PostgreSQL prints why and skips.
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The password of the server's superuser `virtperf` (connections over TCP need it).
+pub const PASSWORD: &str = "vp-test-pw";
+
+/// uid and gid of `nobody`/`nogroup` on Debian, which the server runs as under root.
+const NOBODY: u32 = 65534;
+
+pub struct PgServer {
+    dir: PathBuf,
+    bin: PathBuf,
+    pub port: u16,
+    as_root: bool,
+    watchdog: Option<std::process::Child>,
+}
+
+/// The newest installed PostgreSQL's programs (Debian keeps them out of PATH).
+fn bin_dir() -> Option<PathBuf> {
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let v: u32 = e.file_name().to_str()?.parse().ok()?;
+            let b = e.path().join("bin");
+            b.join("initdb").exists().then_some((v, b))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, b)| b)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+impl PgServer {
+    /// Starts a fresh server, or says why it cannot (then the test skips).
+    pub fn start() -> Result<PgServer, String> {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let bin = bin_dir().ok_or(
+            "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb; apt-get install postgresql)",
+        )?;
+        let as_root = std::fs::metadata("/proc/self")
+            .is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0);
+        let dir = std::env::temp_dir().join(format!(
+            "vp-pg-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        std::fs::write(dir.join("pw"), PASSWORD).map_err(|e| e.to_string())?;
+        if as_root {
+            for p in [dir.clone(), dir.join("pw")] {
+                std::os::unix::fs::chown(&p, Some(NOBODY), Some(NOBODY))
+                    .map_err(|e| format!("cannot hand {} to nobody: {e}", p.display()))?;
+            }
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| e.to_string())?;
+        }
+        let mut server = PgServer {
+            dir,
+            bin,
+            port: 0,
+            as_root,
+            watchdog: None,
+        };
+        // A watchdog for the cases Drop never sees (SIGKILL, abort): once this process is
+        // gone, stop the server and remove its directory.
+        server.watchdog = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "while kill -0 {pid} 2>/dev/null; do sleep 1; done; {stop}; rm -rf '{dir}'",
+                pid = std::process::id(),
+                stop = server.pg_ctl_line("stop -m immediate"),
+                dir = server.dir.display()
+            ))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok();
+        let data = server.dir.join("data");
+        let out = server
+            .as_owner(&server.bin.join("initdb"))
+            .arg("-D")
+            .arg(&data)
+            .args(["-U", "virtperf", "-E", "UTF8", "--no-sync"])
+            .args(["--auth-local=trust", "--auth-host=scram-sha-256"])
+            .arg(format!("--pwfile={}", server.dir.join("pw").display()))
+            .output()
+            .map_err(|e| format!("cannot run initdb: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "initdb failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        server.boot()?;
+        Ok(server)
+    }
+
+    /// A command run as the data directory's owner (`nobody` under root).
+    fn as_owner(&self, program: &Path) -> Command {
+        let mut c = if self.as_root {
+            let mut c = Command::new("setpriv");
+            c.args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--reset-env",
+            ])
+            .arg(program);
+            c
+        } else {
+            Command::new(program)
+        };
+        c.stdin(Stdio::null());
+        c
+    }
+
+    fn pg_ctl_line(&self, what: &str) -> String {
+        let pg_ctl = self.bin.join("pg_ctl");
+        let data = self.dir.join("data");
+        let prefix = if self.as_root {
+            "setpriv --reuid=65534 --regid=65534 --clear-groups "
+        } else {
+            ""
+        };
+        format!(
+            "{prefix}{} -D '{}' -w {what} >/dev/null 2>&1",
+            pg_ctl.display(),
+            data.display()
+        )
+    }
+
+    /// Starts (or restarts) the server on a new free port.
+    pub fn boot(&mut self) -> Result<(), String> {
+        let port = if self.port == 0 {
+            free_port()
+        } else {
+            self.port
+        };
+        let out = self
+            .as_owner(&self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(self.dir.join("data"))
+            .arg("-l")
+            .arg(self.dir.join("log"))
+            .arg("-w")
+            .arg("-o")
+            .arg(format!(
+                "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=40",
+                self.dir.display()
+            ))
+            .arg("start")
+            .output()
+            .map_err(|e| format!("cannot run pg_ctl: {e}"))?;
+        if !out.status.success() {
+            let log = std::fs::read_to_string(self.dir.join("log")).unwrap_or_default();
+            return Err(format!("pg_ctl start failed: {log}"));
+        }
+        self.port = port;
+        Ok(())
+    }
+
+    /// Stops the server at once, as a crash or a cut network would look to a client.
+    pub fn stop(&self) {
+        let _ = self
+            .as_owner(&self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(self.dir.join("data"))
+            .args(["-w", "-m", "immediate", "stop"])
+            .output();
+    }
+
+    /// Creates database `name` and returns its URL (without the password: tests give it
+    /// through PGPASSWORD or the URL, as they need).
+    pub fn create_db(&self, name: &str) -> String {
+        let out = Command::new(self.bin.join("createdb"))
+            .args(["-h", "127.0.0.1", "-U", "virtperf"])
+            .args(["-p", &self.port.to_string(), name])
+            .env("PGPASSWORD", PASSWORD)
+            .output()
+            .expect("createdb runs");
+        assert!(
+            out.status.success(),
+            "createdb {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.url(name)
+    }
+
+    /// The URL of database `name` with the password in it.
+    pub fn url(&self, name: &str) -> String {
+        format!(
+            "postgres://virtperf:{PASSWORD}@127.0.0.1:{}/{name}",
+            self.port
+        )
+    }
+
+    /// The URL of database `name` without a password.
+    pub fn bare_url(&self, name: &str) -> String {
+        format!("postgres://virtperf@127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// A scratch directory beside the server's, removed with it.
+    pub fn scratch(&self) -> PathBuf {
+        let d = self.dir.join("scratch");
+        std::fs::create_dir_all(&d).expect("scratch dir");
+        d
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        if let Some(mut w) = self.watchdog.take() {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
+    }
+}
+
+/// Starts a server or prints why the calling test skips.
+#[macro_export]
+macro_rules! pg_or_skip {
+    () => {
+        match $crate::pgserver::PgServer::start() {
+            Ok(s) => s,
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return;
+            }
+        }
+    };
+}
