@@ -317,6 +317,39 @@ fn device_options_kernel_arguments_and_module_parameters_reach_the_guest() {
         "{err}"
     );
     assert_nothing_left(pid);
+
+    // In an experiment the same guest is a config this machine cannot run: skipped with the
+    // reason (stored), like a knob the machine lacks, and the run is complete.
+    let dir = common::TempDir::new("guest-lacks");
+    let spec = dir.path("lacks.toml");
+    std::fs::write(
+        &spec,
+        "name = \"lacks\"\nduration = \"300ms\"\nrepetitions = 2\n[[workload]]\nkind = \"rr\"\n\
+         [[config]]\nname = \"native\"\n\
+         [[config]]\nname = \"lacking\"\nplacement = \"guest\"\n\
+         guest = { modules = { \"virtio_net.no_such_knob\" = 1 } }\n",
+    )
+    .expect("spec");
+    let db = dir.path("r.db");
+    let (pid, out) = run(&[
+        "run",
+        spec.to_str().expect("utf-8"),
+        "--db",
+        db.to_str().expect("utf-8"),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("config lacking skipped") && err.contains("no_such_knob"),
+        "{err}"
+    );
+    let shown = common::run_db_ok(&["show", "last"], &db);
+    assert!(shown.contains("complete"), "{shown}");
+    assert!(
+        shown.contains("lacking") && shown.contains("skipped: "),
+        "{shown}"
+    );
+    assert_nothing_left(pid);
 }
 
 /// A device option QEMU would refuse is refused before anything boots, in one line naming

@@ -353,6 +353,14 @@ impl<'a> Schedule<'a> {
                         // Ctrl-C reached the trial (or its agent): not a failure of the trial.
                         return Ok(());
                     }
+                    if let Some(why) = sites.lacks(&cfg.name) {
+                        // Its guest lacks a capability the config needs: skipped, like a
+                        // knob this machine lacks, with the reason stored.
+                        rec.skip(&trial, &why, started_at, t0)?;
+                        obs.config_skipped(&cfg.name, &why);
+                        sites.skipped.push((cfg.name.clone(), why));
+                        continue;
+                    }
                     if let Some(m) = rec.record(&trial, res, started_at, t0, obs)? {
                         values[pi][ci].push(m);
                     }
@@ -395,6 +403,23 @@ impl Sites {
             .iter()
             .find(|(c, _)| c == config)
             .and_then(|(_, s)| s.as_ref().err().map(|e| format!("{e:#}")))
+    }
+
+    /// Why `config`'s guest could not start because it lacks a capability, the first time
+    /// it is asked.
+    fn lacks(&self, config: &str) -> Option<String> {
+        if self.failed_to_open(config) {
+            return None;
+        }
+        self.placed
+            .iter()
+            .find(|(c, _)| c == config)
+            .and_then(|(_, s)| s.as_ref().err())
+            .filter(|e| {
+                e.downcast_ref::<crate::place::guest::GuestLacks>()
+                    .is_some()
+            })
+            .map(|e| format!("{e:#}"))
     }
 
     /// Runs one trial of `cfg` on its site.
@@ -489,6 +514,37 @@ impl Recorder<'_> {
         };
         let res = res.map(|r| r.primary_metric().value);
         self.keep(&trial, res, obs)
+    }
+
+    /// Stores `t` as skipped, with the reason (not counted as a failure).
+    fn skip(&mut self, t: &Trial, why: &str, started_at: String, t0: Instant) -> Result<()> {
+        let trial = NewTrial {
+            seq: t.seq,
+            config: t.cfg.name.clone(),
+            workload: t.point.workload.name().to_string(),
+            point: t.point.params.clone(),
+            point_label: t.point.label.clone(),
+            repetition: t.rep,
+            status: TrialStatus::Skipped,
+            error: Some(why.to_string()),
+            metric: None,
+            metric_name: String::new(),
+            result: None,
+            detail: None,
+            started_at,
+            duration_s: t0.elapsed().as_secs_f64(),
+        };
+        if let Saved::Kept { side_file, error } =
+            self.store.add_trial_or_keep(self.run_id, &trial)?
+        {
+            self.tally.unsaved += 1;
+            eprintln!(
+                "virtperf: warning: trial {} was not stored ({error}); it is kept in {}",
+                trial.seq,
+                side_file.display()
+            );
+        }
+        Ok(())
     }
 
     /// Ends the run in the store: complete, or incomplete when it was interrupted, a trial

@@ -132,12 +132,17 @@ fn nic_cells(c: &ConfigSummary) -> String {
 
 fn cell_row(s: &mut String, c: &ConfigSummary, name_width: usize) {
     let Some(m) = c.metrics.first() else {
+        let why = c.error.as_deref().unwrap_or("no result");
         let _ = writeln!(
             s,
-            "  {:<w$} {:>3}  failed: {}",
+            "  {:<w$} {:>3}  {}{why}",
             c.config,
             c.ok,
-            c.error.as_deref().unwrap_or("no result"),
+            if why.starts_with("skipped: ") {
+                ""
+            } else {
+                "failed: "
+            },
             w = name_width
         );
         return;

@@ -92,7 +92,13 @@ fn cell(config: &str, trials: &[&TrialRow], confidence: f64) -> ConfigSummary {
         .iter()
         .filter(|t| t.status == TrialStatus::Failed)
         .count();
-    let error = trials.iter().find_map(|t| t.error.clone());
+    // A skipped trial (its guest lacks what the config asked) says so, not "failed".
+    let error = trials.iter().find_map(|t| {
+        t.error.as_ref().map(|e| match t.status {
+            TrialStatus::Skipped => format!("skipped: {e}"),
+            _ => e.clone(),
+        })
+    });
     // Metric names and order come from the first result; every result of one workload
     // yields the same list.
     let mut metrics: Vec<MetricSummary> = Vec::new();

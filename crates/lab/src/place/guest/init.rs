@@ -22,6 +22,9 @@ use crate::agent::{self, AgentConfig};
 pub const READY: &str = "virtperf-guest: ready";
 /// Prefix of lines that report a failure inside the guest.
 pub const FAILED: &str = "virtperf-guest: failed:";
+/// Words in a failure that mean the guest kernel lacks what the experiment asked of it (a
+/// module parameter): a capability, like a knob this machine lacks, not a fault.
+pub const LACKS: &str = "does not exist in the guest kernel";
 /// Where the host puts kernel modules in the initramfs (loaded in file-name order).
 pub const MODULE_DIR: &str = "/modules";
 /// Where the host puts the agent's token in the initramfs (not on the kernel command line,
@@ -239,12 +242,12 @@ fn set_module_params(params: &[(String, String, String)], passed: &[String]) -> 
             // The kernel loads a module with a parameter it does not know, only logging
             // it: check the parameter is there.
             if !std::path::Path::new(&path).exists() {
-                bail!("module parameter {name}: the guest kernel's {module} has no such parameter (or does not show it in /sys/module)");
+                bail!("module parameter {name} {LACKS} (its module {module} loaded without it, or does not show it in /sys/module)");
             }
             continue;
         }
         if !std::path::Path::new(&path).exists() {
-            bail!("module parameter {name} does not exist in the guest kernel ({path} is absent: module not built in or not loaded)");
+            bail!("module parameter {name} {LACKS} ({path} is absent: module not built in or not loaded)");
         }
         std::fs::write(&path, value)
             .with_context(|| format!("setting module parameter {name}={value} ({path})"))?;

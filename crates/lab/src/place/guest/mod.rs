@@ -449,7 +449,11 @@ impl GuestLab {
         loop {
             let console = std::fs::read_to_string(&self.guests[i].console).unwrap_or_default();
             if let Some(line) = console.lines().find(|l| l.contains(init::FAILED)) {
-                bail!("guest {i} failed to start: {}", line.trim());
+                let msg = format!("guest {i} failed to start: {}", line.trim());
+                if line.contains(init::LACKS) {
+                    return Err(GuestLacks(msg).into());
+                }
+                bail!("{msg}");
             }
             if console.contains(init::READY) {
                 break;
@@ -622,6 +626,20 @@ fn tail(text: &str, n: usize) -> String {
         lines[from..].join(" | ")
     }
 }
+
+/// A guest that could not start because its kernel lacks what the config asked of it (a
+/// module parameter): experiments skip such a config, as they skip a knob this machine
+/// lacks.
+#[derive(Debug)]
+pub struct GuestLacks(pub String);
+
+impl std::fmt::Display for GuestLacks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for GuestLacks {}
 
 /// The backend and device settings of each guest's NIC.
 struct Nic {
