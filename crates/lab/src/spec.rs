@@ -168,6 +168,9 @@ struct RawWorkload {
     /// stream, bulk, rr, crr: record a time series with intervals this long.
     #[serde(default)]
     interval: Option<Spanned<String>>,
+    /// rr, crr, stream: worker threads per side multiplexing the flows on epoll.
+    #[serde(default)]
+    threads: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -623,6 +626,7 @@ struct Fixed {
     recv_wait: Option<RecvWait>,
     bytes: Option<u64>,
     count: u32,
+    threads: Option<u32>,
 }
 
 impl Fixed {
@@ -712,6 +716,7 @@ impl Fixed {
             recv_wait,
             bytes,
             count,
+            threads: r.threads.as_ref().map(|t| *t.get_ref()),
         })
     }
 }
@@ -719,9 +724,18 @@ impl Fixed {
 /// Refuses an unknown kind, and keys the kind does not take, each at its line.
 fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> {
     let allowed: &[&str] = match kind {
-        "rr" => &["size", "cpus", "wait", "gap", "rate", "flows", "interval"],
-        "crr" => &["size", "cpus", "wait", "interval"],
-        "stream" => &["send_size", "flows", "reverse", "cpus", "interval"],
+        "rr" => &[
+            "size", "cpus", "wait", "gap", "rate", "flows", "threads", "interval",
+        ],
+        "crr" => &["size", "cpus", "wait", "flows", "threads", "interval"],
+        "stream" => &[
+            "send_size",
+            "flows",
+            "threads",
+            "reverse",
+            "cpus",
+            "interval",
+        ],
         "bulk" => &["bytes", "send_size", "reverse", "cpus", "interval"],
         "http" => &["bytes", "count", "cpus"],
         other => {
@@ -732,7 +746,8 @@ fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> 
             )
         }
     };
-    let present: [(&str, Option<std::ops::Range<usize>>); 11] = [
+    let present: [(&str, Option<std::ops::Range<usize>>); 12] = [
+        ("threads", r.threads.as_ref().map(|s| s.span())),
         ("interval", r.interval.as_ref().map(|s| s.span())),
         ("wait", r.wait.as_ref().map(|s| s.span())),
         ("gap", r.gap.as_ref().map(|s| s.span())),
@@ -772,12 +787,15 @@ fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Workload {
             gap_us: c.gap,
             rate_per_s: f.rate,
             flows: c.flows,
+            threads: f.threads,
         },
         "crr" => Workload::Crr {
             request,
             response,
             client_wait: f.wait.0,
             server_wait: f.wait.1,
+            flows: c.flows,
+            threads: f.threads,
         },
         "stream" => Workload::Stream {
             send_size: c.send,
@@ -785,6 +803,7 @@ fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Workload {
             reverse: c.reverse,
             recv_size: f.recv_size,
             recv_wait: f.recv_wait,
+            threads: f.threads,
         },
         "bulk" => Workload::Bulk {
             bytes: f.bytes.unwrap_or(1),
@@ -1067,6 +1086,7 @@ socket = { nodelay = true, busy_poll_us = 50 }
                 reverse: false,
                 recv_size: None,
                 recv_wait: None,
+                threads: None,
             }
         );
         assert_eq!(s.points[0].duration, Duration::from_secs(2));
