@@ -553,6 +553,11 @@ fn run_test(
     let ip = ctl.local_addr()?.ip();
     let client = ctl.peer_addr()?.ip();
     let listener = TcpListener::bind((ip, 0)).context("binding a data port")?;
+    // Thousands of flows connect at once: a deeper backlog, set before Ready (the client
+    // starts connecting as soon as it has the port).
+    if let Some((flows, _)) = w.multiplexed() {
+        virtperf_load::mux::deepen_backlog(&listener, flows.max(128))?;
+    }
     let data_port = listener.local_addr()?.port();
     write_message(ctl, &Message::Ready { data_port })?;
 

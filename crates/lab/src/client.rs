@@ -204,7 +204,6 @@ pub fn explain(t: &Target, opts: &crate::explain::ExplainOpts) -> Result<crate::
 /// Runs one test against the agent at `t`.
 pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> {
     plan.validate()?;
-    crate::fds::make_room(&plan.workload, "this process").map_err(|e| anyhow!(e))?;
     let mut ctl = Control::connect(t)?;
     let server_env = ctl.fingerprint()?;
     let client_env = fingerprint();

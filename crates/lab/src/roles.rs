@@ -301,7 +301,6 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
             threads: Some(t),
             ..
         } => {
-            mux::deepen_backlog(&listener, flows)?;
             let conns = accept_data(listener, client, flows as usize, true, &sock)?;
             for (i, share) in mux::spread(conns, t as usize).into_iter().enumerate() {
                 handles.push(spawn_mux_worker(
@@ -319,7 +318,6 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
             threads: Some(t),
             ..
         } => {
-            mux::deepen_backlog(&listener, flows)?;
             let conns = accept_data(listener, client, flows as usize, false, &sock)?;
             for (i, share) in mux::spread(conns, t as usize).into_iter().enumerate() {
                 // The agent keeps no time series: its meter is written and never read.
