@@ -102,7 +102,10 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<M
             ..
         } => {
             let conns = connect_all(data, flows, true, &sock)?;
-            for (i, share) in mux::spread(conns, t as usize).into_iter().enumerate() {
+            for (i, share) in mux::spread(conns, t.min(flows) as usize)
+                .into_iter()
+                .enumerate()
+            {
                 let m = meter();
                 handles.push(spawn_mux_worker(
                     &format!("rr-mux-{i}"),
@@ -122,7 +125,10 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<M
             ..
         } => {
             let conns = connect_all(data, flows, false, &sock)?;
-            for (i, share) in mux::spread(conns, t as usize).into_iter().enumerate() {
+            for (i, share) in mux::spread(conns, t.min(flows) as usize)
+                .into_iter()
+                .enumerate()
+            {
                 let m = meter();
                 handles.push(spawn_mux_worker(
                     &format!("stream-mux-{i}"),
@@ -145,7 +151,7 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<M
             ..
         } => {
             // crr connects per transaction: each thread opens its share itself.
-            for (i, k) in mux::spread((0..flows).collect(), t as usize)
+            for (i, k) in mux::spread((0..flows).collect(), t.min(flows) as usize)
                 .into_iter()
                 .enumerate()
             {
@@ -302,7 +308,10 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
             ..
         } => {
             let conns = accept_data(listener, client, flows as usize, true, &sock)?;
-            for (i, share) in mux::spread(conns, t as usize).into_iter().enumerate() {
+            for (i, share) in mux::spread(conns, t.min(flows) as usize)
+                .into_iter()
+                .enumerate()
+            {
                 handles.push(spawn_mux_worker(
                     &format!("rr-mux-{i}"),
                     side,
@@ -319,7 +328,10 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
             ..
         } => {
             let conns = accept_data(listener, client, flows as usize, false, &sock)?;
-            for (i, share) in mux::spread(conns, t as usize).into_iter().enumerate() {
+            for (i, share) in mux::spread(conns, t.min(flows) as usize)
+                .into_iter()
+                .enumerate()
+            {
                 // The agent keeps no time series: its meter is written and never read.
                 let m = Meter::new(None);
                 handles.push(spawn_mux_worker(
@@ -338,6 +350,7 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
         Workload::Crr {
             request,
             response,
+            flows,
             threads: Some(t),
             ..
         } => {
@@ -345,7 +358,7 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
             prepare_data_socket(&listener, DATA_TIMEOUT, true, &sock)?;
             let l = Arc::new(listener);
             wake.listener = Some(l.clone());
-            for i in 0..t {
+            for i in 0..t.min(flows) {
                 let l = l.clone();
                 handles.push(spawn_mux_worker(
                     &format!("crr-mux-{i}"),

@@ -1365,6 +1365,31 @@ socket = { nodelay = true, busy_poll_us = 50 }
         assert!(m.contains("not both"), "{m}");
     }
 
+    /// `threads` reaches rr, crr and stream points, fixed while `flows` sweeps (a single
+    /// flow then runs on one thread); other kinds refuse it at its line.
+    #[test]
+    fn threads_multiplex_a_flow_sweep() {
+        let s = parse(
+            "name = \"x\"\n[[workload]]\nkind = \"rr\"\nthreads = 2\nflows = [1, 100, 1000]\n",
+        )
+        .unwrap();
+        let m: Vec<_> = s.points.iter().map(|p| p.workload.multiplexed()).collect();
+        assert_eq!(m, [Some((1, 1)), Some((100, 2)), Some((1000, 2))]);
+        assert!(s.points.iter().all(|p| p.workload.validate().is_ok()));
+        for kind in ["crr", "stream"] {
+            let s = parse(&format!(
+                "name = \"x\"\n[[workload]]\nkind = \"{kind}\"\nthreads = 2\nflows = 10\n"
+            ))
+            .unwrap();
+            assert_eq!(s.points[0].workload.multiplexed(), Some((10, 2)), "{kind}");
+        }
+        let (l, m) = line_of_error(
+            "name = \"x\"\n[[workload]]\nkind = \"bulk\"\nbytes = \"1MB\"\nthreads = 2\n",
+        );
+        assert_eq!(l, 5, "{m}");
+        assert!(m.contains("take no \"threads\""), "{m}");
+    }
+
     /// `interval` reaches the point; a too-short one, one longer than the trial, and one
     /// on http are refused at their line.
     #[test]

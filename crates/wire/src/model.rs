@@ -346,7 +346,8 @@ impl Workload {
     }
 
     /// Flows and worker threads per side when the flows are multiplexed on threads
-    /// (`--threads`), for the engines that do so.
+    /// (`--threads`), for the engines that do so. Never more threads than flows, so a
+    /// sweep `flows = [1, 100]` with `threads = 2` runs its single flow on one thread.
     pub fn multiplexed(&self) -> Option<(u32, u32)> {
         match *self {
             Workload::Rr {
@@ -363,7 +364,7 @@ impl Workload {
                 flows,
                 threads: Some(t),
                 ..
-            } => Some((flows, t)),
+            } => Some((flows, t.min(flows))),
             _ => None,
         }
     }
@@ -423,9 +424,6 @@ impl Workload {
                 )),
                 Some(_) if flows == 0 || flows > MAX_MUX_FLOWS => Err(format!(
                     "flows must be between 1 and {MAX_MUX_FLOWS}, got {flows}"
-                )),
-                Some(t) if t > flows => Err(format!(
-                    "{t} threads for {flows} flows: give at least as many flows as threads"
                 )),
                 Some(_) => Ok(()),
             }
@@ -1257,6 +1255,17 @@ impl TestResult {
                 m("mb_per_s", "MB/s", o.mb_per_s, true),
             ],
         };
+        // Flows multiplexed on threads: how evenly they were served is a result too.
+        let spread = match &self.outcome {
+            Outcome::Rr(o) | Outcome::Crr(o) => o.flow_spread.as_ref().map(|s| (s, "trans/s")),
+            Outcome::Stream(o) => o.flow_spread.as_ref().map(|s| (s, "Mbit/s")),
+            _ => None,
+        };
+        if let Some((s, unit)) = spread {
+            v.push(m("flow_min", unit, s.min, true));
+            v.push(m("flow_jain", "", s.jain, true));
+            v.push(m("setup_s", "s", s.setup_s, false));
+        }
         let unit = if self.cpu.unit == "transaction" {
             "µs/tr"
         } else {
