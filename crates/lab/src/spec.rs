@@ -1383,6 +1383,17 @@ socket = { nodelay = true, busy_poll_us = 50 }
             .unwrap();
             assert_eq!(s.points[0].workload.multiplexed(), Some((10, 2)), "{kind}");
         }
+        let s = parse(include_str!("../../../recipes/flows.toml")).unwrap();
+        let m: Vec<_> = s.points.iter().map(|p| p.workload.multiplexed()).collect();
+        assert_eq!(
+            m,
+            [
+                Some((1, 1)),
+                Some((100, 2)),
+                Some((1000, 2)),
+                Some((10000, 2))
+            ]
+        );
         let (l, m) = line_of_error(
             "name = \"x\"\n[[workload]]\nkind = \"bulk\"\nbytes = \"1MB\"\nthreads = 2\n",
         );
