@@ -205,3 +205,27 @@ fn the_agent_refuses_more_flows_or_threads_than_it_allows() {
     ]);
     assert_eq!(u(&v, "/outcome/flow_spread/server_flows"), 10);
 }
+
+/// An agent whose own limit is too low refuses in the same one line, naming itself.
+#[test]
+fn an_agent_with_too_few_open_files_says_so() {
+    let Some(mut base) = prlimit() else { return };
+    base.args(["--nofile=512:512", env!("CARGO_BIN_EXE_virtperf")])
+        .env("VIRTPERF_ALLOW_CONCURRENT", "1");
+    let a = common::Agent::start_from(base, &[]);
+    let (code, err) = common::run_fail(&[
+        "rr",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &a.port(),
+        "--flows",
+        "3000",
+        "--threads",
+        "2",
+        "-l",
+        "1s",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert_one_line_error(&err, "the agent may open only 512");
+}
