@@ -128,6 +128,14 @@ pub struct ServeArgs {
     /// $VIRTPERF_ALLOW_CONCURRENT=1 means --concurrent up to --max-clients)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub concurrent: Option<u32>,
+    /// Most data connections (flows) one test may ask for
+    #[arg(long, default_value_t = virtperf_lab::agent::DEFAULT_MAX_FLOWS, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_flows: u32,
+    /// Most worker threads per side one test may ask for (--threads)
+    #[arg(long, default_value_t = virtperf_lab::agent::DEFAULT_MAX_THREADS, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub max_threads: u32,
 }
 
 impl ServeArgs {
@@ -291,10 +299,14 @@ pub struct RrArgs {
     /// intended send time (no coordinated omission)
     #[arg(long = "rate", id = "rate", value_parser = virtperf_lab::parse::rate_per_s, allow_hyphen_values = true)]
     pub request_rate: Option<u32>,
-    /// rr: parallel connections, each its own request/response loop; an open loop's rate
-    /// is shared among them
+    /// Parallel connections, each its own request/response loop; an open loop's rate is
+    /// shared among them (crr: concurrent connect/request/response loops, with --threads)
     #[arg(long, short = 'P', default_value_t = 1, value_parser = parse_count)]
     pub flows: u32,
+    /// Worker threads per side, each multiplexing its share of the flows on epoll
+    /// (neper's -T; up to 100000 flows; default: one thread per flow, at most 256)
+    #[arg(long, value_parser = parse_threads, value_name = "N")]
+    pub threads: Option<u32>,
     /// Report every interval (iperf3 -i: 1s, 500ms; at least 100ms): printed as each ends,
     /// kept in the JSON result as `intervals`
     #[arg(long, short = 'i', value_parser = parse_interval, value_name = "DURATION")]
@@ -310,6 +322,17 @@ fn parse_interval(s: &str) -> anyhow::Result<Duration> {
     Ok(d)
 }
 
+/// Worker threads per side: 1 to 256.
+fn parse_threads(s: &str) -> anyhow::Result<u32> {
+    match s.parse::<u32>() {
+        Ok(n) if (1..=virtperf_wire::MAX_THREADS).contains(&n) => Ok(n),
+        _ => anyhow::bail!(
+            "threads must be a whole number from 1 to {}, got {s:?}",
+            virtperf_wire::MAX_THREADS
+        ),
+    }
+}
+
 /// A gap between transactions: 0 to 1 s.
 fn parse_gap(s: &str) -> anyhow::Result<Duration> {
     virtperf_lab::parse::duration_up_to(s, Duration::from_secs(1), "1s")
@@ -323,6 +346,10 @@ pub struct StreamArgs {
     /// Parallel connections
     #[arg(long, short = 'P', default_value_t = 1, value_parser = parse_count)]
     pub flows: u32,
+    /// Worker threads per side, each multiplexing its share of the flows on epoll
+    /// (default: one thread per flow, at most 256)
+    #[arg(long, value_parser = parse_threads, value_name = "N")]
+    pub threads: Option<u32>,
     /// Server sends, client receives
     #[arg(long, short = 'R')]
     pub reverse: bool,

@@ -43,6 +43,8 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         verbose: !a.quiet,
         allow_drive: a.allow_drive,
         concurrent: concurrent.map(|n| n as usize),
+        max_flows: a.max_flows,
+        max_threads: a.max_threads,
     };
     let listener = agent::bind(&cfg)?;
     let addr = listener.local_addr()?;
@@ -187,6 +189,7 @@ pub fn rr(a: RrArgs) -> Result<()> {
         gap_us: a.gap.map(|g| g.as_micros() as u64),
         rate_per_s: a.request_rate,
         flows: a.flows,
+        threads: a.threads,
     };
     execute(
         &a.common,
@@ -196,10 +199,10 @@ pub fn rr(a: RrArgs) -> Result<()> {
 
 /// `virtperf crr`
 pub fn crr(a: RrArgs) -> Result<()> {
-    if a.gap.is_some() || a.request_rate.is_some() || a.flows != 1 {
+    if a.gap.is_some() || a.request_rate.is_some() {
         return Err(crate::signals::exit(
             crate::signals::code::USAGE,
-            "--gap, --rate and --flows apply to rr (crr connects for every transaction)",
+            "--gap and --rate apply to rr (crr connects for every transaction)",
         ));
     }
     let (client_wait, server_wait) = a.wait.unwrap_or_default();
@@ -208,6 +211,8 @@ pub fn crr(a: RrArgs) -> Result<()> {
         response: a.size.1,
         client_wait,
         server_wait,
+        flows: a.flows,
+        threads: a.threads,
     };
     execute(
         &a.common,
@@ -223,6 +228,7 @@ pub fn stream(a: StreamArgs) -> Result<()> {
         reverse: a.reverse,
         recv_size: a.recv_size,
         recv_wait: a.recv_wait,
+        threads: a.threads,
     };
     execute(
         &a.common,

@@ -52,7 +52,12 @@ fn usage_errors_exit_2_with_one_line() {
             "cannot be used with",
         ),
         (&["crr", "--gap", "1ms"], "apply to rr"),
-        (&["crr", "--flows", "2"], "apply to rr"),
+        (&["crr", "--flows", "2"], "needs --threads"),
+        (&["rr", "--threads", "0"], "threads must be"),
+        (
+            &["rr", "--flows", "200000", "--threads", "2"],
+            "between 1 and 100000",
+        ),
         (&["rr", "--flows", "0"], "at least 1"),
         (&["rr", "--flows", "1000"], "flows must be between"),
     ] {

@@ -58,6 +58,36 @@ pub struct AgentConfig {
     /// machine. None (the default): each test holds the machine lock, so a second client
     /// waits for the first test (and for any other measurement here) to end.
     pub concurrent: Option<usize>,
+    /// `serve --max-flows`: most data connections one test may ask for (each is a socket
+    /// held for the test's length).
+    pub max_flows: u32,
+    /// `serve --max-threads`: most worker threads one test may ask for per side.
+    pub max_threads: u32,
+}
+
+/// Default of `serve --max-flows`: the 10,000 flows of the scaling benchmark, with room.
+pub const DEFAULT_MAX_FLOWS: u32 = 20_000;
+/// Default of `serve --max-threads`.
+pub const DEFAULT_MAX_THREADS: u32 = 64;
+
+/// Refuses a test with more flows or threads than this agent allows.
+fn check_flows(cfg: &AgentConfig, w: &Workload) -> Result<()> {
+    let flows = w.connections();
+    if flows > cfg.max_flows {
+        bail!(
+            "{flows} flows exceed this agent's limit of {} (set by `serve --max-flows`): ask for fewer --flows",
+            cfg.max_flows
+        );
+    }
+    if let Some((_, t)) = w.multiplexed() {
+        if t > cfg.max_threads {
+            bail!(
+                "{t} threads exceed this agent's limit of {} (set by `serve --max-threads`): ask for fewer --threads",
+                cfg.max_threads
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Time a new connection has, in total (not per read), to present a valid hello: a client
@@ -509,6 +539,8 @@ fn run_test(
 ) -> Result<SideReport> {
     w.validate().map_err(|e| anyhow!(e))?;
     check_duration(cfg, duration_ms)?;
+    check_flows(cfg, w)?;
+    crate::fds::make_room(w, "the agent").map_err(|e| anyhow!(e))?;
     if let Some(cpu) = server_cpu {
         if !cpu_allowed(cpu) {
             bail!("server CPU {cpu} does not exist or is not allowed on the agent's machine");
@@ -521,6 +553,11 @@ fn run_test(
     let ip = ctl.local_addr()?.ip();
     let client = ctl.peer_addr()?.ip();
     let listener = TcpListener::bind((ip, 0)).context("binding a data port")?;
+    // Thousands of flows connect at once: a deeper backlog, set before Ready (the client
+    // starts connecting as soon as it has the port).
+    if let Some((flows, _)) = w.multiplexed() {
+        virtperf_load::mux::deepen_backlog(&listener, flows.max(128))?;
+    }
     let data_port = listener.local_addr()?.port();
     write_message(ctl, &Message::Ready { data_port })?;
 
@@ -529,6 +566,7 @@ fn run_test(
         wake: roles::Wake::default(),
     };
     let side = td.side.clone();
+    let setup0 = Instant::now();
     let handles = roles::server(
         w,
         roles::ServerHalf {
@@ -540,6 +578,7 @@ fn run_test(
         },
     )?;
 
+    let setup_s = w.multiplexed().map(|_| setup0.elapsed().as_secs_f64());
     match recv(ctl, SETUP_TIMEOUT, "start")? {
         Message::Start => {}
         other => bail!("expected start, got {}", kind(&other)),
@@ -584,6 +623,7 @@ fn run_test(
         flows: joined.flow_stats(),
         transactions: joined.transactions(),
         events: Some(events),
+        setup_s,
     };
     write_message(
         ctl,

@@ -4,8 +4,8 @@
 use virtperf_load::http::Fetched;
 use virtperf_measure::{latency, split, LatencyHistogram};
 use virtperf_wire::{
-    BulkOutcome, CpuAccounting, Download, Env, Envs, Events, HttpOutcome, NicEvents, Outcome,
-    PinnedEvents, RrOutcome, SideCpu, SideEvents, SideReport, StreamFlow, StreamOutcome,
+    BulkOutcome, CpuAccounting, Download, Env, Envs, Events, FlowSpread, HttpOutcome, NicEvents,
+    Outcome, PinnedEvents, RrOutcome, SideCpu, SideEvents, SideReport, StreamFlow, StreamOutcome,
     TestResult, Workload, RESULT_SCHEMA,
 };
 
@@ -223,6 +223,34 @@ fn rr_outcome(c: &Collected, server: &SideReport, warnings: &mut Vec<String>) ->
         },
         latency: lat,
         histogram: hist,
+        flow_spread: c.plan.workload.multiplexed().and_then(|(_, t)| {
+            // Every flow over the same interval: the test's, so a flow that started late
+            // or stalled shows as slow rather than as short.
+            let rates: Vec<f64> = c
+                .client
+                .flows
+                .iter()
+                .map(|f| {
+                    if elapsed > 0.0 {
+                        f.transactions as f64 / elapsed
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            FlowSpread::of(&rates).map(|s| FlowSpread {
+                // crr's agent serves connections, not flows: it counts none.
+                server_flows: if matches!(c.plan.workload, Workload::Rr { .. }) {
+                    server.flows.len() as u32
+                } else {
+                    0
+                },
+                threads: t,
+                unit: "transactions/s".into(),
+                setup_s: c.client.setup_s.unwrap_or(0.0),
+                ..s
+            })
+        }),
     };
     if let Workload::Rr {
         rate_per_s: Some(want),
@@ -278,6 +306,16 @@ fn stream_outcome(
             "receiver counted {receiver_bytes} bytes but sender sent {sender_bytes}: a connection ended early"
         ));
     }
+    let flow_spread = c.plan.workload.multiplexed().and_then(|(_, t)| {
+        let rates: Vec<f64> = flows.iter().map(|f| f.mbps).collect();
+        FlowSpread::of(&rates).map(|s| FlowSpread {
+            server_flows: server.flows.len() as u32,
+            threads: t,
+            unit: "Mbit/s".into(),
+            setup_s: c.client.setup_s.unwrap_or(0.0),
+            ..s
+        })
+    });
     let o = StreamOutcome {
         direction: direction(reverse),
         mbps: mbps(receiver_bytes, elapsed),
@@ -285,6 +323,7 @@ fn stream_outcome(
         sender_bytes,
         elapsed_s: elapsed,
         flows,
+        flow_spread,
     };
     (Outcome::Stream(o), receiver_bytes as f64 / 1024.0, "KB")
 }

@@ -16,6 +16,7 @@ pub mod capture;
 pub mod cleanup;
 pub mod client;
 pub mod explain;
+pub mod fds;
 pub mod knob;
 pub mod lock;
 pub mod parse;

@@ -16,11 +16,13 @@ use anyhow::{Context, Result};
 use virtperf_load::http::{self, Fetched};
 use virtperf_load::interval::Meter;
 use virtperf_load::sock::prepare_data_socket;
-use virtperf_load::{bulk, crr, rr, stream};
+use virtperf_load::{bulk, crr, mux, rr, stream};
 use virtperf_wire::{SockOpts, Workload};
 
 use crate::side::WorkerOut;
-use crate::side::{accept_n, spawn_conn_worker, spawn_private_worker, spawn_worker, Ctl};
+use crate::side::{
+    accept_n, spawn_conn_worker, spawn_mux_worker, spawn_private_worker, spawn_worker, Ctl,
+};
 use crate::{DATA_TIMEOUT, SETUP_TIMEOUT};
 
 /// One side's worker threads, joined after the test.
@@ -90,6 +92,89 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<M
         m
     };
     match *w {
+        // Flows multiplexed on threads (neper's design): every connection is opened here,
+        // before the gate, and each thread takes an even share.
+        Workload::Rr {
+            request,
+            response,
+            flows,
+            threads: Some(t),
+            ..
+        } => {
+            let conns = connect_all(data, flows, true, &sock)?;
+            for (i, share) in mux::spread(conns, t.min(flows) as usize)
+                .into_iter()
+                .enumerate()
+            {
+                let m = meter();
+                handles.push(spawn_mux_worker(
+                    &format!("rr-mux-{i}"),
+                    side,
+                    move |c, h| {
+                        mux::rr_client(share, request as usize, response as usize, &c.stop, h, &m)
+                    },
+                )?);
+            }
+        }
+        Workload::Stream {
+            send_size,
+            flows,
+            reverse,
+            recv_size,
+            threads: Some(t),
+            ..
+        } => {
+            let conns = connect_all(data, flows, false, &sock)?;
+            for (i, share) in mux::spread(conns, t.min(flows) as usize)
+                .into_iter()
+                .enumerate()
+            {
+                let m = meter();
+                handles.push(spawn_mux_worker(
+                    &format!("stream-mux-{i}"),
+                    side,
+                    move |c, _| {
+                        if reverse {
+                            mux::stream_recv(share, recv_len(recv_size), &c.stop, &m)
+                        } else {
+                            mux::stream_send(share, send_size as usize, &c.stop, &m)
+                        }
+                    },
+                )?);
+            }
+        }
+        Workload::Crr {
+            request,
+            response,
+            flows,
+            threads: Some(t),
+            ..
+        } => {
+            // crr connects per transaction: each thread opens its share itself.
+            for (i, k) in mux::spread((0..flows).collect(), t.min(flows) as usize)
+                .into_iter()
+                .enumerate()
+            {
+                let m = meter();
+                let k = k.len();
+                handles.push(spawn_mux_worker(
+                    &format!("crr-mux-{i}"),
+                    side,
+                    move |c, h| {
+                        mux::crr_client(
+                            data,
+                            k,
+                            request as usize,
+                            response as usize,
+                            &sock,
+                            &c.stop,
+                            h,
+                            &m,
+                        )
+                    },
+                )?);
+            }
+        }
         Workload::Rr {
             request,
             response,
@@ -159,6 +244,7 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<M
             reverse,
             recv_size,
             recv_wait,
+            ..
         } => {
             for i in 0..flows {
                 let s = connect_data(data, false, &sock)?;
@@ -217,6 +303,82 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
         Workload::Rr {
             request,
             response,
+            flows,
+            threads: Some(t),
+            ..
+        } => {
+            let conns = accept_data(listener, client, flows as usize, true, &sock)?;
+            for (i, share) in mux::spread(conns, t.min(flows) as usize)
+                .into_iter()
+                .enumerate()
+            {
+                handles.push(spawn_mux_worker(
+                    &format!("rr-mux-{i}"),
+                    side,
+                    move |c, _| mux::rr_server(share, request as usize, response as usize, &c.stop),
+                )?);
+            }
+        }
+        Workload::Stream {
+            send_size,
+            flows,
+            reverse,
+            recv_size,
+            threads: Some(t),
+            ..
+        } => {
+            let conns = accept_data(listener, client, flows as usize, false, &sock)?;
+            for (i, share) in mux::spread(conns, t.min(flows) as usize)
+                .into_iter()
+                .enumerate()
+            {
+                // The agent keeps no time series: its meter is written and never read.
+                let m = Meter::new(None);
+                handles.push(spawn_mux_worker(
+                    &format!("stream-mux-{i}"),
+                    side,
+                    move |c, _| {
+                        if reverse {
+                            mux::stream_send(share, send_size as usize, &c.stop, &m)
+                        } else {
+                            mux::stream_recv(share, recv_len(recv_size), &c.stop, &m)
+                        }
+                    },
+                )?);
+            }
+        }
+        Workload::Crr {
+            request,
+            response,
+            flows,
+            threads: Some(t),
+            ..
+        } => {
+            // Options set on the listener are inherited by every accepted connection.
+            prepare_data_socket(&listener, DATA_TIMEOUT, true, &sock)?;
+            let l = Arc::new(listener);
+            wake.listener = Some(l.clone());
+            for i in 0..t.min(flows) {
+                let l = l.clone();
+                handles.push(spawn_mux_worker(
+                    &format!("crr-mux-{i}"),
+                    side,
+                    move |c, _| {
+                        mux::crr_server(
+                            &l,
+                            Some(client),
+                            request as usize,
+                            response as usize,
+                            &c.stop,
+                        )
+                        .map(|n| vec![n])
+                    },
+                )?);
+            }
+        }
+        Workload::Rr {
+            request,
+            response,
             server_wait,
             flows,
             ..
@@ -233,6 +395,7 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
             send_size,
             recv_size,
             recv_wait,
+            ..
         } => {
             for (i, s) in accept_data(listener, client, flows as usize, false, &sock)?
                 .into_iter()
@@ -305,6 +468,26 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
     Ok(handles)
 }
 
+/// A receive size for multiplexed stream receivers: the workload's, else 128 KiB
+/// (netperf's default, as the blocking receivers use).
+fn recv_len(recv_size: Option<u32>) -> usize {
+    recv_size.map_or(128 << 10, |r| r as usize)
+}
+
+/// Opens `flows` data connections one after another (the agent accepts them as they come).
+fn connect_all(
+    addr: SocketAddr,
+    flows: u32,
+    nodelay: bool,
+    sock: &SockOpts,
+) -> Result<Vec<TcpStream>> {
+    (0..flows)
+        .map(|i| {
+            connect_data(addr, nodelay, sock).with_context(|| format!("flow {} of {flows}", i + 1))
+        })
+        .collect()
+}
+
 fn connect_data(addr: SocketAddr, nodelay: bool, sock: &SockOpts) -> Result<TcpStream> {
     let s = TcpStream::connect_timeout(&addr, SETUP_TIMEOUT)
         .with_context(|| format!("opening a data connection to {addr}"))?;
@@ -354,6 +537,8 @@ mod tests {
             verbose: false,
             allow_drive,
             concurrent: Some(16),
+            max_flows: agent::DEFAULT_MAX_FLOWS,
+            max_threads: agent::DEFAULT_MAX_THREADS,
         };
         let listener = agent::bind(&cfg).expect("bind");
         let addr = listener.local_addr().expect("address");
@@ -398,6 +583,7 @@ mod tests {
                 reverse,
                 recv_size: None,
                 recv_wait: None,
+                threads: None,
             };
             let r = client::run(&t, &plan(w), &|_| {}).expect("stream");
             let Outcome::Stream(o) = &r.outcome else {

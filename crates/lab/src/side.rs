@@ -44,7 +44,8 @@ impl Gate {
 
 /// What one worker thread returns.
 pub(crate) struct WorkerOut {
-    pub counts: Counts,
+    /// One entry per flow the worker served (one, unless it multiplexes flows).
+    pub flows: Vec<Counts>,
     pub cpu: ThreadCpu,
     pub hist: Option<LatencyHistogram>,
 }
@@ -91,6 +92,22 @@ pub(crate) fn spawn_worker<F>(
 where
     F: FnOnce(&Ctl, &mut LatencyHistogram) -> std::io::Result<Counts> + Send + 'static,
 {
+    spawn(name, ctl, Table::Shared, move |c, h| {
+        body(c, h).map(|n| vec![n])
+    })
+}
+
+/// Like [`spawn_worker`], for a worker that serves many flows (`--threads`) and returns
+/// one count per flow. Its table stays shared: a private copy would hold every other
+/// thread's thousands of sockets until each closed them one by one.
+pub(crate) fn spawn_mux_worker<F>(
+    name: &str,
+    ctl: &Ctl,
+    body: F,
+) -> Result<JoinHandle<Result<WorkerOut>>>
+where
+    F: FnOnce(&Ctl, &mut LatencyHistogram) -> std::io::Result<Vec<Counts>> + Send + 'static,
+{
     spawn(name, ctl, Table::Shared, body)
 }
 
@@ -113,7 +130,7 @@ where
 {
     let fd = s.as_raw_fd();
     spawn(name, ctl, Table::Private(Some(fd)), move |c, h| {
-        body(c, h, &mut s)
+        body(c, h, &mut s).map(|n| vec![n])
     })
 }
 
@@ -127,7 +144,9 @@ pub(crate) fn spawn_private_worker<F>(
 where
     F: FnOnce(&Ctl, &mut LatencyHistogram) -> std::io::Result<Counts> + Send + 'static,
 {
-    spawn(name, ctl, Table::Private(None), body)
+    spawn(name, ctl, Table::Private(None), move |c, h| {
+        body(c, h).map(|n| vec![n])
+    })
 }
 
 /// In a private descriptor table: closes every descriptor above stderr except `keep`.
@@ -152,7 +171,7 @@ fn close_all_but(keep: Option<RawFd>) {
 
 fn spawn<F>(name: &str, ctl: &Ctl, table: Table, body: F) -> Result<JoinHandle<Result<WorkerOut>>>
 where
-    F: FnOnce(&Ctl, &mut LatencyHistogram) -> std::io::Result<Counts> + Send + 'static,
+    F: FnOnce(&Ctl, &mut LatencyHistogram) -> std::io::Result<Vec<Counts>> + Send + 'static,
 {
     let ctl = ctl.clone();
     let private = matches!(table, Table::Private(_));
@@ -182,9 +201,9 @@ where
             }
             let mut hist = new_histogram();
             let t0 = thread_cpu();
-            let counts = body(&ctl, &mut hist)?;
+            let flows = body(&ctl, &mut hist)?;
             Ok(WorkerOut {
-                counts,
+                flows,
                 cpu: thread_cpu_since(t0),
                 hist: (!hist.is_empty()).then_some(hist),
             })
@@ -229,7 +248,8 @@ pub(crate) fn accept_n(
                         timeout.as_secs()
                     ));
                 }
-                std::thread::sleep(Duration::from_millis(2));
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                virtperf_load::mux::wait_readable(listener, left.min(Duration::from_millis(100)))?;
             }
             Err(e) => return Err(anyhow!("accepting data connection: {e}")),
         }
@@ -254,6 +274,7 @@ impl Joined {
                 bytes_rx: c.bytes_rx,
                 bytes_tx: c.bytes_tx,
                 active_s: c.active.as_secs_f64(),
+                transactions: c.transactions,
             })
             .collect()
     }
@@ -270,7 +291,7 @@ pub(crate) fn join_all(handles: Vec<JoinHandle<Result<WorkerOut>>>) -> Result<Jo
     for h in handles {
         match h.join() {
             Ok(Ok(w)) => {
-                j.flows.push(w.counts);
+                j.flows.extend(w.flows);
                 j.cpu.add(w.cpu);
                 if let Some(h) = w.hist {
                     match &mut j.hist {

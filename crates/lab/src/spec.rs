@@ -168,6 +168,9 @@ struct RawWorkload {
     /// stream, bulk, rr, crr: record a time series with intervals this long.
     #[serde(default)]
     interval: Option<Spanned<String>>,
+    /// rr, crr, stream: worker threads per side multiplexing the flows on epoll.
+    #[serde(default)]
+    threads: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -633,6 +636,7 @@ struct Fixed {
     recv_wait: Option<RecvWait>,
     bytes: Option<u64>,
     count: u32,
+    threads: Option<u32>,
 }
 
 impl Fixed {
@@ -722,6 +726,7 @@ impl Fixed {
             recv_wait,
             bytes,
             count,
+            threads: r.threads.as_ref().map(|t| *t.get_ref()),
         })
     }
 }
@@ -729,9 +734,18 @@ impl Fixed {
 /// Refuses an unknown kind, and keys the kind does not take, each at its line.
 fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> {
     let allowed: &[&str] = match kind {
-        "rr" => &["size", "cpus", "wait", "gap", "rate", "flows", "interval"],
-        "crr" => &["size", "cpus", "wait", "interval"],
-        "stream" => &["send_size", "flows", "reverse", "cpus", "interval"],
+        "rr" => &[
+            "size", "cpus", "wait", "gap", "rate", "flows", "threads", "interval",
+        ],
+        "crr" => &["size", "cpus", "wait", "flows", "threads", "interval"],
+        "stream" => &[
+            "send_size",
+            "flows",
+            "threads",
+            "reverse",
+            "cpus",
+            "interval",
+        ],
         "bulk" => &["bytes", "send_size", "reverse", "cpus", "interval"],
         "http" => &["bytes", "count", "cpus"],
         other => {
@@ -742,7 +756,8 @@ fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> 
             )
         }
     };
-    let present: [(&str, Option<std::ops::Range<usize>>); 11] = [
+    let present: [(&str, Option<std::ops::Range<usize>>); 12] = [
+        ("threads", r.threads.as_ref().map(|s| s.span())),
         ("interval", r.interval.as_ref().map(|s| s.span())),
         ("wait", r.wait.as_ref().map(|s| s.span())),
         ("gap", r.gap.as_ref().map(|s| s.span())),
@@ -782,12 +797,15 @@ fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Workload {
             gap_us: c.gap,
             rate_per_s: f.rate,
             flows: c.flows,
+            threads: f.threads,
         },
         "crr" => Workload::Crr {
             request,
             response,
             client_wait: f.wait.0,
             server_wait: f.wait.1,
+            flows: c.flows,
+            threads: f.threads,
         },
         "stream" => Workload::Stream {
             send_size: c.send,
@@ -795,6 +813,7 @@ fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Workload {
             reverse: c.reverse,
             recv_size: f.recv_size,
             recv_wait: f.recv_wait,
+            threads: f.threads,
         },
         "bulk" => Workload::Bulk {
             bytes: f.bytes.unwrap_or(1),
@@ -1168,6 +1187,7 @@ socket = { nodelay = true, busy_poll_us = 50 }
                 reverse: false,
                 recv_size: None,
                 recv_wait: None,
+                threads: None,
             }
         );
         assert_eq!(s.points[0].duration, Duration::from_secs(2));
@@ -1497,6 +1517,42 @@ socket = { nodelay = true, busy_poll_us = 50 }
         );
         assert_eq!(l, 5, "{m}");
         assert!(m.contains("not both"), "{m}");
+    }
+
+    /// `threads` reaches rr, crr and stream points, fixed while `flows` sweeps (a single
+    /// flow then runs on one thread); other kinds refuse it at its line.
+    #[test]
+    fn threads_multiplex_a_flow_sweep() {
+        let s = parse(
+            "name = \"x\"\n[[workload]]\nkind = \"rr\"\nthreads = 2\nflows = [1, 100, 1000]\n",
+        )
+        .unwrap();
+        let m: Vec<_> = s.points.iter().map(|p| p.workload.multiplexed()).collect();
+        assert_eq!(m, [Some((1, 1)), Some((100, 2)), Some((1000, 2))]);
+        assert!(s.points.iter().all(|p| p.workload.validate().is_ok()));
+        for kind in ["crr", "stream"] {
+            let s = parse(&format!(
+                "name = \"x\"\n[[workload]]\nkind = \"{kind}\"\nthreads = 2\nflows = 10\n"
+            ))
+            .unwrap();
+            assert_eq!(s.points[0].workload.multiplexed(), Some((10, 2)), "{kind}");
+        }
+        let s = parse(include_str!("../../../recipes/flows.toml")).unwrap();
+        let m: Vec<_> = s.points.iter().map(|p| p.workload.multiplexed()).collect();
+        assert_eq!(
+            m,
+            [
+                Some((1, 1)),
+                Some((100, 2)),
+                Some((1000, 2)),
+                Some((10000, 2))
+            ]
+        );
+        let (l, m) = line_of_error(
+            "name = \"x\"\n[[workload]]\nkind = \"bulk\"\nbytes = \"1MB\"\nthreads = 2\n",
+        );
+        assert_eq!(l, 5, "{m}");
+        assert!(m.contains("take no \"threads\""), "{m}");
     }
 
     /// `interval` reaches the point; a too-short one, one longer than the trial, and one

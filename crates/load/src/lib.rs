@@ -11,6 +11,7 @@ pub mod bulk;
 pub mod crr;
 pub mod http;
 pub mod interval;
+pub mod mux;
 pub mod rr;
 pub mod sock;
 pub mod stream;

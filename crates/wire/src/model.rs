@@ -14,8 +14,13 @@ pub const RESULT_SCHEMA: &str = "virtperf.result/1";
 /// ones only measure memory allocation. Not the control protocol's frame cap
 /// ([`crate::MAX_CONTROL_FRAME`]).
 pub const MAX_IO_SIZE: u32 = 64 << 20;
-/// Most parallel flows in one stream test.
+/// Most parallel flows in one test with a thread per flow (no `threads`).
 pub const MAX_FLOWS: u32 = 256;
+/// Most flows in one test multiplexed on worker threads (`threads`): each is a socket on
+/// both sides, so the file-descriptor limit usually binds first.
+pub const MAX_MUX_FLOWS: u32 = 100_000;
+/// Most worker threads per side (`threads`).
+pub const MAX_THREADS: u32 = 256;
 /// Largest byte count for bulk and http transfers (1 TiB).
 pub const MAX_TRANSFER: u64 = 1 << 40;
 fn one_flow() -> u32 {
@@ -50,6 +55,15 @@ pub fn bytes_text(n: u64) -> String {
     }
 }
 
+/// `, on 2 threads` for multiplexed flows, nothing for a thread per flow.
+fn on_threads(threads: Option<u32>) -> String {
+    match threads {
+        Some(1) => ", on 1 thread".into(),
+        Some(t) => format!(", on {t} threads"),
+        None => String::new(),
+    }
+}
+
 /// `1 B request / 1 B response`, and how the sides wait when they do not block.
 fn sizes_and_waits(request: u32, response: u32, client: Wait, server: Wait) -> String {
     let mut t = format!("{request} B request / {response} B response");
@@ -76,11 +90,13 @@ impl Workload {
                 gap_us,
                 rate_per_s,
                 flows,
+                threads,
             } => {
                 let mut t = sizes_and_waits(*request, *response, *client_wait, *server_wait);
                 if *flows > 1 {
                     t.push_str(&format!(", {flows} flows"));
                 }
+                t.push_str(&on_threads(*threads));
                 if let Some(g) = gap_us {
                     t.push_str(&format!(", {g} µs gap"));
                 }
@@ -94,15 +110,25 @@ impl Workload {
                 response,
                 client_wait,
                 server_wait,
-            } => sizes_and_waits(*request, *response, *client_wait, *server_wait),
+                flows,
+                threads,
+            } => {
+                let mut t = sizes_and_waits(*request, *response, *client_wait, *server_wait);
+                if *flows > 1 {
+                    t.push_str(&format!(", {flows} flows"));
+                }
+                t.push_str(&on_threads(*threads));
+                t
+            }
             Workload::Stream {
                 send_size,
                 flows,
                 reverse,
                 recv_size,
                 recv_wait,
+                threads,
             } => format!(
-                "{} sends{}{}, {flows} flow{}, {}",
+                "{} sends{}{}, {flows} flow{}{}, {}",
                 bytes_text(u64::from(*send_size)),
                 recv_size
                     .map(|r| format!(" / {} receives", bytes_text(u64::from(r))))
@@ -111,6 +137,7 @@ impl Workload {
                     .map(|w| format!(" ({}ing receiver)", w.name()))
                     .unwrap_or_default(),
                 if *flows == 1 { "" } else { "s" },
+                on_threads(*threads),
                 if *reverse {
                     "server→client"
                 } else {
@@ -161,6 +188,10 @@ pub enum Workload {
         /// shared among them, their schedules staggered); absent: one.
         #[serde(default = "one_flow", skip_serializing_if = "is_one_flow")]
         flows: u32,
+        /// Worker threads per side, each multiplexing its share of the flows on epoll
+        /// (neper's design); absent: one thread per flow.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        threads: Option<u32>,
     },
     /// A new connection per request/response (netperf TCP_CRR).
     Crr {
@@ -174,6 +205,13 @@ pub enum Workload {
         /// How the server waits for each request (absent: blocking).
         #[serde(default, skip_serializing_if = "Wait::is_block")]
         server_wait: Wait,
+        /// Concurrent connect/request/response loops (needs `threads` above one); absent: one.
+        #[serde(default = "one_flow", skip_serializing_if = "is_one_flow")]
+        flows: u32,
+        /// Worker threads per side multiplexing the flows on epoll; absent: one blocking
+        /// thread.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        threads: Option<u32>,
     },
     /// Unidirectional stream for a duration (netperf TCP_STREAM, iperf3).
     Stream {
@@ -190,6 +228,10 @@ pub enum Workload {
         /// How the receiving end waits for data; None: [`RecvWait::Poll`].
         #[serde(default, skip_serializing_if = "Option::is_none")]
         recv_wait: Option<RecvWait>,
+        /// Worker threads per side multiplexing the flows on epoll; absent: one thread per
+        /// flow.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        threads: Option<u32>,
     },
     /// Move a fixed number of bytes over one connection and time it.
     Bulk {
@@ -284,6 +326,8 @@ impl Workload {
             response,
             client_wait: Wait::Block,
             server_wait: Wait::Block,
+            flows: 1,
+            threads: None,
         }
     }
 
@@ -297,6 +341,41 @@ impl Workload {
             gap_us: None,
             rate_per_s: None,
             flows: 1,
+            threads: None,
+        }
+    }
+
+    /// Flows and worker threads per side when the flows are multiplexed on threads
+    /// (`--threads`), for the engines that do so. Never more threads than flows, so a
+    /// sweep `flows = [1, 100]` with `threads = 2` runs its single flow on one thread.
+    pub fn multiplexed(&self) -> Option<(u32, u32)> {
+        match *self {
+            Workload::Rr {
+                flows,
+                threads: Some(t),
+                ..
+            }
+            | Workload::Crr {
+                flows,
+                threads: Some(t),
+                ..
+            }
+            | Workload::Stream {
+                flows,
+                threads: Some(t),
+                ..
+            } => Some((flows, t.min(flows))),
+            _ => None,
+        }
+    }
+
+    /// Data connections each side holds open at once (crr: one per flow while it runs).
+    pub fn connections(&self) -> u32 {
+        match *self {
+            Workload::Rr { flows, .. }
+            | Workload::Crr { flows, .. }
+            | Workload::Stream { flows, .. } => flows,
+            Workload::Bulk { .. } | Workload::Http { .. } => 1,
         }
     }
 
@@ -334,6 +413,21 @@ impl Workload {
             }
             Ok(())
         }
+        fn check_flows(flows: u32, threads: Option<u32>) -> Result<(), String> {
+            match threads {
+                None if flows == 0 || flows > MAX_FLOWS => Err(format!(
+                    "flows must be between 1 and {MAX_FLOWS} with a thread per flow, got {flows} (add --threads 2 to multiplex up to {MAX_MUX_FLOWS})"
+                )),
+                None => Ok(()),
+                Some(t) if t == 0 || t > MAX_THREADS => Err(format!(
+                    "threads must be between 1 and {MAX_THREADS}, got {t}"
+                )),
+                Some(_) if flows == 0 || flows > MAX_MUX_FLOWS => Err(format!(
+                    "flows must be between 1 and {MAX_MUX_FLOWS}, got {flows}"
+                )),
+                Some(_) => Ok(()),
+            }
+        }
         fn bytes(v: u64) -> Result<(), String> {
             if v == 0 || v > MAX_TRANSFER {
                 return Err(format!(
@@ -351,14 +445,17 @@ impl Workload {
                 gap_us,
                 rate_per_s,
                 flows,
+                threads,
             } => {
                 size("request size", request)?;
                 size("response size", response)?;
                 check_waits(client_wait, server_wait)?;
-                if flows == 0 || flows > MAX_FLOWS {
-                    return Err(format!(
-                        "flows must be between 1 and {MAX_FLOWS}, got {flows}"
-                    ));
+                check_flows(flows, threads)?;
+                if threads.is_some() && (gap_us.is_some() || rate_per_s.is_some()) {
+                    return Err("--threads runs flows back to back: drop --gap/--rate, or drop --threads for a thread per flow".into());
+                }
+                if threads.is_some() && !(client_wait.is_block() && server_wait.is_block()) {
+                    return Err("--threads waits in epoll_wait: drop --wait, or drop --threads for a thread per flow".into());
                 }
                 if gap_us.is_some_and(|g| g > 1_000_000) {
                     return Err("the gap between transactions must be at most 1s".into());
@@ -383,27 +480,36 @@ impl Workload {
                 response,
                 client_wait,
                 server_wait,
+                flows,
+                threads,
             } => {
                 size("request size", request)?;
                 size("response size", response)?;
-                check_waits(client_wait, server_wait)
+                check_waits(client_wait, server_wait)?;
+                if flows > 1 && threads.is_none() {
+                    return Err(format!(
+                        "crr with {flows} flows needs --threads (its flows are multiplexed on worker threads)"
+                    ));
+                }
+                if threads.is_some() && !(client_wait.is_block() && server_wait.is_block()) {
+                    return Err(
+                        "--threads waits in epoll_wait: drop --wait, or drop --threads".into(),
+                    );
+                }
+                check_flows(flows, threads)
             }
             Workload::Stream {
                 send_size,
                 flows,
                 recv_size,
+                threads,
                 ..
             } => {
                 size("send size", send_size)?;
                 if let Some(r) = recv_size {
                     size("receive size", r)?;
                 }
-                if flows == 0 || flows > MAX_FLOWS {
-                    return Err(format!(
-                        "flows must be between 1 and {MAX_FLOWS}, got {flows}"
-                    ));
-                }
-                Ok(())
+                check_flows(flows, threads)
             }
             Workload::Bulk {
                 bytes: b,
@@ -759,6 +865,64 @@ pub struct FlowStats {
     /// Seconds from the first byte received to the last (receivers), or from the first send
     /// to the last (senders).
     pub active_s: f64,
+    /// Transactions on this connection (rr and crr flows multiplexed on threads; absent
+    /// otherwise).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub transactions: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Per-flow rates of a test whose flows are multiplexed on threads (`--threads`): how
+/// evenly the work was shared, not only its total.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FlowSpread {
+    /// Flows the client counted (connections that took part).
+    pub flows: u32,
+    /// Flows the agent counted.
+    pub server_flows: u32,
+    /// Worker threads per side.
+    pub threads: u32,
+    /// Unit of the rates: `transactions/s` (rr, crr) or `Mbit/s` (stream).
+    pub unit: String,
+    /// Slowest flow.
+    pub min: f64,
+    /// Median flow.
+    pub p50: f64,
+    /// Fastest flow.
+    pub max: f64,
+    /// Jain's fairness index, (Σx)² / (n·Σx²): 1 when every flow got the same rate, 1/n
+    /// when one flow got everything.
+    pub jain: f64,
+    /// Seconds the client took to open every data connection (and the agent to accept
+    /// them), before the measured interval began; for crr, whose connections are the
+    /// workload, the first round of connects is inside the interval and this is 0.
+    pub setup_s: f64,
+}
+
+impl FlowSpread {
+    /// The spread of `rates` (one per flow); None when there are none.
+    pub fn of(rates: &[f64]) -> Option<FlowSpread> {
+        if rates.is_empty() {
+            return None;
+        }
+        let mut v = rates.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len() as f64;
+        let sum: f64 = v.iter().sum();
+        let sq: f64 = v.iter().map(|x| x * x).sum();
+        Some(FlowSpread {
+            flows: v.len() as u32,
+            min: v[0],
+            p50: v[(v.len() - 1) / 2],
+            max: v[v.len() - 1],
+            // All zero: nobody got anything, which is even.
+            jain: if sq > 0.0 { sum * sum / (n * sq) } else { 1.0 },
+            ..Default::default()
+        })
+    }
 }
 
 /// What one side measured of its half of a test.
@@ -777,6 +941,10 @@ pub struct SideReport {
     /// Kernel events over the interval (absent from older agents).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub events: Option<EventCounts>,
+    /// Seconds this side took to set its data connections up, outside the measured
+    /// interval (flows multiplexed on threads; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup_s: Option<f64>,
 }
 
 /// Latency distribution summary, microseconds.
@@ -818,6 +986,9 @@ pub struct RrOutcome {
     pub latency: LatencySummary,
     /// The full latency histogram in HdrHistogram V2+deflate encoding, base64, nanoseconds.
     pub histogram: String,
+    /// Per-flow transaction rates (flows multiplexed on threads, `--threads`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_spread: Option<FlowSpread>,
 }
 
 /// One connection of a stream test.
@@ -848,6 +1019,9 @@ pub struct StreamOutcome {
     pub elapsed_s: f64,
     /// Per connection.
     pub flows: Vec<StreamFlow>,
+    /// Per-flow receiver throughput (flows multiplexed on threads, `--threads`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_spread: Option<FlowSpread>,
 }
 
 /// Outcome of a bulk transfer.
@@ -1170,6 +1344,17 @@ impl TestResult {
                 m("mb_per_s", "MB/s", o.mb_per_s, true),
             ],
         };
+        // Flows multiplexed on threads: how evenly they were served is a result too.
+        let spread = match &self.outcome {
+            Outcome::Rr(o) | Outcome::Crr(o) => o.flow_spread.as_ref().map(|s| (s, "trans/s")),
+            Outcome::Stream(o) => o.flow_spread.as_ref().map(|s| (s, "Mbit/s")),
+            _ => None,
+        };
+        if let Some((s, unit)) = spread {
+            v.push(m("flow_min", unit, s.min, true));
+            v.push(m("flow_jain", "", s.jain, true));
+            v.push(m("setup_s", "s", s.setup_s, false));
+        }
         let unit = if self.cpu.unit == "transaction" {
             "µs/tr"
         } else {

@@ -149,6 +149,8 @@ fn boot() -> Result<()> {
         allow_drive: true,
         // The guest is its own machine: its tests take the guest's lock.
         concurrent: None,
+        max_flows: crate::agent::DEFAULT_MAX_FLOWS,
+        max_threads: crate::agent::DEFAULT_MAX_THREADS,
     };
     let listener = agent::bind(&cfg)?;
     println!("{READY} {}:{}", params.ip, params.port);

@@ -1,0 +1,231 @@
+//! Many flows on few threads (`--flows N --threads T`), end to end on loopback: real
+//! sockets, a real agent process, short runs.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{assert_one_line_error, f, run_json, run_with_timeout, u};
+use virtperf_wire::TestResult;
+
+/// The hard open-file limit of this process (children inherit it), from /proc.
+fn hard_nofile() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    let hard = line.split_whitespace().nth(4)?;
+    if hard == "unlimited" {
+        Some(u64::MAX)
+    } else {
+        hard.parse().ok()
+    }
+}
+
+/// Skips (printing why) when this machine cannot give both processes `need` descriptors.
+fn enough_fds(need: u64) -> bool {
+    match hard_nofile() {
+        Some(h) if h >= need => true,
+        other => {
+            eprintln!("skipped: the hard open-file limit ({other:?}) is below {need}");
+            false
+        }
+    }
+}
+
+fn spread(v: &serde_json::Value) -> &serde_json::Value {
+    let s = &v["outcome"]["flow_spread"];
+    assert!(s.is_object(), "no flow_spread in {}", v["outcome"]);
+    s
+}
+
+/// Checks the distribution's shape: ordered, positive where every flow moved, Jain's index
+/// within (0, 1].
+fn check_spread(v: &serde_json::Value, flows: u64, threads: u64) {
+    let s = spread(v);
+    assert_eq!(s["flows"].as_u64(), Some(flows), "{s}");
+    assert_eq!(s["threads"].as_u64(), Some(threads), "{s}");
+    let (min, p50, max, jain) = (
+        f(v, "/outcome/flow_spread/min"),
+        f(v, "/outcome/flow_spread/p50"),
+        f(v, "/outcome/flow_spread/max"),
+        f(v, "/outcome/flow_spread/jain"),
+    );
+    assert!(min > 0.0, "a flow starved: {s}");
+    assert!(min <= p50 && p50 <= max, "{s}");
+    assert!(jain > 0.0 && jain <= 1.0 + 1e-9, "{s}");
+}
+
+/// The acceptance run: 1000 flows on 2 threads a side. Both sides count all 1000 flows,
+/// every transaction the client counted the agent served, and the set-up is timed apart.
+#[test]
+fn rr_with_1000_flows_on_2_threads_counts_every_flow_on_both_sides() {
+    if !enough_fds(1100) {
+        return;
+    }
+    let v = run_json(&["rr", "--flows", "1000", "--threads", "2", "-l", "1s"]);
+    let typed: TestResult = serde_json::from_value(v.clone()).expect("documented schema");
+    assert_eq!(typed.workload.multiplexed(), Some((1000, 2)));
+    check_spread(&v, 1000, 2);
+    assert_eq!(u(&v, "/outcome/flow_spread/server_flows"), 1000);
+    assert!(f(&v, "/outcome/flow_spread/setup_s") > 0.0);
+    let n = u(&v, "/outcome/transactions");
+    assert!(n >= 1000, "only {n} transactions for 1000 flows");
+    assert_eq!(u(&v, "/outcome/server_transactions"), n);
+    assert_eq!(u(&v, "/outcome/latency/count"), n);
+}
+
+/// crr multiplexed: every flow connects again and again, and the agent (two threads on one
+/// listener) answered every transaction the client counted.
+#[test]
+fn crr_with_threads_runs_every_flow() {
+    let v = run_json(&["crr", "--flows", "20", "--threads", "2", "-l", "1s"]);
+    assert_eq!(v["outcome"]["kind"], "crr");
+    check_spread(&v, 20, 2);
+    let n = u(&v, "/outcome/transactions");
+    assert!(n >= 20, "{n} transactions");
+    assert_eq!(u(&v, "/outcome/server_transactions"), n);
+}
+
+/// Streams multiplexed, both directions: per-flow receiver counts match the senders', and
+/// both sides count every flow.
+#[test]
+fn stream_with_threads_loses_no_bytes_either_way() {
+    for reverse in [false, true] {
+        let mut args = vec!["stream", "--flows", "40", "--threads", "2", "-l", "1s"];
+        if reverse {
+            args.push("-R");
+        }
+        let v = run_json(&args);
+        check_spread(&v, 40, 2);
+        assert_eq!(u(&v, "/outcome/flow_spread/server_flows"), 40);
+        assert_eq!(v["outcome"]["flows"].as_array().map(Vec::len), Some(40));
+        assert_eq!(
+            u(&v, "/outcome/receiver_bytes"),
+            u(&v, "/outcome/sender_bytes"),
+            "reverse {reverse}"
+        );
+    }
+}
+
+fn prlimit() -> Option<Command> {
+    let ok = Command::new("prlimit")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipped: prlimit (util-linux) is not installed");
+        return None;
+    }
+    Some(Command::new("prlimit"))
+}
+
+/// Too low a limit, soft and hard: one line naming what is needed, what is allowed, and how
+/// to raise it, before any agent is started.
+#[test]
+fn too_few_open_files_is_one_line_with_the_numbers() {
+    let Some(mut c) = prlimit() else { return };
+    c.args(["--nofile=512:512", env!("CARGO_BIN_EXE_virtperf")])
+        .args(["rr", "--flows", "3000", "--threads", "2", "-l", "1s"])
+        .env("VIRTPERF_ALLOW_CONCURRENT", "1");
+    let out = run_with_timeout(&mut c, Duration::from_secs(30));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_one_line_error(&err, "3064 open files");
+    for needle in ["only 512", "hard limit 512", "ulimit -n 3064"] {
+        assert!(err.contains(needle), "{needle:?} missing: {err}");
+    }
+}
+
+/// A low soft limit under a high enough hard one is raised, silently, on both sides (the
+/// agent is a child and inherits the soft limit).
+#[test]
+fn a_low_soft_limit_is_raised_to_the_hard_one() {
+    if !enough_fds(1200) {
+        return;
+    }
+    let Some(mut c) = prlimit() else { return };
+    c.args(["--nofile=256:1200", env!("CARGO_BIN_EXE_virtperf")])
+        .args([
+            "rr",
+            "--flows",
+            "1000",
+            "--threads",
+            "2",
+            "-l",
+            "500ms",
+            "--json",
+        ])
+        .env("VIRTPERF_ALLOW_CONCURRENT", "1");
+    let out = run_with_timeout(&mut c, Duration::from_secs(60));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(u(&v, "/outcome/flow_spread/server_flows"), 1000);
+}
+
+/// The agent's limits are its own (`serve --max-flows`, `--max-threads`): a test asking
+/// for more is refused in one line naming the option, and the agent goes on serving.
+#[test]
+fn the_agent_refuses_more_flows_or_threads_than_it_allows() {
+    let mut a = common::Agent::start(&["--max-flows", "10", "--max-threads", "2"]);
+    let port = a.port();
+    for (args, needle) in [
+        (
+            &["--flows", "20", "--threads", "2"][..],
+            "serve --max-flows",
+        ),
+        (&["--flows", "8", "--threads", "4"], "serve --max-threads"),
+    ] {
+        let (code, err) = common::run_fail(
+            &[
+                &["rr", "--host", "127.0.0.1", "--port", &port, "-l", "1s"][..],
+                args,
+            ]
+            .concat(),
+        );
+        assert_eq!(code, 1, "{err}");
+        assert_one_line_error(&err, needle);
+    }
+    assert!(a.alive());
+    let v = run_json(&[
+        "rr",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "-l",
+        "300ms",
+        "--flows",
+        "10",
+        "--threads",
+        "2",
+    ]);
+    assert_eq!(u(&v, "/outcome/flow_spread/server_flows"), 10);
+}
+
+/// An agent whose own limit is too low refuses in the same one line, naming itself.
+#[test]
+fn an_agent_with_too_few_open_files_says_so() {
+    let Some(mut base) = prlimit() else { return };
+    base.args(["--nofile=512:512", env!("CARGO_BIN_EXE_virtperf")])
+        .env("VIRTPERF_ALLOW_CONCURRENT", "1");
+    let a = common::Agent::start_from(base, &[]);
+    let (code, err) = common::run_fail(&[
+        "rr",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &a.port(),
+        "--flows",
+        "3000",
+        "--threads",
+        "2",
+        "-l",
+        "1s",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert_one_line_error(&err, "the agent may open only 512");
+}
