@@ -97,6 +97,10 @@ fn execute(common: &Common, plan: Plan) -> Result<()> {
     if !local && common.host.is_some() {
         bail!("--placement chooses the agent: drop --host");
     }
+    // Refusals that need no lock come first: a user without root, or with a ring size QEMU
+    // refuses, should not wait for another measurement to learn it.
+    let placement = common.placement()?;
+    placement.preflight()?;
     // Held until this function returns: the whole test, set-up and teardown included.
     let _machine = crate::machine::take(&common.lock)?;
     if common.placement.needs_root() {
@@ -122,7 +126,7 @@ fn execute(common: &Common, plan: Plan) -> Result<()> {
             },
             None,
         )),
-        None => place::open(&common.placement()?)?,
+        None => place::open(&placement)?,
     };
     // Live interval lines replace the progress bar (both would draw on stderr).
     let progress = Progress::new(

@@ -22,8 +22,13 @@ fn events_per_transaction_wait_modes_and_the_open_loop() {
             assert!(sw >= 0.9, "{side}: {sw} context switches per transaction");
             let e = &v["events"][side];
             let missing = e["missing"].to_string();
+            // The check holds on an otherwise idle machine: where other work kept the pinned
+            // CPU busy (a benchmark beside the suite), it never idles, and that is no defect.
+            let other = v["cpu"][side]["other_cpu_pct"].as_f64().unwrap_or(0.0);
             if missing.contains("cpuidle") {
                 eprintln!("skipped the idle-entry check: {missing}");
+            } else if other > 25.0 {
+                eprintln!("skipped the idle-entry check: other work used {other:.0}% of a CPU");
             } else {
                 let idle = e["pinned"]["per_unit"]["idle_entries"]
                     .as_f64()

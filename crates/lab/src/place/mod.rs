@@ -23,7 +23,7 @@ pub mod ssh;
 use std::fmt;
 use std::str::FromStr;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use virtperf_wire::TestResult;
 
 use crate::plan::{Plan, ProgressFn, Target};
@@ -155,6 +155,24 @@ impl Placement {
     /// Whether opening it needs root (it creates namespaces, taps or guests).
     pub fn needs_root(&self) -> bool {
         matches!(self, Placement::Netns(..) | Placement::Guest(..))
+    }
+
+    /// What can be refused before waiting for the machine lock or creating anything: root
+    /// where it is needed, a guest's device options (against the installed QEMU), kernel
+    /// arguments and module parameters. Opening the site checks them again.
+    pub fn preflight(&self) -> Result<()> {
+        if let Placement::Guest(_, o) = self {
+            guest::device::validate(&o.virtio)?;
+            guest::check_cmdline(o.cmdline.as_deref())?;
+            guest::module_params(&o.modules)?;
+        }
+        if self.needs_root() && !crate::is_root() {
+            match self {
+                Placement::Guest(..) => bail!("guest placements need root (they create a network namespace and tap devices)"),
+                _ => bail!("namespace placements need root (they create network namespaces and veth devices)"),
+            }
+        }
+        Ok(())
     }
 }
 
