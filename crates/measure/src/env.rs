@@ -274,7 +274,8 @@ fn kvm_platform() -> Option<String> {
 
 /// Tick mode, from nohz_full and the kernel config where readable.
 fn nohz_mode() -> String {
-    if let Some(full) = read_trim("/sys/devices/system/cpu/nohz_full") {
+    let full = read_trim("/sys/devices/system/cpu/nohz_full");
+    if let Some(full) = &full {
         if full != "(null)" {
             return format!("full (nohz_full={full})");
         }
@@ -282,6 +283,11 @@ fn nohz_mode() -> String {
     let cmdline = read_trim("/proc/cmdline").unwrap_or_default();
     if cmdline.split_whitespace().any(|a| a == "nohz=off") {
         return "periodic (nohz=off)".into();
+    }
+    // The nohz_full file exists only in a kernel built with CONFIG_NO_HZ_FULL, which
+    // implies tickless idle: enough where no kernel config is readable (a guest).
+    if full.is_some() && kernel_config().is_none() {
+        return "idle (CONFIG_NO_HZ_FULL built: /sys/devices/system/cpu/nohz_full exists, no nohz_full CPUs)".into();
     }
     if let Some(cfg) = kernel_config() {
         let has = |k: &str| cfg.lines().any(|l| l == format!("{k}=y"));
