@@ -177,6 +177,11 @@ fn device_options_kernel_arguments_and_module_parameters_reach_the_guest() {
         "rx_queue_size=1024",
         "--virtio",
         "mrg_rxbuf=off",
+        // Two queue pairs: a multiqueue tap, mq=on and the vectors for it.
+        "--virtio",
+        "queues=2",
+        "--vcpus",
+        "2",
         "--guest-cmdline",
         "nohz=off",
         // Passed at virtio_net's load (it reads napi_tx when it probes the device), and a
@@ -212,6 +217,8 @@ fn device_options_kernel_arguments_and_module_parameters_reach_the_guest() {
         .filter_map(|f| f.as_str())
         .collect();
     assert!(features.contains(&"version_1"), "{features:?}");
+    assert!(features.contains(&"mq"), "{features:?}");
+    assert_eq!(nic["queue_pairs"], 2, "{nic}");
     assert!(
         !features.contains(&"mrg_rxbuf"),
         "mrg_rxbuf=off: the feature was not negotiated: {features:?}"
