@@ -223,6 +223,10 @@ pub fn stream(a: StreamArgs) -> Result<()> {
         reverse: a.reverse,
         recv_size: a.recv_size,
         recv_wait: a.recv_wait,
+        protocol: Default::default(),
+        rate_bps: None,
+        gso: false,
+        gro: false,
     };
     execute(
         &a.common,

@@ -410,6 +410,7 @@ fn configs(
                 gap_us: None,
                 rate_per_s: None,
                 flows: 1,
+                protocol: Default::default(),
             },
             duration: opts.rr_duration,
             client_cpu: Some(cpus.0),

@@ -89,6 +89,10 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<M
         meters.push(m.clone());
         m
     };
+    if !w.protocol().is_tcp() {
+        let handles = crate::udp_roles::client(w, c, &mut meter)?;
+        return Ok((handles, meters));
+    }
     match *w {
         Workload::Rr {
             request,
@@ -159,6 +163,7 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<M
             reverse,
             recv_size,
             recv_wait,
+            ..
         } => {
             for i in 0..flows {
                 let s = connect_data(data, false, &sock)?;
@@ -212,6 +217,9 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
         side,
         wake,
     } = s;
+    if !w.protocol().is_tcp() {
+        return crate::udp_roles::server(w, listener, client, &sock, side);
+    }
     let mut handles = Vec::new();
     match *w {
         Workload::Rr {
@@ -233,6 +241,7 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
             send_size,
             recv_size,
             recv_wait,
+            ..
         } => {
             for (i, s) in accept_data(listener, client, flows as usize, false, &sock)?
                 .into_iter()
@@ -398,6 +407,10 @@ mod tests {
                 reverse,
                 recv_size: None,
                 recv_wait: None,
+                protocol: Default::default(),
+                rate_bps: None,
+                gso: false,
+                gro: false,
             };
             let r = client::run(&t, &plan(w), &|_| {}).expect("stream");
             let Outcome::Stream(o) = &r.outcome else {

@@ -162,9 +162,18 @@ struct RawWorkload {
     /// rr: idle time between a response and the next request; a list sweeps it.
     #[serde(default)]
     gap: Option<Spanned<OneOrMany<String>>>,
-    /// rr: open-loop request rate per second.
+    /// rr: open-loop request rate per second; UDP stream: bits per second (`2gbit`, 0:
+    /// unpaced).
     #[serde(default)]
-    rate: Option<Spanned<u32>>,
+    rate: Option<Spanned<SizeVal>>,
+    /// rr, stream: `tcp` (the default) or `udp`; a list sweeps it.
+    #[serde(default)]
+    protocol: Option<Spanned<OneOrMany<String>>>,
+    /// UDP stream: UDP_SEGMENT on the sender, UDP_GRO on the receiver.
+    #[serde(default)]
+    gso: Option<Spanned<bool>>,
+    #[serde(default)]
+    gro: Option<Spanned<bool>>,
     /// stream, bulk, rr, crr: record a time series with intervals this long.
     #[serde(default)]
     interval: Option<Spanned<String>>,
@@ -529,6 +538,8 @@ struct Axes {
     reverses: Vec<bool>,
     /// rr's idle gap between transactions, µs (None: back to back).
     gaps: Vec<Option<u64>>,
+    /// rr and stream: TCP or UDP.
+    protocols: Vec<virtperf_wire::Protocol>,
 }
 
 /// One point of the product.
@@ -540,6 +551,7 @@ struct Combo {
     flows: u32,
     reverse: bool,
     gap: Option<u64>,
+    protocol: virtperf_wire::Protocol,
 }
 
 impl Axes {
@@ -557,6 +569,9 @@ impl Axes {
                 parse::duration_up_to(v, Duration::from_secs(1), "1s")
                     .map(|d| Some(d.as_micros() as u64).filter(|g| *g > 0))
             })?,
+            protocols: axis(text, &r.protocol, Default::default(), |v: &String| {
+                virtperf_wire::Protocol::parse(v).map_err(anyhow::Error::msg)
+            })?,
         })
     }
 
@@ -569,6 +584,7 @@ impl Axes {
             self.flows.len(),
             self.reverses.len(),
             self.gaps.len(),
+            self.protocols.len(),
         ]
         .iter()
         .fold(1usize, |acc, &n| acc.saturating_mul(n))
@@ -581,13 +597,16 @@ impl Axes {
                 self.send_sizes.iter().flat_map(move |&send| {
                     self.flows.iter().flat_map(move |&flows| {
                         self.reverses.iter().flat_map(move |&reverse| {
-                            self.gaps.iter().map(move |&gap| Combo {
-                                cpu,
-                                size,
-                                send,
-                                flows,
-                                reverse,
-                                gap,
+                            self.gaps.iter().flat_map(move |&gap| {
+                                self.protocols.iter().map(move |&protocol| Combo {
+                                    cpu,
+                                    size,
+                                    send,
+                                    flows,
+                                    reverse,
+                                    gap,
+                                    protocol,
+                                })
                             })
                         })
                     })
@@ -605,6 +624,7 @@ impl Axes {
             ("reverse", self.reverses.len()),
             ("cpus", self.cpus.len()),
             ("gap", self.gaps.len()),
+            ("protocol", self.protocols.len()),
         ]
         .iter()
         .filter(|(_, n)| *n > 1)
@@ -619,6 +639,10 @@ struct Fixed {
     interval: Option<Duration>,
     wait: (virtperf_wire::Wait, virtperf_wire::Wait),
     rate: Option<u32>,
+    /// UDP stream pacing, bits/s (0: unpaced).
+    rate_bps: Option<u64>,
+    gso: bool,
+    gro: bool,
     recv_size: Option<u32>,
     recv_wait: Option<RecvWait>,
     bytes: Option<u64>,
@@ -690,11 +714,16 @@ impl Fixed {
             Some(w) => parse::wait(w.get_ref()).or_else(|m| err(text, w.span(), m))?,
             None => Default::default(),
         };
-        let rate = match &r.rate {
-            Some(v) => Some(
-                parse::rate_per_s(&v.get_ref().to_string()).or_else(|m| err(text, v.span(), m))?,
+        let (rate, rate_bps) = match &r.rate {
+            Some(v) if kind == "stream" => (
+                None,
+                Some(parse::bit_rate(&v.get_ref().text()).or_else(|m| err(text, v.span(), m))?),
             ),
-            None => None,
+            Some(v) => (
+                Some(parse::rate_per_s(&v.get_ref().text()).or_else(|m| err(text, v.span(), m))?),
+                None,
+            ),
+            None => (None, None),
         };
         if let (Some(_), Some(g)) = (&r.rate, &r.gap) {
             return err(
@@ -708,6 +737,9 @@ impl Fixed {
             interval,
             wait,
             rate,
+            rate_bps,
+            gso: r.gso.as_ref().is_some_and(|g| *g.get_ref()),
+            gro: r.gro.as_ref().is_some_and(|g| *g.get_ref()),
             recv_size,
             recv_wait,
             bytes,
@@ -719,9 +751,21 @@ impl Fixed {
 /// Refuses an unknown kind, and keys the kind does not take, each at its line.
 fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> {
     let allowed: &[&str] = match kind {
-        "rr" => &["size", "cpus", "wait", "gap", "rate", "flows", "interval"],
+        "rr" => &[
+            "size", "cpus", "wait", "gap", "rate", "flows", "interval", "protocol",
+        ],
         "crr" => &["size", "cpus", "wait", "interval"],
-        "stream" => &["send_size", "flows", "reverse", "cpus", "interval"],
+        "stream" => &[
+            "send_size",
+            "flows",
+            "reverse",
+            "cpus",
+            "interval",
+            "protocol",
+            "rate",
+            "gso",
+            "gro",
+        ],
         "bulk" => &["bytes", "send_size", "reverse", "cpus", "interval"],
         "http" => &["bytes", "count", "cpus"],
         other => {
@@ -732,7 +776,10 @@ fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> 
             )
         }
     };
-    let present: [(&str, Option<std::ops::Range<usize>>); 11] = [
+    let present: [(&str, Option<std::ops::Range<usize>>); 14] = [
+        ("protocol", r.protocol.as_ref().map(|s| s.span())),
+        ("gso", r.gso.as_ref().map(|s| s.span())),
+        ("gro", r.gro.as_ref().map(|s| s.span())),
         ("interval", r.interval.as_ref().map(|s| s.span())),
         ("wait", r.wait.as_ref().map(|s| s.span())),
         ("gap", r.gap.as_ref().map(|s| s.span())),
@@ -772,6 +819,7 @@ fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Workload {
             gap_us: c.gap,
             rate_per_s: f.rate,
             flows: c.flows,
+            protocol: c.protocol,
         },
         "crr" => Workload::Crr {
             request,
@@ -785,6 +833,10 @@ fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Workload {
             reverse: c.reverse,
             recv_size: f.recv_size,
             recv_wait: f.recv_wait,
+            protocol: c.protocol,
+            rate_bps: f.rate_bps,
+            gso: f.gso,
+            gro: f.gro,
         },
         "bulk" => Workload::Bulk {
             bytes: f.bytes.unwrap_or(1),
@@ -808,6 +860,7 @@ fn name_point(base: &str, c: Combo, swept: &[&str]) -> (String, serde_json::Valu
             "flows" => serde_json::json!(c.flows),
             "reverse" => serde_json::json!(c.reverse),
             "gap" => serde_json::json!(c.gap.map_or("0".to_string(), |g| format!("{g}us"))),
+            "protocol" => serde_json::json!(c.protocol.name()),
             _ => serde_json::json!(cpus_text(c.cpu)),
         };
         label.push_str(&format!(
@@ -1067,6 +1120,10 @@ socket = { nodelay = true, busy_poll_us = 50 }
                 reverse: false,
                 recv_size: None,
                 recv_wait: None,
+                protocol: Default::default(),
+                rate_bps: None,
+                gso: false,
+                gro: false,
             }
         );
         assert_eq!(s.points[0].duration, Duration::from_secs(2));

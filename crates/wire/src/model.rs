@@ -592,6 +592,14 @@ impl Workload {
         }
     }
 
+    /// The data path's transport: UDP for `protocol = "udp"` rr and stream, else TCP.
+    pub fn protocol(&self) -> Protocol {
+        match self {
+            Workload::Rr { protocol, .. } | Workload::Stream { protocol, .. } => *protocol,
+            _ => Protocol::Tcp,
+        }
+    }
+
     /// True for workloads that run for a duration rather than a byte count.
     pub fn is_timed(&self) -> bool {
         matches!(
