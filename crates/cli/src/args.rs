@@ -285,6 +285,10 @@ pub struct RrArgs {
     /// is shared among them
     #[arg(long, short = 'P', default_value_t = 1, value_parser = parse_count)]
     pub flows: u32,
+    /// rr: the data path, tcp (default) or udp (UDP_RR: one datagram each way; a lost one
+    /// is counted and the transaction restarted after 50 ms)
+    #[arg(long, value_name = "tcp|udp", value_parser = virtperf_wire::Protocol::parse)]
+    pub protocol: Option<virtperf_wire::Protocol>,
     /// Report every interval (iperf3 -i: 1s, 500ms; at least 100ms): printed as each ends,
     /// kept in the JSON result as `intervals`
     #[arg(long, short = 'i', value_parser = parse_interval, value_name = "DURATION")]
@@ -322,6 +326,20 @@ pub struct StreamArgs {
     /// How the receiver waits for data: poll (iperf3's loop, default) or block (netperf's)
     #[arg(long, value_name = "poll|block", value_parser = RecvWait::parse)]
     pub recv_wait: Option<RecvWait>,
+    /// The data path, tcp (default) or udp (UDP_STREAM, iperf3 -u: loss, out-of-order and
+    /// jitter counted by the receiver; sizes up to 65507 bytes)
+    #[arg(long, value_name = "tcp|udp", value_parser = virtperf_wire::Protocol::parse)]
+    pub protocol: Option<virtperf_wire::Protocol>,
+    /// UDP: pace each flow's sends to this rate (2gbit, 500mbit; 0: unpaced, the default,
+    /// as iperf3 -b 0 and netperf)
+    #[arg(long, value_name = "RATE", value_parser = virtperf_lab::parse::bit_rate, allow_hyphen_values = true)]
+    pub rate: Option<u64>,
+    /// UDP: UDP_SEGMENT on the sender (one send hands the kernel up to 64 datagrams)
+    #[arg(long)]
+    pub gso: bool,
+    /// UDP: UDP_GRO on the receiver (coalesced receives)
+    #[arg(long)]
+    pub gro: bool,
     /// Measured duration (10s, 500ms, 1m; a bare number is seconds)
     #[arg(long, short = 'l', default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Duration,

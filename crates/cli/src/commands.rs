@@ -187,6 +187,7 @@ pub fn rr(a: RrArgs) -> Result<()> {
         gap_us: a.gap.map(|g| g.as_micros() as u64),
         rate_per_s: a.request_rate,
         flows: a.flows,
+        protocol: a.protocol.unwrap_or_default(),
     };
     execute(
         &a.common,
@@ -200,6 +201,12 @@ pub fn crr(a: RrArgs) -> Result<()> {
         return Err(crate::signals::exit(
             crate::signals::code::USAGE,
             "--gap, --rate and --flows apply to rr (crr connects for every transaction)",
+        ));
+    }
+    if a.protocol.is_some_and(|p| !p.is_tcp()) {
+        return Err(crate::signals::exit(
+            crate::signals::code::USAGE,
+            "crr is TCP only (UDP has no connection to set up): use rr --protocol udp",
         ));
     }
     let (client_wait, server_wait) = a.wait.unwrap_or_default();
@@ -223,10 +230,10 @@ pub fn stream(a: StreamArgs) -> Result<()> {
         reverse: a.reverse,
         recv_size: a.recv_size,
         recv_wait: a.recv_wait,
-        protocol: Default::default(),
-        rate_bps: None,
-        gso: false,
-        gro: false,
+        protocol: a.protocol.unwrap_or_default(),
+        rate_bps: a.rate,
+        gso: a.gso,
+        gro: a.gro,
     };
     execute(
         &a.common,

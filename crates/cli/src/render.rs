@@ -222,6 +222,13 @@ pub fn result(r: &TestResult, local: bool) -> String {
                 l.p999_us,
                 l.max_us
             );
+            if let Some(u) = &o.udp {
+                let _ = writeln!(
+                    s,
+                    "  UDP: {} lost ({:.3}% of transactions tried, each restarted after {} ms), {} late responses discarded",
+                    u.lost, u.lost_pct, u.timeout_ms, u.late
+                );
+            }
         }
         Outcome::Stream(o) => {
             let _ = writeln!(
@@ -243,6 +250,21 @@ pub fn result(r: &TestResult, local: bool) -> String {
                 "  {:<6} {:>12.2} {:>16} {:>16} {:>9.3}",
                 "total", o.mbps, o.receiver_bytes, o.sender_bytes, o.elapsed_s
             );
+            if let Some(u) = &o.udp {
+                let onoff = |b: bool| if b { "on" } else { "off" };
+                let _ = writeln!(
+                    s,
+                    "  UDP datagrams: {} sent, {} received, {} lost ({:.3}%), {} out of order, jitter {:.3} ms (iperf3's); GSO {}, GRO {}",
+                    u.datagrams_sent,
+                    u.datagrams_received,
+                    u.lost,
+                    u.lost_pct,
+                    u.out_of_order,
+                    u.jitter_ms,
+                    onoff(u.gso),
+                    onoff(u.gro)
+                );
+            }
         }
         Outcome::Bulk(o) => {
             let _ = writeln!(
