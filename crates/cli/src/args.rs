@@ -311,9 +311,10 @@ fn parse_gap(s: &str) -> anyhow::Result<Duration> {
 
 #[derive(Debug, Args)]
 pub struct StreamArgs {
-    /// Bytes per send call (netperf -m)
-    #[arg(long, short = 'm', default_value = "16384", value_parser = parse_size32, allow_hyphen_values = true)]
-    pub send_size: u32,
+    /// Bytes per send call (netperf -m; default 16384, with --protocol udp 1472: one
+    /// datagram per 1500-byte Ethernet frame, as iperf3 -u picks)
+    #[arg(long, short = 'm', value_parser = parse_size32, allow_hyphen_values = true)]
+    pub send_size: Option<u32>,
     /// Parallel connections
     #[arg(long, short = 'P', default_value_t = 1, value_parser = parse_count)]
     pub flows: u32,

@@ -224,13 +224,16 @@ pub fn crr(a: RrArgs) -> Result<()> {
 
 /// `virtperf stream`
 pub fn stream(a: StreamArgs) -> Result<()> {
+    let protocol = a.protocol.unwrap_or_default();
     let w = Workload::Stream {
-        send_size: a.send_size,
+        send_size: a
+            .send_size
+            .unwrap_or(if protocol.is_tcp() { 16384 } else { 1472 }),
         flows: a.flows,
         reverse: a.reverse,
         recv_size: a.recv_size,
         recv_wait: a.recv_wait,
-        protocol: a.protocol.unwrap_or_default(),
+        protocol,
         rate_bps: a.rate,
         gso: a.gso,
         gro: a.gro,

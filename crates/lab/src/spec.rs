@@ -1140,6 +1140,57 @@ socket = { nodelay = true, busy_poll_us = 50 }
         assert_eq!(s.points[0].duration, Duration::from_secs(10));
     }
 
+    /// `protocol` sweeps like any list; a UDP stream takes its rate and offloads; a size
+    /// no datagram holds is refused at its workload's line.
+    #[test]
+    fn protocol_sweeps_and_udp_streams_take_rate_and_offloads() {
+        let s = parse(
+            r#"
+name = "u"
+[[workload]]
+kind = "rr"
+protocol = ["tcp", "udp"]
+[[workload]]
+kind = "stream"
+protocol = "udp"
+send_size = 1472
+rate = "2gbit"
+gso = true
+"#,
+        )
+        .unwrap();
+        assert_eq!(s.points.len(), 3);
+        assert_eq!(s.points[1].label, "rr protocol=udp");
+        assert_eq!(s.points[1].params["protocol"], "udp");
+        assert_eq!(
+            s.points[1].workload.protocol(),
+            virtperf_wire::Protocol::Udp
+        );
+        assert_eq!(s.points[0].workload, Workload::rr(1, 1));
+        match &s.points[2].workload {
+            Workload::Stream {
+                protocol,
+                rate_bps,
+                gso,
+                gro,
+                ..
+            } => {
+                assert_eq!(*protocol, virtperf_wire::Protocol::Udp);
+                assert_eq!(*rate_bps, Some(2_000_000_000));
+                assert!(*gso && !*gro);
+            }
+            w => panic!("stream expected: {w:?}"),
+        }
+        let (line, m) = line_of_error(
+            "name = \"u\"\n[[workload]]\nkind = \"stream\"\nprotocol = \"udp\"\nsend_size = 65508\n",
+        );
+        assert_eq!(line, 2, "{m}");
+        assert!(m.contains("65507"), "{m}");
+        let (_, m) =
+            line_of_error("name = \"u\"\n[[workload]]\nkind = \"stream\"\nrate = \"1gbit\"\n");
+        assert!(m.contains("--protocol udp"), "{m}");
+    }
+
     fn line_of_error(text: &str) -> (usize, String) {
         let e = parse(text).unwrap_err();
         (e.line, e.message)

@@ -566,7 +566,7 @@ impl Workload {
                     }
                 } else if rate_bps.is_some() || gso || gro {
                     return Err(
-                        "--rate, --gso and --gro pace and offload UDP streams: add --protocol udp"
+                        "--rate, --gso and --gro pace and offload UDP streams: add --protocol udp (protocol = \"udp\" in a spec)"
                             .into(),
                     );
                 }
