@@ -470,7 +470,7 @@ mod tests {
             let mut i = 0u64;
             while let Ok(n) = s.recv(&mut b) {
                 i += 1;
-                if i % 10 != 0 {
+                if !i.is_multiple_of(10) {
                     let _ = s.send(&b[..n]);
                 }
             }
