@@ -9,8 +9,18 @@ use common::{assert_one_line_error, f, run_fail, run_json, u};
 /// UDP rr: transactions with latency percentiles, and its loss accounting present and sane.
 #[test]
 fn udp_rr_on_loopback_reports_latency_and_losses() {
-    let v = run_json(&["rr", "--protocol", "udp", "-l", "1s"]);
+    let v = run_json(&["rr", "--protocol", "udp", "-l", "1s", "--cpus", "0,0"]);
+    typed(&v);
     assert_eq!(v["workload"]["protocol"], "udp");
+    // The side framework's figures apply as for TCP: CPU split and events per transaction.
+    assert!(f(&v, "/cpu/client/service_demand_us") > 0.0);
+    assert!(f(&v, "/cpu/server/service_demand_us") > 0.0);
+    assert!(
+        v["events"]["client"]["pinned"]["per_unit"].is_object(),
+        "{}",
+        v["events"]
+    );
+    assert!(v["events"]["server"]["per_unit"]["thread_voluntary_switches"].is_number());
     let n = u(&v, "/outcome/transactions");
     assert!(n > 100, "{n} transactions");
     let lost = u(&v, "/outcome/udp/lost");
@@ -39,6 +49,7 @@ fn udp_stream_on_loopback_reports_loss_jitter_and_order() {
         "-l",
         "1s",
     ]);
+    typed(&v);
     assert_eq!(v["workload"]["send_size"], 1472, "UDP's default datagram");
     assert_eq!(v["workload"]["rate_bps"], 100_000_000);
     let mbps = f(&v, "/outcome/mbps");
@@ -76,6 +87,11 @@ fn sizes_beyond_one_datagram_fail_before_any_traffic() {
     let (code, err) = run_fail(&["stream", "--rate", "1gbit", "-l", "1"]);
     assert_eq!(code, 2, "{err}");
     assert_one_line_error(&err, "--protocol udp");
+}
+
+/// The JSON deserializes into the documented result type (docs/json.md).
+fn typed(v: &serde_json::Value) -> virtperf_wire::TestResult {
+    serde_json::from_value(v.clone()).expect("JSON matches virtperf_wire::TestResult")
 }
 
 fn root() -> bool {
