@@ -291,9 +291,9 @@ impl Seq {
             // A late arrival fills a gap counted as lost.
             self.lost = self.lost.saturating_sub(1);
         }
-        // RFC 1889 section 6.3.1 and A.8: J += (|D(i-1,i)| - J) / 16. iperf3 starts from a
-        // previous transit of 0 for the first datagram; that first D is the clocks' offset,
-        // meaningless across machines, so the first datagram only sets the reference.
+        // RFC 1889 section 6.3.1 and A.8: J += (|D(i-1,i)| - J) / 16. The first datagram
+        // only sets the reference transit (iperf3 does the same: its D is then 0, and J
+        // stays 0), since its transit includes the two clocks' offset.
         if let Some(prev) = self.prev_transit {
             let d = (transit_s - prev).abs();
             self.jitter_s += (d - self.jitter_s) / 16.0;
