@@ -219,3 +219,47 @@ fn lost_datagrams_are_counted_and_the_run_completes() {
     let got = u(&v, "/outcome/udp/datagrams_received");
     assert!(got < sent, "{got} of {sent}");
 }
+
+/// A spec sweeping `protocol` runs both, stores both, and `compare` judges UDP's own
+/// metrics (loss, jitter) like any other.
+#[test]
+fn a_spec_sweeps_the_protocol_and_compare_judges_udp_metrics() {
+    let dir = common::TempDir::new("udp-spec");
+    let spec = dir.path("u.toml");
+    std::fs::write(
+        &spec,
+        r#"
+name = "udp"
+duration = "0.3s"
+repetitions = 2
+[[workload]]
+kind = "rr"
+protocol = ["tcp", "udp"]
+[[workload]]
+kind = "stream"
+protocol = "udp"
+send_size = 1472
+rate = "50mbit"
+[[config]]
+name = "a"
+[[config]]
+name = "b"
+"#,
+    )
+    .unwrap();
+    let db = dir.path("u.db");
+    let spec = spec.to_str().unwrap();
+    common::run_db_ok(&["run", spec], &db);
+    let cmp: serde_json::Value =
+        serde_json::from_str(&common::run_db_ok(&["compare", "last", "--json"], &db))
+            .expect("compare --json");
+    let text = cmp.to_string();
+    assert!(text.contains("rr protocol=udp"), "{text}");
+    assert!(text.contains("rr protocol=tcp"), "{text}");
+    for metric in ["lost_pct", "jitter_ms", "out_of_order"] {
+        assert!(
+            text.contains(&format!("\"{metric}\"")),
+            "{metric} not compared: {text}"
+        );
+    }
+}
