@@ -66,6 +66,12 @@ sleep 0.5
 results=$tmp/results.tsv
 : >"$results"
 
+# Peers take virtperf's machine lock too (an flock on the same file), so on a shared machine
+# they wait out other measurements exactly as virtperf does instead of running beside them.
+peerlock() {
+    if [[ -e /run/virtperf/lock ]]; then flock /run/virtperf/lock "$@"; else "$@"; fi
+}
+
 # record TEST TOOL METRIC VALUE
 record() { printf '%s\t%s\t%s\t%s\n' "$@" >>"$results"; }
 field() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1], {"d": d}))' "$1"; }
@@ -89,12 +95,12 @@ run_netperf() { # TEST KIND TESTOPTS...
     local out
     case $kind in
         rr)
-            out=$(netperf -H 127.0.0.1 -p "$NETPERF_PORT" -l "$DUR" -P 0 "$@" -o THROUGHPUT,P99_LATENCY)
+            out=$(peerlock netperf -H 127.0.0.1 -p "$NETPERF_PORT" -l "$DUR" -P 0 "$@" -o THROUGHPUT,P99_LATENCY)
             IFS=, read -r thr p99 <<<"$(tail -n1 <<<"$out")"
             record "$test" peer rate "$thr"; record "$test" peer p99_us "$p99" ;;
         stream)
             # THROUGHPUT is the receiver's for UDP_STREAM; loss from the send and receive calls.
-            out=$(netperf -H 127.0.0.1 -p "$NETPERF_PORT" -l "$DUR" -P 0 "$@" -o THROUGHPUT,LOCAL_SEND_CALLS,REMOTE_RECV_CALLS)
+            out=$(peerlock netperf -H 127.0.0.1 -p "$NETPERF_PORT" -l "$DUR" -P 0 "$@" -o THROUGHPUT,LOCAL_SEND_CALLS,REMOTE_RECV_CALLS)
             IFS=, read -r thr sent got <<<"$(tail -n1 <<<"$out")"
             record "$test" peer rate "$thr"
             record "$test" peer loss_pct "$(python3 -c "print(100*(1-$got/$sent))")" ;;
@@ -102,13 +108,13 @@ run_netperf() { # TEST KIND TESTOPTS...
 }
 
 run_iperf3() { # TEST LEN
-    local out; out=$(iperf3 -c 127.0.0.1 -p "$IPERF_PORT" -u -b 0 -l "$2" -t "$DUR" -J)
+    local out; out=$(peerlock iperf3 -c 127.0.0.1 -p "$IPERF_PORT" -u -b 0 -l "$2" -t "$DUR" -J)
     record "$1" peer rate "$(field 'd["end"]["sum_received"]["bits_per_second"]/1e6' <<<"$out")"
     record "$1" peer loss_pct "$(field 'd["end"]["sum_received"]["lost_percent"]' <<<"$out")"
 }
 
 run_sockperf() { # TEST CLIENT_CPU SIZE
-    local out; out=$(taskset -c "$2" sockperf ping-pong -i 127.0.0.1 -p "$SOCKPERF_PORT" -t "$DUR" -m "$3" --full-rtt 2>&1)
+    local out; out=$(peerlock taskset -c "$2" sockperf ping-pong -i 127.0.0.1 -p "$SOCKPERF_PORT" -t "$DUR" -m "$3" --full-rtt 2>&1)
     # Rate over the valid duration (sockperf drops its warm-up); p99 round trip in µs.
     record "$1" peer rate "$(sed -n 's/.*\[Valid Duration\] RunTime=\([0-9.]*\) sec.*ReceivedMessages=\([0-9]*\).*/\2 \1/p' <<<"$out" | awk '{print $1/$2}')"
     record "$1" peer p99_us "$(sed -n 's/.*percentile 99.000 = *\([0-9.]*\).*/\1/p' <<<"$out")"
