@@ -32,6 +32,7 @@ pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
+    [[ -n ${KEEP:-} ]] && cp "$tmp/results.tsv" "$KEEP"
     rm -rf "$tmp"
 }
 trap cleanup EXIT INT TERM
