@@ -84,6 +84,17 @@ fn sizes_beyond_one_datagram_fail_before_any_traffic() {
         assert_one_line_error(&err, "at most 65507 bytes");
         assert!(!err.contains("agent"), "traffic was attempted: {err}");
     }
+    let (code, err) = run_fail(&[
+        "rr",
+        "--protocol",
+        "udp",
+        "-l",
+        "1",
+        "--capture",
+        "/tmp/vp-never.pcap",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert_one_line_error(&err, "--capture records TCP tests");
     let (code, err) = run_fail(&["stream", "--rate", "1gbit", "-l", "1"]);
     assert_eq!(code, 2, "{err}");
     assert_one_line_error(&err, "--protocol udp");

@@ -88,6 +88,11 @@ impl Plan {
     /// Checks parameters that can be checked before contacting anyone.
     pub fn validate(&self) -> Result<()> {
         self.workload.validate().map_err(|e| anyhow!(e))?;
+        // The capture filter and `virtperf pcap` follow TCP connections only: a UDP test's
+        // file would hold its set-up and none of its datagrams.
+        if self.capture.is_some() && !self.workload.protocol().is_tcp() {
+            bail!("--capture records TCP tests (virtperf pcap analyzes TCP): drop it, or run tcpdump yourself for UDP");
+        }
         if self.workload.is_timed() {
             if self.duration.is_zero() {
                 bail!("--duration must be greater than 0 (e.g. 10s, 500ms)");
