@@ -95,6 +95,9 @@ fn sizes_beyond_one_datagram_fail_before_any_traffic() {
     ]);
     assert_eq!(code, 2, "{err}");
     assert_one_line_error(&err, "--capture records TCP tests");
+    let (code, err) = run_fail(&["stream", "--protocol", "udp", "--recv-wait", "block"]);
+    assert_eq!(code, 2, "{err}");
+    assert_one_line_error(&err, "TCP-only");
     let (code, err) = run_fail(&["stream", "--rate", "1gbit", "-l", "1"]);
     assert_eq!(code, 2, "{err}");
     assert_one_line_error(&err, "--protocol udp");

@@ -544,6 +544,7 @@ impl Workload {
                 send_size,
                 flows,
                 recv_size,
+                recv_wait,
                 protocol,
                 rate_bps,
                 gso,
@@ -558,11 +559,8 @@ impl Workload {
                             "a UDP stream datagram must hold its sequence number and timestamp: send size at least {MIN_UDP_STREAM_SIZE} bytes, got {send_size}"
                         ));
                     }
-                    if recv_size.is_some() {
-                        return Err(
-                            "--recv-size is TCP-only (a UDP receive takes one whole datagram)"
-                                .into(),
-                        );
+                    if recv_size.is_some() || recv_wait.is_some() {
+                        return Err("--recv-size and --recv-wait are TCP-only (a UDP receiver takes one whole datagram per blocking receive)".into());
                     }
                 } else if rate_bps.is_some() || gso || gro {
                     return Err(
