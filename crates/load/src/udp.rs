@@ -223,7 +223,8 @@ pub fn stream_send(
         // This thread's timer slack only: the default 50 µs would make paced sends bursty.
         let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
     }
-    let mut seq = 0u64;
+    // `seq` numbers every datagram tried, `sent` those the kernel took.
+    let (mut seq, mut sent) = (0u64, 0u64);
     let start = Instant::now();
     let mut now = start;
     while !stop.load(Ordering::Relaxed) {
@@ -243,19 +244,19 @@ pub fn stream_send(
             d[8..16].copy_from_slice(&ts.to_le_bytes());
         }
         match send_dgram(s, &buf) {
-            Ok(()) => {}
-            // The receiver's socket is not there (yet, or any more): that datagram is lost
-            // like any other, which the receiver's sequence numbers show.
+            Ok(()) => sent += per_send as u64,
+            // The receiver's socket is not there (yet, or any more): this send failed, so its
+            // datagrams count as neither sent nor received (a gap in the sequence numbers).
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
             Err(e) => return Err(describe(e, "sending datagrams")),
         }
-        meter.set_bytes(seq * size as u64);
+        meter.set_bytes(sent * size as u64);
     }
     Ok(Counts {
-        bytes_tx: seq * size as u64,
+        bytes_tx: sent * size as u64,
         active: start.elapsed(),
         udp: Some(UdpCounts {
-            datagrams_tx: seq,
+            datagrams_tx: sent,
             gso,
             ..UdpCounts::default()
         }),
