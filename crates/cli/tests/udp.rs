@@ -264,6 +264,10 @@ name = "b"
     let db = dir.path("u.db");
     let spec = spec.to_str().unwrap();
     common::run_db_ok(&["run", spec], &db);
+    let shown = common::run_db_ok(&["show", "last"], &db);
+    assert!(shown.contains("UDP (mean of tries):"), "{shown}");
+    assert!(shown.contains("rr protocol=udp · a: lost "), "{shown}");
+    assert!(!shown.contains("rr protocol=tcp · a: lost"), "{shown}");
     let cmp: serde_json::Value =
         serde_json::from_str(&common::run_db_ok(&["compare", "last", "--json"], &db))
             .expect("compare --json");
