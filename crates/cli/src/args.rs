@@ -289,12 +289,26 @@ pub struct RrArgs {
     /// is counted and the transaction restarted after 50 ms)
     #[arg(long, value_name = "tcp|udp", value_parser = virtperf_wire::Protocol::parse)]
     pub protocol: Option<virtperf_wire::Protocol>,
+    /// rr --protocol udp: how long to wait for a response before counting the transaction
+    /// lost and sending a new request (default 50ms; raise it where round trips are slow)
+    #[arg(long, value_parser = parse_loss_timeout, value_name = "DURATION")]
+    pub loss_timeout: Option<Duration>,
     /// Report every interval (iperf3 -i: 1s, 500ms; at least 100ms): printed as each ends,
     /// kept in the JSON result as `intervals`
     #[arg(long, short = 'i', value_parser = parse_interval, value_name = "DURATION")]
     pub interval: Option<Duration>,
     #[command(flatten)]
     pub common: Common,
+}
+
+/// UDP rr's loss timeout: 1 ms to 60 s.
+fn parse_loss_timeout(s: &str) -> anyhow::Result<Duration> {
+    let d = virtperf_lab::parse::duration_up_to(s, Duration::from_secs(60), "60s")?;
+    anyhow::ensure!(
+        d >= Duration::from_millis(1),
+        "invalid loss timeout {s:?}: at least 1ms"
+    );
+    Ok(d)
 }
 
 /// An interval of the time series: 100ms to 24h (the plan checks it against --duration).

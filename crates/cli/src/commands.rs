@@ -188,6 +188,7 @@ pub fn rr(a: RrArgs) -> Result<()> {
         rate_per_s: a.request_rate,
         flows: a.flows,
         protocol: a.protocol.unwrap_or_default(),
+        loss_timeout_ms: a.loss_timeout.map(|d| d.as_millis().max(1) as u32),
     };
     execute(
         &a.common,
@@ -203,7 +204,7 @@ pub fn crr(a: RrArgs) -> Result<()> {
             "--gap, --rate and --flows apply to rr (crr connects for every transaction)",
         ));
     }
-    if a.protocol.is_some_and(|p| !p.is_tcp()) {
+    if a.protocol.is_some_and(|p| !p.is_tcp()) || a.loss_timeout.is_some() {
         return Err(crate::signals::exit(
             crate::signals::code::USAGE,
             "crr is TCP only (UDP has no connection to set up): use rr --protocol udp",

@@ -98,6 +98,9 @@ fn sizes_beyond_one_datagram_fail_before_any_traffic() {
     let (code, err) = run_fail(&["stream", "--protocol", "udp", "--recv-wait", "block"]);
     assert_eq!(code, 2, "{err}");
     assert_one_line_error(&err, "TCP-only");
+    let (code, err) = run_fail(&["rr", "--loss-timeout", "10ms", "-l", "1"]);
+    assert_eq!(code, 2, "{err}");
+    assert_one_line_error(&err, "applies to --protocol udp");
     let (code, err) = run_fail(&["stream", "--rate", "1gbit", "-l", "1"]);
     assert_eq!(code, 2, "{err}");
     assert_one_line_error(&err, "--protocol udp");
@@ -195,7 +198,16 @@ fn lost_datagrams_are_counted_and_the_run_completes() {
         serde_json::from_slice(&o.stdout).expect("JSON result")
     };
 
-    let v = run(&["rr", "--protocol", "udp", "-l", "1s"]);
+    let v = run(&[
+        "rr",
+        "--protocol",
+        "udp",
+        "-l",
+        "1s",
+        "--loss-timeout",
+        "10ms",
+    ]);
+    assert_eq!(f(&v, "/outcome/udp/timeout_ms"), 10.0);
     let (n, lost) = (u(&v, "/outcome/transactions"), u(&v, "/outcome/udp/lost"));
     // Every tenth datagram dropped, two per transaction: about one transaction in five.
     assert!(n > 20, "{n} transactions completed");
@@ -206,9 +218,10 @@ fn lost_datagrams_are_counted_and_the_run_completes() {
         "lost {pct}% with one datagram in ten dropped"
     );
     assert!(
-        v["warnings"]
-            .as_array()
-            .is_some_and(|w| w.iter().any(|w| w.as_str().unwrap_or("").contains("lost"))),
+        v["warnings"].as_array().is_some_and(|w| w.iter().any(|w| w
+            .as_str()
+            .unwrap_or("")
+            .contains("had no response within 10 ms"))),
         "the loss is not said: {}",
         v["warnings"]
     );

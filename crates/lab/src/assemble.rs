@@ -244,7 +244,13 @@ fn udp_rr(c: &Collected, completed: u64, warnings: &mut Vec<String>) -> Option<U
         .iter()
         .filter_map(|f| f.udp)
         .fold((0, 0), |(l, t), u| (l + u.lost, t + u.late));
-    let timeout_ms = virtperf_load::udp::LOSS_TIMEOUT.as_secs_f64() * 1e3;
+    let Workload::Rr {
+        loss_timeout_ms, ..
+    } = c.plan.workload
+    else {
+        return None;
+    };
+    let timeout_ms = crate::udp_roles::loss_timeout(loss_timeout_ms).as_secs_f64() * 1e3;
     let tried = completed + lost;
     let lost_pct = if tried > 0 {
         100.0 * lost as f64 / tried as f64
@@ -253,7 +259,7 @@ fn udp_rr(c: &Collected, completed: u64, warnings: &mut Vec<String>) -> Option<U
     };
     if lost > 0 {
         warnings.push(format!(
-            "{lost} of {tried} UDP transactions ({lost_pct:.3}%) lost a datagram and were restarted after {timeout_ms} ms: the rate and latency count completed transactions only"
+            "{lost} of {tried} UDP transactions ({lost_pct:.3}%) had no response within {timeout_ms} ms and were restarted ({late} responses came later: slow, not lost); the rate and latency count completed transactions only"
         ));
     }
     Some(UdpRr {

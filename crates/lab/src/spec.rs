@@ -169,6 +169,9 @@ struct RawWorkload {
     /// rr, stream: `tcp` (the default) or `udp`; a list sweeps it.
     #[serde(default)]
     protocol: Option<Spanned<OneOrMany<String>>>,
+    /// UDP rr: how long to wait for a response before counting it lost (`50ms`).
+    #[serde(default)]
+    loss_timeout: Option<Spanned<String>>,
     /// UDP stream: UDP_SEGMENT on the sender, UDP_GRO on the receiver.
     #[serde(default)]
     gso: Option<Spanned<bool>>,
@@ -639,6 +642,8 @@ struct Fixed {
     interval: Option<Duration>,
     wait: (virtperf_wire::Wait, virtperf_wire::Wait),
     rate: Option<u32>,
+    /// UDP rr's loss timeout, ms.
+    loss_timeout_ms: Option<u32>,
     /// UDP stream pacing, bits/s (0: unpaced).
     rate_bps: Option<u64>,
     gso: bool,
@@ -738,6 +743,14 @@ impl Fixed {
             wait,
             rate,
             rate_bps,
+            loss_timeout_ms: match &r.loss_timeout {
+                Some(v) => Some(
+                    parse::duration_up_to(v.get_ref(), Duration::from_secs(60), "60s")
+                        .map(|d| d.as_millis().max(1) as u32)
+                        .or_else(|m| err(text, v.span(), m))?,
+                ),
+                None => None,
+            },
             gso: r.gso.as_ref().is_some_and(|g| *g.get_ref()),
             gro: r.gro.as_ref().is_some_and(|g| *g.get_ref()),
             recv_size,
@@ -752,7 +765,15 @@ impl Fixed {
 fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> {
     let allowed: &[&str] = match kind {
         "rr" => &[
-            "size", "cpus", "wait", "gap", "rate", "flows", "interval", "protocol",
+            "size",
+            "cpus",
+            "wait",
+            "gap",
+            "rate",
+            "flows",
+            "interval",
+            "protocol",
+            "loss_timeout",
         ],
         "crr" => &["size", "cpus", "wait", "interval"],
         "stream" => &[
@@ -776,7 +797,8 @@ fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> 
             )
         }
     };
-    let present: [(&str, Option<std::ops::Range<usize>>); 14] = [
+    let present: [(&str, Option<std::ops::Range<usize>>); 15] = [
+        ("loss_timeout", r.loss_timeout.as_ref().map(|s| s.span())),
         ("protocol", r.protocol.as_ref().map(|s| s.span())),
         ("gso", r.gso.as_ref().map(|s| s.span())),
         ("gro", r.gro.as_ref().map(|s| s.span())),
@@ -820,6 +842,8 @@ fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Workload {
             rate_per_s: f.rate,
             flows: c.flows,
             protocol: c.protocol,
+            // In a protocol sweep the loss timeout is the UDP points' (TCP has none).
+            loss_timeout_ms: f.loss_timeout_ms.filter(|_| !c.protocol.is_tcp()),
         },
         "crr" => Workload::Crr {
             request,
@@ -1150,6 +1174,7 @@ name = "u"
 [[workload]]
 kind = "rr"
 protocol = ["tcp", "udp"]
+loss_timeout = "20ms"
 [[workload]]
 kind = "stream"
 protocol = "udp"
@@ -1166,6 +1191,13 @@ gso = true
             s.points[1].workload.protocol(),
             virtperf_wire::Protocol::Udp
         );
+        assert!(matches!(
+            s.points[1].workload,
+            Workload::Rr {
+                loss_timeout_ms: Some(20),
+                ..
+            }
+        ));
         assert_eq!(s.points[0].workload, Workload::rr(1, 1));
         match &s.points[2].workload {
             Workload::Stream {

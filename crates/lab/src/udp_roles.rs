@@ -93,8 +93,10 @@ pub(crate) fn client(
             response,
             client_wait,
             flows,
+            loss_timeout_ms,
             ..
         } => {
+            let loss_timeout = loss_timeout(loss_timeout_ms);
             for (i, s) in open(data, flows, &sock)?.into_iter().enumerate() {
                 let m = meter();
                 handles.push(spawn_conn_worker(
@@ -107,7 +109,7 @@ pub(crate) fn client(
                             request as usize,
                             response as usize,
                             client_wait,
-                            udp::LOSS_TIMEOUT,
+                            loss_timeout,
                             &c.stop,
                             h,
                             &m,
@@ -143,6 +145,13 @@ pub(crate) fn client(
         _ => unreachable!("only rr and stream have a UDP protocol (Workload::protocol)"),
     }
     Ok(handles)
+}
+
+/// The rr client's wait for a response: the workload's, else [`udp::LOSS_TIMEOUT`].
+pub(crate) fn loss_timeout(ms: Option<u32>) -> std::time::Duration {
+    ms.map_or(udp::LOSS_TIMEOUT, |ms| {
+        std::time::Duration::from_millis(u64::from(ms))
+    })
 }
 
 /// Starts the server half of a UDP workload.

@@ -161,6 +161,7 @@ impl Workload {
                 rate_per_s,
                 flows,
                 protocol,
+                ..
             } => {
                 let mut t = sizes_and_waits(*request, *response, *client_wait, *server_wait);
                 if !protocol.is_tcp() {
@@ -278,6 +279,10 @@ pub enum Workload {
         /// a lost one is counted and the transaction restarted after a timeout.
         #[serde(default, skip_serializing_if = "Protocol::is_tcp")]
         protocol: Protocol,
+        /// UDP: how long the client waits for a response before it counts the transaction
+        /// lost and sends a new request, ms (absent: 50).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        loss_timeout_ms: Option<u32>,
     },
     /// A new connection per request/response (netperf TCP_CRR).
     Crr {
@@ -430,6 +435,7 @@ impl Workload {
             rate_per_s: None,
             flows: 1,
             protocol: Protocol::Tcp,
+            loss_timeout_ms: None,
         }
     }
 
@@ -493,8 +499,21 @@ impl Workload {
                 rate_per_s,
                 flows,
                 protocol,
+                loss_timeout_ms,
             } => {
                 size("request size", request)?;
+                if let Some(t) = loss_timeout_ms {
+                    if protocol.is_tcp() {
+                        return Err(
+                            "--loss-timeout applies to --protocol udp (TCP retransmits)".into()
+                        );
+                    }
+                    if !(1..=60_000).contains(&t) {
+                        return Err(format!(
+                            "the loss timeout must be between 1 ms and 60 s, got {t} ms"
+                        ));
+                    }
+                }
                 size("response size", response)?;
                 check_waits(client_wait, server_wait)?;
                 if protocol == Protocol::Udp {
