@@ -52,8 +52,15 @@ fn udp_stream_on_loopback_reports_loss_jitter_and_order() {
     typed(&v);
     assert_eq!(v["workload"]["send_size"], 1472, "UDP's default datagram");
     assert_eq!(v["workload"]["rate_bps"], 100_000_000);
+    // The sender keeps the pace (it catches up after a stall); the receiver's count is that
+    // less what a busy machine drops, so only its upper bound is tight.
+    let sent_mbps = u(&v, "/outcome/sender_bytes") as f64 * 8.0 / 1e6 / f(&v, "/duration_s");
+    assert!(
+        (90.0..=105.0).contains(&sent_mbps),
+        "sent {sent_mbps} Mbit/s at 100mbit"
+    );
     let mbps = f(&v, "/outcome/mbps");
-    assert!((80.0..=105.0).contains(&mbps), "{mbps} Mbit/s at 100mbit");
+    assert!((50.0..=105.0).contains(&mbps), "{mbps} Mbit/s at 100mbit");
     let sent = u(&v, "/outcome/udp/datagrams_sent");
     let got = u(&v, "/outcome/udp/datagrams_received");
     let lost = u(&v, "/outcome/udp/lost");

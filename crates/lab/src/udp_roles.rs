@@ -327,8 +327,14 @@ mod tests {
             assert!(u.datagrams_received > 100, "reverse {reverse}: {u:?}");
             assert!(u.datagrams_received <= u.datagrams_sent, "{u:?}");
             // Paced at 50 Mbit/s per flow: about 100 Mbit/s in all, well under loopback's.
+            // Sent on the pace; received less what a busy machine drops.
+            let sent = o.sender_bytes as f64 * 8.0 / 1e6 / 0.3;
             assert!(
-                (80.0..=110.0).contains(&o.mbps),
+                (85.0..=110.0).contains(&sent),
+                "reverse {reverse}: sent {sent} Mbit/s"
+            );
+            assert!(
+                (40.0..=110.0).contains(&o.mbps),
                 "reverse {reverse}: {} Mbit/s",
                 o.mbps
             );
