@@ -307,12 +307,30 @@ pub struct RrArgs {
     /// (neper's -T; up to 100000 flows; default: one thread per flow, at most 256)
     #[arg(long, value_parser = parse_threads, value_name = "N")]
     pub threads: Option<u32>,
+    /// rr: the data path, tcp (default) or udp (UDP_RR: one datagram each way; a lost one
+    /// is counted and the transaction restarted after 50 ms)
+    #[arg(long, value_name = "tcp|udp", value_parser = virtperf_wire::Protocol::parse)]
+    pub protocol: Option<virtperf_wire::Protocol>,
+    /// rr --protocol udp: how long to wait for a response before counting the transaction
+    /// lost and sending a new request (default 50ms; raise it where round trips are slow)
+    #[arg(long, value_parser = parse_loss_timeout, value_name = "DURATION")]
+    pub loss_timeout: Option<Duration>,
     /// Report every interval (iperf3 -i: 1s, 500ms; at least 100ms): printed as each ends,
     /// kept in the JSON result as `intervals`
     #[arg(long, short = 'i', value_parser = parse_interval, value_name = "DURATION")]
     pub interval: Option<Duration>,
     #[command(flatten)]
     pub common: Common,
+}
+
+/// UDP rr's loss timeout: 1 ms to 60 s.
+fn parse_loss_timeout(s: &str) -> anyhow::Result<Duration> {
+    let d = virtperf_lab::parse::duration_up_to(s, Duration::from_secs(60), "60s")?;
+    anyhow::ensure!(
+        d >= Duration::from_millis(1),
+        "invalid loss timeout {s:?}: at least 1ms"
+    );
+    Ok(d)
 }
 
 /// An interval of the time series: 100ms to 24h (the plan checks it against --duration).
@@ -340,9 +358,10 @@ fn parse_gap(s: &str) -> anyhow::Result<Duration> {
 
 #[derive(Debug, Args)]
 pub struct StreamArgs {
-    /// Bytes per send call (netperf -m)
-    #[arg(long, short = 'm', default_value = "16384", value_parser = parse_size32, allow_hyphen_values = true)]
-    pub send_size: u32,
+    /// Bytes per send call (netperf -m; default 16384, with --protocol udp 1472: one
+    /// datagram per 1500-byte Ethernet frame, as iperf3 -u picks)
+    #[arg(long, short = 'm', value_parser = parse_size32, allow_hyphen_values = true)]
+    pub send_size: Option<u32>,
     /// Parallel connections
     #[arg(long, short = 'P', default_value_t = 1, value_parser = parse_count)]
     pub flows: u32,
@@ -359,6 +378,20 @@ pub struct StreamArgs {
     /// How the receiver waits for data: poll (iperf3's loop, default) or block (netperf's)
     #[arg(long, value_name = "poll|block", value_parser = RecvWait::parse)]
     pub recv_wait: Option<RecvWait>,
+    /// The data path, tcp (default) or udp (UDP_STREAM, iperf3 -u: loss, out-of-order and
+    /// jitter counted by the receiver; sizes up to 65507 bytes)
+    #[arg(long, value_name = "tcp|udp", value_parser = virtperf_wire::Protocol::parse)]
+    pub protocol: Option<virtperf_wire::Protocol>,
+    /// UDP: pace each flow's sends to this rate (2gbit, 500mbit; 0: unpaced, the default,
+    /// as iperf3 -b 0 and netperf)
+    #[arg(long, value_name = "RATE", value_parser = virtperf_lab::parse::bit_rate, allow_hyphen_values = true)]
+    pub rate: Option<u64>,
+    /// UDP: UDP_SEGMENT on the sender (one send hands the kernel up to 64 datagrams)
+    #[arg(long)]
+    pub gso: bool,
+    /// UDP: UDP_GRO on the receiver (coalesced receives)
+    #[arg(long)]
+    pub gro: bool,
     /// Measured duration (10s, 500ms, 1m; a bare number is seconds)
     #[arg(long, short = 'l', default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Duration,

@@ -194,6 +194,8 @@ pub fn rr(a: RrArgs) -> Result<()> {
         rate_per_s: a.request_rate,
         flows: a.flows,
         threads: a.threads,
+        protocol: a.protocol.unwrap_or_default(),
+        loss_timeout_ms: a.loss_timeout.map(|d| d.as_millis().max(1) as u32),
     };
     execute(
         &a.common,
@@ -207,6 +209,12 @@ pub fn crr(a: RrArgs) -> Result<()> {
         return Err(crate::signals::exit(
             crate::signals::code::USAGE,
             "--gap and --rate apply to rr (crr connects for every transaction)",
+        ));
+    }
+    if a.protocol.is_some_and(|p| !p.is_tcp()) || a.loss_timeout.is_some() {
+        return Err(crate::signals::exit(
+            crate::signals::code::USAGE,
+            "crr is TCP only (UDP has no connection to set up): use rr --protocol udp",
         ));
     }
     let (client_wait, server_wait) = a.wait.unwrap_or_default();
@@ -226,13 +234,20 @@ pub fn crr(a: RrArgs) -> Result<()> {
 
 /// `virtperf stream`
 pub fn stream(a: StreamArgs) -> Result<()> {
+    let protocol = a.protocol.unwrap_or_default();
     let w = Workload::Stream {
-        send_size: a.send_size,
+        send_size: a
+            .send_size
+            .unwrap_or(if protocol.is_tcp() { 16384 } else { 1472 }),
         flows: a.flows,
         reverse: a.reverse,
         recv_size: a.recv_size,
         recv_wait: a.recv_wait,
         threads: a.threads,
+        protocol,
+        rate_bps: a.rate,
+        gso: a.gso,
+        gro: a.gro,
     };
     execute(
         &a.common,

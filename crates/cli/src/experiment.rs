@@ -536,6 +536,7 @@ fn shaped(
         "downloads" => render::downloads(row, trials),
         other => bail!("unknown shape {other:?} (tries, sweep, matrix, downloads)"),
     };
+    out.push_str(&render::udp_table(points));
     out.push_str(&render::events_table(points));
     out.push_str(&render::emulation_note(trials));
     out.push_str(&render::unsteady_note(points, render::UNSTEADY_CELL_CV));

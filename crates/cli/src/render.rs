@@ -273,6 +273,13 @@ pub fn result(r: &TestResult, local: bool) -> String {
             if let Some(f) = &o.flow_spread {
                 s.push_str(&spread_line(f, matches!(r.outcome, Outcome::Crr(_))));
             }
+            if let Some(u) = &o.udp {
+                let _ = writeln!(
+                    s,
+                    "  UDP: {} lost ({:.3}% of transactions tried, each restarted after {} ms), {} late responses discarded",
+                    u.lost, u.lost_pct, u.timeout_ms, u.late
+                );
+            }
         }
         Outcome::Stream(o) => {
             let _ = writeln!(
@@ -297,6 +304,21 @@ pub fn result(r: &TestResult, local: bool) -> String {
             );
             if let Some(f) = &o.flow_spread {
                 s.push_str(&spread_line(f, false));
+            }
+            if let Some(u) = &o.udp {
+                let onoff = |b: bool| if b { "on" } else { "off" };
+                let _ = writeln!(
+                    s,
+                    "  UDP datagrams: {} sent, {} received, {} lost ({:.3}%), {} out of order, jitter {:.3} ms (iperf3's); GSO {}, GRO {}",
+                    u.datagrams_sent,
+                    u.datagrams_received,
+                    u.lost,
+                    u.lost_pct,
+                    u.out_of_order,
+                    u.jitter_ms,
+                    onoff(u.gso),
+                    onoff(u.gro)
+                );
             }
         }
         Outcome::Bulk(o) => {

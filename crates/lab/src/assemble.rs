@@ -5,8 +5,8 @@ use virtperf_load::http::Fetched;
 use virtperf_measure::{latency, split, LatencyHistogram};
 use virtperf_wire::{
     BulkOutcome, CpuAccounting, Download, Env, Envs, Events, FlowSpread, HttpOutcome, NicEvents,
-    Outcome, PinnedEvents, RrOutcome, SideCpu, SideEvents, SideReport, StreamFlow, StreamOutcome,
-    TestResult, Workload, RESULT_SCHEMA,
+    Outcome, PinnedEvents, Protocol, RrOutcome, SideCpu, SideEvents, SideReport, StreamFlow,
+    StreamOutcome, TestResult, UdpCounts, UdpRr, UdpStream, Workload, RESULT_SCHEMA,
 };
 
 use crate::plan::Plan;
@@ -251,6 +251,7 @@ fn rr_outcome(c: &Collected, server: &SideReport, warnings: &mut Vec<String>) ->
                 ..s
             })
         }),
+        udp: udp_rr(c, n, warnings),
     };
     if let Workload::Rr {
         rate_per_s: Some(want),
@@ -271,6 +272,102 @@ fn rr_outcome(c: &Collected, server: &SideReport, warnings: &mut Vec<String>) ->
         Outcome::Crr(o)
     };
     (o, n as f64, "transaction")
+}
+
+/// UDP rr: the client's lost transactions, said in a warning too when there were any.
+fn udp_rr(c: &Collected, completed: u64, warnings: &mut Vec<String>) -> Option<UdpRr> {
+    if c.plan.workload.protocol() != Protocol::Udp {
+        return None;
+    }
+    let (lost, late) = c
+        .client
+        .flows
+        .iter()
+        .filter_map(|f| f.udp)
+        .fold((0, 0), |(l, t), u| (l + u.lost, t + u.late));
+    let Workload::Rr {
+        loss_timeout_ms, ..
+    } = c.plan.workload
+    else {
+        return None;
+    };
+    let timeout_ms = crate::udp_roles::loss_timeout(loss_timeout_ms).as_secs_f64() * 1e3;
+    let tried = completed + lost;
+    let lost_pct = if tried > 0 {
+        100.0 * lost as f64 / tried as f64
+    } else {
+        0.0
+    };
+    if lost > 0 {
+        warnings.push(format!(
+            "{lost} of {tried} UDP transactions ({lost_pct:.3}%) had no response within {timeout_ms} ms and were restarted ({late} responses came later: slow, not lost); the rate and latency count completed transactions only"
+        ));
+    }
+    Some(UdpRr {
+        lost,
+        lost_pct,
+        late,
+        timeout_ms,
+    })
+}
+
+/// One UDP stream flow's accounting from its receiver's and its sender's counts.
+fn udp_flow(rx: &UdpCounts, tx: &UdpCounts) -> UdpStream {
+    UdpStream {
+        datagrams_sent: tx.datagrams_tx,
+        datagrams_received: rx.datagrams_rx,
+        lost: rx.lost,
+        lost_pct: pct(rx.lost, rx.highest_seq),
+        out_of_order: rx.out_of_order,
+        jitter_ms: rx.jitter_ms,
+        gso: tx.gso,
+        gro: rx.gro,
+    }
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole > 0 {
+        100.0 * part as f64 / whole as f64
+    } else {
+        0.0
+    }
+}
+
+/// All flows of a UDP stream: sums, loss over all sequence numbers, jitter the flows' mean
+/// (iperf3's summary), and warnings for offloads asked for that the kernel refused.
+fn udp_total(
+    c: &Collected,
+    rx: &SideReport,
+    tx: &SideReport,
+    warnings: &mut Vec<String>,
+) -> UdpStream {
+    let rxs: Vec<UdpCounts> = rx.flows.iter().map(|f| f.udp.unwrap_or_default()).collect();
+    let txs: Vec<UdpCounts> = tx.flows.iter().map(|f| f.udp.unwrap_or_default()).collect();
+    let highest: u64 = rxs.iter().map(|u| u.highest_seq).sum();
+    let lost: u64 = rxs.iter().map(|u| u.lost).sum();
+    let t = UdpStream {
+        datagrams_sent: txs.iter().map(|u| u.datagrams_tx).sum(),
+        datagrams_received: rxs.iter().map(|u| u.datagrams_rx).sum(),
+        lost,
+        lost_pct: pct(lost, highest),
+        out_of_order: rxs.iter().map(|u| u.out_of_order).sum(),
+        jitter_ms: if rxs.is_empty() {
+            0.0
+        } else {
+            rxs.iter().map(|u| u.jitter_ms).sum::<f64>() / rxs.len() as f64
+        },
+        gso: !txs.is_empty() && txs.iter().all(|u| u.gso),
+        gro: !rxs.is_empty() && rxs.iter().all(|u| u.gro),
+    };
+    if let Workload::Stream { gso, gro, .. } = c.plan.workload {
+        if gso && !t.gso {
+            warnings.push("GSO (UDP_SEGMENT) was asked for but the sender's kernel refused it: one datagram per send".into());
+        }
+        if gro && !t.gro {
+            warnings.push("GRO (UDP_GRO) was asked for but the receiver's kernel refused it: one datagram per receive".into());
+        }
+    }
+    t
 }
 
 /// stream: the receivers' bytes over the longest receiver interval, checked against the
@@ -295,13 +392,18 @@ fn stream_outcome(
             receiver_bytes: f.bytes_rx,
             sender_bytes: tx.flows.get(i).map(|t| t.bytes_tx).unwrap_or(0),
             active_s: f.active_s,
+            udp: f
+                .udp
+                .map(|r| udp_flow(&r, &tx.flows.get(i).and_then(|t| t.udp).unwrap_or_default())),
         })
         .collect();
     let receiver_bytes: u64 = flows.iter().map(|f| f.receiver_bytes).sum();
     let sender_bytes: u64 = tx.flows.iter().map(|f| f.bytes_tx).sum();
     // Flows start together at the gate; the longest receiver interval spans them all.
     let elapsed = flows.iter().map(|f| f.active_s).fold(0.0, f64::max);
-    if receiver_bytes != sender_bytes && c.server.is_some() {
+    let udp = (c.plan.workload.protocol() == Protocol::Udp).then(|| udp_total(c, rx, tx, warnings));
+    // UDP loses datagrams by design: its loss is counted above, not a broken connection.
+    if receiver_bytes != sender_bytes && c.server.is_some() && udp.is_none() {
         warnings.push(format!(
             "receiver counted {receiver_bytes} bytes but sender sent {sender_bytes}: a connection ended early"
         ));
@@ -324,6 +426,7 @@ fn stream_outcome(
         elapsed_s: elapsed,
         flows,
         flow_spread,
+        udp,
     };
     (Outcome::Stream(o), receiver_bytes as f64 / 1024.0, "KB")
 }

@@ -411,6 +411,8 @@ fn configs(
                 rate_per_s: None,
                 flows: 1,
                 threads: None,
+                protocol: Default::default(),
+                loss_timeout_ms: None,
             },
             duration: opts.rr_duration,
             client_cpu: Some(cpus.0),

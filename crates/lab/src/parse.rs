@@ -82,6 +82,18 @@ pub fn rate(s: &str) -> Result<String> {
     Ok(format!("{}bit", bits.round() as u64))
 }
 
+/// Parses a UDP stream's target rate in bits per second: `0` for unpaced (iperf3 `-b 0`),
+/// else a rate as `tc` writes it (`2gbit`, `500mbit`; see [`rate`]).
+pub fn bit_rate(s: &str) -> Result<u64> {
+    if s.trim() == "0" {
+        return Ok(0);
+    }
+    let r = rate(s)?;
+    r.trim_end_matches("bit")
+        .parse()
+        .map_err(|_| anyhow!("invalid rate {s:?}: expected 0 or a rate like 2gbit"))
+}
+
 /// Parses a one-way link delay for netem (`1ms`, `250us`): 1 µs to 10 s, returned as whole
 /// microseconds in `tc`'s syntax (`1000us`).
 pub fn delay(s: &str) -> Result<String> {
@@ -248,6 +260,14 @@ pub fn rate_per_s(s: &str) -> anyhow::Result<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bit_rates() {
+        assert_eq!(bit_rate("0").unwrap(), 0);
+        assert_eq!(bit_rate("2gbit").unwrap(), 2_000_000_000);
+        assert_eq!(bit_rate("100mbit").unwrap(), 100_000_000);
+        assert!(bit_rate("fast").is_err());
+    }
 
     #[test]
     fn durations() {

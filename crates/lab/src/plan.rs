@@ -91,6 +91,11 @@ impl Plan {
         // Before any lock is waited for or agent started: a test this process cannot
         // open the sockets for fails now, in one line.
         crate::fds::make_room(&self.workload, "this process").map_err(|e| anyhow!(e))?;
+        // The capture filter and `virtperf pcap` follow TCP connections only: a UDP test's
+        // file would hold its set-up and none of its datagrams.
+        if self.capture.is_some() && !self.workload.protocol().is_tcp() {
+            bail!("--capture records TCP tests (virtperf pcap analyzes TCP): drop it, or run tcpdump yourself for UDP");
+        }
         if self.workload.is_timed() {
             if self.duration.is_zero() {
                 bail!("--duration must be greater than 0 (e.g. 10s, 500ms)");

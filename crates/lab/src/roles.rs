@@ -91,6 +91,10 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<M
         meters.push(m.clone());
         m
     };
+    if !w.protocol().is_tcp() {
+        let handles = crate::udp_roles::client(w, c, &mut meter)?;
+        return Ok((handles, meters));
+    }
     match *w {
         // Flows multiplexed on threads (neper's design): every connection is opened here,
         // before the gate, and each thread takes an even share.
@@ -298,6 +302,9 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
         side,
         wake,
     } = s;
+    if !w.protocol().is_tcp() {
+        return crate::udp_roles::server(w, listener, client, &sock, side);
+    }
     let mut handles = Vec::new();
     match *w {
         Workload::Rr {
@@ -584,6 +591,10 @@ mod tests {
                 recv_size: None,
                 recv_wait: None,
                 threads: None,
+                protocol: Default::default(),
+                rate_bps: None,
+                gso: false,
+                gro: false,
             };
             let r = client::run(&t, &plan(w), &|_| {}).expect("stream");
             let Outcome::Stream(o) = &r.outcome else {

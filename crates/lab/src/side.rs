@@ -117,16 +117,15 @@ where
 /// path while the table is shared), and on this project's VMs that costs a 64-byte stream
 /// ≈ 13% of its rate (bench/RESULTS.md). netperf and iperf3 are single-threaded, so they
 /// never pay it.
-pub(crate) fn spawn_conn_worker<F>(
+pub(crate) fn spawn_conn_worker<S, F>(
     name: &str,
     ctl: &Ctl,
-    mut s: TcpStream,
+    mut s: S,
     body: F,
 ) -> Result<JoinHandle<Result<WorkerOut>>>
 where
-    F: FnOnce(&Ctl, &mut LatencyHistogram, &mut TcpStream) -> std::io::Result<Counts>
-        + Send
-        + 'static,
+    S: AsRawFd + Send + 'static,
+    F: FnOnce(&Ctl, &mut LatencyHistogram, &mut S) -> std::io::Result<Counts> + Send + 'static,
 {
     let fd = s.as_raw_fd();
     spawn(name, ctl, Table::Private(Some(fd)), move |c, h| {
@@ -275,6 +274,7 @@ impl Joined {
                 bytes_tx: c.bytes_tx,
                 active_s: c.active.as_secs_f64(),
                 transactions: c.transactions,
+                udp: c.udp,
             })
             .collect()
     }

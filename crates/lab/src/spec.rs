@@ -162,9 +162,21 @@ struct RawWorkload {
     /// rr: idle time between a response and the next request; a list sweeps it.
     #[serde(default)]
     gap: Option<Spanned<OneOrMany<String>>>,
-    /// rr: open-loop request rate per second.
+    /// rr: open-loop request rate per second; UDP stream: bits per second (`2gbit`, 0:
+    /// unpaced).
     #[serde(default)]
-    rate: Option<Spanned<u32>>,
+    rate: Option<Spanned<SizeVal>>,
+    /// rr, stream: `tcp` (the default) or `udp`; a list sweeps it.
+    #[serde(default)]
+    protocol: Option<Spanned<OneOrMany<String>>>,
+    /// UDP rr: how long to wait for a response before counting it lost (`50ms`).
+    #[serde(default)]
+    loss_timeout: Option<Spanned<String>>,
+    /// UDP stream: UDP_SEGMENT on the sender, UDP_GRO on the receiver.
+    #[serde(default)]
+    gso: Option<Spanned<bool>>,
+    #[serde(default)]
+    gro: Option<Spanned<bool>>,
     /// stream, bulk, rr, crr: record a time series with intervals this long.
     #[serde(default)]
     interval: Option<Spanned<String>>,
@@ -542,6 +554,8 @@ struct Axes {
     reverses: Vec<bool>,
     /// rr's idle gap between transactions, µs (None: back to back).
     gaps: Vec<Option<u64>>,
+    /// rr and stream: TCP or UDP.
+    protocols: Vec<virtperf_wire::Protocol>,
 }
 
 /// One point of the product.
@@ -553,6 +567,7 @@ struct Combo {
     flows: u32,
     reverse: bool,
     gap: Option<u64>,
+    protocol: virtperf_wire::Protocol,
 }
 
 impl Axes {
@@ -570,6 +585,9 @@ impl Axes {
                 parse::duration_up_to(v, Duration::from_secs(1), "1s")
                     .map(|d| Some(d.as_micros() as u64).filter(|g| *g > 0))
             })?,
+            protocols: axis(text, &r.protocol, Default::default(), |v: &String| {
+                virtperf_wire::Protocol::parse(v).map_err(anyhow::Error::msg)
+            })?,
         })
     }
 
@@ -582,6 +600,7 @@ impl Axes {
             self.flows.len(),
             self.reverses.len(),
             self.gaps.len(),
+            self.protocols.len(),
         ]
         .iter()
         .fold(1usize, |acc, &n| acc.saturating_mul(n))
@@ -594,13 +613,16 @@ impl Axes {
                 self.send_sizes.iter().flat_map(move |&send| {
                     self.flows.iter().flat_map(move |&flows| {
                         self.reverses.iter().flat_map(move |&reverse| {
-                            self.gaps.iter().map(move |&gap| Combo {
-                                cpu,
-                                size,
-                                send,
-                                flows,
-                                reverse,
-                                gap,
+                            self.gaps.iter().flat_map(move |&gap| {
+                                self.protocols.iter().map(move |&protocol| Combo {
+                                    cpu,
+                                    size,
+                                    send,
+                                    flows,
+                                    reverse,
+                                    gap,
+                                    protocol,
+                                })
                             })
                         })
                     })
@@ -618,6 +640,7 @@ impl Axes {
             ("reverse", self.reverses.len()),
             ("cpus", self.cpus.len()),
             ("gap", self.gaps.len()),
+            ("protocol", self.protocols.len()),
         ]
         .iter()
         .filter(|(_, n)| *n > 1)
@@ -632,6 +655,12 @@ struct Fixed {
     interval: Option<Duration>,
     wait: (virtperf_wire::Wait, virtperf_wire::Wait),
     rate: Option<u32>,
+    /// UDP rr's loss timeout, ms.
+    loss_timeout_ms: Option<u32>,
+    /// UDP stream pacing, bits/s (0: unpaced).
+    rate_bps: Option<u64>,
+    gso: bool,
+    gro: bool,
     recv_size: Option<u32>,
     recv_wait: Option<RecvWait>,
     bytes: Option<u64>,
@@ -704,11 +733,16 @@ impl Fixed {
             Some(w) => parse::wait(w.get_ref()).or_else(|m| err(text, w.span(), m))?,
             None => Default::default(),
         };
-        let rate = match &r.rate {
-            Some(v) => Some(
-                parse::rate_per_s(&v.get_ref().to_string()).or_else(|m| err(text, v.span(), m))?,
+        let (rate, rate_bps) = match &r.rate {
+            Some(v) if kind == "stream" => (
+                None,
+                Some(parse::bit_rate(&v.get_ref().text()).or_else(|m| err(text, v.span(), m))?),
             ),
-            None => None,
+            Some(v) => (
+                Some(parse::rate_per_s(&v.get_ref().text()).or_else(|m| err(text, v.span(), m))?),
+                None,
+            ),
+            None => (None, None),
         };
         if let (Some(_), Some(g)) = (&r.rate, &r.gap) {
             return err(
@@ -722,6 +756,17 @@ impl Fixed {
             interval,
             wait,
             rate,
+            rate_bps,
+            loss_timeout_ms: match &r.loss_timeout {
+                Some(v) => Some(
+                    parse::duration_up_to(v.get_ref(), Duration::from_secs(60), "60s")
+                        .map(|d| d.as_millis().max(1) as u32)
+                        .or_else(|m| err(text, v.span(), m))?,
+                ),
+                None => None,
+            },
+            gso: r.gso.as_ref().is_some_and(|g| *g.get_ref()),
+            gro: r.gro.as_ref().is_some_and(|g| *g.get_ref()),
             recv_size,
             recv_wait,
             bytes,
@@ -735,7 +780,16 @@ impl Fixed {
 fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> {
     let allowed: &[&str] = match kind {
         "rr" => &[
-            "size", "cpus", "wait", "gap", "rate", "flows", "threads", "interval",
+            "size",
+            "cpus",
+            "wait",
+            "gap",
+            "rate",
+            "flows",
+            "threads",
+            "interval",
+            "protocol",
+            "loss_timeout",
         ],
         "crr" => &["size", "cpus", "wait", "flows", "threads", "interval"],
         "stream" => &[
@@ -745,6 +799,10 @@ fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> 
             "reverse",
             "cpus",
             "interval",
+            "protocol",
+            "rate",
+            "gso",
+            "gro",
         ],
         "bulk" => &["bytes", "send_size", "reverse", "cpus", "interval"],
         "http" => &["bytes", "count", "cpus"],
@@ -756,8 +814,12 @@ fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> 
             )
         }
     };
-    let present: [(&str, Option<std::ops::Range<usize>>); 12] = [
+    let present: [(&str, Option<std::ops::Range<usize>>); 16] = [
         ("threads", r.threads.as_ref().map(|s| s.span())),
+        ("loss_timeout", r.loss_timeout.as_ref().map(|s| s.span())),
+        ("protocol", r.protocol.as_ref().map(|s| s.span())),
+        ("gso", r.gso.as_ref().map(|s| s.span())),
+        ("gro", r.gro.as_ref().map(|s| s.span())),
         ("interval", r.interval.as_ref().map(|s| s.span())),
         ("wait", r.wait.as_ref().map(|s| s.span())),
         ("gap", r.gap.as_ref().map(|s| s.span())),
@@ -798,6 +860,9 @@ fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Workload {
             rate_per_s: f.rate,
             flows: c.flows,
             threads: f.threads,
+            protocol: c.protocol,
+            // In a protocol sweep the loss timeout is the UDP points' (TCP has none).
+            loss_timeout_ms: f.loss_timeout_ms.filter(|_| !c.protocol.is_tcp()),
         },
         "crr" => Workload::Crr {
             request,
@@ -814,6 +879,10 @@ fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Workload {
             recv_size: f.recv_size,
             recv_wait: f.recv_wait,
             threads: f.threads,
+            protocol: c.protocol,
+            rate_bps: f.rate_bps,
+            gso: f.gso,
+            gro: f.gro,
         },
         "bulk" => Workload::Bulk {
             bytes: f.bytes.unwrap_or(1),
@@ -837,6 +906,7 @@ fn name_point(base: &str, c: Combo, swept: &[&str]) -> (String, serde_json::Valu
             "flows" => serde_json::json!(c.flows),
             "reverse" => serde_json::json!(c.reverse),
             "gap" => serde_json::json!(c.gap.map_or("0".to_string(), |g| format!("{g}us"))),
+            "protocol" => serde_json::json!(c.protocol.name()),
             _ => serde_json::json!(cpus_text(c.cpu)),
         };
         label.push_str(&format!(
@@ -1188,6 +1258,10 @@ socket = { nodelay = true, busy_poll_us = 50 }
                 recv_size: None,
                 recv_wait: None,
                 threads: None,
+                protocol: Default::default(),
+                rate_bps: None,
+                gso: false,
+                gro: false,
             }
         );
         assert_eq!(s.points[0].duration, Duration::from_secs(2));
@@ -1202,6 +1276,65 @@ socket = { nodelay = true, busy_poll_us = 50 }
         assert_eq!(s.configs[0].name, "default");
         assert_eq!(s.points[0].workload, Workload::rr(1, 1));
         assert_eq!(s.points[0].duration, Duration::from_secs(10));
+    }
+
+    /// `protocol` sweeps like any list; a UDP stream takes its rate and offloads; a size
+    /// no datagram holds is refused at its workload's line.
+    #[test]
+    fn protocol_sweeps_and_udp_streams_take_rate_and_offloads() {
+        let s = parse(
+            r#"
+name = "u"
+[[workload]]
+kind = "rr"
+protocol = ["tcp", "udp"]
+loss_timeout = "20ms"
+[[workload]]
+kind = "stream"
+protocol = "udp"
+send_size = 1472
+rate = "2gbit"
+gso = true
+"#,
+        )
+        .unwrap();
+        assert_eq!(s.points.len(), 3);
+        assert_eq!(s.points[1].label, "rr protocol=udp");
+        assert_eq!(s.points[1].params["protocol"], "udp");
+        assert_eq!(
+            s.points[1].workload.protocol(),
+            virtperf_wire::Protocol::Udp
+        );
+        assert!(matches!(
+            s.points[1].workload,
+            Workload::Rr {
+                loss_timeout_ms: Some(20),
+                ..
+            }
+        ));
+        assert_eq!(s.points[0].workload, Workload::rr(1, 1));
+        match &s.points[2].workload {
+            Workload::Stream {
+                protocol,
+                rate_bps,
+                gso,
+                gro,
+                ..
+            } => {
+                assert_eq!(*protocol, virtperf_wire::Protocol::Udp);
+                assert_eq!(*rate_bps, Some(2_000_000_000));
+                assert!(*gso && !*gro);
+            }
+            w => panic!("stream expected: {w:?}"),
+        }
+        let (line, m) = line_of_error(
+            "name = \"u\"\n[[workload]]\nkind = \"stream\"\nprotocol = \"udp\"\nsend_size = 65508\n",
+        );
+        assert_eq!(line, 2, "{m}");
+        assert!(m.contains("65507"), "{m}");
+        let (_, m) =
+            line_of_error("name = \"u\"\n[[workload]]\nkind = \"stream\"\nrate = \"1gbit\"\n");
+        assert!(m.contains("--protocol udp"), "{m}");
     }
 
     fn line_of_error(text: &str) -> (usize, String) {

@@ -76,6 +76,7 @@ pub fn client(
         bytes_tx: n * request as u64,
         transactions: n,
         active: end.duration_since(start),
+        udp: None,
     })
 }
 
@@ -121,5 +122,6 @@ pub fn server(
         bytes_tx: n * response as u64,
         transactions: n,
         active: start.elapsed(),
+        udp: None,
     })
 }

@@ -15,6 +15,7 @@ pub mod mux;
 pub mod rr;
 pub mod sock;
 pub mod stream;
+pub mod udp;
 
 use std::time::Duration;
 
@@ -33,4 +34,6 @@ pub struct Counts {
     /// From the first byte moved to the last (receivers count from their first received
     /// byte), or the engine's whole run for rr/crr.
     pub active: Duration,
+    /// UDP engines: datagram counts, loss, reordering and jitter.
+    pub udp: Option<virtperf_wire::UdpCounts>,
 }

@@ -208,6 +208,7 @@ fn flow_counts(
                 bytes_tx: t * tx as u64,
                 transactions: t,
                 active,
+                udp: None,
             }
         })
         .collect()
@@ -771,6 +772,7 @@ pub fn crr_server(
         bytes_tx: n * response as u64,
         transactions: n,
         active: start.elapsed(),
+        udp: None,
     })
 }
 

@@ -84,6 +84,7 @@ pub fn client_waiting(
         bytes_tx: n * request as u64,
         transactions: n,
         active: t0.duration_since(start),
+        udp: None,
     })
 }
 
@@ -180,6 +181,7 @@ pub fn client_paced(
         bytes_tx: n * request as u64,
         transactions: n,
         active: end.duration_since(start),
+        udp: None,
     })
 }
 
@@ -230,6 +232,7 @@ pub fn server_waiting(
         bytes_tx: n * response as u64,
         transactions: n,
         active: start.elapsed(),
+        udp: None,
     })
 }
 

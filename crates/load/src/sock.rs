@@ -109,9 +109,10 @@ pub fn recv_raw<T: AsFd>(s: &T, buf: &mut [u8]) -> io::Result<usize> {
     recvfrom(s, buf, rustix::net::RecvFlags::empty())
 }
 
-/// `recv(2)` with `MSG_DONTWAIT`: `WouldBlock` at once when nothing is queued.
+/// `recv(2)` with `MSG_DONTWAIT`: `WouldBlock` at once when nothing is queued (spinning
+/// waits, and the UDP receiver's drain at the end of a stream).
 #[inline]
-fn recv_nowait<T: AsFd>(s: &T, buf: &mut [u8]) -> io::Result<usize> {
+pub fn recv_nowait<T: AsFd>(s: &T, buf: &mut [u8]) -> io::Result<usize> {
     recvfrom(s, buf, rustix::net::RecvFlags::DONTWAIT)
 }
 

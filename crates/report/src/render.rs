@@ -558,6 +558,42 @@ pub fn compare_table(rows: &[Row]) -> String {
     s
 }
 
+/// UDP loss, jitter and reordering per point and config (means over tries of `lost_pct`,
+/// `jitter_ms`, `out_of_order`), so a stored UDP run shows what it lost beside its rates.
+/// Empty when no point is UDP.
+pub fn udp_table(points: &[PointSummary]) -> String {
+    let mut out = String::new();
+    for p in points {
+        for c in &p.configs {
+            let get = |n: &str| {
+                c.metrics
+                    .iter()
+                    .find(|m| m.name == n)
+                    .map(|m| m.summary.mean)
+            };
+            let Some(lost) = get("lost_pct") else {
+                continue;
+            };
+            if out.is_empty() {
+                out.push_str(
+                    "
+UDP (mean of tries):
+",
+                );
+            }
+            let mut line = format!("  {} · {}: lost {lost:.3}%", p.label, c.config);
+            if let Some(j) = get("jitter_ms") {
+                line.push_str(&format!(", jitter {j:.3} ms"));
+            }
+            if let Some(o) = get("out_of_order") {
+                line.push_str(&format!(", {o:.1} out of order"));
+            }
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    out
+}
+
 /// Events per unit of work, per point and config (the means over tries of the `*_per_tr`
 /// or `*_per_mb` metrics): how many times each side slept, how many idle entries, IPIs and
 /// timer interrupts its CPU took. Empty when no result carries events.

@@ -36,6 +36,90 @@ pub const MAX_RATE: u32 = 1_000_000;
 /// Longest test duration accepted (24 h).
 pub const MAX_DURATION_MS: u64 = 24 * 3600 * 1000;
 
+/// Largest UDP payload over IPv4 (65,535 − 8 UDP header − 20 IP header bytes): the most one
+/// datagram carries, so the largest UDP request, response or send size.
+pub const MAX_UDP_PAYLOAD: u32 = 65_507;
+/// Smallest UDP stream datagram: its sequence number and send timestamp (8 bytes each),
+/// which loss, reordering and jitter are computed from (iperf3 needs the same).
+pub const MIN_UDP_STREAM_SIZE: u32 = 16;
+
+/// The data path's transport. The control connection is TCP either way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// TCP (netperf TCP_RR / TCP_STREAM). The default.
+    #[default]
+    Tcp,
+    /// UDP datagrams (netperf UDP_RR / UDP_STREAM, iperf3 `-u`, sockperf).
+    Udp,
+}
+
+impl Protocol {
+    /// True for the default (TCP), so results and specs from before UDP read the same.
+    pub fn is_tcp(&self) -> bool {
+        *self == Protocol::Tcp
+    }
+
+    /// `tcp` or `udp`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+        }
+    }
+
+    /// Parses `tcp` or `udp`.
+    pub fn parse(s: &str) -> Result<Protocol, String> {
+        match s {
+            "tcp" => Ok(Protocol::Tcp),
+            "udp" => Ok(Protocol::Udp),
+            _ => Err(format!("protocol must be `tcp` or `udp`, got `{s}`")),
+        }
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// What one side counted of one UDP flow's datagrams (absent on TCP flows).
+///
+/// Stream receivers count as iperf3 does: each datagram carries a sequence number (from 1)
+/// and its send time; a sequence number above the highest seen so far opens a gap that
+/// counts as lost, one below it is out of order and takes one back from the lost count, and
+/// jitter is RFC 1889's smoothed transit-time difference (J += (|D| − J) / 16). An rr
+/// client's `lost` counts transactions whose request or response never came back within the
+/// loss timeout (each restarted with a new request); `late` the responses that then arrived
+/// for an abandoned request, discarded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpCounts {
+    /// Datagrams received.
+    pub datagrams_rx: u64,
+    /// Datagrams sent.
+    pub datagrams_tx: u64,
+    /// Datagrams lost (stream receiver), or transactions restarted after a timeout (rr
+    /// client).
+    pub lost: u64,
+    /// Datagrams that arrived after a higher sequence number (stream receiver).
+    #[serde(default)]
+    pub out_of_order: u64,
+    /// Highest sequence number received (stream receiver): iperf3's datagram total.
+    #[serde(default)]
+    pub highest_seq: u64,
+    /// Smoothed transit-time variation, milliseconds (stream receiver).
+    #[serde(default)]
+    pub jitter_ms: f64,
+    /// Responses that arrived for an abandoned request and were discarded (rr client).
+    #[serde(default)]
+    pub late: u64,
+    /// UDP_SEGMENT (GSO) was set on this sender's socket.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub gso: bool,
+    /// UDP_GRO was set on this receiver's socket.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub gro: bool,
+}
+
 /// A byte count as typed units can hide it (`64K` is 65536, `64KB` 64000): the exact count
 /// first, then a readable unit when one fits (`65536 B (64 KiB)`, `100000000 B (100.0 MB)`).
 pub fn bytes_text(n: u64) -> String {
@@ -91,8 +175,13 @@ impl Workload {
                 rate_per_s,
                 flows,
                 threads,
+                protocol,
+                ..
             } => {
                 let mut t = sizes_and_waits(*request, *response, *client_wait, *server_wait);
+                if !protocol.is_tcp() {
+                    t.push_str(", UDP");
+                }
                 if *flows > 1 {
                     t.push_str(&format!(", {flows} flows"));
                 }
@@ -127,23 +216,30 @@ impl Workload {
                 recv_size,
                 recv_wait,
                 threads,
-            } => format!(
-                "{} sends{}{}, {flows} flow{}{}, {}",
-                bytes_text(u64::from(*send_size)),
-                recv_size
-                    .map(|r| format!(" / {} receives", bytes_text(u64::from(r))))
-                    .unwrap_or_default(),
-                recv_wait
-                    .map(|w| format!(" ({}ing receiver)", w.name()))
-                    .unwrap_or_default(),
-                if *flows == 1 { "" } else { "s" },
-                on_threads(*threads),
-                if *reverse {
-                    "server→client"
-                } else {
-                    "client→server"
-                }
-            ),
+                protocol,
+                rate_bps,
+                gso,
+                gro,
+            } => {
+                format!(
+                    "{}{} sends{}{}, {flows} flow{}{}, {}",
+                    if protocol.is_tcp() { "" } else { "UDP " },
+                    bytes_text(u64::from(*send_size)),
+                    recv_size
+                        .map(|r| format!(" / {} receives", bytes_text(u64::from(r))))
+                        .unwrap_or_default(),
+                    recv_wait
+                        .map(|w| format!(" ({}ing receiver)", w.name()))
+                        .unwrap_or_default(),
+                    if *flows == 1 { "" } else { "s" },
+                    on_threads(*threads),
+                    if *reverse {
+                        "server→client"
+                    } else {
+                        "client→server"
+                    }
+                ) + &udp_stream_text(*protocol, *rate_bps, *gso, *gro)
+            }
             Workload::Bulk {
                 bytes: b, reverse, ..
             } => format!(
@@ -158,6 +254,24 @@ impl Workload {
             Workload::Http { bytes: b } => format!("{} body", bytes_text(*b)),
         }
     }
+}
+
+/// A UDP stream's pacing and offloads for a header (`, paced to 2000 Mbit/s per flow, GSO`).
+fn udp_stream_text(protocol: Protocol, rate_bps: Option<u64>, gso: bool, gro: bool) -> String {
+    if protocol.is_tcp() {
+        return String::new();
+    }
+    let mut t = match rate_bps.filter(|r| *r > 0) {
+        Some(r) => format!(", paced to {} Mbit/s per flow", r as f64 / 1e6),
+        None => ", unpaced".to_string(),
+    };
+    if gso {
+        t.push_str(", GSO");
+    }
+    if gro {
+        t.push_str(", GRO");
+    }
+    t
 }
 
 /// A workload and its parameters, as the client asks the agent to serve it.
@@ -192,6 +306,14 @@ pub enum Workload {
         /// (neper's design); absent: one thread per flow.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         threads: Option<u32>,
+        /// Data path transport (absent: TCP). UDP: one datagram each way per transaction;
+        /// a lost one is counted and the transaction restarted after a timeout.
+        #[serde(default, skip_serializing_if = "Protocol::is_tcp")]
+        protocol: Protocol,
+        /// UDP: how long the client waits for a response before it counts the transaction
+        /// lost and sends a new request, ms (absent: 50).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        loss_timeout_ms: Option<u32>,
     },
     /// A new connection per request/response (netperf TCP_CRR).
     Crr {
@@ -232,6 +354,21 @@ pub enum Workload {
         /// flow.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         threads: Option<u32>,
+        /// Data path transport (absent: TCP). UDP: `send_size`-byte datagrams, each with a
+        /// sequence number and send time for loss, reordering and jitter.
+        #[serde(default, skip_serializing_if = "Protocol::is_tcp")]
+        protocol: Protocol,
+        /// UDP: paced to this many bits per second per flow (iperf3 `-b`); absent or 0:
+        /// as fast as the sender can (iperf3 `-b 0`, netperf UDP_STREAM).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate_bps: Option<u64>,
+        /// UDP: ask for UDP_SEGMENT on the sender (GSO: one send hands the kernel many
+        /// datagrams).
+        #[serde(default, skip_serializing_if = "is_false")]
+        gso: bool,
+        /// UDP: ask for UDP_GRO on the receiver (coalesced receives).
+        #[serde(default, skip_serializing_if = "is_false")]
+        gro: bool,
     },
     /// Move a fixed number of bytes over one connection and time it.
     Bulk {
@@ -342,6 +479,8 @@ impl Workload {
             rate_per_s: None,
             flows: 1,
             threads: None,
+            protocol: Protocol::Tcp,
+            loss_timeout_ms: None,
         }
     }
 
@@ -428,6 +567,14 @@ impl Workload {
                 Some(_) => Ok(()),
             }
         }
+        fn udp_size(what: &str, v: u32) -> Result<(), String> {
+            if v > MAX_UDP_PAYLOAD {
+                return Err(format!(
+                    "{what} {v} bytes does not fit in one UDP datagram (at most {MAX_UDP_PAYLOAD} bytes over IPv4): use a smaller size or --protocol tcp"
+                ));
+            }
+            Ok(())
+        }
         fn bytes(v: u64) -> Result<(), String> {
             if v == 0 || v > MAX_TRANSFER {
                 return Err(format!(
@@ -446,10 +593,37 @@ impl Workload {
                 rate_per_s,
                 flows,
                 threads,
+                protocol,
+                loss_timeout_ms,
             } => {
                 size("request size", request)?;
+                if let Some(t) = loss_timeout_ms {
+                    if protocol.is_tcp() {
+                        return Err(
+                            "--loss-timeout applies to --protocol udp (TCP retransmits)".into()
+                        );
+                    }
+                    if !(1..=60_000).contains(&t) {
+                        return Err(format!(
+                            "the loss timeout must be between 1 ms and 60 s, got {t} ms"
+                        ));
+                    }
+                }
                 size("response size", response)?;
                 check_waits(client_wait, server_wait)?;
+                if protocol == Protocol::Udp {
+                    if threads.is_some() {
+                        return Err("--threads multiplexes TCP connections: drop it with --protocol udp (a thread per UDP flow)".into());
+                    }
+                    udp_size("request size", request)?;
+                    udp_size("response size", response)?;
+                    if gap_us.is_some() || rate_per_s.is_some() {
+                        return Err(
+                            "--gap and --rate (open loop) are TCP-only for now: drop them or use --protocol tcp"
+                                .into(),
+                        );
+                    }
+                }
                 check_flows(flows, threads)?;
                 if threads.is_some() && (gap_us.is_some() || rate_per_s.is_some()) {
                     return Err("--threads runs flows back to back: drop --gap/--rate, or drop --threads for a thread per flow".into());
@@ -503,9 +677,33 @@ impl Workload {
                 flows,
                 recv_size,
                 threads,
+                recv_wait,
+                protocol,
+                rate_bps,
+                gso,
+                gro,
                 ..
             } => {
                 size("send size", send_size)?;
+                if protocol == Protocol::Udp {
+                    if threads.is_some() {
+                        return Err("--threads multiplexes TCP connections: drop it with --protocol udp (a thread per UDP flow)".into());
+                    }
+                    udp_size("send size", send_size)?;
+                    if send_size < MIN_UDP_STREAM_SIZE {
+                        return Err(format!(
+                            "a UDP stream datagram must hold its sequence number and timestamp: send size at least {MIN_UDP_STREAM_SIZE} bytes, got {send_size}"
+                        ));
+                    }
+                    if recv_size.is_some() || recv_wait.is_some() {
+                        return Err("--recv-size and --recv-wait are TCP-only (a UDP receiver takes one whole datagram per blocking receive)".into());
+                    }
+                } else if rate_bps.is_some() || gso || gro {
+                    return Err(
+                        "--rate, --gso and --gro pace and offload UDP streams: add --protocol udp (protocol = \"udp\" in a spec)"
+                            .into(),
+                    );
+                }
                 if let Some(r) = recv_size {
                     size("receive size", r)?;
                 }
@@ -520,6 +718,14 @@ impl Workload {
                 bytes(b)
             }
             Workload::Http { bytes: b } => bytes(b),
+        }
+    }
+
+    /// The data path's transport: UDP for `protocol = "udp"` rr and stream, else TCP.
+    pub fn protocol(&self) -> Protocol {
+        match self {
+            Workload::Rr { protocol, .. } | Workload::Stream { protocol, .. } => *protocol,
+            _ => Protocol::Tcp,
         }
     }
 
@@ -869,6 +1075,9 @@ pub struct FlowStats {
     /// otherwise).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub transactions: u64,
+    /// UDP flows: datagram counts, loss, reordering and jitter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpCounts>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -989,6 +1198,45 @@ pub struct RrOutcome {
     /// Per-flow transaction rates (flows multiplexed on threads, `--threads`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_spread: Option<FlowSpread>,
+    /// UDP: lost transactions (restarted after a timeout), never hidden.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpRr>,
+}
+
+/// A UDP rr test's losses: a transaction whose request or response is lost is counted and
+/// restarted with a new request after `timeout_ms`; its time is in no latency sample.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpRr {
+    /// Transactions restarted after a timeout.
+    pub lost: u64,
+    /// `lost` in percent of transactions tried (completed + lost).
+    pub lost_pct: f64,
+    /// Responses that arrived after their transaction was given up, discarded.
+    pub late: u64,
+    /// How long the client waited for a response before counting it lost, ms.
+    pub timeout_ms: f64,
+}
+
+/// A UDP stream's datagram accounting, as iperf3 reports it (see [`UdpCounts`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpStream {
+    /// Datagrams the sender handed to the kernel.
+    pub datagrams_sent: u64,
+    /// Datagrams the receiver got.
+    pub datagrams_received: u64,
+    /// Datagrams lost: gaps in the sequence numbers minus late arrivals (iperf3's count;
+    /// datagrams still in flight when the test stopped are not counted).
+    pub lost: u64,
+    /// `lost` in percent of the highest sequence number received (iperf3's "Lost/Total").
+    pub lost_pct: f64,
+    /// Datagrams that arrived after a higher sequence number.
+    pub out_of_order: u64,
+    /// RFC 1889 jitter, milliseconds (flows: their mean, as iperf3 sums them up).
+    pub jitter_ms: f64,
+    /// UDP_SEGMENT was in effect on every sender.
+    pub gso: bool,
+    /// UDP_GRO was in effect on every receiver.
+    pub gro: bool,
 }
 
 /// One connection of a stream test.
@@ -1002,6 +1250,9 @@ pub struct StreamFlow {
     pub sender_bytes: u64,
     /// Receiver's first-to-last-byte seconds.
     pub active_s: f64,
+    /// UDP: this flow's datagram accounting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpStream>,
 }
 
 /// Outcome of a stream workload.
@@ -1022,6 +1273,9 @@ pub struct StreamOutcome {
     /// Per-flow receiver throughput (flows multiplexed on threads, `--threads`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_spread: Option<FlowSpread>,
+    /// UDP: all flows' datagram accounting (loss, out of order, jitter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpStream>,
 }
 
 /// Outcome of a bulk transfer.
@@ -1328,13 +1582,27 @@ impl TestResult {
             higher_is_better,
         };
         let mut v = match &self.outcome {
-            Outcome::Rr(o) | Outcome::Crr(o) => vec![
-                m("rate_per_s", "trans/s", o.rate_per_s, true),
-                m("mean_us", "µs", o.latency.mean_us, false),
-                m("p50_us", "µs", o.latency.p50_us, false),
-                m("p99_us", "µs", o.latency.p99_us, false),
-            ],
-            Outcome::Stream(o) => vec![m("mbps", "Mbit/s", o.mbps, true)],
+            Outcome::Rr(o) | Outcome::Crr(o) => {
+                let mut v = vec![
+                    m("rate_per_s", "trans/s", o.rate_per_s, true),
+                    m("mean_us", "µs", o.latency.mean_us, false),
+                    m("p50_us", "µs", o.latency.p50_us, false),
+                    m("p99_us", "µs", o.latency.p99_us, false),
+                ];
+                if let Some(u) = &o.udp {
+                    v.push(m("lost_pct", "%", u.lost_pct, false));
+                }
+                v
+            }
+            Outcome::Stream(o) => {
+                let mut v = vec![m("mbps", "Mbit/s", o.mbps, true)];
+                if let Some(u) = &o.udp {
+                    v.push(m("lost_pct", "%", u.lost_pct, false));
+                    v.push(m("jitter_ms", "ms", u.jitter_ms, false));
+                    v.push(m("out_of_order", "datagrams", u.out_of_order as f64, false));
+                }
+                v
+            }
             Outcome::Bulk(o) => vec![
                 m("elapsed_s", "s", o.elapsed_s, false),
                 m("mib_per_s", "MiB/s", o.mib_per_s, true),

@@ -1,0 +1,383 @@
+//! The UDP rows of the role table (`roles`): rr and stream over connected UDP sockets.
+//!
+//! Set-up rides on the test's TCP data port, so UDP keeps TCP's rules for who may take
+//! part: per flow, the client opens one TCP data connection (accepted only from the
+//! control connection's address, as for TCP workloads), and each end writes its UDP port
+//! on it (2 bytes, big-endian) and connects its UDP socket to the other's. The TCP
+//! connection is then closed: nothing is lost or reordered during set-up, and no datagram
+//! from anywhere else reaches a connected UDP socket.
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use virtperf_load::interval::Meter;
+use virtperf_load::sock::prepare_data_socket;
+use virtperf_load::udp;
+use virtperf_wire::{SockOpts, Workload};
+
+use crate::roles::{ClientHalf, Handles};
+use crate::side::{accept_n, spawn_conn_worker, Ctl};
+use crate::{DATA_TIMEOUT, SETUP_TIMEOUT};
+
+/// TCP_NODELAY means nothing to UDP: the other options apply as they are.
+fn udp_opts(sock: &SockOpts) -> SockOpts {
+    SockOpts {
+        nodelay: None,
+        ..*sock
+    }
+}
+
+/// Swaps UDP ports over the set-up connections `conns` and returns this end's UDP socket
+/// per connection, bound on its local address and connected to the peer's. Every port is
+/// written before any is read, so the two ends never wait on each other whatever order
+/// the agent accepted the connections in.
+fn pair_all(conns: Vec<TcpStream>, sock: &SockOpts) -> Result<Vec<UdpSocket>> {
+    let mut socks = Vec::with_capacity(conns.len());
+    for t in &conns {
+        t.set_read_timeout(Some(SETUP_TIMEOUT))?;
+        t.set_write_timeout(Some(SETUP_TIMEOUT))?;
+        let u = UdpSocket::bind((t.local_addr()?.ip(), 0)).context("binding a UDP data socket")?;
+        (&*t)
+            .write_all(&u.local_addr()?.port().to_be_bytes())
+            .context("sending our UDP port")?;
+        socks.push(u);
+    }
+    for (t, u) in conns.iter().zip(&socks) {
+        let mut port = [0u8; 2];
+        (&*t)
+            .read_exact(&mut port)
+            .context("reading the peer's UDP port (the peer went away during set-up)")?;
+        u.connect((t.peer_addr()?.ip(), u16::from_be_bytes(port)))
+            .context("connecting the UDP data socket")?;
+        prepare_data_socket(u, DATA_TIMEOUT, false, &udp_opts(sock))?;
+    }
+    Ok(socks)
+}
+
+/// The client's UDP sockets for `n` flows, set up through the agent's data port `data`.
+fn open(data: SocketAddr, n: u32, sock: &SockOpts) -> Result<Vec<UdpSocket>> {
+    let conns = (0..n)
+        .map(|_| {
+            TcpStream::connect_timeout(&data, SETUP_TIMEOUT)
+                .with_context(|| format!("opening a data connection to {data}"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    pair_all(conns, sock)
+}
+
+/// The agent's UDP sockets for `n` flows from `client`; closes the listener afterwards.
+fn accept(
+    listener: TcpListener,
+    client: IpAddr,
+    n: usize,
+    sock: &SockOpts,
+) -> Result<Vec<UdpSocket>> {
+    let conns = accept_n(&listener, n, SETUP_TIMEOUT, client)?;
+    drop(listener);
+    pair_all(conns, sock)
+}
+
+/// Starts the client half of a UDP workload.
+pub(crate) fn client(
+    w: &Workload,
+    c: &ClientHalf,
+    meter: &mut dyn FnMut() -> Arc<Meter>,
+) -> Result<Handles> {
+    let (data, sock, side) = (c.data, c.sock, c.side);
+    let mut handles = Vec::new();
+    match *w {
+        Workload::Rr {
+            request,
+            response,
+            client_wait,
+            flows,
+            loss_timeout_ms,
+            ..
+        } => {
+            let loss_timeout = loss_timeout(loss_timeout_ms);
+            for (i, s) in open(data, flows, &sock)?.into_iter().enumerate() {
+                let m = meter();
+                handles.push(spawn_conn_worker(
+                    &format!("udp-rr-client-{i}"),
+                    side,
+                    s,
+                    move |c, h, s| {
+                        udp::rr_client(
+                            s,
+                            request as usize,
+                            response as usize,
+                            client_wait,
+                            loss_timeout,
+                            &c.stop,
+                            h,
+                            &m,
+                        )
+                    },
+                )?);
+            }
+        }
+        Workload::Stream {
+            send_size,
+            flows,
+            reverse,
+            rate_bps,
+            gso,
+            gro,
+            ..
+        } => {
+            for (i, s) in open(data, flows, &sock)?.into_iter().enumerate() {
+                let m = meter();
+                handles.push(stream_worker(
+                    &format!("udp-stream-client-{i}"),
+                    side,
+                    s,
+                    !reverse,
+                    send_size as usize,
+                    rate_bps,
+                    gso,
+                    gro,
+                    m,
+                )?);
+            }
+        }
+        _ => unreachable!("only rr and stream have a UDP protocol (Workload::protocol)"),
+    }
+    Ok(handles)
+}
+
+/// The rr client's wait for a response: the workload's, else [`udp::LOSS_TIMEOUT`].
+pub(crate) fn loss_timeout(ms: Option<u32>) -> std::time::Duration {
+    ms.map_or(udp::LOSS_TIMEOUT, |ms| {
+        std::time::Duration::from_millis(u64::from(ms))
+    })
+}
+
+/// Starts the server half of a UDP workload.
+pub(crate) fn server(
+    w: &Workload,
+    listener: TcpListener,
+    client: IpAddr,
+    sock: &SockOpts,
+    side: &Ctl,
+) -> Result<Handles> {
+    let mut handles = Vec::new();
+    match *w {
+        Workload::Rr {
+            request,
+            response,
+            server_wait,
+            flows,
+            ..
+        } => {
+            for s in accept(listener, client, flows as usize, sock)? {
+                handles.push(spawn_conn_worker(
+                    "udp-rr-server",
+                    side,
+                    s,
+                    move |c, _, s| {
+                        udp::rr_server(s, request as usize, response as usize, server_wait, &c.stop)
+                    },
+                )?);
+            }
+        }
+        Workload::Stream {
+            send_size,
+            flows,
+            reverse,
+            rate_bps,
+            gso,
+            gro,
+            ..
+        } => {
+            for (i, s) in accept(listener, client, flows as usize, sock)?
+                .into_iter()
+                .enumerate()
+            {
+                // The agent keeps no time series: its meter is written and never read.
+                handles.push(stream_worker(
+                    &format!("udp-stream-server-{i}"),
+                    side,
+                    s,
+                    reverse,
+                    send_size as usize,
+                    rate_bps,
+                    gso,
+                    gro,
+                    Arc::new(Meter::new(None)),
+                )?);
+            }
+        }
+        _ => unreachable!("only rr and stream have a UDP protocol (Workload::protocol)"),
+    }
+    Ok(handles)
+}
+
+/// One stream flow's worker: the sender (with GSO where asked and the kernel has it) or
+/// the receiver (with GRO likewise).
+#[allow(clippy::too_many_arguments)]
+fn stream_worker(
+    name: &str,
+    side: &Ctl,
+    s: UdpSocket,
+    sends: bool,
+    size: usize,
+    rate_bps: Option<u64>,
+    gso: bool,
+    gro: bool,
+    m: Arc<Meter>,
+) -> Result<std::thread::JoinHandle<Result<crate::side::WorkerOut>>> {
+    if sends {
+        let gso = gso && udp::try_gso(&s, size);
+        spawn_conn_worker(name, side, s, move |c, _, s| {
+            udp::stream_send(s, size, rate_bps, gso, &c.stop, &m)
+        })
+    } else {
+        let gro = gro && udp::try_gro(&s);
+        spawn_conn_worker(name, side, s, move |c, _, s| {
+            udp::stream_receive(s, size, gro, &c.stop, &m)
+        })
+    }
+}
+
+/// Both halves in this process (an agent on a thread, `client::run` against it): UDP rr and
+/// streams in both directions, with real datagrams on loopback.
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use virtperf_wire::{Outcome, Protocol, SockOpts, Workload};
+
+    use crate::agent::{self, AgentConfig};
+    use crate::client;
+    use crate::plan::{Plan, Target};
+
+    fn agent() -> Target {
+        let cfg = AgentConfig {
+            bind: [127, 0, 0, 1].into(),
+            port: 0,
+            token: Some("u".into()),
+            max_clients: 16,
+            max_duration: Duration::from_secs(60),
+            verbose: false,
+            allow_drive: false,
+            concurrent: Some(16),
+            max_flows: 1000,
+            max_threads: 4,
+        };
+        let listener = agent::bind(&cfg).expect("bind");
+        let addr = listener.local_addr().expect("address");
+        std::thread::spawn(move || agent::serve(listener, cfg));
+        Target::at(addr, "u")
+    }
+
+    fn plan(workload: Workload) -> Plan {
+        Plan {
+            workload,
+            duration: Duration::from_millis(300),
+            client_cpu: None,
+            server_cpu: None,
+            count: 1,
+            sock: SockOpts::default(),
+            capture: None,
+            kvm_stats: false,
+            interval: None,
+            on_interval: None,
+        }
+    }
+
+    #[test]
+    fn udp_rr_and_streams_run_between_the_two_halves() {
+        let t = agent();
+        let mut w = Workload::rr(1, 1);
+        if let Workload::Rr {
+            protocol, flows, ..
+        } = &mut w
+        {
+            *protocol = Protocol::Udp;
+            *flows = 2;
+        }
+        let r = client::run(&t, &plan(w), &|_| {}).expect("udp rr");
+        let Outcome::Rr(o) = &r.outcome else {
+            panic!("rr outcome expected")
+        };
+        let u = o.udp.as_ref().expect("UDP rr reports its losses");
+        assert!(o.transactions > 100, "{o:?}");
+        // Every answered request was served; a lost one would be counted, not hidden.
+        assert_eq!(o.server_transactions, o.transactions + u.lost, "{o:?}");
+        assert!(r.metrics().iter().any(|m| m.name == "lost_pct"));
+
+        for reverse in [false, true] {
+            let w = Workload::Stream {
+                send_size: 1472,
+                flows: 2,
+                reverse,
+                recv_size: None,
+                recv_wait: None,
+                protocol: Protocol::Udp,
+                rate_bps: Some(50_000_000),
+                gso: false,
+                gro: false,
+                threads: None,
+            };
+            let r = client::run(&t, &plan(w), &|_| {}).expect("udp stream");
+            let Outcome::Stream(o) = &r.outcome else {
+                panic!("stream outcome expected")
+            };
+            let u = o.udp.as_ref().expect("UDP stream accounting");
+            assert_eq!(o.flows.len(), 2);
+            assert!(u.datagrams_received > 100, "reverse {reverse}: {u:?}");
+            assert!(u.datagrams_received <= u.datagrams_sent, "{u:?}");
+            // Paced at 50 Mbit/s per flow: about 100 Mbit/s in all, well under loopback's.
+            // Sent on the pace; received less what a busy machine drops.
+            let sent = o.sender_bytes as f64 * 8.0 / 1e6 / 0.3;
+            assert!(
+                (85.0..=110.0).contains(&sent),
+                "reverse {reverse}: sent {sent} Mbit/s"
+            );
+            assert!(
+                (40.0..=110.0).contains(&o.mbps),
+                "reverse {reverse}: {} Mbit/s",
+                o.mbps
+            );
+            assert!(u.jitter_ms >= 0.0 && u.jitter_ms < 100.0, "{u:?}");
+            assert!((0.0..=100.0).contains(&u.lost_pct), "{u:?}");
+            assert!(o.flows.iter().all(|f| f.udp.is_some()));
+        }
+    }
+
+    /// GSO and GRO where this kernel has them: the result says which were in effect, and a
+    /// refused one is a warning, never silence.
+    #[test]
+    fn gso_and_gro_are_recorded_with_the_result() {
+        let t = agent();
+        let w = Workload::Stream {
+            send_size: 1400,
+            flows: 1,
+            reverse: false,
+            recv_size: None,
+            recv_wait: None,
+            protocol: Protocol::Udp,
+            rate_bps: Some(200_000_000),
+            gso: true,
+            gro: true,
+            threads: None,
+        };
+        let r = client::run(&t, &plan(w), &|_| {}).expect("udp stream with offloads");
+        let Outcome::Stream(o) = &r.outcome else {
+            panic!("stream outcome expected")
+        };
+        let u = o.udp.as_ref().expect("UDP stream accounting");
+        assert!(u.datagrams_received > 100, "{u:?}");
+        for (asked, on, name) in [(true, u.gso, "GSO"), (true, u.gro, "GRO")] {
+            assert!(
+                !asked || on || r.warnings.iter().any(|w| w.contains(name)),
+                "{name} neither on nor warned about: {:?}",
+                r.warnings
+            );
+        }
+        // Each datagram still counted once with GSO/GRO batching them.
+        assert!(u.lost_pct < 50.0, "{u:?}");
+    }
+}
