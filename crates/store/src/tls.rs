@@ -142,7 +142,11 @@ impl TlsSettings {
     /// A one-line explanation, with the fix, of a TLS failure in `chain` (an error and its
     /// sources), or `None` when the failure is not about TLS. `host` is the host connected
     /// to.
-    pub fn explain(&self, chain: &[&(dyn std::error::Error + 'static)], host: &str) -> Option<String> {
+    pub fn explain(
+        &self,
+        chain: &[&(dyn std::error::Error + 'static)],
+        host: &str,
+    ) -> Option<String> {
         let mode = self.mode;
         let cert = chain.iter().find_map(|e| {
             let direct = e.downcast_ref::<rustls::Error>();
@@ -154,9 +158,10 @@ impl TlsSettings {
             direct.or(in_io).cloned()
         });
         if let Some(err) = cert {
-            let roots = self
-                .checked_against()
-                .map_or_else(|| "the system's CA certificates".to_string(), |r| r.to_string());
+            let roots = self.checked_against().map_or_else(
+                || "the system's CA certificates".to_string(),
+                |r| r.to_string(),
+            );
             let why = match &err {
                 rustls::Error::InvalidCertificate(c) => match c {
                     CertificateError::UnknownIssuer => format!(
@@ -194,9 +199,10 @@ impl TlsSettings {
         }
         // The server's wording when pg_hba.conf admits this client only by `hostssl`.
         if text.contains("no encryption") && mode == SslMode::Disable {
-            return Some(format!(
+            return Some(
                 "the server takes connections from this host only over TLS (pg_hba.conf hostssl) and the URL says sslmode=disable: drop sslmode=disable (prefer, the default, uses TLS when offered) or use sslmode=require or verify-full"
-            ));
+                    .to_string(),
+            );
         }
         None
     }
@@ -324,8 +330,7 @@ impl ServerCertVerifier for Verifier {
         let Some(inner) = &self.inner else {
             return Ok(ServerCertVerified::assertion());
         };
-        match inner.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
+        match inner.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             // webpki compares the name only after the chain verified, so this error means
             // the CA check passed.
             Err(rustls::Error::InvalidCertificate(
@@ -385,11 +390,17 @@ mod tests {
             no_env,
         )
         .unwrap();
-        assert_eq!(url, "postgres://u@h/db?application_name=x&connect_timeout=3");
+        assert_eq!(
+            url,
+            "postgres://u@h/db?application_name=x&connect_timeout=3"
+        );
         assert_eq!(tls.mode, SslMode::VerifyFull);
         assert_eq!(tls.root_cert, Some(Roots::File("/ca dir/ca.pem".into())));
         let (url, tls) = take_tls_params("postgres://u@h/db", no_env).unwrap();
-        assert_eq!((url.as_str(), tls.mode), ("postgres://u@h/db", SslMode::Prefer));
+        assert_eq!(
+            (url.as_str(), tls.mode),
+            ("postgres://u@h/db", SslMode::Prefer)
+        );
         assert_eq!(tls.root_cert, None);
         let (url, tls) = take_tls_params("postgres://u@h/db?sslrootcert=system", no_env).unwrap();
         assert_eq!(url, "postgres://u@h/db");
@@ -413,7 +424,10 @@ mod tests {
     #[test]
     fn an_unknown_sslmode_lists_the_known_ones() {
         let e = take_tls_params("postgres://u@h/db?sslmode=allow-ish", no_env).unwrap_err();
-        assert!(e.contains("sslmode=allow-ish") && e.contains("verify-full"), "{e}");
+        assert!(
+            e.contains("sslmode=allow-ish") && e.contains("verify-full"),
+            "{e}"
+        );
     }
 
     #[test]
