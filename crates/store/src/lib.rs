@@ -35,6 +35,7 @@ mod push;
 mod runs;
 mod schema;
 mod time;
+mod tls;
 mod trials;
 mod unsaved;
 
@@ -78,7 +79,7 @@ pub struct Store {
     /// Where records the database refused are kept (`<db>.unsaved.jsonl` beside a file).
     side_file: PathBuf,
     /// How to connect again after a dropped connection (PostgreSQL only).
-    pg: Option<Box<postgres::Config>>,
+    pg: Option<Box<pg::Connector>>,
 }
 
 impl Store {

@@ -1,6 +1,7 @@
 //! Where a store lives ([`Location`]: a file or a `postgres://` URL) and opening a
 //! PostgreSQL store: credentials as libpq users expect them, the same schema and migrations
-//! as SQLite's (in PostgreSQL's dialect), and reconnecting after a dropped connection.
+//! as SQLite's (in PostgreSQL's dialect), TLS as libpq's `sslmode` says ([`crate::tls`]),
+//! and reconnecting after a dropped connection.
 
 use std::cell::RefCell;
 use std::ffi::OsString;
@@ -10,9 +11,11 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use postgres::config::Host;
-use postgres::{Config, NoTls};
+use postgres::Config;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::db::{vals, Conn};
+use crate::tls::{take_tls_params, TlsSettings};
 use crate::{schema, Store, StoreError};
 
 /// Key of the `meta` row holding a PostgreSQL store's schema version (SQLite keeps it in
@@ -140,13 +143,13 @@ impl Store {
     /// ([`StoreError::NotVirtperf`]) and left alone, as a foreign SQLite file is.
     pub fn open_postgres(url: &str, side_file: &Path) -> Result<Store, StoreError> {
         let shown = redact(url);
-        let config = pg_config(url, &shown, |k| std::env::var_os(k))?;
-        let client = connect(&config, &shown)?;
+        let connector = Connector::new(url, &shown, |k| std::env::var_os(k))?;
+        let client = connector.connect(&shown)?;
         let store = Store {
             conn: Conn::Pg(RefCell::new(client)),
             path: PathBuf::from(&shown),
             side_file: side_file.to_path_buf(),
-            pg: Some(Box::new(config)),
+            pg: Some(Box::new(connector)),
         };
         let version = store.pg_version()?;
         if version < schema::supported_version() {
@@ -158,13 +161,13 @@ impl Store {
     /// Replaces a PostgreSQL connection that was closed (server restarted, network cut)
     /// with a new one. Nothing to do for SQLite or a live connection.
     pub(crate) fn reconnect_if_closed(&mut self) -> Result<(), StoreError> {
-        let Some(config) = &self.pg else {
+        let Some(connector) = &self.pg else {
             return Ok(());
         };
         if !self.conn.is_closed() {
             return Ok(());
         }
-        let client = connect(config, &self.path.display().to_string())?;
+        let client = connector.connect(&self.path.display().to_string())?;
         self.conn = Conn::Pg(RefCell::new(client));
         Ok(())
     }
@@ -261,36 +264,82 @@ impl Store {
     }
 }
 
-/// Connects without TLS: see docs/store.md (the server's `sslmode=require` is refused with
-/// a message saying so).
-fn connect(config: &Config, shown: &str) -> Result<postgres::Client, StoreError> {
-    config.connect(NoTls).map_err(|e| {
-        let msg = match e.as_db_error() {
-            Some(db) => db.message().to_string(),
-            None => {
-                // The chain holds the useful part ("Connection refused", "password missing").
-                let mut s = e.to_string();
-                let mut src = std::error::Error::source(&e);
-                while let Some(x) = src {
-                    s.push_str(": ");
-                    s.push_str(&x.to_string());
-                    src = x.source();
-                }
-                s
-            }
-        };
-        let hint = if msg.contains("TLS") || msg.contains("ssl") {
-            "this virtperf connects without TLS: allow plain connections for this host in pg_hba.conf, or reach the server through an SSH tunnel"
-        } else if msg.contains("password") {
-            "give the password in the URL, in PGPASSWORD, or in ~/.pgpass"
-        } else {
-            "check the URL (postgres://USER@HOST[:PORT]/DB) and that the server is up"
-        };
-        StoreError::Connect {
+/// How to connect to a PostgreSQL store, and again after a dropped connection: the
+/// settings of its URL and environment, and its TLS.
+pub(crate) struct Connector {
+    config: Config,
+    tls: TlsSettings,
+    make_tls: MakeRustlsConnect,
+}
+
+/// The `postgres` crate's `Config` hides the password in its `Debug`; the TLS connector
+/// has none to show.
+impl fmt::Debug for Connector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connector")
+            .field("config", &self.config)
+            .field("tls", &self.tls)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connector {
+    /// The settings of `url` (shown as `shown` in messages) and the environment `var`.
+    fn new(
+        url: &str,
+        shown: &str,
+        var: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<Connector, StoreError> {
+        let bad = |detail: String| StoreError::Connect {
             url: shown.to_string(),
-            detail: format!("{msg}: {hint}"),
-        }
-    })
+            detail,
+        };
+        let (url, tls) = take_tls_params(url, &var).map_err(bad)?;
+        let mut config = pg_config(&url, shown, var)?;
+        config.ssl_mode(tls.negotiation());
+        let make_tls = tls.connector().map_err(bad)?;
+        Ok(Connector {
+            config,
+            tls,
+            make_tls,
+        })
+    }
+
+    /// Connects (with TLS when the sslmode and the server say so); errors are one line
+    /// naming what failed and how to fix it.
+    fn connect(&self, shown: &str) -> Result<postgres::Client, StoreError> {
+        self.config.connect(self.make_tls.clone()).map_err(|e| {
+            let mut chain: Vec<&(dyn std::error::Error + 'static)> = vec![&e];
+            while let Some(x) = chain.last().and_then(|c| c.source()) {
+                chain.push(x);
+            }
+            let host = match self.config.get_hosts().first() {
+                Some(Host::Tcp(h)) => h.clone(),
+                _ => "localhost".to_string(),
+            };
+            let detail = self.tls.explain(&chain, &host).unwrap_or_else(|| {
+                let msg = match e.as_db_error() {
+                    Some(db) => db.message().to_string(),
+                    // The chain holds the useful part ("Connection refused", "password missing").
+                    None => chain
+                        .iter()
+                        .map(|x| x.to_string())
+                        .collect::<Vec<_>>()
+                        .join(": "),
+                };
+                let hint = if msg.contains("password") {
+                    "give the password in the URL, in PGPASSWORD, or in ~/.pgpass"
+                } else {
+                    "check the URL (postgres://USER@HOST[:PORT]/DB) and that the server is up"
+                };
+                format!("{msg}: {hint}")
+            });
+            StoreError::Connect {
+                url: shown.to_string(),
+                detail,
+            }
+        })
+    }
 }
 
 /// The connection settings of `url`, with the password from `PGPASSWORD` or the password

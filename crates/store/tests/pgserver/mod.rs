@@ -221,6 +221,52 @@ impl PgServer {
         format!("postgres://virtperf@127.0.0.1:{}/{name}", self.port)
     }
 
+    /// Turns on TLS with this certificate chain and key (PEM) and restarts the server on
+    /// the same port; with `hostssl_only`, pg_hba.conf then admits TCP clients only over TLS.
+    pub fn enable_tls(
+        &mut self,
+        cert_pem: &str,
+        key_pem: &str,
+        hostssl_only: bool,
+    ) -> Result<(), String> {
+        let data = self.dir.join("data");
+        // The server refuses a key others can read: 0600, owned by the server's user.
+        for (name, text) in [("server.crt", cert_pem), ("server.key", key_pem)] {
+            let p = data.join(name);
+            std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))?;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| e.to_string())?;
+            if self.as_root {
+                std::os::unix::fs::chown(&p, Some(NOBODY), Some(NOBODY))
+                    .map_err(|e| format!("cannot hand {} to nobody: {e}", p.display()))?;
+            }
+        }
+        let conf = data.join("postgresql.conf");
+        let mut text = std::fs::read_to_string(&conf).map_err(|e| e.to_string())?;
+        text.push_str("\nssl = on\n");
+        std::fs::write(&conf, text).map_err(|e| e.to_string())?;
+        if hostssl_only {
+            let hba = data.join("pg_hba.conf");
+            let text = std::fs::read_to_string(&hba).map_err(|e| e.to_string())?;
+            let text: String = text
+                .lines()
+                .map(|l| match l.strip_prefix("host ") {
+                    Some(rest) => format!("hostssl {rest}\n"),
+                    None => format!("{l}\n"),
+                })
+                .collect();
+            std::fs::write(&hba, text).map_err(|e| e.to_string())?;
+        }
+        self.stop();
+        self.boot()
+    }
+
+    /// The directory of the server's UNIX socket (local connections are trusted: no
+    /// password, no TLS).
+    pub fn socket_dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// A scratch directory beside the server's, removed with it.
     pub fn scratch(&self) -> PathBuf {
         let d = self.dir.join("scratch");
