@@ -138,11 +138,12 @@ pair "UDP_RR 1B same-CPU (0,0) vs netperf" \
 pair "UDP_RR 1B cross-CPU (0,1) vs netperf" \
     "run_vp 'UDP_RR 1B cross-CPU (0,1) vs netperf' rr --protocol udp -l $D --cpus 0,1" \
     "run_netperf 'UDP_RR 1B cross-CPU (0,1) vs netperf' rr -t UDP_RR -T 0,1 -- -r 1,1"
-if [[ -z ${ONLY:-} || sockperf =~ $ONLY ]]; then sockperf_server 0; fi
+# The server only where its row runs (ONLY matches row names, not tool names).
+if [[ -z ${ONLY:-} || "UDP_RR 14B same-CPU (0,0) vs sockperf" =~ $ONLY ]]; then sockperf_server 0; fi
 pair "UDP_RR 14B same-CPU (0,0) vs sockperf" \
     "run_vp 'UDP_RR 14B same-CPU (0,0) vs sockperf' rr --protocol udp -r 14 -l $D --cpus 0,0" \
     "run_sockperf 'UDP_RR 14B same-CPU (0,0) vs sockperf' 0 14"
-if [[ -z ${ONLY:-} || sockperf =~ $ONLY ]]; then sockperf_server 1; fi
+if [[ -z ${ONLY:-} || "UDP_RR 14B cross-CPU (0,1) vs sockperf" =~ $ONLY ]]; then sockperf_server 1; fi
 pair "UDP_RR 14B cross-CPU (0,1) vs sockperf" \
     "run_vp 'UDP_RR 14B cross-CPU (0,1) vs sockperf' rr --protocol udp -r 14 -l $D --cpus 0,1" \
     "run_sockperf 'UDP_RR 14B cross-CPU (0,1) vs sockperf' 0 14"
