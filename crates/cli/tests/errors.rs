@@ -60,6 +60,23 @@ fn usage_errors_exit_2_with_one_line() {
         ),
         (&["rr", "--flows", "0"], "at least 1"),
         (&["rr", "--flows", "1000"], "flows must be between"),
+        // The multiplexed engines are TCP's: UDP runs a thread per flow.
+        (
+            &["rr", "--protocol", "udp", "--flows", "4", "--threads", "2"],
+            "multiplexes TCP connections",
+        ),
+        (
+            &[
+                "stream",
+                "--protocol",
+                "udp",
+                "--flows",
+                "4",
+                "--threads",
+                "2",
+            ],
+            "multiplexes TCP connections",
+        ),
     ] {
         let (code, err) = run_fail(args);
         assert_eq!(code, 2, "{args:?} exit {code}: {err}");
