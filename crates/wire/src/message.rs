@@ -56,7 +56,10 @@ pub struct DriveTarget {
 /// an older agent would ignore the field and measure with its own loop.
 /// 4: `Hello.lock` and `Waiting`: an agent runs one measurement at a time on its machine.
 /// 5: `Explain` and `Explained`.
-pub const PROTOCOL_VERSION: u32 = 5;
+/// 6: workloads' `threads` (flows multiplexed on epoll) and `protocol` (UDP), with their
+/// results (`flow_spread`, `udp`); the side's virtio-net counters (`nic`). A v5 agent would
+/// refuse such a workload as an unknown field, or run a UDP test over TCP had it ignored it.
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// One control message. Serialized as JSON with a `type` tag in snake case.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
