@@ -353,18 +353,18 @@ impl<'a> Schedule<'a> {
                         // Ctrl-C reached the trial (or its agent): not a failure of the trial.
                         return Ok(());
                     }
-                    if let Some(why) = sites.lacks(&cfg.name) {
+                    let unopened = sites.open_failure(&cfg.name);
+                    match &unopened {
                         // Its guest lacks a capability the config needs: skipped, like a
                         // knob this machine lacks, with the reason stored.
-                        rec.skip(&trial, &why, started_at, t0)?;
-                        obs.config_skipped(&cfg.name, &why);
-                        sites.skipped.push((cfg.name.clone(), why));
-                        continue;
+                        Some((why, true)) => rec.skip(&trial, why, started_at, t0)?,
+                        _ => {
+                            if let Some(m) = rec.record(&trial, res, started_at, t0, obs)? {
+                                values[pi][ci].push(m);
+                            }
+                        }
                     }
-                    if let Some(m) = rec.record(&trial, res, started_at, t0, obs)? {
-                        values[pi][ci].push(m);
-                    }
-                    if let Some(why) = sites.open_error(&cfg.name) {
+                    if let Some((why, _)) = unopened {
                         obs.config_skipped(&cfg.name, &why);
                         sites.skipped.push((cfg.name.clone(), why));
                     }
@@ -394,32 +394,18 @@ impl Sites {
         self.skipped.iter().any(|(c, _)| c == config)
     }
 
-    /// Why `config`'s site failed to open, the first time it is asked.
-    fn open_error(&self, config: &str) -> Option<String> {
+    /// Why `config`'s site failed to open, the first time it is asked, and whether it
+    /// failed because its guest lacks a capability the config needs.
+    fn open_failure(&self, config: &str) -> Option<(String, bool)> {
         if self.failed_to_open(config) {
             return None;
         }
-        self.placed
-            .iter()
-            .find(|(c, _)| c == config)
-            .and_then(|(_, s)| s.as_ref().err().map(|e| format!("{e:#}")))
-    }
-
-    /// Why `config`'s guest could not start because it lacks a capability, the first time
-    /// it is asked.
-    fn lacks(&self, config: &str) -> Option<String> {
-        if self.failed_to_open(config) {
-            return None;
-        }
-        self.placed
-            .iter()
-            .find(|(c, _)| c == config)
-            .and_then(|(_, s)| s.as_ref().err())
-            .filter(|e| {
-                e.downcast_ref::<crate::place::guest::GuestLacks>()
-                    .is_some()
-            })
-            .map(|e| format!("{e:#}"))
+        let (_, opened) = self.placed.iter().find(|(c, _)| c == config)?;
+        let e = opened.as_ref().err()?;
+        let lacks = e
+            .downcast_ref::<crate::place::guest::GuestLacks>()
+            .is_some();
+        Some((format!("{e:#}"), lacks))
     }
 
     /// Runs one trial of `cfg` on its site.
@@ -443,6 +429,27 @@ impl Sites {
             Some((_, Err(e))) => Err(anyhow!("{e:#}")),
             None => Err(anyhow!("placement for {} vanished", cfg.name)),
         }
+    }
+}
+
+/// A stored row for trial `t` with nothing measured yet (failed, no result): what every
+/// outcome of it shares.
+fn row(t: &Trial, started_at: String, t0: Instant) -> NewTrial {
+    NewTrial {
+        seq: t.seq,
+        config: t.cfg.name.clone(),
+        workload: t.point.workload.name().to_string(),
+        point: t.point.params.clone(),
+        point_label: t.point.label.clone(),
+        repetition: t.rep,
+        status: TrialStatus::Failed,
+        error: None,
+        metric: None,
+        metric_name: String::new(),
+        result: None,
+        detail: None,
+        started_at,
+        duration_s: t0.elapsed().as_secs_f64(),
     }
 }
 
@@ -490,12 +497,6 @@ impl Recorder<'_> {
         });
         let metric = res.as_ref().ok().map(|r| r.primary_metric());
         let trial = NewTrial {
-            seq: t.seq,
-            config: t.cfg.name.clone(),
-            workload: t.point.workload.name().to_string(),
-            point: t.point.params.clone(),
-            point_label: t.point.label.clone(),
-            repetition: t.rep,
             status: if res.is_ok() {
                 TrialStatus::Ok
             } else {
@@ -508,9 +509,7 @@ impl Recorder<'_> {
                 .map(|m| m.name.to_string())
                 .unwrap_or_default(),
             result: res.as_ref().ok().cloned(),
-            detail: None,
-            started_at,
-            duration_s: t0.elapsed().as_secs_f64(),
+            ..row(t, started_at, t0)
         };
         let res = res.map(|r| r.primary_metric().value);
         self.keep(&trial, res, obs)
@@ -519,32 +518,11 @@ impl Recorder<'_> {
     /// Stores `t` as skipped, with the reason (not counted as a failure).
     fn skip(&mut self, t: &Trial, why: &str, started_at: String, t0: Instant) -> Result<()> {
         let trial = NewTrial {
-            seq: t.seq,
-            config: t.cfg.name.clone(),
-            workload: t.point.workload.name().to_string(),
-            point: t.point.params.clone(),
-            point_label: t.point.label.clone(),
-            repetition: t.rep,
             status: TrialStatus::Skipped,
             error: Some(why.to_string()),
-            metric: None,
-            metric_name: String::new(),
-            result: None,
-            detail: None,
-            started_at,
-            duration_s: t0.elapsed().as_secs_f64(),
+            ..row(t, started_at, t0)
         };
-        if let Saved::Kept { side_file, error } =
-            self.store.add_trial_or_keep(self.run_id, &trial)?
-        {
-            self.tally.unsaved += 1;
-            eprintln!(
-                "virtperf: warning: trial {} was not stored ({error}); it is kept in {}",
-                trial.seq,
-                side_file.display()
-            );
-        }
-        Ok(())
+        self.store_or_keep(&trial)
     }
 
     /// Ends the run in the store: complete, or incomplete when it was interrupted, a trial
@@ -587,14 +565,9 @@ impl Recorder<'_> {
         Ok((status, ok, failed))
     }
 
-    /// Stores one finished trial (in one transaction, or in the side file) and counts it:
-    /// `res` is its primary metric, or why it failed. Returns the metric when it succeeded.
-    pub(crate) fn keep(
-        &mut self,
-        trial: &NewTrial,
-        res: Result<f64>,
-        obs: &mut dyn Observer,
-    ) -> Result<Option<f64>> {
+    /// Stores one trial in one transaction, or in the side file (counted as unsaved, with
+    /// a warning) when the database refuses it.
+    fn store_or_keep(&mut self, trial: &NewTrial) -> Result<()> {
         if let Saved::Kept { side_file, error } =
             self.store.add_trial_or_keep(self.run_id, trial)?
         {
@@ -605,6 +578,18 @@ impl Recorder<'_> {
                 side_file.display()
             );
         }
+        Ok(())
+    }
+
+    /// Stores one finished trial (in one transaction, or in the side file) and counts it:
+    /// `res` is its primary metric, or why it failed. Returns the metric when it succeeded.
+    pub(crate) fn keep(
+        &mut self,
+        trial: &NewTrial,
+        res: Result<f64>,
+        obs: &mut dyn Observer,
+    ) -> Result<Option<f64>> {
+        self.store_or_keep(trial)?;
         match res {
             Ok(m) => {
                 self.tally.ok += 1;

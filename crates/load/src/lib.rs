@@ -17,6 +17,25 @@ pub mod sock;
 pub mod stream;
 pub mod udp;
 
+/// Helpers shared by the engines' tests.
+#[cfg(test)]
+mod test_util {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// A stop flag raised `ms` milliseconds from now, from another thread.
+    pub fn stop_after(ms: u64) -> Arc<AtomicBool> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(ms));
+            st.store(true, Ordering::Relaxed);
+        });
+        stop
+    }
+}
+
 use std::time::Duration;
 
 /// How long a spinning receive waits for data when its socket has no receive timeout.

@@ -56,6 +56,15 @@ impl Poller {
         })
     }
 
+    /// A poller with every connection of `conns` registered under its index.
+    fn over<S: AsFd>(conns: &[S]) -> io::Result<Poller> {
+        let p = Poller::new()?;
+        for (i, s) in conns.iter().enumerate() {
+            p.add(s, i as u64)?;
+        }
+        Ok(p)
+    }
+
     /// Registers `s` edge-triggered for reading and writing under `token`.
     fn add<S: AsFd>(&self, s: &S, token: u64) -> io::Result<()> {
         let flags = EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET;
@@ -85,6 +94,27 @@ impl Poller {
     fn event(&self, i: usize) -> (u64, EventFlags) {
         let e = self.events[i];
         (e.data.u64(), e.flags)
+    }
+}
+
+/// After stop: a short grace (`DRAIN`) in which flows finish the message in flight.
+#[derive(Default)]
+struct Drain {
+    until: Option<Instant>,
+}
+
+impl Drain {
+    /// Starts the grace when stop is first seen; true once it has run out.
+    fn over(&mut self, stop: &AtomicBool) -> bool {
+        if self.until.is_none() && stop.load(Ordering::Relaxed) {
+            self.until = Some(Instant::now() + DRAIN);
+        }
+        self.until.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// Whether stop was asked: no new message may start.
+    fn stopping(&self, stop: &AtomicBool) -> bool {
+        self.until.is_some() || stop.load(Ordering::Relaxed)
     }
 }
 
@@ -227,10 +257,7 @@ pub fn rr_client(
     meter: &Meter,
 ) -> io::Result<Vec<Counts>> {
     nonblocking(&conns)?;
-    let mut p = Poller::new()?;
-    for (i, s) in conns.iter().enumerate() {
-        p.add(s, i as u64)?;
-    }
+    let mut p = Poller::over(&conns)?;
     let req = vec![0u8; request];
     let mut buf = vec![0u8; response.min(1 << 20)];
     let k = conns.len();
@@ -247,12 +274,9 @@ pub fn rr_client(
         send_some(s, &req, &mut sent[i]).map_err(|e| describe(e, "sending request"))?;
     }
     let mut in_flight = k;
-    let mut drain_until: Option<Instant> = None;
+    let mut drain = Drain::default();
     while in_flight > 0 {
-        if drain_until.is_none() && stop.load(Ordering::Relaxed) {
-            drain_until = Some(Instant::now() + DRAIN);
-        }
-        if drain_until.is_some_and(|d| Instant::now() >= d) {
+        if drain.over(stop) {
             break;
         }
         let ready = p.wait(IDLE_WAIT)?;
@@ -300,7 +324,7 @@ pub fn rr_client(
             t0[i] = now;
             got[i] = 0;
             sent[i] = 0;
-            if drain_until.is_some() || stop.load(Ordering::Relaxed) {
+            if drain.stopping(stop) {
                 busy[i] = false;
                 in_flight -= 1;
                 continue;
@@ -327,10 +351,7 @@ pub fn rr_server(
     stop: &AtomicBool,
 ) -> io::Result<Vec<Counts>> {
     nonblocking(&conns)?;
-    let mut p = Poller::new()?;
-    for (i, s) in conns.iter().enumerate() {
-        p.add(s, i as u64)?;
-    }
+    let mut p = Poller::over(&conns)?;
     let resp = vec![0u8; response];
     let mut buf = vec![0u8; request.min(1 << 20)];
     let k = conns.len();
@@ -341,12 +362,9 @@ pub fn rr_server(
     let mut open = vec![true; k];
     let mut left = k;
     let start = Instant::now();
-    let mut drain_until: Option<Instant> = None;
+    let mut drain = Drain::default();
     while left > 0 {
-        if drain_until.is_none() && stop.load(Ordering::Relaxed) {
-            drain_until = Some(Instant::now() + DRAIN);
-        }
-        if drain_until.is_some_and(|d| Instant::now() >= d) {
+        if drain.over(stop) {
             break;
         }
         let ready = p.wait(IDLE_WAIT)?;
@@ -402,10 +420,7 @@ pub fn stream_send(
     meter: &Meter,
 ) -> io::Result<Vec<Counts>> {
     nonblocking(&conns)?;
-    let mut p = Poller::new()?;
-    for (i, s) in conns.iter().enumerate() {
-        p.add(s, i as u64)?;
-    }
+    let mut p = Poller::over(&conns)?;
     let buf = vec![0u8; send_size];
     let k = conns.len();
     let mut sent = vec![0u64; k];
@@ -462,10 +477,7 @@ pub fn stream_recv(
     meter: &Meter,
 ) -> io::Result<Vec<Counts>> {
     nonblocking(&conns)?;
-    let mut p = Poller::new()?;
-    for (i, s) in conns.iter().enumerate() {
-        p.add(s, i as u64)?;
-    }
+    let mut p = Poller::over(&conns)?;
     let mut buf = vec![0u8; recv_size.max(1)];
     let k = conns.len();
     let mut got = vec![0u64; k];
@@ -474,12 +486,9 @@ pub fn stream_recv(
     let mut open = vec![true; k];
     let mut left = k;
     let mut total = 0u64;
-    let mut drain_until: Option<Instant> = None;
+    let mut drain = Drain::default();
     while left > 0 {
-        if drain_until.is_none() && stop.load(Ordering::Relaxed) {
-            drain_until = Some(Instant::now() + DRAIN);
-        }
-        if drain_until.is_some_and(|d| Instant::now() >= d) {
+        if drain.over(stop) {
             break;
         }
         let ready = p.wait(IDLE_WAIT)?;
@@ -599,12 +608,9 @@ pub fn crr_client(
     let mut end = start;
     let mut ticks = Ticker::start(meter, start);
     let mut in_flight = flows;
-    let mut drain_until: Option<Instant> = None;
+    let mut drain = Drain::default();
     while in_flight > 0 {
-        if drain_until.is_none() && stop.load(Ordering::Relaxed) {
-            drain_until = Some(Instant::now() + DRAIN);
-        }
-        if drain_until.is_some_and(|d| Instant::now() >= d) {
+        if drain.over(stop) {
             break;
         }
         let ready = p.wait(IDLE_WAIT)?;
@@ -652,7 +658,7 @@ pub fn crr_client(
             }
             // Closing deregisters the socket from this thread's epoll.
             f.s = None;
-            if drain_until.is_some() || stop.load(Ordering::Relaxed) {
+            if drain.stopping(stop) {
                 in_flight -= 1;
                 continue;
             }
@@ -779,6 +785,7 @@ pub fn crr_server(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_util::stop_after;
     use std::sync::Arc;
 
     fn pairs(k: usize) -> (Vec<TcpStream>, Vec<TcpStream>) {
@@ -793,16 +800,6 @@ mod tests {
             x.set_nodelay(true).unwrap();
         }
         (c, s)
-    }
-
-    fn stop_after(ms: u64) -> Arc<AtomicBool> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let st = stop.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(ms));
-            st.store(true, Ordering::Relaxed);
-        });
-        stop
     }
 
     /// 200 flows on one thread a side: every flow completes transactions, both halves count

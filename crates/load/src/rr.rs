@@ -66,16 +66,7 @@ pub fn client_waiting(
                 "reading response",
             ));
         }
-        let mut t1 = Instant::now();
-        let rtt = t1.duration_since(t0).as_nanos() as u64;
-        if ticks.due(t1) {
-            ticks.tick(t1, n, hist);
-            // Closing an interval takes tens of µs: start the next transaction's clock
-            // after it, so no transaction is charged with it (once per interval).
-            t1 = Instant::now();
-        }
-        hist.saturating_record(rtt);
-        t0 = t1;
+        t0 = ticks.record(t0, n, hist);
         n += 1;
     }
     ticks.finish(t0, n, hist);

@@ -105,14 +105,7 @@ pub fn rr_client(
                 Err(e) => return Err(describe(e, "reading response")),
             }
         }
-        let mut t1 = Instant::now();
-        let rtt = t1.duration_since(t0).as_nanos() as u64;
-        if ticks.due(t1) {
-            ticks.tick(t1, n, hist);
-            t1 = Instant::now();
-        }
-        hist.saturating_record(rtt);
-        t0 = t1;
+        t0 = ticks.record(t0, n, hist);
         n += 1;
     }
     ticks.finish(t0, n, hist);
@@ -390,7 +383,7 @@ pub fn stream_receive(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
+    use crate::test_util::stop_after;
 
     /// A connected loopback pair of UDP sockets.
     fn pair() -> (UdpSocket, UdpSocket) {
@@ -399,16 +392,6 @@ mod tests {
         a.connect(b.local_addr().expect("addr")).expect("connect");
         b.connect(a.local_addr().expect("addr")).expect("connect");
         (a, b)
-    }
-
-    fn stop_after(ms: u64) -> Arc<AtomicBool> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let st = stop.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(ms));
-            st.store(true, Ordering::Relaxed);
-        });
-        stop
     }
 
     /// iperf3's arithmetic on a known sequence: 1 2 4 3 6 (5 never comes) and transit times
