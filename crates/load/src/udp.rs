@@ -505,4 +505,35 @@ mod tests {
         assert_eq!(ru.highest_seq, su.datagrams_tx);
         assert!(ru.jitter_ms >= 0.0 && ru.jitter_ms < 50.0, "{ru:?}");
     }
+
+    /// A stranger aiming datagrams at the receiver mid-stream (forged sequence numbers near
+    /// u64::MAX, runts, a full-size one) changes nothing: the socket is connected to its
+    /// sender, so the kernel drops what comes from anywhere else.
+    #[test]
+    fn datagrams_from_a_stranger_are_not_counted() {
+        let (tx, rx) = pair();
+        let target = rx.local_addr().expect("addr");
+        let stop = stop_after(400);
+        let st = stop.clone();
+        let recv =
+            std::thread::spawn(move || stream_receive(&rx, 1000, false, &st, &Meter::new(None)));
+        let stranger = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let spray = std::thread::spawn(move || {
+            let mut forged = vec![0xffu8; 1000];
+            forged[..8].copy_from_slice(&(u64::MAX - 1).to_be_bytes());
+            for i in 0..300 {
+                let _ = stranger.send_to(&forged[..(i % 3) * 499 + 1], target);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        let sc = stream_send(&tx, 1000, Some(8_000_000), false, &stop, &Meter::new(None)).unwrap();
+        let rc = recv.join().unwrap().unwrap();
+        spray.join().unwrap();
+        let (su, ru) = (sc.udp.unwrap(), rc.udp.unwrap());
+        assert_eq!(ru.datagrams_rx, su.datagrams_tx, "{ru:?} {su:?}");
+        assert_eq!(ru.highest_seq, su.datagrams_tx, "{ru:?}");
+        assert_eq!((ru.lost, ru.out_of_order), (0, 0), "{ru:?}");
+        assert_eq!(rc.bytes_rx, sc.bytes_tx);
+    }
 }
