@@ -228,10 +228,10 @@ fn spread_line(f: &virtperf_wire::FlowSpread, crr: bool) -> String {
     } else {
         format!(" (agent: {})", f.server_flows)
     };
-    let setup = if crr {
-        "connects are the workload".to_string()
-    } else {
-        format!("set-up {:.3} s, outside the measured interval", f.setup_s)
+    let setup = match (crr, f.setup_s) {
+        (true, _) => "connects are the workload".to_string(),
+        (false, Some(s)) => format!("set-up {s:.3} s, outside the measured interval"),
+        (false, None) => "set-up not timed".to_string(),
     };
     format!(
         "  {} flows on {} thread{}{agent} │ per flow {} min {} p50 {} max {}, Jain's fairness {:.3} │ {setup}\n",

@@ -99,12 +99,31 @@ fn experiment_flow(d: &TempDir, db: &Path) {
         serde_json::from_str(&run_db_ok(&["compare", "1", "--json"], &db)).unwrap();
     let rows = cmp.as_array().unwrap();
     assert!(rows.iter().any(|r| r["metric"] == "p99_us"));
+    // Each verdict agrees with the numbers printed beside it: significant only below alpha,
+    // and improved or regressed in the direction the metric counts as better.
     for r in rows {
-        let v = r["comparison"]["verdict"].as_str().unwrap();
-        assert!(
-            ["improved", "regressed", "no_change", "within_noise"].contains(&v),
-            "{v}"
-        );
+        let c = &r["comparison"];
+        let v = c["verdict"].as_str().unwrap();
+        let p = c["test"]["p_value"].as_f64();
+        let alpha = c["alpha"].as_f64().unwrap();
+        let significant = p.is_some_and(|p| p < alpha);
+        match v {
+            "no_change" => assert!(!significant, "{r}"),
+            "within_noise" | "improved" | "regressed" => assert!(significant, "{r}"),
+            other => panic!("unknown verdict {other}: {r}"),
+        }
+        let pct = c["pct_change"].as_f64().unwrap();
+        let metric = r["metric"].as_str().unwrap();
+        let higher_is_better = metric == "rate_per_s";
+        if (metric == "rate_per_s" || metric.ends_with("_us"))
+            && (v == "improved" || v == "regressed")
+        {
+            assert_eq!(
+                v == "improved",
+                (pct > 0.0) == higher_is_better,
+                "{metric} changed {pct:+.1}% and is called {v}: {r}"
+            );
+        }
     }
 
     let html = d.path("report.html");
@@ -354,7 +373,10 @@ impl KnobCase {
     ) -> Option<KnobCase> {
         let path = format!("/proc/sys/{}", sysctl.replace('.', "/"));
         let Some(orig) = writable_sysctl(&path) else {
-            eprintln!("skipped: needs root to write {path}");
+            let _ = std::io::Write::write_fmt(
+                &mut std::io::stderr(),
+                format_args!("skipped: needs root to write {path}\n"),
+            );
             return None;
         };
         let want = if orig == a { b } else { a }.to_string();
@@ -631,7 +653,12 @@ fn have_sqlite3() -> bool {
     {
         Ok(s) if s.success() => true,
         r => {
-            eprintln!("skipped: the sqlite3 shell does not run here ({r:?}); install sqlite3");
+            let _ = std::io::Write::write_fmt(
+                &mut std::io::stderr(),
+                format_args!(
+                    "skipped: the sqlite3 shell does not run here ({r:?}); install sqlite3\n"
+                ),
+            );
             false
         }
     }

@@ -26,7 +26,10 @@ fn enough_fds(need: u64) -> bool {
     match hard_nofile() {
         Some(h) if h >= need => true,
         other => {
-            eprintln!("skipped: the hard open-file limit ({other:?}) is below {need}");
+            let _ = std::io::Write::write_fmt(
+                &mut std::io::stderr(),
+                format_args!("skipped: the hard open-file limit ({other:?}) is below {need}\n"),
+            );
             false
         }
     }
@@ -113,7 +116,10 @@ fn prlimit() -> Option<Command> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("skipped: prlimit (util-linux) is not installed");
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: prlimit (util-linux) is not installed\n"),
+        );
         return None;
     }
     Some(Command::new("prlimit"))

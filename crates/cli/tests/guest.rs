@@ -78,7 +78,7 @@ fn assert_nothing_left(pid: u32) {
 #[test]
 fn rr_and_stream_across_guests_in_every_direction() {
     if let Some(why) = missing() {
-        eprintln!("skipped: {why}");
+        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
         return;
     }
     for (placement, workload, target_prefix) in [
@@ -195,7 +195,7 @@ fn rr_and_stream_across_guests_in_every_direction() {
 #[test]
 fn device_options_kernel_arguments_and_module_parameters_reach_the_guest() {
     if let Some(why) = missing() {
-        eprintln!("skipped: {why}");
+        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
         return;
     }
     let (pid, out) = run(&[
@@ -399,7 +399,10 @@ fn bad_device_options_fail_before_booting() {
         .output()
         .is_err()
     {
-        eprintln!("skipped: qemu-system-x86_64 is not installed");
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: qemu-system-x86_64 is not installed\n"),
+        );
         return;
     }
     for (flag, needles) in [
@@ -433,7 +436,7 @@ fn bad_device_options_fail_before_booting() {
 #[test]
 fn guest_errors_are_one_line_and_leave_nothing() {
     if let Some(why) = missing() {
-        eprintln!("skipped: {why}");
+        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
         return;
     }
     // An rr across a guest with `extra` flags must fail, leave nothing, and say `needles`.
@@ -519,7 +522,7 @@ fn guest_errors_are_one_line_and_leave_nothing() {
 #[test]
 fn vm_compare_stores_native_and_guest_side_by_side() {
     if let Some(why) = missing() {
-        eprintln!("skipped: {why}");
+        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
         return;
     }
     let dir = std::env::temp_dir().join(format!("vp-vmcmp-{}", std::process::id()));
@@ -570,7 +573,7 @@ fn vm_compare_stores_native_and_guest_side_by_side() {
 #[test]
 fn ctrl_c_during_a_guest_run_leaves_nothing() {
     if let Some(why) = missing() {
-        eprintln!("skipped: {why}");
+        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
         return;
     }
     let mut child = vp()
@@ -674,7 +677,7 @@ fn cleanup_removes_run_directories_of_dead_runs_only() {
 #[test]
 fn explain_runs_the_battery_natively_and_in_the_guest() {
     if let Some(why) = missing() {
-        eprintln!("skipped: {why}");
+        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
         return;
     }
     let dir = std::env::temp_dir().join(format!("vp-guest-explain-{}", std::process::id()));
@@ -724,7 +727,7 @@ fn explain_runs_the_battery_natively_and_in_the_guest() {
 #[test]
 fn ctrl_c_during_a_guest_battery_leaves_nothing() {
     if let Some(why) = missing() {
-        eprintln!("skipped: {why}");
+        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
         return;
     }
     let dir = std::env::temp_dir().join(format!("vp-guest-explain-stop-{}", std::process::id()));

@@ -102,7 +102,12 @@ fn completions_are_generated_for_each_shell() {
             assert_ok(&o);
             assert!(String::from_utf8_lossy(&o.stdout).contains("virtperf"));
         }
-        Err(e) => eprintln!("skipped sourcing the script: no bash ({e})"),
+        Err(e) => {
+            let _ = std::io::Write::write_fmt(
+                &mut std::io::stderr(),
+                format_args!("skipped sourcing the script: no bash ({e})\n"),
+            );
+        }
     }
 
     let (code, err) = common::run_fail(&["completions", "tcsh"]);

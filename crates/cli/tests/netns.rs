@@ -13,14 +13,20 @@ fn root() -> bool {
 #[test]
 fn rr_across_veth_bridge_and_nat_then_nothing_is_left() {
     if !root() {
-        eprintln!("skipped: namespace placements need root");
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: namespace placements need root\n"),
+        );
         return;
     }
     for placement in ["netns:veth", "netns:bridge", "netns:nat"] {
         let (pid, out) = common::run_pid(&["rr", "-l", "0.3", "--placement", placement, "--json"]);
         let err = String::from_utf8_lossy(&out.stderr);
         if placement == "netns:nat" && !out.status.success() && err.contains("nftables") {
-            eprintln!("skipped {placement}: {err}");
+            let _ = std::io::Write::write_fmt(
+                &mut std::io::stderr(),
+                format_args!("skipped {placement}: {err}\n"),
+            );
             continue;
         }
         assert!(out.status.success(), "{placement}: {err}");
@@ -46,7 +52,10 @@ fn rr_across_veth_bridge_and_nat_then_nothing_is_left() {
 #[test]
 fn a_failing_run_in_namespaces_cleans_up_too() {
     if !root() {
-        eprintln!("skipped: namespace placements need root");
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: namespace placements need root\n"),
+        );
         return;
     }
     let (pid, out) = common::run_pid(&[
@@ -66,7 +75,10 @@ fn a_failing_run_in_namespaces_cleans_up_too() {
 #[test]
 fn cleanup_removes_what_a_killed_run_made_and_nothing_unmarked() {
     if !root() {
-        eprintln!("skipped: needs root to create namespaces");
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: needs root to create namespaces\n"),
+        );
         return;
     }
     let state = std::env::temp_dir().join(format!("vp-netns-state-{}", std::process::id()));
@@ -128,7 +140,10 @@ fn cleanup_removes_what_a_killed_run_made_and_nothing_unmarked() {
 #[test]
 fn experiment_configs_can_place_the_ends_in_namespaces() {
     if !root() {
-        eprintln!("skipped: namespace placements need root");
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: namespace placements need root\n"),
+        );
         return;
     }
     let dir = std::env::temp_dir().join(format!("vp-netns-exp-{}", std::process::id()));
@@ -172,7 +187,10 @@ fn experiment_configs_can_place_the_ends_in_namespaces() {
 #[test]
 fn netem_delay_works_or_says_in_one_line_that_the_kernel_lacks_it() {
     if !root() {
-        eprintln!("skipped: namespace placements need root");
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: namespace placements need root\n"),
+        );
         return;
     }
     let out = vp()

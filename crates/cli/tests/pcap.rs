@@ -27,7 +27,10 @@ fn tmp(name: &str) -> PathBuf {
 #[test]
 fn captured_test_traffic_matches_tshark_per_connection() {
     if !have("tcpdump") {
-        eprintln!("skipped: tcpdump not installed (apt-get install tcpdump)");
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: tcpdump not installed (apt-get install tcpdump)\n"),
+        );
         return;
     }
     let cap = tmp("http.pcap");
@@ -66,7 +69,10 @@ fn captured_test_traffic_matches_tshark_per_connection() {
     );
 
     if !have("tshark") {
-        eprintln!("skipped tshark cross-check: tshark not installed");
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped tshark cross-check: tshark not installed\n"),
+        );
         let _ = std::fs::remove_file(&cap);
         return;
     }

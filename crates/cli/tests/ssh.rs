@@ -39,11 +39,17 @@ impl Drop for Lab {
 fn ssh_placement_copies_itself_runs_the_agent_and_cleans_up() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root to create namespaces and run sshd");
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: needs root to create namespaces and run sshd\n"),
+        );
         return;
     }
     if !Path::new("/usr/sbin/sshd").exists() {
-        eprintln!("skipped: sshd not installed (apt-get install openssh-server)");
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: sshd not installed (apt-get install openssh-server)\n"),
+        );
         return;
     }
     let pid = std::process::id();

@@ -55,7 +55,7 @@ fn the_doc_shows_the_example_verbatim() {
 #[test]
 fn the_pandas_example_reads_a_real_store() {
     if let Some(why) = missing_python() {
-        eprintln!("skipped: {why}");
+        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
         return;
     }
     let dir = std::env::temp_dir().join(format!("vp-store-doc-{}", std::process::id()));

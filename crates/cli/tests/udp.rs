@@ -151,7 +151,10 @@ impl Drop for Ns {
 #[test]
 fn lost_datagrams_are_counted_and_the_run_completes() {
     if !root() {
-        eprintln!("skipped: dropping datagrams in a network namespace needs root");
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: dropping datagrams in a network namespace needs root\n"),
+        );
         return;
     }
     let name = format!("vp-udptest-{}", std::process::id());
@@ -159,7 +162,10 @@ fn lost_datagrams_are_counted_and_the_run_completes() {
         .args(["netns", "add", &name])
         .status();
     if !made.is_ok_and(|s| s.success()) {
-        eprintln!("skipped: cannot create a network namespace");
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: cannot create a network namespace\n"),
+        );
         return;
     }
     let ns = Ns(name);
@@ -168,9 +174,12 @@ fn lost_datagrams_are_counted_and_the_run_completes() {
         o if o.status.success() => {}
         o => {
             // No nftables in this kernel (or no nft): a missing capability, not a failure.
-            eprintln!(
-                "skipped: nftables is not available here: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
+            let _ = std::io::Write::write_fmt(
+                &mut std::io::stderr(),
+                format_args!(
+                    "skipped: nftables is not available here: {}\n",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ),
             );
             return;
         }

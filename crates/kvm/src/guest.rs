@@ -453,7 +453,10 @@ mod tests {
         let kvm = match crate::open_kvm() {
             Ok(k) => k,
             Err(e) => {
-                println!("skipped: {e}");
+                let _ = std::io::Write::write_fmt(
+                    &mut std::io::stderr(),
+                    format_args!("skipped: {e}\n"),
+                );
                 return;
             }
         };

@@ -13,7 +13,8 @@ fn kvm_or_skip() -> bool {
     match available() {
         Ok(_) => true,
         Err(e) => {
-            println!("skipped: {e}");
+            let _ =
+                std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {e}\n"));
             false
         }
     }
@@ -103,11 +104,16 @@ fn halt_wakeup_latency_is_plausible() {
 #[test]
 fn per_vm_halt_polling_shows_in_the_counters() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let Ok(info) = available().map_err(|e| println!("skipped: {e}")) else {
+    let Ok(info) = available().map_err(|e| {
+        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {e}\n"));
+    }) else {
         return;
     };
     if !info.halt_poll_cap || !info.stats_fd {
-        println!("skipped: no KVM_CAP_HALT_POLL or no binary stats on this kernel");
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: no KVM_CAP_HALT_POLL or no binary stats on this kernel\n"),
+        );
         return;
     }
     // Short idle gaps: KVM's adaptive window only grows while halts end within it.

@@ -85,16 +85,11 @@ fn events_of(c: &Collected, units: f64, unit: &str) -> Option<Events> {
     } else {
         (units, unit)
     };
+    // No work done: there is nothing to divide by, so no per-unit figure (not 0 per unit).
     let per = |d: &std::collections::BTreeMap<String, u64>| {
         d.iter()
-            .map(|(k, v)| {
-                let x = if divisor > 0.0 {
-                    *v as f64 / divisor
-                } else {
-                    0.0
-                };
-                (k.clone(), x)
-            })
+            .filter(|_| divisor > 0.0)
+            .map(|(k, v)| (k.clone(), *v as f64 / divisor))
             .collect()
     };
     let side = |r: &SideReport, cpu: Option<u32>| -> Option<SideEvents> {
@@ -247,7 +242,7 @@ fn rr_outcome(c: &Collected, server: &SideReport, warnings: &mut Vec<String>) ->
                 },
                 threads: t,
                 unit: "transactions/s".into(),
-                setup_s: c.client.setup_s.unwrap_or(0.0),
+                setup_s: c.client.setup_s,
                 ..s
             })
         }),
@@ -414,7 +409,7 @@ fn stream_outcome(
             server_flows: server.flows.len() as u32,
             threads: t,
             unit: "Mbit/s".into(),
-            setup_s: c.client.setup_s.unwrap_or(0.0),
+            setup_s: c.client.setup_s,
             ..s
         })
     });
@@ -574,5 +569,133 @@ fn cpu_accounting(
         same_host,
         client,
         server: server_cpu,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use virtperf_wire::{EventCounts, FlowStats};
+
+    use super::*;
+
+    fn plan(client_cpu: Option<u32>) -> Plan {
+        Plan {
+            workload: Workload::rr(1, 1),
+            duration: Duration::from_secs(2),
+            client_cpu,
+            server_cpu: Some(1),
+            count: 0,
+            sock: Default::default(),
+            capture: None,
+            kvm_stats: false,
+            interval: None,
+            on_interval: None,
+        }
+    }
+
+    fn side(transactions: u64, active_s: f64, events: &[(&str, u64)], pinned: bool) -> SideReport {
+        let counts: BTreeMap<String, u64> =
+            events.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        SideReport {
+            elapsed_s: active_s,
+            transactions,
+            flows: vec![FlowStats {
+                active_s,
+                transactions,
+                ..Default::default()
+            }],
+            events: Some(EventCounts {
+                pinned: pinned.then(|| counts.clone()),
+                all: counts,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn collected(plan: &Plan, client: SideReport, server: SideReport) -> Collected<'_> {
+        let mut h = latency::new_histogram();
+        for ns in [10_000u64, 20_000, 30_000] {
+            h.record(ns).expect("in range");
+        }
+        Collected {
+            plan,
+            target: "127.0.0.1:1".into(),
+            client,
+            client_hist: Some(h),
+            server: Some(server),
+            client_env: Env::default(),
+            server_env: None,
+            downloads: vec![],
+            url: String::new(),
+        }
+    }
+
+    #[test]
+    fn rr_rate_latency_and_events_per_transaction() {
+        let p = plan(Some(0));
+        let ev = [("ipi_call", 2000), ("timer_irqs", 500)];
+        let r = assemble(collected(
+            &p,
+            side(1000, 2.0, &ev, true),
+            side(1000, 2.0, &ev, true),
+        ));
+        let Outcome::Rr(o) = &r.outcome else {
+            panic!("rr gives an rr outcome: {:?}", r.outcome)
+        };
+        assert_eq!(o.transactions, 1000);
+        assert!((o.rate_per_s - 500.0).abs() < 1e-9, "{}", o.rate_per_s);
+        assert!((o.latency.p50_us - 20.0).abs() < 0.1, "{:?}", o.latency);
+        let e = r.events.expect("events were counted");
+        assert_eq!(e.unit, "transaction");
+        assert!((e.client.per_unit["ipi_call"] - 2.0).abs() < 1e-9);
+        let pinned = e.client.pinned.expect("the client was pinned");
+        assert_eq!(pinned.cpu, 0);
+        assert!((pinned.per_unit["timer_irqs"] - 0.5).abs() < 1e-9);
+        assert!(
+            e.client.per_unit.contains_key("thread_voluntary_switches"),
+            "the side's own threads' switches are counted too"
+        );
+    }
+
+    /// No transaction: nothing to divide by, so no per-transaction figure at all.
+    #[test]
+    fn zero_transactions_give_no_per_unit_numbers() {
+        let p = plan(Some(0));
+        let ev = [("ipi_call", 7)];
+        let r = assemble(collected(
+            &p,
+            side(0, 2.0, &ev, true),
+            side(0, 2.0, &ev, true),
+        ));
+        let e = r.events.expect("events were counted");
+        assert!(e.client.per_unit.is_empty(), "{:?}", e.client.per_unit);
+        assert_eq!(e.client.deltas["ipi_call"], 7, "the raw count stays");
+        assert!(
+            e.metrics().is_empty(),
+            "no per-transaction metric: {:?}",
+            e.metrics()
+        );
+    }
+
+    /// An unpinned side has no pinned block, whatever its machine counted.
+    #[test]
+    fn unpinned_side_has_no_pinned_events() {
+        let p = plan(None);
+        let ev = [("ipi_call", 10)];
+        let r = assemble(collected(
+            &p,
+            side(10, 1.0, &ev, true),
+            side(10, 1.0, &ev, true),
+        ));
+        let e = r.events.expect("events");
+        assert!(e.client.pinned.is_none());
+        assert!(
+            e.server.and_then(|s| s.pinned).is_some(),
+            "the server was pinned to 1"
+        );
     }
 }

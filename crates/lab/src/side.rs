@@ -199,11 +199,11 @@ where
                 return Err(anyhow!("the test never started"));
             }
             let mut hist = new_histogram();
-            let t0 = thread_cpu();
+            let t0 = thread_cpu().map_err(|e| anyhow!(e))?;
             let flows = body(&ctl, &mut hist)?;
             Ok(WorkerOut {
                 flows,
-                cpu: thread_cpu_since(t0),
+                cpu: thread_cpu_since(t0).map_err(|e| anyhow!(e))?,
                 hist: (!hist.is_empty()).then_some(hist),
             })
         })

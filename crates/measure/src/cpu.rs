@@ -152,17 +152,18 @@ pub fn split(d: &CpuDelta) -> CpuSplit {
     }
 }
 
-/// CPU time consumed so far by the calling thread.
-pub fn thread_cpu() -> ThreadCpu {
-    let Ok(ru) = getrusage(UsageWho::RUSAGE_THREAD) else {
-        return ThreadCpu::default();
-    };
-    ThreadCpu {
+/// CPU time consumed so far by the calling thread. An error (getrusage refused) fails the
+/// caller's measurement rather than reporting a thread that used no CPU.
+pub fn thread_cpu() -> Result<ThreadCpu, String> {
+    let ru = getrusage(UsageWho::RUSAGE_THREAD).map_err(|e| {
+        format!("getrusage(RUSAGE_THREAD): {e}: the thread's CPU time cannot be read")
+    })?;
+    Ok(ThreadCpu {
         user_s: secs(ru.user_time()),
         system_s: secs(ru.system_time()),
         voluntary_switches: ru.voluntary_context_switches() as u64,
         involuntary_switches: ru.involuntary_context_switches() as u64,
-    }
+    })
 }
 
 fn secs(tv: TimeVal) -> f64 {
@@ -170,9 +171,9 @@ fn secs(tv: TimeVal) -> f64 {
 }
 
 /// Thread CPU used since `start` (a value from [`thread_cpu`] on the same thread).
-pub fn thread_cpu_since(start: ThreadCpu) -> ThreadCpu {
-    let now = thread_cpu();
-    ThreadCpu {
+pub fn thread_cpu_since(start: ThreadCpu) -> Result<ThreadCpu, String> {
+    let now = thread_cpu()?;
+    Ok(ThreadCpu {
         user_s: (now.user_s - start.user_s).max(0.0),
         system_s: (now.system_s - start.system_s).max(0.0),
         voluntary_switches: now
@@ -181,7 +182,7 @@ pub fn thread_cpu_since(start: ThreadCpu) -> ThreadCpu {
         involuntary_switches: now
             .involuntary_switches
             .saturating_sub(start.involuntary_switches),
-    }
+    })
 }
 
 #[cfg(test)]
@@ -257,17 +258,17 @@ mod tests {
     #[test]
     fn live_proc_stat_and_thread_cpu_advance() {
         let a = ProcStat::read().unwrap();
-        let t0 = thread_cpu();
+        let t0 = thread_cpu().expect("getrusage");
         // Spin until rusage says 30 ms of CPU (bounded by 10 s of wall time): a fixed
         // wall-clock spin gets little CPU when other processes share the cores.
         let mut x = 0u64;
         let started = Instant::now();
-        let mut used = thread_cpu_since(t0);
+        let mut used = thread_cpu_since(t0).expect("getrusage");
         while used.total_s() < 0.03 && started.elapsed().as_secs() < 10 {
             for _ in 0..100_000 {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
             }
-            used = thread_cpu_since(t0);
+            used = thread_cpu_since(t0).expect("getrusage");
         }
         std::hint::black_box(x);
         let d = a.delta(&ProcStat::read().unwrap());

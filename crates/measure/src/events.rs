@@ -21,30 +21,48 @@ pub struct EventSnapshot {
     /// `/proc/interrupts`: named lines (`LOC`, `RES`, `CAL`, `TLB`, `HYP`, …) and numbered
     /// device lines under their device name (`virtio2-input.0`).
     pub interrupts: PerCpu,
+    /// The CPU number of each column of `interrupts` (offline CPUs have no column).
+    pub interrupt_cpus: Vec<u32>,
     /// `/proc/softirqs`: `NET_RX`, `TIMER`, `SCHED`, …
     pub softirqs: PerCpu,
+    /// The CPU number of each column of `softirqs`.
+    pub softirq_cpus: Vec<u32>,
     /// `ctxt` of `/proc/stat`: context switches since boot, all CPUs.
     pub context_switches: Option<u64>,
     /// cpuidle per CPU and state: `usage` (entries) under `STATE`, and `time` (µs) under
     /// `STATE/time_us`; state names lowercased (`poll`, `haltpoll`, `c1`).
     pub idle: PerCpu,
+    /// The CPU number of each column of `idle`: the CPUs whose cpuidle could be read.
+    pub idle_cpus: Vec<u32>,
+    /// CPUs whose cpuidle directory could not be read while others' could: their idle
+    /// counts are unknown, so no total over them is given.
+    pub idle_unreadable: Vec<u32>,
     /// Sources that could not be read, with the reason.
     pub missing: Vec<String>,
     /// The virtio-net interface the side's traffic crosses, when it is one.
     pub nic: Option<crate::nic::NicSnapshot>,
 }
 
-/// The difference between two snapshots (counter wrap or a CPU going away counts as 0).
+/// The difference between two snapshots. A table whose CPUs changed between the two
+/// (hotplug) is left empty and named in `missing`, never differenced column by column.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EventDelta {
     /// As in [`EventSnapshot`], increases over the interval.
     pub interrupts: PerCpu,
+    /// CPU number of each column of `interrupts`.
+    pub interrupt_cpus: Vec<u32>,
     /// Softirq increases.
     pub softirqs: PerCpu,
+    /// CPU number of each column of `softirqs`.
+    pub softirq_cpus: Vec<u32>,
     /// Context switches during the interval.
     pub context_switches: Option<u64>,
     /// cpuidle increases.
     pub idle: PerCpu,
+    /// CPU number of each column of `idle`.
+    pub idle_cpus: Vec<u32>,
+    /// CPUs whose cpuidle could not be read at either end.
+    pub idle_unreadable: Vec<u32>,
     /// Sources missing at either end.
     pub missing: Vec<String>,
     /// The virtio-net interface's counters, when both ends read the same one.
@@ -61,22 +79,28 @@ mod virtio_nic {
     }
 }
 
+/// The CPU numbers of a per-CPU table's header (`CPU0 CPU1 CPU3`: CPU 2 is offline and has
+/// no column), in column order.
+pub fn header_cpus(text: &str) -> Vec<u32> {
+    text.lines()
+        .next()
+        .map(|h| {
+            h.split_whitespace()
+                .filter_map(|c| c.strip_prefix("CPU")?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Parses a per-CPU table with a header of `CPUn` columns (`/proc/interrupts`,
 /// `/proc/softirqs`). Lines whose name is a number (device interrupts) are named after their
 /// last column (the device's action name, e.g. `virtio2-input.0`) so that they stay stable
 /// across boots where the number changes.
 pub fn parse_per_cpu(text: &str) -> PerCpu {
-    let mut lines = text.lines();
-    let ncpu = lines
-        .next()
-        .map(|h| {
-            h.split_whitespace()
-                .filter(|c| c.starts_with("CPU"))
-                .count()
-        })
-        .unwrap_or(0);
+    let ncpu = header_cpus(text).len();
+    let mut lines = text.lines().skip(1);
     let mut out = PerCpu::new();
-    for line in lines {
+    for line in lines.by_ref() {
         let Some((name, rest)) = line.split_once(':') else {
             continue;
         };
@@ -130,43 +154,88 @@ pub fn cpu_numbers(root: &Path) -> std::io::Result<Vec<u32>> {
     Ok(cpus)
 }
 
-/// Reads cpuidle's per-state counters under `root` (`/sys/devices/system/cpu`).
-pub fn read_idle(root: &Path) -> Result<PerCpu, String> {
-    let cpus = cpu_numbers(root).map_err(|e| format!("{}: {e}", root.display()))?;
-    let ncpu = cpus.len();
-    let mut out = PerCpu::new();
-    let mut any = false;
-    for (i, cpu) in cpus.iter().enumerate() {
-        let dir = root.join(format!("cpu{cpu}/cpuidle"));
-        let Ok(states) = fs::read_dir(&dir) else {
-            continue;
-        };
-        for st in states.flatten() {
-            let p = st.path();
-            let read = |f: &str| fs::read_to_string(p.join(f)).ok();
-            let (Some(name), Some(usage), Some(time)) = (read("name"), read("usage"), read("time"))
-            else {
-                continue;
-            };
-            let name = name.trim().to_ascii_lowercase().replace(' ', "_");
-            let (Ok(usage), Ok(time)) = (usage.trim().parse::<u64>(), time.trim().parse::<u64>())
-            else {
-                continue;
-            };
-            any = true;
-            out.entry(name.clone()).or_insert_with(|| vec![0; ncpu])[i] += usage;
-            out.entry(format!("{name}/time_us"))
-                .or_insert_with(|| vec![0; ncpu])[i] += time;
+/// cpuidle's per-state counters of the CPUs under `root` whose cpuidle could be read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IdleTable {
+    /// As [`EventSnapshot::idle`].
+    pub counts: PerCpu,
+    /// CPU number of each column.
+    pub cpus: Vec<u32>,
+    /// CPUs whose cpuidle directory could not be read.
+    pub unreadable: Vec<u32>,
+}
+
+/// Reads cpuidle's per-state counters under `root` (`/sys/devices/system/cpu`). A CPU whose
+/// directory cannot be read while others' can is listed in `unreadable`, not read as zeros.
+pub fn read_idle(root: &Path) -> Result<IdleTable, String> {
+    let all = cpu_numbers(root).map_err(|e| format!("{}: {e}", root.display()))?;
+    let mut read: Vec<(u32, Vec<IdleCount>)> = Vec::new();
+    let mut unreadable = Vec::new();
+    for cpu in all {
+        match idle_states_of(&root.join(format!("cpu{cpu}/cpuidle"))) {
+            Some(states) => read.push((cpu, states)),
+            None => unreadable.push(cpu),
         }
     }
-    if any {
-        Ok(out)
-    } else {
-        Err(format!(
+    if read.is_empty() {
+        return Err(format!(
             "no cpuidle states under {} (no cpuidle driver, or a container)",
             root.display()
-        ))
+        ));
     }
+    let n = read.len();
+    let mut counts = PerCpu::new();
+    for (i, (_, states)) in read.iter().enumerate() {
+        for (name, usage, time) in states {
+            counts.entry(name.clone()).or_insert_with(|| vec![0; n])[i] += usage;
+            counts
+                .entry(format!("{name}/time_us"))
+                .or_insert_with(|| vec![0; n])[i] += time;
+        }
+    }
+    Ok(IdleTable {
+        counts,
+        cpus: read.iter().map(|(c, _)| *c).collect(),
+        unreadable,
+    })
+}
+
+/// One cpuidle state's reading: lowercased name, entries, µs.
+type IdleCount = (String, u64, u64);
+
+/// One CPU's cpuidle states: (lowercased name, entries, µs), or None when its directory
+/// cannot be read or holds no readable state.
+fn idle_states_of(dir: &Path) -> Option<Vec<IdleCount>> {
+    let mut out = Vec::new();
+    for st in fs::read_dir(dir).ok()?.flatten() {
+        let p = st.path();
+        let read = |f: &str| fs::read_to_string(p.join(f)).ok();
+        let (Some(name), Some(usage), Some(time)) = (read("name"), read("usage"), read("time"))
+        else {
+            continue;
+        };
+        let (Ok(usage), Ok(time)) = (usage.trim().parse::<u64>(), time.trim().parse::<u64>())
+        else {
+            continue;
+        };
+        out.push((
+            name.trim().to_ascii_lowercase().replace(' ', "_"),
+            usage,
+            time,
+        ));
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// Where counters are read from. Tests point these at files they write (`VIRTPERF_TEST_PROC`
+/// for `interrupts`, `softirqs` and `stat`; `VIRTPERF_TEST_SYS_CPU` for the cpuidle tree)
+/// to show what a machine without some of them gets.
+fn sources() -> (std::path::PathBuf, std::path::PathBuf) {
+    let var = |k: &str, d: &str| std::env::var_os(k).map_or_else(|| d.into(), Into::into);
+    (
+        var("VIRTPERF_TEST_PROC", "/proc"),
+        var("VIRTPERF_TEST_SYS_CPU", "/sys/devices/system/cpu"),
+    )
 }
 
 impl EventSnapshot {
@@ -183,20 +252,34 @@ impl EventSnapshot {
             nic: nic.and_then(crate::nic::snapshot),
             ..EventSnapshot::default()
         };
-        match fs::read_to_string("/proc/interrupts") {
-            Ok(t) => s.interrupts = parse_per_cpu(&t),
-            Err(e) => s.missing.push(format!("/proc/interrupts: {e}")),
+        let (proc, sys_cpu) = sources();
+        let read = |f: &str| {
+            let p = proc.join(f);
+            fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))
+        };
+        match read("interrupts") {
+            Ok(t) => (s.interrupts, s.interrupt_cpus) = (parse_per_cpu(&t), header_cpus(&t)),
+            Err(e) => s.missing.push(e),
         }
-        match fs::read_to_string("/proc/softirqs") {
-            Ok(t) => s.softirqs = parse_per_cpu(&t),
-            Err(e) => s.missing.push(format!("/proc/softirqs: {e}")),
+        match read("softirqs") {
+            Ok(t) => (s.softirqs, s.softirq_cpus) = (parse_per_cpu(&t), header_cpus(&t)),
+            Err(e) => s.missing.push(e),
         }
-        match fs::read_to_string("/proc/stat") {
+        match read("stat") {
             Ok(t) => s.context_switches = ctxt(&t),
-            Err(e) => s.missing.push(format!("/proc/stat: {e}")),
+            Err(e) => s.missing.push(e),
         }
-        match read_idle(Path::new("/sys/devices/system/cpu")) {
-            Ok(i) => s.idle = i,
+        match read_idle(&sys_cpu) {
+            Ok(i) => {
+                if !i.unreadable.is_empty() {
+                    s.missing.push(format!(
+                        "cpuidle of CPU {} unreadable under {}: idle counts over those CPUs not taken",
+                        join(&i.unreadable),
+                        sys_cpu.display()
+                    ));
+                }
+                (s.idle, s.idle_cpus, s.idle_unreadable) = (i.counts, i.cpus, i.unreadable);
+            }
             Err(e) => s.missing.push(e),
         }
         s
@@ -204,35 +287,57 @@ impl EventSnapshot {
 
     /// What happened between `self` and `later`.
     pub fn delta(&self, later: &EventSnapshot) -> EventDelta {
-        let sub = |a: &PerCpu, b: &PerCpu| -> PerCpu {
-            b.iter()
-                .map(|(k, after)| {
-                    let before = a.get(k);
-                    let d = after
-                        .iter()
-                        .enumerate()
-                        .map(|(i, v)| {
-                            v.saturating_sub(before.and_then(|b| b.get(i)).copied().unwrap_or(*v))
-                        })
-                        .collect();
-                    (k.clone(), d)
-                })
-                .collect()
-        };
         let mut missing = self.missing.clone();
         for m in &later.missing {
             if !missing.contains(m) {
                 missing.push(m.clone());
             }
         }
+        let mut table = |what: &str, a: (&PerCpu, &[u32]), b: (&PerCpu, &[u32])| {
+            if a.1 != b.1 {
+                missing.push(format!(
+                    "{what}: the CPUs changed during the interval (CPU {} before, {} after)",
+                    join(a.1),
+                    join(b.1)
+                ));
+                return (PerCpu::new(), Vec::new());
+            }
+            (sub(a.0, b.0), b.1.to_vec())
+        };
+        let (interrupts, interrupt_cpus) = table(
+            "/proc/interrupts",
+            (&self.interrupts, &self.interrupt_cpus),
+            (&later.interrupts, &later.interrupt_cpus),
+        );
+        let (softirqs, softirq_cpus) = table(
+            "/proc/softirqs",
+            (&self.softirqs, &self.softirq_cpus),
+            (&later.softirqs, &later.softirq_cpus),
+        );
+        let (idle, idle_cpus) = table(
+            "cpuidle",
+            (&self.idle, &self.idle_cpus),
+            (&later.idle, &later.idle_cpus),
+        );
+        let mut idle_unreadable = self.idle_unreadable.clone();
+        idle_unreadable.extend(
+            later
+                .idle_unreadable
+                .iter()
+                .filter(|c| !self.idle_unreadable.contains(c)),
+        );
         EventDelta {
-            interrupts: sub(&self.interrupts, &later.interrupts),
-            softirqs: sub(&self.softirqs, &later.softirqs),
+            interrupts,
+            interrupt_cpus,
+            softirqs,
+            softirq_cpus,
             context_switches: self
                 .context_switches
                 .zip(later.context_switches)
                 .map(|(a, b)| b.saturating_sub(a)),
-            idle: sub(&self.idle, &later.idle),
+            idle,
+            idle_cpus,
+            idle_unreadable,
             missing,
             nic: match (&self.nic, &later.nic) {
                 (Some(a), Some(b)) if a.interface == b.interface => Some(virtio_nic::Delta {
@@ -250,6 +355,29 @@ impl EventSnapshot {
             },
         }
     }
+}
+
+/// Increases of each line present at both ends (a line that appeared during the interval,
+/// a new device's, has no start value and is left out rather than counted from 0).
+fn sub(a: &PerCpu, b: &PerCpu) -> PerCpu {
+    b.iter()
+        .filter_map(|(k, after)| {
+            let before = a.get(k)?;
+            let d = after
+                .iter()
+                .zip(before)
+                .map(|(v, b)| v.saturating_sub(*b))
+                .collect();
+            Some((k.clone(), d))
+        })
+        .collect()
+}
+
+fn join(cpus: &[u32]) -> String {
+    cpus.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The stable keys of the events block and where each comes from.
@@ -270,10 +398,21 @@ impl EventDelta {
     /// The side's counts as they travel and are stored: totals over all CPUs and over the
     /// pinned CPU, and what was missing.
     pub fn counts(&self, pinned: Option<u32>) -> virtperf_wire::EventCounts {
+        let mut missing = self.missing.clone();
+        if let Some(c) = pinned {
+            for (what, cpus) in [
+                ("/proc/interrupts", &self.interrupt_cpus),
+                ("/proc/softirqs", &self.softirq_cpus),
+            ] {
+                if !cpus.is_empty() && !cpus.contains(&c) {
+                    missing.push(format!("{what} has no column for CPU {c} (offline?)"));
+                }
+            }
+        }
         virtperf_wire::EventCounts {
             all: self.totals(None),
-            pinned: pinned.map(|c| self.totals(Some(&[c as usize]))),
-            missing: self.missing.clone(),
+            pinned: pinned.map(|c| self.totals(Some(c))),
+            missing,
             nic: self.nic.as_ref().map(|n| {
                 let mut deltas = n.counters.clone();
                 deltas.extend(crate::nic::irq_totals(&n.device, &self.interrupts));
@@ -286,52 +425,63 @@ impl EventDelta {
         }
     }
 
-    /// Totals under the stable keys over `cpus` (all CPUs when None): the keys of
+    /// Totals under the stable keys over CPU `cpu` (all CPUs when None): the keys of
     /// [`KEYS`], `context_switches` (system-wide only), `idle_entries` (all states),
     /// `idle_entries_<state>` and `idle_time_us_<state>` per cpuidle state, and
-    /// `irq_<NAME>` for hypervisor lines (`HYP`, `HVS`, `PIN`, `PIW`, `NPI`) that moved.
-    pub fn totals(&self, cpus: Option<&[usize]>) -> BTreeMap<String, u64> {
-        let sum = |v: &Vec<u64>| -> u64 {
-            match cpus {
-                Some(c) => c.iter().filter_map(|i| v.get(*i)).sum(),
-                None => v.iter().sum(),
+    /// `irq_<NAME>` for hypervisor lines (`HYP`, `HVS`, `PIN`, `PIW`, `NPI`) that moved. A
+    /// key whose counter was not read over those CPUs is absent, never 0.
+    pub fn totals(&self, cpu: Option<u32>) -> BTreeMap<String, u64> {
+        // The column of `cpu` in a table (None: that CPU has no column there).
+        let column = |cpus: &[u32]| cpu.map(|c| cpus.iter().position(|x| *x == c));
+        let sum = |v: &Vec<u64>, col: Option<Option<usize>>| -> Option<u64> {
+            match col {
+                None => Some(v.iter().sum()),
+                Some(Some(i)) => v.get(i).copied(),
+                Some(None) => None,
             }
         };
         let mut out = BTreeMap::new();
+        let (irq_col, soft_col) = (column(&self.interrupt_cpus), column(&self.softirq_cpus));
         for (key, src) in KEYS {
             let (table, name) = src.split_once(' ').unwrap_or(("", ""));
-            let t = if table == "interrupts" {
-                &self.interrupts
+            let (t, col) = if table == "interrupts" {
+                (&self.interrupts, irq_col)
             } else {
-                &self.softirqs
+                (&self.softirqs, soft_col)
             };
-            if let Some(v) = t.get(name) {
-                out.insert((*key).to_string(), sum(v));
+            if let Some(n) = t.get(name).and_then(|v| sum(v, col)) {
+                out.insert((*key).to_string(), n);
             }
         }
         for hyp in ["HYP", "HVS", "PIN", "PIW", "NPI"] {
-            if let Some(v) = self.interrupts.get(hyp) {
-                let n = sum(v);
+            if let Some(n) = self.interrupts.get(hyp).and_then(|v| sum(v, irq_col)) {
                 if n > 0 {
                     out.insert(format!("irq_{hyp}"), n);
                 }
             }
         }
-        if cpus.is_none() {
+        if cpu.is_none() {
             if let Some(c) = self.context_switches {
                 out.insert("context_switches".into(), c);
             }
         }
-        if !self.idle.is_empty() {
+        // Idle totals only where every CPU asked about was read.
+        let idle_col = column(&self.idle_cpus);
+        let idle_known = match cpu {
+            None => self.idle_unreadable.is_empty(),
+            Some(_) => matches!(idle_col, Some(Some(_))),
+        };
+        if !self.idle.is_empty() && idle_known {
             let mut entries = 0;
             for (name, v) in &self.idle {
+                let Some(n) = sum(v, idle_col) else { continue };
                 match name.strip_suffix("/time_us") {
                     Some(state) => {
-                        out.insert(format!("idle_time_us_{state}"), sum(v));
+                        out.insert(format!("idle_time_us_{state}"), n);
                     }
                     None => {
-                        entries += sum(v);
-                        out.insert(format!("idle_entries_{name}"), sum(v));
+                        entries += n;
+                        out.insert(format!("idle_entries_{name}"), n);
                     }
                 }
             }
@@ -372,7 +522,9 @@ ERR:          0
     fn deltas_and_totals() {
         let a = EventSnapshot {
             interrupts: parse_per_cpu(INTERRUPTS),
+            interrupt_cpus: vec![0, 1],
             softirqs: parse_per_cpu("  CPU0 CPU1\nNET_RX: 10 20\nTIMER: 5 5\n"),
+            softirq_cpus: vec![0, 1],
             context_switches: Some(100),
             idle: [
                 ("haltpoll".to_string(), vec![10, 20]),
@@ -381,8 +533,8 @@ ERR:          0
             ]
             .into_iter()
             .collect(),
-            missing: vec![],
-            nic: None,
+            idle_cpus: vec![0, 1],
+            ..EventSnapshot::default()
         };
         let mut b = a.clone();
         b.interrupts.get_mut("RES").unwrap()[1] += 7;
@@ -404,7 +556,7 @@ ERR:          0
             !all.contains_key("irq_HYP"),
             "hypervisor lines appear when they move"
         );
-        let cpu0 = d.totals(Some(&[0]));
+        let cpu0 = d.totals(Some(0));
         assert_eq!(cpu0["ipi_resched"], 0);
         assert_eq!(cpu0["timer_irqs"], 3);
         assert!(
@@ -427,6 +579,7 @@ ERR:          0
         };
         let a = EventSnapshot {
             interrupts: parse_per_cpu(INTERRUPTS),
+            interrupt_cpus: header_cpus(INTERRUPTS),
             nic: Some(nic(100, 40)),
             ..EventSnapshot::default()
         };
@@ -446,6 +599,81 @@ ERR:          0
         let mut other = b.clone();
         other.nic.as_mut().unwrap().interface = "eth1".into();
         assert!(a.delta(&other).counts(None).nic.is_none());
+    }
+
+    /// CPU 2 offline: the table has columns for CPUs 0, 1 and 3, and CPU 3's counts are in
+    /// the third column, not the fourth (which does not exist).
+    #[test]
+    fn an_offline_cpu_shifts_the_columns() {
+        let t = "   CPU0 CPU1 CPU3\nLOC: 1 2 3\nRES: 10 20 30\nCAL: 0 0 0\n";
+        let after = "   CPU0 CPU1 CPU3\nLOC: 1 2 8\nRES: 10 20 37\nCAL: 0 0 1\n";
+        let snap = |t: &str| EventSnapshot {
+            interrupts: parse_per_cpu(t),
+            interrupt_cpus: header_cpus(t),
+            ..EventSnapshot::default()
+        };
+        assert_eq!(header_cpus(t), vec![0, 1, 3]);
+        let d = snap(t).delta(&snap(after));
+        let cpu3 = d.totals(Some(3));
+        assert_eq!(cpu3["timer_irqs"], 5);
+        assert_eq!(cpu3["ipi_resched"], 7);
+        let cpu2 = d.counts(Some(2));
+        assert!(
+            cpu2.pinned
+                .as_ref()
+                .is_some_and(|p| !p.contains_key("timer_irqs")),
+            "an offline CPU has no count, not 0: {cpu2:?}"
+        );
+        assert!(cpu2
+            .missing
+            .iter()
+            .any(|m| m.contains("no column for CPU 2")));
+    }
+
+    /// One CPU's cpuidle directory cannot be read: no idle total over it or over all CPUs.
+    #[test]
+    fn an_unreadable_cpuidle_directory_is_no_zero() {
+        let root = std::env::temp_dir().join(format!("vp-idle-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let state = root.join("cpu0/cpuidle/state0");
+        fs::create_dir_all(&state).expect("temp dir");
+        for (f, v) in [("name", "POLL"), ("usage", "5"), ("time", "70")] {
+            fs::write(state.join(f), v).expect("write");
+        }
+        fs::create_dir_all(root.join("cpu1")).expect("cpu1 without cpuidle");
+        let t = read_idle(&root).expect("cpu0 reads");
+        assert_eq!((t.cpus.clone(), t.unreadable.clone()), (vec![0], vec![1]));
+        let snap = EventSnapshot {
+            idle: t.counts.clone(),
+            idle_cpus: t.cpus.clone(),
+            idle_unreadable: t.unreadable.clone(),
+            ..EventSnapshot::default()
+        };
+        let d = snap.delta(&snap);
+        assert_eq!(d.totals(Some(0))["idle_entries"], 0, "cpu0 was read");
+        assert!(!d.totals(Some(1)).contains_key("idle_entries"));
+        assert!(!d.totals(None).contains_key("idle_entries"));
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    /// A line that appears during the interval has no start value: left out, not counted
+    /// from zero; CPUs that change between the readings void that table.
+    #[test]
+    fn new_lines_and_hotplug_are_not_differenced() {
+        let a = "  CPU0 CPU1\nLOC: 5 5\n";
+        let b = "  CPU0 CPU1\nLOC: 6 7\nRES: 100 100\n";
+        let snap = |t: &str| EventSnapshot {
+            interrupts: parse_per_cpu(t),
+            interrupt_cpus: header_cpus(t),
+            ..EventSnapshot::default()
+        };
+        let d = snap(a).delta(&snap(b)).totals(None);
+        assert_eq!(d["timer_irqs"], 3);
+        assert!(!d.contains_key("ipi_resched"));
+        let c = "  CPU0\nLOC: 9\n";
+        let d = snap(a).delta(&snap(c));
+        assert!(d.interrupts.is_empty());
+        assert!(d.missing.iter().any(|m| m.contains("CPUs changed")));
     }
 
     /// The real files of this machine: whatever is there parses, and what is not is named.

@@ -1002,13 +1002,15 @@ fn explanation(s: &mut String, e: &Explanation) {
             esc(&c.source)
         );
     }
+    let maybe = |v: Option<f64>| v.map_or("—".to_string(), num);
     let _ = write!(
         s,
-        "<tr><td>predicted</td><td>{}</td><td></td></tr><tr><td>measured</td><td>{}</td><td>rr across CPUs, blocking, p50</td></tr><tr><td>residual</td><td>{}</td><td>{:.0}% of measured, not forced to zero</td></tr>",
-        num(e.predicted_us),
+        "<tr><td>predicted</td><td>{}</td><td>{}</td></tr><tr><td>measured</td><td>{}</td><td>rr across CPUs, blocking, p50</td></tr><tr><td>residual</td><td>{}</td><td>{}</td></tr>",
+        maybe(e.predicted_us),
+        if e.predicted_us.is_some() { "" } else { "not predicted: path and wake-up are both needed" },
         num(e.measured_us),
-        num(e.residual_us),
-        e.residual_pct
+        maybe(e.residual_us),
+        e.residual_pct.map_or("—".to_string(), |p| format!("{p:.0}% of measured, not forced to zero"))
     );
     for m in &e.missing {
         let _ = write!(
@@ -1024,14 +1026,14 @@ fn explanation(s: &mut String, e: &Explanation) {
         for r in &e.remedies {
             let _ = write!(
                 s,
-                "<tr><td>{}</td><td>{}</td><td>{:+.0}%</td><td>{:+.0}%</td><td>{:+.1}</td><td>{:.2} → {:.2}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{:+.0}%</td><td>{:+.0}%</td><td>{}</td><td>{} → {}</td></tr>",
                 esc(&r.what),
                 num(r.p50_us),
                 r.p50_change_pct,
                 r.p99_change_pct,
-                r.cpu_us_per_transaction_change,
-                r.cpus_busy_before,
-                r.cpus_busy
+                crate::explain::opt(r.cpu_us_per_transaction_change, "{:+.1}"),
+                crate::explain::opt(r.cpus_busy_before, "{:.2}"),
+                crate::explain::opt(r.cpus_busy, "{:.2}")
             );
         }
         s.push_str("</table>");
@@ -1057,7 +1059,9 @@ pub fn waterfall(e: &Explanation) -> String {
         }
         steps.push((c.name.replace('_', " "), c.us));
     }
-    steps.push(("residual".into(), e.residual_us));
+    if let Some(r) = e.residual_us {
+        steps.push(("residual".into(), r));
+    }
     let mut level = 0.0f64;
     let mut spans = Vec::new();
     for (name, v) in &steps {
@@ -1067,7 +1071,8 @@ pub fn waterfall(e: &Explanation) -> String {
     let top = spans
         .iter()
         .flat_map(|(_, a, b)| [*a, *b])
-        .chain([e.measured_us, e.predicted_us])
+        .chain([e.measured_us])
+        .chain(e.predicted_us)
         .filter(|v| v.is_finite())
         .fold(0.0, f64::max);
     let ymax = nice_scale(top).0;

@@ -143,7 +143,7 @@ pub fn run(opts: &WakeOpts) -> Result<WakeReport, String> {
                 pin(b_cpu)?;
                 let mut hist = new_histogram();
                 barrier.wait();
-                let t0 = thread_cpu();
+                let t0 = thread_cpu()?;
                 loop {
                     // The shutdown token (sent after `stop`) is not a message.
                     if !end.wait(strategy, &stop)? || stop.load(Ordering::SeqCst) {
@@ -154,7 +154,7 @@ pub fn run(opts: &WakeOpts) -> Result<WakeReport, String> {
                     stamp_ba.store(base.elapsed().as_nanos() as u64, Ordering::Release);
                     end.signal()?;
                 }
-                Ok((hist, thread_cpu_since(t0)))
+                Ok((hist, thread_cpu_since(t0)?))
             })
             .map_err(|e| format!("cannot start a thread: {e}"))?
     };
@@ -165,7 +165,7 @@ pub fn run(opts: &WakeOpts) -> Result<WakeReport, String> {
         let mut one_way = new_histogram();
         let mut rtt = new_histogram();
         barrier.wait();
-        let t0 = thread_cpu();
+        let t0 = thread_cpu()?;
         let start = Instant::now();
         let mut n = 0u64;
         while start.elapsed() < opts.duration {
@@ -183,7 +183,7 @@ pub fn run(opts: &WakeOpts) -> Result<WakeReport, String> {
             rtt.saturating_record(now.saturating_sub(t_send));
             n += 1;
         }
-        Ok((one_way, rtt, thread_cpu_since(t0), start.elapsed(), n))
+        Ok((one_way, rtt, thread_cpu_since(t0)?, start.elapsed(), n))
     })();
     // Let the responder out of whatever wait it is in, whatever happened above.
     stop.store(true, Ordering::SeqCst);

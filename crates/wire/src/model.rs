@@ -959,12 +959,10 @@ impl Events {
     }
 }
 
-/// Rescheduling plus function-call IPIs (a remote wake-up uses one or the other).
+/// Rescheduling plus function-call IPIs (a remote wake-up uses one or the other); None
+/// unless both were counted (one alone would undercount).
 fn ipis(m: &std::collections::BTreeMap<String, f64>) -> Option<f64> {
-    match (m.get("ipi_resched"), m.get("ipi_call")) {
-        (None, None) => None,
-        (a, b) => Some(a.copied().unwrap_or(0.0) + b.copied().unwrap_or(0.0)),
-    }
+    Some(m.get("ipi_resched")? + m.get("ipi_call")?)
 }
 
 /// Events over one pinned CPU.
@@ -1107,8 +1105,10 @@ pub struct FlowSpread {
     pub jain: f64,
     /// Seconds the client took to open every data connection (and the agent to accept
     /// them), before the measured interval began; for crr, whose connections are the
-    /// workload, the first round of connects is inside the interval and this is 0.
-    pub setup_s: f64,
+    /// workload, the first round of connects is inside the interval and this is 0. Null
+    /// when it was not timed.
+    #[serde(default)]
+    pub setup_s: Option<f64>,
 }
 
 impl FlowSpread {
@@ -1621,7 +1621,9 @@ impl TestResult {
         if let Some((s, unit)) = spread {
             v.push(m("flow_min", unit, s.min, true));
             v.push(m("flow_jain", "", s.jain, true));
-            v.push(m("setup_s", "s", s.setup_s, false));
+            if let Some(setup) = s.setup_s {
+                v.push(m("setup_s", "s", setup, false));
+            }
         }
         let unit = if self.cpu.unit == "transaction" {
             "µs/tr"

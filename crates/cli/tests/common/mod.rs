@@ -210,7 +210,12 @@ pub fn chromium_renders(html: &std::path::Path, scratch: &std::path::Path, min_p
                 .is_ok_and(|o| o.status.success())
         })
     else {
-        eprintln!("skipped: chromium not installed (apt-get install chromium) — HTML not rendered");
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!(
+                "skipped: chromium not installed (apt-get install chromium) — HTML not rendered\n"
+            ),
+        );
         return;
     };
     let flags = [

@@ -293,7 +293,10 @@ macro_rules! pg_or_skip {
         match $crate::pgserver::PgServer::start() {
             Ok(s) => s,
             Err(why) => {
-                eprintln!("skipped: {why}");
+                let _ = std::io::Write::write_fmt(
+                    &mut std::io::stderr(),
+                    format_args!("skipped: {why}\n"),
+                );
                 return;
             }
         }

@@ -11,9 +11,10 @@
 //! - **wake-up**: 2 × (one-way p50 of `wake` across CPUs blocking − the same spinning), one
 //!   per direction: a thread woken on another CPU, without any socket;
 //!   - **of which idle exit**: 2 × (the blocking wake-up with the machine's halt polling off −
-//!     with it on), where the polling knob could be written;
+//!     with it on), both measured (as-is supplies whichever of the two it already is); "not
+//!     measured" with the reason where one of the two could not be set, never 0;
 //! - **predicted** = path + wake-up, and **residual** = measured − predicted, never forced
-//!   to zero;
+//!   to zero; both absent (null) unless path and wake-up were both measured;
 //! - cross-checks that are not added: VM exits per transaction priced with `kvm exits`, and
 //!   `kvm halt`'s wake-up latency of a halted vCPU with and without polling;
 //! - **remedies**: every mode or knob the battery ran, with its measured effect on p50/p99
@@ -22,13 +23,15 @@
 //! Everything here is arithmetic on stored numbers: no sockets, no knobs.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
 use serde::Serialize;
 use virtperf_store::{TrialRow, TrialStatus};
-use virtperf_wire::{Env, TestResult};
+use virtperf_wire::{Env, TestResult, Workload};
 
 use crate::summary::merged_latency;
+
+mod text;
+pub use text::{opt, side_by_side, text};
 
 /// Run name of an explain battery (how `show` recognizes one).
 pub const RUN_NAME: &str = "explain";
@@ -87,15 +90,15 @@ pub struct Remedy {
     pub p99_change_pct: f64,
     /// Change of machine-wide CPU time per transaction, µs: busy time plus time spent
     /// polling in the cpuidle POLL state (which /proc/stat counts as idle).
-    pub cpu_us_per_transaction_change: f64,
+    pub cpu_us_per_transaction_change: Option<f64>,
     /// The p50 round trip with it, µs.
     pub p50_us: f64,
     /// Machine-wide CPU time per transaction with it (polling included), µs.
-    pub cpu_us_per_transaction: f64,
+    pub cpu_us_per_transaction: Option<f64>,
     /// CPUs kept busy on average with it (CPU per transaction × rate), polling included.
-    pub cpus_busy: f64,
+    pub cpus_busy: Option<f64>,
     /// The same for the as-is cross-CPU rr.
-    pub cpus_busy_before: f64,
+    pub cpus_busy_before: Option<f64>,
 }
 
 /// The whole answer (what `explain --json` prints).
@@ -109,14 +112,23 @@ pub struct Explanation {
     pub measured_mean_us: f64,
     /// Its p99, µs.
     pub measured_p99_us: f64,
+    /// Request and response size of the explained rr, bytes (from its result).
+    pub request_bytes: Option<u32>,
+    /// Response size, bytes.
+    pub response_bytes: Option<u32>,
+    /// CPUs of the explained rr's client and server (from its result).
+    pub cpus: (Option<u32>, Option<u32>),
     /// Same-CPU blocking rr, p50, µs.
     pub same_cpu_us: Option<f64>,
-    /// Sum of the top-level components, µs.
-    pub predicted_us: f64,
-    /// measured − predicted, µs.
-    pub residual_us: f64,
-    /// residual / measured, percent.
-    pub residual_pct: f64,
+    /// The CPU of the same-CPU rr (from its result).
+    pub same_cpu: Option<u32>,
+    /// Sum of the top-level components, µs; None unless every one of them was measured
+    /// (a partial sum is no prediction).
+    pub predicted_us: Option<f64>,
+    /// measured − predicted, µs (None without a prediction).
+    pub residual_us: Option<f64>,
+    /// residual / measured, percent (None without a prediction).
+    pub residual_pct: Option<f64>,
     /// The parts of the prediction (top level: `path`, `wake_up`; parts of them name it in
     /// `part_of`).
     pub components: Vec<Component>,
@@ -146,10 +158,12 @@ struct Cells<'a> {
 
 /// What the rr trials of one cell came to.
 struct Rr {
+    result: TestResult,
     p50: f64,
     p99: f64,
     mean: f64,
-    cpu_per_tr: f64,
+    /// None when some try's polling time could not be read.
+    cpu_per_tr: Option<f64>,
     n: usize,
     events: BTreeMap<String, f64>,
 }
@@ -188,8 +202,13 @@ impl<'a> Cells<'a> {
             .map(|r| r.primary_metric().value)
             .sum::<f64>()
             / n;
-        let cpu = results.iter().map(|r| cpu_per_transaction(r)).sum::<f64>() / n;
+        let cpu = results
+            .iter()
+            .map(|r| cpu_per_transaction(r))
+            .sum::<Option<f64>>()
+            .map(|c| c / n);
         Some(Rr {
+            result: results[0].clone(),
             p50: lat.p50_us,
             p99: lat.p99_us,
             mean: if rate > 0.0 { 1e6 / rate } else { f64::NAN },
@@ -220,13 +239,24 @@ impl<'a> Cells<'a> {
         Some((med, v.len()))
     }
 
-    /// The halt-poll window (ns) a config ran under, from its trials' parameters.
+    /// The halt-poll window (ns) a config ran under, from the parameters of its measured
+    /// trials (a skipped trial ran under nothing).
     fn poll_of(&self, config: &str) -> Option<u64> {
         self.trials
             .iter()
+            .filter(|t| t.status != TrialStatus::Skipped)
             .find(|t| t.config == config)
             .and_then(|t| t.point.get(POLL_PARAM))
             .and_then(serde_json::Value::as_u64)
+    }
+
+    /// Why a config that sets the halt-poll knob did not run: the first skipped or failed
+    /// trial's reason outside as-is.
+    fn why_no_poll_config(&self) -> Option<String> {
+        self.trials
+            .iter()
+            .filter(|t| t.config != AS_IS && t.status != TrialStatus::Ok)
+            .find_map(|t| t.error.clone())
     }
 
     fn configs(&self) -> Vec<String> {
@@ -278,14 +308,25 @@ fn pinned_events(results: &[&TestResult]) -> BTreeMap<String, f64> {
 /// time CPUs spent polling in the cpuidle `POLL` state. /proc/stat counts that polling as
 /// idle, but it is exactly what guest halt polling spends: leaving it out would make
 /// polling look free.
-fn cpu_per_transaction(r: &TestResult) -> f64 {
-    let poll = r
-        .events
-        .as_ref()
-        .and_then(|e| e.client.per_unit.get("idle_time_us_poll"))
-        .copied()
-        .unwrap_or(0.0);
-    r.cpu.client.system_service_demand_us + poll
+///
+/// A machine whose cpuidle states were read but has no `POLL` state polled for no time
+/// (that 0 is a reading); a machine whose cpuidle could not be read at all gives busy time
+/// only, and says so in the events' `missing`.
+fn cpu_per_transaction(r: &TestResult) -> Option<f64> {
+    let u = &r.events.as_ref()?.client.per_unit;
+    let poll = match u.get("idle_time_us_poll") {
+        Some(p) => *p,
+        None if u.contains_key("idle_entries") => 0.0,
+        None if no_cpuidle(r) => 0.0,
+        None => return None,
+    };
+    Some(r.cpu.client.system_service_demand_us + poll)
+}
+
+/// The client's machine has no cpuidle driver at all (so no POLL state to spend time in).
+fn no_cpuidle(r: &TestResult) -> bool {
+    let driver = r.env.client.cpuidle_driver.as_deref();
+    matches!(driver, None | Some("none")) && r.env.client.idle_states.is_empty()
 }
 
 fn pct(new: f64, old: f64) -> f64 {
@@ -355,7 +396,9 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
                 ),
                 part_of: None,
             });
-            idle_exit(&c, b, wake_up, &mut components, &mut missing);
+            if let Some(n) = idle_exit(&c, env, wake_up, &mut components, &mut missing) {
+                tries = tries.min(n);
+            }
         }
         _ => missing.push(Missing {
             name: "wake_up".into(),
@@ -367,28 +410,45 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
         }),
     }
 
-    let predicted: f64 = components
+    // A prediction needs every top-level term: a partial sum would look like a model that
+    // explains less than it does.
+    let complete = ["path", "wake_up"]
         .iter()
-        .filter(|x| x.part_of.is_none())
-        .map(|x| x.us)
-        .sum();
-    let residual = base.p50 - predicted;
+        .all(|n| components.iter().any(|x| x.name == *n));
+    let predicted = complete.then(|| {
+        components
+            .iter()
+            .filter(|x| x.part_of.is_none())
+            .map(|x| x.us)
+            .sum::<f64>()
+    });
+    let residual = predicted.map(|p| base.p50 - p);
 
     exit_pressure(&c, &base, &mut cross_checks, &mut missing);
     kvm_halt(&c, &mut cross_checks, &mut missing);
 
     let same = c.rr(RR_SAME_BLOCK, AS_IS);
     let remedies = remedies(&c, &base, same.as_ref());
+    let (request_bytes, response_bytes) = match rr_sizes(&base.result) {
+        Some((a, b)) => (Some(a), Some(b)),
+        None => (None, None),
+    };
 
     Ok(Explanation {
         run_id,
         measured_us: base.p50,
         measured_mean_us: base.mean,
         measured_p99_us: base.p99,
+        request_bytes,
+        response_bytes,
+        cpus: (base.result.client_cpu, base.result.server_cpu),
         same_cpu_us: same.as_ref().map(|s| s.p50),
+        same_cpu: same.as_ref().and_then(|s| s.result.client_cpu),
         predicted_us: predicted,
         residual_us: residual,
-        residual_pct: pct(base.p50, predicted) * predicted / base.p50,
+        residual_pct: residual
+            .map(|r| r / base.p50 * 100.0)
+            .filter(|v| v.is_finite()),
         components,
         cross_checks,
         missing,
@@ -404,56 +464,92 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
     })
 }
 
+/// Request and response sizes of an rr result.
+fn rr_sizes(r: &TestResult) -> Option<(u32, u32)> {
+    match &r.workload {
+        Workload::Rr {
+            request, response, ..
+        } => Some((*request, *response)),
+        _ => None,
+    }
+}
+
+/// A config whose blocking wake-up was measured, with the halt-poll window it ran under.
+struct PollCell {
+    config: String,
+    window: u64,
+    wake_p50: f64,
+    tries: usize,
+}
+
 /// The part of the wake-up that is leaving the idle state: the blocking wake-up with halt
-/// polling off minus with it on (the polling window keeps the CPU out of the halt).
+/// polling off minus with it on (the polling window keeps the CPU out of the halt). Both
+/// are measured; as-is supplies whichever of the two it already is. Where either could not
+/// be set the term is missing with the reason, never 0.
 fn idle_exit(
     c: &Cells,
-    as_is_block: f64,
+    env: &Env,
     wake_up: f64,
     components: &mut Vec<Component>,
     missing: &mut Vec<Missing>,
-) {
-    let configs = c.configs();
-    let as_is_poll = c.poll_of(AS_IS);
-    let polling = configs
+) -> Option<usize> {
+    let cells: Vec<PollCell> = c
+        .configs()
+        .into_iter()
+        .filter_map(|config| {
+            let window = c.poll_of(&config)?;
+            let (wake_p50, tries) = c.probe(WAKE_BLOCK, &config)?;
+            Some(PollCell {
+                config,
+                window,
+                wake_p50,
+                tries,
+            })
+        })
+        .collect();
+    let off = cells.iter().find(|p| p.window == 0);
+    let on = cells
         .iter()
-        .filter(|k| c.poll_of(k).is_some_and(|p| p > 0))
-        .max_by_key(|k| c.poll_of(k));
-    let Some(polling) = polling else {
-        missing.push(Missing {
-            name: "idle_exit".into(),
-            reason: if as_is_poll.is_none() {
-                "no guest halt-polling knob here (haltpoll.guest_halt_poll_ns: not a KVM guest with cpuidle-haltpoll)".into()
-            } else {
-                configs
-                    .iter()
-                    .filter(|k| *k != AS_IS)
-                    .find_map(|k| c.of(WAKE_BLOCK, k).find_map(|t| t.error.clone()))
+        .filter(|p| p.window > 0)
+        .max_by_key(|p| p.window);
+    let (Some(off), Some(on)) = (off, on) else {
+        let reason = if cells.is_empty() && c.poll_of(AS_IS).is_none() {
+            "no guest halt-polling knob here (haltpoll.guest_halt_poll_ns: not a KVM guest with cpuidle-haltpoll)".to_string()
+        } else {
+            let absent = if off.is_none() { "off" } else { "on" };
+            format!(
+                "needs the blocking wake-up with halt polling both off and on; polling {absent} was not measured: {}",
+                c.why_no_poll_config()
                     .unwrap_or_else(|| "the halt-polling configs did not run".into())
-            },
-        });
-        return;
-    };
-    let window = c.poll_of(polling).unwrap_or(0);
-    let Some((with_poll, n)) = c.probe(WAKE_BLOCK, polling) else {
+            )
+        };
         missing.push(Missing {
             name: "idle_exit".into(),
-            reason: c.why_not(WAKE_BLOCK, polling),
+            reason,
         });
-        return;
+        return None;
     };
-    let idle = 2.0 * (as_is_block - with_poll);
-    let note = if as_is_poll.is_some_and(|p| p > 0) {
-        " (polling is already on as-is, so little idle exit is left to see)"
-    } else {
-        ""
+    let idle = 2.0 * (off.wake_p50 - on.wake_p50);
+    let tries = off.tries.min(on.tries);
+    // The knob is read by the haltpoll cpuidle driver's governor only: with another driver
+    // (or none) it reaches no idle loop, and the two configurations should not differ.
+    let inert = match env.cpuidle_driver.as_deref() {
+        Some("haltpoll") => String::new(),
+        d => format!(
+            "; the cpuidle driver here is {}, not haltpoll, so the knob reaches no idle loop and the two should not differ",
+            d.unwrap_or("none")
+        ),
     };
     components.push(Component {
         name: "idle_exit".into(),
         us: idle,
         source: format!(
-            "2 × (wake blocking one-way p50 as-is {as_is_block:.2} µs − with haltpoll.guest_halt_poll_ns = {} {with_poll:.2} µs), medians of {n} tries{note}",
-            window_text(window)
+            "2 × (wake blocking one-way p50 with haltpoll.guest_halt_poll_ns = 0 ({}) {:.2} µs − with {} ({}) {:.2} µs), medians of {tries} tries{inert}",
+            off.config,
+            off.wake_p50,
+            window_text(on.window),
+            on.config,
+            on.wake_p50
         ),
         part_of: Some("wake_up".into()),
     });
@@ -463,16 +559,24 @@ fn idle_exit(
         source: "wake_up − idle_exit: sending the wake-up and scheduling the woken thread".into(),
         part_of: Some("wake_up".into()),
     });
+    Some(tries)
 }
 
 /// VM exits per transaction in a guest without posted interrupts (each IPI sent, each idle
 /// entry, each timer interrupt traps to the hypervisor), priced with the exit round trip
 /// `kvm exits` measured. A cross-check: the time is inside the path and wake-up already.
 fn exit_pressure(c: &Cells, base: &Rr, checks: &mut Vec<Component>, missing: &mut Vec<Missing>) {
-    let get = |k: &str| base.events.get(k).copied().unwrap_or(0.0);
-    let ipis = get("ipi_resched") + get("ipi_call");
-    let idle = get("idle_entries");
-    let timer = get("timer_irqs");
+    let Some(ev) = ExitCounts::of(&base.events) else {
+        missing.push(Missing {
+            name: "exit_pressure".into(),
+            reason: format!(
+                "events per transaction not counted here: {} absent from the pinned CPUs' counters (/proc/interrupts, cpuidle)",
+                ExitCounts::absent(&base.events).join(", ")
+            ),
+        });
+        return;
+    };
+    let (ipis, idle, timer) = (ev.ipis, ev.idle, ev.timer);
     let exits = ipis + idle + timer;
     let cost = c.ok(KVM_EXITS, AS_IS).iter().find_map(|t| {
         let cases = t.detail.as_ref()?.get("cases")?.as_array()?;
@@ -507,6 +611,34 @@ fn exit_pressure(c: &Cells, base: &Rr, checks: &mut Vec<Component>, missing: &mu
     }
 }
 
+/// The events per transaction that are VM exits in a guest without posted interrupts, when
+/// every one of them was counted.
+struct ExitCounts {
+    ipis: f64,
+    idle: f64,
+    timer: f64,
+}
+
+impl ExitCounts {
+    const KEYS: [&'static str; 4] = ["ipi_resched", "ipi_call", "idle_entries", "timer_irqs"];
+
+    fn of(ev: &BTreeMap<String, f64>) -> Option<ExitCounts> {
+        let get = |k: &str| ev.get(k).copied();
+        Some(ExitCounts {
+            ipis: get("ipi_resched")? + get("ipi_call")?,
+            idle: get("idle_entries")?,
+            timer: get("timer_irqs")?,
+        })
+    }
+
+    fn absent(ev: &BTreeMap<String, f64>) -> Vec<&'static str> {
+        Self::KEYS
+            .into_iter()
+            .filter(|k| !ev.contains_key(*k))
+            .collect()
+    }
+}
+
 /// `kvm halt`: a halted vCPU of a VM this machine runs, woken by an interrupt, without and
 /// with per-VM halt polling: the idle-exit cost one level down, as a cross-check.
 fn kvm_halt(c: &Cells, checks: &mut Vec<Component>, missing: &mut Vec<Missing>) {
@@ -538,11 +670,11 @@ fn remedies(c: &Cells, base: &Rr, same: Option<&Rr>) -> Vec<Remedy> {
             what,
             p50_change_pct: pct(r.p50, base.p50),
             p99_change_pct: pct(r.p99, base.p99),
-            cpu_us_per_transaction_change: r.cpu_per_tr - base.cpu_per_tr,
+            cpu_us_per_transaction_change: r.cpu_per_tr.zip(base.cpu_per_tr).map(|(a, b)| a - b),
             p50_us: r.p50,
             cpu_us_per_transaction: r.cpu_per_tr,
-            cpus_busy: r.cpu_per_tr / r.mean,
-            cpus_busy_before: base.cpu_per_tr / base.mean,
+            cpus_busy: r.cpu_per_tr.map(|c| c / r.mean),
+            cpus_busy_before: base.cpu_per_tr.map(|c| c / base.mean),
         })
     };
     for cfg in c.configs().iter().filter(|k| *k != AS_IS) {
@@ -565,10 +697,13 @@ fn remedies(c: &Cells, base: &Rr, same: Option<&Rr>) -> Vec<Remedy> {
         );
     }
     if let Some(r) = same {
-        push(
-            "both ends on one CPU (rr --cpus 0,0): no cross-CPU wake-up".into(),
-            r,
-        );
+        let what = match r.result.client_cpu {
+            Some(cpu) => {
+                format!("both ends on one CPU (rr --cpus {cpu},{cpu}): no cross-CPU wake-up")
+            }
+            None => "both ends on one CPU: no cross-CPU wake-up".to_string(),
+        };
+        push(what, r);
     }
     out
 }
@@ -628,172 +763,5 @@ fn environment(env: &Env) -> BTreeMap<String, String> {
     m
 }
 
-fn us(v: f64) -> String {
-    if v.is_finite() {
-        format!("{v:.1} µs")
-    } else {
-        "—".into()
-    }
-}
-
-fn signed_pct(v: f64) -> String {
-    if v.is_finite() {
-        format!("{v:+.0}%")
-    } else {
-        "—".into()
-    }
-}
-
-/// The explanation for people.
-pub fn text(e: &Explanation) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "virtperf explain (run {}, {} tries per measurement)",
-        e.run_id, e.tries
-    );
-    for w in &e.warnings {
-        let _ = writeln!(s, "WARNING: {w}");
-    }
-    let _ = writeln!(s, "\nMeasured: 1-byte request/response round trip");
-    let _ = writeln!(
-        s,
-        "  across CPUs, blocking   p50 {}  (mean {}, p99 {})",
-        us(e.measured_us),
-        us(e.measured_mean_us),
-        us(e.measured_p99_us)
-    );
-    if let Some(same) = e.same_cpu_us {
-        let _ = writeln!(s, "  on one CPU, blocking    p50 {}", us(same));
-    }
-    let _ = writeln!(s, "\nModel, from independent measurements:");
-    for x in &e.components {
-        let indent = if x.part_of.is_some() {
-            "    of which "
-        } else {
-            "  "
-        };
-        let _ = writeln!(s, "{indent}{:<14} {:>10}   {}", x.name, us(x.us), x.source);
-    }
-    let _ = writeln!(s, "  {:<14} {:>10}", "predicted", us(e.predicted_us));
-    let _ = writeln!(
-        s,
-        "  {:<14} {:>10}   ({:.0}% of measured; not forced to zero)",
-        "residual",
-        us(e.residual_us),
-        e.residual_pct
-    );
-    for x in &e.cross_checks {
-        let _ = writeln!(s, "  check: {:<14} {:>10}   {}", x.name, us(x.us), x.source);
-    }
-    for m in &e.missing {
-        let _ = writeln!(s, "  not measured: {}: {}", m.name, m.reason);
-    }
-    if !e.events_per_transaction.is_empty() {
-        let _ = writeln!(s);
-    }
-    for (what, ev) in [
-        ("across CPUs (both CPUs)", &e.events_per_transaction),
-        (
-            "on one CPU (that CPU, both sides)",
-            &e.events_per_transaction_same_cpu,
-        ),
-    ] {
-        if ev.is_empty() {
-            continue;
-        }
-        let get = |k: &str| ev.get(k).copied().unwrap_or(0.0);
-        let _ = writeln!(
-            s,
-            "Events per transaction {what}: {:.2} sleeps, {:.2} idle entries, {:.2} IPIs, {:.2} timer interrupts",
-            get("thread_voluntary_switches"),
-            get("idle_entries"),
-            get("ipi_resched") + get("ipi_call"),
-            get("timer_irqs")
-        );
-    }
-    if !e.remedies.is_empty() {
-        let _ = writeln!(
-            s,
-            "\nWhat buys it back (measured against the as-is cross-CPU rr):"
-        );
-        for r in &e.remedies {
-            let _ = writeln!(
-                s,
-                "  {:<70} p50 {:>5} ({}), p99 {:>5}, CPU {:+.1} µs/transaction, {:.2} → {:.2} CPUs busy",
-                r.what,
-                signed_pct(r.p50_change_pct),
-                us(r.p50_us),
-                signed_pct(r.p99_change_pct),
-                r.cpu_us_per_transaction_change,
-                r.cpus_busy_before,
-                r.cpus_busy
-            );
-        }
-    }
-    let _ = writeln!(s, "\nEnvironment:");
-    for (k, v) in &e.environment {
-        let _ = writeln!(s, "  {k:<44} {v}");
-    }
-    s
-}
-
-/// Two explanations side by side (native and in a guest): every component, the measured
-/// and predicted round trips, and the difference: the virtualization tax, broken down.
-pub fn side_by_side(a: &Explanation, a_name: &str, b: &Explanation, b_name: &str) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<22} {:>14} {:>20} {:>14}",
-        "p50 µs per round trip", a_name, b_name, "difference"
-    );
-    let mut names: Vec<String> = vec!["measured".into()];
-    for c in a.components.iter().chain(&b.components) {
-        if !names.contains(&c.name) {
-            names.push(c.name.clone());
-        }
-    }
-    names.extend(["predicted".to_string(), "residual".to_string()]);
-    let value = |e: &Explanation, n: &str| -> Option<f64> {
-        match n {
-            "measured" => Some(e.measured_us),
-            "predicted" => Some(e.predicted_us),
-            "residual" => Some(e.residual_us),
-            _ => e.components.iter().find(|c| c.name == n).map(|c| c.us),
-        }
-    };
-    let cell = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.1}"));
-    for n in &names {
-        let (x, y) = (value(a, n), value(b, n));
-        let d = x.zip(y).map(|(x, y)| y - x);
-        let _ = writeln!(
-            s,
-            "{:<22} {:>14} {:>20} {:>14}",
-            n,
-            cell(x),
-            cell(y),
-            d.map_or("—".to_string(), |d| format!("{d:+.1}"))
-        );
-    }
-    for w in &b.warnings {
-        let _ = writeln!(s, "WARNING ({b_name}): {w}");
-    }
-    s
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn window_text_prefers_microseconds() {
-        assert_eq!(window_text(200_000), "200 µs");
-        assert_eq!(window_text(1_500), "1500 ns");
-    }
-
-    #[test]
-    fn pct_of_zero_is_not_a_number() {
-        assert!(pct(1.0, 0.0).is_nan());
-        assert!((pct(50.0, 100.0) + 50.0).abs() < 1e-9);
-    }
-}
+mod tests;

@@ -1,0 +1,294 @@
+use super::*;
+
+#[test]
+fn window_text_prefers_microseconds() {
+    assert_eq!(window_text(200_000), "200 µs");
+    assert_eq!(window_text(1_500), "1500 ns");
+}
+
+#[test]
+fn pct_of_zero_is_not_a_number() {
+    assert!(pct(1.0, 0.0).is_nan());
+    assert!((pct(50.0, 100.0) + 50.0).abs() < 1e-9);
+}
+
+// Made-up trials, so each case of the model is pinned down without a machine that has it.
+
+use virtperf_store::NewTrial;
+use virtperf_wire::{Events, Outcome, PinnedEvents, RrOutcome, SideEvents};
+
+/// An rr result whose latency histogram holds `p50_us` only, pinned to `cpus`, with these
+/// events per transaction on the client's pinned CPU.
+fn rr(p50_us: f64, size: (u32, u32), cpus: (u32, u32), events: &[(&str, f64)]) -> TestResult {
+    let mut h = virtperf_measure::latency::new_histogram();
+    for _ in 0..100 {
+        h.record((p50_us * 1000.0) as u64).expect("in range");
+    }
+    let per_unit: BTreeMap<String, f64> = events.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    TestResult {
+        schema: virtperf_wire::RESULT_SCHEMA.into(),
+        workload: Workload::rr(size.0, size.1),
+        duration_s: 1.0,
+        client_cpu: Some(cpus.0),
+        server_cpu: Some(cpus.1),
+        target: "127.0.0.1:1".into(),
+        sock: Default::default(),
+        capture: None,
+        kvm: None,
+        placement: None,
+        guest: None,
+        outcome: Outcome::Rr(RrOutcome {
+            transactions: 1000,
+            server_transactions: 1000,
+            elapsed_s: 1.0,
+            rate_per_s: 1e6 / p50_us,
+            histogram: virtperf_measure::latency::encode(&h),
+            ..Default::default()
+        }),
+        cpu: Default::default(),
+        env: Default::default(),
+        warnings: vec![],
+        events: Some(Events {
+            unit: "transaction".into(),
+            client: SideEvents {
+                pinned: Some(PinnedEvents {
+                    cpu: cpus.0,
+                    deltas: BTreeMap::new(),
+                    per_unit: per_unit.clone(),
+                }),
+                per_unit,
+                ..Default::default()
+            },
+            server: None,
+        }),
+        allow_concurrent: false,
+        intervals: vec![],
+    }
+}
+
+fn trial(config: &str, label: &str, poll: Option<u64>) -> NewTrial {
+    NewTrial {
+        seq: 0,
+        config: config.into(),
+        workload: "x".into(),
+        point: serde_json::json!({ POLL_PARAM: poll }),
+        point_label: label.into(),
+        repetition: 1,
+        status: TrialStatus::Ok,
+        error: None,
+        result: None,
+        detail: None,
+        metric: None,
+        metric_name: String::new(),
+        started_at: String::new(),
+        duration_s: 1.0,
+    }
+}
+
+fn row(t: NewTrial) -> TrialRow {
+    TrialRow {
+        id: 0,
+        run_id: 1,
+        trial: t,
+    }
+}
+
+fn rr_trial(config: &str, label: &str, poll: Option<u64>, r: TestResult) -> TrialRow {
+    row(NewTrial {
+        result: Some(r),
+        ..trial(config, label, poll)
+    })
+}
+
+fn probe(config: &str, label: &str, poll: Option<u64>, v: f64) -> TrialRow {
+    row(NewTrial {
+        metric: Some(v),
+        ..trial(config, label, poll)
+    })
+}
+
+fn skipped(config: &str, label: &str, reason: &str) -> TrialRow {
+    row(NewTrial {
+        status: TrialStatus::Skipped,
+        error: Some(reason.into()),
+        ..trial(config, label, None)
+    })
+}
+
+const EVENTS: &[(&str, f64)] = &[
+    ("ipi_resched", 0.1),
+    ("ipi_call", 1.9),
+    ("idle_entries", 1.0),
+    ("timer_irqs", 2.0),
+];
+
+/// The as-is battery: measured rr 60 µs, path 20 µs, wake blocking 25 / spinning 5 µs
+/// one-way, under halt-poll window `poll` (None: no knob).
+fn as_is(poll: Option<u64>) -> Vec<TrialRow> {
+    vec![
+        rr_trial(
+            AS_IS,
+            RR_CROSS_BLOCK,
+            poll,
+            rr(60.0, (1, 1), (0, 1), EVENTS),
+        ),
+        rr_trial(AS_IS, RR_CROSS_SPIN, poll, rr(20.0, (1, 1), (0, 1), EVENTS)),
+        rr_trial(AS_IS, RR_SAME_BLOCK, poll, rr(15.0, (1, 1), (0, 0), EVENTS)),
+        probe(AS_IS, WAKE_BLOCK, poll, 25.0),
+        probe(AS_IS, WAKE_SPIN, poll, 5.0),
+    ]
+}
+
+fn haltpoll_env() -> Env {
+    Env {
+        cpuidle_driver: Some("haltpoll".into()),
+        ..Env::default()
+    }
+}
+
+fn component<'a>(e: &'a Explanation, name: &str) -> Option<&'a Component> {
+    e.components.iter().find(|c| c.name == name)
+}
+
+#[test]
+fn idle_exit_when_as_is_polls_off() {
+    let mut t = as_is(Some(0));
+    t.push(probe("guest-poll-200us", WAKE_BLOCK, Some(200_000), 18.0));
+    let e = explain(1, &haltpoll_env(), &t).expect("explains");
+    let idle = component(&e, "idle_exit").expect("measured");
+    assert!((idle.us - 2.0 * (25.0 - 18.0)).abs() < 1e-9, "{idle:?}");
+    assert!(idle.source.contains("guest-poll-200us"), "{}", idle.source);
+}
+
+/// The bug this replaces: with polling already on as-is, the model compared as-is with
+/// itself and printed 0.0 as a measured part.
+#[test]
+fn idle_exit_when_as_is_already_polls() {
+    let mut t = as_is(Some(200_000));
+    t.push(probe("guest-poll-off", WAKE_BLOCK, Some(0), 31.0));
+    let e = explain(1, &haltpoll_env(), &t).expect("explains");
+    let idle = component(&e, "idle_exit").expect("measured");
+    assert!((idle.us - 2.0 * (31.0 - 25.0)).abs() < 1e-9, "{idle:?}");
+    assert!(idle.source.contains("guest-poll-off") && idle.source.contains("as-is"));
+    let other = component(&e, "wake_up_other").expect("the rest of the wake-up");
+    assert!((other.us - (40.0 - 12.0)).abs() < 1e-9, "{other:?}");
+}
+
+#[test]
+fn idle_exit_missing_without_the_knob() {
+    let mut t = as_is(None);
+    t.push(skipped(
+        "guest-poll",
+        WAKE_BLOCK,
+        "haltpoll.guest_halt_poll_ns does not exist here",
+    ));
+    let e = explain(1, &Env::default(), &t).expect("explains");
+    assert!(component(&e, "idle_exit").is_none());
+    let m = e
+        .missing
+        .iter()
+        .find(|m| m.name == "idle_exit")
+        .expect("named");
+    assert!(m.reason.contains("no guest halt-polling knob"), "{m:?}");
+}
+
+#[test]
+fn idle_exit_missing_when_the_knob_cannot_be_written() {
+    let mut t = as_is(Some(200_000));
+    t.push(skipped(
+        "guest-poll",
+        WAKE_BLOCK,
+        "haltpoll.guest_halt_poll_ns: Permission denied (run as root)",
+    ));
+    let e = explain(1, &haltpoll_env(), &t).expect("explains");
+    assert!(
+        component(&e, "idle_exit").is_none(),
+        "one side is not a measurement"
+    );
+    let m = e
+        .missing
+        .iter()
+        .find(|m| m.name == "idle_exit")
+        .expect("named");
+    assert!(
+        m.reason.contains("polling off was not measured") && m.reason.contains("Permission denied"),
+        "{m:?}"
+    );
+}
+
+#[test]
+fn an_inert_knob_is_named_in_the_source() {
+    let mut t = as_is(Some(200_000));
+    t.push(probe("guest-poll-off", WAKE_BLOCK, Some(0), 25.5));
+    let e = explain(1, &Env::default(), &t).expect("explains");
+    let idle = component(&e, "idle_exit").expect("measured both ways");
+    assert!(idle.source.contains("not haltpoll"), "{}", idle.source);
+}
+
+#[test]
+fn prediction_residual_and_labels() {
+    let mut t = as_is(Some(0));
+    t[0] = rr_trial(
+        AS_IS,
+        RR_CROSS_BLOCK,
+        Some(0),
+        rr(60.0, (4096, 1), (2, 3), EVENTS),
+    );
+    t[2] = rr_trial(
+        AS_IS,
+        RR_SAME_BLOCK,
+        Some(0),
+        rr(15.0, (4096, 1), (2, 2), EVENTS),
+    );
+    let e = explain(1, &haltpoll_env(), &t).expect("explains");
+    // path 20 + wake-up 2 × (25 − 5) = 60: residual 0 here because the numbers were made so.
+    let p = e.predicted_us.expect("both terms measured");
+    assert!((p - 60.0).abs() < 0.5, "{p}");
+    assert!(e.residual_pct.expect("a prediction").abs() < 1.0);
+    let txt = text(&e);
+    assert!(txt.contains("4096-byte request / 1-byte response"), "{txt}");
+    assert!(txt.contains("(2 → 3)"), "{txt}");
+    assert!(txt.contains("rr --cpus 2,2"), "{txt}");
+    assert!(!txt.contains("1-byte request/response"), "{txt}");
+}
+
+#[test]
+fn no_prediction_without_every_term() {
+    let t: Vec<TrialRow> = as_is(Some(0))
+        .into_iter()
+        .filter(|r| r.point_label != RR_CROSS_SPIN)
+        .collect();
+    let e = explain(1, &haltpoll_env(), &t).expect("explains");
+    assert_eq!(e.predicted_us, None);
+    assert_eq!(e.residual_us, None);
+    assert_eq!(e.residual_pct, None);
+    assert!(e.missing.iter().any(|m| m.name == "path"));
+    let txt = text(&e);
+    assert!(!txt.contains("NaN") && !txt.contains("-0.0"), "{txt}");
+    assert!(txt.contains("not predicted"), "{txt}");
+    let json = serde_json::to_value(&e).expect("serializes");
+    assert!(json["residual_pct"].is_null() && json["predicted_us"].is_null());
+}
+
+#[test]
+fn uncounted_events_are_missing_not_zero() {
+    let mut t = as_is(Some(0));
+    // A kernel without RES/CAL lines: only idle entries and timer interrupts counted.
+    let few = &[("idle_entries", 1.0), ("timer_irqs", 2.0)];
+    t[0] = rr_trial(
+        AS_IS,
+        RR_CROSS_BLOCK,
+        Some(0),
+        rr(60.0, (1, 1), (0, 1), few),
+    );
+    let e = explain(1, &haltpoll_env(), &t).expect("explains");
+    let m = e
+        .missing
+        .iter()
+        .find(|m| m.name == "exit_pressure")
+        .expect("exit pressure cannot be priced without the IPIs");
+    assert!(m.reason.contains("ipi_resched"), "{m:?}");
+    let txt = text(&e);
+    assert!(txt.contains("— (not counted) IPIs"), "{txt}");
+    assert!(!txt.contains("0.00 IPIs"), "{txt}");
+}

@@ -1,0 +1,200 @@
+//! `virtperf explain`'s answer for people: the text `explain` prints and the native vs
+//! elsewhere table of `vm compare --explain`.
+
+use std::fmt::Write;
+
+use super::Explanation;
+
+fn us(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.1} µs")
+    } else {
+        "—".into()
+    }
+}
+
+/// A value that may not have been measured: "—" when absent. `fmt` is `{:+.1}` or `{:.2}`.
+pub fn opt(v: Option<f64>, fmt: &str) -> String {
+    match v.filter(|v| v.is_finite()) {
+        None => "—".into(),
+        Some(v) if fmt == "{:+.1}" => format!("{v:+.1}"),
+        Some(v) => format!("{v:.2}"),
+    }
+}
+
+fn signed_pct(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:+.0}%")
+    } else {
+        "—".into()
+    }
+}
+
+/// "1-byte request/response round trip", or the sizes the explained rr used.
+fn what_was_measured(e: &Explanation) -> String {
+    match (e.request_bytes, e.response_bytes) {
+        (Some(a), Some(b)) if a == b => format!("{a}-byte request/response round trip"),
+        (Some(a), Some(b)) => format!("{a}-byte request / {b}-byte response round trip"),
+        _ => "request/response round trip".to_string(),
+    }
+}
+
+fn cpu_pair(cpus: (Option<u32>, Option<u32>)) -> String {
+    match cpus {
+        (Some(a), Some(b)) => format!(" ({a} → {b})"),
+        _ => String::new(),
+    }
+}
+
+/// The explanation for people.
+pub fn text(e: &Explanation) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "virtperf explain (run {}, {} tries per measurement)",
+        e.run_id, e.tries
+    );
+    for w in &e.warnings {
+        let _ = writeln!(s, "WARNING: {w}");
+    }
+    let _ = writeln!(s, "\nMeasured: {}", what_was_measured(e));
+    let _ = writeln!(
+        s,
+        "  across CPUs{}, blocking   p50 {}  (mean {}, p99 {})",
+        cpu_pair(e.cpus),
+        us(e.measured_us),
+        us(e.measured_mean_us),
+        us(e.measured_p99_us)
+    );
+    if let Some(same) = e.same_cpu_us {
+        let on = e.same_cpu.map_or(String::new(), |c| format!(" ({c})"));
+        let _ = writeln!(s, "  on one CPU{on}, blocking    p50 {}", us(same));
+    }
+    let _ = writeln!(s, "\nModel, from independent measurements:");
+    for x in &e.components {
+        let indent = if x.part_of.is_some() {
+            "    of which "
+        } else {
+            "  "
+        };
+        let _ = writeln!(s, "{indent}{:<14} {:>10}   {}", x.name, us(x.us), x.source);
+    }
+    match (e.predicted_us, e.residual_us) {
+        (Some(p), Some(r)) => {
+            let _ = writeln!(s, "  {:<14} {:>10}", "predicted", us(p));
+            let _ = writeln!(
+                s,
+                "  {:<14} {:>10}   ({} of measured; not forced to zero)",
+                "residual",
+                us(r),
+                e.residual_pct
+                    .map_or("—".to_string(), |v| format!("{v:.0}%"))
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                s,
+                "  {:<14} {:>10}   not predicted: path and wake-up are both needed (see below)",
+                "predicted", "—"
+            );
+        }
+    }
+    for x in &e.cross_checks {
+        let _ = writeln!(s, "  check: {:<14} {:>10}   {}", x.name, us(x.us), x.source);
+    }
+    for m in &e.missing {
+        let _ = writeln!(s, "  not measured: {}: {}", m.name, m.reason);
+    }
+    if !e.events_per_transaction.is_empty() {
+        let _ = writeln!(s);
+    }
+    for (what, ev) in [
+        ("across CPUs (both CPUs)", &e.events_per_transaction),
+        (
+            "on one CPU (that CPU, both sides)",
+            &e.events_per_transaction_same_cpu,
+        ),
+    ] {
+        if ev.is_empty() {
+            continue;
+        }
+        let get = |k: &str| ev.get(k).copied();
+        let n = |v: Option<f64>| v.map_or("— (not counted)".to_string(), |v| format!("{v:.2}"));
+        let ipis = get("ipi_resched").zip(get("ipi_call")).map(|(a, b)| a + b);
+        let _ = writeln!(
+            s,
+            "Events per transaction {what}: {} sleeps, {} idle entries, {} IPIs, {} timer interrupts",
+            n(get("thread_voluntary_switches")),
+            n(get("idle_entries")),
+            n(ipis),
+            n(get("timer_irqs"))
+        );
+    }
+    if !e.remedies.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nWhat buys it back (measured against the as-is cross-CPU rr):"
+        );
+        for r in &e.remedies {
+            let _ = writeln!(
+                s,
+                "  {:<70} p50 {:>5} ({}), p99 {:>5}, CPU {} µs/transaction, {} → {} CPUs busy",
+                r.what,
+                signed_pct(r.p50_change_pct),
+                us(r.p50_us),
+                signed_pct(r.p99_change_pct),
+                opt(r.cpu_us_per_transaction_change, "{:+.1}"),
+                opt(r.cpus_busy_before, "{:.2}"),
+                opt(r.cpus_busy, "{:.2}")
+            );
+        }
+    }
+    let _ = writeln!(s, "\nEnvironment:");
+    for (k, v) in &e.environment {
+        let _ = writeln!(s, "  {k:<44} {v}");
+    }
+    s
+}
+
+/// Two explanations side by side (native and in a guest): every component, the measured
+/// and predicted round trips, and the difference: the virtualization tax, broken down.
+pub fn side_by_side(a: &Explanation, a_name: &str, b: &Explanation, b_name: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<22} {:>14} {:>20} {:>14}",
+        "p50 µs per round trip", a_name, b_name, "difference"
+    );
+    let mut names: Vec<String> = vec!["measured".into()];
+    for c in a.components.iter().chain(&b.components) {
+        if !names.contains(&c.name) {
+            names.push(c.name.clone());
+        }
+    }
+    names.extend(["predicted".to_string(), "residual".to_string()]);
+    let value = |e: &Explanation, n: &str| -> Option<f64> {
+        match n {
+            "measured" => Some(e.measured_us),
+            "predicted" => e.predicted_us,
+            "residual" => e.residual_us,
+            _ => e.components.iter().find(|c| c.name == n).map(|c| c.us),
+        }
+    };
+    let cell = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.1}"));
+    for n in &names {
+        let (x, y) = (value(a, n), value(b, n));
+        let d = x.zip(y).map(|(x, y)| y - x);
+        let _ = writeln!(
+            s,
+            "{:<22} {:>14} {:>20} {:>14}",
+            n,
+            cell(x),
+            cell(y),
+            d.map_or("—".to_string(), |d| format!("{d:+.1}"))
+        );
+    }
+    for w in &b.warnings {
+        let _ = writeln!(s, "WARNING ({b_name}): {w}");
+    }
+    s
+}
