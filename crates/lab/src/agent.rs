@@ -575,6 +575,7 @@ fn run_test(
             sock: *sock,
             side: &side,
             wake: &mut td.wake,
+            window: w.is_timed().then(|| Duration::from_millis(duration_ms)),
         },
     )?;
 

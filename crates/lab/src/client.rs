@@ -228,6 +228,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
             side: &side,
             downloads: &downloads,
             interval: plan.interval,
+            window: plan.workload.is_timed().then_some(plan.duration),
         },
     )?;
     let setup_s = plan
@@ -402,9 +403,11 @@ fn kvm_counters(
             available: true,
             reason: None,
             source: "/sys/kernel/debug/kvm".into(),
+            // A counter absent at the start has no start value: left out, not counted
+            // from 0.
             deltas: b
                 .iter()
-                .map(|(k, v)| (k.clone(), v.saturating_sub(a.get(k).copied().unwrap_or(0))))
+                .filter_map(|(k, v)| Some((k.clone(), v.saturating_sub(*a.get(k)?))))
                 .collect(),
             exits_per_unit: None,
         },

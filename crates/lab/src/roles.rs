@@ -42,6 +42,9 @@ pub(crate) struct ClientHalf<'a> {
     pub downloads: &'a Arc<Mutex<Vec<Fetched>>>,
     /// Time-series interval (`--interval`), if any.
     pub interval: Option<std::time::Duration>,
+    /// The measured interval of a timed workload: receivers count the bytes that arrive
+    /// inside it, from the gate.
+    pub window: Option<std::time::Duration>,
 }
 
 /// What the server half of a workload is given.
@@ -56,6 +59,8 @@ pub(crate) struct ServerHalf<'a> {
     pub side: &'a Ctl,
     /// What must be woken if the test ends early (set before the worker blocks on it).
     pub wake: &'a mut Wake,
+    /// The measured interval of a timed workload (see [`ClientHalf::window`]).
+    pub window: Option<std::time::Duration>,
 }
 
 /// Objects a server worker may block on outside the stop flag's reach: the teardown wakes
@@ -83,7 +88,7 @@ impl Wake {
 /// Starts the client half of `w`; returns its workers and one [`Meter`] per worker, where
 /// each publishes its progress for the time series.
 pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<Meter>>)> {
-    let (data, sock, side) = (c.data, c.sock, c.side);
+    let (data, sock, side, window) = (c.data, c.sock, c.side, c.window);
     let mut handles = Vec::new();
     let mut meters = Vec::new();
     let mut meter = || {
@@ -139,7 +144,7 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<M
                     side,
                     move |c, _| {
                         if reverse {
-                            mux::stream_recv(share, recv_len(recv_size), &c.stop, &m)
+                            mux::stream_recv(share, recv_len(recv_size), window, &c.stop, &m)
                         } else {
                             mux::stream_send(share, send_size as usize, &c.stop, &m)
                         }
@@ -301,6 +306,7 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
         sock,
         side,
         wake,
+        window,
     } = s;
     if !w.protocol().is_tcp() {
         return crate::udp_roles::server(w, listener, client, &sock, side);
@@ -348,7 +354,7 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
                         if reverse {
                             mux::stream_send(share, send_size as usize, &c.stop, &m)
                         } else {
-                            mux::stream_recv(share, recv_len(recv_size), &c.stop, &m)
+                            mux::stream_recv(share, recv_len(recv_size), window, &c.stop, &m)
                         }
                     },
                 )?);

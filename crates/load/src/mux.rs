@@ -411,8 +411,67 @@ pub fn rr_server(
     Ok(flow_counts(&n, request, response, start.elapsed(), false))
 }
 
-/// Sending half of a stream on `conns`: fills every socket until it is full, then whichever
-/// has room again, until `stop`.
+/// Most bytes one flow moves in one turn before its thread looks at the stop flag and the
+/// other flows again. Without a bound a sender whose receiver keeps up (several cores, the
+/// loopback) never sees its socket full and never returns: the stop was never seen and the
+/// run overran its duration by seconds, or forever.
+const TURN_BYTES: usize = 1 << 20;
+
+/// Flows that were ready when their turn ended (their socket neither full nor empty): with
+/// edge-triggered epoll no new event will come for them, so they wait here for their next
+/// turn, in order.
+#[derive(Default)]
+struct Ready {
+    queue: std::collections::VecDeque<usize>,
+    queued: Vec<bool>,
+}
+
+impl Ready {
+    fn new(k: usize) -> Ready {
+        Ready {
+            queue: std::collections::VecDeque::with_capacity(k),
+            queued: vec![false; k],
+        }
+    }
+
+    fn push(&mut self, i: usize) {
+        if !std::mem::replace(&mut self.queued[i], true) {
+            self.queue.push_back(i);
+        }
+    }
+
+    /// The flows whose turn it is now (those queued at the call), taken off the queue.
+    fn take_round(&mut self) -> Vec<usize> {
+        let round: Vec<usize> = self.queue.drain(..).collect();
+        for i in &round {
+            self.queued[*i] = false;
+        }
+        round
+    }
+
+    /// How long the next epoll wait may block: not at all while flows are waiting here.
+    fn wait_for(&self) -> Duration {
+        if self.queue.is_empty() {
+            IDLE_WAIT
+        } else {
+            Duration::ZERO
+        }
+    }
+}
+
+/// What a bounded turn on one flow found.
+#[derive(PartialEq)]
+enum Turn {
+    /// The socket is full (sending) or empty (receiving): an edge will say when to go on.
+    Blocked,
+    /// The turn's budget ran out with the socket still ready.
+    More,
+    /// The peer closed.
+    Closed,
+}
+
+/// Sending half of a stream on `conns`: fills every socket, a bounded turn per flow, until
+/// `stop`. The stop is seen within one turn of one flow.
 pub fn stream_send(
     conns: Vec<TcpStream>,
     send_size: usize,
@@ -428,33 +487,46 @@ pub fn stream_send(
     let start = Instant::now();
     let mut last = vec![start; k];
     let mut total = 0u64;
-    // Fill until full; true while the flow is still open.
-    let fill = |s: &TcpStream, sent: &mut u64, total: &mut u64| -> io::Result<bool> {
-        loop {
+    let mut ready = Ready::new(k);
+    // A bounded fill of one socket.
+    let fill = |s: &TcpStream, sent: &mut u64, total: &mut u64| -> io::Result<Turn> {
+        let mut moved = 0usize;
+        while moved < TURN_BYTES {
             match send_raw(s, &buf) {
                 Ok(w) => {
                     *sent += w as u64;
                     *total += w as u64;
+                    moved += w;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Turn::Blocked),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if peer_gone(&e) => return Ok(false),
+                Err(e) if peer_gone(&e) => return Ok(Turn::Closed),
                 Err(e) => return Err(describe(e, "sending")),
             }
         }
+        Ok(Turn::More)
     };
-    for (i, s) in conns.iter().enumerate() {
-        open[i] = fill(s, &mut sent[i], &mut total)?;
-        last[i] = Instant::now();
+    for i in 0..k {
+        ready.push(i);
     }
     while !stop.load(Ordering::Relaxed) {
-        let ready = p.wait(IDLE_WAIT)?;
-        for e in 0..ready {
-            let i = p.event(e).0 as usize;
-            if open[i] {
-                open[i] = fill(&conns[i], &mut sent[i], &mut total)?;
-                last[i] = Instant::now();
+        let n = p.wait(ready.wait_for())?;
+        for e in 0..n {
+            ready.push(p.event(e).0 as usize);
+        }
+        for i in ready.take_round() {
+            if stop.load(Ordering::Relaxed) {
+                break;
             }
+            if !open[i] {
+                continue;
+            }
+            match fill(&conns[i], &mut sent[i], &mut total)? {
+                Turn::Blocked => {}
+                Turn::More => ready.push(i),
+                Turn::Closed => open[i] = false,
+            }
+            last[i] = Instant::now();
         }
         meter.set_bytes(total);
     }
@@ -468,11 +540,15 @@ pub fn stream_send(
 }
 
 /// Receiving half of a stream on `conns`: reads whatever arrives, `recv_size` bytes per
-/// call, until every sender closes (or, after `stop`, a bounded drain). Each flow's time
-/// runs from its first byte to its last.
+/// call and a bounded turn per flow, until every sender closes (or, after `stop`, a bounded
+/// drain). Bytes count while the measured `window` (from this call) lasts; what arrives
+/// after it (data still in flight when the sender stopped) is read, so the senders can
+/// close cleanly, but not counted. Each flow's `active` is the window, or its first to last
+/// byte without one.
 pub fn stream_recv(
     conns: Vec<TcpStream>,
     recv_size: usize,
+    window: Option<Duration>,
     stop: &AtomicBool,
     meter: &Meter,
 ) -> io::Result<Vec<Counts>> {
@@ -482,65 +558,125 @@ pub fn stream_recv(
     let k = conns.len();
     let mut got = vec![0u64; k];
     let mut first: Vec<Option<Instant>> = vec![None; k];
-    let mut last = vec![Instant::now(); k];
+    let start = Instant::now();
+    let mut last = vec![start; k];
     let mut open = vec![true; k];
     let mut left = k;
     let mut total = 0u64;
     let mut drain = Drain::default();
+    let mut ready = Ready::new(k);
+    let mut win = Window::new(start, window);
     while left > 0 {
         if drain.over(stop) {
             break;
         }
-        let ready = p.wait(IDLE_WAIT)?;
-        for e in 0..ready {
-            let i = p.event(e).0 as usize;
+        let n = p.wait(win.bound(ready.wait_for()))?;
+        win.check(&got);
+        for e in 0..n {
+            ready.push(p.event(e).0 as usize);
+        }
+        for i in ready.take_round() {
             if !open[i] {
                 continue;
             }
-            let mut closed = false;
-            let mut moved = false;
-            loop {
-                match recv_raw(&conns[i], &mut buf) {
-                    Ok(0) => {
-                        closed = true;
-                        break;
-                    }
-                    Ok(r) => {
-                        got[i] += r as u64;
-                        total += r as u64;
-                        moved = true;
-                        if r < buf.len() {
-                            break;
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) if peer_gone(&e) => {
-                        closed = true;
-                        break;
-                    }
-                    Err(e) => return Err(describe(e, "receiving")),
-                }
-            }
-            if moved {
+            let before = got[i];
+            let turn = drain_some(&conns[i], &mut buf, &mut got[i])?;
+            total += got[i] - before;
+            if got[i] > before {
                 let now = Instant::now();
                 first[i].get_or_insert(now);
                 last[i] = now;
             }
-            if closed {
-                open[i] = false;
-                left -= 1;
+            match turn {
+                Turn::Blocked => {}
+                Turn::More => ready.push(i),
+                Turn::Closed => {
+                    open[i] = false;
+                    left -= 1;
+                }
             }
         }
         meter.set_bytes(total);
     }
+    win.check(&got);
     Ok((0..k)
-        .map(|i| Counts {
-            bytes_rx: got[i],
-            active: first[i].map_or(Duration::ZERO, |f| last[i].duration_since(f)),
-            ..Default::default()
+        .map(|i| match win.counted(i) {
+            Some((bytes, active)) => Counts {
+                bytes_rx: bytes,
+                active,
+                ..Default::default()
+            },
+            None => Counts {
+                bytes_rx: got[i],
+                active: first[i].map_or(Duration::ZERO, |f| last[i].duration_since(f)),
+                ..Default::default()
+            },
         })
         .collect())
+}
+
+/// Reads one flow for at most [`TURN_BYTES`]: how far it got.
+fn drain_some(s: &TcpStream, buf: &mut [u8], got: &mut u64) -> io::Result<Turn> {
+    let mut moved = 0usize;
+    while moved < TURN_BYTES {
+        match recv_raw(s, buf) {
+            Ok(0) => return Ok(Turn::Closed),
+            Ok(r) => {
+                *got += r as u64;
+                moved += r;
+                // A short read emptied the queue: a later byte raises a new edge.
+                if r < buf.len() {
+                    return Ok(Turn::Blocked);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Turn::Blocked),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if peer_gone(&e) => return Ok(Turn::Closed),
+            Err(e) => return Err(describe(e, "receiving")),
+        }
+    }
+    Ok(Turn::More)
+}
+
+/// The measured window of a receiver: the byte counts of every flow at its end, and when
+/// that was read (within one wait, which is bounded to end at the window's end).
+struct Window {
+    end: Option<Instant>,
+    start: Instant,
+    at_end: Option<(Vec<u64>, Duration)>,
+}
+
+impl Window {
+    fn new(start: Instant, window: Option<Duration>) -> Window {
+        Window {
+            end: window.map(|w| start + w),
+            start,
+            at_end: None,
+        }
+    }
+
+    /// A wait of at most `d` that does not run past the window's end.
+    fn bound(&self, d: Duration) -> Duration {
+        match (self.end, &self.at_end) {
+            (Some(end), None) => d.min(end.saturating_duration_since(Instant::now())),
+            _ => d,
+        }
+    }
+
+    /// Takes the counts once the window has ended.
+    fn check(&mut self, got: &[u64]) {
+        if let (Some(end), None) = (self.end, &self.at_end) {
+            let now = Instant::now();
+            if now >= end {
+                self.at_end = Some((got.to_vec(), now.duration_since(self.start)));
+            }
+        }
+    }
+
+    /// Flow `i`'s bytes inside the window and the window's length, when there was one.
+    fn counted(&self, i: usize) -> Option<(u64, Duration)> {
+        self.at_end.as_ref().map(|(g, d)| (g[i], *d))
+    }
 }
 
 /// One crr flow's connection and where it is in its transaction.
@@ -828,12 +964,47 @@ mod tests {
         let (c, s) = pairs(20);
         let stop = stop_after(300);
         let st = stop.clone();
-        let rx = std::thread::spawn(move || stream_recv(s, 65536, &st, &Meter::new(None)));
+        let rx = std::thread::spawn(move || stream_recv(s, 65536, None, &st, &Meter::new(None)));
         let tx = stream_send(c, 4096, &stop, &Meter::new(None)).unwrap();
         let rx = rx.join().unwrap().unwrap();
         for (t, r) in tx.iter().zip(&rx) {
             assert!(t.bytes_tx > 0);
             assert_eq!(t.bytes_tx, r.bytes_rx);
+        }
+    }
+
+    /// A sender whose receivers keep up (its sockets never fill) still sees the stop
+    /// within a turn; a receiver with a window counts only what arrived inside it, over
+    /// exactly the window, while still reading to the end of each stream.
+    #[test]
+    fn stream_stops_on_time_and_counts_its_window() {
+        let (c, s) = pairs(4);
+        let stop = stop_after(400);
+        let st = stop.clone();
+        let window = Duration::from_millis(300);
+        let rx = std::thread::spawn(move || {
+            stream_recv(s, 1 << 20, Some(window), &st, &Meter::new(None))
+        });
+        let t0 = Instant::now();
+        let tx = stream_send(c, 65536, &stop, &Meter::new(None)).unwrap();
+        let took = t0.elapsed();
+        assert!(
+            took < Duration::from_millis(600),
+            "the sender stopped {took:?} after its start, asked 400 ms"
+        );
+        let rx = rx.join().unwrap().unwrap();
+        for (t, r) in tx.iter().zip(&rx) {
+            assert!(r.bytes_rx > 0, "{r:?}");
+            assert!(
+                r.bytes_rx < t.bytes_tx,
+                "bytes after the window were counted: {r:?} {t:?}"
+            );
+            let off = r.active.as_secs_f64() - window.as_secs_f64();
+            assert!(
+                (0.0..0.005).contains(&off),
+                "window measured as {:?}",
+                r.active
+            );
         }
     }
 
