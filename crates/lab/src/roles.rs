@@ -120,7 +120,16 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<M
                     &format!("rr-mux-{i}"),
                     side,
                     move |c, h| {
-                        mux::rr_client(share, request as usize, response as usize, &c.stop, h, &m)
+                        let span = c.gate.span(window);
+                        mux::rr_client(
+                            share,
+                            request as usize,
+                            response as usize,
+                            span,
+                            &c.stop,
+                            h,
+                            &m,
+                        )
                     },
                 )?);
             }
@@ -144,7 +153,13 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<M
                     side,
                     move |c, _| {
                         if reverse {
-                            mux::stream_recv(share, recv_len(recv_size), window, &c.stop, &m)
+                            mux::stream_recv(
+                                share,
+                                recv_len(recv_size),
+                                c.gate.span(window),
+                                &c.stop,
+                                &m,
+                            )
                         } else {
                             mux::stream_send(share, send_size as usize, &c.stop, &m)
                         }
@@ -176,6 +191,7 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<M
                             request as usize,
                             response as usize,
                             &sock,
+                            c.gate.span(window),
                             &c.stop,
                             h,
                             &m,
@@ -354,7 +370,13 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
                         if reverse {
                             mux::stream_send(share, send_size as usize, &c.stop, &m)
                         } else {
-                            mux::stream_recv(share, recv_len(recv_size), window, &c.stop, &m)
+                            mux::stream_recv(
+                                share,
+                                recv_len(recv_size),
+                                c.gate.span(window),
+                                &c.stop,
+                                &m,
+                            )
                         }
                     },
                 )?);

@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
 use virtperf_load::Counts;
@@ -18,14 +18,15 @@ use virtperf_wire::{FlowStats, ThreadCpu};
 /// timeout), so connection set-up stays outside the measured interval.
 #[derive(Default)]
 pub(crate) struct Gate {
-    open: Mutex<bool>,
+    /// When it opened: the start of the side's measured interval.
+    open: Mutex<Option<Instant>>,
     cv: Condvar,
 }
 
 impl Gate {
     pub(crate) fn open(&self) {
         if let Ok(mut g) = self.open.lock() {
-            *g = true;
+            g.get_or_insert_with(Instant::now);
         }
         self.cv.notify_all();
     }
@@ -35,9 +36,22 @@ impl Gate {
         let Ok(g) = self.open.lock() else {
             return false;
         };
-        match self.cv.wait_timeout_while(g, timeout, |open| !*open) {
-            Ok((g, _)) => *g,
+        match self
+            .cv
+            .wait_timeout_while(g, timeout, |open| open.is_none())
+        {
+            Ok((g, _)) => g.is_some(),
             Err(_) => false,
+        }
+    }
+
+    /// The measured interval of a workload lasting `length` (None: untimed), from the
+    /// opening (now, if it has not opened, which a worker past its gate cannot see).
+    pub(crate) fn span(&self, length: Option<Duration>) -> virtperf_load::Span {
+        let start = self.open.lock().ok().and_then(|g| *g);
+        virtperf_load::Span {
+            start: start.unwrap_or_else(Instant::now),
+            length,
         }
     }
 }

@@ -36,7 +36,34 @@ mod test_util {
     }
 }
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// A side's measured interval: from its gate opening (`start`) for `length` (None: until
+/// the stop, for byte-count workloads). Engines that keep flows in flight past the stop
+/// (so both sides finish the same transactions) count only what completes inside it, and
+/// report its length as their time, so a rate is never divided by a drain.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Span {
+    /// When the gate opened.
+    pub start: Instant,
+    /// How long the interval lasts.
+    pub length: Option<Duration>,
+}
+
+impl Span {
+    /// An interval starting now.
+    pub fn now(length: Option<Duration>) -> Span {
+        Span {
+            start: Instant::now(),
+            length,
+        }
+    }
+
+    /// When it ends, if it has a length.
+    pub fn end(&self) -> Option<Instant> {
+        self.length.map(|l| self.start + l)
+    }
+}
 
 /// How long a spinning receive waits for data when its socket has no receive timeout.
 pub const SPIN_TIMEOUT: Duration = Duration::from_secs(10);
