@@ -139,8 +139,14 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
-    /// The token, from --token-file, --token or $VIRTPERF_TOKEN.
+    /// The token, from --token-file, --token or $VIRTPERF_TOKEN. An empty one is an error:
+    /// it would start an agent without authentication while looking like one with it.
     pub fn token(&self) -> anyhow::Result<Option<String>> {
+        if self.token.as_deref().is_some_and(|t| t.trim().is_empty()) {
+            anyhow::bail!(
+                "--token (or $VIRTPERF_TOKEN) is empty: give a token, or leave the option out to run an agent without authentication on purpose (anyone who can reach its port can then run tests)"
+            );
+        }
         resolve_token(&self.token, &self.token_file)
     }
 }
@@ -285,7 +291,7 @@ pub struct RrArgs {
     #[arg(long, short = 'r', default_value = "1,1", value_parser = parse_size_pair, allow_hyphen_values = true)]
     pub size: (u32, u32),
     /// Measured duration (10s, 500ms, 1m; a bare number is seconds)
-    #[arg(long, short = 'l', default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
+    #[arg(long, short = 'l', default_value = "10s", value_parser = virtperf_lab::parse::test_duration, allow_hyphen_values = true)]
     pub duration: Duration,
     /// How each side waits for the other's message: block (netperf), spin (never sleeps:
     /// no wake-up on the critical path), poll:50us (spin that long, then block); one for
@@ -393,7 +399,7 @@ pub struct StreamArgs {
     #[arg(long)]
     pub gro: bool,
     /// Measured duration (10s, 500ms, 1m; a bare number is seconds)
-    #[arg(long, short = 'l', default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
+    #[arg(long, short = 'l', default_value = "10s", value_parser = virtperf_lab::parse::test_duration, allow_hyphen_values = true)]
     pub duration: Duration,
     /// Report every interval (iperf3 -i: 1s, 500ms; at least 100ms): printed as each ends,
     /// kept in the JSON result as `intervals`

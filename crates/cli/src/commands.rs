@@ -145,7 +145,7 @@ fn output(r: &TestResult, json: bool, local: bool) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        print!("{}", render::result(&r, local));
+        print!("{}", virtperf_wire::printable(&render::result(&r, local)));
     }
     Ok(())
 }

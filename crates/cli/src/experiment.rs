@@ -607,10 +607,10 @@ pub fn runs(a: RunsArgs) -> Result<()> {
         println!(
             "{:>4}  {:<24} {:<24} {:<11} {:<12} {:>4}/{:<4}",
             r.id,
-            r.name,
+            virtperf_wire::printable(&r.name),
             r.started_at,
             r.effective_status().to_string(),
-            r.host,
+            virtperf_wire::printable(&r.host),
             r.trials_ok,
             r.planned_trials
         );
@@ -629,7 +629,10 @@ pub fn show(a: ShowArgs) -> Result<()> {
         let e = crate::explain::explanation(&row, &trials)?;
         match a.format {
             Format::Json => println!("{}", serde_json::to_string_pretty(&e)?),
-            _ => print!("{}", virtperf_report::explain::text(&e)),
+            _ => print!(
+                "{}",
+                virtperf_wire::printable(&virtperf_report::explain::text(&e))
+            ),
         }
         return Ok(());
     }
@@ -645,7 +648,9 @@ pub fn show(a: ShowArgs) -> Result<()> {
         Format::Csv => render::csv(&row, &trials),
         Format::Json => render::json(&row, &points) + "\n",
     };
-    print!("{out}");
+    // Names, hosts and errors come from the store: nothing in them may steer the terminal
+    // (JSON escapes them itself).
+    print!("{}", virtperf_wire::printable(&out));
     Ok(())
 }
 
@@ -712,9 +717,12 @@ pub fn compare(a: CompareArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
         if let Some(n) = &env_note {
-            println!("{n}\n");
+            println!("{}\n", virtperf_wire::printable(n));
         }
-        print!("{}", render::compare_table(&rows));
+        print!(
+            "{}",
+            virtperf_wire::printable(&render::compare_table(&rows))
+        );
     }
     if let Some(path) = &a.output {
         let title = format!("virtperf compare {}", a.runs.join(" "));

@@ -43,7 +43,21 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return usage_error(e),
     };
-    match run(cli) {
+    quiet_stdout_panics();
+    // `println!` panics when standard output cannot be written (`> /dev/full`, a closed
+    // file): unwinding runs every guard (knobs restored, guests removed) and ends here as
+    // one line and exit 1 instead of a panic message and exit 101.
+    let outcome = match std::panic::catch_unwind(|| run(cli)) {
+        Ok(r) => r,
+        Err(payload) => match stdout_failure(payload.as_ref()) {
+            Some(why) => {
+                eprintln!("virtperf: error: cannot write to standard output: {why}");
+                return ExitCode::FAILURE;
+            }
+            None => std::panic::resume_unwind(payload),
+        },
+    };
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let sig = signals::received();
@@ -64,6 +78,27 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// The reason in a panic that `print!`/`println!` raised because standard output failed.
+fn stdout_failure(payload: &(dyn std::any::Any + Send)) -> Option<String> {
+    let msg = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())?;
+    msg.strip_prefix("failed printing to stdout: ")
+        .map(str::to_string)
+}
+
+/// Keeps the default panic message for real bugs, but not for a failed write to standard
+/// output, which `main` reports in one line.
+fn quiet_stdout_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if stdout_failure(info.payload()).is_none() {
+            default(info);
+        }
+    }));
 }
 
 /// Help and version go out as clap renders them; a usage error becomes one line (what is

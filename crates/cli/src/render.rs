@@ -257,19 +257,28 @@ pub fn result(r: &TestResult, local: bool) -> String {
                 "  {:>12} {:>12} │ latency µs {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}",
                 "trans/s", "transactions", "mean", "min", "p50", "p90", "p99", "p99.9", "max"
             );
-            let _ = writeln!(
-                s,
-                "  {:>12.1} {:>12} │ {:>19.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2}",
-                o.rate_per_s,
-                o.transactions,
-                l.mean_us,
-                l.min_us,
-                l.p50_us,
-                l.p90_us,
-                l.p99_us,
-                l.p999_us,
-                l.max_us
-            );
+            if l.count == 0 {
+                // Zeros in the latency columns would look like measurements.
+                let _ = writeln!(
+                    s,
+                    "  {:>12.1} {:>12} │ no samples: no transaction completed",
+                    o.rate_per_s, o.transactions
+                );
+            } else {
+                let _ = writeln!(
+                    s,
+                    "  {:>12.1} {:>12} │ {:>19.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2}",
+                    o.rate_per_s,
+                    o.transactions,
+                    l.mean_us,
+                    l.min_us,
+                    l.p50_us,
+                    l.p90_us,
+                    l.p99_us,
+                    l.p999_us,
+                    l.max_us
+                );
+            }
             if let Some(f) = &o.flow_spread {
                 s.push_str(&spread_line(f, matches!(r.outcome, Outcome::Crr(_))));
             }

@@ -139,6 +139,8 @@ fn token_matches(expected: &Option<String>, got: &Option<String>) -> bool {
 /// Binds the control listener. Separate from [`serve`] so a caller can learn the port (for
 /// `--port 0`) before serving starts.
 pub fn bind(cfg: &AgentConfig) -> Result<TcpListener> {
+    // Refused before the port is taken (and "listening" printed): see `serve`.
+    check_drive_token(cfg)?;
     TcpListener::bind((cfg.bind, cfg.port)).map_err(|e| {
         let hint = if e.kind() == io::ErrorKind::AddrInUse {
             " (another agent running? pick another --port)"
@@ -208,13 +210,18 @@ impl Drop for SessionPlace<'_> {
     }
 }
 
+fn check_drive_token(cfg: &AgentConfig) -> Result<()> {
+    if cfg.allow_drive && cfg.token.is_none() {
+        bail!("--allow-drive needs a token (--token-file FILE or $VIRTPERF_TOKEN): without one anybody could make this agent send traffic anywhere");
+    }
+    Ok(())
+}
+
 /// Serves control connections forever (until the process is killed). Refuses to start an
 /// agent that drives tests (`allow_drive`) without a token: it would send traffic anywhere
 /// on anyone's say-so.
 pub fn serve(listener: TcpListener, cfg: AgentConfig) -> Result<()> {
-    if cfg.allow_drive && cfg.token.is_none() {
-        bail!("--allow-drive needs a token (--token-file FILE or $VIRTPERF_TOKEN): without one anybody could make this agent send traffic anywhere");
-    }
+    check_drive_token(&cfg)?;
     let cfg = Arc::new(cfg);
     let slots = Arc::new(Slots::default());
     loop {

@@ -75,6 +75,7 @@ fn side_cpu(r: &SideReport, units: f64, test_threads_s: f64) -> SideCpu {
             0.0
         },
         loadavg_1m: None,
+        threads_busy_pct: None,
     }
 }
 
@@ -181,6 +182,7 @@ pub fn assemble(c: Collected) -> TestResult {
         warnings,
         events,
         allow_concurrent: false,
+        stop_s: None,
         intervals: Vec::new(),
     }
 }
@@ -398,7 +400,27 @@ fn stream_outcome(
     let elapsed = flows.iter().map(|f| f.active_s).fold(0.0, f64::max);
     let udp = (c.plan.workload.protocol() == Protocol::Udp).then(|| udp_total(c, rx, tx, warnings));
     // UDP loses datagrams by design: its loss is counted above, not a broken connection.
-    if receiver_bytes != sender_bytes && c.server.is_some() && udp.is_none() {
+    // Multiplexed receivers count only the measured window (the sender's last bytes arrive
+    // after it), so for them an early end shows as a flow whose time is short of it.
+    let windowed = c.plan.workload.multiplexed().is_some();
+    if windowed && udp.is_none() {
+        let short: Vec<usize> = (0..flows.len())
+            .filter(|i| flows[*i].active_s < 0.98 * elapsed)
+            .collect();
+        if let Some(first) = short.first() {
+            warnings.push(format!(
+                "{} of {} connections ended before the measured {elapsed:.3} s were over (flow {first} after {:.3} s)",
+                short.len(),
+                flows.len(),
+                flows[*first].active_s
+            ));
+        }
+        if receiver_bytes > sender_bytes {
+            warnings.push(format!(
+                "receiver counted {receiver_bytes} bytes but the sender sent only {sender_bytes}: the counts cannot both be true"
+            ));
+        }
+    } else if receiver_bytes != sender_bytes && c.server.is_some() && udp.is_none() {
         warnings.push(format!(
             "receiver counted {receiver_bytes} bytes but sender sent {sender_bytes}: a connection ended early"
         ));
@@ -519,6 +541,60 @@ fn http_outcome(c: &Collected, bytes: u64, warnings: &mut Vec<String>) -> Measur
     (Outcome::Http(o), total_bytes as f64 / 1024.0, "KB")
 }
 
+/// At or above this share of the CPU its threads could use, a side is called CPU-bound
+/// (not 100: steal and interrupt time on a guest's CPUs is charged to no thread).
+pub const CPU_BOUND_PCT: f64 = 90.0;
+
+/// Worker threads per side: the multiplexing threads, else one per flow.
+fn workers(c: &Collected) -> u32 {
+    match (&c.plan.workload, c.plan.workload.multiplexed()) {
+        (_, Some((_, t))) => t,
+        (Workload::Rr { flows, .. } | Workload::Stream { flows, .. }, None) => *flows,
+        _ => 1,
+    }
+}
+
+/// A side's test threads' CPU time in percent of `workers` threads (at most one per CPU of
+/// its machine) over its elapsed time.
+fn threads_busy(r: &SideReport, workers: u32) -> Option<f64> {
+    let cpus = r.cpu.ncpus.max(1).min(workers.max(1));
+    let room = r.elapsed_s * f64::from(cpus);
+    (room > 0.0).then(|| 100.0 * r.threads.total_s() / room)
+}
+
+/// A side waits by spinning or polling: its threads are busy by choice, which says nothing
+/// of a CPU limit.
+fn spins(c: &Collected) -> bool {
+    match &c.plan.workload {
+        Workload::Rr {
+            client_wait,
+            server_wait,
+            ..
+        }
+        | Workload::Crr {
+            client_wait,
+            server_wait,
+            ..
+        } => !client_wait.is_block() || !server_wait.is_block(),
+        _ => false,
+    }
+}
+
+/// Both sides on one machine: whether their threads together kept the CPUs they could use
+/// busy (each side alone may look idle while the other takes the rest).
+fn machine_bound(c: &Collected, warnings: &mut Vec<String>) {
+    let Some(s) = c.server.as_ref() else { return };
+    let cpus = c.client.cpu.ncpus.max(1).min(2 * workers(c));
+    let room = c.client.elapsed_s * f64::from(cpus);
+    let used = c.client.threads.total_s() + s.threads.total_s();
+    if room > 0.0 && 100.0 * used / room >= CPU_BOUND_PCT {
+        warnings.push(format!(
+            "both sides share this machine and their test threads kept {:.0}% of its {cpus} CPU(s) busy: this result is the machine's CPU limit, not the network's",
+            100.0 * used / room
+        ));
+    }
+}
+
 /// Each side's CPU: system-wide split, its own threads, service demand per unit, and the
 /// other work on its machine (warned about above [`OTHER_LOAD_WARN_PCT`]).
 fn cpu_accounting(
@@ -544,8 +620,10 @@ fn cpu_accounting(
         },
     );
     client.loadavg_1m = virtperf_measure::loadavg_1m();
+    client.threads_busy_pct = threads_busy(&c.client, workers(c));
     let server_cpu = c.server.as_ref().map(|s| {
         let mut sc = side_cpu(s, units, if same_host { both } else { s.threads.total_s() });
+        sc.threads_busy_pct = threads_busy(s, workers(c));
         if same_host {
             // One machine: the same other work, measured over nearly the same interval.
             sc.loadavg_1m = client.loadavg_1m;
@@ -554,6 +632,14 @@ fn cpu_accounting(
     });
     for (side, sc) in [("client", Some(&client)), ("server", server_cpu.as_ref())] {
         let Some(sc) = sc else { continue };
+        if let Some(busy) = sc
+            .threads_busy_pct
+            .filter(|b| *b >= CPU_BOUND_PCT && !spins(c))
+        {
+            warnings.push(format!(
+                "the {side}'s test threads were busy {busy:.0}% of the CPU they could use: this result is the {side}'s CPU limit, not the network's"
+            ));
+        }
         if sc.other_cpu_pct > OTHER_LOAD_WARN_PCT && !(same_host && side == "server") {
             warnings.push(format!(
                 "other work used {:.0}% of a CPU on the {side}'s machine during the test{}: expect noise",
@@ -563,6 +649,9 @@ fn cpu_accounting(
                     .unwrap_or_default()
             ));
         }
+    }
+    if same_host && !spins(c) {
+        machine_bound(c, warnings);
     }
     CpuAccounting {
         unit: unit.to_string(),

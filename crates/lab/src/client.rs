@@ -29,7 +29,7 @@ struct Control {
 
 impl Control {
     fn connect(t: &Target) -> Result<Control> {
-        let addrs: Vec<SocketAddr> = (t.host.as_str(), t.port)
+        let addrs: Vec<SocketAddr> = (crate::parse::host(&t.host), t.port)
             .to_socket_addrs()
             .map_err(|e| anyhow!("cannot resolve host {:?}: {e}", t.host))?
             .collect();
@@ -62,7 +62,11 @@ impl Control {
     fn recv(&mut self, timeout: Duration, waiting_for: &str) -> Result<Message> {
         self.s.set_read_timeout(Some(timeout))?;
         match read_message(&mut self.s) {
-            Ok(Message::Error { message }) => Err(anyhow!("agent at {}: {message}", self.addr)),
+            Ok(Message::Error { message }) => Err(anyhow!(
+                "agent at {}: {}",
+                self.addr,
+                virtperf_wire::printable(&message)
+            )),
             Ok(m) => Ok(m),
             Err(e) if e.is_timeout() => Err(anyhow!(
                 "the agent at {} sent no {waiting_for} within {}s",
@@ -285,8 +289,9 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
         }
     }
     side.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let stopped = Instant::now();
     if let Some(s) = series.as_mut() {
-        s.at_stop(Instant::now());
+        s.at_stop(stopped);
     }
     let t1 = ProcStat::read()?;
     let elapsed = started.elapsed();
@@ -315,6 +320,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
         Message::Report { side } => *side,
         other => bail!("unexpected answer to stop: {}", kind(&other)),
     };
+    let stop_s = stopped.elapsed().as_secs_f64();
     let client = SideReport {
         elapsed_s: elapsed.as_secs_f64(),
         cpu: t0.delta(&t1),
@@ -342,6 +348,14 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     if let Some(k) = kvm {
         add_kvm(&mut result, k);
     }
+    if plan.workload.is_timed() {
+        result.stop_s = Some(stop_s);
+        if stop_s > STOP_WARN_S {
+            result.warnings.push(format!(
+                "the test took {stop_s:.2} s after its measured interval to stop (finishing in-flight transactions, closing connections, the agent's report)"
+            ));
+        }
+    }
     if let (Some(s), Some(every)) = (series, plan.interval) {
         result.intervals = s.finish();
         result
@@ -350,6 +364,10 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     }
     Ok(result)
 }
+
+/// Past this many seconds between a timed test's stop and both sides' reports, the result
+/// says so: a run that overruns its duration is a finding, not something to hide.
+const STOP_WARN_S: f64 = 0.5;
 
 /// Adds the KVM exit counters to `result`, with exits per unit of the workload (a
 /// transaction, or a KiB moved), or a warning saying why there are none.

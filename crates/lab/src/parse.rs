@@ -21,6 +21,56 @@ pub fn duration(s: &str) -> Result<Duration> {
     Ok(d)
 }
 
+/// A host as written by a user or printed by virtperf: an IPv6 literal may come in brackets
+/// (`[::1]`, as `[::1]:17151` prints it); the brackets go, the rest is left as is.
+pub fn host(s: &str) -> &str {
+    s.strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(s)
+}
+
+/// Splits `HOST[:PORT]`, where HOST may be a name, an IPv4 address, a bracketed IPv6
+/// literal (`[::1]:7150`, `[::1]`) or a bare one (`::1`, whose colons are not a port).
+pub fn host_port(s: &str) -> Result<(String, Option<u16>)> {
+    let port = |p: &str| {
+        p.parse::<u16>()
+            .map_err(|_| anyhow!("invalid port {p:?} in {s:?} (1 to 65535)"))
+    };
+    if let Some(rest) = s.strip_prefix('[') {
+        let (h, tail) = rest
+            .split_once(']')
+            .ok_or_else(|| anyhow!("{s:?}: an IPv6 literal's '[' needs its ']'"))?;
+        return match tail {
+            "" => Ok((h.to_string(), None)),
+            t => match t.strip_prefix(':') {
+                Some(p) => Ok((h.to_string(), Some(port(p)?))),
+                None => bail!("{s:?}: expected [ADDRESS]:PORT"),
+            },
+        };
+    }
+    match s.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => Ok((h.to_string(), Some(port(p)?))),
+        _ => Ok((s.to_string(), None)),
+    }
+}
+
+/// The shortest measured interval a test may ask for: below it the interval is shorter
+/// than the stop's own granularity and a run of few or no transactions prints zeros that
+/// look like measurements.
+pub const MIN_TEST_DURATION: Duration = Duration::from_millis(10);
+
+/// Parses a test's measured duration: 10 ms to 24 h.
+pub fn test_duration(s: &str) -> Result<Duration> {
+    let d = duration(s)?;
+    if d < MIN_TEST_DURATION {
+        bail!(
+            "invalid duration {s:?}: a test measures at least {} ms (shorter intervals measure the stop, not the workload)",
+            MIN_TEST_DURATION.as_millis()
+        );
+    }
+    Ok(d)
+}
+
 /// Parses a duration that may be 0 (`0` = none) and is at most `max` (written `max_text` in
 /// messages): poll windows, idle gaps.
 pub fn duration_up_to(s: &str, max: Duration, max_text: &str) -> Result<Duration> {

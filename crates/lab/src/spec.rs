@@ -396,8 +396,11 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
     if name.is_empty() {
         return err(text, raw.name.span(), "name must not be empty");
     }
+    if name.chars().any(char::is_control) {
+        return err(text, raw.name.span(), CONTROL_IN_NAME);
+    }
     let default_duration = match &raw.duration {
-        Some(d) => parse::duration(d.get_ref()).or_else(|m| err(text, d.span(), m))?,
+        Some(d) => parse::test_duration(d.get_ref()).or_else(|m| err(text, d.span(), m))?,
         None => Duration::from_secs(10),
     };
     let repeat = match (&raw.repetitions, &raw.until_ci) {
@@ -534,6 +537,11 @@ fn axis<T, V: Clone>(
     parse: impl Fn(&V) -> anyhow::Result<T>,
 ) -> Result<Vec<T>, SpecError> {
     match key {
+        Some(s) if matches!(s.get_ref(), OneOrMany::Many(v) if v.is_empty()) => err(
+            text,
+            s.span(),
+            "an empty list sweeps nothing: give at least one value, or leave the key out for its default",
+        ),
         Some(s) => s
             .get_ref()
             .to_vec()
@@ -677,7 +685,7 @@ impl Fixed {
     ) -> Result<Fixed, SpecError> {
         let r = w.get_ref();
         let duration = match &r.duration {
-            Some(d) => parse::duration(d.get_ref()).or_else(|m| err(text, d.span(), m))?,
+            Some(d) => parse::test_duration(d.get_ref()).or_else(|m| err(text, d.span(), m))?,
             None => default_duration,
         };
         let interval = match &r.interval {
@@ -1060,11 +1068,19 @@ fn config(text: &str, c: &Spanned<RawConfig>) -> Result<Vec<Config>, SpecError> 
     Ok(out)
 }
 
+/// Names are printed on terminals and in reports: a control character (an escape sequence
+/// that recolours or retitles the terminal) has no place in one.
+const CONTROL_IN_NAME: &str =
+    "a name must not contain control characters (escape sequences, tabs, newlines)";
+
 fn one_config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, SpecError> {
     let r = c.get_ref();
     let name = r.name.get_ref().trim().to_string();
     if name.is_empty() {
         return err(text, r.name.span(), "config name must not be empty");
+    }
+    if name.chars().any(char::is_control) {
+        return err(text, r.name.span(), CONTROL_IN_NAME);
     }
     let mut knobs = Vec::new();
     for (k, v) in &r.sysctl {

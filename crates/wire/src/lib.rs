@@ -21,3 +21,35 @@ pub use model::*;
 
 /// TCP port the agent listens on by default for control connections.
 pub const DEFAULT_PORT: u16 = 7150;
+
+/// `s` made safe to print on a terminal: control characters other than newline and tab
+/// (ESC starts the sequences that recolour, move the cursor or retitle a terminal) are
+/// written as `\u{1b}`. Text that comes from a file, a store or a peer goes through this
+/// before it is printed for people; JSON output escapes them itself.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !s.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(
+        s.chars()
+            .map(|c| {
+                if bad(c) {
+                    c.escape_unicode().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod printable_tests {
+    #[test]
+    fn control_characters_are_escaped_and_the_rest_kept() {
+        assert_eq!(super::printable("a\u{1b}[31mRED"), "a\\u{1b}[31mRED");
+        assert_eq!(super::printable("x\u{9b}2J"), "x\\u{9b}2J");
+        assert_eq!(super::printable("two\nlines\tand µs"), "two\nlines\tand µs");
+    }
+}

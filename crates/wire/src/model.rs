@@ -1386,6 +1386,11 @@ pub struct SideCpu {
     /// The 1-minute load average at the end of the test, where read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loadavg_1m: Option<f64>,
+    /// CPU time of this side's test threads in percent of what they could have used
+    /// (elapsed × the fewer of their count and the machine's CPUs); near 100 the number
+    /// measured is this side's CPU limit, not the network's. Null where not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_busy_pct: Option<f64>,
 }
 
 /// CPU accounting for both sides.
@@ -1457,6 +1462,11 @@ pub struct TestResult {
     /// may have run beside this one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_concurrent: bool,
+    /// Seconds from the end of the client's measured interval until both sides had
+    /// stopped and reported (in-flight transactions finishing, connections closing, the
+    /// agent's report): how far the test ran past its stop. Null where not timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_s: Option<f64>,
     /// The time series (`--interval`), oldest first; empty without it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub intervals: Vec<Interval>,

@@ -101,21 +101,12 @@ impl FromStr for Placement {
             )));
         }
         if let Some(h) = s.strip_prefix("remote:") {
-            let (host, port) = match h.rsplit_once(':') {
-                Some((host, port)) if !host.contains(':') => (
-                    host,
-                    Some(
-                        port.parse()
-                            .map_err(|_| e(format!("invalid port in {s:?}")))?,
-                    ),
-                ),
-                _ => (h, None),
-            };
+            let (host, port) = crate::parse::host_port(h).map_err(|x| e(format!("{x:#}")))?;
             if host.is_empty() {
                 return Err(e("remote: needs a host (remote:HOST[:PORT])".into()));
             }
             return Ok(Placement::Remote {
-                host: host.to_string(),
+                host,
                 port,
                 token: None,
             });
@@ -145,6 +136,8 @@ impl fmt::Display for Placement {
                 Some(p) => write!(f, "ssh:{}:{p}", t.dest),
                 None => write!(f, "ssh:{}", t.dest),
             },
+            // An IPv6 literal in brackets, as it is typed back in.
+            Placement::Remote { host, .. } if host.contains(':') => write!(f, "remote:[{host}]"),
             Placement::Remote { host, .. } => write!(f, "remote:{host}"),
             Placement::Guest(d, _) => write!(f, "guest:{}", d.name()),
         }
@@ -230,6 +223,7 @@ mod tests {
             "ssh:me@box",
             "ssh:me@box:2222",
             "remote:box",
+            "remote:[::1]",
             "guest:host-guest",
             "guest:guest-host",
             "guest:guest-guest",
@@ -242,6 +236,21 @@ mod tests {
             "guest".parse::<Placement>().map(|p| p.to_string()),
             Ok("guest:host-guest".to_string())
         );
+        for (s, host, port) in [
+            ("remote:[::1]:17151", "::1", Some(17151)),
+            ("remote:[fe80::1]", "fe80::1", None),
+            ("remote:::1", "::1", None),
+        ] {
+            assert_eq!(
+                s.parse::<Placement>(),
+                Ok(Placement::Remote {
+                    host: host.into(),
+                    port,
+                    token: None
+                }),
+                "{s}"
+            );
+        }
         assert_eq!(
             "remote:box:7001".parse::<Placement>(),
             Ok(Placement::Remote {
@@ -260,6 +269,8 @@ mod tests {
         assert!(err("guest:sideways").contains("guest:guest-guest"));
         assert!(err("remote:box:http").contains("invalid port"));
         assert!(err("remote:").contains("needs a host"));
+        assert!(err("remote:[::1").contains("needs its ']'"));
+        assert!(err("remote:[::1]:x").contains("invalid port"));
         assert!(err("ssh:-oProxyCommand=x").contains("USER@HOST"));
     }
 
