@@ -443,6 +443,13 @@ pub struct HttpArgs {
     /// comma-separated); any other status outside 2xx is an error
     #[arg(long, requires = "url", conflicts_with_all = ["bytes", "host"], value_delimiter = ',', value_parser = clap::value_parser!(u16).range(100..=599), value_name = "CODE")]
     pub accept_status: Vec<u16>,
+    /// With --url: fail a download whose body goes past this size (a server that never
+    /// ends its body)
+    #[arg(long, requires = "url", default_value = "64GiB", value_parser = parse_bytes)]
+    pub max_size: u64,
+    /// With --url: fail a download that takes longer than this
+    #[arg(long, requires = "url", default_value = "10m", value_parser = parse_duration)]
+    pub max_time: Duration,
     #[command(flatten)]
     pub common: Common,
 }

@@ -277,7 +277,13 @@ pub fn http(a: HttpArgs) -> Result<()> {
             ));
         }
         let progress = Progress::new("http", a.common.json);
-        let r = client::run_url(url, a.count, &a.accept_status, &|f| progress.update(f))?;
+        let limits = virtperf_lab::HttpLimits {
+            max_bytes: a.max_size,
+            max_time: a.max_time,
+        };
+        let r = client::run_url(url, a.count, &a.accept_status, limits, &|f| {
+            progress.update(f)
+        })?;
         drop(progress);
         return output(&r, a.common.json, false);
     }

@@ -223,3 +223,105 @@ fn terminal_escapes_never_reach_the_terminal() {
     }
     let _ = std::fs::remove_dir_all(s.parent().unwrap());
 }
+
+/// A server that sends a body without Content-Length and never ends it: at `every`, `chunk`
+/// bytes, until the client goes away (or a minute passes: the test never leaves it behind).
+fn endless_server(chunk: usize, every: Duration) -> u16 {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let t0 = std::time::Instant::now();
+        while let Ok((mut s, _)) = l.accept() {
+            let mut head = [0u8; 1024];
+            let _ = s.read(&mut head);
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+            let body = vec![0u8; chunk];
+            while t0.elapsed() < Duration::from_secs(60) && s.write_all(&body).is_ok() {
+                std::thread::sleep(every);
+            }
+        }
+    });
+    port
+}
+
+/// Every download is bounded by size and by time: an endless body fails in one line
+/// instead of hanging the command until it is killed.
+#[test]
+fn an_endless_http_body_is_bounded() {
+    let port = endless_server(64 * 1024, Duration::ZERO);
+    let url = format!("http://127.0.0.1:{port}/");
+    let t0 = std::time::Instant::now();
+    let (code, err) = run_fail(&["http", "--url", &url, "-c", "2", "--max-size", "20MB"]);
+    assert_eq!(code, 1, "{err}");
+    assert_one_line_error(&err, "went past 20000000 bytes");
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+
+    let port = endless_server(1, Duration::from_millis(100));
+    let url = format!("http://127.0.0.1:{port}/");
+    let (code, err) = run_fail(&["http", "--url", &url, "--max-time", "1s"]);
+    assert_eq!(code, 1, "{err}");
+    assert_one_line_error(&err, "still downloading after 1s");
+}
+
+/// A store this user may only read (a file of mode 444, or in a read-only directory):
+/// the reading commands work; a write says it cannot write, without blaming a lock.
+#[test]
+fn read_only_stores_can_be_read() {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0
+        || std::process::Command::new("setpriv")
+            .arg("--version")
+            .output()
+            .is_err()
+    {
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: needs root and setpriv to act as an unprivileged user\n"),
+        );
+        return;
+    }
+    let (s, db) = spec(
+        "ro",
+        "name = \"ro\"\nduration = \"100ms\"\nrepetitions = 1\n[[workload]]\nkind = \"rr\"\n",
+    );
+    let out = run_with_timeout(
+        vp().args(["run", s.to_str().unwrap(), "--db", db.to_str().unwrap()]),
+        Duration::from_secs(60),
+    );
+    common::assert_ok(&out);
+    let dir = db.parent().unwrap().to_path_buf();
+    let nobody = |args: &[&str]| {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_virtperf"))
+            .args(args)
+            .args(["--db", db.to_str().unwrap()])
+            .env("HOME", &dir);
+        run_with_timeout(&mut c, Duration::from_secs(60))
+    };
+    for (file_mode, dir_mode) in [(0o444, 0o755), (0o644, 0o555)] {
+        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(file_mode)).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(dir_mode)).unwrap();
+        for args in [&["runs"][..], &["show", "1"], &["export", "1"]] {
+            let out = nobody(args);
+            assert!(
+                out.status.success(),
+                "{args:?} with file {file_mode:o}, dir {dir_mode:o}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                String::from_utf8_lossy(&out.stdout).contains("ro"),
+                "{args:?}"
+            );
+        }
+        let out = nobody(&["run", s.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("cannot write the database"), "{err}");
+        assert!(!err.contains("locked"), "a permission is not a lock: {err}");
+    }
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -240,6 +240,20 @@ fn after_sigkill_run_refuses_until_cleanup_restores_the_knob() {
         "no new run stored"
     );
 
+    // A single test measures, but says it measured with the leaked knob.
+    let out = case
+        .vp()
+        .args(["rr", "-l", "100ms", "--json"])
+        .output()
+        .unwrap();
+    common::assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let warnings = v["warnings"].to_string();
+    assert!(
+        warnings.contains("killed virtperf run") && warnings.contains(&case.sysctl),
+        "{warnings}"
+    );
+
     // cleanup puts it back and forgets the journal.
     let out = case.vp().arg("cleanup").output().unwrap();
     common::assert_ok(&out);

@@ -633,11 +633,15 @@ fn run_test(
         events: Some(events),
         setup_s,
     };
-    write_message(
+    // A report over the limit is not sent (the client would take it for another protocol);
+    // the error below says what happened instead.
+    virtperf_wire::write_message_max(
         ctl,
         &Message::Report {
             side: Box::new(report.clone()),
         },
-    )?;
+        virtperf_wire::report_limit(w.connections()),
+    )
+    .map_err(|e| anyhow!("the agent's report could not be sent: {e}"))?;
     Ok(report)
 }

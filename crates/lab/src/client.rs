@@ -11,8 +11,8 @@ use virtperf_load::{http, Counts};
 use virtperf_measure::events::EventSnapshot;
 use virtperf_measure::{fingerprint, ProcStat};
 use virtperf_wire::{
-    read_message, write_message, Env, Message, SideReport, SockOpts, TestResult, WireError,
-    Workload, PROTOCOL_VERSION,
+    write_message, Env, Message, SideReport, SockOpts, TestResult, WireError, Workload,
+    PROTOCOL_VERSION,
 };
 
 use crate::assemble::{assemble, Collected};
@@ -60,8 +60,13 @@ impl Control {
     }
 
     fn recv(&mut self, timeout: Duration, waiting_for: &str) -> Result<Message> {
+        self.recv_max(timeout, waiting_for, virtperf_wire::MAX_CONTROL_FRAME)
+    }
+
+    /// Like `recv`, for a message of up to `max` bytes (an agent's report of many flows).
+    fn recv_max(&mut self, timeout: Duration, waiting_for: &str, max: u32) -> Result<Message> {
         self.s.set_read_timeout(Some(timeout))?;
-        match read_message(&mut self.s) {
+        match virtperf_wire::read_message_max(&mut self.s, max) {
             Ok(Message::Error { message }) => Err(anyhow!(
                 "agent at {}: {}",
                 self.addr,
@@ -78,6 +83,10 @@ impl Control {
                 self.addr
             )),
             Err(e @ WireError::Io(_)) => Err(anyhow!("agent at {}: {e}", self.addr)),
+            Err(WireError::TooLarge { len, max }) if len < max.saturating_mul(64) => Err(anyhow!(
+                "the agent at {} sent a {waiting_for} of {len} bytes, over the {max}-byte limit for it",
+                self.addr
+            )),
             // Never the peer's bytes (nor the length its first four bytes spell): what is
             // listening there may be another service, whose banner is not ours to relay
             // (an agent driving a test would hand it to its client).
@@ -316,7 +325,8 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
         stop_sent = ctl.send(&Message::Stop);
     }
     stop_sent?;
-    let server = match ctl.recv(DATA_TIMEOUT + SETUP_TIMEOUT, "report")? {
+    let report_max = virtperf_wire::report_limit(plan.workload.connections());
+    let server = match ctl.recv_max(DATA_TIMEOUT + SETUP_TIMEOUT, "report", report_max)? {
         Message::Report { side } => *side,
         other => bail!("unexpected answer to stop: {}", kind(&other)),
     };
@@ -347,6 +357,13 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     });
     if let Some(k) = kvm {
         add_kvm(&mut result, k);
+    }
+    // A killed run's knobs may still be set (busy polling, halt polling): this result was
+    // measured with them, which it must say. `run` refuses outright; a single test warns.
+    for l in crate::knob::leaked(&crate::state::dir()) {
+        result.warnings.push(format!(
+            "measured while knobs of a killed virtperf run are still changed: {l}; `virtperf cleanup` restores them"
+        ));
     }
     if plan.workload.is_timed() {
         result.stop_s = Some(stop_s);
@@ -445,6 +462,7 @@ pub(crate) fn download_series(
     stop: &std::sync::atomic::AtomicBool,
     out: &Mutex<Vec<Fetched>>,
     accept: &[u16],
+    limits: &http::Limits,
 ) -> std::io::Result<Counts> {
     let mut c = Counts::default();
     let start = Instant::now();
@@ -456,7 +474,7 @@ pub(crate) fn download_series(
         // browser or boot loader fetching one file does (seed 0's captures show one
         // connection per download), and the time includes the connection set-up.
         let agent = http::agent(DATA_TIMEOUT);
-        let f = http::fetch(&agent, url, accept).map_err(std::io::Error::other)?;
+        let f = http::fetch(&agent, url, accept, limits).map_err(std::io::Error::other)?;
         c.bytes_rx += f.bytes;
         c.transactions += 1;
         if let Ok(mut v) = out.lock() {
@@ -468,8 +486,15 @@ pub(crate) fn download_series(
 }
 
 /// Times `count` downloads of a URL served by someone else (`virtperf http --url`). Only the
-/// client side is measured. A status outside 2xx fails the run unless `accept` lists it.
-pub fn run_url(url: &str, count: u32, accept: &[u16], progress: ProgressFn) -> Result<TestResult> {
+/// client side is measured. A status outside 2xx fails the run unless `accept` lists it;
+/// each download is bounded by `limits`.
+pub fn run_url(
+    url: &str,
+    count: u32,
+    accept: &[u16],
+    limits: http::Limits,
+    progress: ProgressFn,
+) -> Result<TestResult> {
     if !(1..=10_000).contains(&count) {
         bail!("--count must be between 1 and 10000");
     }
@@ -481,7 +506,7 @@ pub fn run_url(url: &str, count: u32, accept: &[u16], progress: ProgressFn) -> R
     let downloads: Arc<Mutex<Vec<Fetched>>> = Arc::default();
     let (u, out, ok) = (url.to_string(), downloads.clone(), accept.to_vec());
     let h = spawn_worker("http-client", &side, move |c, _| {
-        download_series(&u, count, &c.stop, &out, &ok)
+        download_series(&u, count, &c.stop, &out, &ok, &limits)
     })?;
     let ev0 = EventSnapshot::read();
     let t0 = ProcStat::read()?;

@@ -448,6 +448,20 @@ pub fn check_leftovers(base: &Path, knobs: &[&Knob]) -> Result<()> {
     Ok(())
 }
 
+/// The journals of dead runs whose knobs are still changed, one line each: what a
+/// measurement taken now would measure with, unawares. Unreadable journals are named too;
+/// stale ones (before the last reboot) are not.
+pub fn leaked(base: &Path) -> Vec<String> {
+    leftovers(base)
+        .into_iter()
+        .filter_map(|l| match l {
+            Ok(l) if l.liveness == Liveness::Dead => Some(l.describe()),
+            Ok(_) => None,
+            Err(e) => Some(format!("{e}")),
+        })
+        .collect()
+}
+
 /// What [`restore_leftovers`] did.
 #[derive(Debug, Default)]
 pub struct RestoreReport {

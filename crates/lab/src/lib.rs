@@ -45,3 +45,6 @@ pub const STOP_GRACE: Duration = Duration::from_secs(30);
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
+
+/// Bounds of one HTTP download (`http --url --max-size/--max-time`).
+pub use virtperf_load::http::Limits as HttpLimits;

@@ -301,12 +301,17 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<M
                 })?
             });
         }
-        Workload::Http { .. } => {
+        Workload::Http { bytes } => {
             let url = format!("http://{data}/");
             let (out, count) = (c.downloads.clone(), c.count);
+            // The agent's body is exactly `bytes` long: anything past it is not ours.
+            let limits = http::Limits {
+                max_bytes: bytes,
+                ..http::Limits::default()
+            };
             handles.push(spawn_private_worker("http-client", side, move |c, _| {
                 // The agent's own server answers 200 or nothing: accept no other status.
-                crate::client::download_series(&url, count, &c.stop, &out, &[])
+                crate::client::download_series(&url, count, &c.stop, &out, &[], &limits)
             })?);
         }
     }

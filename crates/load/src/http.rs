@@ -139,9 +139,36 @@ pub fn agent(io_timeout: Duration) -> ureq::Agent {
         .new_agent()
 }
 
+/// Bounds of one download: a server that never ends a body (no Content-Length, no close),
+/// or trickles it, must not hold a test forever.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Most body bytes read before the download fails.
+    pub max_bytes: u64,
+    /// Most time one download may take, request to last byte.
+    pub max_time: Duration,
+}
+
+impl Default for Limits {
+    /// 64 GiB and 10 minutes: far beyond any download a benchmark times, well short of
+    /// forever.
+    fn default() -> Limits {
+        Limits {
+            max_bytes: 64 << 30,
+            max_time: Duration::from_secs(600),
+        }
+    }
+}
+
 /// Downloads `url` once, discarding the body. A status outside 2xx is an error (a 404 page
-/// is not the file being timed) unless `accept` lists it.
-pub fn fetch(agent: &ureq::Agent, url: &str, accept: &[u16]) -> Result<Fetched, String> {
+/// is not the file being timed) unless `accept` lists it; so is a body longer than
+/// `limits.max_bytes` or a download longer than `limits.max_time`.
+pub fn fetch(
+    agent: &ureq::Agent,
+    url: &str,
+    accept: &[u16],
+    limits: &Limits,
+) -> Result<Fetched, String> {
     let t0 = Instant::now();
     let mut resp = agent
         .get(url)
@@ -164,6 +191,18 @@ pub fn fetch(agent: &ureq::Agent, url: &str, accept: &[u16]) -> Result<Fetched, 
             Ok(n) => bytes += n as u64,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(format!("GET {url}: reading body after {bytes} bytes: {e}")),
+        }
+        if bytes > limits.max_bytes {
+            return Err(format!(
+                "GET {url}: the body went past {} bytes without ending (a server that never ends it?); --max-size raises the limit",
+                limits.max_bytes
+            ));
+        }
+        if t0.elapsed() > limits.max_time {
+            return Err(format!(
+                "GET {url}: still downloading after {:?} ({bytes} bytes); --max-time raises the limit",
+                limits.max_time
+            ));
         }
     }
     Ok(Fetched {

@@ -52,6 +52,10 @@ pub enum StoreError {
     /// printing the chain would repeat it.
     #[error("results database error: {0} (if another process holds the database locked, retry; otherwise check the disk or choose another --db)")]
     Sqlite(rusqlite::Error),
+    /// A write the file's permissions forbid (a read-only file or directory): no lock to
+    /// wait for, nothing to retry.
+    #[error("results database error: {0}: this user cannot write the database file or its directory (run as its owner, or copy it with sqlite3 FILE '.backup copy.db' and use the copy)")]
+    ReadOnly(String),
     /// A record the database refused could not be kept in the side file either.
     #[error("cannot store a record in {} ({db_error}) nor keep it in {} ({file_error}): free some disk space or fix the permissions", db.display(), side_file.display())]
     Unsaved {
@@ -121,6 +125,9 @@ impl From<postgres::Error> for StoreError {
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> StoreError {
-        StoreError::Sqlite(e)
+        match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::ReadOnly) => StoreError::ReadOnly(e.to_string()),
+            _ => StoreError::Sqlite(e),
+        }
     }
 }

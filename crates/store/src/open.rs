@@ -99,16 +99,17 @@ impl Store {
                 })
             }
         }
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY
-                | OpenFlags::SQLITE_OPEN_URI
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| classify(path, e))?;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
-        let mut conn = conn;
-        match identify_in_tx(&mut conn, path)? {
+        let (conn, kind) = match open_ro(path, false) {
+            Err(e) if unwritable(&e) && !wal_has_frames(path) => {
+                // A WAL database is read through its `-shm` file, which a reader must be
+                // able to create: in a read-only directory, or a file this user cannot
+                // write, it cannot. With no write-ahead log holding data the file alone is
+                // the whole database, and SQLite reads it as it is (immutable) without it.
+                open_ro(path, true)?
+            }
+            other => other?,
+        };
+        match kind {
             Kind::Ours(v) if v >= schema::supported_version() => Ok(Store::sqlite(conn, path)),
             _ => {
                 drop(conn);
@@ -116,6 +117,58 @@ impl Store {
             }
         }
     }
+}
+
+/// Opens `path` read-only (`immutable`: without locks or the WAL's shared memory) and says
+/// what it is.
+fn open_ro(path: &Path, immutable: bool) -> Result<(Connection, Kind), StoreError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut conn = if immutable {
+        Connection::open_with_flags(format!("file:{}?immutable=1", uri_path(path)), flags)
+    } else {
+        Connection::open_with_flags(path, flags)
+    }
+    .map_err(|e| classify(path, e))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    let kind = identify_in_tx(&mut conn, path)?;
+    Ok((conn, kind))
+}
+
+/// A path as a `file:` URI's path: the characters a URI gives meaning to, escaped.
+fn uri_path(path: &Path) -> String {
+    let mut out = String::new();
+    for b in path.as_os_str().as_encoded_bytes() {
+        match b {
+            b'%' | b'?' | b'#' | b' ' | 0x00..=0x1f | 0x7f..=0xff => {
+                out.push_str(&format!("%{b:02X}"))
+            }
+            _ => out.push(*b as char),
+        }
+    }
+    out
+}
+
+/// The error of a reader that may not create the WAL's `-shm` file.
+fn unwritable(e: &StoreError) -> bool {
+    match e {
+        StoreError::ReadOnly(_) => true,
+        StoreError::Io { source, .. } => source.to_string().contains("unable to open"),
+        StoreError::Sqlite(e) => matches!(
+            e.sqlite_error_code(),
+            Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen)
+        ),
+        _ => false,
+    }
+}
+
+/// Whether the database's write-ahead log holds frames not yet in the file (a writer is
+/// running, or died): then the file alone is not the whole database.
+fn wal_has_frames(path: &Path) -> bool {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    fs::metadata(wal).is_ok_and(|m| m.len() > 0)
 }
 
 /// Decides what the file is, reading only, so a foreign or read-only file is reported
@@ -254,7 +307,7 @@ fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
             path: path.to_path_buf(),
             source: io::Error::other(e.to_string()),
         },
-        _ => StoreError::Sqlite(e),
+        _ => StoreError::from(e),
     }
 }
 

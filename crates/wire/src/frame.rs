@@ -76,16 +76,28 @@ pub fn decode_frame(buf: &[u8]) -> Result<Option<(Message, usize)>, WireError> {
 }
 
 fn check_len(len: u32) -> Result<(), WireError> {
+    check_len_max(len, MAX_CONTROL_FRAME)
+}
+
+fn check_len_max(len: u32, max: u32) -> Result<(), WireError> {
     if len == 0 {
         return Err(WireError::Empty);
     }
-    if len > MAX_CONTROL_FRAME {
-        return Err(WireError::TooLarge {
-            len,
-            max: MAX_CONTROL_FRAME,
-        });
+    if len > max {
+        return Err(WireError::TooLarge { len, max });
     }
     Ok(())
+}
+
+/// Bytes a side's report may take per flow of the test on top of [`MAX_CONTROL_FRAME`]: a
+/// flow's counts are well under this (a UDP flow's, the largest, about 250 bytes of JSON).
+pub const REPORT_BYTES_PER_FLOW: u32 = 512;
+
+/// The largest frame a side's report of a test with `flows` flows may take: a client
+/// reading an agent's report allows this much, and an agent never sends more. It grows
+/// with the flows the client itself asked for, so a stranger's frame stays bounded.
+pub fn report_limit(flows: u32) -> u32 {
+    MAX_CONTROL_FRAME.saturating_add(flows.saturating_mul(REPORT_BYTES_PER_FLOW))
 }
 
 fn parse_body(body: &[u8]) -> Result<Message, WireError> {
@@ -94,6 +106,11 @@ fn parse_body(body: &[u8]) -> Result<Message, WireError> {
 
 /// Reads exactly one message. A clean EOF before the first byte is [`WireError::Closed`].
 pub fn read_message<R: Read>(r: &mut R) -> Result<Message, WireError> {
+    read_message_max(r, MAX_CONTROL_FRAME)
+}
+
+/// Like [`read_message`], with a frame of up to `max` bytes allowed (see [`report_limit`]).
+pub fn read_message_max<R: Read>(r: &mut R, max: u32) -> Result<Message, WireError> {
     let mut head = [0u8; 4];
     let mut got = 0;
     while got < 4 {
@@ -106,7 +123,7 @@ pub fn read_message<R: Read>(r: &mut R) -> Result<Message, WireError> {
         }
     }
     let len = u32::from_be_bytes(head);
-    check_len(len)?;
+    check_len_max(len, max)?;
     let mut body = vec![0u8; len as usize];
     r.read_exact(&mut body)?;
     parse_body(&body)
@@ -114,7 +131,18 @@ pub fn read_message<R: Read>(r: &mut R) -> Result<Message, WireError> {
 
 /// Writes one message as a single frame.
 pub fn write_message<W: Write>(w: &mut W, msg: &Message) -> Result<(), WireError> {
-    w.write_all(&encode(msg))?;
+    write_message_max(w, msg, MAX_CONTROL_FRAME)
+}
+
+/// Writes one message of at most `max` bytes; a larger one is not sent (the peer would
+/// refuse it as another protocol) but fails here with [`WireError::TooLarge`].
+pub fn write_message_max<W: Write>(w: &mut W, msg: &Message, max: u32) -> Result<(), WireError> {
+    let frame = encode(msg);
+    let len = u32::try_from(frame.len() - 4).unwrap_or(u32::MAX);
+    if len > max {
+        return Err(WireError::TooLarge { len, max });
+    }
+    w.write_all(&frame)?;
     w.flush()?;
     Ok(())
 }

@@ -15,7 +15,10 @@ pub mod frame;
 pub mod message;
 pub mod model;
 
-pub use frame::{decode_frame, encode, read_message, write_message, WireError, MAX_CONTROL_FRAME};
+pub use frame::{
+    decode_frame, encode, read_message, read_message_max, report_limit, write_message,
+    write_message_max, WireError, MAX_CONTROL_FRAME,
+};
 pub use message::{DriveTarget, Message, PROTOCOL_VERSION};
 pub use model::*;
 
