@@ -41,5 +41,5 @@ for i in "${!configs[@]}"; do
     failed=$( [[ -f $tmp/$i.fail ]] && wc -l <"$tmp/$i.fail" || echo 0)
     stats=$( [[ -f $tmp/$i.ok ]] && awk 'NR==1{mn=$1;mx=$1;s=$2;w=$3} {if($1<mn)mn=$1; if($1>mx)mx=$1; if($2>s)s=$2; if($3>w)w=$3} END{printf "%8.4f-%-8.4f %10.3f %9.2f", mn, mx, s, w}' "$tmp/$i.ok" || echo "-")
     printf '%-44s %5s %6s %s\n' "${configs[$i]}" "$ok" "$failed" "$stats"
-    [[ -f $tmp/$i.fail ]] && head -3 "$tmp/$i.fail"
+    if [[ -f $tmp/$i.fail ]]; then head -3 "$tmp/$i.fail"; fi
 done

@@ -300,6 +300,15 @@ fn udp_rr(c: &Collected, completed: u64, warnings: &mut Vec<String>) -> Option<U
             "{lost} of {tried} UDP transactions ({lost_pct:.3}%) had no response within {timeout_ms} ms and were restarted ({late} responses came later: slow, not lost); the rate and latency count completed transactions only"
         ));
     }
+    // A late response answers a transaction given up on: there are never more of them than
+    // transactions lost. More means datagrams that were not the agent's answers were taken
+    // for answers (a 1-byte request carries a 1-byte tag: one stranger's datagram in 256
+    // matches), which made transactions complete early.
+    if late > lost {
+        warnings.push(format!(
+            "{late} responses arrived for transactions already answered, more than the {lost} given up on: someone other than the agent is answering this test's requests (forged datagrams?); the rate and latency are not trustworthy"
+        ));
+    }
     Some(UdpRr {
         lost,
         lost_pct,
@@ -338,8 +347,9 @@ fn udp_total(
     tx: &SideReport,
     warnings: &mut Vec<String>,
 ) -> UdpStream {
-    let rxs: Vec<UdpCounts> = rx.flows.iter().map(|f| f.udp.unwrap_or_default()).collect();
+    let mut rxs: Vec<UdpCounts> = rx.flows.iter().map(|f| f.udp.unwrap_or_default()).collect();
     let txs: Vec<UdpCounts> = tx.flows.iter().map(|f| f.udp.unwrap_or_default()).collect();
+    check_udp_flows(&mut rxs, &txs, warnings);
     let highest: u64 = rxs.iter().map(|u| u.highest_seq).sum();
     let lost: u64 = rxs.iter().map(|u| u.lost).sum();
     let t = UdpStream {
@@ -365,6 +375,36 @@ fn udp_total(
         }
     }
     t
+}
+
+/// Holds each UDP stream flow's receiver to what its sender sent: a sequence number past
+/// the sender's last, or more datagrams than it sent, cannot be true (forged or corrupt
+/// datagrams that passed the receiver's own checks). Such a flow's loss is recomputed from
+/// the sender's numbering, and every such case is a warning.
+fn check_udp_flows(rxs: &mut [UdpCounts], txs: &[UdpCounts], warnings: &mut Vec<String>) {
+    let implausible: u64 = rxs.iter().map(|u| u.implausible).sum();
+    if implausible > 0 {
+        warnings.push(format!(
+            "{implausible} datagrams carried sequence numbers no sender of this test gave (forged or corrupt): counted apart, in no other count"
+        ));
+    }
+    for (i, (r, t)) in rxs.iter_mut().zip(txs).enumerate() {
+        // Senders from before `highest_seq` was reported give 0: nothing to hold to.
+        if t.highest_seq > 0 && r.highest_seq > t.highest_seq {
+            warnings.push(format!(
+                "flow {i}: a datagram numbered {} arrived, but the sender numbered only {}: loss is computed from the sender's numbering instead",
+                r.highest_seq, t.highest_seq
+            ));
+            r.highest_seq = t.highest_seq;
+            r.lost = t.highest_seq.saturating_sub(r.datagrams_rx);
+        }
+        if r.datagrams_rx > t.datagrams_tx {
+            warnings.push(format!(
+                "flow {i}: {} datagrams received but only {} sent: the counts cannot both be true (datagrams from someone else?)",
+                r.datagrams_rx, t.datagrams_tx
+            ));
+        }
+    }
 }
 
 /// stream: the receivers' bytes over the longest receiver interval, checked against the
@@ -768,6 +808,47 @@ mod tests {
             "no per-transaction metric: {:?}",
             e.metrics()
         );
+    }
+
+    /// A receiver that saw a number past the sender's last, or more datagrams than were
+    /// sent: warned about, and the flow's loss recomputed from the sender's numbering.
+    #[test]
+    fn udp_counts_are_held_to_the_sender() {
+        let tx = UdpCounts {
+            datagrams_tx: 1000,
+            highest_seq: 1000,
+            ..Default::default()
+        };
+        let mut rx = vec![UdpCounts {
+            datagrams_rx: 990,
+            highest_seq: 1 << 40,
+            lost: (1 << 40) - 990,
+            implausible: 3,
+            ..Default::default()
+        }];
+        let mut w = Vec::new();
+        check_udp_flows(&mut rx, &[tx], &mut w);
+        assert_eq!(rx[0].highest_seq, 1000);
+        assert_eq!(rx[0].lost, 10);
+        assert!(w.iter().any(|x| x.contains("3 datagrams carried")), "{w:?}");
+        assert!(w.iter().any(|x| x.contains("numbered only 1000")), "{w:?}");
+        let mut more = vec![UdpCounts {
+            datagrams_rx: 1001,
+            highest_seq: 1000,
+            ..Default::default()
+        }];
+        let mut w = Vec::new();
+        check_udp_flows(&mut more, &[tx], &mut w);
+        assert!(w.iter().any(|x| x.contains("cannot both be true")), "{w:?}");
+        let mut honest = vec![UdpCounts {
+            datagrams_rx: 990,
+            highest_seq: 1000,
+            lost: 10,
+            ..Default::default()
+        }];
+        let mut w = Vec::new();
+        check_udp_flows(&mut honest, &[tx], &mut w);
+        assert!(w.is_empty(), "{w:?}");
     }
 
     /// An unpinned side has no pinned block, whatever its machine counted.

@@ -250,6 +250,8 @@ pub fn stream_send(
         active: start.elapsed(),
         udp: Some(UdpCounts {
             datagrams_tx: sent,
+            // The numbers given out: what the receiver's highest may not exceed.
+            highest_seq: seq,
             gso,
             ..UdpCounts::default()
         }),
@@ -263,6 +265,9 @@ pub fn stream_send(
 pub struct Seq {
     /// Highest sequence number seen (iperf3's `packet_count`).
     pub highest: u64,
+    /// Datagrams whose number no sender could have given them (see [`MAX_JUMP`]): not in
+    /// any other count.
+    pub implausible: u64,
     /// Lost datagrams (iperf3's `cnt_error`).
     pub lost: u64,
     /// Datagrams below the highest seen (iperf3's `outoforder_packets`).
@@ -272,10 +277,21 @@ pub struct Seq {
     prev_transit: Option<f64>,
 }
 
+/// The largest jump past the highest sequence number seen that a datagram may make and
+/// still count: 2^24 datagrams lost in one run (seconds of a 10 Gbit/s stream). A number
+/// beyond (one forged datagram numbered 2^63 made the loss 2^63) is not a sequence number
+/// any sender of this test gave; the end of the test checks the rest against the
+/// sender's own count.
+pub const MAX_JUMP: u64 = 1 << 24;
+
 impl Seq {
     /// Accounts one datagram: its sequence number and its transit time (arrival minus send
     /// stamp, in seconds; the two clocks' offset cancels in the differences).
     pub fn record(&mut self, seq: u64, transit_s: f64) {
+        if seq == 0 || seq - self.highest.min(seq) > MAX_JUMP {
+            self.implausible += 1;
+            return;
+        }
         if seq > self.highest {
             // A gap counts as lost until (if ever) its datagrams arrive late.
             self.lost += seq - self.highest - 1;
@@ -368,10 +384,11 @@ pub fn stream_receive(
         bytes_rx: bytes,
         active: first.map(|f| last.duration_since(f)).unwrap_or_default(),
         udp: Some(UdpCounts {
-            datagrams_rx: dgrams,
+            datagrams_rx: dgrams - seq.implausible,
             lost: seq.lost,
             out_of_order: seq.out_of_order,
             highest_seq: seq.highest,
+            implausible: seq.implausible,
             jitter_ms: seq.jitter_s * 1e3,
             gro,
             ..UdpCounts::default()
@@ -392,6 +409,20 @@ mod tests {
         a.connect(b.local_addr().expect("addr")).expect("connect");
         b.connect(a.local_addr().expect("addr")).expect("connect");
         (a, b)
+    }
+
+    /// One forged datagram numbered 2^63 (or 0) among honest ones: counted apart, and the
+    /// loss, order and highest number are the honest datagrams' (it made the loss 2^63).
+    #[test]
+    fn an_implausible_sequence_number_is_counted_apart() {
+        let mut s = Seq::default();
+        for q in [1, 2, 1 << 63, 3, 0, 5] {
+            s.record(q, 0.01);
+        }
+        assert_eq!(s.implausible, 2);
+        assert_eq!(s.highest, 5);
+        assert_eq!(s.lost, 1, "4 never came");
+        assert_eq!(s.out_of_order, 0);
     }
 
     /// iperf3's arithmetic on a known sequence: 1 2 4 3 6 (5 never comes) and transit times

@@ -103,7 +103,8 @@ pub struct UdpCounts {
     /// Datagrams that arrived after a higher sequence number (stream receiver).
     #[serde(default)]
     pub out_of_order: u64,
-    /// Highest sequence number received (stream receiver): iperf3's datagram total.
+    /// Highest sequence number received (stream receiver): iperf3's datagram total; the
+    /// highest it gave a datagram (stream sender), which the receiver's may not exceed.
     #[serde(default)]
     pub highest_seq: u64,
     /// Smoothed transit-time variation, milliseconds (stream receiver).
@@ -118,6 +119,11 @@ pub struct UdpCounts {
     /// UDP_GRO was set on this receiver's socket.
     #[serde(default, skip_serializing_if = "is_false")]
     pub gro: bool,
+    /// Stream receiver: datagrams whose sequence number no sender of this test could have
+    /// sent (0, or a jump far past the highest seen): forged or corrupt, counted here and
+    /// nowhere else.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub implausible: u64,
 }
 
 /// A byte count as typed units can hide it (`64K` is 65536, `64KB` 64000): the exact count

@@ -140,6 +140,12 @@ impl Agent {
         Agent { child, addr }
     }
 
+    /// The agent's process id.
+    #[allow(dead_code)]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn port(&self) -> String {
         self.addr.port().to_string()
     }
