@@ -178,7 +178,7 @@ fn strangers_on_a_data_port_are_closed_at_once_and_threads_stay_bounded() {
     )
     .expect("prepare");
     let port = match read_message(&mut ctl) {
-        Ok(Message::Ready { data_port }) => data_port,
+        Ok(Message::Ready { data_port, .. }) => data_port,
         other => panic!("expected ready, got {other:?}"),
     };
     let data = SocketAddr::from(([127, 0, 0, 1], port));
@@ -231,10 +231,14 @@ fn strangers_on_a_data_port_are_closed_at_once_and_threads_stay_bounded() {
         },
     )
     .expect("prepare");
-    let port = match read_message(&mut ctl) {
-        Ok(Message::Ready { data_port }) => data_port,
+    let (port, key) = match read_message(&mut ctl) {
+        Ok(Message::Ready { data_port, key }) => (data_port, key),
         other => panic!("expected ready, got {other:?}"),
     };
+    let key: Vec<u8> = (0..key.len() / 2)
+        .map(|i| u8::from_str_radix(&key[2 * i..2 * i + 2], 16).expect("hex key"))
+        .collect();
+    assert_eq!(key.len(), virtperf_wire::DATA_KEY_LEN);
     let data = SocketAddr::from(([127, 0, 0, 1], port));
     for i in 0..5 {
         let mut s = connect_from_stranger(data);
@@ -243,7 +247,18 @@ fn strangers_on_a_data_port_are_closed_at_once_and_threads_stay_bounded() {
             "rr stranger {i} was not closed"
         );
     }
+    // From the client's own address, first to the port, but without the test's key (a
+    // wrong one, or none at all): closed, and the test's one flow is still free.
+    for wrong in [&[0u8; 16][..], &[]] {
+        let mut h = TcpStream::connect(data).expect("connect as a hijacker");
+        let _ = h.write_all(wrong);
+        assert!(
+            closed_within(&mut h, Duration::from_secs(5)),
+            "a connection without the key was kept"
+        );
+    }
     let mut d = TcpStream::connect(data).expect("connect data");
+    d.write_all(&key).expect("present the key");
     d.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
     write_message(&mut ctl, &Message::Start).expect("start");
@@ -277,7 +292,7 @@ fn strangers_on_a_data_port_are_closed_at_once_and_threads_stay_bounded() {
     )
     .expect("prepare");
     let port = match read_message(&mut ctl) {
-        Ok(Message::Ready { data_port }) => data_port,
+        Ok(Message::Ready { data_port, .. }) => data_port,
         other => panic!("expected ready, got {other:?}"),
     };
     let data = SocketAddr::from(([127, 0, 0, 1], port));

@@ -566,7 +566,14 @@ fn run_test(
         virtperf_load::mux::deepen_backlog(&listener, flows.max(128))?;
     }
     let data_port = listener.local_addr()?.port();
-    write_message(ctl, &Message::Ready { data_port })?;
+    let key = crate::side::DataKey::random()?;
+    write_message(
+        ctl,
+        &Message::Ready {
+            data_port,
+            key: key.hex(),
+        },
+    )?;
 
     let mut td = Teardown {
         side: Ctl::new(server_cpu),
@@ -583,6 +590,7 @@ fn run_test(
             side: &side,
             wake: &mut td.wake,
             window: w.is_timed().then(|| Duration::from_millis(duration_ms)),
+            key,
         },
     )?;
 

@@ -18,7 +18,7 @@ use virtperf_wire::{
 use crate::assemble::{assemble, Collected};
 use crate::plan::{Plan, ProgressFn, Target};
 use crate::roles;
-use crate::side::{join_all, spawn_worker, Ctl};
+use crate::side::{join_all, spawn_worker, Ctl, DataKey};
 use crate::{DATA_TIMEOUT, SETUP_TIMEOUT};
 
 /// An open control connection to an agent.
@@ -127,7 +127,8 @@ impl Control {
     }
     /// Asks the agent to set `plan` up; waits (saying so once) while the agent's machine is
     /// busy with another measurement. Returns the data port.
-    fn prepare(&mut self, plan: &Plan) -> Result<u16> {
+    /// Asks the agent to prepare `plan`: its data port and the test's data key.
+    fn prepare(&mut self, plan: &Plan) -> Result<(u16, DataKey)> {
         self.send(&Message::Prepare {
             workload: plan.workload.clone(),
             duration_ms: if plan.workload.is_timed() {
@@ -141,7 +142,9 @@ impl Control {
         let mut said_waiting = false;
         loop {
             match self.recv(SETUP_TIMEOUT, "ready")? {
-                Message::Ready { data_port } => return Ok(data_port),
+                Message::Ready { data_port, key } => {
+                    return Ok((data_port, DataKey::from_hex(&key)?))
+                }
                 // The agent's machine is busy with another measurement: it waits, and so do we.
                 Message::Waiting { holder } => {
                     if !said_waiting {
@@ -220,7 +223,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     let mut ctl = Control::connect(t)?;
     let server_env = ctl.fingerprint()?;
     let client_env = fingerprint();
-    let data_port = ctl.prepare(plan)?;
+    let (data_port, key) = ctl.prepare(plan)?;
     let data = SocketAddr::new(ctl.addr.ip(), data_port);
     // Capture from before the first data connection, so handshakes are in the file.
     let capture = match &plan.capture {
@@ -242,6 +245,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
             downloads: &downloads,
             interval: plan.interval,
             window: plan.workload.is_timed().then_some(plan.duration),
+            key,
         },
     )?;
     let setup_s = plan

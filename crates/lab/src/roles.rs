@@ -21,7 +21,7 @@ use virtperf_wire::{SockOpts, Workload};
 
 use crate::side::WorkerOut;
 use crate::side::{
-    accept_n, spawn_conn_worker, spawn_mux_worker, spawn_private_worker, spawn_worker, Ctl,
+    accept_n, spawn_conn_worker, spawn_mux_worker, spawn_private_worker, spawn_worker, Ctl, DataKey,
 };
 use crate::{DATA_TIMEOUT, SETUP_TIMEOUT};
 
@@ -45,6 +45,8 @@ pub(crate) struct ClientHalf<'a> {
     /// The measured interval of a timed workload: receivers count the bytes that arrive
     /// inside it, from the gate.
     pub window: Option<std::time::Duration>,
+    /// The test's key, presented first on every data connection.
+    pub key: DataKey,
 }
 
 /// What the server half of a workload is given.
@@ -61,6 +63,8 @@ pub(crate) struct ServerHalf<'a> {
     pub wake: &'a mut Wake,
     /// The measured interval of a timed workload (see [`ClientHalf::window`]).
     pub window: Option<std::time::Duration>,
+    /// The test's key: data connections that do not present it are closed.
+    pub key: DataKey,
 }
 
 /// Objects a server worker may block on outside the stop flag's reach: the teardown wakes
@@ -88,7 +92,7 @@ impl Wake {
 /// Starts the client half of `w`; returns its workers and one [`Meter`] per worker, where
 /// each publishes its progress for the time series.
 pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<Meter>>)> {
-    let (data, sock, side, window) = (c.data, c.sock, c.side, c.window);
+    let (data, sock, side, window, key) = (c.data, c.sock, c.side, c.window, c.key);
     let mut handles = Vec::new();
     let mut meters = Vec::new();
     let mut meter = || {
@@ -110,7 +114,7 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<M
             threads: Some(t),
             ..
         } => {
-            let conns = connect_all(data, flows, true, &sock)?;
+            let conns = connect_all(data, flows, true, &sock, &key)?;
             for (i, share) in mux::spread(conns, t.min(flows) as usize)
                 .into_iter()
                 .enumerate()
@@ -142,7 +146,7 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<M
             threads: Some(t),
             ..
         } => {
-            let conns = connect_all(data, flows, false, &sock)?;
+            let conns = connect_all(data, flows, false, &sock, &key)?;
             for (i, share) in mux::spread(conns, t.min(flows) as usize)
                 .into_iter()
                 .enumerate()
@@ -221,7 +225,7 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<M
                     (None, Some(g)) => rr::Pace::Gap(std::time::Duration::from_micros(g)),
                     (None, None) => rr::Pace::BackToBack,
                 };
-                let s = connect_data(data, true, &sock)?;
+                let s = connect_data(data, true, &sock, &key)?;
                 let m = meter();
                 handles.push(spawn_conn_worker(
                     &format!("rr-client-{i}"),
@@ -272,7 +276,7 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<M
             ..
         } => {
             for i in 0..flows {
-                let s = connect_data(data, false, &sock)?;
+                let s = connect_data(data, false, &sock, &key)?;
                 let name = format!("stream-client-{i}");
                 let m = meter();
                 handles.push(if reverse {
@@ -291,7 +295,7 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<M
             send_size,
             reverse,
         } => {
-            let s = connect_data(data, false, &sock)?;
+            let s = connect_data(data, false, &sock, &key)?;
             let m = meter();
             handles.push(if reverse {
                 spawn_conn_worker("bulk-client", side, s, move |_, _, s| bulk::receive(s, &m))?
@@ -328,9 +332,10 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
         side,
         wake,
         window,
+        key,
     } = s;
     if !w.protocol().is_tcp() {
-        return crate::udp_roles::server(w, listener, client, &sock, side);
+        return crate::udp_roles::server(w, listener, client, &sock, side, &key);
     }
     let mut handles = Vec::new();
     match *w {
@@ -341,7 +346,7 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
             threads: Some(t),
             ..
         } => {
-            let conns = accept_data(listener, client, flows as usize, true, &sock)?;
+            let conns = accept_data(listener, client, flows as usize, true, &sock, &key)?;
             for (i, share) in mux::spread(conns, t.min(flows) as usize)
                 .into_iter()
                 .enumerate()
@@ -361,7 +366,7 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
             threads: Some(t),
             ..
         } => {
-            let conns = accept_data(listener, client, flows as usize, false, &sock)?;
+            let conns = accept_data(listener, client, flows as usize, false, &sock, &key)?;
             for (i, share) in mux::spread(conns, t.min(flows) as usize)
                 .into_iter()
                 .enumerate()
@@ -423,7 +428,7 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
             flows,
             ..
         } => {
-            for s in accept_data(listener, client, flows as usize, true, &sock)? {
+            for s in accept_data(listener, client, flows as usize, true, &sock, &key)? {
                 handles.push(spawn_conn_worker("rr-server", side, s, move |c, _, s| {
                     rr::server_waiting(s, request as usize, response as usize, server_wait, &c.stop)
                 })?);
@@ -437,7 +442,7 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
             recv_wait,
             ..
         } => {
-            for (i, s) in accept_data(listener, client, flows as usize, false, &sock)?
+            for (i, s) in accept_data(listener, client, flows as usize, false, &sock, &key)?
                 .into_iter()
                 .enumerate()
             {
@@ -460,7 +465,7 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
             send_size,
             reverse,
         } => {
-            for s in accept_data(listener, client, 1, false, &sock)? {
+            for s in accept_data(listener, client, 1, false, &sock, &key)? {
                 let m = Meter::new(None);
                 handles.push(if reverse {
                     spawn_conn_worker("bulk-server", side, s, move |_, _, s| {
@@ -520,18 +525,28 @@ fn connect_all(
     flows: u32,
     nodelay: bool,
     sock: &SockOpts,
+    key: &DataKey,
 ) -> Result<Vec<TcpStream>> {
     (0..flows)
         .map(|i| {
-            connect_data(addr, nodelay, sock).with_context(|| format!("flow {} of {flows}", i + 1))
+            connect_data(addr, nodelay, sock, key)
+                .with_context(|| format!("flow {} of {flows}", i + 1))
         })
         .collect()
 }
 
-fn connect_data(addr: SocketAddr, nodelay: bool, sock: &SockOpts) -> Result<TcpStream> {
-    let s = TcpStream::connect_timeout(&addr, SETUP_TIMEOUT)
+/// Opens one data connection and presents the test's key on it.
+pub(crate) fn connect_data(
+    addr: SocketAddr,
+    nodelay: bool,
+    sock: &SockOpts,
+    key: &DataKey,
+) -> Result<TcpStream> {
+    let mut s = TcpStream::connect_timeout(&addr, SETUP_TIMEOUT)
         .with_context(|| format!("opening a data connection to {addr}"))?;
     prepare_data_socket(&s, DATA_TIMEOUT, nodelay, sock)?;
+    key.present(&mut s)
+        .with_context(|| format!("presenting the test's key to {addr}"))?;
     Ok(s)
 }
 
@@ -543,8 +558,9 @@ fn accept_data(
     n: usize,
     nodelay: bool,
     sock: &SockOpts,
+    key: &DataKey,
 ) -> Result<Vec<TcpStream>> {
-    let conns = accept_n(&listener, n, SETUP_TIMEOUT, client)?;
+    let conns = accept_n(&listener, n, SETUP_TIMEOUT, client, key)?;
     drop(listener);
     for s in &conns {
         prepare_data_socket(s, DATA_TIMEOUT, nodelay, sock)?;

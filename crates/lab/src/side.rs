@@ -235,23 +235,121 @@ where
     Ok(handle)
 }
 
-/// Accepts exactly `n` data connections from address `from` on `listener`, giving up
-/// after `timeout`. Connections from any other address are closed at once.
+/// A test's data-connection key: random, sent to the client on the authenticated control
+/// connection, and presented first on every data connection. Without it anyone who
+/// reached the data port first took a flow's place (the real client's flow was refused).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DataKey(pub [u8; virtperf_wire::DATA_KEY_LEN]);
+
+impl DataKey {
+    /// A fresh key from the kernel's random source.
+    pub(crate) fn random() -> Result<DataKey> {
+        let mut k = [0u8; virtperf_wire::DATA_KEY_LEN];
+        let mut got = 0;
+        while got < k.len() {
+            got += rustix::rand::getrandom(&mut k[got..], rustix::rand::GetRandomFlags::empty())
+                .map_err(|e| anyhow!("cannot make a data-connection key: {e}"))?;
+        }
+        Ok(DataKey(k))
+    }
+
+    /// As the `Ready` message carries it.
+    pub(crate) fn hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// From the `Ready` message.
+    pub(crate) fn from_hex(s: &str) -> Result<DataKey> {
+        let mut k = [0u8; virtperf_wire::DATA_KEY_LEN];
+        if s.len() != 2 * k.len() {
+            return Err(anyhow!("the agent's data key is not {} hex bytes", k.len()));
+        }
+        for (i, b) in k.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16)
+                .map_err(|_| anyhow!("the agent's data key is not hex"))?;
+        }
+        Ok(DataKey(k))
+    }
+
+    /// Presents the key on a data connection just opened.
+    pub(crate) fn present(&self, s: &mut TcpStream) -> std::io::Result<()> {
+        use std::io::Write;
+        s.write_all(&self.0)
+    }
+}
+
+/// How long a data connection has to present its key once accepted.
+const KEY_WAIT: Duration = Duration::from_secs(2);
+
+/// A connection accepted, its key not yet read in full.
+struct Pending {
+    s: TcpStream,
+    got: [u8; virtperf_wire::DATA_KEY_LEN],
+    len: usize,
+    since: std::time::Instant,
+}
+
+impl Pending {
+    /// Reads what has arrived of the key: Some(true) when it is complete and right,
+    /// Some(false) when it is wrong, the peer closed, or time ran out; None to wait more.
+    fn check(&mut self, key: &DataKey) -> Option<bool> {
+        use std::io::Read;
+        while self.len < self.got.len() {
+            match self.s.read(&mut self.got[self.len..]) {
+                Ok(0) => return Some(false),
+                Ok(n) => self.len += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    return (self.since.elapsed() > KEY_WAIT).then_some(false)
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return Some(false),
+            }
+        }
+        Some(self.got == key.0)
+    }
+}
+
+/// Accepts exactly `n` data connections from address `from` on `listener` that present
+/// `key` first, giving up after `timeout`. Connections from any other address, and those
+/// that do not present the key within [`KEY_WAIT`], are closed and take no place.
 pub(crate) fn accept_n(
     listener: &TcpListener,
     n: usize,
     timeout: Duration,
     from: std::net::IpAddr,
+    key: &DataKey,
 ) -> Result<Vec<TcpStream>> {
     listener.set_nonblocking(true)?;
     let deadline = std::time::Instant::now() + timeout;
     let mut out = Vec::with_capacity(n);
+    let mut pending: Vec<Pending> = Vec::new();
     while out.len() < n {
+        // Keys still arriving: the right ones join, the rest are dropped (closed).
+        let mut still = Vec::with_capacity(pending.len());
+        for mut p in pending.drain(..) {
+            match p.check(key) {
+                Some(true) => {
+                    p.s.set_nonblocking(false)?;
+                    out.push(p.s);
+                }
+                Some(false) => {}
+                None => still.push(p),
+            }
+        }
+        pending = still;
+        if out.len() == n {
+            break;
+        }
         match listener.accept() {
             Ok((_, peer)) if peer.ip() != from => {} // dropped: closed at once
             Ok((s, _)) => {
-                s.set_nonblocking(false)?;
-                out.push(s);
+                s.set_nonblocking(true)?;
+                pending.push(Pending {
+                    s,
+                    got: [0; virtperf_wire::DATA_KEY_LEN],
+                    len: 0,
+                    since: std::time::Instant::now(),
+                });
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 if std::time::Instant::now() > deadline {
@@ -262,7 +360,9 @@ pub(crate) fn accept_n(
                     ));
                 }
                 let left = deadline.saturating_duration_since(std::time::Instant::now());
-                virtperf_load::mux::wait_readable(listener, left.min(Duration::from_millis(100)))?;
+                // While keys are on their way, look again soon.
+                let nap = if pending.is_empty() { 100 } else { 1 };
+                virtperf_load::mux::wait_readable(listener, left.min(Duration::from_millis(nap)))?;
             }
             Err(e) => return Err(anyhow!("accepting data connection: {e}")),
         }

@@ -18,7 +18,7 @@ use virtperf_load::udp;
 use virtperf_wire::{SockOpts, Workload};
 
 use crate::roles::{ClientHalf, Handles};
-use crate::side::{accept_n, spawn_conn_worker, Ctl};
+use crate::side::{accept_n, spawn_conn_worker, Ctl, DataKey};
 use crate::{DATA_TIMEOUT, SETUP_TIMEOUT};
 
 /// TCP_NODELAY means nothing to UDP: the other options apply as they are.
@@ -57,11 +57,14 @@ fn pair_all(conns: Vec<TcpStream>, sock: &SockOpts) -> Result<Vec<UdpSocket>> {
 }
 
 /// The client's UDP sockets for `n` flows, set up through the agent's data port `data`.
-fn open(data: SocketAddr, n: u32, sock: &SockOpts) -> Result<Vec<UdpSocket>> {
+fn open(data: SocketAddr, n: u32, sock: &SockOpts, key: &DataKey) -> Result<Vec<UdpSocket>> {
     let conns = (0..n)
         .map(|_| {
-            TcpStream::connect_timeout(&data, SETUP_TIMEOUT)
-                .with_context(|| format!("opening a data connection to {data}"))
+            let mut s = TcpStream::connect_timeout(&data, SETUP_TIMEOUT)
+                .with_context(|| format!("opening a data connection to {data}"))?;
+            key.present(&mut s)
+                .with_context(|| format!("presenting the test's key to {data}"))?;
+            Ok(s)
         })
         .collect::<Result<Vec<_>>>()?;
     pair_all(conns, sock)
@@ -73,8 +76,9 @@ fn accept(
     client: IpAddr,
     n: usize,
     sock: &SockOpts,
+    key: &DataKey,
 ) -> Result<Vec<UdpSocket>> {
-    let conns = accept_n(&listener, n, SETUP_TIMEOUT, client)?;
+    let conns = accept_n(&listener, n, SETUP_TIMEOUT, client, key)?;
     drop(listener);
     pair_all(conns, sock)
 }
@@ -97,7 +101,7 @@ pub(crate) fn client(
             ..
         } => {
             let loss_timeout = loss_timeout(loss_timeout_ms);
-            for (i, s) in open(data, flows, &sock)?.into_iter().enumerate() {
+            for (i, s) in open(data, flows, &sock, &c.key)?.into_iter().enumerate() {
                 let m = meter();
                 handles.push(spawn_conn_worker(
                     &format!("udp-rr-client-{i}"),
@@ -127,7 +131,7 @@ pub(crate) fn client(
             gro,
             ..
         } => {
-            for (i, s) in open(data, flows, &sock)?.into_iter().enumerate() {
+            for (i, s) in open(data, flows, &sock, &c.key)?.into_iter().enumerate() {
                 let m = meter();
                 handles.push(stream_worker(
                     &format!("udp-stream-client-{i}"),
@@ -161,6 +165,7 @@ pub(crate) fn server(
     client: IpAddr,
     sock: &SockOpts,
     side: &Ctl,
+    key: &DataKey,
 ) -> Result<Handles> {
     let mut handles = Vec::new();
     match *w {
@@ -171,7 +176,7 @@ pub(crate) fn server(
             flows,
             ..
         } => {
-            for s in accept(listener, client, flows as usize, sock)? {
+            for s in accept(listener, client, flows as usize, sock, key)? {
                 handles.push(spawn_conn_worker(
                     "udp-rr-server",
                     side,
@@ -191,7 +196,7 @@ pub(crate) fn server(
             gro,
             ..
         } => {
-            for (i, s) in accept(listener, client, flows as usize, sock)?
+            for (i, s) in accept(listener, client, flows as usize, sock, key)?
                 .into_iter()
                 .enumerate()
             {

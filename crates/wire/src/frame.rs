@@ -155,7 +155,10 @@ mod tests {
     fn round_trip_through_reader() {
         let msgs = [
             Message::Start,
-            Message::Ready { data_port: 4242 },
+            Message::Ready {
+                data_port: 4242,
+                key: "00".repeat(16),
+            },
             Message::Error {
                 message: "nope".into(),
             },

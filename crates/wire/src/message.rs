@@ -10,7 +10,7 @@
 //! Prepare{workload,..}  ───▶
 //!                       ◀───  Waiting{holder}  …         (while another measurement holds
 //!                                                         the agent's machine; every 3 s)
-//!                       ◀───  Ready{data_port}           (agent listens for data connections)
+//!                       ◀───  Ready{data_port, key}      (agent listens for data connections)
 //!   … client opens data connections …
 //! Start                 ───▶
 //!                       ◀───  Started                    (agent took its CPU snapshot)
@@ -59,7 +59,12 @@ pub struct DriveTarget {
 /// 6: workloads' `threads` (flows multiplexed on epoll) and `protocol` (UDP), with their
 /// results (`flow_spread`, `udp`); the side's virtio-net counters (`nic`). A v5 agent would
 /// refuse such a workload as an unknown field, or run a UDP test over TCP had it ignored it.
-pub const PROTOCOL_VERSION: u32 = 6;
+/// 7: `Ready.key`: every data connection presents the test's key first, so a stranger who
+/// connects to the data port first cannot take a flow's place.
+pub const PROTOCOL_VERSION: u32 = 7;
+
+/// Length of a test's data-connection key, bytes.
+pub const DATA_KEY_LEN: usize = 16;
 
 /// One control message. Serialized as JSON with a `type` tag in snake case.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -116,6 +121,10 @@ pub enum Message {
     Ready {
         /// TCP port on the agent's address.
         data_port: u16,
+        /// The test's key, hex: the first bytes of every data connection (its
+        /// [`DATA_KEY_LEN`] raw bytes). A connection that does not present it is closed
+        /// and takes no flow's place. Sent only on the authenticated control connection.
+        key: String,
     },
     /// Begin the measured interval.
     Start,
