@@ -273,3 +273,17 @@ fn an_agent_with_too_few_open_files_says_so() {
     assert_eq!(code, 1, "{err}");
     assert_one_line_error(&err, "the agent may open only 512");
 }
+
+/// Flow counts the agent allows complete, whatever the size of the agent's report: 15,000
+/// flows (near the most this machine's open-file limit of 20,000 holds) failed at the end
+/// with "does not speak the virtperf protocol" when the report passed 1 MiB.
+#[test]
+fn fifteen_thousand_flows_report_back() {
+    if !enough_fds(15_100) {
+        return;
+    }
+    let v = run_json(&["rr", "--flows", "15000", "--threads", "2", "-l", "1s"]);
+    assert_eq!(u(&v, "/outcome/flow_spread/flows"), 15_000);
+    assert_eq!(u(&v, "/outcome/flow_spread/server_flows"), 15_000);
+    served_the_client(&v, 15_000);
+}
