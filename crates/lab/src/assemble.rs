@@ -420,6 +420,13 @@ fn stream_outcome(
     } else {
         (server, &c.client)
     };
+    if tx.flows.len() != rx.flows.len() && c.server.is_some() {
+        warnings.push(format!(
+            "the sender reported {} flows and the receiver {}: per-flow sender bytes of the flows it did not report read 0",
+            tx.flows.len(),
+            rx.flows.len()
+        ));
+    }
     let flows: Vec<StreamFlow> = rx
         .flows
         .iter()
@@ -500,13 +507,12 @@ fn bulk_outcome(
     let (sender, receiver_bytes) = if reverse {
         (
             server,
-            c.client.flows.first().map(|f| f.bytes_rx).unwrap_or(0),
+            // No flow record: nothing was received (the transfer failed before its
+            // connection was counted), which the byte-count warning below says.
+            c.client.flows.first().map_or(0, |f| f.bytes_rx),
         )
     } else {
-        (
-            &c.client,
-            c.client.flows.first().map(|f| f.bytes_rx).unwrap_or(0),
-        )
+        (&c.client, c.client.flows.first().map_or(0, |f| f.bytes_rx))
     };
     let elapsed = sender.flows.first().map(|f| f.active_s).unwrap_or(0.0);
     if receiver_bytes != bytes {

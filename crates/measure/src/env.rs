@@ -326,9 +326,8 @@ fn idle_states() -> Vec<IdleState> {
         };
         out.push(IdleState {
             name,
-            latency_us: read_trim(format!("{dir}/latency"))
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0),
+            // Unreadable: unknown, not a state that costs nothing to leave.
+            latency_us: read_trim(format!("{dir}/latency")).and_then(|v| v.parse().ok()),
             disabled: read_trim(format!("{dir}/disable")).as_deref() == Some("1"),
         });
     }

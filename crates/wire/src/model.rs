@@ -1673,7 +1673,8 @@ pub struct IdleState {
     /// State name (`POLL`, `C1`, `haltpoll`, …).
     pub name: String,
     /// Exit latency in µs.
-    pub latency_us: u64,
+    #[serde(default)]
+    pub latency_us: Option<u64>,
     /// Disabled through sysfs.
     pub disabled: bool,
 }

@@ -584,7 +584,7 @@ fn exit_pressure(c: &Cells, base: &Rr, checks: &mut Vec<Component>, missing: &mu
         ["cpuid", "pio"].iter().find_map(|want| {
             cases
                 .iter()
-                .find(|x| x["name"] == *want && x["iterations"].as_u64().unwrap_or(0) > 0)
+                .find(|x| x["name"] == *want && x["iterations"].as_u64().is_some_and(|n| n > 0))
                 .and_then(|x| x["ns"]["p50"].as_f64())
                 .map(|ns| (want.to_string(), ns / 1000.0))
         })
@@ -743,9 +743,10 @@ fn environment(env: &Env) -> BTreeMap<String, String> {
             .iter()
             .map(|s| {
                 format!(
-                    "{} ({} µs{})",
+                    "{} ({}{})",
                     s.name,
-                    s.latency_us,
+                    s.latency_us
+                        .map_or("exit latency unknown".to_string(), |l| format!("{l} µs")),
                     if s.disabled { ", disabled" } else { "" }
                 )
             })

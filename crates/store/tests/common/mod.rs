@@ -62,7 +62,7 @@ pub fn env() -> Env {
         nohz: "idle (CONFIG_NO_HZ_IDLE)".into(),
         idle_states: vec![IdleState {
             name: "POLL".into(),
-            latency_us: 0,
+            latency_us: Some(0),
             disabled: false,
         }],
         halt_poll: BTreeMap::from([("kvm.halt_poll_ns".into(), "200000".into())]),
