@@ -225,6 +225,11 @@ pub struct Common {
     /// Sample the host's KVM exit counters (debugfs) around the test: exits per transaction
     #[arg(long)]
     pub kvm_stats: bool,
+    /// Count kernel tracepoints on the test's CPUs (its pinned CPUs, else all) over the
+    /// measured interval: timer-MSR and ICR writes, IPIs, idle entries, wake-ups, per
+    /// transaction or MB (needs root or CAP_PERFMON; without, the test runs and says why)
+    #[arg(long)]
+    pub trace: bool,
     /// Where the two ends run: local (loopback); netns:veth|bridge|nat (namespaces virtperf
     /// creates and removes; needs root); ssh:USER@HOST[:PORT] (virtperf copies itself there
     /// over SSH and runs the agent); remote:HOST[:PORT] (an agent someone started);

@@ -177,6 +177,7 @@ fn plan_every(
         sock: Default::default(),
         capture: common.capture.clone(),
         kvm_stats: common.kvm_stats,
+        trace: common.trace,
         interval,
         on_interval,
     }

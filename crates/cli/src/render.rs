@@ -5,6 +5,44 @@ use std::fmt::Write;
 
 use virtperf_wire::{Env, Outcome, SideCpu, TestResult};
 
+/// `--trace`: the counted events that are VM exits in a guest without APICv or posted
+/// interrupts, per unit of work, on the CPUs counted; what could not be counted, named.
+fn trace_line(r: &TestResult) -> String {
+    let Some(t) = &r.trace else {
+        return String::new();
+    };
+    let cpus: Vec<String> = t.cpus.iter().map(u32::to_string).collect();
+    let mut parts = Vec::new();
+    for (k, label) in [
+        ("msr_write_tsc_deadline", "TSC-deadline writes"),
+        ("msr_write_icr", "ICR writes (IPIs sent)"),
+        ("msr_write_eoi", "EOI writes"),
+        ("idle_entries", "idle entries"),
+        ("call_function_single_irqs", "call-function IPIs"),
+        ("reschedule_irqs", "reschedule IPIs"),
+        ("local_timer_irqs", "timer irqs"),
+        ("sched_wakeups", "wake-ups"),
+    ] {
+        if let Some(v) = t.per_unit.get(k) {
+            parts.push(format!("{v:.2} {label}"));
+        }
+    }
+    let mut s = format!(
+        "  traced per {} on CPU {}: {}\n",
+        t.unit,
+        cpus.join(","),
+        if parts.is_empty() {
+            "nothing counted".to_string()
+        } else {
+            parts.join(", ")
+        }
+    );
+    for m in &t.missing {
+        let _ = writeln!(s, "    not counted: {m}");
+    }
+    s
+}
+
 /// One compact line per side: events per unit of work, over the side's pinned CPU when it
 /// was pinned (the CPU the round trip runs on), else over the whole machine.
 fn events_lines(r: &TestResult) -> String {
@@ -370,6 +408,7 @@ pub fn result(r: &TestResult, local: bool) -> String {
     }
     s.push_str(&cpu_table(r));
     s.push_str(&events_lines(r));
+    s.push_str(&trace_line(r));
     let load = r
         .cpu
         .client

@@ -182,6 +182,7 @@ pub fn assemble(c: Collected) -> TestResult {
         warnings,
         events,
         allow_concurrent: false,
+        trace: None,
         stop_s: None,
         intervals: Vec::new(),
     }
@@ -728,6 +729,7 @@ mod tests {
             sock: Default::default(),
             capture: None,
             kvm_stats: false,
+            trace: false,
             interval: None,
             on_interval: None,
         }

@@ -268,9 +268,15 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
         // A connection to one of our own addresses never leaves by the device.
         .filter(|a| a.ip() != ctl.addr.ip())
         .and_then(|a| virtperf_measure::nic::interface_of(a.ip()));
+    // Tracepoint counters are opened before the interval (opening costs milliseconds per
+    // CPU) and started and stopped right at its edges.
+    let tracer = plan.trace.then(|| crate::trace::Tracer::open(plan));
     // Events bracket the CPU snapshots, so reading them costs the CPU figures nothing.
     let ev0 = EventSnapshot::read_with_nic(nic.as_deref());
     let t0 = ProcStat::read()?;
+    if let Some(t) = &tracer {
+        t.start();
+    }
     let started = Instant::now();
     side.gate.open();
     let ticks = matches!(plan.workload, Workload::Rr { .. } | Workload::Crr { .. });
@@ -303,6 +309,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     }
     side.stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let stopped = Instant::now();
+    let traced = tracer.map(|t| t.stop());
     if let Some(s) = series.as_mut() {
         s.at_stop(stopped);
     }
@@ -368,6 +375,14 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
         result.warnings.push(format!(
             "measured while knobs of a killed virtperf run are still changed: {l}; `virtperf cleanup` restores them"
         ));
+    }
+    if let Some(t) = traced {
+        result.trace = Some(t.per_unit_of(&result.outcome));
+        if let Some(m) = result.trace.as_ref().and_then(|t| t.missing.first()) {
+            result
+                .warnings
+                .push(format!("--trace: not every tracepoint was counted: {m}"));
+        }
     }
     if plan.workload.is_timed() {
         result.stop_s = Some(stop_s);
@@ -539,6 +554,7 @@ pub fn run_url(
         sock: SockOpts::default(),
         capture: None,
         kvm_stats: false,
+        trace: false,
         interval: None,
         on_interval: None,
     };

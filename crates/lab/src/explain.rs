@@ -422,6 +422,7 @@ fn configs(
             sock: Default::default(),
             capture: None,
             kvm_stats: false,
+            trace: false,
             interval: None,
             on_interval: None,
         },

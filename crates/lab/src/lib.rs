@@ -28,6 +28,7 @@ pub mod series;
 mod side;
 pub mod spec;
 pub mod state;
+mod trace;
 mod udp_roles;
 
 use std::time::Duration;

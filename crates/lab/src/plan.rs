@@ -49,6 +49,8 @@ pub struct Plan {
     pub capture: Option<std::path::PathBuf>,
     /// Sample the host's KVM exit counters around the test.
     pub kvm_stats: bool,
+    /// Count tracepoints on the test's CPUs over the measured interval (`--trace`).
+    pub trace: bool,
     /// Record a time series with intervals this long (`--interval`; stream, bulk, rr, crr).
     pub interval: Option<Duration>,
     /// Called on the client with each interval as it ends (live output).

@@ -617,6 +617,7 @@ pub fn plan_for(point: &Point, cfg: &Config) -> Plan {
         sock: cfg.sock,
         capture: None,
         kvm_stats: false,
+        trace: false,
         interval: point.interval,
         on_interval: None,
     }

@@ -287,6 +287,7 @@ mod tests {
             sock: SockOpts::default(),
             capture: None,
             kvm_stats: false,
+            trace: false,
             interval: None,
             on_interval: None,
         }

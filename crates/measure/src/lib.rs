@@ -8,6 +8,7 @@ pub mod env;
 pub mod events;
 pub mod latency;
 pub mod nic;
+pub mod trace;
 pub use cpu::thread_cpu_since;
 
 pub use cpu::{loadavg_1m, process_cpu_s, split, thread_cpu, ProcStat};

@@ -1468,6 +1468,10 @@ pub struct TestResult {
     /// may have run beside this one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_concurrent: bool,
+    /// Kernel tracepoints counted on the test's CPUs over the measured interval
+    /// (`--trace`); absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceCounts>,
     /// Seconds from the end of the client's measured interval until both sides had
     /// stopped and reported (in-flight transactions finishing, connections closing, the
     /// agent's report): how far the test ran past its stop. Null where not timed.
@@ -1476,6 +1480,24 @@ pub struct TestResult {
     /// The time series (`--interval`), oldest first; empty without it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub intervals: Vec<Interval>,
+}
+
+/// Tracepoint counts over a test's measured interval, counted by the client on CPUs of its
+/// machine (both sides' when they share it), system-wide on each of those CPUs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TraceCounts {
+    /// The CPUs counted.
+    pub cpus: Vec<u32>,
+    /// `transaction` or `MB`.
+    pub unit: String,
+    /// Counts over the interval, summed over `cpus`, by key (`msr_write_icr`, …); a key
+    /// that could not be counted is absent.
+    pub deltas: std::collections::BTreeMap<String, u64>,
+    /// `deltas` per unit of work (empty when there was none).
+    pub per_unit: std::collections::BTreeMap<String, f64>,
+    /// What could not be counted, with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
 }
 
 /// One interval of a test's time series (`--interval`), measured on the client.

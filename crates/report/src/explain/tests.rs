@@ -63,6 +63,7 @@ fn rr(p50_us: f64, size: (u32, u32), cpus: (u32, u32), events: &[(&str, f64)]) -
         }),
         allow_concurrent: false,
         stop_s: None,
+        trace: None,
         intervals: vec![],
     }
 }

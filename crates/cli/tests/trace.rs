@@ -1,0 +1,103 @@
+//! `--trace` (issue 28, counting mode): tracepoints counted per transaction on the test's
+//! CPUs, against the kernel's own counts, and as a user who may not count them.
+
+mod common;
+
+use std::process::Command;
+
+fn root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A blocking round trip across two CPUs wakes a thread on the other CPU twice per
+/// transaction: the counted wake-ups and IPIs say so, every default key is present or
+/// named as missing, and nothing reads 0 for want of counting.
+#[test]
+fn a_cross_cpu_round_trip_is_counted_per_transaction() {
+    if !root() {
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: counting tracepoints needs root\n"),
+        );
+        return;
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: one CPU here\n"),
+        );
+        return;
+    }
+    let v = common::run_json(&["rr", "--cpus", "0,1", "-l", "1s", "--trace"]);
+    let t = &v["trace"];
+    assert_eq!(t["unit"], "transaction", "{t}");
+    assert_eq!(t["cpus"], serde_json::json!([0, 1]));
+    let per = |k: &str| t["per_unit"][k].as_f64();
+    let missing = t["missing"].to_string();
+    for key in [
+        "msr_write_tsc_deadline",
+        "msr_write_icr",
+        "ipi_send_cpu",
+        "idle_entries",
+        "sched_wakeups",
+        "sched_switches",
+    ] {
+        assert!(
+            per(key).is_some() || missing.contains(key),
+            "{key} neither counted nor named missing: {t}"
+        );
+    }
+    let wakeups = per("sched_wakeups").expect("sched:sched_wakeup is in every kernel");
+    assert!(
+        (1.5..4.0).contains(&wakeups),
+        "{wakeups:.2} wake-ups per cross-CPU transaction"
+    );
+    let n = v["outcome"]["transactions"].as_u64().unwrap() as f64;
+    let deltas = t["deltas"]["sched_wakeups"].as_f64().unwrap();
+    assert!(
+        (deltas / n - wakeups).abs() < 1e-9,
+        "per_unit is deltas / transactions"
+    );
+}
+
+/// Without the privilege the test still runs and says, in the result and a warning, what
+/// could not be counted and why; no key reads 0.
+#[test]
+fn without_the_privilege_the_test_runs_and_says_why() {
+    if !root() || Command::new("setpriv").arg("--version").output().is_err() {
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: needs root and setpriv to act as an unprivileged user\n"),
+        );
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("vp-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_virtperf"))
+        .args(["rr", "-l", "200ms", "--trace", "--json"])
+        .env("HOME", &dir)
+        .env_remove("VIRTPERF_LOCK_NONCE")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    common::assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let t = &v["trace"];
+    assert!(
+        t["per_unit"].as_object().is_none_or(|m| m.is_empty()),
+        "counted as nobody? {t}"
+    );
+    let missing = t["missing"].to_string();
+    assert!(
+        missing.contains("root") || missing.contains("perf_event_paranoid"),
+        "{missing}"
+    );
+    assert!(
+        v["warnings"].to_string().contains("--trace"),
+        "{}",
+        v["warnings"]
+    );
+}
