@@ -105,7 +105,8 @@ struct Attr {
 
 const PERF_TYPE_TRACEPOINT: u32 = 2;
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
-// _IO('$', n) and _IOW('$', 6, char *) on Linux.
+// _IO('$', n) and _IOW('$', 6, char *) on Linux (the request's type differs between
+// glibc and musl: cast at each call).
 const IOC_ENABLE: libc::c_ulong = 0x2400;
 const IOC_DISABLE: libc::c_ulong = 0x2401;
 const IOC_RESET: libc::c_ulong = 0x2403;
@@ -147,7 +148,7 @@ fn open_one(id: u64, cpu: u32, filter: Option<&str>) -> Result<OwnedFd, String> 
     if let Some(f) = filter {
         let c = CString::new(f).map_err(|_| format!("filter {f:?} has a NUL byte"))?;
         // SAFETY: our descriptor and a NUL-terminated string that outlives the call.
-        if unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_FILTER, c.as_ptr()) } < 0 {
+        if unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_FILTER as _, c.as_ptr()) } < 0 {
             return Err(format!(
                 "the kernel refused the filter {f:?}: {}",
                 std::io::Error::last_os_error()
@@ -205,8 +206,8 @@ impl Counters {
         for (_, fd) in &self.open {
             // SAFETY: ioctls without arguments on descriptors we own.
             unsafe {
-                libc::ioctl(fd.as_raw_fd(), IOC_RESET, 0);
-                libc::ioctl(fd.as_raw_fd(), IOC_ENABLE, 0);
+                libc::ioctl(fd.as_raw_fd(), IOC_RESET as _, 0);
+                libc::ioctl(fd.as_raw_fd(), IOC_ENABLE as _, 0);
             }
         }
     }
@@ -216,7 +217,7 @@ impl Counters {
     pub fn stop(&self) -> (BTreeMap<String, u64>, Vec<String>) {
         for (_, fd) in &self.open {
             // SAFETY: as in `start`.
-            unsafe { libc::ioctl(fd.as_raw_fd(), IOC_DISABLE, 0) };
+            unsafe { libc::ioctl(fd.as_raw_fd(), IOC_DISABLE as _, 0) };
         }
         let mut out: BTreeMap<String, u64> = BTreeMap::new();
         let mut failed: Vec<String> = Vec::new();
