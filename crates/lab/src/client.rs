@@ -369,6 +369,24 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     if let Some(k) = kvm {
         add_kvm(&mut result, k);
     }
+    annotate(&mut result, plan, stop_s, traced);
+    if let (Some(s), Some(every)) = (series, plan.interval) {
+        result.intervals = s.finish();
+        result
+            .warnings
+            .extend(crate::series::interval_warning(&result.intervals, every));
+    }
+    Ok(result)
+}
+
+/// What a result says about how it was measured, besides its numbers: knobs a killed run
+/// left changed, the tracepoint counts (`--trace`), and how long the test ran past its stop.
+fn annotate(
+    result: &mut TestResult,
+    plan: &Plan,
+    stop_s: f64,
+    traced: Option<crate::trace::Traced>,
+) {
     // A killed run's knobs may still be set (busy polling, halt polling): this result was
     // measured with them, which it must say. `run` refuses outright; a single test warns.
     for l in crate::knob::leaked(&crate::state::dir()) {
@@ -392,13 +410,6 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
             ));
         }
     }
-    if let (Some(s), Some(every)) = (series, plan.interval) {
-        result.intervals = s.finish();
-        result
-            .warnings
-            .extend(crate::series::interval_warning(&result.intervals, every));
-    }
-    Ok(result)
 }
 
 /// Past this many seconds between a timed test's stop and both sides' reports, the result
