@@ -519,11 +519,15 @@ mod tests {
     fn a_paced_stream_keeps_its_rate_and_loses_nothing_on_loopback() {
         let (tx, rx) = pair();
         let stop = stop_after(500);
-        let st = stop.clone();
+        // The receiver stops after the sender (see the stranger test below).
+        let rstop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let st = rstop.clone();
         let recv =
             std::thread::spawn(move || stream_receive(&rx, 1000, false, &st, &Meter::new(None)));
         std::thread::sleep(Duration::from_millis(20));
         let sc = stream_send(&tx, 1000, Some(8_000_000), false, &stop, &Meter::new(None)).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        rstop.store(true, std::sync::atomic::Ordering::Relaxed);
         let rc = recv.join().unwrap().unwrap();
         let (su, ru) = (sc.udp.unwrap(), rc.udp.unwrap());
         let mbps = sc.bytes_tx as f64 * 8.0 / sc.active.as_secs_f64() / 1e6;
@@ -545,7 +549,11 @@ mod tests {
         let (tx, rx) = pair();
         let target = rx.local_addr().expect("addr");
         let stop = stop_after(400);
-        let st = stop.clone();
+        // The receiver stops after the sender has, as in a test (the client stops its
+        // side first): sharing one flag, the sender's last datagram could leave after the
+        // receiver's final drain, which is a race of this test, not a count.
+        let rstop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let st = rstop.clone();
         let recv =
             std::thread::spawn(move || stream_receive(&rx, 1000, false, &st, &Meter::new(None)));
         let stranger = UdpSocket::bind("127.0.0.1:0").expect("bind");
@@ -559,8 +567,10 @@ mod tests {
         });
         std::thread::sleep(Duration::from_millis(20));
         let sc = stream_send(&tx, 1000, Some(8_000_000), false, &stop, &Meter::new(None)).unwrap();
-        let rc = recv.join().unwrap().unwrap();
         spray.join().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        rstop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let rc = recv.join().unwrap().unwrap();
         let (su, ru) = (sc.udp.unwrap(), rc.udp.unwrap());
         assert_eq!(ru.datagrams_rx, su.datagrams_tx, "{ru:?} {su:?}");
         assert_eq!(ru.highest_seq, su.datagrams_tx, "{ru:?}");
