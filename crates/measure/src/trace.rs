@@ -221,17 +221,20 @@ impl Counters {
         }
         let mut out: BTreeMap<String, u64> = BTreeMap::new();
         let mut failed: Vec<String> = Vec::new();
+        let mut unread: Vec<&str> = Vec::new();
         for (key, fd) in &self.open {
             let mut v = [0u8; 8];
             match rustix::io::read(fd, &mut v) {
                 Ok(8) => *out.entry((*key).to_string()).or_default() += u64::from_ne_bytes(v),
-                other => failed.push(format!("{key}: reading the counter gave {other:?}")),
+                other => {
+                    failed.push(format!("{key}: reading the counter gave {other:?}"));
+                    unread.push(key);
+                }
             }
         }
-        for f in &failed {
-            if let Some(k) = f.split(':').next() {
-                out.remove(k);
-            }
+        // A sum over CPUs with one CPU unread is no count of them all.
+        for k in unread {
+            out.remove(k);
         }
         (out, failed)
     }

@@ -1031,9 +1031,9 @@ fn explanation(s: &mut String, e: &Explanation) {
                 num(r.p50_us),
                 r.p50_change_pct,
                 r.p99_change_pct,
-                crate::explain::opt(r.cpu_us_per_transaction_change, "{:+.1}"),
-                crate::explain::opt(r.cpus_busy_before, "{:.2}"),
-                crate::explain::opt(r.cpus_busy, "{:.2}")
+                crate::explain::opt(r.cpu_us_per_transaction_change, crate::explain::signed1),
+                crate::explain::opt(r.cpus_busy_before, crate::explain::fixed2),
+                crate::explain::opt(r.cpus_busy, crate::explain::fixed2)
             );
         }
         s.push_str("</table>");

@@ -166,7 +166,7 @@ pub fn stream_recv(
     while left > 0 {
         // Once the window is counted, what is still in flight after the stop is not: leave
         // at once rather than read it (the senders have stopped; their sockets may reset).
-        if drain.over(stop) || (win.counted(0).is_some() && drain.stopping(stop)) {
+        if drain.over(stop) || (win.done() && drain.stopping(stop)) {
             break;
         }
         let n = p.wait(win.bound(ready.wait_for()))?;
@@ -287,6 +287,11 @@ impl Window {
                 self.at_end = Some((got.to_vec(), now.duration_since(self.start)));
             }
         }
+    }
+
+    /// Whether the window has ended and its counts are taken.
+    fn done(&self) -> bool {
+        self.at_end.is_some()
     }
 
     /// Flow `i`'s bytes inside the window and the window's length (or the part of it

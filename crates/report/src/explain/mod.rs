@@ -31,7 +31,7 @@ use virtperf_wire::{Env, TestResult, Workload};
 use crate::summary::merged_latency;
 
 mod text;
-pub use text::{opt, side_by_side, text};
+pub use text::{fixed2, opt, side_by_side, signed1, text};
 
 /// Run name of an explain battery (how `show` recognizes one).
 pub const RUN_NAME: &str = "explain";

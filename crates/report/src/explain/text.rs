@@ -13,13 +13,20 @@ fn us(v: f64) -> String {
     }
 }
 
-/// A value that may not have been measured: "—" when absent. `fmt` is `{:+.1}` or `{:.2}`.
-pub fn opt(v: Option<f64>, fmt: &str) -> String {
-    match v.filter(|v| v.is_finite()) {
-        None => "—".into(),
-        Some(v) if fmt == "{:+.1}" => format!("{v:+.1}"),
-        Some(v) => format!("{v:.2}"),
-    }
+/// A value that may not have been measured: "—" when absent (or not finite), else `fmt`
+/// of it.
+pub fn opt(v: Option<f64>, fmt: fn(f64) -> String) -> String {
+    v.filter(|v| v.is_finite()).map_or("—".into(), fmt)
+}
+
+/// `+1.2`: a change, to one decimal.
+pub fn signed1(v: f64) -> String {
+    format!("{v:+.1}")
+}
+
+/// `1.23`: two decimals.
+pub fn fixed2(v: f64) -> String {
+    format!("{v:.2}")
 }
 
 fn signed_pct(v: f64) -> String {
@@ -143,9 +150,9 @@ pub fn text(e: &Explanation) -> String {
                 signed_pct(r.p50_change_pct),
                 us(r.p50_us),
                 signed_pct(r.p99_change_pct),
-                opt(r.cpu_us_per_transaction_change, "{:+.1}"),
-                opt(r.cpus_busy_before, "{:.2}"),
-                opt(r.cpus_busy, "{:.2}")
+                opt(r.cpu_us_per_transaction_change, signed1),
+                opt(r.cpus_busy_before, fixed2),
+                opt(r.cpus_busy, fixed2)
             );
         }
     }
