@@ -230,6 +230,11 @@ pub struct Common {
     /// transaction or MB (needs root or CAP_PERFMON; without, the test runs and says why)
     #[arg(long)]
     pub trace: bool,
+    /// After the test, a separate 0.5 s trial that samples scheduler, IPI, idle and
+    /// syscall tracepoints with timestamps: the critical path of a transaction, stage by
+    /// stage, and in-situ wake-up and idle-exit latencies (rr with --cpus A,B; needs root)
+    #[arg(long)]
+    pub timeline: bool,
     /// Where the two ends run: local (loopback); netns:veth|bridge|nat (namespaces virtperf
     /// creates and removes; needs root); ssh:USER@HOST[:PORT] (virtperf copies itself there
     /// over SSH and runs the agent); remote:HOST[:PORT] (an agent someone started);

@@ -178,6 +178,7 @@ fn plan_every(
         capture: common.capture.clone(),
         kvm_stats: common.kvm_stats,
         trace: common.trace,
+        timeline: common.timeline,
         interval,
         on_interval,
     }

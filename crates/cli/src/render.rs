@@ -37,6 +37,16 @@ fn trace_line(r: &TestResult) -> String {
             parts.join(", ")
         }
     );
+    if let Some(x) = t.likely_exits() {
+        let _ = writeln!(
+            s,
+            "    likely VM exits per {} in a guest: {x:.2} (TSC-deadline + ICR + EOI + APIC-timer writes + idle entries)",
+            t.unit
+        );
+        for r in t.remedies(&r.env.client.interrupt_virt) {
+            let _ = writeln!(s, "      {r}");
+        }
+    }
     for m in &t.missing {
         let _ = writeln!(s, "    not counted: {m}");
     }
@@ -409,6 +419,9 @@ pub fn result(r: &TestResult, local: bool) -> String {
     s.push_str(&cpu_table(r));
     s.push_str(&events_lines(r));
     s.push_str(&trace_line(r));
+    if let Some(t) = &r.timeline {
+        s.push_str(&virtperf_report::timeline::text(t));
+    }
     let load = r
         .cpu
         .client

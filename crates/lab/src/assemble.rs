@@ -183,6 +183,7 @@ pub fn assemble(c: Collected) -> TestResult {
         events,
         allow_concurrent: false,
         trace: None,
+        timeline: None,
         stop_s: None,
         intervals: Vec::new(),
     }
@@ -730,6 +731,7 @@ mod tests {
             capture: None,
             kvm_stats: false,
             trace: false,
+            timeline: false,
             interval: None,
             on_interval: None,
         }

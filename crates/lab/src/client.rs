@@ -217,9 +217,31 @@ pub fn explain(t: &Target, opts: &crate::explain::ExplainOpts) -> Result<crate::
     }
 }
 
-/// Runs one test against the agent at `t`.
+/// Runs one test against the agent at `t`, and after it the `--timeline` trial if asked.
 pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> {
     plan.validate()?;
+    let mut result = run_once(t, plan, progress, None)?;
+    if plan.timeline {
+        match crate::timeline::trial(plan, |p, s| run_once(t, p, &|_| {}, Some(s))) {
+            Ok(mut tl) => {
+                if let virtperf_wire::Outcome::Rr(o) = &result.outcome {
+                    tl.headline_p50_us = Some(o.latency.p50_us);
+                }
+                result.timeline = Some(tl);
+            }
+            Err(e) => result.warnings.push(format!("--timeline: not taken: {e}")),
+        }
+    }
+    Ok(result)
+}
+
+/// One test, with tracepoints sampled over its measured interval if `sampler` is given.
+fn run_once(
+    t: &Target,
+    plan: &Plan,
+    progress: ProgressFn,
+    sampler: Option<&virtperf_measure::timeline::Sampler>,
+) -> Result<TestResult> {
     let mut ctl = Control::connect(t)?;
     let server_env = ctl.fingerprint()?;
     let client_env = fingerprint();
@@ -277,6 +299,9 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     if let Some(t) = &tracer {
         t.start();
     }
+    if let Some(s) = sampler {
+        s.start();
+    }
     let started = Instant::now();
     side.gate.open();
     let ticks = matches!(plan.workload, Workload::Rr { .. } | Workload::Crr { .. });
@@ -310,6 +335,9 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     side.stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let stopped = Instant::now();
     let traced = tracer.map(|t| t.stop());
+    if let Some(s) = sampler {
+        s.pause();
+    }
     if let Some(s) = series.as_mut() {
         s.at_stop(stopped);
     }
@@ -566,6 +594,7 @@ pub fn run_url(
         capture: None,
         kvm_stats: false,
         trace: false,
+        timeline: false,
         interval: None,
         on_interval: None,
     };

@@ -423,6 +423,7 @@ fn configs(
             capture: None,
             kvm_stats: false,
             trace: false,
+            timeline: false,
             interval: None,
             on_interval: None,
         },

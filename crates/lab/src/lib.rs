@@ -28,6 +28,7 @@ pub mod series;
 mod side;
 pub mod spec;
 pub mod state;
+mod timeline;
 mod trace;
 mod udp_roles;
 

@@ -51,6 +51,9 @@ pub struct Plan {
     pub kvm_stats: bool,
     /// Count tracepoints on the test's CPUs over the measured interval (`--trace`).
     pub trace: bool,
+    /// After the test, a separate short trial sampling tracepoints with timestamps: the
+    /// critical path of its transactions (`--timeline`; rr with two pinned CPUs).
+    pub timeline: bool,
     /// Record a time series with intervals this long (`--interval`; stream, bulk, rr, crr).
     pub interval: Option<Duration>,
     /// Called on the client with each interval as it ends (live output).
@@ -123,6 +126,12 @@ impl Plan {
                     humantime::format_duration(i),
                     humantime::format_duration(self.duration)
                 );
+            }
+        }
+        if self.timeline {
+            let two = matches!((self.client_cpu, self.server_cpu), (Some(a), Some(b)) if a != b);
+            if !matches!(self.workload, Workload::Rr { flows: 1, .. }) || !two {
+                bail!("--timeline follows one rr flow between two pinned CPUs: add --cpus A,B (two different CPUs) to a single-flow rr");
             }
         }
         if let Some(cpu) = self.client_cpu {

@@ -4,10 +4,13 @@
 //! Nothing here opens a socket; every function reads the kernel's view of this machine.
 
 pub mod cpu;
+pub mod critical;
 pub mod env;
 pub mod events;
 pub mod latency;
 pub mod nic;
+mod perf;
+pub mod timeline;
 pub mod trace;
 pub use cpu::thread_cpu_since;
 

@@ -5,18 +5,15 @@
 //! (`PERF_EVENT_IOC_SET_FILTER`, e.g. `msr==0x830`), as `perf stat -e msr:write_msr
 //! --filter 'msr==0x830'` counts them.
 //!
-//! Written on the raw `perf_event_open(2)` system call: counting a tracepoint needs one
-//! attribute struct (its first 64 bytes, `PERF_ATTR_SIZE_VER0`), three ioctls and a read,
-//! which is less than wrapping a crate whose tracepoint-filter support this project could
-//! not check; no `perf` child process is involved.
+//! On the raw `perf_event_open(2)` system call (`crate::perf` says why); no `perf` child
+//! process is involved.
 //!
 //! A counter that cannot be opened (the kernel lacks the tracepoint, tracefs is not
 //! mounted and cannot be, the caller lacks the privilege) is named in `missing` with the
 //! reason, and its key is absent from every reading: never a zero.
 
 use std::collections::BTreeMap;
-use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 /// One counted event: its key in results, its tracepoint (`system/name`) and the filter
@@ -85,77 +82,11 @@ pub fn tracefs() -> Result<PathBuf, String> {
     Ok(target.to_path_buf())
 }
 
-/// The first 64 bytes of `struct perf_event_attr` (`PERF_ATTR_SIZE_VER0`), which every
-/// kernel since 2.6.31 accepts; the fields past them stay zero.
-#[repr(C)]
-#[derive(Default)]
-struct Attr {
-    kind: u32,
-    size: u32,
-    config: u64,
-    sample_period: u64,
-    sample_type: u64,
-    read_format: u64,
-    /// Bit 0: `disabled` (created stopped, enabled at the start of the interval).
-    flags: u64,
-    wakeup_events: u32,
-    bp_type: u32,
-    config1: u64,
-}
-
-const PERF_TYPE_TRACEPOINT: u32 = 2;
-const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
-// _IO('$', n) and _IOW('$', 6, char *) on Linux (the request's type differs between
-// glibc and musl: cast at each call).
-const IOC_ENABLE: libc::c_ulong = 0x2400;
-const IOC_DISABLE: libc::c_ulong = 0x2401;
-const IOC_RESET: libc::c_ulong = 0x2403;
-const IOC_SET_FILTER: libc::c_ulong = 0x4008_2406;
+use crate::perf::{ioctl0, open_tracepoint, Attr, IOC_DISABLE, IOC_ENABLE, IOC_RESET};
 
 /// One tracepoint counter on one CPU, counting every task there.
 fn open_one(id: u64, cpu: u32, filter: Option<&str>) -> Result<OwnedFd, String> {
-    let attr = Attr {
-        kind: PERF_TYPE_TRACEPOINT,
-        size: std::mem::size_of::<Attr>() as u32,
-        config: id,
-        flags: 1,
-        ..Attr::default()
-    };
-    // SAFETY: `attr` is a valid, initialized perf_event_attr prefix whose `size` says how
-    // long it is; the kernel only reads it. pid -1 with a CPU counts all tasks there.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            &attr as *const Attr,
-            -1 as libc::pid_t,
-            cpu as libc::c_int,
-            -1 as libc::c_int,
-            PERF_FLAG_FD_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        let e = std::io::Error::last_os_error();
-        let hint = match e.raw_os_error() {
-            Some(libc::EACCES | libc::EPERM) => {
-                " (needs root or CAP_PERFMON, or kernel.perf_event_paranoid at -1)"
-            }
-            _ => "",
-        };
-        return Err(format!("perf_event_open on CPU {cpu}: {e}{hint}"));
-    }
-    // SAFETY: a descriptor the kernel just returned to us, owned by nothing else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
-    if let Some(f) = filter {
-        let c = CString::new(f).map_err(|_| format!("filter {f:?} has a NUL byte"))?;
-        // SAFETY: our descriptor and a NUL-terminated string that outlives the call.
-        if unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_FILTER as _, c.as_ptr()) } < 0 {
-            return Err(format!(
-                "the kernel refused the filter {f:?}: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-    }
-    Ok(fd)
+    open_tracepoint(&Attr::counting(id), cpu, filter)
 }
 
 /// Counters of [`Spec`]s on a set of CPUs, opened once, read around an interval.
@@ -204,11 +135,8 @@ impl Counters {
     /// Zeroes and starts every counter: the start of the measured interval.
     pub fn start(&self) {
         for (_, fd) in &self.open {
-            // SAFETY: ioctls without arguments on descriptors we own.
-            unsafe {
-                libc::ioctl(fd.as_raw_fd(), IOC_RESET as _, 0);
-                libc::ioctl(fd.as_raw_fd(), IOC_ENABLE as _, 0);
-            }
+            ioctl0(fd, IOC_RESET);
+            ioctl0(fd, IOC_ENABLE);
         }
     }
 
@@ -216,8 +144,7 @@ impl Counters {
     /// A counter whose read fails is left out (and named in the returned `missing`).
     pub fn stop(&self) -> (BTreeMap<String, u64>, Vec<String>) {
         for (_, fd) in &self.open {
-            // SAFETY: as in `start`.
-            unsafe { libc::ioctl(fd.as_raw_fd(), IOC_DISABLE as _, 0) };
+            ioctl0(fd, IOC_DISABLE);
         }
         let mut out: BTreeMap<String, u64> = BTreeMap::new();
         let mut failed: Vec<String> = Vec::new();

@@ -10,4 +10,5 @@ pub mod html;
 pub mod render;
 pub mod stats;
 pub mod summary;
+pub mod timeline;
 pub mod trend;

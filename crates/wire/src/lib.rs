@@ -14,6 +14,7 @@
 pub mod frame;
 pub mod message;
 pub mod model;
+pub mod timeline;
 
 pub use frame::{
     decode_frame, encode, read_message, read_message_max, report_limit, write_message,
@@ -21,6 +22,7 @@ pub use frame::{
 };
 pub use message::{DriveTarget, Message, DATA_KEY_LEN, PROTOCOL_VERSION};
 pub use model::*;
+pub use timeline::{InSitu, Mark, Pct, Stage, Timeline};
 
 /// TCP port the agent listens on by default for control connections.
 pub const DEFAULT_PORT: u16 = 7150;

@@ -1472,6 +1472,9 @@ pub struct TestResult {
     /// (`--trace`); absent without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceCounts>,
+    /// The critical path of a transaction from a separate sampled trial (`--timeline`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<crate::Timeline>,
     /// Seconds from the end of the client's measured interval until both sides had
     /// stopped and reported (in-flight transactions finishing, connections closing, the
     /// agent's report): how far the test ran past its stop. Null where not timed.

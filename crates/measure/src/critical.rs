@@ -1,0 +1,453 @@
+//! The critical path of request/response transactions rebuilt from sampled tracepoints
+//! (`crate::timeline`): each cycle from one client `send` to the next is cut at the hits
+//! that mark its stages — the server woken, its CPU leaving idle, the server running, its
+//! `recv` returning, its `send`, and the same back on the client — so the stages of one
+//! transaction add up to exactly its cycle. Percentiles are then taken per stage.
+
+use virtperf_wire::{InSitu, Mark, Pct, Stage, Timeline};
+
+use crate::timeline::{Event, What};
+
+/// The stages, in path order: (name, on the server's CPU).
+const STAGES: [(&str, bool); 10] = [
+    ("client send → server woken", false),
+    ("server CPU leaves idle", true),
+    ("server thread switched in", true),
+    ("server recv returns", true),
+    ("server turns around", true),
+    ("server send → client woken", true),
+    ("client CPU leaves idle", false),
+    ("client thread switched in", false),
+    ("client recv returns", false),
+    ("client turns around", false),
+];
+
+/// One side's wake-up inside a cycle: woken, left idle (if it was idle), switched in,
+/// and the IPI that woke its CPU.
+#[derive(Default, Clone, Copy)]
+struct Wake {
+    woken: Option<u64>,
+    idle_exit: Option<u64>,
+    running: Option<u64>,
+    ipi: Option<u64>,
+}
+
+/// One cycle's boundaries (ns).
+struct Cycle {
+    start: u64,
+    server: Wake,
+    server_recv: u64,
+    server_send: u64,
+    client: Wake,
+    client_recv: u64,
+    end: u64,
+    icr: u32,
+    tsc: u32,
+}
+
+impl Cycle {
+    /// Stage lengths, ns; a stage whose closing event is absent has length 0 (its time
+    /// falls to the next stage), so they always add up to the cycle.
+    fn stages(&self) -> ([u64; 10], [bool; 10]) {
+        let points = [
+            self.server.woken,
+            self.server.idle_exit,
+            self.server.running,
+            Some(self.server_recv),
+            Some(self.server_send),
+            self.client.woken,
+            self.client.idle_exit,
+            self.client.running,
+            Some(self.client_recv),
+            Some(self.end),
+        ];
+        let mut out = [0u64; 10];
+        let mut seen = [false; 10];
+        let mut prev = self.start;
+        for (i, p) in points.iter().enumerate() {
+            if let Some(t) = p {
+                out[i] = t.saturating_sub(prev);
+                seen[i] = true;
+                prev = *t;
+            }
+        }
+        (out, seen)
+    }
+}
+
+/// The thread on `cpu` that entered `send` most often: that side's engine thread.
+fn busiest_sender(ev: &[Event], cpu: u32) -> Option<i32> {
+    let mut n: std::collections::HashMap<i32, u32> = Default::default();
+    for e in ev
+        .iter()
+        .filter(|e| e.cpu == cpu && e.what == What::SendEnter)
+    {
+        *n.entry(e.tid).or_default() += 1;
+    }
+    n.into_iter().max_by_key(|(_, c)| *c).map(|(t, _)| t)
+}
+
+/// Finds one side's wake-up in `ev` (one cycle's events, from `from` on, before the
+/// side's `recv` returns at `until`).
+fn wake_of(all: &[Event], ev: &[Event], tid: i32, cpu: u32, from: u64, until: u64) -> Wake {
+    let window = ev.iter().filter(|e| e.t_ns >= from && e.t_ns <= until);
+    let Some(woken) = window
+        .clone()
+        .find(|e| matches!(e.what, What::Waking { tid: t, .. } if t == tid))
+        .map(|e| e.t_ns)
+    else {
+        return Wake::default();
+    };
+    let running = window
+        .clone()
+        .find(|e| e.t_ns >= woken && e.cpu == cpu && e.what == What::SwitchIn { next: tid })
+        .map(|e| e.t_ns);
+    let stop = running.unwrap_or(until);
+    // Idle at the wake-up: the CPU's last idle event before it (perhaps in an earlier
+    // cycle) was an entry.
+    let was_idle = all[..all.partition_point(|e| e.t_ns <= woken)]
+        .iter()
+        .filter(|e| e.cpu == cpu)
+        .rev()
+        .find(|e| matches!(e.what, What::IdleEnter(_) | What::IdleExit))
+        .is_some_and(|e| matches!(e.what, What::IdleEnter(_)));
+    let idle_exit = was_idle
+        .then(|| {
+            window
+                .clone()
+                .find(|e| {
+                    e.t_ns >= woken && e.t_ns <= stop && e.cpu == cpu && e.what == What::IdleExit
+                })
+                .map(|e| e.t_ns)
+        })
+        .flatten();
+    let ipi = idle_exit.and_then(|x| {
+        window
+            .clone()
+            .find(|e| e.t_ns >= woken && e.t_ns <= x && e.what == What::IpiSend { cpu })
+            .map(|e| e.t_ns)
+    });
+    Wake {
+        woken: Some(woken),
+        idle_exit,
+        running,
+        ipi,
+    }
+}
+
+/// The first hit in `ev` at or after `from` that `f` accepts.
+fn first(ev: &[Event], from: u64, f: impl Fn(&Event) -> bool) -> Option<u64> {
+    ev.iter().find(|e| e.t_ns >= from && f(e)).map(|e| e.t_ns)
+}
+
+/// One cycle from the client's send at `ev[0]` to the next at `end`, or `None` when an
+/// event is missing or out of order.
+fn cycle(
+    all: &[Event],
+    ev: &[Event],
+    ids: (i32, i32),
+    cpus: (u32, u32),
+    end: u64,
+) -> Option<Cycle> {
+    let (client, server) = ids;
+    let start = ev.first()?.t_ns;
+    let recv_by =
+        |tid: i32| move |e: &Event| e.tid == tid && matches!(e.what, What::RecvExit(n) if n > 0);
+    let server_recv = first(ev, start, recv_by(server))?;
+    let server_send = first(ev, server_recv, |e| {
+        e.tid == server && e.what == What::SendEnter
+    })?;
+    let client_recv = first(ev, server_send, recv_by(client))?;
+    let s = wake_of(all, ev, server, cpus.1, start, server_recv);
+    let c = wake_of(all, ev, client, cpus.0, server_send, client_recv);
+    let count = |msr: u32| ev.iter().filter(|e| e.what == What::MsrWrite(msr)).count() as u32;
+    (client_recv <= end).then_some(Cycle {
+        start,
+        server: s,
+        server_recv,
+        server_send,
+        client: c,
+        client_recv,
+        end,
+        icr: count(0x830),
+        tsc: count(0x6e0),
+    })
+}
+
+/// Nearest-rank percentile of sorted `v` (ns) in µs.
+fn pct_us(v: &[u64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i] as f64 / 1000.0
+}
+
+fn pct(mut v: Vec<u64>) -> Option<Pct> {
+    v.sort_unstable();
+    (!v.is_empty()).then(|| Pct {
+        p50_us: pct_us(&v, 0.5),
+        p90_us: pct_us(&v, 0.9),
+        n: v.len() as u64,
+    })
+}
+
+/// Rebuilds the transactions in `ev` (sorted by time) between the client on `cpus.0` and
+/// the server on `cpus.1`. `rr_p50_us` is the engine's own median in the same trial.
+pub fn analyze(
+    ev: &[Event],
+    cpus: (u32, u32),
+    lost: u64,
+    trial_s: f64,
+    rr_p50_us: Option<f64>,
+) -> Result<Timeline, String> {
+    let (Some(client), Some(server)) = (busiest_sender(ev, cpus.0), busiest_sender(ev, cpus.1))
+    else {
+        return Err(format!(
+            "no sends sampled on CPU {} and CPU {}: the engines did not run there",
+            cpus.0, cpus.1
+        ));
+    };
+    let starts: Vec<usize> = (0..ev.len())
+        .filter(|&i| ev[i].tid == client && ev[i].what == What::SendEnter)
+        .collect();
+    let mut cycles = Vec::new();
+    let mut skipped = 0u64;
+    for w in starts.windows(2) {
+        match cycle(ev, &ev[w[0]..w[1]], (client, server), cpus, ev[w[1]].t_ns) {
+            Some(c) => cycles.push(c),
+            None => skipped += 1,
+        }
+    }
+    if cycles.is_empty() {
+        return Err(format!(
+            "no complete transaction among {} sampled events",
+            ev.len()
+        ));
+    }
+    let n = cycles.len() as f64;
+    let per: Vec<([u64; 10], [bool; 10])> = cycles.iter().map(Cycle::stages).collect();
+    let stages: Vec<Stage> = STAGES
+        .iter()
+        .enumerate()
+        .map(|(i, (name, on_server))| {
+            let mut v: Vec<u64> = per.iter().map(|(d, _)| d[i]).collect();
+            v.sort_unstable();
+            Stage {
+                name: (*name).into(),
+                cpu: if *on_server { cpus.1 } else { cpus.0 },
+                p50_us: pct_us(&v, 0.5),
+                p90_us: pct_us(&v, 0.9),
+                seen: per.iter().filter(|(_, s)| s[i]).count() as f64 / n,
+            }
+        })
+        .collect();
+    let sum_p50_us: f64 = stages.iter().map(|s| s.p50_us).sum();
+    let unseen = unseen(&stages);
+    let in_situ = in_situ(&cycles);
+    let example = example(ev, &cycles, cpus);
+    Ok(Timeline {
+        client_cpu: cpus.0,
+        server_cpu: cpus.1,
+        trial_s,
+        transactions: cycles.len() as u64,
+        skipped,
+        lost_records: lost,
+        stages,
+        sum_p50_us,
+        rr_p50_us,
+        gap_pct: rr_p50_us
+            .filter(|p| *p > 0.0)
+            .map(|p| (sum_p50_us - p) / p * 100.0),
+        in_situ,
+        example,
+        unseen,
+        headline_p50_us: None,
+    })
+}
+
+/// Stages whose closing event almost never fired although the wake-up before them did:
+/// a CPU whose idle loop runs untraced (some hypervisors' guests idle in a path with no
+/// tracepoints), whose time then falls to the next stage.
+fn unseen(stages: &[Stage]) -> Vec<String> {
+    let mut out = Vec::new();
+    for side in [0usize, 5] {
+        let woken = &stages[side];
+        for s in &stages[side + 1..side + 3] {
+            if woken.seen > 0.5 && s.seen < 0.05 {
+                out.push(format!(
+                    "CPU {}: \"{}\" seen in {:.1}% of transactions (its tracepoints did not fire: an idle loop without tracepoints?); its time is in the next stage",
+                    s.cpu,
+                    s.name,
+                    s.seen * 100.0
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn in_situ(cycles: &[Cycle]) -> InSitu {
+    let n = cycles.len() as f64;
+    let wake = |w: fn(&Cycle) -> Wake| {
+        pct(cycles
+            .iter()
+            .filter_map(|c| Some(w(c).running? - w(c).woken?))
+            .collect())
+    };
+    let sides = || cycles.iter().flat_map(|c| [c.server, c.client]);
+    InSitu {
+        server_wakeup: wake(|c| c.server),
+        client_wakeup: wake(|c| c.client),
+        idle_exit: pct(sides()
+            .filter_map(|w| Some(w.idle_exit? - w.ipi?))
+            .collect()),
+        idle_to_run: pct(sides()
+            .filter_map(|w| Some(w.running? - w.idle_exit?))
+            .collect()),
+        idle_wakeups_per_transaction: sides().filter(|w| w.idle_exit.is_some()).count() as f64 / n,
+        icr_writes_per_transaction: cycles.iter().map(|c| f64::from(c.icr)).sum::<f64>() / n,
+        tsc_deadline_writes_per_transaction: cycles.iter().map(|c| f64::from(c.tsc)).sum::<f64>()
+            / n,
+    }
+}
+
+/// The events of the cycle nearest the median length, labelled, relative to its start.
+fn example(ev: &[Event], cycles: &[Cycle], cpus: (u32, u32)) -> Vec<Mark> {
+    let mut lens: Vec<u64> = cycles.iter().map(|c| c.end - c.start).collect();
+    lens.sort_unstable();
+    let median = lens[lens.len() / 2];
+    let Some(c) = cycles
+        .iter()
+        .min_by_key(|c| (c.end - c.start).abs_diff(median))
+    else {
+        return Vec::new();
+    };
+    ev.iter()
+        .filter(|e| e.t_ns >= c.start && e.t_ns <= c.end && (e.cpu == cpus.0 || e.cpu == cpus.1))
+        .filter_map(|e| {
+            let what = match e.what {
+                What::SendEnter => "send".to_string(),
+                What::RecvExit(n) if n > 0 => "recv returns".to_string(),
+                What::RecvExit(_) => return None,
+                What::Waking { target_cpu, .. } => format!("wake (→ CPU {target_cpu})"),
+                What::SwitchIn { next: 0 } => "idle task".to_string(),
+                What::SwitchIn { .. } => "switch in".to_string(),
+                What::IpiSend { cpu } => format!("IPI → CPU {cpu}"),
+                What::IdleEnter(s) => format!("idle enter (state {s})"),
+                What::IdleExit => "idle exit".to_string(),
+                What::IpiEntry(true) => "call-function IPI".to_string(),
+                What::IpiEntry(false) => "reschedule IPI".to_string(),
+                What::MsrWrite(0x830) => "ICR write".to_string(),
+                What::MsrWrite(_) => "TSC-deadline write".to_string(),
+            };
+            Some(Mark {
+                t_us: (e.t_ns - c.start) as f64 / 1000.0,
+                cpu: e.cpu,
+                what,
+            })
+        })
+        .take(80)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(t_ns: u64, cpu: u32, tid: i32, what: What) -> Event {
+        Event {
+            t_ns,
+            cpu,
+            tid,
+            what,
+        }
+    }
+
+    /// Two made-up transactions between a client (tid 10, CPU 0) and a server (tid 20,
+    /// CPU 1), both sleeping in idle between messages; the stages are cut where the events
+    /// say and add up to each cycle.
+    fn two_cycles() -> Vec<Event> {
+        // The server went idle before the first request (in an earlier cycle).
+        let mut v = vec![e(1_000, 1, 0, What::IdleEnter(0))];
+        for (k, base) in [10_000u64, 110_000, 210_000].iter().enumerate() {
+            v.push(e(*base, 0, 10, What::SendEnter));
+            if k == 2 {
+                break;
+            }
+            v.push(e(
+                base + 5_000,
+                0,
+                10,
+                What::Waking {
+                    tid: 20,
+                    target_cpu: 1,
+                },
+            ));
+            v.push(e(base + 6_000, 0, 10, What::IpiSend { cpu: 1 }));
+            v.push(e(base + 6_100, 0, 10, What::MsrWrite(0x830)));
+            v.push(e(base + 16_000, 1, 0, What::IdleExit));
+            v.push(e(base + 19_000, 1, 20, What::SwitchIn { next: 20 }));
+            v.push(e(base + 21_000, 1, 20, What::RecvExit(1)));
+            v.push(e(base + 22_000, 1, 20, What::SendEnter));
+            v.push(e(base + 23_000, 1, 0, What::IdleEnter(0)));
+            // The client was not idle: no idle exit on its side.
+            v.push(e(
+                base + 30_000,
+                1,
+                20,
+                What::Waking {
+                    tid: 10,
+                    target_cpu: 0,
+                },
+            ));
+            v.push(e(base + 33_000, 0, 10, What::SwitchIn { next: 10 }));
+            v.push(e(base + 35_000, 0, 10, What::RecvExit(1)));
+        }
+        v
+    }
+
+    #[test]
+    fn stages_add_up_to_each_cycle_and_name_the_idle_exit() {
+        let t = analyze(&two_cycles(), (0, 1), 0, 1.0, Some(100.0)).expect("analyzes");
+        assert_eq!(t.transactions, 2);
+        assert_eq!(t.skipped, 0);
+        let p50: Vec<f64> = t.stages.iter().map(|s| s.p50_us).collect();
+        assert_eq!(
+            p50,
+            vec![5.0, 11.0, 3.0, 2.0, 1.0, 8.0, 0.0, 3.0, 2.0, 65.0]
+        );
+        assert!((t.sum_p50_us - 100.0).abs() < 1e-9);
+        assert_eq!(t.gap_pct, Some(0.0));
+        assert_eq!(t.stages[6].seen, 0.0, "the client never left idle");
+        let i = &t.in_situ;
+        assert_eq!(i.server_wakeup.map(|p| p.p50_us), Some(14.0));
+        assert_eq!(
+            i.idle_exit.map(|p| p.p50_us),
+            Some(10.0),
+            "IPI at 6 µs, idle exit at 16"
+        );
+        assert_eq!(i.idle_wakeups_per_transaction, 1.0);
+        assert_eq!(i.icr_writes_per_transaction, 1.0);
+        assert!(t
+            .example
+            .iter()
+            .any(|m| m.what == "IPI → CPU 1" && m.t_us == 6.0));
+    }
+
+    #[test]
+    fn a_cycle_with_a_missing_event_is_skipped_not_guessed() {
+        let mut v = two_cycles();
+        // The server's second send was lost.
+        v.retain(|x| x.t_ns != 132_000);
+        let t = analyze(&v, (0, 1), 1, 1.0, None).expect("analyzes");
+        assert_eq!((t.transactions, t.skipped, t.lost_records), (1, 1, 1));
+        assert_eq!(t.gap_pct, None);
+    }
+
+    #[test]
+    fn no_sends_on_a_cpu_is_an_error_with_the_cpus() {
+        let err = analyze(&two_cycles(), (0, 3), 0, 1.0, None).unwrap_err();
+        assert!(err.contains("CPU 3"), "{err}");
+    }
+}

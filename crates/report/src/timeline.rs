@@ -1,0 +1,191 @@
+//! A `--timeline` trial for people: its stages as a table with their medians against the
+//! measured median, the in-situ latencies, and the typical transaction as a swimlane SVG
+//! (one lane per CPU, each stage a bar on the CPU it runs on, each event a tick).
+
+use std::fmt::Write;
+
+use virtperf_wire::{Pct, Timeline};
+
+fn pct(p: &Option<Pct>) -> String {
+    p.map_or("not seen".into(), |p| {
+        format!("p50 {:.1} µs, p90 {:.1} µs (n={})", p.p50_us, p.p90_us, p.n)
+    })
+}
+
+/// The stage table and in-situ figures as indented text lines.
+pub fn text(t: &Timeline) -> String {
+    let mut s = format!(
+        "  critical path ({} transactions sampled in a separate {:.1} s trial on CPU {} → {}; {} skipped, {} records lost):\n",
+        t.transactions, t.trial_s, t.client_cpu, t.server_cpu, t.skipped, t.lost_records
+    );
+    for st in &t.stages {
+        let _ = writeln!(
+            s,
+            "    {:<30} CPU {:<3} p50 {:>7.2} µs  p90 {:>7.2} µs  seen {:>5.1}%",
+            st.name,
+            st.cpu,
+            st.p50_us,
+            st.p90_us,
+            st.seen * 100.0
+        );
+    }
+    let rr = t
+        .rr_p50_us
+        .map_or("not measured".into(), |p| format!("{p:.2} µs"));
+    let gap = t
+        .gap_pct
+        .map_or(String::new(), |g| format!(" (gap {g:+.1}%)"));
+    let _ = writeln!(
+        s,
+        "    sum of stage medians {:.2} µs vs the trial's rr p50 {rr}{gap}",
+        t.sum_p50_us
+    );
+    if let (Some(h), Some(p)) = (t.headline_p50_us, t.rr_p50_us) {
+        let _ = writeln!(
+            s,
+            "    sampling cost: the test's own p50 was {h:.2} µs, the sampled trial's {p:.2} µs ({:+.0}%)",
+            (p - h) / h * 100.0
+        );
+    }
+    let i = &t.in_situ;
+    let _ = writeln!(s, "  in situ: server wake-up {}", pct(&i.server_wakeup));
+    let _ = writeln!(s, "           client wake-up {}", pct(&i.client_wakeup));
+    let _ = writeln!(
+        s,
+        "           idle exit (IPI sent → CPU leaves idle) {}",
+        pct(&i.idle_exit)
+    );
+    let _ = writeln!(
+        s,
+        "           idle exit → thread runs {}",
+        pct(&i.idle_to_run)
+    );
+    let _ = writeln!(
+        s,
+        "           per transaction: {:.2} sides woken from idle, {:.2} ICR writes, {:.2} TSC-deadline writes",
+        i.idle_wakeups_per_transaction, i.icr_writes_per_transaction, i.tsc_deadline_writes_per_transaction
+    );
+    for u in &t.unseen {
+        let _ = writeln!(s, "  note: {}", virtperf_wire::printable(u));
+    }
+    s
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The typical transaction as a swimlane: a lane per CPU, the stages' medians laid end to
+/// end as bars on the lane of the CPU each runs on, and the example transaction's events
+/// as ticks with their names.
+pub fn swimlane(t: &Timeline) -> String {
+    let (w, lane_h, left, top) = (860.0, 150.0, 90.0, 30.0);
+    let span = t
+        .example
+        .iter()
+        .map(|m| m.t_us)
+        .fold(t.sum_p50_us, f64::max)
+        .max(1.0);
+    let x = |us: f64| left + us / span * (w - left - 20.0);
+    let lanes = [t.client_cpu, t.server_cpu];
+    let y = |cpu: u32| top + if cpu == t.client_cpu { 0.0 } else { lane_h };
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"10\">",
+        top + 2.0 * lane_h + 30.0
+    );
+    for (i, cpu) in lanes.iter().enumerate() {
+        let yy = y(*cpu);
+        let role = if i == 0 { "client" } else { "server" };
+        let _ = write!(
+            s,
+            "<line x1=\"{left}\" y1=\"{yy}\" x2=\"{}\" y2=\"{yy}\" stroke=\"#999\"/><text x=\"4\" y=\"{}\">CPU {cpu} ({role})</text>",
+            w - 20.0,
+            yy + 14.0
+        );
+    }
+    let mut at = 0.0;
+    for (i, st) in t.stages.iter().enumerate() {
+        let yy = y(st.cpu) + 4.0;
+        let hue = (i * 37) % 360;
+        let _ = write!(
+            s,
+            "<rect x=\"{:.1}\" y=\"{yy:.1}\" width=\"{:.1}\" height=\"16\" fill=\"hsl({hue},60%,70%)\"><title>{}: p50 {:.2} µs, p90 {:.2} µs</title></rect>",
+            x(at),
+            (x(at + st.p50_us) - x(at)).max(0.5),
+            esc(&st.name),
+            st.p50_us,
+            st.p90_us
+        );
+        at += st.p50_us;
+    }
+    for (k, m) in t.example.iter().enumerate() {
+        let xx = x(m.t_us);
+        let yy = y(m.cpu) + 24.0;
+        let dy = 10.0 * (k % 10) as f64;
+        let _ = write!(
+            s,
+            "<line x1=\"{xx:.1}\" y1=\"{yy:.1}\" x2=\"{xx:.1}\" y2=\"{:.1}\" stroke=\"#333\"/><text x=\"{:.1}\" y=\"{:.1}\">{} ({:.1})</text>",
+            yy + 6.0 + dy,
+            xx + 2.0,
+            yy + 14.0 + dy,
+            esc(&m.what),
+            m.t_us
+        );
+    }
+    let _ = write!(
+        s,
+        "<text x=\"{left}\" y=\"{}\">µs since the client's send (bars: stage medians laid end to end; ticks: the transaction nearest the median)</text></svg>",
+        top + 2.0 * lane_h + 20.0
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use virtperf_wire::{Mark, Stage};
+
+    #[test]
+    fn the_swimlane_puts_each_stage_on_its_cpu_and_escapes_names() {
+        let t = Timeline {
+            client_cpu: 0,
+            server_cpu: 3,
+            stages: vec![
+                Stage {
+                    name: "a<b".into(),
+                    cpu: 0,
+                    p50_us: 2.0,
+                    p90_us: 3.0,
+                    seen: 1.0,
+                },
+                Stage {
+                    name: "srv".into(),
+                    cpu: 3,
+                    p50_us: 8.0,
+                    p90_us: 9.0,
+                    seen: 1.0,
+                },
+            ],
+            sum_p50_us: 10.0,
+            rr_p50_us: Some(12.5),
+            gap_pct: Some(-20.0),
+            example: vec![Mark {
+                t_us: 4.0,
+                cpu: 3,
+                what: "IPI → CPU 3".into(),
+            }],
+            ..Timeline::default()
+        };
+        let svg = swimlane(&t);
+        assert!(svg.contains("a&lt;b: p50 2.00"), "{svg}");
+        assert!(svg.contains("CPU 3 (server)"));
+        let txt = text(&t);
+        assert!(txt.contains("gap -20.0%"), "{txt}");
+        assert!(
+            txt.contains("not seen"),
+            "in-situ figures never seen say so: {txt}"
+        );
+    }
+}

@@ -1,0 +1,194 @@
+//! The critical path of a request/response transaction as a sampled trial saw it
+//! (`--timeline`, issue 28): stages between tracepoint hits, in-situ wake-up and idle-exit
+//! latencies, and one typical transaction's events for a swimlane.
+
+use serde::{Deserialize, Serialize};
+
+/// What a `--timeline` trial saw. The trial is separate from the test's measured interval
+/// (sampling every hit costs time), so none of this is mixed into the headline numbers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timeline {
+    /// The client's and the server's CPU.
+    pub client_cpu: u32,
+    /// See `client_cpu`.
+    pub server_cpu: u32,
+    /// Length of the sampled trial, seconds.
+    pub trial_s: f64,
+    /// Transactions whose whole path was seen, in order.
+    pub transactions: u64,
+    /// Transactions left out: an event missing or out of order (a lost record, a
+    /// spurious wake-up).
+    pub skipped: u64,
+    /// Records the full perf buffers dropped (the kernel's count).
+    pub lost_records: u64,
+    /// The stages in path order; their p50s are summed in `sum_p50_us`.
+    pub stages: Vec<Stage>,
+    /// Sum of the stages' medians, µs.
+    pub sum_p50_us: f64,
+    /// The engine's own rr median in the same trial, µs.
+    pub rr_p50_us: Option<f64>,
+    /// `(sum_p50_us - rr_p50_us) / rr_p50_us`, percent: how far the stages' medians are
+    /// from the measured median (they need not add up exactly: a sum of medians is not the
+    /// median of sums).
+    pub gap_pct: Option<f64>,
+    /// The test's own rr median (its measured interval, not sampled), µs: against
+    /// `rr_p50_us`, what sampling every hit cost each transaction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headline_p50_us: Option<f64>,
+    /// In-situ latencies and counts.
+    pub in_situ: InSitu,
+    /// Stages whose events (almost) never fired, with why that may be.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unseen: Vec<String>,
+    /// The events of the transaction nearest the median, for a swimlane.
+    pub example: Vec<Mark>,
+}
+
+/// One stage of the path: from one tracepoint hit to the next.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stage {
+    /// What happens in it ("server CPU leaves idle").
+    pub name: String,
+    /// The CPU it runs on (the side's CPU; a wake-up's delivery is charged to the woken
+    /// side's CPU).
+    pub cpu: u32,
+    /// Median, µs, over all transactions (0 for those where the stage did not occur).
+    pub p50_us: f64,
+    /// 90th percentile, µs.
+    pub p90_us: f64,
+    /// Fraction of transactions in which the stage occurred (its closing event was seen).
+    pub seen: f64,
+}
+
+/// Latencies measured inside the sampled transactions, µs, and events per transaction.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InSitu {
+    /// Server thread woken → switched in (transactions where it slept).
+    pub server_wakeup: Option<Pct>,
+    /// Client thread woken → switched in.
+    pub client_wakeup: Option<Pct>,
+    /// IPI sent to an idle CPU → that CPU leaves idle, both sides: in a guest, the halted
+    /// vCPU's wake-up by the host (what halt polling saves).
+    pub idle_exit: Option<Pct>,
+    /// The CPU left idle → the woken thread runs.
+    pub idle_to_run: Option<Pct>,
+    /// Sides woken from idle per transaction (0 to 2).
+    pub idle_wakeups_per_transaction: f64,
+    /// x2APIC ICR writes (IPIs sent) per transaction, on the two CPUs.
+    pub icr_writes_per_transaction: f64,
+    /// TSC-deadline writes (timer reprogrammed) per transaction.
+    pub tsc_deadline_writes_per_transaction: f64,
+}
+
+/// A median and a 90th percentile, µs, over `n` samples.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Pct {
+    /// Median.
+    pub p50_us: f64,
+    /// 90th percentile.
+    pub p90_us: f64,
+    /// Samples.
+    pub n: u64,
+}
+
+/// One event of the example transaction.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Mark {
+    /// µs since the client's send.
+    pub t_us: f64,
+    /// The CPU it happened on.
+    pub cpu: u32,
+    /// What it was ("send", "IPI → 1", "idle exit", "server runs").
+    pub what: String,
+}
+
+/// The counted events that are VM exits in a guest, with what each costs and what would
+/// remove it: `(key in TraceCounts, label, cost in a guest)`.
+pub const EXIT_CAUSES: &[(&str, &str, &str)] = &[
+    (
+        "msr_write_tsc_deadline",
+        "TSC-deadline writes (timer reprogrammed)",
+        "exit unless APICv/posted interrupts",
+    ),
+    (
+        "msr_write_icr",
+        "ICR writes (IPIs sent)",
+        "exit unless APICv/posted interrupts (IPI virtualization)",
+    ),
+    (
+        "msr_write_eoi",
+        "EOI writes",
+        "exit unless APICv/posted interrupts (or PV EOI)",
+    ),
+    (
+        "msr_write_apic_timer",
+        "APIC-timer writes",
+        "exit unless APICv/posted interrupts",
+    ),
+    (
+        "idle_entries",
+        "idle entries",
+        "exit (HLT) unless halt polling caught it",
+    ),
+];
+
+impl crate::TraceCounts {
+    /// The sum of [`EXIT_CAUSES`] per unit: how many VM exits a unit of work likely costs
+    /// in a guest without APICv, posted interrupts or halt polling. `None` unless every
+    /// one of them was counted.
+    pub fn likely_exits(&self) -> Option<f64> {
+        EXIT_CAUSES
+            .iter()
+            .map(|(k, _, _)| self.per_unit.get(*k).copied())
+            .sum()
+    }
+
+    /// What would remove each cause on this machine, read from its fingerprint's
+    /// interrupt-virtualization entries (`Env::interrupt_virt`).
+    pub fn remedies(
+        &self,
+        interrupt_virt: &std::collections::BTreeMap<String, String>,
+    ) -> Vec<String> {
+        let on = |k: &str| {
+            interrupt_virt
+                .get(k)
+                .is_some_and(|v| matches!(v.as_str(), "Y" | "1" | "y"))
+        };
+        let pv = interrupt_virt
+            .get("kvm_guest_pv_features")
+            .cloned()
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        if interrupt_virt.contains_key("kvm_guest_pv_features") {
+            out.push(
+                "in a KVM guest: whether the host has APICv/AVIC with posted interrupts is not visible from here; with them, the MSR writes above do not exit".to_string(),
+            );
+            for (f, what) in [
+                ("pv_eoi", "pv_eoi is offered: EOIs mostly skip the exit"),
+                (
+                    "pv_send_ipi",
+                    "pv_send_ipi is offered: one hypercall exit per IPI sent to many CPUs",
+                ),
+                (
+                    "poll_control",
+                    "poll_control is offered: the guest can ask the host to halt-poll",
+                ),
+            ] {
+                if pv.split(' ').any(|x| x == f) {
+                    out.push(what.to_string());
+                }
+            }
+        }
+        for (k, what) in [
+            ("kvm_intel.enable_apicv", "this host's KVM has APICv on: its guests' EOI and timer writes and IPI deliveries do not exit"),
+            ("kvm_intel.enable_ipiv", "this host's KVM has IPI virtualization on: its guests' ICR writes do not exit"),
+            ("kvm_amd.avic", "this host's KVM has AVIC on: its guests' IPIs and EOIs mostly do not exit"),
+        ] {
+            if on(k) {
+                out.push(what.to_string());
+            }
+        }
+        out.push("idle entries: halt polling (guest haltpoll cpuidle driver, host halt_poll_ns) or idle=poll keeps a woken vCPU from the HLT exit".into());
+        out
+    }
+}
