@@ -78,6 +78,7 @@ fn without_the_privilege_the_test_runs_and_says_why() {
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(env!("CARGO_BIN_EXE_virtperf"))
         .args(["rr", "-l", "200ms", "--trace", "--json"])
+        .args(["--timeline", "--cpus", "0,1"])
         .env("HOME", &dir)
         .env_remove("VIRTPERF_LOCK_NONCE")
         .output()
@@ -100,4 +101,51 @@ fn without_the_privilege_the_test_runs_and_says_why() {
         "{}",
         v["warnings"]
     );
+    assert!(v["timeline"].is_null());
+    assert!(
+        v["warnings"].to_string().contains("--timeline: not taken"),
+        "{}",
+        v["warnings"]
+    );
+}
+
+/// `--timeline`: the sampled trial's stages add up to its own measured p50 within 20%
+/// (issue 28's acceptance), every transaction is accounted as analyzed or skipped, and
+/// the text output draws the stage table.
+#[test]
+fn the_timeline_stages_add_up_to_the_measured_median() {
+    if !root() || std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: sampling tracepoints needs root and two CPUs\n"),
+        );
+        return;
+    }
+    let v = common::run_json(&["rr", "--cpus", "0,1", "-l", "300ms", "--timeline"]);
+    let t = &v["timeline"];
+    assert!(t.is_object(), "no timeline: {}", v["warnings"]);
+    assert!(t["transactions"].as_u64().unwrap() > 100, "{t}");
+    let stages = t["stages"].as_array().unwrap();
+    assert_eq!(stages.len(), 10);
+    let sum: f64 = stages.iter().map(|s| s["p50_us"].as_f64().unwrap()).sum();
+    let rr = t["rr_p50_us"].as_f64().unwrap();
+    assert!((sum - t["sum_p50_us"].as_f64().unwrap()).abs() < 1e-6);
+    assert!(((sum - rr) / rr).abs() < 0.20, "stages {sum:.1} µs vs rr p50 {rr:.1} µs");
+    assert!(t["headline_p50_us"].as_f64().is_some());
+    assert!(!t["example"].as_array().unwrap().is_empty());
+}
+
+/// `--timeline` refuses what it cannot follow, in one line, before any test runs.
+#[test]
+fn the_timeline_needs_one_flow_between_two_pinned_cpus() {
+    for args in [
+        &["rr", "-l", "200ms", "--timeline"][..],
+        &["rr", "--cpus", "0,0", "-l", "200ms", "--timeline"],
+        &["stream", "--cpus", "0,1", "-l", "200ms", "--timeline"],
+    ] {
+        let out = common::vp().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--cpus A,B") && err.lines().count() == 1, "{err}");
+    }
 }

@@ -210,9 +210,21 @@ pub fn store_battery(store: &mut Store, b: &Battery, placement: &str) -> Result<
 /// One measurement of the battery.
 #[derive(Debug, Clone)]
 enum Measure {
-    Rr { label: &'static str, plan: Plan },
-    Wake { label: &'static str, spin: bool },
-    KvmHalt { label: &'static str, poll_ns: u64 },
+    /// An rr test; `awake`: with a `SCHED_IDLE` spinner on each of its CPUs, so neither
+    /// idles (no idle exit on the path, whatever the cpuidle driver or knobs).
+    Rr {
+        label: &'static str,
+        plan: Plan,
+        awake: bool,
+    },
+    Wake {
+        label: &'static str,
+        spin: bool,
+    },
+    KvmHalt {
+        label: &'static str,
+        poll_ns: u64,
+    },
     KvmExits,
 }
 
@@ -402,6 +414,7 @@ fn configs(
     let (a, b) = opts.cpus;
     let rr = |label, cpus: (u32, u32), wait: Wait| Measure::Rr {
         label,
+        awake: false,
         plan: Plan {
             workload: Workload::Rr {
                 request: opts.size.0,
@@ -436,6 +449,8 @@ fn configs(
             rr(model::RR_CROSS_BLOCK, (a, b), Wait::Block),
             rr(model::RR_SAME_BLOCK, (a, a), Wait::Block),
             rr(model::RR_CROSS_SPIN, (a, b), Wait::Spin),
+            traced(rr(model::RR_CROSS_TRACED, (a, b), Wait::Block)),
+            awake(rr(model::RR_CROSS_AWAKE, (a, b), Wait::Block)),
             Measure::Wake {
                 label: model::WAKE_BLOCK,
                 spin: false,
@@ -474,6 +489,24 @@ fn configs(
         }
     }
     out
+}
+
+/// `m` counting tracepoints (`--trace`) and followed by a sampled trial (`--timeline`):
+/// the exits by cause and the in-situ latencies the model is set beside.
+fn traced(mut m: Measure) -> Measure {
+    if let Measure::Rr { plan, .. } = &mut m {
+        plan.trace = true;
+        plan.timeline = true;
+    }
+    m
+}
+
+/// `m` with both CPUs kept out of idle.
+fn awake(mut m: Measure) -> Measure {
+    if let Measure::Rr { awake, .. } = &mut m {
+        *awake = true;
+    }
+    m
 }
 
 /// What the run's `spec_text` records: the battery as it was planned.
@@ -569,13 +602,18 @@ impl Tries<'_, '_, '_> {
         let mut trial = new_trial(seq, &cfg.name, measure.label(), cfg.poll_ns, rep);
         let (a, b) = opts.cpus;
         let res: Result<f64> = match measure {
-            Measure::Rr { plan, .. } => self.site.run(plan, &|_| {}).map(|mut r| {
-                r.allow_concurrent |= self.rec.allow_concurrent;
-                let m = r.primary_metric();
-                trial.metric_name = m.name.to_string();
-                trial.result = Some(r);
-                m.value
-            }),
+            Measure::Rr { plan, awake, .. } => awake
+                .then(|| crate::awake::Spinners::start(&[a, b]).map_err(|e| anyhow!(e)))
+                .transpose()
+                // The spinners (if any) live until the test is over.
+                .and_then(|_spinners| self.site.run(plan, &|_| {}))
+                .map(|mut r| {
+                    r.allow_concurrent |= self.rec.allow_concurrent;
+                    let m = r.primary_metric();
+                    trial.metric_name = m.name.to_string();
+                    trial.result = Some(r);
+                    m.value
+                }),
             Measure::Wake { spin, .. } => virtperf_wake::run(&virtperf_wake::WakeOpts {
                 mech: virtperf_wake::Mech::Futex,
                 strategy: if *spin {

@@ -12,6 +12,7 @@
 
 pub mod agent;
 pub mod assemble;
+mod awake;
 pub mod capture;
 pub mod cleanup;
 pub mod client;

@@ -1038,6 +1038,7 @@ fn explanation(s: &mut String, e: &Explanation) {
         }
         s.push_str("</table>");
     }
+    s.push_str(&crate::timeline::explained_html(e));
 }
 
 /// The waterfall: path, the wake-up's parts and the residual stacked step by step up to the

@@ -142,6 +142,84 @@ pub fn swimlane(t: &Timeline) -> String {
     s
 }
 
+/// The stage table and the swimlane, as HTML.
+pub fn html(t: &Timeline) -> String {
+    let mut s = format!(
+        "<h4>critical path of a transaction ({} sampled in a separate {:.1} s trial, CPU {} → {})</h4><table><tr><th>stage</th><th>CPU</th><th>p50 µs</th><th>p90 µs</th><th>seen</th></tr>",
+        t.transactions, t.trial_s, t.client_cpu, t.server_cpu
+    );
+    for st in &t.stages {
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.1}%</td></tr>",
+            esc(&st.name),
+            st.cpu,
+            st.p50_us,
+            st.p90_us,
+            st.seen * 100.0
+        );
+    }
+    let _ = write!(
+        s,
+        "<tr><td>sum of medians</td><td></td><td>{:.2}</td><td></td><td>{}</td></tr></table>",
+        t.sum_p50_us,
+        esc(&match (t.rr_p50_us, t.gap_pct) {
+            (Some(p), Some(g)) => format!("the trial's rr p50 {p:.2} µs, gap {g:+.1}%"),
+            _ => "the trial's rr p50 not measured".into(),
+        })
+    );
+    for u in &t.unseen {
+        let _ = write!(s, "<p>note: {}</p>", esc(u));
+    }
+    s.push_str(&swimlane(t));
+    s
+}
+
+/// `explain`'s exits by cause and in-situ figures beside the model, as HTML.
+pub fn explained_html(e: &crate::explain::Explanation) -> String {
+    let mut s = String::new();
+    if !e.exits_by_cause.is_empty() {
+        s.push_str("<h4>VM exits per transaction by cause (traced rr)</h4><table><tr><th>cause</th><th>per transaction</th><th>in a guest</th></tr>");
+        for (k, label, cost) in virtperf_wire::EXIT_CAUSES {
+            if let Some(v) = e.exits_by_cause.get(*k) {
+                let _ = write!(
+                    s,
+                    "<tr><td>{}</td><td>{v:.2}</td><td>{}</td></tr>",
+                    esc(label),
+                    esc(cost)
+                );
+            }
+        }
+        if let Some(v) = e.exits_by_cause.get("likely_exits") {
+            let _ = write!(s, "<tr><td>likely exits</td><td>{v:.2}</td><td></td></tr>");
+        }
+        s.push_str("</table>");
+    }
+    if let Some(i) = &e.in_situ {
+        let model = |n: &str| e.components.iter().find(|c| c.name == n).map(|c| c.us);
+        let f = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.1}"));
+        s.push_str("<h4>in situ beside the model (µs per round trip)</h4><table><tr><th>term</th><th>in situ</th><th>model</th><th>how</th></tr>");
+        for (n, x, src) in [
+            ("wake_up", i.wake_up_us, &i.wake_up_source),
+            ("idle_exit", i.idle_exit_us, &i.idle_exit_source),
+        ] {
+            let _ = write!(
+                s,
+                "<tr><td>{n}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                f(x),
+                f(model(n)),
+                esc(src)
+            );
+        }
+        s.push_str("</table>");
+        for d in &e.disagreements {
+            let _ = write!(s, "<p class=\"warning\">DISAGREES: {}</p>", esc(d));
+        }
+        s.push_str(&html(&i.timeline));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,7 +30,9 @@ use virtperf_wire::{Env, TestResult, Workload};
 
 use crate::summary::merged_latency;
 
+mod situ;
 mod text;
+pub use situ::InSitu;
 pub use text::{fixed2, opt, side_by_side, signed1, text};
 
 /// Run name of an explain battery (how `show` recognizes one).
@@ -43,6 +45,11 @@ pub const RR_CROSS_BLOCK: &str = "rr cross-CPU block";
 pub const RR_SAME_BLOCK: &str = "rr same-CPU block";
 /// Both sides spinning.
 pub const RR_CROSS_SPIN: &str = "rr cross-CPU spin";
+/// The cross-CPU blocking rr with tracepoints counted (`--trace`) and a sampled trial
+/// after it (`--timeline`): exits by cause and in-situ latencies.
+pub const RR_CROSS_TRACED: &str = "rr cross-CPU block traced";
+/// The cross-CPU blocking rr with both CPUs kept out of idle by `SCHED_IDLE` spinners.
+pub const RR_CROSS_AWAKE: &str = "rr cross-CPU block CPUs awake";
 /// `wake` futex across CPUs, blocking.
 pub const WAKE_BLOCK: &str = "wake cross-CPU block";
 /// `wake` futex across CPUs, spinning.
@@ -143,6 +150,15 @@ pub struct Explanation {
     pub events_per_transaction_same_cpu: BTreeMap<String, f64>,
     /// Measured effects of every mode and knob the battery ran.
     pub remedies: Vec<Remedy>,
+    /// Remedies that need a reboot or the host, with why they were not tried here.
+    pub remedies_named: Vec<String>,
+    /// Events that are VM exits in a guest, counted per transaction of the traced
+    /// cross-CPU rr (`--trace`), by cause, with their sum `likely_exits`.
+    pub exits_by_cause: BTreeMap<String, f64>,
+    /// What the sampled trial (`--timeline`) saw in the round trip itself.
+    pub in_situ: Option<InSitu>,
+    /// In-situ figures that differ from their model term by more than 25%, one line each.
+    pub disagreements: Vec<String>,
     /// The facts about this machine that decide the answer.
     pub environment: BTreeMap<String, String>,
     /// Tries behind each number (the smallest count of any measurement used).
@@ -410,6 +426,17 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
         }),
     }
 
+    if let Some(n) = situ::awake_idle_exit(
+        &c,
+        env,
+        &base,
+        &mut components,
+        &mut cross_checks,
+        &mut missing,
+    ) {
+        tries = tries.min(n);
+    }
+
     // A prediction needs every top-level term: a partial sum would look like a model that
     // explains less than it does.
     let complete = ["path", "wake_up"]
@@ -427,6 +454,10 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
     exit_pressure(&c, &base, &mut cross_checks, &mut missing);
     kvm_halt(&c, &mut cross_checks, &mut missing);
 
+    let mut seen = situ::seen(&c, &mut missing);
+    if let Some(s) = &seen.in_situ {
+        seen.disagreements = situ::disagreements(s, &components);
+    }
     let same = c.rr(RR_SAME_BLOCK, AS_IS);
     let remedies = remedies(&c, &base, same.as_ref());
     let (request_bytes, response_bytes) = match rr_sizes(&base.result) {
@@ -458,6 +489,10 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
             .map(|s| s.events.clone())
             .unwrap_or_default(),
         remedies,
+        remedies_named: situ::named_remedies(env),
+        exits_by_cause: seen.exits_by_cause,
+        in_situ: seen.in_situ,
+        disagreements: seen.disagreements,
         environment: environment(env),
         tries,
         warnings: warnings(env),
@@ -693,6 +728,12 @@ fn remedies(c: &Cells, base: &Rr, same: Option<&Rr>) -> Vec<Remedy> {
     if let Some(r) = c.rr(RR_CROSS_SPIN, AS_IS) {
         push(
             "spinning receivers on both sides (rr --wait spin): two cores busy".into(),
+            &r,
+        );
+    }
+    if let Some(r) = c.rr(RR_CROSS_AWAKE, AS_IS) {
+        push(
+            "both CPUs kept out of idle (a SCHED_IDLE spinner on each: idle=poll for two CPUs, at run time)".into(),
             &r,
         );
     }

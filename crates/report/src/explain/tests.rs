@@ -64,6 +64,7 @@ fn rr(p50_us: f64, size: (u32, u32), cpus: (u32, u32), events: &[(&str, f64)]) -
         allow_concurrent: false,
         stop_s: None,
         trace: None,
+        timeline: None,
         intervals: vec![],
     }
 }
@@ -293,4 +294,128 @@ fn uncounted_events_are_missing_not_zero() {
     let txt = text(&e);
     assert!(txt.contains("— (not counted) IPIs"), "{txt}");
     assert!(!txt.contains("0.00 IPIs"), "{txt}");
+}
+
+/// A traced cross-CPU rr: these per-transaction counts, and a timeline whose in-situ
+/// client wake-up is `wake` µs (server side unseen) and idle exit `idle` µs per wake.
+fn traced(wake: f64, idle: f64) -> TrialRow {
+    let mut r = rr(60.0, (1, 1), (0, 1), EVENTS);
+    let per_unit: BTreeMap<String, f64> = [
+        ("msr_write_tsc_deadline", 0.02),
+        ("msr_write_icr", 2.0),
+        ("msr_write_eoi", 0.0),
+        ("msr_write_apic_timer", 0.0),
+        ("idle_entries", 1.0),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), *v))
+    .collect();
+    r.trace = Some(virtperf_wire::TraceCounts {
+        per_unit,
+        unit: "transaction".into(),
+        ..Default::default()
+    });
+    let p = |us: f64| virtperf_wire::Pct {
+        p50_us: us,
+        p90_us: us,
+        n: 1000,
+    };
+    r.timeline = Some(virtperf_wire::Timeline {
+        transactions: 1000,
+        in_situ: virtperf_wire::InSitu {
+            client_wakeup: Some(p(wake)),
+            idle_exit: Some(p(idle)),
+            idle_wakeups_per_transaction: 2.0,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    rr_trial(AS_IS, RR_CROSS_TRACED, None, r)
+}
+
+/// Without a halt-poll knob, keeping both CPUs awake gives the idle exit (never 0.0 for
+/// lack of a knob), and what the traced trial saw is set beside it, disagreements named.
+#[test]
+fn idle_exit_from_cpus_kept_awake_and_in_situ_beside_it() {
+    let mut t = as_is(None);
+    t.push(skipped(
+        "guest-poll",
+        WAKE_BLOCK,
+        "haltpoll.guest_halt_poll_ns does not exist here",
+    ));
+    t.push(rr_trial(
+        AS_IS,
+        RR_CROSS_AWAKE,
+        None,
+        rr(52.0, (1, 1), (0, 1), EVENTS),
+    ));
+    // In situ: wake-up 2 × 20 µs = 40 µs (the model's 40: agrees); idle exit 2 × 6 µs = 12
+    // µs against the model's 8 µs: +50%, flagged.
+    t.push(traced(20.0, 6.0));
+    let e = explain(1, &Env::default(), &t).expect("explains");
+    let idle = component(&e, "idle_exit").expect("measured without the knob");
+    assert!((idle.us - 8.0).abs() < 1e-9, "{idle:?}");
+    assert!(idle.source.contains("SCHED_IDLE"), "{}", idle.source);
+    assert!(
+        !e.missing.iter().any(|m| m.name == "idle_exit"),
+        "{:?}",
+        e.missing
+    );
+    let other = component(&e, "wake_up_other").expect("the rest");
+    assert!((other.us - 32.0).abs() < 1e-9);
+    assert_eq!(e.exits_by_cause.get("likely_exits").copied(), Some(3.02));
+    let i = e.in_situ.as_ref().expect("in situ");
+    assert_eq!(i.wake_up_us, Some(40.0));
+    assert_eq!(i.idle_exit_us, Some(12.0));
+    assert_eq!(e.disagreements.len(), 1, "{:?}", e.disagreements);
+    assert!(
+        e.disagreements[0].starts_with("idle_exit"),
+        "{:?}",
+        e.disagreements
+    );
+    assert!(e
+        .remedies
+        .iter()
+        .any(|r| r.what.contains("kept out of idle")));
+    let txt = text(&e);
+    assert!(txt.contains("DISAGREES: idle_exit"), "{txt}");
+    assert!(txt.contains("likely exits per transaction"), "{txt}");
+}
+
+/// An inert knob (no haltpoll cpuidle driver) gives way to the awake measurement; its
+/// difference stays as a cross-check. Where the knob works, the awake figure is the check.
+#[test]
+fn an_inert_knob_gives_way_to_cpus_kept_awake() {
+    let mut t = as_is(Some(200_000));
+    t.push(probe("guest-poll-off", WAKE_BLOCK, Some(0), 25.1));
+    t.push(rr_trial(
+        AS_IS,
+        RR_CROSS_AWAKE,
+        None,
+        rr(55.0, (1, 1), (0, 1), EVENTS),
+    ));
+    let e = explain(1, &Env::default(), &t).expect("explains");
+    let idle = component(&e, "idle_exit").expect("awake");
+    assert!((idle.us - 5.0).abs() < 0.1, "{idle:?}");
+    assert!(e.cross_checks.iter().any(|c| c.name == "idle_exit_knob"));
+    let e = explain(1, &haltpoll_env(), &t).expect("explains");
+    assert!(component(&e, "idle_exit")
+        .expect("knob")
+        .source
+        .contains("guest_halt_poll_ns"));
+    assert!(e.cross_checks.iter().any(|c| c.name == "idle_exit_awake"));
+}
+
+/// No traced trial: exits by cause and in situ are missing with the reason, not empty
+/// numbers.
+#[test]
+fn no_traced_trial_means_named_absences() {
+    let mut t = as_is(None);
+    t.push(skipped(AS_IS, RR_CROSS_TRACED, "not root"));
+    let e = explain(1, &Env::default(), &t).expect("explains");
+    assert!(e.exits_by_cause.is_empty() && e.in_situ.is_none());
+    for n in ["exits_by_cause", "in_situ"] {
+        let m = e.missing.iter().find(|m| m.name == n).expect("named");
+        assert!(m.reason.contains("not root"), "{m:?}");
+    }
 }

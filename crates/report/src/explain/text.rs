@@ -137,6 +137,7 @@ pub fn text(e: &Explanation) -> String {
             n(get("timer_irqs"))
         );
     }
+    seen(&mut s, e);
     if !e.remedies.is_empty() {
         let _ = writeln!(
             s,
@@ -156,11 +157,51 @@ pub fn text(e: &Explanation) -> String {
             );
         }
     }
+    for r in &e.remedies_named {
+        let _ = writeln!(s, "  not tried here: {r}");
+    }
     let _ = writeln!(s, "\nEnvironment:");
     for (k, v) in &e.environment {
         let _ = writeln!(s, "  {k:<44} {v}");
     }
     s
+}
+
+/// Exits by cause and what the sampled round trip showed, beside the model.
+fn seen(s: &mut String, e: &Explanation) {
+    if !e.exits_by_cause.is_empty() {
+        let _ = writeln!(s, "\nVM exits per transaction by cause (counted in the traced rr; each is an exit in a guest without APICv/posted interrupts or halt polling):");
+        for (k, label, cost) in virtperf_wire::EXIT_CAUSES {
+            if let Some(v) = e.exits_by_cause.get(*k) {
+                let _ = writeln!(s, "  {label:<42} {v:>6.2}   {cost}");
+            }
+        }
+        if let Some(v) = e.exits_by_cause.get("likely_exits") {
+            let _ = writeln!(s, "  {:<42} {v:>6.2}", "likely exits per transaction");
+        }
+    }
+    if let Some(i) = &e.in_situ {
+        let model = |n: &str| e.components.iter().find(|c| c.name == n).map(|c| c.us);
+        let _ = writeln!(
+            s,
+            "\nIn situ (a sampled trial of the same round trip) beside the model:"
+        );
+        for (name, x, src) in [
+            ("wake_up", i.wake_up_us, &i.wake_up_source),
+            ("idle_exit", i.idle_exit_us, &i.idle_exit_source),
+        ] {
+            let _ = writeln!(
+                s,
+                "  {name:<14} in situ {:>10}   model {:>10}   {src}",
+                opt(x, |v| format!("{v:.1} µs")),
+                opt(model(name), |v| format!("{v:.1} µs"))
+            );
+        }
+        s.push_str(&crate::timeline::text(&i.timeline));
+    }
+    for d in &e.disagreements {
+        let _ = writeln!(s, "  DISAGREES: {d}");
+    }
 }
 
 /// Two explanations side by side (native and in a guest): every component, the measured

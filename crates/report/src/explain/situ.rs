@@ -1,0 +1,233 @@
+//! What `explain` saw in the round trip itself (issue 28), beside what it models: VM-exit
+//! causes counted per transaction (`--trace`), in-situ wake-up and idle-exit latencies
+//! from a sampled trial (`--timeline`), and the idle exit measured by keeping both CPUs
+//! out of idle, which needs no halt-polling knob.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use virtperf_wire::{Env, Timeline, EXIT_CAUSES};
+
+use super::{Cells, Component, Missing, Rr, AS_IS, RR_CROSS_AWAKE, RR_CROSS_TRACED};
+
+/// Past this relative difference an in-situ figure and its model term disagree.
+pub const DISAGREE: f64 = 0.25;
+
+/// In-situ figures of the traced trial's round trip, per round trip, µs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InSitu {
+    /// Both directions' wake-up (woken → switched in, p50), summed; one direction seen
+    /// only: twice it (said in `wake_up_source`).
+    pub wake_up_us: Option<f64>,
+    /// How `wake_up_us` was formed.
+    pub wake_up_source: String,
+    /// IPI sent to an idle CPU → it left idle (p50) × sides woken from idle per round trip.
+    pub idle_exit_us: Option<f64>,
+    /// How `idle_exit_us` was formed.
+    pub idle_exit_source: String,
+    /// The sampled trial's critical path, in-situ latencies and example transaction.
+    pub timeline: Timeline,
+}
+
+/// The parts of the explanation this module adds.
+pub(super) struct Seen {
+    pub exits_by_cause: BTreeMap<String, f64>,
+    pub in_situ: Option<InSitu>,
+    pub disagreements: Vec<String>,
+}
+
+/// Exits by cause (mean over the traced tries) and the in-situ figures of the first traced
+/// try, each missing with why when the traced trial did not give it.
+pub(super) fn seen(c: &Cells, missing: &mut Vec<Missing>) -> Seen {
+    let traced: Vec<_> = c
+        .ok(RR_CROSS_TRACED, AS_IS)
+        .into_iter()
+        .filter_map(|t| t.result.as_ref())
+        .collect();
+    let mut exits_by_cause = BTreeMap::new();
+    let counts: Vec<_> = traced.iter().filter_map(|r| r.trace.as_ref()).collect();
+    for (k, _, _) in EXIT_CAUSES {
+        let v: Option<f64> = counts.iter().map(|t| t.per_unit.get(*k).copied()).sum();
+        if let Some(v) = v.filter(|_| !counts.is_empty()) {
+            exits_by_cause.insert((*k).to_string(), v / counts.len() as f64);
+        }
+    }
+    if exits_by_cause.len() == EXIT_CAUSES.len() {
+        let sum = exits_by_cause.values().sum();
+        exits_by_cause.insert("likely_exits".into(), sum);
+    } else {
+        let why = counts
+            .iter()
+            .find_map(|t| t.missing.first().cloned())
+            .unwrap_or_else(|| c.why_not(RR_CROSS_TRACED, AS_IS));
+        missing.push(Missing {
+            name: "exits_by_cause".into(),
+            reason: why,
+        });
+    }
+    let timeline = traced.iter().find_map(|r| r.timeline.clone());
+    let in_situ = match timeline {
+        Some(t) => Some(in_situ(t)),
+        None => {
+            let why = traced
+                .iter()
+                .flat_map(|r| &r.warnings)
+                .find(|w| w.starts_with("--timeline"))
+                .cloned()
+                .unwrap_or_else(|| c.why_not(RR_CROSS_TRACED, AS_IS));
+            missing.push(Missing {
+                name: "in_situ".into(),
+                reason: why,
+            });
+            None
+        }
+    };
+    Seen {
+        exits_by_cause,
+        in_situ,
+        disagreements: Vec::new(),
+    }
+}
+
+/// A side's in-situ figure counts when it was seen in at least half the transactions.
+fn well_seen(p: Option<virtperf_wire::Pct>, transactions: u64) -> Option<f64> {
+    p.filter(|p| p.n * 2 >= transactions).map(|p| p.p50_us)
+}
+
+fn in_situ(t: Timeline) -> InSitu {
+    let i = &t.in_situ;
+    let n = t.transactions;
+    let (wake_up_us, wake_up_source) = match (
+        well_seen(i.client_wakeup, n),
+        well_seen(i.server_wakeup, n),
+    ) {
+        (Some(c), Some(s)) => (
+            Some(c + s),
+            format!("client wake-up p50 {c:.2} µs + server wake-up p50 {s:.2} µs (woken → switched in)"),
+        ),
+        (Some(x), None) | (None, Some(x)) => (
+            Some(2.0 * x),
+            format!(
+                "2 × the {} side's wake-up p50 {x:.2} µs (the other side's switch-in was seen in under half the transactions)",
+                if i.client_wakeup.is_some_and(|p| p.p50_us == x) { "client" } else { "server" }
+            ),
+        ),
+        (None, None) => (None, "neither side's wake-up was seen in half the transactions".into()),
+    };
+    let (idle_exit_us, idle_exit_source) = match i.idle_exit {
+        Some(p) => (
+            Some(p.p50_us * i.idle_wakeups_per_transaction),
+            format!(
+                "IPI sent → idle CPU leaves idle, p50 {:.2} µs × {:.2} sides woken from idle per round trip",
+                p.p50_us, i.idle_wakeups_per_transaction
+            ),
+        ),
+        None => (None, "no wake-up from idle was seen (CPUs never idle, or their idle loop is not traced)".into()),
+    };
+    InSitu {
+        wake_up_us,
+        wake_up_source,
+        idle_exit_us,
+        idle_exit_source,
+        timeline: t,
+    }
+}
+
+/// One line per model term the in-situ figure disagrees with by more than [`DISAGREE`].
+pub(super) fn disagreements(s: &InSitu, components: &[Component]) -> Vec<String> {
+    let model = |n: &str| components.iter().find(|c| c.name == n).map(|c| c.us);
+    let mut out = Vec::new();
+    for (name, seen) in [("wake_up", s.wake_up_us), ("idle_exit", s.idle_exit_us)] {
+        if let (Some(m), Some(x)) = (model(name), seen) {
+            let rel = (x - m) / m.abs().max(1e-9);
+            if rel.abs() > DISAGREE {
+                out.push(format!(
+                    "{name}: in situ {x:.1} µs vs model {m:.1} µs ({:+.0}%): the model's separate measurement does not match what this round trip does",
+                    rel * 100.0
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The idle exit from keeping both CPUs out of idle: the as-is cross-CPU rr p50 minus the
+/// same with a `SCHED_IDLE` spinner on each CPU. It becomes the `idle_exit` term where the
+/// halt-poll knob gave none or reaches no idle loop (cpuidle driver not haltpoll), the
+/// knob's difference then kept as a cross-check; elsewhere it is the cross-check.
+pub(super) fn awake_idle_exit(
+    c: &Cells,
+    env: &Env,
+    base: &Rr,
+    components: &mut Vec<Component>,
+    checks: &mut Vec<Component>,
+    missing: &mut Vec<Missing>,
+) -> Option<usize> {
+    let Some(awake) = c.rr(RR_CROSS_AWAKE, AS_IS) else {
+        if !components.iter().any(|x| x.name == "idle_exit") {
+            missing.push(Missing {
+                name: "idle_exit (CPUs kept awake)".into(),
+                reason: c.why_not(RR_CROSS_AWAKE, AS_IS),
+            });
+        }
+        return None;
+    };
+    let term = Component {
+        name: "idle_exit".into(),
+        us: base.p50 - awake.p50,
+        source: format!(
+            "rr across CPUs p50 {:.2} µs − the same with both CPUs kept out of idle by SCHED_IDLE spinners {:.2} µs, {} tries",
+            base.p50, awake.p50, awake.n
+        ),
+        part_of: Some("wake_up".into()),
+    };
+    let knob_reaches_idle = env.cpuidle_driver.as_deref() == Some("haltpoll");
+    let knob_term = components.iter().position(|x| x.name == "idle_exit");
+    if knob_reaches_idle && knob_term.is_some() {
+        checks.push(Component {
+            name: "idle_exit_awake".into(),
+            ..term
+        });
+        return Some(awake.n);
+    }
+    if let Some(i) = knob_term {
+        let mut k = components.remove(i);
+        k.name = "idle_exit_knob".into();
+        k.part_of = None;
+        checks.push(k);
+        components.retain(|x| x.name != "wake_up_other");
+    }
+    missing.retain(|m| m.name != "idle_exit");
+    let wake_up = components
+        .iter()
+        .find(|x| x.name == "wake_up")
+        .map(|x| x.us);
+    let idle = term.us;
+    components.push(term);
+    if let Some(w) = wake_up {
+        components.push(Component {
+            name: "wake_up_other".into(),
+            us: w - idle,
+            source: "wake_up − idle_exit: sending the wake-up and scheduling the woken thread"
+                .into(),
+            part_of: Some("wake_up".into()),
+        });
+    }
+    Some(awake.n)
+}
+
+/// Remedies that need a reboot or the host, named with why they are not tried here.
+pub(super) fn named_remedies(env: &Env) -> Vec<String> {
+    let mut v = vec![
+        "idle=poll on the kernel command line (every CPU polls instead of halting): needs a reboot; `rr cross-CPU block CPUs awake` measures its effect on the two CPUs".to_string(),
+        "nohz=off (a periodic tick instead of reprogramming the TSC deadline on every idle entry): needs a reboot".into(),
+        "the host's kvm.halt_poll_ns (the host polls a halted vCPU before descheduling it): set on the host, not from a guest".into(),
+        "posted interrupts / APICv / AVIC (IPIs and timer writes without exits): a host and hardware feature".into(),
+    ];
+    if env.cpuidle_driver.as_deref() != Some("haltpoll")
+        && env.halt_poll.keys().any(|k| k.contains("guest_halt_poll"))
+    {
+        v.push("the cpuidle-haltpoll driver (cpuidle_haltpoll.force=1 or a kernel with it built in): the guest halt-poll knob reaches no idle loop without it; needs a reboot".into());
+    }
+    v
+}
