@@ -130,7 +130,10 @@ fn the_timeline_stages_add_up_to_the_measured_median() {
     let sum: f64 = stages.iter().map(|s| s["p50_us"].as_f64().unwrap()).sum();
     let rr = t["rr_p50_us"].as_f64().unwrap();
     assert!((sum - t["sum_p50_us"].as_f64().unwrap()).abs() < 1e-6);
-    assert!(((sum - rr) / rr).abs() < 0.20, "stages {sum:.1} µs vs rr p50 {rr:.1} µs");
+    assert!(
+        ((sum - rr) / rr).abs() < 0.20,
+        "stages {sum:.1} µs vs rr p50 {rr:.1} µs"
+    );
     assert!(t["headline_p50_us"].as_f64().is_some());
     assert!(!t["example"].as_array().unwrap().is_empty());
 }
@@ -146,6 +149,9 @@ fn the_timeline_needs_one_flow_between_two_pinned_cpus() {
         let out = common::vp().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("--cpus A,B") && err.lines().count() == 1, "{err}");
+        assert!(
+            err.contains("--cpus A,B") && err.lines().count() == 1,
+            "{err}"
+        );
     }
 }

@@ -617,8 +617,8 @@ pub fn plan_for(point: &Point, cfg: &Config) -> Plan {
         sock: cfg.sock,
         capture: None,
         kvm_stats: false,
-        trace: false,
-        timeline: false,
+        trace: point.trace,
+        timeline: point.timeline,
         interval: point.interval,
         on_interval: None,
     }

@@ -13,6 +13,8 @@
 //! # recv_size = "64KiB"          # bytes per receive (netperf -M)
 //! # recv_wait = "block"          # receiver sleeps in recv (netperf) instead of poll (iperf3)
 //! # interval = "1s"              # keep a time series (stream, bulk, rr, crr)
+//! # trace = true                 # count VM-exit tracepoints per unit (--trace; root)
+//! # timeline = true              # rr: a sampled critical-path trial per trial (--timeline)
 //!
 //! [[config]]
 //! name = "baseline"
@@ -183,6 +185,12 @@ struct RawWorkload {
     /// rr, crr, stream: worker threads per side multiplexing the flows on epoll.
     #[serde(default)]
     threads: Option<Spanned<u32>>,
+    /// Count tracepoints over each trial (`--trace`).
+    #[serde(default)]
+    trace: Option<Spanned<bool>>,
+    /// rr: a sampled critical-path trial after each trial (`--timeline`).
+    #[serde(default)]
+    timeline: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -320,6 +328,10 @@ pub struct Point {
     pub duration: Duration,
     /// Time-series interval (`interval = "1s"`), if any.
     pub interval: Option<Duration>,
+    /// Tracepoints counted over each trial (`trace = true`).
+    pub trace: bool,
+    /// A sampled critical-path trial after each trial (`timeline = true`).
+    pub timeline: bool,
     /// HTTP downloads per trial.
     pub count: u32,
     /// The swept parameters and their values, e.g. `{"send_size": 64}`.
@@ -674,6 +686,8 @@ struct Fixed {
     bytes: Option<u64>,
     count: u32,
     threads: Option<u32>,
+    trace: bool,
+    timeline: bool,
 }
 
 impl Fixed {
@@ -780,6 +794,8 @@ impl Fixed {
             bytes,
             count,
             threads: r.threads.as_ref().map(|t| *t.get_ref()),
+            trace: r.trace.as_ref().is_some_and(|t| *t.get_ref()),
+            timeline: r.timeline.as_ref().is_some_and(|t| *t.get_ref()),
         })
     }
 }
@@ -798,8 +814,12 @@ fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> 
             "interval",
             "protocol",
             "loss_timeout",
+            "trace",
+            "timeline",
         ],
-        "crr" => &["size", "cpus", "wait", "flows", "threads", "interval"],
+        "crr" => &[
+            "size", "cpus", "wait", "flows", "threads", "interval", "trace",
+        ],
         "stream" => &[
             "send_size",
             "flows",
@@ -811,9 +831,10 @@ fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> 
             "rate",
             "gso",
             "gro",
+            "trace",
         ],
-        "bulk" => &["bytes", "send_size", "reverse", "cpus", "interval"],
-        "http" => &["bytes", "count", "cpus"],
+        "bulk" => &["bytes", "send_size", "reverse", "cpus", "interval", "trace"],
+        "http" => &["bytes", "count", "cpus", "trace"],
         other => {
             return err(
                 text,
@@ -822,7 +843,9 @@ fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> 
             )
         }
     };
-    let present: [(&str, Option<std::ops::Range<usize>>); 16] = [
+    let present: [(&str, Option<std::ops::Range<usize>>); 18] = [
+        ("trace", r.trace.as_ref().map(|s| s.span())),
+        ("timeline", r.timeline.as_ref().map(|s| s.span())),
         ("threads", r.threads.as_ref().map(|s| s.span())),
         ("loss_timeout", r.loss_timeout.as_ref().map(|s| s.span())),
         ("protocol", r.protocol.as_ref().map(|s| s.span())),
@@ -956,6 +979,13 @@ fn expand(
         .map(|c| {
             let workload = workload_of(kind, c, &fixed);
             workload.validate().or_else(|m| err(text, w.span(), m))?;
+            let one_flow = matches!(workload, Workload::Rr { flows: 1, .. });
+            if fixed.timeline
+                && !(one_flow && matches!((c.cpu.0, c.cpu.1), (Some(a), Some(b)) if a != b))
+            {
+                let span = r.timeline.as_ref().map_or(w.span(), |t| t.span());
+                return err(text, span, "timeline follows one rr flow between two pinned CPUs: give cpus = \"A,B\" (two different CPUs)");
+            }
             let (label, params) = name_point(&base, c, &swept);
             Ok(Point {
                 workload_index: index,
@@ -963,6 +993,8 @@ fn expand(
                 cpus: c.cpu,
                 duration: fixed.duration,
                 interval: fixed.interval,
+                trace: fixed.trace,
+                timeline: fixed.timeline,
                 count: fixed.count,
                 params,
                 label,
@@ -1702,6 +1734,26 @@ gso = true
         );
         assert_eq!(l, 5, "{m}");
         assert!(m.contains("take no \"threads\""), "{m}");
+    }
+
+    /// `trace` and `timeline` reach the plan; a timeline without two pinned CPUs, or on a
+    /// workload other than rr, is refused at its line.
+    #[test]
+    fn trace_and_timeline_in_specs() {
+        let s = parse("name = \"x\"\n[[workload]]\nkind = \"rr\"\ncpus = \"0,1\"\ntrace = true\ntimeline = true\n").expect("parses");
+        let plan = crate::runner::plan_for(&s.points[0], &s.configs[0]);
+        assert!(plan.trace && plan.timeline);
+        let e = parse("name = \"x\"\n[[workload]]\nkind = \"rr\"\ntimeline = true\n").unwrap_err();
+        assert_eq!(e.line, 4, "{e}");
+        assert!(e.message.contains("cpus"), "{e}");
+        let e = parse(
+            "name = \"x\"\n[[workload]]\nkind = \"stream\"\ncpus = \"0,1\"\ntimeline = true\n",
+        )
+        .unwrap_err();
+        assert!(e.message.contains("timeline"), "{e}");
+        let s =
+            parse("name = \"x\"\n[[workload]]\nkind = \"stream\"\ntrace = true\n").expect("parses");
+        assert!(s.points[0].trace && !s.points[0].timeline);
     }
 
     /// `interval` reaches the point; a too-short one, one longer than the trial, and one

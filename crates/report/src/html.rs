@@ -839,6 +839,12 @@ fn run_section(s: &mut String, sec: &RunSection) {
             s.push_str(&percentile_chart(&series));
         }
         s.push_str(&time_series_charts(&pts));
+        for p in &pts {
+            for c in p.configs.iter().filter(|c| c.timeline.is_some()) {
+                let _ = write!(s, "<h4>{} · {}</h4>", esc(&p.label), esc(&c.config));
+                s.push_str(&c.timeline.as_ref().map(crate::timeline::html).unwrap_or_default());
+            }
+        }
     }
     s.push_str("<h3>CPU split (client machine, % of all CPUs)</h3>");
     s.push_str(&cpu_chart(sec.points));

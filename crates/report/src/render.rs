@@ -757,6 +757,7 @@ mod tests {
             server_cpu: None,
             elapsed_s: 1.0,
             series: Vec::new(),
+            timeline: None,
         }
     }
 

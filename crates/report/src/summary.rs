@@ -52,6 +52,9 @@ pub struct ConfigSummary {
     /// left out.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub series: Vec<Vec<virtperf_wire::Interval>>,
+    /// The first try's sampled critical path (`timeline = true`), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<virtperf_wire::Timeline>,
 }
 
 impl ConfigSummary {
@@ -166,6 +169,7 @@ fn cell(config: &str, trials: &[&TrialRow], confidence: f64) -> ConfigSummary {
             .filter(|r| !r.intervals.is_empty())
             .map(|r| r.intervals.clone())
             .collect(),
+        timeline: results.iter().find_map(|r| r.timeline.clone()),
     }
 }
 

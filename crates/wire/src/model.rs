@@ -1683,6 +1683,9 @@ impl TestResult {
         if let Some(e) = &self.events {
             v.extend(e.metrics());
         }
+        if let Some(t) = &self.trace {
+            v.extend(t.metrics());
+        }
         v
     }
 

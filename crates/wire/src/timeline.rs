@@ -143,6 +143,36 @@ impl crate::TraceCounts {
             .sum()
     }
 
+    /// The counts worth comparing between runs (fewer is better): the exit causes and
+    /// their sum, per unit of work.
+    pub fn metrics(&self) -> Vec<crate::Metric> {
+        let unit = if self.unit == "transaction" { "/tr" } else { "/MB" };
+        let mut v: Vec<crate::Metric> = [
+            ("msr_write_icr", "trace_icr_writes"),
+            ("msr_write_tsc_deadline", "trace_tsc_deadline_writes"),
+            ("idle_entries", "trace_idle_entries"),
+        ]
+        .iter()
+        .filter_map(|(k, name)| {
+            Some(crate::Metric {
+                name,
+                unit,
+                value: *self.per_unit.get(*k)?,
+                higher_is_better: false,
+            })
+        })
+        .collect();
+        if let Some(x) = self.likely_exits() {
+            v.push(crate::Metric {
+                name: "trace_likely_exits",
+                unit,
+                value: x,
+                higher_is_better: false,
+            });
+        }
+        v
+    }
+
     /// What would remove each cause on this machine, read from its fingerprint's
     /// interrupt-virtualization entries (`Env::interrupt_virt`).
     pub fn remedies(
