@@ -61,6 +61,43 @@ pub enum KvmCommand {
 }
 
 /// Halt-poll windows: 0 to 1 s.
+/// What `kvm:kvm_exit` counted while the probe ran, against the exits the probe made: a
+/// tracepoint that stayed silent through them is named as such (PVM, for one, does not
+/// fire it), never read as "no exits".
+fn host_trace(
+    c: &virtperf_measure::trace::Counters,
+    r: &virtperf_kvm::ExitReport,
+    warmup: u32,
+) -> virtperf_kvm::HostTrace {
+    let (counted, failed) = c.stop();
+    let probe_exits: u64 = r
+        .cases
+        .iter()
+        // The cases that leave KVM_RUN for user space: each iteration surely exited (cpuid
+        // is handled in the kernel and, emulated, may not exit at all).
+        .filter(|x| x.iterations > 0 && matches!(x.name.as_str(), "pio" | "mmio" | "hlt"))
+        .map(|x| u64::from(x.iterations + warmup))
+        .sum();
+    let note = match counted.get("kvm_exits") {
+        None => Some(format!(
+            "kvm:kvm_exit not counted: {}",
+            c.missing.iter().chain(&failed).next().map_or("unknown", |m| m.as_str())
+        )),
+        Some(0) if probe_exits > 0 => Some(format!(
+            "kvm:kvm_exit stayed silent through the probe's {probe_exits} exits: this host's KVM does not fire it (PVM, for one, handles exits outside it), so host-side exit counts are not available here"
+        )),
+        Some(n) if *n < probe_exits => Some(format!(
+            "kvm:kvm_exit counted {n} of the probe's {probe_exits} exits"
+        )),
+        Some(_) => None,
+    };
+    virtperf_kvm::HostTrace {
+        probe_exits,
+        counted,
+        note,
+    }
+}
+
 fn parse_poll(s: &str) -> Result<Duration> {
     virtperf_lab::parse::duration_up_to(s, Duration::from_secs(1), "1s")
 }
@@ -107,12 +144,21 @@ pub fn kvm(a: KvmArgs) -> Result<()> {
             lock,
         } => {
             let _machine = crate::machine::take(&lock)?;
-            let r = virtperf_kvm::exits(&ExitOpts {
+            let cpus = virtperf_measure::events::cpu_numbers(std::path::Path::new(
+                "/sys/devices/system/cpu",
+            ))
+            .unwrap_or_default();
+            let counters =
+                virtperf_measure::trace::Counters::open(virtperf_measure::trace::KVM_EXIT, &cpus);
+            counters.start();
+            let warmup = (iterations / 20).max(10);
+            let mut r = virtperf_kvm::exits(&ExitOpts {
                 iterations,
-                warmup: (iterations / 20).max(10),
+                warmup,
                 cpu,
             })
             .map_err(|e| anyhow!("{e}"))?;
+            r.host_trace = Some(host_trace(&counters, &r, warmup));
             if json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
                 return Ok(());
@@ -125,6 +171,22 @@ pub fn kvm(a: KvmArgs) -> Result<()> {
                 "  {:<8} {:>9} {:>9} {:>9} {:>9} │ {:>10} {:>10}  note",
                 "case", "min µs", "p50 µs", "p99 µs", "max µs", "p50 cyc", "p99 cyc"
             );
+            if let Some(h) = &r.host_trace {
+                let counts: Vec<String> =
+                    h.counted.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                println!(
+                    "  host kvm:kvm_exit over the probe: {} (the probe made {} exits){}",
+                    if counts.is_empty() {
+                        "—".to_string()
+                    } else {
+                        counts.join(", ")
+                    },
+                    h.probe_exits,
+                    h.note
+                        .as_ref()
+                        .map_or(String::new(), |n| format!("\n    {n}"))
+                );
+            }
             for c in &r.cases {
                 println!(
                     "  {:<8} {:>9.2} {:>9.2} {:>9.2} {:>9.2} │ {:>10.0} {:>10.0}  {}",

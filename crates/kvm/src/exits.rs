@@ -44,6 +44,21 @@ pub struct ExitReport {
     pub tsc_khz: u64,
     /// One entry per exit kind: `pio`, `mmio`, `hlt`, `cpuid`.
     pub cases: Vec<ExitCase>,
+    /// What the host's `kvm:kvm_exit` tracepoint counted while the probe ran, by exit
+    /// reason, beside the exits the probe made (filled in by the caller that counted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_trace: Option<HostTrace>,
+}
+
+/// `kvm:kvm_exit` counted around a probe.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HostTrace {
+    /// Exits the probe itself made (every iteration and warm-up of every case).
+    pub probe_exits: u64,
+    /// Counts by key (`kvm_exits` all reasons, `kvm_exit_io`, `kvm_exit_hlt`, …).
+    pub counted: std::collections::BTreeMap<String, u64>,
+    /// What the counts mean here (silent tracepoint, counters that could not be opened).
+    pub note: Option<String>,
 }
 
 /// The cost of one kind of exit.
@@ -193,7 +208,11 @@ fn run_cases(kvm: &Kvm, opts: &ExitOpts, ctl: &Ctl) -> Result<ExitReport, KvmErr
         Err(e) => unmeasurable("cpuid", &e),
     });
 
-    Ok(ExitReport { tsc_khz, cases })
+    Ok(ExitReport {
+        tsc_khz,
+        cases,
+        host_trace: None,
+    })
 }
 
 /// A VM without irqchip running `program` at `CODE` with the given DS.

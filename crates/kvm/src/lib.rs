@@ -26,7 +26,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-pub use exits::{exits, ExitCase, ExitOpts, ExitReport};
+pub use exits::{exits, ExitCase, ExitOpts, ExitReport, HostTrace};
 pub use halt::{halt, HaltOpts, HaltReport};
 pub use stats::StatsFd;
 

@@ -2,7 +2,7 @@
 //! runs on (both sides pinned: those two; otherwise every online CPU), per unit of work.
 //! The counting itself is `virtperf_measure::trace`.
 
-use virtperf_measure::trace::{Counters, DEFAULT};
+use virtperf_measure::trace::{add_other_writes, Counters, DEFAULT};
 use virtperf_wire::{Outcome, TraceCounts};
 
 use crate::plan::Plan;
@@ -11,12 +11,16 @@ use crate::plan::Plan;
 pub(crate) struct Tracer {
     counters: Counters,
     cpus: Vec<u32>,
+    sides: Option<(u32, u32)>,
 }
 
 /// What the counters read at the stop.
 pub(crate) struct Traced {
     cpus: Vec<u32>,
+    /// The client's and the server's CPU, when pinned to two different ones.
+    sides: Option<(u32, u32)>,
     deltas: std::collections::BTreeMap<String, u64>,
+    per_cpu: virtperf_measure::trace::PerCpu,
     missing: Vec<String>,
 }
 
@@ -35,6 +39,10 @@ impl Tracer {
         Tracer {
             counters: Counters::open(DEFAULT, &cpus),
             cpus,
+            sides: match (plan.client_cpu, plan.server_cpu) {
+                (Some(a), Some(b)) if a != b => Some((a, b)),
+                _ => None,
+            },
         }
     }
 
@@ -45,12 +53,18 @@ impl Tracer {
 
     /// The end of the measured interval.
     pub(crate) fn stop(self) -> Traced {
-        let (deltas, failed) = self.counters.stop();
+        let (mut deltas, mut per_cpu, failed) = self.counters.stop_per_cpu();
+        add_other_writes(&mut deltas);
+        for c in per_cpu.values_mut() {
+            add_other_writes(c);
+        }
         let mut missing = self.counters.missing;
         missing.extend(failed);
         Traced {
             cpus: self.cpus,
+            sides: self.sides,
             deltas,
+            per_cpu,
             missing,
         }
     }
@@ -68,9 +82,24 @@ impl Traced {
                 "MB",
             ),
         };
+        let per = |d: &std::collections::BTreeMap<String, u64>| -> std::collections::BTreeMap<String, f64> {
+            d.iter()
+                .filter(|_| units > 0.0)
+                .map(|(k, v)| (k.clone(), *v as f64 / units))
+                .collect()
+        };
+        let mut per_side = std::collections::BTreeMap::new();
+        if let Some((c, s)) = self.sides {
+            for (side, cpu) in [("client", c), ("server", s)] {
+                if let Some(d) = self.per_cpu.get(&cpu) {
+                    per_side.insert(side.to_string(), per(d));
+                }
+            }
+        }
         TraceCounts {
             cpus: self.cpus,
             unit: unit.into(),
+            per_side,
             per_unit: self
                 .deltas
                 .iter()

@@ -45,9 +45,51 @@ pub const DEFAULT: &[Spec] = &[
     spec("msr_write_icr", "msr/write_msr", Some("msr==0x830")),
     spec("msr_write_eoi", "msr/write_msr", Some("msr==0x80b")),
     spec("msr_write_apic_timer", "msr/write_msr", Some("msr==0x838")),
+    // KVM's paravirtual MSRs (arch/x86/include/uapi/asm/kvm_para.h), by name.
+    spec(
+        "msr_write_kvm_system_time",
+        "msr/write_msr",
+        Some("msr==0x4b564d01"),
+    ),
+    spec(
+        "msr_write_kvm_steal_time",
+        "msr/write_msr",
+        Some("msr==0x4b564d03"),
+    ),
+    spec(
+        "msr_write_kvm_pv_eoi",
+        "msr/write_msr",
+        Some("msr==0x4b564d04"),
+    ),
+    spec(
+        "msr_write_kvm_poll_control",
+        "msr/write_msr",
+        Some("msr==0x4b564d05"),
+    ),
+    spec(
+        "msr_write_kvm_async_pf",
+        "msr/write_msr",
+        Some("msr==0x4b564d02 || msr==0x4b564d06 || msr==0x4b564d07"),
+    ),
     spec("msr_writes", "msr/write_msr", None),
+    spec("msr_reads", "msr/read_msr", None),
+    spec(
+        "msr_read_kvm_pv",
+        "msr/read_msr",
+        Some("msr>=0x4b564d00 && msr<=0x4b564dff"),
+    ),
+    // Softirqs by vector (include/linux/interrupt.h): TIMER 1, NET_TX 2, NET_RX 3,
+    // SCHED 7, HRTIMER 8, RCU 9.
+    spec("softirq_timer", "irq/softirq_entry", Some("vec==1")),
+    spec("softirq_net_tx", "irq/softirq_entry", Some("vec==2")),
+    spec("softirq_net_rx", "irq/softirq_entry", Some("vec==3")),
+    spec("softirq_sched", "irq/softirq_entry", Some("vec==7")),
+    spec("softirq_hrtimer", "irq/softirq_entry", Some("vec==8")),
+    spec("softirq_rcu", "irq/softirq_entry", Some("vec==9")),
+    spec("softirqs", "irq/softirq_entry", None),
     spec("ipi_send_cpu", "ipi/ipi_send_cpu", None),
     spec("ipi_send_cpumask", "ipi/ipi_send_cpumask", None),
+    spec("kvm_exits", "kvm/kvm_exit", None),
     // power:cpu_idle fires on entry with the state's index and on exit with -1.
     spec("idle_entries", "power/cpu_idle", Some("state!=4294967295")),
     spec(
@@ -89,9 +131,58 @@ fn open_one(id: u64, cpu: u32, filter: Option<&str>) -> Result<OwnedFd, String> 
     open_tracepoint(&Attr::counting(id), cpu, filter)
 }
 
+/// `kvm:kvm_exit` on a KVM host, in all and by the exit reasons a `kvm exits` probe makes:
+/// the codes differ between Intel (VMX basic exit reasons) and AMD (SVM exit codes), so
+/// both are counted and the kernel's `isa` field (1 VMX, 2 SVM) keeps them apart.
+pub const KVM_EXIT: &[Spec] = &[
+    spec("kvm_exits", "kvm/kvm_exit", None),
+    spec(
+        "kvm_exit_io",
+        "kvm/kvm_exit",
+        Some("isa==1 && exit_reason==30 || isa==2 && exit_reason==0x7b"),
+    ),
+    spec(
+        "kvm_exit_hlt",
+        "kvm/kvm_exit",
+        Some("isa==1 && exit_reason==12 || isa==2 && exit_reason==0x78"),
+    ),
+    spec(
+        "kvm_exit_cpuid",
+        "kvm/kvm_exit",
+        Some("isa==1 && exit_reason==10 || isa==2 && exit_reason==0x72"),
+    ),
+    spec(
+        "kvm_exit_npf",
+        "kvm/kvm_exit",
+        Some("isa==1 && exit_reason==48 || isa==2 && exit_reason==0x400"),
+    ),
+];
+
+/// The write counts that are parts of `msr_writes`: what is left of it is `msr_write_other`.
+pub const NAMED_WRITES: &[&str] = &[
+    "msr_write_tsc_deadline",
+    "msr_write_icr",
+    "msr_write_eoi",
+    "msr_write_apic_timer",
+    "msr_write_kvm_system_time",
+    "msr_write_kvm_steal_time",
+    "msr_write_kvm_pv_eoi",
+    "msr_write_kvm_poll_control",
+    "msr_write_kvm_async_pf",
+];
+
+/// Adds `msr_write_other` (all writes minus the named ones) to `counts` when every one of
+/// them was counted.
+pub fn add_other_writes(counts: &mut BTreeMap<String, u64>) {
+    let named: Option<u64> = NAMED_WRITES.iter().map(|k| counts.get(*k).copied()).sum();
+    if let (Some(all), Some(named)) = (counts.get("msr_writes").copied(), named) {
+        counts.insert("msr_write_other".into(), all.saturating_sub(named));
+    }
+}
+
 /// Counters of [`Spec`]s on a set of CPUs, opened once, read around an interval.
 pub struct Counters {
-    open: Vec<(&'static str, OwnedFd)>,
+    open: Vec<(&'static str, u32, OwnedFd)>,
     /// Counters that could not be opened, with why (their keys are absent from readings).
     pub missing: Vec<String>,
 }
@@ -125,7 +216,9 @@ impl Counters {
                     .collect::<Result<Vec<_>, _>>()
             });
             match fds {
-                Ok(fds) => c.open.extend(fds.into_iter().map(|f| (s.key, f))),
+                Ok(fds) => c
+                    .open
+                    .extend(fds.into_iter().zip(cpus).map(|(f, cpu)| (s.key, *cpu, f))),
                 Err(e) => c.missing.push(format!("{}: {e}", s.key)),
             }
         }
@@ -134,7 +227,7 @@ impl Counters {
 
     /// Zeroes and starts every counter: the start of the measured interval.
     pub fn start(&self) {
-        for (_, fd) in &self.open {
+        for (_, _, fd) in &self.open {
             ioctl0(fd, IOC_RESET);
             ioctl0(fd, IOC_ENABLE);
         }
@@ -143,18 +236,34 @@ impl Counters {
     /// Stops every counter and reads them, summed over the CPUs: the end of the interval.
     /// A counter whose read fails is left out (and named in the returned `missing`).
     pub fn stop(&self) -> (BTreeMap<String, u64>, Vec<String>) {
-        for (_, fd) in &self.open {
+        let (total, _, failed) = self.stop_per_cpu();
+        (total, failed)
+    }
+
+    /// [`Counters::stop`], with each CPU's own counts beside the sums.
+    pub fn stop_per_cpu(&self) -> (BTreeMap<String, u64>, PerCpu, Vec<String>) {
+        for (_, _, fd) in &self.open {
             ioctl0(fd, IOC_DISABLE);
         }
         let mut out: BTreeMap<String, u64> = BTreeMap::new();
+        let mut per_cpu = PerCpu::new();
         let mut failed: Vec<String> = Vec::new();
         let mut unread: Vec<&str> = Vec::new();
-        for (key, fd) in &self.open {
+        for (key, cpu, fd) in &self.open {
             let mut v = [0u8; 8];
             match rustix::io::read(fd, &mut v) {
-                Ok(8) => *out.entry((*key).to_string()).or_default() += u64::from_ne_bytes(v),
+                Ok(8) => {
+                    let n = u64::from_ne_bytes(v);
+                    *out.entry((*key).to_string()).or_default() += n;
+                    per_cpu
+                        .entry(*cpu)
+                        .or_default()
+                        .insert((*key).to_string(), n);
+                }
                 other => {
-                    failed.push(format!("{key}: reading the counter gave {other:?}"));
+                    failed.push(format!(
+                        "{key} on CPU {cpu}: reading the counter gave {other:?}"
+                    ));
                     unread.push(key);
                 }
             }
@@ -163,9 +272,12 @@ impl Counters {
         for k in unread {
             out.remove(k);
         }
-        (out, failed)
+        (out, per_cpu, failed)
     }
 }
+
+/// Counts by CPU, then by key.
+pub type PerCpu = BTreeMap<u32, BTreeMap<String, u64>>;
 
 #[cfg(test)]
 mod tests {

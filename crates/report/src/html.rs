@@ -842,7 +842,12 @@ fn run_section(s: &mut String, sec: &RunSection) {
         for p in &pts {
             for c in p.configs.iter().filter(|c| c.timeline.is_some()) {
                 let _ = write!(s, "<h4>{} · {}</h4>", esc(&p.label), esc(&c.config));
-                s.push_str(&c.timeline.as_ref().map(crate::timeline::html).unwrap_or_default());
+                s.push_str(
+                    &c.timeline
+                        .as_ref()
+                        .map(crate::timeline::html)
+                        .unwrap_or_default(),
+                );
             }
         }
     }

@@ -1498,6 +1498,10 @@ pub struct TraceCounts {
     pub deltas: std::collections::BTreeMap<String, u64>,
     /// `deltas` per unit of work (empty when there was none).
     pub per_unit: std::collections::BTreeMap<String, f64>,
+    /// With the two sides pinned to different CPUs: each side's CPU's counts per unit of
+    /// work, under `client` and `server`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub per_side: std::collections::BTreeMap<String, std::collections::BTreeMap<String, f64>>,
     /// What could not be counted, with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<String>,

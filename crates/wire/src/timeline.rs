@@ -146,7 +146,11 @@ impl crate::TraceCounts {
     /// The counts worth comparing between runs (fewer is better): the exit causes and
     /// their sum, per unit of work.
     pub fn metrics(&self) -> Vec<crate::Metric> {
-        let unit = if self.unit == "transaction" { "/tr" } else { "/MB" };
+        let unit = if self.unit == "transaction" {
+            "/tr"
+        } else {
+            "/MB"
+        };
         let mut v: Vec<crate::Metric> = [
             ("msr_write_icr", "trace_icr_writes"),
             ("msr_write_tsc_deadline", "trace_tsc_deadline_writes"),
