@@ -226,10 +226,15 @@ pub struct Common {
     #[arg(long)]
     pub kvm_stats: bool,
     /// Count kernel tracepoints on the test's CPUs (its pinned CPUs, else all) over the
-    /// measured interval: timer-MSR and ICR writes, IPIs, idle entries, wake-ups, per
-    /// transaction or MB (needs root or CAP_PERFMON; without, the test runs and says why)
+    /// measured interval: the VM-exit causes (timer-MSR and ICR writes, IPIs sent, idle
+    /// entries), per transaction or MB (needs root or CAP_PERFMON; without, the test runs
+    /// and says why)
     #[arg(long)]
     pub trace: bool,
+    /// --trace, plus KVM paravirtual MSRs, MSR reads, interrupts and softirqs by vector,
+    /// wake-ups and switches (costs each transaction more: bench/trace.sh)
+    #[arg(long)]
+    pub trace_all: bool,
     /// After the test, a separate 0.5 s trial that samples scheduler, IPI, idle and
     /// syscall tracepoints with timestamps: the critical path of a transaction, stage by
     /// stage, and in-situ wake-up and idle-exit latencies (rr with --cpus A,B; needs root)

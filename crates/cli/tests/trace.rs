@@ -29,7 +29,7 @@ fn a_cross_cpu_round_trip_is_counted_per_transaction() {
         );
         return;
     }
-    let v = common::run_json(&["rr", "--cpus", "0,1", "-l", "1s", "--trace"]);
+    let v = common::run_json(&["rr", "--cpus", "0,1", "-l", "1s", "--trace-all"]);
     let t = &v["trace"];
     assert_eq!(t["unit"], "transaction", "{t}");
     assert_eq!(t["cpus"], serde_json::json!([0, 1]));
@@ -38,10 +38,12 @@ fn a_cross_cpu_round_trip_is_counted_per_transaction() {
     for key in [
         "msr_write_tsc_deadline",
         "msr_write_icr",
+        "msr_write_other",
         "ipi_send_cpu",
         "idle_entries",
         "sched_wakeups",
         "sched_switches",
+        "softirq_net_rx",
     ] {
         assert!(
             per(key).is_some() || missing.contains(key),
@@ -53,6 +55,13 @@ fn a_cross_cpu_round_trip_is_counted_per_transaction() {
         (1.5..4.0).contains(&wakeups),
         "{wakeups:.2} wake-ups per cross-CPU transaction"
     );
+    // Each side's CPU apart: the two add up to the whole.
+    let side = |s: &str| t["per_side"][s]["sched_wakeups"].as_f64().expect("per side");
+    assert!((side("client") + side("server") - wakeups).abs() < 1e-9, "{t}");
+    // The loopback delivers each message in a NET_RX softirq on the sender's CPU (other
+    // tests' traffic on these CPUs may add more: counting is system-wide per CPU).
+    let rx = per("softirq_net_rx").expect("irq:softirq_entry");
+    assert!(rx >= 1.5, "{rx:.2} NET_RX softirqs per transaction");
     let n = v["outcome"]["transactions"].as_u64().unwrap() as f64;
     let deltas = t["deltas"]["sched_wakeups"].as_f64().unwrap();
     assert!(

@@ -407,6 +407,7 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> R
                     capture: None,
                     kvm_stats: false,
                     trace: false,
+                    trace_all: false,
                     timeline: false,
                     // Checked with the rest of the plan by client::run (plan.validate).
                     interval: interval_ms.map(Duration::from_millis),

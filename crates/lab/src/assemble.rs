@@ -731,6 +731,7 @@ mod tests {
             capture: None,
             kvm_stats: false,
             trace: false,
+            trace_all: false,
             timeline: false,
             interval: None,
             on_interval: None,

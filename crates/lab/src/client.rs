@@ -594,6 +594,7 @@ pub fn run_url(
         capture: None,
         kvm_stats: false,
         trace: false,
+        trace_all: false,
         timeline: false,
         interval: None,
         on_interval: None,

@@ -436,6 +436,7 @@ fn configs(
             capture: None,
             kvm_stats: false,
             trace: false,
+            trace_all: false,
             timeline: false,
             interval: None,
             on_interval: None,

@@ -51,6 +51,9 @@ pub struct Plan {
     pub kvm_stats: bool,
     /// Count tracepoints on the test's CPUs over the measured interval (`--trace`).
     pub trace: bool,
+    /// With `trace`: count every tracepoint virtperf knows, not only the exit causes
+    /// (`--trace-all`; costs more per transaction).
+    pub trace_all: bool,
     /// After the test, a separate short trial sampling tracepoints with timestamps: the
     /// critical path of its transactions (`--timeline`; rr with two pinned CPUs).
     pub timeline: bool,

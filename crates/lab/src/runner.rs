@@ -618,6 +618,7 @@ pub fn plan_for(point: &Point, cfg: &Config) -> Plan {
         capture: None,
         kvm_stats: false,
         trace: point.trace,
+        trace_all: false,
         timeline: point.timeline,
         interval: point.interval,
         on_interval: None,

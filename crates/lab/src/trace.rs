@@ -2,7 +2,7 @@
 //! runs on (both sides pinned: those two; otherwise every online CPU), per unit of work.
 //! The counting itself is `virtperf_measure::trace`.
 
-use virtperf_measure::trace::{add_other_writes, Counters, DEFAULT};
+use virtperf_measure::trace::{add_other_writes, Counters, EXITS, MORE};
 use virtperf_wire::{Outcome, TraceCounts};
 
 use crate::plan::Plan;
@@ -37,7 +37,11 @@ impl Tracer {
         cpus.sort_unstable();
         cpus.dedup();
         Tracer {
-            counters: Counters::open(DEFAULT, &cpus),
+            counters: if plan.trace_all {
+                Counters::open(&[EXITS, MORE].concat(), &cpus)
+            } else {
+                Counters::open(EXITS, &cpus)
+            },
             cpus,
             sides: match (plan.client_cpu, plan.server_cpu) {
                 (Some(a), Some(b)) if a != b => Some((a, b)),

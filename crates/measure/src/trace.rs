@@ -32,11 +32,14 @@ const fn spec(key: &'static str, event: &'static str, filter: Option<&'static st
     Spec { key, event, filter }
 }
 
-/// What a transaction's cost is counted in. The MSR numbers are the x2APIC and timer
-/// registers whose writes trap in a guest without APICv: 0x6e0 IA32_TSC_DEADLINE (the
-/// tickless timer reprogrammed), 0x830 the ICR (an IPI sent), 0x80b EOI, 0x838 the APIC
-/// timer's initial count.
-pub const DEFAULT: &[Spec] = &[
+/// What `--trace` counts: the events that are VM exits in a guest without APICv, posted
+/// interrupts or halt polling, and nothing `/proc` already counts (interrupts, softirqs,
+/// context switches are in a result's `events`). The MSR numbers are the x2APIC and timer
+/// registers whose writes trap: 0x6e0 IA32_TSC_DEADLINE (the tickless timer
+/// reprogrammed), 0x830 the ICR (an IPI sent), 0x80b EOI, 0x838 the APIC timer's initial
+/// count. Few tracepoints on purpose: each one hit costs every transaction time
+/// (bench/trace.sh measures it).
+pub const EXITS: &[Spec] = &[
     spec(
         "msr_write_tsc_deadline",
         "msr/write_msr",
@@ -45,39 +48,36 @@ pub const DEFAULT: &[Spec] = &[
     spec("msr_write_icr", "msr/write_msr", Some("msr==0x830")),
     spec("msr_write_eoi", "msr/write_msr", Some("msr==0x80b")),
     spec("msr_write_apic_timer", "msr/write_msr", Some("msr==0x838")),
+    spec("msr_writes", "msr/write_msr", None),
+    spec("ipi_send_cpu", "ipi/ipi_send_cpu", None),
+    // power:cpu_idle fires on entry with the state's index and on exit with -1.
+    spec("idle_entries", "power/cpu_idle", Some("state!=4294967295")),
+    spec("kvm_exits", "kvm/kvm_exit", None),
+];
+
+/// What `--trace-all` adds: KVM's paravirtual MSRs by name, MSR reads, interrupts by
+/// vector, softirqs by vector, wake-ups and switches.
+pub const MORE: &[Spec] = &[
     // KVM's paravirtual MSRs (arch/x86/include/uapi/asm/kvm_para.h), by name.
-    spec(
-        "msr_write_kvm_system_time",
-        "msr/write_msr",
-        Some("msr==0x4b564d01"),
-    ),
-    spec(
-        "msr_write_kvm_steal_time",
-        "msr/write_msr",
-        Some("msr==0x4b564d03"),
-    ),
-    spec(
-        "msr_write_kvm_pv_eoi",
-        "msr/write_msr",
-        Some("msr==0x4b564d04"),
-    ),
-    spec(
-        "msr_write_kvm_poll_control",
-        "msr/write_msr",
-        Some("msr==0x4b564d05"),
-    ),
+    spec("msr_write_kvm_system_time", "msr/write_msr", Some("msr==0x4b564d01")),
+    spec("msr_write_kvm_steal_time", "msr/write_msr", Some("msr==0x4b564d03")),
+    spec("msr_write_kvm_pv_eoi", "msr/write_msr", Some("msr==0x4b564d04")),
+    spec("msr_write_kvm_poll_control", "msr/write_msr", Some("msr==0x4b564d05")),
     spec(
         "msr_write_kvm_async_pf",
         "msr/write_msr",
         Some("msr==0x4b564d02 || msr==0x4b564d06 || msr==0x4b564d07"),
     ),
-    spec("msr_writes", "msr/write_msr", None),
     spec("msr_reads", "msr/read_msr", None),
+    spec("msr_read_kvm_pv", "msr/read_msr", Some("msr>=0x4b564d00 && msr<=0x4b564dff")),
+    spec("ipi_send_cpumask", "ipi/ipi_send_cpumask", None),
     spec(
-        "msr_read_kvm_pv",
-        "msr/read_msr",
-        Some("msr>=0x4b564d00 && msr<=0x4b564dff"),
+        "call_function_single_irqs",
+        "irq_vectors/call_function_single_entry",
+        None,
     ),
+    spec("reschedule_irqs", "irq_vectors/reschedule_entry", None),
+    spec("local_timer_irqs", "irq_vectors/local_timer_entry", None),
     // Softirqs by vector (include/linux/interrupt.h): TIMER 1, NET_TX 2, NET_RX 3,
     // SCHED 7, HRTIMER 8, RCU 9.
     spec("softirq_timer", "irq/softirq_entry", Some("vec==1")),
@@ -87,18 +87,6 @@ pub const DEFAULT: &[Spec] = &[
     spec("softirq_hrtimer", "irq/softirq_entry", Some("vec==8")),
     spec("softirq_rcu", "irq/softirq_entry", Some("vec==9")),
     spec("softirqs", "irq/softirq_entry", None),
-    spec("ipi_send_cpu", "ipi/ipi_send_cpu", None),
-    spec("ipi_send_cpumask", "ipi/ipi_send_cpumask", None),
-    spec("kvm_exits", "kvm/kvm_exit", None),
-    // power:cpu_idle fires on entry with the state's index and on exit with -1.
-    spec("idle_entries", "power/cpu_idle", Some("state!=4294967295")),
-    spec(
-        "call_function_single_irqs",
-        "irq_vectors/call_function_single_entry",
-        None,
-    ),
-    spec("reschedule_irqs", "irq_vectors/reschedule_entry", None),
-    spec("local_timer_irqs", "irq_vectors/local_timer_entry", None),
     spec("sched_wakeups", "sched/sched_wakeup", None),
     spec("sched_switches", "sched/sched_switch", None),
 ];
@@ -171,12 +159,13 @@ pub const NAMED_WRITES: &[&str] = &[
     "msr_write_kvm_async_pf",
 ];
 
-/// Adds `msr_write_other` (all writes minus the named ones) to `counts` when every one of
-/// them was counted.
+/// Adds `msr_write_other` (all writes minus the named ones counted) to `counts` when all
+/// writes and the four x2APIC/timer registers were counted.
 pub fn add_other_writes(counts: &mut BTreeMap<String, u64>) {
-    let named: Option<u64> = NAMED_WRITES.iter().map(|k| counts.get(*k).copied()).sum();
-    if let (Some(all), Some(named)) = (counts.get("msr_writes").copied(), named) {
-        counts.insert("msr_write_other".into(), all.saturating_sub(named));
+    let x2apic: Option<u64> = NAMED_WRITES[..4].iter().map(|k| counts.get(*k).copied()).sum();
+    let pv: u64 = NAMED_WRITES[4..].iter().filter_map(|k| counts.get(*k)).sum();
+    if let (Some(all), Some(x2apic)) = (counts.get("msr_writes").copied(), x2apic) {
+        counts.insert("msr_write_other".into(), all.saturating_sub(x2apic + pv));
     }
 }
 

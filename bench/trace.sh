@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# bench/trace.sh [ROUNDS] [DURATION_S]: issue 28's numbers, outside the test suite (needs
+# root). (1) What counting tracepoints costs: rr on one CPU and across two, with and
+# without --trace, interleaved ROUNDS times (default 10) for DURATION_S each (default 3);
+# prints each pair's median rate and the ratio (goal: at most a 3% drop). (2) What the
+# --timeline trial adds up to: the sum of its stages' medians against its own measured
+# p50, and what sampling costs the median, ROUNDS times. All traffic on 127.0.0.1.
+set -euo pipefail
+ROUNDS=${1:-10}
+DUR=${2:-3}
+root=$(cd "$(dirname "$0")/.." && pwd)
+VIRTPERF=${VIRTPERF:-$root/target/release/virtperf}
+tmp=$(mktemp -d /tmp/vp-trace.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+rate() { python3 -c 'import json,sys; print(json.load(sys.stdin)["outcome"]["rate_per_s"])'; }
+for r in $(seq "$ROUNDS"); do
+    for cpus in 0,0 0,1; do
+        # Alternate which goes first, so drift over the run does not favour one.
+        if (( r % 2 )); then order="plain traced"; else order="traced plain"; fi
+        for mode in $order; do
+            flag=""; [[ $mode == traced ]] && flag="--trace"
+            $VIRTPERF rr --cpus "$cpus" -l "${DUR}s" $flag --json | rate >>"$tmp/$cpus.$mode"
+        done
+    done
+    $VIRTPERF rr --cpus 0,1 -l 1s --timeline --json | python3 -c '
+import json,sys
+t=json.load(sys.stdin)["timeline"]
+print(t["sum_p50_us"], t["rr_p50_us"], t["gap_pct"], t["headline_p50_us"], t["transactions"], t["lost_records"])' >>"$tmp/timeline"
+done
+med() { sort -g "$1" | awk '{a[NR]=$1} END{print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+echo "counting overhead, $ROUNDS interleaved rounds of ${DUR}s, median trans/s:"
+printf '  %-12s %12s %12s %8s\n' cpus plain "--trace" ratio
+for cpus in 0,0 0,1; do
+    p=$(med "$tmp/$cpus.plain"); t=$(med "$tmp/$cpus.traced")
+    printf '  %-12s %12.0f %12.0f %8.3f\n' "$cpus" "$p" "$t" "$(python3 -c "print($t/$p)")"
+done
+echo "timeline (CPU 0 -> 1), per round: sum of stage p50s, trial rr p50, gap %, test's own p50, transactions, lost:"
+awk '{printf "  %8.2f %8.2f %+6.1f%% %8.2f %7d %4d\n", $1, $2, $3, $4, $5, $6}' "$tmp/timeline"
