@@ -18,6 +18,7 @@ fn trace_line(r: &TestResult) -> String {
         ("msr_write_icr", "ICR writes (IPIs sent)"),
         ("msr_write_eoi", "EOI writes"),
         ("idle_entries", "idle entries"),
+        ("ipis_received", "IPIs received"),
         ("call_function_single_irqs", "call-function IPIs"),
         ("reschedule_irqs", "reschedule IPIs"),
         ("local_timer_irqs", "timer irqs"),

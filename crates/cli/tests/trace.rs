@@ -40,6 +40,7 @@ fn a_cross_cpu_round_trip_is_counted_per_transaction() {
         "msr_write_icr",
         "msr_write_other",
         "ipi_send_cpu",
+        "ipis_received",
         "idle_entries",
         "sched_wakeups",
         "sched_switches",
@@ -56,8 +57,15 @@ fn a_cross_cpu_round_trip_is_counted_per_transaction() {
         "{wakeups:.2} wake-ups per cross-CPU transaction"
     );
     // Each side's CPU apart: the two add up to the whole.
-    let side = |s: &str| t["per_side"][s]["sched_wakeups"].as_f64().expect("per side");
-    assert!((side("client") + side("server") - wakeups).abs() < 1e-9, "{t}");
+    let side = |s: &str| {
+        t["per_side"][s]["sched_wakeups"]
+            .as_f64()
+            .expect("per side")
+    };
+    assert!(
+        (side("client") + side("server") - wakeups).abs() < 1e-9,
+        "{t}"
+    );
     // The loopback delivers each message in a NET_RX softirq on the sender's CPU (other
     // tests' traffic on these CPUs may add more: counting is system-wide per CPU).
     let rx = per("softirq_net_rx").expect("irq:softirq_entry");

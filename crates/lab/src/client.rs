@@ -423,7 +423,7 @@ fn annotate(
         ));
     }
     if let Some(t) = traced {
-        result.trace = Some(t.per_unit_of(&result.outcome));
+        result.trace = Some(t.per_unit_of(&result.outcome, result.events.as_ref()));
         if let Some(m) = result.trace.as_ref().and_then(|t| t.missing.first()) {
             result
                 .warnings

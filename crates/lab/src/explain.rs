@@ -301,22 +301,56 @@ pub fn run(
         }
     }
     let knob = Knob::module_param(POLL_KNOB)?;
+    let busy_knobs = [
+        Knob::sysctl("net.core.busy_poll")?,
+        Knob::sysctl("net.core.busy_read")?,
+    ];
     let state_dir = crate::state::dir();
-    crate::knob::check_leftovers(&state_dir, &[&knob])?;
+    crate::knob::check_leftovers(&state_dir, &[&knob, &busy_knobs[0], &busy_knobs[1]])?;
     let mut guard = KnobGuard::journaled(crate::knob::Journal::for_this_process(&state_dir));
     // The original value (if the knob exists) and whether it can be changed.
     let current = knob.read().ok().and_then(|v| v.trim().parse::<u64>().ok());
     let writable = knob.probe();
-    let configs = configs(opts, current, &knob, writable.as_ref().ok());
-    let mut records = Vec::new();
+    let mut configs = configs(opts, current, &knob, writable.as_ref().ok());
+    let mut originals: Vec<(Knob, String)> = Vec::new();
     if let Ok(orig) = &writable {
-        guard.remember(&knob, orig.clone());
-        for c in configs.iter().filter(|c| !c.knobs.is_empty()) {
+        originals.push((knob.clone(), orig.clone()));
+    }
+    // Busy polling: the receiver polls its socket before it sleeps (a remedy to measure).
+    let busy: Result<Vec<(Knob, String)>, String> = busy_knobs
+        .iter()
+        .map(|k| {
+            k.probe()
+                .map(|o| (k.clone(), o))
+                .map_err(|e| format!("{e:#}"))
+        })
+        .collect();
+    if let Ok(b) = &busy {
+        originals.extend(b.iter().cloned());
+        configs.push(Config {
+            name: model::BUSY_POLL.into(),
+            poll_ns: current,
+            knobs: b
+                .iter()
+                .map(|(k, _)| (k.clone(), BUSY_POLL_US.to_string()))
+                .collect(),
+            measures: vec![configs[0].measures[0].clone()],
+        });
+    }
+    let mut records = Vec::new();
+    for (k, orig) in &originals {
+        guard.remember(k, orig.clone());
+    }
+    for c in &configs {
+        for (k, v) in &c.knobs {
             records.push(KnobRecord {
                 config: c.name.clone(),
-                name: knob.name.clone(),
-                original: Some(orig.clone()),
-                applied: c.poll_ns.unwrap_or(0).to_string(),
+                name: k.name.clone(),
+                original: originals
+                    .iter()
+                    .find(|(o, _)| o == k)
+                    .map(|(_, v)| v.clone()),
+                applied: v.clone(),
             });
         }
     }
@@ -370,6 +404,19 @@ pub fn run(
             seq += 1;
             skip(&mut rec, seq, model::AS_IS, label, reason, current)?;
         }
+    }
+
+    if let Err(reason) = &busy {
+        obs.config_skipped("busy polling", reason);
+        seq += 1;
+        skip(
+            &mut rec,
+            seq,
+            model::BUSY_POLL,
+            model::RR_CROSS_BLOCK,
+            reason,
+            current,
+        )?;
     }
 
     let site = crate::place::local::LocalSite::open_holding(opts.lock_nonce.as_deref())?;
@@ -491,6 +538,9 @@ fn configs(
     }
     out
 }
+
+/// `net.core.busy_poll` and `busy_read` in the busy-polling config, µs.
+const BUSY_POLL_US: u32 = 50;
 
 /// `m` counting tracepoints (`--trace`) and followed by a sampled trial (`--timeline`):
 /// the exits by cause and the in-situ latencies the model is set beside.

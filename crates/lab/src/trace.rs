@@ -3,7 +3,7 @@
 //! The counting itself is `virtperf_measure::trace`.
 
 use virtperf_measure::trace::{add_other_writes, Counters, EXITS, MORE};
-use virtperf_wire::{Outcome, TraceCounts};
+use virtperf_wire::{Events, Outcome, TraceCounts};
 
 use crate::plan::Plan;
 
@@ -75,8 +75,43 @@ impl Tracer {
 }
 
 impl Traced {
-    /// The counts per transaction (rr, crr) or per MB received (the rest).
-    pub(crate) fn per_unit_of(self, o: &Outcome) -> TraceCounts {
+    /// `ipis_received` on each pinned CPU counted, and summed when every one has it.
+    fn add_ipis(&mut self, ev: &Events) {
+        let mut total = Some(0u64);
+        let mut seen = Vec::new();
+        for side in std::iter::once(&ev.client).chain(ev.server.as_ref()) {
+            let Some(p) = side.pinned.as_ref().filter(|p| self.cpus.contains(&p.cpu)) else {
+                continue;
+            };
+            if seen.contains(&p.cpu) {
+                continue;
+            }
+            seen.push(p.cpu);
+            let n = p
+                .deltas
+                .get("ipi_call")
+                .zip(p.deltas.get("ipi_resched"))
+                .map(|(a, b)| a + b);
+            if let Some(n) = n {
+                self.per_cpu
+                    .entry(p.cpu)
+                    .or_default()
+                    .insert("ipis_received".into(), n);
+            }
+            total = total.zip(n).map(|(t, n)| t + n);
+        }
+        if let Some(t) = total.filter(|_| seen.len() == self.cpus.len()) {
+            self.deltas.insert("ipis_received".into(), t);
+        }
+    }
+
+    /// The counts per transaction (rr, crr) or per MB received (the rest), with the IPIs
+    /// the counted CPUs received (`/proc/interrupts`' CAL + RES on each side's pinned
+    /// CPU, from `events`: counting `ipi:ipi_send_cpu` would cost every transaction).
+    pub(crate) fn per_unit_of(mut self, o: &Outcome, events: Option<&Events>) -> TraceCounts {
+        if let Some(ev) = events {
+            self.add_ipis(ev);
+        }
         let (units, unit) = match o {
             Outcome::Rr(r) | Outcome::Crr(r) => (r.transactions as f64, "transaction"),
             Outcome::Stream(s) => (s.receiver_bytes as f64 / 1e6, "MB"),

@@ -38,7 +38,8 @@ const fn spec(key: &'static str, event: &'static str, filter: Option<&'static st
 /// registers whose writes trap: 0x6e0 IA32_TSC_DEADLINE (the tickless timer
 /// reprogrammed), 0x830 the ICR (an IPI sent), 0x80b EOI, 0x838 the APIC timer's initial
 /// count. Few tracepoints on purpose: each one hit costs every transaction time
-/// (bench/trace.sh measures it).
+/// (bench/trace.sh measures it); IPIs are counted where they arrive, from
+/// /proc/interrupts, for free (`ipis_received`).
 pub const EXITS: &[Spec] = &[
     spec(
         "msr_write_tsc_deadline",
@@ -49,7 +50,6 @@ pub const EXITS: &[Spec] = &[
     spec("msr_write_eoi", "msr/write_msr", Some("msr==0x80b")),
     spec("msr_write_apic_timer", "msr/write_msr", Some("msr==0x838")),
     spec("msr_writes", "msr/write_msr", None),
-    spec("ipi_send_cpu", "ipi/ipi_send_cpu", None),
     // power:cpu_idle fires on entry with the state's index and on exit with -1.
     spec("idle_entries", "power/cpu_idle", Some("state!=4294967295")),
     spec("kvm_exits", "kvm/kvm_exit", None),
@@ -59,17 +59,38 @@ pub const EXITS: &[Spec] = &[
 /// vector, softirqs by vector, wake-ups and switches.
 pub const MORE: &[Spec] = &[
     // KVM's paravirtual MSRs (arch/x86/include/uapi/asm/kvm_para.h), by name.
-    spec("msr_write_kvm_system_time", "msr/write_msr", Some("msr==0x4b564d01")),
-    spec("msr_write_kvm_steal_time", "msr/write_msr", Some("msr==0x4b564d03")),
-    spec("msr_write_kvm_pv_eoi", "msr/write_msr", Some("msr==0x4b564d04")),
-    spec("msr_write_kvm_poll_control", "msr/write_msr", Some("msr==0x4b564d05")),
+    spec(
+        "msr_write_kvm_system_time",
+        "msr/write_msr",
+        Some("msr==0x4b564d01"),
+    ),
+    spec(
+        "msr_write_kvm_steal_time",
+        "msr/write_msr",
+        Some("msr==0x4b564d03"),
+    ),
+    spec(
+        "msr_write_kvm_pv_eoi",
+        "msr/write_msr",
+        Some("msr==0x4b564d04"),
+    ),
+    spec(
+        "msr_write_kvm_poll_control",
+        "msr/write_msr",
+        Some("msr==0x4b564d05"),
+    ),
     spec(
         "msr_write_kvm_async_pf",
         "msr/write_msr",
         Some("msr==0x4b564d02 || msr==0x4b564d06 || msr==0x4b564d07"),
     ),
     spec("msr_reads", "msr/read_msr", None),
-    spec("msr_read_kvm_pv", "msr/read_msr", Some("msr>=0x4b564d00 && msr<=0x4b564dff")),
+    spec(
+        "msr_read_kvm_pv",
+        "msr/read_msr",
+        Some("msr>=0x4b564d00 && msr<=0x4b564dff"),
+    ),
+    spec("ipi_send_cpu", "ipi/ipi_send_cpu", None),
     spec("ipi_send_cpumask", "ipi/ipi_send_cpumask", None),
     spec(
         "call_function_single_irqs",
@@ -93,22 +114,42 @@ pub const MORE: &[Spec] = &[
 
 /// Where tracefs is, mounting it at its usual place when it is not mounted and we may.
 pub fn tracefs() -> Result<PathBuf, String> {
-    for p in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
-        match std::fs::metadata(Path::new(p).join("events")) {
-            Ok(m) if m.is_dir() => return Ok(PathBuf::from(p)),
+    tracefs_in(
+        &[
+            Path::new("/sys/kernel/tracing"),
+            Path::new("/sys/kernel/debug/tracing"),
+        ],
+        Path::new("/sys/kernel/tracing"),
+    )
+}
+
+/// [`tracefs`] over these candidate mount points, mounting at `target` if none holds it.
+fn tracefs_in(candidates: &[&Path], target: &Path) -> Result<PathBuf, String> {
+    for p in candidates {
+        match std::fs::metadata(p.join("events")) {
+            Ok(m) if m.is_dir() => return Ok(p.to_path_buf()),
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
                 return Err(format!(
-                    "tracefs at {p} is not readable by this user (needs root or CAP_PERFMON)"
+                    "tracefs at {} is not readable by this user (needs root or CAP_PERFMON)",
+                    p.display()
                 ))
             }
             _ => {}
         }
     }
-    let target = Path::new("/sys/kernel/tracing");
-    rustix::mount::mount("nodev", target, "tracefs", rustix::mount::MountFlags::empty(), None)
-        .map_err(|e| {
-            format!("tracefs is not mounted and cannot be ({e}): as root, `mount -t tracefs nodev /sys/kernel/tracing`")
-        })?;
+    rustix::mount::mount(
+        "nodev",
+        target,
+        "tracefs",
+        rustix::mount::MountFlags::empty(),
+        None,
+    )
+    .map_err(|e| {
+        format!(
+            "tracefs is not mounted and cannot be ({e}): as root, `mount -t tracefs nodev {}`",
+            target.display()
+        )
+    })?;
     Ok(target.to_path_buf())
 }
 
@@ -162,8 +203,14 @@ pub const NAMED_WRITES: &[&str] = &[
 /// Adds `msr_write_other` (all writes minus the named ones counted) to `counts` when all
 /// writes and the four x2APIC/timer registers were counted.
 pub fn add_other_writes(counts: &mut BTreeMap<String, u64>) {
-    let x2apic: Option<u64> = NAMED_WRITES[..4].iter().map(|k| counts.get(*k).copied()).sum();
-    let pv: u64 = NAMED_WRITES[4..].iter().filter_map(|k| counts.get(*k)).sum();
+    let x2apic: Option<u64> = NAMED_WRITES[..4]
+        .iter()
+        .map(|k| counts.get(*k).copied())
+        .sum();
+    let pv: u64 = NAMED_WRITES[4..]
+        .iter()
+        .filter_map(|k| counts.get(*k))
+        .sum();
     if let (Some(all), Some(x2apic)) = (counts.get("msr_writes").copied(), x2apic) {
         counts.insert("msr_write_other".into(), all.saturating_sub(x2apic + pv));
     }
@@ -317,6 +364,17 @@ mod tests {
             switches >= 200,
             "200 sleeps on CPU 0, {switches} switches counted"
         );
+    }
+
+    /// No tracefs where it is looked for, and nowhere to mount it: one line naming the
+    /// mount command, and every counter of a set missing with it (no zero anywhere).
+    #[test]
+    fn tracefs_absent_is_named_with_the_command() {
+        let dir = std::env::temp_dir().join(format!("vp-notracefs-{}", std::process::id()));
+        let err = tracefs_in(&[&dir], &dir.join("not-a-directory")).unwrap_err();
+        assert!(err.contains("mount -t tracefs nodev"), "{err}");
+        assert!(err.contains("not-a-directory"), "{err}");
+        assert_eq!(err.lines().count(), 1);
     }
 
     /// A filter the kernel cannot parse is refused with its text, not silently dropped.

@@ -60,6 +60,8 @@ pub const KVM_HALT_NO_POLL: &str = "kvm halt poll=0";
 pub const KVM_HALT_POLL: &str = "kvm halt poll=window";
 /// `kvm exits`.
 pub const KVM_EXITS: &str = "kvm exits";
+/// Config with `net.core.busy_poll` and `busy_read` at 50 µs.
+pub const BUSY_POLL: &str = "busy-poll-50us";
 /// Point parameter holding the guest halt-poll window a trial ran under (null: no knob).
 pub const POLL_PARAM: &str = "guest_halt_poll_ns";
 
@@ -271,7 +273,7 @@ impl<'a> Cells<'a> {
     fn why_no_poll_config(&self) -> Option<String> {
         self.trials
             .iter()
-            .filter(|t| t.config != AS_IS && t.status != TrialStatus::Ok)
+            .filter(|t| t.config != AS_IS && t.config != BUSY_POLL && t.status != TrialStatus::Ok)
             .find_map(|t| t.error.clone())
     }
 
@@ -729,7 +731,17 @@ fn remedies(c: &Cells, base: &Rr, same: Option<&Rr>) -> Vec<Remedy> {
             cpus_busy_before: base.cpu_per_tr.map(|c| c / base.mean),
         })
     };
-    for cfg in c.configs().iter().filter(|k| *k != AS_IS) {
+    if let Some(r) = c.rr(RR_CROSS_BLOCK, BUSY_POLL) {
+        push(
+            "busy polling (net.core.busy_poll = busy_read = 50 µs: the receiver polls its socket before it sleeps)".into(),
+            &r,
+        );
+    }
+    for cfg in c
+        .configs()
+        .iter()
+        .filter(|k| *k != AS_IS && *k != BUSY_POLL)
+    {
         if let (Some(r), Some(ns)) = (c.rr(RR_CROSS_BLOCK, cfg), c.poll_of(cfg)) {
             let what = if ns == 0 {
                 "guest halt polling off (haltpoll.guest_halt_poll_ns = 0)".to_string()
