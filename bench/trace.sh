@@ -31,11 +31,17 @@ t=json.load(sys.stdin)["timeline"]
 print(t["sum_p50_us"], t["rr_p50_us"], t["gap_pct"], t["headline_p50_us"], t["transactions"], t["lost_records"])' >>"$tmp/timeline"
 done
 med() { sort -g "$1" | awk '{a[NR]=$1} END{print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+# Paired: each round's traced rate over the same round's plain one (measured next to each
+# other), so a slow phase of the machine (this guest's rates jump between two levels)
+# moves both sides of a ratio alike.
+pair() { paste "$1" "$2" | awk '{print $2/$1}' >"$3"; }
 echo "counting overhead, $ROUNDS interleaved rounds of ${DUR}s, median trans/s:"
-printf '  %-6s %10s %10s %8s %12s %8s\n' cpus plain "--trace" ratio "--trace-all" ratio
+printf '  %-6s %10s %10s %12s %16s %16s\n' cpus plain "--trace" "--trace-all" "paired --trace" "paired -all"
 for cpus in 0,0 0,1; do
     p=$(med "$tmp/$cpus.plain"); t=$(med "$tmp/$cpus.traced"); a=$(med "$tmp/$cpus.all")
-    printf '  %-6s %10.0f %10.0f %8.3f %12.0f %8.3f\n' "$cpus" "$p" "$t" "$(python3 -c "print($t/$p)")" "$a" "$(python3 -c "print($a/$p)")"
+    pair "$tmp/$cpus.plain" "$tmp/$cpus.traced" "$tmp/$cpus.rt"; pair "$tmp/$cpus.plain" "$tmp/$cpus.all" "$tmp/$cpus.ra"
+    printf '  %-6s %10.0f %10.0f %12.0f %16.3f %16.3f\n' "$cpus" "$p" "$t" "$a" "$(med "$tmp/$cpus.rt")" "$(med "$tmp/$cpus.ra")"
+    echo "    per-round --trace/plain: $(tr '\n' ' ' <"$tmp/$cpus.rt" | xargs printf '%.3f ')"
 done
 echo "timeline (CPU 0 -> 1), per round: sum of stage p50s, trial rr p50, gap %, test's own p50, transactions, lost:"
 awk '{printf "  %8.2f %8.2f %+6.1f%% %8.2f %7d %4d\n", $1, $2, $3, $4, $5, $6}' "$tmp/timeline"

@@ -106,7 +106,23 @@ fn explain_decomposes_a_round_trip_and_says_where_each_part_came_from() {
 
     // Each capability either gave its component or is listed as missing with the reason.
     let writable = is_root() && before.is_some();
-    if writable {
+    let haltpoll = v["environment"]["cpuidle_driver"] == "haltpoll";
+    let idle = comps.iter().find(|c| c["name"] == "idle_exit");
+    if !haltpoll {
+        // The knob reaches no idle loop here: the idle exit comes from keeping both CPUs
+        // awake, the knob's difference (if it ran) is a cross-check.
+        let idle =
+            idle.unwrap_or_else(|| panic!("idle_exit not measured with CPUs kept awake: {v}"));
+        let src = idle["source"].as_str().unwrap();
+        assert!(src.contains("SCHED_IDLE"), "{src}");
+        assert!(idle["us"].as_f64().unwrap() != 0.0, "{src}");
+        if writable {
+            assert!(
+                names(&v, "cross_checks").contains(&"idle_exit_knob".into()),
+                "{v}"
+            );
+        }
+    } else if writable {
         // Polling off minus polling on, both measured: two different configs, one of them
         // with the knob at 0 — never as-is against itself (which printed 0.0).
         let idle = comps
@@ -125,7 +141,12 @@ fn explain_decomposes_a_round_trip_and_says_where_each_part_came_from() {
             "compared a config with itself: {src}"
         );
     } else {
-        let why = missing_reason(&v, "idle_exit").expect("idle_exit neither measured nor missing");
+        let why = match idle {
+            Some(i) => i["source"].as_str().unwrap().to_string(),
+            None => {
+                missing_reason(&v, "idle_exit").expect("idle_exit neither measured nor missing")
+            }
+        };
         let _ = std::io::Write::write_fmt(
             &mut std::io::stderr(),
             format_args!("skipped part: idle_exit: {why}\n"),
@@ -216,7 +237,11 @@ fn components_disappear_with_the_reason_when_a_capability_is_missing() {
         .env_remove("VIRTPERF_LOCK_NONCE")
         .env("HOME", &d.0);
     let (v, stderr) = explain(&mut cmd, &d, &[]);
-    let idle = missing_reason(&v, "idle_exit").expect("idle_exit should be missing");
+    // The knob cannot be written by nobody: why is said under idle_exit, or under
+    // idle_exit_knob where keeping the CPUs awake gave the term instead.
+    let idle = missing_reason(&v, "idle_exit")
+        .or_else(|| missing_reason(&v, "idle_exit_knob"))
+        .expect("the knob's absence should be named");
     assert!(
         idle.contains("read-only")
             || idle.contains("does not exist")
@@ -248,7 +273,23 @@ fn components_disappear_with_the_reason_when_a_capability_is_missing() {
     assert!(stderr.contains("skipped"), "{stderr}");
     let have = names(&v, "components");
     assert!(have.contains(&"path".into()) && have.contains(&"wake_up".into()));
-    assert!(!have.contains(&"idle_exit".into()));
+    // Without the knob, the idle exit comes only from keeping the CPUs awake (SCHED_IDLE
+    // needs no privilege), never from the knob.
+    if let Some(i) = v["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "idle_exit")
+    {
+        assert!(i["source"].as_str().unwrap().contains("SCHED_IDLE"), "{i}");
+    }
+    // Counting tracepoints needs privilege: exits by cause and in situ say why not.
+    for n in ["exits_by_cause", "in_situ"] {
+        assert!(
+            missing_reason(&v, n).is_some(),
+            "{n} neither given nor missing: {v}"
+        );
+    }
 }
 
 /// Stopped while the halt-poll knob is changed, the battery restores it, keeps what it

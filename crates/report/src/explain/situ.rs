@@ -197,7 +197,10 @@ pub(super) fn awake_idle_exit(
         checks.push(k);
         components.retain(|x| x.name != "wake_up_other");
     }
-    missing.retain(|m| m.name != "idle_exit");
+    // Why the knob gave no term stays on record, under the knob's name.
+    for m in missing.iter_mut().filter(|m| m.name == "idle_exit") {
+        m.name = "idle_exit_knob".into();
+    }
     let wake_up = components
         .iter()
         .find(|x| x.name == "wake_up")
