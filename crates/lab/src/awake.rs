@@ -53,7 +53,9 @@ fn idle_priority_on(cpu: u32) -> Result<(), String> {
     set.set(cpu as usize);
     rustix::thread::sched_setaffinity(None, &set)
         .map_err(|e| format!("pinning a spinner to CPU {cpu}: {e}"))?;
-    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_param is plain integers (more of them on musl), for which all zeroes is
+    // valid; priority 0 is the only one SCHED_IDLE takes.
+    let param: libc::sched_param = unsafe { std::mem::zeroed() };
     // SAFETY: sets this thread's own policy from a valid, initialized parameter struct.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
         return Err(format!(
