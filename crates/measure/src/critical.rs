@@ -305,6 +305,11 @@ fn in_situ(cycles: &[Cycle]) -> InSitu {
         idle_to_run: pct(sides()
             .filter_map(|w| Some(w.running? - w.idle_exit?))
             .collect()),
+        request_delivery: pct(cycles.iter().map(|c| c.server_recv - c.start).collect()),
+        response_delivery: pct(cycles
+            .iter()
+            .map(|c| c.client_recv - c.server_send)
+            .collect()),
         idle_wakeups_per_transaction: sides().filter(|w| w.idle_exit.is_some()).count() as f64 / n,
         icr_writes_per_transaction: cycles.iter().map(|c| f64::from(c.icr)).sum::<f64>() / n,
         tsc_deadline_writes_per_transaction: cycles.iter().map(|c| f64::from(c.tsc)).sum::<f64>()
@@ -428,6 +433,8 @@ mod tests {
             "IPI at 6 µs, idle exit at 16"
         );
         assert_eq!(i.idle_wakeups_per_transaction, 1.0);
+        assert_eq!(i.request_delivery.map(|p| p.p50_us), Some(21.0));
+        assert_eq!(i.response_delivery.map(|p| p.p50_us), Some(13.0));
         assert_eq!(i.icr_writes_per_transaction, 1.0);
         assert!(t
             .example

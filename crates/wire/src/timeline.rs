@@ -72,6 +72,13 @@ pub struct InSitu {
     pub idle_exit: Option<Pct>,
     /// The CPU left idle → the woken thread runs.
     pub idle_to_run: Option<Pct>,
+    /// The client's `send` entered → the server's `recv` returned: the request's
+    /// delivery, wake-up included.
+    #[serde(default)]
+    pub request_delivery: Option<Pct>,
+    /// The server's `send` entered → the client's `recv` returned.
+    #[serde(default)]
+    pub response_delivery: Option<Pct>,
     /// Sides woken from idle per transaction (0 to 2).
     pub idle_wakeups_per_transaction: f64,
     /// x2APIC ICR writes (IPIs sent) per transaction, on the two CPUs.
