@@ -420,6 +420,24 @@ pub fn result(r: &TestResult, local: bool) -> String {
     s.push_str(&cpu_table(r));
     s.push_str(&events_lines(r));
     s.push_str(&trace_line(r));
+    if let Some(h) = &r.host_trace {
+        let parts: Vec<String> = h
+            .per_unit
+            .iter()
+            .map(|(k, v)| format!("{v:.2} {}", k.replace('_', " ")))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  host, per {} on CPU {:?}: {}",
+            h.unit,
+            h.cpus,
+            if parts.is_empty() {
+                "nothing counted".into()
+            } else {
+                parts.join(", ")
+            }
+        );
+    }
     if let Some(t) = &r.timeline {
         s.push_str(&virtperf_report::timeline::text(t));
     }

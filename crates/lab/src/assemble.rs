@@ -184,6 +184,7 @@ pub fn assemble(c: Collected) -> TestResult {
         allow_concurrent: false,
         trace: None,
         timeline: None,
+        host_trace: None,
         stop_s: None,
         intervals: Vec::new(),
     }

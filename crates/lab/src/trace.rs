@@ -2,7 +2,7 @@
 //! runs on (both sides pinned: those two; otherwise every online CPU), per unit of work.
 //! The counting itself is `virtperf_measure::trace`.
 
-use virtperf_measure::trace::{add_other_writes, Counters, EXITS, MORE};
+use virtperf_measure::trace::{add_other_writes, Counters, EXITS, KVM_EXIT, MORE};
 use virtperf_wire::{Events, Outcome, TraceCounts};
 
 use crate::plan::Plan;
@@ -148,5 +148,56 @@ impl Traced {
             deltas: self.deltas,
             missing: self.missing,
         }
+    }
+}
+
+/// `--trace` with guests: the host's `kvm:kvm_exit` by reason on the CPUs the guests' vCPUs
+/// run on (all, when not pinned), over the whole test (set-up included: the host cannot see
+/// the guest's gate).
+pub(crate) struct HostExits {
+    counters: Counters,
+    cpus: Vec<u32>,
+}
+
+impl HostExits {
+    /// Opens and starts the counters.
+    pub(crate) fn start(vcpu_cpus: &[u32]) -> HostExits {
+        let mut cpus = vcpu_cpus.to_vec();
+        if cpus.is_empty() {
+            cpus = virtperf_measure::events::cpu_numbers(std::path::Path::new(
+                "/sys/devices/system/cpu",
+            ))
+            .unwrap_or_default();
+        }
+        cpus.sort_unstable();
+        cpus.dedup();
+        let counters = Counters::open(KVM_EXIT, &cpus);
+        counters.start();
+        HostExits { counters, cpus }
+    }
+
+    /// Stops them: the counts per unit of `r`'s work, and a warning when KVM ran the guest
+    /// yet the tracepoint never fired (never read as "no exits").
+    pub(crate) fn finish(
+        self,
+        r: &virtperf_wire::TestResult,
+        kvm: bool,
+    ) -> (TraceCounts, Option<String>) {
+        let (deltas, per_cpu, failed) = self.counters.stop_per_cpu();
+        let mut missing = self.counters.missing;
+        missing.extend(failed);
+        let silent = kvm && deltas.get("kvm_exits") == Some(&0);
+        let t = Traced {
+            cpus: self.cpus,
+            sides: None,
+            deltas,
+            per_cpu,
+            missing,
+        }
+        .per_unit_of(&r.outcome, None);
+        let warning = silent.then(|| {
+            "--trace: the host's kvm:kvm_exit stayed silent while KVM ran the guest: this host's KVM does not fire it (PVM, for one), so host-side exits by reason are not available".to_string()
+        });
+        (t, warning)
     }
 }

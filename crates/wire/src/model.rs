@@ -1472,6 +1472,10 @@ pub struct TestResult {
     /// (`--trace`); absent without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceCounts>,
+    /// With guests (`--placement guest`) and `--trace`: the host's `kvm:kvm_exit` counted
+    /// by exit reason on the vCPUs' CPUs over the whole test, per unit of work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_trace: Option<TraceCounts>,
     /// The critical path of a transaction from a separate sampled trial (`--timeline`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<crate::Timeline>,

@@ -499,6 +499,9 @@ impl GuestLab {
         let host = self.host_agent.as_ref().map(LocalAgent::target);
         let direction = self.direction;
         let pids = self.qemu_pids();
+        let host_exits = plan
+            .trace
+            .then(|| crate::trace::HostExits::start(&self.info.vcpu_cpus));
         let cpu0: Vec<Option<f64>> = pids
             .iter()
             .map(|p| virtperf_measure::process_cpu_s(*p))
@@ -537,6 +540,11 @@ impl GuestLab {
             })
             .collect();
         r.warnings.extend(ring_warnings(&info.virtio, &r));
+        if let Some(h) = host_exits {
+            let (t, warning) = h.finish(&r, !info.emulated);
+            r.host_trace = Some(t);
+            r.warnings.extend(warning);
+        }
         r.guest = Some(info);
         Ok(r)
     }
