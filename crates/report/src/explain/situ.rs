@@ -231,8 +231,8 @@ pub(super) fn awake_idle_exit(
 /// Remedies that need a reboot or the host, named with why they are not tried here.
 pub(super) fn named_remedies(env: &Env) -> Vec<String> {
     let mut v = vec![
-        "idle=poll on the kernel command line (every CPU polls instead of halting): needs a reboot; `rr cross-CPU block CPUs awake` measures its effect on the two CPUs".to_string(),
-        "nohz=off (a periodic tick instead of reprogramming the TSC deadline on every idle entry): needs a reboot".into(),
+        "idle=poll on the kernel command line (every CPU polls instead of halting): needs a reboot; `rr cross-CPU block CPUs awake` measures its effect on the two CPUs; in a guest virtperf boots: `virtperf explain --placement guest --guest-cmdline idle=poll`".to_string(),
+        "nohz=off (a periodic tick instead of reprogramming the TSC deadline on every idle entry): needs a reboot; in a guest virtperf boots: `--guest-cmdline nohz=off`".into(),
         "the host's kvm.halt_poll_ns (the host polls a halted vCPU before descheduling it): set on the host, not from a guest".into(),
         "posted interrupts / APICv / AVIC (IPIs and timer writes without exits): a host and hardware feature".into(),
     ];

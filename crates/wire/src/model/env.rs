@@ -1,0 +1,107 @@
+//! The environment fingerprint: what produced a number.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// One cpuidle state of CPU 0.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IdleState {
+    /// State name (`POLL`, `C1`, `haltpoll`, …).
+    pub name: String,
+    /// Exit latency in µs.
+    #[serde(default)]
+    pub latency_us: Option<u64>,
+    /// Disabled through sysfs.
+    pub disabled: bool,
+}
+
+/// Everything that shapes a network or message-passing number on one machine.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Env {
+    /// virtperf version.
+    pub tool_version: String,
+    /// Git commit the binary was built from, when known.
+    pub git_commit: Option<String>,
+    /// Host name.
+    pub hostname: String,
+    /// Kernel boot id: equal on both sides means the same kernel.
+    pub boot_id: String,
+    /// `uname -r`.
+    pub kernel: String,
+    /// `uname -v`.
+    pub kernel_build: String,
+    /// `uname -m`.
+    pub arch: String,
+    /// CPU model name.
+    pub cpu_model: String,
+    /// Online CPUs.
+    pub cpus: u32,
+    /// Hypervisor vendor from CPUID leaf 0x40000000 (`KVMKVMKVM`, `Microsoft Hv`, …), when
+    /// the CPUID hypervisor bit is set.
+    pub hypervisor: Option<String>,
+    /// /sys/hypervisor/type, when present.
+    pub hypervisor_sys: Option<String>,
+    /// DMI system vendor and product.
+    pub dmi: Option<String>,
+    /// Kernel command line.
+    pub cmdline: String,
+    /// Current clocksource.
+    pub clocksource: String,
+    /// Cost of one monotonic clock read from user space, ns.
+    pub clock_read_ns: f64,
+    /// Tick mode: `periodic`, `idle` (NO_HZ_IDLE) or `full` (NO_HZ_FULL), with its source.
+    pub nohz: String,
+    /// cpuidle driver (`haltpoll`, `acpi_idle`, `intel_idle`, `none`).
+    pub cpuidle_driver: Option<String>,
+    /// cpuidle governor.
+    pub cpuidle_governor: Option<String>,
+    /// CPU 0's idle states.
+    pub idle_states: Vec<IdleState>,
+    /// The idle path in plain words.
+    pub idle_explained: String,
+    /// cpufreq governor of CPU 0.
+    pub cpufreq_governor: Option<String>,
+    /// /dev/kvm present and openable.
+    pub kvm_available: bool,
+    /// The KVM implementation behind /dev/kvm (`vmx`, `svm`, `pvm`).
+    pub kvm_platform: Option<String>,
+    /// Module parameters that steer halting: `kvm.halt_poll_ns`, `haltpoll.guest_halt_poll_ns`, …
+    pub halt_poll: BTreeMap<String, String>,
+    /// Whether interrupts reach a vCPU without an exit: on a KVM host the module's
+    /// `enable_apicv`/`enable_ipiv` (Intel) or `avic` (AMD); inside a KVM guest the
+    /// paravirtual features the hypervisor offers (`pv_send_ipi`, `pv_unhalt`, `pv_eoi`,
+    /// `poll_control`), since posted interrupts themselves are invisible from inside.
+    #[serde(default)]
+    pub interrupt_virt: BTreeMap<String, String>,
+    /// Network sysctls that shape these tests.
+    pub sysctls: BTreeMap<String, String>,
+    /// This machine's virtio-net interfaces as its driver sees them (a guest's NIC: the
+    /// features negotiated with the device, ring sizes, queue pairs). Empty elsewhere.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub virtio_net: Vec<VirtioNet>,
+    /// In a virtperf guest: the module parameters its experiment set (`--guest-module`),
+    /// read back from `/sys/module`. Empty elsewhere.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub module_params: BTreeMap<String, String>,
+}
+
+/// A virtio-net interface as its driver sees it: what the device offered and the driver
+/// accepted (QEMU's `-device virtio-net-pci,…` options arrive here).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct VirtioNet {
+    /// The virtio device (`virtio0`).
+    pub device: String,
+    /// Its interface (`eth0`).
+    pub interface: String,
+    /// Negotiated feature bits as sysfs shows them (one `0`/`1` per bit, bit 0 first;
+    /// trailing zeros trimmed).
+    pub features: String,
+    /// The names of the bits set (`csum`, `mrg_rxbuf`, `event_idx`, …).
+    pub feature_names: Vec<String>,
+    /// Receive ring (virtqueue) size, from `ETHTOOL_GRINGPARAM`.
+    pub rx_ring: Option<u32>,
+    /// Transmit ring size.
+    pub tx_ring: Option<u32>,
+    /// Queue pairs in use (`ethtool -l` combined).
+    pub queue_pairs: Option<u32>,
+}

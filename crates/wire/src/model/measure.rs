@@ -1,0 +1,391 @@
+//! What each side measures and reports: CPU times, events, NIC counters, flows.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// CPU time by /proc/stat category, in seconds, summed over the CPUs it covers.
+///
+/// Note: the kernel counts guest time inside `user` (and guest_nice inside `nice`); the
+/// host-only share is `user - guest`, see [`CpuTimes::host_user`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuTimes {
+    /// Time in user mode, including guest time.
+    pub user: f64,
+    /// Niced user time, including guest_nice.
+    pub nice: f64,
+    /// Kernel time (not interrupts).
+    pub system: f64,
+    /// Idle time.
+    pub idle: f64,
+    /// Idle while I/O was outstanding.
+    pub iowait: f64,
+    /// Hard-interrupt time.
+    pub irq: f64,
+    /// Soft-interrupt time (most of the network stack's receive path).
+    pub softirq: f64,
+    /// Time the hypervisor ran something else while this CPU wanted to run.
+    pub steal: f64,
+    /// Time spent running a guest's vCPU (this host is a hypervisor).
+    pub guest: f64,
+    /// Niced guest time.
+    pub guest_nice: f64,
+}
+
+impl CpuTimes {
+    /// User time that was not guest time.
+    pub fn host_user(&self) -> f64 {
+        (self.user - self.guest).max(0.0) + (self.nice - self.guest_nice).max(0.0)
+    }
+    /// Total of all categories (guest counted once, inside user/nice).
+    pub fn total(&self) -> f64 {
+        self.user
+            + self.nice
+            + self.system
+            + self.idle
+            + self.iowait
+            + self.irq
+            + self.softirq
+            + self.steal
+    }
+    /// Time not idle, not waiting for I/O, and not stolen.
+    pub fn busy(&self) -> f64 {
+        self.user + self.nice + self.system + self.irq + self.softirq
+    }
+}
+
+/// System-wide CPU time over an interval, from /proc/stat.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuDelta {
+    /// Wall-clock length of the interval in seconds.
+    pub wall_s: f64,
+    /// Number of CPUs in the sum.
+    pub ncpus: u32,
+    /// Sum over all CPUs.
+    pub total: CpuTimes,
+    /// Each CPU, in /proc/stat order (index = CPU number as listed there).
+    pub per_cpu: Vec<CpuTimes>,
+}
+
+/// CPU time consumed by a set of threads (the workload's own threads on one side).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThreadCpu {
+    /// User-mode seconds.
+    pub user_s: f64,
+    /// Kernel-mode seconds (includes softirq work done in the thread's context).
+    pub system_s: f64,
+    /// Times the threads gave up the CPU to wait (blocked in a receive, slept).
+    #[serde(default)]
+    pub voluntary_switches: u64,
+    /// Times the threads were preempted.
+    #[serde(default)]
+    pub involuntary_switches: u64,
+}
+
+impl ThreadCpu {
+    /// Sum of user and system time.
+    pub fn total_s(&self) -> f64 {
+        self.user_s + self.system_s
+    }
+    /// Adds another thread's time.
+    pub fn add(&mut self, o: ThreadCpu) {
+        self.user_s += o.user_s;
+        self.system_s += o.system_s;
+        self.voluntary_switches += o.voluntary_switches;
+        self.involuntary_switches += o.involuntary_switches;
+    }
+}
+
+/// Events counted on one side, raw and per unit of work.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SideEvents {
+    /// Increases over the measured interval (all CPUs), plus the side's own threads'
+    /// `thread_voluntary_switches` and `thread_involuntary_switches`.
+    pub deltas: std::collections::BTreeMap<String, u64>,
+    /// `deltas` divided by the units of work (transactions, or MB moved).
+    pub per_unit: std::collections::BTreeMap<String, f64>,
+    /// The same two over the side's pinned CPU only, when it was pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<PinnedEvents>,
+    /// Counter files the side's machine lacks, with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+    /// The virtio-net interface the side's traffic crossed (in a guest), normalized.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic: Option<NicEvents>,
+}
+
+impl Events {
+    /// Per side: its own threads' sleeps, idle entries and IPIs (on its pinned CPU when
+    /// pinned) and timer interrupts, per unit: the wake-up work a round trip costs. Fewer
+    /// is better (each is a VM exit in a guest without posted interrupts).
+    pub fn metrics(&self) -> Vec<Metric> {
+        // Metric names must be 'static: one row per side, one column per unit.
+        const NAMES: [[[&str; 4]; 2]; 2] = [
+            [
+                [
+                    "client_sleeps_per_tr",
+                    "client_idle_per_tr",
+                    "client_ipis_per_tr",
+                    "client_timer_per_tr",
+                ],
+                [
+                    "client_sleeps_per_mb",
+                    "client_idle_per_mb",
+                    "client_ipis_per_mb",
+                    "client_timer_per_mb",
+                ],
+            ],
+            [
+                [
+                    "server_sleeps_per_tr",
+                    "server_idle_per_tr",
+                    "server_ipis_per_tr",
+                    "server_timer_per_tr",
+                ],
+                [
+                    "server_sleeps_per_mb",
+                    "server_idle_per_mb",
+                    "server_ipis_per_mb",
+                    "server_timer_per_mb",
+                ],
+            ],
+        ];
+        let per_mb = self.unit == "MB";
+        let unit = if per_mb { "/MB" } else { "/tr" };
+        let mut v = Vec::new();
+        for (names, e) in NAMES.iter().zip([Some(&self.client), self.server.as_ref()]) {
+            let Some(e) = e else { continue };
+            let here = e.pinned.as_ref().map_or(&e.per_unit, |p| &p.per_unit);
+            let values = [
+                e.per_unit.get("thread_voluntary_switches").copied(),
+                here.get("idle_entries").copied(),
+                ipis(here),
+                here.get("timer_irqs").copied(),
+            ];
+            for (name, value) in names[usize::from(per_mb)].iter().zip(values) {
+                if let Some(value) = value {
+                    v.push(Metric {
+                        name,
+                        unit,
+                        value,
+                        higher_is_better: false,
+                    });
+                }
+            }
+        }
+        // The virtio-net device path, where a side's traffic crossed one (in a guest).
+        const NIC: [[&str; 2]; 2] = [
+            ["client_kicks_per_pkt", "client_irqs_per_pkt"],
+            ["server_kicks_per_pkt", "server_irqs_per_pkt"],
+        ];
+        for (names, e) in NIC.iter().zip([Some(&self.client), self.server.as_ref()]) {
+            let Some(n) = e.and_then(|e| e.nic.as_ref()) else {
+                continue;
+            };
+            for (name, value) in names.iter().zip([n.kicks_per_packet, n.irqs_per_packet]) {
+                if let Some(value) = value {
+                    v.push(Metric {
+                        name,
+                        unit: "/pkt",
+                        value,
+                        higher_is_better: false,
+                    });
+                }
+            }
+        }
+        v
+    }
+}
+
+/// Rescheduling plus function-call IPIs (a remote wake-up uses one or the other); None
+/// unless both were counted (one alone would undercount).
+fn ipis(m: &std::collections::BTreeMap<String, f64>) -> Option<f64> {
+    Some(m.get("ipi_resched")? + m.get("ipi_call")?)
+}
+
+/// Events over one pinned CPU.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PinnedEvents {
+    /// The CPU.
+    pub cpu: u32,
+    /// Increases on it.
+    pub deltas: std::collections::BTreeMap<String, u64>,
+    /// Per unit of work.
+    pub per_unit: std::collections::BTreeMap<String, f64>,
+}
+
+/// Events per unit of work on both sides (the `events` block of a result).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Events {
+    /// `transaction` or `MB`.
+    pub unit: String,
+    /// Client side.
+    pub client: SideEvents,
+    /// Agent side (absent for foreign HTTP URLs and older agents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<SideEvents>,
+}
+
+/// Kernel events on one side's machine over the measured interval (see
+/// `virtperf_measure::events` for the keys), as the side measured them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EventCounts {
+    /// Totals over all CPUs under stable keys: `context_switches`, `idle_entries`,
+    /// `idle_entries_<state>`, `ipi_resched`, `ipi_call`, `timer_irqs`, `net_rx_softirqs`, …
+    pub all: std::collections::BTreeMap<String, u64>,
+    /// The same over the CPU this side's data threads were pinned to, when pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<std::collections::BTreeMap<String, u64>>,
+    /// Counter files this machine lacks (no cpuidle in a container …), with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+    /// The virtio-net interface this side's connection crossed, when it crossed one (a
+    /// guest's NIC): its own counters over the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic: Option<NicCounts>,
+}
+
+/// A virtio-net interface's counters over a side's measured interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NicCounts {
+    /// Interface (`eth0`).
+    pub interface: String,
+    /// Its virtio device (`virtio0`).
+    pub device: String,
+    /// Increases: `rx_packets`, `tx_packets`, `rx_bytes`, `tx_bytes`, `rx_dropped`,
+    /// `tx_dropped` (interface statistics), `rx_kicks`, `tx_kicks`, `rx_drops` (the driver's
+    /// notifications to the device, each a VM exit, and its drops), `rx_irqs`, `tx_irqs`
+    /// (the device's per-queue interrupt lines) or `shared_irqs` (one line for all queues).
+    pub deltas: std::collections::BTreeMap<String, u64>,
+}
+
+impl NicCounts {
+    /// Packets both ways.
+    pub fn packets(&self) -> u64 {
+        self.get("rx_packets") + self.get("tx_packets")
+    }
+    /// Kicks both ways.
+    pub fn kicks(&self) -> u64 {
+        self.get("rx_kicks") + self.get("tx_kicks")
+    }
+    /// Device interrupts, all lines.
+    pub fn irqs(&self) -> u64 {
+        self.get("rx_irqs") + self.get("tx_irqs") + self.get("shared_irqs")
+    }
+    fn get(&self, k: &str) -> u64 {
+        self.deltas.get(k).copied().unwrap_or(0)
+    }
+}
+
+/// A side's virtio-net counters normalized: what the device path cost per packet and per
+/// unit of work.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NicEvents {
+    /// Interface (`eth0`).
+    pub interface: String,
+    /// Its virtio device (`virtio0`).
+    pub device: String,
+    /// Raw increases (see [`NicCounts::deltas`]).
+    pub deltas: std::collections::BTreeMap<String, u64>,
+    /// The same per transaction or per MB.
+    pub per_unit: std::collections::BTreeMap<String, f64>,
+    /// Kicks (notifications, each a VM exit) per packet, both ways.
+    pub kicks_per_packet: Option<f64>,
+    /// Device interrupts (injections) per packet, both ways.
+    pub irqs_per_packet: Option<f64>,
+    /// Packets per device interrupt: how much NAPI batched.
+    pub packets_per_irq: Option<f64>,
+}
+
+/// Byte counts of one data connection, as seen by one side.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct FlowStats {
+    /// Bytes received on this connection.
+    pub bytes_rx: u64,
+    /// Bytes sent on this connection.
+    pub bytes_tx: u64,
+    /// Seconds from the first byte received to the last (receivers), or from the first send
+    /// to the last (senders).
+    pub active_s: f64,
+    /// Transactions on this connection (rr and crr flows multiplexed on threads; absent
+    /// otherwise).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub transactions: u64,
+    /// UDP flows: datagram counts, loss, reordering and jitter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpCounts>,
+}
+
+/// Per-flow rates of a test whose flows are multiplexed on threads (`--threads`): how
+/// evenly the work was shared, not only its total.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FlowSpread {
+    /// Flows the client counted (connections that took part).
+    pub flows: u32,
+    /// Flows the agent counted.
+    pub server_flows: u32,
+    /// Worker threads per side.
+    pub threads: u32,
+    /// Unit of the rates: `transactions/s` (rr, crr) or `Mbit/s` (stream).
+    pub unit: String,
+    /// Slowest flow.
+    pub min: f64,
+    /// Median flow.
+    pub p50: f64,
+    /// Fastest flow.
+    pub max: f64,
+    /// Jain's fairness index, (Σx)² / (n·Σx²): 1 when every flow got the same rate, 1/n
+    /// when one flow got everything.
+    pub jain: f64,
+    /// Seconds the client took to open every data connection (and the agent to accept
+    /// them), before the measured interval began; for crr, whose connections are the
+    /// workload, the first round of connects is inside the interval and this is 0. Null
+    /// when it was not timed.
+    #[serde(default)]
+    pub setup_s: Option<f64>,
+}
+
+impl FlowSpread {
+    /// The spread of `rates` (one per flow); None when there are none.
+    pub fn of(rates: &[f64]) -> Option<FlowSpread> {
+        if rates.is_empty() {
+            return None;
+        }
+        let mut v = rates.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len() as f64;
+        let sum: f64 = v.iter().sum();
+        let sq: f64 = v.iter().map(|x| x * x).sum();
+        Some(FlowSpread {
+            flows: v.len() as u32,
+            min: v[0],
+            p50: v[(v.len() - 1) / 2],
+            max: v[v.len() - 1],
+            // All zero: nobody got anything, which is even.
+            jain: if sq > 0.0 { sum * sum / (n * sq) } else { 1.0 },
+            ..Default::default()
+        })
+    }
+}
+
+/// What one side measured of its half of a test.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SideReport {
+    /// Wall-clock seconds between this side's start and stop snapshots.
+    pub elapsed_s: f64,
+    /// System-wide CPU over that interval.
+    pub cpu: CpuDelta,
+    /// CPU used by this side's workload threads.
+    pub threads: ThreadCpu,
+    /// Per data connection counts.
+    pub flows: Vec<FlowStats>,
+    /// Requests served (rr, crr, http).
+    pub transactions: u64,
+    /// Kernel events over the interval (absent from older agents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<EventCounts>,
+    /// Seconds this side took to set its data connections up, outside the measured
+    /// interval (flows multiplexed on threads; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup_s: Option<f64>,
+}
