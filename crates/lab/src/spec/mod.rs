@@ -1,0 +1,328 @@
+//! Experiment specs: a TOML file naming workloads with parameter sweeps, configurations
+//! (named sets of knobs), repetitions and duration. Parsing keeps source positions so every
+//! error names its line.
+//!
+//! ```toml
+//! name = "tcp-stream-sweep"
+//! duration = "5s"            # per trial
+//! repetitions = 5            # or: until_ci = "95,2%" with max_repetitions = 20
+//!
+//! [[workload]]
+//! kind = "stream"
+//! send_size = [4, 8, 16, 4096]   # a list is a sweep
+//! # recv_size = "64KiB"          # bytes per receive (netperf -M)
+//! # recv_wait = "block"          # receiver sleeps in recv (netperf) instead of poll (iperf3)
+//! # interval = "1s"              # keep a time series (stream, bulk, rr, crr)
+//! # trace = true                 # count VM-exit tracepoints per unit (--trace; root)
+//! # timeline = true              # rr: a sampled critical-path trial per trial (--timeline)
+//!
+//! [[config]]
+//! name = "baseline"
+//!
+//! [[config]]
+//! name = "busy-poll"
+//! sysctl = { "net.core.busy_poll" = 50, "net.core.busy_read" = 50 }
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+use virtperf_wire::{RecvWait, SockOpts, Workload};
+
+use crate::knob::Knob;
+use crate::parse;
+use crate::place::Placement;
+
+/// A spec error with the line it refers to (1-based; 0 when the whole file is at fault).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpecError {
+    /// Line in the spec file.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line > 0 {
+            write!(f, "line {}: {}", self.line, self.message)
+        } else {
+            write!(f, "{}", self.message)
+        }
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+/// How repetitions are decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Repeat {
+    /// Exactly this many trials per point and config.
+    Fixed(u32),
+    /// Repeat until the CI at `level` has half-width within `width` of the mean, between
+    /// `min` and `max` trials (netperf's `-i max,min -I level,width`).
+    UntilCi {
+        /// Confidence level, e.g. 0.95.
+        level: f64,
+        /// Relative half-width, e.g. 0.02.
+        width: f64,
+        /// Trials always run.
+        min: u32,
+        /// Trials at most.
+        max: u32,
+    },
+}
+
+impl Repeat {
+    /// Trials per point and config at most.
+    pub fn max(&self) -> u32 {
+        match self {
+            Repeat::Fixed(n) => *n,
+            Repeat::UntilCi { max, .. } => *max,
+        }
+    }
+}
+
+/// One point of a workload's sweep: everything needed to run a trial but the config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// Index of the `[[workload]]` it came from.
+    pub workload_index: usize,
+    /// The workload with this point's parameters.
+    pub workload: Workload,
+    /// CPU pinning from the sweep (a config's `cpus` overrides it).
+    pub cpus: parse::Cpus,
+    /// Trial duration (timed workloads).
+    pub duration: Duration,
+    /// Time-series interval (`interval = "1s"`), if any.
+    pub interval: Option<Duration>,
+    /// Tracepoints counted over each trial (`trace = true`).
+    pub trace: bool,
+    /// A sampled critical-path trial after each trial (`timeline = true`).
+    pub timeline: bool,
+    /// HTTP downloads per trial.
+    pub count: u32,
+    /// The swept parameters and their values, e.g. `{"send_size": 64}`.
+    pub params: serde_json::Value,
+    /// Human label: `stream send_size=64`.
+    pub label: String,
+}
+
+/// A named configuration: knobs, socket options, pinning and hooks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Name as written.
+    pub name: String,
+    /// What it is for.
+    pub description: Option<String>,
+    /// System knobs (sysctls, module parameters) to apply before its trials.
+    pub knobs: Vec<(Knob, String)>,
+    /// Socket options for data connections.
+    pub sock: SockOpts,
+    /// CPU pinning that overrides the workload's.
+    pub cpus: Option<parse::Cpus>,
+    /// Where the ends run (`placement = "netns:bridge"`, `"guest:guest-host"`); None is
+    /// this host's loopback.
+    pub placement: Option<Placement>,
+    /// Shell command run before the config's first trial.
+    pub setup: Option<String>,
+    /// Shell command run after the config's last trial (also on failure).
+    pub teardown: Option<String>,
+}
+
+/// A parsed, validated experiment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spec {
+    /// Experiment name.
+    pub name: String,
+    /// Free text.
+    pub description: Option<String>,
+    /// Every sweep point of every workload, in spec order.
+    pub points: Vec<Point>,
+    /// Configurations in spec order (a single `default` one if the spec names none).
+    pub configs: Vec<Config>,
+    /// Repetition policy.
+    pub repeat: Repeat,
+    /// Output shape hint for `show` (`sweep`, `matrix`, `downloads`, …).
+    pub shape: Option<String>,
+    /// Config to compare the others against (default: the first).
+    pub baseline: Option<String>,
+    /// The spec text as given (stored with the run).
+    pub text: String,
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+fn err<T>(
+    text: &str,
+    span: std::ops::Range<usize>,
+    msg: impl std::fmt::Display,
+) -> Result<T, SpecError> {
+    Err(SpecError {
+        line: line_of(text, span.start),
+        message: msg.to_string(),
+    })
+}
+
+/// Parses and validates a spec.
+pub fn parse(text: &str) -> Result<Spec, SpecError> {
+    let raw: RawSpec = toml::from_str(text).map_err(|e| SpecError {
+        line: e.span().map(|s| line_of(text, s.start)).unwrap_or(0),
+        message: e.message().trim().to_string(),
+    })?;
+    let name = raw.name.get_ref().trim().to_string();
+    if name.is_empty() {
+        return err(text, raw.name.span(), "name must not be empty");
+    }
+    if name.chars().any(char::is_control) {
+        return err(text, raw.name.span(), CONTROL_IN_NAME);
+    }
+    let default_duration = match &raw.duration {
+        Some(d) => parse::test_duration(d.get_ref()).or_else(|m| err(text, d.span(), m))?,
+        None => Duration::from_secs(10),
+    };
+    let repeat = match (&raw.repetitions, &raw.until_ci) {
+        (Some(r), Some(_)) => {
+            return err(
+                text,
+                r.span(),
+                "give either repetitions or until_ci, not both",
+            )
+        }
+        (Some(r), None) => {
+            let n = *r.get_ref();
+            if !(1..=1000).contains(&n) {
+                return err(text, r.span(), "repetitions must be between 1 and 1000");
+            }
+            Repeat::Fixed(n)
+        }
+        (None, Some(c)) => {
+            let (level, width) =
+                parse::until_ci(c.get_ref()).or_else(|m| err(text, c.span(), m))?;
+            let max = raw
+                .max_repetitions
+                .as_ref()
+                .map(|m| *m.get_ref())
+                .unwrap_or(20);
+            if let Some(m) = &raw.max_repetitions {
+                if !(3..=1000).contains(&max) {
+                    return err(text, m.span(), "max_repetitions must be between 3 and 1000");
+                }
+            }
+            Repeat::UntilCi {
+                level,
+                width,
+                min: 3,
+                max,
+            }
+        }
+        (None, None) => Repeat::Fixed(5),
+    };
+    if raw.workload.is_empty() {
+        return Err(SpecError {
+            line: 0,
+            message: "the spec has no [[workload]]: add at least one (kind = \"rr\", \"crr\", \"stream\", \"bulk\" or \"http\")".into(),
+        });
+    }
+    let mut points = Vec::new();
+    for (i, w) in raw.workload.iter().enumerate() {
+        points.extend(expand(
+            text,
+            i,
+            w,
+            default_duration,
+            MAX_POINTS - points.len(),
+        )?);
+    }
+    let mut configs = Vec::new();
+    for c in &raw.config {
+        for cfg in config(text, c)? {
+            if configs.iter().any(|x: &Config| x.name == cfg.name) {
+                return err(
+                    text,
+                    c.get_ref().name.span(),
+                    format!("config {:?} is defined twice", cfg.name),
+                );
+            }
+            configs.push(cfg);
+        }
+    }
+    if configs.is_empty() {
+        configs.push(Config {
+            name: "default".into(),
+            description: None,
+            knobs: Vec::new(),
+            sock: SockOpts::default(),
+            cpus: None,
+            placement: None,
+            setup: None,
+            teardown: None,
+        });
+    }
+    let trials = planned_trials(points.len(), configs.len(), &repeat);
+    if trials > MAX_TRIALS {
+        return Err(SpecError {
+            line: 0,
+            message: format!(
+                "the spec plans {trials} trials ({} points × {} configs × {} repetitions), more than {MAX_TRIALS}: split it into several specs",
+                points.len(),
+                configs.len(),
+                repeat.max()
+            ),
+        });
+    }
+    let report = raw.report.unwrap_or_default();
+    if let Some(b) = &report.baseline {
+        if !configs.iter().any(|c| &c.name == b) {
+            return Err(SpecError {
+                line: 0,
+                message: format!(
+                    "report.baseline names config {b:?}, which the spec does not define"
+                ),
+            });
+        }
+    }
+    Ok(Spec {
+        name,
+        description: raw.description,
+        points,
+        configs,
+        repeat,
+        shape: report.shape,
+        baseline: report.baseline,
+        text: text.to_string(),
+    })
+}
+
+/// The most points (workload × sweep values) one spec may expand to: a sweep this large
+/// is a typo, and expanding it blindly would take gigabytes.
+pub const MAX_POINTS: usize = 10_000;
+/// The most trials one run may plan (points × configs × repetitions).
+pub const MAX_TRIALS: usize = 100_000;
+
+/// Trials a run plans at most.
+pub fn planned_trials(points: usize, configs: usize, repeat: &Repeat) -> usize {
+    points
+        .saturating_mul(configs)
+        .saturating_mul(repeat.max() as usize)
+}
+
+/// Formats CPU pinning as the user writes it (`0,1`, `0,`, `,1`).
+pub fn cpus_text(c: parse::Cpus) -> String {
+    let f = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_default();
+    format!("{},{}", f(c.0), f(c.1))
+}
+
+mod configs;
+mod matrix;
+mod raw;
+#[cfg(test)]
+mod tests;
+use configs::*;
+use matrix::*;
+use raw::*;
