@@ -13,6 +13,9 @@ use std::thread::JoinHandle;
 pub(crate) struct Spinners {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
+    /// The spinners' thread ids.
+    #[cfg_attr(not(test), allow(dead_code))]
+    tids: Vec<i32>,
 }
 
 impl Spinners {
@@ -24,6 +27,7 @@ impl Spinners {
         let mut s = Spinners {
             stop: stop.clone(),
             threads: Vec::new(),
+            tids: Vec::new(),
         };
         for &cpu in cpus {
             let (tx, rx) = std::sync::mpsc::channel();
@@ -31,7 +35,8 @@ impl Spinners {
             let t = std::thread::Builder::new()
                 .name(format!("awake-{cpu}"))
                 .spawn(move || {
-                    let ready = idle_priority_on(cpu);
+                    let ready = idle_priority_on(cpu)
+                        .map(|()| rustix::thread::gettid().as_raw_nonzero().get());
                     let ok = ready.is_ok();
                     let _ = tx.send(ready);
                     while ok && !stop.load(Ordering::Relaxed) {
@@ -40,8 +45,10 @@ impl Spinners {
                 })
                 .map_err(|e| format!("starting a spinner: {e}"))?;
             s.threads.push(t);
-            rx.recv()
+            let tid = rx
+                .recv()
                 .map_err(|_| "a spinner died before it started".to_string())??;
+            s.tids.push(tid);
         }
         Ok(s)
     }
@@ -79,10 +86,11 @@ impl Drop for Spinners {
 mod tests {
     use super::*;
 
-    /// A spinner keeps its CPU out of idle yet yields it: a thread pinned there still
-    /// gets most of the CPU, and the spinner's thread runs at SCHED_IDLE.
+    /// Each spinner runs at SCHED_IDLE on its own CPU only (the scheduler then gives the
+    /// CPU to any normal thread that wants it: not timed here, since a test machine's other
+    /// load would decide a timing) and stops when dropped.
     #[test]
-    fn spinners_yield_to_real_work() {
+    fn spinners_run_at_idle_priority_on_their_cpu() {
         let s = match Spinners::start(&[0]) {
             Ok(s) => s,
             Err(e) => {
@@ -93,27 +101,24 @@ mod tests {
                 return;
             }
         };
-        let work = std::thread::spawn(|| {
-            let mut set = rustix::thread::CpuSet::new();
-            set.set(0);
-            let _ = rustix::thread::sched_setaffinity(None, &set);
-            let t0 = std::time::Instant::now();
-            let c0 = virtperf_measure::thread_cpu()
-                .map(|c| c.user_s + c.system_s)
-                .unwrap_or(0.0);
-            while t0.elapsed() < std::time::Duration::from_millis(300) {
-                std::hint::spin_loop();
-            }
-            let c1 = virtperf_measure::thread_cpu()
-                .map(|c| c.user_s + c.system_s)
-                .unwrap_or(0.0);
-            (c1 - c0) / t0.elapsed().as_secs_f64()
-        });
-        let share = work.join().unwrap_or(0.0);
+        assert_eq!(s.tids.len(), 1);
+        let tid = s.tids[0];
+        // SAFETY: queries a thread of this process by id; no memory is passed.
+        let policy = unsafe { libc::sched_getscheduler(tid) };
+        assert_eq!(policy, libc::SCHED_IDLE, "spinner {tid}");
+        let status =
+            std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap_or_default();
+        let allowed = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .map(str::trim)
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(allowed, "0", "{status}");
         drop(s);
         assert!(
-            share > 0.8,
-            "the pinned worker got {share:.2} of CPU 0 beside a SCHED_IDLE spinner"
+            !std::path::Path::new(&format!("/proc/self/task/{tid}")).exists(),
+            "the spinner still runs after drop"
         );
     }
 }
