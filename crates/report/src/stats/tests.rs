@@ -1,0 +1,454 @@
+use super::*;
+
+fn close(a: f64, b: f64, tol: f64) -> bool {
+    (a - b).abs() <= tol
+}
+
+macro_rules! assert_close {
+    ($a:expr, $b:expr, $tol:expr) => {{
+        let (a, b): (f64, f64) = ($a, $b);
+        assert!(close(a, b, $tol), "{a} != {b} (tolerance {})", $tol);
+    }};
+}
+
+// ---- summarize ----
+
+#[test]
+fn summarize_textbook() {
+    let s = summarize(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0], 0.95);
+    assert_eq!(s.n, 8);
+    assert_close!(s.mean, 5.0, 1e-12);
+    assert_close!(s.median, 4.5, 1e-12);
+    // sqrt(32 / 7)
+    assert_close!(s.stdev, 2.138_089_935_299_395, 1e-12);
+    assert_eq!((s.min, s.max), (2.0, 9.0));
+    assert_close!(s.cv, 2.138_089_935_299_395 / 5.0, 1e-12);
+    // t(0.975, 7) = 2.364624; half = t * s / sqrt(8)
+    assert_close!(s.ci_half, 2.364_624 * 2.138_089_935 / 8f64.sqrt(), 1e-5);
+    assert_close!(s.ci_low, 5.0 - s.ci_half, 1e-12);
+    assert_close!(s.ci_high, 5.0 + s.ci_half, 1e-12);
+    assert_eq!(s.confidence, 0.95);
+}
+
+#[test]
+fn summarize_odd_median_unsorted_input() {
+    let s = summarize(&[9.0, 1.0, 5.0], 0.95);
+    assert_eq!(s.median, 5.0);
+    assert_eq!((s.min, s.max), (1.0, 9.0));
+}
+
+#[test]
+fn summarize_empty() {
+    let s = summarize(&[], 0.95);
+    assert_eq!(s.n, 0);
+    for v in [
+        s.mean, s.median, s.stdev, s.min, s.max, s.cv, s.ci_low, s.ci_high, s.ci_half,
+    ] {
+        assert_eq!(v, 0.0);
+    }
+    assert_eq!(s.confidence, 0.95);
+}
+
+#[test]
+fn summarize_single() {
+    let s = summarize(&[3.5], 0.95);
+    assert_eq!(s.n, 1);
+    assert_eq!((s.mean, s.median, s.min, s.max), (3.5, 3.5, 3.5, 3.5));
+    assert_eq!((s.stdev, s.cv, s.ci_half), (0.0, 0.0, 0.0));
+    assert_eq!((s.ci_low, s.ci_high), (3.5, 3.5));
+}
+
+#[test]
+fn summarize_drops_non_finite() {
+    let s = summarize(
+        &[
+            f64::NAN,
+            1.0,
+            f64::INFINITY,
+            3.0,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ],
+        0.95,
+    );
+    assert_eq!(s.n, 2);
+    assert_eq!(s.mean, 2.0);
+    assert!(s.ci_half.is_finite() && s.ci_half > 0.0);
+    let all_nan = summarize(&[f64::NAN, f64::NAN], 0.95);
+    assert_eq!(all_nan.n, 0);
+    assert_eq!(all_nan.mean, 0.0);
+}
+
+#[test]
+fn summarize_zero_variance_and_zero_mean() {
+    let s = summarize(&[7.0; 5], 0.95);
+    assert_eq!((s.stdev, s.cv, s.ci_half), (0.0, 0.0, 0.0));
+    let z = summarize(&[-1.0, 1.0], 0.95);
+    assert_eq!(z.mean, 0.0);
+    assert_eq!(z.cv, 0.0);
+}
+
+#[test]
+fn summarize_invalid_confidence() {
+    for c in [f64::NAN, 0.0, 1.0, 95.0, -0.5] {
+        let s = summarize(&[1.0, 2.0, 3.0], c);
+        assert_eq!(s.confidence, 0.0);
+        assert_eq!(s.ci_half, 0.0);
+        assert_eq!((s.ci_low, s.ci_high), (2.0, 2.0));
+        assert!(!ci_within(&s, 1.0));
+    }
+}
+
+// ---- t_quantile ----
+
+#[test]
+fn t_quantile_table_values() {
+    assert_close!(t_quantile(0.975, 4.0), 2.776_445, 1e-5);
+    assert_close!(t_quantile(0.975, 1.0), 12.706_205, 1e-4);
+    assert_close!(t_quantile(0.025, 4.0), -2.776_445, 1e-5);
+    assert_close!(t_quantile(0.995, 10.0), 3.169_273, 1e-5);
+    assert_close!(t_quantile(0.95, 30.0), 1.697_261, 1e-5);
+    assert_close!(t_quantile(0.5, 3.0), 0.0, 1e-12);
+    assert_close!(t_quantile(0.975, f64::INFINITY), 1.959_964, 1e-6);
+    assert_close!(t_quantile(0.975, 1e6), 1.959_966, 1e-5);
+}
+
+#[test]
+fn t_quantile_closed_forms() {
+    // df = 1 is the Cauchy distribution, df = 2 has a closed-form quantile.
+    for p in [0.001, 0.1, 0.3, 0.6, 0.9, 0.999] {
+        let cauchy = (std::f64::consts::PI * (p - 0.5)).tan();
+        assert_close!(t_quantile(p, 1.0), cauchy, 1e-12 * cauchy.abs().max(1.0));
+        let two = (2.0 * p - 1.0) / (2.0 * p * (1.0 - p)).sqrt();
+        assert_close!(t_quantile(p, 2.0), two, 1e-12 * two.abs().max(1.0));
+    }
+}
+
+#[test]
+fn t_quantile_round_trips_through_tail() {
+    for df in [0.3, 1.0, 2.5, 7.0, 29.0, 150.0, 5000.0] {
+        // Powers of two, so that 1 - p is exact and symmetry can be checked tightly.
+        for p in [2f64.powi(-40), 2f64.powi(-13), 2f64.powi(-7), 0.25, 0.4375] {
+            let q = t_quantile(p, df);
+            assert!(q < 0.0);
+            let back = t_sf(-q, df);
+            assert_close!(back / p, 1.0, 1e-10);
+            assert_close!(t_quantile(1.0 - p, df), -q, 1e-9 * q.abs());
+        }
+    }
+}
+
+#[test]
+fn t_quantile_continuous_at_large_df_switch() {
+    // The quantile moves by about -(z³ + z) / (4 df²) per unit of df, so across the
+    // switch to the expansion the two methods must agree to well below that.
+    let below = t_quantile(0.975, T_LARGE_DF);
+    let above = t_quantile(0.975, T_LARGE_DF * (1.0 + 1e-12));
+    assert_close!(below, above, 1e-11);
+    assert_close!(below, 1.960_201_24, 1e-8);
+}
+
+#[test]
+fn t_quantile_extremes_do_not_panic() {
+    for df in [
+        1e-3,
+        0.5,
+        1.0,
+        3.0,
+        1e3,
+        1e4,
+        1e6,
+        1e12,
+        1e300,
+        f64::INFINITY,
+    ] {
+        for p in [f64::MIN_POSITIVE, 1e-300, 1e-20, 0.5 + 1e-15, 1.0 - 1e-16] {
+            let q = t_quantile(p, df);
+            assert!(!q.is_nan(), "t_quantile({p}, {df}) is NaN");
+            assert_eq!(q < 0.0, p < 0.5, "t_quantile({p}, {df}) = {q}");
+        }
+    }
+    // Beyond 1e150 the answer is infinite rather than wrong.
+    assert_eq!(t_quantile(1e-300, 0.5), f64::NEG_INFINITY);
+}
+
+#[test]
+fn t_quantile_domain() {
+    assert!(t_quantile(f64::NAN, 4.0).is_nan());
+    assert!(t_quantile(0.9, f64::NAN).is_nan());
+    assert!(t_quantile(1.5, 4.0).is_nan());
+    assert!(t_quantile(-0.1, 4.0).is_nan());
+    assert!(t_quantile(0.9, 0.0).is_nan());
+    assert!(t_quantile(0.9, -3.0).is_nan());
+    assert_eq!(t_quantile(0.0, 4.0), f64::NEG_INFINITY);
+    assert_eq!(t_quantile(1.0, 4.0), f64::INFINITY);
+}
+
+// ---- ci_within ----
+
+#[test]
+fn ci_within_behaviour() {
+    let tight = summarize(&[100.0, 100.1, 99.9, 100.0, 100.05], 0.95);
+    assert!(ci_within(&tight, 0.01));
+    assert!(!ci_within(&tight, 0.0001));
+    let wide = summarize(&[50.0, 150.0, 100.0], 0.95);
+    assert!(!ci_within(&wide, 0.05));
+    assert!(ci_within(&wide, 2.0));
+    let one = summarize(&[100.0], 0.95);
+    assert!(!ci_within(&one, 0.5));
+    assert!(!ci_within(&tight, f64::NAN));
+    assert!(!ci_within(&tight, -0.1));
+    let constant = summarize(&[4.0, 4.0, 4.0], 0.95);
+    assert!(ci_within(&constant, 0.0));
+}
+
+// ---- Welch ----
+
+const WIKI_A: [f64; 15] = [
+    27.5, 21.0, 19.0, 23.6, 17.0, 17.9, 16.9, 20.1, 21.9, 22.6, 23.1, 19.6, 19.0, 21.7, 21.4,
+];
+const WIKI_B: [f64; 15] = [
+    27.1, 22.0, 20.8, 23.4, 23.4, 23.5, 25.8, 22.0, 24.8, 20.2, 21.9, 22.1, 22.9, 20.5, 24.4,
+];
+
+#[test]
+fn welch_wikipedia_example_1() {
+    // Wikipedia, "Welch's t-test", example 1: t = -2.46, df = 24.98, p = 0.021.
+    // Reference values recomputed independently (numeric integration of the t density).
+    let r = welch_t(&WIKI_A, &WIKI_B).expect("both samples have 15 values");
+    assert_eq!(r.test, Test::Welch);
+    assert_close!(r.statistic, -2.455_356_398, 1e-8);
+    assert_close!(r.df.unwrap_or(f64::NAN), 24.988_529_29, 1e-6);
+    assert_close!(r.p_value, 0.021_378, 1e-5);
+    // Swapping the samples flips the sign only.
+    let s = welch_t(&WIKI_B, &WIKI_A).expect("both samples have 15 values");
+    assert_close!(s.statistic, 2.455_356_398, 1e-8);
+    assert_close!(s.p_value, r.p_value, 1e-12);
+}
+
+#[test]
+fn welch_small_and_degenerate() {
+    assert!(welch_t(&[1.0], &[1.0, 2.0]).is_none());
+    assert!(welch_t(&[], &[]).is_none());
+    assert!(welch_t(&[1.0, f64::NAN], &[1.0, 2.0]).is_none());
+    let same = welch_t(&[3.0, 3.0], &[3.0, 3.0, 3.0]).expect("n >= 2");
+    assert_eq!((same.statistic, same.df, same.p_value), (0.0, None, 1.0));
+    let diff = welch_t(&[3.0, 3.0], &[4.0, 4.0]).expect("n >= 2");
+    assert_eq!(
+        (diff.statistic, diff.df, diff.p_value),
+        (f64::NEG_INFINITY, None, 0.0)
+    );
+    // One side constant: df collapses to the other side's n - 1.
+    let one = welch_t(&[5.0, 5.0, 5.0], &[1.0, 2.0, 3.0, 4.0]).expect("n >= 2");
+    assert_close!(one.df.unwrap_or(f64::NAN), 3.0, 1e-12);
+    // Tiny variances must not underflow to a NaN df.
+    let tiny = welch_t(&[1e-150, 2e-150, 3e-150], &[1e-150, 3e-150, 5e-150]).expect("n >= 2");
+    assert!(tiny.df.is_some_and(f64::is_finite));
+    assert!((0.0..=1.0).contains(&tiny.p_value));
+}
+
+// ---- Mann–Whitney ----
+
+#[test]
+fn mann_whitney_exact_small() {
+    let r = mann_whitney(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]).expect("non-empty");
+    assert_eq!(r.test, Test::MannWhitney);
+    assert_eq!(r.statistic, 0.0);
+    assert_eq!(r.df, None);
+    assert_close!(r.p_value, 0.1, 1e-12); // 2 / C(6,3)
+    let r =
+        mann_whitney(&[1.0, 2.0, 3.0, 4.0, 5.0], &[6.0, 7.0, 8.0, 9.0, 10.0]).expect("non-empty");
+    assert_close!(r.p_value, 2.0 / 252.0, 1e-12); // 0.00794
+                                                  // Reversed: U = n_a * n_b, same p.
+    let r =
+        mann_whitney(&[6.0, 7.0, 8.0, 9.0, 10.0], &[1.0, 2.0, 3.0, 4.0, 5.0]).expect("non-empty");
+    assert_eq!(r.statistic, 25.0);
+    assert_close!(r.p_value, 2.0 / 252.0, 1e-12);
+    // Overlap: U = 1 (5 > 4); P(U <= 1) = 2/70, two-sided 4/70.
+    let r = mann_whitney(&[1.0, 2.0, 3.0, 5.0], &[4.0, 6.0, 7.0, 8.0]).expect("non-empty");
+    assert_eq!(r.statistic, 1.0);
+    assert_close!(r.p_value, 4.0 / 70.0, 1e-12);
+    // Centre of the distribution caps at 1.
+    let r = mann_whitney(&[1.0, 4.0], &[2.0, 3.0]).expect("non-empty");
+    assert_eq!(r.statistic, 2.0);
+    assert_eq!(r.p_value, 1.0);
+    let r = mann_whitney(&[1.0], &[2.0]).expect("non-empty");
+    assert_eq!(r.p_value, 1.0);
+}
+
+#[test]
+fn mann_whitney_exact_distribution_sums() {
+    // Counts of every U must add up to C(m + n, m) and be symmetric.
+    let c = u_counts(4, 6);
+    assert_eq!(c.len(), 25);
+    assert_eq!(c.iter().sum::<f64>(), 210.0);
+    assert!(c.iter().zip(c.iter().rev()).all(|(x, y)| x == y));
+    assert_eq!(u_counts(10, 10).iter().sum::<f64>(), 184_756.0);
+    assert_eq!(u_counts(0, 3), vec![1.0]);
+}
+
+#[test]
+fn mann_whitney_ties_normal_approximation() {
+    // Ties force the normal approximation even for N = 9. Midranks give U = 2.5;
+    // sigma² = 20/12 * (10 - 12/72), z = (|2.5 - 10| - 0.5) / sigma.
+    let r = mann_whitney(&[1.0, 2.0, 2.0, 3.0], &[2.0, 3.0, 4.0, 4.0, 5.0]).expect("non-empty");
+    assert_eq!(r.statistic, 2.5);
+    assert_close!(r.p_value, 0.078_545_851, 1e-8);
+    // Every value tied: no information.
+    let r = mann_whitney(&[2.0, 2.0], &[2.0, 2.0, 2.0]).expect("non-empty");
+    assert_eq!(r.statistic, 3.0);
+    assert_eq!(r.p_value, 1.0);
+}
+
+#[test]
+fn mann_whitney_large_normal_approximation() {
+    let a: Vec<f64> = (1..=15).map(f64::from).collect();
+    let b: Vec<f64> = (5..20).map(|x| f64::from(x) + 0.5).collect();
+    let r = mann_whitney(&a, &b).expect("non-empty");
+    assert_eq!(r.statistic, 55.0);
+    assert_close!(r.p_value, 0.018_066_623, 1e-8);
+}
+
+#[test]
+fn mann_whitney_empty_and_nan() {
+    assert!(mann_whitney(&[], &[1.0]).is_none());
+    assert!(mann_whitney(&[f64::NAN], &[1.0]).is_none());
+    let r =
+        mann_whitney(&[1.0, f64::NAN, 2.0, 3.0], &[4.0, 5.0, f64::NAN, 6.0]).expect("non-empty");
+    assert_close!(r.p_value, 0.1, 1e-12);
+}
+
+// ---- compare ----
+
+/// `n` values around `centre`, spread up to ±`jitter` in a fixed pattern whose mean is
+/// exactly `centre` when `n` is even.
+fn sample(centre: f64, jitter: f64, n: usize) -> Vec<f64> {
+    const PATTERN: [f64; 4] = [0.3, 1.0, 0.6, 0.1];
+    (0..n)
+        .map(|i| {
+            let sign = if i % 2 == 0 { 1.0 } else { -1.0 };
+            centre + sign * jitter * PATTERN[(i / 2) % PATTERN.len()]
+        })
+        .collect()
+}
+
+#[test]
+fn compare_improved_and_regressed() {
+    let base = sample(100.0, 1.0, 10);
+    let better = sample(110.0, 1.0, 10);
+    let c = compare(&base, &better, true, 0.05, 0.02);
+    assert_eq!(c.verdict, Verdict::Improved);
+    assert_eq!(c.test.as_ref().map(|t| t.test), Some(Test::Welch));
+    assert_close!(c.pct_change, 10.0, 1e-9);
+    assert_eq!(c.baseline.confidence, 0.95);
+    // Same data, lower is better (a latency).
+    assert_eq!(
+        compare(&base, &better, false, 0.05, 0.02).verdict,
+        Verdict::Regressed
+    );
+    assert_eq!(
+        compare(&better, &base, true, 0.05, 0.02).verdict,
+        Verdict::Regressed
+    );
+    assert_eq!(
+        compare(&better, &base, false, 0.05, 0.02).verdict,
+        Verdict::Improved
+    );
+}
+
+#[test]
+fn compare_no_change() {
+    let a = sample(100.0, 5.0, 10);
+    let mut b = a.clone();
+    b.reverse();
+    let c = compare(&a, &b, true, 0.05, 0.02);
+    assert_eq!(c.verdict, Verdict::NoChange);
+    assert_close!(c.test.map_or(0.0, |t| t.p_value), 1.0, 1e-9);
+}
+
+#[test]
+fn compare_within_noise() {
+    let a = sample(100.0, 0.05, 10);
+    let b = sample(100.5, 0.05, 10);
+    let c = compare(&a, &b, true, 0.05, 0.02);
+    assert!(c.test.as_ref().is_some_and(|t| t.p_value < 1e-6));
+    assert_close!(c.pct_change, 0.5, 1e-9);
+    assert_eq!(c.verdict, Verdict::WithinNoise);
+    // Without a noise threshold the same change counts.
+    assert_eq!(compare(&a, &b, true, 0.05, 0.0).verdict, Verdict::Improved);
+    assert_eq!(
+        compare(&a, &b, true, 0.05, f64::NAN).verdict,
+        Verdict::Improved
+    );
+}
+
+#[test]
+fn compare_test_selection() {
+    // 4 against 4: Mann–Whitney can reach 2/70 < 0.05, so it is used.
+    let c = compare(
+        &[1.0, 2.0, 3.0, 4.0],
+        &[11.0, 12.0, 13.0, 14.0],
+        true,
+        0.05,
+        0.02,
+    );
+    assert_eq!(c.test.as_ref().map(|t| t.test), Some(Test::MannWhitney));
+    assert_eq!(c.verdict, Verdict::Improved);
+    // 3 against 3: Mann–Whitney's best is p = 0.1, so Welch is used.
+    let c = compare(&[10.0, 10.1, 9.9], &[20.0, 20.2, 19.8], true, 0.05, 0.02);
+    assert_eq!(c.test.as_ref().map(|t| t.test), Some(Test::Welch));
+    assert_eq!(c.verdict, Verdict::Improved);
+    // ... but at alpha = 0.2 Mann–Whitney can decide, so it is used.
+    let c = compare(&[10.0, 10.1, 9.9], &[20.0, 20.2, 19.8], true, 0.2, 0.02);
+    assert_eq!(c.test.as_ref().map(|t| t.test), Some(Test::MannWhitney));
+    assert_eq!(c.verdict, Verdict::Improved);
+    // 1 against 3: no Welch possible; Mann–Whitney cannot be significant.
+    let c = compare(&[10.0], &[20.0, 21.0, 22.0], true, 0.05, 0.02);
+    assert_eq!(c.test.as_ref().map(|t| t.test), Some(Test::MannWhitney));
+    assert_eq!(c.verdict, Verdict::NoChange);
+}
+
+#[test]
+fn compare_degenerate_inputs_do_not_panic() {
+    let c = compare(&[], &[], true, 0.05, 0.02);
+    assert_eq!(
+        (c.test, c.verdict, c.pct_change),
+        (None, Verdict::NoChange, 0.0)
+    );
+    let c = compare(&[], &[1.0, 2.0], true, 0.05, 0.02);
+    assert_eq!(c.verdict, Verdict::NoChange);
+    assert_eq!(c.pct_change, f64::INFINITY);
+    let c = compare(&[f64::NAN; 3], &[1.0, f64::NAN], true, 0.05, 0.02);
+    assert_eq!(c.verdict, Verdict::NoChange);
+    let c = compare(&[1.0], &[2.0], true, 0.05, 0.02);
+    assert_eq!(c.verdict, Verdict::NoChange);
+    // Constant, different: exact Welch answer p = 0.
+    let c = compare(&[5.0; 6], &[6.0; 6], true, 0.05, 0.02);
+    assert_eq!(c.verdict, Verdict::Improved);
+    // Constant, equal.
+    let c = compare(&[5.0; 6], &[5.0; 6], true, 0.05, 0.02);
+    assert_eq!(c.verdict, Verdict::NoChange);
+    // Senseless alpha never finds significance.
+    for alpha in [f64::NAN, 0.0, -1.0, 2.0] {
+        let c = compare(
+            &sample(100.0, 1.0, 10),
+            &sample(200.0, 1.0, 10),
+            true,
+            alpha,
+            0.02,
+        );
+        assert_eq!(c.verdict, Verdict::NoChange);
+        assert_eq!(c.baseline.confidence, 0.0);
+    }
+}
+
+#[test]
+fn verdict_words() {
+    assert_eq!(Verdict::Improved.words(), "improved");
+    assert_eq!(Verdict::Regressed.words(), "regressed");
+    assert_eq!(Verdict::NoChange.words(), "no significant change");
+    assert_eq!(
+        Verdict::WithinNoise.words(),
+        "change within noise threshold"
+    );
+}
