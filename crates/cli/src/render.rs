@@ -5,6 +5,33 @@ use std::fmt::Write;
 
 use virtperf_wire::{Env, Outcome, SideCpu, TestResult};
 
+/// What `--trace` counted (here and, with guests, on the host) and `--timeline` saw.
+fn traced(r: &TestResult) -> String {
+    let mut s = trace_line(r);
+    if let Some(h) = &r.host_trace {
+        let parts: Vec<String> = h
+            .per_unit
+            .iter()
+            .map(|(k, v)| format!("{v:.2} {}", k.replace('_', " ")))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  host, per {} on CPU {:?}: {}",
+            h.unit,
+            h.cpus,
+            if parts.is_empty() {
+                "nothing counted".into()
+            } else {
+                parts.join(", ")
+            }
+        );
+    }
+    if let Some(t) = &r.timeline {
+        s.push_str(&virtperf_report::timeline::text(t));
+    }
+    s
+}
+
 /// `--trace`: the counted events that are VM exits in a guest without APICv or posted
 /// interrupts, per unit of work, on the CPUs counted; what could not be counted, named.
 fn trace_line(r: &TestResult) -> String {
@@ -419,28 +446,7 @@ pub fn result(r: &TestResult, local: bool) -> String {
     }
     s.push_str(&cpu_table(r));
     s.push_str(&events_lines(r));
-    s.push_str(&trace_line(r));
-    if let Some(h) = &r.host_trace {
-        let parts: Vec<String> = h
-            .per_unit
-            .iter()
-            .map(|(k, v)| format!("{v:.2} {}", k.replace('_', " ")))
-            .collect();
-        let _ = writeln!(
-            s,
-            "  host, per {} on CPU {:?}: {}",
-            h.unit,
-            h.cpus,
-            if parts.is_empty() {
-                "nothing counted".into()
-            } else {
-                parts.join(", ")
-            }
-        );
-    }
-    if let Some(t) = &r.timeline {
-        s.push_str(&virtperf_report::timeline::text(t));
-    }
+    s.push_str(&traced(r));
     let load = r
         .cpu
         .client

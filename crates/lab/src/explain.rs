@@ -316,44 +316,11 @@ pub fn run(
     if let Ok(orig) = &writable {
         originals.push((knob.clone(), orig.clone()));
     }
-    // Busy polling: the receiver polls its socket before it sleeps (a remedy to measure).
-    let busy: Result<Vec<(Knob, String)>, String> = busy_knobs
-        .iter()
-        .map(|k| {
-            k.probe()
-                .map(|o| (k.clone(), o))
-                .map_err(|e| format!("{e:#}"))
-        })
-        .collect();
-    if let Ok(b) = &busy {
-        originals.extend(b.iter().cloned());
-        configs.push(Config {
-            name: model::BUSY_POLL.into(),
-            poll_ns: current,
-            knobs: b
-                .iter()
-                .map(|(k, _)| (k.clone(), BUSY_POLL_US.to_string()))
-                .collect(),
-            measures: vec![configs[0].measures[0].clone()],
-        });
-    }
-    let mut records = Vec::new();
+    let busy = busy_poll(&busy_knobs, current, &mut configs, &mut originals);
     for (k, orig) in &originals {
         guard.remember(k, orig.clone());
     }
-    for c in &configs {
-        for (k, v) in &c.knobs {
-            records.push(KnobRecord {
-                config: c.name.clone(),
-                name: k.name.clone(),
-                original: originals
-                    .iter()
-                    .find(|(o, _)| o == k)
-                    .map(|(_, v)| v.clone()),
-                applied: v.clone(),
-            });
-        }
-    }
+    let records = knob_records(&configs, &originals);
     let skipped_poll = match (&writable, current) {
         (_, None) => Some(format!(
             "{POLL_KNOB} does not exist here (not a KVM guest with the cpuidle-haltpoll driver)"
@@ -537,6 +504,56 @@ fn configs(
         }
     }
     out
+}
+
+/// Busy polling (the receiver polls its socket before it sleeps), a remedy to measure:
+/// its config added to `configs` and its knobs' originals to `originals` where both
+/// sysctls can be written, else why not.
+fn busy_poll(
+    knobs: &[Knob],
+    current: Option<u64>,
+    configs: &mut Vec<Config>,
+    originals: &mut Vec<(Knob, String)>,
+) -> Result<(), String> {
+    let b: Vec<(Knob, String)> = knobs
+        .iter()
+        .map(|k| {
+            k.probe()
+                .map(|o| (k.clone(), o))
+                .map_err(|e| format!("{e:#}"))
+        })
+        .collect::<Result<_, _>>()?;
+    originals.extend(b.iter().cloned());
+    let rr = configs[0].measures[0].clone();
+    configs.push(Config {
+        name: model::BUSY_POLL.into(),
+        poll_ns: current,
+        knobs: b
+            .iter()
+            .map(|(k, _)| (k.clone(), BUSY_POLL_US.to_string()))
+            .collect(),
+        measures: vec![rr],
+    });
+    Ok(())
+}
+
+/// What each config sets, with the knob's original value, for the store.
+fn knob_records(configs: &[Config], originals: &[(Knob, String)]) -> Vec<KnobRecord> {
+    let mut records = Vec::new();
+    for c in configs {
+        for (k, v) in &c.knobs {
+            records.push(KnobRecord {
+                config: c.name.clone(),
+                name: k.name.clone(),
+                original: originals
+                    .iter()
+                    .find(|(o, _)| o == k)
+                    .map(|(_, v)| v.clone()),
+                applied: v.clone(),
+            });
+        }
+    }
+    records
 }
 
 /// `net.core.busy_poll` and `busy_read` in the busy-polling config, µs.
