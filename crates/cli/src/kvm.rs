@@ -144,10 +144,7 @@ pub fn kvm(a: KvmArgs) -> Result<()> {
             lock,
         } => {
             let _machine = crate::machine::take(&lock)?;
-            let cpus = virtperf_measure::events::cpu_numbers(std::path::Path::new(
-                "/sys/devices/system/cpu",
-            ))
-            .unwrap_or_default();
+            let cpus = virtperf_measure::trace::all_cpus();
             let counters =
                 virtperf_measure::trace::Counters::open(virtperf_measure::trace::KVM_EXIT, &cpus);
             counters.start();

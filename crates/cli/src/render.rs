@@ -71,7 +71,7 @@ fn trace_line(r: &TestResult) -> String {
             "    likely VM exits per {} in a guest: {x:.2} (TSC-deadline + ICR + EOI + APIC-timer writes + idle entries)",
             t.unit
         );
-        for r in t.remedies(&r.env.client.interrupt_virt) {
+        for r in virtperf_wire::exit_remedies(&r.env.client.interrupt_virt) {
             let _ = writeln!(s, "      {r}");
         }
     }

@@ -2,7 +2,7 @@
 //! runs on (both sides pinned: those two; otherwise every online CPU), per unit of work.
 //! The counting itself is `virtperf_measure::trace`.
 
-use virtperf_measure::trace::{add_other_writes, Counters, EXITS, KVM_EXIT, MORE};
+use virtperf_measure::trace::{add_other_writes, all_cpus, Counters, Spec, EXITS, KVM_EXIT, MORE};
 use virtperf_wire::{Events, Outcome, TraceCounts};
 
 use crate::plan::Plan;
@@ -25,28 +25,44 @@ pub(crate) struct Traced {
 }
 
 impl Tracer {
-    /// Opens the default counters on the plan's CPUs.
+    /// Opens the `--trace` (or `--trace-all`) counters on the plan's CPUs: both sides'
+    /// when pinned, else every CPU.
     pub(crate) fn open(plan: &Plan) -> Tracer {
-        let mut cpus: Vec<u32> = match (plan.client_cpu, plan.server_cpu) {
+        let cpus = match (plan.client_cpu, plan.server_cpu) {
             (Some(a), Some(b)) => vec![a, b],
-            _ => virtperf_measure::events::cpu_numbers(std::path::Path::new(
-                "/sys/devices/system/cpu",
-            ))
-            .unwrap_or_default(),
+            _ => Vec::new(),
         };
+        let sides = match (plan.client_cpu, plan.server_cpu) {
+            (Some(a), Some(b)) if a != b => Some((a, b)),
+            _ => None,
+        };
+        if plan.trace_all {
+            Tracer::on(&[EXITS, MORE].concat(), cpus, sides)
+        } else {
+            Tracer::on(EXITS, cpus, sides)
+        }
+    }
+
+    /// `--trace` with guests: the host's `kvm:kvm_exit` by reason on the CPUs the guests'
+    /// vCPUs run on (every CPU when they are not pinned), started at once: over the whole
+    /// test, set-up included (the host cannot see the guest's gate).
+    pub(crate) fn host_exits(vcpu_cpus: &[u32]) -> Tracer {
+        let t = Tracer::on(KVM_EXIT, vcpu_cpus.to_vec(), None);
+        t.start();
+        t
+    }
+
+    /// `specs` on `cpus` (empty: every CPU).
+    fn on(specs: &[Spec], mut cpus: Vec<u32>, sides: Option<(u32, u32)>) -> Tracer {
+        if cpus.is_empty() {
+            cpus = all_cpus();
+        }
         cpus.sort_unstable();
         cpus.dedup();
         Tracer {
-            counters: if plan.trace_all {
-                Counters::open(&[EXITS, MORE].concat(), &cpus)
-            } else {
-                Counters::open(EXITS, &cpus)
-            },
+            counters: Counters::open(specs, &cpus),
             cpus,
-            sides: match (plan.client_cpu, plan.server_cpu) {
-                (Some(a), Some(b)) if a != b => Some((a, b)),
-                _ => None,
-            },
+            sides,
         }
     }
 
@@ -75,6 +91,14 @@ impl Tracer {
 }
 
 impl Traced {
+    /// Why host-side exit counts are absent although KVM ran a guest: the tracepoint
+    /// counted and never fired (never read as "no exits").
+    pub(crate) fn silent_kvm_exits(&self) -> Option<String> {
+        (self.deltas.get("kvm_exits") == Some(&0)).then(|| {
+            "--trace: the host's kvm:kvm_exit stayed silent while KVM ran the guest: this host's KVM does not fire it (PVM, for one), so host-side exits by reason are not available".to_string()
+        })
+    }
+
     /// `ipis_received` on each pinned CPU counted, and summed when every one has it.
     fn add_ipis(&mut self, ev: &Events) {
         let mut total = Some(0u64);
@@ -139,65 +163,9 @@ impl Traced {
             cpus: self.cpus,
             unit: unit.into(),
             per_side,
-            per_unit: self
-                .deltas
-                .iter()
-                .filter(|_| units > 0.0)
-                .map(|(k, v)| (k.clone(), *v as f64 / units))
-                .collect(),
+            per_unit: per(&self.deltas),
             deltas: self.deltas,
             missing: self.missing,
         }
-    }
-}
-
-/// `--trace` with guests: the host's `kvm:kvm_exit` by reason on the CPUs the guests' vCPUs
-/// run on (all, when not pinned), over the whole test (set-up included: the host cannot see
-/// the guest's gate).
-pub(crate) struct HostExits {
-    counters: Counters,
-    cpus: Vec<u32>,
-}
-
-impl HostExits {
-    /// Opens and starts the counters.
-    pub(crate) fn start(vcpu_cpus: &[u32]) -> HostExits {
-        let mut cpus = vcpu_cpus.to_vec();
-        if cpus.is_empty() {
-            cpus = virtperf_measure::events::cpu_numbers(std::path::Path::new(
-                "/sys/devices/system/cpu",
-            ))
-            .unwrap_or_default();
-        }
-        cpus.sort_unstable();
-        cpus.dedup();
-        let counters = Counters::open(KVM_EXIT, &cpus);
-        counters.start();
-        HostExits { counters, cpus }
-    }
-
-    /// Stops them: the counts per unit of `r`'s work, and a warning when KVM ran the guest
-    /// yet the tracepoint never fired (never read as "no exits").
-    pub(crate) fn finish(
-        self,
-        r: &virtperf_wire::TestResult,
-        kvm: bool,
-    ) -> (TraceCounts, Option<String>) {
-        let (deltas, per_cpu, failed) = self.counters.stop_per_cpu();
-        let mut missing = self.counters.missing;
-        missing.extend(failed);
-        let silent = kvm && deltas.get("kvm_exits") == Some(&0);
-        let t = Traced {
-            cpus: self.cpus,
-            sides: None,
-            deltas,
-            per_cpu,
-            missing,
-        }
-        .per_unit_of(&r.outcome, None);
-        let warning = silent.then(|| {
-            "--trace: the host's kvm:kvm_exit stayed silent while KVM ran the guest: this host's KVM does not fire it (PVM, for one), so host-side exits by reason are not available".to_string()
-        });
-        (t, warning)
     }
 }

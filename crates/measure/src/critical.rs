@@ -161,7 +161,7 @@ fn cycle(
     let s = wake_of(all, ev, server, cpus.1, start, server_recv);
     let c = wake_of(all, ev, client, cpus.0, server_send, client_recv);
     let count = |msr: u32| ev.iter().filter(|e| e.what == What::MsrWrite(msr)).count() as u32;
-    (client_recv <= end).then_some(Cycle {
+    Some(Cycle {
         start,
         server: s,
         server_recv,
@@ -174,15 +174,13 @@ fn cycle(
     })
 }
 
-/// Nearest-rank percentile of sorted `v` (ns) in µs.
+/// Nearest-rank percentile of sorted, non-empty `v` (ns) in µs.
 fn pct_us(v: &[u64], q: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
     let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
     v[i] as f64 / 1000.0
 }
 
+/// Median and 90th percentile of `v` (ns), None when it is empty.
 fn pct(mut v: Vec<u64>) -> Option<Pct> {
     v.sort_unstable();
     (!v.is_empty()).then(|| Pct {
@@ -231,13 +229,13 @@ pub fn analyze(
         .iter()
         .enumerate()
         .map(|(i, (name, on_server))| {
-            let mut v: Vec<u64> = per.iter().map(|(d, _)| d[i]).collect();
-            v.sort_unstable();
+            // Never empty: there is at least one cycle.
+            let p = pct(per.iter().map(|(d, _)| d[i]).collect()).unwrap_or_default();
             Stage {
                 name: (*name).into(),
                 cpu: if *on_server { cpus.1 } else { cpus.0 },
-                p50_us: pct_us(&v, 0.5),
-                p90_us: pct_us(&v, 0.9),
+                p50_us: p.p50_us,
+                p90_us: p.p90_us,
                 seen: per.iter().filter(|(_, s)| s[i]).count() as f64 / n,
             }
         })

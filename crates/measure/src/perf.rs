@@ -67,9 +67,9 @@ impl Attr {
 
 // _IO('$', n) and _IOW('$', n, …) on Linux (the request's type differs between glibc and
 // musl: cast at each call).
-pub(crate) const IOC_ENABLE: libc::c_ulong = 0x2400;
-pub(crate) const IOC_DISABLE: libc::c_ulong = 0x2401;
-pub(crate) const IOC_RESET: libc::c_ulong = 0x2403;
+const IOC_ENABLE: libc::c_ulong = 0x2400;
+const IOC_DISABLE: libc::c_ulong = 0x2401;
+const IOC_RESET: libc::c_ulong = 0x2403;
 pub(crate) const IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
 const IOC_SET_FILTER: libc::c_ulong = 0x4008_2406;
 
@@ -117,7 +117,31 @@ pub(crate) fn open_tracepoint(
 }
 
 /// An ioctl without an argument (enable, disable, reset) on `fd`.
-pub(crate) fn ioctl0(fd: &OwnedFd, request: libc::c_ulong) {
+fn ioctl0(fd: &OwnedFd, request: libc::c_ulong) {
     // SAFETY: an ioctl whose argument the kernel ignores, on a descriptor we own.
     unsafe { libc::ioctl(fd.as_raw_fd(), request as _, 0) };
+}
+
+/// Zeroes and starts every event of `fds`: the start of an interval.
+pub(crate) fn start<'a>(fds: impl IntoIterator<Item = &'a OwnedFd>) {
+    for fd in fds {
+        ioctl0(fd, IOC_RESET);
+        ioctl0(fd, IOC_ENABLE);
+    }
+}
+
+/// Stops every event of `fds`: the end of an interval.
+pub(crate) fn stop<'a>(fds: impl IntoIterator<Item = &'a OwnedFd>) {
+    for fd in fds {
+        ioctl0(fd, IOC_DISABLE);
+    }
+}
+
+/// The id of tracepoint `event` (`system/name`) under the tracefs at `root`.
+pub(crate) fn tracepoint_id(root: &std::path::Path, event: &str) -> Result<u64, String> {
+    let t = std::fs::read_to_string(root.join("events").join(event).join("id"))
+        .map_err(|e| format!("tracepoint {event}: {e} (not in this kernel?)"))?;
+    t.trim()
+        .parse()
+        .map_err(|_| format!("tracepoint {event}: unreadable id {t:?}"))
 }

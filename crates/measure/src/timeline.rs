@@ -10,11 +10,8 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::Path;
 
-use crate::perf::{
-    ioctl0, open_tracepoint, Attr, IOC_DISABLE, IOC_ENABLE, IOC_RESET, IOC_SET_OUTPUT,
-};
+use crate::perf::{open_tracepoint, tracepoint_id, Attr, IOC_SET_OUTPUT};
 
 /// What happened, decoded from one sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,9 +145,8 @@ impl Sampler {
         let mut kinds = HashMap::new();
         let mut ids = Vec::new();
         for (i, (ev, _)) in SAMPLED.iter().enumerate() {
-            let dir = root.join("events").join(ev);
-            let id = read_id(&dir)?;
-            let fmt = std::fs::read_to_string(dir.join("format"))
+            let id = tracepoint_id(&root, ev)?;
+            let fmt = std::fs::read_to_string(root.join("events").join(ev).join("format"))
                 .map_err(|e| format!("tracepoint {ev}: format: {e}"))?;
             kinds.insert(id as u16, (i, Format::parse(&fmt)));
             ids.push(id);
@@ -210,17 +206,12 @@ impl Sampler {
 
     /// Starts sampling: the start of the trial.
     pub fn start(&self) {
-        for fd in self.rings.iter().flat_map(|r| &r.fds) {
-            ioctl0(fd, IOC_RESET);
-            ioctl0(fd, IOC_ENABLE);
-        }
+        crate::perf::start(self.rings.iter().flat_map(|r| &r.fds));
     }
 
     /// Stops sampling: the end of the trial.
     pub fn pause(&self) {
-        for fd in self.rings.iter().flat_map(|r| &r.fds) {
-            ioctl0(fd, IOC_DISABLE);
-        }
+        crate::perf::stop(self.rings.iter().flat_map(|r| &r.fds));
     }
 
     /// Stops sampling and decodes every buffer: the events sorted by time, and how many
@@ -243,12 +234,11 @@ impl Sampler {
         while let Some(h) = data.get(at..at + 8) {
             let kind = u32::from_ne_bytes([h[0], h[1], h[2], h[3]]);
             let size = usize::from(u16::from_ne_bytes([h[6], h[7]]));
-            let Some(body) = data.get(at + 8..at + size.max(8)) else {
+            // A record shorter than its header (an empty range) or running past the data
+            // ends the read.
+            let Some(body) = data.get(at + 8..at + size) else {
                 break;
             };
-            if size < 8 {
-                break;
-            }
             match kind {
                 // PERF_RECORD_SAMPLE: pid, tid, time, cpu, res, raw size, raw.
                 9 => {
@@ -329,14 +319,6 @@ impl Ring {
         // events are disabled, so the kernel no longer writes them.
         unsafe { std::slice::from_raw_parts((self.base as *const u8).add(self.page), n) }
     }
-}
-
-fn read_id(dir: &Path) -> Result<u64, String> {
-    let t = std::fs::read_to_string(dir.join("id"))
-        .map_err(|e| format!("tracepoint {}: {e} (not in this kernel?)", dir.display()))?;
-    t.trim()
-        .parse()
-        .map_err(|_| format!("tracepoint {}: unreadable id {t:?}", dir.display()))
 }
 
 #[cfg(test)]

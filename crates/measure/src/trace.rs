@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
+use crate::perf::{open_tracepoint, tracepoint_id, Attr};
+
 /// One counted event: its key in results, its tracepoint (`system/name`) and the filter
 /// the kernel applies before counting.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -153,13 +155,6 @@ fn tracefs_in(candidates: &[&Path], target: &Path) -> Result<PathBuf, String> {
     Ok(target.to_path_buf())
 }
 
-use crate::perf::{ioctl0, open_tracepoint, Attr, IOC_DISABLE, IOC_ENABLE, IOC_RESET};
-
-/// One tracepoint counter on one CPU, counting every task there.
-fn open_one(id: u64, cpu: u32, filter: Option<&str>) -> Result<OwnedFd, String> {
-    open_tracepoint(&Attr::counting(id), cpu, filter)
-}
-
 /// `kvm:kvm_exit` on a KVM host, in all and by the exit reasons a `kvm exits` probe makes:
 /// the codes differ between Intel (VMX basic exit reasons) and AMD (SVM exit codes), so
 /// both are counted and the kernel's `isa` field (1 VMX, 2 SVM) keeps them apart.
@@ -187,12 +182,16 @@ pub const KVM_EXIT: &[Spec] = &[
     ),
 ];
 
-/// The write counts that are parts of `msr_writes`: what is left of it is `msr_write_other`.
-pub const NAMED_WRITES: &[&str] = &[
+/// The x2APIC and timer register writes `--trace` always counts, parts of `msr_writes`.
+const X2APIC_WRITES: &[&str] = &[
     "msr_write_tsc_deadline",
     "msr_write_icr",
     "msr_write_eoi",
     "msr_write_apic_timer",
+];
+
+/// The paravirtual MSR writes `--trace-all` adds, parts of `msr_writes` too.
+const PV_WRITES: &[&str] = &[
     "msr_write_kvm_system_time",
     "msr_write_kvm_steal_time",
     "msr_write_kvm_pv_eoi",
@@ -203,14 +202,8 @@ pub const NAMED_WRITES: &[&str] = &[
 /// Adds `msr_write_other` (all writes minus the named ones counted) to `counts` when all
 /// writes and the four x2APIC/timer registers were counted.
 pub fn add_other_writes(counts: &mut BTreeMap<String, u64>) {
-    let x2apic: Option<u64> = NAMED_WRITES[..4]
-        .iter()
-        .map(|k| counts.get(*k).copied())
-        .sum();
-    let pv: u64 = NAMED_WRITES[4..]
-        .iter()
-        .filter_map(|k| counts.get(*k))
-        .sum();
+    let x2apic: Option<u64> = X2APIC_WRITES.iter().map(|k| counts.get(*k).copied()).sum();
+    let pv: u64 = PV_WRITES.iter().filter_map(|k| counts.get(*k)).sum();
     if let (Some(all), Some(x2apic)) = (counts.get("msr_writes").copied(), x2apic) {
         counts.insert("msr_write_other".into(), all.saturating_sub(x2apic + pv));
     }
@@ -239,16 +232,10 @@ impl Counters {
             }
         };
         for s in specs {
-            let id = std::fs::read_to_string(root.join("events").join(s.event).join("id"))
-                .map_err(|e| format!("tracepoint {}: {e} (not in this kernel?)", s.event))
-                .and_then(|t| {
-                    t.trim()
-                        .parse::<u64>()
-                        .map_err(|_| format!("tracepoint {}: unreadable id {t:?}", s.event))
-                });
+            let id = tracepoint_id(&root, s.event);
             let fds = id.and_then(|id| {
                 cpus.iter()
-                    .map(|cpu| open_one(id, *cpu, s.filter))
+                    .map(|cpu| open_tracepoint(&Attr::counting(id), *cpu, s.filter))
                     .collect::<Result<Vec<_>, _>>()
             });
             match fds {
@@ -263,10 +250,7 @@ impl Counters {
 
     /// Zeroes and starts every counter: the start of the measured interval.
     pub fn start(&self) {
-        for (_, _, fd) in &self.open {
-            ioctl0(fd, IOC_RESET);
-            ioctl0(fd, IOC_ENABLE);
-        }
+        crate::perf::start(self.open.iter().map(|(_, _, fd)| fd));
     }
 
     /// Stops every counter and reads them, summed over the CPUs: the end of the interval.
@@ -278,9 +262,7 @@ impl Counters {
 
     /// [`Counters::stop`], with each CPU's own counts beside the sums.
     pub fn stop_per_cpu(&self) -> (BTreeMap<String, u64>, PerCpu, Vec<String>) {
-        for (_, _, fd) in &self.open {
-            ioctl0(fd, IOC_DISABLE);
-        }
+        crate::perf::stop(self.open.iter().map(|(_, _, fd)| fd));
         let mut out: BTreeMap<String, u64> = BTreeMap::new();
         let mut per_cpu = PerCpu::new();
         let mut failed: Vec<String> = Vec::new();
@@ -310,6 +292,12 @@ impl Counters {
         }
         (out, per_cpu, failed)
     }
+}
+
+/// Every CPU of this machine (its `cpuN` directories): what is counted when a test's
+/// sides are not pinned.
+pub fn all_cpus() -> Vec<u32> {
+    crate::events::cpu_numbers(Path::new("/sys/devices/system/cpu")).unwrap_or_default()
 }
 
 /// Counts by CPU, then by key.

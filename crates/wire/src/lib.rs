@@ -22,7 +22,7 @@ pub use frame::{
 };
 pub use message::{DriveTarget, Message, DATA_KEY_LEN, PROTOCOL_VERSION};
 pub use model::*;
-pub use timeline::{InSitu, Mark, Pct, Stage, Timeline, EXIT_CAUSES};
+pub use timeline::{exit_remedies, InSitu, Mark, Pct, Stage, Timeline, EXIT_CAUSES};
 
 /// TCP port the agent listens on by default for control connections.
 pub const DEFAULT_PORT: u16 = 7150;

@@ -183,53 +183,50 @@ impl crate::TraceCounts {
         }
         v
     }
+}
 
-    /// What would remove each cause on this machine, read from its fingerprint's
-    /// interrupt-virtualization entries (`Env::interrupt_virt`).
-    pub fn remedies(
-        &self,
-        interrupt_virt: &std::collections::BTreeMap<String, String>,
-    ) -> Vec<String> {
-        let on = |k: &str| {
-            interrupt_virt
-                .get(k)
-                .is_some_and(|v| matches!(v.as_str(), "Y" | "1" | "y"))
-        };
-        let pv = interrupt_virt
-            .get("kvm_guest_pv_features")
-            .cloned()
-            .unwrap_or_default();
-        let mut out = Vec::new();
-        if interrupt_virt.contains_key("kvm_guest_pv_features") {
-            out.push(
-                "in a KVM guest: whether the host has APICv/AVIC with posted interrupts is not visible from here; with them, the MSR writes above do not exit".to_string(),
-            );
-            for (f, what) in [
-                ("pv_eoi", "pv_eoi is offered: EOIs mostly skip the exit"),
-                (
-                    "pv_send_ipi",
-                    "pv_send_ipi is offered: one hypercall exit per IPI sent to many CPUs",
-                ),
-                (
-                    "poll_control",
-                    "poll_control is offered: the guest can ask the host to halt-poll",
-                ),
-            ] {
-                if pv.split(' ').any(|x| x == f) {
-                    out.push(what.to_string());
-                }
-            }
-        }
-        for (k, what) in [
-            ("kvm_intel.enable_apicv", "this host's KVM has APICv on: its guests' EOI and timer writes and IPI deliveries do not exit"),
-            ("kvm_intel.enable_ipiv", "this host's KVM has IPI virtualization on: its guests' ICR writes do not exit"),
-            ("kvm_amd.avic", "this host's KVM has AVIC on: its guests' IPIs and EOIs mostly do not exit"),
+/// What would remove each exit cause on a machine, read from its fingerprint's
+/// interrupt-virtualization entries (`Env::interrupt_virt`).
+pub fn exit_remedies(interrupt_virt: &std::collections::BTreeMap<String, String>) -> Vec<String> {
+    let on = |k: &str| {
+        interrupt_virt
+            .get(k)
+            .is_some_and(|v| matches!(v.as_str(), "Y" | "1" | "y"))
+    };
+    let pv = interrupt_virt
+        .get("kvm_guest_pv_features")
+        .cloned()
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    if interrupt_virt.contains_key("kvm_guest_pv_features") {
+        out.push(
+            "in a KVM guest: whether the host has APICv/AVIC with posted interrupts is not visible from here; with them, the MSR writes above do not exit".to_string(),
+        );
+        for (f, what) in [
+            ("pv_eoi", "pv_eoi is offered: EOIs mostly skip the exit"),
+            (
+                "pv_send_ipi",
+                "pv_send_ipi is offered: one hypercall exit per IPI sent to many CPUs",
+            ),
+            (
+                "poll_control",
+                "poll_control is offered: the guest can ask the host to halt-poll",
+            ),
         ] {
-            if on(k) {
+            if pv.split(' ').any(|x| x == f) {
                 out.push(what.to_string());
             }
         }
-        out.push("idle entries: halt polling (guest haltpoll cpuidle driver, host halt_poll_ns) or idle=poll keeps a woken vCPU from the HLT exit".into());
-        out
     }
+    for (k, what) in [
+        ("kvm_intel.enable_apicv", "this host's KVM has APICv on: its guests' EOI and timer writes and IPI deliveries do not exit"),
+        ("kvm_intel.enable_ipiv", "this host's KVM has IPI virtualization on: its guests' ICR writes do not exit"),
+        ("kvm_amd.avic", "this host's KVM has AVIC on: its guests' IPIs and EOIs mostly do not exit"),
+    ] {
+        if on(k) {
+            out.push(what.to_string());
+        }
+    }
+    out.push("idle entries: halt polling (guest haltpoll cpuidle driver, host halt_poll_ns) or idle=poll keeps a woken vCPU from the HLT exit".into());
+    out
 }

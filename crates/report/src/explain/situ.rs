@@ -52,9 +52,10 @@ pub(super) fn seen(c: &Cells, missing: &mut Vec<Missing>) -> Seen {
             exits_by_cause.insert((*k).to_string(), v / counts.len() as f64);
         }
     }
-    if exits_by_cause.len() == EXIT_CAUSES.len() {
-        let sum = exits_by_cause.values().sum();
-        exits_by_cause.insert("likely_exits".into(), sum);
+    // The tries' own sums (`TraceCounts::likely_exits`), averaged like the causes.
+    let likely: Option<f64> = counts.iter().map(|t| t.likely_exits()).sum();
+    if let Some(l) = likely.filter(|_| !counts.is_empty()) {
+        exits_by_cause.insert("likely_exits".into(), l / counts.len() as f64);
     } else {
         let why = counts
             .iter()

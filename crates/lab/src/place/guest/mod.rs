@@ -501,7 +501,7 @@ impl GuestLab {
         let pids = self.qemu_pids();
         let host_exits = plan
             .trace
-            .then(|| crate::trace::HostExits::start(&self.info.vcpu_cpus));
+            .then(|| crate::trace::Tracer::host_exits(&self.info.vcpu_cpus));
         let cpu0: Vec<Option<f64>> = pids
             .iter()
             .map(|p| virtperf_measure::process_cpu_s(*p))
@@ -541,9 +541,11 @@ impl GuestLab {
             .collect();
         r.warnings.extend(ring_warnings(&info.virtio, &r));
         if let Some(h) = host_exits {
-            let (t, warning) = h.finish(&r, !info.emulated);
-            r.host_trace = Some(t);
-            r.warnings.extend(warning);
+            let traced = h.stop();
+            if !info.emulated {
+                r.warnings.extend(traced.silent_kvm_exits());
+            }
+            r.host_trace = Some(traced.per_unit_of(&r.outcome, None));
         }
         r.guest = Some(info);
         Ok(r)
