@@ -69,7 +69,7 @@ fn host_trace(
     r: &virtperf_kvm::ExitReport,
     warmup: u32,
 ) -> virtperf_kvm::HostTrace {
-    let (counted, failed) = c.stop();
+    let (mut counted, failed) = c.stop();
     let probe_exits: u64 = r
         .cases
         .iter()
@@ -91,6 +91,10 @@ fn host_trace(
         )),
         Some(_) => None,
     };
+    // A tracepoint that never fired measured nothing: its zeros are not counts.
+    if counted.get("kvm_exits") == Some(&0) && probe_exits > 0 {
+        counted.clear();
+    }
     virtperf_kvm::HostTrace {
         probe_exits,
         counted,

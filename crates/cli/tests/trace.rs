@@ -175,3 +175,34 @@ fn the_timeline_needs_one_flow_between_two_pinned_cpus() {
         );
     }
 }
+
+/// `kvm exits` sets the host's `kvm:kvm_exit` beside the exits its probe made: counts
+/// where the tracepoint fires (at least one per exit the probe surely made), and where it
+/// stayed silent (PVM) no counts at all, only the note that says so — never zeros.
+#[test]
+fn kvm_exits_counts_the_hosts_tracepoint_or_says_it_is_silent() {
+    let kvm = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_ok();
+    if !root() || !kvm {
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: needs root and /dev/kvm\n"),
+        );
+        return;
+    }
+    let v = common::run_json(&["kvm", "exits", "--iterations", "50"]);
+    let h = &v["host_trace"];
+    let made = h["probe_exits"].as_u64().expect("probe_exits");
+    assert!(made > 0, "{h}");
+    let counted = h["counted"].as_object().expect("counted");
+    match counted.get("kvm_exits").and_then(|n| n.as_u64()) {
+        Some(n) => assert!(n >= made, "{n} kvm_exit hits for {made} exits: {h}"),
+        None => {
+            assert!(counted.is_empty(), "zeros of a silent tracepoint: {h}");
+            assert!(h["note"].as_str().is_some_and(|n| !n.is_empty()), "{h}");
+        }
+    }
+}

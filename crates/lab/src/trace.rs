@@ -91,12 +91,18 @@ impl Tracer {
 }
 
 impl Traced {
-    /// Why host-side exit counts are absent although KVM ran a guest: the tracepoint
-    /// counted and never fired (never read as "no exits").
-    pub(crate) fn silent_kvm_exits(&self) -> Option<String> {
-        (self.deltas.get("kvm_exits") == Some(&0)).then(|| {
-            "--trace: the host's kvm:kvm_exit stayed silent while KVM ran the guest: this host's KVM does not fire it (PVM, for one), so host-side exits by reason are not available".to_string()
-        })
+    /// While KVM ran a guest the host's `kvm:kvm_exit` never fired: its zeros measured
+    /// nothing, so they are dropped (never read as "no exits") and named in `missing`.
+    /// Returns the warning that says so.
+    pub(crate) fn drop_silent_kvm_exits(&mut self) -> Option<String> {
+        if self.deltas.get("kvm_exits") != Some(&0) {
+            return None;
+        }
+        self.deltas.clear();
+        self.per_cpu.clear();
+        let why = "the host's kvm:kvm_exit stayed silent while KVM ran the guest: this host's KVM does not fire it (PVM, for one), so host-side exits by reason are not available";
+        self.missing.push(format!("kvm_exits: {why}"));
+        Some(format!("--trace: {why}"))
     }
 
     /// `ipis_received` on each pinned CPU counted, and summed when every one has it.

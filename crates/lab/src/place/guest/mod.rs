@@ -541,9 +541,9 @@ impl GuestLab {
             .collect();
         r.warnings.extend(ring_warnings(&info.virtio, &r));
         if let Some(h) = host_exits {
-            let traced = h.stop();
+            let mut traced = h.stop();
             if !info.emulated {
-                r.warnings.extend(traced.silent_kvm_exits());
+                r.warnings.extend(traced.drop_silent_kvm_exits());
             }
             r.host_trace = Some(traced.per_unit_of(&r.outcome, None));
         }
