@@ -231,16 +231,19 @@ pub fn analyze(
         .map(|(i, (name, on_server))| {
             // Never empty: there is at least one cycle.
             let p = pct(per.iter().map(|(d, _)| d[i]).collect()).unwrap_or_default();
+            let seen = per.iter().filter(|(_, s)| s[i]).count() as f64 / n;
+            // A stage that never occurred has no length to report: missing, not 0.
+            let occurred = seen > 0.0;
             Stage {
                 name: (*name).into(),
                 cpu: if *on_server { cpus.1 } else { cpus.0 },
-                p50_us: p.p50_us,
-                p90_us: p.p90_us,
-                seen: per.iter().filter(|(_, s)| s[i]).count() as f64 / n,
+                p50_us: occurred.then_some(p.p50_us),
+                p90_us: occurred.then_some(p.p90_us),
+                seen,
             }
         })
         .collect();
-    let sum_p50_us: f64 = stages.iter().map(|s| s.p50_us).sum();
+    let sum_p50_us: f64 = stages.iter().filter_map(|s| s.p50_us).sum();
     let unseen = unseen(&stages);
     let in_situ = in_situ(&cycles);
     let example = example(ev, &cycles, cpus);
@@ -415,10 +418,23 @@ mod tests {
         let t = analyze(&two_cycles(), (0, 1), 0, 1.0, Some(100.0)).expect("analyzes");
         assert_eq!(t.transactions, 2);
         assert_eq!(t.skipped, 0);
-        let p50: Vec<f64> = t.stages.iter().map(|s| s.p50_us).collect();
+        let p50: Vec<Option<f64>> = t.stages.iter().map(|s| s.p50_us).collect();
+        let at = |v: f64| Some(v);
         assert_eq!(
             p50,
-            vec![5.0, 11.0, 3.0, 2.0, 1.0, 8.0, 0.0, 3.0, 2.0, 65.0]
+            vec![
+                at(5.0),
+                at(11.0),
+                at(3.0),
+                at(2.0),
+                at(1.0),
+                at(8.0),
+                None,
+                at(3.0),
+                at(2.0),
+                at(65.0)
+            ],
+            "the client's idle exit never occurred: missing, not 0"
         );
         assert!((t.sum_p50_us - 100.0).abs() < 1e-9);
         assert_eq!(t.gap_pct, Some(0.0));

@@ -6,6 +6,11 @@ use std::fmt::Write;
 
 use virtperf_wire::{Pct, Timeline};
 
+/// `1.23 µs`, or `—` for a stage that never occurred.
+fn us2(v: Option<f64>) -> String {
+    v.map_or("—".into(), |v| format!("{v:.2} µs"))
+}
+
 fn pct(p: &Option<Pct>) -> String {
     p.map_or("not seen".into(), |p| {
         format!("p50 {:.1} µs, p90 {:.1} µs (n={})", p.p50_us, p.p90_us, p.n)
@@ -21,11 +26,11 @@ pub fn text(t: &Timeline) -> String {
     for st in &t.stages {
         let _ = writeln!(
             s,
-            "    {:<30} CPU {:<3} p50 {:>7.2} µs  p90 {:>7.2} µs  seen {:>5.1}%",
+            "    {:<30} CPU {:<3} p50 {:>10}  p90 {:>10}  seen {:>5.1}%",
             st.name,
             st.cpu,
-            st.p50_us,
-            st.p90_us,
+            us2(st.p50_us),
+            us2(st.p90_us),
             st.seen * 100.0
         );
     }
@@ -107,18 +112,22 @@ pub fn swimlane(t: &Timeline) -> String {
     }
     let mut at = 0.0;
     for (i, st) in t.stages.iter().enumerate() {
+        // A stage that never occurred has no bar.
+        let (Some(p50), Some(p90)) = (st.p50_us, st.p90_us) else {
+            continue;
+        };
         let yy = y(st.cpu) + 4.0;
         let hue = (i * 37) % 360;
         let _ = write!(
             s,
             "<rect x=\"{:.1}\" y=\"{yy:.1}\" width=\"{:.1}\" height=\"16\" fill=\"hsl({hue},60%,70%)\"><title>{}: p50 {:.2} µs, p90 {:.2} µs</title></rect>",
             x(at),
-            (x(at + st.p50_us) - x(at)).max(0.5),
+            (x(at + p50) - x(at)).max(0.5),
             esc(&st.name),
-            st.p50_us,
-            st.p90_us
+            p50,
+            p90
         );
-        at += st.p50_us;
+        at += p50;
     }
     for (k, m) in t.example.iter().enumerate() {
         let xx = x(m.t_us);
@@ -151,11 +160,11 @@ pub fn html(t: &Timeline) -> String {
     for st in &t.stages {
         let _ = write!(
             s,
-            "<tr><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.1}%</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}%</td></tr>",
             esc(&st.name),
             st.cpu,
-            st.p50_us,
-            st.p90_us,
+            us2(st.p50_us),
+            us2(st.p90_us),
             st.seen * 100.0
         );
     }
@@ -234,15 +243,15 @@ mod tests {
                 Stage {
                     name: "a<b".into(),
                     cpu: 0,
-                    p50_us: 2.0,
-                    p90_us: 3.0,
+                    p50_us: Some(2.0),
+                    p90_us: Some(3.0),
                     seen: 1.0,
                 },
                 Stage {
                     name: "srv".into(),
                     cpu: 3,
-                    p50_us: 8.0,
-                    p90_us: 9.0,
+                    p50_us: Some(8.0),
+                    p90_us: Some(9.0),
                     seen: 1.0,
                 },
             ],

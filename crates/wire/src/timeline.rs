@@ -21,7 +21,8 @@ pub struct Timeline {
     pub skipped: u64,
     /// Records the full perf buffers dropped (the kernel's count).
     pub lost_records: u64,
-    /// The stages in path order; their p50s are summed in `sum_p50_us`.
+    /// The stages in path order; their p50s are summed in `sum_p50_us` (a stage that
+    /// never occurred adds nothing).
     pub stages: Vec<Stage>,
     /// Sum of the stages' medians, µs.
     pub sum_p50_us: f64,
@@ -52,10 +53,11 @@ pub struct Stage {
     /// The CPU it runs on (the side's CPU; a wake-up's delivery is charged to the woken
     /// side's CPU).
     pub cpu: u32,
-    /// Median, µs, over all transactions (0 for those where the stage did not occur).
-    pub p50_us: f64,
-    /// 90th percentile, µs.
-    pub p90_us: f64,
+    /// Median, µs, over all transactions (a transaction where the stage did not occur
+    /// counts 0: its time is in the next stage); null when it occurred in none.
+    pub p50_us: Option<f64>,
+    /// 90th percentile, µs; null likewise.
+    pub p90_us: Option<f64>,
     /// Fraction of transactions in which the stage occurred (its closing event was seen).
     pub seen: f64,
 }
