@@ -344,6 +344,75 @@ fn a_stopped_battery_restores_the_halt_poll_knob() {
     assert!(!journal_left(&d.path("state")), "knob journal left behind");
 }
 
+/// Killed (SIGKILL: no chance to restore) while its busy-polling config has
+/// `net.core.busy_poll` and `busy_read` changed, the battery leaves them journaled, and
+/// `virtperf cleanup` puts both back.
+#[test]
+fn a_killed_battery_leaves_busy_polling_to_cleanup() {
+    let read = |k: &str| std::fs::read_to_string(format!("/proc/sys/net/core/{k}")).ok();
+    let (Some(poll), Some(rd)) = (read("busy_poll"), read("busy_read")) else {
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: no net.core.busy_poll here\n"),
+        );
+        return;
+    };
+    if !is_root() {
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("skipped: writing net.core.busy_poll needs root\n"),
+        );
+        return;
+    }
+    // Whatever fails below, the machine gets its values back.
+    struct Restore(Vec<(&'static str, String)>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            for (k, v) in &self.0 {
+                let _ = std::fs::write(format!("/proc/sys/net/core/{k}"), v);
+            }
+        }
+    }
+    let _restore = Restore(vec![("busy_poll", poll.clone()), ("busy_read", rd.clone())]);
+    let _one = one_battery();
+    let d = TempDir::new("explain-busy");
+    let mut child = vp()
+        .args(["explain", "--tries", "3", "-l", "1s", "--db"])
+        .arg(d.path("r.db"))
+        .env("VIRTPERF_STATE_DIR", d.path("state"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while read("busy_poll").as_deref() == Some(poll.as_str()) {
+        if t0.elapsed() > Duration::from_secs(120) || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the battery never set net.core.busy_poll");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert!(
+        journal_left(&d.path("state")),
+        "killed with a knob changed, nothing journaled"
+    );
+    let out = vp()
+        .arg("cleanup")
+        .env("VIRTPERF_STATE_DIR", d.path("state"))
+        .output()
+        .unwrap();
+    common::assert_ok(&out);
+    assert_eq!(read("busy_poll"), Some(poll), "busy_poll not restored");
+    assert_eq!(read("busy_read"), Some(rd), "busy_read not restored");
+    assert!(
+        !journal_left(&d.path("state")),
+        "journal left after cleanup"
+    );
+}
+
 fn journal_left(state: &Path) -> bool {
     std::fs::read_dir(state.join("knobs"))
         .map(|d| {
