@@ -34,6 +34,9 @@ pub enum What {
     IpiEntry(bool),
     /// The MSR `msr` was written (the x2APIC ICR, the TSC deadline).
     MsrWrite(u32),
+    /// The NET_RX softirq began (`true`) or ended (`false`) on this CPU: where loopback
+    /// and virtio receive processing runs.
+    NetRx(bool),
 }
 
 /// One sampled tracepoint hit.
@@ -60,6 +63,8 @@ const SAMPLED: &[(&str, Option<&str>)] = &[
     ("irq_vectors/call_function_single_entry", None),
     ("irq_vectors/reschedule_entry", None),
     ("msr/write_msr", Some("msr==0x830 || msr==0x6e0")),
+    ("irq/softirq_entry", Some("vec==3")),
+    ("irq/softirq_exit", Some("vec==3")),
 ];
 
 /// Field offsets of one tracepoint's raw record, from its tracefs `format` file.
@@ -290,7 +295,10 @@ impl Sampler {
             },
             6 => What::IpiEntry(true),
             7 => What::IpiEntry(false),
-            _ => What::MsrWrite(f.int(raw, "msr")? as u32),
+            8 => What::MsrWrite(f.int(raw, "msr")? as u32),
+            9 => What::NetRx(true),
+            10 => What::NetRx(false),
+            _ => return None,
         };
         Some(Event {
             t_ns,

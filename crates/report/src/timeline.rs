@@ -70,10 +70,23 @@ pub fn text(t: &Timeline) -> String {
         "           per transaction: {:.2} sides woken from idle, {:.2} ICR writes, {:.2} TSC-deadline writes",
         i.idle_wakeups_per_transaction, i.icr_writes_per_transaction, i.tsc_deadline_writes_per_transaction
     );
+    let _ = writeln!(s, "           {}", net_rx(i));
     for u in &t.unseen {
         let _ = writeln!(s, "  note: {}", virtperf_wire::printable(u));
     }
     s
+}
+
+/// The NET_RX softirq time on the path, or why it is not there.
+fn net_rx(i: &virtperf_wire::InSitu) -> String {
+    match (i.net_rx_on_path, i.net_rx_runs_per_transaction) {
+        (Some(p), Some(r)) => format!(
+            "NET_RX softirq on the path (inside the deliveries) {} in {r:.2} runs per transaction",
+            pct(&Some(p))
+        ),
+        _ => "NET_RX softirq on the path: not measured (a result recorded before it was sampled)"
+            .into(),
+    }
 }
 
 fn esc(s: &str) -> String {
@@ -177,6 +190,7 @@ pub fn html(t: &Timeline) -> String {
             _ => "the trial's rr p50 not measured".into(),
         })
     );
+    let _ = write!(s, "<p>{}</p>", esc(&net_rx(&t.in_situ)));
     for u in &t.unseen {
         let _ = write!(s, "<p>note: {}</p>", esc(u));
     }

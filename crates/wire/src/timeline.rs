@@ -87,6 +87,15 @@ pub struct InSitu {
     pub icr_writes_per_transaction: f64,
     /// TSC-deadline writes (timer reprogrammed) per transaction.
     pub tsc_deadline_writes_per_transaction: f64,
+    /// NET_RX softirq time per transaction inside the two deliveries (a side's send →
+    /// the peer's recv returns): the receive processing on the critical path. It overlaps
+    /// the stages (it runs inside "send → woken"), so it is not one of them.
+    #[serde(default)]
+    pub net_rx_on_path: Option<Pct>,
+    /// NET_RX softirq runs per transaction that overlapped the deliveries; null in results
+    /// recorded before it was sampled.
+    #[serde(default)]
+    pub net_rx_runs_per_transaction: Option<f64>,
 }
 
 /// A median and a 90th percentile, µs, over `n` samples.
