@@ -45,6 +45,10 @@ pub struct ExplainArgs {
     pub conn: crate::args::ConnArgs,
     #[command(flatten)]
     pub guest: crate::vm::GuestArgs,
+    /// With --placement guest: do not boot a guest per boot-time remedy (idle=poll,
+    /// nohz=off) to measure its blocking cross-CPU rr beside the battery's
+    #[arg(long, help_heading = "Guest placement")]
+    pub no_boot_remedies: bool,
     /// Print the explanation as JSON (docs/json.md)
     #[arg(long)]
     pub json: bool,
@@ -232,8 +236,11 @@ fn explain_at(
             );
         }
         let site = virtperf_lab::place::open(p)?;
-        let b = site.explain(&opts)?;
+        let mut b = site.explain(&opts)?;
         drop(site);
+        if let (Placement::Guest(_, g), false) = (p, a.no_boot_remedies) {
+            boot_remedies(g, &opts, &mut b, a.json);
+        }
         let run_id = virtperf_lab::explain::store_battery(store, &b, &p.to_string())?;
         let ok = b
             .trials
@@ -253,6 +260,51 @@ fn explain_at(
             restore_errors: Vec::new(),
         })
     })
+}
+
+/// Measures the remedies that need a reboot (`model::BOOT_REMEDIES`), each in a guest
+/// booted like `g` with its kernel argument added, both ends inside it; their trials join
+/// the battery `b`. A remedy already on `g`'s command line is the baseline itself: skipped,
+/// saying so. One that cannot boot is a skipped trial with why, not a failed explain.
+fn boot_remedies(
+    g: &virtperf_lab::place::guest::GuestOpts,
+    opts: &ExplainOpts,
+    b: &mut virtperf_lab::explain::Battery,
+    json: bool,
+) {
+    use virtperf_lab::place::guest::Direction;
+    let mut measured = Vec::new();
+    for (config, arg, _) in model::BOOT_REMEDIES {
+        let seq = b.trials.len() as u32;
+        let own = g.cmdline.as_deref().unwrap_or_default();
+        let site = if own.split_whitespace().any(|w| w == *arg) {
+            Err(format!(
+                "{arg} is already on --guest-cmdline: the battery's guest has it"
+            ))
+        } else {
+            if !json && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                eprintln!("virtperf: booting a guest with {arg} to measure it as a remedy…");
+            }
+            let mut g2 = g.clone();
+            g2.cmdline = Some(format!("{own} {arg}").trim().to_string());
+            let p2 = Placement::Guest(Direction::Loopback, Box::new(g2));
+            virtperf_lab::place::open(&p2)
+                .map_err(|e| format!("a guest with {arg} did not start: {e:#}"))
+        };
+        let trials = virtperf_lab::explain::boot_remedy_trials(
+            opts,
+            site.as_ref().map(|s| s.as_ref()).map_err(Clone::clone),
+            config,
+            seq,
+        );
+        drop(site);
+        measured.push(*arg);
+        b.trials.extend(trials);
+    }
+    b.spec_text.push_str(&format!(
+        "# boot-time remedies, each in a guest booted with it: {}\n",
+        measured.join(", ")
+    ));
 }
 
 /// The explanation of a stored explain run.

@@ -212,6 +212,7 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
                 token_file: None,
             },
             guest: a.guest,
+            no_boot_remedies: false,
             json: a.json,
             output: None,
             db: a.db,

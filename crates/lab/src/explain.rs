@@ -417,6 +417,79 @@ pub fn run(
     })
 }
 
+/// The battery's rr between `cpus` (client, server), both sides waiting as `wait`.
+fn rr_plan(opts: &ExplainOpts, cpus: (u32, u32), wait: Wait) -> Plan {
+    Plan {
+        workload: Workload::Rr {
+            request: opts.size.0,
+            response: opts.size.1,
+            client_wait: wait,
+            server_wait: wait,
+            gap_us: None,
+            rate_per_s: None,
+            flows: 1,
+            threads: None,
+            protocol: Default::default(),
+            loss_timeout_ms: None,
+        },
+        duration: opts.rr_duration,
+        client_cpu: Some(cpus.0),
+        server_cpu: Some(cpus.1),
+        count: 0,
+        sock: Default::default(),
+        capture: None,
+        kvm_stats: false,
+        trace: false,
+        trace_all: false,
+        timeline: false,
+        interval: None,
+        on_interval: None,
+    }
+}
+
+/// A remedy that needs a reboot (`model::BOOT_REMEDIES`), measured at `site` (a guest
+/// booted with its kernel argument): the battery's blocking cross-CPU rr `opts.tries`
+/// times under config `config`, numbered after `seq`. `site` is `Err` (why) when that guest
+/// could not be booted: one skipped trial says so.
+pub fn boot_remedy_trials(
+    opts: &ExplainOpts,
+    site: Result<&dyn Site, String>,
+    config: &str,
+    seq: u32,
+) -> Vec<NewTrial> {
+    let site = match site {
+        Ok(s) => s,
+        Err(why) => {
+            return vec![NewTrial {
+                status: TrialStatus::Skipped,
+                error: Some(why),
+                ..new_trial(seq + 1, config, model::RR_CROSS_BLOCK, None, 1)
+            }]
+        }
+    };
+    let plan = rr_plan(opts, opts.cpus, Wait::Block);
+    (1..=opts.tries)
+        .map(|rep| {
+            let mut trial = new_trial(seq + rep, config, model::RR_CROSS_BLOCK, None, rep);
+            let t0 = Instant::now();
+            match site.run(&plan, &|_| {}) {
+                Ok(r) => {
+                    let m = r.primary_metric();
+                    trial.metric_name = m.name.to_string();
+                    trial.metric = Some(m.value);
+                    trial.result = Some(r);
+                }
+                Err(e) => {
+                    trial.status = TrialStatus::Failed;
+                    trial.error = Some(format!("{e:#}"));
+                }
+            }
+            trial.duration_s = t0.elapsed().as_secs_f64();
+            trial
+        })
+        .collect()
+}
+
 /// The configs: as-is always; polling off and on where the knob can be written (each
 /// skipped when it is what as-is already has).
 fn configs(
@@ -429,32 +502,7 @@ fn configs(
     let rr = |label, cpus: (u32, u32), wait: Wait| Measure::Rr {
         label,
         awake: false,
-        plan: Plan {
-            workload: Workload::Rr {
-                request: opts.size.0,
-                response: opts.size.1,
-                client_wait: wait,
-                server_wait: wait,
-                gap_us: None,
-                rate_per_s: None,
-                flows: 1,
-                threads: None,
-                protocol: Default::default(),
-                loss_timeout_ms: None,
-            },
-            duration: opts.rr_duration,
-            client_cpu: Some(cpus.0),
-            server_cpu: Some(cpus.1),
-            count: 0,
-            sock: Default::default(),
-            capture: None,
-            kvm_stats: false,
-            trace: false,
-            trace_all: false,
-            timeline: false,
-            interval: None,
-            on_interval: None,
-        },
+        plan: rr_plan(opts, cpus, wait),
     };
     let mut out = vec![Config {
         name: model::AS_IS.into(),

@@ -62,6 +62,20 @@ pub const KVM_HALT_POLL: &str = "kvm halt poll=window";
 pub const KVM_EXITS: &str = "kvm exits";
 /// Config with `net.core.busy_poll` and `busy_read` at 50 µs.
 pub const BUSY_POLL: &str = "busy-poll-50us";
+/// Remedies that need a reboot, measured in a second guest booted with the kernel argument
+/// when explain runs at `--placement guest`: (config name, kernel argument, what it does).
+pub const BOOT_REMEDIES: &[(&str, &str, &str)] = &[
+    (
+        "boot-idle-poll",
+        "idle=poll",
+        "every vCPU polls instead of halting: no HLT exit, no halted-vCPU wake-up; the polling counts as idle time, so its CPU figures understate it",
+    ),
+    (
+        "boot-nohz-off",
+        "nohz=off",
+        "a periodic tick instead of reprogramming the TSC deadline on every idle entry",
+    ),
+];
 /// Point parameter holding the guest halt-poll window a trial ran under (null: no knob).
 pub const POLL_PARAM: &str = "guest_halt_poll_ns";
 
@@ -462,7 +476,7 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
         seen.disagreements = situ::disagreements(s, &components);
     }
     let same = c.rr(RR_SAME_BLOCK, AS_IS);
-    let remedies = remedies(&c, &base, same.as_ref());
+    let remedies = remedies(&c, &base, same.as_ref(), &mut missing);
     let (request_bytes, response_bytes) = match rr_sizes(&base.result) {
         Some((a, b)) => (Some(a), Some(b)),
         None => (None, None),
@@ -492,7 +506,7 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
             .map(|s| s.events.clone())
             .unwrap_or_default(),
         remedies,
-        remedies_named: situ::named_remedies(env),
+        remedies_named: situ::named_remedies(env, &c.configs()),
         exits_by_cause: seen.exits_by_cause,
         in_situ: seen.in_situ,
         disagreements: seen.disagreements,
@@ -717,7 +731,9 @@ fn kvm_halt(c: &Cells, checks: &mut Vec<Component>, missing: &mut Vec<Missing>) 
     }
 }
 
-fn remedies(c: &Cells, base: &Rr, same: Option<&Rr>) -> Vec<Remedy> {
+/// Every remedy the battery measured, against the as-is blocking rr; a boot-time remedy
+/// that was tried and gave nothing goes to `missing` with why.
+fn remedies(c: &Cells, base: &Rr, same: Option<&Rr>, missing: &mut Vec<Missing>) -> Vec<Remedy> {
     let mut out = Vec::new();
     let mut push = |what: String, r: &Rr| {
         out.push(Remedy {
@@ -740,7 +756,7 @@ fn remedies(c: &Cells, base: &Rr, same: Option<&Rr>) -> Vec<Remedy> {
     for cfg in c
         .configs()
         .iter()
-        .filter(|k| *k != AS_IS && *k != BUSY_POLL)
+        .filter(|k| *k != AS_IS && *k != BUSY_POLL && !k.starts_with("boot-"))
     {
         if let (Some(r), Some(ns)) = (c.rr(RR_CROSS_BLOCK, cfg), c.poll_of(cfg)) {
             let what = if ns == 0 {
@@ -752,6 +768,22 @@ fn remedies(c: &Cells, base: &Rr, same: Option<&Rr>) -> Vec<Remedy> {
                 )
             };
             push(what, &r);
+        }
+    }
+    let configs = c.configs();
+    for (cfg, arg, what) in BOOT_REMEDIES {
+        if !configs.iter().any(|k| k == cfg) {
+            continue;
+        }
+        match c.rr(RR_CROSS_BLOCK, cfg) {
+            Some(r) => push(
+                format!("{arg} on the guest's kernel command line ({what}; measured in a second guest booted with it)"),
+                &r,
+            ),
+            None => missing.push(Missing {
+                name: (*cfg).into(),
+                reason: c.why_not(RR_CROSS_BLOCK, cfg),
+            }),
         }
     }
     if let Some(r) = c.rr(RR_CROSS_SPIN, AS_IS) {

@@ -229,14 +229,21 @@ pub(super) fn awake_idle_exit(
     Some(awake.n)
 }
 
-/// Remedies that need a reboot or the host, named with why they are not tried here.
-pub(super) fn named_remedies(env: &Env) -> Vec<String> {
+/// Remedies that need a reboot or the host, named with why they are not tried here; those
+/// among `configs` (a guest booted with them) were measured and are not repeated.
+pub(super) fn named_remedies(env: &Env, configs: &[String]) -> Vec<String> {
+    let measured = |arg: &str| {
+        super::BOOT_REMEDIES
+            .iter()
+            .any(|(cfg, a, _)| *a == arg && configs.iter().any(|k| k == cfg))
+    };
     let mut v = vec![
-        "idle=poll on the kernel command line (every CPU polls instead of halting): needs a reboot; `rr cross-CPU block CPUs awake` measures its effect on the two CPUs; in a guest virtperf boots: `virtperf explain --placement guest --guest-cmdline idle=poll`".to_string(),
-        "nohz=off (a periodic tick instead of reprogramming the TSC deadline on every idle entry): needs a reboot; in a guest virtperf boots: `--guest-cmdline nohz=off`".into(),
+        "idle=poll on the kernel command line (every CPU polls instead of halting): needs a reboot; `rr cross-CPU block CPUs awake` measures its effect on the two CPUs; `virtperf explain --placement guest` measures it in a guest booted with it".to_string(),
+        "nohz=off (a periodic tick instead of reprogramming the TSC deadline on every idle entry): needs a reboot; `virtperf explain --placement guest` measures it in a guest booted with it".into(),
         "the host's kvm.halt_poll_ns (the host polls a halted vCPU before descheduling it): set on the host, not from a guest".into(),
         "posted interrupts / APICv / AVIC (IPIs and timer writes without exits): a host and hardware feature".into(),
     ];
+    v.retain(|r| !measured(r.split_whitespace().next().unwrap_or_default()));
     if env.cpuidle_driver.as_deref() != Some("haltpoll")
         && env.halt_poll.keys().any(|k| k.contains("guest_halt_poll"))
     {
