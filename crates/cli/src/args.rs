@@ -1,155 +1,8 @@
-//! Command-line definitions and value parsers. Parsers return one-line messages that say
-//! what was wrong and what a good value looks like.
+//! The groups of flags several commands share: where the agent is (`ConnArgs`) and how
+//! guests are built and run (`GuestArgs`). The lowest module of the command line: it names
+//! no command, and every command module may use it.
 
-use std::net::IpAddr;
-use std::time::Duration;
-
-use std::str::FromStr;
-
-use clap::{Args, Parser, Subcommand};
-use virtperf_lab::place::Placement;
-use virtperf_wire::RecvWait;
-
-/// virtperf: how much slower is networking and message passing inside a VM than on the
-/// host, and why.
-#[derive(Debug, Parser)]
-#[command(name = "virtperf", version, about, max_term_width = 100)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Run the agent (server half of every workload)
-    Serve(ServeArgs),
-    /// Print the environment fingerprint (kernel, CPU, hypervisor, clock, idle path, sysctls)
-    Env(EnvArgs),
-    /// Request/response latency and rate over one connection (netperf TCP_RR)
-    Rr(RrArgs),
-    /// Connect/request/response: a new connection per transaction (netperf TCP_CRR)
-    Crr(RrArgs),
-    /// Bulk streaming throughput, parallel flows, either direction (netperf TCP_STREAM, iperf3)
-    Stream(StreamArgs),
-    /// Time to move a fixed number of bytes over one connection
-    Bulk(BulkArgs),
-    /// Time HTTP/1.1 downloads of an N-byte body (from the agent, or any --url)
-    Http(HttpArgs),
-    /// Thread wake-up latency: futex/eventfd/pipe/condvar/unix/tcp, same vs cross CPU, block/spin/poll
-    Wake(crate::wake::WakeArgs),
-    /// Analyze pcap/pcapng captures: per TCP connection duration, bytes, retransmissions, RTT, response latency
-    Pcap(crate::pcap::PcapArgs),
-    /// Undo what killed runs left behind: restore their knobs, remove their namespaces and guest run directories
-    Cleanup,
-    /// Real /dev/kvm guests: exit round-trip cost, halt/wake-up latency with halt-poll sweeps
-    Kvm(crate::kvm::KvmArgs),
-    /// Where a cross-CPU round trip's time goes: path, wake-ups, idle exits, residual, and what buys it back
-    Explain(crate::explain::ExplainArgs),
-    /// Run an experiment spec (workloads × sweeps × configs × repetitions) into the results store
-    Run(crate::experiment::RunArgs),
-    /// List stored runs
-    Runs(crate::experiment::RunsArgs),
-    /// Show a stored run: every try, mean, CI, latency percentiles, CPU split
-    Show(crate::experiment::ShowArgs),
-    /// Compare configs within a run, or two runs, with significance verdicts
-    Compare(crate::experiment::CompareArgs),
-    /// Write a self-contained HTML report (SVG plots) of one or more runs
-    Report(crate::experiment::ReportArgs),
-    /// Export stored runs as a tidy table (CSV or JSON): one row per trial and metric, sweep parameters as columns
-    Export(crate::export::ExportArgs),
-    /// Copy finished runs into a team's store (--to postgres://…); pushing twice adds nothing
-    Push(crate::push::PushArgs),
-    /// QEMU guests virtperf boots: `vm compare` prints native vs guest per workload
-    Vm(crate::vm::VmArgs),
-    /// Print a shell completion script: `virtperf completions bash > /etc/bash_completion.d/virtperf`
-    Completions(CompletionsArgs),
-    /// Print the man page (roff): `virtperf man > virtperf.1; man ./virtperf.1`; with --dir,
-    /// write it and one page per subcommand (virtperf-rr.1, virtperf-vm-compare.1, …) there
-    Man(ManArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct CompletionsArgs {
-    /// The shell to complete for
-    #[arg(value_enum)]
-    pub shell: clap_complete::Shell,
-}
-
-/// `virtperf man`
-#[derive(Debug, Args)]
-pub struct ManArgs {
-    /// Write virtperf.1 and every subcommand's page into this directory (created if
-    /// missing) instead of printing the main page
-    #[arg(long, value_name = "DIR")]
-    pub dir: Option<std::path::PathBuf>,
-}
-
-#[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("serve_token").args(["token", "token_file"])))]
-pub struct ServeArgs {
-    /// Address to listen on (loopback by default; the agent generates load only towards
-    /// clients that connect to it)
-    #[arg(long, default_value = "127.0.0.1")]
-    pub bind: IpAddr,
-    /// Control port (0 picks a free port)
-    #[arg(long, default_value_t = virtperf_wire::DEFAULT_PORT)]
-    pub port: u16,
-    /// Require clients to present this token (visible in `ps`: prefer --token-file or
-    /// $VIRTPERF_TOKEN). The control channel is not encrypted (docs/security.md)
-    #[arg(long, env = "VIRTPERF_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
-    /// Read the token from the first line of FILE (`-`: of standard input)
-    #[arg(long, value_name = "FILE")]
-    pub token_file: Option<std::path::PathBuf>,
-    /// Longest test a client may ask for (at most 24h)
-    #[arg(long, default_value = "24h", value_parser = parse_max_duration, value_name = "DURATION")]
-    pub max_duration: Duration,
-    /// Most tests served at once
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub max_clients: u32,
-    /// Print nothing per test
-    #[arg(long)]
-    pub quiet: bool,
-    /// Print `listening on ADDR` as the first line of stdout (for scripts)
-    #[arg(long, hide = true)]
-    pub announce: bool,
-    /// Exit when stdin closes (used by the private agent workloads start)
-    #[arg(long, hide = true)]
-    pub exit_on_eof: bool,
-    /// Bind the address this SSH session arrived on ($SSH_CONNECTION; used by ssh: placements)
-    #[arg(long, hide = true)]
-    pub bind_ssh: bool,
-    /// Accept requests to run the client half of a test against another agent (what the
-    /// guest agent does for guest→host and guest↔guest placements); needs a token
-    #[arg(long, requires = "serve_token")]
-    pub allow_drive: bool,
-    /// Serve up to N tests at once, beside other measurements on this machine (default:
-    /// one test at a time, each holding the machine-wide measurement lock;
-    /// $VIRTPERF_ALLOW_CONCURRENT=1 means --concurrent up to --max-clients)
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub concurrent: Option<u32>,
-    /// Most data connections (flows) one test may ask for
-    #[arg(long, default_value_t = virtperf_lab::agent::DEFAULT_MAX_FLOWS, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    pub max_flows: u32,
-    /// Most worker threads per side one test may ask for (--threads)
-    #[arg(long, default_value_t = virtperf_lab::agent::DEFAULT_MAX_THREADS, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..=256))]
-    pub max_threads: u32,
-}
-
-impl ServeArgs {
-    /// The token, from --token-file, --token or $VIRTPERF_TOKEN. An empty one is an error:
-    /// it would start an agent without authentication while looking like one with it.
-    pub fn token(&self) -> anyhow::Result<Option<String>> {
-        if self.token.as_deref().is_some_and(|t| t.trim().is_empty()) {
-            anyhow::bail!(
-                "--token (or $VIRTPERF_TOKEN) is empty: give a token, or leave the option out to run an agent without authentication on purpose (anyone who can reach its port can then run tests)"
-            );
-        }
-        resolve_token(&self.token, &self.token_file)
-    }
-}
+use clap::Args;
 
 impl ConnArgs {
     /// The token, from --token-file, --token or $VIRTPERF_TOKEN.
@@ -158,7 +11,7 @@ impl ConnArgs {
     }
 }
 
-fn resolve_token(
+pub fn resolve_token(
     token: &Option<String>,
     file: &Option<std::path::PathBuf>,
 ) -> anyhow::Result<Option<String>> {
@@ -166,26 +19,6 @@ fn resolve_token(
         Some(path) => Ok(Some(virtperf_lab::agent::read_token_file(path)?)),
         None => Ok(token.clone().filter(|t| !t.is_empty())),
     }
-}
-
-fn parse_max_duration(s: &str) -> anyhow::Result<Duration> {
-    let d = parse_duration(s)?;
-    if d.is_zero() || d.as_millis() > u128::from(virtperf_wire::MAX_DURATION_MS) {
-        anyhow::bail!("{s:?}: give a duration between 1ms and 24h");
-    }
-    Ok(d)
-}
-
-#[derive(Debug, Args)]
-pub struct EnvArgs {
-    /// Ask the agent at this host instead of describing this machine
-    #[arg(long)]
-    pub host: Option<String>,
-    #[command(flatten)]
-    pub conn: ConnArgs,
-    /// Print JSON
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// Where the agent is; shared by every workload.
@@ -203,374 +36,84 @@ pub struct ConnArgs {
     pub token_file: Option<std::path::PathBuf>,
 }
 
-/// Options every workload takes.
+/// The help heading of the guest flags.
+const GUEST_HEADING: &str = "Guest placement";
+
+/// How guests are built and run (`--placement guest…`, `virtperf vm`).
+///
+/// Each flag names its help heading itself: a struct-level `next_help_heading` stays set
+/// after the flatten (clap does not restore it) and pulled the flags that follow
+/// (`--link-rate`, `--ssh-key`, `--json`, `--db`) under this heading too.
 #[derive(Debug, Args, Clone)]
-pub struct Common {
-    /// Agent host; without it a private agent is started on loopback and stopped afterwards
-    #[arg(long, short = 'H')]
-    pub host: Option<String>,
-    #[command(flatten)]
-    pub conn: ConnArgs,
-    /// Pin client and server data threads: `C,S` (netperf -T), `N` for both, `C,` or `,S`
-    #[arg(long, short = 'T', value_parser = parse_cpus, allow_hyphen_values = true)]
-    pub cpus: Option<(Option<u32>, Option<u32>)>,
-    /// Print the result as JSON (schema: docs/json.md)
-    #[arg(long)]
-    pub json: bool,
-    #[command(flatten)]
-    pub lock: crate::machine::LockArgs,
-    /// Record the test's traffic to this pcap file with tcpdump (analyze with `virtperf pcap`)
-    #[arg(long, value_name = "FILE")]
-    pub capture: Option<std::path::PathBuf>,
-    /// Sample the host's KVM exit counters (debugfs) around the test: exits per transaction
-    #[arg(long)]
-    pub kvm_stats: bool,
-    /// Count kernel tracepoints on the test's CPUs (its pinned CPUs, else all) over the
-    /// measured interval: the VM-exit causes (timer-MSR and ICR writes, IPIs sent, idle
-    /// entries), per transaction or MB (needs root or CAP_PERFMON; without, the test runs
-    /// and says why)
-    #[arg(long)]
-    pub trace: bool,
-    /// --trace, plus KVM paravirtual MSRs, MSR reads, interrupts and softirqs by vector,
-    /// wake-ups and switches (costs each transaction more: bench/trace.sh)
-    #[arg(long)]
-    pub trace_all: bool,
-    /// After the test, a separate 0.5 s trial that samples scheduler, IPI, idle and
-    /// syscall tracepoints with timestamps: the critical path of a transaction, stage by
-    /// stage, and in-situ wake-up and idle-exit latencies (rr with --cpus A,B; needs root)
-    #[arg(long)]
-    pub timeline: bool,
-    /// Where the two ends run: local (loopback); netns:veth|bridge|nat (namespaces virtperf
-    /// creates and removes; needs root); ssh:USER@HOST[:PORT] (virtperf copies itself there
-    /// over SSH and runs the agent); remote:HOST[:PORT] (an agent someone started);
-    /// guest[:host-guest|guest-host|guest-guest|loopback] (QEMU guests virtperf boots; needs root)
-    #[arg(long, default_value = "local", value_parser = Placement::from_str, help_heading = PLACEMENT)]
-    pub placement: Placement,
-    /// With a netns placement: shape the client's link with a token bucket (e.g. 1gbit)
-    #[arg(long, requires = "placement", value_parser = virtperf_lab::parse::rate, allow_hyphen_values = true, value_name = "RATE", help_heading = PLACEMENT)]
-    pub link_rate: Option<String>,
-    /// With a netns placement: add this one-way delay to the client's link (netem, e.g. 1ms)
-    #[arg(long, requires = "placement", value_parser = virtperf_lab::parse::delay, allow_hyphen_values = true, help_heading = PLACEMENT)]
-    pub delay: Option<String>,
-    /// Identity file for ssh: placements
-    #[arg(long, value_name = "FILE", help_heading = PLACEMENT)]
-    pub ssh_key: Option<std::path::PathBuf>,
-    /// Extra ssh option for ssh: placements, as for `ssh -o` (repeatable)
-    #[arg(long, value_name = "KEY=VALUE", help_heading = PLACEMENT)]
-    pub ssh_opt: Vec<String>,
-    // Last: its flags carry their own heading, "Guest placement".
-    #[command(flatten)]
-    pub guest: crate::vm::GuestArgs,
+pub struct GuestArgs {
+    /// Guest kernel (bzImage); default: Debian's linux-image-cloud-amd64, fetched once with
+    /// apt-get download into ~/.cache/virtperf
+    #[arg(long, help_heading = GUEST_HEADING, value_name = "PATH")]
+    pub kernel: Option<std::path::PathBuf>,
+    /// lib/modules/RELEASE directory (with modules.dep) holding that kernel's virtio modules
+    #[arg(long, help_heading = GUEST_HEADING, value_name = "DIR")]
+    pub kernel_modules: Option<std::path::PathBuf>,
+    /// virtperf binary to run in the guest (a static musl build is smallest; default: this
+    /// one, with its shared libraries)
+    #[arg(long, help_heading = GUEST_HEADING, value_name = "PATH")]
+    pub guest_binary: Option<std::path::PathBuf>,
+    /// vCPUs per guest
+    #[arg(long, help_heading = GUEST_HEADING, default_value_t = 1, value_name = "N")]
+    pub vcpus: u32,
+    /// Memory per guest in MiB
+    #[arg(long, help_heading = GUEST_HEADING, default_value_t = 512, value_name = "MIB")]
+    pub mem: u32,
+    /// Host CPUs to pin the vCPU threads to (vCPU i on the i-th, cycling), e.g. 1 or 0,1
+    #[arg(long, help_heading = GUEST_HEADING, value_name = "LIST", value_delimiter = ',')]
+    pub vcpu_cpus: Vec<u32>,
+    /// virtio-net through vhost-net (needs /dev/vhost-net)
+    #[arg(long, help_heading = GUEST_HEADING, default_value = "off", value_parser = parse_on_off, value_name = "on|off", action = clap::ArgAction::Set)]
+    pub vhost: bool,
+    /// Accelerator: auto (KVM where hardware virtualization works, else TCG), kvm, tcg
+    #[arg(long, help_heading = GUEST_HEADING, default_value = "auto", value_name = "auto|kvm|tcg")]
+    pub accel: virtperf_lab::place::guest::Accel,
+    /// How long a guest may take to boot
+    #[arg(long, help_heading = GUEST_HEADING, default_value = "120s", value_parser = virtperf_lab::parse::duration, value_name = "DURATION")]
+    pub boot_timeout: std::time::Duration,
+    /// virtio-net device option, repeatable: rx_queue_size=1024, mrg_rxbuf=off, csum=off,
+    /// guest_tso4=off, queues=2, vhost=on, … (any option of the installed QEMU's
+    /// virtio-net-pci; checked against it before booting)
+    #[arg(long, help_heading = GUEST_HEADING, value_name = "KEY=VALUE", value_parser = virtperf_lab::place::guest::device::parse_pair)]
+    pub virtio: Vec<(String, String)>,
+    /// Kernel arguments for the guest, after virtperf's own, e.g. "nohz=off"
+    #[arg(long, help_heading = GUEST_HEADING, value_name = "ARGS")]
+    pub guest_cmdline: Option<String>,
+    /// Module parameter the guest's init sets, repeatable, e.g.
+    /// haltpoll.guest_halt_poll_ns=0
+    #[arg(long, help_heading = GUEST_HEADING, value_name = "MODULE.PARAM=VALUE", value_parser = virtperf_lab::place::guest::device::parse_pair)]
+    pub guest_module: Vec<(String, String)>,
 }
 
-/// The help heading of the flags that say where the two ends run.
-const PLACEMENT: &str = "Placement";
-
-impl Common {
-    /// The placement with the settings these flags give it: link shaping, guest options,
-    /// SSH key and options, the agent's port and token.
-    pub fn placement(&self) -> anyhow::Result<Placement> {
-        let mut p = self.placement.clone();
-        let g = &self.guest;
-        if !matches!(p, Placement::Guest(..))
-            && (!g.virtio.is_empty() || g.guest_cmdline.is_some() || !g.guest_module.is_empty())
-        {
-            anyhow::bail!(
-                "--virtio, --guest-cmdline and --guest-module set up a guest: add --placement guest (or guest:loopback, guest:guest-host, …)"
-            );
-        }
-        match &mut p {
-            Placement::Local => {}
-            Placement::Netns(_, shaping) => {
-                shaping.rate.clone_from(&self.link_rate);
-                shaping.delay.clone_from(&self.delay);
-            }
-            Placement::Ssh(t) => {
-                t.identity.clone_from(&self.ssh_key);
-                t.options.clone_from(&self.ssh_opt);
-            }
-            Placement::Remote { port, token, .. } => {
-                port.get_or_insert(self.conn.port);
-                *token = self.conn.token()?;
-            }
-            Placement::Guest(_, opts) => **opts = self.guest.opts(self.json),
-        }
-        Ok(p)
-    }
-}
-
-#[derive(Debug, Args)]
-pub struct RrArgs {
-    /// Request and response sizes in bytes: `REQ,RESP`, or one size for both (64K = 65536,
-    /// 64KB = 64000)
-    #[arg(long, short = 'r', default_value = "1,1", value_parser = parse_size_pair, allow_hyphen_values = true)]
-    pub size: (u32, u32),
-    /// Measured duration (10s, 500ms, 1m; a bare number is seconds)
-    #[arg(long, short = 'l', default_value = "10s", value_parser = virtperf_lab::parse::test_duration, allow_hyphen_values = true)]
-    pub duration: Duration,
-    /// How each side waits for the other's message: block (netperf), spin (never sleeps:
-    /// no wake-up on the critical path), poll:50us (spin that long, then block); one for
-    /// both or CLIENT,SERVER (crr: for the response and the request; connects block)
-    #[arg(long, value_parser = virtperf_lab::parse::wait, value_name = "MODE[,MODE]")]
-    pub wait: Option<(virtperf_wire::Wait, virtperf_wire::Wait)>,
-    /// rr: idle time between a response and the next request (closed loop with think time)
-    #[arg(long, value_parser = parse_gap, allow_hyphen_values = true, conflicts_with = "rate")]
-    pub gap: Option<Duration>,
-    /// rr: open loop at this many requests per second; latency from each request's
-    /// intended send time (no coordinated omission)
-    #[arg(long = "rate", id = "rate", value_parser = virtperf_lab::parse::rate_per_s, allow_hyphen_values = true)]
-    pub request_rate: Option<u32>,
-    /// Parallel connections, each its own request/response loop; an open loop's rate is
-    /// shared among them (crr: concurrent connect/request/response loops, with --threads)
-    #[arg(long, short = 'P', default_value_t = 1, value_parser = parse_count)]
-    pub flows: u32,
-    /// Worker threads per side, each multiplexing its share of the flows on epoll
-    /// (neper's -T; up to 100000 flows; default: one thread per flow, at most 256)
-    #[arg(long, value_parser = parse_threads, value_name = "N")]
-    pub threads: Option<u32>,
-    /// rr: the data path, tcp (default) or udp (UDP_RR: one datagram each way; a lost one
-    /// is counted and the transaction restarted after 50 ms)
-    #[arg(long, value_name = "tcp|udp", value_parser = virtperf_wire::Protocol::parse)]
-    pub protocol: Option<virtperf_wire::Protocol>,
-    /// rr --protocol udp: how long to wait for a response before counting the transaction
-    /// lost and sending a new request (default 50ms; raise it where round trips are slow)
-    #[arg(long, value_parser = parse_loss_timeout, value_name = "DURATION")]
-    pub loss_timeout: Option<Duration>,
-    /// Report every interval (iperf3 -i: 1s, 500ms; at least 100ms): printed as each ends,
-    /// kept in the JSON result as `intervals`
-    #[arg(long, short = 'i', value_parser = parse_interval, value_name = "DURATION")]
-    pub interval: Option<Duration>,
-    #[command(flatten)]
-    pub common: Common,
-}
-
-/// UDP rr's loss timeout: 1 ms to 60 s.
-fn parse_loss_timeout(s: &str) -> anyhow::Result<Duration> {
-    let d = virtperf_lab::parse::duration_up_to(s, Duration::from_secs(60), "60s")?;
-    anyhow::ensure!(
-        d >= Duration::from_millis(1),
-        "invalid loss timeout {s:?}: at least 1ms"
-    );
-    Ok(d)
-}
-
-/// An interval of the time series: 100ms to 24h (the plan checks it against --duration).
-fn parse_interval(s: &str) -> anyhow::Result<Duration> {
-    let d = parse_duration(s)?;
-    virtperf_lab::plan::check_interval(d).map_err(anyhow::Error::msg)?;
-    Ok(d)
-}
-
-/// Worker threads per side: 1 to 256.
-fn parse_threads(s: &str) -> anyhow::Result<u32> {
-    match s.parse::<u32>() {
-        Ok(n) if (1..=virtperf_wire::MAX_THREADS).contains(&n) => Ok(n),
-        _ => anyhow::bail!(
-            "threads must be a whole number from 1 to {}, got {s:?}",
-            virtperf_wire::MAX_THREADS
-        ),
-    }
-}
-
-/// A gap between transactions: 0 to 1 s.
-fn parse_gap(s: &str) -> anyhow::Result<Duration> {
-    virtperf_lab::parse::duration_up_to(s, Duration::from_secs(1), "1s")
-}
-
-#[derive(Debug, Args)]
-pub struct StreamArgs {
-    /// Bytes per send call (netperf -m; default 16384, with --protocol udp 1472: one
-    /// datagram per 1500-byte Ethernet frame, as iperf3 -u picks)
-    #[arg(long, short = 'm', value_parser = parse_size32, allow_hyphen_values = true)]
-    pub send_size: Option<u32>,
-    /// Parallel connections
-    #[arg(long, short = 'P', default_value_t = 1, value_parser = parse_count)]
-    pub flows: u32,
-    /// Worker threads per side, each multiplexing its share of the flows on epoll
-    /// (default: one thread per flow, at most 256)
-    #[arg(long, value_parser = parse_threads, value_name = "N")]
-    pub threads: Option<u32>,
-    /// Server sends, client receives
-    #[arg(long, short = 'R')]
-    pub reverse: bool,
-    /// Bytes per receive call on the receiving end (netperf -M; default 128KiB, netperf's)
-    #[arg(long, short = 'M', value_parser = parse_size32, allow_hyphen_values = true)]
-    pub recv_size: Option<u32>,
-    /// How the receiver waits for data: poll (iperf3's loop, default) or block (netperf's)
-    #[arg(long, value_name = "poll|block", value_parser = RecvWait::parse)]
-    pub recv_wait: Option<RecvWait>,
-    /// The data path, tcp (default) or udp (UDP_STREAM, iperf3 -u: loss, out-of-order and
-    /// jitter counted by the receiver; sizes up to 65507 bytes)
-    #[arg(long, value_name = "tcp|udp", value_parser = virtperf_wire::Protocol::parse)]
-    pub protocol: Option<virtperf_wire::Protocol>,
-    /// UDP: pace each flow's sends to this rate (2gbit, 500mbit; 0: unpaced, the default,
-    /// as iperf3 -b 0 and netperf)
-    #[arg(long, value_name = "RATE", value_parser = virtperf_lab::parse::bit_rate, allow_hyphen_values = true)]
-    pub rate: Option<u64>,
-    /// UDP: UDP_SEGMENT on the sender (one send hands the kernel up to 64 datagrams)
-    #[arg(long)]
-    pub gso: bool,
-    /// UDP: UDP_GRO on the receiver (coalesced receives)
-    #[arg(long)]
-    pub gro: bool,
-    /// Measured duration (10s, 500ms, 1m; a bare number is seconds)
-    #[arg(long, short = 'l', default_value = "10s", value_parser = virtperf_lab::parse::test_duration, allow_hyphen_values = true)]
-    pub duration: Duration,
-    /// Report every interval (iperf3 -i: 1s, 500ms; at least 100ms): printed as each ends,
-    /// kept in the JSON result as `intervals`
-    #[arg(long, short = 'i', value_parser = parse_interval, value_name = "DURATION")]
-    pub interval: Option<Duration>,
-    #[command(flatten)]
-    pub common: Common,
-}
-
-#[derive(Debug, Args)]
-pub struct BulkArgs {
-    /// Bytes to move (1GiB, 100MB, 4096)
-    #[arg(long, short = 'n', value_parser = parse_bytes, allow_hyphen_values = true)]
-    pub bytes: u64,
-    /// Bytes per send call
-    #[arg(long, short = 'm', default_value = "128KiB", value_parser = parse_size32, allow_hyphen_values = true)]
-    pub send_size: u32,
-    /// Server sends, client receives
-    #[arg(long, short = 'R')]
-    pub reverse: bool,
-    /// Report every interval (iperf3 -i: 1s, 500ms; at least 100ms): printed as each ends,
-    /// kept in the JSON result as `intervals`
-    #[arg(long, short = 'i', value_parser = parse_interval, value_name = "DURATION")]
-    pub interval: Option<Duration>,
-    #[command(flatten)]
-    pub common: Common,
-}
-
-#[derive(Debug, Args)]
-pub struct HttpArgs {
-    /// Body size the agent serves (100MB, 1GiB)
-    #[arg(long, short = 'n', value_parser = parse_bytes, allow_hyphen_values = true, required_unless_present = "url")]
-    pub bytes: Option<u64>,
-    /// Number of downloads, one after another
-    #[arg(long, short = 'c', default_value_t = 5, value_parser = parse_count)]
-    pub count: u32,
-    /// Download this URL instead of the agent's body (times any web server; http:// only)
-    #[arg(long, conflicts_with_all = ["bytes", "host"])]
-    pub url: Option<String>,
-    /// With --url: also time responses with this non-2xx status (e.g. 404; repeatable or
-    /// comma-separated); any other status outside 2xx is an error
-    #[arg(long, requires = "url", conflicts_with_all = ["bytes", "host"], value_delimiter = ',', value_parser = clap::value_parser!(u16).range(100..=599), value_name = "CODE")]
-    pub accept_status: Vec<u16>,
-    /// With --url: fail a download whose body goes past this size (a server that never
-    /// ends its body)
-    #[arg(long, requires = "url", default_value = "64GiB", value_parser = parse_bytes)]
-    pub max_size: u64,
-    /// With --url: fail a download that takes longer than this
-    #[arg(long, requires = "url", default_value = "10m", value_parser = parse_duration)]
-    pub max_time: Duration,
-    #[command(flatten)]
-    pub common: Common,
-}
-
-// The value parsers live in `virtperf_lab::parse`, shared with experiment specs so a value
-// means the same on the command line and in a spec file.
-use virtperf_lab::parse::{
-    bytes as parse_bytes, count as parse_count, cpus as parse_cpus, duration as parse_duration,
-    size32 as parse_size32, size_pair as parse_size_pair,
-};
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    /// Values a hostile or unlucky user types where a number belongs.
-    const HOSTILE: &[&str] = &[
-        "1e30",
-        "1e400",
-        "-1",
-        "NaN",
-        "inf",
-        "99999999999999999999999",
-        "18446744073709551616",
-        "",
-    ];
-
-    /// Flags whose value is free text (a host, a path, a token, a name): any string is a
-    /// valid value there, and what it names is checked when it is used.
-    const FREE_TEXT: &[&str] = &[
-        "host",
-        "dir",
-        "token",
-        "url",
-        "ssh-key",
-        "ssh-opt",
-        "kernel",
-        "kernel-modules",
-        "guest-binary",
-        "guest-cmdline",
-        "db",
-        "to",
-        "capture",
-        "shape",
-        "baseline",
-        "output",
-        "filter",
-        "store",
-        "file",
-        "spec",
-        "run",
-        "runs",
-        "files",
-        "token-file",
-    ];
-
-    /// Every subcommand path and its value-taking arguments.
-    fn walk(cmd: &clap::Command, path: Vec<String>, out: &mut Vec<(Vec<String>, clap::Arg)>) {
-        for a in cmd.get_arguments() {
-            if a.get_action().takes_values() {
-                out.push((path.clone(), a.clone()));
-            }
-        }
-        for sub in cmd.get_subcommands() {
-            let mut p = path.clone();
-            p.push(sub.get_name().to_string());
-            walk(sub, p, out);
+impl GuestArgs {
+    /// The lab's guest options.
+    pub fn opts(&self, quiet: bool) -> virtperf_lab::place::guest::GuestOpts {
+        virtperf_lab::place::guest::GuestOpts {
+            kernel: self.kernel.clone(),
+            kernel_modules: self.kernel_modules.clone(),
+            binary: self.guest_binary.clone(),
+            vcpus: self.vcpus,
+            mem_mib: self.mem,
+            accel: self.accel,
+            vhost: self.vhost,
+            vcpu_cpus: self.vcpu_cpus.clone(),
+            boot_timeout: self.boot_timeout,
+            quiet,
+            virtio: self.virtio.iter().cloned().collect(),
+            cmdline: self.guest_cmdline.clone(),
+            modules: self.guest_module.iter().cloned().collect(),
         }
     }
+}
 
-    /// Whatever the flag, a hostile value is an error of the parser (exit 2, one line),
-    /// never a panic and never accepted, unless the flag takes free text.
-    #[test]
-    fn no_flag_accepts_or_panics_on_hostile_numbers() {
-        let mut args = Vec::new();
-        walk(&Cli::command(), Vec::new(), &mut args);
-        assert!(args.len() > 50, "found only {} arguments", args.len());
-        let mut accepted = Vec::new();
-        for (path, arg) in &args {
-            let name = arg.get_id().as_str().replace('_', "-");
-            for v in HOSTILE {
-                let mut argv = vec!["virtperf".to_string()];
-                argv.extend(path.iter().cloned());
-                match arg.get_long() {
-                    Some(l) => argv.push(format!("--{l}={v}")),
-                    None => argv.push((*v).to_string()),
-                }
-                let res = std::panic::catch_unwind(|| Cli::try_parse_from(&argv));
-                let res = res.unwrap_or_else(|_| panic!("{argv:?} panicked"));
-                let ok = match &res {
-                    Ok(_) => true,
-                    // Missing other required arguments means this value passed its parser.
-                    Err(e) => matches!(
-                        e.kind(),
-                        clap::error::ErrorKind::MissingRequiredArgument
-                            | clap::error::ErrorKind::ArgumentConflict
-                            | clap::error::ErrorKind::MissingSubcommand
-                            | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-                    ),
-                };
-                if ok && !FREE_TEXT.contains(&name.as_str()) && !v.is_empty() {
-                    accepted.push(format!("{} --{name}={v}", path.join(" ")));
-                }
-            }
-        }
-        assert!(accepted.is_empty(), "accepted: {accepted:#?}");
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "yes" | "true" => Ok(true),
+        "off" | "no" | "false" => Ok(false),
+        _ => Err(format!("expected on or off, got {s:?}")),
     }
 }

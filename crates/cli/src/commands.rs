@@ -1,17 +1,20 @@
 //! One function per subcommand: turn arguments into a plan, run it, render the result.
 
 use std::io::Read;
+use std::net::IpAddr;
+use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
+use clap::Args;
 use virtperf_lab::agent::{self, AgentConfig};
 use virtperf_lab::client;
 use virtperf_lab::place::remote::RemoteSite;
 use virtperf_lab::place::{self, Placement, Site};
 use virtperf_lab::plan::{Plan, Target};
-use virtperf_wire::{TestResult, Workload};
+use virtperf_wire::{RecvWait, TestResult, Workload};
 
-use crate::args::{BulkArgs, Common, EnvArgs, HttpArgs, RrArgs, ServeArgs, StreamArgs};
+use crate::args::ConnArgs;
 use crate::progress::Progress;
 use crate::render;
 
@@ -296,3 +299,365 @@ pub fn http(a: HttpArgs) -> Result<()> {
     let w = Workload::Http { bytes };
     execute(&a.common, plan(&a.common, w, Duration::ZERO, a.count))
 }
+
+// What each command here takes: its argument struct beside the function that runs it.
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("serve_token").args(["token", "token_file"])))]
+pub struct ServeArgs {
+    /// Address to listen on (loopback by default; the agent generates load only towards
+    /// clients that connect to it)
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Control port (0 picks a free port)
+    #[arg(long, default_value_t = virtperf_wire::DEFAULT_PORT)]
+    pub port: u16,
+    /// Require clients to present this token (visible in `ps`: prefer --token-file or
+    /// $VIRTPERF_TOKEN). The control channel is not encrypted (docs/security.md)
+    #[arg(long, env = "VIRTPERF_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Read the token from the first line of FILE (`-`: of standard input)
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<std::path::PathBuf>,
+    /// Longest test a client may ask for (at most 24h)
+    #[arg(long, default_value = "24h", value_parser = parse_max_duration, value_name = "DURATION")]
+    pub max_duration: Duration,
+    /// Most tests served at once
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub max_clients: u32,
+    /// Print nothing per test
+    #[arg(long)]
+    pub quiet: bool,
+    /// Print `listening on ADDR` as the first line of stdout (for scripts)
+    #[arg(long, hide = true)]
+    pub announce: bool,
+    /// Exit when stdin closes (used by the private agent workloads start)
+    #[arg(long, hide = true)]
+    pub exit_on_eof: bool,
+    /// Bind the address this SSH session arrived on ($SSH_CONNECTION; used by ssh: placements)
+    #[arg(long, hide = true)]
+    pub bind_ssh: bool,
+    /// Accept requests to run the client half of a test against another agent (what the
+    /// guest agent does for guest→host and guest↔guest placements); needs a token
+    #[arg(long, requires = "serve_token")]
+    pub allow_drive: bool,
+    /// Serve up to N tests at once, beside other measurements on this machine (default:
+    /// one test at a time, each holding the machine-wide measurement lock;
+    /// $VIRTPERF_ALLOW_CONCURRENT=1 means --concurrent up to --max-clients)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub concurrent: Option<u32>,
+    /// Most data connections (flows) one test may ask for
+    #[arg(long, default_value_t = virtperf_lab::agent::DEFAULT_MAX_FLOWS, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_flows: u32,
+    /// Most worker threads per side one test may ask for (--threads)
+    #[arg(long, default_value_t = virtperf_lab::agent::DEFAULT_MAX_THREADS, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub max_threads: u32,
+}
+
+impl ServeArgs {
+    /// The token, from --token-file, --token or $VIRTPERF_TOKEN. An empty one is an error:
+    /// it would start an agent without authentication while looking like one with it.
+    pub fn token(&self) -> anyhow::Result<Option<String>> {
+        if self.token.as_deref().is_some_and(|t| t.trim().is_empty()) {
+            anyhow::bail!(
+                "--token (or $VIRTPERF_TOKEN) is empty: give a token, or leave the option out to run an agent without authentication on purpose (anyone who can reach its port can then run tests)"
+            );
+        }
+        crate::args::resolve_token(&self.token, &self.token_file)
+    }
+}
+
+fn parse_max_duration(s: &str) -> anyhow::Result<Duration> {
+    let d = parse_duration(s)?;
+    if d.is_zero() || d.as_millis() > u128::from(virtperf_wire::MAX_DURATION_MS) {
+        anyhow::bail!("{s:?}: give a duration between 1ms and 24h");
+    }
+    Ok(d)
+}
+
+#[derive(Debug, Args)]
+pub struct EnvArgs {
+    /// Ask the agent at this host instead of describing this machine
+    #[arg(long)]
+    pub host: Option<String>,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options every workload takes.
+#[derive(Debug, Args, Clone)]
+pub struct Common {
+    /// Agent host; without it a private agent is started on loopback and stopped afterwards
+    #[arg(long, short = 'H')]
+    pub host: Option<String>,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    /// Pin client and server data threads: `C,S` (netperf -T), `N` for both, `C,` or `,S`
+    #[arg(long, short = 'T', value_parser = parse_cpus, allow_hyphen_values = true)]
+    pub cpus: Option<(Option<u32>, Option<u32>)>,
+    /// Print the result as JSON (schema: docs/json.md)
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub lock: crate::machine::LockArgs,
+    /// Record the test's traffic to this pcap file with tcpdump (analyze with `virtperf pcap`)
+    #[arg(long, value_name = "FILE")]
+    pub capture: Option<std::path::PathBuf>,
+    /// Sample the host's KVM exit counters (debugfs) around the test: exits per transaction
+    #[arg(long)]
+    pub kvm_stats: bool,
+    /// Count kernel tracepoints on the test's CPUs (its pinned CPUs, else all) over the
+    /// measured interval: the VM-exit causes (timer-MSR and ICR writes, IPIs sent, idle
+    /// entries), per transaction or MB (needs root or CAP_PERFMON; without, the test runs
+    /// and says why)
+    #[arg(long)]
+    pub trace: bool,
+    /// --trace, plus KVM paravirtual MSRs, MSR reads, interrupts and softirqs by vector,
+    /// wake-ups and switches (costs each transaction more: bench/trace.sh)
+    #[arg(long)]
+    pub trace_all: bool,
+    /// After the test, a separate 0.5 s trial that samples scheduler, IPI, idle and
+    /// syscall tracepoints with timestamps: the critical path of a transaction, stage by
+    /// stage, and in-situ wake-up and idle-exit latencies (rr with --cpus A,B; needs root)
+    #[arg(long)]
+    pub timeline: bool,
+    /// Where the two ends run: local (loopback); netns:veth|bridge|nat (namespaces virtperf
+    /// creates and removes; needs root); ssh:USER@HOST[:PORT] (virtperf copies itself there
+    /// over SSH and runs the agent); remote:HOST[:PORT] (an agent someone started);
+    /// guest[:host-guest|guest-host|guest-guest|loopback] (QEMU guests virtperf boots; needs root)
+    #[arg(long, default_value = "local", value_parser = Placement::from_str, help_heading = PLACEMENT)]
+    pub placement: Placement,
+    /// With a netns placement: shape the client's link with a token bucket (e.g. 1gbit)
+    #[arg(long, requires = "placement", value_parser = virtperf_lab::parse::rate, allow_hyphen_values = true, value_name = "RATE", help_heading = PLACEMENT)]
+    pub link_rate: Option<String>,
+    /// With a netns placement: add this one-way delay to the client's link (netem, e.g. 1ms)
+    #[arg(long, requires = "placement", value_parser = virtperf_lab::parse::delay, allow_hyphen_values = true, help_heading = PLACEMENT)]
+    pub delay: Option<String>,
+    /// Identity file for ssh: placements
+    #[arg(long, value_name = "FILE", help_heading = PLACEMENT)]
+    pub ssh_key: Option<std::path::PathBuf>,
+    /// Extra ssh option for ssh: placements, as for `ssh -o` (repeatable)
+    #[arg(long, value_name = "KEY=VALUE", help_heading = PLACEMENT)]
+    pub ssh_opt: Vec<String>,
+    // Last: its flags carry their own heading, "Guest placement".
+    #[command(flatten)]
+    pub guest: crate::args::GuestArgs,
+}
+
+/// The help heading of the flags that say where the two ends run.
+const PLACEMENT: &str = "Placement";
+
+impl Common {
+    /// The placement with the settings these flags give it: link shaping, guest options,
+    /// SSH key and options, the agent's port and token.
+    pub fn placement(&self) -> anyhow::Result<Placement> {
+        let mut p = self.placement.clone();
+        let g = &self.guest;
+        if !matches!(p, Placement::Guest(..))
+            && (!g.virtio.is_empty() || g.guest_cmdline.is_some() || !g.guest_module.is_empty())
+        {
+            anyhow::bail!(
+                "--virtio, --guest-cmdline and --guest-module set up a guest: add --placement guest (or guest:loopback, guest:guest-host, …)"
+            );
+        }
+        match &mut p {
+            Placement::Local => {}
+            Placement::Netns(_, shaping) => {
+                shaping.rate.clone_from(&self.link_rate);
+                shaping.delay.clone_from(&self.delay);
+            }
+            Placement::Ssh(t) => {
+                t.identity.clone_from(&self.ssh_key);
+                t.options.clone_from(&self.ssh_opt);
+            }
+            Placement::Remote { port, token, .. } => {
+                port.get_or_insert(self.conn.port);
+                *token = self.conn.token()?;
+            }
+            Placement::Guest(_, opts) => **opts = self.guest.opts(self.json),
+        }
+        Ok(p)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RrArgs {
+    /// Request and response sizes in bytes: `REQ,RESP`, or one size for both (64K = 65536,
+    /// 64KB = 64000)
+    #[arg(long, short = 'r', default_value = "1,1", value_parser = parse_size_pair, allow_hyphen_values = true)]
+    pub size: (u32, u32),
+    /// Measured duration (10s, 500ms, 1m; a bare number is seconds)
+    #[arg(long, short = 'l', default_value = "10s", value_parser = virtperf_lab::parse::test_duration, allow_hyphen_values = true)]
+    pub duration: Duration,
+    /// How each side waits for the other's message: block (netperf), spin (never sleeps:
+    /// no wake-up on the critical path), poll:50us (spin that long, then block); one for
+    /// both or CLIENT,SERVER (crr: for the response and the request; connects block)
+    #[arg(long, value_parser = virtperf_lab::parse::wait, value_name = "MODE[,MODE]")]
+    pub wait: Option<(virtperf_wire::Wait, virtperf_wire::Wait)>,
+    /// rr: idle time between a response and the next request (closed loop with think time)
+    #[arg(long, value_parser = parse_gap, allow_hyphen_values = true, conflicts_with = "rate")]
+    pub gap: Option<Duration>,
+    /// rr: open loop at this many requests per second; latency from each request's
+    /// intended send time (no coordinated omission)
+    #[arg(long = "rate", id = "rate", value_parser = virtperf_lab::parse::rate_per_s, allow_hyphen_values = true)]
+    pub request_rate: Option<u32>,
+    /// Parallel connections, each its own request/response loop; an open loop's rate is
+    /// shared among them (crr: concurrent connect/request/response loops, with --threads)
+    #[arg(long, short = 'P', default_value_t = 1, value_parser = parse_count)]
+    pub flows: u32,
+    /// Worker threads per side, each multiplexing its share of the flows on epoll
+    /// (neper's -T; up to 100000 flows; default: one thread per flow, at most 256)
+    #[arg(long, value_parser = parse_threads, value_name = "N")]
+    pub threads: Option<u32>,
+    /// rr: the data path, tcp (default) or udp (UDP_RR: one datagram each way; a lost one
+    /// is counted and the transaction restarted after 50 ms)
+    #[arg(long, value_name = "tcp|udp", value_parser = virtperf_wire::Protocol::parse)]
+    pub protocol: Option<virtperf_wire::Protocol>,
+    /// rr --protocol udp: how long to wait for a response before counting the transaction
+    /// lost and sending a new request (default 50ms; raise it where round trips are slow)
+    #[arg(long, value_parser = parse_loss_timeout, value_name = "DURATION")]
+    pub loss_timeout: Option<Duration>,
+    /// Report every interval (iperf3 -i: 1s, 500ms; at least 100ms): printed as each ends,
+    /// kept in the JSON result as `intervals`
+    #[arg(long, short = 'i', value_parser = parse_interval, value_name = "DURATION")]
+    pub interval: Option<Duration>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// UDP rr's loss timeout: 1 ms to 60 s.
+fn parse_loss_timeout(s: &str) -> anyhow::Result<Duration> {
+    let d = virtperf_lab::parse::duration_up_to(s, Duration::from_secs(60), "60s")?;
+    anyhow::ensure!(
+        d >= Duration::from_millis(1),
+        "invalid loss timeout {s:?}: at least 1ms"
+    );
+    Ok(d)
+}
+
+/// An interval of the time series: 100ms to 24h (the plan checks it against --duration).
+fn parse_interval(s: &str) -> anyhow::Result<Duration> {
+    let d = parse_duration(s)?;
+    virtperf_lab::plan::check_interval(d).map_err(anyhow::Error::msg)?;
+    Ok(d)
+}
+
+/// Worker threads per side: 1 to 256.
+fn parse_threads(s: &str) -> anyhow::Result<u32> {
+    match s.parse::<u32>() {
+        Ok(n) if (1..=virtperf_wire::MAX_THREADS).contains(&n) => Ok(n),
+        _ => anyhow::bail!(
+            "threads must be a whole number from 1 to {}, got {s:?}",
+            virtperf_wire::MAX_THREADS
+        ),
+    }
+}
+
+/// A gap between transactions: 0 to 1 s.
+fn parse_gap(s: &str) -> anyhow::Result<Duration> {
+    virtperf_lab::parse::duration_up_to(s, Duration::from_secs(1), "1s")
+}
+
+#[derive(Debug, Args)]
+pub struct StreamArgs {
+    /// Bytes per send call (netperf -m; default 16384, with --protocol udp 1472: one
+    /// datagram per 1500-byte Ethernet frame, as iperf3 -u picks)
+    #[arg(long, short = 'm', value_parser = parse_size32, allow_hyphen_values = true)]
+    pub send_size: Option<u32>,
+    /// Parallel connections
+    #[arg(long, short = 'P', default_value_t = 1, value_parser = parse_count)]
+    pub flows: u32,
+    /// Worker threads per side, each multiplexing its share of the flows on epoll
+    /// (default: one thread per flow, at most 256)
+    #[arg(long, value_parser = parse_threads, value_name = "N")]
+    pub threads: Option<u32>,
+    /// Server sends, client receives
+    #[arg(long, short = 'R')]
+    pub reverse: bool,
+    /// Bytes per receive call on the receiving end (netperf -M; default 128KiB, netperf's)
+    #[arg(long, short = 'M', value_parser = parse_size32, allow_hyphen_values = true)]
+    pub recv_size: Option<u32>,
+    /// How the receiver waits for data: poll (iperf3's loop, default) or block (netperf's)
+    #[arg(long, value_name = "poll|block", value_parser = RecvWait::parse)]
+    pub recv_wait: Option<RecvWait>,
+    /// The data path, tcp (default) or udp (UDP_STREAM, iperf3 -u: loss, out-of-order and
+    /// jitter counted by the receiver; sizes up to 65507 bytes)
+    #[arg(long, value_name = "tcp|udp", value_parser = virtperf_wire::Protocol::parse)]
+    pub protocol: Option<virtperf_wire::Protocol>,
+    /// UDP: pace each flow's sends to this rate (2gbit, 500mbit; 0: unpaced, the default,
+    /// as iperf3 -b 0 and netperf)
+    #[arg(long, value_name = "RATE", value_parser = virtperf_lab::parse::bit_rate, allow_hyphen_values = true)]
+    pub rate: Option<u64>,
+    /// UDP: UDP_SEGMENT on the sender (one send hands the kernel up to 64 datagrams)
+    #[arg(long)]
+    pub gso: bool,
+    /// UDP: UDP_GRO on the receiver (coalesced receives)
+    #[arg(long)]
+    pub gro: bool,
+    /// Measured duration (10s, 500ms, 1m; a bare number is seconds)
+    #[arg(long, short = 'l', default_value = "10s", value_parser = virtperf_lab::parse::test_duration, allow_hyphen_values = true)]
+    pub duration: Duration,
+    /// Report every interval (iperf3 -i: 1s, 500ms; at least 100ms): printed as each ends,
+    /// kept in the JSON result as `intervals`
+    #[arg(long, short = 'i', value_parser = parse_interval, value_name = "DURATION")]
+    pub interval: Option<Duration>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, Args)]
+pub struct BulkArgs {
+    /// Bytes to move (1GiB, 100MB, 4096)
+    #[arg(long, short = 'n', value_parser = parse_bytes, allow_hyphen_values = true)]
+    pub bytes: u64,
+    /// Bytes per send call
+    #[arg(long, short = 'm', default_value = "128KiB", value_parser = parse_size32, allow_hyphen_values = true)]
+    pub send_size: u32,
+    /// Server sends, client receives
+    #[arg(long, short = 'R')]
+    pub reverse: bool,
+    /// Report every interval (iperf3 -i: 1s, 500ms; at least 100ms): printed as each ends,
+    /// kept in the JSON result as `intervals`
+    #[arg(long, short = 'i', value_parser = parse_interval, value_name = "DURATION")]
+    pub interval: Option<Duration>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, Args)]
+pub struct HttpArgs {
+    /// Body size the agent serves (100MB, 1GiB)
+    #[arg(long, short = 'n', value_parser = parse_bytes, allow_hyphen_values = true, required_unless_present = "url")]
+    pub bytes: Option<u64>,
+    /// Number of downloads, one after another
+    #[arg(long, short = 'c', default_value_t = 5, value_parser = parse_count)]
+    pub count: u32,
+    /// Download this URL instead of the agent's body (times any web server; http:// only)
+    #[arg(long, conflicts_with_all = ["bytes", "host"])]
+    pub url: Option<String>,
+    /// With --url: also time responses with this non-2xx status (e.g. 404; repeatable or
+    /// comma-separated); any other status outside 2xx is an error
+    #[arg(long, requires = "url", conflicts_with_all = ["bytes", "host"], value_delimiter = ',', value_parser = clap::value_parser!(u16).range(100..=599), value_name = "CODE")]
+    pub accept_status: Vec<u16>,
+    /// With --url: fail a download whose body goes past this size (a server that never
+    /// ends its body)
+    #[arg(long, requires = "url", default_value = "64GiB", value_parser = parse_bytes)]
+    pub max_size: u64,
+    /// With --url: fail a download that takes longer than this
+    #[arg(long, requires = "url", default_value = "10m", value_parser = parse_duration)]
+    pub max_time: Duration,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+// The value parsers live in `virtperf_lab::parse`, shared with experiment specs so a value
+// means the same on the command line and in a spec file.
+use virtperf_lab::parse::{
+    bytes as parse_bytes, count as parse_count, cpus as parse_cpus, duration as parse_duration,
+    size32 as parse_size32, size_pair as parse_size_pair,
+};

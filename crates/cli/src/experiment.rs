@@ -624,9 +624,12 @@ pub fn show(a: ShowArgs) -> Result<()> {
     let row = resolve(&store, &a.run)?;
     let trials = store.trials(row.id)?;
     let points = summary::summarize_run(&trials, CONFIDENCE);
-    if crate::explain::is_explain(&row) && matches!(a.format, Format::Table | Format::Json) {
+    if (row.name == virtperf_report::explain::RUN_NAME)
+        && matches!(a.format, Format::Table | Format::Json)
+    {
         // An explain run reads back as the explanation its trials give.
-        let e = crate::explain::explanation(&row, &trials)?;
+        let e =
+            virtperf_report::explain::explain(row.id, &row.env, &trials).map_err(|e| anyhow!(e))?;
         match a.format {
             Format::Json => println!("{}", serde_json::to_string_pretty(&e)?),
             _ => print!(
@@ -766,8 +769,10 @@ pub fn report(a: ReportArgs) -> Result<()> {
         let points = summary::summarize_run(&trials, CONFIDENCE);
         let baseline = spec_of(&row).and_then(|s| s.baseline);
         let cmp = compare::by_config(&points, baseline.as_deref());
-        let expl = crate::explain::is_explain(&row)
-            .then(|| crate::explain::explanation(&row, &trials))
+        let expl = (row.name == virtperf_report::explain::RUN_NAME)
+            .then(|| {
+                virtperf_report::explain::explain(row.id, &row.env, &trials).map_err(|e| anyhow!(e))
+            })
             .transpose()?;
         loaded.push((row, points, cmp, expl));
     }

@@ -44,7 +44,7 @@ pub struct ExplainArgs {
     #[command(flatten)]
     pub conn: crate::args::ConnArgs,
     #[command(flatten)]
-    pub guest: crate::vm::GuestArgs,
+    pub guest: crate::args::GuestArgs,
     /// With --placement guest: do not boot a guest per boot-time remedy (idle=poll,
     /// nohz=off) to measure its blocking cross-CPU rr beside the battery's
     #[arg(long, help_heading = "Guest placement")]
@@ -310,11 +310,6 @@ fn boot_remedies(
 /// The explanation of a stored explain run.
 pub fn explanation(row: &RunRow, trials: &[TrialRow]) -> Result<Explanation> {
     model::explain(row.id, &row.env, trials).map_err(|e| anyhow!(e))
-}
-
-/// Whether a stored run is an explain battery.
-pub fn is_explain(row: &RunRow) -> bool {
-    row.name == model::RUN_NAME
 }
 
 fn write_report(

@@ -6,6 +6,7 @@
 //! (samplers) and `virtperf-wire` (protocol and types).
 
 mod args;
+mod cli;
 mod commands;
 mod experiment;
 mod explain;
@@ -25,7 +26,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser};
 
-use args::{Cli, Command};
+use cli::{Cli, Command};
 
 fn main() -> ExitCode {
     // Inside a guest virtperf booted, this binary is the initramfs's /init.

@@ -60,7 +60,7 @@ pub struct VmCompareArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub guest: GuestArgs,
+    pub guest: crate::args::GuestArgs,
     #[command(flatten)]
     pub lock: crate::machine::LockArgs,
 }
@@ -363,87 +363,5 @@ fn fmt(v: f64) -> String {
         format!("{v:.0}")
     } else {
         format!("{v:.2}")
-    }
-}
-
-/// The help heading of the guest flags.
-const GUEST_HEADING: &str = "Guest placement";
-
-/// How guests are built and run (`--placement guest…`, `virtperf vm`).
-///
-/// Each flag names its help heading itself: a struct-level `next_help_heading` stays set
-/// after the flatten (clap does not restore it) and pulled the flags that follow
-/// (`--link-rate`, `--ssh-key`, `--json`, `--db`) under this heading too.
-#[derive(Debug, Args, Clone)]
-pub struct GuestArgs {
-    /// Guest kernel (bzImage); default: Debian's linux-image-cloud-amd64, fetched once with
-    /// apt-get download into ~/.cache/virtperf
-    #[arg(long, help_heading = GUEST_HEADING, value_name = "PATH")]
-    pub kernel: Option<std::path::PathBuf>,
-    /// lib/modules/RELEASE directory (with modules.dep) holding that kernel's virtio modules
-    #[arg(long, help_heading = GUEST_HEADING, value_name = "DIR")]
-    pub kernel_modules: Option<std::path::PathBuf>,
-    /// virtperf binary to run in the guest (a static musl build is smallest; default: this
-    /// one, with its shared libraries)
-    #[arg(long, help_heading = GUEST_HEADING, value_name = "PATH")]
-    pub guest_binary: Option<std::path::PathBuf>,
-    /// vCPUs per guest
-    #[arg(long, help_heading = GUEST_HEADING, default_value_t = 1, value_name = "N")]
-    pub vcpus: u32,
-    /// Memory per guest in MiB
-    #[arg(long, help_heading = GUEST_HEADING, default_value_t = 512, value_name = "MIB")]
-    pub mem: u32,
-    /// Host CPUs to pin the vCPU threads to (vCPU i on the i-th, cycling), e.g. 1 or 0,1
-    #[arg(long, help_heading = GUEST_HEADING, value_name = "LIST", value_delimiter = ',')]
-    pub vcpu_cpus: Vec<u32>,
-    /// virtio-net through vhost-net (needs /dev/vhost-net)
-    #[arg(long, help_heading = GUEST_HEADING, default_value = "off", value_parser = parse_on_off, value_name = "on|off", action = clap::ArgAction::Set)]
-    pub vhost: bool,
-    /// Accelerator: auto (KVM where hardware virtualization works, else TCG), kvm, tcg
-    #[arg(long, help_heading = GUEST_HEADING, default_value = "auto", value_name = "auto|kvm|tcg")]
-    pub accel: virtperf_lab::place::guest::Accel,
-    /// How long a guest may take to boot
-    #[arg(long, help_heading = GUEST_HEADING, default_value = "120s", value_parser = virtperf_lab::parse::duration, value_name = "DURATION")]
-    pub boot_timeout: std::time::Duration,
-    /// virtio-net device option, repeatable: rx_queue_size=1024, mrg_rxbuf=off, csum=off,
-    /// guest_tso4=off, queues=2, vhost=on, … (any option of the installed QEMU's
-    /// virtio-net-pci; checked against it before booting)
-    #[arg(long, help_heading = GUEST_HEADING, value_name = "KEY=VALUE", value_parser = virtperf_lab::place::guest::device::parse_pair)]
-    pub virtio: Vec<(String, String)>,
-    /// Kernel arguments for the guest, after virtperf's own, e.g. "nohz=off"
-    #[arg(long, help_heading = GUEST_HEADING, value_name = "ARGS")]
-    pub guest_cmdline: Option<String>,
-    /// Module parameter the guest's init sets, repeatable, e.g.
-    /// haltpoll.guest_halt_poll_ns=0
-    #[arg(long, help_heading = GUEST_HEADING, value_name = "MODULE.PARAM=VALUE", value_parser = virtperf_lab::place::guest::device::parse_pair)]
-    pub guest_module: Vec<(String, String)>,
-}
-
-impl GuestArgs {
-    /// The lab's guest options.
-    pub fn opts(&self, quiet: bool) -> virtperf_lab::place::guest::GuestOpts {
-        virtperf_lab::place::guest::GuestOpts {
-            kernel: self.kernel.clone(),
-            kernel_modules: self.kernel_modules.clone(),
-            binary: self.guest_binary.clone(),
-            vcpus: self.vcpus,
-            mem_mib: self.mem,
-            accel: self.accel,
-            vhost: self.vhost,
-            vcpu_cpus: self.vcpu_cpus.clone(),
-            boot_timeout: self.boot_timeout,
-            quiet,
-            virtio: self.virtio.iter().cloned().collect(),
-            cmdline: self.guest_cmdline.clone(),
-            modules: self.guest_module.iter().cloned().collect(),
-        }
-    }
-}
-
-fn parse_on_off(s: &str) -> Result<bool, String> {
-    match s {
-        "on" | "yes" | "true" => Ok(true),
-        "off" | "no" | "false" => Ok(false),
-        _ => Err(format!("expected on or off, got {s:?}")),
     }
 }

@@ -14,6 +14,7 @@ use crate::render::{num, run_line};
 use crate::summary::{ConfigSummary, PointSummary};
 
 mod charts;
+mod explained;
 use charts::*;
 
 /// One run's material for the report.
@@ -426,7 +427,7 @@ fn explanation(s: &mut String, e: &Explanation) {
         }
         s.push_str("</table>");
     }
-    s.push_str(&crate::timeline::explained_html(e));
+    s.push_str(&explained::explained_html(e));
 }
 
 /// The waterfall: path, the wake-up's parts and the residual stacked step by step up to the
