@@ -1,5 +1,5 @@
 //! `virtperf explain`: where a cross-CPU round trip's time goes. Runs the battery in
-//! `virtperf_lab::explain`, stores it as a run, and prints the model of
+//! `virtperf_explain`, stores it as a run, and prints the model of
 //! `virtperf_report::explain` with its residual.
 
 use std::path::PathBuf;
@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
-use virtperf_lab::explain::ExplainOpts;
+use virtperf_explain::ExplainOpts;
 use virtperf_lab::place::Placement;
 use virtperf_report::explain::{self as model, Explanation};
 use virtperf_report::html;
@@ -97,7 +97,7 @@ pub fn explain(a: ExplainArgs) -> Result<()> {
             &a.db,
             a.json,
             &a.lock,
-            |store, stop, obs| virtperf_lab::explain::run(&opts, store, stop, obs),
+            |store, stop, obs| virtperf_explain::run(&opts, store, stop, obs),
         )?)
     };
     let far = match &elsewhere {
@@ -236,12 +236,12 @@ fn explain_at(
             );
         }
         let site = virtperf_lab::place::open(p)?;
-        let mut b = site.explain(&opts)?;
+        let mut b = virtperf_explain::at_site(site.as_ref(), &opts)?;
         drop(site);
         if let (Placement::Guest(_, g), false) = (p, a.no_boot_remedies) {
             boot_remedies(g, &opts, &mut b, a.json);
         }
-        let run_id = virtperf_lab::explain::store_battery(store, &b, &p.to_string())?;
+        let run_id = virtperf_explain::store_battery(store, &b, &p.to_string())?;
         let ok = b
             .trials
             .iter()
@@ -269,7 +269,7 @@ fn explain_at(
 fn boot_remedies(
     g: &virtperf_lab::place::guest::GuestOpts,
     opts: &ExplainOpts,
-    b: &mut virtperf_lab::explain::Battery,
+    b: &mut virtperf_explain::Battery,
     json: bool,
 ) {
     use virtperf_lab::place::guest::Direction;
@@ -291,7 +291,7 @@ fn boot_remedies(
             virtperf_lab::place::open(&p2)
                 .map_err(|e| format!("a guest with {arg} did not start: {e:#}"))
         };
-        let trials = virtperf_lab::explain::boot_remedy_trials(
+        let trials = virtperf_explain::boot_remedy_trials(
             opts,
             site.as_ref().map(|s| s.as_ref()).map_err(Clone::clone),
             config,

@@ -29,6 +29,9 @@ use clap::{CommandFactory, Parser};
 use cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    // Every agent this process runs (serve, a guest's init, a private agent) can run
+    // explain's battery for a client elsewhere.
+    virtperf_explain::register_probe();
     // Inside a guest virtperf booted, this binary is the initramfs's /init.
     if virtperf_lab::place::guest::init::is_guest_init() {
         virtperf_lab::place::guest::init::run();

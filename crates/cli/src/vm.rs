@@ -196,10 +196,7 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
             quick: true,
             size: (1, 1),
             cpus: (Some(0), Some(1)),
-            tries: Some(
-                a.runs
-                    .min(virtperf_lab::explain::ExplainOpts::MAX_REMOTE_TRIES),
-            ),
+            tries: Some(a.runs.min(virtperf_explain::ExplainOpts::MAX_REMOTE_TRIES)),
             duration: None,
             placement: Some(virtperf_lab::place::Placement::Guest(
                 direction,

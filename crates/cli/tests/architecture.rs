@@ -278,10 +278,6 @@ fn circles(edges: &Edges) -> Vec<BTreeSet<String>> {
     t.out
 }
 
-/// The one circle still standing, with the most modules it may hold: `lab`'s, which
-/// issue 29 splits into crates. It may shrink, never grow; any other circle fails.
-const KNOWN_CIRCLE: (&str, usize) = ("lab", 9);
-
 #[test]
 fn no_crate_has_an_import_circle_between_its_modules() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -303,13 +299,6 @@ fn no_crate_has_an_import_circle_between_its_modules() {
             "{name}: no modules read"
         );
         for c in circles(&edges) {
-            if name == KNOWN_CIRCLE.0 && c.len() <= KNOWN_CIRCLE.1 {
-                let _ = std::io::Write::write_fmt(
-                    &mut std::io::stderr(),
-                    format_args!("known circle in {name} ({} modules): {c:?}\n", c.len()),
-                );
-                continue;
-            }
             found.push(format!("{name}: {c:?}"));
         }
     }

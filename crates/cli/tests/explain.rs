@@ -313,7 +313,7 @@ fn a_stopped_battery_restores_the_halt_poll_knob() {
     let _one = one_battery();
     let d = TempDir::new("explain-stop");
     let mut child = vp()
-        .args(["explain", "--tries", "3", "-l", "1s", "--db"])
+        .args(["explain", "--tries", "3", "-l", "300ms", "--db"])
         .arg(d.path("r.db"))
         .env("VIRTPERF_STATE_DIR", d.path("state"))
         .stdout(Stdio::null())
@@ -323,7 +323,9 @@ fn a_stopped_battery_restores_the_halt_poll_knob() {
     let t0 = Instant::now();
     while knob().as_deref() == Some(orig.as_str()) {
         assert!(
-            t0.elapsed() < Duration::from_secs(60),
+            // The as-is config comes first, nine measurements long (60-90 s of a debug
+            // build with 1 s trials on this busy 2-CPU machine): short trials, and room.
+            t0.elapsed() < Duration::from_secs(150),
             "the battery never changed the knob"
         );
         if let Some(s) = child.try_wait().unwrap() {
@@ -377,7 +379,7 @@ fn a_killed_battery_leaves_busy_polling_to_cleanup() {
     let _one = one_battery();
     let d = TempDir::new("explain-busy");
     let mut child = vp()
-        .args(["explain", "--tries", "3", "-l", "1s", "--db"])
+        .args(["explain", "--tries", "3", "-l", "300ms", "--db"])
         .arg(d.path("r.db"))
         .env("VIRTPERF_STATE_DIR", d.path("state"))
         .stdout(Stdio::null())
@@ -386,7 +388,7 @@ fn a_killed_battery_leaves_busy_polling_to_cleanup() {
         .unwrap();
     let t0 = Instant::now();
     while read("busy_poll").as_deref() == Some(poll.as_str()) {
-        if t0.elapsed() > Duration::from_secs(120) || child.try_wait().unwrap().is_some() {
+        if t0.elapsed() > Duration::from_secs(150) || child.try_wait().unwrap().is_some() {
             let _ = child.kill();
             let _ = child.wait();
             panic!("the battery never set net.core.busy_poll");

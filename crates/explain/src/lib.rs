@@ -13,6 +13,8 @@
 //! once. A measurement this machine cannot make is stored as a skipped trial with the
 //! reason, so the model can say why a component is missing.
 
+mod awake;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -23,10 +25,10 @@ use virtperf_report::explain as model;
 use virtperf_store::{KnobRecord, NewRun, NewTrial, RunStatus, Store, TrialStatus};
 use virtperf_wire::{Env, Wait, Workload};
 
-use crate::knob::{Knob, KnobGuard};
-use crate::place::Site;
-use crate::plan::Plan;
-use crate::runner::{Observer, Recorder, RunOutcome, Tally};
+use virtperf_lab::knob::{Knob, KnobGuard};
+use virtperf_lab::place::Site;
+use virtperf_lab::plan::Plan;
+use virtperf_lab::runner::{Observer, Recorder, RunOutcome, Tally};
 
 /// The guest's halt-polling window the battery compares with no polling: cpuidle-haltpoll's
 /// own default (and KVM's `halt_poll_ns`), long enough to cover a back-to-back round trip.
@@ -104,7 +106,11 @@ impl ExplainOpts {
     /// An upper bound on the battery's length (every config, every measurement, set-up
     /// included), for an agent's `--max-duration` and a client's patience.
     pub fn bound(&self) -> Duration {
-        (self.rr_duration * 5 + self.wake_duration * 4 + Duration::from_secs(5)) * self.tries
+        // Per try at most: 8 rr (5 as-is, 2 halt-poll configs, busy polling), 5 wake, and
+        // for each of its ~15 measurements up to 2 s of set-up (a private agent started,
+        // a debug build on a busy 2-CPU machine), plus the traced rr's timeline trial and
+        // the two `kvm halt` probes.
+        (self.rr_duration * 8 + self.wake_duration * 5 + Duration::from_secs(36)) * self.tries
             + Duration::from_secs(60)
     }
 }
@@ -183,6 +189,47 @@ pub fn run_for_client(opts: &ExplainOpts) -> Result<Battery> {
         let _ = std::fs::remove_file(p);
     }
     result
+}
+
+/// The battery as a probe (`virtperf_lab::probe`), so an agent runs it for a client elsewhere
+/// without knowing what it is: registered by the program that starts agents.
+struct BatteryProbe;
+
+impl virtperf_lab::probe::Probe for BatteryProbe {
+    fn name(&self) -> &'static str {
+        virtperf_lab::probe::EXPLAIN
+    }
+
+    fn bound(&self, params: &serde_json::Value) -> Result<Duration> {
+        let opts: ExplainOpts =
+            serde_json::from_value(params.clone()).context("explain options do not parse")?;
+        opts.validate()?;
+        Ok(opts.bound())
+    }
+
+    fn run(
+        &self,
+        params: serde_json::Value,
+        lock_nonce: Option<String>,
+    ) -> Result<serde_json::Value> {
+        let mut opts: ExplainOpts =
+            serde_json::from_value(params).context("explain options do not parse")?;
+        opts.lock_nonce = lock_nonce;
+        Ok(serde_json::to_value(run_for_client(&opts)?)?)
+    }
+}
+
+/// Lets this process's agents run the battery for clients elsewhere (`explain --host`,
+/// `--placement guest`, `ssh:`): call once, before any agent starts.
+pub fn register_probe() {
+    virtperf_lab::probe::register(&BatteryProbe);
+}
+
+/// Runs the battery at `site` (on its agent's machine) and returns what it measured.
+pub fn at_site(site: &dyn Site, opts: &ExplainOpts) -> Result<Battery> {
+    let out = site.probe(serde_json::to_value(opts)?, opts.bound())?;
+    serde_json::from_value(out)
+        .context("the agent's battery does not parse (a different virtperf version?)")
 }
 
 /// Stores a battery that ran elsewhere as a run of `store`, measured at `placement`.
@@ -305,9 +352,9 @@ pub fn run(
         Knob::sysctl("net.core.busy_poll")?,
         Knob::sysctl("net.core.busy_read")?,
     ];
-    let state_dir = crate::state::dir();
-    crate::knob::check_leftovers(&state_dir, &[&knob, &busy_knobs[0], &busy_knobs[1]])?;
-    let mut guard = KnobGuard::journaled(crate::knob::Journal::for_this_process(&state_dir));
+    let state_dir = virtperf_lab::state::dir();
+    virtperf_lab::knob::check_leftovers(&state_dir, &[&knob, &busy_knobs[0], &busy_knobs[1]])?;
+    let mut guard = KnobGuard::journaled(virtperf_lab::knob::Journal::for_this_process(&state_dir));
     // The original value (if the knob exists) and whether it can be changed.
     let current = knob.read().ok().and_then(|v| v.trim().parse::<u64>().ok());
     let writable = knob.probe();
@@ -386,7 +433,7 @@ pub fn run(
         )?;
     }
 
-    let site = crate::place::local::LocalSite::open_holding(opts.lock_nonce.as_deref())?;
+    let site = virtperf_lab::place::local::LocalSite::open_holding(opts.lock_nonce.as_deref())?;
     let mut b = Tries {
         opts,
         site: &site,

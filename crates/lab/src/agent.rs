@@ -432,26 +432,20 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> R
                 if !cfg.allow_drive {
                     bail!("this agent does not run explain's battery (start it with `serve --allow-drive`)");
                 }
-                let mut opts: crate::explain::ExplainOpts =
-                    serde_json::from_value(battery).context("explain options do not parse")?;
-                opts.validate()?;
-                check_duration(cfg, opts.bound().as_millis() as u64)?;
-                // The battery changes this machine's knobs: one measurement at a time. Its
-                // private agent is told the lock is held for it.
+                let probe = crate::probe::find(crate::probe::EXPLAIN)
+                    .ok_or_else(|| anyhow!("this agent has no {} probe", crate::probe::EXPLAIN))?;
+                check_duration(cfg, probe.bound(&battery)?.as_millis() as u64)?;
+                // The probe may change this machine's knobs: one measurement at a time. The
+                // agents it starts are told the lock is held for it.
                 let lock = lock_for_test(s, cfg, client_lock)?;
-                opts.lock_nonce = match &lock {
+                let nonce = match &lock {
                     Some(l) if l.held() => Some(l.nonce().to_string()),
                     _ => client_lock.map(str::to_string),
                 };
-                let b = crate::explain::run_for_client(&opts)?;
+                let out = probe.run(battery, nonce)?;
                 drop(lock);
                 s.set_write_timeout(Some(SETUP_TIMEOUT))?;
-                write_message(
-                    s,
-                    &Message::Explained {
-                        battery: serde_json::to_value(&b)?,
-                    },
-                )?;
+                write_message(s, &Message::Explained { battery: out })?;
             }
             other => bail!("unexpected {} message", kind(&other)),
         }

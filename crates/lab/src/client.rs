@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
+use virtperf_load::http;
 use virtperf_load::http::Fetched;
-use virtperf_load::{http, Counts};
 use virtperf_measure::events::EventSnapshot;
 use virtperf_measure::{fingerprint, ProcStat};
 use virtperf_wire::{
@@ -203,16 +203,14 @@ pub fn drive(driver: &Target, to: &Target, plan: &Plan) -> Result<TestResult> {
     }
 }
 
-/// Asks the agent at `t` (one started with `--allow-drive`) to run `virtperf explain`'s
-/// battery on its machine, and returns what it measured.
-pub fn explain(t: &Target, opts: &crate::explain::ExplainOpts) -> Result<crate::explain::Battery> {
+/// Asks the agent at `t` (one started with `--allow-drive`) to run a probe on its machine
+/// (`crate::probe`; the protocol names one, `explain`) with `params`, waiting up to `bound`
+/// for what it measured.
+pub fn probe(t: &Target, params: serde_json::Value, bound: Duration) -> Result<serde_json::Value> {
     let mut ctl = Control::connect(t)?;
-    ctl.send(&Message::Explain {
-        battery: serde_json::to_value(opts)?,
-    })?;
-    match ctl.recv(opts.bound() + SETUP_TIMEOUT * 2, "explained")? {
-        Message::Explained { battery } => serde_json::from_value(battery)
-            .context("the agent's battery does not parse (a different virtperf version?)"),
+    ctl.send(&Message::Explain { battery: params })?;
+    match ctl.recv(bound + SETUP_TIMEOUT * 2, "explained")? {
+        Message::Explained { battery } => Ok(battery),
         other => bail!("unexpected answer to explain: {}", kind(&other)),
     }
 }
@@ -513,36 +511,6 @@ fn kvm_counters(
     }
 }
 
-/// Downloads `url` `count` times, one connection each, recording every download in `out`.
-pub(crate) fn download_series(
-    url: &str,
-    count: u32,
-    stop: &std::sync::atomic::AtomicBool,
-    out: &Mutex<Vec<Fetched>>,
-    accept: &[u16],
-    limits: &http::Limits,
-) -> std::io::Result<Counts> {
-    let mut c = Counts::default();
-    let start = Instant::now();
-    for _ in 0..count {
-        if stop.load(std::sync::atomic::Ordering::Relaxed) {
-            break;
-        }
-        // A fresh client per download: each download is its own TCP connection, as a
-        // browser or boot loader fetching one file does (seed 0's captures show one
-        // connection per download), and the time includes the connection set-up.
-        let agent = http::agent(DATA_TIMEOUT);
-        let f = http::fetch(&agent, url, accept, limits).map_err(std::io::Error::other)?;
-        c.bytes_rx += f.bytes;
-        c.transactions += 1;
-        if let Ok(mut v) = out.lock() {
-            v.push(f);
-        }
-    }
-    c.active = start.elapsed();
-    Ok(c)
-}
-
 /// Times `count` downloads of a URL served by someone else (`virtperf http --url`). Only the
 /// client side is measured. A status outside 2xx fails the run unless `accept` lists it;
 /// each download is bounded by `limits`.
@@ -564,7 +532,7 @@ pub fn run_url(
     let downloads: Arc<Mutex<Vec<Fetched>>> = Arc::default();
     let (u, out, ok) = (url.to_string(), downloads.clone(), accept.to_vec());
     let h = spawn_worker("http-client", &side, move |c, _| {
-        download_series(&u, count, &c.stop, &out, &ok, &limits)
+        crate::roles::download_series(&u, count, &c.stop, &out, &ok, &limits)
     })?;
     let ev0 = EventSnapshot::read();
     let t0 = ProcStat::read()?;

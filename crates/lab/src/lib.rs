@@ -4,7 +4,7 @@
 //!   each half runs), [`assemble`] (both sides' measurements into one result);
 //! - where the two ends run: [`place`] (one `Placement`, one `Site` per placement: local,
 //!   netns, ssh, remote, guest);
-//! - experiments: [`spec`] and [`parse`], the [`runner`], [`explain`]'s battery, [`knob`]s, the machine [`lock`],
+//! - experiments: [`spec`] and [`parse`], the [`runner`], [`knob`]s, the machine [`lock`],
 //!   the [`state`] directory and [`cleanup`].
 //!
 //! Dependencies point down: `lab` uses `load` (engines), `measure` (samplers) and `wire`
@@ -12,17 +12,17 @@
 
 pub mod agent;
 pub mod assemble;
-mod awake;
 pub mod capture;
 pub mod cleanup;
 pub mod client;
-pub mod explain;
 pub mod fds;
+mod half;
 pub mod knob;
 pub mod lock;
 pub mod parse;
 pub mod place;
 pub mod plan;
+pub mod probe;
 mod roles;
 pub mod runner;
 pub mod series;

@@ -10,84 +10,21 @@
 
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use virtperf_load::http::{self, Fetched};
 use virtperf_load::interval::Meter;
 use virtperf_load::sock::prepare_data_socket;
-use virtperf_load::{bulk, crr, mux, rr, stream};
+use virtperf_load::{bulk, crr, mux, rr, stream, Counts};
 use virtperf_wire::{SockOpts, Workload};
 
-use crate::side::WorkerOut;
 use crate::side::{
-    accept_n, spawn_conn_worker, spawn_mux_worker, spawn_private_worker, spawn_worker, Ctl, DataKey,
+    accept_n, spawn_conn_worker, spawn_mux_worker, spawn_private_worker, spawn_worker, DataKey,
 };
 use crate::{DATA_TIMEOUT, SETUP_TIMEOUT};
 
-/// One side's worker threads, joined after the test.
-pub(crate) type Handles = Vec<JoinHandle<Result<WorkerOut>>>;
-
-/// What the client half of a workload is given.
-pub(crate) struct ClientHalf<'a> {
-    /// The agent's data port.
-    pub data: SocketAddr,
-    /// Socket options for data connections.
-    pub sock: SockOpts,
-    /// Downloads (http), one per request.
-    pub count: u32,
-    /// This side's workers' stop flag, gate and CPU.
-    pub side: &'a Ctl,
-    /// Where http downloads are recorded, for the result.
-    pub downloads: &'a Arc<Mutex<Vec<Fetched>>>,
-    /// Time-series interval (`--interval`), if any.
-    pub interval: Option<std::time::Duration>,
-    /// The measured interval of a timed workload: receivers count the bytes that arrive
-    /// inside it, from the gate.
-    pub window: Option<std::time::Duration>,
-    /// The test's key, presented first on every data connection.
-    pub key: DataKey,
-}
-
-/// What the server half of a workload is given.
-pub(crate) struct ServerHalf<'a> {
-    /// The test's data listener, on the address the client used for control.
-    pub listener: TcpListener,
-    /// The only address data connections are taken from.
-    pub client: IpAddr,
-    /// Socket options for data connections.
-    pub sock: SockOpts,
-    /// This side's workers' stop flag, gate and CPU.
-    pub side: &'a Ctl,
-    /// What must be woken if the test ends early (set before the worker blocks on it).
-    pub wake: &'a mut Wake,
-    /// The measured interval of a timed workload (see [`ClientHalf::window`]).
-    pub window: Option<std::time::Duration>,
-    /// The test's key: data connections that do not present it are closed.
-    pub key: DataKey,
-}
-
-/// Objects a server worker may block on outside the stop flag's reach: the teardown wakes
-/// them.
-#[derive(Default)]
-pub(crate) struct Wake {
-    /// crr's listener (its worker blocks in `accept`).
-    pub listener: Option<Arc<TcpListener>>,
-    /// http's server (it blocks serving).
-    pub http: Option<Arc<http::HttpServer>>,
-}
-
-impl Wake {
-    /// Unblocks whatever was registered.
-    pub(crate) fn wake(&self) {
-        if let Some(l) = &self.listener {
-            virtperf_load::sock::wake_listener(&**l);
-        }
-        if let Some(h) = &self.http {
-            h.unblock();
-        }
-    }
-}
+pub(crate) use crate::half::{ClientHalf, Handles, ServerHalf, Wake};
 
 /// Starts the client half of `w`; returns its workers and one [`Meter`] per worker, where
 /// each publishes its progress for the time series.
@@ -315,7 +252,7 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<M
             };
             handles.push(spawn_private_worker("http-client", side, move |c, _| {
                 // The agent's own server answers 200 or nothing: accept no other status.
-                crate::client::download_series(&url, count, &c.stop, &out, &[], &limits)
+                download_series(&url, count, &c.stop, &out, &[], &limits)
             })?);
         }
     }
@@ -568,145 +505,32 @@ fn accept_data(
     Ok(conns)
 }
 
-/// Both halves in this process: the agent's serve loop on a thread on 127.0.0.1:0 and
-/// `client::run` against it, for every workload, so a change to the protocol or to a role
-/// is caught in a second (the end-to-end tests in `crates/cli/tests` take a minute).
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use virtperf_wire::{Outcome, SockOpts, Workload};
-
-    use crate::agent::{self, AgentConfig};
-    use crate::client;
-    use crate::plan::{Plan, Target};
-
-    /// Starts an agent on a thread (it serves until the test process ends) and returns
-    /// where it is. Concurrent, so the tests neither take nor wait for the machine lock.
-    fn agent(token: &str, allow_drive: bool) -> Target {
-        let cfg = AgentConfig {
-            bind: [127, 0, 0, 1].into(),
-            port: 0,
-            token: Some(token.to_string()),
-            max_clients: 16,
-            max_duration: Duration::from_secs(60),
-            verbose: false,
-            allow_drive,
-            concurrent: Some(16),
-            max_flows: agent::DEFAULT_MAX_FLOWS,
-            max_threads: agent::DEFAULT_MAX_THREADS,
-        };
-        let listener = agent::bind(&cfg).expect("bind");
-        let addr = listener.local_addr().expect("address");
-        std::thread::spawn(move || agent::serve(listener, cfg));
-        Target::at(addr, token)
-    }
-
-    fn plan(workload: Workload) -> Plan {
-        Plan {
-            workload,
-            duration: Duration::from_millis(200),
-            client_cpu: None,
-            server_cpu: None,
-            count: 2,
-            sock: SockOpts::default(),
-            capture: None,
-            kvm_stats: false,
-            trace: false,
-            trace_all: false,
-            timeline: false,
-            interval: None,
-            on_interval: None,
+/// Downloads `url` `count` times, one connection each, recording every download in `out`.
+pub(crate) fn download_series(
+    url: &str,
+    count: u32,
+    stop: &std::sync::atomic::AtomicBool,
+    out: &Mutex<Vec<Fetched>>,
+    accept: &[u16],
+    limits: &http::Limits,
+) -> std::io::Result<Counts> {
+    let mut c = Counts::default();
+    let start = Instant::now();
+    for _ in 0..count {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        // A fresh client per download: each download is its own TCP connection, as a
+        // browser or boot loader fetching one file does (seed 0's captures show one
+        // connection per download), and the time includes the connection set-up.
+        let agent = http::agent(DATA_TIMEOUT);
+        let f = http::fetch(&agent, url, accept, limits).map_err(std::io::Error::other)?;
+        c.bytes_rx += f.bytes;
+        c.transactions += 1;
+        if let Ok(mut v) = out.lock() {
+            v.push(f);
         }
     }
-
-    #[test]
-    fn every_workload_runs_between_the_two_halves() {
-        let t = agent("t0", false);
-        let rr = client::run(&t, &plan(Workload::rr(8, 16)), &|_| {}).expect("rr");
-        let Outcome::Rr(o) = &rr.outcome else {
-            panic!("rr outcome expected: {:?}", rr.outcome)
-        };
-        assert!(o.transactions > 10, "{o:?}");
-        assert!(o.server_transactions > 0, "{o:?}");
-        assert!(rr.cpu.server.is_some());
-        assert!(rr.target.starts_with("127.0.0.1:"), "{}", rr.target);
-
-        let crr = client::run(&t, &plan(Workload::crr(1, 1)), &|_| {}).expect("crr");
-        assert!(matches!(&crr.outcome, Outcome::Crr(o) if o.transactions > 0));
-
-        for reverse in [false, true] {
-            let w = Workload::Stream {
-                send_size: 4096,
-                flows: 2,
-                reverse,
-                recv_size: None,
-                recv_wait: None,
-                threads: None,
-                protocol: Default::default(),
-                rate_bps: None,
-                gso: false,
-                gro: false,
-            };
-            let r = client::run(&t, &plan(w), &|_| {}).expect("stream");
-            let Outcome::Stream(o) = &r.outcome else {
-                panic!("stream outcome expected")
-            };
-            assert_eq!(o.flows.len(), 2);
-            assert!(o.receiver_bytes > 0, "reverse {reverse}: {o:?}");
-
-            let w = Workload::Bulk {
-                bytes: 1 << 20,
-                send_size: 65536,
-                reverse,
-            };
-            let r = client::run(&t, &plan(w), &|_| {}).expect("bulk");
-            let Outcome::Bulk(o) = &r.outcome else {
-                panic!("bulk outcome expected")
-            };
-            assert_eq!(o.receiver_bytes, 1 << 20, "reverse {reverse}");
-        }
-
-        let http = client::run(&t, &plan(Workload::Http { bytes: 10_000 }), &|_| {}).expect("http");
-        let Outcome::Http(o) = &http.outcome else {
-            panic!("http outcome expected")
-        };
-        assert_eq!(o.downloads.len(), 2);
-        assert!(o
-            .downloads
-            .iter()
-            .all(|d| d.bytes == 10_000 && d.status == 200));
-    }
-
-    #[test]
-    fn the_agent_refuses_a_wrong_token_and_undriven_drives() {
-        let t = agent("right", false);
-        let wrong = Target {
-            token: Some("wrong".into()),
-            ..t.clone()
-        };
-        let e = client::remote_env(&wrong).expect_err("wrong token accepted");
-        assert!(format!("{e:#}").contains("wrong or missing token"), "{e:#}");
-        assert!(client::remote_env(&t).is_ok());
-        let e = client::drive(&t, &t, &plan(Workload::rr(1, 1)))
-            .expect_err("drive accepted without --allow-drive");
-        assert!(format!("{e:#}").contains("does not drive tests"), "{e:#}");
-    }
-
-    #[test]
-    fn a_driving_agent_runs_the_client_half_and_returns_the_result() {
-        let server = agent("s", false);
-        let driver = agent("d", true);
-        let r = client::drive(&driver, &server, &plan(Workload::rr(1, 1))).expect("drive");
-        assert!(matches!(&r.outcome, Outcome::Rr(o) if o.transactions > 0));
-    }
-
-    #[test]
-    fn the_agent_refuses_an_invalid_workload_in_one_message() {
-        let t = agent("v", false);
-        let mut p = plan(Workload::rr(1, 1));
-        p.server_cpu = Some(100_000);
-        let e = client::run(&t, &p, &|_| {}).expect_err("server CPU 100000 accepted");
-        assert!(format!("{e:#}").contains("server CPU 100000"), "{e:#}");
-    }
+    c.active = start.elapsed();
+    Ok(c)
 }

@@ -463,21 +463,21 @@ struct Trial<'a> {
 
 /// What the trials came to.
 #[derive(Default)]
-pub(crate) struct Tally {
+pub struct Tally {
     ok: usize,
     failed: usize,
     /// Trials the database refused that went to the side file: the run is then incomplete.
     unsaved: usize,
     /// Why the run stopped before its schedule ended.
-    pub(crate) fatal: Option<anyhow::Error>,
+    pub fatal: Option<anyhow::Error>,
 }
 
 /// Stores each trial as it finishes.
-pub(crate) struct Recorder<'s> {
-    pub(crate) store: &'s mut Store,
-    pub(crate) run_id: i64,
-    pub(crate) allow_concurrent: bool,
-    pub(crate) tally: Tally,
+pub struct Recorder<'s> {
+    pub store: &'s mut Store,
+    pub run_id: i64,
+    pub allow_concurrent: bool,
+    pub tally: Tally,
 }
 
 impl Recorder<'_> {
@@ -529,7 +529,7 @@ impl Recorder<'_> {
     /// failed or went unsaved, or `troubled` (a hook failed); failed when it stopped before
     /// any trial succeeded. Returns the status and the ok and failed counts, or the error
     /// that stopped the run early.
-    pub(crate) fn close(
+    pub fn close(
         self,
         interrupted: &AtomicBool,
         troubled: bool,
@@ -583,7 +583,7 @@ impl Recorder<'_> {
 
     /// Stores one finished trial (in one transaction, or in the side file) and counts it:
     /// `res` is its primary metric, or why it failed. Returns the metric when it succeeded.
-    pub(crate) fn keep(
+    pub fn keep(
         &mut self,
         trial: &NewTrial,
         res: Result<f64>,
@@ -605,25 +605,7 @@ impl Recorder<'_> {
     }
 }
 
-/// The client plan for one trial: the point's workload under the config's settings.
-pub fn plan_for(point: &Point, cfg: &Config) -> Plan {
-    let (client_cpu, server_cpu) = cfg.cpus.unwrap_or(point.cpus);
-    Plan {
-        workload: point.workload.clone(),
-        duration: point.duration,
-        client_cpu,
-        server_cpu,
-        count: point.count,
-        sock: cfg.sock,
-        capture: None,
-        kvm_stats: false,
-        trace: point.trace,
-        trace_all: false,
-        timeline: point.timeline,
-        interval: point.interval,
-        on_interval: None,
-    }
-}
+pub use crate::spec::plan_for;
 
 /// Primary metric of a stored result, for callers that only have the result.
 pub fn metric_of(r: &TestResult) -> f64 {

@@ -168,7 +168,7 @@ pub enum Message {
         result: Box<TestResult>,
     },
     /// Run `virtperf explain`'s battery on the agent's machine (needs `serve --allow-drive`).
-    /// The options and the answer are shaped by `virtperf_lab::explain`; the protocol
+    /// The options and the answer are shaped by `virtperf_explain`; the protocol
     /// carries them as JSON objects so it does not depend on the results store's types.
     Explain {
         /// The battery's options.

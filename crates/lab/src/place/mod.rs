@@ -179,10 +179,14 @@ pub trait Site {
     /// Runs one test of `plan` across the site; the result names the placement.
     fn run(&self, plan: &Plan, progress: ProgressFn) -> Result<TestResult>;
 
-    /// Runs `virtperf explain`'s battery on the machine of this site's agent (which must
-    /// allow it: `serve --allow-drive`, as virtperf's guests do).
-    fn explain(&self, opts: &crate::explain::ExplainOpts) -> Result<crate::explain::Battery> {
-        crate::client::explain(&self.target(), opts)
+    /// Runs a probe (`crate::probe`) on the machine of this site's agent (which must allow
+    /// it: `serve --allow-drive`, as virtperf's guests do), waiting up to `bound`.
+    fn probe(
+        &self,
+        params: serde_json::Value,
+        bound: std::time::Duration,
+    ) -> Result<serde_json::Value> {
+        crate::client::probe(&self.target(), params, bound)
     }
 }
 

@@ -465,3 +465,23 @@ pub(super) fn expand(
         })
         .collect()
 }
+
+/// The client plan for one trial: the point's workload under the config's settings.
+pub fn plan_for(point: &Point, cfg: &Config) -> crate::plan::Plan {
+    let (client_cpu, server_cpu) = cfg.cpus.unwrap_or(point.cpus);
+    crate::plan::Plan {
+        workload: point.workload.clone(),
+        duration: point.duration,
+        client_cpu,
+        server_cpu,
+        count: point.count,
+        sock: cfg.sock,
+        capture: None,
+        kvm_stats: false,
+        trace: point.trace,
+        trace_all: false,
+        timeline: point.timeline,
+        interval: point.interval,
+        on_interval: None,
+    }
+}

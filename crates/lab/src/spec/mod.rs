@@ -324,5 +324,6 @@ mod raw;
 #[cfg(test)]
 mod tests;
 use configs::*;
+pub use matrix::plan_for;
 use matrix::*;
 use raw::*;

@@ -463,7 +463,7 @@ fn threads_multiplex_a_flow_sweep() {
 #[test]
 fn trace_and_timeline_in_specs() {
     let s = parse("name = \"x\"\n[[workload]]\nkind = \"rr\"\ncpus = \"0,1\"\ntrace = true\ntimeline = true\n").expect("parses");
-    let plan = crate::runner::plan_for(&s.points[0], &s.configs[0]);
+    let plan = crate::spec::plan_for(&s.points[0], &s.configs[0]);
     assert!(plan.trace && plan.timeline);
     let e = parse("name = \"x\"\n[[workload]]\nkind = \"rr\"\ntimeline = true\n").unwrap_err();
     assert_eq!(e.line, 4, "{e}");

@@ -1,7 +1,7 @@
 //! `virtperf explain`'s model: where a cross-CPU round trip's time goes, built from
 //! measurements that are independent of the one it explains, with the residual published.
 //!
-//! The battery (`virtperf_lab::explain`) stores every measurement as a trial of one run; this
+//! The battery (`virtperf_explain`) stores every measurement as a trial of one run; this
 //! module reads those trials back (so `virtperf show` of an explain run recomputes the same
 //! answer) and computes:
 //!

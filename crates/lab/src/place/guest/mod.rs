@@ -584,16 +584,15 @@ impl super::Site for GuestLab {
         GuestLab::run(self, plan)
     }
 
-    /// The first guest runs the battery; its agent is reachable from the lab's namespace.
-    fn explain(&self, opts: &crate::explain::ExplainOpts) -> Result<crate::explain::Battery> {
+    /// The first guest runs the probe; its agent is reachable from the lab's namespace.
+    fn probe(&self, params: serde_json::Value, bound: Duration) -> Result<serde_json::Value> {
         let g0 = self
             .guests
             .first()
             .map(Guest::target)
             .ok_or_else(|| anyhow!("no guest is running"))?;
-        let opts = opts.clone();
-        netns::run_in(&self.ns, move || client::explain(&g0, &opts)).map_err(|e| {
-            // The guest's console has the battery's progress: say where it stopped.
+        netns::run_in(&self.ns, move || client::probe(&g0, params, bound)).map_err(|e| {
+            // The guest's console has the probe's progress: say where it stopped.
             let console = self.console(0);
             let tail: Vec<&str> = console.lines().rev().take(5).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();

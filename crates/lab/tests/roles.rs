@@ -1,0 +1,140 @@
+//! Both halves in this process: the agent's serve loop on a thread on 127.0.0.1:0 and
+//! `client::run` against it, for every workload, so a change to the protocol or to a role
+//! is caught in a second (the end-to-end tests in `crates/cli/tests` take a minute).
+
+use std::time::Duration;
+
+use virtperf_wire::{Outcome, SockOpts, Workload};
+
+use virtperf_lab::agent::{self, AgentConfig};
+use virtperf_lab::client;
+use virtperf_lab::plan::{Plan, Target};
+
+/// Starts an agent on a thread (it serves until the test process ends) and returns
+/// where it is. Concurrent, so the tests neither take nor wait for the machine lock.
+fn agent(token: &str, allow_drive: bool) -> Target {
+    let cfg = AgentConfig {
+        bind: [127, 0, 0, 1].into(),
+        port: 0,
+        token: Some(token.to_string()),
+        max_clients: 16,
+        max_duration: Duration::from_secs(60),
+        verbose: false,
+        allow_drive,
+        concurrent: Some(16),
+        max_flows: agent::DEFAULT_MAX_FLOWS,
+        max_threads: agent::DEFAULT_MAX_THREADS,
+    };
+    let listener = agent::bind(&cfg).expect("bind");
+    let addr = listener.local_addr().expect("address");
+    std::thread::spawn(move || agent::serve(listener, cfg));
+    Target::at(addr, token)
+}
+
+fn plan(workload: Workload) -> Plan {
+    Plan {
+        workload,
+        duration: Duration::from_millis(200),
+        client_cpu: None,
+        server_cpu: None,
+        count: 2,
+        sock: SockOpts::default(),
+        capture: None,
+        kvm_stats: false,
+        trace: false,
+        trace_all: false,
+        timeline: false,
+        interval: None,
+        on_interval: None,
+    }
+}
+
+#[test]
+fn every_workload_runs_between_the_two_halves() {
+    let t = agent("t0", false);
+    let rr = client::run(&t, &plan(Workload::rr(8, 16)), &|_| {}).expect("rr");
+    let Outcome::Rr(o) = &rr.outcome else {
+        panic!("rr outcome expected: {:?}", rr.outcome)
+    };
+    assert!(o.transactions > 10, "{o:?}");
+    assert!(o.server_transactions > 0, "{o:?}");
+    assert!(rr.cpu.server.is_some());
+    assert!(rr.target.starts_with("127.0.0.1:"), "{}", rr.target);
+
+    let crr = client::run(&t, &plan(Workload::crr(1, 1)), &|_| {}).expect("crr");
+    assert!(matches!(&crr.outcome, Outcome::Crr(o) if o.transactions > 0));
+
+    for reverse in [false, true] {
+        let w = Workload::Stream {
+            send_size: 4096,
+            flows: 2,
+            reverse,
+            recv_size: None,
+            recv_wait: None,
+            threads: None,
+            protocol: Default::default(),
+            rate_bps: None,
+            gso: false,
+            gro: false,
+        };
+        let r = client::run(&t, &plan(w), &|_| {}).expect("stream");
+        let Outcome::Stream(o) = &r.outcome else {
+            panic!("stream outcome expected")
+        };
+        assert_eq!(o.flows.len(), 2);
+        assert!(o.receiver_bytes > 0, "reverse {reverse}: {o:?}");
+
+        let w = Workload::Bulk {
+            bytes: 1 << 20,
+            send_size: 65536,
+            reverse,
+        };
+        let r = client::run(&t, &plan(w), &|_| {}).expect("bulk");
+        let Outcome::Bulk(o) = &r.outcome else {
+            panic!("bulk outcome expected")
+        };
+        assert_eq!(o.receiver_bytes, 1 << 20, "reverse {reverse}");
+    }
+
+    let http = client::run(&t, &plan(Workload::Http { bytes: 10_000 }), &|_| {}).expect("http");
+    let Outcome::Http(o) = &http.outcome else {
+        panic!("http outcome expected")
+    };
+    assert_eq!(o.downloads.len(), 2);
+    assert!(o
+        .downloads
+        .iter()
+        .all(|d| d.bytes == 10_000 && d.status == 200));
+}
+
+#[test]
+fn the_agent_refuses_a_wrong_token_and_undriven_drives() {
+    let t = agent("right", false);
+    let wrong = Target {
+        token: Some("wrong".into()),
+        ..t.clone()
+    };
+    let e = client::remote_env(&wrong).expect_err("wrong token accepted");
+    assert!(format!("{e:#}").contains("wrong or missing token"), "{e:#}");
+    assert!(client::remote_env(&t).is_ok());
+    let e = client::drive(&t, &t, &plan(Workload::rr(1, 1)))
+        .expect_err("drive accepted without --allow-drive");
+    assert!(format!("{e:#}").contains("does not drive tests"), "{e:#}");
+}
+
+#[test]
+fn a_driving_agent_runs_the_client_half_and_returns_the_result() {
+    let server = agent("s", false);
+    let driver = agent("d", true);
+    let r = client::drive(&driver, &server, &plan(Workload::rr(1, 1))).expect("drive");
+    assert!(matches!(&r.outcome, Outcome::Rr(o) if o.transactions > 0));
+}
+
+#[test]
+fn the_agent_refuses_an_invalid_workload_in_one_message() {
+    let t = agent("v", false);
+    let mut p = plan(Workload::rr(1, 1));
+    p.server_cpu = Some(100_000);
+    let e = client::run(&t, &p, &|_| {}).expect_err("server CPU 100000 accepted");
+    assert!(format!("{e:#}").contains("server CPU 100000"), "{e:#}");
+}
