@@ -247,7 +247,7 @@ fn explain_at(
             .iter()
             .filter(|t| t.status == virtperf_store::TrialStatus::Ok)
             .count();
-        Ok(virtperf_lab::runner::RunOutcome {
+        Ok(virtperf_experiment::runner::RunOutcome {
             run_id,
             status: b.status,
             ok,

@@ -10,8 +10,8 @@ use std::fmt::Write;
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use serde::Serialize;
+use virtperf_experiment::spec::{self, Repeat};
 use virtperf_lab::place::guest::{Accel, Direction};
-use virtperf_lab::spec::{self, Repeat};
 use virtperf_report::compare;
 use virtperf_report::stats::Verdict;
 

@@ -25,10 +25,10 @@ use virtperf_report::explain as model;
 use virtperf_store::{KnobRecord, NewRun, NewTrial, RunStatus, Store, TrialStatus};
 use virtperf_wire::{Env, Wait, Workload};
 
+use virtperf_experiment::runner::{Observer, Recorder, RunOutcome, Tally};
 use virtperf_lab::knob::{Knob, KnobGuard};
 use virtperf_lab::place::Site;
 use virtperf_lab::plan::Plan;
-use virtperf_lab::runner::{Observer, Recorder, RunOutcome, Tally};
 
 /// The guest's halt-polling window the battery compares with no polling: cpuidle-haltpoll's
 /// own default (and KVM's `halt_poll_ns`), long enough to cover a back-to-back round trip.

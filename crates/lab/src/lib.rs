@@ -4,8 +4,8 @@
 //!   each half runs), [`assemble`] (both sides' measurements into one result);
 //! - where the two ends run: [`place`] (one `Placement`, one `Site` per placement: local,
 //!   netns, ssh, remote, guest);
-//! - experiments: [`spec`] and [`parse`], the [`runner`], [`knob`]s, the machine [`lock`],
-//!   the [`state`] directory and [`cleanup`].
+//! - what experiments stand on (the specs and their runner are the `experiment` crate):
+//!   [`parse`], [`knob`]s, the machine [`lock`], the [`state`] directory and [`cleanup`].
 //!
 //! Dependencies point down: `lab` uses `load` (engines), `measure` (samplers) and `wire`
 //! (protocol and types); nothing below knows about `lab`.
@@ -24,10 +24,8 @@ pub mod place;
 pub mod plan;
 pub mod probe;
 mod roles;
-pub mod runner;
 pub mod series;
 mod side;
-pub mod spec;
 pub mod state;
 mod timeline;
 mod trace;

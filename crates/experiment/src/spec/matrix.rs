@@ -169,7 +169,7 @@ impl Fixed {
             Some(v) => {
                 let d = parse::duration(v.get_ref())
                     .map_err(|e| e.to_string())
-                    .and_then(|d| crate::plan::check_interval(d).map(|()| d))
+                    .and_then(|d| virtperf_lab::plan::check_interval(d).map(|()| d))
                     .or_else(|m| err(text, v.span(), m))?;
                 if kind != "bulk" && d > duration {
                     return err(
@@ -467,9 +467,9 @@ pub(super) fn expand(
 }
 
 /// The client plan for one trial: the point's workload under the config's settings.
-pub fn plan_for(point: &Point, cfg: &Config) -> crate::plan::Plan {
+pub fn plan_for(point: &Point, cfg: &Config) -> virtperf_lab::plan::Plan {
     let (client_cpu, server_cpu) = cfg.cpus.unwrap_or(point.cpus);
-    crate::plan::Plan {
+    virtperf_lab::plan::Plan {
         workload: point.workload.clone(),
         duration: point.duration,
         client_cpu,

@@ -10,10 +10,10 @@ use anyhow::{anyhow, bail, Context, Result};
 use virtperf_store::{KnobRecord, NewRun, NewTrial, RunStatus, Saved, Store, TrialStatus};
 use virtperf_wire::TestResult;
 
-use crate::knob::KnobGuard;
-use crate::place::{self, Placement, Site};
-use crate::plan::Plan;
 use crate::spec::{Config, Point, Repeat, Spec};
+use virtperf_lab::knob::KnobGuard;
+use virtperf_lab::place::{self, Placement, Site};
+use virtperf_lab::plan::Plan;
 
 /// What the runner tells its caller as it goes (progress bars, logs).
 pub trait Observer {
@@ -105,15 +105,15 @@ pub fn run(
 ) -> Result<RunOutcome> {
     // A dead run's leftover knobs would be read as "originals" below and so made
     // permanent: refuse until `virtperf cleanup` has put them back.
-    let state_dir = crate::state::dir();
-    let all_knobs: Vec<&crate::knob::Knob> = spec
+    let state_dir = virtperf_lab::state::dir();
+    let all_knobs: Vec<&virtperf_lab::knob::Knob> = spec
         .configs
         .iter()
         .flat_map(|c| c.knobs.iter().map(|(k, _)| k))
         .collect();
-    crate::knob::check_leftovers(&state_dir, &all_knobs)?;
+    virtperf_lab::knob::check_leftovers(&state_dir, &all_knobs)?;
     let mut active = Active {
-        guard: KnobGuard::journaled(crate::knob::Journal::for_this_process(&state_dir)),
+        guard: KnobGuard::journaled(virtperf_lab::knob::Journal::for_this_process(&state_dir)),
         current: None,
     };
     let probed = probe(spec, &mut active.guard, obs)?;
@@ -196,11 +196,11 @@ fn probe<'a>(spec: &'a Spec, guard: &mut KnobGuard, obs: &mut dyn Observer) -> R
         // A guest's device options are checked against QEMU now, not at the config's
         // first trial hours later: a value QEMU refuses is the spec's error, not a skip.
         if let Some(Placement::Guest(_, g)) = &cfg.placement {
-            crate::place::guest::device::validate(&g.virtio)
+            virtperf_lab::place::guest::device::validate(&g.virtio)
                 .map_err(|e| anyhow::anyhow!("config {:?}: {e:#}", cfg.name))?;
         }
         let needs_root = cfg.placement.as_ref().is_some_and(Placement::needs_root);
-        if needs_root && !crate::is_root() && reason.is_none() {
+        if needs_root && !virtperf_lab::is_root() && reason.is_none() {
             reason = Some("namespace and guest placements need root".to_string());
         }
         if let Some(cpu) = cfg.cpus.and_then(|c| c.0) {
@@ -403,7 +403,7 @@ impl Sites {
         let (_, opened) = self.placed.iter().find(|(c, _)| c == config)?;
         let e = opened.as_ref().err()?;
         let lacks = e
-            .downcast_ref::<crate::place::guest::GuestLacks>()
+            .downcast_ref::<virtperf_lab::place::guest::GuestLacks>()
             .is_some();
         Some((format!("{e:#}"), lacks))
     }
