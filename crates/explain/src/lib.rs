@@ -466,31 +466,22 @@ pub fn run(
 
 /// The battery's rr between `cpus` (client, server), both sides waiting as `wait`.
 fn rr_plan(opts: &ExplainOpts, cpus: (u32, u32), wait: Wait) -> Plan {
+    let workload = Workload::Rr {
+        request: opts.size.0,
+        response: opts.size.1,
+        client_wait: wait,
+        server_wait: wait,
+        gap_us: None,
+        rate_per_s: None,
+        flows: 1,
+        threads: None,
+        protocol: Default::default(),
+        loss_timeout_ms: None,
+    };
     Plan {
-        workload: Workload::Rr {
-            request: opts.size.0,
-            response: opts.size.1,
-            client_wait: wait,
-            server_wait: wait,
-            gap_us: None,
-            rate_per_s: None,
-            flows: 1,
-            threads: None,
-            protocol: Default::default(),
-            loss_timeout_ms: None,
-        },
-        duration: opts.rr_duration,
         client_cpu: Some(cpus.0),
         server_cpu: Some(cpus.1),
-        count: 0,
-        sock: Default::default(),
-        capture: None,
-        kvm_stats: false,
-        trace: false,
-        trace_all: false,
-        timeline: false,
-        interval: None,
-        on_interval: None,
+        ..Plan::new(workload, opts.rr_duration)
     }
 }
 

@@ -93,6 +93,27 @@ pub fn check_interval(d: Duration) -> std::result::Result<(), String> {
 }
 
 impl Plan {
+    /// `workload` for `duration`, unpinned, one download (http), default socket options,
+    /// and nothing extra (no capture, counters, timeline or intervals): change what a
+    /// caller needs with struct update syntax, `Plan { count: 5, ..Plan::new(w, d) }`.
+    pub fn new(workload: Workload, duration: Duration) -> Plan {
+        Plan {
+            workload,
+            duration,
+            client_cpu: None,
+            server_cpu: None,
+            count: 1,
+            sock: Default::default(),
+            capture: None,
+            kvm_stats: false,
+            trace: false,
+            trace_all: false,
+            timeline: false,
+            interval: None,
+            on_interval: None,
+        }
+    }
+
     /// Checks parameters that can be checked before contacting anyone.
     pub fn validate(&self) -> Result<()> {
         self.workload.validate().map_err(|e| anyhow!(e))?;

@@ -4,48 +4,18 @@
 
 use std::time::Duration;
 
-use virtperf_wire::{Outcome, SockOpts, Workload};
+use virtperf_wire::{Outcome, Workload};
 
-use virtperf_lab::agent::{self, AgentConfig};
+mod common;
+
+use common::agent;
 use virtperf_lab::client;
 use virtperf_lab::plan::{Plan, Target};
 
-/// Starts an agent on a thread (it serves until the test process ends) and returns
-/// where it is. Concurrent, so the tests neither take nor wait for the machine lock.
-fn agent(token: &str, allow_drive: bool) -> Target {
-    let cfg = AgentConfig {
-        bind: [127, 0, 0, 1].into(),
-        port: 0,
-        token: Some(token.to_string()),
-        max_clients: 16,
-        max_duration: Duration::from_secs(60),
-        verbose: false,
-        allow_drive,
-        concurrent: Some(16),
-        max_flows: agent::DEFAULT_MAX_FLOWS,
-        max_threads: agent::DEFAULT_MAX_THREADS,
-    };
-    let listener = agent::bind(&cfg).expect("bind");
-    let addr = listener.local_addr().expect("address");
-    std::thread::spawn(move || agent::serve(listener, cfg));
-    Target::at(addr, token)
-}
-
 fn plan(workload: Workload) -> Plan {
     Plan {
-        workload,
-        duration: Duration::from_millis(200),
-        client_cpu: None,
-        server_cpu: None,
         count: 2,
-        sock: SockOpts::default(),
-        capture: None,
-        kvm_stats: false,
-        trace: false,
-        trace_all: false,
-        timeline: false,
-        interval: None,
-        on_interval: None,
+        ..Plan::new(workload, Duration::from_millis(200))
     }
 }
 

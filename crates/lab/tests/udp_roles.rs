@@ -3,52 +3,21 @@
 
 use std::time::Duration;
 
-use virtperf_wire::{Outcome, Protocol, SockOpts, Workload};
+use virtperf_wire::{Outcome, Protocol, Workload};
 
-use virtperf_lab::agent::{self, AgentConfig};
+mod common;
+
+use common::agent;
 use virtperf_lab::client;
-use virtperf_lab::plan::{Plan, Target};
-
-fn agent() -> Target {
-    let cfg = AgentConfig {
-        bind: [127, 0, 0, 1].into(),
-        port: 0,
-        token: Some("u".into()),
-        max_clients: 16,
-        max_duration: Duration::from_secs(60),
-        verbose: false,
-        allow_drive: false,
-        concurrent: Some(16),
-        max_flows: 1000,
-        max_threads: 4,
-    };
-    let listener = agent::bind(&cfg).expect("bind");
-    let addr = listener.local_addr().expect("address");
-    std::thread::spawn(move || agent::serve(listener, cfg));
-    Target::at(addr, "u")
-}
+use virtperf_lab::plan::Plan;
 
 fn plan(workload: Workload) -> Plan {
-    Plan {
-        workload,
-        duration: Duration::from_millis(300),
-        client_cpu: None,
-        server_cpu: None,
-        count: 1,
-        sock: SockOpts::default(),
-        capture: None,
-        kvm_stats: false,
-        trace: false,
-        trace_all: false,
-        timeline: false,
-        interval: None,
-        on_interval: None,
-    }
+    Plan::new(workload, Duration::from_millis(300))
 }
 
 #[test]
 fn udp_rr_and_streams_run_between_the_two_halves() {
-    let t = agent();
+    let t = agent("u", false);
     let mut w = Workload::rr(1, 1);
     if let Workload::Rr {
         protocol, flows, ..
@@ -110,7 +79,7 @@ fn udp_rr_and_streams_run_between_the_two_halves() {
 /// refused one is a warning, never silence.
 #[test]
 fn gso_and_gro_are_recorded_with_the_result() {
-    let t = agent();
+    let t = agent("u", false);
     let w = Workload::Stream {
         send_size: 1400,
         flows: 1,

@@ -470,18 +470,13 @@ pub(super) fn expand(
 pub fn plan_for(point: &Point, cfg: &Config) -> virtperf_lab::plan::Plan {
     let (client_cpu, server_cpu) = cfg.cpus.unwrap_or(point.cpus);
     virtperf_lab::plan::Plan {
-        workload: point.workload.clone(),
-        duration: point.duration,
         client_cpu,
         server_cpu,
         count: point.count,
         sock: cfg.sock,
-        capture: None,
-        kvm_stats: false,
         trace: point.trace,
-        trace_all: false,
         timeline: point.timeline,
         interval: point.interval,
-        on_interval: None,
+        ..virtperf_lab::plan::Plan::new(point.workload.clone(), point.duration)
     }
 }
