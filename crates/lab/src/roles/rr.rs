@@ -1,0 +1,160 @@
+//! rr (netperf TCP_RR): one request and one response per transaction on each flow; with
+//! `--threads`, flows multiplexed on epoll threads (neper's design).
+
+use std::sync::Arc;
+
+use anyhow::{bail, Result};
+use virtperf_load::interval::Meter;
+use virtperf_load::{mux, rr};
+use virtperf_wire::Workload;
+
+use super::{accept_data, connect_all, connect_data, ClientHalf, Handles, Role, ServerHalf};
+use crate::side::{spawn_conn_worker, spawn_mux_worker};
+
+/// rr's two halves.
+pub(super) struct Rr;
+
+impl Role for Rr {
+    fn client(
+        &self,
+        w: &Workload,
+        c: &ClientHalf,
+        meter: &mut dyn FnMut() -> Arc<Meter>,
+    ) -> Result<Handles> {
+        let (data, sock, side, window, key) = (c.data, c.sock, c.side, c.window, c.key);
+        let mut handles = Vec::new();
+        match *w {
+            Workload::Rr {
+                request,
+                response,
+                flows,
+                threads: Some(t),
+                ..
+            } => {
+                let conns = connect_all(data, flows, true, &sock, &key)?;
+                for (i, share) in mux::spread(conns, t.min(flows) as usize)
+                    .into_iter()
+                    .enumerate()
+                {
+                    let m = meter();
+                    handles.push(spawn_mux_worker(
+                        &format!("rr-mux-{i}"),
+                        side,
+                        move |c, h| {
+                            let span = c.gate.span(window);
+                            mux::rr_client(
+                                share,
+                                request as usize,
+                                response as usize,
+                                span,
+                                &c.stop,
+                                h,
+                                &m,
+                            )
+                        },
+                    )?);
+                }
+            }
+            Workload::Rr {
+                request,
+                response,
+                client_wait,
+                gap_us,
+                rate_per_s,
+                flows,
+                ..
+            } => {
+                // Flows share an open loop's rate, their schedules staggered evenly so the
+                // requests do not leave in bursts of `flows`.
+                let per_flow = rate_per_s.map(|r| f64::from(r) / f64::from(flows));
+                for i in 0..flows {
+                    let pace = match (per_flow, gap_us) {
+                        (Some(r), _) => rr::Pace::Rate(
+                            r,
+                            std::time::Duration::from_secs_f64(f64::from(i) / r / f64::from(flows)),
+                        ),
+                        (None, Some(g)) => rr::Pace::Gap(std::time::Duration::from_micros(g)),
+                        (None, None) => rr::Pace::BackToBack,
+                    };
+                    let s = connect_data(data, true, &sock, &key)?;
+                    let m = meter();
+                    handles.push(spawn_conn_worker(
+                        &format!("rr-client-{i}"),
+                        side,
+                        s,
+                        move |c, h, s| {
+                            rr::client_paced(
+                                s,
+                                request as usize,
+                                response as usize,
+                                client_wait,
+                                pace,
+                                &c.stop,
+                                h,
+                                &m,
+                            )
+                        },
+                    )?);
+                }
+            }
+            _ => bail!("the rr role was given a {} workload", w.name()),
+        }
+        Ok(handles)
+    }
+
+    fn server(&self, w: &Workload, s: ServerHalf) -> Result<Handles> {
+        let ServerHalf {
+            listener,
+            client,
+            sock,
+            side,
+            key,
+            ..
+        } = s;
+        let mut handles = Vec::new();
+        match *w {
+            Workload::Rr {
+                request,
+                response,
+                flows,
+                threads: Some(t),
+                ..
+            } => {
+                let conns = accept_data(listener, client, flows as usize, true, &sock, &key)?;
+                for (i, share) in mux::spread(conns, t.min(flows) as usize)
+                    .into_iter()
+                    .enumerate()
+                {
+                    handles.push(spawn_mux_worker(
+                        &format!("rr-mux-{i}"),
+                        side,
+                        move |c, _| {
+                            mux::rr_server(share, request as usize, response as usize, &c.stop)
+                        },
+                    )?);
+                }
+            }
+            Workload::Rr {
+                request,
+                response,
+                server_wait,
+                flows,
+                ..
+            } => {
+                for s in accept_data(listener, client, flows as usize, true, &sock, &key)? {
+                    handles.push(spawn_conn_worker("rr-server", side, s, move |c, _, s| {
+                        rr::server_waiting(
+                            s,
+                            request as usize,
+                            response as usize,
+                            server_wait,
+                            &c.stop,
+                        )
+                    })?);
+                }
+            }
+            _ => bail!("the rr role was given a {} workload", w.name()),
+        }
+        Ok(handles)
+    }
+}

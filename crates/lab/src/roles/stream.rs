@@ -1,0 +1,166 @@
+//! stream (netperf TCP_STREAM, iperf3): bulk data one way on each flow until the stop;
+//! with `--threads`, flows multiplexed on epoll threads.
+
+use std::sync::Arc;
+
+use anyhow::{bail, Result};
+use virtperf_load::interval::Meter;
+use virtperf_load::{mux, stream};
+use virtperf_wire::Workload;
+
+use super::{
+    accept_data, connect_all, connect_data, recv_len, ClientHalf, Handles, Role, ServerHalf,
+};
+use crate::side::{spawn_conn_worker, spawn_mux_worker};
+
+/// stream's two halves.
+pub(super) struct Stream;
+
+impl Role for Stream {
+    fn client(
+        &self,
+        w: &Workload,
+        c: &ClientHalf,
+        meter: &mut dyn FnMut() -> Arc<Meter>,
+    ) -> Result<Handles> {
+        let (data, sock, side, window, key) = (c.data, c.sock, c.side, c.window, c.key);
+        let mut handles = Vec::new();
+        match *w {
+            Workload::Stream {
+                send_size,
+                flows,
+                reverse,
+                recv_size,
+                threads: Some(t),
+                ..
+            } => {
+                let conns = connect_all(data, flows, false, &sock, &key)?;
+                for (i, share) in mux::spread(conns, t.min(flows) as usize)
+                    .into_iter()
+                    .enumerate()
+                {
+                    let m = meter();
+                    handles.push(spawn_mux_worker(
+                        &format!("stream-mux-{i}"),
+                        side,
+                        move |c, _| {
+                            if reverse {
+                                mux::stream_recv(
+                                    share,
+                                    recv_len(recv_size),
+                                    c.gate.span(window),
+                                    &c.stop,
+                                    &m,
+                                )
+                            } else {
+                                mux::stream_send(share, send_size as usize, &c.stop, &m)
+                            }
+                        },
+                    )?);
+                }
+            }
+            Workload::Stream {
+                send_size,
+                flows,
+                reverse,
+                recv_size,
+                recv_wait,
+                ..
+            } => {
+                for i in 0..flows {
+                    let s = connect_data(data, false, &sock, &key)?;
+                    let name = format!("stream-client-{i}");
+                    let m = meter();
+                    handles.push(if reverse {
+                        spawn_conn_worker(&name, side, s, move |c, _, s| {
+                            stream::receive(s, recv_size, recv_wait, &c.stop, &m)
+                        })?
+                    } else {
+                        spawn_conn_worker(&name, side, s, move |c, _, s| {
+                            stream::send(s, send_size as usize, &c.stop, &m)
+                        })?
+                    });
+                }
+            }
+            _ => bail!("the stream role was given a {} workload", w.name()),
+        }
+        Ok(handles)
+    }
+
+    fn server(&self, w: &Workload, s: ServerHalf) -> Result<Handles> {
+        let ServerHalf {
+            listener,
+            client,
+            sock,
+            side,
+            window,
+            key,
+            ..
+        } = s;
+        let mut handles = Vec::new();
+        match *w {
+            Workload::Stream {
+                send_size,
+                flows,
+                reverse,
+                recv_size,
+                threads: Some(t),
+                ..
+            } => {
+                let conns = accept_data(listener, client, flows as usize, false, &sock, &key)?;
+                for (i, share) in mux::spread(conns, t.min(flows) as usize)
+                    .into_iter()
+                    .enumerate()
+                {
+                    // The agent keeps no time series: its meter is written and never read.
+                    let m = Meter::new(None);
+                    handles.push(spawn_mux_worker(
+                        &format!("stream-mux-{i}"),
+                        side,
+                        move |c, _| {
+                            if reverse {
+                                mux::stream_send(share, send_size as usize, &c.stop, &m)
+                            } else {
+                                mux::stream_recv(
+                                    share,
+                                    recv_len(recv_size),
+                                    c.gate.span(window),
+                                    &c.stop,
+                                    &m,
+                                )
+                            }
+                        },
+                    )?);
+                }
+            }
+            Workload::Stream {
+                flows,
+                reverse,
+                send_size,
+                recv_size,
+                recv_wait,
+                ..
+            } => {
+                for (i, s) in accept_data(listener, client, flows as usize, false, &sock, &key)?
+                    .into_iter()
+                    .enumerate()
+                {
+                    let name = format!("stream-server-{i}");
+                    // The agent keeps no time series: its meter is written and never read.
+                    let m = Meter::new(None);
+                    handles.push(if reverse {
+                        spawn_conn_worker(&name, side, s, move |c, _, s| {
+                            stream::send(s, send_size as usize, &c.stop, &m)
+                        })?
+                    } else {
+                        spawn_conn_worker(&name, side, s, move |c, _, s| {
+                            stream::receive(s, recv_size, recv_wait, &c.stop, &m)
+                        })?
+                    });
+                }
+            }
+            _ => bail!("the stream role was given a {} workload", w.name()),
+        }
+        Ok(handles)
+    }
+}
