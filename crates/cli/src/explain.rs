@@ -291,6 +291,9 @@ fn boot_remedies(
             virtperf_lab::place::open(&p2)
                 .map_err(|e| format!("a guest with {arg} did not start: {e:#}"))
         };
+        if site.is_ok() {
+            measured.push(*arg);
+        }
         let trials = virtperf_explain::boot_remedy_trials(
             opts,
             site.as_ref().map(|s| s.as_ref()).map_err(Clone::clone),
@@ -298,13 +301,14 @@ fn boot_remedies(
             seq,
         );
         drop(site);
-        measured.push(*arg);
         b.trials.extend(trials);
     }
-    b.spec_text.push_str(&format!(
-        "# boot-time remedies, each in a guest booted with it: {}\n",
-        measured.join(", ")
-    ));
+    if !measured.is_empty() {
+        b.spec_text.push_str(&format!(
+            "# boot-time remedies, each in a guest booted with it: {}\n",
+            measured.join(", ")
+        ));
+    }
 }
 
 /// The explanation of a stored explain run.

@@ -398,20 +398,13 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> R
                 }
                 check_duration(cfg, duration_ms)?;
                 let plan = crate::plan::Plan {
-                    workload,
-                    duration: Duration::from_millis(duration_ms),
                     client_cpu,
                     server_cpu,
                     count,
                     sock,
-                    capture: None,
-                    kvm_stats: false,
-                    trace: false,
-                    trace_all: false,
-                    timeline: false,
                     // Checked with the rest of the plan by client::run (plan.validate).
                     interval: interval_ms.map(Duration::from_millis),
-                    on_interval: None,
+                    ..crate::plan::Plan::new(workload, Duration::from_millis(duration_ms))
                 };
                 let target = crate::plan::Target {
                     host: to.host,

@@ -723,19 +723,9 @@ mod tests {
 
     fn plan(client_cpu: Option<u32>) -> Plan {
         Plan {
-            workload: Workload::rr(1, 1),
-            duration: Duration::from_secs(2),
             client_cpu,
             server_cpu: Some(1),
-            count: 0,
-            sock: Default::default(),
-            capture: None,
-            kvm_stats: false,
-            trace: false,
-            trace_all: false,
-            timeline: false,
-            interval: None,
-            on_interval: None,
+            ..Plan::new(Workload::rr(1, 1), Duration::from_secs(2))
         }
     }
 

@@ -11,8 +11,7 @@ use virtperf_load::http::Fetched;
 use virtperf_measure::events::EventSnapshot;
 use virtperf_measure::{fingerprint, ProcStat};
 use virtperf_wire::{
-    write_message, Env, Message, SideReport, SockOpts, TestResult, WireError, Workload,
-    PROTOCOL_VERSION,
+    write_message, Env, Message, SideReport, TestResult, WireError, Workload, PROTOCOL_VERSION,
 };
 
 use crate::assemble::{assemble, Collected};
@@ -551,21 +550,13 @@ pub fn run_url(
         .and_then(|d| d.first().map(|f| f.bytes))
         .unwrap_or(0);
     let plan = Plan {
-        workload: Workload::Http {
-            bytes: bytes.max(1),
-        },
-        duration: Duration::ZERO,
-        client_cpu: None,
-        server_cpu: None,
         count,
-        sock: SockOpts::default(),
-        capture: None,
-        kvm_stats: false,
-        trace: false,
-        trace_all: false,
-        timeline: false,
-        interval: None,
-        on_interval: None,
+        ..Plan::new(
+            Workload::Http {
+                bytes: bytes.max(1),
+            },
+            Duration::ZERO,
+        )
     };
     let client = SideReport {
         elapsed_s: started.elapsed().as_secs_f64(),

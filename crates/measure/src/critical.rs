@@ -124,13 +124,9 @@ impl Index {
     /// NET_RX softirq time (ns) inside `windows`, and the runs that overlapped them.
     fn net_rx_in(&self, windows: [(u64, u64); 2]) -> (u64, u32) {
         let (mut ns, mut runs) = (0u64, 0u32);
+        let lo = windows[0].0.min(windows[1].0);
+        let hi = windows[0].1.max(windows[1].1);
         for v in self.net_rx.values() {
-            let (Some(lo), Some(hi)) = (
-                windows.iter().map(|w| w.0).min(),
-                windows.iter().map(|w| w.1).max(),
-            ) else {
-                continue;
-            };
             for (from, to) in v[v.partition_point(|r| r.1 <= lo)..]
                 .iter()
                 .take_while(|r| r.0 < hi)
