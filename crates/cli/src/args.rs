@@ -71,28 +71,28 @@ pub struct GuestArgs {
     pub vhost: bool,
     /// Accelerator: auto (KVM where hardware virtualization works, else TCG), kvm, tcg
     #[arg(long, help_heading = GUEST_HEADING, default_value = "auto", value_name = "auto|kvm|tcg")]
-    pub accel: virtperf_lab::place::guest::Accel,
+    pub accel: virtperf_place::guest::Accel,
     /// How long a guest may take to boot
     #[arg(long, help_heading = GUEST_HEADING, default_value = "120s", value_parser = virtperf_lab::parse::duration, value_name = "DURATION")]
     pub boot_timeout: std::time::Duration,
     /// virtio-net device option, repeatable: rx_queue_size=1024, mrg_rxbuf=off, csum=off,
     /// guest_tso4=off, queues=2, vhost=on, … (any option of the installed QEMU's
     /// virtio-net-pci; checked against it before booting)
-    #[arg(long, help_heading = GUEST_HEADING, value_name = "KEY=VALUE", value_parser = virtperf_lab::place::guest::device::parse_pair)]
+    #[arg(long, help_heading = GUEST_HEADING, value_name = "KEY=VALUE", value_parser = virtperf_place::guest::device::parse_pair)]
     pub virtio: Vec<(String, String)>,
     /// Kernel arguments for the guest, after virtperf's own, e.g. "nohz=off"
     #[arg(long, help_heading = GUEST_HEADING, value_name = "ARGS")]
     pub guest_cmdline: Option<String>,
     /// Module parameter the guest's init sets, repeatable, e.g.
     /// haltpoll.guest_halt_poll_ns=0
-    #[arg(long, help_heading = GUEST_HEADING, value_name = "MODULE.PARAM=VALUE", value_parser = virtperf_lab::place::guest::device::parse_pair)]
+    #[arg(long, help_heading = GUEST_HEADING, value_name = "MODULE.PARAM=VALUE", value_parser = virtperf_place::guest::device::parse_pair)]
     pub guest_module: Vec<(String, String)>,
 }
 
 impl GuestArgs {
     /// The lab's guest options.
-    pub fn opts(&self, quiet: bool) -> virtperf_lab::place::guest::GuestOpts {
-        virtperf_lab::place::guest::GuestOpts {
+    pub fn opts(&self, quiet: bool) -> virtperf_place::guest::GuestOpts {
+        virtperf_place::guest::GuestOpts {
             kernel: self.kernel.clone(),
             kernel_modules: self.kernel_modules.clone(),
             binary: self.guest_binary.clone(),

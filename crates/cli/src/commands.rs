@@ -9,9 +9,9 @@ use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use virtperf_lab::agent::{self, AgentConfig};
 use virtperf_lab::client;
-use virtperf_lab::place::remote::RemoteSite;
-use virtperf_lab::place::{self, Placement, Site};
 use virtperf_lab::plan::{Plan, Target};
+use virtperf_place::remote::RemoteSite;
+use virtperf_place::{Placement, Site};
 use virtperf_wire::{RecvWait, TestResult, Workload};
 
 use crate::args::ConnArgs;
@@ -110,7 +110,7 @@ fn execute(common: &Common, plan: Plan) -> Result<()> {
         // SIGINT, SIGTERM or SIGHUP must not leave namespaces, taps or guests behind:
         // remove what this process made and exit the way a tool stopped by that signal does.
         crate::signals::on_termination(|sig| {
-            let removed = virtperf_lab::place::guest::cleanup_own();
+            let removed = virtperf_place::guest::cleanup_own();
             eprintln!(
                 "\nvirtperf: {}: removed {} namespace(s)/guest(s)/run dir(s) this run created",
                 crate::signals::name(sig),
@@ -129,7 +129,7 @@ fn execute(common: &Common, plan: Plan) -> Result<()> {
             },
             None,
         )),
-        None => place::open(&placement)?,
+        None => virtperf_place::open(&placement)?,
     };
     // Live interval lines replace the progress bar (both would draw on stderr).
     let progress = Progress::new(

@@ -255,7 +255,7 @@ struct Reporter {
     quiet: bool,
     current: String,
     /// The machine lock, held for the whole run; names the run once it has an id.
-    lock: virtperf_lab::lock::MachineLock,
+    lock: virtperf_machine::lock::MachineLock,
 }
 
 impl Observer for Reporter {

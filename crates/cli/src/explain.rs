@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use virtperf_explain::ExplainOpts;
-use virtperf_lab::place::Placement;
+use virtperf_place::Placement;
 use virtperf_report::explain::{self as model, Explanation};
 use virtperf_report::html;
 use virtperf_store::{RunRow, TrialRow};
@@ -219,7 +219,7 @@ fn explain_at(
             // is stored only when it is whole: a signal removes the guests and namespaces this
             // run made and ends the command at once, as for any guest test.
             crate::signals::on_termination(|sig| {
-                let removed = virtperf_lab::place::guest::cleanup_own();
+                let removed = virtperf_place::guest::cleanup_own();
                 eprintln!(
                     "\nvirtperf: {}: removed {} namespace(s)/guest(s)/run dir(s) this run created; the battery there was not stored",
                     crate::signals::name(sig),
@@ -235,7 +235,7 @@ fn explain_at(
                 opts.bound().as_secs()
             );
         }
-        let site = virtperf_lab::place::open(p)?;
+        let site = virtperf_place::open(p)?;
         let mut b = virtperf_explain::at_site(site.as_ref(), &opts)?;
         drop(site);
         if let (Placement::Guest(_, g), false) = (p, a.no_boot_remedies) {
@@ -267,12 +267,12 @@ fn explain_at(
 /// the battery `b`. A remedy already on `g`'s command line is the baseline itself: skipped,
 /// saying so. One that cannot boot is a skipped trial with why, not a failed explain.
 fn boot_remedies(
-    g: &virtperf_lab::place::guest::GuestOpts,
+    g: &virtperf_place::guest::GuestOpts,
     opts: &ExplainOpts,
     b: &mut virtperf_explain::Battery,
     json: bool,
 ) {
-    use virtperf_lab::place::guest::Direction;
+    use virtperf_place::guest::Direction;
     let mut measured = Vec::new();
     for (config, arg, _) in model::BOOT_REMEDIES {
         let seq = b.trials.len() as u32;
@@ -288,7 +288,7 @@ fn boot_remedies(
             let mut g2 = g.clone();
             g2.cmdline = Some(format!("{own} {arg}").trim().to_string());
             let p2 = Placement::Guest(Direction::Loopback, Box::new(g2));
-            virtperf_lab::place::open(&p2)
+            virtperf_place::open(&p2)
                 .map_err(|e| format!("a guest with {arg} did not start: {e:#}"))
         };
         if site.is_ok() {

@@ -1,9 +1,9 @@
 //! One measurement at a time per machine, from the command line's side: the flags, and
-//! taking [`virtperf_lab::lock::MachineLock`] with a message while waiting.
+//! taking [`virtperf_machine::lock::MachineLock`] with a message while waiting.
 
 use anyhow::Result;
 use clap::Args;
-use virtperf_lab::lock::{self, LockError, MachineLock, Mode};
+use virtperf_machine::lock::{self, LockError, MachineLock, Mode};
 
 /// Exit code when `--no-wait` finds the machine busy (sysexits' EX_TEMPFAIL: try later).
 pub const BUSY: u8 = 75;

@@ -33,8 +33,8 @@ fn main() -> ExitCode {
     // explain's battery for a client elsewhere.
     virtperf_explain::register_probe();
     // Inside a guest virtperf booted, this binary is the initramfs's /init.
-    if virtperf_lab::place::guest::init::is_guest_init() {
-        virtperf_lab::place::guest::init::run();
+    if virtperf_place::guest::init::is_guest_init() {
+        virtperf_place::guest::init::run();
     }
     // Behave like other command-line tools when stdout is closed early (`virtperf … | head`):
     // die quietly from SIGPIPE instead of panicking in println!. Sockets are unaffected: every
@@ -171,7 +171,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Kvm(a) => kvm::kvm(a),
         Command::Pcap(a) => pcap::pcap(a),
         Command::Cleanup => {
-            let rep = virtperf_lab::cleanup::cleanup();
+            let rep = virtperf_place::cleanup::cleanup();
             if rep.done.is_empty() && rep.failed.is_empty() {
                 println!("nothing to clean up");
             }

@@ -11,7 +11,7 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use virtperf_experiment::spec::{self, Repeat};
-use virtperf_lab::place::guest::{Accel, Direction};
+use virtperf_place::guest::{Accel, Direction};
 use virtperf_report::compare;
 use virtperf_report::stats::Verdict;
 
@@ -198,7 +198,7 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
             cpus: (Some(0), Some(1)),
             tries: Some(a.runs.min(virtperf_explain::ExplainOpts::MAX_REMOTE_TRIES)),
             duration: None,
-            placement: Some(virtperf_lab::place::Placement::Guest(
+            placement: Some(virtperf_place::Placement::Guest(
                 direction,
                 Box::new(a.guest.opts(a.json)),
             )),

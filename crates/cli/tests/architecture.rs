@@ -6,7 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
-type Edges = BTreeMap<String, BTreeSet<String>>;
+#[path = "architecture/modules.rs"]
+mod modules;
+
+use modules::Edges;
 
 /// The crate directory's name (`crates/lab` → `lab`) for a manifest path.
 fn dir_of(manifest: &str) -> String {
@@ -153,71 +156,6 @@ fn the_table_parser_reads_both_arrow_placements() {
     assert!(e["c"].is_empty());
 }
 
-/// The top-level modules of the crate at `src` (a `foo.rs` or a `foo/` directory), each
-/// with the top-level modules its files name through `crate::` (`use crate::a::b`,
-/// `crate::{a, b}`, `crate::a::f()`); comment lines are left out.
-fn module_edges(src: &Path) -> Edges {
-    let mut edges = Edges::new();
-    let mut files = Vec::new();
-    let mut stack = vec![src.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("src readable").flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                files.push(p);
-            }
-        }
-    }
-    let module_of = |p: &Path| -> Option<String> {
-        let rel = p.strip_prefix(src).ok()?;
-        let first = rel.components().next()?.as_os_str().to_string_lossy();
-        let m = first.trim_end_matches(".rs").to_string();
-        (m != "lib" && m != "main").then_some(m)
-    };
-    let modules: BTreeSet<String> = files.iter().filter_map(|p| module_of(p)).collect();
-    for f in &files {
-        let Some(from) = module_of(f) else { continue };
-        let text = std::fs::read_to_string(f).expect("source readable");
-        let to = edges.entry(from.clone()).or_default();
-        for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
-            for (i, _) in line.match_indices("crate::") {
-                let rest = &line[i + "crate::".len()..];
-                let names: Vec<String> = match rest.strip_prefix('{') {
-                    // `crate::{a, b::c}`: the names at the top level of the braces.
-                    Some(inner) => {
-                        let (mut depth, mut cur, mut out) = (0, String::new(), Vec::new());
-                        for ch in inner.chars() {
-                            match ch {
-                                '{' => depth += 1,
-                                '}' if depth == 0 => break,
-                                '}' => depth -= 1,
-                                ',' if depth == 0 => out.push(std::mem::take(&mut cur)),
-                                _ => cur.push(ch),
-                            }
-                        }
-                        out.push(cur);
-                        out
-                    }
-                    None => vec![rest.to_string()],
-                };
-                for n in names {
-                    let id: String = n
-                        .trim()
-                        .chars()
-                        .take_while(|c| c.is_alphanumeric() || *c == '_')
-                        .collect();
-                    if id != from && modules.contains(&id) {
-                        to.insert(id);
-                    }
-                }
-            }
-        }
-    }
-    edges
-}
-
 /// The strongly connected groups of more than one module (Tarjan's algorithm): import
 /// circles.
 fn circles(edges: &Edges) -> Vec<BTreeSet<String>> {
@@ -293,7 +231,7 @@ fn no_crate_has_an_import_circle_between_its_modules() {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let edges = module_edges(&dir.join("src"));
+        let edges = modules::edges(&modules::sources(&dir.join("src")));
         assert!(
             !edges.is_empty() || name.is_empty(),
             "{name}: no modules read"
@@ -320,4 +258,31 @@ fn the_circle_detector_sees_a_circle() {
     assert_eq!(c.len(), 1);
     assert_eq!(c[0].len(), 3);
     assert!(circles(&e(&[("a", "b"), ("b", "c"), ("a", "c")])).is_empty());
+}
+
+/// The file graph reads `super::`, child-module and brace paths, follows a re-export to the
+/// file that defines the name, and leaves out the unit-test module and other crates.
+#[test]
+fn the_file_graph_follows_super_paths_and_reexports() {
+    let dir = std::env::temp_dir().join(format!("vp-arch-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("r")).expect("temp dir");
+    let files = [
+        ("lib.rs", "mod a;\nmod r;\npub use a::Thing;\n"),
+        ("a.rs", "pub struct Thing;\n#[cfg(test)]\nmod tests {\n    use crate::r::x;\n}\n"),
+        ("r/mod.rs", "mod x;\nmod y;\nuse x::f;\nuse crate::{\n    Thing,\n};\n"),
+        ("r/x.rs", "use super::y::g;\nuse std::io::Read;\n"),
+        ("r/y.rs", "// use super::x;\npub fn g() {}\n"),
+    ];
+    for (p, t) in files {
+        std::fs::write(dir.join(p), t).expect("write");
+    }
+    let e = modules::edges(&modules::sources(&dir));
+    let _ = std::fs::remove_dir_all(&dir);
+    let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    assert_eq!(e[""], set(&[]), "declaring and re-exporting are not uses");
+    assert_eq!(e["a"], set(&[]), "the test module is left out");
+    assert_eq!(e["r"], set(&["r::x", "a"]), "child path and Thing followed to a");
+    assert_eq!(e["r::x"], set(&["r::y"]));
+    assert_eq!(e["r::y"], set(&[]), "comments are left out");
 }

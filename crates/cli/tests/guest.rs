@@ -613,7 +613,7 @@ fn ctrl_c_during_a_guest_run_leaves_nothing() {
 
 #[test]
 fn cleanup_removes_run_directories_of_dead_runs_only() {
-    use virtperf_lab::state::{write_durably, Owned, Owner, Resource};
+    use virtperf_machine::state::{write_durably, Owned, Owner, Resource};
     // Run directories recorded by a killed run (PID of a reaped child) and by a live one
     // (this test), and one that looks like a run directory but was never recorded.
     let state = std::env::temp_dir().join(format!("vp-guest-state-{}", std::process::id()));

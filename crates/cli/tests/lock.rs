@@ -33,7 +33,7 @@ fn start(args: &[&str]) -> Child {
 /// Waits until `pid` holds the machine lock.
 fn wait_holder(pid: u32) {
     let t0 = Instant::now();
-    while virtperf_lab::lock::holder().is_none_or(|h| h.pid != pid) {
+    while virtperf_machine::lock::holder().is_none_or(|h| h.pid != pid) {
         assert!(
             t0.elapsed() < Duration::from_secs(20),
             "pid {pid} never took the lock"

@@ -11,9 +11,9 @@ use virtperf_store::{KnobRecord, NewRun, NewTrial, RunStatus, Saved, Store, Tria
 use virtperf_wire::TestResult;
 
 use crate::spec::{Config, Point, Repeat, Spec};
-use virtperf_lab::knob::KnobGuard;
-use virtperf_lab::place::{self, Placement, Site};
 use virtperf_lab::plan::Plan;
+use virtperf_machine::knob::KnobGuard;
+use virtperf_place::{Placement, Site};
 
 /// What the runner tells its caller as it goes (progress bars, logs).
 pub trait Observer {
@@ -105,22 +105,24 @@ pub fn run(
 ) -> Result<RunOutcome> {
     // A dead run's leftover knobs would be read as "originals" below and so made
     // permanent: refuse until `virtperf cleanup` has put them back.
-    let state_dir = virtperf_lab::state::dir();
-    let all_knobs: Vec<&virtperf_lab::knob::Knob> = spec
+    let state_dir = virtperf_machine::state::dir();
+    let all_knobs: Vec<&virtperf_machine::knob::Knob> = spec
         .configs
         .iter()
         .flat_map(|c| c.knobs.iter().map(|(k, _)| k))
         .collect();
-    virtperf_lab::knob::check_leftovers(&state_dir, &all_knobs)?;
+    virtperf_machine::knob::check_leftovers(&state_dir, &all_knobs)?;
     let mut active = Active {
-        guard: KnobGuard::journaled(virtperf_lab::knob::Journal::for_this_process(&state_dir)),
+        guard: KnobGuard::journaled(virtperf_machine::knob::Journal::for_this_process(
+            &state_dir,
+        )),
         current: None,
     };
     let probed = probe(spec, &mut active.guard, obs)?;
     let schedule = Schedule::new(spec, probed.runnable, opts)?;
 
     let mut sites = Sites {
-        local: place::open(&Placement::Local)?,
+        local: virtperf_place::open(&Placement::Local)?,
         placed: Vec::new(),
         skipped: Vec::new(),
     };
@@ -196,11 +198,11 @@ fn probe<'a>(spec: &'a Spec, guard: &mut KnobGuard, obs: &mut dyn Observer) -> R
         // A guest's device options are checked against QEMU now, not at the config's
         // first trial hours later: a value QEMU refuses is the spec's error, not a skip.
         if let Some(Placement::Guest(_, g)) = &cfg.placement {
-            virtperf_lab::place::guest::device::validate(&g.virtio)
+            virtperf_place::guest::device::validate(&g.virtio)
                 .map_err(|e| anyhow::anyhow!("config {:?}: {e:#}", cfg.name))?;
         }
         let needs_root = cfg.placement.as_ref().is_some_and(Placement::needs_root);
-        if needs_root && !virtperf_lab::is_root() && reason.is_none() {
+        if needs_root && !virtperf_machine::is_root() && reason.is_none() {
             reason = Some("namespace and guest placements need root".to_string());
         }
         if let Some(cpu) = cfg.cpus.and_then(|c| c.0) {
@@ -403,7 +405,7 @@ impl Sites {
         let (_, opened) = self.placed.iter().find(|(c, _)| c == config)?;
         let e = opened.as_ref().err()?;
         let lacks = e
-            .downcast_ref::<virtperf_lab::place::guest::GuestLacks>()
+            .downcast_ref::<virtperf_place::guest::GuestLacks>()
             .is_some();
         Some((format!("{e:#}"), lacks))
     }
@@ -414,7 +416,7 @@ impl Sites {
             return self.local.run(plan, &|_| {});
         };
         if !self.placed.iter().any(|(c, _)| c == &cfg.name) {
-            match place::open(placement) {
+            match virtperf_place::open(placement) {
                 Ok(site) => self.placed.push((cfg.name.clone(), Ok(site))),
                 // Namespaces are cheap to try again at the config's next trial. Guests (a
                 // boot under TCG takes seconds) and SSH agents are not: a config whose site

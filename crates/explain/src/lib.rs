@@ -26,9 +26,9 @@ use virtperf_store::{KnobRecord, NewRun, NewTrial, RunStatus, Store, TrialStatus
 use virtperf_wire::{Env, Wait, Workload};
 
 use virtperf_experiment::runner::{Observer, Recorder, RunOutcome, Tally};
-use virtperf_lab::knob::{Knob, KnobGuard};
-use virtperf_lab::place::Site;
 use virtperf_lab::plan::Plan;
+use virtperf_machine::knob::{Knob, KnobGuard};
+use virtperf_place::Site;
 
 /// The guest's halt-polling window the battery compares with no polling: cpuidle-haltpoll's
 /// own default (and KVM's `halt_poll_ns`), long enough to cover a back-to-back round trip.
@@ -352,9 +352,11 @@ pub fn run(
         Knob::sysctl("net.core.busy_poll")?,
         Knob::sysctl("net.core.busy_read")?,
     ];
-    let state_dir = virtperf_lab::state::dir();
-    virtperf_lab::knob::check_leftovers(&state_dir, &[&knob, &busy_knobs[0], &busy_knobs[1]])?;
-    let mut guard = KnobGuard::journaled(virtperf_lab::knob::Journal::for_this_process(&state_dir));
+    let state_dir = virtperf_machine::state::dir();
+    virtperf_machine::knob::check_leftovers(&state_dir, &[&knob, &busy_knobs[0], &busy_knobs[1]])?;
+    let mut guard = KnobGuard::journaled(virtperf_machine::knob::Journal::for_this_process(
+        &state_dir,
+    ));
     // The original value (if the knob exists) and whether it can be changed.
     let current = knob.read().ok().and_then(|v| v.trim().parse::<u64>().ok());
     let writable = knob.probe();
@@ -433,7 +435,7 @@ pub fn run(
         )?;
     }
 
-    let site = virtperf_lab::place::local::LocalSite::open_holding(opts.lock_nonce.as_deref())?;
+    let site = virtperf_place::local::LocalSite::open_holding(opts.lock_nonce.as_deref())?;
     let mut b = Tries {
         opts,
         site: &site,

@@ -15,6 +15,7 @@
 
 #![warn(missing_docs)]
 
+mod error;
 mod exits;
 mod guest;
 mod halt;
@@ -26,6 +27,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+pub use error::KvmError;
 pub use exits::{exits, ExitCase, ExitOpts, ExitReport, HostTrace};
 pub use halt::{halt, HaltOpts, HaltReport};
 pub use stats::StatsFd;
@@ -34,65 +36,6 @@ pub use stats::StatsFd;
 pub(crate) const KVM_CAP_HALT_POLL: u32 = 182;
 /// `KVM_CAP_BINARY_STATS_FD`: the kernel supports `KVM_GET_STATS_FD`.
 const KVM_CAP_BINARY_STATS_FD: u64 = 203;
-
-/// Everything that can go wrong; every variant renders as one line meant for a human.
-#[derive(Debug, thiserror::Error)]
-pub enum KvmError {
-    /// `/dev/kvm` cannot be opened (missing, permission, not x86 …): the benchmarks cannot run here.
-    #[error("{0}")]
-    Unavailable(String),
-    /// A KVM ioctl failed; `what` names it so the message says which step broke.
-    #[error("{what} failed: {source}")]
-    Ioctl {
-        /// The ioctl or step that failed, e.g. `KVM_CREATE_IRQCHIP`.
-        what: &'static str,
-        /// The errno the kernel returned.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The guest did something the benchmark did not expect (unexpected exit, exception, timeout).
-    #[error("guest: {0}")]
-    Guest(String),
-    /// The binary statistics from `KVM_GET_STATS_FD` could not be read or parsed.
-    #[error("KVM stats: {0}")]
-    Stats(String),
-    /// `/sys/kernel/debug/kvm` could not be read.
-    #[error("{0}")]
-    Debugfs(String),
-    /// The options make no sense (zero wake-ups, min delay > max delay, CPU out of range …).
-    #[error("invalid options: {0}")]
-    Options(String),
-    /// A plain system call (affinity, clock, mmap) failed.
-    #[error("{what} failed: {source}")]
-    Os {
-        /// The call that failed.
-        what: &'static str,
-        /// The errno it returned.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The run was stopped (watchdog or the other thread failed) before it finished.
-    #[error("aborted: {0}")]
-    Aborted(String),
-}
-
-impl KvmError {
-    /// Wraps a `kvm-ioctls` error (an errno) with the name of the step that produced it.
-    pub(crate) fn ioctl(what: &'static str, e: kvm_ioctls::Error) -> Self {
-        KvmError::Ioctl {
-            what,
-            source: std::io::Error::from_raw_os_error(e.errno()),
-        }
-    }
-
-    /// Wraps the current `errno` after a failed libc call.
-    pub(crate) fn os(what: &'static str) -> Self {
-        KvmError::Os {
-            what,
-            source: std::io::Error::last_os_error(),
-        }
-    }
-}
 
 /// Distribution of one measured quantity. Percentiles come from an HdrHistogram with 3
 /// significant digits (so they are exact to 0.1 %); `min`, `max` and `mean` are exact.

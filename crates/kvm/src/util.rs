@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
-use crate::KvmError;
+use crate::error::KvmError;
 
 /// Reads the time-stamp counter. Not serialised (`lfence`/`rdtscp`): every interval we time
 /// brackets a system call, which already orders the surrounding instructions far more than the

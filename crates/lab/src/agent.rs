@@ -28,10 +28,10 @@ use virtperf_wire::{
 };
 
 use crate::client::kind;
-use crate::lock::{LockError, MachineLock, Mode as LockMode};
 use crate::roles;
 use crate::side::{join_all, Ctl};
 use crate::{SETUP_TIMEOUT, STOP_GRACE};
+use virtperf_machine::lock::{LockError, MachineLock, Mode as LockMode};
 
 /// Agent settings (`virtperf serve` flags).
 #[derive(Debug, Clone)]
@@ -512,7 +512,7 @@ fn check_duration(cfg: &AgentConfig, duration_ms: u64) -> Result<()> {
 /// workers still waiting return at once, and wakes threads blocked in `accept` or serving.
 struct Teardown {
     side: Ctl,
-    wake: roles::Wake,
+    wake: crate::half::Wake,
 }
 
 impl Drop for Teardown {
@@ -567,13 +567,13 @@ fn run_test(
 
     let mut td = Teardown {
         side: Ctl::new(server_cpu),
-        wake: roles::Wake::default(),
+        wake: crate::half::Wake::default(),
     };
     let side = td.side.clone();
     let setup0 = Instant::now();
     let handles = roles::server(
         w,
-        roles::ServerHalf {
+        crate::half::ServerHalf {
             listener,
             client,
             sock: *sock,

@@ -100,7 +100,7 @@ impl Control {
         self.send(&Message::Hello {
             version: PROTOCOL_VERSION,
             token,
-            lock: std::env::var(crate::lock::INHERIT_ENV)
+            lock: std::env::var(virtperf_machine::lock::INHERIT_ENV)
                 .ok()
                 .filter(|n| !n.is_empty()),
         })?;
@@ -256,7 +256,7 @@ fn run_once(
     let setup0 = Instant::now();
     let (handles, meters) = roles::client(
         &plan.workload,
-        &roles::ClientHalf {
+        &crate::half::ClientHalf {
             data,
             sock: plan.sock,
             count: plan.count,
@@ -414,7 +414,7 @@ fn annotate(
 ) {
     // A killed run's knobs may still be set (busy polling, halt polling): this result was
     // measured with them, which it must say. `run` refuses outright; a single test warns.
-    for l in crate::knob::leaked(&crate::state::dir()) {
+    for l in virtperf_machine::knob::leaked(&virtperf_machine::state::dir()) {
         result.warnings.push(format!(
             "measured while knobs of a killed virtperf run are still changed: {l}; `virtperf cleanup` restores them"
         ));

@@ -8,14 +8,14 @@ use virtperf_wire::{Events, Outcome, TraceCounts};
 use crate::plan::Plan;
 
 /// Counters opened for one test.
-pub(crate) struct Tracer {
+pub struct Tracer {
     counters: Counters,
     cpus: Vec<u32>,
     sides: Option<(u32, u32)>,
 }
 
 /// What the counters read at the stop.
-pub(crate) struct Traced {
+pub struct Traced {
     cpus: Vec<u32>,
     /// The client's and the server's CPU, when pinned to two different ones.
     sides: Option<(u32, u32)>,
@@ -27,7 +27,7 @@ pub(crate) struct Traced {
 impl Tracer {
     /// Opens the `--trace` (or `--trace-all`) counters on the plan's CPUs: both sides'
     /// when pinned, else every CPU.
-    pub(crate) fn open(plan: &Plan) -> Tracer {
+    pub fn open(plan: &Plan) -> Tracer {
         let cpus = match (plan.client_cpu, plan.server_cpu) {
             (Some(a), Some(b)) => vec![a, b],
             _ => Vec::new(),
@@ -46,7 +46,7 @@ impl Tracer {
     /// `--trace` with guests: the host's `kvm:kvm_exit` by reason on the CPUs the guests'
     /// vCPUs run on (every CPU when they are not pinned), started at once: over the whole
     /// test, set-up included (the host cannot see the guest's gate).
-    pub(crate) fn host_exits(vcpu_cpus: &[u32]) -> Tracer {
+    pub fn host_exits(vcpu_cpus: &[u32]) -> Tracer {
         let t = Tracer::on(KVM_EXIT, vcpu_cpus.to_vec(), None);
         t.start();
         t
@@ -67,12 +67,12 @@ impl Tracer {
     }
 
     /// The start of the measured interval.
-    pub(crate) fn start(&self) {
+    pub fn start(&self) {
         self.counters.start();
     }
 
     /// The end of the measured interval.
-    pub(crate) fn stop(self) -> Traced {
+    pub fn stop(self) -> Traced {
         let (mut deltas, mut per_cpu, failed) = self.counters.stop_per_cpu();
         add_other_writes(&mut deltas);
         for c in per_cpu.values_mut() {
@@ -94,7 +94,7 @@ impl Traced {
     /// While KVM ran a guest the host's `kvm:kvm_exit` never fired: its zeros measured
     /// nothing, so they are dropped (never read as "no exits") and named in `missing`.
     /// Returns the warning that says so.
-    pub(crate) fn drop_silent_kvm_exits(&mut self) -> Option<String> {
+    pub fn drop_silent_kvm_exits(&mut self) -> Option<String> {
         if self.deltas.get("kvm_exits") != Some(&0) {
             return None;
         }
@@ -138,7 +138,7 @@ impl Traced {
     /// The counts per transaction (rr, crr) or per MB received (the rest), with the IPIs
     /// the counted CPUs received (`/proc/interrupts`' CAL + RES on each side's pinned
     /// CPU, from `events`: counting `ipi:ipi_send_cpu` would cost every transaction).
-    pub(crate) fn per_unit_of(mut self, o: &Outcome, events: Option<&Events>) -> TraceCounts {
+    pub fn per_unit_of(mut self, o: &Outcome, events: Option<&Events>) -> TraceCounts {
         if let Some(ev) = events {
             self.add_ipis(ev);
         }

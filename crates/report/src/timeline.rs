@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use crate::escape::esc;
 use virtperf_wire::{Pct, Timeline};
 
 /// `1.23 µs`, or `—` for a stage that never occurred.
@@ -87,12 +88,6 @@ fn net_rx(i: &virtperf_wire::InSitu) -> String {
         _ => "NET_RX softirq on the path: not measured (a result recorded before it was sampled)"
             .into(),
     }
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 /// The typical transaction as a swimlane: a lane per CPU, the stages' medians laid end to

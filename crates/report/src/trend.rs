@@ -9,6 +9,7 @@ use std::fmt::Write;
 use virtperf_store::RunRow;
 use virtperf_wire::Env;
 
+use crate::escape::esc;
 use crate::summary::PointSummary;
 
 /// One run's material for the trend.
@@ -51,13 +52,6 @@ pub fn env_changes(a: &Env, b: &Env) -> Vec<String> {
     maps(&a.halt_poll, &b.halt_poll, &mut out);
     maps(&a.sysctls, &b.sysctls, &mut out);
     out
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// The trend section: runs sorted by start time; one chart per (point, config) present in

@@ -10,7 +10,7 @@ use std::time::Instant;
 use rustix::thread::futex;
 use serde::Serialize;
 
-use crate::Strategy;
+use crate::strategy::Strategy;
 
 /// How the token travels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -9,6 +9,7 @@
 //! per message.
 
 mod chan;
+mod strategy;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -21,32 +22,7 @@ use virtperf_measure::{new_histogram, summarize};
 use virtperf_wire::LatencySummary;
 
 pub use chan::Mech;
-
-/// How a waiting thread waits. Serialized as `{"kind": "block"|"spin"|"poll", "window_us": …}`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Strategy {
-    /// Sleep in the kernel until woken.
-    Block,
-    /// Busy-poll without ever sleeping.
-    Spin,
-    /// Busy-poll for up to this long, then sleep.
-    Poll(Duration),
-}
-
-impl Serialize for Strategy {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("Strategy", 2)?;
-        let (kind, window) = match self {
-            Strategy::Block => ("block", None),
-            Strategy::Spin => ("spin", None),
-            Strategy::Poll(d) => ("poll", Some(d.as_secs_f64() * 1e6)),
-        };
-        st.serialize_field("kind", kind)?;
-        st.serialize_field("window_us", &window)?;
-        st.end()
-    }
-}
+pub use strategy::Strategy;
 
 /// Where the two threads run.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

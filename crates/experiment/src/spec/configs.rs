@@ -80,9 +80,9 @@ pub(super) fn config(text: &str, c: &Spanned<RawConfig>) -> Result<Vec<Config>, 
                 label.push(format!("{name}={v}"));
             }
         }
-        virtperf_lab::place::guest::check_cmdline(o.cmdline.as_deref())
+        virtperf_place::guest::check_cmdline(o.cmdline.as_deref())
             .or_else(|e| err(text, span.clone(), format!("{e}")))?;
-        virtperf_lab::place::guest::module_params(&o.modules)
+        virtperf_place::guest::module_params(&o.modules)
             .or_else(|e| err(text, span.clone(), format!("{e}")))?;
         let mut cfg = base.clone();
         if !label.is_empty() {
@@ -219,8 +219,8 @@ pub(super) fn placement_settings(
 pub(super) fn guest_opts(
     text: &str,
     r: &RawConfig,
-) -> Result<virtperf_lab::place::guest::GuestOpts, SpecError> {
-    let mut o = virtperf_lab::place::guest::GuestOpts::default();
+) -> Result<virtperf_place::guest::GuestOpts, SpecError> {
+    let mut o = virtperf_place::guest::GuestOpts::default();
     let Some(g) = &r.guest else {
         return Ok(o);
     };

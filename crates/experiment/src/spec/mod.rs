@@ -32,9 +32,9 @@ use serde::Deserialize;
 use toml::Spanned;
 use virtperf_wire::{RecvWait, SockOpts, Workload};
 
-use virtperf_lab::knob::Knob;
 use virtperf_lab::parse;
-use virtperf_lab::place::Placement;
+use virtperf_machine::knob::Knob;
+use virtperf_place::Placement;
 
 /// A spec error with the line it refers to (1-based; 0 when the whole file is at fault).
 #[derive(Debug, Clone, PartialEq)]

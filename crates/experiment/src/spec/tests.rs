@@ -181,9 +181,9 @@ fn guest_placements_take_their_settings_from_the_config() {
     .expect("valid spec");
     match &s.configs[1].placement {
         Some(Placement::Guest(d, o)) => {
-            assert_eq!(*d, virtperf_lab::place::guest::Direction::GuestHost);
+            assert_eq!(*d, virtperf_place::guest::Direction::GuestHost);
             assert_eq!((o.vcpus, o.mem_mib), (2, 256));
-            assert_eq!(o.accel, virtperf_lab::place::guest::Accel::Tcg);
+            assert_eq!(o.accel, virtperf_place::guest::Accel::Tcg);
             assert_eq!(o.vcpu_cpus, [1]);
             assert_eq!(o.boot_timeout, Duration::from_secs(30));
         }
@@ -191,8 +191,8 @@ fn guest_placements_take_their_settings_from_the_config() {
     }
     match &s.configs[2].placement {
         Some(Placement::Guest(d, o)) => {
-            assert_eq!(*d, virtperf_lab::place::guest::Direction::HostGuest);
-            assert_eq!(**o, virtperf_lab::place::guest::GuestOpts::default());
+            assert_eq!(*d, virtperf_place::guest::Direction::HostGuest);
+            assert_eq!(**o, virtperf_place::guest::GuestOpts::default());
         }
         other => panic!("guest placement expected, got {other:?}"),
     }

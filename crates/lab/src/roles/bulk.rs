@@ -7,7 +7,9 @@ use virtperf_load::bulk;
 use virtperf_load::interval::Meter;
 use virtperf_wire::Workload;
 
-use super::{accept_data, connect_data, ClientHalf, Handles, Role, ServerHalf};
+use super::conn::{accept_data, connect_data};
+use super::role::Role;
+use crate::half::{ClientHalf, Handles, ServerHalf};
 use crate::side::spawn_conn_worker;
 
 /// bulk's two halves.

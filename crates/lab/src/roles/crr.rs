@@ -10,7 +10,8 @@ use virtperf_load::{crr, mux};
 
 use virtperf_wire::Workload;
 
-use super::{ClientHalf, Handles, Role, ServerHalf};
+use super::role::Role;
+use crate::half::{ClientHalf, Handles, ServerHalf};
 use crate::side::{spawn_mux_worker, spawn_private_worker, spawn_worker};
 use crate::DATA_TIMEOUT;
 

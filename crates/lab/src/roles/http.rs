@@ -1,15 +1,18 @@
 //! http: HTTP/1.1 downloads of an N-byte body from the agent's own server, one connection
 //! per download.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use anyhow::{bail, Result};
-use virtperf_load::http;
+use virtperf_load::http::{self as http_load, Fetched};
 use virtperf_load::interval::Meter;
+use virtperf_load::Counts;
 
 use virtperf_wire::Workload;
 
-use super::{download_series, ClientHalf, Handles, Role, ServerHalf};
+use super::role::Role;
+use crate::half::{ClientHalf, Handles, ServerHalf};
 use crate::side::{spawn_private_worker, spawn_worker};
 use crate::DATA_TIMEOUT;
 
@@ -31,9 +34,9 @@ impl Role for Http {
                 let url = format!("http://{data}/");
                 let (out, count) = (c.downloads.clone(), c.count);
                 // The agent's body is exactly `bytes` long: anything past it is not ours.
-                let limits = http::Limits {
+                let limits = http_load::Limits {
                     max_bytes: bytes,
-                    ..http::Limits::default()
+                    ..http_load::Limits::default()
                 };
                 handles.push(spawn_private_worker("http-client", side, move |c, _| {
                     // The agent's own server answers 200 or nothing: accept no other status.
@@ -56,7 +59,7 @@ impl Role for Http {
         let mut handles = Vec::new();
         match *w {
             Workload::Http { bytes } => {
-                let srv = Arc::new(http::HttpServer::new(listener, Some(client)));
+                let srv = Arc::new(http_load::HttpServer::new(listener, Some(client)));
                 wake.http = Some(srv.clone());
                 handles.push(spawn_worker("http-server", side, move |_, _| {
                     let n = srv.serve(bytes, DATA_TIMEOUT);
@@ -71,4 +74,34 @@ impl Role for Http {
         }
         Ok(handles)
     }
+}
+
+/// Downloads `url` `count` times, one connection each, recording every download in `out`.
+pub(crate) fn download_series(
+    url: &str,
+    count: u32,
+    stop: &std::sync::atomic::AtomicBool,
+    out: &Mutex<Vec<Fetched>>,
+    accept: &[u16],
+    limits: &http_load::Limits,
+) -> std::io::Result<Counts> {
+    let mut c = Counts::default();
+    let start = Instant::now();
+    for _ in 0..count {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        // A fresh client per download: each download is its own TCP connection, as a
+        // browser or boot loader fetching one file does (seed 0's captures show one
+        // connection per download), and the time includes the connection set-up.
+        let agent = http_load::agent(DATA_TIMEOUT);
+        let f = http_load::fetch(&agent, url, accept, limits).map_err(std::io::Error::other)?;
+        c.bytes_rx += f.bytes;
+        c.transactions += 1;
+        if let Ok(mut v) = out.lock() {
+            v.push(f);
+        }
+    }
+    c.active = start.elapsed();
+    Ok(c)
 }

@@ -8,9 +8,9 @@ use virtperf_load::interval::Meter;
 use virtperf_load::{mux, stream};
 use virtperf_wire::Workload;
 
-use super::{
-    accept_data, connect_all, connect_data, recv_len, ClientHalf, Handles, Role, ServerHalf,
-};
+use super::conn::{accept_data, connect_all, connect_data, recv_len};
+use super::role::Role;
+use crate::half::{ClientHalf, Handles, ServerHalf};
 use crate::side::{spawn_conn_worker, spawn_mux_worker};
 
 /// stream's two halves.

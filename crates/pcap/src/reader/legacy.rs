@@ -1,7 +1,7 @@
 //! Legacy pcap: one file header (link type, FCS length, timestamp precision, byte order,
 //! snaplen), then packet records.
 
-use super::{
+use super::record::{
     absurd_caplen, split_linktype, u32_at, without_fcs, Format, Link, RawPacket, Sink, MAX_CAPLEN,
 };
 use crate::error::PcapError;

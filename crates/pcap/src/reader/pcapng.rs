@@ -1,7 +1,7 @@
 //! pcapng: sections, each declaring interfaces (link type, FCS length, timestamp resolution
 //! and offset), and packet blocks that name their interface.
 
-use super::{
+use super::record::{
     absurd_caplen, block_too_long, u32_at, without_fcs, Format, Link, RawPacket, Sink, MAX_BLOCK,
     MAX_CAPLEN,
 };

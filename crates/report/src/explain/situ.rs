@@ -5,29 +5,12 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
 use virtperf_wire::{Env, Timeline, EXIT_CAUSES};
 
-use super::{Cells, Component, Missing, Rr, AS_IS, RR_CROSS_AWAKE, RR_CROSS_TRACED};
+use super::model::{Cells, Component, InSitu, Missing, Rr, AS_IS, RR_CROSS_AWAKE, RR_CROSS_TRACED};
 
 /// Past this relative difference an in-situ figure and its model term disagree.
 pub const DISAGREE: f64 = 0.25;
-
-/// In-situ figures of the traced trial's round trip, per round trip, µs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct InSitu {
-    /// Both directions' wake-up (woken → switched in, p50), summed; one direction seen
-    /// only: twice it (said in `wake_up_source`).
-    pub wake_up_us: Option<f64>,
-    /// How `wake_up_us` was formed.
-    pub wake_up_source: String,
-    /// IPI sent to an idle CPU → it left idle (p50) × sides woken from idle per round trip.
-    pub idle_exit_us: Option<f64>,
-    /// How `idle_exit_us` was formed.
-    pub idle_exit_source: String,
-    /// The sampled trial's critical path, in-situ latencies and example transaction.
-    pub timeline: Timeline,
-}
 
 /// The parts of the explanation this module adds.
 pub(super) struct Seen {
@@ -233,7 +216,7 @@ pub(super) fn awake_idle_exit(
 /// among `configs` (a guest booted with them) were measured and are not repeated.
 pub(super) fn named_remedies(env: &Env, configs: &[String]) -> Vec<String> {
     let measured = |arg: &str| {
-        super::BOOT_REMEDIES
+        super::model::BOOT_REMEDIES
             .iter()
             .any(|(cfg, a, _)| *a == arg && configs.iter().any(|k| k == cfg))
     };

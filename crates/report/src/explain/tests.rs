@@ -1,4 +1,5 @@
 use super::*;
+use virtperf_store::TrialStatus;
 
 #[test]
 fn window_text_prefers_microseconds() {

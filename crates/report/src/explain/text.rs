@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::Explanation;
+use super::model::Explanation;
 
 fn us(v: f64) -> String {
     if v.is_finite() {

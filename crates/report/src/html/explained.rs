@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::esc;
+use crate::escape::esc;
 use crate::timeline::html;
 
 /// `explain`'s exits by cause and in-situ figures beside the model, as HTML.

@@ -15,6 +15,7 @@ use crate::summary::{ConfigSummary, PointSummary};
 
 mod charts;
 mod explained;
+use crate::escape::esc;
 use charts::*;
 
 /// One run's material for the report.
@@ -52,13 +53,6 @@ const CPU_PARTS: [(&str, &str); 6] = [
     ("steal", "#7f7f7f"),
     ("guest", "#2ca02c"),
 ];
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 fn configs_of(points: &[PointSummary]) -> Vec<String> {
     let mut v: Vec<String> = Vec::new();

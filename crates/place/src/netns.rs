@@ -15,8 +15,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use virtperf_wire::TestResult;
 
 use super::local::LocalAgent;
-use crate::plan::{Plan, ProgressFn, Target};
-use crate::state::{self, Resource};
+use virtperf_lab::plan::{Plan, ProgressFn, Target};
+use virtperf_machine::state::{self, Resource};
 
 /// How the two namespaces are joined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +99,7 @@ static SERIAL: AtomicU32 = AtomicU32::new(0);
 impl Topology {
     /// Creates the namespaces and links. Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN).
     pub fn create(kind: Kind) -> Result<Topology> {
-        if !crate::is_root() {
+        if !virtperf_machine::is_root() {
             bail!("namespace placements need root (they create network namespaces and veth pairs)");
         }
         let tag = new_tag();
@@ -228,13 +228,6 @@ impl Topology {
             }
         }
         Ok(t)
-    }
-
-    /// A command run inside namespace `ns`.
-    pub fn command(ns: &str, program: &std::path::Path) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns]).arg(program);
-        c
     }
 
     /// Adds `delay` to the client's egress with netem (the kernel's network emulator),
@@ -427,7 +420,7 @@ impl super::Site for NetnsSite {
         let (target, plan) = (self.target(), plan.clone());
         let mut r = self
             .topo
-            .run_in_client(move || crate::client::run(&target, &plan, &|_| {}))?;
+            .run_in_client(move || virtperf_lab::client::run(&target, &plan, &|_| {}))?;
         r.placement = Some(self.label.clone());
         Ok(r)
     }

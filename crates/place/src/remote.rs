@@ -4,8 +4,8 @@
 use anyhow::Result;
 use virtperf_wire::TestResult;
 
-use crate::client;
-use crate::plan::{Plan, ProgressFn, Target};
+use virtperf_lab::client;
+use virtperf_lab::plan::{Plan, ProgressFn, Target};
 
 /// An agent someone started.
 pub struct RemoteSite {

@@ -1,7 +1,7 @@
 //! `virtperf cleanup`: puts the machine back the way dead runs found it.
 //!
 //! Only what virtperf recorded in its state directory is touched: knobs from the journals
-//! of dead runs ([`crate::knob::restore_leftovers`]), and namespaces and guest run
+//! of dead runs ([`virtperf_machine::knob::restore_leftovers`]), and namespaces and guest run
 //! directories whose markers name a dead owner. A namespace that merely looks like ours
 //! (`vp-<pid>-…`) but has no marker belongs to someone else and is left alone. Every item
 //! is attempted; failures are listed, never a reason to stop.
@@ -10,9 +10,9 @@ use std::path::Path;
 
 use anyhow::{anyhow, Result};
 
-use crate::knob;
-use crate::place::netns;
-use crate::state::{self, Liveness, Owned, Resource};
+use crate::netns;
+use virtperf_machine::knob;
+use virtperf_machine::state::{self, Liveness, Owned, Resource};
 
 /// What a cleanup did.
 #[derive(Debug, Default)]

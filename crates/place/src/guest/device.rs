@@ -13,7 +13,8 @@ use std::process::{Command, Stdio};
 
 use anyhow::{anyhow, bail, Result};
 
-use super::QEMU;
+/// The QEMU binary we run.
+pub const QEMU: &str = "qemu-system-x86_64";
 
 /// Keys virtperf sets itself or that would break the placement; refused with the reason.
 const RESERVED: &[(&str, &str)] = &[

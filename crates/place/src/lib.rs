@@ -12,21 +12,24 @@
 //!
 //! A site is torn down when dropped (namespaces deleted, agents and guests stopped), on
 //! every exit path. What must survive a SIGKILL is marked in the state directory before it
-//! exists (`crate::state::mark`), so `virtperf cleanup` can remove it.
+//! exists (`virtperf_machine::state::mark`), so `virtperf cleanup` can remove it.
 
+pub mod cleanup;
 pub mod guest;
 pub mod local;
 pub mod netns;
 pub mod remote;
+mod site;
 pub mod ssh;
+
+pub use site::{Shaping, Site};
 
 use std::fmt;
 use std::str::FromStr;
 
 use anyhow::{bail, Result};
-use virtperf_wire::TestResult;
 
-use crate::plan::{Plan, ProgressFn, Target};
+use virtperf_lab::plan::Target;
 
 /// Where a workload's two ends run, with the settings that place needs. Parsed from one
 /// grammar (`local`, `netns:veth|bridge|nat`, `ssh:USER@HOST[:PORT]`, `remote:HOST[:PORT]`,
@@ -52,16 +55,6 @@ pub enum Placement {
     },
     /// QEMU guests virtperf boots, and which ends run in them.
     Guest(guest::Direction, Box<guest::GuestOpts>),
-}
-
-/// Emulated link properties of the client's side of a namespace placement (`--link-rate`,
-/// `--delay`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Shaping {
-    /// Token-bucket rate (`tc … tbf rate`), e.g. `1gbit`.
-    pub rate: Option<String>,
-    /// One-way delay (netem), e.g. `1ms`.
-    pub delay: Option<String>,
 }
 
 /// Why a placement text is not one.
@@ -101,7 +94,8 @@ impl FromStr for Placement {
             )));
         }
         if let Some(h) = s.strip_prefix("remote:") {
-            let (host, port) = crate::parse::host_port(h).map_err(|x| e(format!("{x:#}")))?;
+            let (host, port) =
+                virtperf_lab::parse::host_port(h).map_err(|x| e(format!("{x:#}")))?;
             if host.is_empty() {
                 return Err(e("remote: needs a host (remote:HOST[:PORT])".into()));
             }
@@ -159,34 +153,13 @@ impl Placement {
             guest::check_cmdline(o.cmdline.as_deref())?;
             guest::module_params(&o.modules)?;
         }
-        if self.needs_root() && !crate::is_root() {
+        if self.needs_root() && !virtperf_machine::is_root() {
             match self {
                 Placement::Guest(..) => bail!("guest placements need root (they create a network namespace and tap devices)"),
                 _ => bail!("namespace placements need root (they create network namespaces and veth devices)"),
             }
         }
         Ok(())
-    }
-}
-
-/// A place where the two ends of a plan run, opened once and handed any number of plans;
-/// torn down (agents stopped, namespaces and guests removed) when dropped.
-pub trait Site {
-    /// The agent this site's client half talks to (for guests that drive the test, the
-    /// driving guest's agent).
-    fn target(&self) -> Target;
-
-    /// Runs one test of `plan` across the site; the result names the placement.
-    fn run(&self, plan: &Plan, progress: ProgressFn) -> Result<TestResult>;
-
-    /// Runs a probe (`crate::probe`) on the machine of this site's agent (which must allow
-    /// it: `serve --allow-drive`, as virtperf's guests do), waiting up to `bound`.
-    fn probe(
-        &self,
-        params: serde_json::Value,
-        bound: std::time::Duration,
-    ) -> Result<serde_json::Value> {
-        crate::client::probe(&self.target(), params, bound)
     }
 }
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Context, Result};
 use virtperf_wire::TestResult;
 
-use crate::plan::{Plan, ProgressFn, Target};
+use virtperf_lab::plan::{Plan, ProgressFn, Target};
 
 /// A running local agent; killed (by its PID, which we started) when dropped.
 pub struct LocalAgent {
@@ -50,7 +50,7 @@ impl LocalAgent {
         let exe = std::env::current_exe().context("finding our own executable")?;
         let token = random_token()?;
         let mut cmd = match ns {
-            Some(ns) => crate::place::netns::Topology::command(ns, &exe),
+            Some(ns) => in_namespace(ns, &exe),
             None => Command::new(&exe),
         };
         let bind = bind.to_string();
@@ -68,7 +68,7 @@ impl LocalAgent {
             // In the environment, not on the command line: any local user can read another
             // process's arguments (`ps`), but not its environment.
             .env(TOKEN_ENV, &token)
-            .envs(lock.map(|n| (crate::lock::INHERIT_ENV, n)))
+            .envs(lock.map(|n| (virtperf_machine::lock::INHERIT_ENV, n)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -165,6 +165,14 @@ impl super::Site for LocalSite {
     }
 
     fn run(&self, plan: &Plan, progress: ProgressFn) -> Result<TestResult> {
-        crate::client::run(&self.agent.target(), plan, progress)
+        virtperf_lab::client::run(&self.agent.target(), plan, progress)
     }
+}
+
+/// A command run inside network namespace `ns` (`ip netns exec`): the agent of a netns
+/// site, QEMU of a guest site.
+pub fn in_namespace(ns: &str, program: &std::path::Path) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns]).arg(program);
+    c
 }

@@ -231,7 +231,7 @@ fn module_bytes(path: &Path) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::place::guest::init::MODPARAMS_FILE;
+    use crate::guest::init::MODPARAMS_FILE;
 
     #[test]
     fn archive_holds_init_console_libraries_and_numbered_modules() {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use rustix::mount::MountFlags;
 
-use crate::agent::{self, AgentConfig};
+use virtperf_lab::agent::{self, AgentConfig};
 
 /// The line the host waits for on the guest's console.
 pub const READY: &str = "virtperf-guest: ready";
@@ -149,8 +149,8 @@ fn boot() -> Result<()> {
         allow_drive: true,
         // The guest is its own machine: its tests take the guest's lock.
         concurrent: None,
-        max_flows: crate::agent::DEFAULT_MAX_FLOWS,
-        max_threads: crate::agent::DEFAULT_MAX_THREADS,
+        max_flows: virtperf_lab::agent::DEFAULT_MAX_FLOWS,
+        max_threads: virtperf_lab::agent::DEFAULT_MAX_THREADS,
     };
     let listener = agent::bind(&cfg)?;
     println!("{READY} {}:{}", params.ip, params.port);

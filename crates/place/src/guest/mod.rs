@@ -19,6 +19,8 @@ pub mod init;
 pub mod initramfs;
 pub mod kernel;
 
+pub use device::QEMU;
+
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::net::Ipv4Addr;
@@ -30,10 +32,10 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use virtperf_wire::{GuestInfo, TestResult};
 
-use crate::client;
-use crate::place::local::LocalAgent;
-use crate::place::netns;
-use crate::plan::{Plan, ProgressFn, Target};
+use crate::local::LocalAgent;
+use crate::netns;
+use virtperf_lab::client;
+use virtperf_lab::plan::{Plan, ProgressFn, Target};
 
 /// Which ends of a test run in guests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,8 +153,6 @@ impl Default for GuestOpts {
     }
 }
 
-/// The QEMU binary we run.
-pub const QEMU: &str = "qemu-system-x86_64";
 const BRIDGE: &str = "vpbr0";
 const HOST_IP: Ipv4Addr = Ipv4Addr::new(10, 99, 3, 1);
 const GUEST_PORT: u16 = 7150;
@@ -229,7 +229,7 @@ impl GuestLab {
         let modparams = module_params(&opts.modules)?;
         let vhost = virtio.vhost.unwrap_or(opts.vhost);
         let queues = virtio.queues.unwrap_or(1);
-        if !crate::is_root() {
+        if !virtperf_machine::is_root() {
             bail!("guest placements need root (they create a network namespace and tap devices)");
         }
         let qemu = qemu_version()?;
@@ -251,16 +251,17 @@ impl GuestLab {
         let tag = netns::new_tag();
         let dir = std::env::temp_dir().join(&tag);
         // Recorded before it exists, so `virtperf cleanup` can remove it if we are killed.
-        crate::state::mark(&crate::state::Resource::Dir { path: dir.clone() }).with_context(
-            || {
-                format!(
-                    "cannot record {} in {}: set ${} to a writable directory",
-                    dir.display(),
-                    crate::state::dir().display(),
-                    crate::state::STATE_DIR_ENV
-                )
-            },
-        )?;
+        virtperf_machine::state::mark(&virtperf_machine::state::Resource::Dir {
+            path: dir.clone(),
+        })
+        .with_context(|| {
+            format!(
+                "cannot record {} in {}: set ${} to a writable directory",
+                dir.display(),
+                virtperf_machine::state::dir().display(),
+                virtperf_machine::state::STATE_DIR_ENV
+            )
+        })?;
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let mut lab = GuestLab {
             direction,
@@ -292,7 +293,7 @@ impl GuestLab {
         }
         let initrd = dir.join("initramfs.cpio");
         // One token for this lab's guests, inside the initramfs (not on QEMU's command line).
-        let token = crate::place::local::random_token()?;
+        let token = crate::local::random_token()?;
         initramfs::build(
             &initrd,
             &binary,
@@ -394,7 +395,7 @@ impl GuestLab {
             device.push(',');
             device.push_str(&nic.device);
         }
-        let mut cmd = netns::Topology::command(&self.ns, Path::new(QEMU));
+        let mut cmd = crate::local::in_namespace(&self.ns, Path::new(QEMU));
         // debug-threads names the vCPU threads ("CPU 0/TCG"), which --vcpu-cpus pins.
         cmd.args(["-name", &format!("{}-g{i},debug-threads=on", self.ns)])
             .args([
@@ -501,7 +502,7 @@ impl GuestLab {
         let pids = self.qemu_pids();
         let host_exits = plan
             .trace
-            .then(|| crate::trace::Tracer::host_exits(&self.info.vcpu_cpus));
+            .then(|| virtperf_lab::trace::Tracer::host_exits(&self.info.vcpu_cpus));
         let cpu0: Vec<Option<f64>> = pids
             .iter()
             .map(|p| virtperf_measure::process_cpu_s(*p))
@@ -615,7 +616,7 @@ impl Drop for GuestLab {
             let _ = netns::delete_namespace(&self.ns);
         }
         if std::fs::remove_dir_all(&self.dir).is_ok() || !self.dir.exists() {
-            crate::state::unmark(&crate::state::Resource::Dir {
+            virtperf_machine::state::unmark(&virtperf_machine::state::Resource::Dir {
                 path: self.dir.clone(),
             });
         }
@@ -811,14 +812,16 @@ pub fn cleanup_own() -> Vec<String> {
         }
     }
     removed.extend(netns::cleanup_own());
-    let me = crate::state::Owner::me();
-    for (_, owned) in crate::state::read_all::<crate::state::Owned>("owned")
+    let me = virtperf_machine::state::Owner::me();
+    for (_, owned) in virtperf_machine::state::read_all::<virtperf_machine::state::Owned>("owned")
         .into_iter()
         .flatten()
     {
-        if let (true, crate::state::Resource::Dir { path }) = (owned.owner == me, &owned.resource) {
+        if let (true, virtperf_machine::state::Resource::Dir { path }) =
+            (owned.owner == me, &owned.resource)
+        {
             if std::fs::remove_dir_all(path).is_ok() {
-                crate::state::unmark(&owned.resource);
+                virtperf_machine::state::unmark(&owned.resource);
                 removed.push(path.display().to_string());
             }
         }

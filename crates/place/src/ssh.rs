@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use virtperf_wire::TestResult;
 
-use crate::plan::{Plan, ProgressFn, Target};
+use virtperf_lab::plan::{Plan, ProgressFn, Target};
 
 /// Where to log in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,7 +118,7 @@ pub struct RemoteAgent {
 impl RemoteAgent {
     /// Copies this binary to `target` and starts the agent there with a random token.
     pub fn start(target: &SshTarget) -> Result<RemoteAgent> {
-        let token = crate::place::local::random_token()?;
+        let token = crate::local::random_token()?;
         let exe = std::env::current_exe().context("finding our own executable")?;
         let dir = format!("/tmp/virtperf-{}", std::process::id());
         let bin = std::fs::File::open(&exe).context("reading our own executable")?;
@@ -248,7 +248,7 @@ impl super::Site for SshSite {
     }
 
     fn run(&self, plan: &Plan, progress: ProgressFn) -> Result<TestResult> {
-        let mut r = crate::client::run(&self.agent.target(), plan, progress)?;
+        let mut r = virtperf_lab::client::run(&self.agent.target(), plan, progress)?;
         r.placement = Some(self.label.clone());
         Ok(r)
     }

@@ -1,0 +1,353 @@
+//! The explanation's vocabulary (trial names, components, remedies, the result) and the
+//! cells of a run's trials by name, which the model (`super`) and the in-situ reading
+//! (`situ`) both read.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use virtperf_store::{TrialRow, TrialStatus};
+use virtperf_wire::{TestResult, Timeline};
+
+use crate::summary::merged_latency;
+
+/// Run name of an explain battery (how `show` recognizes one).
+pub const RUN_NAME: &str = "explain";
+/// Config with every knob as the machine had it.
+pub const AS_IS: &str = "as-is";
+/// Point labels of the battery's measurements.
+pub const RR_CROSS_BLOCK: &str = "rr cross-CPU block";
+/// Both ends on one CPU.
+pub const RR_SAME_BLOCK: &str = "rr same-CPU block";
+/// Both sides spinning.
+pub const RR_CROSS_SPIN: &str = "rr cross-CPU spin";
+/// The cross-CPU blocking rr with tracepoints counted (`--trace`) and a sampled trial
+/// after it (`--timeline`): exits by cause and in-situ latencies.
+pub const RR_CROSS_TRACED: &str = "rr cross-CPU block traced";
+/// The cross-CPU blocking rr with both CPUs kept out of idle by `SCHED_IDLE` spinners.
+pub const RR_CROSS_AWAKE: &str = "rr cross-CPU block CPUs awake";
+/// `wake` futex across CPUs, blocking.
+pub const WAKE_BLOCK: &str = "wake cross-CPU block";
+/// `wake` futex across CPUs, spinning.
+pub const WAKE_SPIN: &str = "wake cross-CPU spin";
+/// `kvm halt` without per-VM polling.
+pub const KVM_HALT_NO_POLL: &str = "kvm halt poll=0";
+/// `kvm halt` with per-VM polling (the window is in the point's parameters).
+pub const KVM_HALT_POLL: &str = "kvm halt poll=window";
+/// `kvm exits`.
+pub const KVM_EXITS: &str = "kvm exits";
+/// Config with `net.core.busy_poll` and `busy_read` at 50 µs.
+pub const BUSY_POLL: &str = "busy-poll-50us";
+/// Remedies that need a reboot, measured in a second guest booted with the kernel argument
+/// when explain runs at `--placement guest`: (config name, kernel argument, what it does).
+pub const BOOT_REMEDIES: &[(&str, &str, &str)] = &[
+    (
+        "boot-idle-poll",
+        "idle=poll",
+        "every vCPU polls instead of halting: no HLT exit, no halted-vCPU wake-up; the polling counts as idle time, so its CPU figures understate it",
+    ),
+    (
+        "boot-nohz-off",
+        "nohz=off",
+        "a periodic tick instead of reprogramming the TSC deadline on every idle entry",
+    ),
+];
+/// Point parameter holding the guest halt-poll window a trial ran under (null: no knob).
+pub const POLL_PARAM: &str = "guest_halt_poll_ns";
+
+/// One part of the round trip (or a cross-check), with the measurement it came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Component {
+    /// `path`, `wake_up`, `idle_exit`, `wake_up_other`, `exit_pressure`, …
+    pub name: String,
+    /// Microseconds per round trip.
+    pub us: f64,
+    /// Which measurement gave it, and how it was computed.
+    pub source: String,
+    /// The component this one is a part of (`idle_exit` is part of `wake_up`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub part_of: Option<String>,
+}
+
+/// A component the battery could not measure here, with why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Missing {
+    /// The component's name.
+    pub name: String,
+    /// Why it is absent (the capability this machine lacks).
+    pub reason: String,
+}
+
+/// A mode or knob the battery measured, with its effect against the as-is cross-CPU rr.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Remedy {
+    /// What was changed, in words.
+    pub what: String,
+    /// Change of the p50 round trip, percent (negative: faster).
+    pub p50_change_pct: f64,
+    /// Change of the p99 round trip, percent.
+    pub p99_change_pct: f64,
+    /// Change of machine-wide CPU time per transaction, µs: busy time plus time spent
+    /// polling in the cpuidle POLL state (which /proc/stat counts as idle).
+    pub cpu_us_per_transaction_change: Option<f64>,
+    /// The p50 round trip with it, µs.
+    pub p50_us: f64,
+    /// Machine-wide CPU time per transaction with it (polling included), µs.
+    pub cpu_us_per_transaction: Option<f64>,
+    /// CPUs kept busy on average with it (CPU per transaction × rate), polling included.
+    pub cpus_busy: Option<f64>,
+    /// The same for the as-is cross-CPU rr.
+    pub cpus_busy_before: Option<f64>,
+}
+
+/// The whole answer (what `explain --json` prints).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Explanation {
+    /// The stored run.
+    pub run_id: i64,
+    /// Cross-CPU blocking rr, p50 round trip, µs: what is explained.
+    pub measured_us: f64,
+    /// Its mean round trip (1 / rate), µs.
+    pub measured_mean_us: f64,
+    /// Its p99, µs.
+    pub measured_p99_us: f64,
+    /// Request and response size of the explained rr, bytes (from its result).
+    pub request_bytes: Option<u32>,
+    /// Response size, bytes.
+    pub response_bytes: Option<u32>,
+    /// CPUs of the explained rr's client and server (from its result).
+    pub cpus: (Option<u32>, Option<u32>),
+    /// Same-CPU blocking rr, p50, µs.
+    pub same_cpu_us: Option<f64>,
+    /// The CPU of the same-CPU rr (from its result).
+    pub same_cpu: Option<u32>,
+    /// Sum of the top-level components, µs; None unless every one of them was measured
+    /// (a partial sum is no prediction).
+    pub predicted_us: Option<f64>,
+    /// measured − predicted, µs (None without a prediction).
+    pub residual_us: Option<f64>,
+    /// residual / measured, percent (None without a prediction).
+    pub residual_pct: Option<f64>,
+    /// The parts of the prediction (top level: `path`, `wake_up`; parts of them name it in
+    /// `part_of`).
+    pub components: Vec<Component>,
+    /// Estimates that are not added to the prediction (they are inside its components).
+    pub cross_checks: Vec<Component>,
+    /// Components this machine could not measure, with the reason.
+    pub missing: Vec<Missing>,
+    /// Events per transaction of the measured rr on its two CPUs together.
+    pub events_per_transaction: BTreeMap<String, f64>,
+    /// The same for the same-CPU rr (its one CPU).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub events_per_transaction_same_cpu: BTreeMap<String, f64>,
+    /// Measured effects of every mode and knob the battery ran.
+    pub remedies: Vec<Remedy>,
+    /// Remedies that need a reboot or the host, with why they were not tried here.
+    pub remedies_named: Vec<String>,
+    /// Events that are VM exits in a guest, counted per transaction of the traced
+    /// cross-CPU rr (`--trace`), by cause, with their sum `likely_exits`.
+    pub exits_by_cause: BTreeMap<String, f64>,
+    /// What the sampled trial (`--timeline`) saw in the round trip itself.
+    pub in_situ: Option<InSitu>,
+    /// In-situ figures that differ from their model term by more than 25%, one line each.
+    pub disagreements: Vec<String>,
+    /// The facts about this machine that decide the answer.
+    pub environment: BTreeMap<String, String>,
+    /// Tries behind each number (the smallest count of any measurement used).
+    pub tries: usize,
+    /// What the reader must know before trusting these numbers (emulation, …).
+    pub warnings: Vec<String>,
+}
+
+/// The trials of one (point, config) cell.
+pub(super) struct Cells<'a> {
+    pub(super) trials: &'a [TrialRow],
+}
+
+/// What the rr trials of one cell came to.
+pub(super) struct Rr {
+    pub(super) result: TestResult,
+    pub(super) p50: f64,
+    pub(super) p99: f64,
+    pub(super) mean: f64,
+    /// None when some try's polling time could not be read.
+    pub(super) cpu_per_tr: Option<f64>,
+    pub(super) n: usize,
+    pub(super) events: BTreeMap<String, f64>,
+}
+
+impl<'a> Cells<'a> {
+    pub(super) fn of(&self, label: &str, config: &str) -> impl Iterator<Item = &'a TrialRow> + '_ {
+        let (label, config) = (label.to_string(), config.to_string());
+        self.trials
+            .iter()
+            .filter(move |t| t.point_label == label && t.config == config)
+    }
+
+    pub(super) fn ok(&self, label: &str, config: &str) -> Vec<&'a TrialRow> {
+        self.of(label, config)
+            .filter(|t| t.status == TrialStatus::Ok)
+            .collect()
+    }
+
+    /// Why a measurement has no result: the reason of its skipped or failed trials.
+    pub(super) fn why_not(&self, label: &str, config: &str) -> String {
+        self.of(label, config)
+            .find_map(|t| t.error.clone())
+            .unwrap_or_else(|| "not measured in this run".to_string())
+    }
+
+    pub(super) fn rr(&self, label: &str, config: &str) -> Option<Rr> {
+        let ok = self.ok(label, config);
+        let results: Vec<&TestResult> = ok.iter().filter_map(|t| t.result.as_ref()).collect();
+        if results.is_empty() {
+            return None;
+        }
+        let lat = merged_latency(&results)?;
+        let n = results.len() as f64;
+        let rate = results
+            .iter()
+            .map(|r| r.primary_metric().value)
+            .sum::<f64>()
+            / n;
+        let cpu = results
+            .iter()
+            .map(|r| cpu_per_transaction(r))
+            .sum::<Option<f64>>()
+            .map(|c| c / n);
+        Some(Rr {
+            result: results[0].clone(),
+            p50: lat.p50_us,
+            p99: lat.p99_us,
+            mean: if rate > 0.0 { 1e6 / rate } else { f64::NAN },
+            cpu_per_tr: cpu,
+            n: results.len(),
+            events: pinned_events(&results),
+        })
+    }
+
+    /// Median of a probe's metric over its tries, and how many.
+    pub(super) fn probe(&self, label: &str, config: &str) -> Option<(f64, usize)> {
+        let mut v: Vec<f64> = self
+            .ok(label, config)
+            .iter()
+            .filter_map(|t| t.metric)
+            .filter(|m| m.is_finite())
+            .collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let mid = v.len() / 2;
+        let med = if v.len() % 2 == 1 {
+            v[mid]
+        } else {
+            (v[mid - 1] + v[mid]) / 2.0
+        };
+        Some((med, v.len()))
+    }
+
+    /// The halt-poll window (ns) a config ran under, from the parameters of its measured
+    /// trials (a skipped trial ran under nothing).
+    pub(super) fn poll_of(&self, config: &str) -> Option<u64> {
+        self.trials
+            .iter()
+            .filter(|t| t.status != TrialStatus::Skipped)
+            .find(|t| t.config == config)
+            .and_then(|t| t.point.get(POLL_PARAM))
+            .and_then(serde_json::Value::as_u64)
+    }
+
+    /// Why a config that sets the halt-poll knob did not run: the first skipped or failed
+    /// trial's reason outside as-is.
+    pub(super) fn why_no_poll_config(&self) -> Option<String> {
+        self.trials
+            .iter()
+            .filter(|t| t.config != AS_IS && t.config != BUSY_POLL && t.status != TrialStatus::Ok)
+            .find_map(|t| t.error.clone())
+    }
+
+    pub(super) fn configs(&self) -> Vec<String> {
+        let mut c: Vec<String> = Vec::new();
+        for t in self.trials {
+            if !c.contains(&t.config) {
+                c.push(t.config.clone());
+            }
+        }
+        c
+    }
+}
+
+/// Events per transaction on the pinned CPUs together (the client's and the server's, each
+/// CPU once), averaged over tries; the two sides' own threads' switches added. The
+/// system-wide counts would count one machine twice.
+pub(super) fn pinned_events(results: &[&TestResult]) -> BTreeMap<String, f64> {
+    let mut sum: BTreeMap<String, f64> = BTreeMap::new();
+    let mut n = 0.0;
+    for r in results {
+        let Some(ev) = &r.events else { continue };
+        n += 1.0;
+        let sides = std::iter::once(&ev.client).chain(ev.server.as_ref());
+        // Each pinned CPU once: both sides on one CPU count the same counters.
+        let mut cpus_seen = Vec::new();
+        for side in sides {
+            if let Some(p) = side.pinned.as_ref().filter(|p| !cpus_seen.contains(&p.cpu)) {
+                cpus_seen.push(p.cpu);
+                for (k, v) in &p.per_unit {
+                    *sum.entry(k.clone()).or_default() += v;
+                }
+            }
+            for k in ["thread_voluntary_switches", "thread_involuntary_switches"] {
+                if let Some(v) = side.per_unit.get(k) {
+                    *sum.entry(k.to_string()).or_default() += v;
+                }
+            }
+        }
+    }
+    if n > 0.0 {
+        for v in sum.values_mut() {
+            *v /= n;
+        }
+    }
+    sum
+}
+
+/// Machine-wide CPU time per transaction, µs: busy time (user, system, interrupts) plus the
+/// time CPUs spent polling in the cpuidle `POLL` state. /proc/stat counts that polling as
+/// idle, but it is exactly what guest halt polling spends: leaving it out would make
+/// polling look free.
+///
+/// A machine whose cpuidle states were read but has no `POLL` state polled for no time
+/// (that 0 is a reading); a machine whose cpuidle could not be read at all gives busy time
+/// only, and says so in the events' `missing`.
+pub(super) fn cpu_per_transaction(r: &TestResult) -> Option<f64> {
+    let u = &r.events.as_ref()?.client.per_unit;
+    let poll = match u.get("idle_time_us_poll") {
+        Some(p) => *p,
+        None if u.contains_key("idle_entries") => 0.0,
+        None if no_cpuidle(r) => 0.0,
+        None => return None,
+    };
+    Some(r.cpu.client.system_service_demand_us + poll)
+}
+
+/// The client's machine has no cpuidle driver at all (so no POLL state to spend time in).
+pub(super) fn no_cpuidle(r: &TestResult) -> bool {
+    let driver = r.env.client.cpuidle_driver.as_deref();
+    matches!(driver, None | Some("none")) && r.env.client.idle_states.is_empty()
+}
+
+/// In-situ figures of the traced trial's round trip, per round trip, µs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InSitu {
+    /// Both directions' wake-up (woken → switched in, p50), summed; one direction seen
+    /// only: twice it (said in `wake_up_source`).
+    pub wake_up_us: Option<f64>,
+    /// How `wake_up_us` was formed.
+    pub wake_up_source: String,
+    /// IPI sent to an idle CPU → it left idle (p50) × sides woken from idle per round trip.
+    pub idle_exit_us: Option<f64>,
+    /// How `idle_exit_us` was formed.
+    pub idle_exit_source: String,
+    /// The sampled trial's critical path, in-situ latencies and example transaction.
+    pub timeline: Timeline,
+}
