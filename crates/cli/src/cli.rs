@@ -3,7 +3,7 @@
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::commands::{BulkArgs, EnvArgs, HttpArgs, RrArgs, ServeArgs, StreamArgs};
+use crate::commands::{EnvArgs, ServeArgs};
 
 /// virtperf: how much slower is networking and message passing inside a VM than on the
 /// host, and why.
@@ -20,16 +20,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Print the environment fingerprint (kernel, CPU, hypervisor, clock, idle path, sysctls)
     Env(EnvArgs),
-    /// Request/response latency and rate over one connection (netperf TCP_RR)
-    Rr(RrArgs),
-    /// Connect/request/response: a new connection per transaction (netperf TCP_CRR)
-    Crr(RrArgs),
-    /// Bulk streaming throughput, parallel flows, either direction (netperf TCP_STREAM, iperf3)
-    Stream(StreamArgs),
-    /// Time to move a fixed number of bytes over one connection
-    Bulk(BulkArgs),
-    /// Time HTTP/1.1 downloads of an N-byte body (from the agent, or any --url)
-    Http(HttpArgs),
+    #[command(flatten)]
+    Workload(crate::commands::WorkloadCommand),
     /// Thread wake-up latency: futex/eventfd/pipe/condvar/unix/tcp, same vs cross CPU, block/spin/poll
     Wake(crate::wake::WakeArgs),
     /// Analyze pcap/pcapng captures: per TCP connection duration, bytes, retransmissions, RTT, response latency

@@ -188,6 +188,35 @@ fn plan_every(
     }
 }
 
+/// The workload commands: one variant each, its arguments and its function below (adding
+/// a workload adds its variant here; docs/adding-a-workload.md).
+#[derive(Debug, clap::Subcommand)]
+pub enum WorkloadCommand {
+    /// Request/response latency and rate over one connection (netperf TCP_RR)
+    Rr(RrArgs),
+    /// Connect/request/response: a new connection per transaction (netperf TCP_CRR)
+    Crr(RrArgs),
+    /// Bulk streaming throughput, parallel flows, either direction (netperf TCP_STREAM, iperf3)
+    Stream(StreamArgs),
+    /// Time to move a fixed number of bytes over one connection
+    Bulk(BulkArgs),
+    /// Time HTTP/1.1 downloads of an N-byte body (from the agent, or any --url)
+    Http(HttpArgs),
+}
+
+impl WorkloadCommand {
+    /// Runs the workload command.
+    pub fn run(self) -> Result<()> {
+        match self {
+            WorkloadCommand::Rr(a) => rr(a),
+            WorkloadCommand::Crr(a) => crr(a),
+            WorkloadCommand::Stream(a) => stream(a),
+            WorkloadCommand::Bulk(a) => bulk(a),
+            WorkloadCommand::Http(a) => http(a),
+        }
+    }
+}
+
 /// `virtperf rr`
 pub fn rr(a: RrArgs) -> Result<()> {
     let (client_wait, server_wait) = a.wait.unwrap_or_default();

@@ -162,11 +162,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Serve(a) => commands::serve(a),
         Command::Env(a) => commands::env(a),
-        Command::Rr(a) => commands::rr(a),
-        Command::Crr(a) => commands::crr(a),
-        Command::Stream(a) => commands::stream(a),
-        Command::Bulk(a) => commands::bulk(a),
-        Command::Http(a) => commands::http(a),
+        Command::Workload(w) => w.run(),
         Command::Wake(a) => wake::wake(a),
         Command::Kvm(a) => kvm::kvm(a),
         Command::Pcap(a) => pcap::pcap(a),

@@ -269,8 +269,14 @@ fn the_file_graph_follows_super_paths_and_reexports() {
     std::fs::create_dir_all(dir.join("r")).expect("temp dir");
     let files = [
         ("lib.rs", "mod a;\nmod r;\npub use a::Thing;\n"),
-        ("a.rs", "pub struct Thing;\n#[cfg(test)]\nmod tests {\n    use crate::r::x;\n}\n"),
-        ("r/mod.rs", "mod x;\nmod y;\nuse x::f;\nuse crate::{\n    Thing,\n};\n"),
+        (
+            "a.rs",
+            "pub struct Thing;\n#[cfg(test)]\nmod tests {\n    use crate::r::x;\n}\n",
+        ),
+        (
+            "r/mod.rs",
+            "mod x;\nmod y;\nuse x::f;\nuse crate::{\n    Thing,\n};\n",
+        ),
         ("r/x.rs", "use super::y::g;\nuse std::io::Read;\n"),
         ("r/y.rs", "// use super::x;\npub fn g() {}\n"),
     ];
@@ -282,7 +288,11 @@ fn the_file_graph_follows_super_paths_and_reexports() {
     let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
     assert_eq!(e[""], set(&[]), "declaring and re-exporting are not uses");
     assert_eq!(e["a"], set(&[]), "the test module is left out");
-    assert_eq!(e["r"], set(&["r::x", "a"]), "child path and Thing followed to a");
+    assert_eq!(
+        e["r"],
+        set(&["r::x", "a"]),
+        "child path and Thing followed to a"
+    );
     assert_eq!(e["r::x"], set(&["r::y"]));
     assert_eq!(e["r::y"], set(&[]), "comments are left out");
 }

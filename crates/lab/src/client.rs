@@ -390,7 +390,7 @@ fn run_once(
         server_env: Some(server_env),
         downloads,
         url: format!("http://{data}/"),
-    });
+    })?;
     if let Some(k) = kvm {
         add_kvm(&mut result, k);
     }
@@ -568,7 +568,7 @@ pub fn run_url(
         setup_s: None,
     };
     let downloads = downloads.lock().map(|d| d.clone()).unwrap_or_default();
-    Ok(assemble(Collected {
+    assemble(Collected {
         plan: &plan,
         target: url.to_string(),
         client,
@@ -578,7 +578,7 @@ pub fn run_url(
         server_env: None,
         downloads,
         url: url.to_string(),
-    }))
+    })
 }
 
 /// The name of a message's type, for errors (never its contents: they are the peer's).

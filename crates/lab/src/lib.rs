@@ -18,7 +18,7 @@ mod half;
 pub mod parse;
 pub mod plan;
 pub mod probe;
-mod roles;
+pub mod roles;
 pub mod series;
 mod side;
 mod timeline;

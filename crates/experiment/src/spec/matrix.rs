@@ -265,46 +265,15 @@ impl Fixed {
 
 /// Refuses an unknown kind, and keys the kind does not take, each at its line.
 pub(super) fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> {
-    let allowed: &[&str] = match kind {
-        "rr" => &[
-            "size",
-            "cpus",
-            "wait",
-            "gap",
-            "rate",
-            "flows",
-            "threads",
-            "interval",
-            "protocol",
-            "loss_timeout",
-            "trace",
-            "timeline",
-        ],
-        "crr" => &[
-            "size", "cpus", "wait", "flows", "threads", "interval", "trace",
-        ],
-        "stream" => &[
-            "send_size",
-            "flows",
-            "threads",
-            "reverse",
-            "cpus",
-            "interval",
-            "protocol",
-            "rate",
-            "gso",
-            "gro",
-            "trace",
-        ],
-        "bulk" => &["bytes", "send_size", "reverse", "cpus", "interval", "trace"],
-        "http" => &["bytes", "count", "cpus", "trace"],
-        other => {
-            return err(
-                text,
-                r.kind.span(),
-                format!("unknown workload kind {other:?} (expected rr, crr, stream, bulk or http)"),
-            )
-        }
+    let Some(allowed) = virtperf_lab::roles::keys(kind) else {
+        return err(
+            text,
+            r.kind.span(),
+            format!(
+                "unknown workload kind {kind:?} (expected {})",
+                virtperf_lab::roles::names().join(", ")
+            ),
+        );
     };
     let present: [(&str, Option<std::ops::Range<usize>>); 18] = [
         ("trace", r.trace.as_ref().map(|s| s.span())),
@@ -341,52 +310,27 @@ pub(super) fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), 
     Ok(())
 }
 
-/// The workload of one point.
-pub(super) fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Workload {
-    let (request, response) = c.size;
-    match kind {
-        "rr" => Workload::Rr {
-            request,
-            response,
-            client_wait: f.wait.0,
-            server_wait: f.wait.1,
-            gap_us: c.gap,
-            rate_per_s: f.rate,
-            flows: c.flows,
-            threads: f.threads,
-            protocol: c.protocol,
-            // In a protocol sweep the loss timeout is the UDP points' (TCP has none).
-            loss_timeout_ms: f.loss_timeout_ms.filter(|_| !c.protocol.is_tcp()),
-        },
-        "crr" => Workload::Crr {
-            request,
-            response,
-            client_wait: f.wait.0,
-            server_wait: f.wait.1,
-            flows: c.flows,
-            threads: f.threads,
-        },
-        "stream" => Workload::Stream {
-            send_size: c.send,
-            flows: c.flows,
-            reverse: c.reverse,
-            recv_size: f.recv_size,
-            recv_wait: f.recv_wait,
-            threads: f.threads,
-            protocol: c.protocol,
-            rate_bps: f.rate_bps,
-            gso: f.gso,
-            gro: f.gro,
-        },
-        "bulk" => Workload::Bulk {
-            bytes: f.bytes.unwrap_or(1),
-            send_size: c.send,
-            reverse: c.reverse,
-        },
-        _ => Workload::Http {
-            bytes: f.bytes.unwrap_or(1),
-        },
-    }
+/// The workload of one point (its role builds it from the point's parameters).
+pub(super) fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Option<Workload> {
+    let p = virtperf_lab::roles::Params {
+        size: c.size,
+        send: c.send,
+        flows: c.flows,
+        reverse: c.reverse,
+        gap_us: c.gap,
+        protocol: c.protocol,
+        wait: f.wait,
+        rate_per_s: f.rate,
+        loss_timeout_ms: f.loss_timeout_ms,
+        rate_bps: f.rate_bps,
+        gso: f.gso,
+        gro: f.gro,
+        recv_size: f.recv_size,
+        recv_wait: f.recv_wait,
+        bytes: f.bytes,
+        threads: f.threads,
+    };
+    virtperf_lab::roles::workload(kind, &p)
 }
 
 /// A point's label (`rr size=64,64`) and its swept parameters as JSON, for the store.
@@ -440,7 +384,10 @@ pub(super) fn expand(
     let base = r.label.clone().unwrap_or_else(|| kind.to_string());
     axes.combos()
         .map(|c| {
-            let workload = workload_of(kind, c, &fixed);
+            let Some(workload) = workload_of(kind, c, &fixed) else {
+                // check_keys refused unknown kinds already.
+                return err(text, w.span(), format!("unknown workload kind {kind:?}"));
+            };
             workload.validate().or_else(|m| err(text, w.span(), m))?;
             let one_flow = matches!(workload, Workload::Rr { flows: 1, .. });
             if fixed.timeline

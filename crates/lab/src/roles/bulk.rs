@@ -78,4 +78,29 @@ impl Role for Bulk {
         }
         Ok(handles)
     }
+
+    fn outcome(
+        &self,
+        c: &crate::assemble::Collected,
+        server: &virtperf_wire::SideReport,
+        warnings: &mut Vec<String>,
+    ) -> crate::assemble::Measured {
+        let (bytes, reverse) = match c.plan.workload {
+            Workload::Bulk { bytes, reverse, .. } => (bytes, reverse),
+            _ => (0, false),
+        };
+        crate::assemble::bulk_outcome(c, server, bytes, reverse, warnings)
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &["bytes", "send_size", "reverse", "cpus", "interval", "trace"]
+    }
+
+    fn workload(&self, p: &super::role::Params) -> Workload {
+        Workload::Bulk {
+            bytes: p.bytes.unwrap_or(1),
+            send_size: p.send,
+            reverse: p.reverse,
+        }
+    }
 }

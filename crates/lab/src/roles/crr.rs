@@ -152,4 +152,30 @@ impl Role for Crr {
         }
         Ok(handles)
     }
+
+    fn outcome(
+        &self,
+        c: &crate::assemble::Collected,
+        server: &virtperf_wire::SideReport,
+        warnings: &mut Vec<String>,
+    ) -> crate::assemble::Measured {
+        crate::assemble::rr_outcome(c, server, warnings)
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &[
+            "size", "cpus", "wait", "flows", "threads", "interval", "trace",
+        ]
+    }
+
+    fn workload(&self, p: &super::role::Params) -> Workload {
+        Workload::Crr {
+            request: p.size.0,
+            response: p.size.1,
+            client_wait: p.wait.0,
+            server_wait: p.wait.1,
+            flows: p.flows,
+            threads: p.threads,
+        }
+    }
 }

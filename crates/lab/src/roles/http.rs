@@ -74,6 +74,29 @@ impl Role for Http {
         }
         Ok(handles)
     }
+
+    fn outcome(
+        &self,
+        c: &crate::assemble::Collected,
+        _server: &virtperf_wire::SideReport,
+        warnings: &mut Vec<String>,
+    ) -> crate::assemble::Measured {
+        let bytes = match c.plan.workload {
+            Workload::Http { bytes } => bytes,
+            _ => 0,
+        };
+        crate::assemble::http_outcome(c, bytes, warnings)
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &["bytes", "count", "cpus", "trace"]
+    }
+
+    fn workload(&self, p: &super::role::Params) -> Workload {
+        Workload::Http {
+            bytes: p.bytes.unwrap_or(1),
+        }
+    }
 }
 
 /// Downloads `url` `count` times, one connection each, recording every download in `out`.

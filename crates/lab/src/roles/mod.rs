@@ -21,11 +21,14 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, Result};
 use virtperf_load::interval::Meter;
-use virtperf_wire::Workload;
+use virtperf_wire::{SideReport, Workload};
+
+use crate::assemble::{Collected, Measured};
 
 use crate::half::{ClientHalf, Handles, ServerHalf};
 
 pub(crate) use http::download_series;
+pub use role::Params;
 use role::Role;
 
 /// Every workload's role, by the workload's name (`Workload::name`).
@@ -36,6 +39,27 @@ const TABLE: &[(&str, &dyn Role)] = &[
     ("bulk", &bulk::Bulk),
     ("http", &http::Http),
 ];
+
+/// The workloads there are, by the name users type.
+pub fn names() -> Vec<&'static str> {
+    TABLE.iter().map(|(n, _)| *n).collect()
+}
+
+/// The spec keys workload `kind` takes; `None` for a kind there is not.
+pub fn keys(kind: &str) -> Option<&'static [&'static str]> {
+    TABLE
+        .iter()
+        .find(|(n, _)| *n == kind)
+        .map(|(_, r)| r.keys())
+}
+
+/// Workload `kind` with parameters `p`; `None` for a kind there is not.
+pub fn workload(kind: &str, p: &Params) -> Option<Workload> {
+    TABLE
+        .iter()
+        .find(|(n, _)| *n == kind)
+        .map(|(_, r)| r.workload(p))
+}
 
 /// The role of `w`.
 fn role(w: &Workload) -> Result<&'static dyn Role> {
@@ -70,6 +94,16 @@ pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
         return crate::udp_roles::server(w, s.listener, s.client, &s.sock, s.side, &s.key);
     }
     role(w)?.server(w, s)
+}
+
+/// Both sides' counts as `c`'s workload's outcome, the units of its service demand and
+/// their name.
+pub(crate) fn outcome(
+    c: &Collected,
+    server: &SideReport,
+    warnings: &mut Vec<String>,
+) -> Result<Measured> {
+    Ok(role(&c.plan.workload)?.outcome(c, server, warnings))
 }
 
 #[cfg(test)]

@@ -159,4 +159,46 @@ impl Role for Rr {
         }
         Ok(handles)
     }
+
+    fn outcome(
+        &self,
+        c: &crate::assemble::Collected,
+        server: &virtperf_wire::SideReport,
+        warnings: &mut Vec<String>,
+    ) -> crate::assemble::Measured {
+        crate::assemble::rr_outcome(c, server, warnings)
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &[
+            "size",
+            "cpus",
+            "wait",
+            "gap",
+            "rate",
+            "flows",
+            "threads",
+            "interval",
+            "protocol",
+            "loss_timeout",
+            "trace",
+            "timeline",
+        ]
+    }
+
+    fn workload(&self, p: &super::role::Params) -> Workload {
+        Workload::Rr {
+            request: p.size.0,
+            response: p.size.1,
+            client_wait: p.wait.0,
+            server_wait: p.wait.1,
+            gap_us: p.gap_us,
+            rate_per_s: p.rate_per_s,
+            flows: p.flows,
+            threads: p.threads,
+            protocol: p.protocol,
+            // In a protocol sweep the loss timeout is the UDP points' (TCP has none).
+            loss_timeout_ms: p.loss_timeout_ms.filter(|_| !p.protocol.is_tcp()),
+        }
+    }
 }

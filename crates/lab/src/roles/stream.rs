@@ -163,4 +163,45 @@ impl Role for Stream {
         }
         Ok(handles)
     }
+
+    fn outcome(
+        &self,
+        c: &crate::assemble::Collected,
+        server: &virtperf_wire::SideReport,
+        warnings: &mut Vec<String>,
+    ) -> crate::assemble::Measured {
+        let reverse = matches!(c.plan.workload, Workload::Stream { reverse: true, .. });
+        crate::assemble::stream_outcome(c, server, reverse, warnings)
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &[
+            "send_size",
+            "flows",
+            "threads",
+            "reverse",
+            "cpus",
+            "interval",
+            "protocol",
+            "rate",
+            "gso",
+            "gro",
+            "trace",
+        ]
+    }
+
+    fn workload(&self, p: &super::role::Params) -> Workload {
+        Workload::Stream {
+            send_size: p.send,
+            flows: p.flows,
+            reverse: p.reverse,
+            recv_size: p.recv_size,
+            recv_wait: p.recv_wait,
+            threads: p.threads,
+            protocol: p.protocol,
+            rate_bps: p.rate_bps,
+            gso: p.gso,
+            gro: p.gro,
+        }
+    }
 }

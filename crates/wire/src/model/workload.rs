@@ -494,191 +494,11 @@ impl Workload {
     /// Checks every parameter against its limits; the message names the bad parameter.
     /// Both the client (before connecting) and the agent (on `Prepare`) call this.
     pub fn validate(&self) -> Result<(), String> {
-        fn check_waits(a: Wait, b: Wait) -> Result<(), String> {
-            for w in [a, b] {
-                if let Wait::Poll { window_us } = w {
-                    if window_us == 0 || window_us > 1_000_000 {
-                        return Err(format!(
-                            "a poll window must be between 1 us and 1 s, got {window_us} us"
-                        ));
-                    }
-                }
-            }
-            Ok(())
-        }
-        fn size(what: &str, v: u32) -> Result<(), String> {
-            if v == 0 || v > MAX_IO_SIZE {
-                return Err(format!(
-                    "{what} must be between 1 and {MAX_IO_SIZE} bytes, got {v}"
-                ));
-            }
-            Ok(())
-        }
-        fn check_flows(flows: u32, threads: Option<u32>) -> Result<(), String> {
-            match threads {
-                None if flows == 0 || flows > MAX_FLOWS => Err(format!(
-                    "flows must be between 1 and {MAX_FLOWS} with a thread per flow, got {flows} (add --threads 2 to multiplex up to {MAX_MUX_FLOWS})"
-                )),
-                None => Ok(()),
-                Some(t) if t == 0 || t > MAX_THREADS => Err(format!(
-                    "threads must be between 1 and {MAX_THREADS}, got {t}"
-                )),
-                Some(_) if flows == 0 || flows > MAX_MUX_FLOWS => Err(format!(
-                    "flows must be between 1 and {MAX_MUX_FLOWS}, got {flows}"
-                )),
-                Some(_) => Ok(()),
-            }
-        }
-        fn udp_size(what: &str, v: u32) -> Result<(), String> {
-            if v > MAX_UDP_PAYLOAD {
-                return Err(format!(
-                    "{what} {v} bytes does not fit in one UDP datagram (at most {MAX_UDP_PAYLOAD} bytes over IPv4): use a smaller size or --protocol tcp"
-                ));
-            }
-            Ok(())
-        }
-        fn bytes(v: u64) -> Result<(), String> {
-            if v == 0 || v > MAX_TRANSFER {
-                return Err(format!(
-                    "byte count must be between 1 and {MAX_TRANSFER}, got {v}"
-                ));
-            }
-            Ok(())
-        }
         match *self {
-            Workload::Rr {
-                request,
-                response,
-                client_wait,
-                server_wait,
-                gap_us,
-                rate_per_s,
-                flows,
-                threads,
-                protocol,
-                loss_timeout_ms,
-            } => {
-                size("request size", request)?;
-                if let Some(t) = loss_timeout_ms {
-                    if protocol.is_tcp() {
-                        return Err(
-                            "--loss-timeout applies to --protocol udp (TCP retransmits)".into()
-                        );
-                    }
-                    if !(1..=60_000).contains(&t) {
-                        return Err(format!(
-                            "the loss timeout must be between 1 ms and 60 s, got {t} ms"
-                        ));
-                    }
-                }
-                size("response size", response)?;
-                check_waits(client_wait, server_wait)?;
-                if protocol == Protocol::Udp {
-                    if threads.is_some() {
-                        return Err("--threads multiplexes TCP connections: drop it with --protocol udp (a thread per UDP flow)".into());
-                    }
-                    udp_size("request size", request)?;
-                    udp_size("response size", response)?;
-                    if gap_us.is_some() || rate_per_s.is_some() {
-                        return Err(
-                            "--gap and --rate (open loop) are TCP-only for now: drop them or use --protocol tcp"
-                                .into(),
-                        );
-                    }
-                }
-                check_flows(flows, threads)?;
-                if threads.is_some() && (gap_us.is_some() || rate_per_s.is_some()) {
-                    return Err("--threads runs flows back to back: drop --gap/--rate, or drop --threads for a thread per flow".into());
-                }
-                if threads.is_some() && !(client_wait.is_block() && server_wait.is_block()) {
-                    return Err("--threads waits in epoll_wait: drop --wait, or drop --threads for a thread per flow".into());
-                }
-                if gap_us.is_some_and(|g| g > 1_000_000) {
-                    return Err("the gap between transactions must be at most 1s".into());
-                }
-                if let Some(r) = rate_per_s {
-                    if !(1..=MAX_RATE).contains(&r) {
-                        return Err(format!(
-                            "the request rate must be between 1 and {MAX_RATE} per second, got {r}"
-                        ));
-                    }
-                    if gap_us.is_some() {
-                        return Err(
-                            "give either a rate (open loop) or a gap (closed loop), not both"
-                                .into(),
-                        );
-                    }
-                }
-                Ok(())
-            }
-            Workload::Crr {
-                request,
-                response,
-                client_wait,
-                server_wait,
-                flows,
-                threads,
-            } => {
-                size("request size", request)?;
-                size("response size", response)?;
-                check_waits(client_wait, server_wait)?;
-                if flows > 1 && threads.is_none() {
-                    return Err(format!(
-                        "crr with {flows} flows needs --threads (its flows are multiplexed on worker threads)"
-                    ));
-                }
-                if threads.is_some() && !(client_wait.is_block() && server_wait.is_block()) {
-                    return Err(
-                        "--threads waits in epoll_wait: drop --wait, or drop --threads".into(),
-                    );
-                }
-                check_flows(flows, threads)
-            }
-            Workload::Stream {
-                send_size,
-                flows,
-                recv_size,
-                threads,
-                recv_wait,
-                protocol,
-                rate_bps,
-                gso,
-                gro,
-                ..
-            } => {
-                size("send size", send_size)?;
-                if protocol == Protocol::Udp {
-                    if threads.is_some() {
-                        return Err("--threads multiplexes TCP connections: drop it with --protocol udp (a thread per UDP flow)".into());
-                    }
-                    udp_size("send size", send_size)?;
-                    if send_size < MIN_UDP_STREAM_SIZE {
-                        return Err(format!(
-                            "a UDP stream datagram must hold its sequence number and timestamp: send size at least {MIN_UDP_STREAM_SIZE} bytes, got {send_size}"
-                        ));
-                    }
-                    if recv_size.is_some() || recv_wait.is_some() {
-                        return Err("--recv-size and --recv-wait are TCP-only (a UDP receiver takes one whole datagram per blocking receive)".into());
-                    }
-                } else if rate_bps.is_some() || gso || gro {
-                    return Err(
-                        "--rate, --gso and --gro pace and offload UDP streams: add --protocol udp (protocol = \"udp\" in a spec)"
-                            .into(),
-                    );
-                }
-                if let Some(r) = recv_size {
-                    size("receive size", r)?;
-                }
-                check_flows(flows, threads)
-            }
-            Workload::Bulk {
-                bytes: b,
-                send_size,
-                ..
-            } => {
-                size("send size", send_size)?;
-                bytes(b)
-            }
+            Workload::Rr { .. } => validate_rr(self),
+            Workload::Crr { .. } => validate_crr(self),
+            Workload::Stream { .. } => validate_stream(self),
+            Workload::Bulk { .. } => validate_bulk(self),
             Workload::Http { bytes: b } => bytes(b),
         }
     }
@@ -698,6 +518,211 @@ impl Workload {
             Workload::Rr { .. } | Workload::Crr { .. } | Workload::Stream { .. }
         )
     }
+}
+
+fn check_waits(a: Wait, b: Wait) -> Result<(), String> {
+    for w in [a, b] {
+        if let Wait::Poll { window_us } = w {
+            if window_us == 0 || window_us > 1_000_000 {
+                return Err(format!(
+                    "a poll window must be between 1 us and 1 s, got {window_us} us"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+fn size(what: &str, v: u32) -> Result<(), String> {
+    if v == 0 || v > MAX_IO_SIZE {
+        return Err(format!(
+            "{what} must be between 1 and {MAX_IO_SIZE} bytes, got {v}"
+        ));
+    }
+    Ok(())
+}
+fn check_flows(flows: u32, threads: Option<u32>) -> Result<(), String> {
+    match threads {
+        None if flows == 0 || flows > MAX_FLOWS => Err(format!(
+            "flows must be between 1 and {MAX_FLOWS} with a thread per flow, got {flows} (add --threads 2 to multiplex up to {MAX_MUX_FLOWS})"
+        )),
+        None => Ok(()),
+        Some(t) if t == 0 || t > MAX_THREADS => Err(format!(
+            "threads must be between 1 and {MAX_THREADS}, got {t}"
+        )),
+        Some(_) if flows == 0 || flows > MAX_MUX_FLOWS => Err(format!(
+            "flows must be between 1 and {MAX_MUX_FLOWS}, got {flows}"
+        )),
+        Some(_) => Ok(()),
+    }
+}
+fn udp_size(what: &str, v: u32) -> Result<(), String> {
+    if v > MAX_UDP_PAYLOAD {
+        return Err(format!(
+            "{what} {v} bytes does not fit in one UDP datagram (at most {MAX_UDP_PAYLOAD} bytes over IPv4): use a smaller size or --protocol tcp"
+        ));
+    }
+    Ok(())
+}
+fn bytes(v: u64) -> Result<(), String> {
+    if v == 0 || v > MAX_TRANSFER {
+        return Err(format!(
+            "byte count must be between 1 and {MAX_TRANSFER}, got {v}"
+        ));
+    }
+    Ok(())
+}
+
+/// Rr's parameters within their limits and consistent with each other.
+fn validate_rr(w: &Workload) -> Result<(), String> {
+    let Workload::Rr {
+        request,
+        response,
+        client_wait,
+        server_wait,
+        gap_us,
+        rate_per_s,
+        flows,
+        threads,
+        protocol,
+        loss_timeout_ms,
+    } = *w
+    else {
+        return Ok(());
+    };
+    size("request size", request)?;
+    if let Some(t) = loss_timeout_ms {
+        if protocol.is_tcp() {
+            return Err("--loss-timeout applies to --protocol udp (TCP retransmits)".into());
+        }
+        if !(1..=60_000).contains(&t) {
+            return Err(format!(
+                "the loss timeout must be between 1 ms and 60 s, got {t} ms"
+            ));
+        }
+    }
+    size("response size", response)?;
+    check_waits(client_wait, server_wait)?;
+    if protocol == Protocol::Udp {
+        if threads.is_some() {
+            return Err("--threads multiplexes TCP connections: drop it with --protocol udp (a thread per UDP flow)".into());
+        }
+        udp_size("request size", request)?;
+        udp_size("response size", response)?;
+        if gap_us.is_some() || rate_per_s.is_some() {
+            return Err(
+                "--gap and --rate (open loop) are TCP-only for now: drop them or use --protocol tcp"
+                    .into(),
+            );
+        }
+    }
+    check_flows(flows, threads)?;
+    if threads.is_some() && (gap_us.is_some() || rate_per_s.is_some()) {
+        return Err("--threads runs flows back to back: drop --gap/--rate, or drop --threads for a thread per flow".into());
+    }
+    if threads.is_some() && !(client_wait.is_block() && server_wait.is_block()) {
+        return Err(
+            "--threads waits in epoll_wait: drop --wait, or drop --threads for a thread per flow"
+                .into(),
+        );
+    }
+    if gap_us.is_some_and(|g| g > 1_000_000) {
+        return Err("the gap between transactions must be at most 1s".into());
+    }
+    if let Some(r) = rate_per_s {
+        if !(1..=MAX_RATE).contains(&r) {
+            return Err(format!(
+                "the request rate must be between 1 and {MAX_RATE} per second, got {r}"
+            ));
+        }
+        if gap_us.is_some() {
+            return Err("give either a rate (open loop) or a gap (closed loop), not both".into());
+        }
+    }
+    Ok(())
+}
+
+/// Crr's parameters within their limits and consistent with each other.
+fn validate_crr(w: &Workload) -> Result<(), String> {
+    let Workload::Crr {
+        request,
+        response,
+        client_wait,
+        server_wait,
+        flows,
+        threads,
+    } = *w
+    else {
+        return Ok(());
+    };
+    size("request size", request)?;
+    size("response size", response)?;
+    check_waits(client_wait, server_wait)?;
+    if flows > 1 && threads.is_none() {
+        return Err(format!(
+            "crr with {flows} flows needs --threads (its flows are multiplexed on worker threads)"
+        ));
+    }
+    if threads.is_some() && !(client_wait.is_block() && server_wait.is_block()) {
+        return Err("--threads waits in epoll_wait: drop --wait, or drop --threads".into());
+    }
+    check_flows(flows, threads)
+}
+
+/// Stream's parameters within their limits and consistent with each other.
+fn validate_stream(w: &Workload) -> Result<(), String> {
+    let Workload::Stream {
+        send_size,
+        flows,
+        recv_size,
+        threads,
+        recv_wait,
+        protocol,
+        rate_bps,
+        gso,
+        gro,
+        ..
+    } = *w
+    else {
+        return Ok(());
+    };
+    size("send size", send_size)?;
+    if protocol == Protocol::Udp {
+        if threads.is_some() {
+            return Err("--threads multiplexes TCP connections: drop it with --protocol udp (a thread per UDP flow)".into());
+        }
+        udp_size("send size", send_size)?;
+        if send_size < MIN_UDP_STREAM_SIZE {
+            return Err(format!(
+                "a UDP stream datagram must hold its sequence number and timestamp: send size at least {MIN_UDP_STREAM_SIZE} bytes, got {send_size}"
+            ));
+        }
+        if recv_size.is_some() || recv_wait.is_some() {
+            return Err("--recv-size and --recv-wait are TCP-only (a UDP receiver takes one whole datagram per blocking receive)".into());
+        }
+    } else if rate_bps.is_some() || gso || gro {
+        return Err(
+            "--rate, --gso and --gro pace and offload UDP streams: add --protocol udp (protocol = \"udp\" in a spec)"
+                .into(),
+        );
+    }
+    if let Some(r) = recv_size {
+        size("receive size", r)?;
+    }
+    check_flows(flows, threads)
+}
+
+/// Bulk's parameters within their limits and consistent with each other.
+fn validate_bulk(w: &Workload) -> Result<(), String> {
+    let Workload::Bulk {
+        bytes: b,
+        send_size,
+        ..
+    } = *w
+    else {
+        return Ok(());
+    };
+    size("send size", send_size)?;
+    bytes(b)
 }
 
 /// Socket options for data connections (an experiment config's `socket = {…}`). Unset

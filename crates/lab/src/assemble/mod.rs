@@ -1,0 +1,439 @@
+//! Turns both sides' raw measurements into one [`TestResult`]: rates, throughput, latency
+//! summary, CPU split and service demand per side. Which outcome a workload's counts become
+//! is its role's choice (`Role::outcome`); the shapes are in [`outcome`].
+
+use virtperf_measure::split;
+use virtperf_wire::{
+    CpuAccounting, Envs, Events, NicEvents, PinnedEvents, SideCpu, SideEvents, SideReport,
+    TestResult, Workload, RESULT_SCHEMA,
+};
+
+mod outcome;
+
+pub use outcome::Collected;
+pub(crate) use outcome::{bulk_outcome, http_outcome, rr_outcome, stream_outcome, Measured};
+
+/// Above this much CPU used by other work (percent of one CPU) a result carries a warning.
+pub const OTHER_LOAD_WARN_PCT: f64 = 10.0;
+
+/// `test_threads_s`: CPU seconds of every test thread on that side's machine.
+fn side_cpu(r: &SideReport, units: f64, test_threads_s: f64) -> SideCpu {
+    let per = |secs: f64| if units > 0.0 { secs * 1e6 / units } else { 0.0 };
+    let t = &r.cpu.total;
+    let other_s = (t.host_user() + t.system - test_threads_s).max(0.0);
+    let wall = if r.elapsed_s > 0.0 {
+        r.elapsed_s
+    } else {
+        r.cpu.wall_s
+    };
+    SideCpu {
+        system: split(&r.cpu),
+        process_user_s: r.threads.user_s,
+        process_system_s: r.threads.system_s,
+        service_demand_us: per(r.threads.total_s()),
+        system_service_demand_us: per(r.cpu.total.busy()),
+        other_cpu_pct: if wall > 0.0 {
+            100.0 * other_s / wall
+        } else {
+            0.0
+        },
+        loadavg_1m: None,
+        threads_busy_pct: None,
+    }
+}
+
+/// Events per unit of work for both sides: per transaction, or per MB where the unit is KB.
+fn events_of(c: &Collected, units: f64, unit: &str) -> Option<Events> {
+    let (divisor, unit) = if unit == "KB" {
+        (units * 1024.0 / 1e6, "MB")
+    } else {
+        (units, unit)
+    };
+    // No work done: there is nothing to divide by, so no per-unit figure (not 0 per unit).
+    let per = |d: &std::collections::BTreeMap<String, u64>| {
+        d.iter()
+            .filter(|_| divisor > 0.0)
+            .map(|(k, v)| (k.clone(), *v as f64 / divisor))
+            .collect()
+    };
+    let side = |r: &SideReport, cpu: Option<u32>| -> Option<SideEvents> {
+        let e = r.events.as_ref()?;
+        let mut deltas = e.all.clone();
+        deltas.insert(
+            "thread_voluntary_switches".into(),
+            r.threads.voluntary_switches,
+        );
+        deltas.insert(
+            "thread_involuntary_switches".into(),
+            r.threads.involuntary_switches,
+        );
+        let pinned = cpu.zip(e.pinned.as_ref()).map(|(cpu, d)| PinnedEvents {
+            cpu,
+            per_unit: per(d),
+            deltas: d.clone(),
+        });
+        let nic = e.nic.as_ref().map(|n| {
+            let ratio = |a: u64, b: u64| (b > 0).then(|| a as f64 / b as f64);
+            NicEvents {
+                interface: n.interface.clone(),
+                device: n.device.clone(),
+                per_unit: per(&n.deltas),
+                deltas: n.deltas.clone(),
+                kicks_per_packet: ratio(n.kicks(), n.packets()),
+                irqs_per_packet: ratio(n.irqs(), n.packets()),
+                packets_per_irq: ratio(n.packets(), n.irqs()),
+            }
+        });
+        Some(SideEvents {
+            per_unit: per(&deltas),
+            deltas,
+            pinned,
+            missing: e.missing.clone(),
+            nic,
+        })
+    };
+    Some(Events {
+        unit: unit.to_string(),
+        client: side(&c.client, c.plan.client_cpu)?,
+        server: c.server.as_ref().and_then(|s| side(s, c.plan.server_cpu)),
+    })
+}
+
+/// Builds the result.
+pub fn assemble(c: Collected) -> anyhow::Result<TestResult> {
+    let empty = SideReport::default();
+    let server = c.server.as_ref().unwrap_or(&empty);
+    let mut warnings = Vec::new();
+    let (outcome, units, unit) = crate::roles::outcome(&c, server, &mut warnings)?;
+    let steal = split(&c.client.cpu).steal_pct;
+    if steal > 5.0 {
+        warnings.push(format!(
+            "{steal:.1}% of CPU time was stolen by the hypervisor during the run: expect noise"
+        ));
+    }
+    let cpu = cpu_accounting(&c, units, unit, &mut warnings);
+    let events = events_of(&c, units, unit);
+    Ok(TestResult {
+        schema: RESULT_SCHEMA.to_string(),
+        workload: c.plan.workload.clone(),
+        duration_s: if c.plan.workload.is_timed() {
+            c.plan.duration.as_secs_f64()
+        } else {
+            0.0
+        },
+        client_cpu: c.plan.client_cpu,
+        server_cpu: c.plan.server_cpu,
+        target: c.target,
+        sock: c.plan.sock,
+        capture: c.plan.capture.as_ref().map(|p| p.display().to_string()),
+        kvm: None,
+        placement: None,
+        guest: None,
+        outcome,
+        cpu,
+        env: Envs {
+            client: c.client_env,
+            server: c.server_env,
+        },
+        warnings,
+        events,
+        allow_concurrent: false,
+        trace: None,
+        timeline: None,
+        host_trace: None,
+        stop_s: None,
+        intervals: Vec::new(),
+    })
+}
+
+/// At or above this share of the CPU its threads could use, a side is called CPU-bound
+/// (not 100: steal and interrupt time on a guest's CPUs is charged to no thread).
+pub const CPU_BOUND_PCT: f64 = 90.0;
+
+/// Worker threads per side: the multiplexing threads, else one per flow.
+fn workers(c: &Collected) -> u32 {
+    match (&c.plan.workload, c.plan.workload.multiplexed()) {
+        (_, Some((_, t))) => t,
+        (Workload::Rr { flows, .. } | Workload::Stream { flows, .. }, None) => *flows,
+        _ => 1,
+    }
+}
+
+/// A side's test threads' CPU time in percent of `workers` threads (at most one per CPU of
+/// its machine) over its elapsed time.
+fn threads_busy(r: &SideReport, workers: u32) -> Option<f64> {
+    let cpus = r.cpu.ncpus.max(1).min(workers.max(1));
+    let room = r.elapsed_s * f64::from(cpus);
+    // The threads' CPU time runs to the end of their work, past the interval (closing
+    // thousands of connections): capped, so it never reads as more than all of it.
+    (room > 0.0).then(|| (100.0 * r.threads.total_s() / room).min(100.0))
+}
+
+/// A side waits by spinning or polling: its threads are busy by choice, which says nothing
+/// of a CPU limit.
+fn spins(c: &Collected) -> bool {
+    match &c.plan.workload {
+        Workload::Rr {
+            client_wait,
+            server_wait,
+            ..
+        }
+        | Workload::Crr {
+            client_wait,
+            server_wait,
+            ..
+        } => !client_wait.is_block() || !server_wait.is_block(),
+        _ => false,
+    }
+}
+
+/// Both sides on one machine: whether their threads together kept the CPUs they could use
+/// busy (each side alone may look idle while the other takes the rest).
+fn machine_bound(c: &Collected, warnings: &mut Vec<String>) {
+    let Some(s) = c.server.as_ref() else { return };
+    let cpus = c.client.cpu.ncpus.max(1).min(2 * workers(c));
+    let room = c.client.elapsed_s * f64::from(cpus);
+    let used = c.client.threads.total_s() + s.threads.total_s();
+    let pct = (100.0 * used / room).min(100.0);
+    if room > 0.0 && pct >= CPU_BOUND_PCT {
+        warnings.push(format!(
+            "both sides share this machine and their test threads kept {pct:.0}% of its {cpus} CPU(s) busy: this result is the machine's CPU limit, not the network's"
+        ));
+    }
+}
+
+/// Each side's CPU: system-wide split, its own threads, service demand per unit, and the
+/// other work on its machine (warned about above [`OTHER_LOAD_WARN_PCT`]).
+fn cpu_accounting(
+    c: &Collected,
+    units: f64,
+    unit: &str,
+    warnings: &mut Vec<String>,
+) -> CpuAccounting {
+    let same_host = c
+        .server_env
+        .as_ref()
+        .is_some_and(|s| !s.boot_id.is_empty() && s.boot_id == c.client_env.boot_id);
+    // Other work on each machine: when both sides share one, both sides' threads are the
+    // test's; the load average is read here, on the client's machine.
+    let both = c.client.threads.total_s() + c.server.as_ref().map_or(0.0, |s| s.threads.total_s());
+    let mut client = side_cpu(
+        &c.client,
+        units,
+        if same_host {
+            both
+        } else {
+            c.client.threads.total_s()
+        },
+    );
+    client.loadavg_1m = virtperf_measure::loadavg_1m();
+    client.threads_busy_pct = threads_busy(&c.client, workers(c));
+    let server_cpu = c.server.as_ref().map(|s| {
+        let mut sc = side_cpu(s, units, if same_host { both } else { s.threads.total_s() });
+        sc.threads_busy_pct = threads_busy(s, workers(c));
+        if same_host {
+            // One machine: the same other work, measured over nearly the same interval.
+            sc.loadavg_1m = client.loadavg_1m;
+        }
+        sc
+    });
+    for (side, sc) in [("client", Some(&client)), ("server", server_cpu.as_ref())] {
+        let Some(sc) = sc else { continue };
+        if let Some(busy) = sc
+            .threads_busy_pct
+            .filter(|b| *b >= CPU_BOUND_PCT && !spins(c))
+        {
+            warnings.push(format!(
+                "the {side}'s test threads were busy {busy:.0}% of the CPU they could use: this result is the {side}'s CPU limit, not the network's"
+            ));
+        }
+        if sc.other_cpu_pct > OTHER_LOAD_WARN_PCT && !(same_host && side == "server") {
+            warnings.push(format!(
+                "other work used {:.0}% of a CPU on the {side}'s machine during the test{}: expect noise",
+                sc.other_cpu_pct,
+                sc.loadavg_1m
+                    .map(|l| format!(" (load average {l:.2})"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    if same_host && !spins(c) {
+        machine_bound(c, warnings);
+    }
+    CpuAccounting {
+        unit: unit.to_string(),
+        same_host,
+        client,
+        server: server_cpu,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use virtperf_wire::{EventCounts, FlowStats, UdpCounts};
+
+    use super::outcome::check_udp_flows;
+    use crate::plan::Plan;
+    use virtperf_measure::latency;
+    use virtperf_wire::{Env, Outcome};
+
+    use super::*;
+
+    fn plan(client_cpu: Option<u32>) -> Plan {
+        Plan {
+            client_cpu,
+            server_cpu: Some(1),
+            ..Plan::new(Workload::rr(1, 1), Duration::from_secs(2))
+        }
+    }
+
+    fn side(transactions: u64, active_s: f64, events: &[(&str, u64)], pinned: bool) -> SideReport {
+        let counts: BTreeMap<String, u64> =
+            events.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        SideReport {
+            elapsed_s: active_s,
+            transactions,
+            flows: vec![FlowStats {
+                active_s,
+                transactions,
+                ..Default::default()
+            }],
+            events: Some(EventCounts {
+                pinned: pinned.then(|| counts.clone()),
+                all: counts,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn collected(plan: &Plan, client: SideReport, server: SideReport) -> Collected<'_> {
+        let mut h = latency::new_histogram();
+        for ns in [10_000u64, 20_000, 30_000] {
+            h.record(ns).expect("in range");
+        }
+        Collected {
+            plan,
+            target: "127.0.0.1:1".into(),
+            client,
+            client_hist: Some(h),
+            server: Some(server),
+            client_env: Env::default(),
+            server_env: None,
+            downloads: vec![],
+            url: String::new(),
+        }
+    }
+
+    #[test]
+    fn rr_rate_latency_and_events_per_transaction() {
+        let p = plan(Some(0));
+        let ev = [("ipi_call", 2000), ("timer_irqs", 500)];
+        let r = assemble(collected(
+            &p,
+            side(1000, 2.0, &ev, true),
+            side(1000, 2.0, &ev, true),
+        ))
+        .expect("assembled");
+        let Outcome::Rr(o) = &r.outcome else {
+            panic!("rr gives an rr outcome: {:?}", r.outcome)
+        };
+        assert_eq!(o.transactions, 1000);
+        assert!((o.rate_per_s - 500.0).abs() < 1e-9, "{}", o.rate_per_s);
+        assert!((o.latency.p50_us - 20.0).abs() < 0.1, "{:?}", o.latency);
+        let e = r.events.expect("events were counted");
+        assert_eq!(e.unit, "transaction");
+        assert!((e.client.per_unit["ipi_call"] - 2.0).abs() < 1e-9);
+        let pinned = e.client.pinned.expect("the client was pinned");
+        assert_eq!(pinned.cpu, 0);
+        assert!((pinned.per_unit["timer_irqs"] - 0.5).abs() < 1e-9);
+        assert!(
+            e.client.per_unit.contains_key("thread_voluntary_switches"),
+            "the side's own threads' switches are counted too"
+        );
+    }
+
+    /// No transaction: nothing to divide by, so no per-transaction figure at all.
+    #[test]
+    fn zero_transactions_give_no_per_unit_numbers() {
+        let p = plan(Some(0));
+        let ev = [("ipi_call", 7)];
+        let r = assemble(collected(
+            &p,
+            side(0, 2.0, &ev, true),
+            side(0, 2.0, &ev, true),
+        ))
+        .expect("assembled");
+        let e = r.events.expect("events were counted");
+        assert!(e.client.per_unit.is_empty(), "{:?}", e.client.per_unit);
+        assert_eq!(e.client.deltas["ipi_call"], 7, "the raw count stays");
+        assert!(
+            e.metrics().is_empty(),
+            "no per-transaction metric: {:?}",
+            e.metrics()
+        );
+    }
+
+    /// A receiver that saw a number past the sender's last, or more datagrams than were
+    /// sent: warned about, and the flow's loss recomputed from the sender's numbering.
+    #[test]
+    fn udp_counts_are_held_to_the_sender() {
+        let tx = UdpCounts {
+            datagrams_tx: 1000,
+            highest_seq: 1000,
+            ..Default::default()
+        };
+        let mut rx = vec![UdpCounts {
+            datagrams_rx: 990,
+            highest_seq: 1 << 40,
+            lost: (1 << 40) - 990,
+            implausible: 3,
+            ..Default::default()
+        }];
+        let mut w = Vec::new();
+        check_udp_flows(&mut rx, &[tx], &mut w);
+        assert_eq!(rx[0].highest_seq, 1000);
+        assert_eq!(rx[0].lost, 10);
+        assert!(w.iter().any(|x| x.contains("3 datagrams carried")), "{w:?}");
+        assert!(w.iter().any(|x| x.contains("numbered only 1000")), "{w:?}");
+        let mut more = vec![UdpCounts {
+            datagrams_rx: 1001,
+            highest_seq: 1000,
+            ..Default::default()
+        }];
+        let mut w = Vec::new();
+        check_udp_flows(&mut more, &[tx], &mut w);
+        assert!(w.iter().any(|x| x.contains("cannot both be true")), "{w:?}");
+        let mut honest = vec![UdpCounts {
+            datagrams_rx: 990,
+            highest_seq: 1000,
+            lost: 10,
+            ..Default::default()
+        }];
+        let mut w = Vec::new();
+        check_udp_flows(&mut honest, &[tx], &mut w);
+        assert!(w.is_empty(), "{w:?}");
+    }
+
+    /// An unpinned side has no pinned block, whatever its machine counted.
+    #[test]
+    fn unpinned_side_has_no_pinned_events() {
+        let p = plan(None);
+        let ev = [("ipi_call", 10)];
+        let r = assemble(collected(
+            &p,
+            side(10, 1.0, &ev, true),
+            side(10, 1.0, &ev, true),
+        ))
+        .expect("assembled");
+        let e = r.events.expect("events");
+        assert!(e.client.pinned.is_none());
+        assert!(
+            e.server.and_then(|s| s.pinned).is_some(),
+            "the server was pinned to 1"
+        );
+    }
+}

@@ -1,0 +1,459 @@
+//! The outcome shapes a workload's counts become (rr and crr share one; UDP rr and stream
+//! have their own parts inside), chosen by each workload's role ([`crate::roles`]).
+
+use virtperf_load::http::Fetched;
+use virtperf_measure::{latency, LatencyHistogram};
+use virtperf_wire::Env;
+use virtperf_wire::{
+    BulkOutcome, Download, FlowSpread, HttpOutcome, Outcome, Protocol, RrOutcome, SideReport,
+    StreamFlow, StreamOutcome, UdpCounts, UdpRr, UdpStream, Workload,
+};
+
+use crate::plan::Plan;
+
+/// Everything collected during a test.
+pub struct Collected<'a> {
+    /// What was run.
+    pub plan: &'a Plan,
+    /// Agent address or URL.
+    pub target: String,
+    /// Client measurement.
+    pub client: SideReport,
+    /// Client latency histogram (rr, crr).
+    pub client_hist: Option<LatencyHistogram>,
+    /// Agent measurement, if there was an agent.
+    pub server: Option<SideReport>,
+    /// Client fingerprint.
+    pub client_env: Env,
+    /// Agent fingerprint.
+    pub server_env: Option<Env>,
+    /// HTTP downloads in order.
+    pub downloads: Vec<Fetched>,
+    /// URL for HTTP tests.
+    pub url: String,
+}
+
+fn direction(reverse: bool) -> String {
+    if reverse {
+        "server_to_client"
+    } else {
+        "client_to_server"
+    }
+    .to_string()
+}
+
+fn mbps(bytes: u64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        bytes as f64 * 8.0 / secs / 1e6
+    } else {
+        0.0
+    }
+}
+
+/// Per outcome: the outcome, the units its service demand is per, and their name.
+pub(crate) type Measured = (Outcome, f64, &'static str);
+
+/// rr and crr: transactions counted and timed by the client, latency from its histogram.
+pub(crate) fn rr_outcome(
+    c: &Collected,
+    server: &SideReport,
+    warnings: &mut Vec<String>,
+) -> Measured {
+    let n = c.client.transactions;
+    // With several flows, the test lasted as long as its longest flow.
+    let elapsed = c
+        .client
+        .flows
+        .iter()
+        .map(|f| f.active_s)
+        .fold(0.0, f64::max);
+    let (lat, hist) = match &c.client_hist {
+        Some(h) => (latency::summarize(h), latency::encode(h)),
+        None => Default::default(),
+    };
+    if n < 1000 {
+        warnings.push(format!(
+            "only {n} transactions: tail percentiles (p99.9) are not meaningful; run longer"
+        ));
+    }
+    let o = RrOutcome {
+        transactions: n,
+        server_transactions: server.transactions,
+        elapsed_s: elapsed,
+        rate_per_s: if elapsed > 0.0 {
+            n as f64 / elapsed
+        } else {
+            0.0
+        },
+        latency: lat,
+        histogram: hist,
+        flow_spread: c.plan.workload.multiplexed().and_then(|(_, t)| {
+            // Every flow over the same interval: the test's, so a flow that started late
+            // or stalled shows as slow rather than as short.
+            let rates: Vec<f64> = c
+                .client
+                .flows
+                .iter()
+                .map(|f| {
+                    if elapsed > 0.0 {
+                        f.transactions as f64 / elapsed
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            FlowSpread::of(&rates).map(|s| FlowSpread {
+                // crr's agent serves connections, not flows: it counts none.
+                server_flows: if matches!(c.plan.workload, Workload::Rr { .. }) {
+                    server.flows.len() as u32
+                } else {
+                    0
+                },
+                threads: t,
+                unit: "transactions/s".into(),
+                setup_s: c.client.setup_s,
+                ..s
+            })
+        }),
+        udp: udp_rr(c, n, warnings),
+    };
+    if let Workload::Rr {
+        rate_per_s: Some(want),
+        ..
+    } = c.plan.workload
+    {
+        // An open loop's achieved rate is the schedule's unless a side could not keep up.
+        if o.rate_per_s < 0.98 * f64::from(want) {
+            warnings.push(format!(
+                "asked for {want} requests/s, achieved {:.0}/s: the target was missed (latency is still measured from each request's intended send time)",
+                o.rate_per_s
+            ));
+        }
+    }
+    let o = if matches!(c.plan.workload, Workload::Rr { .. }) {
+        Outcome::Rr(o)
+    } else {
+        Outcome::Crr(o)
+    };
+    (o, n as f64, "transaction")
+}
+
+/// UDP rr: the client's lost transactions, said in a warning too when there were any.
+fn udp_rr(c: &Collected, completed: u64, warnings: &mut Vec<String>) -> Option<UdpRr> {
+    if c.plan.workload.protocol() != Protocol::Udp {
+        return None;
+    }
+    let (lost, late) = c
+        .client
+        .flows
+        .iter()
+        .filter_map(|f| f.udp)
+        .fold((0, 0), |(l, t), u| (l + u.lost, t + u.late));
+    let Workload::Rr {
+        loss_timeout_ms, ..
+    } = c.plan.workload
+    else {
+        return None;
+    };
+    let timeout_ms = crate::udp_roles::loss_timeout(loss_timeout_ms).as_secs_f64() * 1e3;
+    let tried = completed + lost;
+    let lost_pct = if tried > 0 {
+        100.0 * lost as f64 / tried as f64
+    } else {
+        0.0
+    };
+    if lost > 0 {
+        warnings.push(format!(
+            "{lost} of {tried} UDP transactions ({lost_pct:.3}%) had no response within {timeout_ms} ms and were restarted ({late} responses came later: slow, not lost); the rate and latency count completed transactions only"
+        ));
+    }
+    // A late response answers a transaction given up on: there are never more of them than
+    // transactions lost. More means datagrams that were not the agent's answers were taken
+    // for answers (a 1-byte request carries a 1-byte tag: one stranger's datagram in 256
+    // matches), which made transactions complete early.
+    if late > lost {
+        warnings.push(format!(
+            "{late} responses arrived for transactions already answered, more than the {lost} given up on: someone other than the agent is answering this test's requests (forged datagrams?); the rate and latency are not trustworthy"
+        ));
+    }
+    Some(UdpRr {
+        lost,
+        lost_pct,
+        late,
+        timeout_ms,
+    })
+}
+
+/// One UDP stream flow's accounting from its receiver's and its sender's counts.
+fn udp_flow(rx: &UdpCounts, tx: &UdpCounts) -> UdpStream {
+    UdpStream {
+        datagrams_sent: tx.datagrams_tx,
+        datagrams_received: rx.datagrams_rx,
+        lost: rx.lost,
+        lost_pct: pct(rx.lost, rx.highest_seq),
+        out_of_order: rx.out_of_order,
+        jitter_ms: rx.jitter_ms,
+        gso: tx.gso,
+        gro: rx.gro,
+    }
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole > 0 {
+        100.0 * part as f64 / whole as f64
+    } else {
+        0.0
+    }
+}
+
+/// All flows of a UDP stream: sums, loss over all sequence numbers, jitter the flows' mean
+/// (iperf3's summary), and warnings for offloads asked for that the kernel refused.
+fn udp_total(
+    c: &Collected,
+    rx: &SideReport,
+    tx: &SideReport,
+    warnings: &mut Vec<String>,
+) -> UdpStream {
+    let mut rxs: Vec<UdpCounts> = rx.flows.iter().map(|f| f.udp.unwrap_or_default()).collect();
+    let txs: Vec<UdpCounts> = tx.flows.iter().map(|f| f.udp.unwrap_or_default()).collect();
+    check_udp_flows(&mut rxs, &txs, warnings);
+    let highest: u64 = rxs.iter().map(|u| u.highest_seq).sum();
+    let lost: u64 = rxs.iter().map(|u| u.lost).sum();
+    let t = UdpStream {
+        datagrams_sent: txs.iter().map(|u| u.datagrams_tx).sum(),
+        datagrams_received: rxs.iter().map(|u| u.datagrams_rx).sum(),
+        lost,
+        lost_pct: pct(lost, highest),
+        out_of_order: rxs.iter().map(|u| u.out_of_order).sum(),
+        jitter_ms: if rxs.is_empty() {
+            0.0
+        } else {
+            rxs.iter().map(|u| u.jitter_ms).sum::<f64>() / rxs.len() as f64
+        },
+        gso: !txs.is_empty() && txs.iter().all(|u| u.gso),
+        gro: !rxs.is_empty() && rxs.iter().all(|u| u.gro),
+    };
+    if let Workload::Stream { gso, gro, .. } = c.plan.workload {
+        if gso && !t.gso {
+            warnings.push("GSO (UDP_SEGMENT) was asked for but the sender's kernel refused it: one datagram per send".into());
+        }
+        if gro && !t.gro {
+            warnings.push("GRO (UDP_GRO) was asked for but the receiver's kernel refused it: one datagram per receive".into());
+        }
+    }
+    t
+}
+
+/// Holds each UDP stream flow's receiver to what its sender sent: a sequence number past
+/// the sender's last, or more datagrams than it sent, cannot be true (forged or corrupt
+/// datagrams that passed the receiver's own checks). Such a flow's loss is recomputed from
+/// the sender's numbering, and every such case is a warning.
+pub(super) fn check_udp_flows(
+    rxs: &mut [UdpCounts],
+    txs: &[UdpCounts],
+    warnings: &mut Vec<String>,
+) {
+    let implausible: u64 = rxs.iter().map(|u| u.implausible).sum();
+    if implausible > 0 {
+        warnings.push(format!(
+            "{implausible} datagrams carried sequence numbers no sender of this test gave (forged or corrupt): counted apart, in no other count"
+        ));
+    }
+    for (i, (r, t)) in rxs.iter_mut().zip(txs).enumerate() {
+        // Senders from before `highest_seq` was reported give 0: nothing to hold to.
+        if t.highest_seq > 0 && r.highest_seq > t.highest_seq {
+            warnings.push(format!(
+                "flow {i}: a datagram numbered {} arrived, but the sender numbered only {}: loss is computed from the sender's numbering instead",
+                r.highest_seq, t.highest_seq
+            ));
+            r.highest_seq = t.highest_seq;
+            r.lost = t.highest_seq.saturating_sub(r.datagrams_rx);
+        }
+        if r.datagrams_rx > t.datagrams_tx {
+            warnings.push(format!(
+                "flow {i}: {} datagrams received but only {} sent: the counts cannot both be true (datagrams from someone else?)",
+                r.datagrams_rx, t.datagrams_tx
+            ));
+        }
+    }
+}
+
+/// stream: the receivers' bytes over the longest receiver interval, checked against the
+/// senders' count.
+pub(crate) fn stream_outcome(
+    c: &Collected,
+    server: &SideReport,
+    reverse: bool,
+    warnings: &mut Vec<String>,
+) -> Measured {
+    let (rx, tx) = if reverse {
+        (&c.client, server)
+    } else {
+        (server, &c.client)
+    };
+    if tx.flows.len() != rx.flows.len() && c.server.is_some() {
+        warnings.push(format!(
+            "the sender reported {} flows and the receiver {}: per-flow sender bytes of the flows it did not report read 0",
+            tx.flows.len(),
+            rx.flows.len()
+        ));
+    }
+    let flows: Vec<StreamFlow> = rx
+        .flows
+        .iter()
+        .enumerate()
+        .map(|(i, f)| StreamFlow {
+            mbps: mbps(f.bytes_rx, f.active_s),
+            receiver_bytes: f.bytes_rx,
+            sender_bytes: tx.flows.get(i).map(|t| t.bytes_tx).unwrap_or(0),
+            active_s: f.active_s,
+            udp: f
+                .udp
+                .map(|r| udp_flow(&r, &tx.flows.get(i).and_then(|t| t.udp).unwrap_or_default())),
+        })
+        .collect();
+    let receiver_bytes: u64 = flows.iter().map(|f| f.receiver_bytes).sum();
+    let sender_bytes: u64 = tx.flows.iter().map(|f| f.bytes_tx).sum();
+    // Flows start together at the gate; the longest receiver interval spans them all.
+    let elapsed = flows.iter().map(|f| f.active_s).fold(0.0, f64::max);
+    let udp = (c.plan.workload.protocol() == Protocol::Udp).then(|| udp_total(c, rx, tx, warnings));
+    // UDP loses datagrams by design: its loss is counted above, not a broken connection.
+    // Multiplexed receivers count only the measured window (the sender's last bytes arrive
+    // after it), so for them an early end shows as a flow whose time is short of it.
+    let windowed = c.plan.workload.multiplexed().is_some();
+    if windowed && udp.is_none() {
+        let short: Vec<usize> = (0..flows.len())
+            .filter(|i| flows[*i].active_s < 0.98 * elapsed)
+            .collect();
+        if let Some(first) = short.first() {
+            warnings.push(format!(
+                "{} of {} connections ended before the measured {elapsed:.3} s were over (flow {first} after {:.3} s)",
+                short.len(),
+                flows.len(),
+                flows[*first].active_s
+            ));
+        }
+        if receiver_bytes > sender_bytes {
+            warnings.push(format!(
+                "receiver counted {receiver_bytes} bytes but the sender sent only {sender_bytes}: the counts cannot both be true"
+            ));
+        }
+    } else if receiver_bytes != sender_bytes && c.server.is_some() && udp.is_none() {
+        warnings.push(format!(
+            "receiver counted {receiver_bytes} bytes but sender sent {sender_bytes}: a connection ended early"
+        ));
+    }
+    let flow_spread = c.plan.workload.multiplexed().and_then(|(_, t)| {
+        let rates: Vec<f64> = flows.iter().map(|f| f.mbps).collect();
+        FlowSpread::of(&rates).map(|s| FlowSpread {
+            server_flows: server.flows.len() as u32,
+            threads: t,
+            unit: "Mbit/s".into(),
+            setup_s: c.client.setup_s,
+            ..s
+        })
+    });
+    let o = StreamOutcome {
+        direction: direction(reverse),
+        mbps: mbps(receiver_bytes, elapsed),
+        receiver_bytes,
+        sender_bytes,
+        elapsed_s: elapsed,
+        flows,
+        flow_spread,
+        udp,
+    };
+    (Outcome::Stream(o), receiver_bytes as f64 / 1024.0, "KB")
+}
+
+/// bulk: the byte count over the sender's time to the receiver's acknowledgement.
+pub(crate) fn bulk_outcome(
+    c: &Collected,
+    server: &SideReport,
+    bytes: u64,
+    reverse: bool,
+    warnings: &mut Vec<String>,
+) -> Measured {
+    // The sender's clock runs from its first write to the receiver's acknowledgement.
+    let (sender, receiver_bytes) = if reverse {
+        (
+            server,
+            // No flow record: nothing was received (the transfer failed before its
+            // connection was counted), which the byte-count warning below says.
+            c.client.flows.first().map_or(0, |f| f.bytes_rx),
+        )
+    } else {
+        (&c.client, c.client.flows.first().map_or(0, |f| f.bytes_rx))
+    };
+    let elapsed = sender.flows.first().map(|f| f.active_s).unwrap_or(0.0);
+    if receiver_bytes != bytes {
+        warnings.push(format!(
+            "receiver counted {receiver_bytes} of {bytes} bytes"
+        ));
+    }
+    let o = BulkOutcome {
+        direction: direction(reverse),
+        bytes,
+        receiver_bytes,
+        elapsed_s: elapsed,
+        mib_per_s: if elapsed > 0.0 {
+            receiver_bytes as f64 / elapsed / (1 << 20) as f64
+        } else {
+            0.0
+        },
+        mbps: mbps(receiver_bytes, elapsed),
+    };
+    (Outcome::Bulk(o), receiver_bytes as f64 / 1024.0, "KB")
+}
+
+/// http: every download's size, status, time to first byte and duration.
+pub(crate) fn http_outcome(c: &Collected, bytes: u64, warnings: &mut Vec<String>) -> Measured {
+    let downloads: Vec<Download> = c
+        .downloads
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let d = f.total.as_secs_f64();
+            Download {
+                index: i as u32 + 1,
+                bytes: f.bytes,
+                status: f.status,
+                ttfb_s: f.ttfb.as_secs_f64(),
+                duration_s: d,
+                mb_per_s: if d > 0.0 {
+                    f.bytes as f64 / d / 1e6
+                } else {
+                    0.0
+                },
+            }
+        })
+        .collect();
+    for d in &downloads {
+        if d.status != 200 {
+            warnings.push(format!("download {} answered HTTP {}", d.index, d.status));
+        }
+        if c.server.is_some() && d.bytes != bytes {
+            warnings.push(format!(
+                "download {} received {} of {bytes} bytes",
+                d.index, d.bytes
+            ));
+        }
+    }
+    let total_bytes: u64 = downloads.iter().map(|d| d.bytes).sum();
+    let total_s: f64 = downloads.iter().map(|d| d.duration_s).sum();
+    let o = HttpOutcome {
+        url: c.url.clone(),
+        mean_duration_s: if downloads.is_empty() {
+            0.0
+        } else {
+            total_s / downloads.len() as f64
+        },
+        mb_per_s: if total_s > 0.0 {
+            total_bytes as f64 / total_s / 1e6
+        } else {
+            0.0
+        },
+        downloads,
+    };
+    (Outcome::Http(o), total_bytes as f64 / 1024.0, "KB")
+}
