@@ -14,6 +14,8 @@ use virtperf_experiment::spec::{self, Repeat};
 use virtperf_place::guest::{Accel, Direction};
 use virtperf_report::compare;
 use virtperf_report::stats::Verdict;
+use virtperf_store::{RunRow, Store, TrialRow};
+use virtperf_wire::GuestInfo;
 
 use crate::experiment::{execute_spec, DbArg, Executed};
 
@@ -192,29 +194,7 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
         ),
     };
     if a.explain {
-        return crate::explain::explain(crate::explain::ExplainArgs {
-            quick: true,
-            size: (1, 1),
-            cpus: (Some(0), Some(1)),
-            tries: Some(a.runs.min(virtperf_explain::ExplainOpts::MAX_REMOTE_TRIES)),
-            duration: None,
-            placement: Some(virtperf_place::Placement::Guest(
-                direction,
-                Box::new(a.guest.opts(a.json)),
-            )),
-            host: None,
-            conn: crate::args::ConnArgs {
-                port: virtperf_wire::DEFAULT_PORT,
-                token: None,
-                token_file: None,
-            },
-            guest: a.guest,
-            no_boot_remedies: false,
-            json: a.json,
-            output: None,
-            db: a.db,
-            lock: a.lock,
-        });
+        return explain_in_guest(a, direction);
     }
     let text = spec_text(&a, direction)?;
     if a.print_spec {
@@ -232,10 +212,71 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
         ..
     } = execute_spec(&spec, &a.db, Some(Repeat::Fixed(a.runs)), a.json, &a.lock)?;
     let rows = compare::by_config(&points, Some("native"));
-    // The headline metrics: throughput or rate, plus p99 latency where there is one.
-    let wanted = ["rate_per_s", "mbps", "p50_us", "p99_us"];
-    let tax: Vec<TaxRow> = rows
+    let tax = tax_rows(&rows);
+    // The guest as configured; QEMU's CPU use is per trial, so it stays in the stored trials.
+    let info = trials
         .iter()
+        .find_map(|t| t.result.as_ref().and_then(|r| r.guest.clone()))
+        .map(|mut g| {
+            g.qemu_cpu_s.clear();
+            g
+        });
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "run_id": row.id,
+                "direction": direction.name(),
+                "guest": info,
+                "rows": tax,
+            }))?
+        );
+    } else {
+        print_tax(direction, info.as_ref(), &tax, &trials, &row, &store);
+    }
+    if interrupted {
+        return crate::experiment::run_exit(&row, 0, true);
+    }
+    if tax.is_empty() {
+        bail!(
+            "no workload finished on both sides: see `virtperf show {}`",
+            row.id
+        );
+    }
+    Ok(())
+}
+
+/// `vm compare --explain`: explain's quick battery inside the guest.
+fn explain_in_guest(a: VmCompareArgs, direction: Direction) -> Result<()> {
+    crate::explain::explain(crate::explain::ExplainArgs {
+        quick: true,
+        size: (1, 1),
+        cpus: (Some(0), Some(1)),
+        tries: Some(a.runs.min(virtperf_explain::ExplainOpts::MAX_REMOTE_TRIES)),
+        duration: None,
+        placement: Some(virtperf_place::Placement::Guest(
+            direction,
+            Box::new(a.guest.opts(a.json)),
+        )),
+        host: None,
+        conn: crate::args::ConnArgs {
+            port: virtperf_wire::DEFAULT_PORT,
+            token: None,
+            token_file: None,
+        },
+        guest: a.guest,
+        no_boot_remedies: false,
+        json: a.json,
+        output: None,
+        db: a.db,
+        lock: a.lock,
+    })
+}
+
+/// The headline metrics (throughput or rate, p50/p99 latency) as native-vs-guest rows.
+fn tax_rows(rows: &[compare::Row]) -> Vec<TaxRow> {
+    let wanted = ["rate_per_s", "mbps", "p50_us", "p99_us"];
+    rows.iter()
         .filter(|r| wanted.contains(&r.metric.as_str()))
         .map(|r| {
             let (n, g) = (r.comparison.baseline.mean, r.comparison.candidate.mean);
@@ -257,83 +298,64 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
                 verdict: verdict_word(r.comparison.verdict).to_string(),
             }
         })
-        .collect();
-    // The guest as configured; QEMU's CPU use is per trial, so it stays in the stored trials.
-    let info = trials
-        .iter()
-        .find_map(|t| t.result.as_ref().and_then(|r| r.guest.clone()))
-        .map(|mut g| {
-            g.qemu_cpu_s.clear();
-            g
-        });
-    if a.json {
+        .collect()
+}
+
+/// The native-vs-guest table, its failures and where it is stored.
+fn print_tax(
+    direction: Direction,
+    info: Option<&GuestInfo>,
+    tax: &[TaxRow],
+    trials: &[TrialRow],
+    row: &RunRow,
+    store: &Store,
+) {
+    match info {
+        Some(g) => println!(
+            "native vs guest ({})  guest: {}",
+            direction.name(),
+            crate::render::guest(g)
+        ),
+        None => println!(
+            "native vs guest ({}): no guest trial succeeded",
+            direction.name()
+        ),
+    }
+    println!(
+        "{:<22} {:<18} {:>12} {:>12} {:>12} {:>8}  verdict",
+        "workload", "metric", "native", "guest", "guest/native", "tax"
+    );
+    for r in tax {
         println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "run_id": row.id,
-                "direction": direction.name(),
-                "guest": info,
-                "rows": tax,
-            }))?
-        );
-    } else {
-        match &info {
-            Some(g) => println!(
-                "native vs guest ({})  guest: {}",
-                direction.name(),
-                crate::render::guest(g)
-            ),
-            None => println!(
-                "native vs guest ({}): no guest trial succeeded",
-                direction.name()
-            ),
-        }
-        println!(
-            "{:<22} {:<18} {:>12} {:>12} {:>12} {:>8}  verdict",
-            "workload", "metric", "native", "guest", "guest/native", "tax"
-        );
-        for r in &tax {
-            println!(
-                "{:<22} {:<18} {:>12} {:>12} {:>12.3} {:>7.1}%  {}",
-                r.workload,
-                format!("{} {}", short_metric(&r.metric), r.unit),
-                fmt(r.native),
-                fmt(r.guest),
-                r.ratio,
-                r.tax_pct,
-                r.verdict
-            );
-        }
-        if info.as_ref().is_some_and(|g| g.emulated) {
-            println!("\nWARNING: the guest ran under TCG emulation: this tax is QEMU's instruction emulation, not what a KVM guest would pay.");
-        }
-        for t in trials.iter().filter(|t| t.error.is_some()) {
-            println!(
-                "failed: {} · {} · try {}: {}",
-                t.point_label,
-                t.config,
-                t.repetition,
-                t.error.as_deref().unwrap_or("")
-            );
-        }
-        println!(
-            "\nstored as run {} in {}; see `virtperf show {}`, `virtperf compare {}`",
-            row.id,
-            store.path().display(),
-            row.id,
-            row.id
+            "{:<22} {:<18} {:>12} {:>12} {:>12.3} {:>7.1}%  {}",
+            r.workload,
+            format!("{} {}", short_metric(&r.metric), r.unit),
+            fmt(r.native),
+            fmt(r.guest),
+            r.ratio,
+            r.tax_pct,
+            r.verdict
         );
     }
-    if interrupted {
-        return crate::experiment::run_exit(&row, 0, true);
+    if info.is_some_and(|g| g.emulated) {
+        println!("\nWARNING: the guest ran under TCG emulation: this tax is QEMU's instruction emulation, not what a KVM guest would pay.");
     }
-    if tax.is_empty() {
-        bail!(
-            "no workload finished on both sides: see `virtperf show {}`",
-            row.id
+    for t in trials.iter().filter(|t| t.error.is_some()) {
+        println!(
+            "failed: {} · {} · try {}: {}",
+            t.point_label,
+            t.config,
+            t.repetition,
+            t.error.as_deref().unwrap_or("")
         );
     }
-    Ok(())
+    println!(
+        "\nstored as run {} in {}; see `virtperf show {}`, `virtperf compare {}`",
+        row.id,
+        store.path().display(),
+        row.id,
+        row.id
+    );
 }
 
 fn short_metric(m: &str) -> &str {

@@ -251,42 +251,14 @@ fn run_once(
     };
     let side = Ctl::new(plan.client_cpu);
     let downloads: Arc<Mutex<Vec<Fetched>>> = Arc::default();
-    // Opening thousands of connections takes a while: timed, and kept out of the
-    // measured interval (the gate opens after it).
-    let setup0 = Instant::now();
-    let (handles, meters) = roles::client(
-        &plan.workload,
-        &crate::half::ClientHalf {
-            data,
-            sock: plan.sock,
-            count: plan.count,
-            side: &side,
-            downloads: &downloads,
-            interval: plan.interval,
-            window: plan.workload.is_timed().then_some(plan.duration),
-            key,
-        },
-    )?;
-    let setup_s = plan
-        .workload
-        .multiplexed()
-        .map(|_| setup0.elapsed().as_secs_f64());
-
+    let (handles, meters, setup_s) = start_workers(plan, data, key, &side, &downloads)?;
     ctl.send(&Message::Start)?;
     match ctl.recv(SETUP_TIMEOUT, "started")? {
         Message::Started => {}
         other => bail!("unexpected answer to start: {}", kind(&other)),
     }
     let kvm0 = plan.kvm_stats.then(virtperf_kvm::debugfs_stats);
-    // The interface our traffic leaves by: in a guest its virtio-net device, whose kicks
-    // and interrupts are counted with the events.
-    let nic = ctl
-        .s
-        .local_addr()
-        .ok()
-        // A connection to one of our own addresses never leaves by the device.
-        .filter(|a| a.ip() != ctl.addr.ip())
-        .and_then(|a| virtperf_measure::nic::interface_of(a.ip()));
+    let nic = traffic_interface(&ctl);
     // Tracepoint counters are opened before the interval (opening costs milliseconds per
     // CPU) and started and stopped right at its edges.
     let tracer = plan.trace.then(|| crate::trace::Tracer::open(plan));
@@ -305,30 +277,7 @@ fn run_once(
     let mut series = plan.interval.map(|every| {
         crate::series::Series::new(every, started, meters, ticks, plan.on_interval.clone())
     });
-    loop {
-        let el = started.elapsed();
-        if let Some(s) = series.as_mut() {
-            s.poll(Instant::now());
-        }
-        if handles.iter().all(|h| h.is_finished()) {
-            break;
-        }
-        // Wake at the next interval boundary too, so live intervals end on time.
-        let to_boundary = series.as_ref().map_or(Duration::MAX, |s| {
-            s.next_wake().saturating_duration_since(Instant::now())
-        });
-        if plan.workload.is_timed() {
-            if el >= plan.duration {
-                break;
-            }
-            progress(Some(el.as_secs_f64() / plan.duration.as_secs_f64()));
-            let left = plan.duration - el;
-            std::thread::sleep(left.min(Duration::from_millis(100)).min(to_boundary));
-        } else {
-            progress(None);
-            std::thread::sleep(Duration::from_millis(50).min(to_boundary));
-        }
-    }
+    wait_for_end(plan, &handles, series.as_mut(), started, progress);
     side.stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let stopped = Instant::now();
     let traced = tracer.map(|t| t.stop());
@@ -344,28 +293,7 @@ fn run_once(
         .delta(&EventSnapshot::read_with_nic(nic.as_deref()))
         .counts(plan.client_cpu);
     let kvm = kvm0.map(|before| kvm_counters(before, virtperf_kvm::debugfs_stats()));
-    // Where the client drives the traffic, let its workers finish their last transaction
-    // before the agent stops serving (a crr connection still in the agent's accept queue
-    // would otherwise be reset). In reverse streams our receivers end only when the agent's
-    // senders stop, so there Stop goes first. A failed send usually means the agent died;
-    // the workers' error says more, so it wins.
-    let agent_addr = ctl.addr;
-    let stop_first = matches!(plan.workload, Workload::Stream { reverse: true, .. });
-    let mut stop_sent = Ok(());
-    if stop_first {
-        stop_sent = ctl.send(&Message::Stop);
-    }
-    let joined = join_all(handles)
-        .with_context(|| format!("data connection to the agent at {agent_addr}"))?;
-    if !stop_first {
-        stop_sent = ctl.send(&Message::Stop);
-    }
-    stop_sent?;
-    let report_max = virtperf_wire::report_limit(plan.workload.connections());
-    let server = match ctl.recv_max(DATA_TIMEOUT + SETUP_TIMEOUT, "report", report_max)? {
-        Message::Report { side } => *side,
-        other => bail!("unexpected answer to stop: {}", kind(&other)),
-    };
+    let (joined, server) = stop_and_report(&mut ctl, plan, handles)?;
     let stop_s = stopped.elapsed().as_secs_f64();
     let client = SideReport {
         elapsed_s: elapsed.as_secs_f64(),
@@ -391,17 +319,142 @@ fn run_once(
         downloads,
         url: format!("http://{data}/"),
     })?;
-    if let Some(k) = kvm {
-        add_kvm(&mut result, k);
-    }
+    add_kvm_and_intervals(&mut result, plan, kvm, series);
     annotate(&mut result, plan, stop_s, traced);
+    Ok(result)
+}
+
+/// The interface our traffic leaves by: in a guest its virtio-net device, whose kicks
+/// and interrupts are counted with the events.
+fn traffic_interface(ctl: &Control) -> Option<String> {
+    ctl.s
+        .local_addr()
+        .ok()
+        // A connection to one of our own addresses never leaves by the device.
+        .filter(|a| a.ip() != ctl.addr.ip())
+        .and_then(|a| virtperf_measure::nic::interface_of(a.ip()))
+}
+
+/// Adds the KVM counters (`--kvm-stats`) and the time series (`-i`) to a result.
+fn add_kvm_and_intervals(
+    result: &mut TestResult,
+    plan: &Plan,
+    kvm: Option<virtperf_wire::KvmCounters>,
+    series: Option<crate::series::Series>,
+) {
+    if let Some(k) = kvm {
+        add_kvm(result, k);
+    }
     if let (Some(s), Some(every)) = (series, plan.interval) {
         result.intervals = s.finish();
         result
             .warnings
             .extend(crate::series::interval_warning(&result.intervals, every));
     }
-    Ok(result)
+}
+
+/// Starts the client half's workers (they wait at the gate); the set-up time of a
+/// multiplexed workload's many connections, kept out of the measured interval.
+fn start_workers(
+    plan: &Plan,
+    data: SocketAddr,
+    key: DataKey,
+    side: &Ctl,
+    downloads: &Arc<Mutex<Vec<Fetched>>>,
+) -> Result<(
+    crate::half::Handles,
+    Vec<Arc<virtperf_load::interval::Meter>>,
+    Option<f64>,
+)> {
+    // Opening thousands of connections takes a while: timed, and kept out of the
+    // measured interval (the gate opens after it).
+    let setup0 = Instant::now();
+    let (handles, meters) = roles::client(
+        &plan.workload,
+        &crate::half::ClientHalf {
+            data,
+            sock: plan.sock,
+            count: plan.count,
+            side,
+            downloads,
+            interval: plan.interval,
+            window: plan.workload.is_timed().then_some(plan.duration),
+            key,
+        },
+    )?;
+    let setup_s = plan
+        .workload
+        .multiplexed()
+        .map(|_| setup0.elapsed().as_secs_f64());
+
+    Ok((handles, meters, setup_s))
+}
+
+/// Waits until the test's duration is over (or, untimed, its workers are done), reporting
+/// progress and closing the live intervals on time.
+fn wait_for_end(
+    plan: &Plan,
+    handles: &crate::half::Handles,
+    mut series: Option<&mut crate::series::Series>,
+    started: Instant,
+    progress: ProgressFn,
+) {
+    loop {
+        let el = started.elapsed();
+        if let Some(s) = series.as_deref_mut() {
+            s.poll(Instant::now());
+        }
+        if handles.iter().all(|h| h.is_finished()) {
+            break;
+        }
+        // Wake at the next interval boundary too, so live intervals end on time.
+        let to_boundary = series.as_deref().map_or(Duration::MAX, |s| {
+            s.next_wake().saturating_duration_since(Instant::now())
+        });
+        if plan.workload.is_timed() {
+            if el >= plan.duration {
+                break;
+            }
+            progress(Some(el.as_secs_f64() / plan.duration.as_secs_f64()));
+            let left = plan.duration - el;
+            std::thread::sleep(left.min(Duration::from_millis(100)).min(to_boundary));
+        } else {
+            progress(None);
+            std::thread::sleep(Duration::from_millis(50).min(to_boundary));
+        }
+    }
+}
+
+/// Stops the test and joins the workers (in the order that lets the last transaction
+/// finish), then takes the agent's report of its side.
+fn stop_and_report(
+    ctl: &mut Control,
+    plan: &Plan,
+    handles: crate::half::Handles,
+) -> Result<(crate::side::Joined, SideReport)> {
+    // Where the client drives the traffic, let its workers finish their last transaction
+    // before the agent stops serving (a crr connection still in the agent's accept queue
+    // would otherwise be reset). In reverse streams our receivers end only when the agent's
+    // senders stop, so there Stop goes first. A failed send usually means the agent died;
+    // the workers' error says more, so it wins.
+    let agent_addr = ctl.addr;
+    let stop_first = matches!(plan.workload, Workload::Stream { reverse: true, .. });
+    let mut stop_sent = Ok(());
+    if stop_first {
+        stop_sent = ctl.send(&Message::Stop);
+    }
+    let joined = join_all(handles)
+        .with_context(|| format!("data connection to the agent at {agent_addr}"))?;
+    if !stop_first {
+        stop_sent = ctl.send(&Message::Stop);
+    }
+    stop_sent?;
+    let report_max = virtperf_wire::report_limit(plan.workload.connections());
+    let server = match ctl.recv_max(DATA_TIMEOUT + SETUP_TIMEOUT, "report", report_max)? {
+        Message::Report { side } => *side,
+        other => bail!("unexpected answer to stop: {}", kind(&other)),
+    };
+    Ok((joined, server))
 }
 
 /// What a result says about how it was measured, besides its numbers: knobs a killed run
