@@ -327,84 +327,10 @@ pub fn result(r: &TestResult, local: bool) -> String {
     let mut s = header(r, local);
     match &r.outcome {
         Outcome::Rr(o) | Outcome::Crr(o) => {
-            let l = &o.latency;
-            let _ = writeln!(
-                s,
-                "  {:>12} {:>12} │ latency µs {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}",
-                "trans/s", "transactions", "mean", "min", "p50", "p90", "p99", "p99.9", "max"
-            );
-            if l.count == 0 {
-                // Zeros in the latency columns would look like measurements.
-                let _ = writeln!(
-                    s,
-                    "  {:>12.1} {:>12} │ no samples: no transaction completed",
-                    o.rate_per_s, o.transactions
-                );
-            } else {
-                let _ = writeln!(
-                    s,
-                    "  {:>12.1} {:>12} │ {:>19.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2}",
-                    o.rate_per_s,
-                    o.transactions,
-                    l.mean_us,
-                    l.min_us,
-                    l.p50_us,
-                    l.p90_us,
-                    l.p99_us,
-                    l.p999_us,
-                    l.max_us
-                );
-            }
-            if let Some(f) = &o.flow_spread {
-                s.push_str(&spread_line(f, matches!(r.outcome, Outcome::Crr(_))));
-            }
-            if let Some(u) = &o.udp {
-                let _ = writeln!(
-                    s,
-                    "  UDP: {} lost ({:.3}% of transactions tried, each restarted after {} ms), {} late responses discarded",
-                    u.lost, u.lost_pct, u.timeout_ms, u.late
-                );
-            }
+            rr_lines(&mut s, o, matches!(r.outcome, Outcome::Crr(_)));
         }
         Outcome::Stream(o) => {
-            let _ = writeln!(
-                s,
-                "  {:<6} {:>12} {:>16} {:>16} {:>9}",
-                "flow", "Mbit/s", "receiver bytes", "sender bytes", "secs"
-            );
-            // Thousands of multiplexed flows: their spread below, each one in the JSON.
-            if o.flows.len() > 1 && o.flow_spread.is_none() {
-                for (i, f) in o.flows.iter().enumerate() {
-                    let _ = writeln!(
-                        s,
-                        "  {:<6} {:>12.2} {:>16} {:>16} {:>9.3}",
-                        i, f.mbps, f.receiver_bytes, f.sender_bytes, f.active_s
-                    );
-                }
-            }
-            let _ = writeln!(
-                s,
-                "  {:<6} {:>12.2} {:>16} {:>16} {:>9.3}",
-                "total", o.mbps, o.receiver_bytes, o.sender_bytes, o.elapsed_s
-            );
-            if let Some(f) = &o.flow_spread {
-                s.push_str(&spread_line(f, false));
-            }
-            if let Some(u) = &o.udp {
-                let onoff = |b: bool| if b { "on" } else { "off" };
-                let _ = writeln!(
-                    s,
-                    "  UDP datagrams: {} sent, {} received, {} lost ({:.3}%), {} out of order, jitter {:.3} ms (iperf3's); GSO {}, GRO {}",
-                    u.datagrams_sent,
-                    u.datagrams_received,
-                    u.lost,
-                    u.lost_pct,
-                    u.out_of_order,
-                    u.jitter_ms,
-                    onoff(u.gso),
-                    onoff(u.gro)
-                );
-            }
+            stream_lines(&mut s, o);
         }
         Outcome::Bulk(o) => {
             let _ = writeln!(
@@ -419,29 +345,7 @@ pub fn result(r: &TestResult, local: bool) -> String {
             );
         }
         Outcome::Http(o) => {
-            let _ = writeln!(s, "  {}", o.url);
-            let _ = writeln!(
-                s,
-                "  {:<4} {:>6} {:>14} {:>10} {:>10} {:>8}",
-                "#", "status", "bytes", "ttfb ms", "secs", "MB/s"
-            );
-            for d in &o.downloads {
-                let _ = writeln!(
-                    s,
-                    "  {:<4} {:>6} {:>14} {:>10.2} {:>10.3} {:>8.1}",
-                    d.index,
-                    d.status,
-                    d.bytes,
-                    d.ttfb_s * 1e3,
-                    d.duration_s,
-                    d.mb_per_s
-                );
-            }
-            let _ = writeln!(
-                s,
-                "  mean {:.3} s per download, {:.1} MB/s overall",
-                o.mean_duration_s, o.mb_per_s
-            );
+            http_lines(&mut s, o);
         }
     }
     s.push_str(&cpu_table(r));
@@ -467,6 +371,117 @@ pub fn result(r: &TestResult, local: bool) -> String {
         let _ = writeln!(s, "  warning: {w}");
     }
     s
+}
+
+/// rr and crr: rate, latency percentiles, flow spread, UDP losses.
+fn rr_lines(s: &mut String, o: &virtperf_wire::RrOutcome, crr: bool) {
+    let l = &o.latency;
+    let _ = writeln!(
+        s,
+        "  {:>12} {:>12} │ latency µs {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}",
+        "trans/s", "transactions", "mean", "min", "p50", "p90", "p99", "p99.9", "max"
+    );
+    if l.count == 0 {
+        // Zeros in the latency columns would look like measurements.
+        let _ = writeln!(
+            s,
+            "  {:>12.1} {:>12} │ no samples: no transaction completed",
+            o.rate_per_s, o.transactions
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "  {:>12.1} {:>12} │ {:>19.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2}",
+            o.rate_per_s,
+            o.transactions,
+            l.mean_us,
+            l.min_us,
+            l.p50_us,
+            l.p90_us,
+            l.p99_us,
+            l.p999_us,
+            l.max_us
+        );
+    }
+    if let Some(f) = &o.flow_spread {
+        s.push_str(&spread_line(f, crr));
+    }
+    if let Some(u) = &o.udp {
+        let _ = writeln!(
+            s,
+            "  UDP: {} lost ({:.3}% of transactions tried, each restarted after {} ms), {} late responses discarded",
+            u.lost, u.lost_pct, u.timeout_ms, u.late
+        );
+    }
+}
+
+/// stream: per flow (when few), total, flow spread, UDP datagrams.
+fn stream_lines(s: &mut String, o: &virtperf_wire::StreamOutcome) {
+    let _ = writeln!(
+        s,
+        "  {:<6} {:>12} {:>16} {:>16} {:>9}",
+        "flow", "Mbit/s", "receiver bytes", "sender bytes", "secs"
+    );
+    // Thousands of multiplexed flows: their spread below, each one in the JSON.
+    if o.flows.len() > 1 && o.flow_spread.is_none() {
+        for (i, f) in o.flows.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "  {:<6} {:>12.2} {:>16} {:>16} {:>9.3}",
+                i, f.mbps, f.receiver_bytes, f.sender_bytes, f.active_s
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "  {:<6} {:>12.2} {:>16} {:>16} {:>9.3}",
+        "total", o.mbps, o.receiver_bytes, o.sender_bytes, o.elapsed_s
+    );
+    if let Some(f) = &o.flow_spread {
+        s.push_str(&spread_line(f, false));
+    }
+    if let Some(u) = &o.udp {
+        let onoff = |b: bool| if b { "on" } else { "off" };
+        let _ = writeln!(
+            s,
+            "  UDP datagrams: {} sent, {} received, {} lost ({:.3}%), {} out of order, jitter {:.3} ms (iperf3's); GSO {}, GRO {}",
+            u.datagrams_sent,
+            u.datagrams_received,
+            u.lost,
+            u.lost_pct,
+            u.out_of_order,
+            u.jitter_ms,
+            onoff(u.gso),
+            onoff(u.gro)
+        );
+    }
+}
+
+/// http: one line per download and the mean.
+fn http_lines(s: &mut String, o: &virtperf_wire::HttpOutcome) {
+    let _ = writeln!(s, "  {}", o.url);
+    let _ = writeln!(
+        s,
+        "  {:<4} {:>6} {:>14} {:>10} {:>10} {:>8}",
+        "#", "status", "bytes", "ttfb ms", "secs", "MB/s"
+    );
+    for d in &o.downloads {
+        let _ = writeln!(
+            s,
+            "  {:<4} {:>6} {:>14} {:>10.2} {:>10.3} {:>8.1}",
+            d.index,
+            d.status,
+            d.bytes,
+            d.ttfb_s * 1e3,
+            d.duration_s,
+            d.mb_per_s
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  mean {:.3} s per download, {:.1} MB/s overall",
+        o.mean_duration_s, o.mb_per_s
+    );
 }
 
 /// Renders an environment fingerprint.

@@ -338,15 +338,7 @@ pub fn run(
     interrupted: &AtomicBool,
     obs: &mut dyn Observer,
 ) -> Result<RunOutcome> {
-    let (a, b) = opts.cpus;
-    if a == b {
-        bail!("explain needs two different CPUs (got {a},{b})");
-    }
-    for cpu in [a, b] {
-        if !virtperf_load::sock::cpu_allowed(cpu) {
-            bail!("CPU {cpu} does not exist here (or is not allowed to this process): pick two with --cpus");
-        }
-    }
+    check_cpus(opts.cpus)?;
     let knob = Knob::module_param(POLL_KNOB)?;
     let busy_knobs = [
         Knob::sysctl("net.core.busy_poll")?,
@@ -400,40 +392,7 @@ pub fn run(
         allow_concurrent: opts.allow_concurrent,
         tally: Tally::default(),
     };
-    let mut seq = 0u32;
-    // What this machine cannot measure is stored once, as skipped trials with the reason.
-    if let Some(reason) = &skipped_poll {
-        obs.config_skipped("halt polling", reason);
-        for label in [model::RR_CROSS_BLOCK, model::WAKE_BLOCK] {
-            seq += 1;
-            // Ran under no window: the knob could not be set.
-            skip(&mut rec, seq, "guest-poll", label, reason, None)?;
-        }
-    }
-    if let Err(reason) = &kvm {
-        obs.config_skipped("kvm", reason);
-        for label in [
-            model::KVM_EXITS,
-            model::KVM_HALT_NO_POLL,
-            model::KVM_HALT_POLL,
-        ] {
-            seq += 1;
-            skip(&mut rec, seq, model::AS_IS, label, reason, current)?;
-        }
-    }
-
-    if let Err(reason) = &busy {
-        obs.config_skipped("busy polling", reason);
-        seq += 1;
-        skip(
-            &mut rec,
-            seq,
-            model::BUSY_POLL,
-            model::RR_CROSS_BLOCK,
-            reason,
-            current,
-        )?;
-    }
+    let seq = store_skipped(&mut rec, obs, skipped_poll.as_deref(), &kvm, &busy, current)?;
 
     let site = virtperf_place::local::LocalSite::open_holding(opts.lock_nonce.as_deref())?;
     let mut b = Tries {
@@ -464,6 +423,67 @@ pub fn run(
             .collect(),
         restore_errors,
     })
+}
+
+/// Refuses a CPU pair explain cannot pin to.
+fn check_cpus(cpus: (u32, u32)) -> Result<()> {
+    let (a, b) = cpus;
+    if a == b {
+        bail!("explain needs two different CPUs (got {a},{b})");
+    }
+    for cpu in [a, b] {
+        if !virtperf_load::sock::cpu_allowed(cpu) {
+            bail!("CPU {cpu} does not exist here (or is not allowed to this process): pick two with --cpus");
+        }
+    }
+    Ok(())
+}
+
+/// Stores what this machine cannot measure once, as skipped trials with the reason (halt
+/// polling, /dev/kvm, busy polling); the number of trials stored.
+fn store_skipped(
+    rec: &mut Recorder,
+    obs: &mut dyn Observer,
+    skipped_poll: Option<&str>,
+    kvm: &std::result::Result<virtperf_kvm::KvmInfo, String>,
+    busy: &std::result::Result<(), String>,
+    current: Option<u64>,
+) -> Result<u32> {
+    let mut seq = 0u32;
+    // What this machine cannot measure is stored once, as skipped trials with the reason.
+    if let Some(reason) = skipped_poll {
+        obs.config_skipped("halt polling", reason);
+        for label in [model::RR_CROSS_BLOCK, model::WAKE_BLOCK] {
+            seq += 1;
+            // Ran under no window: the knob could not be set.
+            skip(rec, seq, "guest-poll", label, reason, None)?;
+        }
+    }
+    if let Err(reason) = &kvm {
+        obs.config_skipped("kvm", reason);
+        for label in [
+            model::KVM_EXITS,
+            model::KVM_HALT_NO_POLL,
+            model::KVM_HALT_POLL,
+        ] {
+            seq += 1;
+            skip(rec, seq, model::AS_IS, label, reason, current)?;
+        }
+    }
+
+    if let Err(reason) = &busy {
+        obs.config_skipped("busy polling", reason);
+        seq += 1;
+        skip(
+            rec,
+            seq,
+            model::BUSY_POLL,
+            model::RR_CROSS_BLOCK,
+            reason,
+            current,
+        )?;
+    }
+    Ok(seq)
 }
 
 /// The battery's rr between `cpus` (client, server), both sides waiting as `wait`.

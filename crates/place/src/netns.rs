@@ -119,115 +119,130 @@ impl Topology {
             in_ns(ns, &["ip", "link", "set", "lo", "up"])?;
         }
         match kind {
-            Kind::Veth => {
-                ip(&[
-                    "link", "add", "vpc0", "netns", &client_ns, "type", "veth", "peer", "name",
-                    "vps0", "netns", &server_ns,
-                ])?;
-                in_ns(
-                    &client_ns,
-                    &["ip", "addr", "add", "10.99.0.1/24", "dev", "vpc0"],
-                )?;
-                in_ns(
-                    &server_ns,
-                    &["ip", "addr", "add", "10.99.0.2/24", "dev", "vps0"],
-                )?;
-                in_ns(&client_ns, &["ip", "link", "set", "vpc0", "up"])?;
-                in_ns(&server_ns, &["ip", "link", "set", "vps0", "up"])?;
-            }
-            Kind::Bridge => {
-                let br_ns = format!("{tag}-br");
-                create_marked(&br_ns)?;
-                t.namespaces.push(br_ns.clone());
-                in_ns(&br_ns, &["ip", "link", "add", "vpbr0", "type", "bridge"])?;
-                in_ns(&br_ns, &["ip", "link", "set", "vpbr0", "up"])?;
-                for (ns, inner, outer, addr) in [
-                    (&client_ns, "vpc0", "vpbc0", "10.99.0.1/24"),
-                    (&server_ns, "vps0", "vpbs0", "10.99.0.2/24"),
-                ] {
-                    ip(&[
-                        "link", "add", inner, "netns", ns, "type", "veth", "peer", "name", outer,
-                        "netns", &br_ns,
-                    ])?;
-                    in_ns(&br_ns, &["ip", "link", "set", outer, "master", "vpbr0"])?;
-                    in_ns(&br_ns, &["ip", "link", "set", outer, "up"])?;
-                    in_ns(ns, &["ip", "addr", "add", addr, "dev", inner])?;
-                    in_ns(ns, &["ip", "link", "set", inner, "up"])?;
-                }
-            }
-            Kind::Nat => {
-                let rt_ns = format!("{tag}-rt");
-                create_marked(&rt_ns)?;
-                t.namespaces.push(rt_ns.clone());
-                in_ns(&rt_ns, &["ip", "link", "set", "lo", "up"])?;
-                ip(&[
-                    "link", "add", "vpc0", "netns", &client_ns, "type", "veth", "peer", "name",
-                    "vprc0", "netns", &rt_ns,
-                ])?;
-                ip(&[
-                    "link", "add", "vps0", "netns", &server_ns, "type", "veth", "peer", "name",
-                    "vprs0", "netns", &rt_ns,
-                ])?;
-                in_ns(
-                    &client_ns,
-                    &["ip", "addr", "add", "10.99.1.2/24", "dev", "vpc0"],
-                )?;
-                in_ns(
-                    &rt_ns,
-                    &["ip", "addr", "add", "10.99.1.1/24", "dev", "vprc0"],
-                )?;
-                in_ns(
-                    &rt_ns,
-                    &["ip", "addr", "add", "10.99.2.1/24", "dev", "vprs0"],
-                )?;
-                in_ns(
-                    &server_ns,
-                    &["ip", "addr", "add", "10.99.2.2/24", "dev", "vps0"],
-                )?;
-                for (ns, dev) in [
-                    (&client_ns, "vpc0"),
-                    (&rt_ns, "vprc0"),
-                    (&rt_ns, "vprs0"),
-                    (&server_ns, "vps0"),
-                ] {
-                    in_ns(ns, &["ip", "link", "set", dev, "up"])?;
-                }
-                in_ns(
-                    &client_ns,
-                    &["ip", "route", "add", "default", "via", "10.99.1.1"],
-                )?;
-                // Forwarding is per namespace: this touches only the router we created.
-                in_ns(&rt_ns, &["sysctl", "-qw", "net.ipv4.ip_forward=1"])?;
-                let nat = |args: &[&str]| {
-                    let mut v = vec!["nft"];
-                    v.extend_from_slice(args);
-                    in_ns(&rt_ns, &v).map_err(|e| {
-                        anyhow!("NAT placement needs nftables with masquerade support: {e} (apt-get install nftables)")
-                    })
-                };
-                nat(&["add", "table", "ip", "vpnat"])?;
-                nat(&[
-                    "add",
-                    "chain",
-                    "ip",
-                    "vpnat",
-                    "post",
-                    "{ type nat hook postrouting priority 100 ; }",
-                ])?;
-                nat(&[
-                    "add",
-                    "rule",
-                    "ip",
-                    "vpnat",
-                    "post",
-                    "oifname",
-                    "vprs0",
-                    "masquerade",
-                ])?;
-                t.server_ip = IpAddr::V4(Ipv4Addr::new(10, 99, 2, 2));
-            }
+            Kind::Veth => t.veth()?,
+            Kind::Bridge => t.bridge(&tag)?,
+            Kind::Nat => t.nat(&tag)?,
         }
         Ok(t)
+    }
+
+    /// The two namespaces joined by one veth pair.
+    fn veth(&mut self) -> Result<()> {
+        let (client_ns, server_ns) = (self.client_ns.clone(), self.server_ns.clone());
+        ip(&[
+            "link", "add", "vpc0", "netns", &client_ns, "type", "veth", "peer", "name", "vps0",
+            "netns", &server_ns,
+        ])?;
+        in_ns(
+            &client_ns,
+            &["ip", "addr", "add", "10.99.0.1/24", "dev", "vpc0"],
+        )?;
+        in_ns(
+            &server_ns,
+            &["ip", "addr", "add", "10.99.0.2/24", "dev", "vps0"],
+        )?;
+        in_ns(&client_ns, &["ip", "link", "set", "vpc0", "up"])?;
+        in_ns(&server_ns, &["ip", "link", "set", "vps0", "up"])?;
+        Ok(())
+    }
+
+    /// Each namespace's veth on a bridge in a third namespace.
+    fn bridge(&mut self, tag: &str) -> Result<()> {
+        let (client_ns, server_ns) = (self.client_ns.clone(), self.server_ns.clone());
+        let br_ns = format!("{tag}-br");
+        create_marked(&br_ns)?;
+        self.namespaces.push(br_ns.clone());
+        in_ns(&br_ns, &["ip", "link", "add", "vpbr0", "type", "bridge"])?;
+        in_ns(&br_ns, &["ip", "link", "set", "vpbr0", "up"])?;
+        for (ns, inner, outer, addr) in [
+            (&client_ns, "vpc0", "vpbc0", "10.99.0.1/24"),
+            (&server_ns, "vps0", "vpbs0", "10.99.0.2/24"),
+        ] {
+            ip(&[
+                "link", "add", inner, "netns", ns, "type", "veth", "peer", "name", outer, "netns",
+                &br_ns,
+            ])?;
+            in_ns(&br_ns, &["ip", "link", "set", outer, "master", "vpbr0"])?;
+            in_ns(&br_ns, &["ip", "link", "set", outer, "up"])?;
+            in_ns(ns, &["ip", "addr", "add", addr, "dev", inner])?;
+            in_ns(ns, &["ip", "link", "set", inner, "up"])?;
+        }
+        Ok(())
+    }
+
+    /// A router namespace between the two, masquerading the client's traffic (the server sees the router's address).
+    fn nat(&mut self, tag: &str) -> Result<()> {
+        let (client_ns, server_ns) = (self.client_ns.clone(), self.server_ns.clone());
+        let rt_ns = format!("{tag}-rt");
+        create_marked(&rt_ns)?;
+        self.namespaces.push(rt_ns.clone());
+        in_ns(&rt_ns, &["ip", "link", "set", "lo", "up"])?;
+        ip(&[
+            "link", "add", "vpc0", "netns", &client_ns, "type", "veth", "peer", "name", "vprc0",
+            "netns", &rt_ns,
+        ])?;
+        ip(&[
+            "link", "add", "vps0", "netns", &server_ns, "type", "veth", "peer", "name", "vprs0",
+            "netns", &rt_ns,
+        ])?;
+        in_ns(
+            &client_ns,
+            &["ip", "addr", "add", "10.99.1.2/24", "dev", "vpc0"],
+        )?;
+        in_ns(
+            &rt_ns,
+            &["ip", "addr", "add", "10.99.1.1/24", "dev", "vprc0"],
+        )?;
+        in_ns(
+            &rt_ns,
+            &["ip", "addr", "add", "10.99.2.1/24", "dev", "vprs0"],
+        )?;
+        in_ns(
+            &server_ns,
+            &["ip", "addr", "add", "10.99.2.2/24", "dev", "vps0"],
+        )?;
+        for (ns, dev) in [
+            (&client_ns, "vpc0"),
+            (&rt_ns, "vprc0"),
+            (&rt_ns, "vprs0"),
+            (&server_ns, "vps0"),
+        ] {
+            in_ns(ns, &["ip", "link", "set", dev, "up"])?;
+        }
+        in_ns(
+            &client_ns,
+            &["ip", "route", "add", "default", "via", "10.99.1.1"],
+        )?;
+        // Forwarding is per namespace: this touches only the router we created.
+        in_ns(&rt_ns, &["sysctl", "-qw", "net.ipv4.ip_forward=1"])?;
+        let nat = |args: &[&str]| {
+            let mut v = vec!["nft"];
+            v.extend_from_slice(args);
+            in_ns(&rt_ns, &v).map_err(|e| {
+                anyhow!("NAT placement needs nftables with masquerade support: {e} (apt-get install nftables)")
+            })
+        };
+        nat(&["add", "table", "ip", "vpnat"])?;
+        nat(&[
+            "add",
+            "chain",
+            "ip",
+            "vpnat",
+            "post",
+            "{ type nat hook postrouting priority 100 ; }",
+        ])?;
+        nat(&[
+            "add",
+            "rule",
+            "ip",
+            "vpnat",
+            "post",
+            "oifname",
+            "vprs0",
+            "masquerade",
+        ])?;
+        self.server_ip = IpAddr::V4(Ipv4Addr::new(10, 99, 2, 2));
+        Ok(())
     }
 
     /// Adds `delay` to the client's egress with netem (the kernel's network emulator),

@@ -250,19 +250,7 @@ impl GuestLab {
         };
         let tag = netns::new_tag();
         let dir = std::env::temp_dir().join(&tag);
-        // Recorded before it exists, so `virtperf cleanup` can remove it if we are killed.
-        virtperf_machine::state::mark(&virtperf_machine::state::Resource::Dir {
-            path: dir.clone(),
-        })
-        .with_context(|| {
-            format!(
-                "cannot record {} in {}: set ${} to a writable directory",
-                dir.display(),
-                virtperf_machine::state::dir().display(),
-                virtperf_machine::state::STATE_DIR_ENV
-            )
-        })?;
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        make_run_dir(&dir)?;
         let mut lab = GuestLab {
             direction,
             ns: format!("{tag}-vm"),
@@ -304,26 +292,12 @@ impl GuestLab {
         netns::add_namespace(&lab.ns)?;
         lab.created_ns = true;
         let ns = lab.ns.clone();
-        let host_cidr = format!("{HOST_IP}/24");
-        netns::exec_in(&ns, &["ip", "link", "add", BRIDGE, "type", "bridge"])?;
-        netns::exec_in(&ns, &["ip", "addr", "add", &host_cidr, "dev", BRIDGE])?;
-        netns::exec_in(&ns, &["ip", "link", "set", BRIDGE, "up"])?;
         let n = if direction == Direction::GuestGuest {
             2
         } else {
             1
         };
-        for i in 0..n {
-            let tap = format!("vptap{i}");
-            // Several queue pairs need a multiqueue tap (one fd per queue for QEMU).
-            let mut add = vec!["ip", "tuntap", "add", "dev", &tap, "mode", "tap"];
-            if queues > 1 {
-                add.push("multi_queue");
-            }
-            netns::exec_in(&ns, &add)?;
-            netns::exec_in(&ns, &["ip", "link", "set", &tap, "master", BRIDGE])?;
-            netns::exec_in(&ns, &["ip", "link", "set", &tap, "up"])?;
-        }
+        bridge_and_taps(&ns, n, queues)?;
         if !opts.quiet {
             eprintln!(
                 "virtperf: booting {n} guest{} ({accel}, kernel {}, {} vCPU, {} MiB)…",
@@ -827,4 +801,43 @@ pub fn cleanup_own() -> Vec<String> {
         }
     }
     removed
+}
+
+/// Records the guests' run directory in the state directory before creating it, so
+/// `virtperf cleanup` can remove it if this process is killed.
+fn make_run_dir(dir: &Path) -> Result<()> {
+    virtperf_machine::state::mark(&virtperf_machine::state::Resource::Dir {
+        path: dir.to_path_buf(),
+    })
+    .with_context(|| {
+        format!(
+            "cannot record {} in {}: set ${} to a writable directory",
+            dir.display(),
+            virtperf_machine::state::dir().display(),
+            virtperf_machine::state::STATE_DIR_ENV
+        )
+    })?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(())
+}
+
+/// The lab's bridge (the host's address on it) and one tap per guest on it, in `ns`;
+/// multiqueue taps for several queue pairs (one fd per queue for QEMU).
+fn bridge_and_taps(ns: &str, guests: usize, queues: u32) -> Result<()> {
+    let host_cidr = format!("{HOST_IP}/24");
+    netns::exec_in(ns, &["ip", "link", "add", BRIDGE, "type", "bridge"])?;
+    netns::exec_in(ns, &["ip", "addr", "add", &host_cidr, "dev", BRIDGE])?;
+    netns::exec_in(ns, &["ip", "link", "set", BRIDGE, "up"])?;
+    for i in 0..guests {
+        let tap = format!("vptap{i}");
+        // Several queue pairs need a multiqueue tap (one fd per queue for QEMU).
+        let mut add = vec!["ip", "tuntap", "add", "dev", &tap, "mode", "tap"];
+        if queues > 1 {
+            add.push("multi_queue");
+        }
+        netns::exec_in(ns, &add)?;
+        netns::exec_in(ns, &["ip", "link", "set", &tap, "master", BRIDGE])?;
+        netns::exec_in(ns, &["ip", "link", "set", &tap, "up"])?;
+    }
+    Ok(())
 }
