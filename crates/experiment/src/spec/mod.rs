@@ -186,7 +186,63 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
         Some(d) => parse::test_duration(d.get_ref()).or_else(|m| err(text, d.span(), m))?,
         None => Duration::from_secs(10),
     };
-    let repeat = match (&raw.repetitions, &raw.until_ci) {
+    let repeat = repeat_of(text, &raw)?;
+    if raw.workload.is_empty() {
+        return Err(SpecError {
+            line: 0,
+            message: "the spec has no [[workload]]: add at least one (kind = \"rr\", \"crr\", \"stream\", \"bulk\" or \"http\")".into(),
+        });
+    }
+    let mut points = Vec::new();
+    for (i, w) in raw.workload.iter().enumerate() {
+        points.extend(expand(
+            text,
+            i,
+            w,
+            default_duration,
+            MAX_POINTS - points.len(),
+        )?);
+    }
+    let configs = configs_of(text, &raw)?;
+    let trials = planned_trials(points.len(), configs.len(), &repeat);
+    if trials > MAX_TRIALS {
+        return Err(SpecError {
+            line: 0,
+            message: format!(
+                "the spec plans {trials} trials ({} points × {} configs × {} repetitions), more than {MAX_TRIALS}: split it into several specs",
+                points.len(),
+                configs.len(),
+                repeat.max()
+            ),
+        });
+    }
+    let report = raw.report.unwrap_or_default();
+    if let Some(b) = &report.baseline {
+        if !configs.iter().any(|c| &c.name == b) {
+            return Err(SpecError {
+                line: 0,
+                message: format!(
+                    "report.baseline names config {b:?}, which the spec does not define"
+                ),
+            });
+        }
+    }
+    Ok(Spec {
+        name,
+        description: raw.description,
+        points,
+        configs,
+        repeat,
+        shape: report.shape,
+        baseline: report.baseline,
+        text: text.to_string(),
+    })
+}
+
+/// How many times each trial runs: `repetitions`, or `until_ci` (at most
+/// `max_repetitions`), or 5.
+fn repeat_of(text: &str, raw: &RawSpec) -> Result<Repeat, SpecError> {
+    Ok(match (&raw.repetitions, &raw.until_ci) {
         (Some(r), Some(_)) => {
             return err(
                 text,
@@ -222,23 +278,11 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
             }
         }
         (None, None) => Repeat::Fixed(5),
-    };
-    if raw.workload.is_empty() {
-        return Err(SpecError {
-            line: 0,
-            message: "the spec has no [[workload]]: add at least one (kind = \"rr\", \"crr\", \"stream\", \"bulk\" or \"http\")".into(),
-        });
-    }
-    let mut points = Vec::new();
-    for (i, w) in raw.workload.iter().enumerate() {
-        points.extend(expand(
-            text,
-            i,
-            w,
-            default_duration,
-            MAX_POINTS - points.len(),
-        )?);
-    }
+    })
+}
+
+/// The spec's configs (each `[[config]]` may expand to several), or one "default".
+fn configs_of(text: &str, raw: &RawSpec) -> Result<Vec<Config>, SpecError> {
     let mut configs = Vec::new();
     for c in &raw.config {
         for cfg in config(text, c)? {
@@ -264,39 +308,7 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
             teardown: None,
         });
     }
-    let trials = planned_trials(points.len(), configs.len(), &repeat);
-    if trials > MAX_TRIALS {
-        return Err(SpecError {
-            line: 0,
-            message: format!(
-                "the spec plans {trials} trials ({} points × {} configs × {} repetitions), more than {MAX_TRIALS}: split it into several specs",
-                points.len(),
-                configs.len(),
-                repeat.max()
-            ),
-        });
-    }
-    let report = raw.report.unwrap_or_default();
-    if let Some(b) = &report.baseline {
-        if !configs.iter().any(|c| &c.name == b) {
-            return Err(SpecError {
-                line: 0,
-                message: format!(
-                    "report.baseline names config {b:?}, which the spec does not define"
-                ),
-            });
-        }
-    }
-    Ok(Spec {
-        name,
-        description: raw.description,
-        points,
-        configs,
-        repeat,
-        shape: report.shape,
-        baseline: report.baseline,
-        text: text.to_string(),
-    })
+    Ok(configs)
 }
 
 /// The most points (workload × sweep values) one spec may expand to: a sweep this large

@@ -240,127 +240,172 @@ fn run_section(s: &mut String, sec: &RunSection) {
 /// try, so a try that collapsed for two seconds shows as a dip instead of vanishing into
 /// a mean. Empty when no try has intervals.
 fn time_series_charts(points: &[&PointSummary]) -> String {
-    let (w, h, l, r, t, b) = (720.0, 260.0, 80.0, 110.0, 20.0, 45.0);
     let mut out = String::new();
     for p in points {
         for c in p.configs.iter().filter(|c| !c.series.is_empty()) {
-            let tries: Vec<Vec<(f64, f64)>> = c
-                .series
-                .iter()
-                .map(|iv| {
-                    iv.iter()
-                        .filter_map(|i| i.value().map(|v| (i.t_s + i.duration_s, v)))
-                        .collect()
-                })
-                .collect();
-            let all = || tries.iter().flatten();
-            let xmax = all().map(|p| p.0).fold(0.0f64, f64::max).max(1e-9);
-            let vmax = all().map(|p| p.1).fold(0.0f64, f64::max);
-            let throughput = c.series.iter().flatten().any(|i| i.mbps.is_some());
-            // Gbit/s once values pass 1000 Mbit/s, so tick labels stay short.
-            let (scale, unit) = match (throughput, vmax >= 1000.0) {
-                (true, true) => (1e-3, "Gbit/s"),
-                (true, false) => (1.0, "Mbit/s"),
-                (false, _) => (1.0, "transactions/s"),
-            };
-            // Round ticks: a step of 1, 2 or 5 × 10^k giving four to eight of them.
-            let step_of = |max: f64| {
-                let raw = (max / 5.0).max(1e-12);
-                let mag = 10f64.powf(raw.log10().floor());
-                [1.0, 2.0, 5.0, 10.0]
-                    .iter()
-                    .map(|m| m * mag)
-                    .find(|s| max / s <= 8.0)
-                    .unwrap_or(10.0 * mag)
-            };
-            let ystep = step_of(vmax * scale);
-            let ymax = ((vmax * scale / ystep).ceil() * ystep).max(ystep);
-            let xstep = step_of(xmax);
-            let xtop = (xmax / xstep).ceil() * xstep;
-            let (pw, ph) = (w - l - r, h - t - b);
-            let px = |x: f64| l + x / xtop * pw;
-            let py = |y: f64| t + ph - y * scale / ymax * ph;
-            let _ = write!(
-                out,
-                "<h4>time series: {} · {} ({unit} per interval, one line per try)</h4>\
-<svg class=\"series\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"time series\">",
-                esc(&p.label),
-                esc(&c.config)
-            );
-            // A tick label with only the decimals its step needs: `2`, `0.5`, never `2.000`.
-            let label = |v: f64, step: f64| {
-                let d = (-step.log10().floor()).max(0.0) as usize;
-                format!("{v:.d$}")
-            };
-            for j in 0..=((ymax / ystep).round() as usize) {
-                let k = j as f64 * ystep;
-                let y = t + ph - k / ymax * ph;
-                let _ = write!(
-                    out,
-                    "<line x1=\"{l}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\
-<text x=\"{}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\">{}</text>",
-                    l + pw,
-                    l - 6.0,
-                    y + 4.0,
-                    label(k, ystep)
-                );
-            }
-            for j in 0..=((xtop / xstep).round() as usize) {
-                let x = j as f64 * xstep;
-                let _ = write!(
-                    out,
-                    "<text x=\"{:.1}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>",
-                    px(x),
-                    t + ph + 16.0,
-                    label(x, xstep)
-                );
-            }
-            let _ = write!(
-                out,
-                "<line x1=\"{l}\" x2=\"{l}\" y1=\"{t}\" y2=\"{}\" stroke=\"#444\"/>\
-<line x1=\"{l}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"#444\"/>\
-<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">seconds (end of interval)</text>\
-<text x=\"14\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\" transform=\"rotate(-90 14 {})\">{unit}</text>",
-                t + ph,
-                l + pw,
-                t + ph,
-                t + ph,
-                l + pw / 2.0,
-                h - 8.0,
-                t + ph / 2.0,
-                t + ph / 2.0
-            );
-            for (i, pts) in tries.iter().enumerate() {
-                let color = PALETTE[i % PALETTE.len()];
-                let path: Vec<String> = pts
-                    .iter()
-                    .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
-                    .collect();
-                let _ = write!(
-                    out,
-                    "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"1.5\" points=\"{}\"/>",
-                    path.join(" ")
-                );
-                for &(x, y) in pts {
-                    let _ = write!(
-                        out,
-                        "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{color}\"/>",
-                        px(x),
-                        py(y)
-                    );
-                }
-                let _ = write!(
-                    out,
-                    "<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{color}\">try {}</text>",
-                    l + pw + 10.0,
-                    t + 12.0 + 15.0 * i as f64,
-                    i + 1
-                );
-            }
-            out.push_str("</svg>");
+            series_chart(&mut out, &p.label, c);
         }
     }
     out
+}
+
+/// Round ticks: a step of 1, 2 or 5 × 10^k giving four to eight of them up to `max`.
+fn nice_step(max: f64) -> f64 {
+    let raw = (max / 5.0).max(1e-12);
+    let mag = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| max / s <= 8.0)
+        .unwrap_or(10.0 * mag)
+}
+
+/// A tick label with only the decimals its step needs: `2`, `0.5`, never `2.000`.
+fn tick_label(v: f64, step: f64) -> String {
+    let d = (-step.log10().floor()).max(0.0) as usize;
+    format!("{v:.d$}")
+}
+
+/// Where a time-series chart draws: its margins, plot size and axis tops.
+struct Frame {
+    h: f64,
+    l: f64,
+    t: f64,
+    pw: f64,
+    ph: f64,
+    xtop: f64,
+    xstep: f64,
+    ymax: f64,
+    ystep: f64,
+    scale: f64,
+}
+
+impl Frame {
+    fn px(&self, x: f64) -> f64 {
+        self.l + x / self.xtop * self.pw
+    }
+    fn py(&self, y: f64) -> f64 {
+        self.t + self.ph - y * self.scale / self.ymax * self.ph
+    }
+
+    /// Grid lines, tick labels, both axes and their titles.
+    fn axes(&self, out: &mut String, unit: &str) {
+        let Frame {
+            l, t, pw, ph, h, ..
+        } = *self;
+        for j in 0..=((self.ymax / self.ystep).round() as usize) {
+            let k = j as f64 * self.ystep;
+            let y = t + ph - k / self.ymax * ph;
+            let _ = write!(
+                out,
+                "<line x1=\"{l}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\
+<text x=\"{}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\">{}</text>",
+                l + pw,
+                l - 6.0,
+                y + 4.0,
+                tick_label(k, self.ystep)
+            );
+        }
+        for j in 0..=((self.xtop / self.xstep).round() as usize) {
+            let x = j as f64 * self.xstep;
+            let _ = write!(
+                out,
+                "<text x=\"{:.1}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>",
+                self.px(x),
+                t + ph + 16.0,
+                tick_label(x, self.xstep)
+            );
+        }
+        let _ = write!(
+            out,
+            "<line x1=\"{l}\" x2=\"{l}\" y1=\"{t}\" y2=\"{}\" stroke=\"#444\"/>\
+<line x1=\"{l}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"#444\"/>\
+<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">seconds (end of interval)</text>\
+<text x=\"14\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\" transform=\"rotate(-90 14 {})\">{unit}</text>",
+            t + ph,
+            l + pw,
+            t + ph,
+            t + ph,
+            l + pw / 2.0,
+            h - 8.0,
+            t + ph / 2.0,
+            t + ph / 2.0
+        );
+    }
+}
+
+/// One config's time series: one line per try, its points marked, a legend on the right.
+fn series_chart(out: &mut String, label: &str, c: &ConfigSummary) {
+    let (w, h, l, r, t, b) = (720.0, 260.0, 80.0, 110.0, 20.0, 45.0);
+    let tries: Vec<Vec<(f64, f64)>> = c
+        .series
+        .iter()
+        .map(|iv| {
+            iv.iter()
+                .filter_map(|i| i.value().map(|v| (i.t_s + i.duration_s, v)))
+                .collect()
+        })
+        .collect();
+    let all = || tries.iter().flatten();
+    let xmax = all().map(|p| p.0).fold(0.0f64, f64::max).max(1e-9);
+    let vmax = all().map(|p| p.1).fold(0.0f64, f64::max);
+    let throughput = c.series.iter().flatten().any(|i| i.mbps.is_some());
+    // Gbit/s once values pass 1000 Mbit/s, so tick labels stay short.
+    let (scale, unit) = match (throughput, vmax >= 1000.0) {
+        (true, true) => (1e-3, "Gbit/s"),
+        (true, false) => (1.0, "Mbit/s"),
+        (false, _) => (1.0, "transactions/s"),
+    };
+    let ystep = nice_step(vmax * scale);
+    let xstep = nice_step(xmax);
+    let f = Frame {
+        h,
+        l,
+        t,
+        pw: w - l - r,
+        ph: h - t - b,
+        xtop: (xmax / xstep).ceil() * xstep,
+        xstep,
+        ymax: ((vmax * scale / ystep).ceil() * ystep).max(ystep),
+        ystep,
+        scale,
+    };
+    let _ = write!(
+        out,
+        "<h4>time series: {} · {} ({unit} per interval, one line per try)</h4>\
+<svg class=\"series\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"time series\">",
+        esc(label),
+        esc(&c.config)
+    );
+    f.axes(out, unit);
+    for (i, pts) in tries.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let path: Vec<String> = pts
+            .iter()
+            .map(|&(x, y)| format!("{:.1},{:.1}", f.px(x), f.py(y)))
+            .collect();
+        let _ = write!(
+            out,
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"1.5\" points=\"{}\"/>",
+            path.join(" ")
+        );
+        for &(x, y) in pts {
+            let _ = write!(
+                out,
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{color}\"/>",
+                f.px(x),
+                f.py(y)
+            );
+        }
+        let _ = write!(
+            out,
+            "<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{color}\">try {}</text>",
+            l + f.pw + 10.0,
+            t + 12.0 + 15.0 * i as f64,
+            i + 1
+        );
+    }
+    out.push_str("</svg>");
 }
 
 /// Where the round trip goes: the waterfall, the components with their sources, and the
