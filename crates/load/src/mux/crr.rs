@@ -42,24 +42,6 @@ pub fn crr_client(
     let req = vec![0u8; request];
     let mut buf = vec![0u8; response.min(1 << 20)];
     let start = span.start;
-    let connect = |p: &Poller, f: &mut CrrFlow, i: usize| -> io::Result<()> {
-        let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-        prepare_data_socket(&s, Duration::from_secs(10), true, opts)?;
-        s.set_nonblocking(true)?;
-        match s.connect(&addr.into()) {
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-            Err(e) => return Err(describe(e, "connecting for a transaction")),
-        }
-        f.generation = f.generation.wrapping_add(1);
-        p.add(&s, (i as u64) << 32 | u64::from(f.generation))?;
-        f.s = Some(s);
-        f.connected = false;
-        f.sent = 0;
-        f.got = 0;
-        f.t0 = Instant::now();
-        Ok(())
-    };
     let mut fl: Vec<CrrFlow> = (0..flows)
         .map(|_| CrrFlow {
             s: None,
@@ -71,7 +53,7 @@ pub fn crr_client(
         })
         .collect();
     for (i, f) in fl.iter_mut().enumerate() {
-        connect(&p, f, i)?;
+        connect_flow(&p, f, i, addr, opts)?;
     }
     let mut n = vec![0u64; flows];
     let mut total = 0u64;
@@ -88,35 +70,8 @@ pub fn crr_client(
             let (tok, flags) = p.event(e);
             let i = (tok >> 32) as usize;
             let f = &mut fl[i];
-            let Some(s) = f.s.as_ref() else { continue };
-            if tok as u32 != f.generation {
+            if tok as u32 != f.generation || !step(f, flags, &req, &mut buf, response)? {
                 continue;
-            }
-            if !f.connected {
-                if !flags.intersects(EventFlags::OUT | EventFlags::ERR | EventFlags::HUP) {
-                    continue;
-                }
-                if let Some(err) = s.take_error()? {
-                    return Err(describe(err, "connecting for a transaction"));
-                }
-                f.connected = true;
-            }
-            if f.sent < request
-                && !send_some(s, &req, &mut f.sent).map_err(|e| describe(e, "sending request"))?
-            {
-                continue;
-            }
-            match recv_some(s, &mut buf, response, &mut f.got)
-                .map_err(|e| describe(e, "reading response"))?
-            {
-                Got::Part => continue,
-                Got::Closed => {
-                    return Err(describe(
-                        io::ErrorKind::UnexpectedEof.into(),
-                        "reading response",
-                    ))
-                }
-                Got::Whole => {}
             }
             let now = Instant::now();
             if inside(&span, now) {
@@ -134,7 +89,7 @@ pub fn crr_client(
                 in_flight -= 1;
                 continue;
             }
-            connect(&p, f, i)?;
+            connect_flow(&p, f, i, addr, opts)?;
         }
     }
     ticks.finish(end, total, hist);
@@ -145,6 +100,71 @@ pub fn crr_client(
         measured(&span, end),
         true,
     ))
+}
+
+/// Opens flow `f`'s next connection (non-blocking) and registers it under a token that
+/// carries the flow's index and a fresh generation, so events of its closed predecessor
+/// are told apart.
+fn connect_flow(
+    p: &Poller,
+    f: &mut CrrFlow,
+    i: usize,
+    addr: SocketAddr,
+    opts: &SockOpts,
+) -> io::Result<()> {
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    prepare_data_socket(&s, Duration::from_secs(10), true, opts)?;
+    s.set_nonblocking(true)?;
+    match s.connect(&addr.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(describe(e, "connecting for a transaction")),
+    }
+    f.generation = f.generation.wrapping_add(1);
+    p.add(&s, (i as u64) << 32 | u64::from(f.generation))?;
+    f.s = Some(s);
+    f.connected = false;
+    f.sent = 0;
+    f.got = 0;
+    f.t0 = Instant::now();
+    Ok(())
+}
+
+/// Moves flow `f`'s transaction on after an event: connected, request sent, response
+/// read. True when the whole response is in.
+#[inline]
+fn step(
+    f: &mut CrrFlow,
+    flags: EventFlags,
+    req: &[u8],
+    buf: &mut [u8],
+    response: usize,
+) -> io::Result<bool> {
+    let Some(s) = f.s.as_ref() else {
+        return Ok(false);
+    };
+    if !f.connected {
+        if !flags.intersects(EventFlags::OUT | EventFlags::ERR | EventFlags::HUP) {
+            return Ok(false);
+        }
+        if let Some(err) = s.take_error()? {
+            return Err(describe(err, "connecting for a transaction"));
+        }
+        f.connected = true;
+    }
+    if f.sent < req.len()
+        && !send_some(s, req, &mut f.sent).map_err(|e| describe(e, "sending request"))?
+    {
+        return Ok(false);
+    }
+    match recv_some(s, buf, response, &mut f.got).map_err(|e| describe(e, "reading response"))? {
+        Got::Part => Ok(false),
+        Got::Closed => Err(describe(
+            io::ErrorKind::UnexpectedEof.into(),
+            "reading response",
+        )),
+        Got::Whole => Ok(true),
+    }
 }
 
 /// One accepted crr connection on the server.
