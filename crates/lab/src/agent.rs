@@ -202,6 +202,80 @@ impl Slots {
     }
 }
 
+/// `Drive`: runs a test as its client, against the agent the message names, and sends the
+/// result back (an agent started with `--allow-drive` only).
+fn drive(s: &mut TcpStream, cfg: &AgentConfig, m: Message) -> Result<()> {
+    let Message::Drive {
+        to,
+        workload,
+        duration_ms,
+        client_cpu,
+        server_cpu,
+        count,
+        sock,
+        interval_ms,
+    } = m
+    else {
+        bail!("expected a drive request, got {}", kind(&m));
+    };
+    if !cfg.allow_drive {
+        bail!("this agent does not drive tests (start it with `serve --allow-drive`)");
+    }
+    check_duration(cfg, duration_ms)?;
+    let plan = crate::plan::Plan {
+        client_cpu,
+        server_cpu,
+        count,
+        sock,
+        // Checked with the rest of the plan by client::run (plan.validate).
+        interval: interval_ms.map(Duration::from_millis),
+        ..crate::plan::Plan::new(workload, Duration::from_millis(duration_ms))
+    };
+    let target = crate::plan::Target {
+        host: to.host,
+        port: to.port,
+        token: to.token,
+    };
+    let result = crate::client::run(&target, &plan, &|_| {})
+        .with_context(|| format!("driving a test against {}", target.host))?;
+    s.set_write_timeout(Some(SETUP_TIMEOUT))?;
+    write_message(
+        s,
+        &Message::Outcome {
+            result: Box::new(result),
+        },
+    )?;
+    Ok(())
+}
+
+/// `Explain`: runs the probe the program registered for it (explain's battery) under the
+/// machine lock and sends its result back (`--allow-drive` only).
+fn run_probe(
+    s: &mut TcpStream,
+    cfg: &AgentConfig,
+    client_lock: Option<&str>,
+    battery: serde_json::Value,
+) -> Result<()> {
+    if !cfg.allow_drive {
+        bail!("this agent does not run explain's battery (start it with `serve --allow-drive`)");
+    }
+    let probe = crate::probe::find(crate::probe::EXPLAIN)
+        .ok_or_else(|| anyhow!("this agent has no {} probe", crate::probe::EXPLAIN))?;
+    check_duration(cfg, probe.bound(&battery)?.as_millis() as u64)?;
+    // The probe may change this machine's knobs: one measurement at a time. The
+    // agents it starts are told the lock is held for it.
+    let lock = lock_for_test(s, cfg, client_lock)?;
+    let nonce = match &lock {
+        Some(l) if l.held() => Some(l.nonce().to_string()),
+        _ => client_lock.map(str::to_string),
+    };
+    let out = probe.run(battery, nonce)?;
+    drop(lock);
+    s.set_write_timeout(Some(SETUP_TIMEOUT))?;
+    write_message(s, &Message::Explained { battery: out })?;
+    Ok(())
+}
+
 struct SessionPlace<'a>(&'a AtomicUsize);
 
 impl Drop for SessionPlace<'_> {
@@ -383,63 +457,8 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> R
                     );
                 }
             }
-            Message::Drive {
-                to,
-                workload,
-                duration_ms,
-                client_cpu,
-                server_cpu,
-                count,
-                sock,
-                interval_ms,
-            } => {
-                if !cfg.allow_drive {
-                    bail!("this agent does not drive tests (start it with `serve --allow-drive`)");
-                }
-                check_duration(cfg, duration_ms)?;
-                let plan = crate::plan::Plan {
-                    client_cpu,
-                    server_cpu,
-                    count,
-                    sock,
-                    // Checked with the rest of the plan by client::run (plan.validate).
-                    interval: interval_ms.map(Duration::from_millis),
-                    ..crate::plan::Plan::new(workload, Duration::from_millis(duration_ms))
-                };
-                let target = crate::plan::Target {
-                    host: to.host,
-                    port: to.port,
-                    token: to.token,
-                };
-                let result = crate::client::run(&target, &plan, &|_| {})
-                    .with_context(|| format!("driving a test against {}", target.host))?;
-                s.set_write_timeout(Some(SETUP_TIMEOUT))?;
-                write_message(
-                    s,
-                    &Message::Outcome {
-                        result: Box::new(result),
-                    },
-                )?;
-            }
-            Message::Explain { battery } => {
-                if !cfg.allow_drive {
-                    bail!("this agent does not run explain's battery (start it with `serve --allow-drive`)");
-                }
-                let probe = crate::probe::find(crate::probe::EXPLAIN)
-                    .ok_or_else(|| anyhow!("this agent has no {} probe", crate::probe::EXPLAIN))?;
-                check_duration(cfg, probe.bound(&battery)?.as_millis() as u64)?;
-                // The probe may change this machine's knobs: one measurement at a time. The
-                // agents it starts are told the lock is held for it.
-                let lock = lock_for_test(s, cfg, client_lock)?;
-                let nonce = match &lock {
-                    Some(l) if l.held() => Some(l.nonce().to_string()),
-                    _ => client_lock.map(str::to_string),
-                };
-                let out = probe.run(battery, nonce)?;
-                drop(lock);
-                s.set_write_timeout(Some(SETUP_TIMEOUT))?;
-                write_message(s, &Message::Explained { battery: out })?;
-            }
+            m @ Message::Drive { .. } => drive(s, cfg, m)?,
+            Message::Explain { battery } => run_probe(s, cfg, client_lock, battery)?,
             other => bail!("unexpected {} message", kind(&other)),
         }
     }
@@ -534,36 +553,10 @@ fn run_test(
     server_cpu: Option<u32>,
     sock: &SockOpts,
 ) -> Result<SideReport> {
-    w.validate().map_err(|e| anyhow!(e))?;
-    check_duration(cfg, duration_ms)?;
-    check_flows(cfg, w)?;
-    crate::fds::make_room(w, "the agent").map_err(|e| anyhow!(e))?;
-    if let Some(cpu) = server_cpu {
-        if !cpu_allowed(cpu) {
-            bail!("server CPU {cpu} does not exist or is not allowed on the agent's machine");
-        }
-    }
+    check_test(cfg, w, duration_ms, server_cpu)?;
     // One measurement at a time on this machine: held until the test's report is sent.
     let _machine = lock_for_test(ctl, cfg, client_lock)?;
-    // Data connections arrive on the address the client used for control, and come from
-    // the address it used: connections from anywhere else are closed at once.
-    let ip = ctl.local_addr()?.ip();
-    let client = ctl.peer_addr()?.ip();
-    let listener = TcpListener::bind((ip, 0)).context("binding a data port")?;
-    // Thousands of flows connect at once: a deeper backlog, set before Ready (the client
-    // starts connecting as soon as it has the port).
-    if let Some((flows, _)) = w.multiplexed() {
-        virtperf_load::mux::deepen_backlog(&listener, flows.max(128))?;
-    }
-    let data_port = listener.local_addr()?.port();
-    let key = crate::side::DataKey::random()?;
-    write_message(
-        ctl,
-        &Message::Ready {
-            data_port,
-            key: key.hex(),
-        },
-    )?;
+    let (listener, ip, client, key) = open_data_port(ctl, w)?;
 
     let mut td = Teardown {
         side: Ctl::new(server_cpu),
@@ -602,15 +595,7 @@ fn run_test(
     side.gate.open();
     write_message(ctl, &Message::Started)?;
 
-    // A client that never says stop cannot keep the agent busy forever: timed tests are
-    // bounded by their duration plus a grace period, byte-count tests by the agent's limit.
-    let limit = if w.is_timed() {
-        Duration::from_millis(duration_ms) + STOP_GRACE
-    } else {
-        cfg.max_duration
-            .min(Duration::from_millis(MAX_DURATION_MS))
-            .max(Duration::from_secs(1))
-    };
+    let limit = stop_limit(cfg, w, duration_ms);
     match recv(ctl, limit, "stop")? {
         Message::Stop => {}
         other => bail!("expected stop, got {}", kind(&other)),
@@ -642,4 +627,65 @@ fn run_test(
     )
     .map_err(|e| anyhow!("the agent's report could not be sent: {e}"))?;
     Ok(report)
+}
+
+/// Refuses a test this agent will not run: bad parameters, too long, too many flows, more
+/// descriptors than it may open, a CPU it does not have.
+fn check_test(
+    cfg: &AgentConfig,
+    w: &Workload,
+    duration_ms: u64,
+    server_cpu: Option<u32>,
+) -> Result<()> {
+    w.validate().map_err(|e| anyhow!(e))?;
+    check_duration(cfg, duration_ms)?;
+    check_flows(cfg, w)?;
+    crate::fds::make_room(w, "the agent").map_err(|e| anyhow!(e))?;
+    if let Some(cpu) = server_cpu {
+        if !cpu_allowed(cpu) {
+            bail!("server CPU {cpu} does not exist or is not allowed on the agent's machine");
+        }
+    }
+    Ok(())
+}
+
+/// Binds the test's data port on the address the client used for control and sends it
+/// with the test's key (`Ready`): the listener, our address, the client's, the key.
+fn open_data_port(
+    ctl: &mut TcpStream,
+    w: &Workload,
+) -> Result<(TcpListener, IpAddr, IpAddr, crate::side::DataKey)> {
+    // Data connections arrive on the address the client used for control, and come from
+    // the address it used: connections from anywhere else are closed at once.
+    let ip = ctl.local_addr()?.ip();
+    let client = ctl.peer_addr()?.ip();
+    let listener = TcpListener::bind((ip, 0)).context("binding a data port")?;
+    // Thousands of flows connect at once: a deeper backlog, set before Ready (the client
+    // starts connecting as soon as it has the port).
+    if let Some((flows, _)) = w.multiplexed() {
+        virtperf_load::mux::deepen_backlog(&listener, flows.max(128))?;
+    }
+    let data_port = listener.local_addr()?.port();
+    let key = crate::side::DataKey::random()?;
+    write_message(
+        ctl,
+        &Message::Ready {
+            data_port,
+            key: key.hex(),
+        },
+    )?;
+    Ok((listener, ip, client, key))
+}
+
+/// How long the agent waits for `Stop`: a client that never says stop cannot keep the
+/// agent busy forever. Timed tests are bounded by their duration plus a grace period,
+/// byte-count tests by the agent's limit.
+fn stop_limit(cfg: &AgentConfig, w: &Workload, duration_ms: u64) -> Duration {
+    if w.is_timed() {
+        Duration::from_millis(duration_ms) + STOP_GRACE
+    } else {
+        cfg.max_duration
+            .min(Duration::from_millis(MAX_DURATION_MS))
+            .max(Duration::from_secs(1))
+    }
 }

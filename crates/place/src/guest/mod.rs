@@ -229,19 +229,8 @@ impl GuestLab {
         let modparams = module_params(&opts.modules)?;
         let vhost = virtio.vhost.unwrap_or(opts.vhost);
         let queues = virtio.queues.unwrap_or(1);
-        if !virtperf_machine::is_root() {
-            bail!("guest placements need root (they create a network namespace and tap devices)");
-        }
+        check_host(opts, vhost)?;
         let qemu = qemu_version()?;
-        if vhost && !Path::new("/dev/vhost-net").exists() {
-            bail!("vhost on: /dev/vhost-net does not exist here (modprobe vhost_net, or leave vhost off)");
-        }
-        if opts.vcpus == 0 || opts.vcpus > 64 {
-            bail!("--vcpus must be 1..64 (got {})", opts.vcpus);
-        }
-        if opts.mem_mib < 128 {
-            bail!("--mem must be at least 128 MiB (the initramfs alone needs tens)");
-        }
         let (accel, why_not_kvm) = choose_accel(opts.accel)?;
         let kernel = kernel::resolve(opts.kernel.as_deref(), opts.kernel_modules.as_deref())?;
         let binary = match &opts.binary {
@@ -801,6 +790,26 @@ pub fn cleanup_own() -> Vec<String> {
         }
     }
     removed
+}
+
+/// Refuses what this host or these sizes cannot give a guest: root, vhost-net, a vCPU
+/// count and memory size QEMU can boot with.
+fn check_host(opts: &GuestOpts, vhost: bool) -> Result<()> {
+    if !virtperf_machine::is_root() {
+        bail!("guest placements need root (they create a network namespace and tap devices)");
+    }
+    if vhost && !Path::new("/dev/vhost-net").exists() {
+        bail!(
+            "vhost on: /dev/vhost-net does not exist here (modprobe vhost_net, or leave vhost off)"
+        );
+    }
+    if opts.vcpus == 0 || opts.vcpus > 64 {
+        bail!("--vcpus must be 1..64 (got {})", opts.vcpus);
+    }
+    if opts.mem_mib < 128 {
+        bail!("--mem must be at least 128 MiB (the initramfs alone needs tens)");
+    }
+    Ok(())
 }
 
 /// Records the guests' run directory in the state directory before creating it, so
