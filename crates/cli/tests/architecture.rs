@@ -277,7 +277,10 @@ fn the_file_graph_follows_super_paths_and_reexports() {
             "r/mod.rs",
             "mod x;\nmod y;\nuse x::f;\nuse crate::{\n    Thing,\n};\n",
         ),
-        ("r/x.rs", "use super::y::g;\nuse std::io::Read;\n"),
+        (
+            "r/x.rs",
+            "use super::y::g;\nuse std::io::Read;\nuse crate::a::*;\n",
+        ),
         ("r/y.rs", "// use super::x;\npub fn g() {}\n"),
     ];
     for (p, t) in files {
@@ -293,6 +296,6 @@ fn the_file_graph_follows_super_paths_and_reexports() {
         set(&["r::x", "a"]),
         "child path and Thing followed to a"
     );
-    assert_eq!(e["r::x"], set(&["r::y"]));
+    assert_eq!(e["r::x"], set(&["r::y", "a"]), "a glob names its module");
     assert_eq!(e["r::y"], set(&[]), "comments are left out");
 }

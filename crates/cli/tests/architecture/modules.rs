@@ -96,6 +96,10 @@ fn paths_in(line: &str) -> Vec<Vec<String>> {
                 out.push(format!("{head}{first}"));
             }
             j = k;
+        } else if head.ends_with("::") && chars.get(j) == Some(&'*') {
+            // A glob (`use super::*`) names the module itself.
+            out.push(format!("{head}*"));
+            j += 1;
         } else if head.contains("::") {
             out.push(head);
         }

@@ -1,8 +1,38 @@
 //! The SVG charts of the report: sweeps, bars with their tries, percentile curves,
 //! comparisons and the CPU split, on shared axes helpers.
 
-#[allow(unused_imports)]
-use super::*;
+use std::fmt::Write;
+
+use crate::compare::Row;
+use crate::escape::esc;
+use crate::render::num;
+use crate::summary::{ConfigSummary, PointSummary};
+
+/// One bar: its name, value, the half-width of its 95% CI (None: no interval, as from one
+/// try), and the individual tries drawn over it as dots.
+pub(super) struct Bar {
+    pub(super) name: String,
+    pub(super) value: f64,
+    pub(super) ci_half: Option<f64>,
+    pub(super) tries: Vec<f64>,
+}
+
+/// A labelled group of bars.
+pub(super) type BarGroup = (String, Vec<Bar>);
+
+/// Line and bar colours, one per config in order.
+pub(super) const PALETTE: [&str; 8] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+];
+/// The CPU split's parts and their colours.
+pub(super) const CPU_PARTS: [(&str, &str); 6] = [
+    ("user", "#1f77b4"),
+    ("sys", "#d62728"),
+    ("irq", "#9467bd"),
+    ("softirq", "#ff7f0e"),
+    ("steal", "#7f7f7f"),
+    ("guest", "#2ca02c"),
+];
 
 pub(super) fn legend(s: &mut String, names: &[String], x: f64, y: f64) {
     for (i, n) in names.iter().enumerate() {
@@ -168,45 +198,58 @@ pub(super) fn sweep_chart(points: &[&PointSummary], axis: &str, configs: &[Strin
         if pts.is_empty() {
             continue;
         }
-        let upper: Vec<String> = pts
-            .iter()
-            .map(|p| format!("{:.1},{:.1}", px(p.0), py(p.3)))
-            .collect();
-        let lower: Vec<String> = pts
-            .iter()
-            .rev()
-            .map(|p| format!("{:.1},{:.1}", px(p.0), py(p.2.max(0.0))))
-            .collect();
-        let _ = write!(
-            s,
-            r#"<polygon class="band" points="{} {}" fill="{color}" fill-opacity="0.18"/>"#,
-            upper.join(" "),
-            lower.join(" ")
-        );
-        let line: Vec<String> = pts
-            .iter()
-            .map(|p| format!("{:.1},{:.1}", px(p.0), py(p.1)))
-            .collect();
-        let _ = write!(
-            s,
-            r#"<polyline class="line" points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
-            line.join(" ")
-        );
-        for p in &pts {
-            let _ = write!(
-                s,
-                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"><title>{}: {} = {}</title></circle>"#,
-                px(p.0),
-                py(p.1),
-                esc(cfg),
-                num(p.0),
-                num(p.1)
-            );
-        }
+        sweep_line(&mut s, &pts, color, cfg, &px, &py);
     }
     legend(&mut s, configs, w - r + 12.0, t + 12.0);
     s.push_str("</svg>");
     s
+}
+
+/// One config's line of a sweep chart: its 95% CI band, the means joined, a dot per point
+/// with its value as a tooltip. `pts`: (x, mean, CI low, CI high).
+fn sweep_line(
+    s: &mut String,
+    pts: &[(f64, f64, f64, f64)],
+    color: &str,
+    cfg: &str,
+    px: &dyn Fn(f64) -> f64,
+    py: &dyn Fn(f64) -> f64,
+) {
+    let upper: Vec<String> = pts
+        .iter()
+        .map(|p| format!("{:.1},{:.1}", px(p.0), py(p.3)))
+        .collect();
+    let lower: Vec<String> = pts
+        .iter()
+        .rev()
+        .map(|p| format!("{:.1},{:.1}", px(p.0), py(p.2.max(0.0))))
+        .collect();
+    let _ = write!(
+        s,
+        r#"<polygon class="band" points="{} {}" fill="{color}" fill-opacity="0.18"/>"#,
+        upper.join(" "),
+        lower.join(" ")
+    );
+    let line: Vec<String> = pts
+        .iter()
+        .map(|p| format!("{:.1},{:.1}", px(p.0), py(p.1)))
+        .collect();
+    let _ = write!(
+        s,
+        r#"<polyline class="line" points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
+        line.join(" ")
+    );
+    for p in pts {
+        let _ = write!(
+            s,
+            r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"><title>{}: {} = {}</title></circle>"#,
+            px(p.0),
+            py(p.1),
+            esc(cfg),
+            num(p.0),
+            num(p.1)
+        );
+    }
 }
 
 /// Grouped bars: one group per entry, one bar per config: the mean as the bar, each try as
@@ -263,40 +306,7 @@ pub(super) fn bars(title_unit: &str, groups: &[BarGroup]) -> String {
                 num(bar.value),
                 bar.tries.len()
             );
-            let cx = x + 11.0;
-            if let Some(e) = bar.ci_half {
-                let _ = write!(
-                    s,
-                    r#"<line x1="{cx:.1}" y1="{:.1}" x2="{cx:.1}" y2="{:.1}" class="err"/><line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" class="err"/><line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" class="err"/>"#,
-                    py(bar.value + e),
-                    py(bar.value - e),
-                    cx - 4.0,
-                    py(bar.value + e),
-                    cx + 4.0,
-                    py(bar.value + e),
-                    cx - 4.0,
-                    py(bar.value - e),
-                    cx + 4.0,
-                    py(bar.value - e)
-                );
-            }
-            // The tries, spread across the bar so equal values stay visible.
-            let n = bar.tries.len().max(1) as f64;
-            for (i, v) in bar.tries.iter().enumerate() {
-                let dx = if n > 1.0 {
-                    -7.0 + 14.0 * i as f64 / (n - 1.0)
-                } else {
-                    0.0
-                };
-                let _ = write!(
-                    s,
-                    r#"<circle class="try" cx="{:.1}" cy="{:.1}" r="2.2"><title>try {}: {}</title></circle>"#,
-                    cx + dx,
-                    py(*v),
-                    i + 1,
-                    num(*v)
-                );
-            }
+            whisker_and_tries(&mut s, bar, x + 11.0, &py);
         }
         let _ = write!(
             s,
@@ -311,6 +321,44 @@ pub(super) fn bars(title_unit: &str, groups: &[BarGroup]) -> String {
     legend(&mut s, &names, w - r + 12.0, t + 12.0);
     s.push_str("</svg>");
     s
+}
+
+/// A bar's 95% CI whisker (when it has one) and its tries as dots, spread across the bar
+/// (centred at `cx`) so equal values stay visible.
+fn whisker_and_tries(s: &mut String, bar: &Bar, cx: f64, py: &dyn Fn(f64) -> f64) {
+    if let Some(e) = bar.ci_half {
+        let _ = write!(
+            s,
+            r#"<line x1="{cx:.1}" y1="{:.1}" x2="{cx:.1}" y2="{:.1}" class="err"/><line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" class="err"/><line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" class="err"/>"#,
+            py(bar.value + e),
+            py(bar.value - e),
+            cx - 4.0,
+            py(bar.value + e),
+            cx + 4.0,
+            py(bar.value + e),
+            cx - 4.0,
+            py(bar.value - e),
+            cx + 4.0,
+            py(bar.value - e)
+        );
+    }
+    // The tries, spread across the bar so equal values stay visible.
+    let n = bar.tries.len().max(1) as f64;
+    for (i, v) in bar.tries.iter().enumerate() {
+        let dx = if n > 1.0 {
+            -7.0 + 14.0 * i as f64 / (n - 1.0)
+        } else {
+            0.0
+        };
+        let _ = write!(
+            s,
+            r#"<circle class="try" cx="{:.1}" cy="{:.1}" r="2.2"><title>try {}: {}</title></circle>"#,
+            cx + dx,
+            py(*v),
+            i + 1,
+            num(*v)
+        );
+    }
 }
 
 /// x position of a percentile on the "nines" axis: 0 at 0 %, 1 at 90 %, 2 at 99 %, 3 at
@@ -359,26 +407,7 @@ pub(super) fn percentile_chart(series: &[(String, &[(f64, f64)])]) -> String {
         h - b,
         h - b
     );
-    // Latency ticks: decades on a log axis (with 2 and 5 between when few), else round steps.
-    let yticks: Vec<f64> = if log {
-        let decades = (yhi - ylo) as i32;
-        (ylo as i32..=yhi as i32)
-            .flat_map(|d| {
-                let base = 10f64.powi(d);
-                if decades <= 2 {
-                    vec![base, 2.0 * base, 5.0 * base]
-                } else {
-                    vec![base]
-                }
-            })
-            .filter(|v| v.log10() <= yhi + 1e-9)
-            .collect()
-    } else {
-        let (top, step) = nice_scale(hi);
-        (0..=((top / step).round() as usize))
-            .map(|i| i as f64 * step)
-            .collect()
-    };
+    let yticks = latency_ticks(log, ylo, yhi, hi);
     for v in yticks {
         let _ = write!(
             s,
@@ -438,6 +467,30 @@ pub(super) fn percentile_chart(series: &[(String, &[(f64, f64)])]) -> String {
     legend(&mut s, &names, w - r + 12.0, t + 12.0);
     s.push_str("</svg>");
     s
+}
+
+/// Latency ticks: decades on a log axis (with 2 and 5 between when there are few), else
+/// round steps up to `hi`. `ylo`/`yhi`: the axis ends (log10 of them on a log axis).
+fn latency_ticks(log: bool, ylo: f64, yhi: f64, hi: f64) -> Vec<f64> {
+    if log {
+        let decades = (yhi - ylo) as i32;
+        (ylo as i32..=yhi as i32)
+            .flat_map(|d| {
+                let base = 10f64.powi(d);
+                if decades <= 2 {
+                    vec![base, 2.0 * base, 5.0 * base]
+                } else {
+                    vec![base]
+                }
+            })
+            .filter(|v| v.log10() <= yhi + 1e-9)
+            .collect()
+    } else {
+        let (top, step) = nice_scale(hi);
+        (0..=((top / step).round() as usize))
+            .map(|i| i as f64 * step)
+            .collect()
+    }
 }
 
 /// Comparisons as a chart: one horizontal bar per row, its % change of the candidate against

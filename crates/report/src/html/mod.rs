@@ -30,30 +30,6 @@ pub struct RunSection<'a> {
     pub explanation: Option<&'a Explanation>,
 }
 
-/// One bar: its name, value, the half-width of its 95% CI (None: no interval, as from one
-/// try), and the individual tries drawn over it as dots.
-struct Bar {
-    name: String,
-    value: f64,
-    ci_half: Option<f64>,
-    tries: Vec<f64>,
-}
-
-/// A labelled group of bars.
-type BarGroup = (String, Vec<Bar>);
-
-const PALETTE: [&str; 8] = [
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-];
-const CPU_PARTS: [(&str, &str); 6] = [
-    ("user", "#1f77b4"),
-    ("sys", "#d62728"),
-    ("irq", "#9467bd"),
-    ("softirq", "#ff7f0e"),
-    ("steal", "#7f7f7f"),
-    ("guest", "#2ca02c"),
-];
-
 fn configs_of(points: &[PointSummary]) -> Vec<String> {
     let mut v: Vec<String> = Vec::new();
     for p in points {
