@@ -110,15 +110,7 @@ struct Shared {
 
 /// Measures interrupt → halted-guest wake-up latency (see the module docs for the method).
 pub fn halt(opts: &HaltOpts) -> Result<HaltReport, KvmError> {
-    if opts.wakeups == 0 {
-        return Err(KvmError::Options("wakeups must be > 0".into()));
-    }
-    if opts.delay_min_us > opts.delay_max_us {
-        return Err(KvmError::Options(format!(
-            "delay_min_us {} > delay_max_us {}",
-            opts.delay_min_us, opts.delay_max_us
-        )));
-    }
+    check_opts(opts)?;
     let kvm = crate::open_kvm()?;
     let program = [(CODE, HALT_MAIN), (HANDLER, HALT_HANDLER)];
     let mut m = Machine::new(
@@ -211,6 +203,20 @@ pub fn halt(opts: &HaltOpts) -> Result<HaltReport, KvmError> {
     })
 }
 
+/// Refuses options that cannot run: no wake-ups, a delay range upside down.
+fn check_opts(opts: &HaltOpts) -> Result<(), KvmError> {
+    if opts.wakeups == 0 {
+        return Err(KvmError::Options("wakeups must be > 0".into()));
+    }
+    if opts.delay_min_us > opts.delay_max_us {
+        return Err(KvmError::Options(format!(
+            "delay_min_us {} > delay_max_us {}",
+            opts.delay_min_us, opts.delay_max_us
+        )));
+    }
+    Ok(())
+}
+
 /// What the vCPU thread measured.
 struct VcpuSide {
     latency_cycles: Vec<u64>,
@@ -229,6 +235,58 @@ struct Mark {
     stats: Option<Vec<stats::Entry>>,
 }
 
+/// The guest's TSC against the host's, from `CAL_ROUNDS` rounds: in each, guest TSC − host
+/// TSC lies in [g − t_exit, g − t_enter]; the rounds' bounds intersect.
+struct Calibration {
+    lo: i64,
+    hi: i64,
+    rounds: u8,
+}
+
+impl Default for Calibration {
+    fn default() -> Self {
+        Calibration {
+            lo: i64::MIN,
+            hi: i64::MAX,
+            rounds: 0,
+        }
+    }
+}
+
+impl Calibration {
+    /// Adds one round (the guest's TSC `g`, read between host TSCs `t_enter` and
+    /// `t_exit`); true when this was the last round.
+    fn add(&mut self, g: i64, t_enter: u64, t_exit: u64) -> bool {
+        self.lo = self.lo.max(g.wrapping_sub(t_exit as i64));
+        self.hi = self.hi.min(g.wrapping_sub(t_enter as i64));
+        self.rounds += 1;
+        self.rounds == CAL_ROUNDS
+    }
+
+    /// The offset to subtract from guest TSC readings (0 when the clocks agree), with a
+    /// note when it is not 0 or the rounds disagree.
+    fn offset(&self, notes: &mut Vec<String>) -> i64 {
+        let (lo, hi) = (self.lo, self.hi);
+        if lo <= 0 && 0 <= hi {
+            0
+        } else if lo <= hi {
+            let mid = lo / 2 + hi / 2;
+            notes.push(format!(
+                "guest TSC is offset from host TSC by {mid} ± {} cycles; \
+                 latencies corrected by it",
+                (hi - lo) / 2
+            ));
+            mid
+        } else {
+            notes.push(format!(
+                "guest and host TSC disagree between calibration rounds \
+                 (bounds {lo}..{hi}); latencies may be off"
+            ));
+            lo / 2 + hi / 2
+        }
+    }
+}
+
 fn vcpu_loop(
     vcpu: &mut VcpuFd,
     mem: &GuestMem,
@@ -242,9 +300,7 @@ fn vcpu_loop(
     }
     let mut stats_fd = StatsFd::open_vcpu(vcpu).ok();
     let mut notes = Vec::new();
-    // Offset bounds: guest TSC − host TSC lies in [g − t_exit, g − t_enter] for each round.
-    let (mut lo, mut hi) = (i64::MIN, i64::MAX);
-    let mut cal = 0u8;
+    let mut cal = Calibration::default();
     let mut offset = 0i64;
     let mut reports = 0u64;
     let mut spurious = 0u64;
@@ -261,27 +317,8 @@ fn vcpu_loop(
         match exit {
             Exit::Out { port, .. } if port == PORT_CALIBRATE => {
                 let g = mem.read_u64(TSC_SLOT)? as i64;
-                lo = lo.max(g.wrapping_sub(t_exit as i64));
-                hi = hi.min(g.wrapping_sub(t_enter as i64));
-                cal += 1;
-                if cal == CAL_ROUNDS {
-                    offset = if lo <= 0 && 0 <= hi {
-                        0
-                    } else if lo <= hi {
-                        let mid = lo / 2 + hi / 2;
-                        notes.push(format!(
-                            "guest TSC is offset from host TSC by {mid} ± {} cycles; \
-                             latencies corrected by it",
-                            (hi - lo) / 2
-                        ));
-                        mid
-                    } else {
-                        notes.push(format!(
-                            "guest and host TSC disagree between calibration rounds \
-                             (bounds {lo}..{hi}); latencies may be off"
-                        ));
-                        lo / 2 + hi / 2
-                    };
+                if cal.add(g, t_enter, t_exit) {
+                    offset = cal.offset(&mut notes);
                     sh.ready_for.store(1, Ordering::Release);
                 }
             }
