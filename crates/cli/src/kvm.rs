@@ -164,43 +164,7 @@ pub fn kvm(a: KvmArgs) -> Result<()> {
                 println!("{}", serde_json::to_string_pretty(&r)?);
                 return Ok(());
             }
-            println!(
-                "virtperf kvm exits  {iterations} iterations per case  TSC {} kHz",
-                r.tsc_khz
-            );
-            println!(
-                "  {:<8} {:>9} {:>9} {:>9} {:>9} │ {:>10} {:>10}  note",
-                "case", "min µs", "p50 µs", "p99 µs", "max µs", "p50 cyc", "p99 cyc"
-            );
-            if let Some(h) = &r.host_trace {
-                let counts: Vec<String> =
-                    h.counted.iter().map(|(k, v)| format!("{k} {v}")).collect();
-                println!(
-                    "  host kvm:kvm_exit over the probe: {} (the probe made {} exits){}",
-                    if counts.is_empty() {
-                        "—".to_string()
-                    } else {
-                        counts.join(", ")
-                    },
-                    h.probe_exits,
-                    h.note
-                        .as_ref()
-                        .map_or(String::new(), |n| format!("\n    {n}"))
-                );
-            }
-            for c in &r.cases {
-                println!(
-                    "  {:<8} {:>9.2} {:>9.2} {:>9.2} {:>9.2} │ {:>10.0} {:>10.0}  {}",
-                    c.name,
-                    c.ns.min / 1e3,
-                    c.ns.p50 / 1e3,
-                    c.ns.p99 / 1e3,
-                    c.ns.max / 1e3,
-                    c.cycles.p50,
-                    c.cycles.p99,
-                    c.note.as_deref().unwrap_or("")
-                );
-            }
+            print!("{}", render_exits(&r, iterations));
         }
         KvmCommand::Halt {
             wakeups,
@@ -236,6 +200,52 @@ pub fn kvm(a: KvmArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The exit round trips as a table, with what the host's tracepoint counted.
+fn render_exits(r: &virtperf_kvm::ExitReport, iterations: u32) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "virtperf kvm exits  {iterations} iterations per case  TSC {} kHz",
+        r.tsc_khz
+    );
+    let _ = writeln!(
+        s,
+        "  {:<8} {:>9} {:>9} {:>9} {:>9} │ {:>10} {:>10}  note",
+        "case", "min µs", "p50 µs", "p99 µs", "max µs", "p50 cyc", "p99 cyc"
+    );
+    if let Some(h) = &r.host_trace {
+        let counts: Vec<String> = h.counted.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(
+            s,
+            "  host kvm:kvm_exit over the probe: {} (the probe made {} exits){}",
+            if counts.is_empty() {
+                "—".to_string()
+            } else {
+                counts.join(", ")
+            },
+            h.probe_exits,
+            h.note
+                .as_ref()
+                .map_or(String::new(), |n| format!("\n    {n}"))
+        );
+    }
+    for c in &r.cases {
+        let _ = writeln!(
+            s,
+            "  {:<8} {:>9.2} {:>9.2} {:>9.2} {:>9.2} │ {:>10.0} {:>10.0}  {}",
+            c.name,
+            c.ns.min / 1e3,
+            c.ns.p50 / 1e3,
+            c.ns.p99 / 1e3,
+            c.ns.max / 1e3,
+            c.cycles.p50,
+            c.cycles.p99,
+            c.note.as_deref().unwrap_or("")
+        );
+    }
+    s
 }
 
 fn render_halt(reports: &[HaltReport], delay: (Duration, Duration)) -> String {

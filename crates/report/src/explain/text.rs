@@ -77,6 +77,44 @@ pub fn text(e: &Explanation) -> String {
         let on = e.same_cpu.map_or(String::new(), |c| format!(" ({c})"));
         let _ = writeln!(s, "  on one CPU{on}, blocking    p50 {}", us(same));
     }
+    model(&mut s, e);
+    if !e.events_per_transaction.is_empty() {
+        let _ = writeln!(s);
+    }
+    for (what, ev) in [
+        ("across CPUs (both CPUs)", &e.events_per_transaction),
+        (
+            "on one CPU (that CPU, both sides)",
+            &e.events_per_transaction_same_cpu,
+        ),
+    ] {
+        if ev.is_empty() {
+            continue;
+        }
+        let get = |k: &str| ev.get(k).copied();
+        let n = |v: Option<f64>| v.map_or("— (not counted)".to_string(), |v| format!("{v:.2}"));
+        let ipis = get("ipi_resched").zip(get("ipi_call")).map(|(a, b)| a + b);
+        let _ = writeln!(
+            s,
+            "Events per transaction {what}: {} sleeps, {} idle entries, {} IPIs, {} timer interrupts",
+            n(get("thread_voluntary_switches")),
+            n(get("idle_entries")),
+            n(ipis),
+            n(get("timer_irqs"))
+        );
+    }
+    seen(&mut s, e);
+    remedies(&mut s, e);
+    let _ = writeln!(s, "\nEnvironment:");
+    for (k, v) in &e.environment {
+        let _ = writeln!(s, "  {k:<44} {v}");
+    }
+    s
+}
+
+/// The model's terms with their sources, the prediction and its residual, the
+/// cross-checks and what was not measured.
+fn model(s: &mut String, e: &Explanation) {
     let _ = writeln!(s, "\nModel, from independent measurements:");
     for x in &e.components {
         let indent = if x.part_of.is_some() {
@@ -112,32 +150,10 @@ pub fn text(e: &Explanation) -> String {
     for m in &e.missing {
         let _ = writeln!(s, "  not measured: {}: {}", m.name, m.reason);
     }
-    if !e.events_per_transaction.is_empty() {
-        let _ = writeln!(s);
-    }
-    for (what, ev) in [
-        ("across CPUs (both CPUs)", &e.events_per_transaction),
-        (
-            "on one CPU (that CPU, both sides)",
-            &e.events_per_transaction_same_cpu,
-        ),
-    ] {
-        if ev.is_empty() {
-            continue;
-        }
-        let get = |k: &str| ev.get(k).copied();
-        let n = |v: Option<f64>| v.map_or("— (not counted)".to_string(), |v| format!("{v:.2}"));
-        let ipis = get("ipi_resched").zip(get("ipi_call")).map(|(a, b)| a + b);
-        let _ = writeln!(
-            s,
-            "Events per transaction {what}: {} sleeps, {} idle entries, {} IPIs, {} timer interrupts",
-            n(get("thread_voluntary_switches")),
-            n(get("idle_entries")),
-            n(ipis),
-            n(get("timer_irqs"))
-        );
-    }
-    seen(&mut s, e);
+}
+
+/// The remedies measured against the as-is cross-CPU rr, and those named but not tried.
+fn remedies(s: &mut String, e: &Explanation) {
     if !e.remedies.is_empty() {
         let _ = writeln!(
             s,
@@ -160,11 +176,6 @@ pub fn text(e: &Explanation) -> String {
     for r in &e.remedies_named {
         let _ = writeln!(s, "  not tried here: {r}");
     }
-    let _ = writeln!(s, "\nEnvironment:");
-    for (k, v) in &e.environment {
-        let _ = writeln!(s, "  {k:<44} {v}");
-    }
-    s
 }
 
 /// Exits by cause and what the sampled round trip showed, beside the model.
