@@ -165,37 +165,8 @@ impl Fixed {
             Some(d) => parse::test_duration(d.get_ref()).or_else(|m| err(text, d.span(), m))?,
             None => default_duration,
         };
-        let interval = match &r.interval {
-            Some(v) => {
-                let d = parse::duration(v.get_ref())
-                    .map_err(|e| e.to_string())
-                    .and_then(|d| virtperf_lab::plan::check_interval(d).map(|()| d))
-                    .or_else(|m| err(text, v.span(), m))?;
-                if kind != "bulk" && d > duration {
-                    return err(
-                        text,
-                        v.span(),
-                        "interval is longer than the trial's duration: shorten it",
-                    );
-                }
-                Some(d)
-            }
-            None => None,
-        };
-        let recv_size = match &r.recv_size {
-            Some(v) if kind == "stream" => {
-                Some(parse::size32(&v.get_ref().text()).or_else(|m| err(text, v.span(), m))?)
-            }
-            Some(v) => return err(text, v.span(), "recv_size applies to stream workloads only"),
-            None => None,
-        };
-        let recv_wait = match &r.recv_wait {
-            Some(v) if kind == "stream" => {
-                Some(RecvWait::parse(v.get_ref()).or_else(|m| err(text, v.span(), m))?)
-            }
-            Some(v) => return err(text, v.span(), "recv_wait applies to stream workloads only"),
-            None => None,
-        };
+        let interval = interval_of(text, r, kind, duration)?;
+        let (recv_size, recv_wait) = stream_receive(text, r, kind)?;
         let bytes = match &r.bytes {
             Some(b) => Some(parse::bytes(&b.get_ref().text()).or_else(|m| err(text, b.span(), m))?),
             None => None,
@@ -261,6 +232,55 @@ impl Fixed {
             timeline: r.timeline.as_ref().is_some_and(|t| *t.get_ref()),
         })
     }
+}
+
+/// `interval`: a valid `-i` period, no longer than the trial (bulk runs by bytes, so any).
+fn interval_of(
+    text: &str,
+    r: &RawWorkload,
+    kind: &str,
+    duration: Duration,
+) -> Result<Option<Duration>, SpecError> {
+    Ok(match &r.interval {
+        Some(v) => {
+            let d = parse::duration(v.get_ref())
+                .map_err(|e| e.to_string())
+                .and_then(|d| virtperf_lab::plan::check_interval(d).map(|()| d))
+                .or_else(|m| err(text, v.span(), m))?;
+            if kind != "bulk" && d > duration {
+                return err(
+                    text,
+                    v.span(),
+                    "interval is longer than the trial's duration: shorten it",
+                );
+            }
+            Some(d)
+        }
+        None => None,
+    })
+}
+
+/// `recv_size` and `recv_wait`: a stream receiver's, refused on other kinds.
+fn stream_receive(
+    text: &str,
+    r: &RawWorkload,
+    kind: &str,
+) -> Result<(Option<u32>, Option<RecvWait>), SpecError> {
+    let recv_size = match &r.recv_size {
+        Some(v) if kind == "stream" => {
+            Some(parse::size32(&v.get_ref().text()).or_else(|m| err(text, v.span(), m))?)
+        }
+        Some(v) => return err(text, v.span(), "recv_size applies to stream workloads only"),
+        None => None,
+    };
+    let recv_wait = match &r.recv_wait {
+        Some(v) if kind == "stream" => {
+            Some(RecvWait::parse(v.get_ref()).or_else(|m| err(text, v.span(), m))?)
+        }
+        Some(v) => return err(text, v.span(), "recv_wait applies to stream workloads only"),
+        None => None,
+    };
+    Ok((recv_size, recv_wait))
 }
 
 /// Refuses an unknown kind, and keys the kind does not take, each at its line.
