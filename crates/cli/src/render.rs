@@ -440,6 +440,7 @@ fn stream_lines(s: &mut String, o: &virtperf_wire::StreamOutcome) {
     if let Some(f) = &o.flow_spread {
         s.push_str(&spread_line(f, false));
     }
+    tcp_lines(s, o);
     if let Some(u) = &o.udp {
         let onoff = |b: bool| if b { "on" } else { "off" };
         let _ = writeln!(
@@ -453,6 +454,50 @@ fn stream_lines(s: &mut String, o: &virtperf_wire::StreamOutcome) {
             u.jitter_ms,
             onoff(u.gso),
             onoff(u.gro)
+        );
+    }
+}
+
+/// The senders' TCP state per flow (as `ss -ti` shows it), when it was read.
+fn tcp_lines(s: &mut String, o: &virtperf_wire::StreamOutcome) {
+    let read: Vec<(usize, &virtperf_wire::TcpInfo)> = o
+        .flows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| f.tcp.as_ref().map(|t| (i, t)))
+        .collect();
+    if read.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "  {:<6} {:>12} {:>10} {:>16} {:>22}",
+        "TCP", "retransmits", "cwnd", "srtt ± rttvar µs", "rwnd/sndbuf-limited"
+    );
+    let pct = |part: Option<u64>, t: &virtperf_wire::TcpInfo| match (part, t.busy_us) {
+        (Some(p), Some(b)) if b > 0 => format!("{:.0}%", 100.0 * p as f64 / b as f64),
+        _ => "—".to_string(),
+    };
+    // Thousands of flows would drown the table: the first 16, the total below.
+    for (i, t) in read.iter().take(16) {
+        let _ = writeln!(
+            s,
+            "  {:<6} {:>12} {:>10} {:>16} {:>22}",
+            i,
+            t.retransmits_interval,
+            t.snd_cwnd,
+            format!("{} ± {}", t.srtt_us, t.rttvar_us),
+            format!(
+                "{} / {}",
+                pct(t.rwnd_limited_us, t),
+                pct(t.sndbuf_limited_us, t)
+            )
+        );
+    }
+    if let Some(r) = o.retransmits {
+        let _ = writeln!(
+            s,
+            "  retransmitted segments in the interval, all flows: {r}"
         );
     }
 }

@@ -12,7 +12,10 @@ use anyhow::{anyhow, Result};
 use virtperf_load::Counts;
 use virtperf_measure::cpu::thread_cpu_since;
 use virtperf_measure::{new_histogram, thread_cpu, LatencyHistogram};
-use virtperf_wire::{FlowStats, ThreadCpu};
+use virtperf_wire::{FlowStats, TcpInfo, ThreadCpu};
+
+/// What a worker's body returns: its flows' counts and, where it read them, their TCP state.
+type Flows = (Vec<Counts>, Vec<Option<TcpInfo>>);
 
 /// A one-shot start signal: threads block in [`Gate::wait`] until [`Gate::open`] (or its
 /// timeout), so connection set-up stays outside the measured interval.
@@ -60,6 +63,9 @@ impl Gate {
 pub(crate) struct WorkerOut {
     /// One entry per flow the worker served (one, unless it multiplexes flows).
     pub flows: Vec<Counts>,
+    /// Each flow's TCP state over the measured interval, where the worker owns one TCP
+    /// connection (`spawn_conn_worker`); empty otherwise.
+    pub tcp: Vec<Option<TcpInfo>>,
     pub cpu: ThreadCpu,
     pub hist: Option<LatencyHistogram>,
 }
@@ -107,7 +113,7 @@ where
     F: FnOnce(&Ctl, &mut LatencyHistogram) -> std::io::Result<Counts> + Send + 'static,
 {
     spawn(name, ctl, Table::Shared, move |c, h| {
-        body(c, h).map(|n| vec![n])
+        body(c, h).map(|n| (vec![n], Vec::new()))
     })
 }
 
@@ -122,7 +128,9 @@ pub(crate) fn spawn_mux_worker<F>(
 where
     F: FnOnce(&Ctl, &mut LatencyHistogram) -> std::io::Result<Vec<Counts>> + Send + 'static,
 {
-    spawn(name, ctl, Table::Shared, body)
+    spawn(name, ctl, Table::Shared, move |c, h| {
+        body(c, h).map(|n| (n, Vec::new()))
+    })
 }
 
 /// Like [`spawn_worker`], for a worker that owns data connection `s`: the worker runs with a
@@ -143,7 +151,15 @@ where
 {
     let fd = s.as_raw_fd();
     spawn(name, ctl, Table::Private(Some(fd)), move |c, h| {
-        body(c, h, &mut s).map(|n| vec![n])
+        // The connection's TCP state from the gate to the engine's end: the measured
+        // interval (None for UDP sockets).
+        let start = virtperf_load::tcpinfo::read(s.as_raw_fd());
+        let n = body(c, h, &mut s)?;
+        let tcp = start.and_then(|st| {
+            virtperf_load::tcpinfo::read(s.as_raw_fd())
+                .map(|end| virtperf_load::tcpinfo::between(&st, &end))
+        });
+        Ok((vec![n], vec![tcp]))
     })
 }
 
@@ -158,7 +174,7 @@ where
     F: FnOnce(&Ctl, &mut LatencyHistogram) -> std::io::Result<Counts> + Send + 'static,
 {
     spawn(name, ctl, Table::Private(None), move |c, h| {
-        body(c, h).map(|n| vec![n])
+        body(c, h).map(|n| (vec![n], Vec::new()))
     })
 }
 
@@ -184,7 +200,7 @@ fn close_all_but(keep: Option<RawFd>) {
 
 fn spawn<F>(name: &str, ctl: &Ctl, table: Table, body: F) -> Result<JoinHandle<Result<WorkerOut>>>
 where
-    F: FnOnce(&Ctl, &mut LatencyHistogram) -> std::io::Result<Vec<Counts>> + Send + 'static,
+    F: FnOnce(&Ctl, &mut LatencyHistogram) -> std::io::Result<Flows> + Send + 'static,
 {
     let ctl = ctl.clone();
     let private = matches!(table, Table::Private(_));
@@ -214,9 +230,10 @@ where
             }
             let mut hist = new_histogram();
             let t0 = thread_cpu().map_err(|e| anyhow!(e))?;
-            let flows = body(&ctl, &mut hist)?;
+            let (flows, tcp) = body(&ctl, &mut hist)?;
             Ok(WorkerOut {
                 flows,
+                tcp,
                 cpu: thread_cpu_since(t0).map_err(|e| anyhow!(e))?,
                 hist: (!hist.is_empty()).then_some(hist),
             })
@@ -375,6 +392,8 @@ pub(crate) fn accept_n(
 #[derive(Default)]
 pub(crate) struct Joined {
     pub flows: Vec<Counts>,
+    /// Per flow, in the order of `flows`: its TCP state, where it was read.
+    pub tcp: Vec<Option<TcpInfo>>,
     pub cpu: ThreadCpu,
     pub hist: Option<LatencyHistogram>,
 }
@@ -383,7 +402,9 @@ impl Joined {
     pub(crate) fn flow_stats(&self) -> Vec<FlowStats> {
         self.flows
             .iter()
-            .map(|c| FlowStats {
+            .enumerate()
+            .map(|(i, c)| FlowStats {
+                tcp: self.tcp.get(i).copied().flatten(),
                 bytes_rx: c.bytes_rx,
                 bytes_tx: c.bytes_tx,
                 active_s: c.active.as_secs_f64(),
@@ -405,6 +426,11 @@ pub(crate) fn join_all(handles: Vec<JoinHandle<Result<WorkerOut>>>) -> Result<Jo
     for h in handles {
         match h.join() {
             Ok(Ok(w)) => {
+                // Keep `tcp` aligned with `flows`: a worker that read none pads with None.
+                j.tcp.resize(j.flows.len(), None);
+                let n = w.flows.len();
+                j.tcp
+                    .extend(w.tcp.into_iter().chain(std::iter::repeat(None)).take(n));
                 j.flows.extend(w.flows);
                 j.cpu.add(w.cpu);
                 if let Some(h) = w.hist {

@@ -15,6 +15,7 @@ pub mod mux;
 pub mod rr;
 pub mod sock;
 pub mod stream;
+pub mod tcpinfo;
 pub mod udp;
 
 /// Helpers shared by the engines' tests.

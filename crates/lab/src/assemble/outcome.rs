@@ -310,6 +310,7 @@ pub(crate) fn stream_outcome(
             udp: f
                 .udp
                 .map(|r| udp_flow(&r, &tx.flows.get(i).and_then(|t| t.udp).unwrap_or_default())),
+            tcp: tx.flows.get(i).and_then(|t| t.tcp),
         })
         .collect();
     let receiver_bytes: u64 = flows.iter().map(|f| f.receiver_bytes).sum();
@@ -353,6 +354,11 @@ pub(crate) fn stream_outcome(
             ..s
         })
     });
+    let retrans: Vec<u64> = tx
+        .flows
+        .iter()
+        .filter_map(|t| t.tcp.map(|x| x.retransmits_interval))
+        .collect();
     let o = StreamOutcome {
         direction: direction(reverse),
         mbps: mbps(receiver_bytes, elapsed),
@@ -362,6 +368,7 @@ pub(crate) fn stream_outcome(
         flows,
         flow_spread,
         udp,
+        retransmits: (!retrans.is_empty()).then(|| retrans.iter().sum()),
     };
     (Outcome::Stream(o), receiver_bytes as f64 / 1024.0, "KB")
 }

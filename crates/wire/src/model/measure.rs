@@ -314,6 +314,10 @@ pub struct FlowStats {
     /// UDP flows: datagram counts, loss, reordering and jitter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpCounts>,
+    /// A TCP connection one worker owns (not multiplexed flows): the kernel's state of it
+    /// over the measured interval, as this side saw it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpInfo>,
 }
 
 /// Per-flow rates of a test whose flows are multiplexed on threads (`--threads`): how
@@ -388,4 +392,38 @@ pub struct SideReport {
     /// interval (flows multiplexed on threads; absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup_s: Option<f64>,
+}
+
+/// The kernel's TCP state of one connection (`TCP_INFO`, as `ss -ti` shows it), read by one
+/// side at the end of the measured interval; counters that grow are also given over the
+/// interval alone. Fields the running kernel does not report are absent, never 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpInfo {
+    /// Segments retransmitted over the connection's life (`tcpi_total_retrans`).
+    pub retransmits: u64,
+    /// Of them, retransmitted during the measured interval.
+    pub retransmits_interval: u64,
+    /// Congestion window, in segments (`snd_cwnd`).
+    pub snd_cwnd: u32,
+    /// Sender's maximum segment size, bytes.
+    pub snd_mss: u32,
+    /// Smoothed round-trip time, µs (`srtt`, ss's `rtt:`).
+    pub srtt_us: u32,
+    /// Its mean deviation, µs (`rttvar`).
+    pub rttvar_us: u32,
+    /// Delivery rate the kernel estimates, bits/s (Linux ≥ 4.9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_rate_bps: Option<u64>,
+    /// Pacing rate, bits/s (absent when the kernel sets none: `u64::MAX` there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacing_rate_bps: Option<u64>,
+    /// Time the sender had data in flight during the interval, µs (Linux ≥ 4.10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_us: Option<u64>,
+    /// Of it, limited by the receiver's window, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rwnd_limited_us: Option<u64>,
+    /// Of it, limited by the send buffer, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sndbuf_limited_us: Option<u64>,
 }

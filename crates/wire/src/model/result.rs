@@ -100,6 +100,11 @@ pub struct StreamFlow {
     /// UDP: this flow's datagram accounting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpStream>,
+    /// TCP: the sender's view of the connection over the measured interval (congestion
+    /// window, round-trip time, retransmissions, what limited it). Absent for UDP and for
+    /// flows multiplexed on threads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpInfo>,
 }
 
 /// Outcome of a stream workload.
@@ -123,6 +128,10 @@ pub struct StreamOutcome {
     /// UDP: all flows' datagram accounting (loss, out of order, jitter).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpStream>,
+    /// TCP segments the senders retransmitted during the measured interval, all flows
+    /// (from `flows[].tcp`); absent when no flow's TCP state was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
 }
 
 /// Outcome of a bulk transfer.
@@ -486,6 +495,9 @@ impl TestResult {
             }
             Outcome::Stream(o) => {
                 let mut v = vec![m("mbps", "Mbit/s", o.mbps, true)];
+                if let Some(r) = o.retransmits {
+                    v.push(m("retransmits", "segments", r as f64, false));
+                }
                 if let Some(u) = &o.udp {
                     v.push(m("lost_pct", "%", u.lost_pct, false));
                     v.push(m("jitter_ms", "ms", u.jitter_ms, false));
