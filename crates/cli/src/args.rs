@@ -117,3 +117,79 @@ fn parse_on_off(s: &str) -> Result<bool, String> {
         _ => Err(format!("expected on or off, got {s:?}")),
     }
 }
+
+/// Socket options of the data connections, with the peers' spellings (netperf's `-s -S -D
+/// -K`, iperf3's `-w -N -C -M -S`); every workload takes them, spec files as
+/// `[config.socket]`. The result records what the kernel applied (`sock_applied`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct SockArgs {
+    /// SO_SNDBUF of the data connections (netperf -s, iperf3 -w); the kernel doubles it
+    #[arg(long, short = 's', value_parser = sock_buf, value_name = "SIZE", allow_hyphen_values = true, help_heading = SOCKET)]
+    pub sndbuf: Option<u32>,
+    /// SO_RCVBUF of the data connections (netperf -S, iperf3 -w), set before connecting
+    #[arg(long, short = 'S', value_parser = sock_buf, value_name = "SIZE", allow_hyphen_values = true, help_heading = SOCKET)]
+    pub rcvbuf: Option<u32>,
+    /// TCP_NODELAY on the data connections (netperf -D, iperf3 -N; rr and crr set it anyway)
+    #[arg(long, short = 'D', help_heading = SOCKET)]
+    pub nodelay: bool,
+    /// Congestion control of the data connections (iperf3 -C, netperf -K): one of
+    /// net.ipv4.tcp_available_congestion_control
+    #[arg(long, short = 'C', value_parser = virtperf_lab::parse::congestion, value_name = "NAME", help_heading = SOCKET)]
+    pub congestion: Option<virtperf_wire::CcName>,
+    /// TCP_MAXSEG, the largest segment sent, bytes (iperf3 -M), set before connecting
+    #[arg(long, value_parser = mss, value_name = "BYTES", allow_hyphen_values = true, help_heading = SOCKET)]
+    pub mss: Option<u32>,
+    /// IP TOS byte of the data connections, decimal or 0x hex (iperf3 -S)
+    #[arg(long, value_parser = virtperf_lab::parse::tos, conflicts_with = "dscp", allow_hyphen_values = true, help_heading = SOCKET)]
+    pub tos: Option<u8>,
+    /// DSCP code point (0-63) of the data connections (iperf3 --dscp): TOS = DSCP << 2
+    #[arg(long, value_parser = virtperf_lab::parse::dscp, allow_hyphen_values = true, help_heading = SOCKET)]
+    pub dscp: Option<u8>,
+    /// SO_BUSY_POLL: busy-wait this many µs on the device queue in blocking reads
+    #[arg(long, value_parser = busy_poll, value_name = "US", allow_hyphen_values = true, help_heading = SOCKET)]
+    pub busy_poll: Option<u32>,
+}
+
+/// The help heading of the socket options.
+const SOCKET: &str = "Socket options";
+
+impl SockArgs {
+    /// The options as the plan carries them.
+    pub fn opts(&self) -> virtperf_wire::SockOpts {
+        virtperf_wire::SockOpts {
+            nodelay: self.nodelay.then_some(true),
+            busy_poll_us: self.busy_poll,
+            sndbuf: self.sndbuf,
+            rcvbuf: self.rcvbuf,
+            congestion: self.congestion,
+            mss: self.mss,
+            tos: self.tos.or(self.dscp),
+        }
+    }
+}
+
+fn sock_buf(s: &str) -> Result<u32, String> {
+    let v = virtperf_lab::parse::bytes(s).map_err(|e| e.to_string())?;
+    u32::try_from(v)
+        .ok()
+        .filter(|v| (1..=virtperf_wire::MAX_SOCK_BUF).contains(v))
+        .ok_or_else(|| format!("{v} bytes: a socket buffer is 1 byte to 1GiB"))
+}
+
+fn mss(s: &str) -> Result<u32, String> {
+    let (lo, hi) = virtperf_wire::MSS_RANGE;
+    s.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|m| (lo..=hi).contains(m))
+        .ok_or_else(|| format!("invalid MSS {s:?}: {lo} to {hi} bytes"))
+}
+
+fn busy_poll(s: &str) -> Result<u32, String> {
+    s.trim()
+        .trim_end_matches("us")
+        .parse::<u32>()
+        .ok()
+        .filter(|u| *u <= virtperf_wire::MAX_BUSY_POLL_US)
+        .ok_or_else(|| format!("invalid busy-poll time {s:?}: 0 to 1000000 µs"))
+}

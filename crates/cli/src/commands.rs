@@ -177,7 +177,7 @@ fn plan_every(
         client_cpu,
         server_cpu,
         count,
-        sock: Default::default(),
+        sock: common.sock.opts(),
         capture: common.capture.clone(),
         kvm_stats: common.kvm_stats,
         trace: common.trace || common.trace_all,
@@ -426,6 +426,8 @@ pub struct Common {
     pub host: Option<String>,
     #[command(flatten)]
     pub conn: ConnArgs,
+    #[command(flatten)]
+    pub sock: crate::args::SockArgs,
     /// Pin client and server data threads: `C,S` (netperf -T), `N` for both, `C,` or `,S`
     #[arg(long, short = 'T', value_parser = parse_cpus, allow_hyphen_values = true)]
     pub cpus: Option<(Option<u32>, Option<u32>)>,

@@ -553,10 +553,10 @@ fn run_test(
     server_cpu: Option<u32>,
     sock: &SockOpts,
 ) -> Result<SideReport> {
-    check_test(cfg, w, duration_ms, server_cpu)?;
+    check_test(cfg, w, sock, duration_ms, server_cpu)?;
     // One measurement at a time on this machine: held until the test's report is sent.
     let _machine = lock_for_test(ctl, cfg, client_lock)?;
-    let (listener, ip, client, key) = open_data_port(ctl, w)?;
+    let (listener, ip, client, key) = open_data_port(ctl, w, sock)?;
 
     let mut td = Teardown {
         side: Ctl::new(server_cpu),
@@ -615,6 +615,7 @@ fn run_test(
         transactions: joined.transactions(),
         events: Some(events),
         setup_s,
+        sock: side.applied.lock().ok().and_then(|a| a.clone()),
     };
     // A report over the limit is not sent (the client would take it for another protocol);
     // the error below says what happened instead.
@@ -634,10 +635,12 @@ fn run_test(
 fn check_test(
     cfg: &AgentConfig,
     w: &Workload,
+    sock: &SockOpts,
     duration_ms: u64,
     server_cpu: Option<u32>,
 ) -> Result<()> {
     w.validate().map_err(|e| anyhow!(e))?;
+    sock.validate().map_err(|e| anyhow!(e))?;
     check_duration(cfg, duration_ms)?;
     check_flows(cfg, w)?;
     crate::fds::make_room(w, "the agent").map_err(|e| anyhow!(e))?;
@@ -654,12 +657,15 @@ fn check_test(
 fn open_data_port(
     ctl: &mut TcpStream,
     w: &Workload,
+    sock: &SockOpts,
 ) -> Result<(TcpListener, IpAddr, IpAddr, crate::side::DataKey)> {
     // Data connections arrive on the address the client used for control, and come from
     // the address it used: connections from anywhere else are closed at once.
     let ip = ctl.local_addr()?.ip();
     let client = ctl.peer_addr()?.ip();
     let listener = TcpListener::bind((ip, 0)).context("binding a data port")?;
+    // Accepted connections inherit the MSS and buffers their SYN-ACK announces.
+    virtperf_load::sock::prepare_before_connect(&listener, sock)?;
     // Thousands of flows connect at once: a deeper backlog, set before Ready (the client
     // starts connecting as soon as it has the port).
     if let Some((flows, _)) = w.multiplexed() {

@@ -303,6 +303,7 @@ fn run_once(
         transactions: joined.transactions(),
         events: Some(events),
         setup_s,
+        sock: side.applied.lock().ok().and_then(|a| a.clone()),
     };
     if let Some(c) = capture {
         c.stop()?;
@@ -619,6 +620,7 @@ pub fn run_url(
         transactions: joined.transactions(),
         events: Some(events),
         setup_s: None,
+        sock: None,
     };
     let downloads = downloads.lock().map(|d| d.clone()).unwrap_or_default();
     assemble(Collected {

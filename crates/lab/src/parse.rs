@@ -307,9 +307,60 @@ pub fn rate_per_s(s: &str) -> anyhow::Result<u32> {
     Ok(v)
 }
 
+/// Parses a congestion-control name and checks that this machine offers it
+/// (`net.ipv4.tcp_available_congestion_control`), refusing it with the list otherwise. An
+/// agent on another machine checks again when it sets it.
+pub fn congestion(s: &str) -> Result<virtperf_wire::CcName> {
+    let name = virtperf_wire::CcName::new(s.trim()).map_err(|e| anyhow!(e))?;
+    let offered = virtperf_load::sock::available_congestion();
+    if !offered.is_empty() && !offered.iter().any(|o| o == name.as_str()) {
+        bail!(
+            "unknown congestion control {s:?}: this machine offers {} (net.ipv4.tcp_available_congestion_control; modprobe tcp_NAME for more)",
+            offered.join(", ")
+        );
+    }
+    Ok(name)
+}
+
+/// Parses a TOS byte: 0 to 255, decimal or `0x` hex (iperf3 -S).
+pub fn tos(s: &str) -> Result<u8> {
+    let t = s.trim();
+    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u8::from_str_radix(h, 16),
+        None => t.parse::<u8>(),
+    };
+    v.map_err(|_| anyhow!("invalid TOS {s:?}: a byte, 0 to 255 (decimal or 0x hex)"))
+}
+
+/// Parses a DSCP code point (0 to 63) into its TOS byte (DSCP << 2).
+pub fn dscp(s: &str) -> Result<u8> {
+    let v: u8 = s
+        .trim()
+        .parse()
+        .ok()
+        .filter(|v| *v <= 63)
+        .ok_or_else(|| anyhow!("invalid DSCP {s:?}: 0 to 63 (46 is EF, 10 is AF11)"))?;
+    Ok(v << 2)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn socket_option_values() {
+        assert_eq!(tos("0x10").unwrap(), 16);
+        assert_eq!(tos("184").unwrap(), 184);
+        assert!(tos("256").is_err() && tos("-1").is_err() && tos("1e30").is_err());
+        assert_eq!(dscp("46").unwrap(), 184);
+        assert!(dscp("64").is_err());
+        assert!(congestion("no such cc").is_err());
+        assert!(congestion("a_name_far_too_long").is_err());
+        // Every machine's kernel has reno built in.
+        assert_eq!(congestion("reno").unwrap().as_str(), "reno");
+        let e = congestion("nosuchcc").unwrap_err().to_string();
+        assert!(e.contains("reno"), "the refusal lists what there is: {e}");
+    }
 
     #[test]
     fn bit_rates() {

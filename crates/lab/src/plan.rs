@@ -117,6 +117,7 @@ impl Plan {
     /// Checks parameters that can be checked before contacting anyone.
     pub fn validate(&self) -> Result<()> {
         self.workload.validate().map_err(|e| anyhow!(e))?;
+        self.sock.validate().map_err(|e| anyhow!(e))?;
         // Before any lock is waited for or agent started: a test this process cannot
         // open the sockets for fails now, in one line.
         crate::fds::make_room(&self.workload, "this process").map_err(|e| anyhow!(e))?;

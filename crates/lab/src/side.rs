@@ -12,7 +12,7 @@ use anyhow::{anyhow, Result};
 use virtperf_load::Counts;
 use virtperf_measure::cpu::thread_cpu_since;
 use virtperf_measure::{new_histogram, thread_cpu, LatencyHistogram};
-use virtperf_wire::{FlowStats, TcpInfo, ThreadCpu};
+use virtperf_wire::{AppliedSockOpts, FlowStats, TcpInfo, ThreadCpu};
 
 /// What a worker's body returns: its flows' counts and, where it read them, their TCP state.
 type Flows = (Vec<Counts>, Vec<Option<TcpInfo>>);
@@ -76,6 +76,9 @@ pub(crate) struct Ctl {
     pub stop: Arc<AtomicBool>,
     pub gate: Arc<Gate>,
     pub cpu: Option<u32>,
+    /// The socket options the kernel applied to this side's first TCP data connection
+    /// (read where a worker is handed one: `spawn_conn_worker`).
+    pub applied: Arc<Mutex<Option<AppliedSockOpts>>>,
 }
 
 impl Ctl {
@@ -84,6 +87,7 @@ impl Ctl {
             stop: Arc::new(AtomicBool::new(false)),
             gate: Arc::new(Gate::default()),
             cpu,
+            applied: Arc::default(),
         }
     }
 }
@@ -150,6 +154,14 @@ where
     F: FnOnce(&Ctl, &mut LatencyHistogram, &mut S) -> std::io::Result<Counts> + Send + 'static,
 {
     let fd = s.as_raw_fd();
+    if let Ok(mut a) = ctl.applied.lock() {
+        if a.is_none() {
+            // SAFETY: `fd` is `s`'s, open for as long as this borrow.
+            let b = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            // Not TCP (UDP flows): nothing to read back.
+            *a = virtperf_load::sock::applied(&b).ok();
+        }
+    }
     spawn(name, ctl, Table::Private(Some(fd)), move |c, h| {
         // The connection's TCP state from the gate to the engine's end: the measured
         // interval (None for UDP sockets).

@@ -4,7 +4,7 @@ use std::io;
 use std::os::fd::AsFd;
 use std::time::Duration;
 
-use virtperf_wire::{SockOpts, Wait};
+use virtperf_wire::{AppliedSockOpts, SockOpts, Wait};
 
 /// Pins the calling thread to one CPU (netperf `-T` semantics).
 pub fn pin_current_thread(cpu: u32) -> io::Result<()> {
@@ -63,7 +63,76 @@ pub fn prepare_data_socket<S: AsFd>(
         s.set_recv_buffer_size(b as usize)
             .map_err(|e| io::Error::new(e.kind(), format!("setting SO_RCVBUF={b}: {e}")))?;
     }
+    if let Some(cc) = opts.congestion {
+        s.set_tcp_congestion(cc.as_str().as_bytes()).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "setting TCP_CONGESTION={cc}: {e} (this machine offers: {})",
+                    available_congestion().join(", ")
+                ),
+            )
+        })?;
+    }
+    if let Some(t) = opts.tos {
+        let r = match s.local_addr().ok().and_then(|a| a.as_socket()) {
+            Some(std::net::SocketAddr::V6(_)) => s.set_tclass_v6(u32::from(t)),
+            _ => s.set_tos_v4(u32::from(t)),
+        };
+        r.map_err(|e| io::Error::new(e.kind(), format!("setting IP_TOS={t:#x}: {e}")))?;
+    }
     Ok(())
+}
+
+/// The options that must be in place before a connection is made: TCP_MAXSEG (the MSS
+/// the SYN announces) and the buffers (the receive buffer sets the window scale the SYN
+/// announces). For a connecting socket before `connect`, for a listener before `accept`
+/// (accepted sockets inherit them).
+pub fn prepare_before_connect<S: AsFd>(s: &S, opts: &SockOpts) -> io::Result<()> {
+    let s = socket2::SockRef::from(s);
+    if let Some(m) = opts.mss {
+        s.set_tcp_mss(m)
+            .map_err(|e| io::Error::new(e.kind(), format!("setting TCP_MAXSEG={m}: {e}")))?;
+    }
+    if let Some(b) = opts.sndbuf {
+        s.set_send_buffer_size(b as usize)
+            .map_err(|e| io::Error::new(e.kind(), format!("setting SO_SNDBUF={b}: {e}")))?;
+    }
+    if let Some(b) = opts.rcvbuf {
+        s.set_recv_buffer_size(b as usize)
+            .map_err(|e| io::Error::new(e.kind(), format!("setting SO_RCVBUF={b}: {e}")))?;
+    }
+    Ok(())
+}
+
+/// The congestion-control algorithms this machine offers
+/// (`net.ipv4.tcp_available_congestion_control`); empty where it cannot be read.
+pub fn available_congestion() -> Vec<String> {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .map(|t| t.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// What the kernel applied to a TCP connection, read back with `getsockopt`.
+pub fn applied<S: AsFd>(s: &S) -> io::Result<AppliedSockOpts> {
+    let s = socket2::SockRef::from(s);
+    let v6 = matches!(
+        s.local_addr().ok().and_then(|a| a.as_socket()),
+        Some(std::net::SocketAddr::V6(_))
+    );
+    let tos = if v6 { s.tclass_v6()? } else { s.tos_v4()? };
+    let cc = s.tcp_congestion()?;
+    Ok(AppliedSockOpts {
+        sndbuf: s.send_buffer_size()? as u32,
+        rcvbuf: s.recv_buffer_size()? as u32,
+        nodelay: s.tcp_nodelay()?,
+        congestion: String::from_utf8_lossy(&cc)
+            .trim_end_matches('\0')
+            .to_string(),
+        mss: s.tcp_mss()?,
+        tos: tos as u8,
+        busy_poll_us: s.busy_poll()?,
+    })
 }
 
 /// Shuts down a listening socket so that a thread blocked in `accept` on it returns.

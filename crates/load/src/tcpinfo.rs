@@ -119,7 +119,10 @@ mod tests {
             t.retransmits.min(t.retransmits_interval)
         );
         // Loopback moves a megabyte in well under a millisecond: busy time may read 0.
-        assert!(t.busy_us.is_some() && t.delivery_rate_bps.is_some(), "{t:?}");
+        assert!(
+            t.busy_us.is_some() && t.delivery_rate_bps.is_some(),
+            "{t:?}"
+        );
         let u = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
         assert!(read(u.as_raw_fd()).is_none());
     }

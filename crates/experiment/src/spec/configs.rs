@@ -141,12 +141,23 @@ pub(super) fn one_config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, S
                     None => Ok(None),
                 }
             };
-            SockOpts {
+            let congestion = match &raw.congestion {
+                Some(c) => {
+                    Some(virtperf_lab::parse::congestion(c).or_else(|m| err(text, s.span(), m))?)
+                }
+                None => None,
+            };
+            let o = SockOpts {
                 nodelay: raw.nodelay,
                 busy_poll_us: raw.busy_poll_us,
                 sndbuf: buf(&raw.sndbuf)?,
                 rcvbuf: buf(&raw.rcvbuf)?,
-            }
+                congestion,
+                mss: raw.mss,
+                tos: raw.tos,
+            };
+            o.validate().or_else(|m| err(text, s.span(), m))?;
+            o
         }
         None => SockOpts::default(),
     };

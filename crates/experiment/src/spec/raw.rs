@@ -221,6 +221,12 @@ pub(super) struct RawSock {
     pub(super) sndbuf: Option<SizeVal>,
     #[serde(default)]
     pub(super) rcvbuf: Option<SizeVal>,
+    #[serde(default)]
+    pub(super) congestion: Option<String>,
+    #[serde(default)]
+    pub(super) mss: Option<u32>,
+    #[serde(default)]
+    pub(super) tos: Option<u8>,
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -516,3 +516,30 @@ fn until_ci_policy() {
         }
     );
 }
+
+/// `[config] socket` takes the command line's socket options; a bad one is refused at its
+/// line, with what the machine offers.
+#[test]
+fn socket_tables_take_congestion_mss_and_tos() {
+    let s = parse(
+        "name = \"s\"\n[[workload]]\nkind = \"stream\"\n[[config]]\nname = \"reno\"\nsocket = { congestion = \"reno\", mss = 1400, tos = 184, sndbuf = \"256KiB\" }\n",
+    )
+    .unwrap();
+    let o = &s.configs[0].sock;
+    assert_eq!(o.congestion.map(|c| c.to_string()).as_deref(), Some("reno"));
+    assert_eq!(
+        (o.mss, o.tos, o.sndbuf),
+        (Some(1400), Some(184), Some(256 << 10))
+    );
+    let e = parse(
+        "name = \"s\"\n[[workload]]\nkind = \"stream\"\n[[config]]\nname = \"x\"\nsocket = { congestion = \"nosuchcc\" }\n",
+    )
+    .unwrap_err();
+    assert_eq!(e.line, 6, "{e}");
+    assert!(e.message.contains("reno"), "{e}");
+    let e = parse(
+        "name = \"s\"\n[[workload]]\nkind = \"stream\"\n[[config]]\nname = \"x\"\nsocket = { mss = 20 }\n",
+    )
+    .unwrap_err();
+    assert!(e.message.contains("--mss"), "{e}");
+}

@@ -5,7 +5,7 @@
 use virtperf_measure::split;
 use virtperf_wire::{
     CpuAccounting, Envs, Events, NicEvents, PinnedEvents, SideCpu, SideEvents, SideReport,
-    TestResult, Workload, RESULT_SCHEMA,
+    SockApplied, TestResult, Workload, RESULT_SCHEMA,
 };
 
 mod outcome;
@@ -113,6 +113,7 @@ pub fn assemble(c: Collected) -> anyhow::Result<TestResult> {
     }
     let cpu = cpu_accounting(&c, units, unit, &mut warnings);
     let events = events_of(&c, units, unit);
+    let sock_applied = sock_applied(&c, &mut warnings);
     Ok(TestResult {
         schema: RESULT_SCHEMA.to_string(),
         workload: c.plan.workload.clone(),
@@ -125,6 +126,7 @@ pub fn assemble(c: Collected) -> anyhow::Result<TestResult> {
         server_cpu: c.plan.server_cpu,
         target: c.target,
         sock: c.plan.sock,
+        sock_applied,
         capture: c.plan.capture.as_ref().map(|p| p.display().to_string()),
         kvm: None,
         placement: None,
@@ -200,6 +202,44 @@ fn machine_bound(c: &Collected, warnings: &mut Vec<String>) {
             "both sides share this machine and their test threads kept {pct:.0}% of its {cpus} CPU(s) busy: this result is the machine's CPU limit, not the network's"
         ));
     }
+}
+
+/// What the kernel applied on each side, with a warning where it is not what was asked:
+/// a buffer below twice the request (the kernel doubles it, then clamps it to
+/// net.core.[rw]mem_max), another congestion control, a larger MSS.
+fn sock_applied(c: &Collected, warnings: &mut Vec<String>) -> Option<SockApplied> {
+    let client = c.client.sock.clone();
+    let server = c.server.as_ref().and_then(|s| s.sock.clone());
+    if client.is_none() && server.is_none() {
+        return None;
+    }
+    let want = &c.plan.sock;
+    for (side, a) in [("client", &client), ("server", &server)] {
+        let Some(a) = a else { continue };
+        for (what, asked, got, max) in [
+            ("SO_SNDBUF", want.sndbuf, a.sndbuf, "net.core.wmem_max"),
+            ("SO_RCVBUF", want.rcvbuf, a.rcvbuf, "net.core.rmem_max"),
+        ] {
+            if let Some(asked) = asked.filter(|x| u64::from(got) < 2 * u64::from(*x)) {
+                warnings.push(format!(
+                    "the {side}'s {what}: {asked} bytes asked, the kernel holds {got} (it doubles a request, then clamps it to {max}): raise {max} for more"
+                ));
+            }
+        }
+        if let Some(cc) = want.congestion.filter(|cc| a.congestion != cc.as_str()) {
+            warnings.push(format!(
+                "the {side}'s congestion control is {} although {cc} was asked",
+                a.congestion
+            ));
+        }
+        if let Some(m) = want.mss.filter(|m| a.mss > *m) {
+            warnings.push(format!(
+                "the {side}'s MSS is {} although {m} was asked",
+                a.mss
+            ));
+        }
+    }
+    Some(SockApplied { client, server })
 }
 
 /// Each side's CPU: system-wide split, its own threads, service demand per unit, and the

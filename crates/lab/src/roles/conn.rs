@@ -4,7 +4,7 @@
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 
 use anyhow::{Context, Result};
-use virtperf_load::sock::prepare_data_socket;
+use virtperf_load::sock::{prepare_before_connect, prepare_data_socket};
 use virtperf_wire::SockOpts;
 
 use crate::side::{accept_n, DataKey};
@@ -39,8 +39,16 @@ pub(crate) fn connect_data(
     sock: &SockOpts,
     key: &DataKey,
 ) -> Result<TcpStream> {
-    let mut s = TcpStream::connect_timeout(&addr, SETUP_TIMEOUT)
+    // Through socket2, so the options a SYN carries (MSS, window scale) are set first.
+    let raw = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    prepare_before_connect(&raw, sock)?;
+    raw.connect_timeout(&addr.into(), SETUP_TIMEOUT)
         .with_context(|| format!("opening a data connection to {addr}"))?;
+    let mut s = TcpStream::from(raw);
     prepare_data_socket(&s, DATA_TIMEOUT, nodelay, sock)?;
     key.present(&mut s)
         .with_context(|| format!("presenting the test's key to {addr}"))?;

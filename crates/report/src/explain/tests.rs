@@ -34,6 +34,7 @@ fn rr(p50_us: f64, size: (u32, u32), cpus: (u32, u32), events: &[(&str, f64)]) -
         server_cpu: Some(cpus.1),
         target: "127.0.0.1:1".into(),
         sock: Default::default(),
+        sock_applied: None,
         capture: None,
         kvm: None,
         placement: None,

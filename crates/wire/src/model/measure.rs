@@ -392,6 +392,10 @@ pub struct SideReport {
     /// interval (flows multiplexed on threads; absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup_s: Option<f64>,
+    /// The socket options the kernel applied to this side's first data connection (a
+    /// worker that owns one TCP connection; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sock: Option<AppliedSockOpts>,
 }
 
 /// The kernel's TCP state of one connection (`TCP_INFO`, as `ss -ti` shows it), read by one

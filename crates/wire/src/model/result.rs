@@ -107,6 +107,15 @@ pub struct StreamFlow {
     pub tcp: Option<TcpInfo>,
 }
 
+/// The socket options the kernel applied, per side.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SockApplied {
+    /// On the client's data connection.
+    pub client: Option<AppliedSockOpts>,
+    /// On the agent's.
+    pub server: Option<AppliedSockOpts>,
+}
+
 /// Outcome of a stream workload.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StreamOutcome {
@@ -290,6 +299,11 @@ pub struct TestResult {
     /// Socket options applied to data connections (empty: system defaults).
     #[serde(default)]
     pub sock: SockOpts,
+    /// What the kernel applied on each side, read back from a data connection: a buffer it
+    /// doubled or clamped, the congestion control and MSS in effect. Absent where no side
+    /// read it (flows multiplexed on threads, crr, http, UDP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sock_applied: Option<SockApplied>,
     /// pcap file the test's traffic was recorded to (`--capture`).
     #[serde(default)]
     pub capture: Option<String>,

@@ -1,0 +1,77 @@
+//! Socket options on the command line (issue 30 §1): each is set on the real data
+//! connections, read back from the kernel and recorded (`sock_applied`); a value the kernel
+//! changed says so; a bad value is a usage error in one line.
+
+mod common;
+
+use common::{run_fail, run_json};
+
+/// Every option set on a stream and an rr round-trips: asked in `sock`, applied in
+/// `sock_applied` on both sides as the kernel holds it.
+#[test]
+fn options_round_trip_through_the_kernel() {
+    for workload in ["stream", "rr"] {
+        let r = run_json(&[
+            workload, "-l", "300ms", "-s", "64K", "-S", "128K", "-C", "reno", "--mss", "1400",
+            "--dscp", "46", "-D",
+        ]);
+        let asked = &r["sock"];
+        assert_eq!(asked["congestion"], "reno", "{asked}");
+        assert_eq!(asked["tos"], 184, "DSCP 46 is TOS 0xb8: {asked}");
+        for side in ["client", "server"] {
+            let a = &r["sock_applied"][side];
+            assert_eq!(a["congestion"], "reno", "{workload} {side}: {a}");
+            // The kernel doubles a buffer request (below the default limits here).
+            assert_eq!(a["sndbuf"], 2 * 65536, "{workload} {side}: {a}");
+            assert_eq!(a["rcvbuf"], 2 * 131072, "{workload} {side}: {a}");
+            assert_eq!(a["nodelay"], true, "{workload} {side}: {a}");
+            assert_eq!(a["tos"], 184, "{workload} {side}: {a}");
+            let mss = a["mss"].as_u64().expect("mss");
+            assert!(mss <= 1400 && mss >= 1300, "{workload} {side}: {a}");
+        }
+    }
+}
+
+/// A buffer the kernel clamps (above net.core.wmem_max) is reported, not hidden.
+#[test]
+fn a_clamped_buffer_is_warned_about() {
+    let max: u64 = std::fs::read_to_string("/proc/sys/net/core/wmem_max")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0);
+    if max == 0 || max >= 1 << 29 {
+        eprintln!("skipped: net.core.wmem_max is {max}: 1GiB would not be clamped");
+        return;
+    }
+    let r = run_json(&["stream", "-l", "300ms", "-s", "1G"]);
+    let got = r["sock_applied"]["client"]["sndbuf"]
+        .as_u64()
+        .expect("sndbuf");
+    assert!(got < 2 << 30, "{got}");
+    let w = r["warnings"].to_string();
+    assert!(w.contains("SO_SNDBUF") && w.contains("wmem_max"), "{w}");
+}
+
+/// Bad values: exit 2, one line that says what is wrong.
+#[test]
+fn bad_socket_options_are_usage_errors() {
+    for (args, says) in [
+        (&["stream", "-l", "1s", "-C", "nosuchcc"][..], "offers"),
+        (&["stream", "-l", "1s", "--sndbuf", "-1"], "sndbuf"),
+        (&["stream", "-l", "1s", "--rcvbuf", "0"], "rcvbuf"),
+        (&["rr", "-l", "1s", "--mss", "10"], "MSS"),
+        (&["rr", "-l", "1s", "--tos", "300"], "TOS"),
+        (&["rr", "-l", "1s", "--dscp", "64"], "DSCP"),
+        (&["rr", "-l", "1s", "--busy-poll", "1e30"], "busy-poll"),
+        (
+            &["rr", "-l", "1s", "--tos", "1", "--dscp", "1"],
+            "cannot be used with",
+        ),
+    ] {
+        let (code, err) = run_fail(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        let lines = err.lines().filter(|l| !l.trim().is_empty()).count();
+        assert!(lines <= 3, "{args:?}: one message, not a page: {err}");
+    }
+}
