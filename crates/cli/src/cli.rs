@@ -21,7 +21,7 @@ pub enum Command {
     /// Print the environment fingerprint (kernel, CPU, hypervisor, clock, idle path, sysctls)
     Env(EnvArgs),
     #[command(flatten)]
-    Workload(crate::commands::WorkloadCommand),
+    Workload(Box<crate::commands::WorkloadCommand>),
     /// Thread wake-up latency: futex/eventfd/pipe/condvar/unix/tcp, same vs cross CPU, block/spin/poll
     Wake(crate::wake::WakeArgs),
     /// Analyze pcap/pcapng captures: per TCP connection duration, bytes, retransmissions, RTT, response latency

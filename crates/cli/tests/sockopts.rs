@@ -27,7 +27,7 @@ fn options_round_trip_through_the_kernel() {
             assert_eq!(a["nodelay"], true, "{workload} {side}: {a}");
             assert_eq!(a["tos"], 184, "{workload} {side}: {a}");
             let mss = a["mss"].as_u64().expect("mss");
-            assert!(mss <= 1400 && mss >= 1300, "{workload} {side}: {a}");
+            assert!((1300..=1400).contains(&mss), "{workload} {side}: {a}");
         }
     }
 }

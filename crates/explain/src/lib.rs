@@ -261,7 +261,7 @@ enum Measure {
     /// idles (no idle exit on the path, whatever the cpuidle driver or knobs).
     Rr {
         label: &'static str,
-        plan: Plan,
+        plan: Box<Plan>,
         awake: bool,
     },
     Wake {
@@ -562,7 +562,7 @@ fn configs(
     let rr = |label, cpus: (u32, u32), wait: Wait| Measure::Rr {
         label,
         awake: false,
-        plan: rr_plan(opts, cpus, wait),
+        plan: Box::new(rr_plan(opts, cpus, wait)),
     };
     let mut out = vec![Config {
         name: model::AS_IS.into(),

@@ -130,37 +130,7 @@ pub(super) fn one_config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, S
             knobs.extend(ks.into_iter().map(|k| (k, "1".to_string())));
         }
     }
-    let sock = match &r.socket {
-        Some(s) => {
-            let raw = s.get_ref();
-            let buf = |v: &Option<SizeVal>| -> Result<Option<u32>, SpecError> {
-                match v {
-                    Some(x) => parse::size32(&x.text())
-                        .map(Some)
-                        .or_else(|m| err(text, s.span(), m)),
-                    None => Ok(None),
-                }
-            };
-            let congestion = match &raw.congestion {
-                Some(c) => {
-                    Some(virtperf_lab::parse::congestion(c).or_else(|m| err(text, s.span(), m))?)
-                }
-                None => None,
-            };
-            let o = SockOpts {
-                nodelay: raw.nodelay,
-                busy_poll_us: raw.busy_poll_us,
-                sndbuf: buf(&raw.sndbuf)?,
-                rcvbuf: buf(&raw.rcvbuf)?,
-                congestion,
-                mss: raw.mss,
-                tos: raw.tos,
-            };
-            o.validate().or_else(|m| err(text, s.span(), m))?;
-            o
-        }
-        None => SockOpts::default(),
-    };
+    let sock = socket_of(text, r)?;
     let cpus = match &r.cpus {
         Some(s) => Some(parse::cpus(s.get_ref()).or_else(|m| err(text, s.span(), m))?),
         None => None,
@@ -199,6 +169,41 @@ pub(super) fn one_config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, S
         placement,
         setup: r.setup.clone(),
         teardown: r.teardown.clone(),
+    })
+}
+
+/// A config's `socket` table as the plan carries it, each option checked.
+fn socket_of(text: &str, r: &RawConfig) -> Result<SockOpts, SpecError> {
+    Ok(match &r.socket {
+        Some(s) => {
+            let raw = s.get_ref();
+            let buf = |v: &Option<SizeVal>| -> Result<Option<u32>, SpecError> {
+                match v {
+                    Some(x) => parse::size32(&x.text())
+                        .map(Some)
+                        .or_else(|m| err(text, s.span(), m)),
+                    None => Ok(None),
+                }
+            };
+            let congestion = match &raw.congestion {
+                Some(c) => {
+                    Some(virtperf_lab::parse::congestion(c).or_else(|m| err(text, s.span(), m))?)
+                }
+                None => None,
+            };
+            let o = SockOpts {
+                nodelay: raw.nodelay,
+                busy_poll_us: raw.busy_poll_us,
+                sndbuf: buf(&raw.sndbuf)?,
+                rcvbuf: buf(&raw.rcvbuf)?,
+                congestion,
+                mss: raw.mss,
+                tos: raw.tos,
+            };
+            o.validate().or_else(|m| err(text, s.span(), m))?;
+            o
+        }
+        None => SockOpts::default(),
     })
 }
 
