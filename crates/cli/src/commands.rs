@@ -134,18 +134,23 @@ fn execute(common: &Common, plan: Plan) -> Result<()> {
     // Live interval lines replace the progress bar (both would draw on stderr).
     let progress = Progress::new(
         plan.workload.name(),
-        common.json || plan.on_interval.is_some(),
+        common.machine_readable() || plan.on_interval.is_some(),
     );
     let result = site.run(&plan, &|f| progress.update(f))?;
     drop(progress);
     drop(site);
-    output(&result, common.json, local && common.host.is_none())
+    output(&result, common, local && common.host.is_none())
 }
 
-fn output(r: &TestResult, json: bool, local: bool) -> Result<()> {
+fn output(r: &TestResult, common: &Common, local: bool) -> Result<()> {
     let mut r = r.clone();
     r.allow_concurrent |= crate::machine::concurrent();
-    if json {
+    if common.json_stream {
+        println!(
+            "{}",
+            serde_json::to_string(&serde_json::json!({"event": "end", "data": r}))?
+        );
+    } else if common.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
         print!("{}", virtperf_wire::printable(&render::result(&r, local)));
@@ -166,11 +171,18 @@ fn plan_every(
     interval: Option<Duration>,
 ) -> Plan {
     let (client_cpu, server_cpu) = common.cpus.unwrap_or((None, None));
-    let on_interval = (interval.is_some() && !common.json).then(|| {
-        virtperf_lab::plan::IntervalSink(std::sync::Arc::new(|i: &virtperf_wire::Interval| {
-            eprintln!("{}", render::interval_line(i));
-        }))
-    });
+    let on_interval = match (interval.is_some(), common.json_stream, common.json) {
+        (true, true, _) => Some(virtperf_lab::plan::IntervalSink(std::sync::Arc::new(
+            |i: &virtperf_wire::Interval| {
+                let line = serde_json::json!({"event": "interval", "data": i});
+                println!("{line}");
+            },
+        ))),
+        (true, false, false) => Some(virtperf_lab::plan::IntervalSink(std::sync::Arc::new(
+            |i: &virtperf_wire::Interval| eprintln!("{}", render::interval_line(i)),
+        ))),
+        _ => None,
+    };
     Plan {
         workload,
         duration,
@@ -311,7 +323,7 @@ pub fn http(a: HttpArgs) -> Result<()> {
                 "--cpus cannot be used with --url (no agent to pin)"
             ));
         }
-        let progress = Progress::new("http", a.common.json);
+        let progress = Progress::new("http", a.common.machine_readable());
         let limits = virtperf_lab::HttpLimits {
             max_bytes: a.max_size,
             max_time: a.max_time,
@@ -320,7 +332,7 @@ pub fn http(a: HttpArgs) -> Result<()> {
             progress.update(f)
         })?;
         drop(progress);
-        return output(&r, a.common.json, false);
+        return output(&r, &a.common, false);
     }
     let bytes = a
         .bytes
@@ -434,6 +446,10 @@ pub struct Common {
     /// Print the result as JSON (schema: docs/json.md)
     #[arg(long)]
     pub json: bool,
+    /// Print JSON lines as the test goes (iperf3 --json-stream): with -i, each interval as
+    /// it ends, {"event":"interval","data":…}; then the result, {"event":"end","data":…}
+    #[arg(long, conflicts_with = "json")]
+    pub json_stream: bool,
     #[command(flatten)]
     pub lock: crate::machine::LockArgs,
     /// Record the test's traffic to this pcap file with tcpdump (analyze with `virtperf pcap`)
@@ -484,6 +500,12 @@ pub struct Common {
 const PLACEMENT: &str = "Placement";
 
 impl Common {
+    /// Whether the output is for a program (`--json`, `--json-stream`): no progress bar,
+    /// no chatter on stderr.
+    pub fn machine_readable(&self) -> bool {
+        self.json || self.json_stream
+    }
+
     /// The placement with the settings these flags give it: link shaping, guest options,
     /// SSH key and options, the agent's port and token.
     pub fn placement(&self) -> anyhow::Result<Placement> {
@@ -510,7 +532,7 @@ impl Common {
                 port.get_or_insert(self.conn.port);
                 *token = self.conn.token()?;
             }
-            Placement::Guest(_, opts) => **opts = self.guest.opts(self.json),
+            Placement::Guest(_, opts) => **opts = self.guest.opts(self.machine_readable()),
         }
         Ok(p)
     }

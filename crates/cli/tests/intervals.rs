@@ -210,3 +210,44 @@ fn a_driving_agent_keeps_the_intervals_it_was_asked_for() {
         result.intervals
     );
 }
+
+/// `--json-stream`: one JSON object per line, each interval as it ends (read here as it
+/// arrives, so a stream printed all at the end would fail), then the result.
+#[test]
+fn json_stream_prints_a_line_per_interval_as_it_ends() {
+    use std::io::{BufRead, BufReader};
+    use std::time::Instant;
+    for workload in ["stream", "rr"] {
+        let mut child = vp()
+            .args([workload, "-i", "500ms", "-l", "2s", "--json-stream"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn virtperf");
+        let t0 = Instant::now();
+        let out = child.stdout.take().expect("stdout");
+        let mut lines = Vec::new();
+        for line in BufReader::new(out).lines() {
+            let line = line.expect("utf-8 line");
+            let v: serde_json::Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("{workload}: not one JSON object ({e}): {line}"));
+            lines.push((t0.elapsed(), v));
+        }
+        assert!(child.wait().expect("wait").success(), "{workload}");
+        let (ivs, end): (Vec<_>, Vec<_>) =
+            lines.iter().partition(|(_, v)| v["event"] == "interval");
+        assert_eq!(end.len(), 1, "{workload}: one end line: {lines:?}");
+        assert_eq!(end[0].1["event"], "end");
+        assert_eq!(end[0].1["data"]["workload"]["kind"], workload);
+        assert!((3..=5).contains(&ivs.len()), "{workload}: {lines:?}");
+        for (_, v) in &ivs {
+            assert!(v["data"]["t_s"].is_number(), "{workload}: {v}");
+        }
+        // Live: the first interval arrived well before the result.
+        let (first, last) = (ivs[0].0, end[0].0);
+        assert!(
+            last.saturating_sub(first) >= Duration::from_millis(1000),
+            "{workload}: intervals came at {first:?}, the result at {last:?}"
+        );
+    }
+}
