@@ -145,6 +145,10 @@ pub struct SockArgs {
     /// DSCP code point (0-63) of the data connections (iperf3 --dscp): TOS = DSCP << 2
     #[arg(long, value_parser = virtperf_lab::parse::dscp, allow_hyphen_values = true, help_heading = SOCKET)]
     pub dscp: Option<u8>,
+    /// Multipath TCP data connections on both ends (iperf3 --mptcp; rr, stream, bulk),
+    /// where net.mptcp.enabled is 1
+    #[arg(long, help_heading = SOCKET)]
+    pub mptcp: bool,
     /// SO_BUSY_POLL: busy-wait this many µs on the device queue in blocking reads
     #[arg(long, value_parser = busy_poll, value_name = "US", allow_hyphen_values = true, help_heading = SOCKET)]
     pub busy_poll: Option<u32>,
@@ -164,6 +168,7 @@ impl SockArgs {
             congestion: self.congestion,
             mss: self.mss,
             tos: self.tos.or(self.dscp),
+            mptcp: self.mptcp.then_some(true),
         }
     }
 }

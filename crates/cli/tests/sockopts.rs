@@ -75,3 +75,63 @@ fn bad_socket_options_are_usage_errors() {
         assert!(lines <= 3, "{args:?}: one message, not a page: {err}");
     }
 }
+
+/// `--mptcp`: Multipath TCP connections on both ends where the kernel enables it; a clear
+/// usage error where it does not (tried in a namespace of this test's own with
+/// net.mptcp.enabled = 0, a per-namespace setting) and on workloads it does not apply to.
+#[test]
+fn mptcp_where_enabled_and_a_clear_error_elsewhere() {
+    let (code, err) = run_fail(&["crr", "-l", "1s", "--mptcp"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("rr, stream and bulk"), "{err}");
+    let enabled = std::fs::read_to_string("/proc/sys/net/mptcp/enabled").ok();
+    if enabled.as_deref().map(str::trim) != Some("1") {
+        let (code, err) = run_fail(&["stream", "-l", "1s", "--mptcp"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains("net.mptcp") || err.contains("CONFIG_MPTCP"),
+            "{err}"
+        );
+        eprintln!("skipped the MPTCP round trip: net.mptcp.enabled is {enabled:?} here");
+        return;
+    }
+    let r = run_json(&["stream", "-l", "300ms", "--mptcp"]);
+    assert_eq!(r["sock"]["mptcp"], true);
+    for side in ["client", "server"] {
+        assert_eq!(
+            r["sock_applied"][side]["mptcp"], true,
+            "{side}: {}",
+            r["sock_applied"]
+        );
+    }
+    assert!(r["outcome"]["mbps"].as_f64() > Some(0.0));
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped the disabled case: needs root for a namespace");
+        return;
+    }
+    let ns = format!("vp-t-mptcp-{}", std::process::id());
+    let ip = |args: &[&str]| {
+        std::process::Command::new("ip")
+            .args(args)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    };
+    if !ip(&["netns", "add", &ns]) {
+        eprintln!("skipped the disabled case: cannot create a namespace");
+        return;
+    }
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &ns, "sh", "-c"])
+        .arg(format!(
+            "ip link set lo up && sysctl -qw net.mptcp.enabled=0 && {} stream -l 1s --mptcp --allow-concurrent",
+            env!("CARGO_BIN_EXE_virtperf")
+        ))
+        .output();
+    ip(&["netns", "delete", &ns]);
+    let out = out.expect("run in the namespace");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("net.mptcp.enabled = 0"), "{err}");
+}

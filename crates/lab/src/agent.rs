@@ -641,6 +641,9 @@ fn check_test(
 ) -> Result<()> {
     w.validate().map_err(|e| anyhow!(e))?;
     sock.validate().map_err(|e| anyhow!(e))?;
+    if sock.mptcp == Some(true) {
+        virtperf_load::sock::mptcp_available().map_err(|e| anyhow!("the agent's machine: {e}"))?;
+    }
     check_duration(cfg, duration_ms)?;
     check_flows(cfg, w)?;
     crate::fds::make_room(w, "the agent").map_err(|e| anyhow!(e))?;
@@ -663,7 +666,7 @@ fn open_data_port(
     // the address it used: connections from anywhere else are closed at once.
     let ip = ctl.local_addr()?.ip();
     let client = ctl.peer_addr()?.ip();
-    let listener = TcpListener::bind((ip, 0)).context("binding a data port")?;
+    let listener = data_listener(SocketAddr::new(ip, 0), sock).context("binding a data port")?;
     // Accepted connections inherit the MSS and buffers their SYN-ACK announces.
     virtperf_load::sock::prepare_before_connect(&listener, sock)?;
     // Thousands of flows connect at once: a deeper backlog, set before Ready (the client
@@ -681,6 +684,19 @@ fn open_data_port(
         },
     )?;
     Ok((listener, ip, client, key))
+}
+
+/// The test's data listener: MPTCP when the test asks for it (a plain TCP client falls
+/// back to TCP on it, as the kernel does), else TCP.
+fn data_listener(addr: SocketAddr, sock: &SockOpts) -> std::io::Result<TcpListener> {
+    let s = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(virtperf_load::sock::data_protocol(sock)),
+    )?;
+    s.bind(&addr.into())?;
+    s.listen(1024)?;
+    Ok(s.into())
 }
 
 /// How long the agent waits for `Stop`: a client that never says stop cannot keep the

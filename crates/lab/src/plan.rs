@@ -118,6 +118,16 @@ impl Plan {
     pub fn validate(&self) -> Result<()> {
         self.workload.validate().map_err(|e| anyhow!(e))?;
         self.sock.validate().map_err(|e| anyhow!(e))?;
+        if self.sock.mptcp == Some(true) {
+            if !matches!(
+                self.workload,
+                Workload::Rr { .. } | Workload::Stream { .. } | Workload::Bulk { .. }
+            ) || !self.workload.protocol().is_tcp()
+            {
+                bail!("--mptcp applies to TCP rr, stream and bulk (crr and http open connections of their own)");
+            }
+            virtperf_load::sock::mptcp_available().map_err(|e| anyhow!(e))?;
+        }
         // Before any lock is waited for or agent started: a test this process cannot
         // open the sockets for fails now, in one line.
         crate::fds::make_room(&self.workload, "this process").map_err(|e| anyhow!(e))?;

@@ -105,6 +105,28 @@ pub fn prepare_before_connect<S: AsFd>(s: &S, opts: &SockOpts) -> io::Result<()>
     Ok(())
 }
 
+/// Whether this machine (this network namespace) lets programs open Multipath TCP
+/// sockets: `Err` says why not, in words a user can act on.
+pub fn mptcp_available() -> Result<(), String> {
+    match std::fs::read_to_string("/proc/sys/net/mptcp/enabled") {
+        Ok(v) if v.trim() == "1" => Ok(()),
+        Ok(v) => Err(format!(
+            "--mptcp: Multipath TCP is disabled here (net.mptcp.enabled = {}): sysctl -w net.mptcp.enabled=1, or drop --mptcp",
+            v.trim()
+        )),
+        Err(_) => Err("--mptcp: this kernel has no Multipath TCP (no /proc/sys/net/mptcp; CONFIG_MPTCP): drop --mptcp".into()),
+    }
+}
+
+/// The protocol of a data socket: MPTCP when `opts` asks for it, else TCP.
+pub fn data_protocol(opts: &SockOpts) -> socket2::Protocol {
+    if opts.mptcp == Some(true) {
+        socket2::Protocol::MPTCP
+    } else {
+        socket2::Protocol::TCP
+    }
+}
+
 /// The congestion-control algorithms this machine offers
 /// (`net.ipv4.tcp_available_congestion_control`); empty where it cannot be read.
 pub fn available_congestion() -> Vec<String> {
@@ -113,25 +135,29 @@ pub fn available_congestion() -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// What the kernel applied to a TCP connection, read back with `getsockopt`.
+/// What the kernel applied to a TCP (or MPTCP) connection, read back with `getsockopt`;
+/// an option the socket does not answer (MPTCP sockets answer fewer) is absent.
 pub fn applied<S: AsFd>(s: &S) -> io::Result<AppliedSockOpts> {
     let s = socket2::SockRef::from(s);
     let v6 = matches!(
         s.local_addr().ok().and_then(|a| a.as_socket()),
         Some(std::net::SocketAddr::V6(_))
     );
-    let tos = if v6 { s.tclass_v6()? } else { s.tos_v4()? };
-    let cc = s.tcp_congestion()?;
+    let tos = if v6 { s.tclass_v6() } else { s.tos_v4() };
+    let cc = s.tcp_congestion().ok();
     Ok(AppliedSockOpts {
         sndbuf: s.send_buffer_size()? as u32,
         rcvbuf: s.recv_buffer_size()? as u32,
-        nodelay: s.tcp_nodelay()?,
-        congestion: String::from_utf8_lossy(&cc)
-            .trim_end_matches('\0')
-            .to_string(),
-        mss: s.tcp_mss()?,
-        tos: tos as u8,
-        busy_poll_us: s.busy_poll()?,
+        nodelay: s.tcp_nodelay().ok(),
+        congestion: cc.map(|c| {
+            String::from_utf8_lossy(&c)
+                .trim_end_matches('\0')
+                .to_string()
+        }),
+        mss: s.tcp_mss().ok(),
+        tos: tos.ok().map(|t| t as u8),
+        busy_poll_us: s.busy_poll().ok(),
+        mptcp: s.protocol().ok().flatten() == Some(socket2::Protocol::MPTCP),
     })
 }
 

@@ -199,6 +199,7 @@ fn socket_of(text: &str, r: &RawConfig) -> Result<SockOpts, SpecError> {
                 congestion,
                 mss: raw.mss,
                 tos: raw.tos,
+                mptcp: raw.mptcp.filter(|m| *m),
             };
             o.validate().or_else(|m| err(text, s.span(), m))?;
             o

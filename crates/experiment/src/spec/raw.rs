@@ -227,6 +227,8 @@ pub(super) struct RawSock {
     pub(super) mss: Option<u32>,
     #[serde(default)]
     pub(super) tos: Option<u8>,
+    #[serde(default)]
+    pub(super) mptcp: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -226,16 +226,21 @@ fn sock_applied(c: &Collected, warnings: &mut Vec<String>) -> Option<SockApplied
                 ));
             }
         }
-        if let Some(cc) = want.congestion.filter(|cc| a.congestion != cc.as_str()) {
-            warnings.push(format!(
-                "the {side}'s congestion control is {} although {cc} was asked",
-                a.congestion
-            ));
+        if let (Some(cc), Some(got)) = (want.congestion, &a.congestion) {
+            if got != cc.as_str() {
+                warnings.push(format!(
+                    "the {side}'s congestion control is {got} although {cc} was asked"
+                ));
+            }
         }
-        if let Some(m) = want.mss.filter(|m| a.mss > *m) {
+        if let (Some(m), Some(got)) = (want.mss, a.mss) {
+            if got > m {
+                warnings.push(format!("the {side}'s MSS is {got} although {m} was asked"));
+            }
+        }
+        if want.mptcp == Some(true) && !a.mptcp {
             warnings.push(format!(
-                "the {side}'s MSS is {} although {m} was asked",
-                a.mss
+                "the {side}'s data connection is plain TCP although --mptcp was asked"
             ));
         }
     }

@@ -43,7 +43,7 @@ pub(crate) fn connect_data(
     let raw = socket2::Socket::new(
         socket2::Domain::for_address(addr),
         socket2::Type::STREAM,
-        Some(socket2::Protocol::TCP),
+        Some(virtperf_load::sock::data_protocol(sock)),
     )?;
     prepare_before_connect(&raw, sock)?;
     raw.connect_timeout(&addr.into(), SETUP_TIMEOUT)

@@ -753,6 +753,9 @@ pub struct SockOpts {
     /// The IP_TOS / IPV6_TCLASS byte (DSCP << 2 | ECN bits) of the data connections.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tos: Option<u8>,
+    /// Multipath TCP (`IPPROTO_MPTCP`) data connections, on both ends (rr, stream, bulk).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mptcp: Option<bool>,
 }
 
 /// The largest SO_SNDBUF / SO_RCVBUF accepted: the kernel doubles the value into an int.
@@ -866,14 +869,17 @@ pub struct AppliedSockOpts {
     pub sndbuf: u32,
     /// SO_RCVBUF as the kernel holds it.
     pub rcvbuf: u32,
-    /// TCP_NODELAY.
-    pub nodelay: bool,
-    /// TCP_CONGESTION in effect.
-    pub congestion: String,
-    /// TCP_MAXSEG: the MSS the connection sends with.
-    pub mss: u32,
+    /// TCP_NODELAY (absent where the socket does not answer it, as an older MPTCP one).
+    pub nodelay: Option<bool>,
+    /// TCP_CONGESTION in effect (absent where the socket does not answer it).
+    pub congestion: Option<String>,
+    /// TCP_MAXSEG: the MSS the connection sends with (absent where not answered).
+    pub mss: Option<u32>,
     /// IP_TOS (or IPV6_TCLASS) byte.
-    pub tos: u8,
+    pub tos: Option<u8>,
     /// SO_BUSY_POLL, µs.
-    pub busy_poll_us: u32,
+    pub busy_poll_us: Option<u32>,
+    /// Whether the connection is Multipath TCP (`SO_PROTOCOL` is `IPPROTO_MPTCP`).
+    #[serde(default)]
+    pub mptcp: bool,
 }
