@@ -149,6 +149,12 @@ pub struct SockArgs {
     /// where net.mptcp.enabled is 1
     #[arg(long, help_heading = SOCKET)]
     pub mptcp: bool,
+    /// IPv4 only (netperf -4, iperf3 -4): the agent's IPv4 address
+    #[arg(short = '4', long = "ipv4", conflicts_with = "ipv6", help_heading = SOCKET)]
+    pub ipv4: bool,
+    /// IPv6 only (netperf -6, iperf3 -6): the agent's IPv6 address; a local agent on ::1
+    #[arg(short = '6', long = "ipv6", help_heading = SOCKET)]
+    pub ipv6: bool,
     /// SO_BUSY_POLL: busy-wait this many µs on the device queue in blocking reads
     #[arg(long, value_parser = busy_poll, value_name = "US", allow_hyphen_values = true, help_heading = SOCKET)]
     pub busy_poll: Option<u32>,
@@ -158,6 +164,16 @@ pub struct SockArgs {
 const SOCKET: &str = "Socket options";
 
 impl SockArgs {
+    /// The address family `-4`/`-6` ask for.
+    pub fn family(&self) -> Option<virtperf_lab::plan::Family> {
+        use virtperf_lab::plan::Family;
+        match (self.ipv4, self.ipv6) {
+            (true, _) => Some(Family::V4),
+            (_, true) => Some(Family::V6),
+            _ => None,
+        }
+    }
+
     /// The options as the plan carries them.
     pub fn opts(&self) -> virtperf_wire::SockOpts {
         virtperf_wire::SockOpts {

@@ -129,6 +129,14 @@ fn execute(common: &Common, plan: Plan) -> Result<()> {
             },
             None,
         )),
+        // -6 on loopback: the private agent listens on ::1.
+        None if placement == Placement::Local
+            && plan.family == Some(virtperf_lab::plan::Family::V6) =>
+        {
+            Box::new(virtperf_place::local::LocalSite::open_at(
+                std::net::Ipv6Addr::LOCALHOST.into(),
+            )?)
+        }
         None => virtperf_place::open(&placement)?,
     };
     // Live interval lines replace the progress bar (both would draw on stderr).
@@ -197,6 +205,7 @@ fn plan_every(
         timeline: common.timeline,
         interval,
         on_interval,
+        family: common.sock.family(),
     }
 }
 

@@ -135,3 +135,33 @@ fn mptcp_where_enabled_and_a_clear_error_elsewhere() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("net.mptcp.enabled = 0"), "{err}");
 }
+
+/// `-6` runs over IPv6 loopback (a private agent on ::1, the TOS set as the IPv6 traffic
+/// class), `-4` over IPv4; asking both is a usage error.
+#[test]
+fn address_families() {
+    let six = std::fs::read_to_string("/proc/net/if_inet6").unwrap_or_default();
+    if six.trim().is_empty() {
+        eprintln!("skipped: no IPv6 here (/proc/net/if_inet6 is empty)");
+        return;
+    }
+    let r = run_json(&["stream", "-6", "-l", "300ms", "--tos", "0x10"]);
+    assert!(
+        r["target"].as_str().is_some_and(|t| t.starts_with("[::1]")),
+        "{}",
+        r["target"]
+    );
+    assert_eq!(
+        r["sock_applied"]["client"]["tos"], 16,
+        "{}",
+        r["sock_applied"]
+    );
+    let r = run_json(&["rr", "-4", "-l", "300ms"]);
+    assert!(
+        r["target"].as_str().is_some_and(|t| t.starts_with("127.")),
+        "{}",
+        r["target"]
+    );
+    let (code, err) = run_fail(&["rr", "-4", "-6", "-l", "1s"]);
+    assert_eq!(code, 2, "{err}");
+}

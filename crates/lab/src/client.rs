@@ -15,7 +15,7 @@ use virtperf_wire::{
 };
 
 use crate::assemble::{assemble, Collected};
-use crate::plan::{Plan, ProgressFn, Target};
+use crate::plan::{Family, Plan, ProgressFn, Target};
 use crate::roles;
 use crate::side::{join_all, spawn_worker, Ctl, DataKey};
 use crate::{DATA_TIMEOUT, SETUP_TIMEOUT};
@@ -27,11 +27,22 @@ struct Control {
 }
 
 impl Control {
-    fn connect(t: &Target) -> Result<Control> {
+    fn connect(t: &Target, family: Option<Family>) -> Result<Control> {
         let addrs: Vec<SocketAddr> = (crate::parse::host(&t.host), t.port)
             .to_socket_addrs()
             .map_err(|e| anyhow!("cannot resolve host {:?}: {e}", t.host))?
+            .filter(|a| family.is_none_or(|f| f.has(a)))
             .collect();
+        if addrs.is_empty() {
+            if let Some(f) = family {
+                bail!(
+                    "host {:?} has no {} address (drop -{})",
+                    t.host,
+                    if f == Family::V4 { "IPv4" } else { "IPv6" },
+                    if f == Family::V4 { "4" } else { "6" }
+                );
+            }
+        }
         let mut last = None;
         for addr in addrs {
             match TcpStream::connect_timeout(&addr, SETUP_TIMEOUT) {
@@ -161,7 +172,7 @@ impl Control {
 
 /// Fetches the agent's environment fingerprint only.
 pub fn remote_env(t: &Target) -> Result<Env> {
-    Control::connect(t)?.fingerprint()
+    Control::connect(t, None)?.fingerprint()
 }
 
 /// Has the agent at `driver` run `plan` as the client against the agent at `to` (the
@@ -169,7 +180,7 @@ pub fn remote_env(t: &Target) -> Result<Env> {
 /// make a guest the sending end.
 pub fn drive(driver: &Target, to: &Target, plan: &Plan) -> Result<TestResult> {
     plan.validate()?;
-    let mut ctl = Control::connect(driver)?;
+    let mut ctl = Control::connect(driver, None)?;
     let duration_ms = if plan.workload.is_timed() {
         plan.duration.as_millis() as u64
     } else {
@@ -206,7 +217,7 @@ pub fn drive(driver: &Target, to: &Target, plan: &Plan) -> Result<TestResult> {
 /// (`crate::probe`; the protocol names one, `explain`) with `params`, waiting up to `bound`
 /// for what it measured.
 pub fn probe(t: &Target, params: serde_json::Value, bound: Duration) -> Result<serde_json::Value> {
-    let mut ctl = Control::connect(t)?;
+    let mut ctl = Control::connect(t, None)?;
     ctl.send(&Message::Explain { battery: params })?;
     match ctl.recv(bound + SETUP_TIMEOUT * 2, "explained")? {
         Message::Explained { battery } => Ok(battery),
@@ -239,7 +250,7 @@ fn run_once(
     progress: ProgressFn,
     sampler: Option<&virtperf_measure::timeline::Sampler>,
 ) -> Result<TestResult> {
-    let mut ctl = Control::connect(t)?;
+    let mut ctl = Control::connect(t, plan.family)?;
     let server_env = ctl.fingerprint()?;
     let client_env = fingerprint();
     let (data_port, key) = ctl.prepare(plan)?;

@@ -30,6 +30,25 @@ impl Target {
     }
 }
 
+/// The address family of a test's connections (`-4`, `-6`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// IPv4 only.
+    V4,
+    /// IPv6 only.
+    V6,
+}
+
+impl Family {
+    /// Whether `a` is of this family.
+    pub fn has(self, a: &std::net::SocketAddr) -> bool {
+        matches!(
+            (self, a),
+            (Family::V4, std::net::SocketAddr::V4(_)) | (Family::V6, std::net::SocketAddr::V6(_))
+        )
+    }
+}
+
 /// What to run and how.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -61,6 +80,8 @@ pub struct Plan {
     pub interval: Option<Duration>,
     /// Called on the client with each interval as it ends (live output).
     pub on_interval: Option<IntervalSink>,
+    /// Only this address family for the agent's address (`-4`/`-6`); any when `None`.
+    pub family: Option<Family>,
 }
 
 /// What is told of each interval as it ends (the CLI prints it).
@@ -111,6 +132,7 @@ impl Plan {
             timeline: false,
             interval: None,
             on_interval: None,
+            family: None,
         }
     }
 

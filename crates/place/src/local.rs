@@ -150,6 +150,13 @@ impl LocalSite {
         Self::open_holding(None)
     }
 
+    /// Starts the private agent on loopback address `ip` (`::1` for `-6`).
+    pub fn open_at(ip: std::net::IpAddr) -> Result<LocalSite> {
+        Ok(LocalSite {
+            agent: LocalAgent::start_at(None, ip)?,
+        })
+    }
+
     /// Starts the private agent for a holder of the machine lock whose nonce is not in its
     /// environment (see [`LocalAgent::start_holding`]).
     pub fn open_holding(lock: Option<&str>) -> Result<LocalSite> {
