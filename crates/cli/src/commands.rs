@@ -304,6 +304,7 @@ pub fn stream(a: StreamArgs) -> Result<()> {
         rate_bps: a.rate,
         gso: a.gso,
         gro: a.gro,
+        bidir: a.bidir,
     };
     execute(
         &a.common,
@@ -661,6 +662,10 @@ pub struct StreamArgs {
     /// UDP: UDP_GRO on the receiver (coalesced receives)
     #[arg(long)]
     pub gro: bool,
+    /// Both directions at once (iperf3 --bidir): each flow is two connections, one sending
+    /// each way; each direction reported apart and summed
+    #[arg(long, conflicts_with = "reverse")]
+    pub bidir: bool,
     /// Measured duration (10s, 500ms, 1m; a bare number is seconds)
     #[arg(long, short = 'l', default_value = "10s", value_parser = virtperf_lab::parse::test_duration, allow_hyphen_values = true)]
     pub duration: Duration,

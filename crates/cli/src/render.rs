@@ -437,6 +437,15 @@ fn stream_lines(s: &mut String, o: &virtperf_wire::StreamOutcome) {
         "  {:<6} {:>12.2} {:>16} {:>16} {:>9.3}",
         "total", o.mbps, o.receiver_bytes, o.sender_bytes, o.elapsed_s
     );
+    if let Some(b) = &o.bidir {
+        for (name, d) in [("c→s", &b.client_to_server), ("s→c", &b.server_to_client)] {
+            let _ = writeln!(
+                s,
+                "  {:<6} {:>12.2} {:>16} {:>16} {:>9.3}",
+                name, d.mbps, d.receiver_bytes, d.sender_bytes, d.elapsed_s
+            );
+        }
+    }
     if let Some(f) = &o.flow_spread {
         s.push_str(&spread_line(f, false));
     }

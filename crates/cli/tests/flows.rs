@@ -287,3 +287,33 @@ fn fifteen_thousand_flows_report_back() {
     assert_eq!(u(&v, "/outcome/flow_spread/server_flows"), 15_000);
     served_the_client(&v, 15_000);
 }
+
+/// `stream --bidir`: both directions at once, each reported apart and summed, in JSON
+/// and in the table.
+#[test]
+fn bidir_streams_report_both_directions() {
+    let r = common::run_json(&["stream", "--bidir", "-P", "2", "-l", "1s"]);
+    let o = &r["outcome"];
+    assert_eq!(o["direction"], "bidirectional", "{o}");
+    let (a, b) = (
+        &o["bidir"]["client_to_server"],
+        &o["bidir"]["server_to_client"],
+    );
+    let (ma, mb) = (
+        a["mbps"].as_f64().unwrap_or(0.0),
+        b["mbps"].as_f64().unwrap_or(0.0),
+    );
+    assert!(ma > 0.0 && mb > 0.0, "{o}");
+    let total = o["mbps"].as_f64().unwrap_or(0.0);
+    assert!((total - (ma + mb)).abs() < 1e-6 * total.max(1.0), "{o}");
+    assert_eq!(o["flows"].as_array().map(Vec::len), Some(4), "{o}");
+    let out = common::run_with_timeout(
+        common::vp().args(["stream", "--bidir", "-l", "500ms"]),
+        std::time::Duration::from_secs(60),
+    );
+    common::assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("c→s") && text.contains("s→c"), "{text}");
+    let (code, err) = common::run_fail(&["stream", "--bidir", "-R", "-l", "1s"]);
+    assert_eq!(code, 2, "{err}");
+}

@@ -450,7 +450,10 @@ fn stop_and_report(
     // senders stop, so there Stop goes first. A failed send usually means the agent died;
     // the workers' error says more, so it wins.
     let agent_addr = ctl.addr;
-    let stop_first = matches!(plan.workload, Workload::Stream { reverse: true, .. });
+    let stop_first = matches!(
+        plan.workload,
+        Workload::Stream { reverse: true, .. } | Workload::Stream { bidir: true, .. }
+    );
     let mut stop_sent = Ok(());
     if stop_first {
         stop_sent = ctl.send(&Message::Stop);

@@ -34,6 +34,37 @@ fn every_workload_runs_between_the_two_halves() {
     let crr = client::run(&t, &plan(Workload::crr(1, 1)), &|_| {}).expect("crr");
     assert!(matches!(&crr.outcome, Outcome::Crr(o) if o.transactions > 0));
 
+    // --bidir: two connections per flow, one each way, each direction apart.
+    let w = Workload::Stream {
+        send_size: 4096,
+        flows: 2,
+        reverse: false,
+        recv_size: None,
+        recv_wait: None,
+        threads: None,
+        protocol: Default::default(),
+        rate_bps: None,
+        gso: false,
+        gro: false,
+        bidir: true,
+    };
+    let r = client::run(&t, &plan(w), &|_| {}).expect("bidir stream");
+    let Outcome::Stream(o) = &r.outcome else {
+        panic!("stream outcome expected")
+    };
+    let b = o.bidir.as_ref().expect("bidir totals");
+    assert!(
+        b.client_to_server.receiver_bytes > 0 && b.server_to_client.receiver_bytes > 0,
+        "{o:?}"
+    );
+    assert_eq!(
+        o.receiver_bytes,
+        b.client_to_server.receiver_bytes + b.server_to_client.receiver_bytes
+    );
+    assert_eq!(o.flows.len(), 4, "{o:?}");
+    assert_eq!(o.flows[0].direction.as_deref(), Some("client_to_server"));
+    assert_eq!(o.flows[1].direction.as_deref(), Some("server_to_client"));
+
     for reverse in [false, true] {
         let w = Workload::Stream {
             send_size: 4096,
@@ -46,6 +77,7 @@ fn every_workload_runs_between_the_two_halves() {
             rate_bps: None,
             gso: false,
             gro: false,
+            bidir: false,
         };
         let r = client::run(&t, &plan(w), &|_| {}).expect("stream");
         let Outcome::Stream(o) = &r.outcome else {

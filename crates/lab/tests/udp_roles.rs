@@ -48,6 +48,7 @@ fn udp_rr_and_streams_run_between_the_two_halves() {
             gso: false,
             gro: false,
             threads: None,
+            bidir: false,
         };
         let r = client::run(&t, &plan(w), &|_| {}).expect("udp stream");
         let Outcome::Stream(o) = &r.outcome else {
@@ -91,6 +92,7 @@ fn gso_and_gro_are_recorded_with_the_result() {
         gso: true,
         gro: true,
         threads: None,
+        bidir: false,
     };
     let r = client::run(&t, &plan(w), &|_| {}).expect("udp stream with offloads");
     let Outcome::Stream(o) = &r.outcome else {

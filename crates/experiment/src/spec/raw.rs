@@ -125,6 +125,9 @@ pub(super) struct RawWorkload {
     pub(super) gso: Option<Spanned<bool>>,
     #[serde(default)]
     pub(super) gro: Option<Spanned<bool>>,
+    /// stream: both directions at once.
+    #[serde(default)]
+    pub(super) bidir: Option<Spanned<bool>>,
     /// stream, bulk, rr, crr: record a time series with intervals this long.
     #[serde(default)]
     pub(super) interval: Option<Spanned<String>>,

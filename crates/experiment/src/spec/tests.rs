@@ -37,6 +37,7 @@ socket = { nodelay = true, busy_poll_us = 50 }
             rate_bps: None,
             gso: false,
             gro: false,
+            bidir: false,
         }
     );
     assert_eq!(s.points[0].duration, Duration::from_secs(2));

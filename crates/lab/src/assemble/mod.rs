@@ -11,7 +11,9 @@ use virtperf_wire::{
 mod outcome;
 
 pub use outcome::Collected;
-pub(crate) use outcome::{bulk_outcome, http_outcome, rr_outcome, stream_outcome, Measured};
+pub(crate) use outcome::{
+    bidir_outcome, bulk_outcome, http_outcome, rr_outcome, stream_outcome, Measured,
+};
 
 /// Above this much CPU used by other work (percent of one CPU) a result carries a warning.
 pub const OTHER_LOAD_WARN_PCT: f64 = 10.0;

@@ -5,8 +5,8 @@ use virtperf_load::http::Fetched;
 use virtperf_measure::{latency, LatencyHistogram};
 use virtperf_wire::Env;
 use virtperf_wire::{
-    BulkOutcome, Download, FlowSpread, HttpOutcome, Outcome, Protocol, RrOutcome, SideReport,
-    StreamFlow, StreamOutcome, UdpCounts, UdpRr, UdpStream, Workload,
+    Bidir, BulkOutcome, DirectionTotals, Download, FlowSpread, HttpOutcome, Outcome, Protocol,
+    RrOutcome, SideReport, StreamFlow, StreamOutcome, UdpCounts, UdpRr, UdpStream, Workload,
 };
 
 use crate::plan::Plan;
@@ -311,6 +311,7 @@ pub(crate) fn stream_outcome(
                 .udp
                 .map(|r| udp_flow(&r, &tx.flows.get(i).and_then(|t| t.udp).unwrap_or_default())),
             tcp: tx.flows.get(i).and_then(|t| t.tcp),
+            direction: None,
         })
         .collect();
     let receiver_bytes: u64 = flows.iter().map(|f| f.receiver_bytes).sum();
@@ -369,6 +370,7 @@ pub(crate) fn stream_outcome(
         flow_spread,
         udp,
         retransmits: (!retrans.is_empty()).then(|| retrans.iter().sum()),
+        bidir: None,
     };
     (Outcome::Stream(o), receiver_bytes as f64 / 1024.0, "KB")
 }
@@ -463,4 +465,78 @@ pub(crate) fn http_outcome(c: &Collected, bytes: u64, warnings: &mut Vec<String>
         downloads,
     };
     (Outcome::Http(o), total_bytes as f64 / 1024.0, "KB")
+}
+
+/// `--bidir` stream: the client's even connections sent and the agent's odd ones (each flow
+/// is a pair), so each direction is a stream outcome of its own connections; the totals
+/// are their sums, each direction apart in `bidir`, each flow tagged with its direction.
+pub(crate) fn bidir_outcome(
+    c: &Collected,
+    server: &SideReport,
+    warnings: &mut Vec<String>,
+) -> Measured {
+    let pick = |r: &SideReport, odd: bool| SideReport {
+        flows: r
+            .flows
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| (i % 2 == 1) == odd)
+            .map(|(_, f)| *f)
+            .collect(),
+        ..r.clone()
+    };
+    let half = |odd: bool| Collected {
+        plan: c.plan,
+        target: c.target.clone(),
+        client: pick(&c.client, odd),
+        client_hist: None,
+        server: c.server.as_ref().map(|s| pick(s, odd)),
+        client_env: c.client_env.clone(),
+        server_env: c.server_env.clone(),
+        downloads: Vec::new(),
+        url: c.url.clone(),
+    };
+    let (fwd_c, rev_c) = (half(false), half(true));
+    let (fwd_s, rev_s) = (pick(server, false), pick(server, true));
+    let (Outcome::Stream(f), _, _) = stream_outcome(&fwd_c, &fwd_s, false, warnings) else {
+        return stream_outcome(c, server, false, warnings);
+    };
+    let (Outcome::Stream(r), _, _) = stream_outcome(&rev_c, &rev_s, true, warnings) else {
+        return stream_outcome(c, server, false, warnings);
+    };
+    let totals = |o: &StreamOutcome| DirectionTotals {
+        mbps: o.mbps,
+        receiver_bytes: o.receiver_bytes,
+        sender_bytes: o.sender_bytes,
+        elapsed_s: o.elapsed_s,
+        retransmits: o.retransmits,
+    };
+    let tag = |o: &StreamOutcome| {
+        let d = o.direction.clone();
+        o.flows.clone().into_iter().map(move |mut fl| {
+            fl.direction = Some(d.clone());
+            fl
+        })
+    };
+    let flows: Vec<StreamFlow> = tag(&f).zip(tag(&r)).flat_map(|(a, b)| [a, b]).collect();
+    let receiver_bytes = f.receiver_bytes + r.receiver_bytes;
+    let o = StreamOutcome {
+        direction: "bidirectional".into(),
+        mbps: f.mbps + r.mbps,
+        receiver_bytes,
+        sender_bytes: f.sender_bytes + r.sender_bytes,
+        elapsed_s: f.elapsed_s.max(r.elapsed_s),
+        flows,
+        flow_spread: None,
+        udp: None,
+        retransmits: match (f.retransmits, r.retransmits) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        },
+        bidir: Some(Bidir {
+            client_to_server: totals(&f),
+            server_to_client: totals(&r),
+        }),
+    };
+    (Outcome::Stream(o), receiver_bytes as f64 / 1024.0, "KB")
 }

@@ -126,6 +126,7 @@ mod tests {
                 rate_bps: None,
                 gso: false,
                 gro: false,
+                bidir: false,
                 threads: None,
             },
             Workload::Bulk {

@@ -71,4 +71,6 @@ pub struct Params {
     pub bytes: Option<u64>,
     /// Worker threads multiplexing the flows.
     pub threads: Option<u32>,
+    /// Both directions at once (stream).
+    pub bidir: bool,
 }

@@ -65,19 +65,24 @@ impl Role for Stream {
                 reverse,
                 recv_size,
                 recv_wait,
+                bidir,
                 ..
             } => {
-                for i in 0..flows {
+                // --bidir: each flow is two connections, the first sending, the second
+                // receiving (the agent accepts them in that order).
+                let conns = if bidir { 2 * flows } else { flows };
+                for j in 0..conns {
                     let s = connect_data(data, false, &sock, &key)?;
-                    let name = format!("stream-client-{i}");
+                    let name = format!("stream-client-{j}");
                     let m = meter();
-                    handles.push(if reverse {
+                    let sends = if bidir { j % 2 == 0 } else { !reverse };
+                    handles.push(if sends {
                         spawn_conn_worker(&name, side, s, move |c, _, s| {
-                            stream::receive(s, recv_size, recv_wait, &c.stop, &m)
+                            stream::send(s, send_size as usize, &c.stop, &m)
                         })?
                     } else {
                         spawn_conn_worker(&name, side, s, move |c, _, s| {
-                            stream::send(s, send_size as usize, &c.stop, &m)
+                            stream::receive(s, recv_size, recv_wait, &c.stop, &m)
                         })?
                     });
                 }
@@ -139,16 +144,19 @@ impl Role for Stream {
                 send_size,
                 recv_size,
                 recv_wait,
+                bidir,
                 ..
             } => {
-                for (i, s) in accept_data(listener, client, flows as usize, false, &sock, &key)?
+                let conns = if bidir { 2 * flows } else { flows };
+                for (j, s) in accept_data(listener, client, conns as usize, false, &sock, &key)?
                     .into_iter()
                     .enumerate()
                 {
-                    let name = format!("stream-server-{i}");
+                    let name = format!("stream-server-{j}");
                     // The agent keeps no time series: its meter is written and never read.
                     let m = Meter::new(None);
-                    handles.push(if reverse {
+                    let sends = if bidir { j % 2 == 1 } else { reverse };
+                    handles.push(if sends {
                         spawn_conn_worker(&name, side, s, move |c, _, s| {
                             stream::send(s, send_size as usize, &c.stop, &m)
                         })?
@@ -170,8 +178,15 @@ impl Role for Stream {
         server: &virtperf_wire::SideReport,
         warnings: &mut Vec<String>,
     ) -> crate::assemble::Measured {
-        let reverse = matches!(c.plan.workload, Workload::Stream { reverse: true, .. });
-        crate::assemble::stream_outcome(c, server, reverse, warnings)
+        match c.plan.workload {
+            Workload::Stream { bidir: true, .. } => {
+                crate::assemble::bidir_outcome(c, server, warnings)
+            }
+            Workload::Stream { reverse, .. } => {
+                crate::assemble::stream_outcome(c, server, reverse, warnings)
+            }
+            _ => crate::assemble::stream_outcome(c, server, false, warnings),
+        }
     }
 
     fn keys(&self) -> &'static [&'static str] {
@@ -186,6 +201,7 @@ impl Role for Stream {
             "rate",
             "gso",
             "gro",
+            "bidir",
             "trace",
         ]
     }
@@ -202,6 +218,7 @@ impl Role for Stream {
             rate_bps: p.rate_bps,
             gso: p.gso,
             gro: p.gro,
+            bidir: p.bidir,
         }
     }
 }

@@ -105,6 +105,34 @@ pub struct StreamFlow {
     /// flows multiplexed on threads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpInfo>,
+    /// `--bidir`: which way this connection sent (`client_to_server`, `server_to_client`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<String>,
+}
+
+/// One direction of a `--bidir` stream.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DirectionTotals {
+    /// Receiver-counted throughput of this direction's flows, 10^6 bits/s.
+    pub mbps: f64,
+    /// Bytes its receivers counted.
+    pub receiver_bytes: u64,
+    /// Bytes its senders handed to the kernel.
+    pub sender_bytes: u64,
+    /// Its receivers' interval, seconds.
+    pub elapsed_s: f64,
+    /// TCP segments its senders retransmitted in the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
+}
+
+/// Both directions of a `--bidir` stream, apart (the outcome's totals are their sums).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Bidir {
+    /// The client's sending flows.
+    pub client_to_server: DirectionTotals,
+    /// The agent's sending flows.
+    pub server_to_client: DirectionTotals,
 }
 
 /// The socket options the kernel applied, per side.
@@ -141,6 +169,10 @@ pub struct StreamOutcome {
     /// (from `flows[].tcp`); absent when no flow's TCP state was read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retransmits: Option<u64>,
+    /// `--bidir`: each direction apart (then `direction` is `bidirectional` and the
+    /// totals above are both directions').
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bidir: Option<Bidir>,
 }
 
 /// Outcome of a bulk transfer.
@@ -511,6 +543,20 @@ impl TestResult {
                 let mut v = vec![m("mbps", "Mbit/s", o.mbps, true)];
                 if let Some(r) = o.retransmits {
                     v.push(m("retransmits", "segments", r as f64, false));
+                }
+                if let Some(b) = &o.bidir {
+                    v.push(m(
+                        "mbps_client_to_server",
+                        "Mbit/s",
+                        b.client_to_server.mbps,
+                        true,
+                    ));
+                    v.push(m(
+                        "mbps_server_to_client",
+                        "Mbit/s",
+                        b.server_to_client.mbps,
+                        true,
+                    ));
                 }
                 if let Some(u) = &o.udp {
                     v.push(m("lost_pct", "%", u.lost_pct, false));

@@ -182,6 +182,7 @@ impl Workload {
                 rate_bps,
                 gso,
                 gro,
+                bidir,
             } => {
                 format!(
                     "{}{} sends{}{}, {flows} flow{}{}, {}",
@@ -195,10 +196,10 @@ impl Workload {
                         .unwrap_or_default(),
                     if *flows == 1 { "" } else { "s" },
                     on_threads(*threads),
-                    if *reverse {
-                        "server→client"
-                    } else {
-                        "client→server"
+                    match (*bidir, *reverse) {
+                        (true, _) => "both directions",
+                        (false, true) => "server→client",
+                        (false, false) => "client→server",
                     }
                 ) + &udp_stream_text(*protocol, *rate_bps, *gso, *gro)
             }
@@ -331,6 +332,10 @@ pub enum Workload {
         /// UDP: ask for UDP_GRO on the receiver (coalesced receives).
         #[serde(default, skip_serializing_if = "is_false")]
         gro: bool,
+        /// Both directions at once (iperf3 --bidir): each flow is two connections, one
+        /// sending each way.
+        #[serde(default, skip_serializing_if = "is_false")]
+        bidir: bool,
     },
     /// Move a fixed number of bytes over one connection and time it.
     Bulk {
@@ -473,6 +478,9 @@ impl Workload {
     /// Data connections each side holds open at once (crr: one per flow while it runs).
     pub fn connections(&self) -> u32 {
         match *self {
+            Workload::Stream {
+                flows, bidir: true, ..
+            } => 2 * flows,
             Workload::Rr { flows, .. }
             | Workload::Crr { flows, .. }
             | Workload::Stream { flows, .. } => flows,
@@ -680,12 +688,16 @@ fn validate_stream(w: &Workload) -> Result<(), String> {
         rate_bps,
         gso,
         gro,
-        ..
+        reverse,
+        bidir,
     } = *w
     else {
         return Ok(());
     };
     size("send size", send_size)?;
+    if bidir && (reverse || threads.is_some() || protocol != Protocol::Tcp) {
+        return Err("--bidir sends both ways on TCP flows of their own threads: drop --reverse, --threads and --protocol udp".into());
+    }
     if protocol == Protocol::Udp {
         if threads.is_some() {
             return Err("--threads multiplexes TCP connections: drop it with --protocol udp (a thread per UDP flow)".into());
