@@ -56,8 +56,10 @@ fn is_zero(n: &u64) -> bool {
 mod env;
 mod measure;
 mod result;
+mod sock;
 mod workload;
 pub use env::*;
 pub use measure::*;
 pub use result::*;
+pub use sock::*;
 pub use workload::*;
