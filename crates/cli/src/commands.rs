@@ -209,6 +209,10 @@ fn plan_every(
     }
 }
 
+fn parse_zerocopy(s: &str) -> Result<virtperf_wire::ZeroCopy, String> {
+    virtperf_wire::ZeroCopy::parse(s)
+}
+
 /// The workload commands: one variant each, its arguments and its function below (adding
 /// a workload adds its variant here; docs/adding-a-workload.md).
 #[derive(Debug, clap::Subcommand)]
@@ -305,6 +309,7 @@ pub fn stream(a: StreamArgs) -> Result<()> {
         gso: a.gso,
         gro: a.gro,
         bidir: a.bidir,
+        zerocopy: a.zerocopy,
     };
     execute(
         &a.common,
@@ -666,6 +671,10 @@ pub struct StreamArgs {
     /// each way; each direction reported apart and summed
     #[arg(long, conflicts_with = "reverse")]
     pub bidir: bool,
+    /// Zero-copy senders (iperf3 -Z): `sendfile` (the default, iperf3's method) or `msg`
+    /// (MSG_ZEROCOPY, completions reaped)
+    #[arg(long, short = 'Z', num_args = 0..=1, default_missing_value = "sendfile", value_parser = parse_zerocopy, value_name = "METHOD")]
+    pub zerocopy: Option<virtperf_wire::ZeroCopy>,
     /// Measured duration (10s, 500ms, 1m; a bare number is seconds)
     #[arg(long, short = 'l', default_value = "10s", value_parser = virtperf_lab::parse::test_duration, allow_hyphen_values = true)]
     pub duration: Duration,

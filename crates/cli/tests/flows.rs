@@ -317,3 +317,23 @@ fn bidir_streams_report_both_directions() {
     let (code, err) = common::run_fail(&["stream", "--bidir", "-R", "-l", "1s"]);
     assert_eq!(code, 2, "{err}");
 }
+
+/// `stream --zerocopy` (iperf3 -Z): sendfile by default, MSG_ZEROCOPY on request, either
+/// direction; recorded in the workload; refused where it does not apply.
+#[test]
+fn zerocopy_senders_move_data_both_ways() {
+    for (args, method) in [
+        (&["stream", "-Z", "-l", "500ms"][..], "sendfile"),
+        (&["stream", "--zerocopy", "msg", "-l", "500ms"], "msg"),
+        (&["stream", "-Z", "-R", "-l", "500ms"], "sendfile"),
+    ] {
+        let r = run_json(args);
+        assert_eq!(r["workload"]["zerocopy"], method, "{args:?}");
+        let o = &r["outcome"];
+        assert!(o["mbps"].as_f64() > Some(0.0), "{args:?}: {o}");
+        assert_eq!(o["receiver_bytes"], o["sender_bytes"], "{args:?}: {o}");
+    }
+    let (code, err) = common::run_fail(&["stream", "-Z", "--threads", "2", "-P", "4", "-l", "1s"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--zerocopy"), "{err}");
+}

@@ -47,6 +47,7 @@ fn every_workload_runs_between_the_two_halves() {
         gso: false,
         gro: false,
         bidir: true,
+        zerocopy: None,
     };
     let r = client::run(&t, &plan(w), &|_| {}).expect("bidir stream");
     let Outcome::Stream(o) = &r.outcome else {
@@ -78,6 +79,7 @@ fn every_workload_runs_between_the_two_halves() {
             gso: false,
             gro: false,
             bidir: false,
+            zerocopy: None,
         };
         let r = client::run(&t, &plan(w), &|_| {}).expect("stream");
         let Outcome::Stream(o) = &r.outcome else {

@@ -49,6 +49,7 @@ fn udp_rr_and_streams_run_between_the_two_halves() {
             gro: false,
             threads: None,
             bidir: false,
+            zerocopy: None,
         };
         let r = client::run(&t, &plan(w), &|_| {}).expect("udp stream");
         let Outcome::Stream(o) = &r.outcome else {
@@ -93,6 +94,7 @@ fn gso_and_gro_are_recorded_with_the_result() {
         gro: true,
         threads: None,
         bidir: false,
+        zerocopy: None,
     };
     let r = client::run(&t, &plan(w), &|_| {}).expect("udp stream with offloads");
     let Outcome::Stream(o) = &r.outcome else {

@@ -17,6 +17,7 @@ pub mod sock;
 pub mod stream;
 pub mod tcpinfo;
 pub mod udp;
+pub mod zerocopy;
 
 /// Helpers shared by the engines' tests.
 #[cfg(test)]

@@ -145,6 +145,7 @@ pub(super) struct Fixed {
     pub(super) gso: bool,
     pub(super) gro: bool,
     pub(super) bidir: bool,
+    pub(super) zerocopy: Option<virtperf_wire::ZeroCopy>,
     pub(super) recv_size: Option<u32>,
     pub(super) recv_wait: Option<RecvWait>,
     pub(super) bytes: Option<u64>,
@@ -225,6 +226,13 @@ impl Fixed {
             gso: r.gso.as_ref().is_some_and(|g| *g.get_ref()),
             gro: r.gro.as_ref().is_some_and(|g| *g.get_ref()),
             bidir: r.bidir.as_ref().is_some_and(|g| *g.get_ref()),
+            zerocopy: match &r.zerocopy {
+                Some(z) => Some(
+                    virtperf_wire::ZeroCopy::parse(z.get_ref())
+                        .or_else(|m| err(text, z.span(), m))?,
+                ),
+                None => None,
+            },
             recv_size,
             recv_wait,
             bytes,
@@ -297,7 +305,7 @@ pub(super) fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), 
             ),
         );
     };
-    let present: [(&str, Option<std::ops::Range<usize>>); 19] = [
+    let present: [(&str, Option<std::ops::Range<usize>>); 20] = [
         ("trace", r.trace.as_ref().map(|s| s.span())),
         ("timeline", r.timeline.as_ref().map(|s| s.span())),
         ("threads", r.threads.as_ref().map(|s| s.span())),
@@ -306,6 +314,7 @@ pub(super) fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), 
         ("gso", r.gso.as_ref().map(|s| s.span())),
         ("gro", r.gro.as_ref().map(|s| s.span())),
         ("bidir", r.bidir.as_ref().map(|s| s.span())),
+        ("zerocopy", r.zerocopy.as_ref().map(|s| s.span())),
         ("interval", r.interval.as_ref().map(|s| s.span())),
         ("wait", r.wait.as_ref().map(|s| s.span())),
         ("gap", r.gap.as_ref().map(|s| s.span())),
@@ -349,6 +358,7 @@ pub(super) fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Option<Workload> {
         gso: f.gso,
         gro: f.gro,
         bidir: f.bidir,
+        zerocopy: f.zerocopy,
         recv_size: f.recv_size,
         recv_wait: f.recv_wait,
         bytes: f.bytes,

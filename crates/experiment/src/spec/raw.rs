@@ -128,6 +128,9 @@ pub(super) struct RawWorkload {
     /// stream: both directions at once.
     #[serde(default)]
     pub(super) bidir: Option<Spanned<bool>>,
+    /// stream: zero-copy senders, "sendfile" or "msg".
+    #[serde(default)]
+    pub(super) zerocopy: Option<Spanned<String>>,
     /// stream, bulk, rr, crr: record a time series with intervals this long.
     #[serde(default)]
     pub(super) interval: Option<Spanned<String>>,

@@ -38,6 +38,7 @@ socket = { nodelay = true, busy_poll_us = 50 }
             gso: false,
             gro: false,
             bidir: false,
+            zerocopy: None,
         }
     );
     assert_eq!(s.points[0].duration, Duration::from_secs(2));

@@ -127,6 +127,7 @@ mod tests {
                 gso: false,
                 gro: false,
                 bidir: false,
+                zerocopy: None,
                 threads: None,
             },
             Workload::Bulk {

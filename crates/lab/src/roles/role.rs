@@ -73,4 +73,6 @@ pub struct Params {
     pub threads: Option<u32>,
     /// Both directions at once (stream).
     pub bidir: bool,
+    /// Zero-copy senders (stream).
+    pub zerocopy: Option<virtperf_wire::ZeroCopy>,
 }

@@ -66,6 +66,7 @@ impl Role for Stream {
                 recv_size,
                 recv_wait,
                 bidir,
+                zerocopy,
                 ..
             } => {
                 // --bidir: each flow is two connections, the first sending, the second
@@ -77,9 +78,7 @@ impl Role for Stream {
                     let m = meter();
                     let sends = if bidir { j % 2 == 0 } else { !reverse };
                     handles.push(if sends {
-                        spawn_conn_worker(&name, side, s, move |c, _, s| {
-                            stream::send(s, send_size as usize, &c.stop, &m)
-                        })?
+                        spawn_sender(&name, side, s, send_size, zerocopy, m)?
                     } else {
                         spawn_conn_worker(&name, side, s, move |c, _, s| {
                             stream::receive(s, recv_size, recv_wait, &c.stop, &m)
@@ -145,6 +144,7 @@ impl Role for Stream {
                 recv_size,
                 recv_wait,
                 bidir,
+                zerocopy,
                 ..
             } => {
                 let conns = if bidir { 2 * flows } else { flows };
@@ -157,9 +157,7 @@ impl Role for Stream {
                     let m = Meter::new(None);
                     let sends = if bidir { j % 2 == 1 } else { reverse };
                     handles.push(if sends {
-                        spawn_conn_worker(&name, side, s, move |c, _, s| {
-                            stream::send(s, send_size as usize, &c.stop, &m)
-                        })?
+                        spawn_sender(&name, side, s, send_size, zerocopy, Arc::new(m))?
                     } else {
                         spawn_conn_worker(&name, side, s, move |c, _, s| {
                             stream::receive(s, recv_size, recv_wait, &c.stop, &m)
@@ -202,6 +200,7 @@ impl Role for Stream {
             "gso",
             "gro",
             "bidir",
+            "zerocopy",
             "trace",
         ]
     }
@@ -219,6 +218,24 @@ impl Role for Stream {
             gso: p.gso,
             gro: p.gro,
             bidir: p.bidir,
+            zerocopy: p.zerocopy,
         }
     }
+}
+
+/// A sending worker on connection `s`: `send` calls, or the zero-copy method asked.
+fn spawn_sender(
+    name: &str,
+    side: &crate::side::Ctl,
+    s: std::net::TcpStream,
+    send_size: u32,
+    zerocopy: Option<virtperf_wire::ZeroCopy>,
+    m: Arc<Meter>,
+) -> Result<std::thread::JoinHandle<Result<crate::side::WorkerOut>>> {
+    spawn_conn_worker(name, side, s, move |c, _, s| match zerocopy {
+        Some(z) => {
+            virtperf_load::zerocopy::send(s, send_size as usize, z, &c.stop, &m).map(|(n, _)| n)
+        }
+        None => stream::send(s, send_size as usize, &c.stop, &m),
+    })
 }

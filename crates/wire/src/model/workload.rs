@@ -171,38 +171,7 @@ impl Workload {
                 t.push_str(&on_threads(*threads));
                 t
             }
-            Workload::Stream {
-                send_size,
-                flows,
-                reverse,
-                recv_size,
-                recv_wait,
-                threads,
-                protocol,
-                rate_bps,
-                gso,
-                gro,
-                bidir,
-            } => {
-                format!(
-                    "{}{} sends{}{}, {flows} flow{}{}, {}",
-                    if protocol.is_tcp() { "" } else { "UDP " },
-                    bytes_text(u64::from(*send_size)),
-                    recv_size
-                        .map(|r| format!(" / {} receives", bytes_text(u64::from(r))))
-                        .unwrap_or_default(),
-                    recv_wait
-                        .map(|w| format!(" ({}ing receiver)", w.name()))
-                        .unwrap_or_default(),
-                    if *flows == 1 { "" } else { "s" },
-                    on_threads(*threads),
-                    match (*bidir, *reverse) {
-                        (true, _) => "both directions",
-                        (false, true) => "server→client",
-                        (false, false) => "client→server",
-                    }
-                ) + &udp_stream_text(*protocol, *rate_bps, *gso, *gro)
-            }
+            w @ Workload::Stream { .. } => stream_text(w),
             Workload::Bulk {
                 bytes: b, reverse, ..
             } => format!(
@@ -220,6 +189,57 @@ impl Workload {
 }
 
 /// A UDP stream's pacing and offloads for a header (`, paced to 2000 Mbit/s per flow, GSO`).
+/// `describe` of a stream: sizes, flows, direction, UDP and zero-copy settings.
+fn stream_text(w: &Workload) -> String {
+    let Workload::Stream {
+        send_size,
+        flows,
+        reverse,
+        recv_size,
+        recv_wait,
+        threads,
+        protocol,
+        rate_bps,
+        gso,
+        gro,
+        bidir,
+        zerocopy,
+    } = w
+    else {
+        return String::new();
+    };
+    format!(
+        "{}{} sends{}{}, {flows} flow{}{}, {}",
+        if protocol.is_tcp() { "" } else { "UDP " },
+        bytes_text(u64::from(*send_size)),
+        recv_size
+            .map(|r| format!(" / {} receives", bytes_text(u64::from(r))))
+            .unwrap_or_default(),
+        recv_wait
+            .map(|w| format!(" ({}ing receiver)", w.name()))
+            .unwrap_or_default(),
+        if *flows == 1 { "" } else { "s" },
+        on_threads(*threads),
+        match (*bidir, *reverse) {
+            (true, _) => "both directions",
+            (false, true) => "server→client",
+            (false, false) => "client→server",
+        }
+    ) + &udp_stream_text(*protocol, *rate_bps, *gso, *gro)
+        + &zerocopy
+            .map(|z| {
+                format!(
+                    ", zero-copy ({})",
+                    if z == ZeroCopy::Msg {
+                        "MSG_ZEROCOPY"
+                    } else {
+                        "sendfile"
+                    }
+                )
+            })
+            .unwrap_or_default()
+}
+
 fn udp_stream_text(protocol: Protocol, rate_bps: Option<u64>, gso: bool, gro: bool) -> String {
     if protocol.is_tcp() {
         return String::new();
@@ -336,6 +356,9 @@ pub enum Workload {
         /// sending each way.
         #[serde(default, skip_serializing_if = "is_false")]
         bidir: bool,
+        /// How the senders avoid copying (`--zerocopy`); absent: ordinary `send`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        zerocopy: Option<ZeroCopy>,
     },
     /// Move a fixed number of bytes over one connection and time it.
     Bulk {
@@ -351,6 +374,29 @@ pub enum Workload {
         /// Body size in bytes.
         bytes: u64,
     },
+}
+
+/// How a zero-copy stream sender sends (`stream --zerocopy[=sendfile|msg]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ZeroCopy {
+    /// `sendfile(2)` from an in-memory file of one message (iperf3 -Z).
+    Sendfile,
+    /// `send(MSG_ZEROCOPY)` with the kernel's completion notifications reaped.
+    Msg,
+}
+
+impl ZeroCopy {
+    /// Parses `sendfile` or `msg`.
+    pub fn parse(s: &str) -> Result<ZeroCopy, String> {
+        match s.trim() {
+            "sendfile" => Ok(ZeroCopy::Sendfile),
+            "msg" | "msg_zerocopy" => Ok(ZeroCopy::Msg),
+            other => Err(format!(
+                "unknown zero-copy method {other:?} (sendfile, iperf3 -Z's; or msg, MSG_ZEROCOPY)"
+            )),
+        }
+    }
 }
 
 /// How a stream receiver waits for data: two common application designs, which cost the
@@ -690,11 +736,18 @@ fn validate_stream(w: &Workload) -> Result<(), String> {
         gro,
         reverse,
         bidir,
+        zerocopy,
     } = *w
     else {
         return Ok(());
     };
     size("send size", send_size)?;
+    if zerocopy.is_some() && (threads.is_some() || protocol != Protocol::Tcp) {
+        return Err(
+            "--zerocopy sends TCP flows on threads of their own: drop --threads and --protocol udp"
+                .into(),
+        );
+    }
     if bidir && (reverse || threads.is_some() || protocol != Protocol::Tcp) {
         return Err("--bidir sends both ways on TCP flows of their own threads: drop --reverse, --threads and --protocol udp".into());
     }
