@@ -89,9 +89,13 @@ pub fn env(a: EnvArgs) -> Result<()> {
     Ok(())
 }
 
-/// Runs a plan where `--placement` says (or against `--host`): opens that site, hands it the
-/// plan, renders the result.
-fn execute(common: &Common, plan: Plan) -> Result<()> {
+/// Checks `plan`, takes the machine lock and opens the site `--placement` (or `--host`)
+/// names: what every workload command does before its test. The lock is held while the
+/// returned guard lives.
+pub(crate) fn open_site(
+    common: &Common,
+    plan: &Plan,
+) -> Result<(virtperf_machine::lock::MachineLock, Box<dyn Site>)> {
     // Every value of the plan came from the command line: a value out of range is a usage
     // error (exit 2), like one clap's parsers caught.
     plan.validate()
@@ -105,7 +109,7 @@ fn execute(common: &Common, plan: Plan) -> Result<()> {
     let placement = common.placement()?;
     placement.preflight()?;
     // Held until this function returns: the whole test, set-up and teardown included.
-    let _machine = crate::machine::take(&common.lock)?;
+    let machine = crate::machine::take(&common.lock)?;
     if common.placement.needs_root() {
         // SIGINT, SIGTERM or SIGHUP must not leave namespaces, taps or guests behind:
         // remove what this process made and exit the way a tool stopped by that signal does.
@@ -139,6 +143,14 @@ fn execute(common: &Common, plan: Plan) -> Result<()> {
         }
         None => virtperf_place::open(&placement)?,
     };
+    Ok((machine, site))
+}
+
+/// Runs a plan where `--placement` says (or against `--host`): opens that site, hands it the
+/// plan, renders the result.
+fn execute(common: &Common, plan: Plan) -> Result<()> {
+    let local = common.placement == Placement::Local;
+    let (_machine, site) = open_site(common, &plan)?;
     // Live interval lines replace the progress bar (both would draw on stderr).
     let progress = Progress::new(
         plan.workload.name(),
@@ -257,18 +269,41 @@ pub fn rr(a: RrArgs) -> Result<()> {
         protocol: a.protocol.unwrap_or_default(),
         loss_timeout_ms: a.loss_timeout.map(|d| d.as_millis().max(1) as u32),
     };
-    execute(
-        &a.common,
-        plan_every(&a.common, w, a.duration, 0, a.interval),
-    )
+    let plan = plan_every(&a.common, w, a.duration, 0, a.interval);
+    match a.under_load {
+        Some(load) => rr_under_load(&a.common, plan, load),
+        None => execute(&a.common, plan),
+    }
+}
+
+/// `rr --under-load`: the rr alone and beside bulk streams, interleaved, on one agent.
+fn rr_under_load(common: &Common, plan: Plan, load: crate::under_load::UnderLoad) -> Result<()> {
+    let usage =
+        |e: anyhow::Error| crate::signals::exit(crate::signals::code::USAGE, format!("{e:#}"));
+    if !matches!(
+        common.placement,
+        Placement::Local | Placement::Remote { .. } | Placement::Ssh(..)
+    ) {
+        return Err(usage(anyhow::anyhow!(
+            "--under-load runs on local, remote and ssh placements for now"
+        )));
+    }
+    if plan.interval.is_some() || common.json_stream {
+        return Err(usage(anyhow::anyhow!(
+            "--under-load reports whole trials: drop -i and --json-stream"
+        )));
+    }
+    let stream = crate::under_load::stream_plan(&plan, load).map_err(usage)?;
+    let (_machine, site) = open_site(common, &plan)?;
+    crate::under_load::run(&site.target(), &plan, &stream, load, common.json)
 }
 
 /// `virtperf crr`
 pub fn crr(a: RrArgs) -> Result<()> {
-    if a.gap.is_some() || a.request_rate.is_some() {
+    if a.gap.is_some() || a.request_rate.is_some() || a.under_load.is_some() {
         return Err(crate::signals::exit(
             crate::signals::code::USAGE,
-            "--gap and --rate apply to rr (crr connects for every transaction)",
+            "--gap, --rate and --under-load apply to rr (crr connects for every transaction)",
         ));
     }
     if a.protocol.is_some_and(|p| !p.is_tcp()) || a.loss_timeout.is_some() {
@@ -594,6 +629,11 @@ pub struct RrArgs {
     /// kept in the JSON result as `intervals`
     #[arg(long, short = 'i', value_parser = parse_interval, value_name = "DURATION")]
     pub interval: Option<Duration>,
+    /// Latency under load (flent's RRUL idea): the rr alone and beside N bulk streams on
+    /// the same path, interleaved over K pairs, the latency the load adds with its CI:
+    /// `streams=N[,reverse][,pairs=K]` (K defaults to 3)
+    #[arg(long, value_parser = crate::under_load::parse, value_name = "streams=N[,reverse][,pairs=K]")]
+    pub under_load: Option<crate::under_load::UnderLoad>,
     #[command(flatten)]
     pub common: Common,
 }

@@ -18,6 +18,7 @@ mod progress;
 mod push;
 mod render;
 mod signals;
+mod under_load;
 mod vm;
 mod wake;
 

@@ -337,3 +337,38 @@ fn zerocopy_senders_move_data_both_ways() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--zerocopy"), "{err}");
 }
+
+/// `rr --under-load`: the rr alone and beside streams, interleaved; each metric's median
+/// alone and loaded and the paired difference with its CI; the streams' throughput.
+#[test]
+fn rr_under_load_reports_the_added_latency() {
+    let r = run_json(&["rr", "--under-load", "streams=2,pairs=2", "-l", "500ms"]);
+    assert_eq!(
+        r["alone"].as_array().map(Vec::len),
+        Some(2),
+        "{}",
+        r["added"]
+    );
+    assert_eq!(r["loaded"].as_array().map(Vec::len), Some(2));
+    let added = r["added"].as_array().expect("added");
+    let names: Vec<&str> = added.iter().filter_map(|a| a["metric"].as_str()).collect();
+    assert_eq!(names, ["p50_us", "p99_us", "rate_per_s"]);
+    for a in added {
+        assert!(
+            a["alone"].as_f64() > Some(0.0) && a["loaded"].as_f64() > Some(0.0),
+            "{a}"
+        );
+        assert_eq!(a["added"]["n"], 2, "{a}");
+    }
+    let mbps = r["stream_mbps"].as_array().expect("stream_mbps");
+    assert_eq!(mbps.len(), 2);
+    assert!(mbps.iter().all(|m| m.as_f64() > Some(0.0)), "{mbps:?}");
+    for bad in [
+        &["crr", "--under-load", "streams=2", "-l", "1s"][..],
+        &["rr", "--under-load", "streams=0", "-l", "1s"],
+        &["rr", "--under-load", "streams=2", "-i", "250ms", "-l", "1s"],
+    ] {
+        let (code, err) = common::run_fail(bad);
+        assert_eq!(code, 2, "{bad:?}: {err}");
+    }
+}

@@ -1,0 +1,281 @@
+//! `rr --under-load streams=N[,reverse][,pairs=K]`: latency under load, flent's RRUL idea
+//! for a VM's queue. An rr measured while N bulk streams run through the same path, and
+//! the same rr alone, interleaved (alone, loaded, alone, loaded … K pairs, the order
+//! flipped every pair), so the latency the load adds is one number per pair, summarized
+//! with its confidence interval. The streams start half a second before the rr and end
+//! after it: the rr is loaded from its first transaction to its last.
+
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Result};
+use serde::Serialize;
+use virtperf_lab::plan::Plan;
+use virtperf_report::stats::{summarize, Summary};
+use virtperf_wire::{Outcome, TestResult, Workload};
+
+/// What `--under-load` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnderLoad {
+    /// Bulk streams beside the rr.
+    pub streams: u32,
+    /// They run server → client.
+    pub reverse: bool,
+    /// Pairs of (alone, loaded) trials.
+    pub pairs: u32,
+}
+
+/// Parses `streams=4[,reverse][,pairs=3]`.
+pub fn parse(s: &str) -> Result<UnderLoad, String> {
+    let mut u = UnderLoad {
+        streams: 0,
+        reverse: false,
+        pairs: 3,
+    };
+    for part in s.split(',').map(str::trim) {
+        let num = |v: &str, max: u32| {
+            v.parse::<u32>()
+                .ok()
+                .filter(|n| (1..=max).contains(n))
+                .ok_or_else(|| format!("{part:?}: a number from 1 to {max}"))
+        };
+        match part.split_once('=') {
+            Some(("streams", v)) => u.streams = num(v, 64)?,
+            Some(("pairs", v)) => u.pairs = num(v, 100)?,
+            None if part == "reverse" => u.reverse = true,
+            _ => {
+                return Err(format!(
+                    "unknown --under-load part {part:?}: streams=N[,reverse][,pairs=K]"
+                ))
+            }
+        }
+    }
+    if u.streams == 0 {
+        return Err("--under-load needs streams=N (e.g. streams=4)".into());
+    }
+    Ok(u)
+}
+
+/// One metric, alone and loaded: each side's median over its trials, and the paired
+/// differences (loaded − alone) with their mean's 95 % confidence interval.
+#[derive(Debug, Serialize)]
+struct Added {
+    metric: &'static str,
+    alone: f64,
+    loaded: f64,
+    added: Summary,
+}
+
+/// What `--under-load --json` prints.
+#[derive(Debug, Serialize)]
+struct Report {
+    streams: u32,
+    reverse: bool,
+    pairs: u32,
+    added: Vec<Added>,
+    /// The streams' receiver throughput in each loaded trial, Mbit/s.
+    stream_mbps: Vec<f64>,
+    alone: Vec<TestResult>,
+    loaded: Vec<TestResult>,
+    streams_results: Vec<TestResult>,
+}
+
+/// The streams of a loaded trial: 128 KiB sends on `load.streams` flows, for the rr's
+/// duration and a second more (they start half a second before it).
+pub fn stream_plan(rr: &Plan, load: UnderLoad) -> Result<Plan> {
+    if !matches!(rr.workload, Workload::Rr { .. }) || !rr.workload.protocol().is_tcp() {
+        bail!("--under-load measures a TCP rr");
+    }
+    let stream = Plan {
+        sock: rr.sock,
+        family: rr.family,
+        ..Plan::new(
+            Workload::Stream {
+                send_size: 128 << 10,
+                flows: load.streams,
+                reverse: load.reverse,
+                recv_size: None,
+                recv_wait: None,
+                threads: None,
+                protocol: Default::default(),
+                rate_bps: None,
+                gso: false,
+                gro: false,
+                bidir: false,
+                zerocopy: None,
+            },
+            rr.duration + Duration::from_secs(1),
+        )
+    };
+    stream.validate()?;
+    Ok(stream)
+}
+
+/// Runs the interleaved pairs against the agent at `target` and prints the report (JSON
+/// when `json`).
+pub fn run(
+    target: &virtperf_lab::plan::Target,
+    rr: &Plan,
+    stream: &Plan,
+    load: UnderLoad,
+    json: bool,
+) -> Result<()> {
+    let (mut alone, mut loaded, mut streams) = (Vec::new(), Vec::new(), Vec::new());
+    for pair in 0..load.pairs {
+        for with_load in if pair % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        } {
+            if !json {
+                eprint!(
+                    "\rpair {}/{}: rr {}   ",
+                    pair + 1,
+                    load.pairs,
+                    if with_load { "with load" } else { "alone" }
+                );
+            }
+            if !with_load {
+                alone.push(virtperf_lab::client::run(target, rr, &|_| {})?);
+                continue;
+            }
+            let (r, s) = std::thread::scope(|sc| {
+                let bg = sc.spawn(|| virtperf_lab::client::run(target, stream, &|_| {}));
+                std::thread::sleep(Duration::from_millis(500));
+                let r = virtperf_lab::client::run(target, rr, &|_| {});
+                let s = bg.join().map_err(|_| anyhow!("the stream thread panicked"));
+                (r, s)
+            });
+            loaded.push(r?);
+            streams.push(s??);
+        }
+    }
+    if !json {
+        eprint!("\r{:60}\r", "");
+    }
+    let report = summarize_pairs(load, alone, loaded, streams);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", text(&report));
+    }
+    Ok(())
+}
+
+fn rr_metrics(r: &TestResult) -> Option<[f64; 3]> {
+    match &r.outcome {
+        Outcome::Rr(o) if o.latency.count > 0 => {
+            Some([o.latency.p50_us, o.latency.p99_us, o.rate_per_s])
+        }
+        _ => None,
+    }
+}
+
+fn summarize_pairs(
+    load: UnderLoad,
+    alone: Vec<TestResult>,
+    loaded: Vec<TestResult>,
+    streams: Vec<TestResult>,
+) -> Report {
+    let names = ["p50_us", "p99_us", "rate_per_s"];
+    let median = |v: &[f64]| summarize(v, 0.95).median;
+    let added = (0..3)
+        .map(|k| {
+            let a: Vec<f64> = alone.iter().filter_map(rr_metrics).map(|m| m[k]).collect();
+            let l: Vec<f64> = loaded.iter().filter_map(rr_metrics).map(|m| m[k]).collect();
+            let diffs: Vec<f64> = a.iter().zip(&l).map(|(a, l)| l - a).collect();
+            Added {
+                metric: names[k],
+                alone: median(&a),
+                loaded: median(&l),
+                added: summarize(&diffs, 0.95),
+            }
+        })
+        .collect();
+    let stream_mbps = streams
+        .iter()
+        .filter_map(|s| match &s.outcome {
+            Outcome::Stream(o) => Some(o.mbps),
+            _ => None,
+        })
+        .collect();
+    Report {
+        streams: load.streams,
+        reverse: load.reverse,
+        pairs: load.pairs,
+        added,
+        stream_mbps,
+        alone,
+        loaded,
+        streams_results: streams,
+    }
+}
+
+fn text(r: &Report) -> String {
+    use std::fmt::Write;
+    let mut s = format!(
+        "virtperf rr under load: {} stream{} {}, {} interleaved pairs\n",
+        r.streams,
+        if r.streams == 1 { "" } else { "s" },
+        if r.reverse {
+            "server→client"
+        } else {
+            "client→server"
+        },
+        r.pairs
+    );
+    let _ = writeln!(
+        s,
+        "  {:<11} {:>12} {:>12} {:>12} {:>22}",
+        "metric", "alone", "loaded", "added", "added 95% CI"
+    );
+    for a in &r.added {
+        let _ = writeln!(
+            s,
+            "  {:<11} {:>12.2} {:>12.2} {:>12.2} {:>22}",
+            a.metric,
+            a.alone,
+            a.loaded,
+            a.added.mean,
+            if a.added.n >= 2 {
+                format!("[{:.2}, {:.2}]", a.added.ci_low, a.added.ci_high)
+            } else {
+                "— (one pair)".to_string()
+            }
+        );
+    }
+    let mb: Vec<String> = r.stream_mbps.iter().map(|m| format!("{m:.0}")).collect();
+    let _ = writeln!(
+        s,
+        "  streams' throughput in the loaded trials, Mbit/s: {}",
+        mb.join(", ")
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spec_parses_and_refuses() {
+        assert_eq!(
+            parse("streams=4,reverse,pairs=5"),
+            Ok(UnderLoad {
+                streams: 4,
+                reverse: true,
+                pairs: 5
+            })
+        );
+        assert_eq!(parse("streams=2").map(|u| u.pairs), Ok(3));
+        for bad in [
+            "",
+            "reverse",
+            "streams=0",
+            "streams=1e30",
+            "streams=4,bogus",
+            "pairs=3",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+}
