@@ -332,6 +332,20 @@ fn zerocopy_senders_move_data_both_ways() {
         let o = &r["outcome"];
         assert!(o["mbps"].as_f64() > Some(0.0), "{args:?}: {o}");
         assert_eq!(o["receiver_bytes"], o["sender_bytes"], "{args:?}: {o}");
+        if method == "msg" {
+            // The kernel's notifications, counted: on loopback it copies every send, and
+            // the result says so.
+            let z = &o["zerocopy"];
+            let (done, copied) = (z["completed"].as_u64(), z["copied"].as_u64());
+            assert!(done > Some(0) && copied <= done, "{z}");
+            if copied > Some(0) {
+                assert!(
+                    r["warnings"].to_string().contains("MSG_ZEROCOPY"),
+                    "{}",
+                    r["warnings"]
+                );
+            }
+        }
     }
     let (code, err) = common::run_fail(&["stream", "-Z", "--threads", "2", "-P", "4", "-l", "1s"]);
     assert_eq!(code, 2, "{err}");

@@ -616,6 +616,7 @@ fn run_test(
         events: Some(events),
         setup_s,
         sock: side.applied.lock().ok().and_then(|a| a.clone()),
+        zerocopy: side.zerocopy.lock().ok().and_then(|z| *z),
     };
     // A report over the limit is not sent (the client would take it for another protocol);
     // the error below says what happened instead.

@@ -315,6 +315,7 @@ fn run_once(
         events: Some(events),
         setup_s,
         sock: side.applied.lock().ok().and_then(|a| a.clone()),
+        zerocopy: side.zerocopy.lock().ok().and_then(|z| *z),
     };
     if let Some(c) = capture {
         c.stop()?;
@@ -635,6 +636,7 @@ pub fn run_url(
         events: Some(events),
         setup_s: None,
         sock: None,
+        zerocopy: None,
     };
     let downloads = downloads.lock().map(|d| d.clone()).unwrap_or_default();
     assemble(Collected {

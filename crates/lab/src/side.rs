@@ -12,7 +12,7 @@ use anyhow::{anyhow, Result};
 use virtperf_load::Counts;
 use virtperf_measure::cpu::thread_cpu_since;
 use virtperf_measure::{new_histogram, thread_cpu, LatencyHistogram};
-use virtperf_wire::{AppliedSockOpts, FlowStats, TcpInfo, ThreadCpu};
+use virtperf_wire::{AppliedSockOpts, FlowStats, TcpInfo, ThreadCpu, ZeroCopyCounts};
 
 /// What a worker's body returns: its flows' counts and, where it read them, their TCP state.
 type Flows = (Vec<Counts>, Vec<Option<TcpInfo>>);
@@ -79,6 +79,8 @@ pub(crate) struct Ctl {
     /// The socket options the kernel applied to this side's first TCP data connection
     /// (read where a worker is handed one: `spawn_conn_worker`).
     pub applied: Arc<Mutex<Option<AppliedSockOpts>>>,
+    /// This side's `MSG_ZEROCOPY` senders' notifications, summed.
+    pub zerocopy: Arc<Mutex<Option<ZeroCopyCounts>>>,
 }
 
 impl Ctl {
@@ -88,6 +90,7 @@ impl Ctl {
             gate: Arc::new(Gate::default()),
             cpu,
             applied: Arc::default(),
+            zerocopy: Arc::default(),
         }
     }
 }

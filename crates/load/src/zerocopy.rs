@@ -30,13 +30,7 @@ const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
 const SO_EE_CODE_ZEROCOPY_COPIED: u8 = 1;
 
 /// What the `msg` sender learned from the kernel's notifications.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ZcStats {
-    /// Sends the kernel reported complete.
-    pub completed: u64,
-    /// Of them, sends whose data it copied after all.
-    pub copied: u64,
-}
+pub type ZcStats = virtperf_wire::ZeroCopyCounts;
 
 /// Sends `send_size`-byte messages the zero-copy way `mode` says until `stop`, then shuts
 /// down the write side; like [`crate::stream::send`] otherwise.

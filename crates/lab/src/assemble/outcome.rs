@@ -371,7 +371,14 @@ pub(crate) fn stream_outcome(
         udp,
         retransmits: (!retrans.is_empty()).then(|| retrans.iter().sum()),
         bidir: None,
+        zerocopy: tx.zerocopy,
     };
+    if let Some(z) = tx.zerocopy.filter(|z| z.copied > 0) {
+        warnings.push(format!(
+            "the kernel copied {} of {} MSG_ZEROCOPY sends (a loopback, or a device without scatter-gather): this sender copied after all, and paid for the notifications too",
+            z.copied, z.completed
+        ));
+    }
     (Outcome::Stream(o), receiver_bytes as f64 / 1024.0, "KB")
 }
 
@@ -537,6 +544,14 @@ pub(crate) fn bidir_outcome(
             client_to_server: totals(&f),
             server_to_client: totals(&r),
         }),
+        zerocopy: match (f.zerocopy, r.zerocopy) {
+            (None, None) => None,
+            (a, b) => {
+                let mut z = a.unwrap_or_default();
+                z.add(b.unwrap_or_default());
+                Some(z)
+            }
+        },
     };
     (Outcome::Stream(o), receiver_bytes as f64 / 1024.0, "KB")
 }

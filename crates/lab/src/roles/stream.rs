@@ -234,7 +234,13 @@ fn spawn_sender(
 ) -> Result<std::thread::JoinHandle<Result<crate::side::WorkerOut>>> {
     spawn_conn_worker(name, side, s, move |c, _, s| match zerocopy {
         Some(z) => {
-            virtperf_load::zerocopy::send(s, send_size as usize, z, &c.stop, &m).map(|(n, _)| n)
+            let (n, zc) = virtperf_load::zerocopy::send(s, send_size as usize, z, &c.stop, &m)?;
+            if z == virtperf_wire::ZeroCopy::Msg {
+                if let Ok(mut acc) = c.zerocopy.lock() {
+                    acc.get_or_insert_with(Default::default).add(zc);
+                }
+            }
+            Ok(n)
         }
         None => stream::send(s, send_size as usize, &c.stop, &m),
     })

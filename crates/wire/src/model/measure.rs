@@ -396,6 +396,27 @@ pub struct SideReport {
     /// worker that owns one TCP connection; absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sock: Option<AppliedSockOpts>,
+    /// `--zerocopy msg` senders on this side: what the kernel's notifications said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zerocopy: Option<ZeroCopyCounts>,
+}
+
+/// What the kernel reported of `MSG_ZEROCOPY` sends: how many it completed, and of them
+/// how many it copied after all (a loopback, or a device without scatter-gather).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ZeroCopyCounts {
+    /// Sends the kernel reported complete.
+    pub completed: u64,
+    /// Of them, sends whose data it copied.
+    pub copied: u64,
+}
+
+impl ZeroCopyCounts {
+    /// Adds another sender's counts.
+    pub fn add(&mut self, o: ZeroCopyCounts) {
+        self.completed += o.completed;
+        self.copied += o.copied;
+    }
 }
 
 /// The kernel's TCP state of one connection (`TCP_INFO`, as `ss -ti` shows it), read by one

@@ -173,6 +173,9 @@ pub struct StreamOutcome {
     /// totals above are both directions').
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bidir: Option<Bidir>,
+    /// `--zerocopy msg`: the sending side's MSG_ZEROCOPY sends, as the kernel reported them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zerocopy: Option<ZeroCopyCounts>,
 }
 
 /// Outcome of a bulk transfer.
