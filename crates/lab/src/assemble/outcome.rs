@@ -355,11 +355,6 @@ pub(crate) fn stream_outcome(
             ..s
         })
     });
-    let retrans: Vec<u64> = tx
-        .flows
-        .iter()
-        .filter_map(|t| t.tcp.map(|x| x.retransmits_interval))
-        .collect();
     let o = StreamOutcome {
         direction: direction(reverse),
         mbps: mbps(receiver_bytes, elapsed),
@@ -369,16 +364,11 @@ pub(crate) fn stream_outcome(
         flows,
         flow_spread,
         udp,
-        retransmits: (!retrans.is_empty()).then(|| retrans.iter().sum()),
+        retransmits: retransmits(tx),
         bidir: None,
         zerocopy: tx.zerocopy,
     };
-    if let Some(z) = tx.zerocopy.filter(|z| z.copied > 0) {
-        warnings.push(format!(
-            "the kernel copied {} of {} MSG_ZEROCOPY sends (a loopback, or a device without scatter-gather): this sender copied after all, and paid for the notifications too",
-            z.copied, z.completed
-        ));
-    }
+    zerocopy_warning(tx, warnings);
     (Outcome::Stream(o), receiver_bytes as f64 / 1024.0, "KB")
 }
 
@@ -472,6 +462,27 @@ pub(crate) fn http_outcome(c: &Collected, bytes: u64, warnings: &mut Vec<String>
         downloads,
     };
     (Outcome::Http(o), total_bytes as f64 / 1024.0, "KB")
+}
+
+/// TCP segments the sender's flows retransmitted in the interval; `None` when no flow's
+/// TCP state was read.
+fn retransmits(tx: &SideReport) -> Option<u64> {
+    let known: Vec<u64> = tx
+        .flows
+        .iter()
+        .filter_map(|t| t.tcp.map(|x| x.retransmits_interval))
+        .collect();
+    (!known.is_empty()).then(|| known.iter().sum())
+}
+
+/// A warning when the kernel copied `MSG_ZEROCOPY` sends after all.
+fn zerocopy_warning(tx: &SideReport, warnings: &mut Vec<String>) {
+    if let Some(z) = tx.zerocopy.filter(|z| z.copied > 0) {
+        warnings.push(format!(
+            "the kernel copied {} of {} MSG_ZEROCOPY sends (a loopback, or a device without scatter-gather): this sender copied after all, and paid for the notifications too",
+            z.copied, z.completed
+        ));
+    }
 }
 
 /// `--bidir` stream: the client's even connections sent and the agent's odd ones (each flow
