@@ -29,6 +29,14 @@ fn options_round_trip_through_the_kernel() {
             let mss = a["mss"].as_u64().expect("mss");
             assert!((1300..=1400).contains(&mss), "{workload} {side}: {a}");
         }
+        // The connection's own TCP state agrees: it sent with that MSS.
+        let tcp = if workload == "rr" {
+            &r["outcome"]["tcp"]
+        } else {
+            &r["outcome"]["flows"][0]["tcp"]
+        };
+        let mss = tcp["snd_mss"].as_u64().expect("snd_mss");
+        assert!((1300..=1400).contains(&mss), "{workload}: {tcp}");
     }
 }
 

@@ -116,6 +116,7 @@ pub(crate) fn rr_outcome(
             })
         }),
         udp: udp_rr(c, n, warnings),
+        tcp: c.client.flows.first().and_then(|f| f.tcp),
     };
     if let Workload::Rr {
         rate_per_s: Some(want),
@@ -408,6 +409,7 @@ pub(crate) fn bulk_outcome(
             0.0
         },
         mbps: mbps(receiver_bytes, elapsed),
+        tcp: sender.flows.first().and_then(|f| f.tcp),
     };
     (Outcome::Bulk(o), receiver_bytes as f64 / 1024.0, "KB")
 }

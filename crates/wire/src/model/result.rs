@@ -48,6 +48,10 @@ pub struct RrOutcome {
     /// UDP: lost transactions (restarted after a timeout), never hidden.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpRr>,
+    /// TCP, a thread per flow: the client's view of its first connection over the measured
+    /// interval (each flow's is in the sides' reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpInfo>,
 }
 
 /// A UDP rr test's losses: a transaction whose request or response is lost is counted and
@@ -193,6 +197,9 @@ pub struct BulkOutcome {
     pub mib_per_s: f64,
     /// 10^6 bits per second.
     pub mbps: f64,
+    /// The sender's view of the connection over the transfer (`TCP_INFO`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpInfo>,
 }
 
 /// One HTTP download.
