@@ -116,3 +116,43 @@ fn stream_flows_carry_tcp_state_and_loss_raises_retransmits() {
         "2% loss should raise retransmits well past a clean run's: {before} without, {after} with"
     );
 }
+
+/// A stored stream's retransmissions are shown by `show` beside its table (and compared
+/// as a metric: lower is better).
+#[test]
+fn show_prints_the_stored_tcp_state() {
+    let dir = std::env::temp_dir().join(format!("vp-t-tcpshow-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let spec = dir.join("s.toml");
+    let db = dir.join("r.db");
+    std::fs::write(
+        &spec,
+        "name = \"tcp\"\nduration = \"300ms\"\nrepetitions = 2\n[[workload]]\nkind = \"stream\"\nbidir = true\n",
+    )
+    .expect("spec");
+    let run = run_with_timeout(
+        common::vp().args([
+            "run",
+            spec.to_str().unwrap_or(""),
+            "--db",
+            db.to_str().unwrap_or(""),
+        ]),
+        Duration::from_secs(120),
+    );
+    common::assert_ok(&run);
+    let show = run_with_timeout(
+        common::vp().args(["show", "1", "--db", db.to_str().unwrap_or("")]),
+        Duration::from_secs(60),
+    );
+    common::assert_ok(&show);
+    let text = String::from_utf8_lossy(&show.stdout);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        text.contains("TCP (") && text.contains("retransmits"),
+        "{text}"
+    );
+    assert!(
+        text.contains("client→server") && text.contains("server→client"),
+        "{text}"
+    );
+}

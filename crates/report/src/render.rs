@@ -594,6 +594,39 @@ UDP (mean of tries):
     out
 }
 
+/// TCP state per point and config, where the results carry it (means over tries):
+/// retransmitted segments, and a `--bidir` stream's two directions. Empty otherwise.
+pub fn tcp_table(points: &[PointSummary]) -> String {
+    let mut out = String::new();
+    for p in points {
+        for c in &p.configs {
+            let get = |n: &str| c.metrics.iter().find(|m| m.name == n).map(|m| &m.summary);
+            let mut parts = Vec::new();
+            if let Some(r) = get("retransmits") {
+                parts.push(format!(
+                    "retransmits {:.1} per try (min {:.0}, max {:.0})",
+                    r.mean, r.min, r.max
+                ));
+            }
+            if let (Some(a), Some(b)) = (get("mbps_client_to_server"), get("mbps_server_to_client"))
+            {
+                parts.push(format!(
+                    "client→server {:.0} Mbit/s, server→client {:.0} Mbit/s",
+                    a.mean, b.mean
+                ));
+            }
+            if parts.is_empty() {
+                continue;
+            }
+            if out.is_empty() {
+                out.push_str("\nTCP (the senders' TCP_INFO; mean of tries):\n");
+            }
+            let _ = writeln!(out, "  {} · {}: {}", p.label, c.config, parts.join("; "));
+        }
+    }
+    out
+}
+
 /// Events per unit of work, per point and config (the means over tries of the `*_per_tr`
 /// or `*_per_mb` metrics): how many times each side slept, how many idle entries, IPIs and
 /// timer interrupts its CPU took. Empty when no result carries events.
