@@ -140,6 +140,18 @@ impl Plan {
     pub fn validate(&self) -> Result<()> {
         self.workload.validate().map_err(|e| anyhow!(e))?;
         self.sock.validate().map_err(|e| anyhow!(e))?;
+        if !self.workload.protocol().is_tcp() {
+            let o = &self.sock;
+            let tcp_only = [
+                ("--congestion", o.congestion.is_some()),
+                ("--mss", o.mss.is_some()),
+                ("--nodelay", o.nodelay.is_some()),
+                ("--mptcp", o.mptcp.is_some()),
+            ];
+            if let Some((flag, _)) = tcp_only.iter().find(|(_, set)| *set) {
+                bail!("{flag} is a TCP option: drop it with --protocol udp (buffers, --tos and --busy-poll apply to UDP too)");
+            }
+        }
         if self.sock.mptcp == Some(true) {
             if !matches!(
                 self.workload,

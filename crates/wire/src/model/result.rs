@@ -343,7 +343,7 @@ pub struct TestResult {
     pub sock: SockOpts,
     /// What the kernel applied on each side, read back from a data connection: a buffer it
     /// doubled or clamped, the congestion control and MSS in effect. Absent where no side
-    /// read it (flows multiplexed on threads, crr, http, UDP).
+    /// read it (flows multiplexed on threads, crr, http).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sock_applied: Option<SockApplied>,
     /// pcap file the test's traffic was recorded to (`--capture`).
