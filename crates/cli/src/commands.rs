@@ -280,14 +280,6 @@ pub fn rr(a: RrArgs) -> Result<()> {
 fn rr_under_load(common: &Common, plan: Plan, load: crate::under_load::UnderLoad) -> Result<()> {
     let usage =
         |e: anyhow::Error| crate::signals::exit(crate::signals::code::USAGE, format!("{e:#}"));
-    if !matches!(
-        common.placement,
-        Placement::Local | Placement::Remote { .. } | Placement::Ssh(..)
-    ) {
-        return Err(usage(anyhow::anyhow!(
-            "--under-load runs on local, remote and ssh placements for now"
-        )));
-    }
     if plan.interval.is_some() || common.json_stream {
         return Err(usage(anyhow::anyhow!(
             "--under-load reports whole trials: drop -i and --json-stream"
@@ -295,7 +287,7 @@ fn rr_under_load(common: &Common, plan: Plan, load: crate::under_load::UnderLoad
     }
     let stream = crate::under_load::stream_plan(&plan, load).map_err(usage)?;
     let (_machine, site) = open_site(common, &plan)?;
-    crate::under_load::run(&site.target(), &plan, &stream, load, common.json)
+    crate::under_load::run(site.as_ref(), &plan, &stream, load, common.json)
 }
 
 /// `virtperf crr`

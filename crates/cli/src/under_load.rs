@@ -3,7 +3,9 @@
 //! the same rr alone, interleaved (alone, loaded, alone, loaded … K pairs, the order
 //! flipped every pair), so the latency the load adds is one number per pair, summarized
 //! with its confidence interval. The streams start half a second before the rr and end
-//! after it: the rr is loaded from its first transaction to its last.
+//! after it: the rr is loaded from its first transaction to its last. Both tests of a
+//! loaded trial go through the same site, so on a netns or guest placement they share its
+//! veth pair or virtio queue.
 
 use std::time::Duration;
 
@@ -110,10 +112,10 @@ pub fn stream_plan(rr: &Plan, load: UnderLoad) -> Result<Plan> {
     Ok(stream)
 }
 
-/// Runs the interleaved pairs against the agent at `target` and prints the report (JSON
-/// when `json`).
+/// Runs the interleaved pairs on `site` (both tests of a loaded trial at once, through
+/// the same path) and prints the report (JSON when `json`).
 pub fn run(
-    target: &virtperf_lab::plan::Target,
+    site: &dyn virtperf_place::Site,
     rr: &Plan,
     stream: &Plan,
     load: UnderLoad,
@@ -135,13 +137,13 @@ pub fn run(
                 );
             }
             if !with_load {
-                alone.push(virtperf_lab::client::run(target, rr, &|_| {})?);
+                alone.push(site.run(rr, &|_| {})?);
                 continue;
             }
             let (r, s) = std::thread::scope(|sc| {
-                let bg = sc.spawn(|| virtperf_lab::client::run(target, stream, &|_| {}));
+                let bg = sc.spawn(|| site.run(stream, &|_| {}));
                 std::thread::sleep(Duration::from_millis(500));
-                let r = virtperf_lab::client::run(target, rr, &|_| {});
+                let r = site.run(rr, &|_| {});
                 let s = bg.join().map_err(|_| anyhow!("the stream thread panicked"));
                 (r, s)
             });

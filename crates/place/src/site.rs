@@ -18,7 +18,7 @@ pub struct Shaping {
 
 /// A place where the two ends of a plan run, opened once and handed any number of plans;
 /// torn down (agents stopped, namespaces and guests removed) when dropped.
-pub trait Site {
+pub trait Site: Sync {
     /// The agent this site's client half talks to (for guests that drive the test, the
     /// driving guest's agent).
     fn target(&self) -> Target;
