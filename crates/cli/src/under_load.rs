@@ -4,8 +4,9 @@
 //! flipped every pair), so the latency the load adds is one number per pair, summarized
 //! with its confidence interval. The streams start half a second before the rr and end
 //! after it: the rr is loaded from its first transaction to its last. Both tests of a
-//! loaded trial go through the same site, so on a netns or guest placement they share its
-//! veth pair or virtio queue.
+//! loaded trial go through the same site, so on a netns placement they share its veth
+//! pair. Agents elsewhere (remote, ssh, guests) run one test at a time under their own
+//! machine lock, so there the rr would queue behind the streams: refused for now.
 
 use std::time::Duration;
 

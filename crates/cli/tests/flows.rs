@@ -381,6 +381,15 @@ fn rr_under_load_reports_the_added_latency() {
         &["crr", "--under-load", "streams=2", "-l", "1s"][..],
         &["rr", "--under-load", "streams=0", "-l", "1s"],
         &["rr", "--under-load", "streams=2", "-i", "250ms", "-l", "1s"],
+        &[
+            "rr",
+            "--under-load",
+            "streams=2",
+            "-H",
+            "127.0.0.1",
+            "-l",
+            "1s",
+        ],
     ] {
         let (code, err) = common::run_fail(bad);
         assert_eq!(code, 2, "{bad:?}: {err}");
