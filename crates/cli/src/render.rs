@@ -439,9 +439,13 @@ fn stream_lines(s: &mut String, o: &virtperf_wire::StreamOutcome) {
     );
     if let Some(b) = &o.bidir {
         for (name, d) in [("c→s", &b.client_to_server), ("s→c", &b.server_to_client)] {
+            let cpu = match (d.sender_cpu_s, d.receiver_cpu_s) {
+                (Some(a), Some(b)) => format!("  CPU: sender {a:.2} s, receiver {b:.2} s"),
+                _ => String::new(),
+            };
             let _ = writeln!(
                 s,
-                "  {:<6} {:>12.2} {:>16} {:>16} {:>9.3}",
+                "  {:<6} {:>12.2} {:>16} {:>16} {:>9.3}{cpu}",
                 name, d.mbps, d.receiver_bytes, d.sender_bytes, d.elapsed_s
             );
         }

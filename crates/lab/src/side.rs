@@ -409,6 +409,8 @@ pub(crate) struct Joined {
     pub flows: Vec<Counts>,
     /// Per flow, in the order of `flows`: its TCP state, where it was read.
     pub tcp: Vec<Option<TcpInfo>>,
+    /// Per flow: its thread's CPU seconds, where one thread served it alone.
+    pub flow_cpu: Vec<Option<f64>>,
     pub cpu: ThreadCpu,
     pub hist: Option<LatencyHistogram>,
 }
@@ -420,6 +422,7 @@ impl Joined {
             .enumerate()
             .map(|(i, c)| FlowStats {
                 tcp: self.tcp.get(i).copied().flatten(),
+                thread_cpu_s: self.flow_cpu.get(i).copied().flatten(),
                 bytes_rx: c.bytes_rx,
                 bytes_tx: c.bytes_tx,
                 active_s: c.active.as_secs_f64(),
@@ -446,6 +449,9 @@ pub(crate) fn join_all(handles: Vec<JoinHandle<Result<WorkerOut>>>) -> Result<Jo
                 let n = w.flows.len();
                 j.tcp
                     .extend(w.tcp.into_iter().chain(std::iter::repeat(None)).take(n));
+                j.flow_cpu.resize(j.flows.len(), None);
+                let alone = (n == 1).then(|| w.cpu.total_s());
+                j.flow_cpu.extend(std::iter::repeat_n(alone, n));
                 j.flows.extend(w.flows);
                 j.cpu.add(w.cpu);
                 if let Some(h) = w.hist {

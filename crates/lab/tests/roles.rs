@@ -63,6 +63,13 @@ fn every_workload_runs_between_the_two_halves() {
         b.client_to_server.receiver_bytes + b.server_to_client.receiver_bytes
     );
     assert_eq!(o.flows.len(), 4, "{o:?}");
+    for d in [&b.client_to_server, &b.server_to_client] {
+        // Each direction's threads, apart: its senders on one side, receivers on the other.
+        assert!(
+            d.sender_cpu_s > Some(0.0) && d.receiver_cpu_s > Some(0.0),
+            "{d:?}"
+        );
+    }
     assert_eq!(o.flows[0].direction.as_deref(), Some("client_to_server"));
     assert_eq!(o.flows[1].direction.as_deref(), Some("server_to_client"));
 

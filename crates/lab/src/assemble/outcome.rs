@@ -524,12 +524,18 @@ pub(crate) fn bidir_outcome(
     let (Outcome::Stream(r), _, _) = stream_outcome(&rev_c, &rev_s, true, warnings) else {
         return stream_outcome(c, server, false, warnings);
     };
-    let totals = |o: &StreamOutcome| DirectionTotals {
+    // A direction's threads: its senders on one side, its receivers on the other.
+    let cpu = |r: &SideReport| -> Option<f64> {
+        r.flows.iter().map(|f| f.thread_cpu_s).sum::<Option<f64>>()
+    };
+    let totals = |o: &StreamOutcome, snd: &SideReport, rcv: &SideReport| DirectionTotals {
         mbps: o.mbps,
         receiver_bytes: o.receiver_bytes,
         sender_bytes: o.sender_bytes,
         elapsed_s: o.elapsed_s,
         retransmits: o.retransmits,
+        sender_cpu_s: cpu(snd),
+        receiver_cpu_s: cpu(rcv),
     };
     let tag = |o: &StreamOutcome| {
         let d = o.direction.clone();
@@ -554,8 +560,8 @@ pub(crate) fn bidir_outcome(
             (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
         },
         bidir: Some(Bidir {
-            client_to_server: totals(&f),
-            server_to_client: totals(&r),
+            client_to_server: totals(&f, &fwd_c.client, &fwd_s),
+            server_to_client: totals(&r, &rev_s, &rev_c.client),
         }),
         zerocopy: match (f.zerocopy, r.zerocopy) {
             (None, None) => None,

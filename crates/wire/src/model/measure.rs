@@ -318,6 +318,10 @@ pub struct FlowStats {
     /// over the measured interval, as this side saw it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpInfo>,
+    /// CPU seconds of the thread that served this flow alone (a thread per flow; absent
+    /// when a thread served several).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_cpu_s: Option<f64>,
 }
 
 /// Per-flow rates of a test whose flows are multiplexed on threads (`--threads`): how

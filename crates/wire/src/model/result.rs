@@ -128,6 +128,12 @@ pub struct DirectionTotals {
     /// TCP segments its senders retransmitted in the interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retransmits: Option<u64>,
+    /// CPU seconds of this direction's sending threads (on the sending side).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_cpu_s: Option<f64>,
+    /// CPU seconds of this direction's receiving threads (on the receiving side).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_cpu_s: Option<f64>,
 }
 
 /// Both directions of a `--bidir` stream, apart (the outcome's totals are their sums).
