@@ -55,14 +55,7 @@ pub fn prepare_data_socket<S: AsFd>(
         s.set_busy_poll(us)
             .map_err(|e| io::Error::new(e.kind(), format!("setting SO_BUSY_POLL={us}: {e}")))?;
     }
-    if let Some(b) = opts.sndbuf {
-        s.set_send_buffer_size(b as usize)
-            .map_err(|e| io::Error::new(e.kind(), format!("setting SO_SNDBUF={b}: {e}")))?;
-    }
-    if let Some(b) = opts.rcvbuf {
-        s.set_recv_buffer_size(b as usize)
-            .map_err(|e| io::Error::new(e.kind(), format!("setting SO_RCVBUF={b}: {e}")))?;
-    }
+    set_buffers(&s, opts)?;
     if let Some(cc) = opts.congestion {
         s.set_tcp_congestion(cc.as_str().as_bytes()).map_err(|e| {
             io::Error::new(
@@ -94,14 +87,7 @@ pub fn prepare_before_connect<S: AsFd>(s: &S, opts: &SockOpts) -> io::Result<()>
         s.set_tcp_mss(m)
             .map_err(|e| io::Error::new(e.kind(), format!("setting TCP_MAXSEG={m}: {e}")))?;
     }
-    if let Some(b) = opts.sndbuf {
-        s.set_send_buffer_size(b as usize)
-            .map_err(|e| io::Error::new(e.kind(), format!("setting SO_SNDBUF={b}: {e}")))?;
-    }
-    if let Some(b) = opts.rcvbuf {
-        s.set_recv_buffer_size(b as usize)
-            .map_err(|e| io::Error::new(e.kind(), format!("setting SO_RCVBUF={b}: {e}")))?;
-    }
+    set_buffers(&s, opts)?;
     Ok(())
 }
 
@@ -125,6 +111,20 @@ pub fn data_protocol(opts: &SockOpts) -> socket2::Protocol {
     } else {
         socket2::Protocol::TCP
     }
+}
+
+/// SO_SNDBUF and SO_RCVBUF as `opts` asks (set before connecting and again after: an
+/// accepted socket inherits its listener's, a connected one keeps what it had).
+fn set_buffers(s: &socket2::SockRef<'_>, opts: &SockOpts) -> io::Result<()> {
+    if let Some(b) = opts.sndbuf {
+        s.set_send_buffer_size(b as usize)
+            .map_err(|e| io::Error::new(e.kind(), format!("setting SO_SNDBUF={b}: {e}")))?;
+    }
+    if let Some(b) = opts.rcvbuf {
+        s.set_recv_buffer_size(b as usize)
+            .map_err(|e| io::Error::new(e.kind(), format!("setting SO_RCVBUF={b}: {e}")))?;
+    }
+    Ok(())
 }
 
 /// The congestion-control algorithms this machine offers
