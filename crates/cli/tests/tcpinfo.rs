@@ -145,8 +145,26 @@ fn show_prints_the_stored_tcp_state() {
         Duration::from_secs(60),
     );
     common::assert_ok(&show);
-    let text = String::from_utf8_lossy(&show.stdout);
+    let text = String::from_utf8_lossy(&show.stdout).into_owned();
+    let html = dir.join("r.html");
+    let report = run_with_timeout(
+        common::vp().args([
+            "report",
+            "1",
+            "--db",
+            db.to_str().unwrap_or(""),
+            "-o",
+            html.to_str().unwrap_or(""),
+        ]),
+        Duration::from_secs(60),
+    );
+    common::assert_ok(&report);
+    let page = std::fs::read_to_string(&html).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        page.contains("<h3>TCP</h3>") && page.contains("retransmits"),
+        "the report has TCP state too"
+    );
     assert!(
         text.contains("TCP (") && text.contains("retransmits"),
         "{text}"

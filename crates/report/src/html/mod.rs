@@ -201,6 +201,7 @@ fn run_section(s: &mut String, sec: &RunSection) {
     }
     s.push_str("<h3>CPU split (client machine, % of all CPUs)</h3>");
     s.push_str(&cpu_chart(sec.points));
+    s.push_str(&tcp_section(sec.points));
     if !sec.comparisons.is_empty() {
         s.push_str("<h3>comparison</h3>");
         s.push_str(&compare_chart(sec.comparisons));
@@ -223,6 +224,19 @@ fn time_series_charts(points: &[&PointSummary]) -> String {
         }
     }
     out
+}
+
+/// The senders' TCP state (retransmits, a `--bidir` stream's directions), as `show` has
+/// it; empty when no result carries any.
+fn tcp_section(points: &[PointSummary]) -> String {
+    let tcp = crate::render::tcp_table(points);
+    if tcp.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<h3>TCP</h3><pre>{}</pre>",
+        esc(tcp.trim_start_matches('\n'))
+    )
 }
 
 /// Round ticks: a step of 1, 2 or 5 × 10^k giving four to eight of them up to `max`.
