@@ -157,6 +157,9 @@ pub struct ShowArgs {
     /// table, md, csv or json
     #[arg(long, default_value = "table", value_parser = parse_format)]
     pub format: Format,
+    /// The same as --format json (every reporting command takes --json)
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
     /// Table shape: tries, sweep (seed 3), matrix (seed 1), downloads (seed 0); default from the spec
     #[arg(long)]
     pub shape: Option<String>,
@@ -620,7 +623,10 @@ pub fn runs(a: RunsArgs) -> Result<()> {
 }
 
 /// `virtperf show`
-pub fn show(a: ShowArgs) -> Result<()> {
+pub fn show(mut a: ShowArgs) -> Result<()> {
+    if a.json {
+        a.format = Format::Json;
+    }
     let store = a.db.open()?;
     let row = resolve(&store, &a.run)?;
     let trials = store.trials(row.id)?;

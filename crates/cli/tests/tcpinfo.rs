@@ -146,6 +146,14 @@ fn show_prints_the_stored_tcp_state() {
     );
     common::assert_ok(&show);
     let text = String::from_utf8_lossy(&show.stdout).into_owned();
+    // `--json` as on every reporting command: the stored retransmits among the metrics.
+    let json = run_with_timeout(
+        common::vp().args(["show", "1", "--json", "--db", db.to_str().unwrap_or("")]),
+        Duration::from_secs(60),
+    );
+    common::assert_ok(&json);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("show --json");
+    assert!(v.to_string().contains("\"retransmits\""), "{v}");
     let html = dir.join("r.html");
     let report = run_with_timeout(
         common::vp().args([
