@@ -63,8 +63,10 @@ pub fn parse(s: &str) -> Result<UnderLoad, String> {
 #[derive(Debug, Serialize)]
 struct Added {
     metric: &'static str,
-    alone: f64,
-    loaded: f64,
+    /// Median over the trials alone; `None` when no trial completed a transaction.
+    alone: Option<f64>,
+    /// Median over the loaded trials; `None` likewise.
+    loaded: Option<f64>,
     added: Summary,
 }
 
@@ -88,26 +90,19 @@ pub fn stream_plan(rr: &Plan, load: UnderLoad) -> Result<Plan> {
     if !matches!(rr.workload, Workload::Rr { .. }) || !rr.workload.protocol().is_tcp() {
         bail!("--under-load measures a TCP rr");
     }
+    // The stream role builds its workload, as for a spec point: 128 KiB sends.
+    let params = virtperf_lab::roles::Params {
+        send: 128 << 10,
+        flows: load.streams,
+        reverse: load.reverse,
+        ..Default::default()
+    };
+    let w = virtperf_lab::roles::workload("stream", &params)
+        .ok_or_else(|| anyhow!("no stream workload"))?;
     let stream = Plan {
         sock: rr.sock,
         family: rr.family,
-        ..Plan::new(
-            Workload::Stream {
-                send_size: 128 << 10,
-                flows: load.streams,
-                reverse: load.reverse,
-                recv_size: None,
-                recv_wait: None,
-                threads: None,
-                protocol: Default::default(),
-                rate_bps: None,
-                gso: false,
-                gro: false,
-                bidir: false,
-                zerocopy: None,
-            },
-            rr.duration + Duration::from_secs(1),
-        )
+        ..Plan::new(w, rr.duration + Duration::from_secs(1))
     };
     stream.validate()?;
     Ok(stream)
@@ -180,7 +175,7 @@ fn summarize_pairs(
     streams: Vec<TestResult>,
 ) -> Report {
     let names = ["p50_us", "p99_us", "rate_per_s"];
-    let median = |v: &[f64]| summarize(v, 0.95).median;
+    let median = |v: &[f64]| (!v.is_empty()).then(|| summarize(v, 0.95).median);
     let added = (0..3)
         .map(|k| {
             let a: Vec<f64> = alone.iter().filter_map(rr_metrics).map(|m| m[k]).collect();
@@ -231,18 +226,20 @@ fn text(r: &Report) -> String {
         "  {:<11} {:>12} {:>12} {:>12} {:>22}",
         "metric", "alone", "loaded", "added", "added 95% CI"
     );
+    // No trial with a completed transaction: not measured, shown as such (never 0).
+    let num = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.2}"));
     for a in &r.added {
         let _ = writeln!(
             s,
-            "  {:<11} {:>12.2} {:>12.2} {:>12.2} {:>22}",
+            "  {:<11} {:>12} {:>12} {:>12} {:>22}",
             a.metric,
-            a.alone,
-            a.loaded,
-            a.added.mean,
-            if a.added.n >= 2 {
-                format!("[{:.2}, {:.2}]", a.added.ci_low, a.added.ci_high)
-            } else {
-                "— (one pair)".to_string()
+            num(a.alone),
+            num(a.loaded),
+            num((a.added.n > 0).then_some(a.added.mean)),
+            match a.added.n {
+                0 => "— (no pair measured)".to_string(),
+                1 => "— (one pair)".to_string(),
+                _ => format!("[{:.2}, {:.2}]", a.added.ci_low, a.added.ci_high),
             }
         );
     }

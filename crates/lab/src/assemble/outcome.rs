@@ -466,15 +466,16 @@ pub(crate) fn http_outcome(c: &Collected, bytes: u64, warnings: &mut Vec<String>
     (Outcome::Http(o), total_bytes as f64 / 1024.0, "KB")
 }
 
-/// TCP segments the sender's flows retransmitted in the interval; `None` when no flow's
-/// TCP state was read.
+/// TCP segments the sender's flows retransmitted in the interval; `None` unless every
+/// flow's TCP state was read (a partial sum would read as a total).
 fn retransmits(tx: &SideReport) -> Option<u64> {
-    let known: Vec<u64> = tx
-        .flows
+    if tx.flows.is_empty() {
+        return None;
+    }
+    tx.flows
         .iter()
-        .filter_map(|t| t.tcp.map(|x| x.retransmits_interval))
-        .collect();
-    (!known.is_empty()).then(|| known.iter().sum())
+        .map(|t| t.tcp.map(|x| x.retransmits_interval))
+        .sum()
 }
 
 /// A warning when the kernel copied `MSG_ZEROCOPY` sends after all.
@@ -555,10 +556,7 @@ pub(crate) fn bidir_outcome(
         flows,
         flow_spread: None,
         udp: None,
-        retransmits: match (f.retransmits, r.retransmits) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-        },
+        retransmits: f.retransmits.zip(r.retransmits).map(|(a, b)| a + b),
         bidir: Some(Bidir {
             client_to_server: totals(&f, &fwd_c.client, &fwd_s),
             server_to_client: totals(&r, &rev_s, &rev_c.client),
