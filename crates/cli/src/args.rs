@@ -214,3 +214,75 @@ fn busy_poll(s: &str) -> Result<u32, String> {
         .filter(|u| *u <= virtperf_wire::MAX_BUSY_POLL_US)
         .ok_or_else(|| format!("invalid busy-poll time {s:?}: 0 to 1000000 µs"))
 }
+
+/// `--tag KEY=VALUE`: where a run ran, in a fleet's words, stored with it.
+#[derive(Debug, Clone, Default, Args)]
+pub struct TagArgs {
+    /// Store this tag with the run (repeatable), e.g. --tag rack=b12 --tag campaign=c7;
+    /// added to $VIRTPERF_TAGS (KEY=VALUE,KEY=VALUE), and wins over it for the same key
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = virtperf_store::parse_tag)]
+    pub tags: Vec<(String, String)>,
+}
+
+impl TagArgs {
+    /// `$VIRTPERF_TAGS`, then each `--tag` in order (a later one replaces an earlier key).
+    /// A malformed `$VIRTPERF_TAGS` is an error naming the variable, not a silent drop.
+    pub fn resolve(&self) -> anyhow::Result<virtperf_store::Tags> {
+        let mut tags = match std::env::var("VIRTPERF_TAGS") {
+            Ok(s) => virtperf_store::parse_tag_list(&s).map_err(|e| {
+                crate::signals::exit(crate::signals::code::USAGE, format!("$VIRTPERF_TAGS: {e}"))
+            })?,
+            Err(_) => virtperf_store::Tags::new(),
+        };
+        tags.extend(self.tags.iter().cloned());
+        Ok(tags)
+    }
+}
+
+/// A `--where` filter: `host=…`, `name=…` or `tag.KEY=VALUE`.
+pub fn parse_where(s: &str) -> Result<(String, String), String> {
+    let Some((k, v)) = s.split_once('=') else {
+        return Err(format!(
+            "invalid filter {s:?}: write KEY=VALUE, e.g. host=node7 or tag.rack=b12"
+        ));
+    };
+    let k = k.trim();
+    if let Some(tag) = k.strip_prefix("tag.") {
+        // The same rules as --tag, so a filter can name every tag a run can carry.
+        let (tk, tv) = virtperf_store::parse_tag(&format!("{tag}={v}"))?;
+        return Ok((format!("tag.{tk}"), tv));
+    }
+    if !["host", "name"].contains(&k) {
+        return Err(format!(
+            "unknown filter key {k:?}: use host, name or tag.KEY"
+        ));
+    }
+    Ok((k.to_string(), v.to_string()))
+}
+
+/// The store filter for `--where` pairs, `--since` and campaign ids (a campaign is the
+/// tag `campaign`, as the Ansible role stamps it).
+pub fn filter(
+    filters: &[(String, String)],
+    since: Option<std::time::Duration>,
+    campaign: &[&str],
+) -> virtperf_store::RunFilter {
+    let mut f = virtperf_store::RunFilter {
+        since: since.map(virtperf_store::rfc3339_ago),
+        ..Default::default()
+    };
+    for (k, v) in filters {
+        match k.as_str() {
+            "host" => f.host = Some(v.clone()),
+            "name" => f.name = Some(v.clone()),
+            tag => {
+                let key = tag.strip_prefix("tag.").unwrap_or(tag);
+                f.tags.push((key.to_string(), v.clone()));
+            }
+        }
+    }
+    for c in campaign {
+        f.tags.push(("campaign".into(), c.to_string()));
+    }
+    f
+}

@@ -20,7 +20,7 @@ use virtperf_store::{Location, RunRow, Store};
 pub const DEFAULT_SPEC: &str = include_str!("../../../recipes/quickstart.toml");
 
 /// Confidence level of every interval shown.
-const CONFIDENCE: f64 = 0.95;
+pub(crate) const CONFIDENCE: f64 = 0.95;
 
 #[derive(Debug, Args)]
 pub struct DbArg {
@@ -106,6 +106,8 @@ pub struct RunArgs {
     pub json: bool,
     #[command(flatten)]
     pub lock: crate::machine::LockArgs,
+    #[command(flatten)]
+    pub tags: crate::args::TagArgs,
 }
 
 #[derive(Debug, Args)]
@@ -115,30 +117,17 @@ pub struct RunsArgs {
     /// Print JSON
     #[arg(long)]
     pub json: bool,
-    /// Only runs whose field matches: host=NAME or name=PLAN (repeatable; all must match)
-    #[arg(long = "where", value_name = "KEY=VALUE", value_parser = parse_where)]
+    /// Only runs whose field matches: host=NAME, name=PLAN or tag.KEY=VALUE (repeatable;
+    /// all must match)
+    #[arg(long = "where", value_name = "KEY=VALUE", value_parser = crate::args::parse_where)]
     pub filters: Vec<(String, String)>,
     /// Only runs started within this long before now: 30d, 12h, 2w
     #[arg(long, value_parser = parse_since)]
     pub since: Option<std::time::Duration>,
 }
 
-/// A `--where` filter: `host=…` or `name=…`.
-fn parse_where(s: &str) -> Result<(String, String), String> {
-    let Some((k, v)) = s.split_once('=') else {
-        return Err(format!(
-            "invalid filter {s:?}: write KEY=VALUE, e.g. host=node7"
-        ));
-    };
-    let k = k.trim();
-    if !["host", "name"].contains(&k) {
-        return Err(format!("unknown filter key {k:?}: use host or name"));
-    }
-    Ok((k.to_string(), v.to_string()))
-}
-
 /// A `--since` age: a humantime duration (`30d`, `12h`, `1w`) of at most 100 years.
-fn parse_since(s: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_since(s: &str) -> Result<std::time::Duration, String> {
     virtperf_lab::parse::duration_up_to(
         s,
         std::time::Duration::from_secs(100 * 365 * 86_400),
@@ -168,8 +157,21 @@ pub struct ShowArgs {
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// One run (its configs against the baseline config) or two runs (A then B)
-    #[arg(required = true, num_args = 1..=2)]
+    #[arg(required_unless_present = "campaigns", num_args = 1..=2)]
     pub runs: Vec<String>,
+    /// Two campaigns instead of runs: --campaign A --campaign B compares the runs tagged
+    /// campaign=A with those tagged campaign=B, per group of --group-by (tries pooled
+    /// across each group's hosts)
+    #[arg(long = "campaign", value_name = "ID", conflicts_with = "runs")]
+    pub campaigns: Vec<String>,
+    /// With --campaign: the tag whose values are the groups compared apart
+    #[arg(
+        long,
+        value_name = "TAG",
+        default_value = "group",
+        requires = "campaigns"
+    )]
+    pub group_by: String,
     /// Compare configs within the run (the default for one run)
     #[arg(long, value_parser = ["config"])]
     pub by: Option<String>,
@@ -217,9 +219,22 @@ fn parse_threshold(s: &str) -> Result<f64, String> {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Runs to include (ids or `last`)
-    #[arg(required = true)]
+    /// Runs to include (ids or `last`); or select them with --campaign / --where
+    #[arg(required_unless_present_any = ["campaign", "filters"])]
     pub runs: Vec<String>,
+    /// A fleet report of the runs tagged campaign=ID, grouped by --group-by
+    #[arg(long, value_name = "ID", conflicts_with = "runs")]
+    pub campaign: Option<String>,
+    /// A fleet report of the runs matching host=NAME, name=PLAN or tag.KEY=VALUE
+    /// (repeatable; all must match)
+    #[arg(long = "where", value_name = "KEY=VALUE", value_parser = crate::args::parse_where, conflicts_with = "runs")]
+    pub filters: Vec<(String, String)>,
+    /// The tag whose values group a fleet report (hosts of one type, say)
+    #[arg(long, value_name = "TAG", default_value = "group")]
+    pub group_by: String,
+    /// With a fleet report: also print it as JSON on standard output
+    #[arg(long)]
+    pub json: bool,
     /// Output file
     #[arg(short, long, default_value = "report.html")]
     pub output: PathBuf,
@@ -325,7 +340,9 @@ pub fn execute_spec(
     repeat: Option<Repeat>,
     json: bool,
     lock: &crate::machine::LockArgs,
+    tags: &crate::args::TagArgs,
 ) -> Result<Executed> {
+    let tags = tags.resolve()?;
     execute_with(db, json, lock, |store, interrupted, obs| {
         runner::run(
             spec,
@@ -333,6 +350,7 @@ pub fn execute_spec(
             &RunOptions {
                 repeat,
                 allow_concurrent: lock.allow_concurrent,
+                tags,
             },
             interrupted,
             obs,
@@ -404,6 +422,8 @@ pub fn execute_with(
 /// `virtperf run`
 pub fn run(a: RunArgs) -> Result<()> {
     let spec = load_spec(a.spec.as_deref())?;
+    // Checked before a dry run too: a fleet's malformed $VIRTPERF_TAGS shows up in a rehearsal.
+    a.tags.resolve()?;
     let repeat = match (a.runs, a.until_ci) {
         (Some(n), _) => Some(Repeat::Fixed(n)),
         (None, Some((level, width))) => Some(Repeat::UntilCi {
@@ -454,7 +474,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         points,
         ok,
         interrupted,
-    } = execute_spec(&spec, &a.db, repeat, a.json, &a.lock)?;
+    } = execute_spec(&spec, &a.db, repeat, a.json, &a.lock, &a.tags)?;
     if a.json {
         println!("{}", render::json(&row, &points));
     } else {
@@ -574,16 +594,7 @@ fn spec_of(row: &RunRow) -> Option<Spec> {
 /// `virtperf runs`
 pub fn runs(a: RunsArgs) -> Result<()> {
     let store = a.db.open()?;
-    let mut filter = virtperf_store::RunFilter {
-        since: a.since.map(virtperf_store::rfc3339_ago),
-        ..Default::default()
-    };
-    for (k, v) in &a.filters {
-        match k.as_str() {
-            "host" => filter.host = Some(v.clone()),
-            _ => filter.name = Some(v.clone()),
-        }
-    }
+    let filter = crate::args::filter(&a.filters, a.since, &[]);
     let runs = store.runs_where(&filter)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&runs)?);
@@ -604,19 +615,20 @@ pub fn runs(a: RunsArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "{:>4}  {:<24} {:<24} {:<11} {:<12} {:>9}",
+        "{:>4}  {:<24} {:<24} {:<11} {:<12} {:>9}  tags",
         "id", "name", "started (UTC)", "status", "host", "trials"
     );
     for r in runs {
         println!(
-            "{:>4}  {:<24} {:<24} {:<11} {:<12} {:>4}/{:<4}",
+            "{:>4}  {:<24} {:<24} {:<11} {:<12} {:>4}/{:<4}  {}",
             r.id,
             virtperf_wire::printable(&r.name),
             r.started_at,
             r.effective_status().to_string(),
             virtperf_wire::printable(&r.host),
             r.trials_ok,
-            r.planned_trials
+            r.planned_trials,
+            virtperf_wire::printable(&virtperf_report::render::tags_text(&r.tags))
         );
     }
     Ok(())
@@ -723,22 +735,30 @@ pub fn compare(a: CompareArgs) -> Result<()> {
         }
         _ => bail!("give one or two run ids"),
     };
+    let title = format!("virtperf compare {}", a.runs.join(" "));
+    emit_comparison(&a, &rows, env_note.as_deref(), &title)
+}
+
+/// Prints comparison rows (table or JSON), writes them as HTML with `-o`, and fails with
+/// the regression exit code when `--fail-on-regression` finds one.
+pub(crate) fn emit_comparison(
+    a: &CompareArgs,
+    rows: &[compare::Row],
+    env_note: Option<&str>,
+    title: &str,
+) -> Result<()> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
-        if let Some(n) = &env_note {
+        if let Some(n) = env_note {
             println!("{}\n", virtperf_wire::printable(n));
         }
-        print!(
-            "{}",
-            virtperf_wire::printable(&render::compare_table(&rows))
-        );
+        print!("{}", virtperf_wire::printable(&render::compare_table(rows)));
     }
     if let Some(path) = &a.output {
-        let title = format!("virtperf compare {}", a.runs.join(" "));
         std::fs::write(
             path,
-            html::comparison_page(&title, &rows, &virtperf_store::now_rfc3339()),
+            html::comparison_page(title, rows, &virtperf_store::now_rfc3339()),
         )
         .with_context(|| format!("cannot write {}", path.display()))?;
         if !a.json {
@@ -746,7 +766,7 @@ pub fn compare(a: CompareArgs) -> Result<()> {
         }
     }
     if a.fail_on_regression {
-        let worse = compare::regressions(&rows, a.threshold);
+        let worse = compare::regressions(rows, a.threshold);
         if let Some(first) = worse.first() {
             return Err(crate::signals::exit(
                 crate::signals::code::REGRESSION,

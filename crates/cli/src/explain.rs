@@ -59,6 +59,8 @@ pub struct ExplainArgs {
     pub db: DbArg,
     #[command(flatten)]
     pub lock: crate::machine::LockArgs,
+    #[command(flatten)]
+    pub tags: crate::args::TagArgs,
 }
 
 /// Trial lengths: 100 ms (too short to mean much, but fine for a smoke test) to 60 s.
@@ -81,6 +83,10 @@ pub fn explain(a: ExplainArgs) -> Result<()> {
     opts.size = a.size;
     opts.cpus = (c0, c1);
     opts.allow_concurrent = a.lock.allow_concurrent;
+    opts.tags = a
+        .tags
+        .resolve()
+        .map_err(|e| exit(code::USAGE, format!("{e:#}")))?;
     if let Some(n) = a.tries {
         opts.tries = n;
     }
@@ -241,7 +247,7 @@ fn explain_at(
         if let (Placement::Guest(_, g), false) = (p, a.no_boot_remedies) {
             boot_remedies(g, &opts, &mut b, a.json);
         }
-        let run_id = virtperf_explain::store_battery(store, &b, &p.to_string())?;
+        let run_id = virtperf_explain::store_battery(store, &b, &p.to_string(), &opts.tags)?;
         let ok = b
             .trials
             .iter()

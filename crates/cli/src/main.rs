@@ -11,6 +11,7 @@ mod commands;
 mod experiment;
 mod explain;
 mod export;
+mod fleet;
 mod kvm;
 mod machine;
 mod pcap;
@@ -212,7 +213,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Run(a) => experiment::run(a),
         Command::Runs(a) => experiment::runs(a),
         Command::Show(a) => experiment::show(a),
+        Command::Compare(a) if !a.campaigns.is_empty() => fleet::compare(a),
         Command::Compare(a) => experiment::compare(a),
+        Command::Report(a) if a.campaign.is_some() || !a.filters.is_empty() => fleet::report(&a),
         Command::Report(a) => experiment::report(a),
         Command::Export(a) => export::export(a),
         Command::Push(a) => push::push(a),

@@ -65,6 +65,8 @@ pub struct VmCompareArgs {
     pub guest: crate::args::GuestArgs,
     #[command(flatten)]
     pub lock: crate::machine::LockArgs,
+    #[command(flatten)]
+    pub tags: crate::args::TagArgs,
 }
 
 /// `virtperf vm`
@@ -210,7 +212,14 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
         points,
         interrupted,
         ..
-    } = execute_spec(&spec, &a.db, Some(Repeat::Fixed(a.runs)), a.json, &a.lock)?;
+    } = execute_spec(
+        &spec,
+        &a.db,
+        Some(Repeat::Fixed(a.runs)),
+        a.json,
+        &a.lock,
+        &a.tags,
+    )?;
     let rows = compare::by_config(&points, Some("native"));
     let tax = tax_rows(&rows);
     // The guest as configured; QEMU's CPU use is per trial, so it stays in the stored trials.
@@ -270,6 +279,7 @@ fn explain_in_guest(a: VmCompareArgs, direction: Direction) -> Result<()> {
         output: None,
         db: a.db,
         lock: a.lock,
+        tags: a.tags,
     })
 }
 

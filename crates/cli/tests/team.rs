@@ -167,6 +167,7 @@ fn a_trend_report_names_the_kernel_change_between_runs() {
                 host: first.host.clone(),
                 pid: first.pid,
                 planned_trials: first.planned_trials,
+                tags: Default::default(),
             })
             .unwrap();
         for t in s.trials(1).unwrap() {

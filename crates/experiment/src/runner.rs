@@ -35,6 +35,8 @@ pub struct RunOptions {
     pub repeat: Option<Repeat>,
     /// Measured without the machine lock (`--allow-concurrent`): every result says so.
     pub allow_concurrent: bool,
+    /// Stored with the run (`--tag`, `$VIRTPERF_TAGS`).
+    pub tags: virtperf_store::Tags,
 }
 
 /// How a run ended.
@@ -136,6 +138,7 @@ pub fn run(
         env,
         pid: std::process::id(),
         planned_trials: schedule.planned as u32,
+        tags: opts.tags.clone(),
     })?;
     store.set_knobs(run_id, &probed.records)?;
     obs.run_started(run_id);

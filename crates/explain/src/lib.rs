@@ -59,6 +59,9 @@ pub struct ExplainOpts {
     /// agent so it does not wait for the lock held for it. Never sent over the wire.
     #[serde(skip)]
     pub lock_nonce: Option<String>,
+    /// Tags stored with the run (`--tag`): this machine's business, never sent over the wire.
+    #[serde(skip)]
+    pub tags: virtperf_store::Tags,
 }
 
 impl ExplainOpts {
@@ -73,6 +76,7 @@ impl ExplainOpts {
             halt_wakeups: if quick { 300 } else { 1000 },
             allow_concurrent: false,
             lock_nonce: None,
+            tags: Default::default(),
         }
     }
 
@@ -232,9 +236,14 @@ pub fn at_site(site: &dyn Site, opts: &ExplainOpts) -> Result<Battery> {
         .context("the agent's battery does not parse (a different virtperf version?)")
 }
 
-/// Stores a battery that ran elsewhere as a run of `store`, measured at `placement`.
-/// Returns the run id.
-pub fn store_battery(store: &mut Store, b: &Battery, placement: &str) -> Result<i64> {
+/// Stores a battery that ran elsewhere as a run of `store`, measured at `placement`, with
+/// `tags`. Returns the run id.
+pub fn store_battery(
+    store: &mut Store,
+    b: &Battery,
+    placement: &str,
+    tags: &virtperf_store::Tags,
+) -> Result<i64> {
     let run_id = store.begin_run(&NewRun {
         name: model::RUN_NAME.to_string(),
         spec_text: format!("{}# measured at {placement}\n", b.spec_text),
@@ -245,6 +254,7 @@ pub fn store_battery(store: &mut Store, b: &Battery, placement: &str) -> Result<
         host: virtperf_measure::fingerprint().hostname,
         pid: std::process::id(),
         planned_trials: b.trials.len() as u32,
+        tags: tags.clone(),
     })?;
     store.set_knobs(run_id, &b.knobs)?;
     for t in &b.trials {
@@ -383,6 +393,7 @@ pub fn run(
         env,
         pid: std::process::id(),
         planned_trials: planned as u32,
+        tags: opts.tags.clone(),
     })?;
     store.set_knobs(run_id, &records)?;
     obs.run_started(run_id);

@@ -3,7 +3,8 @@
 //!
 //! The columns are the fixed ones ([`FIXED`]), then one per sweep parameter (the union of
 //! the parameters of every exported run, in order of first appearance; empty where a trial
-//! has no such parameter), then [`TAIL`]. A trial without metrics (failed or skipped) is
+//! has no such parameter), then one per run tag named `tag.KEY` (the union of the runs'
+//! tags; empty where a run lacks it), then [`TAIL`]. A trial without metrics (failed or skipped) is
 //! one row with an empty metric, so what is missing stays visible.
 
 use std::fmt::Write as _;
@@ -49,8 +50,9 @@ pub struct Row {
 /// A tidy table of the trials of one or more runs.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Export {
-    /// Sweep parameter columns, in order of first appearance. A parameter whose name is
-    /// also a fixed column (`run`, `metric`, …) is named `point.NAME` here.
+    /// Sweep parameter columns, in order of first appearance, then the tag columns
+    /// (`tag.KEY`, sorted). A parameter whose name is also a fixed column (`run`,
+    /// `metric`, …) is named `point.NAME` here.
     pub params: Vec<String>,
     /// The rows, run by run, trials in `seq` order, metrics in their stored order.
     pub rows: Vec<Row>,
@@ -80,12 +82,19 @@ pub fn tidy(runs: &[(&RunRow, &[TrialRow])]) -> Export {
             }
         }
     }
+    let tag_keys: std::collections::BTreeSet<&String> =
+        runs.iter().flat_map(|(r, _)| r.tags.keys()).collect();
     let mut rows = Vec::new();
     for (run, trials) in runs {
         for t in trials.iter() {
             let params: Vec<Option<Value>> = keys
                 .iter()
                 .map(|k| t.point.get(k).filter(|v| !v.is_null()).cloned())
+                .chain(
+                    tag_keys
+                        .iter()
+                        .map(|k| run.tags.get(*k).map(|v| Value::String(v.clone()))),
+                )
                 .collect();
             let row = |metric: Option<(&str, &str, f64)>| Row {
                 run: run.id,
@@ -119,7 +128,11 @@ pub fn tidy(runs: &[(&RunRow, &[TrialRow])]) -> Export {
         }
     }
     Export {
-        params: keys.iter().map(|k| column_name(k)).collect(),
+        params: keys
+            .iter()
+            .map(|k| column_name(k))
+            .chain(tag_keys.iter().map(|k| format!("tag.{k}")))
+            .collect(),
         rows,
     }
 }
@@ -256,6 +269,7 @@ mod tests {
             trials_ok: 1,
             trials_failed: 0,
             uid: String::new(),
+            tags: Default::default(),
         }
     }
 

@@ -7,6 +7,7 @@ pub mod compare;
 mod escape;
 pub mod explain;
 pub mod export;
+pub mod fleet;
 pub mod html;
 pub mod render;
 pub mod stats;

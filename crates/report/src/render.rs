@@ -76,7 +76,7 @@ fn tries(values: &[f64]) -> String {
 
 /// One line describing a run.
 pub fn run_line(r: &RunRow) -> String {
-    format!(
+    let mut s = format!(
         "run {}  {}  {}  {}  host {}  ({} trials ok, {} failed)",
         r.id,
         r.name,
@@ -85,7 +85,20 @@ pub fn run_line(r: &RunRow) -> String {
         r.host,
         r.trials_ok,
         r.trials_failed
-    )
+    );
+    if !r.tags.is_empty() {
+        s.push_str("  tags ");
+        s.push_str(&tags_text(&r.tags));
+    }
+    s
+}
+
+/// A run's tags as `k=v,k=v` (the form `$VIRTPERF_TAGS` takes).
+pub fn tags_text(tags: &virtperf_store::Tags) -> String {
+    tags.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn params_text(p: &PointSummary) -> String {

@@ -19,7 +19,7 @@
 //! (`<db>.unsaved.jsonl`) until [`Store::import_unsaved`] moves it in.
 //!
 //! The code is split by what it stores, one module each: `runs`, `trials`, `knobs`,
-//! `captures`. `open` decides whether a file may be written at all and brings its schema up
+//! `captures`, `tags`. `open` decides whether a file may be written at all and brings its schema up
 //! to date; `keep` holds the writes that fall back to the side file (`unsaved`).
 
 #![warn(missing_docs)]
@@ -36,6 +36,7 @@ mod pg_connect;
 mod push;
 mod runs;
 mod schema;
+mod tags;
 mod time;
 mod tls;
 mod trials;
@@ -50,6 +51,7 @@ pub use knobs::KnobRecord;
 pub use pg::Location;
 pub use push::Pushed;
 pub use runs::{NewRun, RunFilter, RunRow, RunStatus};
+pub use tags::{parse_tag, parse_tag_list, Tags};
 pub use time::{now_rfc3339, rfc3339_ago};
 pub use trials::{NewTrial, TrialRow, TrialStatus};
 

@@ -5,6 +5,7 @@
 use crate::db::vals;
 use crate::knobs::insert_knobs;
 use crate::runs::RunStatus;
+use crate::tags::insert_tags;
 use crate::trials::insert_trial;
 use crate::{to_json_checked, Store, StoreError};
 
@@ -92,6 +93,7 @@ impl Store {
                 insert_trial(c, id, &t.trial)?;
             }
             insert_knobs(c, id, &knobs)?;
+            insert_tags(c, id, &run.tags)?;
             Ok(Pushed {
                 uid: uid.clone(),
                 from_id: run_id,

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use virtperf_wire::Env;
 
 use crate::db::{vals, Conn, Row, Val};
+use crate::tags::{insert_tags, read_tags, Tags};
 use crate::{now_rfc3339, to_json_checked, Store, StoreError};
 
 /// What became of a run, as recorded by the process that wrote it.
@@ -74,6 +75,9 @@ pub struct NewRun {
     pub pid: u32,
     /// How many trials the plan expands to.
     pub planned_trials: u32,
+    /// Where the run ran, in the user's words (`--tag`, `$VIRTPERF_TAGS`).
+    #[serde(default)]
+    pub tags: Tags,
 }
 
 /// A stored run with its trial counts.
@@ -111,6 +115,9 @@ pub struct RunRow {
     /// while [`RunRow::id`] is each store's own number.
     #[serde(default)]
     pub uid: String,
+    /// See [`NewRun::tags`].
+    #[serde(default)]
+    pub tags: Tags,
 }
 
 impl RunRow {
@@ -155,6 +162,9 @@ pub struct RunFilter {
     /// Only runs started at or after this RFC 3339 UTC time (e.g. from
     /// [`rfc3339_ago`](crate::rfc3339_ago)).
     pub since: Option<String>,
+    /// Only runs carrying every one of these tags with exactly this value
+    /// (`--where tag.KEY=VALUE`).
+    pub tags: Vec<(String, String)>,
 }
 
 impl Store {
@@ -188,8 +198,11 @@ impl Store {
                     uid.clone(),
                 ],
             )?;
-            row.ok_or_else(|| StoreError::Schema("INSERT … RETURNING gave no id".into()))?
-                .int(0)
+            let id = row
+                .ok_or_else(|| StoreError::Schema("INSERT … RETURNING gave no id".into()))?
+                .int(0)?;
+            insert_tags(c, id, &r.tags)?;
+            Ok(id)
         })
     }
 
@@ -226,6 +239,15 @@ impl Store {
                 conds.push(format!("{col}?{}", params.len()));
             }
         }
+        for (k, v) in &filter.tags {
+            params.push(Val::from(k));
+            params.push(Val::from(v));
+            conds.push(format!(
+                "EXISTS (SELECT 1 FROM run_tags g WHERE g.run_id = r.id AND g.key = ?{} AND g.value = ?{})",
+                params.len() - 1,
+                params.len()
+            ));
+        }
         let wh = if conds.is_empty() {
             String::new()
         } else {
@@ -235,8 +257,15 @@ impl Store {
         self.conn
             .query(&sql, &params)?
             .iter()
-            .map(|r| run_row(r, &self.path))
+            .map(|r| self.run_row_tagged(r))
             .collect()
+    }
+
+    /// A `runs` row parsed, with its tags read.
+    fn run_row_tagged(&self, r: &Row) -> Result<RunRow, StoreError> {
+        let mut row = run_row(r, &self.path)?;
+        row.tags = read_tags(&self.conn, row.id)?;
+        Ok(row)
     }
 
     /// One run by id, or [`StoreError::NotFound`].
@@ -246,7 +275,7 @@ impl Store {
             .conn
             .query_opt(&sql, vals![id])?
             .ok_or_else(|| not_found(&self.path, id))?;
-        run_row(&raw, &self.path)
+        self.run_row_tagged(&raw)
     }
 
     /// The run with stable id `uid` ([`RunRow::uid`]), if this store has it.
@@ -254,7 +283,7 @@ impl Store {
         let sql = format!("{RUN_SELECT} WHERE r.uid = ?1");
         self.conn
             .query_opt(&sql, vals![uid])?
-            .map(|r| run_row(&r, &self.path))
+            .map(|r| self.run_row_tagged(&r))
             .transpose()
     }
 }
@@ -339,5 +368,6 @@ fn run_row(row: &Row, path: &Path) -> Result<RunRow, StoreError> {
         trials_ok: row.u32(12)?,
         trials_failed: row.u32(13)?,
         uid: row.opt_text(14)?.unwrap_or_default(),
+        tags: Tags::new(),
     })
 }

@@ -113,6 +113,18 @@ UPDATE runs SET uid = lower(hex(randomblob(16))) WHERE uid IS NULL;
 CREATE UNIQUE INDEX runs_uid ON runs (uid);
 CREATE INDEX runs_host_started_at ON runs (host, started_at);
 "#,
+    // 5: tags (`--tag KEY=VALUE`, `$VIRTPERF_TAGS`): where a run ran, in a fleet's words
+    // (campaign, group, host, instance type); one row per key, filtered by `runs --where
+    // tag.KEY=VALUE`.
+    r#"
+CREATE TABLE run_tags (
+    run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    key    TEXT NOT NULL,
+    value  TEXT NOT NULL,
+    PRIMARY KEY (run_id, key)
+);
+CREATE INDEX run_tags_key_value ON run_tags (key, value);
+"#,
 ];
 
 /// [`MIGRATIONS`] in PostgreSQL's dialect, entry for entry.
@@ -198,6 +210,16 @@ ALTER TABLE runs ADD COLUMN uid TEXT;
 UPDATE runs SET uid = md5(random()::text || id::text) WHERE uid IS NULL;
 CREATE UNIQUE INDEX runs_uid ON runs (uid);
 CREATE INDEX runs_host_started_at ON runs (host, started_at);
+"#,
+    // 5
+    r#"
+CREATE TABLE run_tags (
+    run_id BIGINT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    key    TEXT NOT NULL,
+    value  TEXT NOT NULL,
+    PRIMARY KEY (run_id, key)
+);
+CREATE INDEX run_tags_key_value ON run_tags (key, value);
 "#,
 ];
 

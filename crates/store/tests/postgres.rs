@@ -188,7 +188,16 @@ fn pushing_the_same_run_twice_stores_it_once() {
     let pg = pg_or_skip!();
     let dir = TempDir::new("push");
     let mut local = Store::open(&dir.file("guest.db")).unwrap();
-    let id = local.begin_run(&new_run("sweep")).unwrap();
+    let tags: virtperf_store::Tags = [("campaign", "c9"), ("host", "guest-1")]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let id = local
+        .begin_run(&virtperf_store::NewRun {
+            tags: tags.clone(),
+            ..new_run("sweep")
+        })
+        .unwrap();
     local
         .set_knobs(
             id,
@@ -230,6 +239,14 @@ fn pushing_the_same_run_twice_stores_it_once() {
         )
     );
     assert_eq!(pushed.env, orig.env);
+    // Tags travel with the run and select it in PostgreSQL as in SQLite.
+    assert_eq!(pushed.tags, tags);
+    let by_campaign = |c: &str| RunFilter {
+        tags: vec![("campaign".into(), c.into())],
+        ..Default::default()
+    };
+    assert_eq!(team.runs_where(&by_campaign("c9")).unwrap().len(), 1);
+    assert!(team.runs_where(&by_campaign("c8")).unwrap().is_empty());
     let lt = local.trials(id).unwrap();
     let pt = team.trials(first.to_id).unwrap();
     assert_eq!(

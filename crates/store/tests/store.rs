@@ -177,7 +177,7 @@ fn probe_reports_round_trip_and_version_2_files_are_migrated() {
     {
         let c = rusqlite::Connection::open(&path).unwrap();
         c.execute_batch(&format!(
-            "{UNDO_4} ALTER TABLE trials DROP COLUMN detail_json; PRAGMA user_version = 2;"
+            "{UNDO_5} {UNDO_4} ALTER TABLE trials DROP COLUMN detail_json; PRAGMA user_version = 2;"
         ))
         .unwrap();
     }
@@ -679,3 +679,76 @@ fn readers_open_read_only_and_refuse_what_writers_refuse() {
 /// What schema version 4 added (stable run ids), to roll a file back to an older version.
 const UNDO_4: &str =
     "DROP INDEX runs_uid; DROP INDEX runs_host_started_at; ALTER TABLE runs DROP COLUMN uid;";
+
+/// What schema version 5 added (run tags).
+const UNDO_5: &str = "DROP TABLE run_tags;";
+
+/// Tags are stored with a run, read back with it, select runs (every tag given must match,
+/// exactly), are copied by push, and a version 4 file (before tags) is migrated with its
+/// runs intact and untagged.
+#[test]
+fn tags_round_trip_filter_push_and_version_4_files_are_migrated() {
+    let dir = TempDir::new("tags");
+    let path = dir.file("r.db");
+    let old = {
+        let mut s = Store::open(&path).unwrap();
+        let id = s.begin_run(&new_run("before tags")).unwrap();
+        s.finish_run(id, RunStatus::Complete).unwrap();
+        id
+    };
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(&format!("{UNDO_5} PRAGMA user_version = 4;"))
+        .unwrap();
+    let mut s = Store::open(&path).unwrap();
+    assert_eq!(user_version(&path), virtperf_store::SCHEMA_VERSION);
+    assert!(s.run(old).unwrap().tags.is_empty());
+    let tagged = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<virtperf_store::Tags>()
+    };
+    let a = s
+        .begin_run(&NewRun {
+            tags: tagged(&[("campaign", "c1"), ("group", "amd"), ("host", "h1")]),
+            ..new_run("a")
+        })
+        .unwrap();
+    let b = s
+        .begin_run(&NewRun {
+            tags: tagged(&[("campaign", "c1"), ("group", "intel"), ("host", "h2")]),
+            ..new_run("b")
+        })
+        .unwrap();
+    for id in [a, b] {
+        s.finish_run(id, RunStatus::Complete).unwrap();
+    }
+    assert_eq!(s.run(a).unwrap().tags.get("group").unwrap(), "amd");
+    let ids = |f: &virtperf_store::RunFilter| {
+        s.runs_where(f)
+            .unwrap()
+            .iter()
+            .map(|r| r.id)
+            .collect::<Vec<_>>()
+    };
+    let by = |pairs: &[(&str, &str)]| virtperf_store::RunFilter {
+        tags: pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..Default::default()
+    };
+    assert_eq!(ids(&by(&[("campaign", "c1")])), vec![b, a]);
+    assert_eq!(ids(&by(&[("campaign", "c1"), ("group", "amd")])), vec![a]);
+    assert!(ids(&by(&[("campaign", "c1"), ("group", "arm")])).is_empty());
+    // A value is matched whole, not as a prefix or pattern.
+    assert!(ids(&by(&[("campaign", "c")])).is_empty());
+    assert!(ids(&by(&[("campaign", "%")])).is_empty());
+    let mut other = Store::open(&dir.file("other.db")).unwrap();
+    let pushed = s.push_run(b, &mut other).unwrap();
+    assert_eq!(
+        other.run(pushed.to_id).unwrap().tags,
+        s.run(b).unwrap().tags
+    );
+}

@@ -15,8 +15,10 @@ use crate::summary::{ConfigSummary, PointSummary};
 
 mod charts;
 mod explained;
+mod fleet;
 use crate::escape::esc;
 use charts::*;
+pub use fleet::fleet_page;
 
 /// One run's material for the report.
 pub struct RunSection<'a> {
@@ -105,6 +107,11 @@ fn env_table(run: &RunRow) -> String {
     ];
     rows.extend(e.halt_poll.iter().map(|(k, v)| (k.clone(), v.clone())));
     rows.extend(e.sysctls.iter().map(|(k, v)| (k.clone(), v.clone())));
+    rows.extend(
+        run.tags
+            .iter()
+            .map(|(k, v)| (format!("tag {k}"), v.clone())),
+    );
     let mut s = String::from("<table class=\"env\">");
     for (k, v) in rows {
         let _ = write!(s, "<tr><th>{}</th><td>{}</td></tr>", esc(&k), esc(&v));

@@ -81,6 +81,7 @@ pub fn new_run(name: &str) -> NewRun {
         host: this_host(),
         pid: std::process::id(),
         planned_trials: 2,
+        tags: Default::default(),
     }
 }
 

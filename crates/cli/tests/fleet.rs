@@ -1,0 +1,223 @@
+//! Tags and the fleet's reading of them, on real runs into a real SQLite file: `--tag` and
+//! `$VIRTPERF_TAGS` stored with the run, `runs --where tag.K=V`, tag columns in `export`,
+//! `report --campaign --group-by`, and `compare --campaign A --campaign B
+//! --fail-on-regression` failing on a regression the test causes for real (a stream whose
+//! socket buffers are 4 KiB).
+
+mod common;
+
+use common::{assert_one_line_error, run_db_ok, vp, TempDir};
+
+const STREAM: &str = r#"
+name = "fleet-stream"
+duration = "300ms"
+repetitions = 3
+[[workload]]
+kind = "stream"
+send_size = 16384
+"#;
+
+/// The same point with tiny socket buffers: the same label, a slower stream.
+const STREAM_SMALL_BUFFERS: &str = r#"
+name = "fleet-stream"
+duration = "300ms"
+repetitions = 3
+[[workload]]
+kind = "stream"
+send_size = 16384
+[[config]]
+name = "default"
+socket = { sndbuf = "4KiB", rcvbuf = "4KiB" }
+"#;
+
+fn runs_json(db: &std::path::Path, filters: &[&str]) -> Vec<serde_json::Value> {
+    let mut args = vec!["runs", "--json"];
+    for f in filters {
+        args.extend(["--where", f]);
+    }
+    let out = run_db_ok(&args, db);
+    serde_json::from_str::<Vec<serde_json::Value>>(&out).unwrap()
+}
+
+#[test]
+fn tagged_runs_select_export_group_and_gate_campaigns() {
+    let d = TempDir::new("fleet-tags");
+    let db = d.path("results.db");
+    let (fast, slow) = (d.path("fast.toml"), d.path("slow.toml"));
+    std::fs::write(&fast, STREAM).unwrap();
+    std::fs::write(&slow, STREAM_SMALL_BUFFERS).unwrap();
+    // Campaign c1: two "hosts" in groups a and b, one tagged through the environment.
+    run_db_ok(
+        &[
+            "run",
+            fast.to_str().unwrap(),
+            "--tag",
+            "campaign=c1",
+            "--tag",
+            "group=a",
+            "--tag",
+            "host=h1",
+        ],
+        &db,
+    );
+    let out = vp()
+        .args(["run", fast.to_str().unwrap(), "--db", db.to_str().unwrap()])
+        .env("VIRTPERF_TAGS", "campaign=c1,group=b,host=h2")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Campaign c2: group a again, now with 4 KiB buffers (--tag wins over the environment).
+    let out = vp()
+        .args(["run", slow.to_str().unwrap(), "--db", db.to_str().unwrap()])
+        .args(["--tag", "campaign=c2", "--tag", "host=h1"])
+        .env("VIRTPERF_TAGS", "campaign=zz,group=a")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    assert_eq!(runs_json(&db, &[]).len(), 3);
+    let c1 = runs_json(&db, &["tag.campaign=c1"]);
+    assert_eq!(c1.len(), 2);
+    let a1 = runs_json(&db, &["tag.campaign=c1", "tag.group=a"]);
+    assert_eq!(a1.len(), 1);
+    assert_eq!(a1[0]["tags"]["host"], "h1");
+    assert!(runs_json(&db, &["tag.campaign=zz"]).is_empty());
+    let c2 = runs_json(&db, &["tag.campaign=c2"]);
+    assert_eq!(c2[0]["tags"]["group"], "a", "{c2:?}");
+    let text = run_db_ok(&["runs", "--where", "tag.group=b"], &db);
+    assert!(text.contains("campaign=c1,group=b,host=h2"), "{text}");
+
+    // export: tag columns after the parameters.
+    let csv = run_db_ok(&["export", "1", "2"], &db);
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    for col in ["tag.campaign", "tag.group", "tag.host"] {
+        assert!(header.contains(&col), "{header:?}");
+    }
+    let gi = header.iter().position(|c| *c == "tag.group").unwrap();
+    let groups: std::collections::BTreeSet<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(gi).unwrap())
+        .collect();
+    assert_eq!(groups, ["a", "b"].into_iter().collect());
+
+    // The fleet report of c1, grouped.
+    let html = d.path("fleet.html");
+    let out = run_db_ok(
+        &[
+            "report",
+            "--campaign",
+            "c1",
+            "--group-by",
+            "group",
+            "-o",
+            html.to_str().unwrap(),
+            "--json",
+        ],
+        &db,
+    );
+    let f: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let names: Vec<&str> = f["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    let m = f["groups"][0]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == "mbps")
+        .unwrap_or_else(|| panic!("{f}"));
+    assert_eq!(m["per_host"][0][0], "h1");
+    assert!(m["median"].as_f64().unwrap() > 0.0, "{m}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("group=a") && page.contains("group=b"),
+        "fleet page lacks its groups"
+    );
+
+    // c2 against c1 in group a: a stream with 4 KiB buffers is a regression; the gate fails.
+    let out = vp()
+        .args([
+            "compare",
+            "--campaign",
+            "c1",
+            "--campaign",
+            "c2",
+            "--group-by",
+            "group",
+        ])
+        .args([
+            "--fail-on-regression",
+            "--threshold",
+            "5%",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("regressed"), "{stderr}");
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let mbps = rows.iter().find(|r| r["metric"] == "mbps").unwrap();
+    assert!(
+        mbps["point"].as_str().unwrap().starts_with("a · "),
+        "{mbps}"
+    );
+    assert!(
+        mbps["comparison"]["pct_change"].as_f64().unwrap() < -5.0,
+        "{mbps}"
+    );
+    // Group b has no c2 run: only group a is compared.
+    assert!(rows
+        .iter()
+        .all(|r| r["point"].as_str().unwrap().starts_with("a · ")));
+
+    // A campaign with no runs says so and how to look.
+    let out = vp()
+        .args(["report", "--campaign", "nope", "--db", db.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_one_line_error(&String::from_utf8_lossy(&out.stderr), "no finished runs");
+}
+
+#[test]
+fn bad_tags_and_filters_are_one_line_errors() {
+    let d = TempDir::new("fleet-bad");
+    let db = d.path("results.db");
+    for (args, needle) in [
+        (vec!["run", "--dry-run", "--tag", "rack"], "KEY=VALUE"),
+        (vec!["run", "--dry-run", "--tag", "ra ck=1"], "not allowed"),
+        (vec!["runs", "--where", "tag.=x"], "key"),
+        (
+            vec!["runs", "--where", "colour=red"],
+            "host, name or tag.KEY",
+        ),
+        (vec!["compare", "--campaign", "only-one"], "two campaigns"),
+    ] {
+        let out = vp().args(&args).arg("--db").arg(&db).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_one_line_error(&String::from_utf8_lossy(&out.stderr), needle);
+    }
+    // A malformed $VIRTPERF_TAGS is named, not silently dropped (also before a dry run).
+    let out = vp()
+        .args(["run", "--dry-run", "--db", db.to_str().unwrap()])
+        .env("VIRTPERF_TAGS", "campaign")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_one_line_error(&String::from_utf8_lossy(&out.stderr), "$VIRTPERF_TAGS");
+}

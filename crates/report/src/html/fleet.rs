@@ -1,0 +1,161 @@
+//! The fleet page (`report --group-by TAG`): per group a stacked bar per host of its
+//! explain terms (path, wake-up outside the idle exit, idle exit, residual), the terms as a
+//! table, the metrics' median and spread across hosts, then what differs between groups
+//! and, when two campaigns are compared, their table.
+
+use std::fmt::Write;
+
+use crate::compare::Row;
+use crate::escape::esc;
+use crate::fleet::{Fleet, Group, HostTerms};
+use crate::render::num;
+
+/// Colours of the stacked terms, in bar order.
+const TERM_COLOURS: [(&str, &str); 4] = [
+    ("path", "#4c78a8"),
+    ("wake-up (rest)", "#f58518"),
+    ("idle exit", "#e45756"),
+    ("residual", "#9d9d9d"),
+];
+
+/// The whole fleet page.
+pub fn fleet_page(f: &Fleet, campaigns: &[Row], title: &str, generated: &str) -> String {
+    let mut s = super::page_head();
+    let _ = write!(
+        s,
+        "<h1>{}</h1><p>generated {}; grouped by tag <b>{}</b></p>",
+        esc(title),
+        esc(generated),
+        esc(&f.group_by)
+    );
+    for g in &f.groups {
+        group_section(&mut s, &f.group_by, g);
+    }
+    if !f.env_differences.is_empty() {
+        s.push_str("<section><h2>what differs between the groups</h2><table><tr><th>field</th><th>values by group</th></tr>");
+        for d in &f.env_differences {
+            let per: Vec<String> = d
+                .by_group
+                .iter()
+                .map(|(g, vs)| format!("{}: {}", esc(g), esc(&vs.join(" | "))))
+                .collect();
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{}</td></tr>",
+                esc(&d.field),
+                per.join("<br>")
+            );
+        }
+        s.push_str("</table></section>");
+    }
+    if !campaigns.is_empty() {
+        s.push_str("<section><h2>campaign against campaign</h2>");
+        s.push_str(&super::compare_chart(campaigns));
+        s.push_str(&super::comparison_table(campaigns));
+        s.push_str("</section>");
+    }
+    s.push_str("</body></html>\n");
+    s
+}
+
+fn group_section(s: &mut String, tag: &str, g: &Group) {
+    let _ = write!(
+        s,
+        "<section><h2>{}={}</h2><p>{} run(s) on {} host(s): {}</p>",
+        esc(tag),
+        esc(&g.name),
+        g.runs.len(),
+        g.hosts.len(),
+        esc(&g.hosts.join(", "))
+    );
+    if !g.explain.is_empty() {
+        s.push_str("<h3>where a cross-CPU round trip goes, per host (µs)</h3>");
+        s.push_str(&terms_chart(&g.explain));
+        s.push_str("<table><tr><th>host</th><th>run</th><th>measured</th><th>path</th><th>wake-up</th><th>idle exit</th><th>residual</th></tr>");
+        let cell = |v: Option<f64>| v.map_or_else(|| "not measured".to_string(), num);
+        for t in &g.explain {
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&t.host), t.run_id, num(t.measured_us), cell(t.path_us),
+                cell(t.wake_up_us), cell(t.idle_exit_us), cell(t.residual_us)
+            );
+        }
+        s.push_str("</table>");
+    }
+    for why in &g.unexplained {
+        let _ = write!(s, "<p class=\"warning\">not explained: {}</p>", esc(why));
+    }
+    if !g.metrics.is_empty() {
+        s.push_str("<h3>across hosts (each host's mean; median and range)</h3><table><tr><th>point</th><th>config</th><th>metric</th><th>hosts</th><th>median</th><th>min</th><th>max</th><th>per host</th></tr>");
+        for m in &g.metrics {
+            let per: Vec<String> = m
+                .per_host
+                .iter()
+                .map(|(h, v)| format!("{} {}", esc(h), num(*v)))
+                .collect();
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{}</td><td>{} {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&m.point), esc(&m.config), esc(&m.metric), esc(&m.unit), m.per_host.len(),
+                num(m.median), num(m.min), num(m.max), per.join(", ")
+            );
+        }
+        s.push_str("</table>");
+    }
+    s.push_str("</section>");
+}
+
+/// The stacked pieces of one host's bar; a term not measured adds nothing (and the table
+/// says "not measured"), a negative residual is drawn as nothing past the prediction.
+fn pieces(t: &HostTerms) -> [f64; 4] {
+    let path = t.path_us.unwrap_or(0.0).max(0.0);
+    let idle = t.idle_exit_us.unwrap_or(0.0).max(0.0);
+    let wake_rest = (t.wake_up_us.unwrap_or(0.0) - idle).max(0.0);
+    let residual = t.residual_us.unwrap_or(0.0).max(0.0);
+    [path, wake_rest, idle, residual]
+}
+
+fn terms_chart(rows: &[HostTerms]) -> String {
+    let (w, left, bar_h) = (640.0, 140.0, 18.0);
+    let top = 20.0;
+    let h = top + rows.len() as f64 * (bar_h + 8.0) + 10.0;
+    let max = rows
+        .iter()
+        .map(|t| pieces(t).iter().sum::<f64>().max(t.measured_us))
+        .fold(0.0_f64, f64::max)
+        .max(1e-9);
+    let scale = (w - left - 20.0) / max;
+    let mut s = format!("<svg class=\"plot\" width=\"{w}\" height=\"{h}\" role=\"img\" aria-label=\"explain terms per host\">");
+    let mut lx = left;
+    for (name, colour) in TERM_COLOURS {
+        let _ = write!(s, "<rect x=\"{lx}\" y=\"4\" width=\"10\" height=\"10\" fill=\"{colour}\"/><text class=\"lg\" x=\"{}\" y=\"13\">{name}</text>", lx + 14.0);
+        lx += 110.0;
+    }
+    for (i, t) in rows.iter().enumerate() {
+        let y = top + i as f64 * (bar_h + 8.0);
+        let _ = write!(
+            s,
+            "<text class=\"lb\" x=\"4\" y=\"{}\">{}</text>",
+            y + 13.0,
+            esc(&t.host)
+        );
+        let mut x = left;
+        for (v, (_, colour)) in pieces(t).iter().zip(TERM_COLOURS) {
+            let wd = v * scale;
+            let _ = write!(
+                s,
+                "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{wd:.1}\" height=\"{bar_h}\" fill=\"{colour}\"/>"
+            );
+            x += wd;
+        }
+        let mx = left + t.measured_us * scale;
+        let _ = write!(
+            s,
+            "<line class=\"err\" x1=\"{mx:.1}\" x2=\"{mx:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/><text class=\"tk\" x=\"{:.1}\" y=\"{:.1}\">{} µs measured</text>",
+            y - 2.0, y + bar_h + 2.0, mx + 3.0, y + 13.0, num(t.measured_us)
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
