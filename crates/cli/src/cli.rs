@@ -115,6 +115,9 @@ mod tests {
         "runs",
         "files",
         "token-file",
+        "campaign",
+        "campaigns",
+        "group-by",
     ];
 
     /// Every subcommand path and its value-taking arguments.

@@ -150,6 +150,8 @@ pub(crate) fn open_site(
 /// plan, renders the result.
 fn execute(common: &Common, plan: Plan) -> Result<()> {
     let local = common.placement == Placement::Local;
+    let keeper = common.keep.open()?;
+    let started_at = virtperf_store::now_rfc3339();
     let (_machine, site) = open_site(common, &plan)?;
     // Live interval lines replace the progress bar (both would draw on stderr).
     let progress = Progress::new(
@@ -159,7 +161,15 @@ fn execute(common: &Common, plan: Plan) -> Result<()> {
     let result = site.run(&plan, &|f| progress.update(f))?;
     drop(progress);
     drop(site);
-    output(&result, common, local && common.host.is_none())
+    output(&result, common, local && common.host.is_none())?;
+    if let Some(k) = keeper {
+        let command: Vec<String> = std::env::args().collect();
+        let note = k.keep(&result, started_at, &command.join(" "))?;
+        if !common.machine_readable() {
+            eprintln!("virtperf: {note}");
+        }
+    }
+    Ok(())
 }
 
 fn output(r: &TestResult, common: &Common, local: bool) -> Result<()> {
@@ -542,6 +552,8 @@ pub struct Common {
     /// Extra ssh option for ssh: placements, as for `ssh -o` (repeatable)
     #[arg(long, value_name = "KEY=VALUE", help_heading = PLACEMENT)]
     pub ssh_opt: Vec<String>,
+    #[command(flatten)]
+    pub keep: crate::keep::KeepArgs,
     // Last: its flags carry their own heading, "Guest placement".
     #[command(flatten)]
     pub guest: crate::args::GuestArgs,

@@ -22,7 +22,7 @@ pub const DEFAULT_SPEC: &str = include_str!("../../../recipes/quickstart.toml");
 /// Confidence level of every interval shown.
 pub(crate) const CONFIDENCE: f64 = 0.95;
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct DbArg {
     /// Results database: an SQLite file, or a team's postgres://USER@HOST[:PORT]/DB
     /// (default: $VIRTPERF_DB, else ~/.local/share/virtperf/results.db)
@@ -55,7 +55,7 @@ impl DbArg {
 
     /// Opens the database for an experiment, first importing what an earlier run had to
     /// keep in the side file. A failed import is a warning: the file stays for next time.
-    fn open_for_writing(&self) -> Result<Store> {
+    pub(crate) fn open_for_writing(&self) -> Result<Store> {
         let mut store = Store::open_at(&self.location())?;
         match store.import_unsaved() {
             Ok(None) => {}

@@ -72,21 +72,18 @@ fn parse_trial(s: &str) -> Result<Duration> {
     Ok(d)
 }
 
-/// `virtperf explain`
-pub fn explain(a: ExplainArgs) -> Result<()> {
+/// The battery's options from the command line.
+fn options(a: &ExplainArgs) -> Result<ExplainOpts> {
     use crate::signals::{code, exit};
     let (Some(c0), Some(c1)) = a.cpus else {
         return Err(exit(code::USAGE, "--cpus needs two CPUs, e.g. --cpus 0,1"));
     };
-    let elsewhere = elsewhere(&a)?;
     let mut opts = ExplainOpts::new(a.quick);
     opts.size = a.size;
     opts.cpus = (c0, c1);
     opts.allow_concurrent = a.lock.allow_concurrent;
-    opts.tags = a
-        .tags
-        .resolve()
-        .map_err(|e| exit(code::USAGE, format!("{e:#}")))?;
+    // A malformed $VIRTPERF_TAGS is a usage error before anything runs.
+    opts.tags = a.tags.resolve()?;
     if let Some(n) = a.tries {
         opts.tries = n;
     }
@@ -94,6 +91,13 @@ pub fn explain(a: ExplainArgs) -> Result<()> {
         opts.rr_duration = d;
         opts.wake_duration = (d / 2).max(Duration::from_millis(100));
     }
+    Ok(opts)
+}
+
+/// `virtperf explain`
+pub fn explain(a: ExplainArgs) -> Result<()> {
+    let opts = options(&a)?;
+    let elsewhere = elsewhere(&a)?;
     // An agent elsewhere (--host) is explained alone; a guest or an SSH host beside this
     // machine, whose battery runs first.
     let native = if matches!(elsewhere, Some(Placement::Remote { .. })) && a.host.is_some() {

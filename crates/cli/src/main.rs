@@ -12,6 +12,7 @@ mod experiment;
 mod explain;
 mod export;
 mod fleet;
+mod keep;
 mod kvm;
 mod machine;
 mod pcap;

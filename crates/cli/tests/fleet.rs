@@ -194,6 +194,56 @@ fn tagged_runs_select_export_group_and_gate_campaigns() {
     assert_one_line_error(&String::from_utf8_lossy(&out.stderr), "no finished runs");
 }
 
+/// A workload command keeps its result as a run when asked (`--tag`, `--db`, `--store`),
+/// and its `--json` output stays one JSON document.
+#[test]
+fn a_workload_with_tags_is_stored_as_a_run() {
+    let d = TempDir::new("fleet-workload");
+    let db = d.path("results.db");
+    let out = vp()
+        .args([
+            "rr",
+            "-l",
+            "300ms",
+            "--json",
+            "--tag",
+            "campaign=w1",
+            "--tag",
+            "host=h9",
+        ])
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = runs_json(&db, &["tag.campaign=w1"]);
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["name"], "rr");
+    assert_eq!(runs[0]["trials_ok"], 1);
+    assert_eq!(runs[0]["status"], "complete");
+    let shown: serde_json::Value =
+        serde_json::from_str(&run_db_ok(&["show", "last", "--json"], &db)).unwrap();
+    let text = shown.to_string();
+    let rate = printed["outcome"]["rate_per_s"].as_f64().unwrap();
+    assert!(
+        rate > 0.0 && text.contains(&rate.to_string()),
+        "stored {text}"
+    );
+    // Without --store, --db or --tag nothing is written.
+    let out = vp()
+        .args(["rr", "-l", "200ms", "--json"])
+        .env("VIRTPERF_DB", d.path("untouched.db"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!d.path("untouched.db").exists());
+}
+
 #[test]
 fn bad_tags_and_filters_are_one_line_errors() {
     let d = TempDir::new("fleet-bad");
@@ -207,6 +257,7 @@ fn bad_tags_and_filters_are_one_line_errors() {
             "host, name or tag.KEY",
         ),
         (vec!["compare", "--campaign", "only-one"], "two campaigns"),
+        (vec!["rr", "-l", "200ms", "--tag", "k=a,b"], "commas"),
     ] {
         let out = vp().args(&args).arg("--db").arg(&db).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");

@@ -135,7 +135,7 @@ fn push_is_idempotent_and_runs_filter_by_host_and_age() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("use host or name"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("use host, name or tag.KEY"));
 }
 
 /// `report --trend` of runs from two kernels, read from the team store: one point per run

@@ -178,7 +178,13 @@ pub fn open(placement: &Placement) -> Result<Box<dyn Site>> {
             Target {
                 host: host.clone(),
                 port: port.unwrap_or(virtperf_wire::DEFAULT_PORT),
-                token: token.clone(),
+                // A spec need not carry the secret: without a `token` there, the one in
+                // $VIRTPERF_TOKEN (as `serve` and the workloads read it; not seen in `ps`).
+                token: token.clone().or_else(|| {
+                    std::env::var(local::TOKEN_ENV)
+                        .ok()
+                        .filter(|t| !t.is_empty())
+                }),
             },
             Some(placement.to_string()),
         )),

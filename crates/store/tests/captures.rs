@@ -14,7 +14,7 @@ fn captures_round_trip_and_version_1_files_are_migrated() {
         let _ = Store::open(&path).unwrap();
         let c = rusqlite::Connection::open(&path).unwrap();
         c.execute_batch(
-            "DROP INDEX runs_uid; DROP INDEX runs_host_started_at; ALTER TABLE runs DROP COLUMN uid;
+            "DROP TABLE run_tags; DROP INDEX runs_uid; DROP INDEX runs_host_started_at; ALTER TABLE runs DROP COLUMN uid;
              DROP TABLE capture_connections; DROP TABLE captures;
              ALTER TABLE trials DROP COLUMN detail_json; PRAGMA user_version = 1;",
         )

@@ -1,5 +1,6 @@
 //! A real PostgreSQL server for tests: `initdb` into a temporary directory and `pg_ctl
-//! start` on a private port (loopback only) and socket directory, as the unprivileged
+//! start` on a private port (loopback only, or also a test namespace's address with
+//! [`PgServer::start_in`]) and socket directory, as the unprivileged
 //! `nobody` when the tests run as root, torn down when dropped (a panic included) and, by a
 //! watchdog, when the test process dies without unwinding.
 //!
@@ -26,6 +27,10 @@ pub struct PgServer {
     pub port: u16,
     as_root: bool,
     watchdog: Option<std::process::Child>,
+    /// The network namespace the server runs in (`None`: the test's own).
+    netns: Option<String>,
+    /// `listen_addresses`.
+    listen: String,
 }
 
 /// The newest installed PostgreSQL's programs (Debian keeps them out of PATH).
@@ -53,6 +58,20 @@ fn free_port() -> u16 {
 impl PgServer {
     /// Starts a fresh server, or says why it cannot (then the test skips).
     pub fn start() -> Result<PgServer, String> {
+        Self::start_with(None, "127.0.0.1", None)
+    }
+
+    /// Starts a fresh server inside network namespace `netns` (which the test made),
+    /// listening on its loopback and on `addr`, admitting password logins from `subnet`.
+    pub fn start_in(netns: &str, addr: &str, subnet: &str) -> Result<PgServer, String> {
+        Self::start_with(Some(netns), &format!("127.0.0.1,{addr}"), Some(subnet))
+    }
+
+    fn start_with(
+        netns: Option<&str>,
+        listen: &str,
+        subnet: Option<&str>,
+    ) -> Result<PgServer, String> {
         static N: AtomicU32 = AtomicU32::new(0);
         let bin = bin_dir().ok_or(
             "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb; apt-get install postgresql)",
@@ -81,6 +100,8 @@ impl PgServer {
             port: 0,
             as_root,
             watchdog: None,
+            netns: netns.map(str::to_string),
+            listen: listen.to_string(),
         };
         // A watchdog for the cases Drop never sees (SIGKILL, abort): once this process is
         // gone, stop the server and remove its directory.
@@ -113,13 +134,33 @@ impl PgServer {
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
+        if let Some(net) = subnet {
+            let hba = data.join("pg_hba.conf");
+            let mut text = std::fs::read_to_string(&hba).map_err(|e| e.to_string())?;
+            text.push_str(&format!("host all all {net} scram-sha-256\n"));
+            std::fs::write(&hba, text).map_err(|e| e.to_string())?;
+        }
         server.boot()?;
         Ok(server)
     }
 
     /// A command run as the data directory's owner (`nobody` under root).
     fn as_owner(&self, program: &Path) -> Command {
-        let mut c = if self.as_root {
+        let mut c = if let Some(ns) = &self.netns {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]);
+            if self.as_root {
+                c.args([
+                    "setpriv",
+                    "--reuid=65534",
+                    "--regid=65534",
+                    "--clear-groups",
+                    "--reset-env",
+                ]);
+            }
+            c.arg(program);
+            c
+        } else if self.as_root {
             let mut c = Command::new("setpriv");
             c.args([
                 "--reuid=65534",
@@ -139,13 +180,18 @@ impl PgServer {
     fn pg_ctl_line(&self, what: &str) -> String {
         let pg_ctl = self.bin.join("pg_ctl");
         let data = self.dir.join("data");
+        let ns = self
+            .netns
+            .as_ref()
+            .map(|n| format!("ip netns exec {n} "))
+            .unwrap_or_default();
         let prefix = if self.as_root {
             "setpriv --reuid=65534 --regid=65534 --clear-groups "
         } else {
             ""
         };
         format!(
-            "{prefix}{} -D '{}' -w {what} >/dev/null 2>&1",
+            "{ns}{prefix}{} -D '{}' -w {what} >/dev/null 2>&1",
             pg_ctl.display(),
             data.display()
         )
@@ -167,8 +213,9 @@ impl PgServer {
             .arg("-w")
             .arg("-o")
             .arg(format!(
-                "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=40",
-                self.dir.display()
+                "-p {port} -k {} -c listen_addresses={} -c fsync=off -c max_connections=40",
+                self.dir.display(),
+                self.listen
             ))
             .arg("start")
             .output()
@@ -194,8 +241,11 @@ impl PgServer {
     /// Creates database `name` and returns its URL (without the password: tests give it
     /// through PGPASSWORD or the URL, as they need).
     pub fn create_db(&self, name: &str) -> String {
+        // Through the UNIX socket (trusted): it reaches a server in any network namespace.
         let out = Command::new(self.bin.join("createdb"))
-            .args(["-h", "127.0.0.1", "-U", "virtperf"])
+            .arg("-h")
+            .arg(&self.dir)
+            .args(["-U", "virtperf"])
             .args(["-p", &self.port.to_string(), name])
             .env("PGPASSWORD", PASSWORD)
             .output()
