@@ -283,6 +283,15 @@ pub fn interval_line(i: &virtperf_wire::Interval) -> String {
         };
         let _ = write!(s, " {:>6} {unit}", sig3(v));
     }
+    // iperf3's Retr and Cwnd columns: the interval's retransmits, the flows' windows.
+    if let Some(r) = i.retransmits {
+        let cwnd: Vec<String> = i
+            .flow_tcp
+            .iter()
+            .map(|t| format!("{}K", u64::from(t.snd_cwnd) * u64::from(t.snd_mss) / 1024))
+            .collect();
+        let _ = write!(s, "  retr {r:>4}  cwnd {}", cwnd.join(" "));
+    }
     if let Some(rate) = i.rate_per_s {
         let _ = write!(s, " {rate:>8.0} tr/s");
         match (i.p50_us, i.p99_us) {

@@ -49,7 +49,7 @@ fn stream_in(ns: &str) -> serde_json::Value {
     let out = run_with_timeout(
         Command::new("ip")
             .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_virtperf")])
-            .args(["stream", "-l", "2s", "--json"])
+            .args(["stream", "-l", "2s", "-i", "500ms", "--json"])
             .env("VIRTPERF_ALLOW_CONCURRENT", "1")
             .env_remove("VIRTPERF_TOKEN"),
         Duration::from_secs(60),
@@ -115,6 +115,44 @@ fn stream_flows_carry_tcp_state_and_loss_raises_retransmits() {
         after > 2 * before + 20,
         "2% loss should raise retransmits well past a clean run's: {before} without, {after} with"
     );
+    // Per interval (-i): the full intervals carry the sender's TCP state, and their
+    // retransmits are the run's, spread over time: some, and no more than the total.
+    for (run, total, loss) in [(&clean, before, false), (&lossy, after, true)] {
+        let with: Vec<&serde_json::Value> = run["intervals"]
+            .as_array()
+            .expect("intervals")
+            .iter()
+            .filter(|i| i["retransmits"].is_u64())
+            .collect();
+        // Under loss a sender can sit in a blocked send past the series' wait (a
+        // retransmission timeout is 200 ms or more): those intervals go without.
+        let need = if loss { 1 } else { 3 };
+        assert!(
+            with.len() >= need,
+            "intervals without TCP state: {}",
+            run["intervals"]
+        );
+        for i in &with {
+            let t = &i["flow_tcp"][0];
+            assert!(
+                t["snd_cwnd"].as_u64() > Some(0) && t["srtt_us"].as_u64() > Some(0),
+                "{i}"
+            );
+            assert_eq!(i["retransmits"], t["retransmits_interval"], "{i}");
+        }
+        let sum: u64 = with.iter().filter_map(|i| i["retransmits"].as_u64()).sum();
+        assert!(
+            sum <= total,
+            "intervals' {sum} retransmits exceed the run's {total}"
+        );
+        if loss {
+            assert!(
+                sum > 0,
+                "2% loss and no interval retransmitted: {}",
+                run["intervals"]
+            );
+        }
+    }
 }
 
 /// A stored stream's retransmissions are shown by `show` beside its table (and compared

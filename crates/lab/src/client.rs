@@ -415,7 +415,8 @@ fn wait_for_end(
     loop {
         let el = started.elapsed();
         if let Some(s) = series.as_deref_mut() {
-            s.poll(Instant::now());
+            let stop_at = plan.workload.is_timed().then(|| started + plan.duration);
+            s.poll(Instant::now(), stop_at);
         }
         if handles.iter().all(|h| h.is_finished()) {
             break;

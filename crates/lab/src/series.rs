@@ -14,8 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use virtperf_load::interval::{Meter, Tick};
+use virtperf_load::tcpinfo::{between, Snapshot};
 use virtperf_measure::new_histogram;
-use virtperf_wire::Interval;
+use virtperf_wire::{Interval, TcpInfo};
 
 use crate::plan::IntervalSink;
 
@@ -29,8 +30,13 @@ pub const UNSTEADY_CV: f64 = 0.30;
 
 /// What the series is made of.
 enum Source {
-    /// Byte counts sampled at boundaries: (time of the last sample, each meter's count then).
-    Bytes { last_t: Instant, last: Vec<u64> },
+    /// Byte counts sampled at boundaries: (time of the last sample, each meter's count then,
+    /// each sender's `TCP_INFO` reading then).
+    Bytes {
+        last_t: Instant,
+        last: Vec<u64>,
+        tcp: Vec<Option<Snapshot>>,
+    },
     /// Ticks the engines closed, gathered per meter.
     Ticks { got: Vec<Vec<Tick>>, merged: usize },
 }
@@ -65,6 +71,7 @@ impl Series {
             Source::Bytes {
                 last_t: started,
                 last: vec![0; meters.len()],
+                tcp: vec![None; meters.len()],
             }
         };
         Series {
@@ -87,12 +94,14 @@ impl Series {
         }
     }
 
-    /// Closes whatever intervals have ended by `now`.
-    pub(crate) fn poll(&mut self, now: Instant) {
+    /// Closes whatever intervals have ended by `now`, waiting for the senders' `TCP_INFO`
+    /// no later than `stop_at` (the test's end: its stop is never delayed for them).
+    pub(crate) fn poll(&mut self, now: Instant, stop_at: Option<Instant>) {
         match &mut self.source {
             Source::Bytes { .. } => {
                 if now >= self.next {
-                    self.sample(now);
+                    let until = (now + TCP_WAIT).min(stop_at.unwrap_or(now + TCP_WAIT));
+                    self.sample(now, Some(until));
                     while self.next <= now {
                         self.next += self.every;
                     }
@@ -112,7 +121,7 @@ impl Series {
         if let Source::Bytes { last_t, .. } = &self.source {
             let left = now.saturating_duration_since(*last_t).as_secs_f64();
             if left >= MIN_LAST_FRACTION * self.every.as_secs_f64() {
-                self.sample(now);
+                self.sample(now, None);
             }
         }
     }
@@ -132,8 +141,10 @@ impl Series {
         self.out.push(i);
     }
 
-    fn sample(&mut self, now: Instant) {
-        let Source::Bytes { last_t, last } = &mut self.source else {
+    /// Closes the byte interval ending `now`; senders' `TCP_INFO` is awaited until `tcp_until`
+    /// (None: the senders have stopped, nothing to wait for).
+    fn sample(&mut self, now: Instant, tcp_until: Option<Instant>) {
+        let Source::Bytes { last_t, last, tcp } = &mut self.source else {
             return;
         };
         let dt = now.saturating_duration_since(*last_t).as_secs_f64();
@@ -150,12 +161,16 @@ impl Series {
             total += d;
             flows.push(mbps(d));
         }
+        let flow_tcp = tcp_over_interval(&self.meters, tcp, tcp_until);
         let i = Interval {
             t_s: last_t.saturating_duration_since(self.started).as_secs_f64(),
             duration_s: dt,
             bytes: Some(total),
             mbps: Some(mbps(total)),
             flow_mbps: if flows.len() > 1 { flows } else { Vec::new() },
+            retransmits: (!flow_tcp.is_empty())
+                .then(|| flow_tcp.iter().map(|t| t.retransmits_interval).sum()),
+            flow_tcp,
             ..Interval::default()
         };
         *last_t = now;
@@ -184,6 +199,59 @@ impl Series {
         for i in new {
             self.emit(i);
         }
+    }
+}
+
+/// Longest the series waits at a boundary for the senders' `TCP_INFO` readings: a sender
+/// answers after its next send, microseconds away unless its send blocks (a full window);
+/// one that does not answer in time leaves the interval without TCP state.
+const TCP_WAIT: Duration = Duration::from_millis(20);
+
+/// Each sending flow's `TCP_INFO` over the interval that ends now: asks every sender for a
+/// reading, waits for the answers until `until` (None: the senders have stopped), and
+/// pairs each with the flow's reading at the interval's start (`prev`, then replaced). Empty unless every flow is a TCP sender that
+/// answered at both ends: a partial list would read as the whole.
+fn tcp_over_interval(
+    meters: &[Arc<Meter>],
+    prev: &mut [Option<Snapshot>],
+    until: Option<Instant>,
+) -> Vec<TcpInfo> {
+    // Stopped senders answer nothing: the last, partial, interval goes without.
+    let Some(deadline) = until else {
+        return Vec::new();
+    };
+    if meters.is_empty() || !meters.iter().all(|m| m.is_tcp_sender()) {
+        return Vec::new();
+    }
+    for (m, p) in meters.iter().zip(prev.iter_mut()) {
+        // Without a start reading (the first interval, or the last one's came late): the
+        // one the sender left since, at its first send or after its last deadline. The
+        // counters then run between the two readings; no retransmit is counted twice or
+        // lost between intervals.
+        let left = m.take_tcp();
+        if p.is_none() {
+            *p = left;
+        }
+        m.request_tcp();
+    }
+    while !meters.iter().all(|m| m.tcp_answered()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let mut out = Vec::with_capacity(meters.len());
+    let mut complete = true;
+    for (m, p) in meters.iter().zip(prev.iter_mut()) {
+        let now = m.tcp_answered().then(|| m.take_tcp()).flatten();
+        match (p.as_ref(), &now) {
+            (Some(start), Some(end)) => out.push(between(start, end)),
+            _ => complete = false,
+        }
+        // The end of this interval is the start of the next (None: the next one has none).
+        *p = now;
+    }
+    if complete {
+        out
+    } else {
+        Vec::new()
     }
 }
 

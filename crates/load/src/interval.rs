@@ -14,18 +14,45 @@
 //!   reset, so each interval has its own percentiles from the same single record per
 //!   transaction as before.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-/// One flow's published progress: its running byte count and its closed intervals.
-#[derive(Debug, Default)]
+use crate::tcpinfo::Snapshot;
+
+/// One flow's published progress: its running byte count, its closed intervals, and (a
+/// TCP sender's) `TCP_INFO` readings taken when the series asks for one.
+///
+/// Why the worker reads `TCP_INFO` itself: it owns its connection in a private descriptor
+/// table, so no other thread can name the socket. A request is one flag the send loop
+/// checks after each send (a relaxed load of a line the sender only reads until asked);
+/// the reading follows within one send of the interval's boundary.
+#[derive(Debug)]
 pub struct Meter {
     every: Option<Duration>,
     bytes: AtomicU64,
     ticks: Mutex<Vec<Tick>>,
+    /// A `TCP_INFO` reading is wanted: set by the series, cleared by the sender with its
+    /// answer. Set from the start, so a sender's first send leaves the starting reading.
+    tcp_due: AtomicBool,
+    /// The sender has answered at least once (receivers and UDP flows never do).
+    tcp_sender: AtomicBool,
+    tcp: Mutex<Option<Snapshot>>,
+}
+
+impl Default for Meter {
+    fn default() -> Meter {
+        Meter {
+            every: None,
+            bytes: AtomicU64::new(0),
+            ticks: Mutex::new(Vec::new()),
+            tcp_due: AtomicBool::new(true),
+            tcp_sender: AtomicBool::new(false),
+            tcp: Mutex::new(None),
+        }
+    }
 }
 
 /// One closed interval of a transaction engine, times relative to the engine's start.
@@ -65,6 +92,44 @@ impl Meter {
     /// The last published byte count.
     pub fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Whether a `TCP_INFO` reading is wanted (send loops check after each send).
+    #[inline(always)]
+    pub fn tcp_wanted(&self) -> bool {
+        self.tcp_due.load(Ordering::Relaxed)
+    }
+
+    /// A sender's answer: its connection's `TCP_INFO` now (None: not readable).
+    pub fn put_tcp(&self, snap: Option<Snapshot>) {
+        if let Ok(mut t) = self.tcp.lock() {
+            *t = snap;
+        }
+        self.tcp_sender.store(true, Ordering::Relaxed);
+        self.tcp_due.store(false, Ordering::Release);
+    }
+
+    /// Whether this flow's worker is a TCP sender that answers readings.
+    pub fn is_tcp_sender(&self) -> bool {
+        self.tcp_sender.load(Ordering::Relaxed)
+    }
+
+    /// Asks the sender for a fresh reading (the previous one is dropped).
+    pub fn request_tcp(&self) {
+        if let Ok(mut t) = self.tcp.lock() {
+            *t = None;
+        }
+        self.tcp_due.store(true, Ordering::Release);
+    }
+
+    /// Whether the last request has been answered.
+    pub fn tcp_answered(&self) -> bool {
+        !self.tcp_due.load(Ordering::Acquire)
+    }
+
+    /// The last reading, taken out.
+    pub fn take_tcp(&self) -> Option<Snapshot> {
+        self.tcp.lock().ok().and_then(|mut t| t.take())
     }
 
     /// The intervals closed so far from the `from`-th on.

@@ -15,6 +15,13 @@ pub struct Snapshot {
     len: usize,
 }
 
+/// Shown by size only: the raw struct is the kernel's, and `between` is how it is read.
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "tcp_info ({} bytes)", self.len)
+    }
+}
+
 impl Snapshot {
     /// Whether the kernel filled the field that ends at byte `end`.
     fn has(&self, end: usize) -> bool {

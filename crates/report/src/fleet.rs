@@ -332,6 +332,13 @@ fn pooled(
     m
 }
 
+/// Whether a metric is one of the headline numbers the text and HTML fleet tables show
+/// (rates, throughput, latency, probes); events per transaction and service demand stay in
+/// the JSON, where a fleet's tables would drown in them.
+pub fn headline(metric: &str) -> bool {
+    !(metric.ends_with("_per_tr") || metric.ends_with("_demand_us") || metric.ends_with("_per_mb"))
+}
+
 /// `—` for a value that was not measured, else one decimal.
 fn us(v: Option<f64>) -> String {
     v.map_or_else(|| "—".to_string(), |x| format!("{x:.1}"))
@@ -380,7 +387,7 @@ pub fn text(f: &Fleet) -> String {
                 "  {:<34} {:<14} {:<22} {:>5} {:>12} {:>12} {:>12}",
                 "point", "config", "metric", "hosts", "median", "min", "max"
             );
-            for m in &g.metrics {
+            for m in g.metrics.iter().filter(|m| headline(&m.metric)) {
                 let _ = writeln!(
                     s,
                     "  {:<34} {:<14} {:<22} {:>5} {:>12.2} {:>12.2} {:>12.2} {}",

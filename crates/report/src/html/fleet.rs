@@ -87,8 +87,12 @@ fn group_section(s: &mut String, tag: &str, g: &Group) {
         let _ = write!(s, "<p class=\"warning\">not explained: {}</p>", esc(why));
     }
     if !g.metrics.is_empty() {
-        s.push_str("<h3>across hosts (each host's mean; median and range)</h3><table><tr><th>point</th><th>config</th><th>metric</th><th>hosts</th><th>median</th><th>min</th><th>max</th><th>per host</th></tr>");
-        for m in &g.metrics {
+        s.push_str("<h3>across hosts (each host's mean; median and range; events per transaction and service demand in --json)</h3><table><tr><th>point</th><th>config</th><th>metric</th><th>hosts</th><th>median</th><th>min</th><th>max</th><th>per host</th></tr>");
+        for m in g
+            .metrics
+            .iter()
+            .filter(|m| crate::fleet::headline(&m.metric))
+        {
             let per: Vec<String> = m
                 .per_host
                 .iter()

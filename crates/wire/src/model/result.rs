@@ -442,6 +442,15 @@ pub struct Interval {
     /// stream with several flows: each flow's throughput, 10^6 bits/s.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flow_mbps: Vec<f64>,
+    /// stream, client sending over TCP: segments retransmitted in the interval, all flows
+    /// (absent unless every flow's sender was read at both ends of the interval).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
+    /// stream, client sending over TCP: each flow's `TCP_INFO` at the interval's end, its
+    /// counters (retransmits, busy and limited times) over the interval; in flow order,
+    /// present under the same condition as `retransmits`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flow_tcp: Vec<TcpInfo>,
     /// rr, crr: transactions completed in the interval (all flows).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transactions: Option<u64>,
