@@ -19,6 +19,10 @@ pub struct PushArgs {
     /// The store to push from (default: $VIRTPERF_DB, else the local results file)
     #[command(flatten)]
     pub db: DbArg,
+    /// Print what was pushed as JSON: one object per run (uid, from_id, to_id, created,
+    /// trials)
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `virtperf push`
@@ -47,28 +51,48 @@ pub fn push(a: PushArgs) -> Result<()> {
         }
         ids
     };
-    let (mut new, mut had) = (0, 0);
+    let mut done = Vec::new();
     for id in ids {
         let p = from.push_run(id, &mut to)?;
-        if p.created {
-            new += 1;
-            println!(
-                "run {} → run {} in {} ({} trials)",
-                p.from_id,
-                p.to_id,
-                to.path().display(),
-                p.trials
-            );
-        } else {
-            had += 1;
-            println!(
-                "run {} is already run {} in {}: nothing to push",
-                p.from_id,
-                p.to_id,
-                to.path().display()
-            );
+        if !a.json {
+            println!("{}", line(&p, &to));
         }
+        done.push(p);
     }
-    println!("pushed {new} run(s); {had} already there");
+    if a.json {
+        let v: Vec<serde_json::Value> = done
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "uid": p.uid, "from_id": p.from_id, "to_id": p.to_id,
+                    "created": p.created, "trials": p.trials,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        let new = done.iter().filter(|p| p.created).count();
+        println!("pushed {new} run(s); {} already there", done.len() - new);
+    }
     Ok(())
+}
+
+/// What happened to one run, for people.
+fn line(p: &virtperf_store::Pushed, to: &Store) -> String {
+    if p.created {
+        format!(
+            "run {} → run {} in {} ({} trials)",
+            p.from_id,
+            p.to_id,
+            to.path().display(),
+            p.trials
+        )
+    } else {
+        format!(
+            "run {} is already run {} in {}: nothing to push",
+            p.from_id,
+            p.to_id,
+            to.path().display()
+        )
+    }
 }

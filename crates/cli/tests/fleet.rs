@@ -185,6 +185,22 @@ fn tagged_runs_select_export_group_and_gate_campaigns() {
         .iter()
         .all(|r| r["point"].as_str().unwrap().starts_with("a · ")));
 
+    // push --json: what was copied, once; the tags travel with the runs.
+    let team = d.path("team.db");
+    for created in [true, false] {
+        let out = run_db_ok(
+            &["push", "all", "--json", "--to", team.to_str().unwrap()],
+            &db,
+        );
+        let pushed: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+        assert_eq!(pushed.len(), 3, "{out}");
+        assert!(pushed.iter().all(|p| p["created"] == created), "{out}");
+    }
+    assert_eq!(
+        runs_json(&team, &["tag.campaign=c1", "tag.group=b"]).len(),
+        1
+    );
+
     // A campaign with no runs says so and how to look.
     let out = vp()
         .args(["report", "--campaign", "nope", "--db", db.to_str().unwrap()])
