@@ -135,14 +135,21 @@ impl Fleet {
     /// whose /run/virtperf is private: the host's own machine lock.
     fn start_sshd(&mut self, i: usize) {
         let p = |n: &str| self.dir.join(n).to_string_lossy().into_owned();
+        // A host of its own: its own /run/virtperf (machine lock) and an empty home for
+        // root, so its shells run none of this machine's start-up files (pyenv's, say,
+        // whose lock a killed host would leave behind for every later shell to wait on).
+        let home = self.dir.join(format!("home{i}"));
+        std::fs::create_dir_all(&home).unwrap();
         let script = format!(
-            "mount -t tmpfs tmpfs /run/virtperf && exec /usr/sbin/sshd -D -e -f /dev/null \
+            "mount -t tmpfs tmpfs /run/virtperf && mount --bind {home} /root && \
+             exec /usr/sbin/sshd -D -e -f /dev/null \
              -o HostKey={} -o AuthorizedKeysFile={} -o ListenAddress=10.98.0.{} \
              -o PermitRootLogin=prohibit-password -o StrictModes=no -o PidFile=none \
              -o MaxStartups=50 -o 'Subsystem sftp internal-sftp'",
             p("hostkey"),
             p("authorized_keys"),
-            10 + i
+            10 + i,
+            home = home.display(),
         );
         let child = Command::new("ip")
             .args(["netns", "exec", &self.hosts[i - 1]])
@@ -310,11 +317,19 @@ fn the_playbook_runs_batteries_and_pairs_tags_them_in_postgres_and_survives_a_de
     .unwrap();
 
     // First run; host 3 dies once its copy of virtperf is installed.
-    let child = fleet.playbook("play1.log");
+    let mut child = fleet.playbook("play1.log");
     let h3_bin = dir.join("h3/virtperf");
     let deadline = Instant::now() + Duration::from_secs(120);
     while !h3_bin.exists() {
-        assert!(Instant::now() < deadline, "host 3 never got its binary");
+        let ended = child.try_wait().ok().flatten().is_some();
+        if ended || Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "host 3 never got its binary:\n{}",
+                std::fs::read_to_string(dir.join("play1.log")).unwrap_or_default()
+            );
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
     fleet.kill_host(3);
