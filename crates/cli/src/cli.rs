@@ -27,7 +27,7 @@ pub enum Command {
     /// Analyze pcap/pcapng captures: per TCP connection duration, bytes, retransmissions, RTT, response latency
     Pcap(crate::pcap::PcapArgs),
     /// Undo what killed runs left behind: restore their knobs, remove their namespaces and guest run directories
-    Cleanup,
+    Cleanup(crate::machine::CleanupArgs),
     /// Real /dev/kvm guests: exit round-trip cost, halt/wake-up latency with halt-poll sweeps
     Kvm(crate::kvm::KvmArgs),
     /// Where a cross-CPU round trip's time goes: path, wake-ups, idle exits, residual, and what buys it back

@@ -78,3 +78,47 @@ pub fn take(a: &LockArgs) -> Result<MachineLock> {
     }
     Ok(lock)
 }
+
+/// `virtperf cleanup`'s flags.
+#[derive(Debug, Args)]
+pub struct CleanupArgs {
+    /// Print what was done as JSON: {"done": [...], "failed": [...]}, one line each
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `virtperf cleanup`: restores dead runs' knobs, removes their namespaces and guest run
+/// directories; fails (after trying everything) when an item could not be cleaned up.
+pub fn cleanup(a: CleanupArgs) -> Result<()> {
+    let rep = virtperf_place::cleanup::cleanup();
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({"done": rep.done, "failed": rep.failed})
+            )?
+        );
+    } else {
+        if rep.done.is_empty() && rep.failed.is_empty() {
+            println!("nothing to clean up");
+        }
+        for d in &rep.done {
+            println!("{d}");
+        }
+        for f in &rep.failed {
+            eprintln!("virtperf: cleanup: {f}");
+        }
+    }
+    if !rep.failed.is_empty() {
+        anyhow::bail!(
+            "{} item(s) could not be cleaned up ({})",
+            rep.failed.len(),
+            if a.json {
+                "in the JSON's failed list"
+            } else {
+                "listed above"
+            }
+        );
+    }
+    Ok(())
+}

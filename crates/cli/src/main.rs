@@ -169,25 +169,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Wake(a) => wake::wake(a),
         Command::Kvm(a) => kvm::kvm(a),
         Command::Pcap(a) => pcap::pcap(a),
-        Command::Cleanup => {
-            let rep = virtperf_place::cleanup::cleanup();
-            if rep.done.is_empty() && rep.failed.is_empty() {
-                println!("nothing to clean up");
-            }
-            for d in &rep.done {
-                println!("{d}");
-            }
-            for f in &rep.failed {
-                eprintln!("virtperf: cleanup: {f}");
-            }
-            if !rep.failed.is_empty() {
-                anyhow::bail!(
-                    "{} item(s) could not be cleaned up (listed above)",
-                    rep.failed.len()
-                );
-            }
-            Ok(())
-        }
+        Command::Cleanup(a) => machine::cleanup(a),
         Command::Completions(a) => {
             let mut buf = Vec::new();
             clap_complete::generate(a.shell, &mut Cli::command(), "virtperf", &mut buf);

@@ -279,8 +279,21 @@ fn a_damaged_journal_is_reported_not_ignored() {
         .arg("cleanup")
         .output()
         .unwrap();
+    let json = vp()
+        .env("VIRTPERF_STATE_DIR", &dir)
+        .args(["cleanup", "--json"])
+        .output()
+        .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("123-456.json"), "{err}");
+    // --json: the same, as data; still a failure.
+    assert_eq!(json.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(
+        v["failed"][0].as_str().unwrap().contains("123-456.json"),
+        "{v}"
+    );
+    assert!(v["done"].as_array().is_some(), "{v}");
 }
