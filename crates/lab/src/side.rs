@@ -109,6 +109,16 @@ enum Table {
     Private(Option<RawFd>),
 }
 
+/// Records the socket options the kernel applied to `fd`, this side's first TCP data
+/// connection (a later call, or a UDP socket, changes nothing).
+pub(crate) fn note_applied(ctl: &Ctl, fd: std::os::fd::BorrowedFd<'_>) {
+    if let Ok(mut a) = ctl.applied.lock() {
+        if a.is_none() {
+            *a = virtperf_load::sock::applied(&fd).ok();
+        }
+    }
+}
+
 /// Starts a worker thread that pins itself (if asked), waits for the gate, runs `body`, and
 /// measures its own CPU time. The descriptor table is shared with the process.
 pub(crate) fn spawn_worker<F>(
@@ -157,14 +167,8 @@ where
     F: FnOnce(&Ctl, &mut LatencyHistogram, &mut S) -> std::io::Result<Counts> + Send + 'static,
 {
     let fd = s.as_raw_fd();
-    if let Ok(mut a) = ctl.applied.lock() {
-        if a.is_none() {
-            // SAFETY: `fd` is `s`'s, open for as long as this borrow.
-            let b = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-            // Not TCP (UDP flows): nothing to read back.
-            *a = virtperf_load::sock::applied(&b).ok();
-        }
-    }
+    // SAFETY: `fd` is `s`'s, open for as long as this borrow.
+    note_applied(ctl, unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) });
     spawn(name, ctl, Table::Private(Some(fd)), move |c, h| {
         // The connection's TCP state from the gate to the engine's end: the measured
         // interval (None for UDP sockets).

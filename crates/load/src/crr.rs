@@ -6,6 +6,7 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -20,7 +21,8 @@ use crate::Counts;
 /// Client half: connect, send the request, read the response (latency sample ends here),
 /// read the server's close, close; repeat until `stop`. `wait` is how it waits for the
 /// response (the connect itself always blocks). Intervals go to `meter` (if it has an
-/// interval), decided on the clock reading that ends each transaction.
+/// interval), decided on the clock reading that ends each transaction. `first` is shown the
+/// first connection (to read back the socket options the kernel applied).
 #[allow(clippy::too_many_arguments)]
 pub fn client(
     addr: SocketAddr,
@@ -32,7 +34,9 @@ pub fn client(
     stop: &AtomicBool,
     hist: &mut Histogram<u64>,
     meter: &Meter,
+    first: &dyn Fn(BorrowedFd<'_>),
 ) -> io::Result<Counts> {
+    let mut first = Some(first);
     let req = vec![0u8; request];
     let mut resp = vec![0u8; response];
     let mut n = 0u64;
@@ -48,6 +52,10 @@ pub fn client(
         prepare_data_socket(&s, io_timeout, true, opts)?;
         s.connect(&addr.into())
             .map_err(|e| describe(e, "connecting for a transaction"))?;
+        // The first connection shows what the kernel applied to them all (same options).
+        if let Some(f) = first.take() {
+            f(s.as_fd());
+        }
         send_all(&s, &req).map_err(|e| describe(e, "sending request"))?;
         if !recv_full_wait(&s, &mut resp, wait, io_timeout)
             .map_err(|e| describe(e, "reading response"))?
@@ -84,7 +92,7 @@ pub fn client(
 /// woken (see [`crate::sock::wake_listener`]). Connections from any address but `peer` (the
 /// test's client, when given) are closed unanswered: a stranger can neither add
 /// transactions nor hold the server up. `wait` is how it waits for each request (accepting
-/// always blocks).
+/// always blocks). `first` is shown the first accepted connection.
 #[allow(clippy::too_many_arguments)]
 pub fn server(
     listener: &TcpListener,
@@ -95,7 +103,9 @@ pub fn server(
     io_timeout: Duration,
     opts: &SockOpts,
     stop: &AtomicBool,
+    first: &dyn Fn(BorrowedFd<'_>),
 ) -> io::Result<Counts> {
+    let mut first = Some(first);
     let mut req = vec![0u8; request];
     let resp = vec![0u8; response];
     let mut n = 0u64;
@@ -105,7 +115,12 @@ pub fn server(
     while !stop.load(Ordering::Relaxed) {
         let s = match listener.accept() {
             Ok((_, from)) if peer.is_some_and(|p| p != from.ip()) => continue,
-            Ok((s, _)) => s,
+            Ok((s, _)) => {
+                if let Some(f) = first.take() {
+                    f(s.as_fd());
+                }
+                s
+            }
             Err(_) if stop.load(Ordering::Relaxed) => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(describe(e, "accepting a connection")),

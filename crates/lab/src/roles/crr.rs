@@ -79,6 +79,7 @@ impl Role for Crr {
                         &c.stop,
                         h,
                         &m,
+                        &|fd| crate::side::note_applied(c, fd),
                     )
                 })?);
             }
@@ -145,6 +146,7 @@ impl Role for Crr {
                         DATA_TIMEOUT,
                         &sock,
                         &c.stop,
+                        &|fd| crate::side::note_applied(c, fd),
                     )
                 })?);
             }
