@@ -175,3 +175,28 @@ fn address_families() {
     let (code, err) = run_fail(&["rr", "-4", "-6", "-l", "1s"]);
     assert_eq!(code, 2, "{err}");
 }
+
+/// Flows multiplexed on threads share one set of options: the first flow's connection on
+/// each side shows what the kernel applied.
+#[test]
+fn multiplexed_flows_record_what_the_kernel_applied() {
+    for workload in ["rr", "stream"] {
+        let r = run_json(&[
+            workload,
+            "-P",
+            "4",
+            "--threads",
+            "2",
+            "-l",
+            "300ms",
+            "-s",
+            "64K",
+            "-D",
+        ]);
+        for side in ["client", "server"] {
+            let a = &r["sock_applied"][side];
+            assert_eq!(a["sndbuf"], 2 * 65536, "{workload} {side}: {a}");
+            assert_eq!(a["nodelay"], true, "{workload} {side}: {a}");
+        }
+    }
+}

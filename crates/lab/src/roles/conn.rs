@@ -72,3 +72,11 @@ pub(crate) fn accept_data(
     }
     Ok(conns)
 }
+
+/// Records what the kernel applied to the first of `conns` (flows that share one set of
+/// options, multiplexed on threads) as the side's `sock_applied`.
+pub(crate) fn note_first(ctl: &crate::side::Ctl, conns: &[std::net::TcpStream]) {
+    if let Some(c) = conns.first() {
+        crate::side::note_applied(ctl, std::os::fd::AsFd::as_fd(c));
+    }
+}

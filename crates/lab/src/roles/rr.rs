@@ -34,6 +34,8 @@ impl Role for Rr {
                 ..
             } => {
                 let conns = connect_all(data, flows, true, &sock, &key)?;
+                // Multiplexed flows share the options: the first shows what the kernel applied.
+                super::conn::note_first(side, &conns);
                 for (i, share) in mux::spread(conns, t.min(flows) as usize)
                     .into_iter()
                     .enumerate()
@@ -123,6 +125,8 @@ impl Role for Rr {
                 ..
             } => {
                 let conns = accept_data(listener, client, flows as usize, true, &sock, &key)?;
+                // Multiplexed flows share the options: the first shows what the kernel applied.
+                super::conn::note_first(side, &conns);
                 for (i, share) in mux::spread(conns, t.min(flows) as usize)
                     .into_iter()
                     .enumerate()

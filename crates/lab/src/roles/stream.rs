@@ -35,6 +35,8 @@ impl Role for Stream {
                 ..
             } => {
                 let conns = connect_all(data, flows, false, &sock, &key)?;
+                // Multiplexed flows share the options: the first shows what the kernel applied.
+                super::conn::note_first(side, &conns);
                 for (i, share) in mux::spread(conns, t.min(flows) as usize)
                     .into_iter()
                     .enumerate()
@@ -112,6 +114,8 @@ impl Role for Stream {
                 ..
             } => {
                 let conns = accept_data(listener, client, flows as usize, false, &sock, &key)?;
+                // Multiplexed flows share the options: the first shows what the kernel applied.
+                super::conn::note_first(side, &conns);
                 for (i, share) in mux::spread(conns, t.min(flows) as usize)
                     .into_iter()
                     .enumerate()
