@@ -340,9 +340,8 @@ pub fn execute_spec(
     repeat: Option<Repeat>,
     json: bool,
     lock: &crate::machine::LockArgs,
-    tags: &crate::args::TagArgs,
+    tags: virtperf_store::Tags,
 ) -> Result<Executed> {
-    let tags = tags.resolve()?;
     execute_with(db, json, lock, |store, interrupted, obs| {
         runner::run(
             spec,
@@ -422,8 +421,8 @@ pub fn execute_with(
 /// `virtperf run`
 pub fn run(a: RunArgs) -> Result<()> {
     let spec = load_spec(a.spec.as_deref())?;
-    // Checked before a dry run too: a fleet's malformed $VIRTPERF_TAGS shows up in a rehearsal.
-    a.tags.resolve()?;
+    // Before a dry run too: a fleet's malformed $VIRTPERF_TAGS shows up in a rehearsal.
+    let tags = a.tags.resolve()?;
     let repeat = match (a.runs, a.until_ci) {
         (Some(n), _) => Some(Repeat::Fixed(n)),
         (None, Some((level, width))) => Some(Repeat::UntilCi {
@@ -474,7 +473,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         points,
         ok,
         interrupted,
-    } = execute_spec(&spec, &a.db, repeat, a.json, &a.lock, &a.tags)?;
+    } = execute_spec(&spec, &a.db, repeat, a.json, &a.lock, tags)?;
     if a.json {
         println!("{}", render::json(&row, &points));
     } else {

@@ -60,16 +60,7 @@ pub fn push(a: PushArgs) -> Result<()> {
         done.push(p);
     }
     if a.json {
-        let v: Vec<serde_json::Value> = done
-            .iter()
-            .map(|p| {
-                serde_json::json!({
-                    "uid": p.uid, "from_id": p.from_id, "to_id": p.to_id,
-                    "created": p.created, "trials": p.trials,
-                })
-            })
-            .collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        println!("{}", serde_json::to_string_pretty(&done)?);
     } else {
         let new = done.iter().filter(|p| p.created).count();
         println!("pushed {new} run(s); {} already there", done.len() - new);

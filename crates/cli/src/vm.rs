@@ -218,7 +218,7 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
         Some(Repeat::Fixed(a.runs)),
         a.json,
         &a.lock,
-        &a.tags,
+        a.tags.resolve()?,
     )?;
     let rows = compare::by_config(&points, Some("native"));
     let tax = tax_rows(&rows);

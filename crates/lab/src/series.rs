@@ -100,7 +100,7 @@ impl Series {
         match &mut self.source {
             Source::Bytes { .. } => {
                 if now >= self.next {
-                    let until = (now + TCP_WAIT).min(stop_at.unwrap_or(now + TCP_WAIT));
+                    let until = stop_at.map_or(now + TCP_WAIT, |s| s.min(now + TCP_WAIT));
                     self.sample(now, Some(until));
                     while self.next <= now {
                         self.next += self.every;

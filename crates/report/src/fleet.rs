@@ -244,8 +244,11 @@ pub fn env_fields(e: &Env) -> BTreeMap<String, String> {
     m
 }
 
-/// Fields whose set of values is not the same in every group.
+/// Fields whose set of values is not the same in every group (none with one group).
 fn env_differences(by: &BTreeMap<String, Vec<&FleetRun>>) -> Vec<EnvDifference> {
+    if by.len() < 2 {
+        return Vec::new();
+    }
     let mut seen: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
     for (g, runs) in by {
         for r in runs {
@@ -263,7 +266,6 @@ fn env_differences(by: &BTreeMap<String, Vec<&FleetRun>>) -> Vec<EnvDifference> 
             let sets: BTreeSet<&BTreeSet<String>> = per.values().collect();
             sets.len() > 1 || per.len() < by.len()
         })
-        .filter(|_| by.len() > 1)
         .map(|(field, per)| EnvDifference {
             field,
             by_group: per

@@ -9,8 +9,8 @@ use crate::tags::insert_tags;
 use crate::trials::insert_trial;
 use crate::{to_json_checked, Store, StoreError};
 
-/// What [`Store::push_run`] did with one run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What [`Store::push_run`] did with one run (as `push --json` prints it).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Pushed {
     /// The run's stable id, the same in both stores.
     pub uid: String,
