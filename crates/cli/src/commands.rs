@@ -78,6 +78,7 @@ pub fn env(a: EnvArgs) -> Result<()> {
             host,
             port: a.conn.port,
             token: a.conn.token()?,
+            lock: None,
         })?,
         None => virtperf_measure::fingerprint(),
     };
@@ -130,6 +131,7 @@ pub(crate) fn open_site(
                 host: host.clone(),
                 port: common.conn.port,
                 token: common.conn.token()?,
+                lock: None,
             },
             None,
         )),
@@ -290,15 +292,6 @@ pub fn rr(a: RrArgs) -> Result<()> {
 fn rr_under_load(common: &Common, plan: Plan, load: crate::under_load::UnderLoad) -> Result<()> {
     let usage =
         |e: anyhow::Error| crate::signals::exit(crate::signals::code::USAGE, format!("{e:#}"));
-    // An agent on another machine (or in a guest) runs one test at a time under its own
-    // machine lock: the rr would wait for the streams instead of running beside them. Here
-    // (loopback, namespaces) the agent shares this process's lock.
-    if common.host.is_some() || !matches!(common.placement, Placement::Local | Placement::Netns(..))
-    {
-        return Err(usage(anyhow::anyhow!(
-            "--under-load runs on local and netns placements for now (an agent elsewhere runs one test at a time)"
-        )));
-    }
     if plan.interval.is_some() || common.json_stream {
         return Err(usage(anyhow::anyhow!(
             "--under-load reports whole trials: drop -i and --json-stream"

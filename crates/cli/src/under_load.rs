@@ -5,8 +5,9 @@
 //! with its confidence interval. The streams start half a second before the rr and end
 //! after it: the rr is loaded from its first transaction to its last. Both tests of a
 //! loaded trial go through the same site, so on a netns placement they share its veth
-//! pair. Agents elsewhere (remote, ssh, guests) run one test at a time under their own
-//! machine lock, so there the rr would queue behind the streams: refused for now.
+//! pair, in a guest its virtio queues. An agent elsewhere (remote, ssh, a guest) runs one
+//! test at a time under its machine's lock: the site holds that machine for each loaded
+//! trial, so the rr runs beside the streams instead of queueing behind them.
 
 use std::time::Duration;
 
@@ -136,15 +137,9 @@ pub fn run(
                 alone.push(site.run(rr, &|_| {})?);
                 continue;
             }
-            let (r, s) = std::thread::scope(|sc| {
-                let bg = sc.spawn(|| site.run(stream, &|_| {}));
-                std::thread::sleep(Duration::from_millis(500));
-                let r = site.run(rr, &|_| {});
-                let s = bg.join().map_err(|_| anyhow!("the stream thread panicked"));
-                (r, s)
-            });
-            loaded.push(r?);
-            streams.push(s??);
+            let (r, s) = site.run_beside(stream, rr, Duration::from_millis(500))?;
+            loaded.push(r);
+            streams.push(s);
         }
     }
     if !json {

@@ -197,6 +197,7 @@ fn drive_message(to: &Agent) -> Message {
             host: "127.0.0.1".into(),
             port: to.addr.port(),
             token: None,
+            lock: None,
         },
         workload: Workload::rr(1, 1),
         duration_ms: 300,
@@ -246,5 +247,54 @@ fn an_agent_drives_a_test_against_another_only_when_allowed() {
             assert!(result.cpu.server.is_some(), "server side accounted");
         }
         other => panic!("expected an outcome, got {other:?}"),
+    }
+}
+
+/// A client's hold on the agent's machine (`Hold`) makes other clients' tests wait, and
+/// lasts no longer than the agent's `--max-duration`, even when the client stays silent.
+#[test]
+fn a_hold_keeps_others_waiting_no_longer_than_the_agents_limit() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root (a mount namespace gives the agent a lock of its own)");
+        return;
+    }
+    let a = Agent::with_its_own_lock(&["--max-duration", "2s"]);
+    let mut s = connect(&a);
+    s.write_all(&hello(virtperf_wire::PROTOCOL_VERSION, None))
+        .unwrap();
+    assert!(matches!(read_message(&mut s), Ok(Message::Welcome { .. })));
+    write_message(&mut s, &Message::Hold).unwrap();
+    let id = match read_message(&mut s) {
+        Ok(Message::Held { lock: Some(id) }) => id,
+        other => panic!("expected held with an id, got {other:?}"),
+    };
+    assert!(id.len() >= 16, "{id}");
+    let t0 = std::time::Instant::now();
+    let out = common::run_with_timeout(
+        common::vp().args([
+            "rr",
+            "-l",
+            "300ms",
+            "-H",
+            "127.0.0.1",
+            "--port",
+            &a.port(),
+            "--allow-concurrent",
+        ]),
+        Duration::from_secs(30),
+    );
+    common::assert_ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("waiting for another measurement"), "{err}");
+    assert!(
+        t0.elapsed() >= Duration::from_millis(1500),
+        "{:?}",
+        t0.elapsed()
+    );
+    // The silent holder was let go: an error, then the connection closed.
+    match read_message(&mut s) {
+        Ok(Message::Error { message }) => assert!(message.contains("request"), "{message}"),
+        other => panic!("expected the hold to end with an error, got {other:?}"),
     }
 }

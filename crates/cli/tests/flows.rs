@@ -381,17 +381,80 @@ fn rr_under_load_reports_the_added_latency() {
         &["crr", "--under-load", "streams=2", "-l", "1s"][..],
         &["rr", "--under-load", "streams=0", "-l", "1s"],
         &["rr", "--under-load", "streams=2", "-i", "250ms", "-l", "1s"],
-        &[
-            "rr",
-            "--under-load",
-            "streams=2",
-            "-H",
-            "127.0.0.1",
-            "-l",
-            "1s",
-        ],
     ] {
         let (code, err) = common::run_fail(bad);
         assert_eq!(code, 2, "{bad:?}: {err}");
     }
+}
+
+/// `rr --under-load` against an agent elsewhere: the site holds the agent's machine for
+/// each loaded trial, so the rr runs beside the streams instead of queueing behind them.
+#[test]
+fn rr_under_load_holds_a_remote_agents_machine() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root (a mount namespace gives the agent a lock of its own)");
+        return;
+    }
+    let agent = common::Agent::with_its_own_lock(&[]);
+    let port = agent.port();
+    // This client holds no lock on the agent's machine (and tells it none).
+    let remote = ["-H", "127.0.0.1", "--port", &port, "--allow-concurrent"];
+    const WAITS: &str = "waiting for another measurement on the agent's machine";
+    // The control: that agent runs one test at a time, so a second test waits (and says so).
+    let first = common::vp()
+        .args(["stream", "-l", "2s"])
+        .args(remote)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn stream");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let second = common::run_with_timeout(
+        common::vp().args(["rr", "-l", "300ms"]).args(remote),
+        std::time::Duration::from_secs(30),
+    );
+    common::wait_output(first, std::time::Duration::from_secs(30));
+    common::assert_ok(&second);
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains(WAITS),
+        "the agent ran two tests at once: {err}"
+    );
+    // Under load: no test waits for the other; both results are there.
+    let out = common::run_with_timeout(
+        common::vp()
+            .args([
+                "rr",
+                "--under-load",
+                "streams=2,pairs=1",
+                "-l",
+                "1s",
+                "--json",
+            ])
+            .args(remote),
+        std::time::Duration::from_secs(60),
+    );
+    common::assert_ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !err.contains(WAITS),
+        "the rr queued behind the streams: {err}"
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(r["loaded"].as_array().map(Vec::len), Some(1), "{r}");
+    assert!(
+        r["loaded"][0]["outcome"]["transactions"].as_u64() > Some(0),
+        "{}",
+        r["loaded"][0]["outcome"]
+    );
+    assert!(
+        r["stream_mbps"][0].as_f64() > Some(0.0),
+        "{}",
+        r["stream_mbps"]
+    );
+    assert_eq!(
+        r["streams_results"][0]["target"],
+        format!("127.0.0.1:{port}")
+    );
 }

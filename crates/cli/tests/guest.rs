@@ -189,6 +189,55 @@ fn rr_and_stream_across_guests_in_every_direction() {
     assert_nothing_left(pid);
 }
 
+/// `rr --under-load` in a guest: the guest's agent runs one test at a time under the
+/// guest's own lock, so the lab holds the server's guest for each loaded trial (the first
+/// guest; guest-guest: the second, which the first guest's agent drives against).
+#[test]
+fn rr_under_load_runs_beside_the_streams_in_guests() {
+    if let Some(why) = missing() {
+        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
+        return;
+    }
+    for placement in ["guest", "guest:guest-guest"] {
+        let (pid, out) = run(&[
+            "rr",
+            "--under-load",
+            "streams=1,pairs=1",
+            "-l",
+            "1s",
+            "--placement",
+            placement,
+            "--json",
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{placement}: {err}");
+        assert!(
+            !err.contains("waiting for another measurement"),
+            "{placement}: the rr queued behind the streams: {err}"
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{placement}: not JSON ({e}): {err}"));
+        let direction = placement.strip_prefix("guest:").unwrap_or("host-guest");
+        for (what, r) in [
+            ("loaded", &v["loaded"][0]),
+            ("stream", &v["streams_results"][0]),
+        ] {
+            assert_eq!(r["placement"], format!("guest:{direction}"), "{what}");
+        }
+        assert!(
+            v["loaded"][0]["outcome"]["transactions"].as_u64() > Some(10),
+            "{placement}: {}",
+            v["loaded"][0]["outcome"]
+        );
+        assert!(
+            v["stream_mbps"][0].as_f64() > Some(0.0),
+            "{}",
+            v["stream_mbps"]
+        );
+        assert_nothing_left(pid);
+    }
+}
+
 /// Issue 16: a non-default ring size, a kernel argument and module parameters reach the
 /// guest (its own driver and kernel say so, not our echo of the flags), and the guest side
 /// counts its virtio-net device's kicks and interrupts.

@@ -188,6 +188,7 @@ fn a_driving_agent_keeps_the_intervals_it_was_asked_for() {
                 host: "127.0.0.1".into(),
                 port: target.addr.port(),
                 token: None,
+                lock: None,
             },
             workload: Workload::rr(1, 1),
             duration_ms: 1000,

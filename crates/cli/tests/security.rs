@@ -376,6 +376,7 @@ fn an_error_after_driving_against_a_foreign_service_holds_none_of_its_bytes() {
                     host: "127.0.0.1".into(),
                     port,
                     token: None,
+                    lock: None,
                 },
                 workload: Workload::rr(1, 1),
                 duration_ms: 300,

@@ -96,11 +96,20 @@ fn ssh_placement_copies_itself_runs_the_agent_and_cleans_up() {
         && sh(&["ip", "-n", &c, "link", "set", "vpc0", "up"])
         && sh(&["ip", "-n", &s, "link", "set", "vps0", "up"]);
     assert!(ok, "could not build the test namespaces");
+    // The server "host" has a machine lock of its own (a private /run/virtperf), as a
+    // machine across a network would: its agent runs one test at a time under it.
     let sshd = Command::new("ip")
         .args([
             "netns",
             "exec",
             &s,
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            "mkdir -p /run/virtperf && mount -t tmpfs tmpfs /run/virtperf && exec \"$0\" \"$@\"",
             "/usr/sbin/sshd",
             "-D",
             "-e",
@@ -134,6 +143,26 @@ fn ssh_placement_copies_itself_runs_the_agent_and_cleans_up() {
             &p("userkey"),
         ])
         // The test's own known_hosts: nothing is written to the user's ~/.ssh.
+        .args([
+            "--ssh-opt",
+            &format!("UserKnownHostsFile={}", p("known_hosts")),
+        ])
+        .output()
+        .unwrap();
+    // rr under load over ssh: the site holds the agent's machine for each loaded trial,
+    // so the rr does not queue behind the streams.
+    let loaded = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &c,
+            exe,
+            "rr",
+            "--under-load",
+            "streams=1,pairs=1",
+        ])
+        .args(["-l", "500ms", "--json", "--placement", "ssh:root@10.99.0.2"])
+        .args(["--ssh-key", &p("userkey")])
         .args([
             "--ssh-opt",
             &format!("UserKnownHostsFile={}", p("known_hosts")),
@@ -177,6 +206,19 @@ fn ssh_placement_copies_itself_runs_the_agent_and_cleans_up() {
     assert!(out.status.success(), "{err}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["placement"], "ssh:root@10.99.0.2");
+    let loaded_err = String::from_utf8_lossy(&loaded.stderr).into_owned();
+    assert!(loaded.status.success(), "{loaded_err}");
+    assert!(
+        !loaded_err.contains("waiting for another measurement"),
+        "the rr queued behind the streams: {loaded_err}"
+    );
+    let l: serde_json::Value = serde_json::from_slice(&loaded.stdout).unwrap();
+    assert_eq!(l["loaded"][0]["placement"], "ssh:root@10.99.0.2", "{l}");
+    assert!(
+        l["stream_mbps"][0].as_f64() > Some(0.0),
+        "{}",
+        l["stream_mbps"]
+    );
     assert!(v["target"].as_str().unwrap().starts_with("10.99.0.2:"));
     assert!(v["outcome"]["transactions"].as_u64().unwrap() > 10);
     // The copy lived in /tmp/virtperf-<pid of the client>; the namespaces share our /tmp.

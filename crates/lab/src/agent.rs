@@ -235,6 +235,7 @@ fn drive(s: &mut TcpStream, cfg: &AgentConfig, m: Message) -> Result<()> {
         host: to.host,
         port: to.port,
         token: to.token,
+        lock: to.lock,
     };
     let result = crate::client::run(&target, &plan, &|_| {})
         .with_context(|| format!("driving a test against {}", target.host))?;
@@ -414,10 +415,58 @@ fn handshake(s: &mut TcpStream, cfg: &AgentConfig) -> Result<Option<String>> {
     }
 }
 
+/// Holds this agent process granted (`Hold`), by id, while their connections last.
+/// Process-wide, like the machine lock they stand for: a test presenting one of them runs
+/// without waiting for the lock, even where the lock file cannot say who holds it.
+static HOLDS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// A hold granted to one session: the machine lock, if one was taken for it, and its id
+/// registered in [`HOLDS`] until the session ends.
+struct Holding {
+    _lock: Option<MachineLock>,
+    id: Option<String>,
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        if let (Some(id), Ok(mut h)) = (&self.id, HOLDS.lock()) {
+            h.retain(|x| x != id);
+        }
+    }
+}
+
+/// `Hold`: takes the machine lock for this session (as a test would, telling the client
+/// while it waits) and answers `Held` with the id its other connections present.
+fn hold(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> Result<Holding> {
+    let lock = lock_for_test(s, cfg, client_lock)?;
+    let (id, ours) = match &lock {
+        Some(l) if l.held() => (Some(l.nonce().to_string()), true),
+        // Held for this client already (by itself, on this machine), or nothing to hold.
+        _ => (client_lock.map(str::to_string), false),
+    };
+    if let (true, Some(id), Ok(mut h)) = (ours, &id, HOLDS.lock()) {
+        h.push(id.clone());
+    }
+    let holding = Holding {
+        _lock: lock,
+        id: id.clone().filter(|_| ours),
+    };
+    write_message(s, &Message::Held { lock: id })?;
+    Ok(holding)
+}
+
 /// Serves one authenticated client's requests until it hangs up.
 fn session(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> Result<()> {
+    let mut client_lock = client_lock.map(str::to_string);
+    let mut holding: Option<Holding> = None;
     loop {
-        let msg = match recv(s, SETUP_TIMEOUT * 6, "request") {
+        // A holding client is quiet while its other connections run: it may stay as long
+        // as a test may.
+        let idle = match holding {
+            Some(_) => cfg.max_duration.min(Duration::from_millis(MAX_DURATION_MS)),
+            None => SETUP_TIMEOUT * 6,
+        };
+        let msg = match recv(s, idle, "request") {
             Ok(m) => m,
             Err(e) if matches!(e.downcast_ref::<WireError>(), Some(WireError::Closed)) => {
                 return Ok(())
@@ -440,7 +489,7 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> R
                 let summary = run_test(
                     s,
                     cfg,
-                    client_lock,
+                    client_lock.as_deref(),
                     &workload,
                     duration_ms,
                     server_cpu,
@@ -458,7 +507,14 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> R
                 }
             }
             m @ Message::Drive { .. } => drive(s, cfg, m)?,
-            Message::Explain { battery } => run_probe(s, cfg, client_lock, battery)?,
+            Message::Explain { battery } => run_probe(s, cfg, client_lock.as_deref(), battery)?,
+            Message::Hold => {
+                let h = hold(s, cfg, client_lock.as_deref())?;
+                if let Some(id) = &h.id {
+                    client_lock = Some(id.clone());
+                }
+                holding = Some(h);
+            }
             other => bail!("unexpected {} message", kind(&other)),
         }
     }
@@ -480,6 +536,11 @@ fn lock_for_test(
 ) -> Result<Option<MachineLock>> {
     if cfg.concurrent.is_some() {
         return Ok(None);
+    }
+    if let (Some(n), Ok(h)) = (client_lock, HOLDS.lock()) {
+        if h.iter().any(|x| x == n) {
+            return Ok(None);
+        }
     }
     let peer = ctl.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let what = format!("virtperf serve: a test for {peer}");

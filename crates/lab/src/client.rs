@@ -50,7 +50,7 @@ impl Control {
                     let mut c = Control { s, addr };
                     c.s.set_nodelay(true)?;
                     c.s.set_write_timeout(Some(SETUP_TIMEOUT))?;
-                    c.hello(t.token.clone())?;
+                    c.hello(t.token.clone(), t.lock.clone())?;
                     return Ok(c);
                 }
                 Err(e) => last = Some((addr, e)),
@@ -107,13 +107,17 @@ impl Control {
         }
     }
 
-    fn hello(&mut self, token: Option<String>) -> Result<()> {
+    /// Presents `lock` (a hold on the agent's machine), else the machine lock this process
+    /// inherited, if any.
+    fn hello(&mut self, token: Option<String>, lock: Option<String>) -> Result<()> {
         self.send(&Message::Hello {
             version: PROTOCOL_VERSION,
             token,
-            lock: std::env::var(virtperf_machine::lock::INHERIT_ENV)
-                .ok()
-                .filter(|n| !n.is_empty()),
+            lock: lock.or_else(|| {
+                std::env::var(virtperf_machine::lock::INHERIT_ENV)
+                    .ok()
+                    .filter(|n| !n.is_empty())
+            }),
         })?;
         match self.recv(SETUP_TIMEOUT, "welcome")? {
             Message::Welcome { .. } => Ok(()),
@@ -149,13 +153,18 @@ impl Control {
             server_cpu: plan.server_cpu,
             sock: plan.sock,
         })?;
+        match self.recv_after_waiting("ready")? {
+            Message::Ready { data_port, key } => Ok((data_port, DataKey::from_hex(&key)?)),
+            other => bail!("unexpected answer to prepare: {}", kind(&other)),
+        }
+    }
+
+    /// The next message that is not `Waiting`: while the agent's machine is busy with
+    /// another measurement the agent waits, and so do we (saying so once).
+    fn recv_after_waiting(&mut self, waiting_for: &str) -> Result<Message> {
         let mut said_waiting = false;
         loop {
-            match self.recv(SETUP_TIMEOUT, "ready")? {
-                Message::Ready { data_port, key } => {
-                    return Ok((data_port, DataKey::from_hex(&key)?))
-                }
-                // The agent's machine is busy with another measurement: it waits, and so do we.
+            match self.recv(SETUP_TIMEOUT, waiting_for)? {
                 Message::Waiting { holder } => {
                     if !said_waiting {
                         eprintln!(
@@ -164,8 +173,46 @@ impl Control {
                         said_waiting = true;
                     }
                 }
-                other => bail!("unexpected answer to prepare: {}", kind(&other)),
+                other => return Ok(other),
             }
+        }
+    }
+}
+
+/// A hold on an agent's machine for this client (the `Hold` message): the client's tests
+/// there present its id and run beside each other instead of one after the other (the
+/// agent runs one measurement at a time otherwise). Released when dropped: the agent lets
+/// go when the connection closes, or after its `--max-duration`.
+pub struct Hold {
+    _ctl: Control,
+    id: Option<String>,
+}
+
+impl Hold {
+    /// Asks the agent at `t` to hold its machine for us, waiting (saying so once) while
+    /// another measurement has it.
+    pub fn take(t: &Target) -> Result<Hold> {
+        let mut ctl = Control::connect(t, None)?;
+        ctl.send(&Message::Hold)?;
+        match ctl.recv_after_waiting("held")? {
+            Message::Held { lock } => Ok(Hold {
+                _ctl: ctl,
+                id: lock,
+            }),
+            other => bail!("unexpected answer to hold: {}", kind(&other)),
+        }
+    }
+
+    /// The hold's id, for a hello; `None` when the agent takes no lock.
+    pub fn id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+
+    /// `t`, its tests presenting this hold. Unchanged when the agent takes no lock.
+    pub fn target(&self, t: &Target) -> Target {
+        Target {
+            lock: self.id.clone().or_else(|| t.lock.clone()),
+            ..t.clone()
         }
     }
 }
@@ -191,6 +238,7 @@ pub fn drive(driver: &Target, to: &Target, plan: &Plan) -> Result<TestResult> {
             host: to.host.clone(),
             port: to.port,
             token: to.token.clone(),
+            lock: to.lock.clone(),
         },
         workload: plan.workload.clone(),
         duration_ms,
@@ -663,6 +711,8 @@ pub(crate) fn kind(m: &Message) -> &'static str {
         Message::Prepare { .. } => "prepare",
         Message::Ready { .. } => "ready",
         Message::Waiting { .. } => "waiting",
+        Message::Hold => "hold",
+        Message::Held { .. } => "held",
         Message::Start => "start",
         Message::Started => "started",
         Message::Stop => "stop",

@@ -17,6 +17,10 @@ pub struct Target {
     pub port: u16,
     /// Token the agent requires, if any.
     pub token: Option<String>,
+    /// The id of a hold this client has on the agent's machine ([`crate::client::Hold`]),
+    /// presented in the hello instead of the lock this process inherited: the test then
+    /// runs beside the client's other tests there instead of waiting for them.
+    pub lock: Option<String>,
 }
 
 impl Target {
@@ -26,6 +30,7 @@ impl Target {
             host: addr.ip().to_string(),
             port: addr.port(),
             token: Some(token.to_string()),
+            lock: None,
         }
     }
 }

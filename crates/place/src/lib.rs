@@ -185,6 +185,7 @@ pub fn open(placement: &Placement) -> Result<Box<dyn Site>> {
                         .ok()
                         .filter(|t| !t.is_empty())
                 }),
+                lock: None,
             },
             Some(placement.to_string()),
         )),

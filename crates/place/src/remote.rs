@@ -31,4 +31,16 @@ impl super::Site for RemoteSite {
         r.placement.clone_from(&self.label);
         Ok(r)
     }
+
+    /// The agent runs one test at a time under its machine's lock: hold it for the pair.
+    fn run_beside(
+        &self,
+        background: &Plan,
+        foreground: &Plan,
+        lead: std::time::Duration,
+    ) -> Result<(TestResult, TestResult)> {
+        let hold = client::Hold::take(&self.target)?;
+        let held = RemoteSite::new(hold.target(&self.target), self.label.clone());
+        super::site::beside(&|p| held.run(p, &|_| {}), background, foreground, lead)
+    }
 }

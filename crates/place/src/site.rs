@@ -26,6 +26,19 @@ pub trait Site: Sync {
     /// Runs one test of `plan` across the site; the result names the placement.
     fn run(&self, plan: &Plan, progress: ProgressFn) -> Result<TestResult>;
 
+    /// Runs `background` and, `lead` after it started, `foreground`, at once through this
+    /// site, the same path (`rr --under-load`). Returns (foreground, background). Here both
+    /// tests share this process's machine lock with the site's agents; sites whose agent
+    /// runs elsewhere hold its machine for the pair ([`virtperf_lab::client::Hold`]).
+    fn run_beside(
+        &self,
+        background: &Plan,
+        foreground: &Plan,
+        lead: std::time::Duration,
+    ) -> Result<(TestResult, TestResult)> {
+        beside(&|p| self.run(p, &|_| {}), background, foreground, lead)
+    }
+
     /// Runs a probe (`virtperf_lab::probe`) on the machine of this site's agent (which must allow
     /// it: `serve --allow-drive`, as virtperf's guests do), waiting up to `bound`.
     fn probe(
@@ -35,4 +48,23 @@ pub trait Site: Sync {
     ) -> Result<serde_json::Value> {
         virtperf_lab::client::probe(&self.target(), params, bound)
     }
+}
+
+/// Runs `background` on a thread and, `lead` later, `foreground` here, with `run`; waits
+/// for both. Returns (foreground, background).
+pub fn beside(
+    run: &(dyn Fn(&Plan) -> Result<TestResult> + Sync),
+    background: &Plan,
+    foreground: &Plan,
+    lead: std::time::Duration,
+) -> Result<(TestResult, TestResult)> {
+    std::thread::scope(|sc| {
+        let bg = sc.spawn(|| run(background));
+        std::thread::sleep(lead);
+        let fg = run(foreground);
+        let bg = bg
+            .join()
+            .map_err(|_| anyhow::anyhow!("the background test's thread panicked"))?;
+        Ok((fg?, bg?))
+    })
 }

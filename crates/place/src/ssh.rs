@@ -252,6 +252,24 @@ impl super::Site for SshSite {
         r.placement = Some(self.label.clone());
         Ok(r)
     }
+
+    /// The agent runs one test at a time under its machine's lock: hold it for the pair.
+    fn run_beside(
+        &self,
+        background: &Plan,
+        foreground: &Plan,
+        lead: std::time::Duration,
+    ) -> Result<(TestResult, TestResult)> {
+        let target = self.agent.target();
+        let hold = virtperf_lab::client::Hold::take(&target)?;
+        let held = super::remote::RemoteSite::new(hold.target(&target), Some(self.label.clone()));
+        super::site::beside(
+            &|p| super::Site::run(&held, p, &|_| {}),
+            background,
+            foreground,
+            lead,
+        )
+    }
 }
 
 #[cfg(test)]

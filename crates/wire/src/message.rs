@@ -25,6 +25,14 @@
 //! Drive{to,plan}        ───▶     (agent runs the test against `to` as its client)
 //!                       ◀───  Outcome{result}
 //! ```
+//! A client that runs two tests at once on one agent (`rr --under-load`) first holds the
+//! agent's machine on a connection of its own, and presents the hold's id in the hello of
+//! each test's connection, so neither test waits for the other:
+//! ```text
+//! Hold                  ───▶
+//!                       ◀───  Waiting{holder}  …         (while another measurement holds it)
+//!                       ◀───  Held{lock}                 (held until this connection closes)
+//! ```
 //! Such an agent also runs `virtperf explain`'s battery on its own machine (a guest's
 //! wake-ups and idle exits can only be measured from inside it):
 //! ```text
@@ -49,6 +57,10 @@ pub struct DriveTarget {
     /// Its token, if it has one.
     #[serde(default)]
     pub token: Option<String>,
+    /// The id of a hold the client has on that agent's machine (`Held.lock`), presented in
+    /// the driven test's hello.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<String>,
 }
 
 /// Version of this protocol. Peers refuse each other unless the numbers are equal.
@@ -61,7 +73,8 @@ pub struct DriveTarget {
 /// refuse such a workload as an unknown field, or run a UDP test over TCP had it ignored it.
 /// 7: `Ready.key`: every data connection presents the test's key first, so a stranger who
 /// connects to the data port first cannot take a flow's place.
-pub const PROTOCOL_VERSION: u32 = 7;
+/// 8: `Hold` and `Held` (one client's tests share an agent's machine), `DriveTarget.lock`.
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// Length of a test's data-connection key, bytes.
 pub const DATA_KEY_LEN: usize = 16;
@@ -125,6 +138,18 @@ pub enum Message {
         /// [`DATA_KEY_LEN`] raw bytes). A connection that does not present it is closed
         /// and takes no flow's place. Sent only on the authenticated control connection.
         key: String,
+    },
+    /// Hold the agent's machine for this client until this connection closes (at most the
+    /// agent's `--max-duration`): its other connections present the hold's id in their
+    /// hello and run beside each other instead of one after the other.
+    Hold,
+    /// The agent holds its machine for the client (after any `Waiting`).
+    Held {
+        /// The hold's id, for the hello of the client's other connections; absent when the
+        /// agent takes no lock (`serve --concurrent`, or no lock file on its machine), so
+        /// there is nothing to wait for.
+        #[serde(default)]
+        lock: Option<String>,
     },
     /// Begin the measured interval.
     Start,

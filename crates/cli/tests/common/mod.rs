@@ -140,6 +140,24 @@ impl Agent {
         Agent { child, addr }
     }
 
+    /// A `virtperf serve` whose machine lock is its own (a tmpfs over /run/virtperf in a
+    /// mount namespace of its own): an agent on "another machine", which runs one test at a
+    /// time under that lock. Needs root.
+    #[allow(dead_code)]
+    pub fn with_its_own_lock(extra: &[&str]) -> Agent {
+        let mut c = Command::new("unshare");
+        c.args([
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            "mkdir -p /run/virtperf && mount -t tmpfs tmpfs /run/virtperf && exec \"$0\" \"$@\"",
+            env!("CARGO_BIN_EXE_virtperf"),
+        ]);
+        Agent::start_from(c, extra)
+    }
+
     /// The agent's process id.
     #[allow(dead_code)]
     pub fn pid(&self) -> u32 {

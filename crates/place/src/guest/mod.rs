@@ -174,6 +174,7 @@ impl Guest {
             host: self.ip.to_string(),
             port: GUEST_PORT,
             token: Some(self.token.clone()),
+            lock: None,
         }
     }
 }
@@ -455,12 +456,39 @@ impl GuestLab {
         &self.info
     }
 
+    /// The agent serving the server half in this lab's direction.
+    fn server(&self) -> Result<Target> {
+        let guest = |i: usize| {
+            self.guests
+                .get(i)
+                .map(Guest::target)
+                .ok_or_else(|| anyhow!("guest {i} is not running"))
+        };
+        match self.direction {
+            Direction::HostGuest | Direction::Loopback => guest(0),
+            Direction::GuestGuest => guest(1),
+            Direction::GuestHost => self
+                .host_agent
+                .as_ref()
+                .map(LocalAgent::target)
+                .ok_or_else(|| anyhow!("no host agent is running")),
+        }
+    }
+
     /// Runs one test across the placement and labels the result.
     pub fn run(&self, plan: &Plan) -> Result<TestResult> {
+        self.run_with(plan, None)
+    }
+
+    /// Runs one test, its server's hello presenting `lock` (a hold on that agent's
+    /// machine, see [`Site::run_beside`]) when given.
+    fn run_with(&self, plan: &Plan, lock: Option<String>) -> Result<TestResult> {
         let plan = plan.clone();
         let g0 = self.guests.first().map(Guest::target);
-        let g1 = self.guests.get(1).map(Guest::target);
-        let host = self.host_agent.as_ref().map(LocalAgent::target);
+        let server = self.server().map(|t| Target {
+            lock: lock.or(t.lock.clone()),
+            ..t
+        });
         let direction = self.direction;
         let pids = self.qemu_pids();
         let host_exits = plan
@@ -472,18 +500,14 @@ impl GuestLab {
             .collect();
         let mut r = netns::run_in(&self.ns, move || {
             let g0 = g0.ok_or_else(|| anyhow!("no guest is running"))?;
+            let server = server?;
             match direction {
-                Direction::HostGuest => client::run(&g0, &plan, &|_| {}),
-                Direction::GuestHost => {
-                    let host = host.ok_or_else(|| anyhow!("no host agent is running"))?;
-                    client::drive(&g0, &host, &plan)
+                Direction::HostGuest => client::run(&server, &plan, &|_| {}),
+                // The first guest's agent drives the test against the host's agent, the
+                // second guest's, or (loopback: both ends in the guest) its own.
+                Direction::GuestHost | Direction::GuestGuest | Direction::Loopback => {
+                    client::drive(&g0, &server, &plan)
                 }
-                Direction::GuestGuest => {
-                    let g1 = g1.ok_or_else(|| anyhow!("the second guest is not running"))?;
-                    client::drive(&g0, &g1, &plan)
-                }
-                // The guest's agent drives a test against itself: both ends in the guest.
-                Direction::Loopback => client::drive(&g0, &g0, &plan),
             }
         })?;
         r.placement = Some(format!("guest:{}", direction.name()));
@@ -540,12 +564,32 @@ impl super::Site for GuestLab {
             host: guest_ip(0).to_string(),
             port: GUEST_PORT,
             token: None,
+            lock: None,
         })
     }
 
     /// Progress is not reported: the test runs on a thread in the namespace, or in a guest.
     fn run(&self, plan: &Plan, _progress: ProgressFn) -> Result<TestResult> {
         GuestLab::run(self, plan)
+    }
+
+    /// A guest's agent runs one test at a time under the guest's lock: hold the server's
+    /// machine (taken from inside the lab's namespace) for the pair.
+    fn run_beside(
+        &self,
+        background: &Plan,
+        foreground: &Plan,
+        lead: Duration,
+    ) -> Result<(TestResult, TestResult)> {
+        let server = self.server()?;
+        let hold = netns::run_in(&self.ns, move || client::Hold::take(&server))?;
+        let lock = hold.id().map(str::to_string);
+        crate::site::beside(
+            &|p| self.run_with(p, lock.clone()),
+            background,
+            foreground,
+            lead,
+        )
     }
 
     /// The first guest runs the probe; its agent is reachable from the lab's namespace.
