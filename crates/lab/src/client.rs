@@ -463,8 +463,7 @@ fn wait_for_end(
     loop {
         let el = started.elapsed();
         if let Some(s) = series.as_deref_mut() {
-            let stop_at = plan.workload.is_timed().then(|| started + plan.duration);
-            s.poll(Instant::now(), stop_at);
+            s.poll(Instant::now());
         }
         if handles.iter().all(|h| h.is_finished()) {
             break;

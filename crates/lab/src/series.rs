@@ -71,7 +71,8 @@ impl Series {
             Source::Bytes {
                 last_t: started,
                 last: vec![0; meters.len()],
-                tcp: vec![None; meters.len()],
+                // The senders' state at the start: the first interval's beginning.
+                tcp: meters.iter().map(|m| m.read_tcp()).collect(),
             }
         };
         Series {
@@ -94,14 +95,12 @@ impl Series {
         }
     }
 
-    /// Closes whatever intervals have ended by `now`, waiting for the senders' `TCP_INFO`
-    /// no later than `stop_at` (the test's end: its stop is never delayed for them).
-    pub(crate) fn poll(&mut self, now: Instant, stop_at: Option<Instant>) {
+    /// Closes whatever intervals have ended by `now`.
+    pub(crate) fn poll(&mut self, now: Instant) {
         match &mut self.source {
             Source::Bytes { .. } => {
                 if now >= self.next {
-                    let until = stop_at.map_or(now + TCP_WAIT, |s| s.min(now + TCP_WAIT));
-                    self.sample(now, Some(until));
+                    self.sample(now);
                     while self.next <= now {
                         self.next += self.every;
                     }
@@ -121,7 +120,7 @@ impl Series {
         if let Source::Bytes { last_t, .. } = &self.source {
             let left = now.saturating_duration_since(*last_t).as_secs_f64();
             if left >= MIN_LAST_FRACTION * self.every.as_secs_f64() {
-                self.sample(now, None);
+                self.sample(now);
             }
         }
     }
@@ -141,9 +140,8 @@ impl Series {
         self.out.push(i);
     }
 
-    /// Closes the byte interval ending `now`; senders' `TCP_INFO` is awaited until `tcp_until`
-    /// (None: the senders have stopped, nothing to wait for).
-    fn sample(&mut self, now: Instant, tcp_until: Option<Instant>) {
+    /// Closes the byte interval ending `now`, with the senders' `TCP_INFO` over it.
+    fn sample(&mut self, now: Instant) {
         let Source::Bytes { last_t, last, tcp } = &mut self.source else {
             return;
         };
@@ -161,7 +159,7 @@ impl Series {
             total += d;
             flows.push(mbps(d));
         }
-        let flow_tcp = tcp_over_interval(&self.meters, tcp, tcp_until);
+        let flow_tcp = tcp_over_interval(&self.meters, tcp);
         let i = Interval {
             t_s: last_t.saturating_duration_since(self.started).as_secs_f64(),
             duration_s: dt,
@@ -202,53 +200,24 @@ impl Series {
     }
 }
 
-/// Longest the series waits at a boundary for the senders' `TCP_INFO` readings: a sender
-/// answers after its next send, microseconds away unless its send blocks (a full window);
-/// one that does not answer in time leaves the interval without TCP state.
-const TCP_WAIT: Duration = Duration::from_millis(20);
-
-/// Each sending flow's `TCP_INFO` over the interval that ends now: asks every sender for a
-/// reading, waits for the answers until `until` (None: the senders have stopped), and
-/// pairs each with the flow's reading at the interval's start (`prev`, then replaced). Empty unless every flow is a TCP sender that
-/// answered at both ends: a partial list would read as the whole.
-fn tcp_over_interval(
-    meters: &[Arc<Meter>],
-    prev: &mut [Option<Snapshot>],
-    until: Option<Instant>,
-) -> Vec<TcpInfo> {
-    // Stopped senders answer nothing: the last, partial, interval goes without.
-    let Some(deadline) = until else {
-        return Vec::new();
-    };
+/// Each sending flow's `TCP_INFO` over the interval that ends now: read from the socket
+/// now and paired with the flow's reading at the interval's start (`prev`, then replaced
+/// by this one, so no retransmit is counted twice or lost between intervals). Empty
+/// unless every flow is a TCP sender read at both ends: a partial list would read as the
+/// whole.
+fn tcp_over_interval(meters: &[Arc<Meter>], prev: &mut [Option<Snapshot>]) -> Vec<TcpInfo> {
     if meters.is_empty() || !meters.iter().all(|m| m.is_tcp_sender()) {
         return Vec::new();
     }
-    for (m, p) in meters.iter().zip(prev.iter_mut()) {
-        // Without a start reading (the first interval, or the last one's came late): the
-        // one the sender left since, at its first send or after its last deadline. The
-        // counters then run between the two readings; no retransmit is counted twice or
-        // lost between intervals.
-        let left = m.take_tcp();
-        if p.is_none() {
-            *p = left;
-        }
-        m.request_tcp();
-    }
-    while !meters.iter().all(|m| m.tcp_answered()) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_micros(200));
-    }
     let mut out = Vec::with_capacity(meters.len());
-    let mut complete = true;
     for (m, p) in meters.iter().zip(prev.iter_mut()) {
-        let now = m.tcp_answered().then(|| m.take_tcp()).flatten();
-        match (p.as_ref(), &now) {
-            (Some(start), Some(end)) => out.push(between(start, end)),
-            _ => complete = false,
+        let now = m.read_tcp();
+        if let (Some(start), Some(end)) = (p.as_ref(), &now) {
+            out.push(between(start, end));
         }
-        // The end of this interval is the start of the next (None: the next one has none).
         *p = now;
     }
-    if complete {
+    if out.len() == meters.len() {
         out
     } else {
         Vec::new()

@@ -14,8 +14,9 @@
 //!   reset, so each interval has its own percentiles from the same single record per
 //!   transaction as before.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -23,36 +24,21 @@ use hdrhistogram::Histogram;
 use crate::tcpinfo::Snapshot;
 
 /// One flow's published progress: its running byte count, its closed intervals, and (a
-/// TCP sender's) `TCP_INFO` readings taken when the series asks for one.
+/// TCP sender's) the socket whose `TCP_INFO` the series reads at each boundary.
 ///
-/// Why the worker reads `TCP_INFO` itself: it owns its connection in a private descriptor
-/// table, so no other thread can name the socket. A request is one flag the send loop
-/// checks after each send (a relaxed load of a line the sender only reads until asked);
-/// the reading follows within one send of the interval's boundary.
-#[derive(Debug)]
+/// The sender owns its connection in a private descriptor table (lab's `side`), so no
+/// other thread can name it there; its spawner keeps a duplicate of the descriptor in the
+/// process's table for the series ([`Meter::watch`]). That costs the sender nothing: its
+/// own table is still single-owner, so its socket calls keep the fast path, and it is
+/// never asked to do anything. The series reads the state at the boundary itself, even
+/// while the sender sits in a `send` blocked by a retransmission timeout.
+#[derive(Debug, Default)]
 pub struct Meter {
     every: Option<Duration>,
     bytes: AtomicU64,
     ticks: Mutex<Vec<Tick>>,
-    /// A `TCP_INFO` reading is wanted: set by the series, cleared by the sender with its
-    /// answer. Set from the start, so a sender's first send leaves the starting reading.
-    tcp_due: AtomicBool,
-    /// The sender has answered at least once (receivers and UDP flows never do).
-    tcp_sender: AtomicBool,
-    tcp: Mutex<Option<Snapshot>>,
-}
-
-impl Default for Meter {
-    fn default() -> Meter {
-        Meter {
-            every: None,
-            bytes: AtomicU64::new(0),
-            ticks: Mutex::new(Vec::new()),
-            tcp_due: AtomicBool::new(true),
-            tcp_sender: AtomicBool::new(false),
-            tcp: Mutex::new(None),
-        }
-    }
+    /// A duplicate of a TCP sender's connection, for reading its `TCP_INFO`.
+    watched: OnceLock<OwnedFd>,
 }
 
 /// One closed interval of a transaction engine, times relative to the engine's start.
@@ -94,42 +80,20 @@ impl Meter {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    /// Whether a `TCP_INFO` reading is wanted (send loops check after each send).
-    #[inline(always)]
-    pub fn tcp_wanted(&self) -> bool {
-        self.tcp_due.load(Ordering::Relaxed)
+    /// Keeps `fd` (a duplicate of this flow's sending socket) to read its `TCP_INFO` from
+    /// any thread; closed when the meter is dropped. A second call changes nothing.
+    pub fn watch(&self, fd: OwnedFd) {
+        let _ = self.watched.set(fd);
     }
 
-    /// A sender's answer: its connection's `TCP_INFO` now (None: not readable).
-    pub fn put_tcp(&self, snap: Option<Snapshot>) {
-        if let Ok(mut t) = self.tcp.lock() {
-            *t = snap;
-        }
-        self.tcp_sender.store(true, Ordering::Relaxed);
-        self.tcp_due.store(false, Ordering::Release);
-    }
-
-    /// Whether this flow's worker is a TCP sender that answers readings.
+    /// Whether this flow is a TCP sender whose state can be read.
     pub fn is_tcp_sender(&self) -> bool {
-        self.tcp_sender.load(Ordering::Relaxed)
+        self.watched.get().is_some()
     }
 
-    /// Asks the sender for a fresh reading (the previous one is dropped).
-    pub fn request_tcp(&self) {
-        if let Ok(mut t) = self.tcp.lock() {
-            *t = None;
-        }
-        self.tcp_due.store(true, Ordering::Release);
-    }
-
-    /// Whether the last request has been answered.
-    pub fn tcp_answered(&self) -> bool {
-        !self.tcp_due.load(Ordering::Acquire)
-    }
-
-    /// The last reading, taken out.
-    pub fn take_tcp(&self) -> Option<Snapshot> {
-        self.tcp.lock().ok().and_then(|mut t| t.take())
+    /// The sending socket's `TCP_INFO` now (None: not a watched sender, or unreadable).
+    pub fn read_tcp(&self) -> Option<Snapshot> {
+        crate::tcpinfo::read(self.watched.get()?.as_raw_fd())
     }
 
     /// The intervals closed so far from the `from`-th on.

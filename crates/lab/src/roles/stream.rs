@@ -236,6 +236,14 @@ fn spawn_sender(
     zerocopy: Option<virtperf_wire::ZeroCopy>,
     m: Arc<Meter>,
 ) -> Result<std::thread::JoinHandle<Result<crate::side::WorkerOut>>> {
+    // With a time series, the series reads the connection's TCP state at each boundary
+    // through a duplicate kept in this (shared) table; the worker's own table stays
+    // private. Without one, nothing reads it: no duplicate.
+    if m.every().is_some() {
+        if let Ok(dup) = s.try_clone() {
+            m.watch(dup.into());
+        }
+    }
     spawn_conn_worker(name, side, s, move |c, _, s| match zerocopy {
         Some(z) => {
             let (n, zc) = virtperf_load::zerocopy::send(s, send_size as usize, z, &c.stop, &m)?;
