@@ -139,7 +139,11 @@ fn stream_with_threads_loses_no_bytes_either_way() {
                 (a - elapsed).abs() < 0.02,
                 "a flow's time short of the test's: {fl}"
             );
+            // Every multiplexed flow has its sender's TCP state, whichever side sent.
+            assert!(fl["tcp"]["snd_cwnd"].as_u64() > Some(0), "{fl}");
+            assert!(fl["tcp"]["retransmits_interval"].is_u64(), "{fl}");
         }
+        assert!(v["outcome"]["retransmits"].is_u64(), "{}", v["outcome"]);
         assert!(
             !v["warnings"].to_string().contains("ended"),
             "reverse {reverse}: {}",

@@ -150,6 +150,32 @@ where
     })
 }
 
+/// Like [`spawn_mux_worker`], for a worker that serves the connections `conns` itself:
+/// each one's TCP state over the measured interval is read when the gate opens and when
+/// the engine returns (one `getsockopt` per flow at each end, outside the loop), then the
+/// connections close.
+pub(crate) fn spawn_mux_conns_worker<F>(
+    name: &str,
+    ctl: &Ctl,
+    conns: Vec<std::net::TcpStream>,
+    body: F,
+) -> Result<JoinHandle<Result<WorkerOut>>>
+where
+    F: FnOnce(&Ctl, &[std::net::TcpStream]) -> std::io::Result<Vec<Counts>> + Send + 'static,
+{
+    use virtperf_load::tcpinfo::{between, read};
+    spawn(name, ctl, Table::Shared, move |c, _| {
+        let start: Vec<_> = conns.iter().map(|s| read(s.as_raw_fd())).collect();
+        let n = body(c, &conns)?;
+        let tcp = conns
+            .iter()
+            .zip(start)
+            .map(|(s, st)| Some(between(&st?, &read(s.as_raw_fd())?)))
+            .collect();
+        Ok((n, tcp))
+    })
+}
+
 /// Like [`spawn_worker`], for a worker that owns data connection `s`: the worker runs with a
 /// private descriptor table. Why: in a process with several threads every socket system
 /// call takes and drops a reference on the file (`fdget` cannot use its single-owner fast

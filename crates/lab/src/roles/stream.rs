@@ -11,7 +11,7 @@ use virtperf_wire::Workload;
 use super::conn::{accept_data, connect_all, connect_data, recv_len};
 use super::role::Role;
 use crate::half::{ClientHalf, Handles, ServerHalf};
-use crate::side::{spawn_conn_worker, spawn_mux_worker};
+use crate::side::{spawn_conn_worker, spawn_mux_conns_worker};
 
 /// stream's two halves.
 pub(super) struct Stream;
@@ -42,10 +42,11 @@ impl Role for Stream {
                     .enumerate()
                 {
                     let m = meter();
-                    handles.push(spawn_mux_worker(
+                    handles.push(spawn_mux_conns_worker(
                         &format!("stream-mux-{i}"),
                         side,
-                        move |c, _| {
+                        share,
+                        move |c, share| {
                             if reverse {
                                 mux::stream_recv(
                                     share,
@@ -122,10 +123,11 @@ impl Role for Stream {
                 {
                     // The agent keeps no time series: its meter is written and never read.
                     let m = Meter::new(None);
-                    handles.push(spawn_mux_worker(
+                    handles.push(spawn_mux_conns_worker(
                         &format!("stream-mux-{i}"),
                         side,
-                        move |c, _| {
+                        share,
+                        move |c, share| {
                             if reverse {
                                 mux::stream_send(share, send_size as usize, &c.stop, &m)
                             } else {

@@ -70,13 +70,13 @@ enum Turn {
 /// Sending half of a stream on `conns`: fills every socket, a bounded turn per flow, until
 /// `stop`. The stop is seen within one turn of one flow.
 pub fn stream_send(
-    conns: Vec<TcpStream>,
+    conns: &[TcpStream],
     send_size: usize,
     stop: &AtomicBool,
     meter: &Meter,
 ) -> io::Result<Vec<Counts>> {
-    nonblocking(&conns)?;
-    let mut p = Poller::over(&conns)?;
+    nonblocking(conns)?;
+    let mut p = Poller::over(conns)?;
     let buf = vec![0u8; send_size];
     let k = conns.len();
     let mut sent = vec![0u64; k];
@@ -143,14 +143,14 @@ pub fn stream_send(
 /// close cleanly, but not counted. Each flow's `active` is the window, or its first to last
 /// byte without one.
 pub fn stream_recv(
-    conns: Vec<TcpStream>,
+    conns: &[TcpStream],
     recv_size: usize,
     span: Span,
     stop: &AtomicBool,
     meter: &Meter,
 ) -> io::Result<Vec<Counts>> {
-    nonblocking(&conns)?;
-    let mut p = Poller::over(&conns)?;
+    nonblocking(conns)?;
+    let mut p = Poller::over(conns)?;
     let mut buf = vec![0u8; recv_size.max(1)];
     let k = conns.len();
     let mut got = vec![0u64; k];

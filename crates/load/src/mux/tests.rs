@@ -90,8 +90,8 @@ fn stream_flows_on_one_thread_lose_no_bytes() {
     let stop = stop_after(300);
     let st = stop.clone();
     let rx =
-        std::thread::spawn(move || stream_recv(s, 65536, Span::now(None), &st, &Meter::new(None)));
-    let tx = stream_send(c, 4096, &stop, &Meter::new(None)).unwrap();
+        std::thread::spawn(move || stream_recv(&s, 65536, Span::now(None), &st, &Meter::new(None)));
+    let tx = stream_send(&c, 4096, &stop, &Meter::new(None)).unwrap();
     let rx = rx.join().unwrap().unwrap();
     for (t, r) in tx.iter().zip(&rx) {
         assert!(t.bytes_tx > 0);
@@ -109,10 +109,10 @@ fn stream_stops_on_time_and_counts_its_window() {
     let st = stop.clone();
     let window = Duration::from_millis(300);
     let rx = std::thread::spawn(move || {
-        stream_recv(s, 1 << 20, Span::now(Some(window)), &st, &Meter::new(None))
+        stream_recv(&s, 1 << 20, Span::now(Some(window)), &st, &Meter::new(None))
     });
     let t0 = Instant::now();
-    let tx = stream_send(c, 65536, &stop, &Meter::new(None)).unwrap();
+    let tx = stream_send(&c, 65536, &stop, &Meter::new(None)).unwrap();
     let took = t0.elapsed();
     assert!(
         took < Duration::from_millis(600),
