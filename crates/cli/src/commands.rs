@@ -382,7 +382,8 @@ pub fn http(a: HttpArgs) -> Result<()> {
             max_bytes: a.max_size,
             max_time: a.max_time,
         };
-        let r = client::run_url(url, a.count, &a.accept_status, limits, &|f| {
+        let sock = a.common.sock.opts();
+        let r = client::run_url(url, a.count, &a.accept_status, limits, sock, &|f| {
             progress.update(f)
         })?;
         drop(progress);

@@ -6,16 +6,21 @@ mod common;
 
 use common::{run_fail, run_json};
 
-/// Every option set on a stream, an rr and a crr (a connection per transaction: the first
-/// one is read back) round-trips: asked in `sock`, applied in `sock_applied` on both sides
+/// Every option set on a stream, an rr, a crr and an http download (a connection per
+/// transaction or download: the first one is read back) round-trips: asked in `sock`, applied in `sock_applied` on both sides
 /// as the kernel holds it.
 #[test]
 fn options_round_trip_through_the_kernel() {
-    for workload in ["stream", "rr", "crr"] {
-        let r = run_json(&[
-            workload, "-l", "300ms", "-s", "64K", "-S", "128K", "-C", "reno", "--mss", "1400",
-            "--dscp", "46", "-D",
-        ]);
+    for workload in ["stream", "rr", "crr", "http"] {
+        let length: &[&str] = match workload {
+            // A download per connection (ureq speaks the HTTP, over our connection).
+            "http" => &["-n", "1MB", "-c", "2"],
+            _ => &["-l", "300ms"],
+        };
+        let opts = [
+            "-s", "64K", "-S", "128K", "-C", "reno", "--mss", "1400", "--dscp", "46", "-D",
+        ];
+        let r = run_json(&[&[workload][..], length, &opts].concat());
         let asked = &r["sock"];
         assert_eq!(asked["congestion"], "reno", "{asked}");
         assert_eq!(asked["tos"], 184, "DSCP 46 is TOS 0xb8: {asked}");
@@ -33,7 +38,7 @@ fn options_round_trip_through_the_kernel() {
         // The connection's own TCP state agrees: it sent with that MSS (crr's connections
         // are gone by the end: no TCP_INFO to compare).
         let tcp = match workload {
-            "crr" => continue,
+            "crr" | "http" => continue,
             "rr" => &r["outcome"]["tcp"],
             _ => &r["outcome"]["flows"][0]["tcp"],
         };

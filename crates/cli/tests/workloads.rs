@@ -268,7 +268,9 @@ fn http_against_a_foreign_url_measures_the_client_only() {
     let mut v = None;
     for _ in 0..50 {
         let out = common::vp()
-            .args(["http", "--url", &url, "--count", "2", "--json"])
+            .args([
+                "http", "--url", &url, "--count", "2", "-S", "128K", "--json",
+            ])
             .output()
             .unwrap();
         if out.status.success() {
@@ -286,6 +288,19 @@ fn http_against_a_foreign_url_measures_the_client_only() {
     assert_eq!(d[0]["bytes"].as_u64(), Some(123_457));
     assert!(v["cpu"]["server"].is_null());
     assert!(v["env"]["server"].is_null());
+    // The client's connections carry the options (the kernel doubles the request); the
+    // server's end is someone else's: not measured.
+    assert_eq!(
+        v["sock_applied"]["client"]["rcvbuf"],
+        2 * 131072,
+        "{}",
+        v["sock_applied"]
+    );
+    assert!(
+        v["sock_applied"]["server"].is_null(),
+        "{}",
+        v["sock_applied"]
+    );
 }
 
 /// A tiny real HTTP server on loopback that answers every request with `404 Not Found` and a

@@ -635,8 +635,10 @@ pub fn run_url(
     count: u32,
     accept: &[u16],
     limits: http::Limits,
+    sock: virtperf_wire::SockOpts,
     progress: ProgressFn,
 ) -> Result<TestResult> {
+    sock.validate().map_err(|e| anyhow!(e))?;
     if !(1..=10_000).contains(&count) {
         bail!("--count must be between 1 and 10000");
     }
@@ -647,8 +649,9 @@ pub fn run_url(
     let side = Ctl::new(None);
     let downloads: Arc<Mutex<Vec<Fetched>>> = Arc::default();
     let (u, out, ok) = (url.to_string(), downloads.clone(), accept.to_vec());
+    let agent = crate::roles::client_agent(sock, &side);
     let h = spawn_worker("http-client", &side, move |c, _| {
-        crate::roles::download_series(&u, count, &c.stop, &out, &ok, &limits)
+        crate::roles::download_series(&agent, &u, count, &c.stop, &out, &ok, &limits)
     })?;
     let ev0 = EventSnapshot::read();
     let t0 = ProcStat::read()?;
@@ -668,6 +671,7 @@ pub fn run_url(
         .unwrap_or(0);
     let plan = Plan {
         count,
+        sock,
         ..Plan::new(
             Workload::Http {
                 bytes: bytes.max(1),
@@ -683,7 +687,7 @@ pub fn run_url(
         transactions: joined.transactions(),
         events: Some(events),
         setup_s: None,
-        sock: None,
+        sock: side.applied.lock().ok().and_then(|a| a.clone()),
         zerocopy: None,
     };
     let downloads = downloads.lock().map(|d| d.clone()).unwrap_or_default();

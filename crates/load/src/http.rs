@@ -27,6 +27,8 @@ pub struct HttpServer {
     listener: TcpListener,
     allow: Option<IpAddr>,
     stop: AtomicBool,
+    /// The socket options the kernel applied to the first connection served.
+    applied: std::sync::OnceLock<virtperf_wire::AppliedSockOpts>,
 }
 
 impl HttpServer {
@@ -36,7 +38,13 @@ impl HttpServer {
             listener,
             allow,
             stop: AtomicBool::new(false),
+            applied: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The socket options the kernel applied to the first connection served, read back.
+    pub fn first_applied(&self) -> Option<virtperf_wire::AppliedSockOpts> {
+        self.applied.get().cloned()
     }
 
     /// Answers requests with a `bytes`-byte body until [`HttpServer::unblock`]; each
@@ -59,6 +67,11 @@ impl HttpServer {
             };
             if self.allow.is_some_and(|a| a != peer.ip()) {
                 continue; // dropped: closed at once
+            }
+            if self.applied.get().is_none() {
+                if let Ok(a) = crate::sock::applied(&s) {
+                    let _ = self.applied.set(a);
+                }
             }
             if respond(&s, bytes, io_timeout, &zeros).unwrap_or(false) {
                 n += 1;
@@ -128,6 +141,9 @@ pub struct Fetched {
     pub total: Duration,
 }
 
+/// The HTTP client type (ureq's), for callers that make clients without naming ureq.
+pub type Client = ureq::Agent;
+
 /// Makes an HTTP client whose every read times out after `io_timeout`.
 pub fn agent(io_timeout: Duration) -> ureq::Agent {
     ureq::Agent::config_builder()
@@ -137,6 +153,26 @@ pub fn agent(io_timeout: Duration) -> ureq::Agent {
         .http_status_as_error(false)
         .build()
         .new_agent()
+}
+
+/// Like [`agent`], its connections opened with the test's socket options `opts` (see
+/// [`crate::http_conn`]), `on_connect` called with each.
+pub fn agent_with(
+    io_timeout: Duration,
+    opts: virtperf_wire::SockOpts,
+    on_connect: crate::http_conn::OnConnect,
+) -> ureq::Agent {
+    let config = ureq::Agent::config_builder()
+        .timeout_connect(Some(io_timeout))
+        .timeout_per_read(Some(io_timeout))
+        .timeout_per_write(Some(io_timeout))
+        .http_status_as_error(false)
+        .build();
+    ureq::Agent::with_parts(
+        config,
+        crate::http_conn::SockConnector::new(opts, io_timeout, on_connect),
+        ureq::unversioned::resolver::DefaultResolver::default(),
+    )
 }
 
 /// Bounds of one download: a server that never ends a body (no Content-Length, no close),

@@ -10,6 +10,7 @@
 pub mod bulk;
 pub mod crr;
 pub mod http;
+pub mod http_conn;
 pub mod interval;
 pub mod mux;
 pub mod rr;

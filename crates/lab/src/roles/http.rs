@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use virtperf_load::http::{self as http_load, Fetched};
+use virtperf_load::http_conn;
 use virtperf_load::interval::Meter;
 use virtperf_load::Counts;
 
@@ -27,7 +28,7 @@ impl Role for Http {
         // Downloads keep no time series: their result is each download's own timing.
         _meter: &mut dyn FnMut() -> Arc<Meter>,
     ) -> Result<Handles> {
-        let (data, side) = (c.data, c.side);
+        let (data, side, sock) = (c.data, c.side, c.sock);
         let mut handles = Vec::new();
         match *w {
             Workload::Http { bytes } => {
@@ -38,9 +39,10 @@ impl Role for Http {
                     max_bytes: bytes,
                     ..http_load::Limits::default()
                 };
+                let agent = client_agent(sock, side);
                 handles.push(spawn_private_worker("http-client", side, move |c, _| {
                     // The agent's own server answers 200 or nothing: accept no other status.
-                    download_series(&url, count, &c.stop, &out, &[], &limits)
+                    download_series(&agent, &url, count, &c.stop, &out, &[], &limits)
                 })?);
             }
             _ => bail!("the http role was given a {} workload", w.name()),
@@ -52,6 +54,7 @@ impl Role for Http {
         let ServerHalf {
             listener,
             client,
+            sock,
             side,
             wake,
             ..
@@ -59,10 +62,15 @@ impl Role for Http {
         let mut handles = Vec::new();
         match *w {
             Workload::Http { bytes } => {
+                // Accepted connections inherit the listener's options.
+                virtperf_load::sock::prepare_data_socket(&listener, DATA_TIMEOUT, true, &sock)?;
                 let srv = Arc::new(http_load::HttpServer::new(listener, Some(client)));
                 wake.http = Some(srv.clone());
-                handles.push(spawn_worker("http-server", side, move |_, _| {
+                handles.push(spawn_worker("http-server", side, move |c, _| {
                     let n = srv.serve(bytes, DATA_TIMEOUT);
+                    if let (Some(a), Ok(mut into)) = (srv.first_applied(), c.applied.lock()) {
+                        into.get_or_insert(a);
+                    }
                     Ok(virtperf_load::Counts {
                         transactions: n,
                         bytes_tx: n * bytes,
@@ -99,8 +107,27 @@ impl Role for Http {
     }
 }
 
+/// Makes the download clients of a side: each download's connection carries the test's
+/// socket options `sock`, and the first one's, as the kernel applied them, are recorded
+/// in `side` for the result.
+pub(crate) fn client_agent(
+    sock: virtperf_wire::SockOpts,
+    side: &crate::side::Ctl,
+) -> impl Fn() -> http_load::Client + Send + 'static {
+    let applied = side.applied.clone();
+    let on_connect: http_conn::OnConnect = Arc::new(move |s| {
+        if let Ok(mut a) = applied.lock() {
+            if a.is_none() {
+                *a = virtperf_load::sock::applied(s).ok();
+            }
+        }
+    });
+    move || http_load::agent_with(DATA_TIMEOUT, sock, on_connect.clone())
+}
+
 /// Downloads `url` `count` times, one connection each, recording every download in `out`.
 pub(crate) fn download_series(
+    agent: &dyn Fn() -> http_load::Client,
     url: &str,
     count: u32,
     stop: &std::sync::atomic::AtomicBool,
@@ -117,8 +144,7 @@ pub(crate) fn download_series(
         // A fresh client per download: each download is its own TCP connection, as a
         // browser or boot loader fetching one file does (seed 0's captures show one
         // connection per download), and the time includes the connection set-up.
-        let agent = http_load::agent(DATA_TIMEOUT);
-        let f = http_load::fetch(&agent, url, accept, limits).map_err(std::io::Error::other)?;
+        let f = http_load::fetch(&agent(), url, accept, limits).map_err(std::io::Error::other)?;
         c.bytes_rx += f.bytes;
         c.transactions += 1;
         if let Ok(mut v) = out.lock() {

@@ -27,7 +27,7 @@ use crate::assemble::{Collected, Measured};
 
 use crate::half::{ClientHalf, Handles, ServerHalf};
 
-pub(crate) use http::download_series;
+pub(crate) use http::{client_agent, download_series};
 pub use role::Params;
 use role::Role;
 
