@@ -232,7 +232,7 @@ pub struct ReportArgs {
     /// The tag whose values group a fleet report (hosts of one type, say)
     #[arg(long, value_name = "TAG", default_value = "group")]
     pub group_by: String,
-    /// With a fleet report: also print it as JSON on standard output
+    /// Also print what the report shows as JSON on standard output (instead of "wrote FILE")
     #[arg(long)]
     pub json: bool,
     /// Output file
@@ -832,6 +832,20 @@ pub fn report(a: ReportArgs) -> Result<()> {
     let page = html::report_with_trend(&sections, &cross, &trend, &virtperf_store::now_rfc3339());
     std::fs::write(&a.output, page)
         .with_context(|| format!("cannot write {}", a.output.display()))?;
-    println!("wrote {}", a.output.display());
+    if a.json {
+        // What the page shows, for a script: each run's points, their comparisons and
+        // (explain runs) the explanation; the comparison of the first two runs.
+        let runs: Vec<serde_json::Value> = loaded
+            .iter()
+            .map(|(row, points, cmp, expl)| {
+                serde_json::json!({"run": row.id, "name": row.name, "points": points,
+                    "comparisons": cmp, "explanation": expl})
+            })
+            .collect();
+        let out = serde_json::json!({"output": a.output, "runs": runs, "cross": cross});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("wrote {}", a.output.display());
+    }
     Ok(())
 }

@@ -128,6 +128,23 @@ fn experiment_flow(d: &TempDir, db: &Path) {
 
     let html = d.path("report.html");
     run_db_ok(&["report", "1", "-o", html.to_str().unwrap()], &db);
+    // --json: what the page shows, the same comparisons as `compare --json`.
+    let rep: serde_json::Value = serde_json::from_str(&run_db_ok(
+        &[
+            "report",
+            "1",
+            "-o",
+            d.path("r2.html").to_str().unwrap(),
+            "--json",
+        ],
+        &db,
+    ))
+    .expect("report --json");
+    assert_eq!(rep["runs"][0]["run"], 1, "{rep}");
+    assert_eq!(rep["runs"][0]["points"].as_array().map(Vec::len), Some(2));
+    assert_eq!(rep["runs"][0]["comparisons"], cmp, "{rep}");
+    assert!(rep["runs"][0]["explanation"].is_null(), "{rep}");
+    assert!(d.path("r2.html").exists());
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(
         page.contains("<svg") && page.contains("class=\"plot"),
