@@ -112,7 +112,17 @@ fn crr_with_threads_runs_every_flow() {
 #[test]
 fn stream_with_threads_loses_no_bytes_either_way() {
     for reverse in [false, true] {
-        let mut args = vec!["stream", "--flows", "40", "--threads", "2", "-l", "1s"];
+        let mut args = vec![
+            "stream",
+            "--flows",
+            "40",
+            "--threads",
+            "2",
+            "-l",
+            "1s",
+            "-i",
+            "250ms",
+        ];
         if reverse {
             args.push("-R");
         }
@@ -144,6 +154,16 @@ fn stream_with_threads_loses_no_bytes_either_way() {
             assert!(fl["tcp"]["retransmits_interval"].is_u64(), "{fl}");
         }
         assert!(v["outcome"]["retransmits"].is_u64(), "{}", v["outcome"]);
+        // Per interval: the client's sending flows' TCP state, every flow in every
+        // interval (read by the series, not by the multiplexing threads); none when the
+        // client receives (iperf3 -R prints no per-interval Retr either).
+        let intervals = v["intervals"].as_array().expect("intervals");
+        assert!(intervals.len() >= 4, "{}", v["intervals"]);
+        for i in intervals {
+            let n = i["flow_tcp"].as_array().map_or(0, Vec::len);
+            assert_eq!(n, if reverse { 0 } else { 40 }, "reverse {reverse}: {i}");
+            assert_eq!(i["retransmits"].is_u64(), !reverse, "{i}");
+        }
         assert!(
             !v["warnings"].to_string().contains("ended"),
             "reverse {reverse}: {}",

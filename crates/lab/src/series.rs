@@ -31,11 +31,11 @@ pub const UNSTEADY_CV: f64 = 0.30;
 /// What the series is made of.
 enum Source {
     /// Byte counts sampled at boundaries: (time of the last sample, each meter's count then,
-    /// each sender's `TCP_INFO` reading then).
+    /// each meter's senders' `TCP_INFO` readings then).
     Bytes {
         last_t: Instant,
         last: Vec<u64>,
-        tcp: Vec<Option<Snapshot>>,
+        tcp: Vec<Option<Vec<Snapshot>>>,
     },
     /// Ticks the engines closed, gathered per meter.
     Ticks { got: Vec<Vec<Tick>>, merged: usize },
@@ -200,24 +200,28 @@ impl Series {
     }
 }
 
-/// Each sending flow's `TCP_INFO` over the interval that ends now: read from the socket
-/// now and paired with the flow's reading at the interval's start (`prev`, then replaced
-/// by this one, so no retransmit is counted twice or lost between intervals). Empty
-/// unless every flow is a TCP sender read at both ends: a partial list would read as the
-/// whole.
-fn tcp_over_interval(meters: &[Arc<Meter>], prev: &mut [Option<Snapshot>]) -> Vec<TcpInfo> {
+/// Each sending flow's `TCP_INFO` over the interval that ends now: read from the sockets
+/// now and paired with their readings at the interval's start (`prev`, per meter, then
+/// replaced by these, so no retransmit is counted twice or lost between intervals). Empty
+/// unless every meter counts TCP senders all read at both ends: a partial list would
+/// read as the whole.
+fn tcp_over_interval(meters: &[Arc<Meter>], prev: &mut [Option<Vec<Snapshot>>]) -> Vec<TcpInfo> {
     if meters.is_empty() || !meters.iter().all(|m| m.is_tcp_sender()) {
         return Vec::new();
     }
-    let mut out = Vec::with_capacity(meters.len());
+    let mut out = Vec::new();
+    let mut complete = true;
     for (m, p) in meters.iter().zip(prev.iter_mut()) {
         let now = m.read_tcp();
-        if let (Some(start), Some(end)) = (p.as_ref(), &now) {
-            out.push(between(start, end));
+        match (p.as_ref(), &now) {
+            (Some(start), Some(end)) if start.len() == end.len() => {
+                out.extend(start.iter().zip(end).map(|(a, b)| between(a, b)));
+            }
+            _ => complete = false,
         }
         *p = now;
     }
-    if out.len() == meters.len() {
+    if complete {
         out
     } else {
         Vec::new()

@@ -37,8 +37,9 @@ pub struct Meter {
     every: Option<Duration>,
     bytes: AtomicU64,
     ticks: Mutex<Vec<Tick>>,
-    /// A duplicate of a TCP sender's connection, for reading its `TCP_INFO`.
-    watched: OnceLock<OwnedFd>,
+    /// Duplicates of a TCP sender's connections (one, or a multiplexing thread's share),
+    /// for reading their `TCP_INFO`.
+    watched: OnceLock<Vec<OwnedFd>>,
 }
 
 /// One closed interval of a transaction engine, times relative to the engine's start.
@@ -80,20 +81,28 @@ impl Meter {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    /// Keeps `fd` (a duplicate of this flow's sending socket) to read its `TCP_INFO` from
-    /// any thread; closed when the meter is dropped. A second call changes nothing.
-    pub fn watch(&self, fd: OwnedFd) {
-        let _ = self.watched.set(fd);
+    /// Keeps `fds` (duplicates of the sending sockets this meter counts for: one flow's,
+    /// or a multiplexing thread's share) to read their `TCP_INFO` from any thread; closed
+    /// when the meter is dropped. A second call, or an empty list, changes nothing.
+    pub fn watch(&self, fds: Vec<OwnedFd>) {
+        if !fds.is_empty() {
+            let _ = self.watched.set(fds);
+        }
     }
 
-    /// Whether this flow is a TCP sender whose state can be read.
+    /// Whether this meter counts TCP senders whose state can be read.
     pub fn is_tcp_sender(&self) -> bool {
         self.watched.get().is_some()
     }
 
-    /// The sending socket's `TCP_INFO` now (None: not a watched sender, or unreadable).
-    pub fn read_tcp(&self) -> Option<Snapshot> {
-        crate::tcpinfo::read(self.watched.get()?.as_raw_fd())
+    /// Each watched sending socket's `TCP_INFO` now, in the order given to
+    /// [`Meter::watch`] (None: not a watched sender, or one of them unreadable).
+    pub fn read_tcp(&self) -> Option<Vec<Snapshot>> {
+        self.watched
+            .get()?
+            .iter()
+            .map(|fd| crate::tcpinfo::read(fd.as_raw_fd()))
+            .collect()
     }
 
     /// The intervals closed so far from the `from`-th on.

@@ -42,6 +42,9 @@ impl Role for Stream {
                     .enumerate()
                 {
                     let m = meter();
+                    if !reverse && crate::fds::room_for_duplicates(w) {
+                        watch_senders(&m, &share);
+                    }
                     handles.push(spawn_mux_conns_worker(
                         &format!("stream-mux-{i}"),
                         side,
@@ -229,6 +232,23 @@ impl Role for Stream {
     }
 }
 
+/// With a time series, lets the series read the TCP state of the sending connections
+/// `conns` at each boundary, through duplicates kept in this (shared) descriptor table: a
+/// worker with a private table keeps it private, and a multiplexing worker is not asked.
+/// Without a series, or when a duplicate cannot be had (the open-file limit), nothing.
+fn watch_senders(m: &Meter, conns: &[std::net::TcpStream]) {
+    if m.every().is_none() {
+        return;
+    }
+    let dups: std::io::Result<Vec<std::os::fd::OwnedFd>> = conns
+        .iter()
+        .map(|s| s.try_clone().map(Into::into))
+        .collect();
+    if let Ok(d) = dups {
+        m.watch(d);
+    }
+}
+
 /// A sending worker on connection `s`: `send` calls, or the zero-copy method asked.
 fn spawn_sender(
     name: &str,
@@ -241,11 +261,7 @@ fn spawn_sender(
     // With a time series, the series reads the connection's TCP state at each boundary
     // through a duplicate kept in this (shared) table; the worker's own table stays
     // private. Without one, nothing reads it: no duplicate.
-    if m.every().is_some() {
-        if let Ok(dup) = s.try_clone() {
-            m.watch(dup.into());
-        }
-    }
+    watch_senders(&m, std::slice::from_ref(&s));
     spawn_conn_worker(name, side, s, move |c, _, s| match zerocopy {
         Some(z) => {
             let (n, zc) = virtperf_load::zerocopy::send(s, send_size as usize, z, &c.stop, &m)?;
