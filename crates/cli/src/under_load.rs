@@ -7,57 +7,15 @@
 //! loaded trial go through the same site, so on a netns placement they share its veth
 //! pair, in a guest its virtio queues. An agent elsewhere (remote, ssh, a guest) runs one
 //! test at a time under its machine's lock: the site holds that machine for each loaded
-//! trial, so the rr runs beside the streams instead of queueing behind them.
+//! trial, so the rr runs beside the streams instead of queueing behind them. A spec
+//! config's `load = "streams=N"` runs each of its trials the same way (`experiment`).
 
-use std::time::Duration;
-
-use anyhow::{anyhow, bail, Result};
+use anyhow::Result;
 use serde::Serialize;
 use virtperf_lab::plan::Plan;
+pub use virtperf_lab::under_load::{parse, stream_plan, UnderLoad};
 use virtperf_report::stats::{summarize, Summary};
-use virtperf_wire::{Outcome, TestResult, Workload};
-
-/// What `--under-load` asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UnderLoad {
-    /// Bulk streams beside the rr.
-    pub streams: u32,
-    /// They run server → client.
-    pub reverse: bool,
-    /// Pairs of (alone, loaded) trials.
-    pub pairs: u32,
-}
-
-/// Parses `streams=4[,reverse][,pairs=3]`.
-pub fn parse(s: &str) -> Result<UnderLoad, String> {
-    let mut u = UnderLoad {
-        streams: 0,
-        reverse: false,
-        pairs: 3,
-    };
-    for part in s.split(',').map(str::trim) {
-        let num = |v: &str, max: u32| {
-            v.parse::<u32>()
-                .ok()
-                .filter(|n| (1..=max).contains(n))
-                .ok_or_else(|| format!("{part:?}: a number from 1 to {max}"))
-        };
-        match part.split_once('=') {
-            Some(("streams", v)) => u.streams = num(v, 64)?,
-            Some(("pairs", v)) => u.pairs = num(v, 100)?,
-            None if part == "reverse" => u.reverse = true,
-            _ => {
-                return Err(format!(
-                    "unknown --under-load part {part:?}: streams=N[,reverse][,pairs=K]"
-                ))
-            }
-        }
-    }
-    if u.streams == 0 {
-        return Err("--under-load needs streams=N (e.g. streams=4)".into());
-    }
-    Ok(u)
-}
+use virtperf_wire::{Outcome, TestResult};
 
 /// One metric, alone and loaded: each side's median over its trials, and the paired
 /// differences (loaded − alone) with their mean's 95 % confidence interval.
@@ -83,30 +41,6 @@ struct Report {
     alone: Vec<TestResult>,
     loaded: Vec<TestResult>,
     streams_results: Vec<TestResult>,
-}
-
-/// The streams of a loaded trial: 128 KiB sends on `load.streams` flows, for the rr's
-/// duration and a second more (they start half a second before it).
-pub fn stream_plan(rr: &Plan, load: UnderLoad) -> Result<Plan> {
-    if !matches!(rr.workload, Workload::Rr { .. }) || !rr.workload.protocol().is_tcp() {
-        bail!("--under-load measures a TCP rr");
-    }
-    // The stream role builds its workload, as for a spec point: 128 KiB sends.
-    let params = virtperf_lab::roles::Params {
-        send: 128 << 10,
-        flows: load.streams,
-        reverse: load.reverse,
-        ..Default::default()
-    };
-    let w = virtperf_lab::roles::workload("stream", &params)
-        .ok_or_else(|| anyhow!("no stream workload"))?;
-    let stream = Plan {
-        sock: rr.sock,
-        family: rr.family,
-        ..Plan::new(w, rr.duration + Duration::from_secs(1))
-    };
-    stream.validate()?;
-    Ok(stream)
 }
 
 /// Runs the interleaved pairs on `site` (both tests of a loaded trial at once, through
@@ -137,9 +71,9 @@ pub fn run(
                 alone.push(site.run(rr, &|_| {})?);
                 continue;
             }
-            let (r, s) = site.run_beside(stream, rr, Duration::from_millis(500))?;
+            let (r, s) = site.run_beside(stream, rr, virtperf_lab::under_load::LEAD)?;
             loaded.push(r);
-            streams.push(s);
+            streams.push(s.map_err(|e| e.context("the streams beside the rr failed"))?);
         }
     }
     if !json {
@@ -245,32 +179,4 @@ fn text(r: &Report) -> String {
         mb.join(", ")
     );
     s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_spec_parses_and_refuses() {
-        assert_eq!(
-            parse("streams=4,reverse,pairs=5"),
-            Ok(UnderLoad {
-                streams: 4,
-                reverse: true,
-                pairs: 5
-            })
-        );
-        assert_eq!(parse("streams=2").map(|u| u.pairs), Ok(3));
-        for bad in [
-            "",
-            "reverse",
-            "streams=0",
-            "streams=1e30",
-            "streams=4,bogus",
-            "pairs=3",
-        ] {
-            assert!(parse(bad).is_err(), "{bad}");
-        }
-    }
 }

@@ -482,3 +482,60 @@ fn rr_under_load_holds_a_remote_agents_machine() {
         format!("127.0.0.1:{port}")
     );
 }
+
+/// A spec config's `load`: each of its trials is the rr run beside bulk streams, the
+/// streams' throughput kept in the stored result, and `compare` sets it against the
+/// config without one (the latency the load adds, with its CI).
+#[test]
+fn a_spec_config_with_a_load_runs_its_rr_beside_streams() {
+    let dir = common::TempDir::new("spec-load");
+    let (spec, db) = (dir.path("s.toml"), dir.path("r.db"));
+    let text = "name = \"loaded\"\nduration = \"400ms\"\nrepetitions = 2\n\
+                [[workload]]\nkind = \"rr\"\n\
+                [[config]]\nname = \"alone\"\n\
+                [[config]]\nname = \"loaded\"\nload = \"streams=2\"\n";
+    std::fs::write(&spec, text).unwrap();
+    common::run_db_ok(&["run", spec.to_str().unwrap()], &db);
+    let store = virtperf_store::Store::open(&db).expect("store");
+    let trials = store.trials(1).expect("trials");
+    assert_eq!(trials.len(), 4);
+    for t in &trials {
+        let r = t.trial.result.as_ref().expect("a result");
+        match t.trial.config.as_str() {
+            "loaded" => {
+                let l = r.load.as_ref().expect("the load in the result");
+                assert_eq!((l.streams, l.reverse), (2, false), "{l:?}");
+                assert!(l.mbps > Some(0.0) && l.error.is_none(), "{l:?}");
+            }
+            _ => assert!(r.load.is_none(), "{:?}", r.load),
+        }
+    }
+    let cmp: serde_json::Value =
+        serde_json::from_str(&common::run_db_ok(&["compare", "1", "--json"], &db)).unwrap();
+    assert!(
+        cmp.as_array()
+            .expect("rows")
+            .iter()
+            .any(|r| r["metric"] == "p99_us" && r.to_string().contains("loaded")),
+        "{cmp}"
+    );
+    // A load measures a TCP rr: a spec with another workload, or the command's `pairs`,
+    // is refused before anything runs.
+    for (bad, needle) in [
+        (
+            text.replace("kind = \"rr\"", "kind = \"stream\""),
+            "has a load",
+        ),
+        (
+            text.replace("streams=2", "streams=2,pairs=3"),
+            "repetitions",
+        ),
+        (text.replace("streams=2", "streams=0"), "load"),
+    ] {
+        std::fs::write(&spec, &bad).unwrap();
+        let (code, err) =
+            common::run_fail(&["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()]);
+        assert_eq!(code, 2, "{bad}: {err}");
+        assert!(err.contains(needle), "{bad}: {err}");
+    }
+}

@@ -413,10 +413,10 @@ impl Sites {
         Some((format!("{e:#}"), lacks))
     }
 
-    /// Runs one trial of `cfg` on its site.
+    /// Runs one trial of `cfg` on its site (beside its load's streams, if it has one).
     fn run(&mut self, cfg: &Config, plan: &Plan) -> Result<TestResult> {
         let Some(placement) = &cfg.placement else {
-            return self.local.run(plan, &|_| {});
+            return run_on(self.local.as_ref(), cfg, plan);
         };
         if !self.placed.iter().any(|(c, _)| c == &cfg.name) {
             match virtperf_place::open(placement) {
@@ -430,11 +430,33 @@ impl Sites {
             }
         }
         match self.placed.iter().find(|(c, _)| c == &cfg.name) {
-            Some((_, Ok(site))) => site.run(plan, &|_| {}),
+            Some((_, Ok(site))) => run_on(site.as_ref(), cfg, plan),
             Some((_, Err(e))) => Err(anyhow!("{e:#}")),
             None => Err(anyhow!("placement for {} vanished", cfg.name)),
         }
     }
+}
+
+/// Runs `plan` on `site`; with the config's `load`, beside its streams (started
+/// [`LEAD`](virtperf_lab::under_load::LEAD) before it, ending as long after), the streams'
+/// throughput recorded in the result. The rr's result stands if the streams fail: it ran
+/// beside whatever load there was, and `load.error` says what happened.
+fn run_on(site: &dyn Site, cfg: &Config, plan: &Plan) -> Result<TestResult> {
+    let Some(load) = cfg.load else {
+        return site.run(plan, &|_| {});
+    };
+    let stream = virtperf_lab::under_load::stream_plan(plan, load)?;
+    let (mut r, s) = site.run_beside(&stream, plan, virtperf_lab::under_load::LEAD)?;
+    r.load = Some(virtperf_wire::BesideLoad {
+        streams: load.streams,
+        reverse: load.reverse,
+        mbps: s.as_ref().ok().and_then(|s| match &s.outcome {
+            virtperf_wire::Outcome::Stream(o) => Some(o.mbps),
+            _ => None,
+        }),
+        error: s.err().map(|e| format!("{e:#}")),
+    });
+    Ok(r)
 }
 
 /// A stored row for trial `t` with nothing measured yet (failed, no result): what every

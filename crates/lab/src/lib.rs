@@ -24,6 +24,7 @@ mod side;
 mod timeline;
 pub mod trace;
 mod udp_roles;
+pub mod under_load;
 
 use std::time::Duration;
 

@@ -38,7 +38,7 @@ impl super::Site for RemoteSite {
         background: &Plan,
         foreground: &Plan,
         lead: std::time::Duration,
-    ) -> Result<(TestResult, TestResult)> {
+    ) -> Result<(TestResult, Result<TestResult>)> {
         let hold = client::Hold::take(&self.target)?;
         let held = RemoteSite::new(hold.target(&self.target), self.label.clone());
         super::site::beside(&|p| held.run(p, &|_| {}), background, foreground, lead)

@@ -27,7 +27,9 @@ pub trait Site: Sync {
     fn run(&self, plan: &Plan, progress: ProgressFn) -> Result<TestResult>;
 
     /// Runs `background` and, `lead` after it started, `foreground`, at once through this
-    /// site, the same path (`rr --under-load`). Returns (foreground, background). Here both
+    /// site, the same path (`rr --under-load`). Returns the foreground's result and the
+    /// background's (its failure is the caller's to judge; the foreground's fails the
+    /// call). Here both
     /// tests share this process's machine lock with the site's agents; sites whose agent
     /// runs elsewhere hold its machine for the pair ([`virtperf_lab::client::Hold`]).
     fn run_beside(
@@ -35,7 +37,7 @@ pub trait Site: Sync {
         background: &Plan,
         foreground: &Plan,
         lead: std::time::Duration,
-    ) -> Result<(TestResult, TestResult)> {
+    ) -> Result<(TestResult, Result<TestResult>)> {
         beside(&|p| self.run(p, &|_| {}), background, foreground, lead)
     }
 
@@ -51,20 +53,20 @@ pub trait Site: Sync {
 }
 
 /// Runs `background` on a thread and, `lead` later, `foreground` here, with `run`; waits
-/// for both. Returns (foreground, background).
+/// for both. Returns the foreground's result and the background's.
 pub fn beside(
     run: &(dyn Fn(&Plan) -> Result<TestResult> + Sync),
     background: &Plan,
     foreground: &Plan,
     lead: std::time::Duration,
-) -> Result<(TestResult, TestResult)> {
+) -> Result<(TestResult, Result<TestResult>)> {
     std::thread::scope(|sc| {
         let bg = sc.spawn(|| run(background));
         std::thread::sleep(lead);
         let fg = run(foreground);
         let bg = bg
             .join()
-            .map_err(|_| anyhow::anyhow!("the background test's thread panicked"))?;
-        Ok((fg?, bg?))
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the background test's thread panicked")));
+        Ok((fg?, bg))
     })
 }

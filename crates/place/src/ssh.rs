@@ -259,7 +259,7 @@ impl super::Site for SshSite {
         background: &Plan,
         foreground: &Plan,
         lead: std::time::Duration,
-    ) -> Result<(TestResult, TestResult)> {
+    ) -> Result<(TestResult, Result<TestResult>)> {
         let target = self.agent.target();
         let hold = virtperf_lab::client::Hold::take(&target)?;
         let held = super::remote::RemoteSite::new(hold.target(&target), Some(self.label.clone()));

@@ -160,6 +160,19 @@ pub(super) fn one_config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, S
             "an ssh table needs placement = \"ssh:USER@HOST\" in the same config".to_string(),
         );
     }
+    let load =
+        match &r.load {
+            None => None,
+            Some(l) if l.get_ref().contains("pairs") => return err(
+                text,
+                l.span(),
+                "a config's load takes streams=N[,reverse]; its trials repeat with `repetitions`",
+            ),
+            Some(l) => Some(
+                virtperf_lab::under_load::parse(l.get_ref())
+                    .or_else(|m| err(text, l.span(), format!("load: {m}")))?,
+            ),
+        };
     Ok(Config {
         name,
         description: r.description.clone(),
@@ -169,6 +182,7 @@ pub(super) fn one_config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, S
         placement,
         setup: r.setup.clone(),
         teardown: r.teardown.clone(),
+        load,
     })
 }
 

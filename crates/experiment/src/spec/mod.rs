@@ -131,6 +131,9 @@ pub struct Config {
     pub setup: Option<String>,
     /// Shell command run after the config's last trial (also on failure).
     pub teardown: Option<String>,
+    /// Bulk streams each of its (TCP rr) trials runs beside (`load = "streams=4"`): the
+    /// rr's latency under load, compared with a config without one.
+    pub load: Option<virtperf_lab::under_load::UnderLoad>,
 }
 
 /// A parsed, validated experiment.
@@ -204,6 +207,7 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
         )?);
     }
     let configs = configs_of(text, &raw)?;
+    check_loads(&configs, &points)?;
     let trials = planned_trials(points.len(), configs.len(), &repeat);
     if trials > MAX_TRIALS {
         return Err(SpecError {
@@ -306,9 +310,31 @@ fn configs_of(text: &str, raw: &RawSpec) -> Result<Vec<Config>, SpecError> {
             placement: None,
             setup: None,
             teardown: None,
+            load: None,
         });
     }
     Ok(configs)
+}
+
+/// A config's `load` measures a TCP rr beside streams: refused when the spec has any
+/// other point (the config runs every point).
+fn check_loads(configs: &[Config], points: &[Point]) -> Result<(), SpecError> {
+    let Some(c) = configs.iter().find(|c| c.load.is_some()) else {
+        return Ok(());
+    };
+    match points
+        .iter()
+        .find(|p| !matches!(p.workload, Workload::Rr { .. }) || !p.workload.protocol().is_tcp())
+    {
+        Some(p) => Err(SpecError {
+            line: 0,
+            message: format!(
+                "config {:?} has a load, which measures a TCP rr beside streams, but the spec also has {}: put other workloads in a spec of their own",
+                c.name, p.label
+            ),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// The most points (workload × sweep values) one spec may expand to: a sweep this large

@@ -173,6 +173,8 @@ pub(super) struct RawConfig {
     pub(super) setup: Option<String>,
     #[serde(default)]
     pub(super) teardown: Option<String>,
+    #[serde(default)]
+    pub(super) load: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

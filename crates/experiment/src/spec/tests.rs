@@ -545,3 +545,29 @@ fn socket_tables_take_congestion_mss_and_tos() {
     .unwrap_err();
     assert!(e.message.contains("--mss"), "{e}");
 }
+
+#[test]
+fn a_config_load_parses_and_is_refused_where_it_does_not_apply() {
+    let s = parse(include_str!("../../../../recipes/rr-under-load.toml")).unwrap();
+    let loads: Vec<_> = s
+        .configs
+        .iter()
+        .map(|c| c.load.map(|l| (l.streams, l.reverse)))
+        .collect();
+    assert_eq!(loads, [None, Some((4, false)), Some((4, true))]);
+    let base = "name = \"x\"\n[[workload]]\nkind = \"rr\"\n[[config]]\nname = \"l\"\n";
+    for (bad, needle) in [
+        ("load = \"streams=0\"", "load"),
+        ("load = \"streams=1e30\"", "load"),
+        ("load = \"streams=4,pairs=2\"", "repetitions"),
+        ("load = \"bogus\"", "load"),
+    ] {
+        let e = parse(&format!("{base}{bad}\n")).expect_err(bad);
+        assert!(e.message.contains(needle), "{bad}: {e:?}");
+    }
+    let udp = "name = \"x\"\n[[workload]]\nkind = \"rr\"\nprotocol = \"udp\"\n[[config]]\nname = \"l\"\nload = \"streams=2\"\n";
+    assert!(parse(udp)
+        .expect_err("udp rr")
+        .message
+        .contains("has a load"));
+}

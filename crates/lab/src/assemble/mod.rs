@@ -147,6 +147,7 @@ pub fn assemble(c: Collected) -> anyhow::Result<TestResult> {
         host_trace: None,
         stop_s: None,
         intervals: Vec::new(),
+        load: None,
     })
 }
 

@@ -580,7 +580,7 @@ impl super::Site for GuestLab {
         background: &Plan,
         foreground: &Plan,
         lead: Duration,
-    ) -> Result<(TestResult, TestResult)> {
+    ) -> Result<(TestResult, Result<TestResult>)> {
         let server = self.server()?;
         let hold = netns::run_in(&self.ns, move || client::Hold::take(&server))?;
         let lock = hold.id().map(str::to_string);

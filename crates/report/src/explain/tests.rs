@@ -69,6 +69,7 @@ fn rr(p50_us: f64, size: (u32, u32), cpus: (u32, u32), events: &[(&str, f64)]) -
         timeline: None,
         host_trace: None,
         intervals: vec![],
+        load: None,
     }
 }
 

@@ -399,6 +399,24 @@ pub struct TestResult {
     /// The time series (`--interval`), oldest first; empty without it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub intervals: Vec<Interval>,
+    /// The bulk streams this test ran beside (a spec config's `load`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<BesideLoad>,
+}
+
+/// Bulk streams a test ran beside, through the same path (a spec config's `load`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BesideLoad {
+    /// Streams (128 KiB sends each).
+    pub streams: u32,
+    /// They ran server → client.
+    pub reverse: bool,
+    /// Their receivers' total throughput, 10^6 bits/s; null when their test failed.
+    pub mbps: Option<f64>,
+    /// Why their test failed, if it did (the loaded test's result stands: it ran beside
+    /// whatever load there was until then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Tracepoint counts over a test's measured interval, counted by the client on CPUs of its
