@@ -510,6 +510,14 @@ fn a_spec_config_with_a_load_runs_its_rr_beside_streams() {
             _ => assert!(r.load.is_none(), "{:?}", r.load),
         }
     }
+    // The streams' throughput is a metric of the loaded config's trials (show, export).
+    let csv = common::run_db_ok(&["show", "1", "--format", "csv"], &db);
+    let rows = |config: &str| {
+        csv.lines()
+            .filter(|l| l.contains(&format!(",{config},")) && l.contains(",load_mbps,"))
+            .count()
+    };
+    assert_eq!((rows("loaded"), rows("alone")), (2, 0), "{csv}");
     let cmp: serde_json::Value =
         serde_json::from_str(&common::run_db_ok(&["compare", "1", "--json"], &db)).unwrap();
     assert!(

@@ -617,6 +617,11 @@ impl TestResult {
                 m("mb_per_s", "MB/s", o.mb_per_s, true),
             ],
         };
+        // Beside a spec config's load: the streams' throughput, so tables show what the
+        // rr was loaded with (absent where their test failed).
+        if let Some(mbps) = self.load.as_ref().and_then(|l| l.mbps) {
+            v.push(m("load_mbps", "Mbit/s", mbps, true));
+        }
         // Flows multiplexed on threads: how evenly they were served is a result too.
         let spread = match &self.outcome {
             Outcome::Rr(o) | Outcome::Crr(o) => o.flow_spread.as_ref().map(|s| (s, "trans/s")),
