@@ -71,7 +71,8 @@ pub fn run(
                 alone.push(site.run(rr, &|_| {})?);
                 continue;
             }
-            let (r, s) = site.run_beside(stream, rr, virtperf_lab::under_load::LEAD)?;
+            let (mut r, s) = site.run_beside(stream, rr, virtperf_lab::under_load::LEAD)?;
+            virtperf_lab::under_load::note_beside(&mut r, load.streams);
             loaded.push(r);
             streams.push(s.map_err(|e| e.context("the streams beside the rr failed"))?);
         }

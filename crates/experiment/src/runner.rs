@@ -456,10 +456,7 @@ fn run_on(site: &dyn Site, cfg: &Config, plan: &Plan) -> Result<TestResult> {
         }),
         error: s.err().map(|e| format!("{e:#}")),
     });
-    r.warnings.push(format!(
-        "ran beside {} bulk stream(s): machine-wide figures (busy %, events per transaction, system service demand) include their work",
-        load.streams
-    ));
+    virtperf_lab::under_load::note_beside(&mut r, load.streams);
     Ok(r)
 }
 

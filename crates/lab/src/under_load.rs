@@ -14,6 +14,14 @@ use crate::plan::Plan;
 /// is loaded from its first transaction to its last.
 pub const LEAD: Duration = Duration::from_millis(500);
 
+/// Says in `r` (a test run beside `streams` bulk streams) that its machine-wide figures
+/// include the streams' work.
+pub fn note_beside(r: &mut virtperf_wire::TestResult, streams: u32) {
+    r.warnings.push(format!(
+        "ran beside {streams} bulk stream(s): machine-wide figures (busy %, events per transaction, system service demand) include their work"
+    ));
+}
+
 /// What `--under-load` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UnderLoad {
