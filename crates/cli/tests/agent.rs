@@ -270,6 +270,12 @@ fn a_hold_keeps_others_waiting_no_longer_than_the_agents_limit() {
         other => panic!("expected held with an id, got {other:?}"),
     };
     assert!(id.len() >= 16, "{id}");
+    // Asking again changes nothing: the same hold, still held.
+    write_message(&mut s, &Message::Hold).unwrap();
+    assert!(
+        matches!(read_message(&mut s), Ok(Message::Held { lock: Some(ref again) }) if *again == id),
+        "a second hold is not the first"
+    );
     let t0 = std::time::Instant::now();
     let out = common::run_with_timeout(
         common::vp().args([

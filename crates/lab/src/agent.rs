@@ -508,6 +508,13 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> R
             }
             m @ Message::Drive { .. } => drive(s, cfg, m)?,
             Message::Explain { battery } => run_probe(s, cfg, client_lock.as_deref(), battery)?,
+            // Held already: the same hold again (a new one would let go of the first).
+            Message::Hold if holding.is_some() => write_message(
+                s,
+                &Message::Held {
+                    lock: client_lock.clone(),
+                },
+            )?,
             Message::Hold => {
                 let h = hold(s, cfg, client_lock.as_deref())?;
                 if let Some(id) = &h.id {
