@@ -99,23 +99,9 @@ fn ssh_placement_copies_itself_runs_the_agent_and_cleans_up() {
     // The server "host" has a machine lock of its own (a private /run/virtperf), as a
     // machine across a network would: its agent runs one test at a time under it.
     let sshd = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &s,
-            "unshare",
-            "--mount",
-            "--propagation",
-            "private",
-            "sh",
-            "-c",
-            "mkdir -p /run/virtperf && mount -t tmpfs tmpfs /run/virtperf && exec \"$0\" \"$@\"",
-            "/usr/sbin/sshd",
-            "-D",
-            "-e",
-            "-f",
-            "/dev/null",
-        ])
+        .args(["netns", "exec", &s])
+        .args(common::OWN_LOCK)
+        .args(["/usr/sbin/sshd", "-D", "-e", "-f", "/dev/null"])
         .args(["-o", &format!("HostKey={}", p("hostkey"))])
         .args([
             "-o",

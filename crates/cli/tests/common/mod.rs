@@ -99,6 +99,19 @@ pub fn assert_one_line_error(stderr: &str, needle: &str) {
     );
 }
 
+/// A command prefix that runs the program after it with a machine lock of its own: in a
+/// mount namespace whose /run/virtperf is a fresh tmpfs, as on another machine. Root only.
+#[allow(dead_code)]
+pub const OWN_LOCK: [&str; 7] = [
+    "unshare",
+    "--mount",
+    "--propagation",
+    "private",
+    "sh",
+    "-c",
+    "mkdir -p /run/virtperf && mount -t tmpfs tmpfs /run/virtperf && exec \"$0\" \"$@\"",
+];
+
 /// A `virtperf serve` process on a free loopback port; killed on drop.
 pub struct Agent {
     pub child: Child,
@@ -145,16 +158,8 @@ impl Agent {
     /// time under that lock. Needs root.
     #[allow(dead_code)]
     pub fn with_its_own_lock(extra: &[&str]) -> Agent {
-        let mut c = Command::new("unshare");
-        c.args([
-            "--mount",
-            "--propagation",
-            "private",
-            "sh",
-            "-c",
-            "mkdir -p /run/virtperf && mount -t tmpfs tmpfs /run/virtperf && exec \"$0\" \"$@\"",
-            env!("CARGO_BIN_EXE_virtperf"),
-        ]);
+        let mut c = Command::new(OWN_LOCK[0]);
+        c.args(&OWN_LOCK[1..]).arg(env!("CARGO_BIN_EXE_virtperf"));
         Agent::start_from(c, extra)
     }
 
