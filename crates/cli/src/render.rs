@@ -273,24 +273,40 @@ fn latency(us: f64) -> String {
 /// `[  1.0-  2.0 s]  9.41 Gbit/s` or `[  1.0-  2.0 s]  13542 tr/s  p50 71.2 µs  p99 130 µs`.
 pub fn interval_line(i: &virtperf_wire::Interval) -> String {
     let mut s = format!("[{:5.1}-{:5.1} s]", i.t_s, i.t_s + i.duration_s);
+    let bidir = i.mbps_client_to_server.zip(i.mbps_server_to_client);
     if let Some(mbps) = i.mbps {
-        let (v, unit) = if mbps >= 1000.0 {
-            (mbps / 1000.0, "Gbit/s")
+        let (per, unit) = if mbps >= 1000.0 {
+            (1000.0, "Gbit/s")
         } else if mbps >= 1.0 {
-            (mbps, "Mbit/s")
+            (1.0, "Mbit/s")
         } else {
-            (mbps * 1000.0, "Kbit/s")
+            (0.001, "Kbit/s")
         };
-        let _ = write!(s, " {:>6} {unit}", sig3(v));
+        let _ = write!(s, " {:>6} {unit}", sig3(mbps / per));
+        // Each direction in the same unit; the TCP columns that follow are c→s's.
+        if let Some((tx, rx)) = bidir {
+            let _ = write!(s, "  (c→s {}, s→c {})", sig3(tx / per), sig3(rx / per));
+        }
     }
-    // iperf3's Retr and Cwnd columns: the interval's retransmits, the flows' windows.
+    // iperf3's Retr and Cwnd columns: the interval's retransmits, the sending flows'
+    // windows (their range when there are many).
     if let Some(r) = i.retransmits {
-        let cwnd: Vec<String> = i
+        let mut cwnd: Vec<u64> = i
             .flow_tcp
             .iter()
-            .map(|t| format!("{}K", u64::from(t.snd_cwnd) * u64::from(t.snd_mss) / 1024))
+            .map(|t| u64::from(t.snd_cwnd) * u64::from(t.snd_mss) / 1024)
             .collect();
-        let _ = write!(s, "  retr {r:>4}  cwnd {}", cwnd.join(" "));
+        cwnd.sort_unstable();
+        let shown = match cwnd.as_slice() {
+            [lo, .., hi] if cwnd.len() > 4 => format!("{lo}K–{hi}K ({} flows)", cwnd.len()),
+            c => c
+                .iter()
+                .map(|k| format!("{k}K"))
+                .collect::<Vec<_>>()
+                .join(" "),
+        };
+        let dir = if bidir.is_some() { "  c→s" } else { "" };
+        let _ = write!(s, "{dir}  retr {r:>4}  cwnd {shown}");
     }
     if let Some(rate) = i.rate_per_s {
         let _ = write!(s, " {rate:>8.0} tr/s");

@@ -332,12 +332,40 @@ fn bidir_streams_report_both_directions() {
     assert!((total - (ma + mb)).abs() < 1e-6 * total.max(1.0), "{o}");
     assert_eq!(o["flows"].as_array().map(Vec::len), Some(4), "{o}");
     let out = common::run_with_timeout(
-        common::vp().args(["stream", "--bidir", "-l", "500ms"]),
+        common::vp().args(["stream", "--bidir", "-l", "1s", "-i", "250ms"]),
         std::time::Duration::from_secs(60),
     );
     common::assert_ok(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("c→s") && text.contains("s→c"), "{text}");
+    // Live lines, as iperf3's TX and RX lines: each direction, and the client's sending
+    // flow's retransmits and window.
+    let live = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = live.lines().filter(|l| l.starts_with('[')).collect();
+    assert!(lines.len() >= 3, "{live}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains("(c→s ") && l.contains("c→s  retr")),
+        "{live}"
+    );
+    // In JSON: per interval each direction, summing to the interval's total, and the
+    // TCP state of the client's sending flows only (the other direction's sender is the
+    // agent's).
+    let r = common::run_json(&["stream", "--bidir", "-P", "2", "-l", "1s", "-i", "250ms"]);
+    let intervals = r["intervals"].as_array().expect("intervals");
+    assert!(intervals.len() >= 3, "{}", r["intervals"]);
+    for i in intervals {
+        let (tx, rx, all) = (
+            i["mbps_client_to_server"].as_f64().expect("c→s"),
+            i["mbps_server_to_client"].as_f64().expect("s→c"),
+            i["mbps"].as_f64().expect("mbps"),
+        );
+        assert!(tx > 0.0 && rx > 0.0, "{i}");
+        assert!((all - (tx + rx)).abs() < 1e-6 * all, "{i}");
+        assert_eq!(i["flow_tcp"].as_array().map(Vec::len), Some(2), "{i}");
+        assert!(i["retransmits"].is_u64(), "{i}");
+    }
     let (code, err) = common::run_fail(&["stream", "--bidir", "-R", "-l", "1s"]);
     assert_eq!(code, 2, "{err}");
 }

@@ -150,21 +150,29 @@ impl Series {
             return;
         }
         let mbps = |b: u64| b as f64 * 8.0 / dt / 1e6;
-        let mut total = 0u64;
+        let (mut total, mut sent) = (0u64, 0u64);
         let mut flows = Vec::with_capacity(self.meters.len());
         for (m, prev) in self.meters.iter().zip(last.iter_mut()) {
             let b = m.bytes();
             let d = b.saturating_sub(*prev);
             *prev = b;
             total += d;
+            if m.is_sending() {
+                sent += d;
+            }
             flows.push(mbps(d));
         }
+        // Both directions at once (--bidir): each direction apart, as iperf3's TX/RX lines.
+        let both = self.meters.iter().any(|m| m.is_sending())
+            && self.meters.iter().any(|m| !m.is_sending());
         let flow_tcp = tcp_over_interval(&self.meters, tcp);
         let i = Interval {
             t_s: last_t.saturating_duration_since(self.started).as_secs_f64(),
             duration_s: dt,
             bytes: Some(total),
             mbps: Some(mbps(total)),
+            mbps_client_to_server: both.then(|| mbps(sent)),
+            mbps_server_to_client: both.then(|| mbps(total - sent)),
             flow_mbps: if flows.len() > 1 { flows } else { Vec::new() },
             retransmits: (!flow_tcp.is_empty())
                 .then(|| flow_tcp.iter().map(|t| t.retransmits_interval).sum()),
@@ -200,18 +208,23 @@ impl Series {
     }
 }
 
-/// Each sending flow's `TCP_INFO` over the interval that ends now: read from the sockets
-/// now and paired with their readings at the interval's start (`prev`, per meter, then
-/// replaced by these, so no retransmit is counted twice or lost between intervals). Empty
-/// unless every meter counts TCP senders all read at both ends: a partial list would
-/// read as the whole.
+/// Each of the client's sending flows' `TCP_INFO` over the interval that ends now: read
+/// from the sockets now and paired with their readings at the interval's start (`prev`,
+/// per meter, then replaced by these, so no retransmit is counted twice or lost between
+/// intervals). Empty unless the client sends and every sending meter's sockets were read
+/// at both ends: a partial list would read as the whole. Receiving meters (the other
+/// direction of `--bidir`) have none: their sender is the agent.
 fn tcp_over_interval(meters: &[Arc<Meter>], prev: &mut [Option<Vec<Snapshot>>]) -> Vec<TcpInfo> {
-    if meters.is_empty() || !meters.iter().all(|m| m.is_tcp_sender()) {
+    let sending = || meters.iter().filter(|m| m.is_sending());
+    if sending().next().is_none() || !sending().all(|m| m.is_tcp_sender()) {
         return Vec::new();
     }
     let mut out = Vec::new();
     let mut complete = true;
     for (m, p) in meters.iter().zip(prev.iter_mut()) {
+        if !m.is_sending() {
+            continue;
+        }
         let now = m.read_tcp();
         match (p.as_ref(), &now) {
             (Some(start), Some(end)) if start.len() == end.len() => {

@@ -15,7 +15,7 @@
 //!   transaction as before.
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -40,6 +40,8 @@ pub struct Meter {
     /// Duplicates of a TCP sender's connections (one, or a multiplexing thread's share),
     /// for reading their `TCP_INFO`.
     watched: OnceLock<Vec<OwnedFd>>,
+    /// The flows it counts send (the client's senders; `--bidir` has both kinds).
+    sending: AtomicBool,
 }
 
 /// One closed interval of a transaction engine, times relative to the engine's start.
@@ -88,6 +90,16 @@ impl Meter {
         if !fds.is_empty() {
             let _ = self.watched.set(fds);
         }
+    }
+
+    /// Marks this meter's flows as sending (set by whoever starts the sender).
+    pub fn mark_sending(&self) {
+        self.sending.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether this meter's flows send.
+    pub fn is_sending(&self) -> bool {
+        self.sending.load(Ordering::Relaxed)
     }
 
     /// Whether this meter counts TCP senders whose state can be read.

@@ -42,8 +42,11 @@ impl Role for Stream {
                     .enumerate()
                 {
                     let m = meter();
-                    if !reverse && crate::fds::room_for_duplicates(w) {
-                        watch_senders(&m, &share);
+                    if !reverse {
+                        m.mark_sending();
+                        if crate::fds::room_for_duplicates(w) {
+                            watch_senders(&m, &share);
+                        }
                     }
                     handles.push(spawn_mux_conns_worker(
                         &format!("stream-mux-{i}"),
@@ -261,6 +264,7 @@ fn spawn_sender(
     // With a time series, the series reads the connection's TCP state at each boundary
     // through a duplicate kept in this (shared) table; the worker's own table stays
     // private. Without one, nothing reads it: no duplicate.
+    m.mark_sending();
     watch_senders(&m, std::slice::from_ref(&s));
     spawn_conn_worker(name, side, s, move |c, _, s| match zerocopy {
         Some(z) => {

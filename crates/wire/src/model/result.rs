@@ -460,6 +460,12 @@ pub struct Interval {
     /// stream with several flows: each flow's throughput, 10^6 bits/s.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flow_mbps: Vec<f64>,
+    /// `--bidir`: the client's sending flows' 10^6 bits/s (bytes handed to the kernel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mbps_client_to_server: Option<f64>,
+    /// `--bidir`: the client's receiving flows' 10^6 bits/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mbps_server_to_client: Option<f64>,
     /// stream, client sending over TCP: segments retransmitted in the interval, all flows
     /// (absent unless every flow's sender was read at both ends of the interval).
     #[serde(default, skip_serializing_if = "Option::is_none")]
