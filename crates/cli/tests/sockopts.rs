@@ -179,6 +179,39 @@ fn address_families() {
     );
     let (code, err) = run_fail(&["rr", "-4", "-6", "-l", "1s"]);
     assert_eq!(code, 2, "{err}");
+    // The same in a spec: a config's family, on this host's loopback.
+    let dir = common::TempDir::new("family");
+    let (spec, db) = (dir.path("s.toml"), dir.path("r.db"));
+    let text = "name = \"f\"\nduration = \"300ms\"\nrepetitions = 1\n[[workload]]\nkind = \"rr\"\n\
+                [[config]]\nname = \"v4\"\nfamily = \"ipv4\"\n[[config]]\nname = \"v6\"\nfamily = \"ipv6\"\n";
+    std::fs::write(&spec, text).unwrap();
+    common::run_db_ok(&["run", spec.to_str().unwrap()], &db);
+    let store = virtperf_store::Store::open(&db).expect("store");
+    for t in store.trials(1).expect("trials") {
+        let target = t
+            .trial
+            .result
+            .as_ref()
+            .map(|r| r.target.clone())
+            .unwrap_or_default();
+        let v6 = t.trial.config == "v6";
+        assert_eq!(
+            target.starts_with("[::1]"),
+            v6,
+            "{}: {target}",
+            t.trial.config
+        );
+        assert_eq!(
+            target.starts_with("127."),
+            !v6,
+            "{}: {target}",
+            t.trial.config
+        );
+    }
+    std::fs::write(&spec, text.replace("\"ipv6\"", "\"ipv7\"")).unwrap();
+    let (code, err) = run_fail(&["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("ipv7"), "{err}");
 }
 
 /// Flows multiplexed on threads share one set of options: the first flow's connection on

@@ -2,6 +2,7 @@
 //! a difference), applies each config's knobs and hooks, runs every trial against a private
 //! agent, stores each trial as it finishes, and restores every knob however the run ends.
 
+use std::net::Ipv6Addr;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -11,7 +12,7 @@ use virtperf_store::{KnobRecord, NewRun, NewTrial, RunStatus, Saved, Store, Tria
 use virtperf_wire::TestResult;
 
 use crate::spec::{Config, Point, Repeat, Spec};
-use virtperf_lab::plan::Plan;
+use virtperf_lab::plan::{Family, Plan};
 use virtperf_machine::knob::KnobGuard;
 use virtperf_place::{Placement, Site};
 
@@ -415,17 +416,24 @@ impl Sites {
 
     /// Runs one trial of `cfg` on its site (beside its load's streams, if it has one).
     fn run(&mut self, cfg: &Config, plan: &Plan) -> Result<TestResult> {
-        let Some(placement) = &cfg.placement else {
+        let v6_here = cfg.placement.is_none() && cfg.family == Some(Family::V6);
+        if cfg.placement.is_none() && !v6_here {
             return run_on(self.local.as_ref(), cfg, plan);
-        };
+        }
         if !self.placed.iter().any(|(c, _)| c == &cfg.name) {
-            match virtperf_place::open(placement) {
+            let opened = match &cfg.placement {
+                Some(p) => virtperf_place::open(p),
+                // IPv6 on this host: a private agent of its own, listening on ::1.
+                None => virtperf_place::local::LocalSite::open_at(Ipv6Addr::LOCALHOST.into())
+                    .map(|s| Box::new(s) as Box<dyn Site>),
+            };
+            match opened {
                 Ok(site) => self.placed.push((cfg.name.clone(), Ok(site))),
                 // Namespaces are cheap to try again at the config's next trial. Guests (a
                 // boot under TCG takes seconds) and SSH agents are not: a config whose site
                 // failed to open fails its first trial with that reason, and the runner
                 // skips the rest of its trials.
-                Err(e) if matches!(placement, Placement::Netns(..)) => return Err(e),
+                Err(e) if matches!(cfg.placement, Some(Placement::Netns(..))) => return Err(e),
                 Err(e) => self.placed.push((cfg.name.clone(), Err(e))),
             }
         }

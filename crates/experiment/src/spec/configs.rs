@@ -173,6 +173,21 @@ pub(super) fn one_config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, S
                     .or_else(|m| err(text, l.span(), format!("load: {m}")))?,
             ),
         };
+    use virtperf_lab::plan::Family;
+    let family = match &r.family {
+        None => None,
+        Some(f) => match f.get_ref().as_str() {
+            "ipv4" | "4" => Some(Family::V4),
+            "ipv6" | "6" => Some(Family::V6),
+            other => {
+                return err(
+                    text,
+                    f.span(),
+                    format!("family {other:?}: \"ipv4\" or \"ipv6\" (the workloads' -4/-6)"),
+                )
+            }
+        },
+    };
     Ok(Config {
         name,
         description: r.description.clone(),
@@ -183,6 +198,7 @@ pub(super) fn one_config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, S
         setup: r.setup.clone(),
         teardown: r.teardown.clone(),
         load,
+        family,
     })
 }
 

@@ -455,6 +455,7 @@ pub fn plan_for(point: &Point, cfg: &Config) -> virtperf_lab::plan::Plan {
         server_cpu,
         count: point.count,
         sock: cfg.sock,
+        family: cfg.family,
         trace: point.trace,
         timeline: point.timeline,
         interval: point.interval,

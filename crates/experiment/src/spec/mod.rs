@@ -134,6 +134,9 @@ pub struct Config {
     /// Bulk streams each of its (TCP rr) trials runs beside (`load = "streams=4"`): the
     /// rr's latency under load, compared with a config without one.
     pub load: Option<virtperf_lab::under_load::UnderLoad>,
+    /// The data connections' address family (`family = "ipv4"` or `"ipv6"`, the
+    /// workloads' `-4`/`-6`); None: whatever the agent's address is.
+    pub family: Option<virtperf_lab::plan::Family>,
 }
 
 /// A parsed, validated experiment.
@@ -311,6 +314,7 @@ fn configs_of(text: &str, raw: &RawSpec) -> Result<Vec<Config>, SpecError> {
             setup: None,
             teardown: None,
             load: None,
+            family: None,
         });
     }
     Ok(configs)

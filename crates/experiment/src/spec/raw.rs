@@ -175,6 +175,8 @@ pub(super) struct RawConfig {
     pub(super) teardown: Option<String>,
     #[serde(default)]
     pub(super) load: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) family: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
