@@ -562,6 +562,7 @@ fn shaped(
     out.push_str(&render::events_table(points));
     out.push_str(&render::tcp_table(points));
     out.push_str(&render::emulation_note(trials));
+    out.push_str(&render::load_note(trials));
     out.push_str(&render::unsteady_note(points, render::UNSTEADY_CELL_CV));
     out.push_str(&render::other_load_note(
         trials,

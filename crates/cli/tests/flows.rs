@@ -546,6 +546,11 @@ fn a_spec_config_with_a_load_runs_its_rr_beside_streams() {
             .count()
     };
     assert_eq!((rows("loaded"), rows("alone")), (2, 0), "{csv}");
+    let table = common::run_db_ok(&["show", "1"], &db);
+    assert!(
+        table.contains("note: loaded ran each trial beside 2 bulk stream(s) client→server:"),
+        "{table}"
+    );
     let cmp: serde_json::Value =
         serde_json::from_str(&common::run_db_ok(&["compare", "1", "--json"], &db)).unwrap();
     assert!(

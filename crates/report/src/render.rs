@@ -755,6 +755,45 @@ pub fn unsteady_note(points: &[PointSummary], threshold: f64) -> String {
     )
 }
 
+/// A note per config whose trials ran beside bulk streams (a spec config's `load`): how
+/// many, which way, and their median throughput, so a loaded row is never read as an
+/// unloaded one; empty when there are none.
+pub fn load_note(trials: &[TrialRow]) -> String {
+    let mut by_config: Vec<(&str, &virtperf_wire::BesideLoad, Vec<f64>)> = Vec::new();
+    for t in trials {
+        let Some(l) = t.result.as_ref().and_then(|r| r.load.as_ref()) else {
+            continue;
+        };
+        let i = match by_config.iter().position(|(c, ..)| *c == t.config) {
+            Some(i) => i,
+            None => {
+                by_config.push((&t.config, l, Vec::new()));
+                by_config.len() - 1
+            }
+        };
+        by_config[i].2.extend(l.mbps);
+    }
+    let mut s = String::new();
+    for (config, l, mut mbps) in by_config {
+        mbps.sort_by(f64::total_cmp);
+        let median = mbps
+            .get(mbps.len() / 2)
+            .map_or("not measured (their tests failed)".into(), |m| {
+                format!("{:.1} Gbit/s median", m / 1000.0)
+            });
+        s.push_str(&format!(
+            "\nnote: {config} ran each trial beside {} bulk stream(s) {}: {median}.\n",
+            l.streams,
+            if l.reverse {
+                "server→client"
+            } else {
+                "client→server"
+            }
+        ));
+    }
+    s
+}
+
 /// A warning line naming the configs whose guests ran under emulation (TCG), so a table of
 /// guest numbers never passes for a virtualization tax; empty when there are none.
 pub fn emulation_note(trials: &[TrialRow]) -> String {
