@@ -160,34 +160,8 @@ pub(super) fn one_config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, S
             "an ssh table needs placement = \"ssh:USER@HOST\" in the same config".to_string(),
         );
     }
-    let load =
-        match &r.load {
-            None => None,
-            Some(l) if l.get_ref().contains("pairs") => return err(
-                text,
-                l.span(),
-                "a config's load takes streams=N[,reverse]; its trials repeat with `repetitions`",
-            ),
-            Some(l) => Some(
-                virtperf_lab::under_load::parse(l.get_ref())
-                    .or_else(|m| err(text, l.span(), format!("load: {m}")))?,
-            ),
-        };
-    use virtperf_lab::plan::Family;
-    let family = match &r.family {
-        None => None,
-        Some(f) => match f.get_ref().as_str() {
-            "ipv4" | "4" => Some(Family::V4),
-            "ipv6" | "6" => Some(Family::V6),
-            other => {
-                return err(
-                    text,
-                    f.span(),
-                    format!("family {other:?}: \"ipv4\" or \"ipv6\" (the workloads' -4/-6)"),
-                )
-            }
-        },
-    };
+    let load = load_of(text, r)?;
+    let family = family_of(text, r)?;
     Ok(Config {
         name,
         description: r.description.clone(),
@@ -200,6 +174,42 @@ pub(super) fn one_config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, S
         load,
         family,
     })
+}
+
+/// A config's `load = "streams=N[,reverse]"` (the command's `pairs=` is refused: a spec
+/// repeats with `repetitions`).
+fn load_of(
+    text: &str,
+    r: &RawConfig,
+) -> Result<Option<virtperf_lab::under_load::UnderLoad>, SpecError> {
+    match &r.load {
+        None => Ok(None),
+        Some(l) if l.get_ref().contains("pairs") => err(
+            text,
+            l.span(),
+            "a config's load takes streams=N[,reverse]; its trials repeat with `repetitions`",
+        ),
+        Some(l) => virtperf_lab::under_load::parse(l.get_ref())
+            .map(Some)
+            .or_else(|m| err(text, l.span(), format!("load: {m}"))),
+    }
+}
+
+/// A config's `family = "ipv4" | "ipv6"` (the workloads' `-4`/`-6`).
+fn family_of(text: &str, r: &RawConfig) -> Result<Option<virtperf_lab::plan::Family>, SpecError> {
+    use virtperf_lab::plan::Family;
+    let Some(f) = &r.family else {
+        return Ok(None);
+    };
+    match f.get_ref().as_str() {
+        "ipv4" | "4" => Ok(Some(Family::V4)),
+        "ipv6" | "6" => Ok(Some(Family::V6)),
+        other => err(
+            text,
+            f.span(),
+            format!("family {other:?}: \"ipv4\" or \"ipv6\" (the workloads' -4/-6)"),
+        ),
+    }
 }
 
 /// A config's `socket` table as the plan carries it, each option checked.
