@@ -27,11 +27,11 @@ pub trait Site: Sync {
     fn run(&self, plan: &Plan, progress: ProgressFn) -> Result<TestResult>;
 
     /// Runs `background` and, `lead` after it started, `foreground`, at once through this
-    /// site, the same path (`rr --under-load`). Returns the foreground's result and the
-    /// background's (its failure is the caller's to judge; the foreground's fails the
-    /// call). Here both
-    /// tests share this process's machine lock with the site's agents; sites whose agent
-    /// runs elsewhere hold its machine for the pair ([`virtperf_lab::client::Hold`]).
+    /// site, the same path (`rr --under-load`, a spec's `load`). Returns the foreground's
+    /// result and the background's (its failure is the caller's to judge; the
+    /// foreground's fails the call). Here both tests share this process's machine lock
+    /// with the site's agents; sites whose agent runs elsewhere hold its machine for the
+    /// pair ([`virtperf_lab::client::Hold`]).
     fn run_beside(
         &self,
         background: &Plan,

@@ -253,22 +253,15 @@ impl super::Site for SshSite {
         Ok(r)
     }
 
-    /// The agent runs one test at a time under its machine's lock: hold it for the pair.
+    /// Its agent is an agent elsewhere once started: held for the pair, as a remote one.
     fn run_beside(
         &self,
         background: &Plan,
         foreground: &Plan,
         lead: std::time::Duration,
     ) -> Result<(TestResult, Result<TestResult>)> {
-        let target = self.agent.target();
-        let hold = virtperf_lab::client::Hold::take(&target)?;
-        let held = super::remote::RemoteSite::new(hold.target(&target), Some(self.label.clone()));
-        super::site::beside(
-            &|p| super::Site::run(&held, p, &|_| {}),
-            background,
-            foreground,
-            lead,
-        )
+        super::remote::RemoteSite::new(self.agent.target(), Some(self.label.clone()))
+            .run_beside(background, foreground, lead)
     }
 }
 
