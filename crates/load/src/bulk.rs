@@ -8,6 +8,7 @@ use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::Instant;
 
+use crate::buf::PageBuf;
 use crate::interval::Meter;
 use crate::sock::{describe, recv_full, send_all};
 use crate::stream::{drain, RECV_SIZE};
@@ -18,7 +19,7 @@ use virtperf_wire::RecvWait;
 /// from the first write to the acknowledgement; `bytes_rx` carries the receiver's count.
 /// The running count of bytes handed to the kernel is published in `meter`.
 pub fn send(s: &mut TcpStream, bytes: u64, send_size: usize, meter: &Meter) -> io::Result<Counts> {
-    let buf = vec![0u8; send_size];
+    let buf = PageBuf::zeroed(send_size);
     let start = Instant::now();
     let mut left = bytes;
     while left > 0 {

@@ -14,6 +14,7 @@ use hdrhistogram::Histogram;
 use socket2::{Domain, Protocol, Socket, Type};
 use virtperf_wire::{SockOpts, Wait};
 
+use crate::buf::PageBuf;
 use crate::interval::{Meter, Ticker};
 use crate::sock::{describe, prepare_data_socket, recv_full_wait, recv_raw, send_all};
 use crate::Counts;
@@ -37,8 +38,8 @@ pub fn client(
     first: &dyn Fn(BorrowedFd<'_>),
 ) -> io::Result<Counts> {
     let mut first = Some(first);
-    let req = vec![0u8; request];
-    let mut resp = vec![0u8; response];
+    let req = PageBuf::zeroed(request);
+    let mut resp = PageBuf::zeroed(response);
     let mut n = 0u64;
     let start = Instant::now();
     let mut end = start;
@@ -106,8 +107,8 @@ pub fn server(
     first: &dyn Fn(BorrowedFd<'_>),
 ) -> io::Result<Counts> {
     let mut first = Some(first);
-    let mut req = vec![0u8; request];
-    let resp = vec![0u8; response];
+    let mut req = PageBuf::zeroed(request);
+    let resp = PageBuf::zeroed(response);
     let mut n = 0u64;
     // Options set on the listener are inherited by every accepted connection.
     prepare_data_socket(listener, io_timeout, true, opts)?;

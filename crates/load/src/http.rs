@@ -7,6 +7,7 @@ use std::net::{IpAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::buf::PageBuf;
 use crate::sock::{recv_raw, send_all, wake_listener};
 
 /// Longest request head the server reads; a download request is a few hundred bytes.
@@ -52,7 +53,7 @@ impl HttpServer {
     /// arrive within it. Returns the number of responses sent whole.
     pub fn serve(&self, bytes: u64, io_timeout: Duration) -> u64 {
         let mut n = 0;
-        let zeros = vec![0u8; 256 * 1024];
+        let zeros = PageBuf::zeroed(256 * 1024);
         while !self.stop.load(Ordering::SeqCst) {
             let (s, peer) = match self.listener.accept() {
                 Ok(x) => x,
@@ -219,7 +220,7 @@ pub fn fetch(
         ));
     }
     let mut reader = resp.body_mut().as_reader();
-    let mut buf = vec![0u8; 256 * 1024];
+    let mut buf = PageBuf::zeroed(256 * 1024);
     let mut bytes = 0u64;
     loop {
         match reader.read(&mut buf) {

@@ -7,6 +7,7 @@
 //! iteration: one atomic load, the syscalls, and for rr/crr one clock read and one histogram
 //! increment per transaction.
 
+pub mod buf;
 pub mod bulk;
 pub mod crr;
 pub mod http;

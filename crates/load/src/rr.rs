@@ -9,6 +9,7 @@ use hdrhistogram::Histogram;
 
 use virtperf_wire::Wait;
 
+use crate::buf::PageBuf;
 use crate::interval::{Meter, Ticker};
 #[cfg(test)]
 use crate::sock::recv_full;
@@ -50,8 +51,8 @@ pub fn client_waiting(
     meter: &Meter,
 ) -> io::Result<Counts> {
     let timeout = s.read_timeout()?.unwrap_or(crate::SPIN_TIMEOUT);
-    let req = vec![0u8; request];
-    let mut resp = vec![0u8; response];
+    let req = PageBuf::zeroed(request);
+    let mut resp = PageBuf::zeroed(response);
     let mut n = 0u64;
     let start = Instant::now();
     let mut t0 = start;
@@ -114,8 +115,8 @@ pub fn client_paced(
     // only makes paced sends later.
     let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
     let timeout = s.read_timeout()?.unwrap_or(crate::SPIN_TIMEOUT);
-    let req = vec![0u8; request];
-    let mut resp = vec![0u8; response];
+    let req = PageBuf::zeroed(request);
+    let mut resp = PageBuf::zeroed(response);
     let mut n = 0u64;
     let start = Instant::now();
     let mut end = start;
@@ -195,8 +196,8 @@ pub fn server_waiting(
     stop: &AtomicBool,
 ) -> io::Result<Counts> {
     let timeout = s.read_timeout()?.unwrap_or(crate::SPIN_TIMEOUT);
-    let mut req = vec![0u8; request];
-    let resp = vec![0u8; response];
+    let mut req = PageBuf::zeroed(request);
+    let resp = PageBuf::zeroed(response);
     let mut n = 0u64;
     let start = Instant::now();
     loop {

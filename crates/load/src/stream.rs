@@ -5,6 +5,7 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use crate::buf::PageBuf;
 use crate::interval::Meter;
 use crate::sock::{describe, recv_raw, send_all};
 use crate::Counts;
@@ -23,7 +24,7 @@ pub fn send(
     stop: &AtomicBool,
     meter: &Meter,
 ) -> io::Result<Counts> {
-    let buf = vec![0u8; send_size];
+    let buf = PageBuf::zeroed(send_size);
     let mut sent = 0u64;
     let start = Instant::now();
     while !stop.load(Ordering::Relaxed) {
@@ -91,7 +92,7 @@ pub(crate) fn drain(
     });
     let polled = wait == RecvWait::Poll;
     s.set_nonblocking(polled)?;
-    let mut buf = vec![0u8; recv_size.max(1)];
+    let mut buf = PageBuf::zeroed(recv_size.max(1));
     let mut got = 0u64;
     let mut first: Option<Instant> = None;
     loop {

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use virtperf_wire::{UdpCounts, Wait};
 
+use crate::buf::PageBuf;
 use crate::interval::{Meter, Ticker};
 use crate::sock::{describe, recv_full_wait};
 use crate::Counts;
@@ -75,8 +76,8 @@ pub fn rr_client(
 ) -> io::Result<Counts> {
     s.set_read_timeout(Some(loss_timeout))?;
     let tag = tag_len(request, response);
-    let mut req = vec![0u8; request];
-    let mut resp = vec![0u8; response];
+    let mut req = PageBuf::zeroed(request);
+    let mut resp = PageBuf::zeroed(response);
     let (mut n, mut seq, mut lost, mut late) = (0u64, 0u64, 0u64, 0u64);
     let start = Instant::now();
     let mut t0 = start;
@@ -135,8 +136,8 @@ pub fn rr_server(
 ) -> io::Result<Counts> {
     s.set_read_timeout(Some(STOP_POLL))?;
     let tag = tag_len(request, response);
-    let mut req = vec![0u8; request];
-    let mut resp = vec![0u8; response];
+    let mut req = PageBuf::zeroed(request);
+    let mut resp = PageBuf::zeroed(response);
     let mut n = 0u64;
     let start = Instant::now();
     loop {
@@ -210,7 +211,7 @@ pub fn stream_send(
     } else {
         1
     };
-    let mut buf = vec![0u8; size * per_send];
+    let mut buf = PageBuf::zeroed(size * per_send);
     let rate = rate_bps.filter(|r| *r > 0).map(|r| r as f64);
     if rate.is_some() {
         // This thread's timer slack only: the default 50 µs would make paced sends bursty.
@@ -324,7 +325,7 @@ pub fn stream_receive(
     meter: &Meter,
 ) -> io::Result<Counts> {
     s.set_read_timeout(Some(STOP_POLL))?;
-    let mut buf = vec![0u8; RECV_BUF];
+    let mut buf = PageBuf::zeroed(RECV_BUF);
     let mut seq = Seq::default();
     let (mut bytes, mut dgrams) = (0u64, 0u64);
     let mut first: Option<Instant> = None;

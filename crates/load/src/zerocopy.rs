@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use virtperf_wire::ZeroCopy;
 
+use crate::buf::PageBuf;
 use crate::interval::Meter;
 use crate::sock::describe;
 use crate::Counts;
@@ -109,7 +110,7 @@ fn msg_loop(
     }
     // The pages stay pinned until the kernel's notification: the buffer is never written
     // after this, so reusing it for every send is safe.
-    let buf = vec![0u8; send_size];
+    let buf = PageBuf::zeroed(send_size);
     let (mut sent, mut issued, mut stats) = (0u64, 0u64, ZcStats::default());
     while !stop.load(Ordering::Relaxed) {
         let mut done = 0;

@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 use rustix::event::epoll::{self, EventData, EventFlags};
 
 use super::*;
+use crate::buf::PageBuf;
 
 /// One crr flow's connection and where it is in its transaction.
 struct CrrFlow {
@@ -39,8 +40,8 @@ pub fn crr_client(
     meter: &Meter,
 ) -> io::Result<Vec<Counts>> {
     let mut p = Poller::new()?;
-    let req = vec![0u8; request];
-    let mut buf = vec![0u8; response.min(1 << 20)];
+    let req = PageBuf::zeroed(request);
+    let mut buf = PageBuf::zeroed(response.min(1 << 20));
     let start = span.start;
     let mut fl: Vec<CrrFlow> = (0..flows)
         .map(|_| CrrFlow {
@@ -194,8 +195,8 @@ pub fn crr_server(
         EventData::new_u64(LISTENER),
         EventFlags::IN | EventFlags::EXCLUSIVE,
     )?;
-    let resp = vec![0u8; response];
-    let mut buf = vec![0u8; request.min(1 << 20)];
+    let resp = PageBuf::zeroed(response);
+    let mut buf = PageBuf::zeroed(request.min(1 << 20));
     let mut conns: Vec<Option<CrrConn>> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
     let mut gens: Vec<u32> = Vec::new();

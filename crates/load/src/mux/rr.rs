@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 use rustix::event::epoll::EventFlags;
 
 use super::*;
+use crate::buf::PageBuf;
 
 /// Client half of rr on `conns`: each flow sends a request, waits for the whole response,
 /// records the round trip, and sends the next, back to back, until `stop`; transactions in
@@ -27,8 +28,8 @@ pub fn rr_client(
 ) -> io::Result<Vec<Counts>> {
     nonblocking(&conns)?;
     let mut p = Poller::over(&conns)?;
-    let req = vec![0u8; request];
-    let mut buf = vec![0u8; response.min(1 << 20)];
+    let req = PageBuf::zeroed(request);
+    let mut buf = PageBuf::zeroed(response.min(1 << 20));
     let k = conns.len();
     let mut sent = vec![0usize; k];
     let mut got = vec![0usize; k];
@@ -123,8 +124,8 @@ pub fn rr_server(
 ) -> io::Result<Vec<Counts>> {
     nonblocking(&conns)?;
     let mut p = Poller::over(&conns)?;
-    let resp = vec![0u8; response];
-    let mut buf = vec![0u8; request.min(1 << 20)];
+    let resp = PageBuf::zeroed(response);
+    let mut buf = PageBuf::zeroed(request.min(1 << 20));
     let k = conns.len();
     let mut got = vec![0usize; k];
     // Bytes of the pending response already sent; `response` when none is pending.

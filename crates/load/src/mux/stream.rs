@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::buf::PageBuf;
 
 /// Most bytes one flow moves in one turn before its thread looks at the stop flag and the
 /// other flows again. Without a bound a sender whose receiver keeps up (several cores, the
@@ -77,7 +78,7 @@ pub fn stream_send(
 ) -> io::Result<Vec<Counts>> {
     nonblocking(conns)?;
     let mut p = Poller::over(conns)?;
-    let buf = vec![0u8; send_size];
+    let buf = PageBuf::zeroed(send_size);
     let k = conns.len();
     let mut sent = vec![0u64; k];
     let mut open = vec![true; k];
@@ -151,7 +152,7 @@ pub fn stream_recv(
 ) -> io::Result<Vec<Counts>> {
     nonblocking(conns)?;
     let mut p = Poller::over(conns)?;
-    let mut buf = vec![0u8; recv_size.max(1)];
+    let mut buf = PageBuf::zeroed(recv_size.max(1));
     let k = conns.len();
     let mut got = vec![0u64; k];
     let mut first: Vec<Option<Instant>> = vec![None; k];
