@@ -110,10 +110,10 @@ pair "rr 1B same-CPU (0,0)" \
 pair "rr 1B cross-CPU (0,1)" \
     "run_vp 'rr 1B cross-CPU (0,1)' rr -l $D --cpus 0,1" \
     "run_netperf 'rr 1B cross-CPU (0,1)' rr -t TCP_RR -T 0,1 -- -r 1,1"
-# Each stream row uses the peer's own receive loop, so the engines are compared doing the same
-# thing: netperf's receiver sleeps in blocking recv calls (virtperf --recv-wait block), iperf3's
-# polls (virtperf's default). The two loops trade places with the send size on VMs: see
-# bench/RESULTS.md, "receive loop".
+# The netperf rows use netperf's receive loop (blocking recv calls: virtperf --recv-wait block,
+# spelled out though it is the default now), so the engines do the same thing. The iperf3 row
+# compares defaults as a user meets them: virtperf's blocking receiver against iperf3's polling
+# one (issue 30 §5; bench/RESULTS.md, "receive loop" and "buffer alignment").
 for m in 64 1024 16384; do
     pair "stream -m $m vs netperf" \
         "run_vp 'stream -m $m vs netperf' stream -l $D --send-size $m --recv-wait block" \

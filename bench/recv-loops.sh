@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/recv-loops.sh ROUNDS SECS SEND_SIZE: the two receive loops, side by side with the peers
 # that use them. Each round runs, in an order that rotates every round, virtperf with its
-# polling receiver (default, iperf3's loop), virtperf --recv-wait block (netperf's loop),
+# polling receiver (--recv-wait poll, iperf3's loop), virtperf --recv-wait block (netperf's
+# loop, the default since 2026-11-26),
 # netperf TCP_STREAM and iperf3, all sending SEND_SIZE bytes per call (a plain byte count:
 # virtperf reads 128K as 128,000 bytes, netperf and iperf3 as 131,072). Prints medians and
 # the geometric mean of per-round ratios with a 95% CI. Every tool sees the same machine
@@ -25,7 +26,7 @@ sleep 1
 mbps() { python3 -c 'import json,sys; print(json.load(sys.stdin)["outcome"]["mbps"])'; }
 run() {
     case $1 in
-        0) "$VIRTPERF" stream -m "$SIZE" -l "${SECS}s" --json | mbps ;;
+        0) "$VIRTPERF" stream -m "$SIZE" -l "${SECS}s" --recv-wait poll --json | mbps ;;
         1) "$VIRTPERF" stream -m "$SIZE" -l "${SECS}s" --recv-wait block --json | mbps ;;
         2) netperf -H 127.0.0.1 -p 12897 -l "$SECS" -P 0 -t TCP_STREAM -- -m "$SIZE" -o THROUGHPUT | tail -n1 ;;
         3) iperf3 -c 127.0.0.1 -p 5297 -t "$SECS" -l "$SIZE" -J |

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/recv-why.sh ROUNDS SECS [SEND_SIZE]: what the two receive loops (issue 30 §5) do per
-# megabyte, side by side: virtperf's default (poll-then-read, iperf3's loop) and
-# --recv-wait block (netperf's), alternating every round, client and server pinned to CPUs
+# megabyte, side by side: --recv-wait poll (poll-then-read, iperf3's loop) and
+# --recv-wait block (netperf's, the default since 2026-11-26), alternating every round, client and server pinned to CPUs
 # 0 and 1. Prints per loop the median throughput, the receiver's (server's) CPU service
 # demand, and the median per-MB kernel events on the receiver's CPU: context switches, idle
 # entries, call-function IPIs, NET_RX softirqs, timer interrupts, and the receiving

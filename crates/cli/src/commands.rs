@@ -697,8 +697,8 @@ pub struct StreamArgs {
     /// Bytes per receive call on the receiving end (netperf -M; default 128KiB, netperf's)
     #[arg(long, short = 'M', value_parser = parse_size32, allow_hyphen_values = true)]
     pub recv_size: Option<u32>,
-    /// How the receiver waits for data: poll (iperf3's loop, default) or block (netperf's)
-    #[arg(long, value_name = "poll|block", value_parser = RecvWait::parse)]
+    /// How the receiver waits for data: block (netperf's loop, default) or poll (iperf3's)
+    #[arg(long, value_name = "block|poll", value_parser = RecvWait::parse)]
     pub recv_wait: Option<RecvWait>,
     /// The data path, tcp (default) or udp (UDP_STREAM, iperf3 -u: loss, out-of-order and
     /// jitter counted by the receiver; sizes up to 65507 bytes)

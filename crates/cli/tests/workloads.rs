@@ -172,16 +172,31 @@ fn stream_receiver_options_are_used_both_ways_and_recorded() {
             assert_eq!(rx, u(&v, "/outcome/sender_bytes"), "{args:?}");
         }
     }
-    // Without options, the fields are absent (128 KiB receives, the polling receiver), so
-    // older results still parse.
+    // Without options the receive size stays absent (128 KiB), but the result names the
+    // receive loop that ran: the default changed from poll to block, and an absent field
+    // means poll in older results.
     let v = run_json(&["stream", "--duration", "300ms"]);
-    for field in ["recv_size", "recv_wait"] {
-        assert!(
-            v["workload"].get(field).is_none(),
-            "{field}: {}",
-            v["workload"]
-        );
-    }
+    assert!(
+        v["workload"].get("recv_size").is_none(),
+        "{}",
+        v["workload"]
+    );
+    assert_eq!(v["workload"]["recv_wait"], "block", "{}", v["workload"]);
+    // Multiplexed flows have an epoll loop of their own: no loop is named for them.
+    let v = run_json(&[
+        "stream",
+        "--duration",
+        "300ms",
+        "--flows",
+        "2",
+        "--threads",
+        "1",
+    ]);
+    assert!(
+        v["workload"].get("recv_wait").is_none(),
+        "{}",
+        v["workload"]
+    );
 }
 
 #[test]

@@ -276,6 +276,9 @@ pub fn probe(t: &Target, params: serde_json::Value, bound: Duration) -> Result<s
 /// Runs one test against the agent at `t`, and after it the `--timeline` trial if asked.
 pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> {
     plan.validate()?;
+    let mut named = plan.clone();
+    named.workload.name_receive_loop();
+    let plan = &named;
     let mut result = run_once(t, plan, progress, None)?;
     if plan.timeline {
         match crate::timeline::trial(plan, |p, s| run_once(t, p, &|_| {}, Some(s))) {

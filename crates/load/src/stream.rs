@@ -43,7 +43,7 @@ pub fn send(
 }
 
 /// Counts bytes until the sender closes, reading at most `recv_size` bytes per call (None:
-/// [`RECV_SIZE`]) and waiting for data as `wait` says (None: the default, poll). `active`
+/// [`RECV_SIZE`]) and waiting for data as `wait` says (None: [`RecvWait::default`], block). `active`
 /// runs from the first byte to the end of the stream (the sender shuts down right after its
 /// last write, so the end of stream is the last byte's arrival to within one wake-up). A
 /// receive timeout is retried while `stop` is not raised (the sender may not have started).
@@ -67,13 +67,15 @@ pub fn receive(
 
 /// Reads until end of stream and returns the byte count and the first byte's arrival time.
 ///
-/// [`RecvWait::Poll`] (the default) is iperf3's loop: the socket is non-blocking, the receiver
-/// reads until the queue is empty and then sleeps in `poll(2)`. [`RecvWait::Block`] is
-/// netperf's: blocking `recv` calls that sleep inside the receive. Where the receiver sleeps
-/// changes how often the sender must wake it, which costs most on a VM: in interleaved runs
-/// on this project's 2-vCPU test guest (bench/RESULTS.md, "receive loop") `poll` moved 6–15%
-/// more at 128 KiB sends and `block` 2–4% more at 16 KiB sends, with no difference at
-/// 64 B–1 KiB; iperf3 and netperf show the same split. A blocking `recv` followed by
+/// [`RecvWait::Block`] (the default) is netperf's loop: blocking `recv` calls that sleep
+/// inside the receive. [`RecvWait::Poll`] is iperf3's: the socket is non-blocking, the
+/// receiver reads until the queue is empty and then sleeps in `poll(2)`. Where the receiver
+/// sleeps changes how often the sender must wake it. Earlier measurements on this project's
+/// AMD test guest had `poll` ahead at 128 KiB sends and `block` at 16 KiB; those receivers'
+/// buffers started 16 bytes into a page, which made every copy slow there (see
+/// [`crate::buf`]). With page-aligned buffers the two loops move the same on that guest and
+/// `block` costs the receiver less CPU per KB; on an Intel guest `block` moved ≈ 8 % more
+/// (issue 30 §5; bench/RESULTS.md, "buffer alignment"). A blocking `recv` followed by
 /// non-blocking drains behaved like `block`.
 ///
 /// Either way the wait honours the socket's receive timeout (`SO_RCVTIMEO`, which every data

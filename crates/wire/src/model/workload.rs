@@ -330,7 +330,8 @@ pub enum Workload {
         /// default (the socket buffer size).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         recv_size: Option<u32>,
-        /// How the receiving end waits for data; None: [`RecvWait::Poll`].
+        /// How the receiving end waits for data; None: [`RecvWait::default`] (results name
+        /// it: see [`Workload::name_receive_loop`]; older results without it ran `Poll`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         recv_wait: Option<RecvWait>,
         /// Worker threads per side multiplexing the flows on epoll; absent: one thread per
@@ -406,10 +407,12 @@ impl ZeroCopy {
 #[serde(rename_all = "lowercase")]
 pub enum RecvWait {
     /// Event-loop style, iperf3's: a non-blocking socket read until empty, then `poll(2)`.
-    /// The default.
-    #[default]
+    /// The default until 2026-11-26 (a result without `recv_wait` ran this loop).
     Poll,
-    /// netperf's: blocking `recv` calls, sleeping inside the receive.
+    /// netperf's: blocking `recv` calls, sleeping inside the receive. The default: with
+    /// page-aligned buffers it moves as much as `Poll` on AMD for less receiver CPU, and
+    /// moved more on Intel (issue 30 §5; bench/RESULTS.md, "buffer alignment").
+    #[default]
     Block,
 }
 
@@ -542,6 +545,22 @@ impl Workload {
             Workload::Stream { .. } => "stream",
             Workload::Bulk { .. } => "bulk",
             Workload::Http { .. } => "http",
+        }
+    }
+
+    /// Names the receive loop a TCP stream's receivers will use when none was asked for, so
+    /// a result says which loop ran: the default changed (absent meant [`RecvWait::Poll`]
+    /// in older results). Multiplexed flows (`threads`) have an epoll loop of their own and
+    /// UDP receivers one blocking receive per datagram: nothing to name there.
+    pub fn name_receive_loop(&mut self) {
+        if let Workload::Stream {
+            recv_wait,
+            threads: None,
+            protocol: Protocol::Tcp,
+            ..
+        } = self
+        {
+            recv_wait.get_or_insert_with(RecvWait::default);
         }
     }
 
