@@ -114,10 +114,15 @@ pair "rr 1B cross-CPU (0,1)" \
 # spelled out though it is the default now), so the engines do the same thing. The iperf3 row
 # compares defaults as a user meets them: virtperf's blocking receiver against iperf3's polling
 # one (issue 30 §5; bench/RESULTS.md, "receive loop" and "buffer alignment").
+# netperf's buffers are page-aligned too (-a/-A 4096, as virtperf's and iperf3's are): with its
+# default 8-byte alignment its receive buffer starts 16 bytes into a page, which on AMD cores
+# with the rep movsb penalty halves its throughput (bench/RESULTS.md, "buffer alignment").
+# NETPERF_ALIGN='' bench/peers.sh … compares against netperf's defaults instead.
+NETPERF_ALIGN=${NETPERF_ALIGN--a 4096,4096 -A 4096,4096}
 for m in 64 1024 16384; do
     pair "stream -m $m vs netperf" \
         "run_vp 'stream -m $m vs netperf' stream -l $D --send-size $m --recv-wait block" \
-        "run_netperf 'stream -m $m vs netperf' stream -t TCP_STREAM -- -m $m"
+        "run_netperf 'stream -m $m vs netperf' stream -t TCP_STREAM $NETPERF_ALIGN -- -m $m"
 done
 pair "stream 128KiB vs iperf3 defaults" \
     "run_vp 'stream 128KiB vs iperf3 defaults' stream -l $D --send-size 128KiB" \
