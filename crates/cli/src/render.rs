@@ -576,6 +576,9 @@ pub fn env(e: &Env) -> String {
     kv("host", &e.hostname);
     kv("kernel", &format!("{} {}", e.kernel, e.arch));
     kv("cpu", &format!("{} × {}", e.cpus, e.cpu_model));
+    if let Some(id) = &e.cpu_id {
+        kv("cpu id", &id.text());
+    }
     kv(
         "hypervisor",
         &match (&e.hypervisor, &e.hypervisor_sys, &e.dmi) {

@@ -97,6 +97,9 @@ pub fn fingerprint() -> Env {
         arch: uts.machine,
         cpu_model: cpu_model(),
         cpus,
+        cpu_id: fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|t| cpu_id(&t)),
         hypervisor: cpuid_hypervisor(),
         hypervisor_sys: read_trim("/sys/hypervisor/type"),
         dmi,
@@ -229,6 +232,32 @@ fn cpu_model() -> String {
                 .map(|(_, v)| v.trim().to_string())
         })
         .unwrap_or_else(|| "unknown".into())
+}
+
+/// CPU 0's identity from the text of /proc/cpuinfo; None without a `vendor_id` (not x86).
+pub fn cpu_id(cpuinfo: &str) -> Option<virtperf_wire::CpuId> {
+    // CPU 0's block: every processor of one machine is the same kind here.
+    let first = cpuinfo.split("\n\n").next().unwrap_or("");
+    let field = |name: &str| {
+        first.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == name).then(|| v.trim().to_string())
+        })
+    };
+    let number = |name: &str| field(name).and_then(|v| v.parse().ok());
+    let flags = field("flags").unwrap_or_default();
+    let has: std::collections::BTreeSet<&str> = flags.split_whitespace().collect();
+    Some(virtperf_wire::CpuId {
+        vendor: field("vendor_id")?,
+        family: number("cpu family"),
+        model: number("model"),
+        stepping: number("stepping"),
+        copy_flags: ["erms", "fsrm"]
+            .iter()
+            .filter(|f| has.contains(*f))
+            .map(|f| f.to_string())
+            .collect(),
+    })
 }
 
 /// Hypervisor vendor signature from CPUID leaf 0x40000000, if the hypervisor bit
@@ -418,6 +447,36 @@ mod tests {
             e.sysctls.get("net.core.rmem_max"),
             sysctl("net.core.rmem_max").as_ref()
         );
+    }
+
+    #[test]
+    fn cpu_id_reads_cpu_zero_and_the_copy_flags() {
+        let two = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n\
+                   model name\t: AMD EPYC\nstepping\t: 1\nflags\t\t: fpu erms sse fsrm\n\n\
+                   processor\t: 1\nvendor_id\t: GenuineIntel\ncpu family\t: 6\n";
+        let id = cpu_id(two).expect("x86 cpuinfo");
+        assert_eq!(id.vendor, "AuthenticAMD");
+        assert_eq!(
+            (id.family, id.model, id.stepping),
+            (Some(25), Some(1), Some(1))
+        );
+        assert_eq!(id.copy_flags, ["erms", "fsrm"]);
+        assert_eq!(
+            id.text(),
+            "AuthenticAMD family 25 model 1 stepping 1, copy: erms fsrm"
+        );
+        // A model number that is not one is missing, not 0; no vendor (arm64) is no id.
+        let odd = "vendor_id : GenuineIntel\nmodel : x\nflags : fpu\n";
+        let id = cpu_id(odd).expect("a vendor");
+        assert_eq!((id.family, id.model), (None, None));
+        assert!(id.copy_flags.is_empty());
+        assert_eq!(cpu_id("processor : 0\nBogoMIPS : 50.00\n"), None);
+        // And this machine's own, where it is x86.
+        if let Ok(t) = fs::read_to_string("/proc/cpuinfo") {
+            if t.contains("vendor_id") {
+                assert!(fingerprint().cpu_id.is_some_and(|c| !c.vendor.is_empty()));
+            }
+        }
     }
 
     #[test]

@@ -32,6 +32,11 @@ pub fn env_changes(a: &Env, b: &Env) -> Vec<String> {
     field("kernel", &a.kernel, &b.kernel);
     field("host", &a.hostname, &b.hostname);
     field("cpu", &a.cpu_model, &b.cpu_model);
+    let id = |e: &Env| e.cpu_id.as_ref().map_or("unknown".into(), |c| c.text());
+    if a.cpu_id.is_some() && b.cpu_id.is_some() {
+        // Older results have no id: only two known ids can differ.
+        field("cpu id", &id(a), &id(b));
+    }
     field("cpus", &a.cpus.to_string(), &b.cpus.to_string());
     let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "none".into());
     field("hypervisor", &opt(&a.hypervisor), &opt(&b.hypervisor));
@@ -225,6 +230,24 @@ mod tests {
         assert_eq!(
             env_changes(&a, &b),
             ["kernel 6.1.0 → 6.19.0", "net.core.busy_poll 0 → 50"]
+        );
+        // CPU identities: named when both runs have one and they differ.
+        let amd = virtperf_wire::CpuId {
+            vendor: "AuthenticAMD".into(),
+            family: Some(25),
+            ..Default::default()
+        };
+        let (mut c, mut d) = (a.clone(), a.clone());
+        c.cpu_id = Some(amd.clone());
+        assert!(env_changes(&a, &c).is_empty(), "an old run has no id");
+        d.cpu_id = Some(virtperf_wire::CpuId {
+            vendor: "GenuineIntel".into(),
+            family: Some(6),
+            ..amd
+        });
+        assert_eq!(
+            env_changes(&c, &d),
+            ["cpu id AuthenticAMD family 25 → GenuineIntel family 6"]
         );
     }
 }

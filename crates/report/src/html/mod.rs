@@ -83,6 +83,12 @@ fn env_table(run: &RunRow) -> String {
         ("kernel".into(), format!("{} {}", e.kernel, e.arch)),
         ("cpu".into(), format!("{} × {}", e.cpus, e.cpu_model)),
         (
+            "cpu id".into(),
+            e.cpu_id
+                .as_ref()
+                .map_or_else(|| "not recorded".into(), |c| c.text()),
+        ),
+        (
             "hypervisor".into(),
             e.hypervisor.clone().unwrap_or_else(|| "none".into()),
         ),

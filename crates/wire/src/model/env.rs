@@ -36,6 +36,12 @@ pub struct Env {
     pub cpu_model: String,
     /// Online CPUs.
     pub cpus: u32,
+    /// The CPU's identity (x86: vendor, family, model, stepping) and the flags that decide
+    /// how the kernel copies between sockets and user buffers: a model name in a VM is often
+    /// generic ("AMD EPYC") while copy costs differ between cores of one vendor. Absent where
+    /// /proc/cpuinfo names no vendor, and in results from before 2026-11-26.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_id: Option<CpuId>,
     /// Hypervisor vendor from CPUID leaf 0x40000000 (`KVMKVMKVM`, `Microsoft Hv`, …), when
     /// the CPUID hypervisor bit is set.
     pub hypervisor: Option<String>,
@@ -104,4 +110,40 @@ pub struct VirtioNet {
     pub tx_ring: Option<u32>,
     /// Queue pairs in use (`ethtool -l` combined).
     pub queue_pairs: Option<u32>,
+}
+
+/// A CPU's identity as /proc/cpuinfo gives it for CPU 0.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuId {
+    /// `vendor_id` (`AuthenticAMD`, `GenuineIntel`).
+    pub vendor: String,
+    /// `cpu family`, decimal (25 = AMD Zen 3/4, 6 = most Intel cores).
+    pub family: Option<u32>,
+    /// `model`, decimal.
+    pub model: Option<u32>,
+    /// `stepping`.
+    pub stepping: Option<u32>,
+    /// Of the CPU's flags, those that choose the kernel's copy routine: `erms` (enhanced
+    /// `rep movsb`), `fsrm` (fast short `rep movsb`), in that order; the ones present.
+    pub copy_flags: Vec<String>,
+}
+
+impl CpuId {
+    /// One line: `AuthenticAMD family 25 model 1 stepping 1, copy: erms fsrm`.
+    pub fn text(&self) -> String {
+        let mut s = self.vendor.clone();
+        for (name, v) in [
+            ("family", self.family),
+            ("model", self.model),
+            ("stepping", self.stepping),
+        ] {
+            if let Some(v) = v {
+                s += &format!(" {name} {v}");
+            }
+        }
+        if !self.copy_flags.is_empty() {
+            s += &format!(", copy: {}", self.copy_flags.join(" "));
+        }
+        s
+    }
 }
