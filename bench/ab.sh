@@ -19,7 +19,8 @@ VIRTPERF_A=${VIRTPERF_A:-$VIRTPERF}
 VIRTPERF_B=${VIRTPERF_B:-$VIRTPERF}
 WORKLOAD=${WORKLOAD:-stream}
 METRIC=${METRIC:-outcome.mbps}
-if [[ $WORKLOAD == http ]]; then LEN=(); else LEN=(-l "${SECS}s"); fi
+# http and bulk are sized by bytes, not time: SECS is not passed to them.
+if [[ $WORKLOAD == http || $WORKLOAD == bulk ]]; then LEN=(); else LEN=(-l "${SECS}s"); fi
 mbps() { # BINARY ARGS
     # shellcheck disable=SC2086 # word splitting of ARGS is intended
     "$1" "$WORKLOAD" $2 "${LEN[@]}" --json |
