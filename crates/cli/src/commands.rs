@@ -349,6 +349,7 @@ pub fn stream(a: StreamArgs) -> Result<()> {
         gro: a.gro,
         bidir: a.bidir,
         zerocopy: a.zerocopy,
+        buf_offset: a.buf_offset,
     };
     execute(
         &a.common,
@@ -673,6 +674,14 @@ fn parse_threads(s: &str) -> anyhow::Result<u32> {
     }
 }
 
+/// Where a buffer starts within its page: 0 to 4095 bytes.
+fn parse_buf_offset(s: &str) -> anyhow::Result<u32> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if n < 4096 => Ok(n),
+        _ => anyhow::bail!("the buffer offset is bytes into a page, 0 to 4095: got {s:?}"),
+    }
+}
+
 /// A gap between transactions: 0 to 1 s.
 fn parse_gap(s: &str) -> anyhow::Result<Duration> {
     virtperf_lab::parse::duration_up_to(s, Duration::from_secs(1), "1s")
@@ -700,6 +709,11 @@ pub struct StreamArgs {
     /// How the receiver waits for data: block (netperf's loop, default) or poll (iperf3's)
     #[arg(long, value_name = "block|poll", value_parser = RecvWait::parse)]
     pub recv_wait: Option<RecvWait>,
+    /// Start each end's send and receive buffers this many bytes into a page (0–4095;
+    /// netperf -o/-O; default 0, page-aligned): what an offset costs the kernel's copies
+    /// depends on the CPU
+    #[arg(long, value_name = "BYTES", value_parser = parse_buf_offset, allow_hyphen_values = true)]
+    pub buf_offset: Option<u32>,
     /// The data path, tcp (default) or udp (UDP_STREAM, iperf3 -u: loss, out-of-order and
     /// jitter counted by the receiver; sizes up to 65507 bytes)
     #[arg(long, value_name = "tcp|udp", value_parser = virtperf_wire::Protocol::parse)]

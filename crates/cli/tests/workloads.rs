@@ -155,6 +155,9 @@ fn stream_receiver_options_are_used_both_ways_and_recorded() {
     for (flag, value, field) in [
         ("--recv-size", "1000", "recv_size"),
         ("--recv-wait", "block", "recv_wait"),
+        ("--recv-wait", "poll", "recv_wait"),
+        // Both ends' buffers 16 bytes into a page (netperf -o/-O): every byte still arrives.
+        ("--buf-offset", "16", "buf_offset"),
     ] {
         for reverse in [false, true] {
             let mut args = vec!["stream", "--duration", "500ms", flag, value];

@@ -48,6 +48,7 @@ fn every_workload_runs_between_the_two_halves() {
         gro: false,
         bidir: true,
         zerocopy: None,
+        buf_offset: None,
     };
     let r = client::run(&t, &plan(w), &|_| {}).expect("bidir stream");
     let Outcome::Stream(o) = &r.outcome else {
@@ -87,6 +88,7 @@ fn every_workload_runs_between_the_two_halves() {
             gro: false,
             bidir: false,
             zerocopy: None,
+            buf_offset: None,
         };
         let r = client::run(&t, &plan(w), &|_| {}).expect("stream");
         let Outcome::Stream(o) = &r.outcome else {

@@ -50,6 +50,7 @@ fn udp_rr_and_streams_run_between_the_two_halves() {
             threads: None,
             bidir: false,
             zerocopy: None,
+            buf_offset: None,
         };
         let r = client::run(&t, &plan(w), &|_| {}).expect("udp stream");
         let Outcome::Stream(o) = &r.outcome else {
@@ -95,6 +96,7 @@ fn gso_and_gro_are_recorded_with_the_result() {
         threads: None,
         bidir: false,
         zerocopy: None,
+        buf_offset: None,
     };
     let r = client::run(&t, &plan(w), &|_| {}).expect("udp stream with offloads");
     let Outcome::Stream(o) = &r.outcome else {

@@ -20,9 +20,12 @@ use std::ptr::NonNull;
 /// The alignment of every [`PageBuf`]: the smallest page size on x86_64 and aarch64.
 pub const PAGE: usize = 4096;
 
-/// A zero-filled byte buffer whose first byte starts a page.
+/// A zero-filled byte buffer whose first byte starts a page, or lies a chosen number of
+/// bytes into one ([`PageBuf::zeroed_at`]).
 pub struct PageBuf {
+    /// The allocation's start (page-aligned); the data starts `off` bytes later.
     ptr: NonNull<u8>,
+    off: usize,
     len: usize,
 }
 
@@ -39,37 +42,47 @@ impl PageBuf {
     /// When `len` overflows a layout, or (through [`alloc::handle_alloc_error`]) when memory
     /// runs out, as `vec!` does.
     pub fn zeroed(len: usize) -> PageBuf {
-        let layout = Self::layout(len);
+        Self::zeroed_at(len, 0)
+    }
+
+    /// A buffer of `len` zero bytes starting `offset % PAGE` bytes into a page (netperf's
+    /// `-o`/`-O`: to measure what an offset costs a copy).
+    ///
+    /// # Panics
+    /// As [`PageBuf::zeroed`].
+    pub fn zeroed_at(len: usize, offset: usize) -> PageBuf {
+        let off = offset % PAGE;
+        let layout = Self::layout(off + len);
         // SAFETY: the layout's size is at least 1.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
-        PageBuf { ptr, len }
+        PageBuf { ptr, off, len }
     }
 
-    fn layout(len: usize) -> Layout {
-        Layout::from_size_align(len.max(1), PAGE).expect("buffer size fits a layout")
+    fn layout(size: usize) -> Layout {
+        Layout::from_size_align(size.max(1), PAGE).expect("buffer size fits a layout")
     }
 }
 
 impl Deref for PageBuf {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        // SAFETY: ptr points to len initialised (zeroed) bytes that we own.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+        // SAFETY: the allocation holds off + len initialised (zeroed) bytes that we own.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(self.off), self.len) }
     }
 }
 
 impl DerefMut for PageBuf {
     fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in deref, and &mut self makes the access exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(self.off), self.len) }
     }
 }
 
 impl Drop for PageBuf {
     fn drop(&mut self) {
-        // SAFETY: allocated in `zeroed` with this same layout.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
+        // SAFETY: allocated in `zeroed_at` with this same layout.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.off + self.len)) }
     }
 }
 
@@ -95,6 +108,18 @@ mod tests {
                 b[len - 1] = 7;
                 assert_eq!(b[len - 1], 7);
             }
+        }
+    }
+
+    #[test]
+    fn an_offset_places_the_data_that_far_into_a_page() {
+        for (off, want) in [(0, 0), (16, 16), (4095, 4095), (4096 + 64, 64)] {
+            let mut b = PageBuf::zeroed_at(131072, off);
+            assert_eq!(b.len(), 131072);
+            assert_eq!(b.as_ptr() as usize % PAGE, want, "offset {off}");
+            assert!(b.iter().all(|&x| x == 0));
+            b[131071] = 1;
+            assert_eq!(b[131071], 1);
         }
     }
 

@@ -52,7 +52,8 @@ pub fn receive(s: &mut TcpStream, meter: &Meter) -> io::Result<Counts> {
     // A receive timeout ends the transfer with an error: a fixed-size transfer has no
     // stop flag to wait for. The stream's default loop: for 2 GiB transfers it moved the same
     // as the polling one with 5 % less receiver CPU per KB (bench/RESULTS.md, session 13).
-    let (got, first) = drain(s, RECV_SIZE, RecvWait::default(), meter, || false)?;
+    let mut buf = PageBuf::zeroed(RECV_SIZE);
+    let (got, first) = drain(s, &mut buf, RecvWait::default(), meter, || false)?;
     let active = first.map(|f: Instant| f.elapsed()).unwrap_or_default();
     s.write_all(&got.to_be_bytes())
         .map_err(|e| describe(e, "acknowledging the transfer"))?;

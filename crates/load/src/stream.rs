@@ -21,10 +21,11 @@ pub const RECV_SIZE: usize = 128 * 1024;
 pub fn send(
     s: &mut TcpStream,
     send_size: usize,
+    offset: Option<u32>,
     stop: &AtomicBool,
     meter: &Meter,
 ) -> io::Result<Counts> {
-    let buf = PageBuf::zeroed(send_size);
+    let buf = PageBuf::zeroed_at(send_size, offset.unwrap_or(0) as usize);
     let mut sent = 0u64;
     let start = Instant::now();
     while !stop.load(Ordering::Relaxed) {
@@ -51,13 +52,15 @@ pub fn send(
 pub fn receive(
     s: &mut TcpStream,
     recv_size: Option<u32>,
+    offset: Option<u32>,
     wait: Option<RecvWait>,
     stop: &AtomicBool,
     meter: &Meter,
 ) -> io::Result<Counts> {
     let recv_size = recv_size.map_or(RECV_SIZE, |r| r as usize);
+    let mut buf = PageBuf::zeroed_at(recv_size.max(1), offset.unwrap_or(0) as usize);
     let wait = wait.unwrap_or_default();
-    let (got, first) = drain(s, recv_size, wait, meter, || !stop.load(Ordering::Relaxed))?;
+    let (got, first) = drain(s, &mut buf, wait, meter, || !stop.load(Ordering::Relaxed))?;
     Ok(Counts {
         bytes_rx: got,
         active: first.map(|f| f.elapsed()).unwrap_or_default(),
@@ -65,7 +68,8 @@ pub fn receive(
     })
 }
 
-/// Reads until end of stream and returns the byte count and the first byte's arrival time.
+/// Reads into `buf` until end of stream and returns the byte count and the first byte's arrival
+/// time.
 ///
 /// [`RecvWait::Block`] (the default) is netperf's loop: blocking `recv` calls that sleep
 /// inside the receive. [`RecvWait::Poll`] is iperf3's: the socket is non-blocking, the
@@ -83,7 +87,7 @@ pub fn receive(
 /// timed-out error. The socket is left blocking on success.
 pub(crate) fn drain(
     s: &TcpStream,
-    recv_size: usize,
+    buf: &mut [u8],
     wait: RecvWait,
     meter: &Meter,
     keep_waiting: impl Fn() -> bool,
@@ -94,11 +98,10 @@ pub(crate) fn drain(
     });
     let polled = wait == RecvWait::Poll;
     s.set_nonblocking(polled)?;
-    let mut buf = PageBuf::zeroed(recv_size.max(1));
     let mut got = 0u64;
     let mut first: Option<Instant> = None;
     loop {
-        match recv_raw(s, &mut buf) {
+        match recv_raw(s, buf) {
             Ok(0) => break,
             Ok(n) => {
                 // No clock read per call in the loop: only the first byte's time matters.
@@ -184,7 +187,8 @@ mod tests {
                 tx.write_all(&chunk).expect("write");
             }
         });
-        let (got, first) = drain(&rx, 4096, wait, &Meter::default(), || false).expect("drain");
+        let (got, first) =
+            drain(&rx, &mut [0u8; 4096], wait, &Meter::default(), || false).expect("drain");
         writer.join().expect("writer");
         assert_eq!(got, 1237 * 1000, "{wait:?}");
         assert!(first.is_some());
@@ -205,7 +209,8 @@ mod tests {
             rx.set_read_timeout(Some(Duration::from_millis(100)))
                 .expect("timeout");
             let t0 = Instant::now();
-            let e = drain(&rx, 4096, wait, &Meter::default(), || false).expect_err("silent peer");
+            let e = drain(&rx, &mut [0u8; 4096], wait, &Meter::default(), || false)
+                .expect_err("silent peer");
             assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{wait:?}");
             assert!(e.to_string().contains("no data for 0.1 s"), "{wait:?}: {e}");
             assert!(t0.elapsed() < Duration::from_secs(5));
@@ -219,7 +224,7 @@ mod tests {
             rx.set_read_timeout(Some(Duration::from_millis(20)))
                 .expect("timeout");
             let asked = AtomicUsize::new(0);
-            let e = drain(&rx, 4096, wait, &Meter::default(), || {
+            let e = drain(&rx, &mut [0u8; 4096], wait, &Meter::default(), || {
                 asked.fetch_add(1, Ordering::Relaxed) < 3
             })
             .expect_err("silent peer");

@@ -148,6 +148,7 @@ pub(super) struct Fixed {
     pub(super) zerocopy: Option<virtperf_wire::ZeroCopy>,
     pub(super) recv_size: Option<u32>,
     pub(super) recv_wait: Option<RecvWait>,
+    pub(super) buf_offset: Option<u32>,
     pub(super) bytes: Option<u64>,
     pub(super) count: u32,
     pub(super) threads: Option<u32>,
@@ -169,6 +170,7 @@ impl Fixed {
         };
         let interval = interval_of(text, r, kind, duration)?;
         let (recv_size, recv_wait) = stream_receive(text, r, kind)?;
+        let buf_offset = buf_offset_of(text, r, kind)?;
         let bytes = match &r.bytes {
             Some(b) => Some(parse::bytes(&b.get_ref().text()).or_else(|m| err(text, b.span(), m))?),
             None => None,
@@ -235,6 +237,7 @@ impl Fixed {
             },
             recv_size,
             recv_wait,
+            buf_offset,
             bytes,
             count,
             threads: r.threads.as_ref().map(|t| *t.get_ref()),
@@ -291,6 +294,26 @@ fn stream_receive(
         None => None,
     };
     Ok((recv_size, recv_wait))
+}
+
+/// `buf_offset`: where a stream's buffers start within their page, 0–4095 bytes.
+fn buf_offset_of(text: &str, r: &RawWorkload, kind: &str) -> Result<Option<u32>, SpecError> {
+    match &r.buf_offset {
+        Some(v) if kind != "stream" => err(
+            text,
+            v.span(),
+            "buf_offset applies to stream workloads only",
+        ),
+        Some(v) => match u32::try_from(*v.get_ref()) {
+            Ok(o) if o < 4096 => Ok(Some(o)),
+            _ => err(
+                text,
+                v.span(),
+                "buf_offset is where a buffer starts within its page: 0 to 4095 bytes",
+            ),
+        },
+        None => Ok(None),
+    }
 }
 
 /// Refuses an unknown kind, and keys the kind does not take, each at its line.
@@ -363,6 +386,7 @@ pub(super) fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Option<Workload> {
         recv_wait: f.recv_wait,
         bytes: f.bytes,
         threads: f.threads,
+        buf_offset: f.buf_offset,
     };
     virtperf_lab::roles::workload(kind, &p)
 }

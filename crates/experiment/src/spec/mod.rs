@@ -12,6 +12,7 @@
 //! send_size = [4, 8, 16, 4096]   # a list is a sweep
 //! # recv_size = "64KiB"          # bytes per receive (netperf -M)
 //! # recv_wait = "poll"           # receiver polls (iperf3) instead of sleeping in recv (netperf)
+//! # buf_offset = 16              # buffers start 16 bytes into a page (netperf -o/-O)
 //! # interval = "1s"              # keep a time series (stream, bulk, rr, crr)
 //! # trace = true                 # count VM-exit tracepoints per unit (--trace; root)
 //! # timeline = true              # rr: a sampled critical-path trial per trial (--timeline)

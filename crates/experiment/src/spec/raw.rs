@@ -93,6 +93,8 @@ pub(super) struct RawWorkload {
     #[serde(default)]
     pub(super) recv_wait: Option<Spanned<String>>,
     #[serde(default)]
+    pub(super) buf_offset: Option<Spanned<i64>>,
+    #[serde(default)]
     pub(super) flows: Option<Spanned<OneOrMany<u32>>>,
     #[serde(default)]
     pub(super) reverse: Option<Spanned<OneOrMany<bool>>>,

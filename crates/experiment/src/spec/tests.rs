@@ -39,6 +39,7 @@ socket = { nodelay = true, busy_poll_us = 50 }
             gro: false,
             bidir: false,
             zerocopy: None,
+            buf_offset: None,
         }
     );
     assert_eq!(s.points[0].duration, Duration::from_secs(2));
@@ -296,6 +297,34 @@ fn stream_receive_size_in_specs() {
     assert!(m.contains("`poll`") && m.contains("`spin`"), "{m}");
     let (l, m) =
         line_of_error("name = \"r\"\n[[workload]]\nkind = \"crr\"\nrecv_wait = \"poll\"\n");
+    assert_eq!(l, 4, "{m}");
+    assert!(m.contains("stream workloads only"), "{m}");
+}
+
+#[test]
+fn stream_buf_offset_is_read_and_bounded_at_its_line() {
+    let s =
+        parse("name = \"r\"\n[[workload]]\nkind = \"stream\"\nbuf_offset = 16\n").expect("valid");
+    assert!(matches!(
+        s.points[0].workload,
+        Workload::Stream {
+            buf_offset: Some(16),
+            ..
+        }
+    ));
+    for (value, needle) in [
+        ("4096", "0 to 4095"),
+        ("-1", "0 to 4095"),
+        ("1e30", ""),
+        ("\"16\"", ""),
+    ] {
+        let (l, m) = line_of_error(&format!(
+            "name = \"r\"\n[[workload]]\nkind = \"stream\"\nbuf_offset = {value}\n"
+        ));
+        assert_eq!(l, 4, "{value}: {m}");
+        assert!(m.contains(needle), "{value}: {m}");
+    }
+    let (l, m) = line_of_error("name = \"r\"\n[[workload]]\nkind = \"rr\"\nbuf_offset = 16\n");
     assert_eq!(l, 4, "{m}");
     assert!(m.contains("stream workloads only"), "{m}");
 }

@@ -129,6 +129,7 @@ mod tests {
                 bidir: false,
                 zerocopy: None,
                 threads: None,
+                buf_offset: None,
             },
             Workload::Bulk {
                 bytes: 1,

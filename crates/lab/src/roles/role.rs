@@ -75,4 +75,6 @@ pub struct Params {
     pub bidir: bool,
     /// Zero-copy senders (stream).
     pub zerocopy: Option<virtperf_wire::ZeroCopy>,
+    /// Where a stream's buffers start within their page (stream).
+    pub buf_offset: Option<u32>,
 }

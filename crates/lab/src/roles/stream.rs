@@ -76,6 +76,7 @@ impl Role for Stream {
                 recv_wait,
                 bidir,
                 zerocopy,
+                buf_offset,
                 ..
             } => {
                 // --bidir: each flow is two connections, the first sending, the second
@@ -87,10 +88,10 @@ impl Role for Stream {
                     let m = meter();
                     let sends = if bidir { j % 2 == 0 } else { !reverse };
                     handles.push(if sends {
-                        spawn_sender(&name, side, s, send_size, zerocopy, m)?
+                        spawn_sender(&name, side, s, send_size, buf_offset, zerocopy, m)?
                     } else {
                         spawn_conn_worker(&name, side, s, move |c, _, s| {
-                            stream::receive(s, recv_size, recv_wait, &c.stop, &m)
+                            stream::receive(s, recv_size, buf_offset, recv_wait, &c.stop, &m)
                         })?
                     });
                 }
@@ -157,6 +158,7 @@ impl Role for Stream {
                 recv_wait,
                 bidir,
                 zerocopy,
+                buf_offset,
                 ..
             } => {
                 let conns = if bidir { 2 * flows } else { flows };
@@ -169,10 +171,10 @@ impl Role for Stream {
                     let m = Meter::new(None);
                     let sends = if bidir { j % 2 == 1 } else { reverse };
                     handles.push(if sends {
-                        spawn_sender(&name, side, s, send_size, zerocopy, Arc::new(m))?
+                        spawn_sender(&name, side, s, send_size, buf_offset, zerocopy, Arc::new(m))?
                     } else {
                         spawn_conn_worker(&name, side, s, move |c, _, s| {
-                            stream::receive(s, recv_size, recv_wait, &c.stop, &m)
+                            stream::receive(s, recv_size, buf_offset, recv_wait, &c.stop, &m)
                         })?
                     });
                 }
@@ -231,6 +233,7 @@ impl Role for Stream {
             gro: p.gro,
             bidir: p.bidir,
             zerocopy: p.zerocopy,
+            buf_offset: p.buf_offset,
         }
     }
 }
@@ -258,6 +261,7 @@ fn spawn_sender(
     side: &crate::side::Ctl,
     s: std::net::TcpStream,
     send_size: u32,
+    offset: Option<u32>,
     zerocopy: Option<virtperf_wire::ZeroCopy>,
     m: Arc<Meter>,
 ) -> Result<std::thread::JoinHandle<Result<crate::side::WorkerOut>>> {
@@ -276,6 +280,6 @@ fn spawn_sender(
             }
             Ok(n)
         }
-        None => stream::send(s, send_size as usize, &c.stop, &m),
+        None => stream::send(s, send_size as usize, offset, &c.stop, &m),
     })
 }

@@ -204,6 +204,7 @@ fn stream_text(w: &Workload) -> String {
         gro,
         bidir,
         zerocopy,
+        buf_offset,
     } = w
     else {
         return String::new();
@@ -237,6 +238,9 @@ fn stream_text(w: &Workload) -> String {
                     }
                 )
             })
+            .unwrap_or_default()
+        + &buf_offset
+            .map(|o| format!(", buffers {o} B into a page"))
             .unwrap_or_default()
 }
 
@@ -360,6 +364,12 @@ pub enum Workload {
         /// How the senders avoid copying (`--zerocopy`); absent: ordinary `send`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         zerocopy: Option<ZeroCopy>,
+        /// Where each end's send and receive buffer starts within its page, bytes (0–4095;
+        /// netperf's `-o`/`-O` offsets from page-aligned buffers, `-a`/`-A 4096`); absent:
+        /// 0, page-aligned. How dear the kernel's copies are at an offset depends on the CPU
+        /// (bench/RESULTS.md, "buffer alignment").
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        buf_offset: Option<u32>,
     },
     /// Move a fixed number of bytes over one connection and time it.
     Bulk {
@@ -756,11 +766,13 @@ fn validate_stream(w: &Workload) -> Result<(), String> {
         reverse,
         bidir,
         zerocopy,
+        buf_offset,
     } = *w
     else {
         return Ok(());
     };
     size("send size", send_size)?;
+    check_buf_offset(buf_offset, threads, protocol, zerocopy)?;
     if zerocopy.is_some() && (threads.is_some() || protocol != Protocol::Tcp) {
         return Err(
             "--zerocopy sends TCP flows on threads of their own: drop --threads and --protocol udp"
@@ -793,6 +805,26 @@ fn validate_stream(w: &Workload) -> Result<(), String> {
         size("receive size", r)?;
     }
     check_flows(flows, threads)
+}
+
+/// `buf_offset` within a page, and only where the buffers it moves are this engine's own:
+/// a thread per TCP flow copying with `send`/`recv`.
+fn check_buf_offset(
+    offset: Option<u32>,
+    threads: Option<u32>,
+    protocol: Protocol,
+    zerocopy: Option<ZeroCopy>,
+) -> Result<(), String> {
+    let Some(o) = offset else { return Ok(()) };
+    if o >= 4096 {
+        return Err(format!(
+            "buffer offset {o} is not within a page: give 0 to 4095 bytes"
+        ));
+    }
+    if threads.is_some() || protocol != Protocol::Tcp || zerocopy.is_some() {
+        return Err("--buf-offset places a TCP flow's own send and receive buffers: drop --threads, --protocol udp and --zerocopy".into());
+    }
+    Ok(())
 }
 
 /// Bulk's parameters within their limits and consistent with each other.
