@@ -677,8 +677,11 @@ fn parse_threads(s: &str) -> anyhow::Result<u32> {
 /// Where a buffer starts within its page: 0 to 4095 bytes.
 fn parse_buf_offset(s: &str) -> anyhow::Result<u32> {
     match s.trim().parse::<u32>() {
-        Ok(n) if n < 4096 => Ok(n),
-        _ => anyhow::bail!("the buffer offset is bytes into a page, 0 to 4095: got {s:?}"),
+        Ok(n) if n < virtperf_wire::PAGE_BYTES => Ok(n),
+        _ => anyhow::bail!(
+            "the buffer offset is bytes into a page, 0 to {}: got {s:?}",
+            virtperf_wire::PAGE_BYTES - 1
+        ),
     }
 }
 

@@ -17,8 +17,9 @@ use std::alloc::{self, Layout};
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 
-/// The alignment of every [`PageBuf`]: the smallest page size on x86_64 and aarch64.
-pub const PAGE: usize = 4096;
+/// The alignment of every [`PageBuf`]: the smallest page size on x86_64 and aarch64 (the
+/// wire's bound on a stream's `buf_offset`).
+pub const PAGE: usize = virtperf_wire::PAGE_BYTES as usize;
 
 /// A zero-filled byte buffer whose first byte starts a page, or lies a chosen number of
 /// bytes into one ([`PageBuf::zeroed_at`]).

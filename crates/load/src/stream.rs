@@ -16,8 +16,9 @@ use virtperf_wire::RecvWait;
 pub const RECV_SIZE: usize = 128 * 1024;
 
 /// Sends `send_size`-byte messages until `stop`, then shuts down the write side so the
-/// receiver sees the end of the stream. The running count of bytes handed to the kernel is
-/// published in `meter` after each send.
+/// receiver sees the end of the stream, from a buffer starting `offset` bytes into a page
+/// (None: page-aligned). The running count of bytes handed to the kernel is published in
+/// `meter` after each send.
 pub fn send(
     s: &mut TcpStream,
     send_size: usize,
@@ -44,7 +45,8 @@ pub fn send(
 }
 
 /// Counts bytes until the sender closes, reading at most `recv_size` bytes per call (None:
-/// [`RECV_SIZE`]) and waiting for data as `wait` says (None: [`RecvWait::default`], block). `active`
+/// [`RECV_SIZE`]) into a buffer starting `offset` bytes into a page (None: page-aligned), and
+/// waiting for data as `wait` says (None: [`RecvWait::default`], block). `active`
 /// runs from the first byte to the end of the stream (the sender shuts down right after its
 /// last write, so the end of stream is the last byte's arrival to within one wake-up). A
 /// receive timeout is retried while `stop` is not raised (the sender may not have started).

@@ -305,11 +305,14 @@ fn buf_offset_of(text: &str, r: &RawWorkload, kind: &str) -> Result<Option<u32>,
             "buf_offset applies to stream workloads only",
         ),
         Some(v) => match u32::try_from(*v.get_ref()) {
-            Ok(o) if o < 4096 => Ok(Some(o)),
+            Ok(o) if o < virtperf_wire::PAGE_BYTES => Ok(Some(o)),
             _ => err(
                 text,
                 v.span(),
-                "buf_offset is where a buffer starts within its page: 0 to 4095 bytes",
+                format!(
+                    "buf_offset is where a buffer starts within its page: 0 to {} bytes",
+                    virtperf_wire::PAGE_BYTES - 1
+                ),
             ),
         },
         None => Ok(None),

@@ -21,6 +21,8 @@ pub const MAX_FLOWS: u32 = 256;
 pub const MAX_MUX_FLOWS: u32 = 100_000;
 /// Most worker threads per side (`threads`).
 pub const MAX_THREADS: u32 = 256;
+/// The page size data buffers are aligned to: a stream's `buf_offset` is below it.
+pub const PAGE_BYTES: u32 = 4096;
 /// Largest byte count for bulk and http transfers (1 TiB).
 pub const MAX_TRANSFER: u64 = 1 << 40;
 fn one_flow() -> u32 {

@@ -816,9 +816,10 @@ fn check_buf_offset(
     zerocopy: Option<ZeroCopy>,
 ) -> Result<(), String> {
     let Some(o) = offset else { return Ok(()) };
-    if o >= 4096 {
+    if o >= super::PAGE_BYTES {
         return Err(format!(
-            "buffer offset {o} is not within a page: give 0 to 4095 bytes"
+            "buffer offset {o} is not within a page: give 0 to {} bytes",
+            super::PAGE_BYTES - 1
         ));
     }
     if threads.is_some() || protocol != Protocol::Tcp || zerocopy.is_some() {
