@@ -149,17 +149,22 @@ fn events_lines(r: &TestResult) -> String {
 /// per packet, NAPI batching, and the same per unit of work.
 fn nic_line(side: &str, unit: &str, n: &virtperf_wire::NicEvents) -> String {
     let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
-    let per = |k: &str| n.per_unit.get(k).copied().unwrap_or(0.0);
-    let irqs = per("rx_irqs") + per("tx_irqs") + per("shared_irqs");
+    let per = |k: &str| n.per_unit.get(k).copied();
+    let both = |a: &str, b: &str| Some(per(a)? + per(b)?);
+    let irqs = match (both("rx_irqs", "tx_irqs"), per("shared_irqs")) {
+        (None, None) => None,
+        (q, s) => Some(q.unwrap_or(0.0) + s.unwrap_or(0.0)),
+    };
     format!(
-        "{side} virtio-net {} ({}): {} kicks/packet, {} irqs/packet, {} packets/irq; per {unit}: {:.2} packets, {:.2} kicks, {irqs:.2} irqs",
+        "{side} virtio-net {} ({}): {} kicks/packet, {} irqs/packet, {} packets/irq; per {unit}: {} packets, {} kicks, {} irqs",
         n.interface,
         n.device,
         f(n.kicks_per_packet),
         f(n.irqs_per_packet),
         f(n.packets_per_irq),
-        per("rx_packets") + per("tx_packets"),
-        per("rx_kicks") + per("tx_kicks"),
+        f(both("rx_packets", "tx_packets")),
+        f(both("rx_kicks", "tx_kicks")),
+        f(irqs),
     )
 }
 
@@ -211,7 +216,7 @@ fn cpu_table(r: &TestResult) -> String {
         let x = &c.system;
         let _ = writeln!(
             s,
-            "  {:<7} {:>6.1} {:>6.1} {:>5.1} {:>6.1} {:>6.1} {:>6.1} {:>6.1} │ {:>7.2}s {:>7.2}s │ {:>10.3} {:>10.3}",
+            "  {:<7} {:>6.1} {:>6.1} {:>5.1} {:>6.1} {:>6.1} {:>6.1} {:>6.1} │ {:>7.2}s {:>7.2}s │ {:>10} {:>10}",
             name,
             x.user_pct,
             x.system_pct,
@@ -222,8 +227,8 @@ fn cpu_table(r: &TestResult) -> String {
             x.busy_pct,
             c.process_user_s,
             c.process_system_s,
-            c.service_demand_us,
-            c.system_service_demand_us
+            demand(c.service_demand_us),
+            demand(c.system_service_demand_us)
         );
     };
     row(&mut s, "client", &r.cpu.client);
@@ -258,6 +263,11 @@ fn sig3(v: f64) -> String {
     } else {
         format!("{v:.2}")
     }
+}
+
+/// A service demand to three places, or "-" when there was no unit of work to divide by.
+fn demand(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| format!("{v:.3}"))
 }
 
 /// A latency in µs, or ms from 1 ms on: `71.2 µs`, `1.25 ms`.
@@ -400,20 +410,12 @@ pub fn result(r: &TestResult, local: bool) -> String {
 
 /// rr and crr: rate, latency percentiles, flow spread, UDP losses.
 fn rr_lines(s: &mut String, o: &virtperf_wire::RrOutcome, crr: bool) {
-    let l = &o.latency;
     let _ = writeln!(
         s,
         "  {:>12} {:>12} │ latency µs {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}",
         "trans/s", "transactions", "mean", "min", "p50", "p90", "p99", "p99.9", "max"
     );
-    if l.count == 0 {
-        // Zeros in the latency columns would look like measurements.
-        let _ = writeln!(
-            s,
-            "  {:>12.1} {:>12} │ no samples: no transaction completed",
-            o.rate_per_s, o.transactions
-        );
-    } else {
+    if let Some(l) = &o.latency {
         let _ = writeln!(
             s,
             "  {:>12.1} {:>12} │ {:>19.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2}",
@@ -426,6 +428,12 @@ fn rr_lines(s: &mut String, o: &virtperf_wire::RrOutcome, crr: bool) {
             l.p99_us,
             l.p999_us,
             l.max_us
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "  {:>12.1} {:>12} │ not measured: no transaction completed",
+            o.rate_per_s, o.transactions
         );
     }
     if let Some(f) = &o.flow_spread {

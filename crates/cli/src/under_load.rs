@@ -91,9 +91,10 @@ pub fn run(
 
 fn rr_metrics(r: &TestResult) -> Option<[f64; 3]> {
     match &r.outcome {
-        Outcome::Rr(o) if o.latency.count > 0 => {
-            Some([o.latency.p50_us, o.latency.p99_us, o.rate_per_s])
-        }
+        Outcome::Rr(o) => o
+            .latency
+            .as_ref()
+            .map(|l| [l.p50_us, l.p99_us, o.rate_per_s]),
         _ => None,
     }
 }

@@ -284,7 +284,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
         match crate::timeline::trial(plan, |p, s| run_once(t, p, &|_| {}, Some(s))) {
             Ok(mut tl) => {
                 if let virtperf_wire::Outcome::Rr(o) = &result.outcome {
-                    tl.headline_p50_us = Some(o.latency.p50_us);
+                    tl.headline_p50_us = o.latency.as_ref().map(|l| l.p50_us);
                 }
                 result.timeline = Some(tl);
             }

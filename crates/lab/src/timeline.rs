@@ -36,7 +36,7 @@ pub(crate) fn trial(
     let r = run(&p, &sampler).map_err(|e| format!("the sampled trial failed: {e:#}"))?;
     let (events, lost) = sampler.stop();
     let rr_p50 = match &r.outcome {
-        Outcome::Rr(o) if o.transactions > 0 => Some(o.latency.p50_us),
+        Outcome::Rr(o) => o.latency.as_ref().map(|l| l.p50_us),
         _ => None,
     };
     virtperf_measure::critical::analyze(&events, (c, s), lost, r.duration_s, rr_p50)

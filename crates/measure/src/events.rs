@@ -326,6 +326,27 @@ impl EventSnapshot {
                 .iter()
                 .filter(|c| !self.idle_unreadable.contains(c)),
         );
+        let nic = match (&self.nic, &later.nic) {
+            (Some(a), Some(b)) if a.interface == b.interface => {
+                for m in a.missing.iter().chain(&b.missing) {
+                    if !missing.contains(m) {
+                        missing.push(m.clone());
+                    }
+                }
+                Some(virtio_nic::Delta {
+                    interface: b.interface.clone(),
+                    device: b.device.clone(),
+                    counters: b
+                        .counters
+                        .iter()
+                        .filter_map(|(k, v)| {
+                            Some((k.clone(), v.saturating_sub(*a.counters.get(k)?)))
+                        })
+                        .collect(),
+                })
+            }
+            _ => None,
+        };
         EventDelta {
             interrupts,
             interrupt_cpus,
@@ -339,20 +360,7 @@ impl EventSnapshot {
             idle_cpus,
             idle_unreadable,
             missing,
-            nic: match (&self.nic, &later.nic) {
-                (Some(a), Some(b)) if a.interface == b.interface => Some(virtio_nic::Delta {
-                    interface: b.interface.clone(),
-                    device: b.device.clone(),
-                    counters: b
-                        .counters
-                        .iter()
-                        .filter_map(|(k, v)| {
-                            Some((k.clone(), v.saturating_sub(*a.counters.get(k)?)))
-                        })
-                        .collect(),
-                }),
-                _ => None,
-            },
+            nic,
         }
     }
 }
@@ -409,19 +417,29 @@ impl EventDelta {
                 }
             }
         }
+        let nic = self.nic.as_ref().map(|n| {
+            let mut deltas = n.counters.clone();
+            let irqs = crate::nic::irq_totals(&n.device, &self.interrupts);
+            if irqs.is_empty() {
+                // No line of the device, or no table at all: its interrupts were not
+                // counted, which is not the same as none having fired.
+                missing.push(format!(
+                    "/proc/interrupts has no line of {} ({}): its interrupts not counted",
+                    n.device, n.interface
+                ));
+            }
+            deltas.extend(irqs);
+            virtperf_wire::NicCounts {
+                interface: n.interface.clone(),
+                device: n.device.clone(),
+                deltas,
+            }
+        });
         virtperf_wire::EventCounts {
             all: self.totals(None),
             pinned: pinned.map(|c| self.totals(Some(c))),
             missing,
-            nic: self.nic.as_ref().map(|n| {
-                let mut deltas = n.counters.clone();
-                deltas.extend(crate::nic::irq_totals(&n.device, &self.interrupts));
-                virtperf_wire::NicCounts {
-                    interface: n.interface.clone(),
-                    device: n.device.clone(),
-                    deltas,
-                }
-            }),
+            nic,
         }
     }
 
@@ -572,10 +590,13 @@ ERR:          0
             device: "virtio2".into(),
             counters: [
                 ("rx_packets".to_string(), rx),
+                ("tx_packets".to_string(), rx),
+                ("rx_kicks".to_string(), 1),
                 ("tx_kicks".to_string(), kicks),
             ]
             .into_iter()
             .collect(),
+            missing: Vec::new(),
         };
         let a = EventSnapshot {
             interrupts: parse_per_cpu(INTERRUPTS),
@@ -594,11 +615,59 @@ ERR:          0
         assert_eq!(n.deltas["tx_kicks"], 5);
         assert_eq!(n.deltas["rx_irqs"], 12);
         assert_eq!(n.deltas["tx_irqs"], 2);
-        assert_eq!((n.packets(), n.kicks(), n.irqs()), (30, 5, 14));
+        assert_eq!(
+            (n.packets(), n.kicks(), n.irqs()),
+            (Some(60), Some(5), Some(14))
+        );
+        assert!(c.missing.is_empty(), "{:?}", c.missing);
         // An interface that changed between the two readings is not differenced.
         let mut other = b.clone();
         other.nic.as_mut().unwrap().interface = "eth1".into();
         assert!(a.delta(&other).counts(None).nic.is_none());
+    }
+
+    /// A driver whose ethtool statistics could not be read, on a machine whose
+    /// /proc/interrupts has no line of the device: kicks and interrupts are unknown, named
+    /// in `missing`, and no ratio is made of them (they used to read as 0 kicks/packet).
+    #[test]
+    fn unread_kicks_and_interrupts_are_absent_not_zero() {
+        let snap = |rx: u64| crate::nic::NicSnapshot {
+            interface: "eth0".into(),
+            device: "virtio7".into(),
+            counters: [
+                ("rx_packets".to_string(), rx),
+                ("tx_packets".to_string(), rx),
+            ]
+            .into_iter()
+            .collect(),
+            missing: vec!["eth0: ethtool statistics unreadable (EPERM): kicks not counted".into()],
+        };
+        let a = EventSnapshot {
+            interrupts: parse_per_cpu(INTERRUPTS),
+            interrupt_cpus: header_cpus(INTERRUPTS),
+            nic: Some(snap(10)),
+            ..EventSnapshot::default()
+        };
+        let mut b = a.clone();
+        b.nic = Some(snap(20));
+        let c = a.delta(&b).counts(None);
+        let n = c.nic.expect("both ends read eth0");
+        assert_eq!(n.packets(), Some(20));
+        assert_eq!(n.kicks(), None, "{n:?}");
+        assert_eq!(n.irqs(), None, "{n:?}");
+        assert!(!n.deltas.contains_key("rx_kicks"), "{n:?}");
+        assert!(
+            c.missing.iter().any(|m| m.contains("kicks not counted")),
+            "{:?}",
+            c.missing
+        );
+        assert!(
+            c.missing
+                .iter()
+                .any(|m| m.contains("no line of virtio7") && m.contains("not counted")),
+            "{:?}",
+            c.missing
+        );
     }
 
     /// CPU 2 offline: the table has columns for CPUs 0, 1 and 3, and CPU 3's counts are in

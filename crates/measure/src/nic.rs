@@ -62,6 +62,9 @@ pub struct NicSnapshot {
     /// `rx_packets`, `tx_packets`, `rx_bytes`, `tx_bytes`, `rx_dropped`, `tx_dropped` from
     /// sysfs and `rx_kicks`, `tx_kicks`, `rx_drops` from the driver (totals over queues).
     pub counters: BTreeMap<String, u64>,
+    /// Counters that could not be read, with the reason: their keys are absent from
+    /// `counters`, never 0.
+    pub missing: Vec<String>,
 }
 
 /// Reads `ifname`'s counters when it is a virtio-net interface; None otherwise (its traffic
@@ -72,6 +75,7 @@ pub fn snapshot(ifname: &str) -> Option<NicSnapshot> {
     }
     let device = virtio_device_of(ifname)?;
     let mut counters = BTreeMap::new();
+    let mut missing = Vec::new();
     for f in [
         "rx_packets",
         "tx_packets",
@@ -80,20 +84,36 @@ pub fn snapshot(ifname: &str) -> Option<NicSnapshot> {
         "rx_dropped",
         "tx_dropped",
     ] {
-        if let Some(v) = fs::read_to_string(format!("/sys/class/net/{ifname}/statistics/{f}"))
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-        {
-            counters.insert(f.to_string(), v);
+        let path = format!("/sys/class/net/{ifname}/statistics/{f}");
+        match fs::read_to_string(&path).map(|s| s.trim().parse()) {
+            Ok(Ok(v)) => {
+                counters.insert(f.to_string(), v);
+            }
+            Ok(Err(e)) => missing.push(format!("{path}: {e}")),
+            Err(e) => missing.push(format!("{path}: {e}")),
         }
     }
-    if let Ok(stats) = ethtool_stats(ifname) {
-        counters.extend(driver_totals(&stats));
+    match ethtool_stats(ifname) {
+        Ok(stats) => {
+            let totals = driver_totals(&stats);
+            for k in ["rx_kicks", "tx_kicks"] {
+                if !totals.contains_key(k) {
+                    missing.push(format!(
+                        "{ifname}: the driver's ethtool statistics have no {k}: kicks not counted"
+                    ));
+                }
+            }
+            counters.extend(totals);
+        }
+        Err(e) => missing.push(format!(
+            "{ifname}: ethtool statistics unreadable ({e}): kicks not counted"
+        )),
     }
     Some(NicSnapshot {
         interface: ifname.to_string(),
         device,
         counters,
+        missing,
     })
 }
 
@@ -134,7 +154,8 @@ pub fn driver_totals(stats: &[(String, u64)]) -> BTreeMap<String, u64> {
 /// The device's interrupts in a `/proc/interrupts` delta (names as
 /// [`crate::events::parse_per_cpu`] keys them), summed over CPUs: `rx_irqs` (its
 /// `-input.Q` vectors), `tx_irqs` (`-output.Q`) and `shared_irqs` (one vector for all
-/// queues, `-virtqueues`, or a legacy INTx line named after the device).
+/// queues, `-virtqueues`, or a legacy INTx line named after the device). Empty when the
+/// table has no line of the device (or was not read): the caller names that as missing.
 pub fn irq_totals(device: &str, interrupts: &BTreeMap<String, Vec<u64>>) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for (name, counts) in interrupts {

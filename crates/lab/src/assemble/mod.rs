@@ -20,7 +20,8 @@ pub const OTHER_LOAD_WARN_PCT: f64 = 10.0;
 
 /// `test_threads_s`: CPU seconds of every test thread on that side's machine.
 fn side_cpu(r: &SideReport, units: f64, test_threads_s: f64) -> SideCpu {
-    let per = |secs: f64| if units > 0.0 { secs * 1e6 / units } else { 0.0 };
+    // No unit of work: no demand per unit (not 0 µs per unit).
+    let per = |secs: f64| (units > 0.0).then(|| secs * 1e6 / units);
     let t = &r.cpu.total;
     let other_s = (t.host_user() + t.system - test_threads_s).max(0.0);
     let wall = if r.elapsed_s > 0.0 {
@@ -75,7 +76,11 @@ fn events_of(c: &Collected, units: f64, unit: &str) -> Option<Events> {
             deltas: d.clone(),
         });
         let nic = e.nic.as_ref().map(|n| {
-            let ratio = |a: u64, b: u64| (b > 0).then(|| a as f64 / b as f64);
+            // Unread counts stay unread: a ratio needs both of its terms.
+            let ratio = |a: Option<u64>, b: Option<u64>| {
+                let (a, b) = (a?, b?);
+                (b > 0).then(|| a as f64 / b as f64)
+            };
             NicEvents {
                 interface: n.interface.clone(),
                 device: n.device.clone(),
@@ -391,7 +396,8 @@ mod tests {
         };
         assert_eq!(o.transactions, 1000);
         assert!((o.rate_per_s - 500.0).abs() < 1e-9, "{}", o.rate_per_s);
-        assert!((o.latency.p50_us - 20.0).abs() < 0.1, "{:?}", o.latency);
+        let l = o.latency.as_ref().expect("transactions give a latency");
+        assert!((l.p50_us - 20.0).abs() < 0.1, "{l:?}");
         let e = r.events.expect("events were counted");
         assert_eq!(e.unit, "transaction");
         assert!((e.client.per_unit["ipi_call"] - 2.0).abs() < 1e-9);
@@ -409,12 +415,37 @@ mod tests {
     fn zero_transactions_give_no_per_unit_numbers() {
         let p = plan(Some(0));
         let ev = [("ipi_call", 7)];
-        let r = assemble(collected(
-            &p,
-            side(0, 2.0, &ev, true),
-            side(0, 2.0, &ev, true),
-        ))
-        .expect("assembled");
+        let mut c = collected(&p, side(0, 2.0, &ev, true), side(0, 2.0, &ev, true));
+        c.client_hist = Some(latency::new_histogram());
+        let r = assemble(c).expect("assembled");
+        // No latency and no service demand: they were not measured, and zeros would
+        // reach the store, show --format json, export and compare as the best run ever.
+        let Outcome::Rr(o) = &r.outcome else {
+            panic!("rr gives an rr outcome: {:?}", r.outcome)
+        };
+        assert_eq!(o.latency, None);
+        assert_eq!(r.cpu.client.service_demand_us, None);
+        assert_eq!(r.cpu.client.system_service_demand_us, None);
+        let names: Vec<&str> = r.metrics().iter().map(|m| m.name).collect();
+        for absent in [
+            "mean_us",
+            "p50_us",
+            "p99_us",
+            "client_demand_us",
+            "server_demand_us",
+        ] {
+            assert!(!names.contains(&absent), "{absent} in {names:?}");
+        }
+        assert!(names.contains(&"rate_per_s"), "{names:?}");
+        assert!(
+            r.warnings
+                .iter()
+                .any(|w| w.contains("no transaction completed")),
+            "the trial says so: {:?}",
+            r.warnings
+        );
+        let json = serde_json::to_value(&r).expect("serializes");
+        assert!(json["outcome"]["Rr"]["latency"].is_null(), "{json}");
         let e = r.events.expect("events were counted");
         assert!(e.client.per_unit.is_empty(), "{:?}", e.client.per_unit);
         assert_eq!(e.client.deltas["ipi_call"], 7, "the raw count stays");

@@ -68,10 +68,15 @@ pub(crate) fn rr_outcome(
         .map(|f| f.active_s)
         .fold(0.0, f64::max);
     let (lat, hist) = match &c.client_hist {
-        Some(h) => (latency::summarize(h), latency::encode(h)),
-        None => Default::default(),
+        Some(h) if !h.is_empty() => (Some(latency::summarize(h)), latency::encode(h)),
+        _ => (None, String::new()),
     };
-    if n < 1000 {
+    if n == 0 {
+        warnings.push(
+            "no transaction completed in the measured window: latency and service demand not measured"
+                .to_string(),
+        );
+    } else if n < 1000 {
         warnings.push(format!(
             "only {n} transactions: tail percentiles (p99.9) are not meaningful; run longer"
         ));

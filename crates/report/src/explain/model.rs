@@ -327,7 +327,7 @@ pub(super) fn cpu_per_transaction(r: &TestResult) -> Option<f64> {
         None if no_cpuidle(r) => 0.0,
         None => return None,
     };
-    Some(r.cpu.client.system_service_demand_us + poll)
+    Some(r.cpu.client.system_service_demand_us? + poll)
 }
 
 /// The client's machine has no cpuidle driver at all (so no POLL state to spend time in).

@@ -260,20 +260,29 @@ pub struct NicCounts {
 }
 
 impl NicCounts {
-    /// Packets both ways.
-    pub fn packets(&self) -> u64 {
-        self.get("rx_packets") + self.get("tx_packets")
+    /// Packets both ways; None unless both directions were read.
+    pub fn packets(&self) -> Option<u64> {
+        Some(self.get("rx_packets")? + self.get("tx_packets")?)
     }
-    /// Kicks both ways.
-    pub fn kicks(&self) -> u64 {
-        self.get("rx_kicks") + self.get("tx_kicks")
+    /// Kicks both ways; None unless the driver reported both (an absent key is a counter
+    /// that was not read, not one that stayed at zero).
+    pub fn kicks(&self) -> Option<u64> {
+        Some(self.get("rx_kicks")? + self.get("tx_kicks")?)
     }
-    /// Device interrupts, all lines.
-    pub fn irqs(&self) -> u64 {
-        self.get("rx_irqs") + self.get("tx_irqs") + self.get("shared_irqs")
+    /// Device interrupts, all lines: the per-queue lines both ways, or the shared one.
+    /// None when `/proc/interrupts` had no line of the device.
+    pub fn irqs(&self) -> Option<u64> {
+        let queues = self
+            .get("rx_irqs")
+            .zip(self.get("tx_irqs"))
+            .map(|(r, t)| r + t);
+        match (queues, self.get("shared_irqs")) {
+            (None, None) => None,
+            (q, s) => Some(q.unwrap_or(0) + s.unwrap_or(0)),
+        }
     }
-    fn get(&self, k: &str) -> u64 {
-        self.deltas.get(k).copied().unwrap_or(0)
+    fn get(&self, k: &str) -> Option<u64> {
+        self.deltas.get(k).copied()
     }
 }
 

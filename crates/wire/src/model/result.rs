@@ -38,8 +38,10 @@ pub struct RrOutcome {
     /// Transactions per second.
     pub rate_per_s: f64,
     /// Per-transaction latency (from the send of the request — for crr the connect — to the
-    /// last byte of the response).
-    pub latency: LatencySummary,
+    /// last byte of the response). None when no transaction completed: there is no latency
+    /// to summarize, and zeros would read as the fastest run ever.
+    #[serde(default)]
+    pub latency: Option<LatencySummary>,
     /// The full latency histogram in HdrHistogram V2+deflate encoding, base64, nanoseconds.
     pub histogram: String,
     /// Per-flow transaction rates (flows multiplexed on threads, `--threads`).
@@ -286,10 +288,13 @@ pub struct SideCpu {
     pub process_user_s: f64,
     /// System seconds of this side's workload threads.
     pub process_system_s: f64,
-    /// This side's thread CPU in µs per unit (transaction, or KB moved).
-    pub service_demand_us: f64,
-    /// System-wide busy CPU in µs per unit (what netperf -c/-C reports).
-    pub system_service_demand_us: f64,
+    /// This side's thread CPU in µs per unit (transaction, or KB moved); None when no unit
+    /// of work was done (nothing to divide by).
+    #[serde(default)]
+    pub service_demand_us: Option<f64>,
+    /// System-wide busy CPU in µs per unit (what netperf -c/-C reports); None as above.
+    #[serde(default)]
+    pub system_service_demand_us: Option<f64>,
     /// CPU used on that machine by work other than the test, in percent of one CPU: user
     /// and kernel time of all processes minus the test's own threads (both sides' when
     /// they share the machine). Interrupt and softirq time is left out: the test's own
@@ -577,12 +582,13 @@ impl TestResult {
         };
         let mut v = match &self.outcome {
             Outcome::Rr(o) | Outcome::Crr(o) => {
-                let mut v = vec![
-                    m("rate_per_s", "trans/s", o.rate_per_s, true),
-                    m("mean_us", "µs", o.latency.mean_us, false),
-                    m("p50_us", "µs", o.latency.p50_us, false),
-                    m("p99_us", "µs", o.latency.p99_us, false),
-                ];
+                let mut v = vec![m("rate_per_s", "trans/s", o.rate_per_s, true)];
+                // No completed transaction: no latency was measured, so none is stored.
+                if let Some(l) = &o.latency {
+                    v.push(m("mean_us", "µs", l.mean_us, false));
+                    v.push(m("p50_us", "µs", l.p50_us, false));
+                    v.push(m("p99_us", "µs", l.p99_us, false));
+                }
                 if let Some(u) = &o.udp {
                     v.push(m("lost_pct", "%", u.lost_pct, false));
                 }
@@ -646,14 +652,11 @@ impl TestResult {
         } else {
             "µs/KB"
         };
-        v.push(m(
-            "client_demand_us",
-            unit,
-            self.cpu.client.service_demand_us,
-            false,
-        ));
-        if let Some(s) = &self.cpu.server {
-            v.push(m("server_demand_us", unit, s.service_demand_us, false));
+        if let Some(d) = self.cpu.client.service_demand_us {
+            v.push(m("client_demand_us", unit, d, false));
+        }
+        if let Some(d) = self.cpu.server.as_ref().and_then(|s| s.service_demand_us) {
+            v.push(m("server_demand_us", unit, d, false));
         }
         if let Some(e) = &self.events {
             v.extend(e.metrics());
