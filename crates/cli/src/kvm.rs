@@ -269,12 +269,16 @@ fn render_halt(reports: &[HaltReport], delay: (Duration, Duration)) -> String {
         "exits/wk",
         "polls ok/wk"
     );
+    // Without KVM's binary stats neither count was read: "-", not 0.
+    let f = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
     for r in reports {
-        let ok = r.stats.get("halt_successful_poll").copied().unwrap_or(0) as f64
-            / f64::from(r.wakeups.max(1));
+        let ok = r
+            .stats
+            .get("halt_successful_poll")
+            .map(|&n| n as f64 / f64::from(r.wakeups.max(1)));
         let _ = writeln!(
             s,
-            "  {:>8}µs {:>8.2} {:>8.2} {:>8.2} {:>9.2} │ {:>14.1} {:>7.1} │ {:>10.2} {:>10.2}",
+            "  {:>8}µs {:>8.2} {:>8.2} {:>8.2} {:>9.2} │ {:>14.1} {:>7.1} │ {:>10} {:>10}",
             r.halt_poll_ns.unwrap_or(0) / 1000,
             r.latency_ns.p50 / 1e3,
             r.latency_ns.p90 / 1e3,
@@ -282,8 +286,8 @@ fn render_halt(reports: &[HaltReport], delay: (Duration, Duration)) -> String {
             r.latency_ns.max / 1e3,
             r.vcpu_cpu_ns_per_wakeup / 1e3,
             r.vcpu_busy_pct,
-            r.exits_per_wakeup,
-            ok
+            f(r.exits_per_wakeup),
+            f(ok)
         );
     }
     let mut notes: Vec<&str> = reports.iter().filter_map(|r| r.note.as_deref()).collect();

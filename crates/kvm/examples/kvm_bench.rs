@@ -92,10 +92,11 @@ fn run() -> Result<(), String> {
                 println!("latency  {}", us(&r.latency_ns));
                 println!("irq_line {}", us(&r.irq_line_ns));
                 println!(
-                    "vCPU CPU {:.2} µs/wake-up, busy {:.1}%, exits/wake-up {:.2}, spurious {}",
+                    "vCPU CPU {:.2} µs/wake-up, busy {:.1}%, exits/wake-up {}, spurious {}",
                     r.vcpu_cpu_ns_per_wakeup / 1e3,
                     r.vcpu_busy_pct,
-                    r.exits_per_wakeup,
+                    r.exits_per_wakeup
+                        .map_or_else(|| "-".to_string(), |e| format!("{e:.2}")),
                     r.spurious
                 );
                 println!("stats {:?}", r.stats);

@@ -85,8 +85,13 @@ pub struct HaltReport {
     /// `halt_wakeup`, `irq_injections`, `insn_emulation`, `halt_poll_success_ns` …), current
     /// values for gauges. Empty if the kernel has no binary stats.
     pub stats: BTreeMap<String, u64>,
-    /// `stats["exits"] / wakeups` (0 without stats): 2 = one for HLT, one for the report.
-    pub exits_per_wakeup: f64,
+    /// `stats["exits"] / wakeups`: 2 = one for HLT, one for the report. None without
+    /// KVM's binary stats (not read, so not 0).
+    pub exits_per_wakeup: Option<f64>,
+    /// Wake-ups whose latency came out negative (a wrong TSC offset): an anomaly counted
+    /// here and left out of `latency_ns`, never recorded as 0 ns (which would pull the
+    /// percentiles down).
+    pub negative_latencies: u64,
     /// TSC rate used to turn cycles into ns.
     pub tsc_khz: u64,
     /// Guest TSC − host TSC as established by the calibration loop, in cycles (0 when the two
@@ -171,7 +176,13 @@ pub fn halt(opts: &HaltOpts) -> Result<HaltReport, KvmError> {
     let to_ns =
         |c: &[u64]| -> Vec<u64> { c.iter().map(|&x| util::cycles_to_ns(x, tsc_khz)).collect() };
     let w = f64::from(opts.wakeups);
-    let exits_per_wakeup = v.stats.get("exits").map_or(0.0, |&e| e as f64 / w);
+    let exits_per_wakeup = v.stats.get("exits").map(|&e| e as f64 / w);
+    if v.latency_cycles.is_empty() {
+        return Err(KvmError::Guest(format!(
+            "all {} wake-ups had a negative latency: the guest's and host's TSCs disagree (TSC offset {} cycles); no latency can be measured here",
+            v.negative, v.offset
+        )));
+    }
     let mut notes = v.notes;
     if v.stats.is_empty() {
         notes.push("no KVM binary stats (KVM_GET_STATS_FD) on this kernel".into());
@@ -196,6 +207,7 @@ pub fn halt(opts: &HaltOpts) -> Result<HaltReport, KvmError> {
         },
         stats: v.stats,
         exits_per_wakeup,
+        negative_latencies: v.negative,
         tsc_khz,
         tsc_offset_cycles: v.offset,
         spurious: v.spurious,
@@ -225,7 +237,18 @@ struct VcpuSide {
     stats: BTreeMap<String, u64>,
     offset: i64,
     spurious: u64,
+    /// Samples left out because their latency was negative.
+    negative: u64,
     notes: Vec<String>,
+}
+
+/// Keeps one wake-up's latency in cycles, or counts it as an anomaly when negative: a
+/// negative sample is a wrong TSC offset, not a 0-cycle wake-up.
+fn keep_sample(latency: &mut Vec<u64>, negative: &mut u64, lat: i64) {
+    match u64::try_from(lat) {
+        Ok(l) => latency.push(l),
+        Err(_) => *negative += 1,
+    }
 }
 
 /// Snapshot at the start of the measured part.
@@ -328,10 +351,7 @@ fn vcpu_loop(
                 let inj = sh.inject_tsc.load(Ordering::Acquire) as i64;
                 let lat = g.wrapping_sub(offset).wrapping_sub(inj);
                 if reports > warmup {
-                    if lat < 0 {
-                        negative += 1;
-                    }
-                    latency.push(u64::try_from(lat).unwrap_or(0));
+                    keep_sample(&mut latency, &mut negative, lat);
                 }
                 if reports == warmup {
                     mark = Some(Mark {
@@ -363,7 +383,7 @@ fn vcpu_loop(
     };
     if negative > 0 {
         notes.push(format!(
-            "{negative} wake-ups had a negative latency (TSC offset wrong?) and count as 0"
+            "{negative} wake-ups had a negative latency (TSC offset wrong?): left out of the percentiles, counted in negative_latencies"
         ));
     }
     let stats = match (mark.stats, end_stats) {
@@ -377,6 +397,7 @@ fn vcpu_loop(
         stats,
         offset,
         spurious,
+        negative,
         notes,
     })
 }
@@ -458,4 +479,23 @@ fn inject_loop(
         }
     }
     Ok(irq_line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A negative sample is counted apart and leaves the percentiles alone (it used to be
+    /// recorded as 0 ns, which pulled the p50 that explain's halt-exit term uses down).
+    #[test]
+    fn negative_samples_are_counted_not_recorded_as_zero() {
+        let (mut kept, mut negative) = (Vec::new(), 0u64);
+        for lat in [5_000i64, -40, 6_000, -3, 7_000] {
+            keep_sample(&mut kept, &mut negative, lat);
+        }
+        assert_eq!(negative, 2);
+        assert_eq!(kept, [5_000, 6_000, 7_000]);
+        let s = Summary::from_values(&kept);
+        assert!(s.min >= 5_000.0 && (s.p50 - 6_000.0).abs() < 10.0, "{s:?}");
+    }
 }
