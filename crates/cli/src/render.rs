@@ -93,54 +93,61 @@ fn events_lines(r: &TestResult) -> String {
         sides.push(("server", sv));
     }
     for (name, side) in sides {
-        let (per, place) = match &side.pinned {
-            Some(p) => (&p.per_unit, format!("CPU {}", p.cpu)),
-            None => (&side.per_unit, "all CPUs".to_string()),
-        };
-        let get = |k: &str| per.get(k).copied().unwrap_or(0.0);
-        let own = side
-            .per_unit
-            .get("thread_voluntary_switches")
-            .copied()
-            .unwrap_or(0.0);
-        let mut parts = vec![format!("{own:.2} ctx sw (own threads)")];
-        if per.contains_key("idle_entries") {
-            let states: Vec<String> = per
-                .iter()
-                .filter(|(k, v)| k.starts_with("idle_entries_") && **v >= 0.005)
-                .map(|(k, v)| format!("{} {v:.2}", &k["idle_entries_".len()..]))
-                .collect();
-            let detail = if states.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", states.join(", "))
-            };
-            parts.push(format!("{:.2} idle entries{detail}", get("idle_entries")));
-        }
-        for (k, label) in [
-            ("ipi_resched", "IPI resched"),
-            ("ipi_call", "IPI call"),
-            ("timer_irqs", "timer"),
-            ("net_rx_softirqs", "NET_RX"),
-        ] {
-            if per.contains_key(k) {
-                parts.push(format!("{:.2} {label}", get(k)));
-            }
-        }
-        let missing = if side.missing.is_empty() {
+        out.push_str(&side_events(&e.unit, name, side));
+    }
+    out
+}
+
+/// [`events_lines`] for one side (and its virtio-net line, when its traffic crossed one).
+fn side_events(unit: &str, name: &str, side: &virtperf_wire::SideEvents) -> String {
+    let mut out = String::new();
+    let (per, place) = match &side.pinned {
+        Some(p) => (&p.per_unit, format!("CPU {}", p.cpu)),
+        None => (&side.per_unit, "all CPUs".to_string()),
+    };
+    let mut parts = Vec::new();
+    if let Some(own) = side.per_unit.get("thread_voluntary_switches") {
+        parts.push(format!("{own:.2} ctx sw (own threads)"));
+    }
+    if per.contains_key("idle_entries") {
+        let states: Vec<String> = per
+            .iter()
+            .filter(|(k, v)| k.starts_with("idle_entries_") && **v >= 0.005)
+            .map(|(k, v)| format!("{} {v:.2}", &k["idle_entries_".len()..]))
+            .collect();
+        let detail = if states.is_empty() {
             String::new()
         } else {
-            format!("  (not counted: {})", side.missing.join("; "))
+            format!(" ({})", states.join(", "))
         };
-        let _ = writeln!(
-            out,
-            "  per {} {name} ({place}): {}{missing}",
-            e.unit,
-            parts.join(", ")
-        );
-        if let Some(n) = &side.nic {
-            let _ = writeln!(out, "  {}", nic_line(name, &e.unit, n));
+        parts.push(format!("{:.2} idle entries{detail}", per["idle_entries"]));
+    }
+    for (k, label) in [
+        ("ipi_resched", "IPI resched"),
+        ("ipi_call", "IPI call"),
+        ("timer_irqs", "timer"),
+        ("net_rx_softirqs", "NET_RX"),
+    ] {
+        if let Some(v) = per.get(k) {
+            parts.push(format!("{v:.2} {label}"));
         }
+    }
+    let missing = if side.missing.is_empty() {
+        String::new()
+    } else {
+        format!("  (not counted: {})", side.missing.join("; "))
+    };
+    // Nothing per unit (no unit of work, or no counter read): said, never 0.00.
+    let counted = if parts.is_empty() && side.deltas.is_empty() {
+        "not measured: no counter was read".to_string()
+    } else if parts.is_empty() {
+        format!("not measured: no {unit} to divide by")
+    } else {
+        parts.join(", ")
+    };
+    let _ = writeln!(out, "  per {unit} {name} ({place}): {counted}{missing}");
+    if let Some(n) = &side.nic {
+        let _ = writeln!(out, "  {}", nic_line(name, unit, n));
     }
     out
 }
@@ -685,4 +692,25 @@ pub fn guest(g: &virtperf_wire::GuestInfo) -> String {
         g.mem_mib,
         if g.vhost { "on" } else { "off" }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use virtperf_wire::SideEvents;
+
+    /// A side whose events were counted but divided by no unit of work prints no
+    /// "0.00 ctx sw (own threads)": it says there was nothing to divide by.
+    #[test]
+    fn events_with_no_unit_of_work_are_not_zeros() {
+        let side = SideEvents {
+            deltas: [("thread_voluntary_switches".to_string(), 4)]
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        };
+        let text = side_events("transaction", "client", &side);
+        assert!(!text.contains("0.00"), "{text}");
+        assert!(text.contains("not measured: no transaction"), "{text}");
+    }
 }

@@ -74,12 +74,13 @@ impl Tracer {
     /// The end of the measured interval.
     pub fn stop(self) -> Traced {
         let (mut deltas, mut per_cpu, failed) = self.counters.stop_per_cpu();
-        add_other_writes(&mut deltas);
-        for c in per_cpu.values_mut() {
-            add_other_writes(c);
-        }
         let mut missing = self.counters.missing;
         missing.extend(failed);
+        missing.extend(add_other_writes(&mut deltas));
+        for c in per_cpu.values_mut() {
+            // Per CPU the same counters opened as in total: the reason is said once.
+            add_other_writes(c);
+        }
         Traced {
             cpus: self.cpus,
             sides: self.sides,

@@ -199,14 +199,28 @@ const PV_WRITES: &[&str] = &[
     "msr_write_kvm_async_pf",
 ];
 
-/// Adds `msr_write_other` (all writes minus the named ones counted) to `counts` when all
-/// writes and the four x2APIC/timer registers were counted.
-pub fn add_other_writes(counts: &mut BTreeMap<String, u64>) {
-    let x2apic: Option<u64> = X2APIC_WRITES.iter().map(|k| counts.get(*k).copied()).sum();
-    let pv: u64 = PV_WRITES.iter().filter_map(|k| counts.get(*k)).sum();
-    if let (Some(all), Some(x2apic)) = (counts.get("msr_writes").copied(), x2apic) {
-        counts.insert("msr_write_other".into(), all.saturating_sub(x2apic + pv));
+/// Adds `msr_write_other` (all writes minus the named ones) to `counts` when all writes,
+/// the four x2APIC/timer registers and every paravirtual register were counted: "other"
+/// is defined only against the full list, else it would hold whichever named writes
+/// happened not to be counted. Returns why it is absent when all writes were counted but
+/// a named one was not.
+pub fn add_other_writes(counts: &mut BTreeMap<String, u64>) -> Option<String> {
+    let all = counts.get("msr_writes").copied()?;
+    let named: Vec<&str> = X2APIC_WRITES.iter().chain(PV_WRITES).copied().collect();
+    let uncounted: Vec<&str> = named
+        .iter()
+        .filter(|k| !counts.contains_key(**k))
+        .copied()
+        .collect();
+    if !uncounted.is_empty() {
+        return Some(format!(
+            "msr_write_other: not derived, {} not counted (the paravirtual ones need --trace-all)",
+            uncounted.join(", ")
+        ));
     }
+    let named: u64 = named.iter().filter_map(|k| counts.get(*k)).sum();
+    counts.insert("msr_write_other".into(), all.saturating_sub(named));
+    None
 }
 
 /// Counters of [`Spec`]s on a set of CPUs, opened once, read around an interval.
@@ -306,6 +320,29 @@ pub type PerCpu = BTreeMap<u32, BTreeMap<String, u64>>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// "Other" writes only against the full list of named registers: with a paravirtual
+    /// counter missing it is absent and says why (it used to subtract whichever opened).
+    #[test]
+    fn other_writes_need_every_named_register() {
+        let mut c: BTreeMap<String, u64> = X2APIC_WRITES
+            .iter()
+            .chain(PV_WRITES)
+            .map(|k| ((*k).to_string(), 10))
+            .collect();
+        c.insert("msr_writes".into(), 100);
+        let mut all = c.clone();
+        assert_eq!(add_other_writes(&mut all), None);
+        let named = (X2APIC_WRITES.len() + PV_WRITES.len()) as u64 * 10;
+        assert_eq!(all.get("msr_write_other"), Some(&(100 - named)));
+        c.remove("msr_write_kvm_pv_eoi");
+        let why = add_other_writes(&mut c).expect("a reason");
+        assert!(why.contains("msr_write_kvm_pv_eoi"), "{why}");
+        assert!(!c.contains_key("msr_write_other"), "{c:?}");
+        // Nothing to say when all writes were not counted either.
+        let mut none = BTreeMap::new();
+        assert_eq!(add_other_writes(&mut none), None);
+    }
 
     /// Counts on this machine for real (root): a thread pinned to CPU 0 that switches
     /// context a known number of times is seen by `sched_switch` at least that often, and

@@ -280,35 +280,52 @@ impl<'a> Cells<'a> {
 /// Events per transaction on the pinned CPUs together (the client's and the server's, each
 /// CPU once), averaged over tries; the two sides' own threads' switches added. The
 /// system-wide counts would count one machine twice.
+///
+/// A sum is kept only where it is whole: a key counted on every pinned CPU and both sides
+/// in every try. A key seen on one CPU, or in some tries, is left out rather than added
+/// up partly and divided by all tries.
 pub(super) fn pinned_events(results: &[&TestResult]) -> BTreeMap<String, f64> {
-    let mut sum: BTreeMap<String, f64> = BTreeMap::new();
-    let mut n = 0.0;
-    for r in results {
-        let Some(ev) = &r.events else { continue };
-        n += 1.0;
-        let sides = std::iter::once(&ev.client).chain(ev.server.as_ref());
-        // Each pinned CPU once: both sides on one CPU count the same counters.
-        let mut cpus_seen = Vec::new();
-        for side in sides {
-            if let Some(p) = side.pinned.as_ref().filter(|p| !cpus_seen.contains(&p.cpu)) {
-                cpus_seen.push(p.cpu);
-                for (k, v) in &p.per_unit {
-                    *sum.entry(k.clone()).or_default() += v;
-                }
-            }
-            for k in ["thread_voluntary_switches", "thread_involuntary_switches"] {
-                if let Some(v) = side.per_unit.get(k) {
-                    *sum.entry(k.to_string()).or_default() += v;
-                }
-            }
+    let tries: Option<Vec<BTreeMap<String, f64>>> =
+        results.iter().map(|r| try_pinned_events(r)).collect();
+    let Some(tries) = tries.filter(|t| !t.is_empty()) else {
+        return BTreeMap::new();
+    };
+    let n = tries.len() as f64;
+    tries[0]
+        .keys()
+        .filter_map(|k| {
+            let total: Option<f64> = tries.iter().map(|t| t.get(k).copied()).sum();
+            Some((k.clone(), total? / n))
+        })
+        .collect()
+}
+
+/// One try's [`pinned_events`]: None when a side has no events or was not pinned.
+fn try_pinned_events(r: &TestResult) -> Option<BTreeMap<String, f64>> {
+    let ev = r.events.as_ref()?;
+    let sides = [&ev.client, ev.server.as_ref()?];
+    // Each pinned CPU once: both sides on one CPU count the same counters.
+    let mut cpus: Vec<&virtperf_wire::PinnedEvents> = Vec::new();
+    for side in sides {
+        let p = side.pinned.as_ref()?;
+        if cpus.iter().all(|c| c.cpu != p.cpu) {
+            cpus.push(p);
         }
     }
-    if n > 0.0 {
-        for v in sum.values_mut() {
-            *v /= n;
+    let mut sum = BTreeMap::new();
+    for k in cpus[0].per_unit.keys() {
+        let total: Option<f64> = cpus.iter().map(|c| c.per_unit.get(k).copied()).sum();
+        if let Some(t) = total {
+            sum.insert(k.clone(), t);
         }
     }
-    sum
+    for k in ["thread_voluntary_switches", "thread_involuntary_switches"] {
+        let total: Option<f64> = sides.iter().map(|s| s.per_unit.get(k).copied()).sum();
+        if let Some(t) = total {
+            sum.insert(k.to_string(), t);
+        }
+    }
+    Some(sum)
 }
 
 /// Machine-wide CPU time per transaction, µs: busy time (user, system, interrupts) plus the

@@ -19,7 +19,8 @@ use virtperf_store::NewTrial;
 use virtperf_wire::{Events, Outcome, PinnedEvents, RrOutcome, SideEvents};
 
 /// An rr result whose latency histogram holds `p50_us` only, pinned to `cpus`, with these
-/// events per transaction on the client's pinned CPU.
+/// events per transaction on the client's pinned CPU (the server's counted the same
+/// events, none of which happened there).
 fn rr(p50_us: f64, size: (u32, u32), cpus: (u32, u32), events: &[(&str, f64)]) -> TestResult {
     let mut h = virtperf_measure::latency::new_histogram();
     for _ in 0..100 {
@@ -58,10 +59,18 @@ fn rr(p50_us: f64, size: (u32, u32), cpus: (u32, u32), events: &[(&str, f64)]) -
                     deltas: BTreeMap::new(),
                     per_unit: per_unit.clone(),
                 }),
-                per_unit,
+                per_unit: per_unit.clone(),
                 ..Default::default()
             },
-            server: None,
+            server: Some(SideEvents {
+                pinned: Some(PinnedEvents {
+                    cpu: cpus.1,
+                    deltas: BTreeMap::new(),
+                    per_unit: per_unit.keys().map(|k| (k.clone(), 0.0)).collect(),
+                }),
+                per_unit: per_unit.keys().map(|k| (k.clone(), 0.0)).collect(),
+                ..Default::default()
+            }),
         }),
         allow_concurrent: false,
         stop_s: None,
@@ -298,6 +307,39 @@ fn uncounted_events_are_missing_not_zero() {
     let txt = text(&e);
     assert!(txt.contains("— (not counted) IPIs"), "{txt}");
     assert!(!txt.contains("0.00 IPIs"), "{txt}");
+}
+
+/// A sum over the two pinned CPUs is kept only where every CPU and every try counted
+/// the key: one CPU's count printed as "both CPUs", or two tries' counts divided by three,
+/// are not sums (they used to be).
+#[test]
+fn pinned_sums_need_every_cpu_and_every_try() {
+    let both = rr(
+        60.0,
+        (1, 1),
+        (0, 1),
+        &[("ipi_call", 2.0), ("timer_irqs", 1.0)],
+    );
+    let mut one_cpu = both.clone();
+    let server = one_cpu.events.as_mut().and_then(|e| e.server.as_mut());
+    let pinned = server.and_then(|s| s.pinned.as_mut()).expect("pinned");
+    pinned.per_unit.remove("timer_irqs");
+    let sums = pinned_events(&[&both, &both]);
+    assert_eq!(sums.get("ipi_call"), Some(&2.0));
+    assert_eq!(sums.get("timer_irqs"), Some(&1.0));
+    let sums = pinned_events(&[&one_cpu]);
+    assert_eq!(sums.get("ipi_call"), Some(&2.0), "{sums:?}");
+    assert_eq!(
+        sums.get("timer_irqs"),
+        None,
+        "one CPU is not both: {sums:?}"
+    );
+    let sums = pinned_events(&[&both, &one_cpu, &both]);
+    assert_eq!(sums.get("timer_irqs"), None, "not in every try: {sums:?}");
+    // A try without the server's events: no sum at all.
+    let mut no_server = both.clone();
+    no_server.events.as_mut().expect("events").server = None;
+    assert!(pinned_events(&[&both, &no_server]).is_empty());
 }
 
 /// A traced cross-CPU rr: these per-transaction counts, and a timeline whose in-situ
