@@ -56,9 +56,10 @@ pub struct HostTerms {
     pub host: String,
     /// The measured round trip (median).
     pub measured_us: f64,
-    /// Path: the same-CPU round trip.
+    /// Path: the cross-CPU round trip with both sides spinning (`--wait spin`), so no
+    /// wake-up is on it (explain's `path` term).
     pub path_us: Option<f64>,
-    /// Wake-ups: what crossing CPUs adds.
+    /// Wake-ups: what blocking adds to the spinning path (explain's `wake_up` term).
     pub wake_up_us: Option<f64>,
     /// The part of the wake-ups spent leaving idle (an exit in a guest).
     pub idle_exit_us: Option<f64>,

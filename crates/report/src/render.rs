@@ -8,6 +8,7 @@ use virtperf_store::{RunRow, TrialRow};
 
 use crate::compare::Row;
 use crate::summary::{ConfigSummary, MetricSummary, PointSummary};
+use virtperf_wire::CpuSplit;
 
 /// Output format of `show`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,7 +168,7 @@ fn cell_row(s: &mut String, c: &ConfigSummary, name_width: usize) {
         .unwrap_or_else(|| format!("{:>9} {:>9}", "", ""));
     let _ = writeln!(
         s,
-        "  {:<w$} {:>3}  {:<36} {:>10} {:<10} {:>5.1} │ {} │ {:>5.1} {:>5.1} {:>5.1} {:>5.1}{}{}",
+        "  {:<w$} {:>3}  {:<36} {:>10} {:<10} {:>5.1} │ {} │ {}{}{}",
         c.config,
         c.ok,
         tries(&m.values),
@@ -175,10 +176,7 @@ fn cell_row(s: &mut String, c: &ConfigSummary, name_width: usize) {
         ci_pm(m, 1.0),
         m.summary.cv * 100.0,
         lat,
-        c.cpu.busy_pct,
-        c.cpu.user_pct,
-        c.cpu.system_pct,
-        c.cpu.softirq_pct,
+        cpu_cells(c.cpu.as_ref()),
         nic_cells(c),
         if c.failed > 0 {
             format!("  ({} failed)", c.failed)
@@ -293,16 +291,13 @@ pub fn sweep(run: &RunRow, points: &[PointSummary]) -> String {
                 };
                 let _ = writeln!(
                     s,
-                    "  {:<18} {:>8.2}  {:<48} {:>10} {:>10} │ {:>5.1} {:>5.1} {:>5.1} {:>5.1}",
+                    "  {:<18} {:>8.2}  {:<48} {:>10} {:>10} │ {}",
                     params_text(p),
                     c.elapsed_s,
                     tries(&m.values),
                     num(m.summary.mean),
                     ci(m, 1.0),
-                    c.cpu.busy_pct,
-                    c.cpu.user_pct,
-                    c.cpu.system_pct,
-                    c.cpu.softirq_pct
+                    cpu_cells(c.cpu.as_ref())
                 );
             }
         }
@@ -378,15 +373,14 @@ pub fn matrix(run: &RunRow, points: &[PointSummary]) -> String {
     );
     header(&mut s, false);
     rows(&mut s, &|_, c| {
-        if c.ok == 0 {
-            return "-".into();
-        }
-        match &c.server_cpu {
-            Some(sv) => format!(
-                "{:.0} ({:.0}) / {:.0} ({:.0})",
-                c.cpu.busy_pct, c.cpu.softirq_pct, sv.busy_pct, sv.softirq_pct
-            ),
-            None => format!("{:.0} ({:.0}) / -", c.cpu.busy_pct, c.cpu.softirq_pct),
+        let side = |x: Option<&CpuSplit>| {
+            x.map_or("-".to_string(), |x| {
+                format!("{:.0} ({:.0})", x.busy_pct, x.softirq_pct)
+            })
+        };
+        match (&c.cpu, &c.server_cpu) {
+            (None, None) => "-".into(),
+            (cl, sv) => format!("{} / {}", side(cl.as_ref()), side(sv.as_ref())),
         }
     });
     s
@@ -447,6 +441,18 @@ pub fn downloads(run: &RunRow, trials: &[TrialRow]) -> String {
     s
 }
 
+/// A config's client CPU split as four table cells (busy, user, system, softirq %), or
+/// dashes where nothing measured it (probe rows).
+fn cpu_cells(x: Option<&CpuSplit>) -> String {
+    match x {
+        Some(x) => format!(
+            "{:>5.1} {:>5.1} {:>5.1} {:>5.1}",
+            x.busy_pct, x.user_pct, x.system_pct, x.softirq_pct
+        ),
+        None => format!("{:>5} {:>5} {:>5} {:>5}", "-", "-", "-", "-"),
+    }
+}
+
 /// Markdown: the default table as a markdown table.
 pub fn markdown(run: &RunRow, points: &[PointSummary]) -> String {
     let mut s = format!("## {}\n\n", run_line(run));
@@ -462,7 +468,7 @@ pub fn markdown(run: &RunRow, points: &[PointSummary]) -> String {
                 .unwrap_or_default();
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} {} | {} | {} | {} | {:.1} | {} | {} | {:.1} |",
+                "| {} | {} | {} | {} {} | {} | {} | {} | {:.1} | {} | {} | {} |",
                 p.label,
                 c.config,
                 c.ok,
@@ -474,7 +480,10 @@ pub fn markdown(run: &RunRow, points: &[PointSummary]) -> String {
                 m.summary.cv * 100.0,
                 p50,
                 p99,
-                c.cpu.busy_pct
+                // Probes (wake-up, KVM) measure no CPU split: "-", not 0.0.
+                c.cpu
+                    .as_ref()
+                    .map_or("-".to_string(), |x| format!("{:.1}", x.busy_pct))
             );
         }
     }
@@ -838,7 +847,7 @@ mod tests {
             }],
             latency: None,
             latency_distribution: Vec::new(),
-            cpu: Default::default(),
+            cpu: Some(Default::default()),
             server_cpu: None,
             elapsed_s: 1.0,
             series: Vec::new(),

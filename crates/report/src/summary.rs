@@ -41,8 +41,9 @@ pub struct ConfigSummary {
     /// The merged distribution as `[percentile, µs]` pairs, for a percentile plot.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub latency_distribution: Vec<(f64, f64)>,
-    /// Mean system-wide CPU split on the client's machine over the repetitions.
-    pub cpu: CpuSplit,
+    /// Mean system-wide CPU split on the client's machine over the repetitions; None for
+    /// probes (wake-up and KVM measurements carry no CPU split: not 0% busy).
+    pub cpu: Option<CpuSplit>,
     /// The same on the agent's machine (a guest's own view in guest placements); None for
     /// foreign HTTP servers.
     pub server_cpu: Option<CpuSplit>,
@@ -144,11 +145,11 @@ fn cell(config: &str, trials: &[&TrialRow], confidence: f64) -> ConfigSummary {
     let latency = merged.as_ref().map(virtperf_measure::summarize);
     let latency_distribution = merged.as_ref().map(distribution).unwrap_or_default();
     let cpu = mean_split(results.iter().map(|r| &r.cpu.client.system));
-    let servers: Vec<&CpuSplit> = results
-        .iter()
-        .filter_map(|r| r.cpu.server.as_ref().map(|s| &s.system))
-        .collect();
-    let server_cpu = (!servers.is_empty()).then(|| mean_split(servers.into_iter()));
+    let server_cpu = mean_split(
+        results
+            .iter()
+            .filter_map(|r| r.cpu.server.as_ref().map(|s| &s.system)),
+    );
     let elapsed_s = results.iter().map(|r| elapsed(r)).sum::<f64>() / results.len().max(1) as f64;
     ConfigSummary {
         config: config.to_string(),
@@ -184,10 +185,14 @@ pub(crate) fn probe_unit(name: &str) -> &'static str {
     }
 }
 
-/// Field-by-field mean of CPU splits (per-CPU figures too, where the CPU counts agree).
-fn mean_split<'a>(splits: impl Iterator<Item = &'a CpuSplit>) -> CpuSplit {
+/// Field-by-field mean of CPU splits (per-CPU figures too, where the CPU counts agree);
+/// None of none.
+fn mean_split<'a>(splits: impl Iterator<Item = &'a CpuSplit>) -> Option<CpuSplit> {
     let all: Vec<&CpuSplit> = splits.collect();
-    let n = all.len().max(1) as f64;
+    if all.is_empty() {
+        return None;
+    }
+    let n = all.len() as f64;
     let mut m = CpuSplit::default();
     for s in &all {
         m.user_pct += s.user_pct / n;
@@ -207,7 +212,7 @@ fn mean_split<'a>(splits: impl Iterator<Item = &'a CpuSplit>) -> CpuSplit {
             }
         }
     }
-    m
+    Some(m)
 }
 
 fn elapsed(r: &TestResult) -> f64 {

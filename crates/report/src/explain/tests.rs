@@ -309,6 +309,17 @@ fn uncounted_events_are_missing_not_zero() {
     assert!(!txt.contains("0.00 IPIs"), "{txt}");
 }
 
+/// A probe (a wake-up or KVM measurement) has no CPU split: its row's CPU is absent and
+/// the tables print "-" (the markdown table printed "CPU busy 0.0").
+#[test]
+fn probe_rows_have_no_cpu_split() {
+    let points = crate::summary::summarize_run(&[probe(AS_IS, "wake", None, 12.5)], 0.95);
+    let c = &points[0].configs[0];
+    assert_eq!(c.metrics[0].values, [12.5]);
+    assert_eq!(c.cpu, None);
+    assert_eq!(c.server_cpu, None);
+}
+
 /// A sum over the two pinned CPUs is kept only where every CPU and every try counted
 /// the key: one CPU's count printed as "both CPUs", or two tries' counts divided by three,
 /// are not sums (they used to be).

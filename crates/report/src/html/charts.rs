@@ -634,13 +634,15 @@ pub(super) fn cpu_chart(points: &[PointSummary]) -> String {
     }
     for (i, (name, c)) in cells.iter().enumerate() {
         let x = l + 8.0 + (bw + 12.0) * i as f64;
+        // A config without a CPU split (probes) has no bar, not an empty one.
+        let Some(cpu) = &c.cpu else { continue };
         let parts = [
-            c.cpu.user_pct,
-            c.cpu.system_pct,
-            c.cpu.irq_pct,
-            c.cpu.softirq_pct,
-            c.cpu.steal_pct,
-            c.cpu.guest_pct,
+            cpu.user_pct,
+            cpu.system_pct,
+            cpu.irq_pct,
+            cpu.softirq_pct,
+            cpu.steal_pct,
+            cpu.guest_pct,
         ];
         let mut acc = 0.0;
         for (v, (pname, color)) in parts.iter().zip(CPU_PARTS) {

@@ -110,14 +110,19 @@ fn group_section(s: &mut String, tag: &str, g: &Group) {
     s.push_str("</section>");
 }
 
-/// The stacked pieces of one host's bar; a term not measured adds nothing (and the table
-/// says "not measured"), a negative residual is drawn as nothing past the prediction.
-fn pieces(t: &HostTerms) -> [f64; 4] {
-    let path = t.path_us.unwrap_or(0.0).max(0.0);
-    let idle = t.idle_exit_us.unwrap_or(0.0).max(0.0);
-    let wake_rest = (t.wake_up_us.unwrap_or(0.0) - idle).max(0.0);
-    let residual = t.residual_us.unwrap_or(0.0).max(0.0);
-    [path, wake_rest, idle, residual]
+/// The stacked pieces of one host's bar; a term not measured is None (no bar is drawn for
+/// it and the bar's label names it, as the table says "not measured"), a negative residual
+/// is drawn as nothing past the prediction. Without the idle exit the wake-up is drawn
+/// whole.
+fn pieces(t: &HostTerms) -> [Option<f64>; 4] {
+    let idle = t.idle_exit_us.map(|v| v.max(0.0));
+    let wake_rest = t.wake_up_us.map(|w| (w - idle.unwrap_or(0.0)).max(0.0));
+    [
+        t.path_us.map(|v| v.max(0.0)),
+        wake_rest,
+        idle,
+        t.residual_us.map(|v| v.max(0.0)),
+    ]
 }
 
 fn terms_chart(rows: &[HostTerms]) -> String {
@@ -126,7 +131,7 @@ fn terms_chart(rows: &[HostTerms]) -> String {
     let h = top + rows.len() as f64 * (bar_h + 8.0) + 10.0;
     let max = rows
         .iter()
-        .map(|t| pieces(t).iter().sum::<f64>().max(t.measured_us))
+        .map(|t| pieces(t).iter().flatten().sum::<f64>().max(t.measured_us))
         .fold(0.0_f64, f64::max)
         .max(1e-9);
     let scale = (w - left - 20.0) / max;
@@ -145,7 +150,12 @@ fn terms_chart(rows: &[HostTerms]) -> String {
             esc(&t.host)
         );
         let mut x = left;
-        for (v, (_, colour)) in pieces(t).iter().zip(TERM_COLOURS) {
+        let mut unmeasured = Vec::new();
+        for (v, (name, colour)) in pieces(t).iter().zip(TERM_COLOURS) {
+            let Some(v) = v else {
+                unmeasured.push(name);
+                continue;
+            };
             let wd = v * scale;
             let _ = write!(
                 s,
@@ -153,13 +163,49 @@ fn terms_chart(rows: &[HostTerms]) -> String {
             );
             x += wd;
         }
+        let gap = if unmeasured.is_empty() {
+            String::new()
+        } else {
+            format!("; not measured: {}", unmeasured.join(", "))
+        };
         let mx = left + t.measured_us * scale;
         let _ = write!(
             s,
-            "<line class=\"err\" x1=\"{mx:.1}\" x2=\"{mx:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/><text class=\"tk\" x=\"{:.1}\" y=\"{:.1}\">{} µs measured</text>",
+            "<line class=\"err\" x1=\"{mx:.1}\" x2=\"{mx:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/><text class=\"tk\" x=\"{:.1}\" y=\"{:.1}\">{} µs measured{gap}</text>",
             y - 2.0, y + bar_h + 2.0, mx + 3.0, y + 13.0, num(t.measured_us)
         );
     }
     s.push_str("</svg>");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A term a host could not measure draws no bar (it used to be a zero-width one, read
+    /// as "costs nothing") and the bar's label names it.
+    #[test]
+    fn unmeasured_terms_draw_no_bar_and_are_named() {
+        let t = |host: &str, path: Option<f64>| HostTerms {
+            run_id: 1,
+            host: host.into(),
+            measured_us: 60.0,
+            path_us: path,
+            wake_up_us: Some(30.0),
+            idle_exit_us: None,
+            residual_us: Some(5.0),
+        };
+        let whole = terms_chart(&[t("a", Some(25.0))]);
+        let partial = terms_chart(&[t("b", None)]);
+        let bars = |svg: &str| svg.matches("height=\"18\"").count();
+        assert_eq!(bars(&whole), 3, "{whole}");
+        assert_eq!(bars(&partial), 2, "{partial}");
+        assert!(!partial.contains("width=\"0.0\""), "{partial}");
+        assert!(
+            partial.contains("not measured: path, idle exit"),
+            "{partial}"
+        );
+        assert!(whole.contains("not measured: idle exit"), "{whole}");
+    }
 }
