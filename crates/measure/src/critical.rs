@@ -307,8 +307,18 @@ pub fn analyze(
         })
         .collect();
     let sum_p50_us: f64 = stages.iter().filter_map(|s| s.p50_us).sum();
-    let unseen = unseen(&stages);
-    let in_situ = in_situ(&cycles);
+    let mut unseen = unseen(&stages);
+    // A CPU with no idle event at all in the trace: never idle, or idling untraced; either
+    // way none of its wake-ups can be said to be (or not be) from idle.
+    let mut untraced: Vec<u32> = vec![cpus.0, cpus.1];
+    untraced.dedup();
+    untraced.retain(|c| !ix.idle.contains_key(c));
+    for c in &untraced {
+        unseen.push(format!(
+            "CPU {c}: no idle tracepoint fired in the sampled trial (never idle, or an idle loop without tracepoints): its wake-ups from idle are not known"
+        ));
+    }
+    let in_situ = in_situ(&cycles, untraced);
     let example = example(ev, &cycles, cpus);
     Ok(Timeline {
         client_cpu: cpus.0,
@@ -351,7 +361,7 @@ fn unseen(stages: &[Stage]) -> Vec<String> {
     out
 }
 
-fn in_situ(cycles: &[Cycle]) -> InSitu {
+fn in_situ(cycles: &[Cycle], idle_untraced_cpus: Vec<u32>) -> InSitu {
     let n = cycles.len() as f64;
     let wake = |w: fn(&Cycle) -> Wake| {
         pct(cycles
@@ -374,7 +384,10 @@ fn in_situ(cycles: &[Cycle]) -> InSitu {
             .iter()
             .map(|c| c.client_recv - c.server_send)
             .collect()),
-        idle_wakeups_per_transaction: sides().filter(|w| w.idle_exit.is_some()).count() as f64 / n,
+        idle_wakeups_per_transaction: idle_untraced_cpus
+            .is_empty()
+            .then(|| sides().filter(|w| w.idle_exit.is_some()).count() as f64 / n),
+        idle_untraced_cpus,
         icr_writes_per_transaction: cycles.iter().map(|c| f64::from(c.icr)).sum::<f64>() / n,
         tsc_deadline_writes_per_transaction: cycles.iter().map(|c| f64::from(c.tsc)).sum::<f64>()
             / n,
@@ -443,8 +456,13 @@ mod tests {
     /// CPU 1), both sleeping in idle between messages; the stages are cut where the events
     /// say and add up to each cycle.
     fn two_cycles() -> Vec<Event> {
-        // The server went idle before the first request (in an earlier cycle).
-        let mut v = vec![e(1_000, 1, 0, What::IdleEnter(0))];
+        // The client's CPU idled once before the test (its idle loop is traced); the
+        // server went idle before the first request (in an earlier cycle).
+        let mut v = vec![
+            e(100, 0, 0, What::IdleEnter(0)),
+            e(500, 0, 0, What::IdleExit),
+            e(1_000, 1, 0, What::IdleEnter(0)),
+        ];
         for (k, base) in [10_000u64, 110_000, 210_000].iter().enumerate() {
             v.push(e(*base, 0, 10, What::SendEnter));
             if k == 2 {
@@ -482,6 +500,23 @@ mod tests {
         v
     }
 
+    /// A CPU whose idle loop fired no tracepoint in the whole trace: whether its side was
+    /// woken from idle is unknown, not "never" (it used to count as 0 wake-ups from idle).
+    #[test]
+    fn an_untraced_idle_loop_leaves_idle_wakeups_unknown() {
+        let ev: Vec<Event> = two_cycles().into_iter().filter(|x| x.t_ns > 600).collect();
+        let t = analyze(&ev, (0, 1), 0, 1.0, Some(100.0)).expect("analyzes");
+        assert_eq!(t.in_situ.idle_wakeups_per_transaction, None);
+        assert_eq!(t.in_situ.idle_untraced_cpus, [0]);
+        assert!(
+            t.unseen
+                .iter()
+                .any(|u| u.starts_with("CPU 0: no idle tracepoint")),
+            "{:?}",
+            t.unseen
+        );
+    }
+
     #[test]
     fn stages_add_up_to_each_cycle_and_name_the_idle_exit() {
         let t = analyze(&two_cycles(), (0, 1), 0, 1.0, Some(100.0)).expect("analyzes");
@@ -515,7 +550,8 @@ mod tests {
             Some(10.0),
             "IPI at 6 µs, idle exit at 16"
         );
-        assert_eq!(i.idle_wakeups_per_transaction, 1.0);
+        assert_eq!(i.idle_wakeups_per_transaction, Some(1.0));
+        assert!(i.idle_untraced_cpus.is_empty());
         assert_eq!(i.request_delivery.map(|p| p.p50_us), Some(21.0));
         assert_eq!(i.response_delivery.map(|p| p.p50_us), Some(13.0));
         assert_eq!(i.icr_writes_per_transaction, 1.0);

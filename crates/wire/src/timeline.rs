@@ -81,8 +81,16 @@ pub struct InSitu {
     /// The server's `send` entered → the client's `recv` returned.
     #[serde(default)]
     pub response_delivery: Option<Pct>,
-    /// Sides woken from idle per transaction (0 to 2).
-    pub idle_wakeups_per_transaction: f64,
+    /// Sides woken from idle per transaction (0 to 2); None when a CPU's idle loop fired
+    /// no tracepoint in the sampled trial (named in `idle_untraced_cpus`): its wake-ups
+    /// from idle are unknown, not zero.
+    #[serde(default)]
+    pub idle_wakeups_per_transaction: Option<f64>,
+    /// The test's CPUs on which no idle tracepoint fired during the sampled trial (never
+    /// idle, or an idle loop that runs untraced): whether they were woken from idle is
+    /// not known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub idle_untraced_cpus: Vec<u32>,
     /// x2APIC ICR writes (IPIs sent) per transaction, on the two CPUs.
     pub icr_writes_per_transaction: f64,
     /// TSC-deadline writes (timer reprogrammed) per transaction.

@@ -98,15 +98,26 @@ fn in_situ(t: Timeline) -> InSitu {
         ),
         (None, None) => (None, "neither side's wake-up was seen in half the transactions".into()),
     };
-    let (idle_exit_us, idle_exit_source) = match i.idle_exit {
-        Some(p) => (
-            Some(p.p50_us * i.idle_wakeups_per_transaction),
+    let (idle_exit_us, idle_exit_source) = match (i.idle_exit, i.idle_wakeups_per_transaction) {
+        (Some(p), Some(k)) => (
+            Some(p.p50_us * k),
             format!(
-                "IPI sent → idle CPU leaves idle, p50 {:.2} µs × {:.2} sides woken from idle per round trip",
-                p.p50_us, i.idle_wakeups_per_transaction
+                "IPI sent → idle CPU leaves idle, p50 {:.2} µs × {k:.2} sides woken from idle per round trip",
+                p.p50_us
             ),
         ),
-        None => (None, "no wake-up from idle was seen (CPUs never idle, or their idle loop is not traced)".into()),
+        (_, None) => (
+            None,
+            format!(
+                "how many sides are woken from idle is unknown: no idle tracepoint fired on CPU {} in the sampled trial (never idle, or an idle loop without tracepoints)",
+                i.idle_untraced_cpus
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" and CPU ")
+            ),
+        ),
+        (None, Some(_)) => (None, "no wake-up from idle was seen (CPUs never idle, or their idle loop is not traced)".into()),
     };
     InSitu {
         wake_up_us,

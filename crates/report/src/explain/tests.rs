@@ -382,7 +382,7 @@ fn traced(wake: f64, idle: f64) -> TrialRow {
         in_situ: virtperf_wire::InSitu {
             client_wakeup: Some(p(wake)),
             idle_exit: Some(p(idle)),
-            idle_wakeups_per_transaction: 2.0,
+            idle_wakeups_per_transaction: Some(2.0),
             ..Default::default()
         },
         ..Default::default()
