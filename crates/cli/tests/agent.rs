@@ -256,7 +256,10 @@ fn an_agent_drives_a_test_against_another_only_when_allowed() {
 fn a_hold_keeps_others_waiting_no_longer_than_the_agents_limit() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root (a mount namespace gives the agent a lock of its own)");
+        virtperf_testkit::skip(
+            "root",
+            "needs root (a mount namespace gives the agent a lock of its own)",
+        );
         return;
     }
     let a = Agent::with_its_own_lock(&["--max-duration", "2s"]);

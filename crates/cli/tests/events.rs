@@ -37,16 +37,11 @@ fn events_per_transaction_wait_modes_and_the_open_loop() {
             // CPU busy (a benchmark beside the suite), it never idles, and that is no defect.
             let other = v["cpu"][side]["other_cpu_pct"].as_f64().unwrap_or(0.0);
             if missing.contains("cpuidle") {
-                let _ = std::io::Write::write_fmt(
-                    &mut std::io::stderr(),
-                    format_args!("skipped the idle-entry check: {missing}\n"),
-                );
+                virtperf_testkit::skip("cpuidle", &format!("the idle-entry check: {missing}"));
             } else if other > 25.0 {
-                let _ = std::io::Write::write_fmt(
-                    &mut std::io::stderr(),
-                    format_args!(
-                        "skipped the idle-entry check: other work used {other:.0}% of a CPU\n"
-                    ),
+                virtperf_testkit::skip(
+                    "quiet",
+                    &format!("the idle-entry check: other work used {other:.0}% of a CPU"),
                 );
             } else {
                 let idle = e["pinned"]["per_unit"]["idle_entries"]
@@ -66,10 +61,7 @@ fn events_per_transaction_wait_modes_and_the_open_loop() {
             );
         }
     } else {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped the cross-CPU checks: one CPU here\n"),
-        );
+        virtperf_testkit::skip("two-cpus", "the cross-CPU checks: one CPU here");
     }
     // Flows share an open loop's rate; the server answers every flow.
     let v = run_json(&["rr", "--flows", "4", "--rate", "2000", "-l", "2s"]);
@@ -110,10 +102,7 @@ fn events_per_transaction_wait_modes_and_the_open_loop() {
             "crr --wait spin: client sleeps {s:.2} per transaction, blocking {b:.2}"
         );
     } else {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped part: blocking crr's client slept only {b:.2} per transaction (its responses were already there): no spin-vs-block difference to check\n"),
-        );
+        virtperf_testkit::skip("quiet", &format!("blocking crr's client slept only {b:.2} per transaction (its responses were already there): no spin-vs-block difference to check"));
     }
 
     // Stored, shown per config and compared like any metric; a gap list sweeps.
@@ -157,9 +146,9 @@ fn events_per_transaction_wait_modes_and_the_open_loop() {
     if counts_idle(&probe) {
         want.push("server_idle_per_tr");
     } else {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped the idle metric in compare: no cpuidle states on this machine\n"),
+        virtperf_testkit::skip(
+            "cpuidle",
+            "the idle metric in compare: no cpuidle states on this machine",
         );
         assert!(
             !cmp.contains("server_idle_per_tr"),

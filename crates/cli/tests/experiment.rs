@@ -390,10 +390,7 @@ impl KnobCase {
     ) -> Option<KnobCase> {
         let path = format!("/proc/sys/{}", sysctl.replace('.', "/"));
         let Some(orig) = writable_sysctl(&path) else {
-            let _ = std::io::Write::write_fmt(
-                &mut std::io::stderr(),
-                format_args!("skipped: needs root to write {path}\n"),
-            );
+            virtperf_testkit::skip("root", &format!("needs root to write {path}"));
             return None;
         };
         let want = if orig == a { b } else { a }.to_string();
@@ -670,11 +667,9 @@ fn have_sqlite3() -> bool {
     {
         Ok(s) if s.success() => true,
         r => {
-            let _ = std::io::Write::write_fmt(
-                &mut std::io::stderr(),
-                format_args!(
-                    "skipped: the sqlite3 shell does not run here ({r:?}); install sqlite3\n"
-                ),
+            virtperf_testkit::skip(
+                "sqlite3",
+                &format!("the sqlite3 shell does not run here ({r:?}); install sqlite3"),
             );
             false
         }

@@ -147,10 +147,7 @@ fn explain_decomposes_a_round_trip_and_says_where_each_part_came_from() {
                 missing_reason(&v, "idle_exit").expect("idle_exit neither measured nor missing")
             }
         };
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped part: idle_exit: {why}\n"),
-        );
+        virtperf_testkit::skip("haltpoll", &format!("idle_exit: {why}"));
     }
     let kvm = std::fs::OpenOptions::new()
         .read(true)
@@ -162,10 +159,7 @@ fn explain_decomposes_a_round_trip_and_says_where_each_part_came_from() {
         assert!(checks.contains(&"kvm_halt_exit".into()), "{v}");
     } else {
         assert!(missing_reason(&v, "kvm_halt_exit").is_some(), "{v}");
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped part: /dev/kvm does not open here\n"),
-        );
+        virtperf_testkit::skip("kvm", "/dev/kvm does not open here");
     }
 
     // Every remedy is a measurement against the as-is round trip.
@@ -213,17 +207,14 @@ fn explain_decomposes_a_round_trip_and_says_where_each_part_came_from() {
 #[test]
 fn components_disappear_with_the_reason_when_a_capability_is_missing() {
     if !is_root() {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: needs root to run the battery as an unprivileged user\n"),
+        virtperf_testkit::skip(
+            "root",
+            "needs root to run the battery as an unprivileged user",
         );
         return;
     }
     if Command::new("setpriv").arg("--version").output().is_err() {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: setpriv (util-linux) is not installed\n"),
-        );
+        virtperf_testkit::skip("setpriv", "setpriv (util-linux) is not installed");
         return;
     }
     let _one = one_battery();
@@ -297,17 +288,14 @@ fn components_disappear_with_the_reason_when_a_capability_is_missing() {
 #[test]
 fn a_stopped_battery_restores_the_halt_poll_knob() {
     let Some(orig) = knob() else {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: no {KNOB} here (not a KVM guest with cpuidle-haltpoll)\n"),
+        virtperf_testkit::skip(
+            "haltpoll",
+            &format!("no {KNOB} here (not a KVM guest with cpuidle-haltpoll)"),
         );
         return;
     };
     if !is_root() {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: writing {KNOB} needs root\n"),
-        );
+        virtperf_testkit::skip("root", &format!("writing {KNOB} needs root"));
         return;
     }
     let _one = one_battery();
@@ -353,17 +341,11 @@ fn a_stopped_battery_restores_the_halt_poll_knob() {
 fn a_killed_battery_leaves_busy_polling_to_cleanup() {
     let read = |k: &str| std::fs::read_to_string(format!("/proc/sys/net/core/{k}")).ok();
     let (Some(poll), Some(rd)) = (read("busy_poll"), read("busy_read")) else {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: no net.core.busy_poll here\n"),
-        );
+        virtperf_testkit::skip("busy-poll", "no net.core.busy_poll here");
         return;
     };
     if !is_root() {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: writing net.core.busy_poll needs root\n"),
-        );
+        virtperf_testkit::skip("root", "writing net.core.busy_poll needs root");
         return;
     }
     // Whatever fails below, the machine gets its values back.

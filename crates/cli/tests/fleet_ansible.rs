@@ -28,10 +28,6 @@ fn sh(args: &[&str]) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn skip(why: &str) {
-    let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
-}
-
 /// The namespaces, sshds and files of the test; dropping it tears everything down (a
 /// failing assertion included). Processes are killed by pid or as the members of the
 /// namespaces this test made.
@@ -66,19 +62,26 @@ fn kill_namespace(ns: &str) {
     }
 }
 
-fn missing_prerequisite() -> Option<String> {
+/// What the fleet test needs and this machine lacks: the capability and why.
+fn missing_prerequisite() -> Option<(&'static str, &'static str)> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        return Some("needs root to create namespaces and run sshd".into());
+        return Some(("root", "needs root to create namespaces and run sshd"));
     }
     if !Path::new("/usr/sbin/sshd").exists() {
-        return Some("sshd not installed (apt-get install openssh-server)".into());
+        return Some((
+            "sshd",
+            "sshd not installed (apt-get install openssh-server)",
+        ));
     }
     if !sh(&["ansible-playbook", "--version"]) {
-        return Some("ansible-playbook not installed (apt-get install ansible-core)".into());
+        return Some((
+            "ansible",
+            "ansible-playbook not installed (apt-get install ansible-core)",
+        ));
     }
     if !sh(&["unshare", "--version"]) {
-        return Some("unshare (util-linux) not installed".into());
+        return Some(("unshare", "unshare (util-linux) not installed"));
     }
     None
 }
@@ -267,16 +270,16 @@ fn text(o: &Output) -> String {
 
 #[test]
 fn the_playbook_runs_batteries_and_pairs_tags_them_in_postgres_and_survives_a_dead_host() {
-    if let Some(why) = missing_prerequisite() {
-        return skip(&why);
+    if let Some((need, why)) = missing_prerequisite() {
+        return virtperf_testkit::skip(need, why);
     }
     let dir = std::env::temp_dir().join(format!("vp-fleet-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let mut fleet = Fleet::build(&dir, 3);
-    let pg = match pgserver::PgServer::start_in(&fleet.ctl, "10.98.0.1", "10.98.0.0/24") {
-        Ok(s) => s,
-        Err(why) => return skip(&why),
+    let Some(pg) = pgserver::PgServer::start_in_or_skip(&fleet.ctl, "10.98.0.1", "10.98.0.0/24")
+    else {
+        return;
     };
     pg.create_db("fleet");
     let db = format!("postgres://virtperf@10.98.0.1:{}/fleet", pg.port);

@@ -26,9 +26,9 @@ fn enough_fds(need: u64) -> bool {
     match hard_nofile() {
         Some(h) if h >= need => true,
         other => {
-            let _ = std::io::Write::write_fmt(
-                &mut std::io::stderr(),
-                format_args!("skipped: the hard open-file limit ({other:?}) is below {need}\n"),
+            virtperf_testkit::skip(
+                "nofile",
+                &format!("the hard open-file limit ({other:?}) is below {need}"),
             );
             false
         }
@@ -178,10 +178,7 @@ fn prlimit() -> Option<Command> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: prlimit (util-linux) is not installed\n"),
-        );
+        virtperf_testkit::skip("prlimit", "prlimit (util-linux) is not installed");
         return None;
     }
     Some(Command::new("prlimit"))
@@ -445,7 +442,10 @@ fn rr_under_load_reports_the_added_latency() {
 fn rr_under_load_holds_a_remote_agents_machine() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root (a mount namespace gives the agent a lock of its own)");
+        virtperf_testkit::skip(
+            "root",
+            "needs root (a mount namespace gives the agent a lock of its own)",
+        );
         return;
     }
     let agent = common::Agent::with_its_own_lock(&[]);

@@ -9,10 +9,14 @@ use std::time::Duration;
 use common::{assert_one_line_error, namespaces_of, run_with_timeout, vp};
 
 /// Why guest tests cannot run here, if they cannot.
-fn missing() -> Option<&'static str> {
+/// What this machine lacks for guest placements: the capability and why.
+fn missing() -> Option<(&'static str, &'static str)> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        return Some("guest placements need root (namespace and tap devices)");
+        return Some((
+            "root",
+            "guest placements need root (namespace and tap devices)",
+        ));
     }
     let runs = |tool: &str| {
         std::process::Command::new(tool)
@@ -21,13 +25,19 @@ fn missing() -> Option<&'static str> {
             .is_ok()
     };
     if !runs("qemu-system-x86_64") {
-        return Some("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)");
+        return Some((
+            "qemu",
+            "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)",
+        ));
     }
     if !std::path::Path::new("/dev/net/tun").exists() {
-        return Some("no /dev/net/tun here (guests need a tap device)");
+        return Some(("tun", "no /dev/net/tun here (guests need a tap device)"));
     }
     if !runs("apt-cache") {
-        return Some("the default guest kernel comes from Debian's archive (no apt-cache here)");
+        return Some((
+            "apt",
+            "the default guest kernel comes from Debian's archive (no apt-cache here)",
+        ));
     }
     None
 }
@@ -77,8 +87,8 @@ fn assert_nothing_left(pid: u32) {
 
 #[test]
 fn rr_and_stream_across_guests_in_every_direction() {
-    if let Some(why) = missing() {
-        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
+    if let Some((need, why)) = missing() {
+        virtperf_testkit::skip(need, why);
         return;
     }
     for (placement, workload, target_prefix) in [
@@ -194,8 +204,8 @@ fn rr_and_stream_across_guests_in_every_direction() {
 /// guest; guest-guest: the second, which the first guest's agent drives against).
 #[test]
 fn rr_under_load_runs_beside_the_streams_in_guests() {
-    if let Some(why) = missing() {
-        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
+    if let Some((need, why)) = missing() {
+        virtperf_testkit::skip(need, why);
         return;
     }
     for placement in ["guest", "guest:guest-guest"] {
@@ -243,8 +253,8 @@ fn rr_under_load_runs_beside_the_streams_in_guests() {
 /// counts its virtio-net device's kicks and interrupts.
 #[test]
 fn device_options_kernel_arguments_and_module_parameters_reach_the_guest() {
-    if let Some(why) = missing() {
-        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
+    if let Some((need, why)) = missing() {
+        virtperf_testkit::skip(need, why);
         return;
     }
     let (pid, out) = run(&[
@@ -448,10 +458,7 @@ fn bad_device_options_fail_before_booting() {
         .output()
         .is_err()
     {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: qemu-system-x86_64 is not installed\n"),
-        );
+        virtperf_testkit::skip("qemu", "qemu-system-x86_64 is not installed");
         return;
     }
     for (flag, needles) in [
@@ -484,8 +491,8 @@ fn bad_device_options_fail_before_booting() {
 
 #[test]
 fn guest_errors_are_one_line_and_leave_nothing() {
-    if let Some(why) = missing() {
-        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
+    if let Some((need, why)) = missing() {
+        virtperf_testkit::skip(need, why);
         return;
     }
     // An rr across a guest with `extra` flags must fail, leave nothing, and say `needles`.
@@ -559,7 +566,10 @@ fn guest_errors_are_one_line_and_leave_nothing() {
             assert!(!out.status.success());
             assert_one_line_error(&err, "need root");
         } else {
-            eprintln!("not-root case skipped: nobody cannot run {bin}: {err}");
+            virtperf_testkit::skip(
+                "root",
+                &format!("not-root case: nobody cannot run {bin}: {err}"),
+            );
         }
     }
 
@@ -570,8 +580,8 @@ fn guest_errors_are_one_line_and_leave_nothing() {
 
 #[test]
 fn vm_compare_stores_native_and_guest_side_by_side() {
-    if let Some(why) = missing() {
-        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
+    if let Some((need, why)) = missing() {
+        virtperf_testkit::skip(need, why);
         return;
     }
     let dir = std::env::temp_dir().join(format!("vp-vmcmp-{}", std::process::id()));
@@ -621,8 +631,8 @@ fn vm_compare_stores_native_and_guest_side_by_side() {
 
 #[test]
 fn ctrl_c_during_a_guest_run_leaves_nothing() {
-    if let Some(why) = missing() {
-        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
+    if let Some((need, why)) = missing() {
+        virtperf_testkit::skip(need, why);
         return;
     }
     let mut child = vp()
@@ -725,8 +735,8 @@ fn cleanup_removes_run_directories_of_dead_runs_only() {
 /// when it is emulation; the guest's own missing capabilities are named.
 #[test]
 fn explain_runs_the_battery_natively_and_in_the_guest() {
-    if let Some(why) = missing() {
-        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
+    if let Some((need, why)) = missing() {
+        virtperf_testkit::skip(need, why);
         return;
     }
     let dir = std::env::temp_dir().join(format!("vp-guest-explain-{}", std::process::id()));
@@ -817,8 +827,8 @@ fn explain_runs_the_battery_natively_and_in_the_guest() {
 /// machine's battery, finished before, stays stored.
 #[test]
 fn ctrl_c_during_a_guest_battery_leaves_nothing() {
-    if let Some(why) = missing() {
-        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
+    if let Some((need, why)) = missing() {
+        virtperf_testkit::skip(need, why);
         return;
     }
     let dir = std::env::temp_dir().join(format!("vp-guest-explain-stop-{}", std::process::id()));

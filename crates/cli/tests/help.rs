@@ -103,10 +103,7 @@ fn completions_are_generated_for_each_shell() {
             assert!(String::from_utf8_lossy(&o.stdout).contains("virtperf"));
         }
         Err(e) => {
-            let _ = std::io::Write::write_fmt(
-                &mut std::io::stderr(),
-                format_args!("skipped sourcing the script: no bash ({e})\n"),
-            );
+            virtperf_testkit::skip("bash", &format!("sourcing the script: no bash ({e})"));
         }
     }
 

@@ -130,10 +130,7 @@ fn an_empty_token_is_refused_before_listening() {
 #[test]
 fn bracketed_ipv6_literals_are_accepted() {
     if std::net::TcpListener::bind("[::1]:0").is_err() {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: no IPv6 loopback here\n"),
-        );
+        virtperf_testkit::skip("ipv6", "no IPv6 loopback here");
         return;
     }
     let mut agent = vp()
@@ -205,10 +202,7 @@ fn terminal_escapes_never_reach_the_terminal() {
         .arg("UPDATE runs SET name = 'x' || char(27) || '[2J', host = 'h' || char(27) || ']0;pwned' || char(7)")
         .status();
     if !status.is_ok_and(|s| s.success()) {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped the stored-name half: no sqlite3 here\n"),
-        );
+        virtperf_testkit::skip("sqlite3", "the stored-name half: no sqlite3 here");
         return;
     }
     for args in [&["runs"][..], &["show", "1"], &["compare", "1"]] {
@@ -276,9 +270,9 @@ fn read_only_stores_can_be_read() {
             .output()
             .is_err()
     {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: needs root and setpriv to act as an unprivileged user\n"),
+        virtperf_testkit::skip(
+            "root",
+            "needs root and setpriv to act as an unprivileged user",
         );
         return;
     }

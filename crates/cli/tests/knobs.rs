@@ -27,10 +27,7 @@ impl Case {
         let path = format!("/proc/sys/{}", sysctl.replace('.', "/"));
         let orig = std::fs::read_to_string(&path).ok()?.trim().to_string();
         if std::fs::write(&path, &orig).is_err() {
-            let _ = std::io::Write::write_fmt(
-                &mut std::io::stderr(),
-                format_args!("skipped: needs root to write {path}\n"),
-            );
+            virtperf_testkit::skip("root", &format!("needs root to write {path}"));
             return None;
         }
         let want = if orig == a { b } else { a }.to_string();

@@ -13,20 +13,14 @@ fn root() -> bool {
 #[test]
 fn rr_across_veth_bridge_and_nat_then_nothing_is_left() {
     if !root() {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: namespace placements need root\n"),
-        );
+        virtperf_testkit::skip("root", "namespace placements need root");
         return;
     }
     for placement in ["netns:veth", "netns:bridge", "netns:nat"] {
         let (pid, out) = common::run_pid(&["rr", "-l", "0.3", "--placement", placement, "--json"]);
         let err = String::from_utf8_lossy(&out.stderr);
         if placement == "netns:nat" && !out.status.success() && err.contains("nftables") {
-            let _ = std::io::Write::write_fmt(
-                &mut std::io::stderr(),
-                format_args!("skipped {placement}: {err}\n"),
-            );
+            virtperf_testkit::skip("netns", &format!("{placement}: {err}"));
             continue;
         }
         assert!(out.status.success(), "{placement}: {err}");
@@ -52,10 +46,7 @@ fn rr_across_veth_bridge_and_nat_then_nothing_is_left() {
 #[test]
 fn a_failing_run_in_namespaces_cleans_up_too() {
     if !root() {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: namespace placements need root\n"),
-        );
+        virtperf_testkit::skip("root", "namespace placements need root");
         return;
     }
     let (pid, out) = common::run_pid(&[
@@ -75,10 +66,7 @@ fn a_failing_run_in_namespaces_cleans_up_too() {
 #[test]
 fn cleanup_removes_what_a_killed_run_made_and_nothing_unmarked() {
     if !root() {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: needs root to create namespaces\n"),
-        );
+        virtperf_testkit::skip("root", "needs root to create namespaces");
         return;
     }
     let state = std::env::temp_dir().join(format!("vp-netns-state-{}", std::process::id()));
@@ -140,10 +128,7 @@ fn cleanup_removes_what_a_killed_run_made_and_nothing_unmarked() {
 #[test]
 fn experiment_configs_can_place_the_ends_in_namespaces() {
     if !root() {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: namespace placements need root\n"),
-        );
+        virtperf_testkit::skip("root", "namespace placements need root");
         return;
     }
     let dir = std::env::temp_dir().join(format!("vp-netns-exp-{}", std::process::id()));
@@ -187,10 +172,7 @@ fn experiment_configs_can_place_the_ends_in_namespaces() {
 #[test]
 fn netem_delay_works_or_says_in_one_line_that_the_kernel_lacks_it() {
     if !root() {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: namespace placements need root\n"),
-        );
+        virtperf_testkit::skip("root", "namespace placements need root");
         return;
     }
     let out = vp()

@@ -27,10 +27,7 @@ fn tmp(name: &str) -> PathBuf {
 #[test]
 fn captured_test_traffic_matches_tshark_per_connection() {
     if !have("tcpdump") {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: tcpdump not installed (apt-get install tcpdump)\n"),
-        );
+        virtperf_testkit::skip("tcpdump", "tcpdump not installed (apt-get install tcpdump)");
         return;
     }
     let cap = tmp("http.pcap");
@@ -69,10 +66,7 @@ fn captured_test_traffic_matches_tshark_per_connection() {
     );
 
     if !have("tshark") {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped tshark cross-check: tshark not installed\n"),
-        );
+        virtperf_testkit::skip("tshark", "tshark cross-check: tshark not installed");
         let _ = std::fs::remove_file(&cap);
         return;
     }

@@ -55,7 +55,10 @@ fn a_clamped_buffer_is_warned_about() {
         .and_then(|t| t.trim().parse().ok())
         .unwrap_or(0);
     if max == 0 || max >= 1 << 29 {
-        eprintln!("skipped: net.core.wmem_max is {max}: 1GiB would not be clamped");
+        virtperf_testkit::skip(
+            "wmem",
+            &format!("net.core.wmem_max is {max}: 1GiB would not be clamped"),
+        );
         return;
     }
     let r = run_json(&["stream", "-l", "300ms", "-s", "1G"]);
@@ -107,7 +110,10 @@ fn mptcp_where_enabled_and_a_clear_error_elsewhere() {
             err.contains("net.mptcp") || err.contains("CONFIG_MPTCP"),
             "{err}"
         );
-        eprintln!("skipped the MPTCP round trip: net.mptcp.enabled is {enabled:?} here");
+        virtperf_testkit::skip(
+            "mptcp",
+            &format!("the MPTCP round trip: net.mptcp.enabled is {enabled:?} here"),
+        );
         return;
     }
     let r = run_json(&["stream", "-l", "300ms", "--mptcp"]);
@@ -122,7 +128,7 @@ fn mptcp_where_enabled_and_a_clear_error_elsewhere() {
     assert!(r["outcome"]["mbps"].as_f64() > Some(0.0));
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped the disabled case: needs root for a namespace");
+        virtperf_testkit::skip("root", "the disabled case: needs root for a namespace");
         return;
     }
     let ns = format!("vp-t-mptcp-{}", std::process::id());
@@ -134,7 +140,7 @@ fn mptcp_where_enabled_and_a_clear_error_elsewhere() {
             .unwrap_or(false)
     };
     if !ip(&["netns", "add", &ns]) {
-        eprintln!("skipped the disabled case: cannot create a namespace");
+        virtperf_testkit::skip("netns", "the disabled case: cannot create a namespace");
         return;
     }
     let out = std::process::Command::new("ip")
@@ -157,7 +163,7 @@ fn mptcp_where_enabled_and_a_clear_error_elsewhere() {
 fn address_families() {
     let six = std::fs::read_to_string("/proc/net/if_inet6").unwrap_or_default();
     if six.trim().is_empty() {
-        eprintln!("skipped: no IPv6 here (/proc/net/if_inet6 is empty)");
+        virtperf_testkit::skip("ipv6", "no IPv6 here (/proc/net/if_inet6 is empty)");
         return;
     }
     let r = run_json(&["stream", "-6", "-l", "300ms", "--tos", "0x10"]);

@@ -39,16 +39,13 @@ impl Drop for Lab {
 fn ssh_placement_copies_itself_runs_the_agent_and_cleans_up() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: needs root to create namespaces and run sshd\n"),
-        );
+        virtperf_testkit::skip("root", "needs root to create namespaces and run sshd");
         return;
     }
     if !Path::new("/usr/sbin/sshd").exists() {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: sshd not installed (apt-get install openssh-server)\n"),
+        virtperf_testkit::skip(
+            "sshd",
+            "sshd not installed (apt-get install openssh-server)",
         );
         return;
     }

@@ -25,18 +25,22 @@ socket = { nodelay = false }
 "#;
 
 /// Why the example cannot run here, if it cannot.
-fn missing_python() -> Option<String> {
+/// What the example needs and this machine lacks: the capability and why.
+fn missing_python() -> Option<(&'static str, String)> {
     match Command::new("python3")
         .args(["-c", "import pandas"])
         .output()
     {
-        Err(e) => Some(format!("no python3 ({e})")),
-        Ok(o) if !o.status.success() => Some(format!(
-            "python3 has no pandas ({})",
-            String::from_utf8_lossy(&o.stderr)
-                .lines()
-                .last()
-                .unwrap_or("")
+        Err(e) => Some(("python3", format!("no python3 ({e})"))),
+        Ok(o) if !o.status.success() => Some((
+            "pandas",
+            format!(
+                "python3 has no pandas ({})",
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+            ),
         )),
         Ok(_) => None,
     }
@@ -54,8 +58,8 @@ fn the_doc_shows_the_example_verbatim() {
 
 #[test]
 fn the_pandas_example_reads_a_real_store() {
-    if let Some(why) = missing_python() {
-        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
+    if let Some((need, why)) = missing_python() {
+        virtperf_testkit::skip(need, &why);
         return;
     }
     let dir = std::env::temp_dir().join(format!("vp-store-doc-{}", std::process::id()));

@@ -26,18 +26,20 @@ fn ok(cmd: &mut Command) -> bool {
 }
 
 /// Why this machine cannot run the test, if it cannot.
-fn cannot() -> Option<String> {
+/// What the loss test needs and this machine lacks: the capability and why.
+fn cannot() -> Option<(&'static str, String)> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        return Some("needs root (network namespaces, nftables)".into());
+        return Some(("root", "needs root (network namespaces, nftables)".into()));
     }
     for tool in ["ip", "nft"] {
         if !ok(Command::new(tool)
             .arg("-V")
             .stdout(std::process::Stdio::null()))
         {
-            return Some(format!(
-                "needs `{tool}` (apt-get install iproute2 nftables)"
+            return Some((
+                if tool == "nft" { "nft" } else { "iproute2" },
+                format!("needs `{tool}` (apt-get install iproute2 nftables)"),
             ));
         }
     }
@@ -64,8 +66,8 @@ fn stream_in(ns: &str) -> serde_json::Value {
 
 #[test]
 fn stream_flows_carry_tcp_state_and_loss_raises_retransmits() {
-    if let Some(why) = cannot() {
-        eprintln!("skipped: {why}");
+    if let Some((need, why)) = cannot() {
+        virtperf_testkit::skip(need, &why);
         return;
     }
     let ns = Ns(format!("vp-t-tcpinfo-{}", std::process::id()));

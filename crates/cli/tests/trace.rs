@@ -16,17 +16,11 @@ fn root() -> bool {
 #[test]
 fn a_cross_cpu_round_trip_is_counted_per_transaction() {
     if !root() {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: counting tracepoints needs root\n"),
-        );
+        virtperf_testkit::skip("root", "counting tracepoints needs root");
         return;
     }
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: one CPU here\n"),
-        );
+        virtperf_testkit::skip("two-cpus", "one CPU here");
         return;
     }
     let v = common::run_json(&["rr", "--cpus", "0,1", "-l", "1s", "--trace-all"]);
@@ -83,9 +77,9 @@ fn a_cross_cpu_round_trip_is_counted_per_transaction() {
 #[test]
 fn without_the_privilege_the_test_runs_and_says_why() {
     if !root() || Command::new("setpriv").arg("--version").output().is_err() {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: needs root and setpriv to act as an unprivileged user\n"),
+        virtperf_testkit::skip(
+            "root",
+            "needs root and setpriv to act as an unprivileged user",
         );
         return;
     }
@@ -135,10 +129,7 @@ fn without_the_privilege_the_test_runs_and_says_why() {
 #[test]
 fn the_timeline_stages_add_up_to_the_measured_median() {
     if !root() || std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: sampling tracepoints needs root and two CPUs\n"),
-        );
+        virtperf_testkit::skip("root", "sampling tracepoints needs root and two CPUs");
         return;
     }
     let v = common::run_json(&["rr", "--cpus", "0,1", "-l", "300ms", "--timeline"]);
@@ -168,10 +159,7 @@ fn the_timeline_stages_add_up_to_the_measured_median() {
             "stages {sum:.1} µs vs rr p50 {rr:.1} µs"
         );
     } else {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped part: an unsteady trial (stage p90s {p90:.1} µs vs p50s {sum:.1} µs): the machine is loaded\n"),
-        );
+        virtperf_testkit::skip("quiet", &format!("an unsteady trial (stage p90s {p90:.1} µs vs p50s {sum:.1} µs): the machine is loaded"));
     }
     assert!(t["headline_p50_us"].as_f64().is_some());
     assert!(!t["example"].as_array().unwrap().is_empty());
@@ -206,10 +194,7 @@ fn kvm_exits_counts_the_hosts_tracepoint_or_says_it_is_silent() {
         .open("/dev/kvm")
         .is_ok();
     if !root() || !kvm {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: needs root and /dev/kvm\n"),
-        );
+        virtperf_testkit::skip("kvm", "needs root and /dev/kvm");
         return;
     }
     let v = common::run_json(&["kvm", "exits", "--iterations", "50"]);

@@ -151,9 +151,9 @@ impl Drop for Ns {
 #[test]
 fn lost_datagrams_are_counted_and_the_run_completes() {
     if !root() {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: dropping datagrams in a network namespace needs root\n"),
+        virtperf_testkit::skip(
+            "root",
+            "dropping datagrams in a network namespace needs root",
         );
         return;
     }
@@ -162,10 +162,7 @@ fn lost_datagrams_are_counted_and_the_run_completes() {
         .args(["netns", "add", &name])
         .status();
     if !made.is_ok_and(|s| s.success()) {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: cannot create a network namespace\n"),
-        );
+        virtperf_testkit::skip("netns", "cannot create a network namespace");
         return;
     }
     let ns = Ns(name);
@@ -174,10 +171,10 @@ fn lost_datagrams_are_counted_and_the_run_completes() {
         o if o.status.success() => {}
         o => {
             // No nftables in this kernel (or no nft): a missing capability, not a failure.
-            let _ = std::io::Write::write_fmt(
-                &mut std::io::stderr(),
-                format_args!(
-                    "skipped: nftables is not available here: {}\n",
+            virtperf_testkit::skip(
+                "nft",
+                &format!(
+                    "nftables is not available here: {}",
                     String::from_utf8_lossy(&o.stderr).trim()
                 ),
             );

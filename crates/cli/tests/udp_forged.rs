@@ -133,7 +133,7 @@ fn wait_for_socket(pid: u32) -> (u16, u16) {
 }
 
 fn skip(why: &str) {
-    let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
+    virtperf_testkit::skip("root", why);
 }
 
 /// One datagram numbered 2^63, from the client's port to the agent's receiver, mid-stream.

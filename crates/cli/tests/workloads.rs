@@ -276,10 +276,7 @@ fn http_against_a_foreign_url_measures_the_client_only() {
         .stderr(std::process::Stdio::null())
         .spawn()
     else {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: python3 not available to serve a foreign URL\n"),
-        );
+        virtperf_testkit::skip("python3", "python3 not available to serve a foreign URL");
         return;
     };
     let url = format!("http://127.0.0.1:{port}/body.bin");
@@ -511,13 +508,7 @@ fn kvm_stats_say_when_host_counters_are_invisible() {
 fn kvm_exits_and_halt_run_real_guests() {
     let info = common::vp().args(["kvm", "info"]).output().unwrap();
     if !info.status.success() {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!(
-                "skipped: {}\n",
-                String::from_utf8_lossy(&info.stderr).trim()
-            ),
-        );
+        virtperf_testkit::skip("kvm", String::from_utf8_lossy(&info.stderr).trim());
         common::assert_one_line_error(&String::from_utf8_lossy(&info.stderr), "kvm");
         return;
     }

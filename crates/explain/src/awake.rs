@@ -94,10 +94,7 @@ mod tests {
         let s = match Spinners::start(&[0]) {
             Ok(s) => s,
             Err(e) => {
-                let _ = std::io::Write::write_fmt(
-                    &mut std::io::stderr(),
-                    format_args!("skipped: {e}\n"),
-                );
+                virtperf_testkit::skip("root", &e.to_string());
                 return;
             }
         };

@@ -453,10 +453,7 @@ mod tests {
         let kvm = match crate::open_kvm() {
             Ok(k) => k,
             Err(e) => {
-                let _ = std::io::Write::write_fmt(
-                    &mut std::io::stderr(),
-                    format_args!("skipped: {e}\n"),
-                );
+                virtperf_testkit::skip("kvm", &e.to_string());
                 return;
             }
         };

@@ -13,8 +13,7 @@ fn kvm_or_skip() -> bool {
     match available() {
         Ok(_) => true,
         Err(e) => {
-            let _ =
-                std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {e}\n"));
+            virtperf_testkit::skip("kvm", &e.to_string());
             false
         }
     }
@@ -109,14 +108,14 @@ fn halt_wakeup_latency_is_plausible() {
 fn per_vm_halt_polling_shows_in_the_counters() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let Ok(info) = available().map_err(|e| {
-        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {e}\n"));
+        virtperf_testkit::skip("kvm", &e.to_string());
     }) else {
         return;
     };
     if !info.halt_poll_cap || !info.stats_fd {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!("skipped: no KVM_CAP_HALT_POLL or no binary stats on this kernel\n"),
+        virtperf_testkit::skip(
+            "kvm",
+            "no KVM_CAP_HALT_POLL or no binary stats on this kernel",
         );
         return;
     }

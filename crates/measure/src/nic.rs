@@ -457,10 +457,7 @@ mod tests {
     fn reads_this_machines_virtio_net_interfaces_where_it_has_one() {
         let nets = virtio_nets();
         let Some(n) = nets.first() else {
-            let _ = std::io::Write::write_fmt(
-                &mut std::io::stderr(),
-                format_args!("skipped: no virtio-net interface on this machine\n"),
-            );
+            virtperf_testkit::skip("virtio-net", "no virtio-net interface on this machine");
             return;
         };
         // The driver always negotiates VERSION_1 with a modern device, and a ring is

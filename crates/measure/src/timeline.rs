@@ -353,10 +353,7 @@ mod tests {
         let s = match Sampler::open(&[0]) {
             Ok(s) => s,
             Err(e) => {
-                let _ = std::io::Write::write_fmt(
-                    &mut std::io::stderr(),
-                    format_args!("skipped: {e}\n"),
-                );
+                virtperf_testkit::skip("tracefs", &e.to_string());
                 assert!(!e.is_empty());
                 return;
             }

@@ -362,10 +362,7 @@ mod tests {
         );
         if c.open.is_empty() {
             // Not root, or no tracefs: every counter says why.
-            let _ = std::io::Write::write_fmt(
-                &mut std::io::stderr(),
-                format_args!("skipped the counting half: {:?}\n", c.missing),
-            );
+            virtperf_testkit::skip("tracefs", &format!("the counting half: {:?}", c.missing));
             assert!(c.missing.len() >= 2, "{:?}", c.missing);
             return;
         }
@@ -410,10 +407,7 @@ mod tests {
             .iter()
             .any(|m| m.contains("perf_event_open") || m.contains("tracefs"))
         {
-            let _ = std::io::Write::write_fmt(
-                &mut std::io::stderr(),
-                format_args!("skipped: {:?}\n", c.missing),
-            );
+            virtperf_testkit::skip("tracefs", &format!("{:?}", c.missing));
             return;
         }
         assert!(

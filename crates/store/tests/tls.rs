@@ -43,14 +43,7 @@ fn chain() -> Chain {
 /// A server with TLS on (and, with `hostssl_only`, only TLS over TCP), database `db`
 /// created before TLS was required, and the CA's file; `None` (printed) to skip.
 fn tls_server(hostssl_only: bool) -> Option<(PgServer, std::path::PathBuf)> {
-    let mut pg = match PgServer::start() {
-        Ok(s) => s,
-        Err(why) => {
-            let _ =
-                std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
-            return None;
-        }
-    };
+    let mut pg = PgServer::start_or_skip()?;
     pg.create_db("db");
     let c = chain();
     let ca = pg.scratch().join("ca.pem");
@@ -217,13 +210,8 @@ fn a_hostssl_only_server_refuses_sslmode_disable_with_one_clear_line() {
 
 #[test]
 fn sslmode_require_against_a_server_without_tls_says_so() {
-    let pg = match PgServer::start() {
-        Ok(s) => s,
-        Err(why) => {
-            let _ =
-                std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("skipped: {why}\n"));
-            return;
-        }
+    let Some(pg) = PgServer::start_or_skip() else {
+        return;
     };
     let dir = TempDir::new("tls-none");
     let url = pg.create_db("db");

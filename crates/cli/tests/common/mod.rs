@@ -239,11 +239,9 @@ pub fn chromium_renders(html: &std::path::Path, scratch: &std::path::Path, min_p
                 .is_ok_and(|o| o.status.success())
         })
     else {
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!(
-                "skipped: chromium not installed (apt-get install chromium) — HTML not rendered\n"
-            ),
+        virtperf_testkit::skip(
+            "chromium",
+            "chromium not installed (apt-get install chromium): HTML not rendered",
         );
         return;
     };

@@ -373,10 +373,7 @@ mod tests {
     #[test]
     fn the_installed_qemu_refuses_what_it_would_refuse_at_boot() {
         if Command::new(QEMU).arg("--version").output().is_err() {
-            let _ = std::io::Write::write_fmt(
-                &mut std::io::stderr(),
-                format_args!("skipped: {QEMU} is not installed\n"),
-            );
+            virtperf_testkit::skip("qemu", &format!("{QEMU} is not installed"));
             return;
         }
         let ok = validate(&pairs(&[("rx_queue_size", "1024"), ("mrg_rxbuf", "off")]))

@@ -61,6 +61,37 @@ impl PgServer {
         Self::start_with(None, "127.0.0.1", None)
     }
 
+    /// [`PgServer::start`], or None (a printed skip, a failure where CI requires
+    /// `postgresql`) where PostgreSQL is not installed.
+    ///
+    /// # Panics
+    /// When PostgreSQL is installed and does not start: a failure, not a skip (a broken
+    /// server must not turn the tests that need it into passes).
+    pub fn start_or_skip() -> Option<PgServer> {
+        Self::installed_or_skip()?;
+        Some(Self::start().unwrap_or_else(|e| panic!("PostgreSQL is installed but: {e}")))
+    }
+
+    /// [`PgServer::start_in`] as [`PgServer::start_or_skip`] does it.
+    pub fn start_in_or_skip(netns: &str, addr: &str, subnet: &str) -> Option<PgServer> {
+        Self::installed_or_skip()?;
+        Some(
+            Self::start_in(netns, addr, subnet)
+                .unwrap_or_else(|e| panic!("PostgreSQL is installed but: {e}")),
+        )
+    }
+
+    fn installed_or_skip() -> Option<()> {
+        if bin_dir().is_none() {
+            virtperf_testkit::skip(
+                "postgresql",
+                "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb; apt-get install postgresql)",
+            );
+            return None;
+        }
+        Some(())
+    }
+
     /// Starts a fresh server inside network namespace `netns` (which the test made),
     /// listening on its loopback and on `addr`, admitting password logins from `subnet`.
     pub fn start_in(netns: &str, addr: &str, subnet: &str) -> Result<PgServer, String> {
@@ -336,19 +367,13 @@ impl Drop for PgServer {
     }
 }
 
-/// Starts a server or prints why the calling test skips.
+/// Starts a server, or skips the calling test where PostgreSQL is not installed.
 #[macro_export]
 macro_rules! pg_or_skip {
     () => {
-        match $crate::pgserver::PgServer::start() {
-            Ok(s) => s,
-            Err(why) => {
-                let _ = std::io::Write::write_fmt(
-                    &mut std::io::stderr(),
-                    format_args!("skipped: {why}\n"),
-                );
-                return;
-            }
+        match $crate::pgserver::PgServer::start_or_skip() {
+            Some(s) => s,
+            None => return,
         }
     };
 }

@@ -1,0 +1,116 @@
+//! How virtperf's tests skip (issue 39): a test that needs something this machine lacks
+//! (root, a tool, /dev/kvm, a PostgreSQL server) calls [`skip`] and returns. The skip is
+//! never silent and never hides a broken install:
+//!
+//! - it is printed where the test harness does not capture it (standard error's file
+//!   descriptor, not `eprintln!`, which the harness hides for passing tests), and appended
+//!   to the file `$VIRTPERF_SKIP_LOG` names, which `.ci/run` sums up at the end;
+//! - when `$VIRTPERF_REQUIRE` (a comma-separated list) names the capability, or is `all`,
+//!   it is a failure instead: CI requires what it installs or creates itself, so a package
+//!   that failed to install turns CI red rather than into silent passes.
+//!
+//! Hardware a machine may lack (KVM, a writable halt-poll knob, a cpuidle driver) is named
+//! too, and CI leaves it out of its list, so it stays a printed skip there.
+
+use std::io::Write;
+
+/// The variable that names the capabilities whose absence fails a test.
+pub const REQUIRE_VAR: &str = "VIRTPERF_REQUIRE";
+/// The variable that names the file every skip is appended to.
+pub const LOG_VAR: &str = "VIRTPERF_SKIP_LOG";
+
+/// Whether `$VIRTPERF_REQUIRE` names `need` (or is `all`).
+pub fn required(need: &str) -> bool {
+    std::env::var(REQUIRE_VAR).is_ok_and(|v| names(&v, need))
+}
+
+fn names(list: &str, need: &str) -> bool {
+    list.split(',')
+        .map(str::trim)
+        .any(|n| n == need || n == "all")
+}
+
+/// The line a skip prints and logs: `skipped [NEED] TEST: WHY`.
+fn line(need: &str, why: &str) -> String {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string();
+    format!("skipped [{need}] {test}: {}", why.replace('\n', " "))
+}
+
+/// Skips (the rest of) the calling test, which needs `need` (`root`, `netns`, `tcpdump`,
+/// `kvm`, …) and cannot have it here because `why`. The caller returns right after.
+///
+/// # Panics
+/// When `$VIRTPERF_REQUIRE` names `need`: the machine was supposed to have it.
+pub fn skip(need: &str, why: &str) {
+    if required(need) {
+        panic!("{REQUIRE_VAR} requires {need}, but: {why}");
+    }
+    let line = line(need, why);
+    // Straight to the descriptor: the harness captures only its print macros.
+    let _ = writeln!(std::io::stderr(), "{line}");
+    if let Some(path) = std::env::var_os(LOG_VAR) {
+        // One write of a whole line in append mode: concurrent tests never interleave.
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
+    }
+}
+
+/// Whether this process runs as root (many tests need it for namespaces, sysctls, raw
+/// sockets and tracepoints).
+pub fn is_root() -> bool {
+    std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+}
+
+/// Skips for want of root unless this is root; true when the test may go on.
+pub fn need_root(why: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    skip("root", why);
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_names_a_capability_exactly() {
+        assert!(names("root, netns,tcpdump", "netns"));
+        assert!(names("all", "kvm"));
+        assert!(!names("root,netns", "net"));
+        assert!(!names("", "root"));
+    }
+
+    #[test]
+    fn a_skip_line_names_its_capability_and_test_on_one_line() {
+        let l = line("tshark", "not installed\n(apt-get install tshark)");
+        assert!(l.starts_with("skipped [tshark] "), "{l}");
+        assert!(l.contains("a_skip_line_names"), "{l}");
+        assert!(!l.contains('\n'), "{l}");
+    }
+
+    /// A required capability's skip is a failure, naming it and the reason.
+    #[test]
+    fn a_required_capability_fails_instead_of_skipping() {
+        std::env::set_var(REQUIRE_VAR, "testkit-selftest");
+        let r = std::panic::catch_unwind(|| skip("testkit-selftest", "it is not here"));
+        let msg = r
+            .expect_err("required: a failure")
+            .downcast::<String>()
+            .map(|s| *s)
+            .unwrap_or_default();
+        assert!(
+            msg.contains("requires testkit-selftest") && msg.contains("it is not here"),
+            "{msg}"
+        );
+        // Not named: a printed skip, no panic.
+        skip("testkit-other", "printed, not failed");
+    }
+}
