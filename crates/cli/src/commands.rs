@@ -229,6 +229,7 @@ fn plan_every(
         timeline: common.timeline,
         interval,
         on_interval,
+        on_window: None,
         family: common.sock.family(),
     }
 }

@@ -9,27 +9,43 @@ use virtperf_wire::{Env, Outcome, SideCpu, TestResult};
 fn traced(r: &TestResult) -> String {
     let mut s = trace_line(r);
     if let Some(h) = &r.host_trace {
-        let parts: Vec<String> = h
-            .per_unit
-            .iter()
-            .map(|(k, v)| format!("{v:.2} {}", k.replace('_', " ")))
-            .collect();
-        let _ = writeln!(
-            s,
-            "  host, per {} on CPU {:?}: {}",
-            h.unit,
-            h.cpus,
-            if parts.is_empty() {
-                "nothing counted".into()
-            } else {
-                parts.join(", ")
-            }
-        );
+        s.push_str(&host_line(h));
     }
     if let Some(t) = &r.timeline {
         s.push_str(&virtperf_report::timeline::text(t));
     }
     s
+}
+
+/// The host's exits around a guest's test: per unit of work where they were counted over
+/// the measured interval, else the whole test's counts under that name (never divided by
+/// the interval's units).
+fn host_line(h: &virtperf_wire::TraceCounts) -> String {
+    let (what, parts): (String, Vec<String>) = match h.whole_test_s {
+        Some(secs) => (
+            format!("whole test ({secs:.1} s, set-up and stop included)"),
+            h.deltas
+                .iter()
+                .map(|(k, v)| format!("{v} {}", k.replace('_', " ")))
+                .collect(),
+        ),
+        None => (
+            format!("per {}", h.unit),
+            h.per_unit
+                .iter()
+                .map(|(k, v)| format!("{v:.2} {}", k.replace('_', " ")))
+                .collect(),
+        ),
+    };
+    format!(
+        "  host, {what} on CPU {:?}: {}\n",
+        h.cpus,
+        if parts.is_empty() {
+            "nothing counted".into()
+        } else {
+            parts.join(", ")
+        }
+    )
 }
 
 /// `--trace`: the counted events that are VM exits in a guest without APICv or posted
@@ -698,6 +714,34 @@ pub fn guest(g: &virtperf_wire::GuestInfo) -> String {
 mod tests {
     use super::*;
     use virtperf_wire::SideEvents;
+
+    /// Host exits counted over the whole test are printed as counts, never per
+    /// transaction of the interval (they used to be divided by its transactions).
+    #[test]
+    fn whole_test_host_exits_are_not_per_transaction() {
+        let mut h = virtperf_wire::TraceCounts {
+            cpus: vec![1],
+            unit: "transaction".into(),
+            deltas: [("kvm_exits".to_string(), 5000)].into_iter().collect(),
+            per_unit: Default::default(),
+            per_side: Default::default(),
+            missing: vec![],
+            whole_test_s: Some(2.4),
+        };
+        let line = host_line(&h);
+        assert!(
+            line.contains("whole test (2.4 s") && line.contains("5000 kvm exits"),
+            "{line}"
+        );
+        assert!(!line.contains("per transaction"), "{line}");
+        h.whole_test_s = None;
+        h.per_unit = [("kvm_exits".to_string(), 2.5)].into_iter().collect();
+        let line = host_line(&h);
+        assert!(
+            line.contains("per transaction") && line.contains("2.50 kvm exits"),
+            "{line}"
+        );
+    }
 
     /// A side whose events were counted but divided by no unit of work prints no
     /// "0.00 ctx sw (own threads)": it says there was nothing to divide by.

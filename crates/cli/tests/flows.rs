@@ -94,6 +94,29 @@ fn rr_with_1000_flows_on_2_threads_counts_every_flow_on_both_sides() {
     );
 }
 
+/// Service demand is counted over the measured interval on both sides (issue 39): closing
+/// 3000 connections after it costs CPU that no transaction of the interval caused, so each
+/// side's demand × transactions stays below its threads' whole run (it used to be that
+/// whole run), and is most of it.
+#[test]
+fn service_demand_leaves_the_teardown_of_many_flows_out() {
+    if !enough_fds(3100) {
+        return;
+    }
+    let v = run_json(&["rr", "--flows", "3000", "--threads", "2", "-l", "1s"]);
+    let n = u(&v, "/outcome/transactions") as f64;
+    for side in ["client", "server"] {
+        let demand = f(&v, &format!("/cpu/{side}/service_demand_us"));
+        let window = demand * n / 1e6;
+        let whole = f(&v, &format!("/cpu/{side}/process_user_s"))
+            + f(&v, &format!("/cpu/{side}/process_system_s"));
+        assert!(
+            window < 0.99 * whole && window > 0.5 * whole,
+            "{side}: {window:.3} s over the interval, {whole:.3} s over the whole run"
+        );
+    }
+}
+
 /// crr multiplexed: every flow connects again and again, and the agent (two threads on one
 /// listener) answered every transaction the client counted.
 #[test]

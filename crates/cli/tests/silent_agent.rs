@@ -39,6 +39,8 @@ fn swallow(listener: TcpListener, udp: u16) {
 fn control(mut c: TcpStream) {
     while let Ok(m) = read_message(&mut c) {
         let reply = match m {
+            // The client's window closed: nothing to answer.
+            Message::End => continue,
             Message::Hello { .. } => Message::Welcome {
                 version: PROTOCOL_VERSION,
                 agent: "silent test agent".into(),

@@ -46,6 +46,30 @@ fn cannot() -> Option<(&'static str, String)> {
     None
 }
 
+/// The kernel's count of retransmitted TCP segments in namespace `ns` (`Tcp: RetransSegs`
+/// of its /proc/net/snmp).
+fn retrans_segs(ns: &str) -> u64 {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "cat", "/proc/net/snmp"])
+        .output()
+        .expect("ip netns exec");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
+    let (names, values) = (
+        tcp.next().expect("Tcp: names"),
+        tcp.next().expect("Tcp: values"),
+    );
+    let at = names
+        .split_whitespace()
+        .position(|n| n == "RetransSegs")
+        .expect("RetransSegs");
+    values
+        .split_whitespace()
+        .nth(at)
+        .and_then(|v| v.parse().ok())
+        .expect("a count")
+}
+
 /// `virtperf stream` inside `ns`, its JSON.
 fn stream_in(ns: &str) -> serde_json::Value {
     let out = run_with_timeout(
@@ -109,13 +133,22 @@ fn stream_flows_carry_tcp_state_and_loss_raises_retransmits() {
             "nft {rule}"
         );
     }
+    let kernel_before = retrans_segs(&ns.0);
     let lossy = stream_in(&ns.0);
+    let kernel = retrans_segs(&ns.0) - kernel_before;
     let after = lossy["outcome"]["retransmits"]
         .as_u64()
         .expect("retransmits");
     assert!(
         after > 2 * before + 20,
         "2% loss should raise retransmits well past a clean run's: {before} without, {after} with"
+    );
+    // Against the kernel's own count over the namespace (every socket in it: the data
+    // flows, and the control connection the tool does not count): never more, and the
+    // data flows carry nearly all of it.
+    assert!(
+        after <= kernel && after * 10 >= kernel * 8,
+        "the flows' retransmits {after} against the namespace's RetransSegs {kernel}"
     );
     // Per interval (-i): every interval carries the sender's TCP state, read by the series
     // from the socket itself, so a sender blocked in `send` by a retransmission timeout at

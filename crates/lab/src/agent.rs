@@ -20,8 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use virtperf_load::sock::cpu_allowed;
-use virtperf_measure::events::EventSnapshot;
-use virtperf_measure::{fingerprint, ProcStat};
+use virtperf_measure::fingerprint;
 use virtperf_wire::{
     read_message, write_message, Message, SideReport, SockOpts, WireError, Workload,
     MAX_DURATION_MS, PROTOCOL_VERSION,
@@ -656,32 +655,26 @@ fn run_test(
     let nic = (ip != client)
         .then(|| virtperf_measure::nic::interface_of(ip))
         .flatten();
-    // Events bracket the CPU snapshots, so reading them costs the CPU figures nothing.
-    let ev0 = EventSnapshot::read_with_nic(nic.as_deref());
-    let t0 = ProcStat::read()?;
-    let started = Instant::now();
+    let window = crate::window::Window::open(nic)?;
     side.gate.open();
     write_message(ctl, &Message::Started)?;
-
-    let limit = stop_limit(cfg, w, duration_ms);
-    match recv(ctl, limit, "stop")? {
-        Message::Stop => {}
-        other => bail!("expected stop, got {}", kind(&other)),
-    }
-    let t1 = ProcStat::read()?;
-    let elapsed = started.elapsed();
-    let events = ev0
-        .delta(&EventSnapshot::read_with_nic(nic.as_deref()))
-        .counts(server_cpu);
+    let closed = close_on_end(
+        ctl,
+        stop_limit(cfg, w, duration_ms),
+        window,
+        &side,
+        &handles,
+    )?;
     drop(td);
     let joined = join_all(handles)?;
     let report = SideReport {
-        elapsed_s: elapsed.as_secs_f64(),
-        cpu: t0.delta(&t1),
+        elapsed_s: closed.elapsed.as_secs_f64(),
+        cpu: closed.cpu,
         threads: joined.cpu,
+        window_cpu_s: closed.workers_cpu_s,
         flows: joined.flow_stats(),
         transactions: joined.transactions(),
-        events: Some(events),
+        events: Some(closed.events),
         setup_s,
         sock: side.applied.lock().ok().and_then(|a| a.clone()),
         zerocopy: side.zerocopy.lock().ok().and_then(|z| *z),
@@ -697,6 +690,31 @@ fn run_test(
     )
     .map_err(|e| anyhow!("the agent's report could not be sent: {e}"))?;
     Ok(report)
+}
+
+/// Waits for the client's `End` and reads this side's counters then (the transactions in
+/// flight are served on until `Stop`), then for its `Stop`. A client that sends `Stop`
+/// alone (a hand-written one) has the counters read at its `Stop`.
+fn close_on_end(
+    ctl: &mut TcpStream,
+    limit: Duration,
+    window: crate::window::Window,
+    side: &Ctl,
+    handles: &crate::half::Handles,
+) -> Result<crate::window::Closed> {
+    let ended = match recv(ctl, limit, "end")? {
+        Message::End => true,
+        Message::Stop => false,
+        other => bail!("expected end, got {}", kind(&other)),
+    };
+    let closed = window.close(side, handles.len(), side.cpu)?;
+    if !ended {
+        return Ok(closed);
+    }
+    match recv(ctl, limit, "stop")? {
+        Message::Stop => Ok(closed),
+        other => bail!("expected stop, got {}", kind(&other)),
+    }
 }
 
 /// Refuses a test this agent will not run: bad parameters, too long, too many flows, more

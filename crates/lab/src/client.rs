@@ -324,16 +324,17 @@ fn run_once(
     // Tracepoint counters are opened before the interval (opening costs milliseconds per
     // CPU) and started and stopped right at its edges.
     let tracer = plan.trace.then(|| crate::trace::Tracer::open(plan));
-    // Events bracket the CPU snapshots, so reading them costs the CPU figures nothing.
-    let ev0 = EventSnapshot::read_with_nic(nic.as_deref());
-    let t0 = ProcStat::read()?;
+    let window = crate::window::Window::open(nic)?;
     if let Some(t) = &tracer {
         t.start();
     }
     if let Some(s) = sampler {
         s.start();
     }
-    let started = Instant::now();
+    if let Some(w) = &plan.on_window {
+        (w.0)(true);
+    }
+    let started = window.started();
     side.gate.open();
     let ticks = matches!(plan.workload, Workload::Rr { .. } | Workload::Crr { .. });
     let mut series = plan.interval.map(|every| {
@@ -342,6 +343,12 @@ fn run_once(
     wait_for_end(plan, &handles, series.as_mut(), started, progress);
     side.stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let stopped = Instant::now();
+    // The agent reads its counters at the same moment, before either side drains. An agent
+    // that died is said by the workers' error or the report's, which say more than this.
+    let _ = ctl.send(&Message::End);
+    if let Some(w) = &plan.on_window {
+        (w.0)(false);
+    }
     let traced = tracer.map(|t| t.stop());
     if let Some(s) = sampler {
         s.pause();
@@ -349,21 +356,18 @@ fn run_once(
     if let Some(s) = series.as_mut() {
         s.at_stop(stopped);
     }
-    let t1 = ProcStat::read()?;
-    let elapsed = started.elapsed();
-    let events = ev0
-        .delta(&EventSnapshot::read_with_nic(nic.as_deref()))
-        .counts(plan.client_cpu);
+    let closed = window.close(&side, handles.len(), plan.client_cpu)?;
     let kvm = kvm0.map(|before| kvm_counters(before, virtperf_kvm::debugfs_stats()));
     let (joined, server) = stop_and_report(&mut ctl, plan, handles)?;
     let stop_s = stopped.elapsed().as_secs_f64();
     let client = SideReport {
-        elapsed_s: elapsed.as_secs_f64(),
-        cpu: t0.delta(&t1),
+        elapsed_s: closed.elapsed.as_secs_f64(),
+        cpu: closed.cpu,
         threads: joined.cpu,
+        window_cpu_s: closed.workers_cpu_s,
         flows: joined.flow_stats(),
         transactions: joined.transactions(),
-        events: Some(events),
+        events: Some(closed.events),
         setup_s,
         sock: side.applied.lock().ok().and_then(|a| a.clone()),
         zerocopy: side.zerocopy.lock().ok().and_then(|z| *z),
@@ -686,6 +690,8 @@ pub fn run_url(
         elapsed_s: started.elapsed().as_secs_f64(),
         cpu: t0.delta(&t1),
         threads: joined.cpu,
+        // The download is the whole run: its threads' CPU is the interval's.
+        window_cpu_s: None,
         flows: joined.flow_stats(),
         transactions: joined.transactions(),
         events: Some(events),
@@ -721,6 +727,7 @@ pub(crate) fn kind(m: &Message) -> &'static str {
         Message::Held { .. } => "held",
         Message::Start => "start",
         Message::Started => "started",
+        Message::End => "end",
         Message::Stop => "stop",
         Message::Report { .. } => "report",
         Message::Drive { .. } => "drive",

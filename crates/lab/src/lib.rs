@@ -25,6 +25,7 @@ mod timeline;
 pub mod trace;
 mod udp_roles;
 pub mod under_load;
+mod window;
 
 use std::time::Duration;
 

@@ -85,6 +85,9 @@ pub struct Plan {
     pub interval: Option<Duration>,
     /// Called on the client with each interval as it ends (live output).
     pub on_interval: Option<IntervalSink>,
+    /// Called on the client as the measured interval opens (`true`) and ends (`false`):
+    /// counters the caller keeps (the host's, around a guest) count over it exactly.
+    pub on_window: Option<WindowSink>,
     /// Only this address family for the agent's address (`-4`/`-6`); any when `None`.
     pub family: Option<Family>,
 }
@@ -96,6 +99,16 @@ pub struct IntervalSink(pub std::sync::Arc<dyn Fn(&Interval) + Send + Sync>);
 impl std::fmt::Debug for IntervalSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("IntervalSink")
+    }
+}
+
+/// What is told as the measured interval opens (`true`) and ends (`false`).
+#[derive(Clone)]
+pub struct WindowSink(pub std::sync::Arc<dyn Fn(bool) + Send + Sync>);
+
+impl std::fmt::Debug for WindowSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WindowSink")
     }
 }
 
@@ -137,6 +150,7 @@ impl Plan {
             timeline: false,
             interval: None,
             on_interval: None,
+            on_window: None,
             family: None,
         }
     }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
 use virtperf_load::Counts;
-use virtperf_measure::cpu::thread_cpu_since;
+use virtperf_measure::cpu::{current_tid, thread_clock_s, thread_cpu_since};
 use virtperf_measure::{new_histogram, thread_cpu, LatencyHistogram};
 use virtperf_wire::{AppliedSockOpts, FlowStats, TcpInfo, ThreadCpu, ZeroCopyCounts};
 
@@ -81,6 +81,17 @@ pub(crate) struct Ctl {
     pub applied: Arc<Mutex<Option<AppliedSockOpts>>>,
     /// This side's `MSG_ZEROCOPY` senders' notifications, summed.
     pub zerocopy: Arc<Mutex<Option<ZeroCopyCounts>>>,
+    /// Each worker's CPU-time clock at the gate and at its end: what it used inside the
+    /// measured interval, read by [`Ctl::window_cpu_s`] when the interval ends.
+    clocks: Arc<Mutex<Vec<WorkerClock>>>,
+}
+
+/// One worker's CPU-time clock (see [`Ctl::window_cpu_s`]).
+#[derive(Debug, Clone, Copy)]
+struct WorkerClock {
+    tid: i32,
+    at_gate: f64,
+    at_end: Option<f64>,
 }
 
 impl Ctl {
@@ -91,6 +102,52 @@ impl Ctl {
             cpu,
             applied: Arc::default(),
             zerocopy: Arc::default(),
+            clocks: Arc::default(),
+        }
+    }
+
+    /// CPU seconds this side's `workers` used from the gate to now: a running worker's
+    /// clock read now, a finished one's at its end. What a drain, a teardown or a report
+    /// costs after the measured interval is then not charged to its units of work. None
+    /// unless every worker's clock was read.
+    pub(crate) fn window_cpu_s(&self, workers: usize) -> Option<f64> {
+        let clocks = self.clocks.lock().ok()?.clone();
+        if clocks.len() != workers {
+            return None;
+        }
+        let mut total = 0.0;
+        for c in clocks {
+            // A worker that ends between the two reads has its end recorded by then.
+            let now = c.at_end.or_else(|| thread_clock_s(c.tid)).or_else(|| {
+                let again = self.clocks.lock().ok()?;
+                again.iter().find(|x| x.tid == c.tid)?.at_end
+            })?;
+            total += (now - c.at_gate).max(0.0);
+        }
+        Some(total)
+    }
+
+    /// Records the calling worker's clock as it passes the gate; its index for
+    /// [`Ctl::clock_end`].
+    fn clock_start(&self) -> Option<usize> {
+        let tid = current_tid();
+        let at_gate = thread_clock_s(tid)?;
+        let mut c = self.clocks.lock().ok()?;
+        c.push(WorkerClock {
+            tid,
+            at_gate,
+            at_end: None,
+        });
+        Some(c.len() - 1)
+    }
+
+    /// Records the calling worker's clock as it ends.
+    fn clock_end(&self, i: Option<usize>) {
+        let now = thread_clock_s(current_tid());
+        if let (Some(i), Ok(mut c)) = (i, self.clocks.lock()) {
+            if let Some(w) = c.get_mut(i) {
+                w.at_end = now;
+            }
         }
     }
 }
@@ -275,7 +332,10 @@ where
             }
             let mut hist = new_histogram();
             let t0 = thread_cpu().map_err(|e| anyhow!(e))?;
-            let (flows, tcp) = body(&ctl, &mut hist)?;
+            let clock = ctl.clock_start();
+            let out = body(&ctl, &mut hist);
+            ctl.clock_end(clock);
+            let (flows, tcp) = out?;
             Ok(WorkerOut {
                 flows,
                 tcp,
@@ -511,6 +571,56 @@ pub(crate) fn join_all(handles: Vec<JoinHandle<Result<WorkerOut>>>) -> Result<Jo
 mod tests {
     use super::*;
     use std::net::{TcpListener, TcpStream};
+
+    /// Spins until this thread has used `s` more CPU seconds.
+    fn burn(s: f64) {
+        let tid = current_tid();
+        let start = thread_clock_s(tid).expect("own clock");
+        while thread_clock_s(tid).expect("own clock") - start < s {}
+    }
+
+    /// The workers' CPU over the measured interval leaves out what they spend after its
+    /// end (a drain, closing thousands of connections): two workers that each burn 0.1 s
+    /// of CPU inside the interval and 0.3 s after the stop count about 0.2 s, where their
+    /// whole run (what service demand used to divide) is about 0.8 s.
+    #[test]
+    fn the_window_leaves_the_teardown_out() {
+        let ctl = Ctl::new(None);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let handles: Vec<_> = (0..2)
+            .map(|i| {
+                let tx = tx.clone();
+                spawn_worker(&format!("window-{i}"), &ctl, move |c, _| {
+                    burn(0.1);
+                    let _ = tx.send(());
+                    while !c.stop.load(std::sync::atomic::Ordering::SeqCst) {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    burn(0.3); // the teardown
+                    Ok(Counts::default())
+                })
+                .expect("spawned")
+            })
+            .collect();
+        assert_eq!(ctl.window_cpu_s(2), None, "no worker past the gate yet");
+        ctl.gate.open();
+        for _ in 0..2 {
+            rx.recv().expect("a worker's interval work");
+        }
+        ctl.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let window = ctl.window_cpu_s(2).expect("both clocks read");
+        let joined = join_all(handles).expect("joined");
+        assert!((0.19..0.35).contains(&window), "window {window:.3} s");
+        assert!(
+            joined.cpu.total_s() > 0.75,
+            "whole {:.3} s",
+            joined.cpu.total_s()
+        );
+        // After the workers ended, their recorded ends stand in for their clocks.
+        let after = ctl.window_cpu_s(2).expect("ends recorded");
+        assert!(after > 0.75, "{after:.3}");
+        assert_eq!(ctl.window_cpu_s(3), None, "a worker's clock missing");
+    }
 
     /// A worker with a private table holds its own connection and nothing another test
     /// holds: a socket opened elsewhere in the process is not in the worker's table, so

@@ -2,8 +2,11 @@
 //! runs on (both sides pinned: those two; otherwise every online CPU), per unit of work.
 //! The counting itself is `virtperf_measure::trace`.
 
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 use virtperf_measure::trace::{add_other_writes, all_cpus, Counters, Spec, EXITS, KVM_EXIT, MORE};
-use virtperf_wire::{Events, Outcome, TraceCounts};
+
+use virtperf_wire::{Events, Outcome, TestResult, TraceCounts};
 
 use crate::plan::Plan;
 
@@ -41,15 +44,6 @@ impl Tracer {
         } else {
             Tracer::on(EXITS, cpus, sides)
         }
-    }
-
-    /// `--trace` with guests: the host's `kvm:kvm_exit` by reason on the CPUs the guests'
-    /// vCPUs run on (every CPU when they are not pinned), started at once: over the whole
-    /// test, set-up included (the host cannot see the guest's gate).
-    pub fn host_exits(vcpu_cpus: &[u32]) -> Tracer {
-        let t = Tracer::on(KVM_EXIT, vcpu_cpus.to_vec(), None);
-        t.start();
-        t
     }
 
     /// `specs` on `cpus` (empty: every CPU).
@@ -173,6 +167,92 @@ impl Traced {
             per_unit: per(&self.deltas),
             deltas: self.deltas,
             missing: self.missing,
+            whole_test_s: None,
         }
+    }
+}
+
+/// `--trace` with guests: the host's `kvm:kvm_exit` by reason on the CPUs the guests'
+/// vCPUs run on (every CPU when they are not pinned). Where this host drives the test its
+/// counters start and stop at the measured interval's edges (the plan's window sink), and
+/// the counts are per unit of work; where a guest drives it, the host cannot see the
+/// guest's interval: the counts span the whole test and say so, per nothing.
+pub struct HostExits {
+    tracer: Arc<Mutex<Option<Tracer>>>,
+    traced: Arc<Mutex<Option<Traced>>>,
+    /// When the whole-test count started (None: over the window).
+    whole_since: Option<Instant>,
+}
+
+impl HostExits {
+    /// Counts over the measured interval of `plan`, which this host's client runs: sets the
+    /// plan's window sink.
+    pub fn over_window(vcpu_cpus: &[u32], plan: &mut Plan) -> HostExits {
+        let h = HostExits {
+            tracer: Arc::new(Mutex::new(Some(Tracer::on(
+                KVM_EXIT,
+                vcpu_cpus.to_vec(),
+                None,
+            )))),
+            traced: Arc::default(),
+            whole_since: None,
+        };
+        let (tracer, traced) = (h.tracer.clone(), h.traced.clone());
+        plan.on_window = Some(crate::plan::WindowSink(Arc::new(move |open| {
+            let Ok(mut t) = tracer.lock() else { return };
+            match (open, t.take()) {
+                (true, Some(x)) => {
+                    *t = Some({
+                        x.start();
+                        x
+                    })
+                }
+                (false, Some(x)) => {
+                    if let Ok(mut d) = traced.lock() {
+                        *d = Some(x.stop());
+                    }
+                }
+                _ => {}
+            }
+        })));
+        h
+    }
+
+    /// Counts from now until [`HostExits::finish`]: a test a guest drives.
+    pub fn whole_test(vcpu_cpus: &[u32]) -> HostExits {
+        let t = Tracer::on(KVM_EXIT, vcpu_cpus.to_vec(), None);
+        t.start();
+        HostExits {
+            tracer: Arc::new(Mutex::new(Some(t))),
+            traced: Arc::default(),
+            whole_since: Some(Instant::now()),
+        }
+    }
+
+    /// The counts for result `r`, and a warning when they measured nothing (a host whose
+    /// `kvm:kvm_exit` is silent; `emulated` guests run no KVM at all, so there a silence is
+    /// the truth). None when the test never reached its interval.
+    pub fn finish(self, r: &TestResult, emulated: bool) -> (Option<TraceCounts>, Option<String>) {
+        let stopped = self
+            .tracer
+            .lock()
+            .ok()
+            .and_then(|mut t| t.take())
+            .map(Tracer::stop);
+        let Some(mut traced) = stopped.or_else(|| self.traced.lock().ok()?.take()) else {
+            return (None, None);
+        };
+        let warning = if emulated {
+            None
+        } else {
+            traced.drop_silent_kvm_exits()
+        };
+        let mut counts = traced.per_unit_of(&r.outcome, None);
+        if let Some(since) = self.whole_since {
+            counts.per_unit.clear();
+            counts.per_side.clear();
+            counts.whole_test_s = Some(since.elapsed().as_secs_f64());
+        }
+        (Some(counts), warning)
     }
 }

@@ -121,10 +121,6 @@ mod tests {
         assert!(t.snd_cwnd > 0, "{t:?}");
         assert!(t.snd_mss > 0, "{t:?}");
         assert!(t.srtt_us > 0, "{t:?}");
-        assert_eq!(
-            t.retransmits_interval,
-            t.retransmits.min(t.retransmits_interval)
-        );
         // Loopback moves a megabyte in well under a millisecond: busy time may read 0.
         assert!(
             t.busy_us.is_some() && t.delivery_rate_bps.is_some(),
@@ -132,5 +128,25 @@ mod tests {
         );
         let u = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
         assert!(read(u.as_raw_fd()).is_none());
+    }
+
+    /// The interval's retransmissions are the end's total less the start's; the total is
+    /// the end's own (the loss test in cli/tests/tcpinfo.rs holds them to the kernel's
+    /// count).
+    #[test]
+    fn retransmits_over_an_interval_are_the_difference_of_two_readings() {
+        let snap = |total_retrans: u32| {
+            // SAFETY: tcp_info is plain old data; all-zero is a valid value.
+            let mut raw: libc::tcp_info = unsafe { std::mem::zeroed() };
+            raw.tcpi_total_retrans = total_retrans;
+            Snapshot {
+                raw,
+                len: size_of::<libc::tcp_info>(),
+            }
+        };
+        let t = between(&snap(5), &snap(12));
+        assert_eq!((t.retransmits, t.retransmits_interval), (12, 7));
+        // A counter that went backwards (a different socket) is no negative count.
+        assert_eq!(between(&snap(9), &snap(3)).retransmits_interval, 0);
     }
 }

@@ -185,9 +185,64 @@ pub fn thread_cpu_since(start: ThreadCpu) -> Result<ThreadCpu, String> {
     })
 }
 
+/// This thread's kernel id (for [`thread_clock_s`] from another thread).
+pub fn current_tid() -> i32 {
+    rustix::thread::gettid().as_raw_nonzero().get()
+}
+
+/// CPU seconds thread `tid` of this process has used (user and system), read now from its
+/// CPU-time clock; None once it has exited.
+///
+/// Written by hand: neither libc's `pthread_getcpuclockid` nor nix covers this safely. glibc
+/// builds the clock id from the thread's kernel id, which it clears when the thread exits,
+/// and id 0 then names the *calling* thread: a finished worker would silently be read as
+/// the reader. Built from a kernel id kept by the caller, the clock of a thread that has
+/// exited is refused (EINVAL) instead. The id's layout is the kernel's ABI
+/// (`MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)` in include/linux/posix-timers.h).
+pub fn thread_clock_s(tid: i32) -> Option<f64> {
+    const CPUCLOCK_PERTHREAD_MASK: i32 = 4;
+    const CPUCLOCK_SCHED: i32 = 2;
+    if tid <= 0 {
+        return None;
+    }
+    let id: libc::clockid_t = ((!tid) << 3) | CPUCLOCK_PERTHREAD_MASK | CPUCLOCK_SCHED;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec, which `ts` is; a bad id is an error return.
+    let rc = unsafe { libc::clock_gettime(id, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Another thread's clock follows its spinning, stops when it sleeps, and is refused
+    /// once it has exited (never read as the caller's own).
+    #[test]
+    fn another_threads_cpu_clock_reads_its_work_and_refuses_the_dead() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            let tid = current_tid();
+            let start = thread_clock_s(tid).expect("own clock");
+            while thread_clock_s(tid).expect("own clock") - start < 0.05 {}
+            tx.send(tid).expect("send");
+            let _ = wait.recv();
+        });
+        let tid = rx.recv().expect("tid");
+        let a = thread_clock_s(tid).expect("a live thread's clock");
+        assert!(a >= 0.05, "{a}");
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let b = thread_clock_s(tid).expect("a live thread's clock");
+        assert!(b - a < 0.02, "a blocked thread used {} s", b - a);
+        go.send(()).expect("go");
+        t.join().expect("joined");
+        assert_eq!(thread_clock_s(tid), None, "an exited thread's clock");
+        assert_eq!(thread_clock_s(0), None);
+    }
 
     /// Our own user+system seconds from getrusage, the reference for /proc's view.
     fn rusage_self_s() -> f64 {

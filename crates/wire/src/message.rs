@@ -74,7 +74,8 @@ pub struct DriveTarget {
 /// 7: `Ready.key`: every data connection presents the test's key first, so a stranger who
 /// connects to the data port first cannot take a flow's place.
 /// 8: `Hold` and `Held` (one client's tests share an agent's machine), `DriveTarget.lock`.
-pub const PROTOCOL_VERSION: u32 = 8;
+/// 9: `End` (both sides count over the same measured interval), `SideReport.window_cpu_s`.
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// Length of a test's data-connection key, bytes.
 pub const DATA_KEY_LEN: usize = 16;
@@ -155,7 +156,11 @@ pub enum Message {
     Start,
     /// The agent has started its measurement.
     Started,
-    /// End the measured interval and ask for the agent's half of the measurement.
+    /// The measured interval is over (sent by the client as it ends): the agent reads its
+    /// counters now, so both sides count over the same interval, and keeps serving the
+    /// transactions in flight until `Stop`.
+    End,
+    /// Stop serving and ask for the agent's half of the measurement.
     Stop,
     /// The agent's measurement of its half.
     Report {

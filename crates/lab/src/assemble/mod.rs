@@ -33,7 +33,9 @@ fn side_cpu(r: &SideReport, units: f64, test_threads_s: f64) -> SideCpu {
         system: split(&r.cpu),
         process_user_s: r.threads.user_s,
         process_system_s: r.threads.system_s,
-        service_demand_us: per(r.threads.total_s()),
+        // Over the measured interval where the side could read its workers' clocks there,
+        // else (older agents, untimed workloads) over the workers' whole run.
+        service_demand_us: per(r.window_cpu_s.unwrap_or_else(|| r.threads.total_s())),
         system_service_demand_us: per(r.cpu.total.busy()),
         other_cpu_pct: if wall > 0.0 {
             100.0 * other_s / wall

@@ -36,6 +36,7 @@ use crate::local::LocalAgent;
 use crate::netns;
 use virtperf_lab::client;
 use virtperf_lab::plan::{Plan, ProgressFn, Target};
+use virtperf_lab::trace::HostExits;
 
 /// Which ends of a test run in guests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -483,7 +484,7 @@ impl GuestLab {
     /// Runs one test, its server's hello presenting `lock` (a hold on that agent's
     /// machine, see [`Site::run_beside`]) when given.
     fn run_with(&self, plan: &Plan, lock: Option<String>) -> Result<TestResult> {
-        let plan = plan.clone();
+        let mut plan = plan.clone();
         let g0 = self.guests.first().map(Guest::target);
         let server = self.server().map(|t| Target {
             lock: lock.or(t.lock.clone()),
@@ -491,9 +492,10 @@ impl GuestLab {
         });
         let direction = self.direction;
         let pids = self.qemu_pids();
-        let host_exits = plan
-            .trace
-            .then(|| virtperf_lab::trace::Tracer::host_exits(&self.info.vcpu_cpus));
+        let host_exits = plan.trace.then(|| match direction {
+            Direction::HostGuest => HostExits::over_window(&self.info.vcpu_cpus, &mut plan),
+            _ => HostExits::whole_test(&self.info.vcpu_cpus),
+        });
         let cpu0: Vec<Option<f64>> = pids
             .iter()
             .map(|p| virtperf_measure::process_cpu_s(*p))
@@ -529,11 +531,9 @@ impl GuestLab {
             .collect();
         r.warnings.extend(ring_warnings(&info.virtio, &r));
         if let Some(h) = host_exits {
-            let mut traced = h.stop();
-            if !info.emulated {
-                r.warnings.extend(traced.drop_silent_kvm_exits());
-            }
-            r.host_trace = Some(traced.per_unit_of(&r.outcome, None));
+            let (counts, warning) = h.finish(&r, info.emulated);
+            r.host_trace = counts;
+            r.warnings.extend(warning);
         }
         r.guest = Some(info);
         Ok(r)

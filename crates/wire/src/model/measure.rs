@@ -392,8 +392,13 @@ pub struct SideReport {
     pub elapsed_s: f64,
     /// System-wide CPU over that interval.
     pub cpu: CpuDelta,
-    /// CPU used by this side's workload threads.
+    /// CPU used by this side's workload threads, from the gate to their end (their last
+    /// transactions, closing their connections).
     pub threads: ThreadCpu,
+    /// CPU seconds of the same threads over the measured interval alone: what service
+    /// demand divides (absent from older agents, and where a clock could not be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_cpu_s: Option<f64>,
     /// Per data connection counts.
     pub flows: Vec<FlowStats>,
     /// Requests served (rr, crr, http).

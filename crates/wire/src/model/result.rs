@@ -390,7 +390,9 @@ pub struct TestResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceCounts>,
     /// With guests (`--placement guest`) and `--trace`: the host's `kvm:kvm_exit` counted
-    /// by exit reason on the vCPUs' CPUs over the whole test, per unit of work.
+    /// by exit reason on the vCPUs' CPUs: over the measured interval, per unit of work,
+    /// where the host drives the test; over the whole test (`whole_test_s`) where a guest
+    /// does, since the host cannot see the guest's interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_trace: Option<TraceCounts>,
     /// The critical path of a transaction from a separate sampled trial (`--timeline`).
@@ -444,6 +446,12 @@ pub struct TraceCounts {
     /// What could not be counted, with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<String>,
+    /// Set when the counts span the whole test (connect to report, set-up and stop
+    /// included) rather than its measured interval: how long they ran, in seconds. Then
+    /// nothing is per unit of work (`per_unit` and `per_side` are empty): the units were
+    /// counted over the interval alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whole_test_s: Option<f64>,
 }
 
 /// One interval of a test's time series (`--interval`), measured on the client.
