@@ -278,8 +278,10 @@ fn render_halt(reports: &[HaltReport], delay: (Duration, Duration)) -> String {
             .map(|&n| n as f64 / f64::from(r.wakeups.max(1)));
         let _ = writeln!(
             s,
-            "  {:>8}µs {:>8.2} {:>8.2} {:>8.2} {:>9.2} │ {:>14.1} {:>7.1} │ {:>10} {:>10}",
-            r.halt_poll_ns.unwrap_or(0) / 1000,
+            "  {:>10} {:>8.2} {:>8.2} {:>8.2} {:>9.2} │ {:>14.1} {:>7.1} │ {:>10} {:>10}",
+            // None: the module's default was left alone (not a 0 µs setting).
+            r.halt_poll_ns
+                .map_or_else(|| "default".to_string(), |ns| format!("{}µs", ns / 1000)),
             r.latency_ns.p50 / 1e3,
             r.latency_ns.p90 / 1e3,
             r.latency_ns.p99 / 1e3,

@@ -176,6 +176,8 @@ fn nic_line(side: &str, unit: &str, n: &virtperf_wire::NicEvents) -> String {
     let both = |a: &str, b: &str| Some(per(a)? + per(b)?);
     let irqs = match (both("rx_irqs", "tx_irqs"), per("shared_irqs")) {
         (None, None) => None,
+        // A device has per-queue lines or one shared line, not both: the kind it lacks
+        // adds nothing (None, None above is the unread case).
         (q, s) => Some(q.unwrap_or(0.0) + s.unwrap_or(0.0)),
     };
     format!(
@@ -484,7 +486,12 @@ fn stream_lines(s: &mut String, o: &virtperf_wire::StreamOutcome) {
             let _ = writeln!(
                 s,
                 "  {:<6} {:>12.2} {:>16} {:>16} {:>9.3}",
-                i, f.mbps, f.receiver_bytes, f.sender_bytes, f.active_s
+                i,
+                f.mbps,
+                f.receiver_bytes,
+                f.sender_bytes
+                    .map_or_else(|| "-".to_string(), |b| b.to_string()),
+                f.active_s
             );
         }
     }
@@ -515,7 +522,8 @@ fn stream_lines(s: &mut String, o: &virtperf_wire::StreamOutcome) {
         let _ = writeln!(
             s,
             "  UDP datagrams: {} sent, {} received, {} lost ({:.3}%), {} out of order, jitter {:.3} ms (iperf3's); GSO {}, GRO {}",
-            u.datagrams_sent,
+            u.datagrams_sent
+                .map_or_else(|| "-".to_string(), |n| n.to_string()),
             u.datagrams_received,
             u.lost,
             u.lost_pct,

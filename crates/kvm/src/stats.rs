@@ -233,14 +233,15 @@ pub(crate) fn delta(before: &[Entry], after: &[Entry]) -> BTreeMap<String, u64> 
     let old: BTreeMap<&str, u64> = before.iter().map(|e| (e.name.as_str(), e.value)).collect();
     after
         .iter()
-        .map(|e| {
+        .filter_map(|e| {
+            // A counter absent from the first reading has no start: left out, not counted
+            // from 0 (its whole value would read as this interval's).
             let v = if e.cumulative {
-                e.value
-                    .saturating_sub(old.get(e.name.as_str()).copied().unwrap_or(0))
+                e.value.saturating_sub(*old.get(e.name.as_str())?)
             } else {
                 e.value
             };
-            (e.name.clone(), v)
+            Some((e.name.clone(), v))
         })
         .collect()
 }
@@ -317,6 +318,11 @@ mod tests {
         }
         let d = delta(&a, &b);
         assert_eq!(d["exits"], 5);
+        assert_eq!(d["max_mmu_pages"], 14);
+        // A counter the first reading lacked has no delta (not its whole value).
+        let without_exits: Vec<Entry> = a.iter().filter(|e| e.name != "exits").cloned().collect();
+        let d = delta(&without_exits, &b);
+        assert!(!d.contains_key("exits"), "{d:?}");
         assert_eq!(d["max_mmu_pages"], 14);
     }
 

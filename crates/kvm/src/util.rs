@@ -32,6 +32,7 @@ pub(crate) fn measure_tsc_khz(over: Duration) -> u64 {
     std::thread::sleep(over);
     let (i1, t1) = (Instant::now(), rdtsc());
     let ns = (i1 - i0).as_nanos().max(1);
+    // Cannot fail: a u64 of kHz is far beyond any clock, so the 0 is never produced.
     u64::try_from(u128::from(t1.wrapping_sub(t0)) * 1_000_000 / ns).unwrap_or(0)
 }
 
@@ -80,6 +81,7 @@ pub(crate) fn thread_cpu_ns() -> Result<u64, KvmError> {
     if rc != 0 {
         return Err(KvmError::os("clock_gettime(CLOCK_THREAD_CPUTIME_ID)"));
     }
+    // A CPU-time clock is never negative: the conversions cannot fail.
     let secs = u64::try_from(ts.tv_sec).unwrap_or(0);
     let nanos = u64::try_from(ts.tv_nsec).unwrap_or(0);
     Ok(secs.saturating_mul(1_000_000_000).saturating_add(nanos))

@@ -671,6 +671,8 @@ pub fn run_url(
     let t1 = ProcStat::read()?;
     let events = ev0.delta(&EventSnapshot::read()).counts(None);
     let joined = join_all(vec![h])?;
+    // The body's size names the workload (at least 1 byte), it is not a measured figure:
+    // what was received is in the downloads themselves.
     let bytes = downloads
         .lock()
         .ok()

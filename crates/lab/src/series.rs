@@ -192,6 +192,7 @@ impl Series {
         for (m, g) in self.meters.iter().zip(got.iter_mut()) {
             g.extend(m.ticks_from(g.len()));
         }
+        // Counts of intervals ready: with no meter there are genuinely none.
         let ready = if all {
             got.iter().map(Vec::len).max().unwrap_or(0)
         } else {

@@ -114,6 +114,12 @@ pub fn assemble(c: Collected) -> anyhow::Result<TestResult> {
     let server = c.server.as_ref().unwrap_or(&empty);
     let mut warnings = Vec::new();
     let (outcome, units, unit) = crate::roles::outcome(&c, server, &mut warnings)?;
+    if let virtperf_wire::Outcome::Bulk(b) = &outcome {
+        // A transfer takes time: 0 s is one its sender never reported.
+        if b.elapsed_s <= 0.0 {
+            anyhow::bail!("the bulk transfer's sender reported no flow: its time was not measured");
+        }
+    }
     let steal = split(&c.client.cpu).steal_pct;
     if steal > 5.0 {
         warnings.push(format!(
@@ -455,6 +461,44 @@ mod tests {
             e.metrics().is_empty(),
             "no per-transaction metric: {:?}",
             e.metrics()
+        );
+    }
+
+    /// A stream whose sender reported fewer flows than its receiver: the flows it did not
+    /// report have no sender bytes (they used to read 0), and a warning says so.
+    #[test]
+    fn a_flow_the_sender_did_not_report_has_no_sender_bytes() {
+        let w: Workload = serde_json::from_value(serde_json::json!(
+            {"kind": "stream", "send_size": 16384, "flows": 2, "reverse": false}
+        ))
+        .expect("a stream workload");
+        let p = Plan::new(w, Duration::from_secs(1));
+        let flow = |rx: u64, tx: u64| FlowStats {
+            bytes_rx: rx,
+            bytes_tx: tx,
+            active_s: 1.0,
+            ..Default::default()
+        };
+        let sender = SideReport {
+            flows: vec![flow(0, 1000)],
+            ..Default::default()
+        };
+        let receiver = SideReport {
+            flows: vec![flow(1000, 0), flow(700, 0)],
+            ..Default::default()
+        };
+        let r = assemble(collected(&p, sender, receiver)).expect("assembled");
+        let Outcome::Stream(o) = &r.outcome else {
+            panic!("a stream outcome: {:?}", r.outcome)
+        };
+        assert_eq!(o.flows[0].sender_bytes, Some(1000));
+        assert_eq!(o.flows[1].sender_bytes, None);
+        assert!(
+            r.warnings
+                .iter()
+                .any(|w| w.contains("have no sender bytes")),
+            "{:?}",
+            r.warnings
         );
     }
 

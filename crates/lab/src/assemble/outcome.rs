@@ -191,15 +191,16 @@ fn udp_rr(c: &Collected, completed: u64, warnings: &mut Vec<String>) -> Option<U
 }
 
 /// One UDP stream flow's accounting from its receiver's and its sender's counts.
-fn udp_flow(rx: &UdpCounts, tx: &UdpCounts) -> UdpStream {
+/// One UDP flow's accounting; `tx` is None where the sender reported no such flow.
+fn udp_flow(rx: &UdpCounts, tx: Option<&UdpCounts>) -> UdpStream {
     UdpStream {
-        datagrams_sent: tx.datagrams_tx,
+        datagrams_sent: tx.map(|t| t.datagrams_tx),
         datagrams_received: rx.datagrams_rx,
         lost: rx.lost,
         lost_pct: pct(rx.lost, rx.highest_seq),
         out_of_order: rx.out_of_order,
         jitter_ms: rx.jitter_ms,
-        gso: tx.gso,
+        gso: tx.is_some_and(|t| t.gso),
         gro: rx.gro,
     }
 }
@@ -226,7 +227,7 @@ fn udp_total(
     let highest: u64 = rxs.iter().map(|u| u.highest_seq).sum();
     let lost: u64 = rxs.iter().map(|u| u.lost).sum();
     let t = UdpStream {
-        datagrams_sent: txs.iter().map(|u| u.datagrams_tx).sum(),
+        datagrams_sent: Some(txs.iter().map(|u| u.datagrams_tx).sum()),
         datagrams_received: rxs.iter().map(|u| u.datagrams_rx).sum(),
         lost,
         lost_pct: pct(lost, highest),
@@ -299,7 +300,7 @@ pub(crate) fn stream_outcome(
     };
     if tx.flows.len() != rx.flows.len() && c.server.is_some() {
         warnings.push(format!(
-            "the sender reported {} flows and the receiver {}: per-flow sender bytes of the flows it did not report read 0",
+            "the sender reported {} flows and the receiver {}: the flows it did not report have no sender bytes",
             tx.flows.len(),
             rx.flows.len()
         ));
@@ -311,11 +312,11 @@ pub(crate) fn stream_outcome(
         .map(|(i, f)| StreamFlow {
             mbps: mbps(f.bytes_rx, f.active_s),
             receiver_bytes: f.bytes_rx,
-            sender_bytes: tx.flows.get(i).map(|t| t.bytes_tx).unwrap_or(0),
+            sender_bytes: tx.flows.get(i).map(|t| t.bytes_tx),
             active_s: f.active_s,
             udp: f
                 .udp
-                .map(|r| udp_flow(&r, &tx.flows.get(i).and_then(|t| t.udp).unwrap_or_default())),
+                .map(|r| udp_flow(&r, tx.flows.get(i).and_then(|t| t.udp).as_ref())),
             tcp: tx.flows.get(i).and_then(|t| t.tcp),
             direction: None,
         })
@@ -397,6 +398,9 @@ pub(crate) fn bulk_outcome(
     } else {
         (&c.client, c.client.flows.first().map_or(0, |f| f.bytes_rx))
     };
+    // The sender's one flow times the transfer. Without it (an agent's report that lacks
+    // it) the time was not measured: 0 here, and `assemble` refuses such a result rather
+    // than store 0 s as the fastest transfer.
     let elapsed = sender.flows.first().map(|f| f.active_s).unwrap_or(0.0);
     if receiver_bytes != bytes {
         warnings.push(format!(

@@ -278,6 +278,8 @@ impl NicCounts {
             .map(|(r, t)| r + t);
         match (queues, self.get("shared_irqs")) {
             (None, None) => None,
+            // A device has per-queue lines or one shared line, not both: the kind it
+            // lacks adds nothing.
             (q, s) => Some(q.unwrap_or(0) + s.unwrap_or(0)),
         }
     }

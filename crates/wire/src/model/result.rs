@@ -73,8 +73,10 @@ pub struct UdpRr {
 /// A UDP stream's datagram accounting, as iperf3 reports it (see [`UdpCounts`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct UdpStream {
-    /// Datagrams the sender handed to the kernel.
-    pub datagrams_sent: u64,
+    /// Datagrams the sender handed to the kernel; None for a flow the sender did not
+    /// report (not 0 sent).
+    #[serde(default)]
+    pub datagrams_sent: Option<u64>,
     /// Datagrams the receiver got.
     pub datagrams_received: u64,
     /// Datagrams lost: gaps in the sequence numbers minus late arrivals (iperf3's count;
@@ -99,8 +101,10 @@ pub struct StreamFlow {
     pub mbps: f64,
     /// Bytes counted by the receiver.
     pub receiver_bytes: u64,
-    /// Bytes the sender handed to the kernel.
-    pub sender_bytes: u64,
+    /// Bytes the sender handed to the kernel; None when the sender reported no such flow
+    /// (fewer flows than the receiver: not 0 bytes sent).
+    #[serde(default)]
+    pub sender_bytes: Option<u64>,
     /// Receiver's first-to-last-byte seconds.
     pub active_s: f64,
     /// UDP: this flow's datagram accounting.
