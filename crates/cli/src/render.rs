@@ -174,12 +174,7 @@ fn nic_line(side: &str, unit: &str, n: &virtperf_wire::NicEvents) -> String {
     let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
     let per = |k: &str| n.per_unit.get(k).copied();
     let both = |a: &str, b: &str| Some(per(a)? + per(b)?);
-    let irqs = match (both("rx_irqs", "tx_irqs"), per("shared_irqs")) {
-        (None, None) => None,
-        // A device has per-queue lines or one shared line, not both: the kind it lacks
-        // adds nothing (None, None above is the unread case).
-        (q, s) => Some(q.unwrap_or(0.0) + s.unwrap_or(0.0)),
-    };
+    let irqs = virtperf_wire::nic_irqs(per);
     format!(
         "{side} virtio-net {} ({}): {} kicks/packet, {} irqs/packet, {} packets/irq; per {unit}: {} packets, {} kicks, {} irqs",
         n.interface,

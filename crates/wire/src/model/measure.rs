@@ -272,19 +272,25 @@ impl NicCounts {
     /// Device interrupts, all lines: the per-queue lines both ways, or the shared one.
     /// None when `/proc/interrupts` had no line of the device.
     pub fn irqs(&self) -> Option<u64> {
-        let queues = self
-            .get("rx_irqs")
-            .zip(self.get("tx_irqs"))
-            .map(|(r, t)| r + t);
-        match (queues, self.get("shared_irqs")) {
-            (None, None) => None,
-            // A device has per-queue lines or one shared line, not both: the kind it
-            // lacks adds nothing.
-            (q, s) => Some(q.unwrap_or(0) + s.unwrap_or(0)),
-        }
+        nic_irqs(|k| self.get(k))
     }
     fn get(&self, k: &str) -> Option<u64> {
         self.deltas.get(k).copied()
+    }
+}
+
+/// A virtio-net device's interrupts from its keys (`get`: a count or a rate, None where
+/// unread): `rx_irqs` + `tx_irqs` (per-queue lines, both needed), plus `shared_irqs` (one
+/// line for all queues). None when neither kind was read.
+pub fn nic_irqs<T: std::ops::Add<Output = T> + Default>(
+    get: impl Fn(&str) -> Option<T>,
+) -> Option<T> {
+    let queues = get("rx_irqs").zip(get("tx_irqs")).map(|(r, t)| r + t);
+    match (queues, get("shared_irqs")) {
+        (None, None) => None,
+        // A device has per-queue lines or one shared line, not both: the kind it lacks
+        // adds nothing.
+        (q, s) => Some(q.unwrap_or_default() + s.unwrap_or_default()),
     }
 }
 
