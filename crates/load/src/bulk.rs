@@ -54,6 +54,7 @@ pub fn receive(s: &mut TcpStream, meter: &Meter) -> io::Result<Counts> {
     // as the polling one with 5 % less receiver CPU per KB (bench/RESULTS.md, session 13).
     let mut buf = PageBuf::zeroed(RECV_SIZE);
     let (got, first) = drain(s, &mut buf, RecvWait::default(), meter, || false)?;
+    // No byte: active for no time (a true 0, beside 0 bytes received).
     let active = first.map(|f: Instant| f.elapsed()).unwrap_or_default();
     s.write_all(&got.to_be_bytes())
         .map_err(|e| describe(e, "acknowledging the transfer"))?;

@@ -65,6 +65,7 @@ pub fn receive(
     let (got, first) = drain(s, &mut buf, wait, meter, || !stop.load(Ordering::Relaxed))?;
     Ok(Counts {
         bytes_rx: got,
+        // No byte: active for no time (a true 0, beside 0 bytes received).
         active: first.map(|f| f.elapsed()).unwrap_or_default(),
         ..Counts::default()
     })

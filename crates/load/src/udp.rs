@@ -383,6 +383,7 @@ pub fn stream_receive(
     }
     Ok(Counts {
         bytes_rx: bytes,
+        // No datagram: active for no time (a true 0, beside 0 bytes received).
         active: first.map(|f| last.duration_since(f)).unwrap_or_default(),
         udp: Some(UdpCounts {
             datagrams_rx: dgrams - seq.implausible,

@@ -572,6 +572,8 @@ pub(crate) fn bidir_outcome(
         }),
         zerocopy: match (f.zerocopy, r.zerocopy) {
             (None, None) => None,
+            // A direction without zero-copy senders sent nothing by MSG_ZEROCOPY: its 0 is
+            // a true count.
             (a, b) => {
                 let mut z = a.unwrap_or_default();
                 z.add(b.unwrap_or_default());

@@ -301,6 +301,8 @@ impl Window {
         let closed = self.closed_at.get(i).copied().flatten();
         self.at_end
             .as_ref()
+            // Every flow has a count in the window's snapshot (one per flow): the default
+            // is never taken.
             .map(|(g, d)| (g.get(i).copied().unwrap_or_default(), closed.unwrap_or(*d)))
     }
 }
