@@ -165,8 +165,8 @@ fn execute(common: &Common, plan: Plan) -> Result<()> {
     drop(site);
     output(&result, common, local && common.host.is_none())?;
     if let Some(k) = keeper {
-        let command: Vec<String> = std::env::args().collect();
-        let note = k.keep(&result, started_at, &command.join(" "))?;
+        // Stored, shown and pushed to a team's store: never a password or a token.
+        let note = k.keep(&result, started_at, &virtperf_machine::command_line())?;
         if !common.machine_readable() {
             eprintln!("virtperf: {note}");
         }

@@ -57,7 +57,8 @@ impl LockArgs {
 /// `--no-wait` or `--allow-concurrent`), and hands it to every process this one starts (its
 /// private agent, the client half in a namespace) so they do not wait for their parent.
 pub fn take(a: &LockArgs) -> Result<MachineLock> {
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    // Others read the lock (waiters, an agent's Waiting): never a password or a token.
+    let command = virtperf_machine::command_line();
     let lock = MachineLock::acquire(a.mode(), &command, &mut |msg| {
         eprintln!("virtperf: {msg}");
     })

@@ -113,3 +113,38 @@ fn a_missing_run_is_one_line_and_nothing_is_printed() {
     assert!(out.stdout.is_empty(), "half an export was printed");
     assert_one_line_error(&String::from_utf8_lossy(&out.stderr), "7");
 }
+
+/// Issue 40 §11: a tag (or config) that a spreadsheet would run as a formula comes out of
+/// `export` as text (OWASP: a leading `'`, quoted; the table CSV of `show` shares the
+/// cell function), never as an unquoted formula cell.
+#[test]
+fn csv_cells_are_never_formulas() {
+    let d = TempDir::new("export-formula");
+    let db = d.path("r.db");
+    let evil = "=cmd|' /C calc'!A0";
+    let out = vp()
+        .args([
+            "rr",
+            "-l",
+            "200ms",
+            "--tag",
+            &format!("rack={evil}"),
+            "--db",
+        ])
+        .arg(&db)
+        .output()
+        .expect("rr");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = run_db_ok(&["export", "last", "--format", "csv"], &db);
+    assert!(csv.contains(&format!("\"'{evil}\"")), "{csv}");
+    for line in csv.lines() {
+        assert!(
+            !line.split(',').any(|cell| cell.starts_with('=')),
+            "a formula cell: {line}"
+        );
+    }
+}

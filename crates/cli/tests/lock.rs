@@ -236,3 +236,48 @@ fn other_work_on_the_machine_is_recorded_and_warned_about() {
         .any(|w| w.as_str().unwrap_or("").contains("other work used"));
     assert!(warned, "{}", v["warnings"]);
 }
+
+/// Issue 40 §1: the lock names its holder for others to read (waiters, an agent's
+/// `Waiting`), but never with the holder's token or a URL's password.
+#[test]
+fn the_lock_names_its_holder_without_secrets() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let a = start(&["rr", "-l", "2s", "--token", "PLANTEDT0KEN"]);
+    let pid = a.id();
+    wait_holder(pid);
+    let text = std::fs::read_to_string(virtperf_machine::lock::path()).expect("lock file");
+    let (out, _) = finish(a);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!text.contains("PLANTEDT0KEN"), "{text}");
+    assert!(text.contains("--token ***"), "{text}");
+}
+
+/// Issue 40 §2: a stored run keeps its command line without the token, in the database
+/// file and in what `show` prints.
+#[test]
+fn a_stored_run_keeps_no_token() {
+    let d = common::TempDir::new("lock-secret-store");
+    let db = d.path("r.db");
+    let out = common::vp()
+        .args(["rr", "-l", "200ms", "--token", "PLANTEDT0KEN", "--db"])
+        .arg(&db)
+        .output()
+        .expect("rr");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = common::run_db_ok(&["show", "last", "--format", "json"], &db);
+    assert!(shown.contains("--token ***"), "{shown}");
+    for f in std::fs::read_dir(d.path("")).expect("dir").flatten() {
+        let bytes = std::fs::read(f.path()).expect("readable");
+        let found = bytes.windows(12).any(|w| w == b"PLANTEDT0KEN");
+        assert!(!found, "{} holds the token", f.path().display());
+    }
+    assert!(!shown.contains("PLANTEDT0KEN"), "{shown}");
+}

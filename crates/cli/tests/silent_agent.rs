@@ -35,8 +35,9 @@ fn swallow(listener: TcpListener, udp: u16) {
 }
 
 /// One control connection of the silent agent: a well-behaved protocol peer whose data
-/// port takes requests and never responds.
-fn control(mut c: TcpStream) {
+/// port takes requests and never responds; with `waiting`, it first says another
+/// measurement holds its machine, in those words.
+fn control(mut c: TcpStream, waiting: Option<&'static str>) {
     while let Ok(m) = read_message(&mut c) {
         let reply = match m {
             // The client's window closed: nothing to answer.
@@ -49,6 +50,14 @@ fn control(mut c: TcpStream) {
                 env: Box::default(),
             },
             Message::Prepare { .. } => {
+                if let Some(holder) = waiting {
+                    let w = Message::Waiting {
+                        holder: holder.into(),
+                    };
+                    if write_message(&mut c, &w).is_err() {
+                        return;
+                    }
+                }
                 let udp = UdpSocket::bind("127.0.0.1:0").expect("data port");
                 let data_port = udp.local_addr().expect("bound").port();
                 std::thread::spawn(move || swallow_udp(udp));
@@ -74,13 +83,13 @@ fn control(mut c: TcpStream) {
     }
 }
 
-/// Starts the silent agent on loopback; its control port.
-fn silent_agent() -> u16 {
+/// Starts the silent agent on loopback (see [`control`]); its control port.
+fn silent_agent(waiting: Option<&'static str>) -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("control port");
     let port = l.local_addr().expect("bound").port();
     std::thread::spawn(move || {
         for c in l.incoming().flatten() {
-            std::thread::spawn(move || control(c));
+            std::thread::spawn(move || control(c, waiting));
         }
     });
     port
@@ -88,7 +97,7 @@ fn silent_agent() -> u16 {
 
 #[test]
 fn a_trial_with_no_transaction_stores_no_latency_and_no_demand() {
-    let port = silent_agent().to_string();
+    let port = silent_agent(None).to_string();
     let d = TempDir::new("silent-agent");
     let db = d.path("r.db");
     let out = run_with_timeout(
@@ -139,4 +148,20 @@ fn a_trial_with_no_transaction_stores_no_latency_and_no_demand() {
     }
     let csv = run_db_ok(&["export", "last", "--format", "csv"], &db);
     assert!(!csv.contains("p50_us"), "{csv}");
+}
+
+/// Issue 40 §8: who holds an agent's machine is the agent's words, printed escaped: a
+/// terminal escape sequence in `Waiting.holder` reaches the terminal as text.
+#[test]
+fn a_waiting_holder_is_printed_escaped() {
+    let port = silent_agent(Some("\u{1b}]0;pwned\u{7}\u{1b}[2J rr (pid 1)")).to_string();
+    let out = run_with_timeout(
+        vp().args(["rr", "-H", "127.0.0.1", "--port", &port, "-l", "200ms"])
+            .args(["--protocol", "udp", "--allow-concurrent"]),
+        Duration::from_secs(60),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("waiting for another measurement"), "{err}");
+    assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{err:?}");
+    assert!(err.contains("\\u{1b}]0;pwned"), "{err}");
 }

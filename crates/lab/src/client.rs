@@ -167,8 +167,10 @@ impl Control {
             match self.recv(SETUP_TIMEOUT, waiting_for)? {
                 Message::Waiting { holder } => {
                     if !said_waiting {
+                        // The peer's words: escaped, as every string an agent sends is.
                         eprintln!(
-                            "virtperf: waiting for another measurement on the agent's machine to finish: {holder}"
+                            "virtperf: waiting for another measurement on the agent's machine to finish: {}",
+                            virtperf_wire::printable(&holder)
                         );
                         said_waiting = true;
                     }

@@ -329,7 +329,7 @@ impl Journal {
         }
         let rec = JournalRecord {
             owner: Owner::me(),
-            command: std::env::args().collect::<Vec<_>>().join(" "),
+            command: crate::command_line(),
             recorded_at: virtperf_store::now_rfc3339(),
             knobs: knobs.clone(),
         };

@@ -13,6 +13,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 use virtperf_store::{RunRow, TrialRow};
 
+use crate::escape::csv_field;
 use crate::summary::probe_unit;
 
 /// Columns before the sweep parameters.
@@ -134,15 +135,6 @@ pub fn tidy(runs: &[(&RunRow, &[TrialRow])]) -> Export {
             .chain(tag_keys.iter().map(|k| format!("tag.{k}")))
             .collect(),
         rows,
-    }
-}
-
-/// Quotes a CSV field when it holds a separator, a quote or a line break (RFC 4180).
-fn csv_field(v: &str) -> String {
-    if v.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", v.replace('"', "\"\""))
-    } else {
-        v.to_string()
     }
 }
 

@@ -7,6 +7,7 @@ use serde::Serialize;
 use virtperf_store::{RunRow, TrialRow};
 
 use crate::compare::Row;
+use crate::escape::csv_field;
 use crate::summary::{ConfigSummary, MetricSummary, PointSummary};
 use virtperf_wire::CpuSplit;
 
@@ -488,14 +489,6 @@ pub fn markdown(run: &RunRow, points: &[PointSummary]) -> String {
         }
     }
     s
-}
-
-fn csv_field(v: &str) -> String {
-    if v.contains([',', '"', '\n']) {
-        format!("\"{}\"", v.replace('"', "\"\""))
-    } else {
-        v.to_string()
-    }
 }
 
 /// CSV in long form: one row per trial and metric, so every metric of every trial is there

@@ -48,7 +48,7 @@ pub(crate) use handle::to_json_checked;
 pub use handle::{Store, BUSY_TIMEOUT, SCHEMA_VERSION};
 pub use keep::{Imported, Saved};
 pub use knobs::KnobRecord;
-pub use pg::Location;
+pub use pg::{redact as redact_url, Location};
 pub use push::Pushed;
 pub use runs::{NewRun, RunFilter, RunRow, RunStatus};
 pub use tags::{parse_tag, parse_tag_list, Tags};

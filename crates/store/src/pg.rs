@@ -77,7 +77,7 @@ impl Location {
 }
 
 /// The URL with its password (if any) replaced by `***`.
-pub(crate) fn redact(url: &str) -> String {
+pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
