@@ -307,3 +307,61 @@ fn a_hold_keeps_others_waiting_no_longer_than_the_agents_limit() {
         other => panic!("expected the hold to end with an error, got {other:?}"),
     }
 }
+
+/// Issue 40 §4: a hold ends `--max-duration` after `Held` however often the holder talks
+/// (each message used to restart the wait: a client asking every 0.5 s held a 2 s agent
+/// for as long as it liked while another client's test waited).
+#[test]
+fn a_talking_holder_is_let_go_at_the_agents_limit() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        virtperf_testkit::skip(
+            "root",
+            "needs root (a mount namespace gives the agent a lock of its own)",
+        );
+        return;
+    }
+    let a = Agent::with_its_own_lock(&["--max-duration", "2s"]);
+    let mut s = connect(&a);
+    s.write_all(&hello(virtperf_wire::PROTOCOL_VERSION, None))
+        .unwrap();
+    assert!(matches!(read_message(&mut s), Ok(Message::Welcome { .. })));
+    write_message(&mut s, &Message::Hold).unwrap();
+    assert!(matches!(
+        read_message(&mut s),
+        Ok(Message::Held { lock: Some(_) })
+    ));
+    // The holder asks for the fingerprint every 0.5 s for up to 10 s, until let go.
+    let chatter = std::thread::spawn(move || {
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(500));
+            if write_message(&mut s, &Message::Fingerprint).is_err() {
+                return (t0.elapsed(), None);
+            }
+            match read_message(&mut s) {
+                Ok(Message::Env { .. }) => {}
+                Ok(Message::Error { message }) => return (t0.elapsed(), Some(message)),
+                _ => return (t0.elapsed(), None),
+            }
+        }
+        (t0.elapsed(), None)
+    });
+    let t0 = std::time::Instant::now();
+    let out = common::run_with_timeout(
+        common::vp()
+            .args(["rr", "-l", "300ms", "-H", "127.0.0.1", "--port", &a.port()])
+            .arg("--allow-concurrent"),
+        Duration::from_secs(30),
+    );
+    common::assert_ok(&out);
+    let waited = t0.elapsed();
+    let (held, why) = chatter.join().expect("the holder's thread");
+    assert!(
+        waited < Duration::from_secs(6),
+        "another client waited {waited:?} behind a 2 s hold"
+    );
+    assert!(held < Duration::from_secs(5), "held for {held:?}");
+    let why = why.expect("the hold ends with an error that says why");
+    assert!(why.contains("max-duration"), "{why}");
+}

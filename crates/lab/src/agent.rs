@@ -424,6 +424,8 @@ static HOLDS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 struct Holding {
     _lock: Option<MachineLock>,
     id: Option<String>,
+    /// When the hold ends, whatever the holder sends: `--max-duration` after `Held`.
+    until: Instant,
 }
 
 impl Drop for Holding {
@@ -449,6 +451,7 @@ fn hold(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> Resu
     let holding = Holding {
         _lock: lock,
         id: id.clone().filter(|_| ours),
+        until: Instant::now() + cfg.max_duration.min(Duration::from_millis(MAX_DURATION_MS)),
     };
     write_message(s, &Message::Held { lock: id })?;
     Ok(holding)
@@ -460,15 +463,28 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> R
     let mut holding: Option<Holding> = None;
     loop {
         // A holding client is quiet while its other connections run: it may stay as long
-        // as a test may.
-        let idle = match holding {
-            Some(_) => cfg.max_duration.min(Duration::from_millis(MAX_DURATION_MS)),
+        // as a test may, counted from `Held`, not from its last message (a holder that
+        // keeps talking must not keep the machine past the agent's limit).
+        let hold_ended = || {
+            anyhow!(
+                "the hold ended: it lasts at most --max-duration ({}) after it was granted, whatever its requests",
+                humantime::format_duration(cfg.max_duration)
+            )
+        };
+        let idle = match &holding {
+            Some(h) => match h.until.saturating_duration_since(Instant::now()) {
+                left if left.is_zero() => return Err(hold_ended()),
+                left => left,
+            },
             None => SETUP_TIMEOUT * 6,
         };
         let msg = match recv(s, idle, "request") {
             Ok(m) => m,
             Err(e) if matches!(e.downcast_ref::<WireError>(), Some(WireError::Closed)) => {
                 return Ok(())
+            }
+            Err(_) if holding.as_ref().is_some_and(|h| Instant::now() >= h.until) => {
+                return Err(hold_ended())
             }
             Err(e) => return Err(e),
         };
