@@ -365,3 +365,117 @@ fn a_talking_holder_is_let_go_at_the_agents_limit() {
     let why = why.expect("the hold ends with an error that says why");
     assert!(why.contains("max-duration"), "{why}");
 }
+
+/// A network namespace joined to this one by a veth pair; both go away on drop.
+struct Island {
+    ns: String,
+    host_if: String,
+}
+
+impl Drop for Island {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.ns])
+            .status();
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.host_if])
+            .status();
+    }
+}
+
+fn ip(args: &[&str]) -> bool {
+    std::process::Command::new("ip")
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Issue 40 §5: a holder whose host vanishes (here: the link to it goes down) frees the
+/// agent within a minute. Without keepalive the holder's connection stayed ESTABLISHED and
+/// the hold lasted `--max-duration` while other clients waited.
+#[test]
+fn a_holder_whose_link_goes_down_frees_the_agent_within_a_minute() {
+    if !virtperf_testkit::need_root("a namespace and a veth pair to cut") {
+        return;
+    }
+    let pid = std::process::id();
+    let net = format!("10.96.{}", pid % 250);
+    let island = Island {
+        ns: format!("vp-ka-{pid}"),
+        host_if: format!("vpkah{pid}"),
+    };
+    let (ns, host_if, ns_if) = (&island.ns, &island.host_if, format!("vpkan{pid}"));
+    let (host_ip, agent_ip) = (format!("{net}.1/30"), format!("{net}.2"));
+    for step in [
+        vec!["netns", "add", ns],
+        vec![
+            "link", "add", host_if, "type", "veth", "peer", "name", &ns_if, "netns", ns,
+        ],
+        vec!["addr", "add", &host_ip, "dev", host_if],
+        vec!["link", "set", host_if, "up"],
+        vec!["-n", ns, "link", "set", "lo", "up"],
+        vec!["-n", ns, "link", "set", &ns_if, "up"],
+    ] {
+        if !ip(&step) {
+            virtperf_testkit::skip("netns", &format!("cannot set up the island: ip {step:?}"));
+            return;
+        }
+    }
+    let agent_cidr = format!("{agent_ip}/30");
+    assert!(ip(&["-n", ns, "addr", "add", &agent_cidr, "dev", &ns_if]));
+    // The agent in the island, with a machine lock of its own and a 10-minute limit.
+    let mut c = std::process::Command::new("ip");
+    c.args(["netns", "exec", ns]).args(common::OWN_LOCK);
+    c.arg(env!("CARGO_BIN_EXE_virtperf"));
+    c.args([
+        "serve",
+        "--bind",
+        &agent_ip,
+        "--port",
+        "0",
+        "--announce",
+        "--quiet",
+    ])
+    .args(["--max-duration", "10m"]);
+    let mut agent = common::Agent::start_raw(c);
+    let mut s = TcpStream::connect_timeout(&agent.addr, Duration::from_secs(5)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    s.write_all(&hello(virtperf_wire::PROTOCOL_VERSION, None))
+        .unwrap();
+    assert!(matches!(read_message(&mut s), Ok(Message::Welcome { .. })));
+    write_message(&mut s, &Message::Hold).unwrap();
+    assert!(matches!(
+        read_message(&mut s),
+        Ok(Message::Held { lock: Some(_) })
+    ));
+    // The holder's host vanishes: its link goes down, its connection stays open here.
+    assert!(ip(&["link", "set", host_if, "down"]));
+    let t0 = std::time::Instant::now();
+    let out = common::run_with_timeout(
+        std::process::Command::new("ip")
+            .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_virtperf")])
+            .args([
+                "rr",
+                "-l",
+                "300ms",
+                "-H",
+                &agent_ip,
+                "--port",
+                &agent.port(),
+            ])
+            .arg("--allow-concurrent"),
+        Duration::from_secs(90),
+    );
+    let waited = t0.elapsed();
+    common::assert_ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("waiting for another measurement"), "{err}");
+    assert!(
+        waited < Duration::from_secs(60),
+        "waited {waited:?} for a vanished holder"
+    );
+    assert!(agent.alive());
+    drop(s);
+}

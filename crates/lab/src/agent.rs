@@ -324,6 +324,7 @@ pub fn serve(listener: TcpListener, cfg: AgentConfig) -> Result<()> {
 
 fn handle(mut s: TcpStream, peer: SocketAddr, cfg: &AgentConfig, slots: &Slots, id: u64) {
     let _ = s.set_nodelay(true);
+    crate::control_keepalive(&s);
     let _ = s.set_write_timeout(Some(SETUP_TIMEOUT));
     let hello = handshake(&mut s, cfg);
     slots.leave(id);

@@ -50,6 +50,7 @@ impl Control {
                     let mut c = Control { s, addr };
                     c.s.set_nodelay(true)?;
                     c.s.set_write_timeout(Some(SETUP_TIMEOUT))?;
+                    crate::control_keepalive(&c.s);
                     c.hello(t.token.clone(), t.lock.clone())?;
                     return Ok(c);
                 }

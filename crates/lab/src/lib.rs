@@ -33,6 +33,25 @@ use std::time::Duration;
 pub const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Receive/send timeout on data connections: a peer silent this long has gone away.
 pub const DATA_TIMEOUT: Duration = Duration::from_secs(10);
+/// A control connection's peer that stops answering is given up after this (keepalive
+/// probes and unacknowledged data both): a holder whose host vanished (its link down, its
+/// machine off) frees the agent within a minute, not after `--max-duration` (24 h by
+/// default), since a connection nobody answers otherwise stays ESTABLISHED forever.
+pub const CONTROL_DEAD_AFTER: Duration = Duration::from_secs(30);
+
+/// Keepalive (first probe after 10 s idle, then every 5 s) and `TCP_USER_TIMEOUT` of
+/// [`CONTROL_DEAD_AFTER`] on a control connection, either end. Best effort: a kernel
+/// without them leaves the connection as it was.
+pub(crate) fn control_keepalive(s: &std::net::TcpStream) {
+    let s = socket2::SockRef::from(s);
+    let ka = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(10))
+        .with_interval(Duration::from_secs(5))
+        .with_retries(4);
+    let _ = s.set_tcp_keepalive(&ka);
+    let _ = s.set_tcp_user_timeout(Some(CONTROL_DEAD_AFTER));
+}
+
 /// Extra time beyond a test's planned duration before the agent gives up on a client that
 /// never sends `Stop`.
 pub const STOP_GRACE: Duration = Duration::from_secs(30);

@@ -125,17 +125,23 @@ impl Agent {
 
     /// Like [`Agent::start`], from a command the caller prepared (its environment).
     pub fn start_from(mut base: Command, extra: &[&str]) -> Agent {
-        let mut child = base
-            .args([
-                "serve",
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--announce",
-                "--quiet",
-            ])
-            .args(extra)
+        base.args([
+            "serve",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--announce",
+            "--quiet",
+        ])
+        .args(extra);
+        Agent::start_raw(base)
+    }
+
+    /// An agent from a whole command line the caller wrote (`serve … --announce`).
+    #[allow(dead_code)]
+    pub fn start_raw(mut c: Command) -> Agent {
+        let mut child = c
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .stdin(Stdio::null())
