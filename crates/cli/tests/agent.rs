@@ -479,3 +479,53 @@ fn a_holder_whose_link_goes_down_frees_the_agent_within_a_minute() {
     assert!(agent.alive());
     drop(s);
 }
+
+/// Issue 40 §7: a client that gives up after `Ready` (it closes its control connection
+/// without opening its data connections) frees the agent at once. The agent used to wait
+/// the whole set-up timeout (10 s) for them, holding its machine, while the next client
+/// waited behind the phantom.
+#[test]
+fn a_client_that_gives_up_during_set_up_leaves_no_phantom_test() {
+    if !virtperf_testkit::need_root("a mount namespace gives the agent a lock of its own") {
+        return;
+    }
+    let a = Agent::with_its_own_lock(&[]);
+    for _ in 0..2 {
+        let mut s = connect(&a);
+        s.write_all(&hello(virtperf_wire::PROTOCOL_VERSION, None))
+            .unwrap();
+        assert!(matches!(read_message(&mut s), Ok(Message::Welcome { .. })));
+        write_message(
+            &mut s,
+            &Message::Prepare {
+                workload: Workload::rr(1, 1),
+                duration_ms: 1000,
+                server_cpu: None,
+                sock: Default::default(),
+            },
+        )
+        .unwrap();
+        // Ready, perhaps after the previous phantom's lock: Waiting first.
+        loop {
+            match read_message(&mut s) {
+                Ok(Message::Ready { .. }) => break,
+                Ok(Message::Waiting { .. }) => continue,
+                other => panic!("expected ready, got {other:?}"),
+            }
+        }
+        drop(s); // gives up
+    }
+    let t0 = std::time::Instant::now();
+    let out = common::run_with_timeout(
+        common::vp()
+            .args(["rr", "-l", "300ms", "-H", "127.0.0.1", "--port", &a.port()])
+            .arg("--allow-concurrent"),
+        Duration::from_secs(60),
+    );
+    common::assert_ok(&out);
+    assert!(
+        t0.elapsed() < Duration::from_secs(4),
+        "the next test waited {:?} behind phantoms",
+        t0.elapsed()
+    );
+}

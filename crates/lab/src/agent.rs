@@ -648,6 +648,7 @@ fn run_test(
     };
     let side = td.side.clone();
     let setup0 = Instant::now();
+    let watch = SetupWatch::start(ctl, &listener)?;
     let handles = roles::server(
         w,
         crate::half::ServerHalf {
@@ -659,7 +660,11 @@ fn run_test(
             window: w.is_timed().then(|| Duration::from_millis(duration_ms)),
             key,
         },
-    )?;
+    );
+    if watch.finish() {
+        bail!("the client closed its control connection while the agent waited for its data connections");
+    }
+    let handles = handles?;
 
     let setup_s = w.multiplexed().map(|_| setup0.elapsed().as_secs_f64());
     match recv(ctl, SETUP_TIMEOUT, "start")? {
@@ -707,6 +712,53 @@ fn run_test(
     )
     .map_err(|e| anyhow!("the agent's report could not be sent: {e}"))?;
     Ok(report)
+}
+
+/// Watches a test's control connection while the agent waits for its data connections: a
+/// client that gives up then (it closes the connection) ends the wait at once, so no
+/// phantom test holds the agent's machine for the whole set-up timeout (and no chain of
+/// them does). Its end is seen as a hang-up (`POLLRDHUP`), never by reading: the client's
+/// next message stays where it is.
+struct SetupWatch {
+    done: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<bool>,
+}
+
+impl SetupWatch {
+    fn start(ctl: &TcpStream, listener: &TcpListener) -> Result<SetupWatch> {
+        let (ctl, listener) = (ctl.try_clone()?, listener.try_clone()?);
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let d = done.clone();
+        let thread = std::thread::Builder::new()
+            .name("setup-watch".into())
+            .spawn(move || {
+                use rustix::event::{poll, PollFd, PollFlags, Timespec};
+                let nap = Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 50_000_000,
+                };
+                while !d.load(Ordering::SeqCst) {
+                    let mut fds = [PollFd::new(&ctl, PollFlags::RDHUP)];
+                    if poll(&mut fds, Some(&nap)).is_ok_and(|n| n > 0) {
+                        let gone = PollFlags::RDHUP | PollFlags::HUP | PollFlags::ERR;
+                        if fds[0].revents().intersects(gone) {
+                            // A listening socket shut down for reading wakes its accept
+                            // with an error: the wait for data connections ends now.
+                            let _ = socket2::SockRef::from(&listener).shutdown(Shutdown::Read);
+                            return true;
+                        }
+                    }
+                }
+                false
+            })?;
+        Ok(SetupWatch { done, thread })
+    }
+
+    /// Stops watching; whether the client had gone.
+    fn finish(self) -> bool {
+        self.done.store(true, Ordering::SeqCst);
+        self.thread.join().unwrap_or(false)
+    }
 }
 
 /// Waits for the client's `End` and reads this side's counters then (the transactions in
