@@ -69,7 +69,8 @@ impl DbArg {
                     String::new()
                 };
                 eprintln!(
-                    "virtperf: note: imported {} trial(s) and {} run ending(s) kept in {}{left}",
+                    "virtperf: note: imported {} run(s), {} trial(s) and {} run ending(s) kept in {}{left}",
+                    i.runs,
                     i.trials,
                     i.finishes,
                     i.side_file.display()

@@ -45,11 +45,13 @@ impl KeepArgs {
 
 impl Keeper {
     /// Stores `r` as a finished run of one trial; `command` (the command line) is kept as
-    /// the run's plan. Returns the run id and the store's name.
+    /// the run's plan. Returns the run id and the store's name. Measured already: a
+    /// database that refuses the run (a lock held past the wait) leaves it whole in the
+    /// side file (imported by the next write), not lost, and the error names that file.
     pub fn keep(mut self, r: &TestResult, started_at: String, command: &str) -> Result<String> {
         let env = r.env.client.clone();
         let name = r.workload.name().to_string();
-        let run_id = self.store.begin_run(&NewRun {
+        let run = NewRun {
             name: name.clone(),
             spec_text: format!("# {command}\n"),
             git_commit: env.git_commit.clone(),
@@ -59,39 +61,39 @@ impl Keeper {
             pid: std::process::id(),
             planned_trials: 1,
             tags: self.tags,
-        })?;
+        };
         let metric = r.primary_metric();
-        // Measured already: a database that refuses the trial now leaves it in the side
-        // file (imported by the next write), not lost.
-        let saved = self.store.add_trial_or_keep(
-            run_id,
-            &NewTrial {
-                seq: 1,
-                config: "default".into(),
-                workload: name.clone(),
-                point: serde_json::json!({}),
-                point_label: name,
-                repetition: 1,
-                status: TrialStatus::Ok,
-                error: None,
-                metric: Some(metric.value),
-                metric_name: metric.name.to_string(),
-                result: Some(r.clone()),
-                detail: None,
-                started_at,
-                duration_s: r.duration_s,
-            },
-        )?;
-        if let virtperf_store::Saved::Kept { side_file, error } = saved {
-            anyhow::bail!(
-                "the database refused the result ({error}); it waits in {} for the next write",
+        let trial = NewTrial {
+            seq: 1,
+            config: "default".into(),
+            workload: name.clone(),
+            point: serde_json::json!({}),
+            point_label: name,
+            repetition: 1,
+            status: TrialStatus::Ok,
+            error: None,
+            metric: Some(metric.value),
+            metric_name: metric.name.to_string(),
+            result: Some(r.clone()),
+            detail: None,
+            started_at,
+            duration_s: r.duration_s,
+        };
+        match self
+            .store
+            .store_run_or_keep(&run, &[trial], RunStatus::Complete)?
+        {
+            (Some(run_id), virtperf_store::Saved::Stored) => Ok(format!(
+                "stored as run {run_id} in {}",
+                self.store.path().display()
+            )),
+            (_, virtperf_store::Saved::Kept { side_file, error }) => anyhow::bail!(
+                "the database refused the result ({error}); it waits in {}, and the next command that writes to this database imports it",
                 side_file.display()
-            );
+            ),
+            (None, virtperf_store::Saved::Stored) => {
+                anyhow::bail!("the database stored the run without giving its id")
+            }
         }
-        self.store.finish_run(run_id, RunStatus::Complete)?;
-        Ok(format!(
-            "stored as run {run_id} in {}",
-            self.store.path().display()
-        ))
     }
 }

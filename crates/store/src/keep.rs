@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::db::vals;
-use crate::runs::{ensure_run, not_found, set_finished};
+use crate::db::Conn;
+use crate::runs::{ensure_run, insert_run, new_uid, not_found, set_finished};
 use crate::trials::insert_trial;
-use crate::{now_rfc3339, unsaved, NewTrial, RunStatus, Store, StoreError};
+use crate::{now_rfc3339, unsaved, NewRun, NewTrial, RunStatus, Store, StoreError};
 
 /// Pauses between the attempts [`Store::add_trial_or_keep`] and [`Store::finish_run_or_keep`]
 /// make after a failure (each attempt itself waits up to
@@ -41,12 +42,50 @@ pub struct Imported {
     pub trials: usize,
     /// Run endings applied.
     pub finishes: usize,
+    /// Whole runs now in the database (kept whole when the database would not begin them).
+    pub runs: usize,
     /// Lines left in the side file: their run is not in this database, or the line is not a
     /// record this version of virtperf reads.
     pub left: usize,
 }
 
 impl Store {
+    /// A whole run, already measured: begun, its `trials` added and ended with `status`, in
+    /// one transaction. Where the database still refuses it after the busy handler and the
+    /// retries (a lock held past the wait), the run is kept whole in the side file and
+    /// reported as [`Saved::Kept`]; [`Store::import_unsaved`] stores it later (once, by
+    /// its stable id). The database id, when it was stored.
+    pub fn store_run_or_keep(
+        &mut self,
+        run: &NewRun,
+        trials: &[NewTrial],
+        status: RunStatus,
+    ) -> Result<(Option<i64>, Saved), StoreError> {
+        let (uid, started_at, finished_at) = (new_uid(), now_rfc3339(), now_rfc3339());
+        let mut id = None;
+        let r = self.with_retries(|s| {
+            let stored = s.conn.write_tx(|c| {
+                let id = insert_run(c, run, &started_at, &uid)?;
+                for t in trials {
+                    insert_trial(c, id, t)?;
+                }
+                set_finished(c, id, status, Some(&finished_at))?;
+                Ok(id)
+            })?;
+            id = Some(stored);
+            Ok(())
+        });
+        let saved = self.keep_on_error(r, || unsaved::Pending::Run {
+            uid: uid.clone(),
+            started_at: started_at.clone(),
+            run: Box::new(run.clone()),
+            trials: trials.to_vec(),
+            status,
+            finished_at: Some(finished_at.clone()),
+        })?;
+        Ok((id, saved))
+    }
+
     /// [`Store::add_trial`] that never loses the trial: a failure is retried (after the busy
     /// handler's own wait), and a trial the database still refuses is appended to the side
     /// file (`<db>.unsaved.jsonl`) and reported as [`Saved::Kept`].
@@ -150,13 +189,18 @@ impl Store {
         };
         let contents = import.read().map_err(io_err)?;
         let mut keep = contents.unreadable;
-        let (mut trials, mut finishes) = (0, 0);
+        let (mut trials, mut finishes, mut runs) = (0, 0, 0);
         let path = &self.path;
         self.conn.write_tx(|tx| {
             for (line, record) in &contents.records {
                 let run_id = match record {
                     unsaved::Pending::Trial { run_id, .. }
                     | unsaved::Pending::Finish { run_id, .. } => *run_id,
+                    unsaved::Pending::Run { .. } => {
+                        import_run(tx, record)?;
+                        runs += 1;
+                        continue;
+                    }
                 };
                 if ensure_run(tx, path, run_id).is_err() {
                     keep.push(line.clone());
@@ -181,13 +225,14 @@ impl Store {
                         set_finished(tx, run_id, *status, finished_at.as_deref())?;
                         finishes += 1;
                     }
+                    unsaved::Pending::Run { .. } => {}
                 }
             }
             Ok(())
         })?;
         let left = keep.len();
         import.finish(&keep).map_err(io_err)?;
-        if trials + finishes + left == 0 {
+        if trials + finishes + runs + left == 0 {
             // An empty side file (e.g. left by a crash before its first line was written).
             return Ok(None);
         }
@@ -195,6 +240,7 @@ impl Store {
             side_file,
             trials,
             finishes,
+            runs,
             left,
         }))
     }
@@ -205,4 +251,32 @@ impl Store {
         let n = unsaved::count(&self.side_file);
         (n > 0).then_some((self.side_file.clone(), n))
     }
+}
+
+/// Stores a run kept whole ([`unsaved::Pending::Run`]) inside the import's transaction,
+/// unless a run with its stable id is there already (an import done before).
+fn import_run(tx: &Conn, record: &unsaved::Pending) -> Result<(), StoreError> {
+    let unsaved::Pending::Run {
+        uid,
+        started_at,
+        run,
+        trials,
+        status,
+        finished_at,
+    } = record
+    else {
+        return Ok(());
+    };
+    if tx
+        .query_opt("SELECT 1 FROM runs WHERE uid = ?1", vals![uid])?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let id = insert_run(tx, run, started_at, uid)?;
+    for t in trials {
+        insert_trial(tx, id, t)?;
+    }
+    set_finished(tx, id, *status, finished_at.as_deref())?;
+    Ok(())
 }

@@ -172,38 +172,12 @@ impl Store {
     /// run also gets a stable id ([`RunRow::uid`]) that stays the same wherever the run is
     /// pushed.
     pub fn begin_run(&mut self, r: &NewRun) -> Result<i64, StoreError> {
-        let env_json = to_json_checked::<Env>(&r.env)?;
-        let uid = new_uid();
+        let (started_at, uid) = (now_rfc3339(), new_uid());
         // An explicit transaction, committed explicitly: in autocommit, SQLite's
         // `INSERT … RETURNING` hands back the id on its first step and commits only when
         // the statement is reset, whose error (e.g. "database is locked") is discarded, so
         // a run that was never stored got an id, and the next write said "run N not found".
-        self.conn.write_tx(|c| {
-            let row = c.query_opt(
-                "INSERT INTO runs (name, started_at, status, host, pid, tool_version, git_commit,
-                                   spec_text, env_json, planned_trials, uid)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-                 RETURNING id",
-                vals![
-                    &r.name,
-                    now_rfc3339(),
-                    RunStatus::Running.as_str(),
-                    &r.host,
-                    r.pid,
-                    &r.tool_version,
-                    r.git_commit.as_ref(),
-                    &r.spec_text,
-                    env_json.clone(),
-                    r.planned_trials,
-                    uid.clone(),
-                ],
-            )?;
-            let id = row
-                .ok_or_else(|| StoreError::Schema("INSERT … RETURNING gave no id".into()))?
-                .int(0)?;
-            insert_tags(c, id, &r.tags)?;
-            Ok(id)
-        })
+        self.conn.write_tx(|c| insert_run(c, r, &started_at, &uid))
     }
 
     /// Records how a run ended and when. Setting `Running` again clears `finished_at`.
@@ -286,6 +260,41 @@ impl Store {
             .map(|r| self.run_row_tagged(&r))
             .transpose()
     }
+}
+
+/// Inserts run `r` as running, started at `started_at`, with stable id `uid` and its tags,
+/// inside the caller's transaction; its database id.
+pub(crate) fn insert_run(
+    c: &Conn,
+    r: &NewRun,
+    started_at: &str,
+    uid: &str,
+) -> Result<i64, StoreError> {
+    let env_json = to_json_checked::<Env>(&r.env)?;
+    let row = c.query_opt(
+        "INSERT INTO runs (name, started_at, status, host, pid, tool_version, git_commit,
+                           spec_text, env_json, planned_trials, uid)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+         RETURNING id",
+        vals![
+            &r.name,
+            started_at,
+            RunStatus::Running.as_str(),
+            &r.host,
+            r.pid,
+            &r.tool_version,
+            r.git_commit.as_ref(),
+            &r.spec_text,
+            env_json,
+            r.planned_trials,
+            uid,
+        ],
+    )?;
+    let id = row
+        .ok_or_else(|| StoreError::Schema("INSERT … RETURNING gave no id".into()))?
+        .int(0)?;
+    insert_tags(c, id, &r.tags)?;
+    Ok(id)
 }
 
 /// A new stable run id: the kernel's random UUID (Linux, where virtperf runs), else one made

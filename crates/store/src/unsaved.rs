@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{NewTrial, RunStatus};
+use crate::{NewRun, NewTrial, RunStatus};
 
 /// One record the database did not take.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,6 +32,22 @@ pub(crate) enum Pending {
         run_id: i64,
         /// The trial.
         trial: Box<NewTrial>,
+    },
+    /// A whole run the database would not begin: the run, its trials and how it ended.
+    /// `uid` is its stable id, so importing it twice stores it once.
+    Run {
+        /// The run's stable id.
+        uid: String,
+        /// When it started.
+        started_at: String,
+        /// The run.
+        run: Box<NewRun>,
+        /// Its trials, in order.
+        trials: Vec<NewTrial>,
+        /// How it ended, and when.
+        status: RunStatus,
+        /// When it ended.
+        finished_at: Option<String>,
     },
     /// How run `run_id` ended, as given to `finish_run`, and when.
     Finish {

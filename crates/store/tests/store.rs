@@ -588,6 +588,56 @@ fn a_trial_the_database_refuses_is_kept_beside_it_then_imported_once() {
     assert!(!side.exists());
 }
 
+/// Issue 40 §10: a whole run measured before the database could be written (a workload's
+/// `--store`) is kept whole in the side file when the database stays locked past the
+/// wait, then imported once: nothing measured is lost (it used to be: the run was never
+/// begun, and nothing was written anywhere).
+#[test]
+fn a_run_the_database_will_not_begin_is_kept_whole_then_imported_once() {
+    let dir = TempDir::new("keep-run");
+    let path = dir.file("results.db");
+    let mut store = Store::open(&path).unwrap();
+    store.set_busy_timeout(Duration::from_millis(50)).unwrap();
+    let trial = ok_trial(1);
+    let writer = hold_write(&path);
+    let (id, saved) = store
+        .store_run_or_keep(
+            &new_run("locked out"),
+            std::slice::from_ref(&trial),
+            RunStatus::Complete,
+        )
+        .unwrap();
+    assert_eq!(id, None);
+    let side = match saved {
+        Saved::Kept { side_file, error } => {
+            assert!(error.to_string().contains("database is locked"), "{error}");
+            side_file
+        }
+        Saved::Stored => panic!("stored although the database was locked"),
+    };
+    assert!(store.runs().unwrap().is_empty());
+    drop(writer);
+    let kept = fs::read(&side).unwrap();
+    let done = store.import_unsaved().unwrap().unwrap();
+    assert_eq!((done.runs, done.trials, done.left), (1, 0, 0));
+    let runs = store.runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].name, "locked out");
+    assert_eq!(runs[0].status, RunStatus::Complete);
+    let rows = store.trials(runs[0].id).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].trial, trial, "the trial comes back exactly");
+    // Imported again (an import that died before removing the file): still one run.
+    fs::write(&side, &kept).unwrap();
+    store.import_unsaved().unwrap();
+    assert_eq!(store.runs().unwrap().len(), 1, "not stored twice");
+    // Unlocked, the same call stores the run at once.
+    let (id, saved) = store
+        .store_run_or_keep(&new_run("free"), &[ok_trial(1)], RunStatus::Complete)
+        .unwrap();
+    assert!(matches!(saved, Saved::Stored) && id.is_some());
+}
+
 #[test]
 fn side_file_lines_that_cannot_be_imported_stay_in_it() {
     let dir = TempDir::new("leftover");
