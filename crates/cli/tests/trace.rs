@@ -208,3 +208,47 @@ fn kvm_exits_counts_the_hosts_tracepoint_or_says_it_is_silent() {
         }
     }
 }
+
+/// Issue 40 §12: `--trace` on a machine without tracefs mounted mounts it to open its
+/// counters, and takes it away again: run in a mount namespace of its own where tracefs
+/// (and debugfs, whose `tracing` would mount it on access) is unmounted first.
+#[test]
+fn trace_unmounts_the_tracefs_it_mounted() {
+    if !root() {
+        virtperf_testkit::skip("root", "mounting tracefs needs root");
+        return;
+    }
+    let script = r#"umount -l /sys/kernel/tracing 2>/dev/null; umount -l /sys/kernel/debug 2>/dev/null
+grep -q ' tracefs ' /proc/self/mounts && exit 5
+"$0" rr -l 200ms --trace --json > "$1" || exit 3
+grep ' tracefs ' /proc/self/mounts && exit 4
+exit 0"#;
+    let dir = common::TempDir::new("trace-unmount");
+    let out_json = dir.path("r.json");
+    let out = common::run_with_timeout(
+        std::process::Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c", script])
+            .arg(env!("CARGO_BIN_EXE_virtperf"))
+            .arg(&out_json),
+        std::time::Duration::from_secs(60),
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    match out.status.code() {
+        Some(0) => {}
+        Some(5) => {
+            virtperf_testkit::skip("tracefs", "tracefs stays mounted in a private namespace");
+            return;
+        }
+        Some(4) => panic!("tracefs left mounted: {said}"),
+        other => panic!("{other:?}: {}", String::from_utf8_lossy(&out.stderr)),
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out_json).unwrap()).unwrap();
+    assert!(
+        v["trace"]["deltas"]
+            .as_object()
+            .is_some_and(|d| !d.is_empty()),
+        "counted through the tracefs it mounted: {}",
+        v["trace"]
+    );
+}

@@ -150,8 +150,8 @@ impl Sampler {
         let mut kinds = HashMap::new();
         let mut ids = Vec::new();
         for (i, (ev, _)) in SAMPLED.iter().enumerate() {
-            let id = tracepoint_id(&root, ev)?;
-            let fmt = std::fs::read_to_string(root.join("events").join(ev).join("format"))
+            let id = tracepoint_id(root.path(), ev)?;
+            let fmt = std::fs::read_to_string(root.path().join("events").join(ev).join("format"))
                 .map_err(|e| format!("tracepoint {ev}: format: {e}"))?;
             kinds.insert(id as u16, (i, Format::parse(&fmt)));
             ids.push(id);

@@ -114,8 +114,33 @@ pub const MORE: &[Spec] = &[
     spec("sched_switches", "sched/sched_switch", None),
 ];
 
+/// tracefs, found or mounted for as long as this value lives: a mount virtperf made is
+/// taken away again when it is dropped (lazily: `MNT_DETACH`), since tracepoints once
+/// opened need it no more. A mount that was there before stays. (A process killed in the
+/// few milliseconds between the two leaves it mounted, as `mount -t tracefs` would.)
+#[derive(Debug)]
+pub struct Tracefs {
+    path: PathBuf,
+    ours: bool,
+}
+
+impl Tracefs {
+    /// Its mount point.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Tracefs {
+    fn drop(&mut self) {
+        if self.ours {
+            let _ = rustix::mount::unmount(&self.path, rustix::mount::UnmountFlags::DETACH);
+        }
+    }
+}
+
 /// Where tracefs is, mounting it at its usual place when it is not mounted and we may.
-pub fn tracefs() -> Result<PathBuf, String> {
+pub fn tracefs() -> Result<Tracefs, String> {
     tracefs_in(
         &[
             Path::new("/sys/kernel/tracing"),
@@ -126,10 +151,15 @@ pub fn tracefs() -> Result<PathBuf, String> {
 }
 
 /// [`tracefs`] over these candidate mount points, mounting at `target` if none holds it.
-fn tracefs_in(candidates: &[&Path], target: &Path) -> Result<PathBuf, String> {
+fn tracefs_in(candidates: &[&Path], target: &Path) -> Result<Tracefs, String> {
     for p in candidates {
         match std::fs::metadata(p.join("events")) {
-            Ok(m) if m.is_dir() => return Ok(p.to_path_buf()),
+            Ok(m) if m.is_dir() => {
+                return Ok(Tracefs {
+                    path: p.to_path_buf(),
+                    ours: false,
+                })
+            }
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
                 return Err(format!(
                     "tracefs at {} is not readable by this user (needs root or CAP_PERFMON)",
@@ -152,7 +182,10 @@ fn tracefs_in(candidates: &[&Path], target: &Path) -> Result<PathBuf, String> {
             target.display()
         )
     })?;
-    Ok(target.to_path_buf())
+    Ok(Tracefs {
+        path: target.to_path_buf(),
+        ours: true,
+    })
 }
 
 /// `kvm:kvm_exit` on a KVM host, in all and by the exit reasons a `kvm exits` probe makes:
@@ -246,7 +279,7 @@ impl Counters {
             }
         };
         for s in specs {
-            let id = tracepoint_id(&root, s.event);
+            let id = tracepoint_id(root.path(), s.event);
             let fds = id.and_then(|id| {
                 cpus.iter()
                     .map(|cpu| open_tracepoint(&Attr::counting(id), *cpu, s.filter))
