@@ -150,38 +150,87 @@ pub(crate) fn open_site(
 
 /// Runs a plan where `--placement` says (or against `--host`): opens that site, hands it the
 /// plan, renders the result.
-fn execute(common: &Common, plan: Plan) -> Result<()> {
+fn execute(common: &Common, mut plan: Plan) -> Result<()> {
     let local = common.placement == Placement::Local;
     let keeper = common.keep.open()?;
     let started_at = virtperf_store::now_rfc3339();
     let (_machine, site) = open_site(common, &plan)?;
+    if !common.placement.needs_root() {
+        // Placements that made nothing to remove: a signal ends the measured interval
+        // early, and what ran is printed and kept (namespace and guest placements have
+        // their own handler, which removes what they made).
+        plan.cut = Some(crate::signals::cut_on_termination()?);
+    }
     // Live interval lines replace the progress bar (both would draw on stderr).
     let progress = Progress::new(
         plan.workload.name(),
         common.machine_readable() || plan.on_interval.is_some(),
     );
-    let result = site.run(&plan, &|f| progress.update(f))?;
+    let result = site.run(&plan, &|f| progress.update(f));
     drop(progress);
     drop(site);
-    output(&result, common, local && common.host.is_none())?;
+    let mut result = match result {
+        Ok(r) => r,
+        Err(e) => {
+            // A stream of JSON lines ends with an event, whatever ended it.
+            if common.json_stream {
+                let end = serde_json::json!({"event": "end", "reason": "error", "error": format!("{e:#}")});
+                println!("{end}");
+            }
+            return Err(e);
+        }
+    };
+    let sig = crate::signals::received();
+    if sig != 0 {
+        result.warnings.push(format!(
+            "interrupted by {}: the test was stopped early and its numbers cover the part that ran",
+            crate::signals::name(sig)
+        ));
+    }
+    output(&result, common, local && common.host.is_none(), sig != 0)?;
     if let Some(k) = keeper {
         // Stored, shown and pushed to a team's store: never a password or a token.
-        let note = k.keep(&result, started_at, &virtperf_machine::command_line())?;
+        let status = if sig != 0 {
+            virtperf_store::RunStatus::Incomplete
+        } else {
+            virtperf_store::RunStatus::Complete
+        };
+        let note = k.keep(
+            &result,
+            started_at,
+            &virtperf_machine::command_line(),
+            status,
+        )?;
         if !common.machine_readable() {
             eprintln!("virtperf: {note}");
         }
     }
+    if sig != 0 {
+        return Err(crate::signals::exit(
+            crate::signals::code_for(sig),
+            format!(
+                "stopped by {}: the part of the test that ran is printed{}",
+                crate::signals::name(sig),
+                if common.keep.wanted() {
+                    " and stored as incomplete"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
     Ok(())
 }
 
-fn output(r: &TestResult, common: &Common, local: bool) -> Result<()> {
+fn output(r: &TestResult, common: &Common, local: bool, interrupted: bool) -> Result<()> {
     let mut r = r.clone();
     r.allow_concurrent |= crate::machine::concurrent();
     if common.json_stream {
-        println!(
-            "{}",
-            serde_json::to_string(&serde_json::json!({"event": "end", "data": r}))?
-        );
+        let mut end = serde_json::json!({"event": "end", "data": r});
+        if interrupted {
+            end["reason"] = "interrupted".into();
+        }
+        println!("{}", serde_json::to_string(&end)?);
     } else if common.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
@@ -230,6 +279,7 @@ fn plan_every(
         interval,
         on_interval,
         on_window: None,
+        cut: None,
         family: common.sock.family(),
     }
 }
@@ -389,7 +439,7 @@ pub fn http(a: HttpArgs) -> Result<()> {
             progress.update(f)
         })?;
         drop(progress);
-        return output(&r, &a.common, false);
+        return output(&r, &a.common, false, false);
     }
     let bytes = a
         .bytes

@@ -30,6 +30,11 @@ pub struct Keeper {
 }
 
 impl KeepArgs {
+    /// Whether the result is to be kept (`--store`, `--db` or `--tag`).
+    pub fn wanted(&self) -> bool {
+        self.store || self.db.db.is_some() || !self.tags.tags.is_empty()
+    }
+
     /// Opens the store when the result is to be kept (`--store`, `--db` or `--tag`).
     pub fn open(&self) -> Result<Option<Keeper>> {
         let tags = self.tags.resolve()?;
@@ -48,7 +53,13 @@ impl Keeper {
     /// the run's plan. Returns the run id and the store's name. Measured already: a
     /// database that refuses the run (a lock held past the wait) leaves it whole in the
     /// side file (imported by the next write), not lost, and the error names that file.
-    pub fn keep(mut self, r: &TestResult, started_at: String, command: &str) -> Result<String> {
+    pub fn keep(
+        mut self,
+        r: &TestResult,
+        started_at: String,
+        command: &str,
+        status: RunStatus,
+    ) -> Result<String> {
         let env = r.env.client.clone();
         let name = r.workload.name().to_string();
         let run = NewRun {
@@ -81,7 +92,7 @@ impl Keeper {
         };
         match self
             .store
-            .store_run_or_keep(&run, &[trial], RunStatus::Complete)?
+            .store_run_or_keep(&run, &[trial], status)?
         {
             (Some(run_id), virtperf_store::Saved::Stored) => Ok(format!(
                 "stored as run {run_id} in {}",

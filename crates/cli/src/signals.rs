@@ -87,6 +87,24 @@ pub fn name(sig: i32) -> &'static str {
     }
 }
 
+/// A flag raised by the first SIGINT, SIGTERM or SIGHUP (which it says on stderr): a
+/// measurement then ends its interval early and keeps what ran. A second signal ends the
+/// command at once, as the default action would.
+pub fn cut_on_termination() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = cut.clone();
+    on_termination(move |sig| {
+        if flag.swap(true, Ordering::SeqCst) {
+            std::process::exit(i32::from(code_for(sig)));
+        }
+        eprintln!(
+            "\nvirtperf: {}: stopping the test; what ran is kept (again to quit at once)",
+            name(sig)
+        );
+    })?;
+    Ok(cut)
+}
+
 /// Calls `handler` on a dedicated thread for every SIGINT, SIGTERM and SIGHUP (instead of
 /// the default action of dying on the spot). Records the first one for [`received`].
 pub fn on_termination(handler: impl Fn(i32) + Send + 'static) -> anyhow::Result<()> {

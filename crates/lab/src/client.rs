@@ -475,7 +475,12 @@ fn wait_for_end(
         if let Some(s) = series.as_deref_mut() {
             s.poll(Instant::now());
         }
-        if handles.iter().all(|h| h.is_finished()) {
+        if handles.iter().all(|h| h.is_finished())
+            || plan
+                .cut
+                .as_ref()
+                .is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+        {
             break;
         }
         // Wake at the next interval boundary too, so live intervals end on time.

@@ -88,6 +88,9 @@ pub struct Plan {
     /// Called on the client as the measured interval opens (`true`) and ends (`false`):
     /// counters the caller keeps (the host's, around a guest) count over it exactly.
     pub on_window: Option<WindowSink>,
+    /// Raised to end the measured interval early (a signal asked the command to stop): the
+    /// test then stops as it does at its planned end, and its result covers what ran.
+    pub cut: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// Only this address family for the agent's address (`-4`/`-6`); any when `None`.
     pub family: Option<Family>,
 }
@@ -151,6 +154,7 @@ impl Plan {
             interval: None,
             on_interval: None,
             on_window: None,
+            cut: None,
             family: None,
         }
     }
