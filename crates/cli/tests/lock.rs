@@ -281,3 +281,56 @@ fn a_stored_run_keeps_no_token() {
     }
     assert!(!shown.contains("PLANTEDT0KEN"), "{shown}");
 }
+
+/// Issue 40 §6: root's lock is root's alone. Its file is 0600 (the hold's nonce in it is
+/// no longer world-readable), so another user can neither read it nor open it to `flock`
+/// it and make root's measurements wait; that user's own measurements take a lock of
+/// their own and do not wait for root's.
+#[test]
+fn another_user_can_neither_read_nor_take_roots_lock() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !virtperf_testkit::need_root("root's lock against an unprivileged user") {
+        return;
+    }
+    let a = start(&["rr", "-l", "3s"]);
+    wait_holder(a.id());
+    let path = virtperf_machine::lock::path();
+    let mode = std::fs::metadata(&path).expect("lock file").permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o077,
+        0,
+        "{path:?} is readable by others"
+    );
+    let home = common::TempDir::new("lock-nobody");
+    std::fs::set_permissions(
+        home.path(""),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let as_nobody = |prog: &str, args: &[&str]| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", prog])
+            .args(args)
+            .env("HOME", home.path(""))
+            .env_remove("VIRTPERF_ALLOW_CONCURRENT")
+            .env_remove("VIRTPERF_STATE_DIR")
+            .env_remove("XDG_STATE_HOME");
+        common::run_with_timeout(&mut c, Duration::from_secs(30))
+    };
+    let p = path.to_str().unwrap();
+    let flock = as_nobody("flock", &["-n", "-x", p, "true"]);
+    assert!(!flock.status.success(), "nobody took root's lock file");
+    let t0 = Instant::now();
+    let mine = as_nobody(
+        env!("CARGO_BIN_EXE_virtperf"),
+        &["rr", "-l", "200ms", "--no-wait"],
+    );
+    assert!(
+        mine.status.success(),
+        "nobody's own measurement: {}",
+        String::from_utf8_lossy(&mine.stderr)
+    );
+    assert!(t0.elapsed() < Duration::from_secs(2), "waited for root's");
+    let (out, _) = finish(a);
+    assert!(out.status.success());
+}

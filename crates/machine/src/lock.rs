@@ -2,17 +2,21 @@
 //!
 //! Two measurements on one machine spoil each other: one's knobs become the other's
 //! environment, one's CPU load the other's noise. Every command that measures or changes
-//! knobs holds [`MachineLock`] while it does. It is an `flock(2)` on a file that every user
-//! of the machine shares (`/run/virtperf/lock` when that exists or we are root, else the
-//! state directory), so the kernel releases it when its holder dies, however it dies: a
-//! SIGKILLed holder never blocks the next command. The file's content says who holds it
-//! (command, pid, run id, since when) for the message a waiter prints.
+//! knobs holds [`MachineLock`] while it does. It is an `flock(2)` on a file
+//! (`/run/virtperf/lock` for root, who alone changes the machine's knobs; a user's own state
+//! directory for anyone else), so the kernel releases it when its holder dies, however it
+//! dies: a SIGKILLed holder never blocks the next command. The file's content says who
+//! holds it (command, pid, run id, since when) for the message a waiter prints, and the
+//! holding's nonce; it is readable by its owner only (0600), so another user can neither
+//! read the nonce (and present it to get round a hold) nor open the file to `flock` it and
+//! make every measurement wait.
 //!
 //! Processes a holder starts for the same measurement (the client half re-run inside a
 //! namespace) inherit the lock through [`INHERIT_ENV`] and do not take it again.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use rustix::fs::FlockOperation;
@@ -60,11 +64,12 @@ pub enum Mode {
     Skip,
 }
 
-/// The lock file every measuring command shares.
+/// The lock file this user's measuring commands share: root's under /run, another user's
+/// in their own state directory (a user who is not root cannot hold root's machine: they
+/// change no knobs, and must not be able to make root's measurements wait).
 pub fn path() -> PathBuf {
-    let shared = PathBuf::from("/run/virtperf");
-    if crate::is_root() || shared.join("lock").exists() {
-        shared.join("lock")
+    if crate::is_root() {
+        PathBuf::from("/run/virtperf/lock")
     } else {
         state::dir().join("lock")
     }
@@ -193,16 +198,18 @@ impl MachineLock {
         if let Some(dir) = p.parent() {
             std::fs::create_dir_all(dir).map_err(io_err)?;
         }
-        // Read-write when we may (to say who we are), read-only otherwise: flock works on
-        // either, so a user can still wait for root's measurement.
+        // Read-write when we may (to say who we are), read-only otherwise (flock works on
+        // either). Its owner's alone: a file made before (0644) is made so too.
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(0o600)
             .open(&p)
             .or_else(|_| File::open(&p))
             .map_err(io_err)?;
+        let _ = file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600));
         if let Err(e) = flock(&file, FlockOperation::NonBlockingLockExclusive) {
             if e.kind() != io::ErrorKind::WouldBlock {
                 return Err(io_err(e));
