@@ -62,6 +62,9 @@ fn kill_namespace(ns: &str) {
     }
 }
 
+/// The pairs' token in the fleet test: looked for in `ps` and in Ansible's output.
+const SECRET: &str = "fleet-test-token-7f3a";
+
 /// What the fleet test needs and this machine lacks: the capability and why.
 fn missing_prerequisite() -> Option<(&'static str, &'static str)> {
     // SAFETY: geteuid has no preconditions.
@@ -211,7 +214,16 @@ impl Fleet {
         let playbook = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/ansible/fleet.yml");
         let d = |n: &str| self.dir.join(n);
         Command::new("ip")
-            .args(["netns", "exec", &self.ctl, "ansible-playbook", "-f", "1"])
+            // -vvv: what Ansible prints of every task is checked for the secrets too.
+            .args([
+                "netns",
+                "exec",
+                &self.ctl,
+                "ansible-playbook",
+                "-vvv",
+                "-f",
+                "1",
+            ])
             .arg("-i")
             .arg(d("inventory.ini"))
             .arg("-e")
@@ -308,7 +320,7 @@ fn the_playbook_runs_batteries_and_pairs_tags_them_in_postgres_and_survives_a_de
         dir.join("vars.yml"),
         format!(
             "virtperf_binary: {bin}\nvirtperf_db: {db}\nvirtperf_db_password: {pw}\n\
-             virtperf_campaign: c1\nvirtperf_token: fleet-test-token\n\
+             virtperf_campaign: c1\nvirtperf_token: {SECRET}\n\
              virtperf_battery: explain --quick --tries 1 --duration 300ms\n\
              virtperf_pair_duration: 500ms\nvirtperf_pair_repetitions: 2\n\
              virtperf_status_file: {status}\n",
@@ -318,6 +330,28 @@ fn the_playbook_runs_batteries_and_pairs_tags_them_in_postgres_and_survives_a_de
         ),
     )
     .unwrap();
+
+    // Every process's command line, sampled while the plays run: a secret in a task's
+    // environment shows as `/bin/sh -c 'VAR=secret python3 …'` there (issue 40 §3).
+    let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = {
+        let on = sampling.clone();
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            while on.load(std::sync::atomic::Ordering::SeqCst) {
+                if let Ok(o) = Command::new("ps").args(["-eo", "args"]).output() {
+                    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+                    seen.extend(
+                        text.lines()
+                            .filter(|l| l.contains(pgserver::PASSWORD) || l.contains(SECRET))
+                            .map(str::to_string),
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            seen
+        })
+    };
 
     // First run; host 3 dies once its copy of virtperf is installed.
     let mut child = fleet.playbook("play1.log");
@@ -441,6 +475,27 @@ fn the_playbook_runs_batteries_and_pairs_tags_them_in_postgres_and_survives_a_de
     assert_eq!(status["batteries"]["h2"], "already", "{status}");
     assert_eq!(status["batteries"]["h3"], "pushed", "{status}");
     assert_eq!(status["pairs"]["h1"], "already", "{status}");
+    sampling.store(false, std::sync::atomic::Ordering::SeqCst);
+    let leaked = sampler.join().expect("the ps sampler");
+    assert!(
+        leaked.is_empty(),
+        "secrets in `ps` during the plays: {leaked:?}"
+    );
+    for play in ["play1.log", "play2.log"] {
+        let text = std::fs::read_to_string(dir.join(play)).unwrap();
+        assert!(
+            !text.contains(pgserver::PASSWORD) && !text.contains(SECRET),
+            "a secret in {play} (-vvv)"
+        );
+    }
+    for host in ["h1", "h2", "h3"] {
+        for f in ["pgpass", "client-token", "token"] {
+            assert!(
+                !dir.join(host).join(f).exists(),
+                "{host}/{f} outlived the play"
+            );
+        }
+    }
     let runs: Vec<serde_json::Value> =
         serde_json::from_slice(&vp_ctl(&["runs", "--json", "--where", "tag.campaign=c1"]).stdout)
             .unwrap();
@@ -456,4 +511,40 @@ fn the_playbook_runs_batteries_and_pairs_tags_them_in_postgres_and_survives_a_de
     );
     drop(pg);
     drop(fleet);
+}
+
+/// Issue 40 §13: an inventory without the group `virtperf` fails the play at once with one
+/// line naming the group (it used to measure nothing and exit 0 with an empty summary).
+#[test]
+fn an_inventory_without_the_group_fails_naming_it() {
+    if !sh(&["ansible-playbook", "--version"]) {
+        return virtperf_testkit::skip(
+            "ansible",
+            "ansible-playbook not installed (apt-get install ansible-core)",
+        );
+    }
+    let dir = common::TempDir::new("fleet-nogroup");
+    std::fs::write(
+        dir.path("inventory.ini"),
+        "[elsewhere]\nsomehost ansible_host=127.0.0.1\n",
+    )
+    .unwrap();
+    let playbook = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/ansible/fleet.yml");
+    let out = common::run_with_timeout(
+        Command::new("ansible-playbook")
+            .arg("-i")
+            .arg(dir.path("inventory.ini"))
+            .arg(playbook)
+            .env("ANSIBLE_LOCAL_TEMP", dir.path("ansible-local"))
+            .env("ANSIBLE_NOCOLOR", "1")
+            .env("ANSIBLE_RETRY_FILES_ENABLED", "0"),
+        Duration::from_secs(120),
+    );
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("no host in group `virtperf`"), "{text}");
 }

@@ -179,12 +179,10 @@ pub fn open(placement: &Placement) -> Result<Box<dyn Site>> {
                 host: host.clone(),
                 port: port.unwrap_or(virtperf_wire::DEFAULT_PORT),
                 // A spec need not carry the secret: without a `token` there, the one in
-                // $VIRTPERF_TOKEN (as `serve` and the workloads read it; not seen in `ps`).
-                token: token.clone().or_else(|| {
-                    std::env::var(local::TOKEN_ENV)
-                        .ok()
-                        .filter(|t| !t.is_empty())
-                }),
+                // $VIRTPERF_TOKEN (as `serve` and the workloads read it; not seen in `ps`),
+                // else the first line of the file $VIRTPERF_TOKEN_FILE names (a path in the
+                // environment, where a fleet's tool would otherwise put the secret).
+                token: token.clone().or_else(env_token),
                 lock: None,
             },
             Some(placement.to_string()),
@@ -192,6 +190,22 @@ pub fn open(placement: &Placement) -> Result<Box<dyn Site>> {
         Placement::Guest(direction, opts) => Box::new(guest::GuestLab::boot(*direction, opts)?),
     })
 }
+
+/// The token a `remote:` placement without one in its spec presents: `$VIRTPERF_TOKEN`, else
+/// the first line of the file `$VIRTPERF_TOKEN_FILE` names.
+fn env_token() -> Option<String> {
+    let direct = std::env::var(local::TOKEN_ENV)
+        .ok()
+        .filter(|t| !t.is_empty());
+    direct.or_else(|| {
+        let path = std::env::var_os(TOKEN_FILE_ENV)?;
+        let text = std::fs::read_to_string(path).ok()?;
+        Some(text.lines().next()?.trim().to_string()).filter(|t| !t.is_empty())
+    })
+}
+
+/// The environment variable that names a file holding the token (see [`env_token`]).
+pub const TOKEN_FILE_ENV: &str = "VIRTPERF_TOKEN_FILE";
 
 #[cfg(test)]
 mod tests {
