@@ -350,7 +350,21 @@ fn rr_under_load(common: &Common, plan: Plan, load: crate::under_load::UnderLoad
     }
     let stream = crate::under_load::stream_plan(&plan, load).map_err(usage)?;
     let (_machine, site) = open_site(common, &plan)?;
-    crate::under_load::run(site.as_ref(), &plan, &stream, load, common.json)
+    // A signal lets the trial under way finish, then the completed pairs are reported
+    // (namespace and guest placements keep their own handler, which removes what they made).
+    let cut = if common.placement.needs_root() {
+        None
+    } else {
+        Some(crate::signals::cut_on_termination()?)
+    };
+    crate::under_load::run(
+        site.as_ref(),
+        &plan,
+        &stream,
+        load,
+        common.json,
+        cut.as_deref(),
+    )
 }
 
 /// `virtperf crr`

@@ -44,21 +44,28 @@ struct Report {
 }
 
 /// Runs the interleaved pairs on `site` (both tests of a loaded trial at once, through
-/// the same path) and prints the report (JSON when `json`).
+/// the same path) and prints the report (JSON when `json`). When `cut` is raised (a
+/// signal) no new trial starts: the pairs completed so far are reported, and the command
+/// ends as stopped by that signal.
 pub fn run(
     site: &dyn virtperf_place::Site,
     rr: &Plan,
     stream: &Plan,
     load: UnderLoad,
     json: bool,
+    cut: Option<&std::sync::atomic::AtomicBool>,
 ) -> Result<()> {
+    let stopped = || cut.is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst));
     let (mut alone, mut loaded, mut streams) = (Vec::new(), Vec::new(), Vec::new());
-    for pair in 0..load.pairs {
+    'pairs: for pair in 0..load.pairs {
         for with_load in if pair % 2 == 0 {
             [false, true]
         } else {
             [true, false]
         } {
+            if stopped() {
+                break 'pairs;
+            }
             if !json {
                 eprint!(
                     "\rpair {}/{}: rr {}   ",
@@ -80,11 +87,44 @@ pub fn run(
     if !json {
         eprint!("\r{:60}\r", "");
     }
-    let report = summarize_pairs(load, alone, loaded, streams);
+    // Only whole pairs are compared: a pair cut in half is left out.
+    let done = alone.len().min(loaded.len());
+    alone.truncate(done);
+    loaded.truncate(done);
+    streams.truncate(done);
+    let sig = crate::signals::received();
+    if stopped() && done == 0 {
+        return Err(crate::signals::exit(
+            crate::signals::code_for(sig),
+            format!(
+                "stopped by {} before a pair completed",
+                crate::signals::name(sig)
+            ),
+        ));
+    }
+    let report = summarize_pairs(
+        UnderLoad {
+            pairs: done as u32,
+            ..load
+        },
+        alone,
+        loaded,
+        streams,
+    );
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", text(&report));
+    }
+    if stopped() {
+        return Err(crate::signals::exit(
+            crate::signals::code_for(sig),
+            format!(
+                "stopped by {}: {done} of {} pairs ran, and their report is printed",
+                crate::signals::name(sig),
+                load.pairs
+            ),
+        ));
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -19,8 +20,8 @@ fn each_signal_keeps_what_was_measured() {
         (libc::SIGHUP, "SIGHUP"),
     ] {
         let db = d.path(&format!("{name}.db"));
-        let child = vp()
-            .args(["rr", "-l", "30s", "--json-stream", "--db"])
+        let mut child = vp()
+            .args(["rr", "-l", "30s", "-i", "200ms", "--json-stream", "--db"])
             .arg(&db)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -28,9 +29,18 @@ fn each_signal_keeps_what_was_measured() {
             .spawn()
             .expect("spawn");
         let pid = child.id();
-        std::thread::sleep(Duration::from_millis(1500));
+        // The signal goes once the test measures (its third interval is out), however slow
+        // the machine is to start it.
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        for _ in 0..3 {
+            match lines.next() {
+                Some(Ok(_)) => {}
+                _ => panic!("{name}: the stream ended before its third interval"),
+            }
+        }
         // SAFETY: kill(2) on the child this test started, by its PID.
         unsafe { libc::kill(pid as i32, sig) };
+        let rest: Vec<String> = lines.map_while(Result::ok).collect();
         let out = wait_output(child, Duration::from_secs(20));
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(128 + sig), "{name}: {err}");
@@ -38,7 +48,7 @@ fn each_signal_keeps_what_was_measured() {
             err.contains(name) && err.contains("stored as incomplete"),
             "{err}"
         );
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = rest.join("\n");
         let last = text.lines().last().expect("an end event");
         let end: serde_json::Value = serde_json::from_str(last).expect("JSON");
         assert_eq!(end["event"], "end", "{last}");
@@ -89,5 +99,53 @@ fn a_failed_test_ends_its_json_stream_with_an_error_event() {
     assert!(
         end["error"].as_str().is_some_and(|e| e.contains("connect")),
         "{last}"
+    );
+}
+
+/// `rr --under-load` stopped between its pairs reports the pairs that completed (it used to
+/// print nothing) and exits 128 + the signal. The signal is sent once the progress line
+/// says the second pair began, so the first has completed however slow the machine is.
+#[test]
+fn an_interrupted_under_load_reports_its_completed_pairs() {
+    use std::io::Read;
+    let mut child = vp()
+        .args(["rr", "--under-load", "streams=1,pairs=20", "-l", "300ms"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    let mut stderr = child.stderr.take().expect("stderr");
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 256];
+    while !String::from_utf8_lossy(&seen).contains("pair 2/20") {
+        match stderr.read(&mut buf) {
+            Ok(0) | Err(_) => panic!("ended early: {}", String::from_utf8_lossy(&seen)),
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+        }
+    }
+    // SAFETY: kill(2) on the child this test started, by its PID.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let reader = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = stderr.read_to_string(&mut rest);
+        rest
+    });
+    let out = wait_output(child, Duration::from_secs(60));
+    let err = reader.join().expect("stderr");
+    assert_eq!(out.status.code(), Some(143), "{err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let pairs: u32 = err
+        .split("stopped by SIGTERM: ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("how many pairs ran: {err}"));
+    assert!((1..20).contains(&pairs), "{err}");
+    assert!(err.contains(&format!("{pairs} of 20 pairs ran")), "{err}");
+    assert!(
+        text.contains(&format!("{pairs} interleaved pairs")),
+        "the completed pairs' report: {text}"
     );
 }
