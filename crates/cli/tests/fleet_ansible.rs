@@ -548,3 +548,78 @@ fn an_inventory_without_the_group_fails_naming_it() {
     assert!(!out.status.success(), "{text}");
     assert!(text.contains("no host in group `virtperf`"), "{text}");
 }
+
+/// Issue 40 §13: a battery killed by a signal (exit status −15, nothing on stderr) is
+/// summed up by its exit status. The summary used to crash on the empty reason ("No first
+/// item, sequence was empty"), leaving no status file and no line for the host. One host,
+/// this machine (a local connection), whose "virtperf" answers `runs` and dies by SIGTERM
+/// on anything else.
+#[test]
+fn a_battery_killed_by_a_signal_is_summed_up_by_its_exit_status() {
+    if !sh(&["ansible-playbook", "--version"]) {
+        return virtperf_testkit::skip(
+            "ansible",
+            "ansible-playbook not installed (apt-get install ansible-core)",
+        );
+    }
+    let dir = common::TempDir::new("fleet-sigterm");
+    let fake = dir.path("fake-virtperf");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\n[ \"$1\" = runs ] && { echo '[]'; exit 0; }\nkill -TERM $$\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let host_dir = dir.path("host");
+    std::fs::write(
+        dir.path("inventory.ini"),
+        format!(
+            "[virtperf]\nlocal ansible_connection=local ansible_python_interpreter=/usr/bin/python3 virtperf_dir={}\n",
+            host_dir.display()
+        ),
+    )
+    .unwrap();
+    let status = dir.path("status.json");
+    std::fs::write(
+        dir.path("vars.yml"),
+        format!(
+            "virtperf_binary: {}\nvirtperf_db: {}\nvirtperf_campaign: c9\nvirtperf_status_file: {}\n",
+            fake.display(),
+            dir.path("store.db").display(),
+            status.display()
+        ),
+    )
+    .unwrap();
+    let playbook = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/ansible/fleet.yml");
+    let out = common::run_with_timeout(
+        Command::new("ansible-playbook")
+            .arg("-i")
+            .arg(dir.path("inventory.ini"))
+            .arg("-e")
+            .arg(format!("@{}", dir.path("vars.yml").display()))
+            .arg(playbook)
+            .env("ANSIBLE_LOCAL_TEMP", dir.path("ansible-local"))
+            .env("ANSIBLE_REMOTE_TMP", dir.path("ansible-remote"))
+            .env("ANSIBLE_NOCOLOR", "1")
+            .env("ANSIBLE_RETRY_FILES_ENABLED", "0"),
+        Duration::from_secs(180),
+    );
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !out.status.success(),
+        "a dead battery fails the play: {text}"
+    );
+    assert!(!text.contains("No first item"), "{text}");
+    let s: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(&status)
+            .unwrap_or_else(|e| panic!("no status file ({e}): {text}")),
+    )
+    .unwrap();
+    let why = s["batteries"]["local"].as_str().unwrap_or_default();
+    assert!(why.contains("exit status -15"), "{s}\n{text}");
+    assert!(text.contains("did not land: local"), "{text}");
+}
