@@ -1,6 +1,14 @@
 //! Hardening, round two (issue 27): each test here failed on 4f9cf32. A closed or full
 //! standard output, durations too short to measure, empty sweeps, an empty token, IPv6
 //! literals as virtperf prints them, and terminal escapes hidden in names.
+//!
+//! Round three (issue 40) lives beside the code each case attacks, each test failing on
+//! 4154aa7: secrets in the lock and a stored run, root's lock against another user
+//! (`lock.rs`); holds that never end, a vanished holder, phantom tests (`agent.rs`); an
+//! agent's escapes in `Waiting` (`silent_agent.rs`); every signal mid-test
+//! (`interrupted.rs`); a locked database (`store/tests/store.rs`); CSV formulas
+//! (`export.rs`); tracefs left mounted (`trace.rs`); the fleet's secrets and summary
+//! (`fleet_ansible.rs`).
 
 mod common;
 
