@@ -69,10 +69,14 @@ impl DbArg {
                     String::new()
                 };
                 eprintln!(
-                    "virtperf: note: imported {} run(s), {} trial(s) and {} run ending(s) kept in {}{left}",
-                    i.runs,
+                    "virtperf: note: imported {} trial(s) and {} run ending(s){} kept in {}{left}",
                     i.trials,
                     i.finishes,
+                    if i.runs > 0 {
+                        format!(", and {} whole run(s)", i.runs)
+                    } else {
+                        String::new()
+                    },
                     i.side_file.display()
                 );
             }
