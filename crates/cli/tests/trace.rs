@@ -85,6 +85,8 @@ fn without_the_privilege_the_test_runs_and_says_why() {
     }
     let dir = std::env::temp_dir().join(format!("vp-trace-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    // A home the user may write: its machine lock is its own, in its state directory.
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(env!("CARGO_BIN_EXE_virtperf"))
