@@ -142,9 +142,13 @@ pub fn client_paced(
             Pace::Rate(_, phase) => start + phase + interval.mul_f64(n as f64),
             Pace::BackToBack => start,
         };
-        let now = Instant::now();
-        if intended > now {
-            std::thread::sleep(intended - now);
+        // Wait for the intended time in slices, looking at the stop between them: a slow
+        // rate (1 request/s) must not carry the test a whole period past its end.
+        if !sleep_until(intended, stop) {
+            // The interval ended while waiting: it lasted until now, not until the last
+            // response (a rate over the latter would be one request's worth of nothing).
+            end = Instant::now();
+            break;
         }
         let sent = Instant::now();
         send_all(s, &req).map_err(|e| describe(e, "sending request"))?;
@@ -175,6 +179,22 @@ pub fn client_paced(
         active: end.duration_since(start),
         udp: None,
     })
+}
+
+/// Sleeps until `t` unless `stop` is raised first (looked at every 10 ms at most); whether
+/// `t` was reached.
+fn sleep_until(t: Instant, stop: &AtomicBool) -> bool {
+    const SLICE: std::time::Duration = std::time::Duration::from_millis(10);
+    loop {
+        let now = Instant::now();
+        if now >= t {
+            return true;
+        }
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        std::thread::sleep((t - now).min(SLICE));
+    }
 }
 
 /// Server half: answer each request with a response until the client closes.
@@ -269,6 +289,23 @@ mod tests {
             assert_eq!(cc.transactions, sc.transactions, "{wait:?}");
             assert_eq!(hist.len(), cc.transactions, "{wait:?}");
         }
+    }
+
+    /// A slow open loop ends with its interval, not a period later: at 1 request/s over
+    /// 300 ms, one request (at 0) and the end at the stop (the wait for the next used to
+    /// run on to 1 s and send it).
+    #[test]
+    fn a_slow_rate_stops_with_the_interval() {
+        let t0 = Instant::now();
+        let (cc, _) = run_paced(Pace::Rate(1.0, Duration::ZERO), 300);
+        assert_eq!(cc.transactions, 1);
+        assert!(
+            t0.elapsed() < Duration::from_millis(800),
+            "{:?}",
+            t0.elapsed()
+        );
+        // Its time is the interval's, so its rate is one request over 300 ms.
+        assert!(cc.active >= Duration::from_millis(290), "{:?}", cc.active);
     }
 
     fn run_paced(pace: Pace, ms: u64) -> (Counts, Histogram<u64>) {
