@@ -53,6 +53,13 @@ fn frame(body: &[u8]) -> Vec<u8> {
     v
 }
 
+/// Says hello on `s` (this protocol, no token) and expects the agent's welcome.
+fn welcomed(s: &mut TcpStream) {
+    s.write_all(&hello(virtperf_wire::PROTOCOL_VERSION, None))
+        .unwrap();
+    assert!(matches!(read_message(s), Ok(Message::Welcome { .. })));
+}
+
 fn hello(version: u32, token: Option<&str>) -> Vec<u8> {
     encode(&Message::Hello {
         version,
@@ -254,19 +261,12 @@ fn an_agent_drives_a_test_against_another_only_when_allowed() {
 /// lasts no longer than the agent's `--max-duration`, even when the client stays silent.
 #[test]
 fn a_hold_keeps_others_waiting_no_longer_than_the_agents_limit() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        virtperf_testkit::skip(
-            "root",
-            "needs root (a mount namespace gives the agent a lock of its own)",
-        );
+    if !virtperf_testkit::need_root("a mount namespace gives the agent a lock of its own") {
         return;
     }
     let a = Agent::with_its_own_lock(&["--max-duration", "2s"]);
     let mut s = connect(&a);
-    s.write_all(&hello(virtperf_wire::PROTOCOL_VERSION, None))
-        .unwrap();
-    assert!(matches!(read_message(&mut s), Ok(Message::Welcome { .. })));
+    welcomed(&mut s);
     write_message(&mut s, &Message::Hold).unwrap();
     let id = match read_message(&mut s) {
         Ok(Message::Held { lock: Some(id) }) => id,
@@ -313,19 +313,12 @@ fn a_hold_keeps_others_waiting_no_longer_than_the_agents_limit() {
 /// for as long as it liked while another client's test waited).
 #[test]
 fn a_talking_holder_is_let_go_at_the_agents_limit() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        virtperf_testkit::skip(
-            "root",
-            "needs root (a mount namespace gives the agent a lock of its own)",
-        );
+    if !virtperf_testkit::need_root("a mount namespace gives the agent a lock of its own") {
         return;
     }
     let a = Agent::with_its_own_lock(&["--max-duration", "2s"]);
     let mut s = connect(&a);
-    s.write_all(&hello(virtperf_wire::PROTOCOL_VERSION, None))
-        .unwrap();
-    assert!(matches!(read_message(&mut s), Ok(Message::Welcome { .. })));
+    welcomed(&mut s);
     write_message(&mut s, &Message::Hold).unwrap();
     assert!(matches!(
         read_message(&mut s),
@@ -442,9 +435,7 @@ fn a_holder_whose_link_goes_down_frees_the_agent_within_a_minute() {
     let mut agent = common::Agent::start_raw(c);
     let mut s = TcpStream::connect_timeout(&agent.addr, Duration::from_secs(5)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
-    s.write_all(&hello(virtperf_wire::PROTOCOL_VERSION, None))
-        .unwrap();
-    assert!(matches!(read_message(&mut s), Ok(Message::Welcome { .. })));
+    welcomed(&mut s);
     write_message(&mut s, &Message::Hold).unwrap();
     assert!(matches!(
         read_message(&mut s),
@@ -492,9 +483,7 @@ fn a_client_that_gives_up_during_set_up_leaves_no_phantom_test() {
     let a = Agent::with_its_own_lock(&[]);
     for _ in 0..2 {
         let mut s = connect(&a);
-        s.write_all(&hello(virtperf_wire::PROTOCOL_VERSION, None))
-            .unwrap();
-        assert!(matches!(read_message(&mut s), Ok(Message::Welcome { .. })));
+        welcomed(&mut s);
         write_message(
             &mut s,
             &Message::Prepare {

@@ -513,15 +513,48 @@ fn the_playbook_runs_batteries_and_pairs_tags_them_in_postgres_and_survives_a_de
     drop(fleet);
 }
 
+/// Whether ansible-playbook runs here; a printed skip otherwise.
+fn have_ansible() -> bool {
+    if sh(&["ansible-playbook", "--version"]) {
+        return true;
+    }
+    virtperf_testkit::skip(
+        "ansible",
+        "ansible-playbook not installed (apt-get install ansible-core)",
+    );
+    false
+}
+
+/// The fleet playbook run on this machine with `dir`'s `inventory.ini` (and `vars.yml`,
+/// where there is one), Ansible's state in `dir`: whether it succeeded, and all it printed.
+fn local_play(dir: &common::TempDir) -> (bool, String) {
+    let playbook = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/ansible/fleet.yml");
+    let mut c = Command::new("ansible-playbook");
+    c.arg("-i").arg(dir.path("inventory.ini"));
+    if dir.path("vars.yml").exists() {
+        c.arg("-e")
+            .arg(format!("@{}", dir.path("vars.yml").display()));
+    }
+    c.arg(playbook)
+        .env("ANSIBLE_LOCAL_TEMP", dir.path("ansible-local"))
+        .env("ANSIBLE_REMOTE_TMP", dir.path("ansible-remote"))
+        .env("ANSIBLE_NOCOLOR", "1")
+        .env("ANSIBLE_RETRY_FILES_ENABLED", "0");
+    let out = common::run_with_timeout(&mut c, Duration::from_secs(180));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
 /// Issue 40 §13: an inventory without the group `virtperf` fails the play at once with one
 /// line naming the group (it used to measure nothing and exit 0 with an empty summary).
 #[test]
 fn an_inventory_without_the_group_fails_naming_it() {
-    if !sh(&["ansible-playbook", "--version"]) {
-        return virtperf_testkit::skip(
-            "ansible",
-            "ansible-playbook not installed (apt-get install ansible-core)",
-        );
+    if !have_ansible() {
+        return;
     }
     let dir = common::TempDir::new("fleet-nogroup");
     std::fs::write(
@@ -529,23 +562,8 @@ fn an_inventory_without_the_group_fails_naming_it() {
         "[elsewhere]\nsomehost ansible_host=127.0.0.1\n",
     )
     .unwrap();
-    let playbook = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/ansible/fleet.yml");
-    let out = common::run_with_timeout(
-        Command::new("ansible-playbook")
-            .arg("-i")
-            .arg(dir.path("inventory.ini"))
-            .arg(playbook)
-            .env("ANSIBLE_LOCAL_TEMP", dir.path("ansible-local"))
-            .env("ANSIBLE_NOCOLOR", "1")
-            .env("ANSIBLE_RETRY_FILES_ENABLED", "0"),
-        Duration::from_secs(120),
-    );
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!out.status.success(), "{text}");
+    let (ok, text) = local_play(&dir);
+    assert!(!ok, "{text}");
     assert!(text.contains("no host in group `virtperf`"), "{text}");
 }
 
@@ -556,11 +574,8 @@ fn an_inventory_without_the_group_fails_naming_it() {
 /// on anything else.
 #[test]
 fn a_battery_killed_by_a_signal_is_summed_up_by_its_exit_status() {
-    if !sh(&["ansible-playbook", "--version"]) {
-        return virtperf_testkit::skip(
-            "ansible",
-            "ansible-playbook not installed (apt-get install ansible-core)",
-        );
+    if !have_ansible() {
+        return;
     }
     let dir = common::TempDir::new("fleet-sigterm");
     let fake = dir.path("fake-virtperf");
@@ -590,29 +605,8 @@ fn a_battery_killed_by_a_signal_is_summed_up_by_its_exit_status() {
         ),
     )
     .unwrap();
-    let playbook = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/ansible/fleet.yml");
-    let out = common::run_with_timeout(
-        Command::new("ansible-playbook")
-            .arg("-i")
-            .arg(dir.path("inventory.ini"))
-            .arg("-e")
-            .arg(format!("@{}", dir.path("vars.yml").display()))
-            .arg(playbook)
-            .env("ANSIBLE_LOCAL_TEMP", dir.path("ansible-local"))
-            .env("ANSIBLE_REMOTE_TMP", dir.path("ansible-remote"))
-            .env("ANSIBLE_NOCOLOR", "1")
-            .env("ANSIBLE_RETRY_FILES_ENABLED", "0"),
-        Duration::from_secs(180),
-    );
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        !out.status.success(),
-        "a dead battery fails the play: {text}"
-    );
+    let (ok, text) = local_play(&dir);
+    assert!(!ok, "a dead battery fails the play: {text}");
     assert!(!text.contains("No first item"), "{text}");
     let s: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(&status)
