@@ -4,6 +4,7 @@ use std::io::Read;
 use std::net::IpAddr;
 use std::str::FromStr;
 use std::time::Duration;
+use virtperf_wire::{BulkParams, CrrParams, HttpParams, RrParams, StreamParams};
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
@@ -320,7 +321,7 @@ impl WorkloadCommand {
 /// `virtperf rr`
 pub fn rr(a: RrArgs) -> Result<()> {
     let (client_wait, server_wait) = a.wait.unwrap_or_default();
-    let w = Workload::Rr {
+    let w = Workload::Rr(RrParams {
         request: a.size.0,
         response: a.size.1,
         client_wait,
@@ -331,7 +332,7 @@ pub fn rr(a: RrArgs) -> Result<()> {
         threads: a.threads,
         protocol: a.protocol.unwrap_or_default(),
         loss_timeout_ms: a.loss_timeout.map(|d| d.as_millis().max(1) as u32),
-    };
+    });
     let plan = plan_every(&a.common, w, a.duration, 0, a.interval);
     match a.under_load {
         Some(load) => rr_under_load(&a.common, plan, load),
@@ -382,14 +383,14 @@ pub fn crr(a: RrArgs) -> Result<()> {
         ));
     }
     let (client_wait, server_wait) = a.wait.unwrap_or_default();
-    let w = Workload::Crr {
+    let w = Workload::Crr(CrrParams {
         request: a.size.0,
         response: a.size.1,
         client_wait,
         server_wait,
         flows: a.flows,
         threads: a.threads,
-    };
+    });
     execute(
         &a.common,
         plan_every(&a.common, w, a.duration, 0, a.interval),
@@ -399,7 +400,7 @@ pub fn crr(a: RrArgs) -> Result<()> {
 /// `virtperf stream`
 pub fn stream(a: StreamArgs) -> Result<()> {
     let protocol = a.protocol.unwrap_or_default();
-    let w = Workload::Stream {
+    let w = Workload::Stream(StreamParams {
         send_size: a
             .send_size
             .unwrap_or(if protocol.is_tcp() { 16384 } else { 1472 }),
@@ -415,7 +416,7 @@ pub fn stream(a: StreamArgs) -> Result<()> {
         bidir: a.bidir,
         zerocopy: a.zerocopy,
         buf_offset: a.buf_offset,
-    };
+    });
     execute(
         &a.common,
         plan_every(&a.common, w, a.duration, 0, a.interval),
@@ -424,11 +425,11 @@ pub fn stream(a: StreamArgs) -> Result<()> {
 
 /// `virtperf bulk`
 pub fn bulk(a: BulkArgs) -> Result<()> {
-    let w = Workload::Bulk {
+    let w = Workload::Bulk(BulkParams {
         bytes: a.bytes,
         send_size: a.send_size,
         reverse: a.reverse,
-    };
+    });
     execute(
         &a.common,
         plan_every(&a.common, w, Duration::ZERO, 0, a.interval),
@@ -458,7 +459,7 @@ pub fn http(a: HttpArgs) -> Result<()> {
     let bytes = a
         .bytes
         .ok_or_else(|| anyhow!("--bytes is required (or give --url)"))?;
-    let w = Workload::Http { bytes };
+    let w = Workload::Http(HttpParams { bytes });
     execute(&a.common, plan(&a.common, w, Duration::ZERO, a.count))
 }
 

@@ -9,6 +9,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
+use virtperf_wire::HttpParams;
 
 use common::{assert_one_line_error, run_json, run_with_timeout, vp, Agent};
 use virtperf_wire::{read_message, write_message, Message, Workload, PROTOCOL_VERSION};
@@ -170,7 +171,7 @@ fn strangers_on_a_data_port_are_closed_at_once_and_threads_stay_bounded() {
     write_message(
         &mut ctl,
         &Message::Prepare {
-            workload: Workload::Http { bytes: 1000 },
+            workload: Workload::Http(HttpParams { bytes: 1000 }),
             duration_ms: 0,
             server_cpu: None,
             sock: Default::default(),

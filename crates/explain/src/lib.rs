@@ -17,6 +17,7 @@ mod awake;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use virtperf_wire::RrParams;
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -499,7 +500,7 @@ fn store_skipped(
 
 /// The battery's rr between `cpus` (client, server), both sides waiting as `wait`.
 fn rr_plan(opts: &ExplainOpts, cpus: (u32, u32), wait: Wait) -> Plan {
-    let workload = Workload::Rr {
+    let workload = Workload::Rr(RrParams {
         request: opts.size.0,
         response: opts.size.1,
         client_wait: wait,
@@ -510,7 +511,7 @@ fn rr_plan(opts: &ExplainOpts, cpus: (u32, u32), wait: Wait) -> Plan {
         threads: None,
         protocol: Default::default(),
         loss_timeout_ms: None,
-    };
+    });
     Plan {
         client_cpu: Some(cpus.0),
         server_cpu: Some(cpus.1),

@@ -339,7 +339,7 @@ fn run_once(
     }
     let started = window.started();
     side.gate.open();
-    let ticks = matches!(plan.workload, Workload::Rr { .. } | Workload::Crr { .. });
+    let ticks = plan.workload.kind().ticks();
     let mut series = plan.interval.map(|every| {
         crate::series::Series::new(every, started, meters, ticks, plan.on_interval.clone())
     });
@@ -514,10 +514,7 @@ fn stop_and_report(
     // senders stop, so there Stop goes first. A failed send usually means the agent died;
     // the workers' error says more, so it wins.
     let agent_addr = ctl.addr;
-    let stop_first = matches!(
-        plan.workload,
-        Workload::Stream { reverse: true, .. } | Workload::Stream { bidir: true, .. }
-    );
+    let stop_first = plan.workload.kind().server_sends();
     let mut stop_sent = Ok(());
     if stop_first {
         stop_sent = ctl.send(&Message::Stop);
@@ -581,23 +578,13 @@ fn add_kvm(result: &mut TestResult, mut k: virtperf_wire::KvmCounters) {
             "KVM exit counters are not visible from here ({why}); exits per transaction are not reported"
         )),
         (None, Some(&exits)) => {
-            let units = match &result.outcome {
-                virtperf_wire::Outcome::Rr(o) | virtperf_wire::Outcome::Crr(o) => o.transactions as f64,
-                virtperf_wire::Outcome::Stream(o) => o.receiver_bytes as f64 / 1024.0,
-                virtperf_wire::Outcome::Bulk(o) => o.receiver_bytes as f64 / 1024.0,
-                virtperf_wire::Outcome::Http(o) => {
-                    o.downloads.iter().map(|d| d.bytes).sum::<u64>() as f64 / 1024.0
-                }
-            };
+            let (unit, work) = result.outcome.work();
+            let units = unit.in_demand_units(work);
             k.exits_per_unit = (units > 0.0).then(|| exits as f64 / units);
             // The same counters by reason beside the guest-visible events, per the events
             // block's unit (transaction, or MB), so one block says what a round trip cost.
             if let Some(ev) = &mut result.events {
-                let per = if ev.unit == "MB" {
-                    units * 1024.0 / 1e6
-                } else {
-                    units
-                };
+                let per = unit.in_events_units(work);
                 for (name, v) in k.deltas.iter().filter(|(n, _)| n.contains("exits")) {
                     let key = format!("kvm_{name}");
                     ev.client.deltas.insert(key.clone(), *v);
@@ -690,9 +677,9 @@ pub fn run_url(
         count,
         sock,
         ..Plan::new(
-            Workload::Http {
+            Workload::Http(virtperf_wire::HttpParams {
                 bytes: bytes.max(1),
-            },
+            }),
             Duration::ZERO,
         )
     };

@@ -45,7 +45,7 @@ pub fn make_room(w: &Workload, who: &str) -> Result<(), String> {
 /// Whether this process may hold a duplicate of every one of `w`'s data connections beside
 /// them (the time series reads the senders' TCP state through duplicates): without room,
 /// the duplicates would take the descriptors the test needs later.
-pub(crate) fn room_for_duplicates(w: &Workload) -> bool {
+pub(crate) fn room_for_duplicates(w: &dyn virtperf_wire::Kind) -> bool {
     let need = 2 * u64::from(w.connections()) + SPARE;
     getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX) >= need
 }

@@ -176,11 +176,7 @@ impl Plan {
             }
         }
         if self.sock.mptcp == Some(true) {
-            if !matches!(
-                self.workload,
-                Workload::Rr { .. } | Workload::Stream { .. } | Workload::Bulk { .. }
-            ) || !self.workload.protocol().is_tcp()
-            {
+            if !self.workload.kind().takes_mptcp() {
                 bail!("--mptcp applies to TCP rr, stream and bulk (crr and http open connections of their own)");
             }
             virtperf_load::sock::mptcp_available().map_err(|e| anyhow!(e))?;
@@ -202,13 +198,7 @@ impl Plan {
             }
         }
         if let Some(i) = self.interval {
-            if !matches!(
-                self.workload,
-                Workload::Rr { .. }
-                    | Workload::Crr { .. }
-                    | Workload::Stream { .. }
-                    | Workload::Bulk { .. }
-            ) {
+            if !self.workload.kind().takes_interval() {
                 bail!("--interval applies to stream, bulk, rr and crr");
             }
             check_interval(i).map_err(|e| anyhow!("--{e}"))?;
@@ -222,7 +212,11 @@ impl Plan {
         }
         if self.timeline {
             let two = matches!((self.client_cpu, self.server_cpu), (Some(a), Some(b)) if a != b);
-            if !matches!(self.workload, Workload::Rr { flows: 1, .. }) || !two {
+            if !matches!(
+                self.workload,
+                Workload::Rr(virtperf_wire::RrParams { flows: 1, .. })
+            ) || !two
+            {
                 bail!("--timeline follows one rr flow between two pinned CPUs: add --cpus A,B (two different CPUs) to a single-flow rr");
             }
         }
@@ -231,7 +225,7 @@ impl Plan {
                 bail!("client CPU {cpu} does not exist or is not allowed here (see `nproc`)");
             }
         }
-        if matches!(self.workload, Workload::Http { .. }) && !(1..=10_000).contains(&self.count) {
+        if self.workload.kind().counted() && !(1..=10_000).contains(&self.count) {
             bail!("--count must be between 1 and 10000");
         }
         Ok(())

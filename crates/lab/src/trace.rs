@@ -137,15 +137,8 @@ impl Traced {
         if let Some(ev) = events {
             self.add_ipis(ev);
         }
-        let (units, unit) = match o {
-            Outcome::Rr(r) | Outcome::Crr(r) => (r.transactions as f64, "transaction"),
-            Outcome::Stream(s) => (s.receiver_bytes as f64 / 1e6, "MB"),
-            Outcome::Bulk(b) => (b.receiver_bytes as f64 / 1e6, "MB"),
-            Outcome::Http(h) => (
-                h.downloads.iter().map(|d| d.bytes).sum::<u64>() as f64 / 1e6,
-                "MB",
-            ),
-        };
+        let (unit, work) = o.work();
+        let units = unit.in_events_units(work);
         let per = |d: &std::collections::BTreeMap<String, u64>| -> std::collections::BTreeMap<String, f64> {
             d.iter()
                 .filter(|_| units > 0.0)
@@ -162,7 +155,7 @@ impl Traced {
         }
         TraceCounts {
             cpus: self.cpus,
-            unit: unit.into(),
+            unit: unit.events_name().into(),
             per_side,
             per_unit: per(&self.deltas),
             deltas: self.deltas,

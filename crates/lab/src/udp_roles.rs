@@ -15,9 +15,9 @@ use anyhow::{Context, Result};
 use virtperf_load::interval::Meter;
 use virtperf_load::sock::prepare_data_socket;
 use virtperf_load::udp;
-use virtperf_wire::{SockOpts, Workload};
+use virtperf_wire::{RrParams, SockOpts, StreamParams};
 
-use crate::half::{ClientHalf, Handles};
+use crate::half::{ClientHalf, Handles, ServerHalf};
 use crate::side::{accept_n, spawn_conn_worker, Ctl, DataKey};
 use crate::{DATA_TIMEOUT, SETUP_TIMEOUT};
 
@@ -83,70 +83,62 @@ fn accept(
     pair_all(conns, sock)
 }
 
-/// Starts the client half of a UDP workload.
-pub(crate) fn client(
-    w: &Workload,
+/// Starts the client half of UDP rr.
+pub(crate) fn rr_client(
+    p: &RrParams,
     c: &ClientHalf,
     meter: &mut dyn FnMut() -> Arc<Meter>,
 ) -> Result<Handles> {
-    let (data, sock, side) = (c.data, c.sock, c.side);
+    let RrParams {
+        request,
+        response,
+        client_wait,
+        flows,
+        loss_timeout_ms,
+        ..
+    } = *p;
+    let loss_timeout = loss_timeout(loss_timeout_ms);
     let mut handles = Vec::new();
-    match *w {
-        Workload::Rr {
-            request,
-            response,
-            client_wait,
-            flows,
-            loss_timeout_ms,
-            ..
-        } => {
-            let loss_timeout = loss_timeout(loss_timeout_ms);
-            for (i, s) in open(data, flows, &sock, &c.key)?.into_iter().enumerate() {
-                let m = meter();
-                handles.push(spawn_conn_worker(
-                    &format!("udp-rr-client-{i}"),
-                    side,
+    for (i, s) in open(c.data, flows, &c.sock, &c.key)?
+        .into_iter()
+        .enumerate()
+    {
+        let m = meter();
+        handles.push(spawn_conn_worker(
+            &format!("udp-rr-client-{i}"),
+            c.side,
+            s,
+            move |c, h, s| {
+                udp::rr_client(
                     s,
-                    move |c, h, s| {
-                        udp::rr_client(
-                            s,
-                            request as usize,
-                            response as usize,
-                            client_wait,
-                            loss_timeout,
-                            &c.stop,
-                            h,
-                            &m,
-                        )
-                    },
-                )?);
-            }
-        }
-        Workload::Stream {
-            send_size,
-            flows,
-            reverse,
-            rate_bps,
-            gso,
-            gro,
-            ..
-        } => {
-            for (i, s) in open(data, flows, &sock, &c.key)?.into_iter().enumerate() {
-                let m = meter();
-                handles.push(stream_worker(
-                    &format!("udp-stream-client-{i}"),
-                    side,
-                    s,
-                    !reverse,
-                    send_size as usize,
-                    rate_bps,
-                    gso,
-                    gro,
-                    m,
-                )?);
-            }
-        }
-        _ => unreachable!("only rr and stream have a UDP protocol (Workload::protocol)"),
+                    request as usize,
+                    response as usize,
+                    client_wait,
+                    loss_timeout,
+                    &c.stop,
+                    h,
+                    &m,
+                )
+            },
+        )?);
+    }
+    Ok(handles)
+}
+
+/// Starts the client half of a UDP stream.
+pub(crate) fn stream_client(
+    p: &StreamParams,
+    c: &ClientHalf,
+    meter: &mut dyn FnMut() -> Arc<Meter>,
+) -> Result<Handles> {
+    let mut handles = Vec::new();
+    for (i, s) in open(c.data, p.flows, &c.sock, &c.key)?
+        .into_iter()
+        .enumerate()
+    {
+        let m = meter();
+        let name = format!("udp-stream-client-{i}");
+        handles.push(stream_worker(&name, c.side, s, !p.reverse, p, m)?);
     }
     Ok(handles)
 }
@@ -158,88 +150,62 @@ pub(crate) fn loss_timeout(ms: Option<u32>) -> std::time::Duration {
     })
 }
 
-/// Starts the server half of a UDP workload.
-pub(crate) fn server(
-    w: &Workload,
-    listener: TcpListener,
-    client: IpAddr,
-    sock: &SockOpts,
-    side: &Ctl,
-    key: &DataKey,
-) -> Result<Handles> {
+/// Starts the server half of UDP rr.
+pub(crate) fn rr_server(p: &RrParams, s: ServerHalf) -> Result<Handles> {
+    let RrParams {
+        request,
+        response,
+        server_wait,
+        flows,
+        ..
+    } = *p;
     let mut handles = Vec::new();
-    match *w {
-        Workload::Rr {
-            request,
-            response,
-            server_wait,
-            flows,
-            ..
-        } => {
-            for s in accept(listener, client, flows as usize, sock, key)? {
-                handles.push(spawn_conn_worker(
-                    "udp-rr-server",
-                    side,
-                    s,
-                    move |c, _, s| {
-                        udp::rr_server(s, request as usize, response as usize, server_wait, &c.stop)
-                    },
-                )?);
-            }
-        }
-        Workload::Stream {
-            send_size,
-            flows,
-            reverse,
-            rate_bps,
-            gso,
-            gro,
-            ..
-        } => {
-            for (i, s) in accept(listener, client, flows as usize, sock, key)?
-                .into_iter()
-                .enumerate()
-            {
-                // The agent keeps no time series: its meter is written and never read.
-                handles.push(stream_worker(
-                    &format!("udp-stream-server-{i}"),
-                    side,
-                    s,
-                    reverse,
-                    send_size as usize,
-                    rate_bps,
-                    gso,
-                    gro,
-                    Arc::new(Meter::new(None)),
-                )?);
-            }
-        }
-        _ => unreachable!("only rr and stream have a UDP protocol (Workload::protocol)"),
+    for u in accept(s.listener, s.client, flows as usize, &s.sock, &s.key)? {
+        handles.push(spawn_conn_worker(
+            "udp-rr-server",
+            s.side,
+            u,
+            move |c, _, u| {
+                udp::rr_server(u, request as usize, response as usize, server_wait, &c.stop)
+            },
+        )?);
+    }
+    Ok(handles)
+}
+
+/// Starts the server half of a UDP stream.
+pub(crate) fn stream_server(p: &StreamParams, s: ServerHalf) -> Result<Handles> {
+    let mut handles = Vec::new();
+    for (i, u) in accept(s.listener, s.client, p.flows as usize, &s.sock, &s.key)?
+        .into_iter()
+        .enumerate()
+    {
+        // The agent keeps no time series: its meter is written and never read.
+        let name = format!("udp-stream-server-{i}");
+        let m = Arc::new(Meter::new(None));
+        handles.push(stream_worker(&name, s.side, u, p.reverse, p, m)?);
     }
     Ok(handles)
 }
 
 /// One stream flow's worker: the sender (with GSO where asked and the kernel has it) or
 /// the receiver (with GRO likewise).
-#[allow(clippy::too_many_arguments)]
 fn stream_worker(
     name: &str,
     side: &Ctl,
     s: UdpSocket,
     sends: bool,
-    size: usize,
-    rate_bps: Option<u64>,
-    gso: bool,
-    gro: bool,
+    p: &StreamParams,
     m: Arc<Meter>,
 ) -> Result<std::thread::JoinHandle<Result<crate::side::WorkerOut>>> {
+    let (size, rate_bps) = (p.send_size as usize, p.rate_bps);
     if sends {
-        let gso = gso && udp::try_gso(&s, size);
+        let gso = p.gso && udp::try_gso(&s, size);
         spawn_conn_worker(name, side, s, move |c, _, s| {
             udp::stream_send(s, size, rate_bps, gso, &c.stop, &m)
         })
     } else {
-        let gro = gro && udp::try_gro(&s);
+        let gro = p.gro && udp::try_gro(&s);
         spawn_conn_worker(name, side, s, move |c, _, s| {
             udp::stream_receive(s, size, gro, &c.stop, &m)
         })

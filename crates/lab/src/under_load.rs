@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use virtperf_wire::Workload;
 
 use crate::plan::Plan;
@@ -67,18 +67,15 @@ pub fn parse(s: &str) -> Result<UnderLoad, String> {
 /// The streams of a loaded trial: 128 KiB sends on `load.streams` flows, for the rr's
 /// duration and a second more (they start half a second before it).
 pub fn stream_plan(rr: &Plan, load: UnderLoad) -> Result<Plan> {
-    if !matches!(rr.workload, Workload::Rr { .. }) || !rr.workload.protocol().is_tcp() {
+    if !matches!(rr.workload, Workload::Rr(_)) || !rr.workload.protocol().is_tcp() {
         bail!("--under-load measures a TCP rr");
     }
-    // The stream role builds its workload, as for a spec point: 128 KiB sends.
-    let params = crate::roles::Params {
-        send: 128 << 10,
+    // 128 KiB sends, every other option at its default.
+    let w = Workload::Stream(virtperf_wire::StreamParams {
         flows: load.streams,
         reverse: load.reverse,
-        ..Default::default()
-    };
-    let w =
-        crate::roles::workload("stream", &params).ok_or_else(|| anyhow!("no stream workload"))?;
+        ..virtperf_wire::StreamParams::new(128 << 10)
+    });
     let stream = Plan {
         sock: rr.sock,
         family: rr.family,

@@ -3,6 +3,7 @@
 //! is caught in a second (the end-to-end tests in `crates/cli/tests` take a minute).
 
 use std::time::Duration;
+use virtperf_wire::{BulkParams, HttpParams, StreamParams};
 
 use virtperf_wire::{Outcome, Workload};
 
@@ -35,7 +36,7 @@ fn every_workload_runs_between_the_two_halves() {
     assert!(matches!(&crr.outcome, Outcome::Crr(o) if o.transactions > 0));
 
     // --bidir: two connections per flow, one each way, each direction apart.
-    let w = Workload::Stream {
+    let w = Workload::Stream(StreamParams {
         send_size: 4096,
         flows: 2,
         reverse: false,
@@ -49,7 +50,7 @@ fn every_workload_runs_between_the_two_halves() {
         bidir: true,
         zerocopy: None,
         buf_offset: None,
-    };
+    });
     let r = client::run(&t, &plan(w), &|_| {}).expect("bidir stream");
     let Outcome::Stream(o) = &r.outcome else {
         panic!("stream outcome expected")
@@ -75,7 +76,7 @@ fn every_workload_runs_between_the_two_halves() {
     assert_eq!(o.flows[1].direction.as_deref(), Some("server_to_client"));
 
     for reverse in [false, true] {
-        let w = Workload::Stream {
+        let w = Workload::Stream(StreamParams {
             send_size: 4096,
             flows: 2,
             reverse,
@@ -89,7 +90,7 @@ fn every_workload_runs_between_the_two_halves() {
             bidir: false,
             zerocopy: None,
             buf_offset: None,
-        };
+        });
         let r = client::run(&t, &plan(w), &|_| {}).expect("stream");
         let Outcome::Stream(o) = &r.outcome else {
             panic!("stream outcome expected")
@@ -97,11 +98,11 @@ fn every_workload_runs_between_the_two_halves() {
         assert_eq!(o.flows.len(), 2);
         assert!(o.receiver_bytes > 0, "reverse {reverse}: {o:?}");
 
-        let w = Workload::Bulk {
+        let w = Workload::Bulk(BulkParams {
             bytes: 1 << 20,
             send_size: 65536,
             reverse,
-        };
+        });
         let r = client::run(&t, &plan(w), &|_| {}).expect("bulk");
         let Outcome::Bulk(o) = &r.outcome else {
             panic!("bulk outcome expected")
@@ -109,7 +110,12 @@ fn every_workload_runs_between_the_two_halves() {
         assert_eq!(o.receiver_bytes, 1 << 20, "reverse {reverse}");
     }
 
-    let http = client::run(&t, &plan(Workload::Http { bytes: 10_000 }), &|_| {}).expect("http");
+    let http = client::run(
+        &t,
+        &plan(Workload::Http(HttpParams { bytes: 10_000 })),
+        &|_| {},
+    )
+    .expect("http");
     let Outcome::Http(o) = &http.outcome else {
         panic!("http outcome expected")
     };

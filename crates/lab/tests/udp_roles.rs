@@ -2,6 +2,7 @@
 //! streams in both directions, with real datagrams on loopback.
 
 use std::time::Duration;
+use virtperf_wire::{RrParams, StreamParams};
 
 use virtperf_wire::{Outcome, Protocol, Workload};
 
@@ -19,9 +20,9 @@ fn plan(workload: Workload) -> Plan {
 fn udp_rr_and_streams_run_between_the_two_halves() {
     let t = agent("u", false);
     let mut w = Workload::rr(1, 1);
-    if let Workload::Rr {
+    if let Workload::Rr(RrParams {
         protocol, flows, ..
-    } = &mut w
+    }) = &mut w
     {
         *protocol = Protocol::Udp;
         *flows = 2;
@@ -37,7 +38,7 @@ fn udp_rr_and_streams_run_between_the_two_halves() {
     assert!(r.metrics().iter().any(|m| m.name == "lost_pct"));
 
     for reverse in [false, true] {
-        let w = Workload::Stream {
+        let w = Workload::Stream(StreamParams {
             send_size: 1472,
             flows: 2,
             reverse,
@@ -51,7 +52,7 @@ fn udp_rr_and_streams_run_between_the_two_halves() {
             bidir: false,
             zerocopy: None,
             buf_offset: None,
-        };
+        });
         let r = client::run(&t, &plan(w), &|_| {}).expect("udp stream");
         let Outcome::Stream(o) = &r.outcome else {
             panic!("stream outcome expected")
@@ -83,7 +84,7 @@ fn udp_rr_and_streams_run_between_the_two_halves() {
 #[test]
 fn gso_and_gro_are_recorded_with_the_result() {
     let t = agent("u", false);
-    let w = Workload::Stream {
+    let w = Workload::Stream(StreamParams {
         send_size: 1400,
         flows: 1,
         reverse: false,
@@ -97,7 +98,7 @@ fn gso_and_gro_are_recorded_with_the_result() {
         bidir: false,
         zerocopy: None,
         buf_offset: None,
-    };
+    });
     let r = client::run(&t, &plan(w), &|_| {}).expect("udp stream with offloads");
     let Outcome::Stream(o) = &r.outcome else {
         panic!("stream outcome expected")

@@ -172,7 +172,7 @@ impl crate::TraceCounts {
     /// The counts worth comparing between runs (fewer is better): the exit causes and
     /// their sum, per unit of work.
     pub fn metrics(&self) -> Vec<crate::Metric> {
-        let unit = if self.unit == "transaction" {
+        let unit = if crate::Unit::is_transactions(&self.unit) {
             "/tr"
         } else {
             "/MB"

@@ -1,8 +1,9 @@
 //! A workload table expanded into its sweep points: axes, their combinations, the fixed
 //! parameters, and the keys each kind takes.
 
-#[allow(unused_imports)]
 use super::*;
+#[allow(unused_imports)]
+use virtperf_wire::RrParams;
 
 /// Parses one list-valued key of a `[[workload]]` into its values, or `default` when absent.
 pub(super) fn axis<T, V: Clone>(
@@ -321,7 +322,7 @@ fn buf_offset_of(text: &str, r: &RawWorkload, kind: &str) -> Result<Option<u32>,
 
 /// Refuses an unknown kind, and keys the kind does not take, each at its line.
 pub(super) fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), SpecError> {
-    let Some(allowed) = virtperf_lab::roles::keys(kind) else {
+    let Some(allowed) = virtperf_lab::roles::spec_kind(kind).map(|k| k.keys) else {
         return err(
             text,
             r.kind.span(),
@@ -391,7 +392,7 @@ pub(super) fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Option<Workload> {
         threads: f.threads,
         buf_offset: f.buf_offset,
     };
-    virtperf_lab::roles::workload(kind, &p)
+    virtperf_lab::roles::spec_kind(kind).map(|k| (k.build)(&p))
 }
 
 /// A point's label (`rr size=64,64`) and its swept parameters as JSON, for the store.
@@ -450,7 +451,7 @@ pub(super) fn expand(
                 return err(text, w.span(), format!("unknown workload kind {kind:?}"));
             };
             workload.validate().or_else(|m| err(text, w.span(), m))?;
-            let one_flow = matches!(workload, Workload::Rr { flows: 1, .. });
+            let one_flow = matches!(workload, Workload::Rr(RrParams { flows: 1, .. }));
             if fixed.timeline
                 && !(one_flow && matches!((c.cpu.0, c.cpu.1), (Some(a), Some(b)) if a != b))
             {

@@ -28,6 +28,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
+use virtperf_wire::RrParams;
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -329,7 +330,7 @@ fn check_loads(configs: &[Config], points: &[Point]) -> Result<(), SpecError> {
     };
     match points
         .iter()
-        .find(|p| !matches!(p.workload, Workload::Rr { .. }) || !p.workload.protocol().is_tcp())
+        .find(|p| !matches!(p.workload, Workload::Rr(RrParams { .. })) || !p.workload.protocol().is_tcp())
     {
         Some(p) => Err(SpecError {
             line: 0,

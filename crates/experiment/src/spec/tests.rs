@@ -1,4 +1,5 @@
 use super::*;
+use virtperf_wire::{RrParams, StreamParams};
 
 #[test]
 fn sweep_expands_to_the_cartesian_product() {
@@ -26,7 +27,7 @@ socket = { nodelay = true, busy_poll_us = 50 }
     assert_eq!(s.points[1].label, "stream send_size=64 reverse=true");
     assert_eq!(
         s.points[2].workload,
-        Workload::Stream {
+        Workload::Stream(StreamParams {
             send_size: 1024,
             flows: 1,
             reverse: false,
@@ -40,7 +41,7 @@ socket = { nodelay = true, busy_poll_us = 50 }
             bidir: false,
             zerocopy: None,
             buf_offset: None,
-        }
+        })
     );
     assert_eq!(s.points[0].duration, Duration::from_secs(2));
     assert_eq!(s.configs[1].knobs[0].1, "50");
@@ -85,20 +86,20 @@ gso = true
     );
     assert!(matches!(
         s.points[1].workload,
-        Workload::Rr {
+        Workload::Rr(RrParams {
             loss_timeout_ms: Some(20),
             ..
-        }
+        })
     ));
     assert_eq!(s.points[0].workload, Workload::rr(1, 1));
     match &s.points[2].workload {
-        Workload::Stream {
+        Workload::Stream(StreamParams {
             protocol,
             rate_bps,
             gso,
             gro,
             ..
-        } => {
+        }) => {
             assert_eq!(*protocol, virtperf_wire::Protocol::Udp);
             assert_eq!(*rate_bps, Some(2_000_000_000));
             assert!(*gso && !*gro);
@@ -274,10 +275,10 @@ fn stream_receive_size_in_specs() {
         .expect("valid");
     assert!(matches!(
         s.points[0].workload,
-        Workload::Stream {
+        Workload::Stream(StreamParams {
             recv_size: Some(65536),
             ..
-        }
+        })
     ));
     let (l, m) = line_of_error("name = \"r\"\n[[workload]]\nkind = \"rr\"\nrecv_size = 4096\n");
     assert_eq!(l, 4, "{m}");
@@ -286,10 +287,10 @@ fn stream_receive_size_in_specs() {
         .expect("valid");
     assert!(matches!(
         s.points[0].workload,
-        Workload::Stream {
+        Workload::Stream(StreamParams {
             recv_wait: Some(RecvWait::Block),
             ..
-        }
+        })
     ));
     let (l, m) =
         line_of_error("name = \"r\"\n[[workload]]\nkind = \"stream\"\nrecv_wait = \"spin\"\n");
@@ -307,10 +308,10 @@ fn stream_buf_offset_is_read_and_bounded_at_its_line() {
         parse("name = \"r\"\n[[workload]]\nkind = \"stream\"\nbuf_offset = 16\n").expect("valid");
     assert!(matches!(
         s.points[0].workload,
-        Workload::Stream {
+        Workload::Stream(StreamParams {
             buf_offset: Some(16),
             ..
-        }
+        })
     ));
     for (value, needle) in [
         ("4096", "0 to 4095"),
@@ -419,13 +420,13 @@ fn rr_wait_modes_gaps_and_rates_in_specs() {
     assert_eq!(s.points[0].label, "rr gap=0");
     assert_eq!(s.points[1].label, "rr gap=100us");
     match &s.points[1].workload {
-        Workload::Rr {
+        Workload::Rr(RrParams {
             client_wait,
             server_wait,
             gap_us,
             rate_per_s,
             ..
-        } => {
+        }) => {
             assert_eq!(*client_wait, virtperf_wire::Wait::Block);
             assert_eq!(*server_wait, virtperf_wire::Wait::Spin);
             assert_eq!(*gap_us, Some(100));
@@ -439,11 +440,11 @@ fn rr_wait_modes_gaps_and_rates_in_specs() {
     assert_eq!(s.points[1].label, "rr flows=4");
     assert!(matches!(
         s.points[1].workload,
-        Workload::Rr {
+        Workload::Rr(RrParams {
             flows: 4,
             rate_per_s: Some(1000),
             ..
-        }
+        })
     ));
     let (l, m) = line_of_error("name = \"x\"\n[[workload]]\nkind = \"crr\"\ngap = \"1ms\"\n");
     assert_eq!(l, 4, "{m}");

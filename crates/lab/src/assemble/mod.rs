@@ -5,15 +5,12 @@
 use virtperf_measure::split;
 use virtperf_wire::{
     CpuAccounting, Envs, Events, NicEvents, PinnedEvents, SideCpu, SideEvents, SideReport,
-    SockApplied, TestResult, Workload, RESULT_SCHEMA,
+    SockApplied, TestResult, Unit, RESULT_SCHEMA,
 };
 
-mod outcome;
+pub(crate) mod outcome;
 
 pub use outcome::Collected;
-pub(crate) use outcome::{
-    bidir_outcome, bulk_outcome, http_outcome, rr_outcome, stream_outcome, Measured,
-};
 
 /// Above this much CPU used by other work (percent of one CPU) a result carries a warning.
 pub const OTHER_LOAD_WARN_PCT: f64 = 10.0;
@@ -48,12 +45,8 @@ fn side_cpu(r: &SideReport, units: f64, test_threads_s: f64) -> SideCpu {
 }
 
 /// Events per unit of work for both sides: per transaction, or per MB where the unit is KB.
-fn events_of(c: &Collected, units: f64, unit: &str) -> Option<Events> {
-    let (divisor, unit) = if unit == "KB" {
-        (units * 1024.0 / 1e6, "MB")
-    } else {
-        (units, unit)
-    };
+fn events_of(c: &Collected, unit: Unit, work: f64) -> Option<Events> {
+    let divisor = unit.in_events_units(work);
     // No work done: there is nothing to divide by, so no per-unit figure (not 0 per unit).
     let per = |d: &std::collections::BTreeMap<String, u64>| {
         d.iter()
@@ -102,7 +95,7 @@ fn events_of(c: &Collected, units: f64, unit: &str) -> Option<Events> {
         })
     };
     Some(Events {
-        unit: unit.to_string(),
+        unit: unit.events_name().to_string(),
         client: side(&c.client, c.plan.client_cpu)?,
         server: c.server.as_ref().and_then(|s| side(s, c.plan.server_cpu)),
     })
@@ -113,7 +106,8 @@ pub fn assemble(c: Collected) -> anyhow::Result<TestResult> {
     let empty = SideReport::default();
     let server = c.server.as_ref().unwrap_or(&empty);
     let mut warnings = Vec::new();
-    let (outcome, units, unit) = crate::roles::outcome(&c, server, &mut warnings)?;
+    let outcome = crate::roles::outcome(&c, server, &mut warnings);
+    let (unit, work) = outcome.work();
     if let virtperf_wire::Outcome::Bulk(b) = &outcome {
         // A transfer takes time: 0 s is one its sender never reported.
         if b.elapsed_s <= 0.0 {
@@ -126,8 +120,8 @@ pub fn assemble(c: Collected) -> anyhow::Result<TestResult> {
             "{steal:.1}% of CPU time was stolen by the hypervisor during the run: expect noise"
         ));
     }
-    let cpu = cpu_accounting(&c, units, unit, &mut warnings);
-    let events = events_of(&c, units, unit);
+    let cpu = cpu_accounting(&c, unit, work, &mut warnings);
+    let events = events_of(&c, unit, work);
     let sock_applied = sock_applied(&c, &mut warnings);
     Ok(TestResult {
         schema: RESULT_SCHEMA.to_string(),
@@ -170,11 +164,7 @@ pub const CPU_BOUND_PCT: f64 = 90.0;
 
 /// Worker threads per side: the multiplexing threads, else one per flow.
 fn workers(c: &Collected) -> u32 {
-    match (&c.plan.workload, c.plan.workload.multiplexed()) {
-        (_, Some((_, t))) => t,
-        (Workload::Rr { flows, .. } | Workload::Stream { flows, .. }, None) => *flows,
-        _ => 1,
-    }
+    c.plan.workload.kind().workers()
 }
 
 /// A side's test threads' CPU time in percent of `workers` threads (at most one per CPU of
@@ -190,19 +180,7 @@ fn threads_busy(r: &SideReport, workers: u32) -> Option<f64> {
 /// A side waits by spinning or polling: its threads are busy by choice, which says nothing
 /// of a CPU limit.
 fn spins(c: &Collected) -> bool {
-    match &c.plan.workload {
-        Workload::Rr {
-            client_wait,
-            server_wait,
-            ..
-        }
-        | Workload::Crr {
-            client_wait,
-            server_wait,
-            ..
-        } => !client_wait.is_block() || !server_wait.is_block(),
-        _ => false,
-    }
+    c.plan.workload.kind().spins()
 }
 
 /// Both sides on one machine: whether their threads together kept the CPUs they could use
@@ -267,10 +245,11 @@ fn sock_applied(c: &Collected, warnings: &mut Vec<String>) -> Option<SockApplied
 /// other work on its machine (warned about above [`OTHER_LOAD_WARN_PCT`]).
 fn cpu_accounting(
     c: &Collected,
-    units: f64,
-    unit: &str,
+    unit: Unit,
+    work: f64,
     warnings: &mut Vec<String>,
 ) -> CpuAccounting {
+    let units = unit.in_demand_units(work);
     let same_host = c
         .server_env
         .as_ref()
@@ -322,7 +301,7 @@ fn cpu_accounting(
         machine_bound(c, warnings);
     }
     CpuAccounting {
-        unit: unit.to_string(),
+        unit: unit.demand_name().to_string(),
         same_host,
         client,
         server: server_cpu,
@@ -334,7 +313,7 @@ mod tests {
     use std::collections::BTreeMap;
     use std::time::Duration;
 
-    use virtperf_wire::{EventCounts, FlowStats, UdpCounts};
+    use virtperf_wire::{EventCounts, FlowStats, UdpCounts, Workload};
 
     use super::outcome::check_udp_flows;
     use crate::plan::Plan;

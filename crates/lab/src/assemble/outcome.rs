@@ -6,7 +6,8 @@ use virtperf_measure::{latency, LatencyHistogram};
 use virtperf_wire::Env;
 use virtperf_wire::{
     Bidir, BulkOutcome, DirectionTotals, Download, FlowSpread, HttpOutcome, Outcome, Protocol,
-    RrOutcome, SideReport, StreamFlow, StreamOutcome, UdpCounts, UdpRr, UdpStream, Workload,
+    RrOutcome, RrParams, SideReport, StreamFlow, StreamOutcome, StreamParams, UdpCounts, UdpRr,
+    UdpStream, Workload,
 };
 
 use crate::plan::Plan;
@@ -50,15 +51,12 @@ fn mbps(bytes: u64, secs: f64) -> f64 {
     }
 }
 
-/// Per outcome: the outcome, the units its service demand is per, and their name.
-pub(crate) type Measured = (Outcome, f64, &'static str);
-
 /// rr and crr: transactions counted and timed by the client, latency from its histogram.
 pub(crate) fn rr_outcome(
     c: &Collected,
     server: &SideReport,
     warnings: &mut Vec<String>,
-) -> Measured {
+) -> RrOutcome {
     let n = c.client.transactions;
     // With several flows, the test lasted as long as its longest flow.
     let elapsed = c
@@ -109,7 +107,7 @@ pub(crate) fn rr_outcome(
                 .collect();
             FlowSpread::of(&rates).map(|s| FlowSpread {
                 // crr's agent serves connections, not flows: it counts none.
-                server_flows: if matches!(c.plan.workload, Workload::Rr { .. }) {
+                server_flows: if matches!(c.plan.workload, Workload::Rr(_)) {
                     server.flows.len() as u32
                 } else {
                     0
@@ -123,10 +121,10 @@ pub(crate) fn rr_outcome(
         udp: udp_rr(c, n, warnings),
         tcp: c.client.flows.first().and_then(|f| f.tcp),
     };
-    if let Workload::Rr {
+    if let Workload::Rr(RrParams {
         rate_per_s: Some(want),
         ..
-    } = c.plan.workload
+    }) = c.plan.workload
     {
         // An open loop's achieved rate is the schedule's unless a side could not keep up.
         if o.rate_per_s < 0.98 * f64::from(want) {
@@ -136,12 +134,7 @@ pub(crate) fn rr_outcome(
             ));
         }
     }
-    let o = if matches!(c.plan.workload, Workload::Rr { .. }) {
-        Outcome::Rr(o)
-    } else {
-        Outcome::Crr(o)
-    };
-    (o, n as f64, "transaction")
+    o
 }
 
 /// UDP rr: the client's lost transactions, said in a warning too when there were any.
@@ -155,9 +148,9 @@ fn udp_rr(c: &Collected, completed: u64, warnings: &mut Vec<String>) -> Option<U
         .iter()
         .filter_map(|f| f.udp)
         .fold((0, 0), |(l, t), u| (l + u.lost, t + u.late));
-    let Workload::Rr {
+    let Workload::Rr(RrParams {
         loss_timeout_ms, ..
-    } = c.plan.workload
+    }) = c.plan.workload
     else {
         return None;
     };
@@ -240,7 +233,7 @@ fn udp_total(
         gso: !txs.is_empty() && txs.iter().all(|u| u.gso),
         gro: !rxs.is_empty() && rxs.iter().all(|u| u.gro),
     };
-    if let Workload::Stream { gso, gro, .. } = c.plan.workload {
+    if let Workload::Stream(StreamParams { gso, gro, .. }) = c.plan.workload {
         if gso && !t.gso {
             warnings.push("GSO (UDP_SEGMENT) was asked for but the sender's kernel refused it: one datagram per send".into());
         }
@@ -292,7 +285,7 @@ pub(crate) fn stream_outcome(
     server: &SideReport,
     reverse: bool,
     warnings: &mut Vec<String>,
-) -> Measured {
+) -> Outcome {
     let (rx, tx) = if reverse {
         (&c.client, server)
     } else {
@@ -376,7 +369,7 @@ pub(crate) fn stream_outcome(
         zerocopy: tx.zerocopy,
     };
     zerocopy_warning(tx, warnings);
-    (Outcome::Stream(o), receiver_bytes as f64 / 1024.0, "KB")
+    Outcome::Stream(o)
 }
 
 /// bulk: the byte count over the sender's time to the receiver's acknowledgement.
@@ -386,7 +379,7 @@ pub(crate) fn bulk_outcome(
     bytes: u64,
     reverse: bool,
     warnings: &mut Vec<String>,
-) -> Measured {
+) -> Outcome {
     // The sender's clock runs from its first write to the receiver's acknowledgement.
     let (sender, receiver_bytes) = if reverse {
         (
@@ -420,11 +413,11 @@ pub(crate) fn bulk_outcome(
         mbps: mbps(receiver_bytes, elapsed),
         tcp: sender.flows.first().and_then(|f| f.tcp),
     };
-    (Outcome::Bulk(o), receiver_bytes as f64 / 1024.0, "KB")
+    Outcome::Bulk(o)
 }
 
 /// http: every download's size, status, time to first byte and duration.
-pub(crate) fn http_outcome(c: &Collected, bytes: u64, warnings: &mut Vec<String>) -> Measured {
+pub(crate) fn http_outcome(c: &Collected, bytes: u64, warnings: &mut Vec<String>) -> Outcome {
     let downloads: Vec<Download> = c
         .downloads
         .iter()
@@ -472,7 +465,7 @@ pub(crate) fn http_outcome(c: &Collected, bytes: u64, warnings: &mut Vec<String>
         },
         downloads,
     };
-    (Outcome::Http(o), total_bytes as f64 / 1024.0, "KB")
+    Outcome::Http(o)
 }
 
 /// TCP segments the sender's flows retransmitted in the interval; `None` unless every
@@ -504,7 +497,7 @@ pub(crate) fn bidir_outcome(
     c: &Collected,
     server: &SideReport,
     warnings: &mut Vec<String>,
-) -> Measured {
+) -> Outcome {
     let pick = |r: &SideReport, odd: bool| SideReport {
         flows: r
             .flows
@@ -528,10 +521,10 @@ pub(crate) fn bidir_outcome(
     };
     let (fwd_c, rev_c) = (half(false), half(true));
     let (fwd_s, rev_s) = (pick(server, false), pick(server, true));
-    let (Outcome::Stream(f), _, _) = stream_outcome(&fwd_c, &fwd_s, false, warnings) else {
+    let Outcome::Stream(f) = stream_outcome(&fwd_c, &fwd_s, false, warnings) else {
         return stream_outcome(c, server, false, warnings);
     };
-    let (Outcome::Stream(r), _, _) = stream_outcome(&rev_c, &rev_s, true, warnings) else {
+    let Outcome::Stream(r) = stream_outcome(&rev_c, &rev_s, true, warnings) else {
         return stream_outcome(c, server, false, warnings);
     };
     // A direction's threads: its senders on one side, its receivers on the other.
@@ -581,5 +574,5 @@ pub(crate) fn bidir_outcome(
             }
         },
     };
-    (Outcome::Stream(o), receiver_bytes as f64 / 1024.0, "KB")
+    Outcome::Stream(o)
 }

@@ -2,50 +2,37 @@
 
 use std::sync::Arc;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use virtperf_load::bulk;
 use virtperf_load::interval::Meter;
-use virtperf_wire::Workload;
+use virtperf_wire::{BulkParams, Outcome, SideReport, Workload};
 
 use super::conn::{accept_data, connect_data};
 use super::role::Role;
+use crate::assemble::outcome::{bulk_outcome, Collected};
 use crate::half::{ClientHalf, Handles, ServerHalf};
 use crate::side::spawn_conn_worker;
 
-/// bulk's two halves.
-pub(super) struct Bulk;
-
-impl Role for Bulk {
-    fn client(
-        &self,
-        w: &Workload,
-        c: &ClientHalf,
-        meter: &mut dyn FnMut() -> Arc<Meter>,
-    ) -> Result<Handles> {
+impl Role for BulkParams {
+    fn client(&self, c: &ClientHalf, meter: &mut dyn FnMut() -> Arc<Meter>) -> Result<Handles> {
         let (data, sock, side, key) = (c.data, c.sock, c.side, c.key);
-        let mut handles = Vec::new();
-        match *w {
-            Workload::Bulk {
-                bytes,
-                send_size,
-                reverse,
-            } => {
-                let s = connect_data(data, false, &sock, &key)?;
-                let m = meter();
-                handles.push(if reverse {
-                    spawn_conn_worker("bulk-client", side, s, move |_, _, s| bulk::receive(s, &m))?
-                } else {
-                    spawn_conn_worker("bulk-client", side, s, move |_, _, s| {
-                        bulk::send(s, bytes, send_size as usize, &m)
-                    })?
-                });
-            }
-            _ => bail!("the bulk role was given a {} workload", w.name()),
-        }
-        Ok(handles)
+        let BulkParams {
+            bytes,
+            send_size,
+            reverse,
+        } = *self;
+        let s = connect_data(data, false, &sock, &key)?;
+        let m = meter();
+        Ok(vec![if reverse {
+            spawn_conn_worker("bulk-client", side, s, move |_, _, s| bulk::receive(s, &m))?
+        } else {
+            spawn_conn_worker("bulk-client", side, s, move |_, _, s| {
+                bulk::send(s, bytes, send_size as usize, &m)
+            })?
+        }])
     }
 
-    fn server(&self, w: &Workload, s: ServerHalf) -> Result<Handles> {
+    fn server(&self, s: ServerHalf) -> Result<Handles> {
         let ServerHalf {
             listener,
             client,
@@ -54,53 +41,39 @@ impl Role for Bulk {
             key,
             ..
         } = s;
+        let BulkParams {
+            bytes,
+            send_size,
+            reverse,
+        } = *self;
         let mut handles = Vec::new();
-        match *w {
-            Workload::Bulk {
-                bytes,
-                send_size,
-                reverse,
-            } => {
-                for s in accept_data(listener, client, 1, false, &sock, &key)? {
-                    let m = Meter::new(None);
-                    handles.push(if reverse {
-                        spawn_conn_worker("bulk-server", side, s, move |_, _, s| {
-                            bulk::send(s, bytes, send_size as usize, &m)
-                        })?
-                    } else {
-                        spawn_conn_worker("bulk-server", side, s, move |_, _, s| {
-                            bulk::receive(s, &m)
-                        })?
-                    });
-                }
-            }
-            _ => bail!("the bulk role was given a {} workload", w.name()),
+        for s in accept_data(listener, client, 1, false, &sock, &key)? {
+            let m = Meter::new(None);
+            handles.push(if reverse {
+                spawn_conn_worker("bulk-server", side, s, move |_, _, s| {
+                    bulk::send(s, bytes, send_size as usize, &m)
+                })?
+            } else {
+                spawn_conn_worker("bulk-server", side, s, move |_, _, s| bulk::receive(s, &m))?
+            });
         }
         Ok(handles)
     }
 
-    fn outcome(
-        &self,
-        c: &crate::assemble::Collected,
-        server: &virtperf_wire::SideReport,
-        warnings: &mut Vec<String>,
-    ) -> crate::assemble::Measured {
-        let (bytes, reverse) = match c.plan.workload {
-            Workload::Bulk { bytes, reverse, .. } => (bytes, reverse),
-            _ => (0, false),
-        };
-        crate::assemble::bulk_outcome(c, server, bytes, reverse, warnings)
+    fn outcome(&self, c: &Collected, server: &SideReport, warnings: &mut Vec<String>) -> Outcome {
+        bulk_outcome(c, server, self.bytes, self.reverse, warnings)
     }
+}
 
-    fn keys(&self) -> &'static [&'static str] {
-        &["bytes", "send_size", "reverse", "cpus", "interval", "trace"]
-    }
+/// The keys bulk's `[[workload]]` table in a spec file takes (besides `kind`, `label`,
+/// `duration`, `warmup`).
+pub(super) const KEYS: &[&str] = &["bytes", "send_size", "reverse", "cpus", "interval", "trace"];
 
-    fn workload(&self, p: &super::role::Params) -> Workload {
-        Workload::Bulk {
-            bytes: p.bytes.unwrap_or(1),
-            send_size: p.send,
-            reverse: p.reverse,
-        }
-    }
+/// bulk's `Workload` from a spec point's parameters.
+pub(super) fn from_params(p: &super::role::Params) -> Workload {
+    Workload::Bulk(BulkParams {
+        bytes: p.bytes.unwrap_or(1),
+        send_size: p.send,
+        reverse: p.reverse,
+    })
 }

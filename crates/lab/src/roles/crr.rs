@@ -3,32 +3,25 @@
 
 use std::sync::Arc;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use virtperf_load::interval::Meter;
 use virtperf_load::sock::prepare_data_socket;
 use virtperf_load::{crr, mux};
 
-use virtperf_wire::Workload;
+use virtperf_wire::{CrrParams, Outcome, SideReport, Workload};
 
 use super::role::Role;
+use crate::assemble::outcome::{rr_outcome, Collected};
 use crate::half::{ClientHalf, Handles, ServerHalf};
 use crate::side::{spawn_mux_worker, spawn_private_worker, spawn_worker};
 use crate::DATA_TIMEOUT;
 
-/// crr's two halves.
-pub(super) struct Crr;
-
-impl Role for Crr {
-    fn client(
-        &self,
-        w: &Workload,
-        c: &ClientHalf,
-        meter: &mut dyn FnMut() -> Arc<Meter>,
-    ) -> Result<Handles> {
+impl Role for CrrParams {
+    fn client(&self, c: &ClientHalf, meter: &mut dyn FnMut() -> Arc<Meter>) -> Result<Handles> {
         let (data, sock, side, window) = (c.data, c.sock, c.side, c.window);
         let mut handles = Vec::new();
-        match *w {
-            Workload::Crr {
+        match *self {
+            CrrParams {
                 request,
                 response,
                 flows,
@@ -61,7 +54,7 @@ impl Role for Crr {
                     )?);
                 }
             }
-            Workload::Crr {
+            CrrParams {
                 request,
                 response,
                 client_wait,
@@ -83,12 +76,11 @@ impl Role for Crr {
                     )
                 })?);
             }
-            _ => bail!("the crr role was given a {} workload", w.name()),
         }
         Ok(handles)
     }
 
-    fn server(&self, w: &Workload, s: ServerHalf) -> Result<Handles> {
+    fn server(&self, s: ServerHalf) -> Result<Handles> {
         let ServerHalf {
             listener,
             client,
@@ -98,8 +90,8 @@ impl Role for Crr {
             ..
         } = s;
         let mut handles = Vec::new();
-        match *w {
-            Workload::Crr {
+        match *self {
+            CrrParams {
                 request,
                 response,
                 flows,
@@ -128,7 +120,7 @@ impl Role for Crr {
                     )?);
                 }
             }
-            Workload::Crr {
+            CrrParams {
                 request,
                 response,
                 server_wait,
@@ -150,34 +142,29 @@ impl Role for Crr {
                     )
                 })?);
             }
-            _ => bail!("the crr role was given a {} workload", w.name()),
         }
         Ok(handles)
     }
 
-    fn outcome(
-        &self,
-        c: &crate::assemble::Collected,
-        server: &virtperf_wire::SideReport,
-        warnings: &mut Vec<String>,
-    ) -> crate::assemble::Measured {
-        crate::assemble::rr_outcome(c, server, warnings)
+    fn outcome(&self, c: &Collected, server: &SideReport, warnings: &mut Vec<String>) -> Outcome {
+        Outcome::Crr(rr_outcome(c, server, warnings))
     }
+}
 
-    fn keys(&self) -> &'static [&'static str] {
-        &[
-            "size", "cpus", "wait", "flows", "threads", "interval", "trace",
-        ]
-    }
+/// The keys crr's `[[workload]]` table in a spec file takes (besides `kind`, `label`,
+/// `duration`, `warmup`).
+pub(super) const KEYS: &[&str] = &[
+    "size", "cpus", "wait", "flows", "threads", "interval", "trace",
+];
 
-    fn workload(&self, p: &super::role::Params) -> Workload {
-        Workload::Crr {
-            request: p.size.0,
-            response: p.size.1,
-            client_wait: p.wait.0,
-            server_wait: p.wait.1,
-            flows: p.flows,
-            threads: p.threads,
-        }
-    }
+/// crr's `Workload` from a spec point's parameters.
+pub(super) fn from_params(p: &super::role::Params) -> Workload {
+    Workload::Crr(CrrParams {
+        request: p.size.0,
+        response: p.size.1,
+        client_wait: p.wait.0,
+        server_wait: p.wait.1,
+        flows: p.flows,
+        threads: p.threads,
+    })
 }

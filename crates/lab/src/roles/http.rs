@@ -4,53 +4,47 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use virtperf_load::http::{self as http_load, Fetched};
 use virtperf_load::http_conn;
 use virtperf_load::interval::Meter;
 use virtperf_load::Counts;
 
-use virtperf_wire::Workload;
+use virtperf_wire::{HttpParams, Outcome, SideReport, Workload};
 
 use super::role::Role;
+use crate::assemble::outcome::{http_outcome, Collected};
 use crate::half::{ClientHalf, Handles, ServerHalf};
 use crate::side::{spawn_private_worker, spawn_worker};
 use crate::DATA_TIMEOUT;
 
-/// http's two halves.
-pub(super) struct Http;
-
-impl Role for Http {
+impl Role for HttpParams {
     fn client(
         &self,
-        w: &Workload,
         c: &ClientHalf,
         // Downloads keep no time series: their result is each download's own timing.
         _meter: &mut dyn FnMut() -> Arc<Meter>,
     ) -> Result<Handles> {
         let (data, side, sock) = (c.data, c.side, c.sock);
-        let mut handles = Vec::new();
-        match *w {
-            Workload::Http { bytes } => {
-                let url = format!("http://{data}/");
-                let (out, count) = (c.downloads.clone(), c.count);
-                // The agent's body is exactly `bytes` long: anything past it is not ours.
-                let limits = http_load::Limits {
-                    max_bytes: bytes,
-                    ..http_load::Limits::default()
-                };
-                let agent = client_agent(sock, side);
-                handles.push(spawn_private_worker("http-client", side, move |c, _| {
-                    // The agent's own server answers 200 or nothing: accept no other status.
-                    download_series(&agent, &url, count, &c.stop, &out, &[], &limits)
-                })?);
-            }
-            _ => bail!("the http role was given a {} workload", w.name()),
-        }
-        Ok(handles)
+        let url = format!("http://{data}/");
+        let (out, count) = (c.downloads.clone(), c.count);
+        // The agent's body is exactly `bytes` long: anything past it is not ours.
+        let limits = http_load::Limits {
+            max_bytes: self.bytes,
+            ..http_load::Limits::default()
+        };
+        let agent = client_agent(sock, side);
+        Ok(vec![spawn_private_worker(
+            "http-client",
+            side,
+            move |c, _| {
+                // The agent's own server answers 200 or nothing: accept no other status.
+                download_series(&agent, &url, count, &c.stop, &out, &[], &limits)
+            },
+        )?])
     }
 
-    fn server(&self, w: &Workload, s: ServerHalf) -> Result<Handles> {
+    fn server(&self, s: ServerHalf) -> Result<Handles> {
         let ServerHalf {
             listener,
             client,
@@ -59,51 +53,26 @@ impl Role for Http {
             wake,
             ..
         } = s;
-        let mut handles = Vec::new();
-        match *w {
-            Workload::Http { bytes } => {
-                // Accepted connections inherit the listener's options.
-                virtperf_load::sock::prepare_data_socket(&listener, DATA_TIMEOUT, true, &sock)?;
-                let srv = Arc::new(http_load::HttpServer::new(listener, Some(client)));
-                wake.http = Some(srv.clone());
-                handles.push(spawn_worker("http-server", side, move |c, _| {
-                    let n = srv.serve(bytes, DATA_TIMEOUT);
-                    if let (Some(a), Ok(mut into)) = (srv.first_applied(), c.applied.lock()) {
-                        into.get_or_insert(a);
-                    }
-                    Ok(virtperf_load::Counts {
-                        transactions: n,
-                        bytes_tx: n * bytes,
-                        ..Default::default()
-                    })
-                })?);
+        let bytes = self.bytes;
+        // Accepted connections inherit the listener's options.
+        virtperf_load::sock::prepare_data_socket(&listener, DATA_TIMEOUT, true, &sock)?;
+        let srv = Arc::new(http_load::HttpServer::new(listener, Some(client)));
+        wake.http = Some(srv.clone());
+        Ok(vec![spawn_worker("http-server", side, move |c, _| {
+            let n = srv.serve(bytes, DATA_TIMEOUT);
+            if let (Some(a), Ok(mut into)) = (srv.first_applied(), c.applied.lock()) {
+                into.get_or_insert(a);
             }
-            _ => bail!("the http role was given a {} workload", w.name()),
-        }
-        Ok(handles)
+            Ok(virtperf_load::Counts {
+                transactions: n,
+                bytes_tx: n * bytes,
+                ..Default::default()
+            })
+        })?])
     }
 
-    fn outcome(
-        &self,
-        c: &crate::assemble::Collected,
-        _server: &virtperf_wire::SideReport,
-        warnings: &mut Vec<String>,
-    ) -> crate::assemble::Measured {
-        let bytes = match c.plan.workload {
-            Workload::Http { bytes } => bytes,
-            _ => 0,
-        };
-        crate::assemble::http_outcome(c, bytes, warnings)
-    }
-
-    fn keys(&self) -> &'static [&'static str] {
-        &["bytes", "count", "cpus", "trace"]
-    }
-
-    fn workload(&self, p: &super::role::Params) -> Workload {
-        Workload::Http {
-            bytes: p.bytes.unwrap_or(1),
-        }
+    fn outcome(&self, c: &Collected, _server: &SideReport, warnings: &mut Vec<String>) -> Outcome {
+        http_outcome(c, self.bytes, warnings)
     }
 }
 
@@ -153,4 +122,15 @@ pub(crate) fn download_series(
     }
     c.active = start.elapsed();
     Ok(c)
+}
+
+/// The keys http's `[[workload]]` table in a spec file takes (besides `kind`, `label`,
+/// `duration`, `warmup`).
+pub(super) const KEYS: &[&str] = &["bytes", "count", "cpus", "trace"];
+
+/// http's `Workload` from a spec point's parameters.
+pub(super) fn from_params(p: &super::role::Params) -> Workload {
+    Workload::Http(HttpParams {
+        bytes: p.bytes.unwrap_or(1),
+    })
 }

@@ -1,9 +1,9 @@
-//! The table of roles: per workload, what the client half and the server half run (neper's
-//! `client_fn` and `server_fn`), one module per workload implementing [`Role`]. The client
-//! (`client::run`) and the agent (`agent`'s test) speak the control protocol the same way
-//! for every workload and ask this table only which workers to start on their side's data
-//! connections; a new workload adds its engine (in `load`), its module here and one row of
-//! [`TABLE`] (docs/adding-a-workload.md).
+//! The roles: per workload, what the client half and the server half run (neper's
+//! `client_fn` and `server_fn`), one module per workload implementing [`Role`] on its
+//! parameter struct. The client (`client::run`) and the agent (`agent`'s test) speak the
+//! control protocol the same way for every workload and ask [`role_of`] only which workers
+//! to start on their side's data connections; a new workload adds its module here, its arm
+//! of [`role_of`] and of [`spec_kind`] (docs/adding-a-workload.md).
 //!
 //! Workers are started before the gate opens, so connection set-up stays outside the
 //! measured interval (except crr, whose client connects per transaction: connecting is
@@ -19,11 +19,11 @@ mod stream;
 
 use std::sync::Arc;
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use virtperf_load::interval::Meter;
-use virtperf_wire::{SideReport, Workload};
+use virtperf_wire::{Outcome, SideReport, Workload};
 
-use crate::assemble::{Collected, Measured};
+use crate::assemble::outcome::Collected;
 
 use crate::half::{ClientHalf, Handles, ServerHalf};
 
@@ -31,44 +31,49 @@ pub(crate) use http::{client_agent, download_series};
 pub use role::Params;
 use role::Role;
 
-/// Every workload's role, by the workload's name (`Workload::name`).
-const TABLE: &[(&str, &dyn Role)] = &[
-    ("rr", &rr::Rr),
-    ("crr", &crr::Crr),
-    ("stream", &stream::Stream),
-    ("bulk", &bulk::Bulk),
-    ("http", &http::Http),
-];
+/// The role of `w`: the one match over every workload (no catch-all arm, so a workload
+/// without a role does not compile).
+fn role_of(w: &Workload) -> &dyn Role {
+    match w {
+        Workload::Rr(p) => p,
+        Workload::Crr(p) => p,
+        Workload::Stream(p) => p,
+        Workload::Bulk(p) => p,
+        Workload::Http(p) => p,
+    }
+}
+
+/// What a spec file's `kind = "…"` names: the keys its table takes and how a spec point's
+/// parameters become its workload.
+pub struct SpecKind {
+    /// The keys its `[[workload]]` table takes (besides `kind`, `label`, `duration`,
+    /// `warmup`).
+    pub keys: &'static [&'static str],
+    /// Its workload from a spec point's parameters.
+    pub build: fn(&Params) -> Workload,
+}
+
+/// The workload a spec file's (or a command line's) `kind` names; `None` for a kind there
+/// is not. Text a user typed, so matched as text: the one place a workload is found by name.
+pub fn spec_kind(kind: &str) -> Option<SpecKind> {
+    let (keys, build): (&'static [&'static str], fn(&Params) -> Workload) = match kind {
+        "rr" => (rr::KEYS, rr::from_params),
+        "crr" => (crr::KEYS, crr::from_params),
+        "stream" => (stream::KEYS, stream::from_params),
+        "bulk" => (bulk::KEYS, bulk::from_params),
+        "http" => (http::KEYS, http::from_params),
+        _ => return None,
+    };
+    Some(SpecKind { keys, build })
+}
 
 /// The workloads there are, by the name users type.
 pub fn names() -> Vec<&'static str> {
-    TABLE.iter().map(|(n, _)| *n).collect()
+    NAMES.to_vec()
 }
 
-/// The spec keys workload `kind` takes; `None` for a kind there is not.
-pub fn keys(kind: &str) -> Option<&'static [&'static str]> {
-    TABLE
-        .iter()
-        .find(|(n, _)| *n == kind)
-        .map(|(_, r)| r.keys())
-}
-
-/// Workload `kind` with parameters `p`; `None` for a kind there is not.
-pub fn workload(kind: &str, p: &Params) -> Option<Workload> {
-    TABLE
-        .iter()
-        .find(|(n, _)| *n == kind)
-        .map(|(_, r)| r.workload(p))
-}
-
-/// The role of `w`.
-fn role(w: &Workload) -> Result<&'static dyn Role> {
-    TABLE
-        .iter()
-        .find(|(name, _)| *name == w.name())
-        .map(|(_, r)| *r)
-        .ok_or_else(|| anyhow!("no role for workload {}", w.name()))
-}
+/// Every name [`spec_kind`] knows (a test checks each builds the workload of that name).
+const NAMES: &[&str] = &["rr", "crr", "stream", "bulk", "http"];
 
 /// Starts the client half of `w`; returns its workers and one [`Meter`] per worker, where
 /// each publishes its progress for the time series.
@@ -79,74 +84,43 @@ pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<M
         meters.push(m.clone());
         m
     };
-    let handles = if w.protocol().is_tcp() {
-        role(w)?.client(w, c, &mut meter)?
-    } else {
-        crate::udp_roles::client(w, c, &mut meter)?
-    };
+    let handles = role_of(w).client(c, &mut meter)?;
     Ok((handles, meters))
 }
 
 /// Starts the server half of `w`: takes its data connections (or hands the listener to the
 /// engine that takes its own) and starts its workers.
 pub(crate) fn server(w: &Workload, s: ServerHalf) -> Result<Handles> {
-    if !w.protocol().is_tcp() {
-        return crate::udp_roles::server(w, s.listener, s.client, &s.sock, s.side, &s.key);
-    }
-    role(w)?.server(w, s)
+    role_of(w).server(s)
 }
 
-/// Both sides' counts as `c`'s workload's outcome, the units of its service demand and
-/// their name.
-pub(crate) fn outcome(
-    c: &Collected,
-    server: &SideReport,
-    warnings: &mut Vec<String>,
-) -> Result<Measured> {
-    Ok(role(&c.plan.workload)?.outcome(c, server, warnings))
+/// Both sides' counts as `c`'s workload's outcome.
+pub(crate) fn outcome(c: &Collected, server: &SideReport, warnings: &mut Vec<String>) -> Outcome {
+    role_of(&c.plan.workload).outcome(c, server, warnings)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Every workload the wire knows has exactly one row in the table.
+    /// Every name a spec file may give builds the workload of that name, with the keys it
+    /// says it takes (a name without a workload, or the wrong one, fails here).
     #[test]
-    fn every_workload_has_one_role() {
-        let all = [
-            Workload::rr(1, 1),
-            Workload::crr(1, 1),
-            Workload::Stream {
-                send_size: 1,
-                flows: 1,
-                reverse: false,
-                recv_size: None,
-                recv_wait: None,
-                protocol: Default::default(),
-                rate_bps: None,
-                gso: false,
-                gro: false,
-                bidir: false,
-                zerocopy: None,
-                threads: None,
-                buf_offset: None,
-            },
-            Workload::Bulk {
-                bytes: 1,
-                send_size: 1,
-                reverse: false,
-            },
-            Workload::Http { bytes: 1 },
-        ];
-        for w in &all {
-            assert!(role(w).is_ok(), "{} has no role", w.name());
-            let rows = TABLE.iter().filter(|(n, _)| *n == w.name()).count();
-            assert_eq!(rows, 1, "{}: {rows} rows", w.name());
+    fn every_kind_builds_its_own_workload() {
+        let p = Params {
+            size: (1, 1),
+            send: 1,
+            flows: 1,
+            bytes: Some(1),
+            ..Params::default()
+        };
+        for n in names() {
+            let k = spec_kind(n).unwrap_or_else(|| panic!("{n} has no spec kind"));
+            let w = (k.build)(&p);
+            assert_eq!(w.name(), n);
+            assert!(w.validate().is_ok(), "{n}: {:?}", w.validate());
+            assert!(!k.keys.is_empty());
         }
-        assert_eq!(
-            TABLE.len(),
-            all.len(),
-            "a row for a workload the wire lacks"
-        );
+        assert!(spec_kind("nosuch").is_none());
     }
 }

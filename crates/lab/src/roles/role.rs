@@ -5,38 +5,29 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use virtperf_load::interval::Meter;
-use virtperf_wire::Workload;
+use virtperf_wire::{Outcome, Protocol, RecvWait, SideReport, Wait};
 
-use virtperf_wire::{Protocol, RecvWait, SideReport, Wait};
-
-use crate::assemble::{Collected, Measured};
+use crate::assemble::outcome::Collected;
 use crate::half::{ClientHalf, Handles, ServerHalf};
 
-/// One workload's two halves, over TCP.
+/// One workload's two halves, implemented by its parameter struct (`RrParams`, …): the
+/// client half, the server half and which outcome both sides' counts become. The one
+/// `match` over `Workload` that picks it is [`super::role_of`].
 pub(crate) trait Role: Sync {
     /// Starts the client half's workers on connections to `c.data`; `meter` makes the
     /// time-series meter of one worker (each worker gets its own).
-    fn client(
-        &self,
-        w: &Workload,
-        c: &ClientHalf,
-        meter: &mut dyn FnMut() -> Arc<Meter>,
-    ) -> Result<Handles>;
+    fn client(&self, c: &ClientHalf, meter: &mut dyn FnMut() -> Arc<Meter>) -> Result<Handles>;
     /// Starts the server half's workers on the test's data listener.
-    fn server(&self, w: &Workload, s: ServerHalf) -> Result<Handles>;
-    /// Its result: which outcome both sides' counts become, the units its service demand is
-    /// per, and their name (`crate::assemble`'s outcome shapes).
-    fn outcome(&self, c: &Collected, server: &SideReport, warnings: &mut Vec<String>) -> Measured;
-    /// The keys its `[[workload]]` table in a spec file takes (besides `kind`, `label`,
-    /// `duration`, `warmup`).
-    fn keys(&self) -> &'static [&'static str];
-    /// Its variant of `Workload` from a spec point's parameters.
-    fn workload(&self, p: &Params) -> Workload;
+    fn server(&self, s: ServerHalf) -> Result<Handles>;
+    /// Its result: the outcome both sides' counts become (the shapes are in
+    /// `crate::assemble::outcome`); its unit of work is the outcome's
+    /// (`Outcome::work`).
+    fn outcome(&self, c: &Collected, server: &SideReport, warnings: &mut Vec<String>) -> Outcome;
 }
 
 /// A workload's parameters as a spec point gives them: every key any workload takes, each
-/// role reading its own ([`Role::workload`]). Keys a workload does not take are refused
-/// before this is built ([`Role::keys`]).
+/// workload's `from_params` reading its own. Keys a workload does not take are refused
+/// before this is built (its `KEYS`).
 #[derive(Debug, Clone, Default)]
 pub struct Params {
     /// Request and response sizes (rr, crr).

@@ -3,30 +3,26 @@
 
 use std::sync::Arc;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use virtperf_load::interval::Meter;
 use virtperf_load::{mux, rr};
-use virtperf_wire::Workload;
+use virtperf_wire::{Outcome, RrParams, SideReport, Workload};
 
 use super::conn::{accept_data, connect_all, connect_data};
 use super::role::Role;
+use crate::assemble::outcome::{rr_outcome, Collected};
 use crate::half::{ClientHalf, Handles, ServerHalf};
 use crate::side::{spawn_conn_worker, spawn_mux_worker};
 
-/// rr's two halves.
-pub(super) struct Rr;
-
-impl Role for Rr {
-    fn client(
-        &self,
-        w: &Workload,
-        c: &ClientHalf,
-        meter: &mut dyn FnMut() -> Arc<Meter>,
-    ) -> Result<Handles> {
+impl Role for RrParams {
+    fn client(&self, c: &ClientHalf, meter: &mut dyn FnMut() -> Arc<Meter>) -> Result<Handles> {
+        if !self.protocol.is_tcp() {
+            return crate::udp_roles::rr_client(self, c, meter);
+        }
         let (data, sock, side, window, key) = (c.data, c.sock, c.side, c.window, c.key);
         let mut handles = Vec::new();
-        match *w {
-            Workload::Rr {
+        match *self {
+            RrParams {
                 request,
                 response,
                 flows,
@@ -59,7 +55,7 @@ impl Role for Rr {
                     )?);
                 }
             }
-            Workload::Rr {
+            RrParams {
                 request,
                 response,
                 client_wait,
@@ -101,12 +97,14 @@ impl Role for Rr {
                     )?);
                 }
             }
-            _ => bail!("the rr role was given a {} workload", w.name()),
         }
         Ok(handles)
     }
 
-    fn server(&self, w: &Workload, s: ServerHalf) -> Result<Handles> {
+    fn server(&self, s: ServerHalf) -> Result<Handles> {
+        if !self.protocol.is_tcp() {
+            return crate::udp_roles::rr_server(self, s);
+        }
         let ServerHalf {
             listener,
             client,
@@ -116,8 +114,8 @@ impl Role for Rr {
             ..
         } = s;
         let mut handles = Vec::new();
-        match *w {
-            Workload::Rr {
+        match *self {
+            RrParams {
                 request,
                 response,
                 flows,
@@ -140,7 +138,7 @@ impl Role for Rr {
                     )?);
                 }
             }
-            Workload::Rr {
+            RrParams {
                 request,
                 response,
                 server_wait,
@@ -159,50 +157,45 @@ impl Role for Rr {
                     })?);
                 }
             }
-            _ => bail!("the rr role was given a {} workload", w.name()),
         }
         Ok(handles)
     }
 
-    fn outcome(
-        &self,
-        c: &crate::assemble::Collected,
-        server: &virtperf_wire::SideReport,
-        warnings: &mut Vec<String>,
-    ) -> crate::assemble::Measured {
-        crate::assemble::rr_outcome(c, server, warnings)
+    fn outcome(&self, c: &Collected, server: &SideReport, warnings: &mut Vec<String>) -> Outcome {
+        Outcome::Rr(rr_outcome(c, server, warnings))
     }
+}
 
-    fn keys(&self) -> &'static [&'static str] {
-        &[
-            "size",
-            "cpus",
-            "wait",
-            "gap",
-            "rate",
-            "flows",
-            "threads",
-            "interval",
-            "protocol",
-            "loss_timeout",
-            "trace",
-            "timeline",
-        ]
-    }
+/// The keys rr's `[[workload]]` table in a spec file takes (besides `kind`, `label`,
+/// `duration`, `warmup`).
+pub(super) const KEYS: &[&str] = &[
+    "size",
+    "cpus",
+    "wait",
+    "gap",
+    "rate",
+    "flows",
+    "threads",
+    "interval",
+    "protocol",
+    "loss_timeout",
+    "trace",
+    "timeline",
+];
 
-    fn workload(&self, p: &super::role::Params) -> Workload {
-        Workload::Rr {
-            request: p.size.0,
-            response: p.size.1,
-            client_wait: p.wait.0,
-            server_wait: p.wait.1,
-            gap_us: p.gap_us,
-            rate_per_s: p.rate_per_s,
-            flows: p.flows,
-            threads: p.threads,
-            protocol: p.protocol,
-            // In a protocol sweep the loss timeout is the UDP points' (TCP has none).
-            loss_timeout_ms: p.loss_timeout_ms.filter(|_| !p.protocol.is_tcp()),
-        }
-    }
+/// rr's `Workload` from a spec point's parameters.
+pub(super) fn from_params(p: &super::role::Params) -> Workload {
+    Workload::Rr(RrParams {
+        request: p.size.0,
+        response: p.size.1,
+        client_wait: p.wait.0,
+        server_wait: p.wait.1,
+        gap_us: p.gap_us,
+        rate_per_s: p.rate_per_s,
+        flows: p.flows,
+        threads: p.threads,
+        protocol: p.protocol,
+        // In a protocol sweep the loss timeout is the UDP points' (TCP has none).
+        loss_timeout_ms: p.loss_timeout_ms.filter(|_| !p.protocol.is_tcp()),
+    })
 }

@@ -3,30 +3,26 @@
 
 use std::sync::Arc;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use virtperf_load::interval::Meter;
 use virtperf_load::{mux, stream};
-use virtperf_wire::Workload;
+use virtperf_wire::{Outcome, SideReport, StreamParams, Workload};
 
 use super::conn::{accept_data, connect_all, connect_data, recv_len};
 use super::role::Role;
+use crate::assemble::outcome::{bidir_outcome, stream_outcome, Collected};
 use crate::half::{ClientHalf, Handles, ServerHalf};
 use crate::side::{spawn_conn_worker, spawn_mux_conns_worker};
 
-/// stream's two halves.
-pub(super) struct Stream;
-
-impl Role for Stream {
-    fn client(
-        &self,
-        w: &Workload,
-        c: &ClientHalf,
-        meter: &mut dyn FnMut() -> Arc<Meter>,
-    ) -> Result<Handles> {
+impl Role for StreamParams {
+    fn client(&self, c: &ClientHalf, meter: &mut dyn FnMut() -> Arc<Meter>) -> Result<Handles> {
+        if !self.protocol.is_tcp() {
+            return crate::udp_roles::stream_client(self, c, meter);
+        }
         let (data, sock, side, window, key) = (c.data, c.sock, c.side, c.window, c.key);
         let mut handles = Vec::new();
-        match *w {
-            Workload::Stream {
+        match *self {
+            StreamParams {
                 send_size,
                 flows,
                 reverse,
@@ -44,7 +40,7 @@ impl Role for Stream {
                     let m = meter();
                     if !reverse {
                         m.mark_sending();
-                        if crate::fds::room_for_duplicates(w) {
+                        if crate::fds::room_for_duplicates(self) {
                             watch_senders(&m, &share);
                         }
                     }
@@ -68,7 +64,7 @@ impl Role for Stream {
                     )?);
                 }
             }
-            Workload::Stream {
+            StreamParams {
                 send_size,
                 flows,
                 reverse,
@@ -96,12 +92,14 @@ impl Role for Stream {
                     });
                 }
             }
-            _ => bail!("the stream role was given a {} workload", w.name()),
         }
         Ok(handles)
     }
 
-    fn server(&self, w: &Workload, s: ServerHalf) -> Result<Handles> {
+    fn server(&self, s: ServerHalf) -> Result<Handles> {
+        if !self.protocol.is_tcp() {
+            return crate::udp_roles::stream_server(self, s);
+        }
         let ServerHalf {
             listener,
             client,
@@ -112,8 +110,8 @@ impl Role for Stream {
             ..
         } = s;
         let mut handles = Vec::new();
-        match *w {
-            Workload::Stream {
+        match *self {
+            StreamParams {
                 send_size,
                 flows,
                 reverse,
@@ -150,7 +148,7 @@ impl Role for Stream {
                     )?);
                 }
             }
-            Workload::Stream {
+            StreamParams {
                 flows,
                 reverse,
                 send_size,
@@ -179,61 +177,15 @@ impl Role for Stream {
                     });
                 }
             }
-            _ => bail!("the stream role was given a {} workload", w.name()),
         }
         Ok(handles)
     }
 
-    fn outcome(
-        &self,
-        c: &crate::assemble::Collected,
-        server: &virtperf_wire::SideReport,
-        warnings: &mut Vec<String>,
-    ) -> crate::assemble::Measured {
-        match c.plan.workload {
-            Workload::Stream { bidir: true, .. } => {
-                crate::assemble::bidir_outcome(c, server, warnings)
-            }
-            Workload::Stream { reverse, .. } => {
-                crate::assemble::stream_outcome(c, server, reverse, warnings)
-            }
-            _ => crate::assemble::stream_outcome(c, server, false, warnings),
-        }
-    }
-
-    fn keys(&self) -> &'static [&'static str] {
-        &[
-            "send_size",
-            "flows",
-            "threads",
-            "reverse",
-            "cpus",
-            "interval",
-            "protocol",
-            "rate",
-            "gso",
-            "gro",
-            "bidir",
-            "zerocopy",
-            "trace",
-        ]
-    }
-
-    fn workload(&self, p: &super::role::Params) -> Workload {
-        Workload::Stream {
-            send_size: p.send,
-            flows: p.flows,
-            reverse: p.reverse,
-            recv_size: p.recv_size,
-            recv_wait: p.recv_wait,
-            threads: p.threads,
-            protocol: p.protocol,
-            rate_bps: p.rate_bps,
-            gso: p.gso,
-            gro: p.gro,
-            bidir: p.bidir,
-            zerocopy: p.zerocopy,
-            buf_offset: p.buf_offset,
+    fn outcome(&self, c: &Collected, server: &SideReport, warnings: &mut Vec<String>) -> Outcome {
+        if self.bidir {
+            bidir_outcome(c, server, warnings)
+        } else {
+            stream_outcome(c, server, self.reverse, warnings)
         }
     }
 }
@@ -281,5 +233,42 @@ fn spawn_sender(
             Ok(n)
         }
         None => stream::send(s, send_size as usize, offset, &c.stop, &m),
+    })
+}
+
+/// The keys stream's `[[workload]]` table in a spec file takes (besides `kind`, `label`,
+/// `duration`, `warmup`).
+pub(super) const KEYS: &[&str] = &[
+    "send_size",
+    "flows",
+    "threads",
+    "reverse",
+    "cpus",
+    "interval",
+    "protocol",
+    "rate",
+    "gso",
+    "gro",
+    "bidir",
+    "zerocopy",
+    "trace",
+];
+
+/// stream's `Workload` from a spec point's parameters.
+pub(super) fn from_params(p: &super::role::Params) -> Workload {
+    Workload::Stream(StreamParams {
+        send_size: p.send,
+        flows: p.flows,
+        reverse: p.reverse,
+        recv_size: p.recv_size,
+        recv_wait: p.recv_wait,
+        threads: p.threads,
+        protocol: p.protocol,
+        rate_bps: p.rate_bps,
+        gso: p.gso,
+        gro: p.gro,
+        bidir: p.bidir,
+        zerocopy: p.zerocopy,
+        buf_offset: p.buf_offset,
     })
 }

@@ -23,6 +23,7 @@
 //! Everything here is arithmetic on stored numbers: no sockets, no knobs.
 
 use std::collections::BTreeMap;
+use virtperf_wire::RrParams;
 
 use virtperf_store::TrialRow;
 use virtperf_wire::{Env, TestResult, Workload};
@@ -204,9 +205,9 @@ fn path_and_wake_up(
 /// Request and response sizes of an rr result.
 fn rr_sizes(r: &TestResult) -> Option<(u32, u32)> {
     match &r.workload {
-        Workload::Rr {
+        Workload::Rr(RrParams {
             request, response, ..
-        } => Some((*request, *response)),
+        }) => Some((*request, *response)),
         _ => None,
     }
 }

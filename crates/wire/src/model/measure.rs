@@ -150,7 +150,7 @@ impl Events {
                 ],
             ],
         ];
-        let per_mb = self.unit == "MB";
+        let per_mb = crate::Unit::is_mb(&self.unit);
         let unit = if per_mb { "/MB" } else { "/tr" };
         let mut v = Vec::new();
         for (names, e) in NAMES.iter().zip([Some(&self.client), self.server.as_ref()]) {

@@ -57,11 +57,13 @@ fn is_zero(n: &u64) -> bool {
 
 mod env;
 mod measure;
+mod parts;
 mod result;
 mod sock;
 mod workload;
 pub use env::*;
 pub use measure::*;
+pub use parts::{bytes_text, Protocol, RecvWait, UdpCounts, Wait, ZeroCopy};
 pub use result::*;
 pub use sock::*;
 pub use workload::*;

@@ -260,6 +260,22 @@ pub enum Outcome {
     Http(HttpOutcome),
 }
 
+impl Outcome {
+    /// The work done in the measured interval in its unit: transactions completed, or
+    /// bytes received (by the receiving end; every download's body for http).
+    pub fn work(&self) -> (crate::Unit, f64) {
+        match self {
+            Outcome::Rr(r) | Outcome::Crr(r) => (crate::Unit::Transactions, r.transactions as f64),
+            Outcome::Stream(s) => (crate::Unit::Bytes, s.receiver_bytes as f64),
+            Outcome::Bulk(b) => (crate::Unit::Bytes, b.receiver_bytes as f64),
+            Outcome::Http(h) => (
+                crate::Unit::Bytes,
+                h.downloads.iter().map(|d| d.bytes).sum::<u64>() as f64,
+            ),
+        }
+    }
+}
+
 /// System-wide CPU split over an interval, in percent of all CPUs' time.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CpuSplit {
@@ -659,7 +675,7 @@ impl TestResult {
                 v.push(m("setup_s", "s", setup, false));
             }
         }
-        let unit = if self.cpu.unit == "transaction" {
+        let unit = if crate::Unit::is_transactions(&self.cpu.unit) {
             "µs/tr"
         } else {
             "µs/KB"

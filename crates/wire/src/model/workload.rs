@@ -1,103 +1,784 @@
-//! Workloads and their parameters: what a test runs, its validation and its name.
+//! Workloads: one typed parameter struct per workload, what each answers about itself
+//! ([`Kind`]: its name, limits, unit of work and capabilities, in one place), and the
+//! [`Workload`] enum that carries one of them over the wire and into stored results.
 
-#[allow(unused_imports)]
+use super::parts::{
+    bytes, bytes_text, check_flows, check_waits, size, udp_size, Protocol, RecvWait, Wait, ZeroCopy,
+};
 use super::*;
 
-/// The data path's transport. The control connection is TCP either way.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Protocol {
-    /// TCP (netperf TCP_RR / TCP_STREAM). The default.
-    #[default]
-    Tcp,
-    /// UDP datagrams (netperf UDP_RR / UDP_STREAM, iperf3 `-u`, sockperf).
-    Udp,
+/// A workload's unit of work: what its rates, service demands and per-unit counts divide
+/// by. Service demand is per transaction or per KB (1024 bytes received, netperf's µs/KB);
+/// events and counters are per transaction or per MB (10^6 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Request/response transactions (rr, crr).
+    Transactions,
+    /// Bytes received (stream, bulk, http).
+    Bytes,
 }
 
-impl Protocol {
-    /// True for the default (TCP), so results and specs from before UDP read the same.
-    pub fn is_tcp(&self) -> bool {
-        *self == Protocol::Tcp
-    }
-
-    /// `tcp` or `udp`.
-    pub fn name(self) -> &'static str {
+impl Unit {
+    /// The stored name of the unit a service demand is per (`CpuAccounting.unit`).
+    pub fn demand_name(self) -> &'static str {
         match self {
-            Protocol::Tcp => "tcp",
-            Protocol::Udp => "udp",
+            Unit::Transactions => Self::TRANSACTION,
+            Unit::Bytes => Self::KB,
         }
     }
 
-    /// Parses `tcp` or `udp`.
-    pub fn parse(s: &str) -> Result<Protocol, String> {
-        match s {
-            "tcp" => Ok(Protocol::Tcp),
-            "udp" => Ok(Protocol::Udp),
-            _ => Err(format!("protocol must be `tcp` or `udp`, got `{s}`")),
+    /// The stored name of the unit events and counts are per (`Events.unit`,
+    /// `TraceCounts.unit`).
+    pub fn events_name(self) -> &'static str {
+        match self {
+            Unit::Transactions => Self::TRANSACTION,
+            Unit::Bytes => Self::MB,
         }
+    }
+
+    /// `work` (transactions, or bytes) in the unit a service demand is per.
+    pub fn in_demand_units(self, work: f64) -> f64 {
+        match self {
+            Unit::Transactions => work,
+            Unit::Bytes => work / 1024.0,
+        }
+    }
+
+    /// `work` (transactions, or bytes) in the unit events are counted per.
+    pub fn in_events_units(self, work: f64) -> f64 {
+        match self {
+            Unit::Transactions => work,
+            Unit::Bytes => work / 1e6,
+        }
+    }
+
+    /// The unit a stored name says (`transaction`, `KB` or `MB`); `None` for another.
+    pub fn of_name(name: &str) -> Option<Unit> {
+        match name {
+            Self::TRANSACTION => Some(Unit::Transactions),
+            Self::KB | Self::MB => Some(Unit::Bytes),
+            _ => None,
+        }
+    }
+
+    /// Whether a stored unit name is per transaction.
+    pub fn is_transactions(name: &str) -> bool {
+        Unit::of_name(name) == Some(Unit::Transactions)
+    }
+
+    /// Whether a stored unit name is per MB (events).
+    pub fn is_mb(name: &str) -> bool {
+        name == Self::MB
+    }
+
+    const TRANSACTION: &'static str = "transaction";
+    const KB: &'static str = "KB";
+    const MB: &'static str = "MB";
+}
+
+/// What every workload's parameters answer about the workload: the questions the client,
+/// the agent, spec files and reports ask, answered once beside the parameters (one `impl`
+/// per workload), so no caller matches on the workload to learn them.
+pub trait Kind {
+    /// Short name users type (`rr`, `crr`, `stream`, `bulk`, `http`).
+    fn name(&self) -> &'static str;
+    /// Checks every parameter against its limits and the others; the message names the
+    /// bad parameter. Both ends call it (the client before connecting, the agent on
+    /// `Prepare`; spec files before the first trial).
+    fn validate(&self) -> Result<(), String>;
+    /// The parameters for people, sizes as resolved byte counts (`65536 B (64 KiB)
+    /// sends, 1 flow, client→server`): what a header prints.
+    fn describe(&self) -> String;
+    /// Its unit of work.
+    fn unit(&self) -> Unit;
+    /// Runs for a duration (not a byte count).
+    fn timed(&self) -> bool;
+    /// Takes `--interval` (a time series).
+    fn takes_interval(&self) -> bool;
+    /// Takes `--mptcp` (its connections are the engine's to open as MPTCP).
+    fn takes_mptcp(&self) -> bool;
+    /// Its time series counts transactions (not bytes).
+    fn ticks(&self) -> bool {
+        self.unit() == Unit::Transactions
+    }
+    /// A side waits by spinning or polling: its threads are busy by choice.
+    fn spins(&self) -> bool {
+        false
+    }
+    /// The data path's transport.
+    fn protocol(&self) -> Protocol {
+        Protocol::Tcp
+    }
+    /// Flows and worker threads per side when flows are multiplexed on threads
+    /// (`--threads`). Never more threads than flows.
+    fn multiplexed(&self) -> Option<(u32, u32)> {
+        None
+    }
+    /// Data connections each side holds open at once.
+    fn connections(&self) -> u32 {
+        1
+    }
+    /// Worker threads per side.
+    fn workers(&self) -> u32 {
+        self.multiplexed().map_or(1, |(_, t)| t)
+    }
+    /// The client's receivers end only when the agent's senders stop, so the client
+    /// asks the agent to stop first.
+    fn server_sends(&self) -> bool {
+        false
+    }
+    /// Carries a download count (`--count`).
+    fn counted(&self) -> bool {
+        false
     }
 }
 
-/// What one side counted of one UDP flow's datagrams (absent on TCP flows).
-///
-/// Stream receivers count as iperf3 does: each datagram carries a sequence number (from 1)
-/// and its send time; a sequence number above the highest seen so far opens a gap that
-/// counts as lost, one below it is out of order and takes one back from the lost count, and
-/// jitter is RFC 1889's smoothed transit-time difference (J += (|D| − J) / 16). An rr
-/// client's `lost` counts transactions whose request or response never came back within the
-/// loss timeout (each restarted with a new request); `late` the responses that then arrived
-/// for an abandoned request, discarded.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct UdpCounts {
-    /// Datagrams received.
-    pub datagrams_rx: u64,
-    /// Datagrams sent.
-    pub datagrams_tx: u64,
-    /// Datagrams lost (stream receiver), or transactions restarted after a timeout (rr
-    /// client).
-    pub lost: u64,
-    /// Datagrams that arrived after a higher sequence number (stream receiver).
-    #[serde(default)]
-    pub out_of_order: u64,
-    /// Highest sequence number received (stream receiver): iperf3's datagram total; the
-    /// highest it gave a datagram (stream sender), which the receiver's may not exceed.
-    #[serde(default)]
-    pub highest_seq: u64,
-    /// Smoothed transit-time variation, milliseconds (stream receiver).
-    #[serde(default)]
-    pub jitter_ms: f64,
-    /// Responses that arrived for an abandoned request and were discarded (rr client).
-    #[serde(default)]
-    pub late: u64,
-    /// UDP_SEGMENT (GSO) was set on this sender's socket.
+fn multiplexed(flows: u32, threads: Option<u32>) -> Option<(u32, u32)> {
+    threads.map(|t| (flows, t.min(flows)))
+}
+
+fn waits_spin(a: Wait, b: Wait) -> bool {
+    !a.is_block() || !b.is_block()
+}
+
+/// Request/response over one connection (netperf TCP_RR).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RrParams {
+    /// Request size in bytes.
+    pub request: u32,
+    /// Response size in bytes.
+    pub response: u32,
+    /// How the client waits for each response (absent: blocking).
+    #[serde(default, skip_serializing_if = "Wait::is_block")]
+    pub client_wait: Wait,
+    /// How the server waits for each request (absent: blocking).
+    #[serde(default, skip_serializing_if = "Wait::is_block")]
+    pub server_wait: Wait,
+    /// Idle time between a response and the next request, µs (closed loop with think
+    /// time; absent: back to back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap_us: Option<u64>,
+    /// Open loop at this many requests per second, latency from each request's intended
+    /// send time (absent: closed loop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_per_s: Option<u32>,
+    /// Parallel connections, each its own request/response loop (an open loop's rate is
+    /// shared among them, their schedules staggered); absent: one.
+    #[serde(default = "one_flow", skip_serializing_if = "is_one_flow")]
+    pub flows: u32,
+    /// Worker threads per side, each multiplexing its share of the flows on epoll
+    /// (neper's design); absent: one thread per flow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
+    /// Data path transport (absent: TCP). UDP: one datagram each way per transaction;
+    /// a lost one is counted and the transaction restarted after a timeout.
+    #[serde(default, skip_serializing_if = "Protocol::is_tcp")]
+    pub protocol: Protocol,
+    /// UDP: how long the client waits for a response before it counts the transaction
+    /// lost and sends a new request, ms (absent: 50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_timeout_ms: Option<u32>,
+}
+
+impl Kind for RrParams {
+    fn name(&self) -> &'static str {
+        "rr"
+    }
+    fn validate(&self) -> Result<(), String> {
+        let RrParams {
+            request,
+            response,
+            client_wait,
+            server_wait,
+            gap_us,
+            rate_per_s,
+            flows,
+            threads,
+            protocol,
+            loss_timeout_ms,
+        } = *self;
+        size("request size", request)?;
+        if let Some(t) = loss_timeout_ms {
+            if protocol.is_tcp() {
+                return Err("--loss-timeout applies to --protocol udp (TCP retransmits)".into());
+            }
+            if !(1..=60_000).contains(&t) {
+                return Err(format!(
+                    "the loss timeout must be between 1 ms and 60 s, got {t} ms"
+                ));
+            }
+        }
+        size("response size", response)?;
+        check_waits(client_wait, server_wait)?;
+        if protocol == Protocol::Udp {
+            if threads.is_some() {
+                return Err("--threads multiplexes TCP connections: drop it with --protocol udp (a thread per UDP flow)".into());
+            }
+            udp_size("request size", request)?;
+            udp_size("response size", response)?;
+            if gap_us.is_some() || rate_per_s.is_some() {
+                return Err(
+                    "--gap and --rate (open loop) are TCP-only for now: drop them or use --protocol tcp"
+                        .into(),
+                );
+            }
+        }
+        check_flows(flows, threads)?;
+        if threads.is_some() && (gap_us.is_some() || rate_per_s.is_some()) {
+            return Err("--threads runs flows back to back: drop --gap/--rate, or drop --threads for a thread per flow".into());
+        }
+        if threads.is_some() && !(client_wait.is_block() && server_wait.is_block()) {
+            return Err(
+                "--threads waits in epoll_wait: drop --wait, or drop --threads for a thread per flow"
+                    .into(),
+            );
+        }
+        if gap_us.is_some_and(|g| g > 1_000_000) {
+            return Err("the gap between transactions must be at most 1s".into());
+        }
+        if let Some(r) = rate_per_s {
+            if !(1..=MAX_RATE).contains(&r) {
+                return Err(format!(
+                    "the request rate must be between 1 and {MAX_RATE} per second, got {r}"
+                ));
+            }
+            if gap_us.is_some() {
+                return Err(
+                    "give either a rate (open loop) or a gap (closed loop), not both".into(),
+                );
+            }
+        }
+        Ok(())
+    }
+    fn describe(&self) -> String {
+        let mut t = sizes_and_waits(
+            self.request,
+            self.response,
+            self.client_wait,
+            self.server_wait,
+        );
+        if !self.protocol.is_tcp() {
+            t.push_str(", UDP");
+        }
+        if self.flows > 1 {
+            t.push_str(&format!(", {} flows", self.flows));
+        }
+        t.push_str(&on_threads(self.threads));
+        if let Some(g) = self.gap_us {
+            t.push_str(&format!(", {g} µs gap"));
+        }
+        if let Some(r) = self.rate_per_s {
+            t.push_str(&format!(", open loop at {r}/s"));
+        }
+        t
+    }
+    fn unit(&self) -> Unit {
+        Unit::Transactions
+    }
+    fn timed(&self) -> bool {
+        true
+    }
+    fn takes_interval(&self) -> bool {
+        true
+    }
+    fn takes_mptcp(&self) -> bool {
+        self.protocol.is_tcp()
+    }
+    fn spins(&self) -> bool {
+        waits_spin(self.client_wait, self.server_wait)
+    }
+    fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+    fn multiplexed(&self) -> Option<(u32, u32)> {
+        multiplexed(self.flows, self.threads)
+    }
+    fn connections(&self) -> u32 {
+        self.flows
+    }
+    fn workers(&self) -> u32 {
+        self.multiplexed().map_or(self.flows, |(_, t)| t)
+    }
+}
+
+/// A new connection per request/response (netperf TCP_CRR).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CrrParams {
+    /// Request size in bytes.
+    pub request: u32,
+    /// Response size in bytes.
+    pub response: u32,
+    /// How the client waits for each response (absent: blocking).
+    #[serde(default, skip_serializing_if = "Wait::is_block")]
+    pub client_wait: Wait,
+    /// How the server waits for each request (absent: blocking).
+    #[serde(default, skip_serializing_if = "Wait::is_block")]
+    pub server_wait: Wait,
+    /// Concurrent connect/request/response loops (needs `threads` above one); absent: one.
+    #[serde(default = "one_flow", skip_serializing_if = "is_one_flow")]
+    pub flows: u32,
+    /// Worker threads per side multiplexing the flows on epoll; absent: one blocking
+    /// thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
+}
+
+impl Kind for CrrParams {
+    fn name(&self) -> &'static str {
+        "crr"
+    }
+    fn validate(&self) -> Result<(), String> {
+        let CrrParams {
+            request,
+            response,
+            client_wait,
+            server_wait,
+            flows,
+            threads,
+        } = *self;
+        size("request size", request)?;
+        size("response size", response)?;
+        check_waits(client_wait, server_wait)?;
+        if flows > 1 && threads.is_none() {
+            return Err(format!(
+                "crr with {flows} flows needs --threads (its flows are multiplexed on worker threads)"
+            ));
+        }
+        if threads.is_some() && !(client_wait.is_block() && server_wait.is_block()) {
+            return Err("--threads waits in epoll_wait: drop --wait, or drop --threads".into());
+        }
+        check_flows(flows, threads)
+    }
+    fn describe(&self) -> String {
+        let mut t = sizes_and_waits(
+            self.request,
+            self.response,
+            self.client_wait,
+            self.server_wait,
+        );
+        if self.flows > 1 {
+            t.push_str(&format!(", {} flows", self.flows));
+        }
+        t.push_str(&on_threads(self.threads));
+        t
+    }
+    fn unit(&self) -> Unit {
+        Unit::Transactions
+    }
+    fn timed(&self) -> bool {
+        true
+    }
+    fn takes_interval(&self) -> bool {
+        true
+    }
+    fn takes_mptcp(&self) -> bool {
+        // crr opens its connections itself, one per transaction.
+        false
+    }
+    fn spins(&self) -> bool {
+        waits_spin(self.client_wait, self.server_wait)
+    }
+    fn multiplexed(&self) -> Option<(u32, u32)> {
+        multiplexed(self.flows, self.threads)
+    }
+    fn connections(&self) -> u32 {
+        self.flows
+    }
+}
+
+/// Unidirectional stream for a duration (netperf TCP_STREAM, iperf3).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamParams {
+    /// Bytes per `send` call.
+    pub send_size: u32,
+    /// Parallel connections.
+    pub flows: u32,
+    /// Server sends, client receives (netperf TCP_MAERTS, iperf3 -R).
+    pub reverse: bool,
+    /// Bytes per `recv` call on the receiving end (netperf -M); None: 128 KiB, netperf's
+    /// default (the socket buffer size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recv_size: Option<u32>,
+    /// How the receiving end waits for data; None: [`RecvWait::default`] (results name
+    /// it: see [`Workload::name_receive_loop`]; older results without it ran `Poll`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recv_wait: Option<RecvWait>,
+    /// Worker threads per side multiplexing the flows on epoll; absent: one thread per
+    /// flow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
+    /// Data path transport (absent: TCP). UDP: `send_size`-byte datagrams, each with a
+    /// sequence number and send time for loss, reordering and jitter.
+    #[serde(default, skip_serializing_if = "Protocol::is_tcp")]
+    pub protocol: Protocol,
+    /// UDP: paced to this many bits per second per flow (iperf3 `-b`); absent or 0:
+    /// as fast as the sender can (iperf3 `-b 0`, netperf UDP_STREAM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_bps: Option<u64>,
+    /// UDP: ask for UDP_SEGMENT on the sender (GSO: one send hands the kernel many
+    /// datagrams).
     #[serde(default, skip_serializing_if = "is_false")]
     pub gso: bool,
-    /// UDP_GRO was set on this receiver's socket.
+    /// UDP: ask for UDP_GRO on the receiver (coalesced receives).
     #[serde(default, skip_serializing_if = "is_false")]
     pub gro: bool,
-    /// Stream receiver: datagrams whose sequence number no sender of this test could have
-    /// sent (0, or a jump far past the highest seen): forged or corrupt, counted here and
-    /// nowhere else.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub implausible: u64,
+    /// Both directions at once (iperf3 --bidir): each flow is two connections, one
+    /// sending each way.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub bidir: bool,
+    /// How the senders avoid copying (`--zerocopy`); absent: ordinary `send`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zerocopy: Option<ZeroCopy>,
+    /// Where each end's send and receive buffer starts within its page, bytes (0–4095;
+    /// netperf's `-o`/`-O` offsets from page-aligned buffers, `-a`/`-A 4096`); absent:
+    /// 0, page-aligned. How dear the kernel's copies are at an offset depends on the CPU
+    /// (bench/RESULTS.md, "buffer alignment").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buf_offset: Option<u32>,
 }
 
-/// A byte count as typed units can hide it (`64K` is 65536, `64KB` 64000): the exact count
-/// first, then a readable unit when one fits (`65536 B (64 KiB)`, `100000000 B (100.0 MB)`).
-pub fn bytes_text(n: u64) -> String {
-    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n;
-    let mut i = 0;
-    while v >= 1024 && v.is_multiple_of(1024) && i < U.len() - 1 {
-        v /= 1024;
-        i += 1;
+impl Kind for StreamParams {
+    fn name(&self) -> &'static str {
+        "stream"
     }
-    if i > 0 {
-        format!("{n} B ({v} {})", U[i])
-    } else if n >= 10_000_000 {
-        format!("{n} B ({:.1} MB)", n as f64 / 1e6)
-    } else {
-        format!("{n} B")
+    fn validate(&self) -> Result<(), String> {
+        let StreamParams {
+            send_size,
+            flows,
+            recv_size,
+            threads,
+            recv_wait,
+            protocol,
+            rate_bps,
+            gso,
+            gro,
+            reverse,
+            bidir,
+            zerocopy,
+            buf_offset,
+        } = *self;
+        size("send size", send_size)?;
+        check_buf_offset(buf_offset, threads, protocol, zerocopy)?;
+        if zerocopy.is_some() && (threads.is_some() || protocol != Protocol::Tcp) {
+            return Err(
+                "--zerocopy sends TCP flows on threads of their own: drop --threads and --protocol udp"
+                    .into(),
+            );
+        }
+        if bidir && (reverse || threads.is_some() || protocol != Protocol::Tcp) {
+            return Err("--bidir sends both ways on TCP flows of their own threads: drop --reverse, --threads and --protocol udp".into());
+        }
+        if protocol == Protocol::Udp {
+            if threads.is_some() {
+                return Err("--threads multiplexes TCP connections: drop it with --protocol udp (a thread per UDP flow)".into());
+            }
+            udp_size("send size", send_size)?;
+            if send_size < MIN_UDP_STREAM_SIZE {
+                return Err(format!(
+                    "a UDP stream datagram must hold its sequence number and timestamp: send size at least {MIN_UDP_STREAM_SIZE} bytes, got {send_size}"
+                ));
+            }
+            if recv_size.is_some() || recv_wait.is_some() {
+                return Err("--recv-size and --recv-wait are TCP-only (a UDP receiver takes one whole datagram per blocking receive)".into());
+            }
+        } else if rate_bps.is_some() || gso || gro {
+            return Err(
+                "--rate, --gso and --gro pace and offload UDP streams: add --protocol udp (protocol = \"udp\" in a spec)"
+                    .into(),
+            );
+        }
+        if let Some(r) = recv_size {
+            size("receive size", r)?;
+        }
+        check_flows(flows, threads)
+    }
+    fn describe(&self) -> String {
+        stream_text(self)
+    }
+    fn unit(&self) -> Unit {
+        Unit::Bytes
+    }
+    fn timed(&self) -> bool {
+        true
+    }
+    fn takes_interval(&self) -> bool {
+        true
+    }
+    fn takes_mptcp(&self) -> bool {
+        self.protocol.is_tcp()
+    }
+    fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+    fn multiplexed(&self) -> Option<(u32, u32)> {
+        multiplexed(self.flows, self.threads)
+    }
+    fn connections(&self) -> u32 {
+        if self.bidir {
+            2 * self.flows
+        } else {
+            self.flows
+        }
+    }
+    fn workers(&self) -> u32 {
+        self.multiplexed().map_or(self.flows, |(_, t)| t)
+    }
+    fn server_sends(&self) -> bool {
+        self.reverse || self.bidir
+    }
+}
+
+/// `buf_offset` within a page, and only where the buffers it moves are this engine's own:
+/// a thread per TCP flow copying with `send`/`recv`.
+fn check_buf_offset(
+    offset: Option<u32>,
+    threads: Option<u32>,
+    protocol: Protocol,
+    zerocopy: Option<ZeroCopy>,
+) -> Result<(), String> {
+    let Some(o) = offset else { return Ok(()) };
+    if o >= super::PAGE_BYTES {
+        return Err(format!(
+            "buffer offset {o} is not within a page: give 0 to {} bytes",
+            super::PAGE_BYTES - 1
+        ));
+    }
+    if threads.is_some() || protocol != Protocol::Tcp || zerocopy.is_some() {
+        return Err("--buf-offset places a TCP flow's own send and receive buffers: drop --threads, --protocol udp and --zerocopy".into());
+    }
+    Ok(())
+}
+
+/// Bulk's parameters within their limits and consistent with each other.
+/// Move a fixed number of bytes over one connection and time it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BulkParams {
+    /// Total bytes to move.
+    pub bytes: u64,
+    /// Bytes per `send` call.
+    pub send_size: u32,
+    /// Server sends, client receives.
+    pub reverse: bool,
+}
+
+impl Kind for BulkParams {
+    fn name(&self) -> &'static str {
+        "bulk"
+    }
+    fn validate(&self) -> Result<(), String> {
+        let BulkParams {
+            bytes: b,
+            send_size,
+            ..
+        } = *self;
+        size("send size", send_size)?;
+        bytes(b)
+    }
+    fn describe(&self) -> String {
+        format!(
+            "{}, {}",
+            bytes_text(self.bytes),
+            if self.reverse {
+                "server→client"
+            } else {
+                "client→server"
+            }
+        )
+    }
+    fn unit(&self) -> Unit {
+        Unit::Bytes
+    }
+    fn timed(&self) -> bool {
+        false
+    }
+    fn takes_interval(&self) -> bool {
+        true
+    }
+    fn takes_mptcp(&self) -> bool {
+        true
+    }
+    fn server_sends(&self) -> bool {
+        self.reverse
+    }
+}
+
+/// The agent serves a body of `bytes` bytes over HTTP/1.1.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpParams {
+    /// Body size in bytes.
+    pub bytes: u64,
+}
+
+impl Kind for HttpParams {
+    fn name(&self) -> &'static str {
+        "http"
+    }
+    fn validate(&self) -> Result<(), String> {
+        bytes(self.bytes)
+    }
+    fn describe(&self) -> String {
+        format!("{} body", bytes_text(self.bytes))
+    }
+    fn unit(&self) -> Unit {
+        Unit::Bytes
+    }
+    fn timed(&self) -> bool {
+        false
+    }
+    fn takes_interval(&self) -> bool {
+        false
+    }
+    fn takes_mptcp(&self) -> bool {
+        // Each download opens a connection of its own.
+        false
+    }
+    fn counted(&self) -> bool {
+        true
+    }
+}
+
+/// A workload and its parameters, as the client asks the agent to serve it: one variant
+/// per workload, each carrying its own parameter struct. In JSON the struct's fields sit
+/// beside `kind`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Workload {
+    /// Request/response over one connection (netperf TCP_RR).
+    Rr(RrParams),
+    /// A new connection per request/response (netperf TCP_CRR).
+    Crr(CrrParams),
+    /// Unidirectional stream for a duration (netperf TCP_STREAM, iperf3).
+    Stream(StreamParams),
+    /// Move a fixed number of bytes over one connection and time it.
+    Bulk(BulkParams),
+    /// The agent serves a body of `bytes` bytes over HTTP/1.1.
+    Http(HttpParams),
+}
+
+impl Workload {
+    /// Its parameters as what they answer about the workload: the one match over every
+    /// variant (no catch-all arm, so a new variant without its [`Kind`] does not compile).
+    pub fn kind(&self) -> &dyn Kind {
+        match self {
+            Workload::Rr(p) => p,
+            Workload::Crr(p) => p,
+            Workload::Stream(p) => p,
+            Workload::Bulk(p) => p,
+            Workload::Http(p) => p,
+        }
+    }
+
+    /// Blocking connect/request/response (netperf's TCP_CRR).
+    pub fn crr(request: u32, response: u32) -> Workload {
+        Workload::Crr(CrrParams {
+            request,
+            response,
+            client_wait: Wait::Block,
+            server_wait: Wait::Block,
+            flows: 1,
+            threads: None,
+        })
+    }
+
+    /// Blocking, back-to-back request/response (netperf's TCP_RR): the common case.
+    pub fn rr(request: u32, response: u32) -> Workload {
+        Workload::Rr(RrParams::new(request, response))
+    }
+
+    /// Short name (`rr`, `crr`, `stream`, `bulk`, `http`).
+    pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+
+    /// See [`Kind::describe`].
+    pub fn describe(&self) -> String {
+        self.kind().describe()
+    }
+
+    /// See [`Kind::validate`].
+    pub fn validate(&self) -> Result<(), String> {
+        self.kind().validate()
+    }
+
+    /// See [`Kind::multiplexed`].
+    pub fn multiplexed(&self) -> Option<(u32, u32)> {
+        self.kind().multiplexed()
+    }
+
+    /// See [`Kind::connections`].
+    pub fn connections(&self) -> u32 {
+        self.kind().connections()
+    }
+
+    /// See [`Kind::protocol`].
+    pub fn protocol(&self) -> Protocol {
+        self.kind().protocol()
+    }
+
+    /// See [`Kind::timed`].
+    pub fn is_timed(&self) -> bool {
+        self.kind().timed()
+    }
+
+    /// Names the receive loop a TCP stream's receivers will use when none was asked for, so
+    /// a result says which loop ran: the default changed (absent meant [`RecvWait::Poll`]
+    /// in older results). Multiplexed flows (`threads`) have an epoll loop of their own and
+    /// UDP receivers one blocking receive per datagram: nothing to name there.
+    pub fn name_receive_loop(&mut self) {
+        if let Workload::Stream(StreamParams {
+            recv_wait,
+            threads: None,
+            protocol: Protocol::Tcp,
+            ..
+        }) = self
+        {
+            recv_wait.get_or_insert_with(RecvWait::default);
+        }
+    }
+}
+
+impl RrParams {
+    /// Blocking, back-to-back request/response of these sizes on one TCP flow.
+    pub fn new(request: u32, response: u32) -> RrParams {
+        RrParams {
+            request,
+            response,
+            client_wait: Wait::Block,
+            server_wait: Wait::Block,
+            gap_us: None,
+            rate_per_s: None,
+            flows: 1,
+            threads: None,
+            protocol: Protocol::Tcp,
+            loss_timeout_ms: None,
+        }
+    }
+}
+
+impl StreamParams {
+    /// One TCP flow of `send_size`-byte sends, client to server, every option at its
+    /// default.
+    pub fn new(send_size: u32) -> StreamParams {
+        StreamParams {
+            send_size,
+            flows: 1,
+            reverse: false,
+            recv_size: None,
+            recv_wait: None,
+            protocol: Protocol::Tcp,
+            rate_bps: None,
+            gso: false,
+            gro: false,
+            bidir: false,
+            zerocopy: None,
+            threads: None,
+            buf_offset: None,
+        }
     }
 }
 
@@ -123,75 +804,10 @@ fn sizes_and_waits(request: u32, response: u32, client: Wait, server: Wait) -> S
     t
 }
 
-impl Workload {
-    /// The workload's parameters for people, sizes as resolved byte counts
-    /// (`65536 B (64 KiB) sends, 1 flow, client→server`): what a header prints.
-    pub fn describe(&self) -> String {
-        match self {
-            Workload::Rr {
-                request,
-                response,
-                client_wait,
-                server_wait,
-                gap_us,
-                rate_per_s,
-                flows,
-                threads,
-                protocol,
-                ..
-            } => {
-                let mut t = sizes_and_waits(*request, *response, *client_wait, *server_wait);
-                if !protocol.is_tcp() {
-                    t.push_str(", UDP");
-                }
-                if *flows > 1 {
-                    t.push_str(&format!(", {flows} flows"));
-                }
-                t.push_str(&on_threads(*threads));
-                if let Some(g) = gap_us {
-                    t.push_str(&format!(", {g} µs gap"));
-                }
-                if let Some(r) = rate_per_s {
-                    t.push_str(&format!(", open loop at {r}/s"));
-                }
-                t
-            }
-            Workload::Crr {
-                request,
-                response,
-                client_wait,
-                server_wait,
-                flows,
-                threads,
-            } => {
-                let mut t = sizes_and_waits(*request, *response, *client_wait, *server_wait);
-                if *flows > 1 {
-                    t.push_str(&format!(", {flows} flows"));
-                }
-                t.push_str(&on_threads(*threads));
-                t
-            }
-            w @ Workload::Stream { .. } => stream_text(w),
-            Workload::Bulk {
-                bytes: b, reverse, ..
-            } => format!(
-                "{}, {}",
-                bytes_text(*b),
-                if *reverse {
-                    "server→client"
-                } else {
-                    "client→server"
-                }
-            ),
-            Workload::Http { bytes: b } => format!("{} body", bytes_text(*b)),
-        }
-    }
-}
-
 /// A UDP stream's pacing and offloads for a header (`, paced to 2000 Mbit/s per flow, GSO`).
 /// `describe` of a stream: sizes, flows, direction, UDP and zero-copy settings.
-fn stream_text(w: &Workload) -> String {
-    let Workload::Stream {
+fn stream_text(p: &StreamParams) -> String {
+    let StreamParams {
         send_size,
         flows,
         reverse,
@@ -205,10 +821,7 @@ fn stream_text(w: &Workload) -> String {
         bidir,
         zerocopy,
         buf_offset,
-    } = w
-    else {
-        return String::new();
-    };
+    } = p;
     format!(
         "{}{} sends{}{}, {flows} flow{}{}, {}",
         if protocol.is_tcp() { "" } else { "UDP " },
@@ -259,585 +872,4 @@ fn udp_stream_text(protocol: Protocol, rate_bps: Option<u64>, gso: bool, gro: bo
         t.push_str(", GRO");
     }
     t
-}
-
-/// A workload and its parameters, as the client asks the agent to serve it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Workload {
-    /// Request/response over one connection (netperf TCP_RR).
-    Rr {
-        /// Request size in bytes.
-        request: u32,
-        /// Response size in bytes.
-        response: u32,
-        /// How the client waits for each response (absent: blocking).
-        #[serde(default, skip_serializing_if = "Wait::is_block")]
-        client_wait: Wait,
-        /// How the server waits for each request (absent: blocking).
-        #[serde(default, skip_serializing_if = "Wait::is_block")]
-        server_wait: Wait,
-        /// Idle time between a response and the next request, µs (closed loop with think
-        /// time; absent: back to back).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        gap_us: Option<u64>,
-        /// Open loop at this many requests per second, latency from each request's intended
-        /// send time (absent: closed loop).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        rate_per_s: Option<u32>,
-        /// Parallel connections, each its own request/response loop (an open loop's rate is
-        /// shared among them, their schedules staggered); absent: one.
-        #[serde(default = "one_flow", skip_serializing_if = "is_one_flow")]
-        flows: u32,
-        /// Worker threads per side, each multiplexing its share of the flows on epoll
-        /// (neper's design); absent: one thread per flow.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        threads: Option<u32>,
-        /// Data path transport (absent: TCP). UDP: one datagram each way per transaction;
-        /// a lost one is counted and the transaction restarted after a timeout.
-        #[serde(default, skip_serializing_if = "Protocol::is_tcp")]
-        protocol: Protocol,
-        /// UDP: how long the client waits for a response before it counts the transaction
-        /// lost and sends a new request, ms (absent: 50).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        loss_timeout_ms: Option<u32>,
-    },
-    /// A new connection per request/response (netperf TCP_CRR).
-    Crr {
-        /// Request size in bytes.
-        request: u32,
-        /// Response size in bytes.
-        response: u32,
-        /// How the client waits for each response (absent: blocking).
-        #[serde(default, skip_serializing_if = "Wait::is_block")]
-        client_wait: Wait,
-        /// How the server waits for each request (absent: blocking).
-        #[serde(default, skip_serializing_if = "Wait::is_block")]
-        server_wait: Wait,
-        /// Concurrent connect/request/response loops (needs `threads` above one); absent: one.
-        #[serde(default = "one_flow", skip_serializing_if = "is_one_flow")]
-        flows: u32,
-        /// Worker threads per side multiplexing the flows on epoll; absent: one blocking
-        /// thread.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        threads: Option<u32>,
-    },
-    /// Unidirectional stream for a duration (netperf TCP_STREAM, iperf3).
-    Stream {
-        /// Bytes per `send` call.
-        send_size: u32,
-        /// Parallel connections.
-        flows: u32,
-        /// Server sends, client receives (netperf TCP_MAERTS, iperf3 -R).
-        reverse: bool,
-        /// Bytes per `recv` call on the receiving end (netperf -M); None: 128 KiB, netperf's
-        /// default (the socket buffer size).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        recv_size: Option<u32>,
-        /// How the receiving end waits for data; None: [`RecvWait::default`] (results name
-        /// it: see [`Workload::name_receive_loop`]; older results without it ran `Poll`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        recv_wait: Option<RecvWait>,
-        /// Worker threads per side multiplexing the flows on epoll; absent: one thread per
-        /// flow.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        threads: Option<u32>,
-        /// Data path transport (absent: TCP). UDP: `send_size`-byte datagrams, each with a
-        /// sequence number and send time for loss, reordering and jitter.
-        #[serde(default, skip_serializing_if = "Protocol::is_tcp")]
-        protocol: Protocol,
-        /// UDP: paced to this many bits per second per flow (iperf3 `-b`); absent or 0:
-        /// as fast as the sender can (iperf3 `-b 0`, netperf UDP_STREAM).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        rate_bps: Option<u64>,
-        /// UDP: ask for UDP_SEGMENT on the sender (GSO: one send hands the kernel many
-        /// datagrams).
-        #[serde(default, skip_serializing_if = "is_false")]
-        gso: bool,
-        /// UDP: ask for UDP_GRO on the receiver (coalesced receives).
-        #[serde(default, skip_serializing_if = "is_false")]
-        gro: bool,
-        /// Both directions at once (iperf3 --bidir): each flow is two connections, one
-        /// sending each way.
-        #[serde(default, skip_serializing_if = "is_false")]
-        bidir: bool,
-        /// How the senders avoid copying (`--zerocopy`); absent: ordinary `send`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        zerocopy: Option<ZeroCopy>,
-        /// Where each end's send and receive buffer starts within its page, bytes (0–4095;
-        /// netperf's `-o`/`-O` offsets from page-aligned buffers, `-a`/`-A 4096`); absent:
-        /// 0, page-aligned. How dear the kernel's copies are at an offset depends on the CPU
-        /// (bench/RESULTS.md, "buffer alignment").
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        buf_offset: Option<u32>,
-    },
-    /// Move a fixed number of bytes over one connection and time it.
-    Bulk {
-        /// Total bytes to move.
-        bytes: u64,
-        /// Bytes per `send` call.
-        send_size: u32,
-        /// Server sends, client receives.
-        reverse: bool,
-    },
-    /// The agent serves a body of `bytes` bytes over HTTP/1.1.
-    Http {
-        /// Body size in bytes.
-        bytes: u64,
-    },
-}
-
-/// How a zero-copy stream sender sends (`stream --zerocopy[=sendfile|msg]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ZeroCopy {
-    /// `sendfile(2)` from an in-memory file of one message (iperf3 -Z).
-    Sendfile,
-    /// `send(MSG_ZEROCOPY)` with the kernel's completion notifications reaped.
-    Msg,
-}
-
-impl ZeroCopy {
-    /// Parses `sendfile` or `msg`.
-    pub fn parse(s: &str) -> Result<ZeroCopy, String> {
-        match s.trim() {
-            "sendfile" => Ok(ZeroCopy::Sendfile),
-            "msg" | "msg_zerocopy" => Ok(ZeroCopy::Msg),
-            other => Err(format!(
-                "unknown zero-copy method {other:?} (sendfile, iperf3 -Z's; or msg, MSG_ZEROCOPY)"
-            )),
-        }
-    }
-}
-
-/// How a stream receiver waits for data: two common application designs, which cost the
-/// sender different wake-ups (and so differ most on virtual machines, where waking an idle
-/// vCPU is expensive).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RecvWait {
-    /// Event-loop style, iperf3's: a non-blocking socket read until empty, then `poll(2)`.
-    /// The default until 2026-11-26 (a result without `recv_wait` ran this loop).
-    Poll,
-    /// netperf's: blocking `recv` calls, sleeping inside the receive. The default: with
-    /// page-aligned buffers it moves as much as `Poll` on AMD for less receiver CPU, and
-    /// moved more on Intel (issue 30 §5; bench/RESULTS.md, "buffer alignment").
-    #[default]
-    Block,
-}
-
-/// How a request/response side waits for the peer's next message. Only a side that sleeps
-/// puts a wake-up (an IPI, an idle exit, in a VM a halt and an injection) on the round
-/// trip's critical path; spinning removes it at the price of a busy CPU.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "mode", rename_all = "lowercase")]
-pub enum Wait {
-    /// Sleep in a blocking `recv` (netperf's TCP_RR). The default.
-    #[default]
-    Block,
-    /// Non-blocking `recv` in a loop: the thread never sleeps.
-    Spin,
-    /// Spin for up to `window_us`, then block: the user-space twin of halt polling.
-    Poll {
-        /// The spinning window in microseconds.
-        window_us: u32,
-    },
-}
-
-impl Wait {
-    /// `block`, `spin` or `poll:50us`.
-    pub fn name(self) -> String {
-        match self {
-            Wait::Block => "block".into(),
-            Wait::Spin => "spin".into(),
-            Wait::Poll { window_us } => format!("poll:{window_us}us"),
-        }
-    }
-
-    /// True for the default (blocking), so results and specs can leave it out.
-    pub fn is_block(&self) -> bool {
-        *self == Wait::Block
-    }
-}
-
-impl RecvWait {
-    /// Parses `poll` or `block`.
-    pub fn parse(s: &str) -> Result<RecvWait, String> {
-        match s {
-            "poll" => Ok(RecvWait::Poll),
-            "block" => Ok(RecvWait::Block),
-            _ => Err(format!(
-                "receive wait must be `poll` (iperf3's loop) or `block` (netperf's), got `{s}`"
-            )),
-        }
-    }
-
-    /// `poll` or `block`.
-    pub fn name(self) -> &'static str {
-        match self {
-            RecvWait::Poll => "poll",
-            RecvWait::Block => "block",
-        }
-    }
-}
-
-impl Workload {
-    /// Blocking connect/request/response (netperf's TCP_CRR).
-    pub fn crr(request: u32, response: u32) -> Workload {
-        Workload::Crr {
-            request,
-            response,
-            client_wait: Wait::Block,
-            server_wait: Wait::Block,
-            flows: 1,
-            threads: None,
-        }
-    }
-
-    /// Blocking, back-to-back request/response (netperf's TCP_RR): the common case.
-    pub fn rr(request: u32, response: u32) -> Workload {
-        Workload::Rr {
-            request,
-            response,
-            client_wait: Wait::Block,
-            server_wait: Wait::Block,
-            gap_us: None,
-            rate_per_s: None,
-            flows: 1,
-            threads: None,
-            protocol: Protocol::Tcp,
-            loss_timeout_ms: None,
-        }
-    }
-
-    /// Flows and worker threads per side when the flows are multiplexed on threads
-    /// (`--threads`), for the engines that do so. Never more threads than flows, so a
-    /// sweep `flows = [1, 100]` with `threads = 2` runs its single flow on one thread.
-    pub fn multiplexed(&self) -> Option<(u32, u32)> {
-        match *self {
-            Workload::Rr {
-                flows,
-                threads: Some(t),
-                ..
-            }
-            | Workload::Crr {
-                flows,
-                threads: Some(t),
-                ..
-            }
-            | Workload::Stream {
-                flows,
-                threads: Some(t),
-                ..
-            } => Some((flows, t.min(flows))),
-            _ => None,
-        }
-    }
-
-    /// Data connections each side holds open at once (crr: one per flow while it runs).
-    pub fn connections(&self) -> u32 {
-        match *self {
-            Workload::Stream {
-                flows, bidir: true, ..
-            } => 2 * flows,
-            Workload::Rr { flows, .. }
-            | Workload::Crr { flows, .. }
-            | Workload::Stream { flows, .. } => flows,
-            Workload::Bulk { .. } | Workload::Http { .. } => 1,
-        }
-    }
-
-    /// Short name (`rr`, `crr`, `stream`, `bulk`, `http`).
-    pub fn name(&self) -> &'static str {
-        match self {
-            Workload::Rr { .. } => "rr",
-            Workload::Crr { .. } => "crr",
-            Workload::Stream { .. } => "stream",
-            Workload::Bulk { .. } => "bulk",
-            Workload::Http { .. } => "http",
-        }
-    }
-
-    /// Names the receive loop a TCP stream's receivers will use when none was asked for, so
-    /// a result says which loop ran: the default changed (absent meant [`RecvWait::Poll`]
-    /// in older results). Multiplexed flows (`threads`) have an epoll loop of their own and
-    /// UDP receivers one blocking receive per datagram: nothing to name there.
-    pub fn name_receive_loop(&mut self) {
-        if let Workload::Stream {
-            recv_wait,
-            threads: None,
-            protocol: Protocol::Tcp,
-            ..
-        } = self
-        {
-            recv_wait.get_or_insert_with(RecvWait::default);
-        }
-    }
-
-    /// Checks every parameter against its limits; the message names the bad parameter.
-    /// Both the client (before connecting) and the agent (on `Prepare`) call this.
-    pub fn validate(&self) -> Result<(), String> {
-        match *self {
-            Workload::Rr { .. } => validate_rr(self),
-            Workload::Crr { .. } => validate_crr(self),
-            Workload::Stream { .. } => validate_stream(self),
-            Workload::Bulk { .. } => validate_bulk(self),
-            Workload::Http { bytes: b } => bytes(b),
-        }
-    }
-
-    /// The data path's transport: UDP for `protocol = "udp"` rr and stream, else TCP.
-    pub fn protocol(&self) -> Protocol {
-        match self {
-            Workload::Rr { protocol, .. } | Workload::Stream { protocol, .. } => *protocol,
-            _ => Protocol::Tcp,
-        }
-    }
-
-    /// True for workloads that run for a duration rather than a byte count.
-    pub fn is_timed(&self) -> bool {
-        matches!(
-            self,
-            Workload::Rr { .. } | Workload::Crr { .. } | Workload::Stream { .. }
-        )
-    }
-}
-
-fn check_waits(a: Wait, b: Wait) -> Result<(), String> {
-    for w in [a, b] {
-        if let Wait::Poll { window_us } = w {
-            if window_us == 0 || window_us > 1_000_000 {
-                return Err(format!(
-                    "a poll window must be between 1 us and 1 s, got {window_us} us"
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-fn size(what: &str, v: u32) -> Result<(), String> {
-    if v == 0 || v > MAX_IO_SIZE {
-        return Err(format!(
-            "{what} must be between 1 and {MAX_IO_SIZE} bytes, got {v}"
-        ));
-    }
-    Ok(())
-}
-fn check_flows(flows: u32, threads: Option<u32>) -> Result<(), String> {
-    match threads {
-        None if flows == 0 || flows > MAX_FLOWS => Err(format!(
-            "flows must be between 1 and {MAX_FLOWS} with a thread per flow, got {flows} (add --threads 2 to multiplex up to {MAX_MUX_FLOWS})"
-        )),
-        None => Ok(()),
-        Some(t) if t == 0 || t > MAX_THREADS => Err(format!(
-            "threads must be between 1 and {MAX_THREADS}, got {t}"
-        )),
-        Some(_) if flows == 0 || flows > MAX_MUX_FLOWS => Err(format!(
-            "flows must be between 1 and {MAX_MUX_FLOWS}, got {flows}"
-        )),
-        Some(_) => Ok(()),
-    }
-}
-fn udp_size(what: &str, v: u32) -> Result<(), String> {
-    if v > MAX_UDP_PAYLOAD {
-        return Err(format!(
-            "{what} {v} bytes does not fit in one UDP datagram (at most {MAX_UDP_PAYLOAD} bytes over IPv4): use a smaller size or --protocol tcp"
-        ));
-    }
-    Ok(())
-}
-fn bytes(v: u64) -> Result<(), String> {
-    if v == 0 || v > MAX_TRANSFER {
-        return Err(format!(
-            "byte count must be between 1 and {MAX_TRANSFER}, got {v}"
-        ));
-    }
-    Ok(())
-}
-
-/// Rr's parameters within their limits and consistent with each other.
-fn validate_rr(w: &Workload) -> Result<(), String> {
-    let Workload::Rr {
-        request,
-        response,
-        client_wait,
-        server_wait,
-        gap_us,
-        rate_per_s,
-        flows,
-        threads,
-        protocol,
-        loss_timeout_ms,
-    } = *w
-    else {
-        return Ok(());
-    };
-    size("request size", request)?;
-    if let Some(t) = loss_timeout_ms {
-        if protocol.is_tcp() {
-            return Err("--loss-timeout applies to --protocol udp (TCP retransmits)".into());
-        }
-        if !(1..=60_000).contains(&t) {
-            return Err(format!(
-                "the loss timeout must be between 1 ms and 60 s, got {t} ms"
-            ));
-        }
-    }
-    size("response size", response)?;
-    check_waits(client_wait, server_wait)?;
-    if protocol == Protocol::Udp {
-        if threads.is_some() {
-            return Err("--threads multiplexes TCP connections: drop it with --protocol udp (a thread per UDP flow)".into());
-        }
-        udp_size("request size", request)?;
-        udp_size("response size", response)?;
-        if gap_us.is_some() || rate_per_s.is_some() {
-            return Err(
-                "--gap and --rate (open loop) are TCP-only for now: drop them or use --protocol tcp"
-                    .into(),
-            );
-        }
-    }
-    check_flows(flows, threads)?;
-    if threads.is_some() && (gap_us.is_some() || rate_per_s.is_some()) {
-        return Err("--threads runs flows back to back: drop --gap/--rate, or drop --threads for a thread per flow".into());
-    }
-    if threads.is_some() && !(client_wait.is_block() && server_wait.is_block()) {
-        return Err(
-            "--threads waits in epoll_wait: drop --wait, or drop --threads for a thread per flow"
-                .into(),
-        );
-    }
-    if gap_us.is_some_and(|g| g > 1_000_000) {
-        return Err("the gap between transactions must be at most 1s".into());
-    }
-    if let Some(r) = rate_per_s {
-        if !(1..=MAX_RATE).contains(&r) {
-            return Err(format!(
-                "the request rate must be between 1 and {MAX_RATE} per second, got {r}"
-            ));
-        }
-        if gap_us.is_some() {
-            return Err("give either a rate (open loop) or a gap (closed loop), not both".into());
-        }
-    }
-    Ok(())
-}
-
-/// Crr's parameters within their limits and consistent with each other.
-fn validate_crr(w: &Workload) -> Result<(), String> {
-    let Workload::Crr {
-        request,
-        response,
-        client_wait,
-        server_wait,
-        flows,
-        threads,
-    } = *w
-    else {
-        return Ok(());
-    };
-    size("request size", request)?;
-    size("response size", response)?;
-    check_waits(client_wait, server_wait)?;
-    if flows > 1 && threads.is_none() {
-        return Err(format!(
-            "crr with {flows} flows needs --threads (its flows are multiplexed on worker threads)"
-        ));
-    }
-    if threads.is_some() && !(client_wait.is_block() && server_wait.is_block()) {
-        return Err("--threads waits in epoll_wait: drop --wait, or drop --threads".into());
-    }
-    check_flows(flows, threads)
-}
-
-/// Stream's parameters within their limits and consistent with each other.
-fn validate_stream(w: &Workload) -> Result<(), String> {
-    let Workload::Stream {
-        send_size,
-        flows,
-        recv_size,
-        threads,
-        recv_wait,
-        protocol,
-        rate_bps,
-        gso,
-        gro,
-        reverse,
-        bidir,
-        zerocopy,
-        buf_offset,
-    } = *w
-    else {
-        return Ok(());
-    };
-    size("send size", send_size)?;
-    check_buf_offset(buf_offset, threads, protocol, zerocopy)?;
-    if zerocopy.is_some() && (threads.is_some() || protocol != Protocol::Tcp) {
-        return Err(
-            "--zerocopy sends TCP flows on threads of their own: drop --threads and --protocol udp"
-                .into(),
-        );
-    }
-    if bidir && (reverse || threads.is_some() || protocol != Protocol::Tcp) {
-        return Err("--bidir sends both ways on TCP flows of their own threads: drop --reverse, --threads and --protocol udp".into());
-    }
-    if protocol == Protocol::Udp {
-        if threads.is_some() {
-            return Err("--threads multiplexes TCP connections: drop it with --protocol udp (a thread per UDP flow)".into());
-        }
-        udp_size("send size", send_size)?;
-        if send_size < MIN_UDP_STREAM_SIZE {
-            return Err(format!(
-                "a UDP stream datagram must hold its sequence number and timestamp: send size at least {MIN_UDP_STREAM_SIZE} bytes, got {send_size}"
-            ));
-        }
-        if recv_size.is_some() || recv_wait.is_some() {
-            return Err("--recv-size and --recv-wait are TCP-only (a UDP receiver takes one whole datagram per blocking receive)".into());
-        }
-    } else if rate_bps.is_some() || gso || gro {
-        return Err(
-            "--rate, --gso and --gro pace and offload UDP streams: add --protocol udp (protocol = \"udp\" in a spec)"
-                .into(),
-        );
-    }
-    if let Some(r) = recv_size {
-        size("receive size", r)?;
-    }
-    check_flows(flows, threads)
-}
-
-/// `buf_offset` within a page, and only where the buffers it moves are this engine's own:
-/// a thread per TCP flow copying with `send`/`recv`.
-fn check_buf_offset(
-    offset: Option<u32>,
-    threads: Option<u32>,
-    protocol: Protocol,
-    zerocopy: Option<ZeroCopy>,
-) -> Result<(), String> {
-    let Some(o) = offset else { return Ok(()) };
-    if o >= super::PAGE_BYTES {
-        return Err(format!(
-            "buffer offset {o} is not within a page: give 0 to {} bytes",
-            super::PAGE_BYTES - 1
-        ));
-    }
-    if threads.is_some() || protocol != Protocol::Tcp || zerocopy.is_some() {
-        return Err("--buf-offset places a TCP flow's own send and receive buffers: drop --threads, --protocol udp and --zerocopy".into());
-    }
-    Ok(())
-}
-
-/// Bulk's parameters within their limits and consistent with each other.
-fn validate_bulk(w: &Workload) -> Result<(), String> {
-    let Workload::Bulk {
-        bytes: b,
-        send_size,
-        ..
-    } = *w
-    else {
-        return Ok(());
-    };
-    size("send size", send_size)?;
-    bytes(b)
 }
