@@ -266,7 +266,7 @@ fn cpu_table(r: &TestResult) -> String {
 }
 
 fn short_unit(u: &str) -> &str {
-    if u == "transaction" {
+    if virtperf_wire::Unit::is_transactions(u) {
         "tr"
     } else {
         u
@@ -724,7 +724,7 @@ mod tests {
     fn whole_test_host_exits_are_not_per_transaction() {
         let mut h = virtperf_wire::TraceCounts {
             cpus: vec![1],
-            unit: "transaction".into(),
+            unit: virtperf_wire::Unit::Transactions.events_name().into(),
             deltas: [("kvm_exits".to_string(), 5000)].into_iter().collect(),
             per_unit: Default::default(),
             per_side: Default::default(),
@@ -756,7 +756,11 @@ mod tests {
                 .collect(),
             ..Default::default()
         };
-        let text = side_events("transaction", "client", &side);
+        let text = side_events(
+            virtperf_wire::Unit::Transactions.events_name(),
+            "client",
+            &side,
+        );
         assert!(!text.contains("0.00"), "{text}");
         assert!(text.contains("not measured: no transaction"), "{text}");
     }

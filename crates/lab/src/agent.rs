@@ -627,7 +627,6 @@ impl Drop for Teardown {
 }
 
 /// Runs the server half of one test on the control connection `ctl`.
-#[allow(clippy::too_many_arguments)]
 fn run_test(
     ctl: &mut TcpStream,
     cfg: &AgentConfig,

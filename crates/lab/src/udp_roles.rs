@@ -111,13 +111,17 @@ pub(crate) fn rr_client(
             move |c, h, s| {
                 udp::rr_client(
                     s,
-                    request as usize,
-                    response as usize,
-                    client_wait,
+                    virtperf_load::Exchange {
+                        request: request as usize,
+                        response: response as usize,
+                        wait: client_wait,
+                    },
                     loss_timeout,
-                    &c.stop,
-                    h,
-                    &m,
+                    virtperf_load::Sink {
+                        stop: &c.stop,
+                        hist: h,
+                        meter: &m,
+                    },
                 )
             },
         )?);

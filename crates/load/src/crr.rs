@@ -10,12 +10,11 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
 use socket2::{Domain, Protocol, Socket, Type};
-use virtperf_wire::{SockOpts, Wait};
+use virtperf_wire::SockOpts;
 
 use crate::buf::PageBuf;
-use crate::interval::{Meter, Ticker};
+use crate::interval::Ticker;
 use crate::sock::{describe, prepare_data_socket, recv_full_wait, recv_raw, send_all};
 use crate::Counts;
 
@@ -24,19 +23,20 @@ use crate::Counts;
 /// response (the connect itself always blocks). Intervals go to `meter` (if it has an
 /// interval), decided on the clock reading that ends each transaction. `first` is shown the
 /// first connection (to read back the socket options the kernel applied).
-#[allow(clippy::too_many_arguments)]
 pub fn client(
     addr: SocketAddr,
-    request: usize,
-    response: usize,
-    wait: Wait,
+    x: crate::Exchange,
     io_timeout: Duration,
     opts: &SockOpts,
-    stop: &AtomicBool,
-    hist: &mut Histogram<u64>,
-    meter: &Meter,
+    out: crate::Sink<'_>,
     first: &dyn Fn(BorrowedFd<'_>),
 ) -> io::Result<Counts> {
+    let crate::Exchange {
+        request,
+        response,
+        wait,
+    } = x;
+    let crate::Sink { stop, hist, meter } = out;
     let mut first = Some(first);
     let req = PageBuf::zeroed(request);
     let mut resp = PageBuf::zeroed(response);
@@ -94,18 +94,20 @@ pub fn client(
 /// test's client, when given) are closed unanswered: a stranger can neither add
 /// transactions nor hold the server up. `wait` is how it waits for each request (accepting
 /// always blocks). `first` is shown the first accepted connection.
-#[allow(clippy::too_many_arguments)]
 pub fn server(
     listener: &TcpListener,
     peer: Option<std::net::IpAddr>,
-    wait: Wait,
-    request: usize,
-    response: usize,
+    x: crate::Exchange,
     io_timeout: Duration,
     opts: &SockOpts,
     stop: &AtomicBool,
     first: &dyn Fn(BorrowedFd<'_>),
 ) -> io::Result<Counts> {
+    let crate::Exchange {
+        request,
+        response,
+        wait,
+    } = x;
     let mut first = Some(first);
     let mut req = PageBuf::zeroed(request);
     let resp = PageBuf::zeroed(response);

@@ -69,6 +69,41 @@ impl Span {
     }
 }
 
+/// One transaction's shape as one side sees it: the request and response sizes, and how
+/// this side waits for the other's message. Engines take it whole rather than three
+/// arguments, so every request/response engine reads the same three names.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Exchange {
+    /// Request size, bytes.
+    pub request: usize,
+    /// Response size, bytes.
+    pub response: usize,
+    /// How this side waits for the peer's message.
+    pub wait: virtperf_wire::Wait,
+}
+
+impl Exchange {
+    /// `request` and `response` bytes, this side waiting as `wait` says.
+    pub fn new(request: u32, response: u32, wait: virtperf_wire::Wait) -> Exchange {
+        Exchange {
+            request: request as usize,
+            response: response as usize,
+            wait,
+        }
+    }
+}
+
+/// Where a client loop reports: the stop flag it checks, the histogram its latency
+/// samples go to and its time-series meter.
+pub struct Sink<'a> {
+    /// Raised when the test ends.
+    pub stop: &'a std::sync::atomic::AtomicBool,
+    /// Latency samples, ns.
+    pub hist: &'a mut hdrhistogram::Histogram<u64>,
+    /// Progress for the time series.
+    pub meter: &'a interval::Meter,
+}
+
 /// How long a spinning receive waits for data when its socket has no receive timeout.
 pub const SPIN_TIMEOUT: Duration = Duration::from_secs(10);
 

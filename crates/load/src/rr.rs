@@ -97,17 +97,18 @@ pub enum Pace {
 
 /// [`client_waiting`] with pacing. Sleeps between requests use a 1 ns timer slack for this
 /// thread (the default 50 µs would blur a 100 µs gap by half).
-#[allow(clippy::too_many_arguments)]
 pub fn client_paced(
     s: &mut TcpStream,
-    request: usize,
-    response: usize,
-    wait: Wait,
+    x: crate::Exchange,
     pace: Pace,
-    stop: &AtomicBool,
-    hist: &mut Histogram<u64>,
-    meter: &Meter,
+    out: crate::Sink<'_>,
 ) -> io::Result<Counts> {
+    let crate::Exchange {
+        request,
+        response,
+        wait,
+    } = x;
+    let crate::Sink { stop, hist, meter } = out;
     if pace == Pace::BackToBack {
         return client_waiting(s, request, response, wait, stop, hist, meter);
     }
@@ -322,13 +323,17 @@ mod tests {
         let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
         let cc = client_paced(
             &mut c,
-            1,
-            1,
-            Wait::Block,
+            crate::Exchange {
+                request: 1,
+                response: 1,
+                wait: Wait::Block,
+            },
             pace,
-            &stop,
-            &mut hist,
-            &Meter::new(None),
+            crate::Sink {
+                stop: &stop,
+                hist: &mut hist,
+                meter: &Meter::new(None),
+            },
         )
         .unwrap();
         drop(c);
@@ -386,13 +391,17 @@ mod tests {
         let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
         client_paced(
             &mut c,
-            1,
-            1,
-            Wait::Block,
+            crate::Exchange {
+                request: 1,
+                response: 1,
+                wait: Wait::Block,
+            },
             Pace::Rate(1000.0, Duration::ZERO),
-            &stop,
-            &mut hist,
-            &Meter::new(None),
+            crate::Sink {
+                stop: &stop,
+                hist: &mut hist,
+                meter: &Meter::new(None),
+            },
         )
         .unwrap();
         let over_10ms = hist.len() - hist.count_between(0, 10_000_000);

@@ -19,7 +19,6 @@ use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
 use virtperf_wire::{UdpCounts, Wait};
 
 use crate::buf::PageBuf;
@@ -63,17 +62,18 @@ fn tag_len(request: usize, response: usize) -> usize {
 /// rr client: sends a tagged request, waits for the response with the same tag as `wait`
 /// says, records the round trip; a request unanswered within `loss_timeout` is counted lost
 /// and the transaction restarted. The clock is read once per transaction, as TCP rr does.
-#[allow(clippy::too_many_arguments)]
 pub fn rr_client(
     s: &UdpSocket,
-    request: usize,
-    response: usize,
-    wait: Wait,
+    x: crate::Exchange,
     loss_timeout: Duration,
-    stop: &AtomicBool,
-    hist: &mut Histogram<u64>,
-    meter: &Meter,
+    out: crate::Sink<'_>,
 ) -> io::Result<Counts> {
+    let crate::Exchange {
+        request,
+        response,
+        wait,
+    } = x;
+    let crate::Sink { stop, hist, meter } = out;
     s.set_read_timeout(Some(loss_timeout))?;
     let tag = tag_len(request, response);
     let mut req = PageBuf::zeroed(request);
@@ -403,6 +403,7 @@ pub fn stream_receive(
 mod tests {
     use super::*;
     use crate::test_util::stop_after;
+    use hdrhistogram::Histogram;
 
     /// A connected loopback pair of UDP sockets.
     fn pair() -> (UdpSocket, UdpSocket) {
@@ -458,13 +459,17 @@ mod tests {
             let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
             let cc = rr_client(
                 &c,
-                1,
-                1,
-                wait,
+                crate::Exchange {
+                    request: 1,
+                    response: 1,
+                    wait,
+                },
                 LOSS_TIMEOUT,
-                &stop,
-                &mut hist,
-                &Meter::new(None),
+                crate::Sink {
+                    stop: &stop,
+                    hist: &mut hist,
+                    meter: &Meter::new(None),
+                },
             )
             .unwrap();
             let sc = server.join().unwrap().unwrap();
@@ -495,13 +500,17 @@ mod tests {
         let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
         let cc = rr_client(
             &c,
-            8,
-            8,
-            Wait::Block,
+            crate::Exchange {
+                request: 8,
+                response: 8,
+                wait: Wait::Block,
+            },
             Duration::from_millis(10),
-            &stop,
-            &mut hist,
-            &Meter::new(None),
+            crate::Sink {
+                stop: &stop,
+                hist: &mut hist,
+                meter: &Meter::new(None),
+            },
         )
         .unwrap();
         let u = cc.udp.unwrap();

@@ -349,17 +349,17 @@ fn retransmission_out_of_order_and_zero_window() {
     v.handshake(0, 100, 150);
     let base = v.cseq; // 1001
     let sack = v.sseq;
-    v.raw(1000, true, base, sack, ACK, 65535, 100); // [1001,1101)
-    v.raw(1010, true, base + 100, sack, ACK, 65535, 100); // [1101,1201)
-    v.raw(1100, false, sack, base + 100, ACK, 65535, 0); // acks the first: RTT 100 µs
-    v.raw(1500, true, base + 100, sack, ACK, 65535, 100); // retransmission of the second
-    v.raw(1600, false, sack, base + 200, ACK, 0, 0); // acks it; zero window
-    v.raw(2000, true, base + 200, sack, ACK, 65535, 100); // [1201,1301)
-    v.raw(2001, true, base + 300, sack, ACK, 65535, 100); // [1301,1401)
-    v.raw(2002, true, base + 500, sack, ACK, 65535, 100); // [1501,1601): gap [1401,1501)
-    v.raw(2003, true, base + 400, sack, ACK, 65535, 100); // fills the gap: out of order
-    v.raw(2004, true, base + 450, sack, ACK, 65535, 100); // [1451,1551): all seen before
-    v.raw(2100, false, sack, base + 600, ACK, 65535, 0);
+    v.raw(1000, true, (base, sack), ACK, 65535, 100); // [1001,1101)
+    v.raw(1010, true, (base + 100, sack), ACK, 65535, 100); // [1101,1201)
+    v.raw(1100, false, (sack, base + 100), ACK, 65535, 0); // acks the first: RTT 100 µs
+    v.raw(1500, true, (base + 100, sack), ACK, 65535, 100); // retransmission of the second
+    v.raw(1600, false, (sack, base + 200), ACK, 0, 0); // acks it; zero window
+    v.raw(2000, true, (base + 200, sack), ACK, 65535, 100); // [1201,1301)
+    v.raw(2001, true, (base + 300, sack), ACK, 65535, 100); // [1301,1401)
+    v.raw(2002, true, (base + 500, sack), ACK, 65535, 100); // [1501,1601): gap [1401,1501)
+    v.raw(2003, true, (base + 400, sack), ACK, 65535, 100); // fills the gap: out of order
+    v.raw(2004, true, (base + 450, sack), ACK, 65535, 100); // [1451,1551): all seen before
+    v.raw(2100, false, (sack, base + 600), ACK, 65535, 0);
     let (conns, s) = run_ok(&pcap_of(&v, 1, false, false, eth));
     assert_eq!(s.connections, 1);
     let c = &conns[0];
@@ -440,9 +440,9 @@ fn syn_reuse_splits_connections() {
     let mut v = Conv::new(C4, S4, 1000, 5000);
     v.handshake(0, 100, 150);
     v.send(1000, true, ACK, 10);
-    v.raw(1_000_000, true, 424_242, 0, SYN, 65535, 0);
+    v.raw(1_000_000, true, (424_242, 0), SYN, 65535, 0);
     // A retransmitted SYN (same ISN) stays in the new connection.
-    v.raw(2_000_000, true, 424_242, 0, SYN, 65535, 0);
+    v.raw(2_000_000, true, (424_242, 0), SYN, 65535, 0);
     let (conns, _) = run_ok(&pcap_of(&v, 1, false, false, eth));
     assert_eq!(conns.len(), 2);
     assert_eq!(conns[0].end, EndReason::Reused);

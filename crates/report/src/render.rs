@@ -674,10 +674,11 @@ pub fn events_table(points: &[PointSummary]) -> String {
                     .join(", ")
             };
             let unit = if ev[0].name.ends_with("_per_mb") {
-                "MB"
+                virtperf_wire::Unit::Bytes
             } else {
-                "transaction"
-            };
+                virtperf_wire::Unit::Transactions
+            }
+            .events_name();
             let _ = writeln!(
                 out,
                 "  {} · {} per {unit}: client {} | server {}",

@@ -1,6 +1,5 @@
 //! `[[config]]` tables: knobs, socket options, CPUs, placements and their set-up.
 
-#[allow(unused_imports)]
 use super::*;
 
 /// One `[[config]]`: one config, or one per combination of a guest table's lists

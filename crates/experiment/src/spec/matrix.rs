@@ -2,7 +2,6 @@
 //! parameters, and the keys each kind takes.
 
 use super::*;
-#[allow(unused_imports)]
 use virtperf_wire::RrParams;
 
 /// Parses one list-valued key of a `[[workload]]` into its values, or `default` when absent.

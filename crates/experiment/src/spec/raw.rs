@@ -1,6 +1,5 @@
 //! The spec file as serde reads it, with source spans: what the user wrote, before checks.
 
-#[allow(unused_imports)]
 use super::*;
 
 /// A scalar or a list of them: a list in a workload is a sweep.

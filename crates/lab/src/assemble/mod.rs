@@ -386,7 +386,7 @@ mod tests {
         let l = o.latency.as_ref().expect("transactions give a latency");
         assert!((l.p50_us - 20.0).abs() < 0.1, "{l:?}");
         let e = r.events.expect("events were counted");
-        assert_eq!(e.unit, "transaction");
+        assert_eq!(e.unit, virtperf_wire::Unit::Transactions.events_name());
         assert!((e.client.per_unit["ipi_call"] - 2.0).abs() < 1e-9);
         let pinned = e.client.pinned.expect("the client was pinned");
         assert_eq!(pinned.cpu, 0);

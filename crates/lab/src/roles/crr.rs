@@ -42,13 +42,18 @@ impl Role for CrrParams {
                             mux::crr_client(
                                 data,
                                 k,
-                                request as usize,
-                                response as usize,
+                                virtperf_load::Exchange {
+                                    request: request as usize,
+                                    response: response as usize,
+                                    wait: virtperf_wire::Wait::Block,
+                                },
                                 &sock,
                                 c.gate.span(window),
-                                &c.stop,
-                                h,
-                                &m,
+                                virtperf_load::Sink {
+                                    stop: &c.stop,
+                                    hist: h,
+                                    meter: &m,
+                                },
                             )
                         },
                     )?);
@@ -64,14 +69,18 @@ impl Role for CrrParams {
                 handles.push(spawn_private_worker("crr-client", side, move |c, h| {
                     crr::client(
                         data,
-                        request as usize,
-                        response as usize,
-                        client_wait,
+                        virtperf_load::Exchange {
+                            request: request as usize,
+                            response: response as usize,
+                            wait: client_wait,
+                        },
                         DATA_TIMEOUT,
                         &sock,
-                        &c.stop,
-                        h,
-                        &m,
+                        virtperf_load::Sink {
+                            stop: &c.stop,
+                            hist: h,
+                            meter: &m,
+                        },
                         &|fd| crate::side::note_applied(c, fd),
                     )
                 })?);
@@ -132,9 +141,11 @@ impl Role for CrrParams {
                     crr::server(
                         &l,
                         Some(client),
-                        server_wait,
-                        request as usize,
-                        response as usize,
+                        virtperf_load::Exchange {
+                            request: request as usize,
+                            response: response as usize,
+                            wait: server_wait,
+                        },
                         DATA_TIMEOUT,
                         &sock,
                         &c.stop,

@@ -85,13 +85,17 @@ impl Role for RrParams {
                         move |c, h, s| {
                             rr::client_paced(
                                 s,
-                                request as usize,
-                                response as usize,
-                                client_wait,
+                                virtperf_load::Exchange {
+                                    request: request as usize,
+                                    response: response as usize,
+                                    wait: client_wait,
+                                },
                                 pace,
-                                &c.stop,
-                                h,
-                                &m,
+                                virtperf_load::Sink {
+                                    stop: &c.stop,
+                                    hist: h,
+                                    meter: &m,
+                                },
                             )
                         },
                     )?);

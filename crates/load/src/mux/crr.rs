@@ -6,7 +6,6 @@ use std::net::{IpAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
 use rustix::event::epoll::{self, EventData, EventFlags};
 
 use super::*;
@@ -27,18 +26,17 @@ struct CrrFlow {
 /// (non-blocking), sends its request, reads the response, records the time from the
 /// connect, closes and connects again, until `stop`; only transactions completed inside
 /// `span` are counted.
-#[allow(clippy::too_many_arguments)]
 pub fn crr_client(
     addr: SocketAddr,
     flows: usize,
-    request: usize,
-    response: usize,
+    x: crate::Exchange,
     opts: &SockOpts,
     span: Span,
-    stop: &AtomicBool,
-    hist: &mut Histogram<u64>,
-    meter: &Meter,
+    out: crate::Sink<'_>,
 ) -> io::Result<Vec<Counts>> {
+    // Multiplexed flows wait in epoll: `x.wait` is not theirs to choose.
+    let (request, response) = (x.request, x.response);
+    let crate::Sink { stop, hist, meter } = out;
     let mut p = Poller::new()?;
     let req = PageBuf::zeroed(request);
     let mut buf = PageBuf::zeroed(response.min(1 << 20));

@@ -152,13 +152,18 @@ fn crr_flows_connect_again_and_again() {
     let cc = crr_client(
         addr,
         10,
-        4,
-        4,
+        crate::Exchange {
+            request: 4,
+            response: 4,
+            wait: virtperf_wire::Wait::Block,
+        },
         &SockOpts::default(),
         Span::now(None),
-        &cstop,
-        &mut hist,
-        &Meter::new(None),
+        crate::Sink {
+            stop: &cstop,
+            hist: &mut hist,
+            meter: &Meter::new(None),
+        },
     )
     .unwrap();
     stop.store(true, Ordering::Relaxed);

@@ -231,15 +231,13 @@ impl Conv {
         }
     }
 
-    /// Any segment; `seq` and `ack` as given, nothing advanced. One argument per header field
+    /// Any segment; `(seq, ack)` as given, nothing advanced. One argument per header field
     /// the tests vary, so scripts read like packet listings.
-    #[allow(clippy::too_many_arguments)]
     pub fn raw(
         &mut self,
         us: u64,
         from_client: bool,
-        seq: u32,
-        ack: u32,
+        (seq, ack): (u32, u32),
         flags: u8,
         win: u16,
         len: usize,
@@ -270,7 +268,7 @@ impl Conv {
         } else {
             (self.sseq, self.cseq)
         };
-        self.raw(us, from_client, seq, ack, flags, 65535, len);
+        self.raw(us, from_client, (seq, ack), flags, 65535, len);
         let adv = len as u32 + (flags & (SYN | FIN) != 0) as u32;
         if from_client {
             self.cseq = self.cseq.wrapping_add(adv);
@@ -281,7 +279,7 @@ impl Conv {
 
     pub fn syn(&mut self, us: u64) {
         let seq = self.cseq;
-        self.raw(us, true, seq, 0, SYN, 65535, 0);
+        self.raw(us, true, (seq, 0), SYN, 65535, 0);
         self.cseq = seq.wrapping_add(1);
     }
 

@@ -14,6 +14,8 @@
 //! and run directory go when the [`GuestLab`] drops, and `virtperf cleanup` removes what a
 //! killed run left.
 
+mod args;
+pub use args::{check_cmdline, module_params};
 pub mod device;
 pub mod init;
 pub mod initramfs;
@@ -283,11 +285,7 @@ impl GuestLab {
         netns::add_namespace(&lab.ns)?;
         lab.created_ns = true;
         let ns = lab.ns.clone();
-        let n = if direction == Direction::GuestGuest {
-            2
-        } else {
-            1
-        };
+        let n = 1 + usize::from(direction == Direction::GuestGuest);
         bridge_and_taps(&ns, n, queues)?;
         if !opts.quiet {
             eprintln!(
@@ -303,8 +301,15 @@ impl GuestLab {
             queues,
             device: virtio.device_suffix(),
         };
+        let (image, token) = (&kernel.image, &token);
+        let boot = Boot {
+            image,
+            initrd: &initrd,
+            token,
+            accel,
+        };
         for i in 0..n {
-            let g = lab.start_guest(i, &kernel.image, &initrd, &token, accel, opts, &nic)?;
+            let g = lab.start_guest(i, &boot, opts, &nic)?;
             lab.guests.push(g);
         }
         let t0 = Instant::now();
@@ -320,17 +325,13 @@ impl GuestLab {
         Ok(lab)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn start_guest(
-        &self,
-        i: usize,
-        image: &Path,
-        initrd: &Path,
-        token: &str,
-        accel: &str,
-        opts: &GuestOpts,
-        nic: &Nic,
-    ) -> Result<Guest> {
+    fn start_guest(&self, i: usize, boot: &Boot<'_>, opts: &GuestOpts, nic: &Nic) -> Result<Guest> {
+        let Boot {
+            image,
+            initrd,
+            token,
+            accel,
+        } = *boot;
         let token = token.to_string();
         let ip = guest_ip(i);
         let console = self.dir.join(format!("console{i}.log"));
@@ -658,62 +659,22 @@ impl std::fmt::Display for GuestLacks {
 
 impl std::error::Error for GuestLacks {}
 
+/// What every guest of a lab boots: its kernel and initrd, the token its agent requires and
+/// QEMU's accelerator (`kvm` or `tcg`).
+#[derive(Clone, Copy)]
+struct Boot<'a> {
+    image: &'a Path,
+    initrd: &'a Path,
+    token: &'a str,
+    accel: &'a str,
+}
+
 /// The backend and device settings of each guest's NIC.
 struct Nic {
     vhost: bool,
     queues: u32,
     /// Options after `virtio-net-pci,netdev=…,mac=…,romfile=`.
     device: String,
-}
-
-/// Refuses kernel arguments that would break the placement; the rest go to the kernel.
-pub fn check_cmdline(cmdline: Option<&str>) -> Result<()> {
-    let Some(c) = cmdline else { return Ok(()) };
-    if c.len() > 1024 {
-        bail!(
-            "--guest-cmdline is {} bytes; the kernel takes about 2 KiB in all, keep it under 1024",
-            c.len()
-        );
-    }
-    if let Some(ch) = c.chars().find(|ch| !ch.is_ascii_graphic() && *ch != ' ') {
-        bail!("--guest-cmdline: {ch:?} is not allowed (printable ASCII words separated by spaces)");
-    }
-    for w in c.split_whitespace() {
-        let key = w.split('=').next().unwrap_or(w);
-        let why = match key {
-            k if k.starts_with("virtperf.") => "virtperf's own settings",
-            "init" | "rdinit" => "virtperf is the guest's init",
-            "console" => "virtperf reads the guest's console on ttyS0",
-            "panic" => "a panicking guest must power off at once (panic=-1)",
-            _ => continue,
-        };
-        bail!("--guest-cmdline {w}: not allowed ({why})");
-    }
-    Ok(())
-}
-
-/// The module-parameter file for the guest's init: `MODULE.PARAM=VALUE` lines, each name
-/// and value checked so nothing but that one write happens.
-pub fn module_params(modules: &BTreeMap<String, String>) -> Result<String> {
-    let mut out = String::new();
-    for (name, value) in modules {
-        let ok_name = name.split_once('.').is_some_and(|(m, p)| {
-            let word = |s: &str| {
-                !s.is_empty()
-                    && s.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-            };
-            word(m) && word(p)
-        });
-        if !ok_name {
-            bail!("guest module parameter {name:?}: expected MODULE.PARAMETER (e.g. haltpoll.guest_halt_poll_ns)");
-        }
-        if value.is_empty() || value.len() > 256 || !value.chars().all(|c| c.is_ascii_graphic()) {
-            bail!("guest module parameter {name}={value:?}: the value must be 1..256 printable characters without spaces");
-        }
-        out.push_str(&format!("{name}={value}\n"));
-    }
-    Ok(out)
 }
 
 /// Where a ring size asked for is not what the guest's driver got (QEMU keeps the

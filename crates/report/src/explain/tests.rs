@@ -52,7 +52,7 @@ fn rr(p50_us: f64, size: (u32, u32), cpus: (u32, u32), events: &[(&str, f64)]) -
         env: Default::default(),
         warnings: vec![],
         events: Some(Events {
-            unit: "transaction".into(),
+            unit: virtperf_wire::Unit::Transactions.events_name().into(),
             client: SideEvents {
                 pinned: Some(PinnedEvents {
                     cpu: cpus.0,
@@ -369,7 +369,7 @@ fn traced(wake: f64, idle: f64) -> TrialRow {
     .collect();
     r.trace = Some(virtperf_wire::TraceCounts {
         per_unit,
-        unit: "transaction".into(),
+        unit: virtperf_wire::Unit::Transactions.events_name().into(),
         ..Default::default()
     });
     let p = |us: f64| virtperf_wire::Pct {

@@ -1,6 +1,5 @@
 //! The environment fingerprint: what produced a number.
 
-#[allow(unused_imports)]
 use super::*;
 
 /// One cpuidle state of CPU 0.

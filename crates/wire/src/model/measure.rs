@@ -1,6 +1,5 @@
 //! What each side measures and reports: CPU times, events, NIC counters, flows.
 
-#[allow(unused_imports)]
 use super::*;
 
 /// CPU time by /proc/stat category, in seconds, summed over the CPUs it covers.

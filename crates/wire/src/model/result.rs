@@ -1,6 +1,5 @@
 //! A test's result: outcomes per workload, CPU accounting, trace counts, intervals, metrics.
 
-#[allow(unused_imports)]
 use super::*;
 
 /// Latency distribution summary, microseconds.
