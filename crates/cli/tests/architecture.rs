@@ -260,6 +260,39 @@ fn the_circle_detector_sees_a_circle() {
     assert!(circles(&e(&[("a", "b"), ("b", "c"), ("a", "c")])).is_empty());
 }
 
+/// A circle that runs through a re-export is a circle: `a` re-exports `a::inner`'s name and
+/// names `b`; `b` names the re-export. Following the name to `a::inner` alone would miss it.
+#[test]
+fn a_circle_through_a_reexport_is_found() {
+    let dir = std::env::temp_dir().join(format!("vp-arch-re-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("a")).expect("temp dir");
+    let files = [
+        ("lib.rs", "mod a;\nmod b;\n"),
+        (
+            "a/mod.rs",
+            "mod inner;\npub use inner::Thing;\nfn f() { crate::b::g(); }\n",
+        ),
+        ("a/inner.rs", "pub struct Thing;\n"),
+        ("b.rs", "use crate::a::Thing;\npub fn g() {}\n"),
+    ];
+    for (p, t) in files {
+        std::fs::write(dir.join(p), t).expect("write");
+    }
+    let e = modules::edges(&modules::sources(&dir));
+    let _ = std::fs::remove_dir_all(&dir);
+    let found = circles(&e);
+    assert_eq!(found.len(), 1, "{e:#?}");
+    assert!(
+        found[0].contains("a") && found[0].contains("b"),
+        "{found:?}"
+    );
+    assert!(
+        e["b"].contains("a::inner"),
+        "the name is still followed to where it lives"
+    );
+}
+
 /// The file graph reads `super::`, child-module and brace paths, follows a re-export to the
 /// file that defines the name, and leaves out the unit-test module and other crates.
 #[test]

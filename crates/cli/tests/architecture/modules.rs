@@ -146,13 +146,14 @@ fn start(
 }
 
 /// The deepest module of `modules` a path reaches, a re-exported name followed to where it
-/// is defined.
+/// is defined; with it, the module that re-exported the name (a file that names
+/// `crate::a::Thing` depends on `a`'s `pub use`, not only on where `Thing` lives).
 fn resolve(
     modules: &BTreeSet<String>,
     aliases: &BTreeMap<(String, String), String>,
     mut cur: Vec<String>,
     rest: &[String],
-) -> String {
+) -> (String, Option<String>) {
     for s in rest {
         let mut next = cur.clone();
         next.push(s.clone());
@@ -160,12 +161,22 @@ fn resolve(
             cur = next;
             continue;
         }
-        if let Some(a) = aliases.get(&(cur.join("::"), s.clone())) {
-            return a.clone();
+        // A glob names the module itself, not what its own globs re-export.
+        if let Some(a) = aliases
+            .get(&(cur.join("::"), s.clone()))
+            .filter(|_| s != "*")
+        {
+            return (a.clone(), Some(cur.join("::")));
         }
         break;
     }
-    cur.join("::")
+    (cur.join("::"), None)
+}
+
+/// Whether module `a` encloses module `b` (the crate root encloses every module): a child
+/// naming its parent's re-export is the parent's façade, not a circle.
+fn encloses(a: &str, b: &str) -> bool {
+    a.is_empty() || b.starts_with(&format!("{a}::"))
 }
 
 /// The child modules a file declares (`mod x;`, `pub mod x;`, `pub(crate) mod x;`).
@@ -222,7 +233,7 @@ pub fn edges(sources: &BTreeMap<String, String>) -> Edges {
             let Some((name, pre)) = rest.split_last() else {
                 continue;
             };
-            let target = resolve(&modules, &BTreeMap::new(), base, pre);
+            let (target, _) = resolve(&modules, &BTreeMap::new(), base, pre);
             aliases.insert(((*m).clone(), name.clone()), target);
         }
     }
@@ -233,9 +244,11 @@ pub fn edges(sources: &BTreeMap<String, String>) -> Edges {
             let Some((base, rest)) = start(m, &p, &kids[m]) else {
                 continue;
             };
-            let t = resolve(&modules, &aliases, base, &rest);
-            if &t != *m {
-                to.insert(t);
+            let (t, via) = resolve(&modules, &aliases, base, &rest);
+            for t in std::iter::once(t).chain(via.filter(|v| !encloses(v, m))) {
+                if &t != *m {
+                    to.insert(t);
+                }
             }
         }
     }
