@@ -78,7 +78,7 @@ fn host_trace(
         .filter(|x| x.iterations > 0 && matches!(x.name.as_str(), "pio" | "mmio" | "hlt"))
         .map(|x| u64::from(x.iterations + warmup))
         .sum();
-    let note = match counted.get("kvm_exits") {
+    let note = match counted.get(virtperf_wire::counter::KVM_EXITS) {
         None => Some(format!(
             "kvm:kvm_exit not counted: {}",
             c.missing.iter().chain(&failed).next().map_or("unknown", |m| m.as_str())
@@ -92,7 +92,7 @@ fn host_trace(
         Some(_) => None,
     };
     // A tracepoint that never fired measured nothing: its zeros are not counts.
-    if counted.get("kvm_exits") == Some(&0) && probe_exits > 0 {
+    if counted.get(virtperf_wire::counter::KVM_EXITS) == Some(&0) && probe_exits > 0 {
         counted.clear();
     }
     virtperf_kvm::HostTrace {

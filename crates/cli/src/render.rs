@@ -57,11 +57,17 @@ fn trace_line(r: &TestResult) -> String {
     let cpus: Vec<String> = t.cpus.iter().map(u32::to_string).collect();
     let mut parts = Vec::new();
     for (k, label) in [
-        ("msr_write_tsc_deadline", "TSC-deadline writes"),
-        ("msr_write_icr", "ICR writes (IPIs sent)"),
-        ("msr_write_eoi", "EOI writes"),
-        ("idle_entries", "idle entries"),
-        ("ipis_received", "IPIs received"),
+        (
+            virtperf_wire::counter::MSR_WRITE_TSC_DEADLINE,
+            "TSC-deadline writes",
+        ),
+        (
+            virtperf_wire::counter::MSR_WRITE_ICR,
+            "ICR writes (IPIs sent)",
+        ),
+        (virtperf_wire::counter::MSR_WRITE_EOI, "EOI writes"),
+        (virtperf_wire::counter::IDLE_ENTRIES, "idle entries"),
+        (virtperf_wire::counter::IPIS_RECEIVED, "IPIs received"),
         ("call_function_single_irqs", "call-function IPIs"),
         ("reschedule_irqs", "reschedule IPIs"),
         ("local_timer_irqs", "timer irqs"),
@@ -122,10 +128,13 @@ fn side_events(unit: &str, name: &str, side: &virtperf_wire::SideEvents) -> Stri
         None => (&side.per_unit, "all CPUs".to_string()),
     };
     let mut parts = Vec::new();
-    if let Some(own) = side.per_unit.get("thread_voluntary_switches") {
+    if let Some(own) = side
+        .per_unit
+        .get(virtperf_wire::counter::THREAD_VOLUNTARY_SWITCHES)
+    {
         parts.push(format!("{own:.2} ctx sw (own threads)"));
     }
-    if per.contains_key("idle_entries") {
+    if per.contains_key(virtperf_wire::counter::IDLE_ENTRIES) {
         let states: Vec<String> = per
             .iter()
             .filter(|(k, v)| k.starts_with("idle_entries_") && **v >= 0.005)
@@ -136,12 +145,15 @@ fn side_events(unit: &str, name: &str, side: &virtperf_wire::SideEvents) -> Stri
         } else {
             format!(" ({})", states.join(", "))
         };
-        parts.push(format!("{:.2} idle entries{detail}", per["idle_entries"]));
+        parts.push(format!(
+            "{:.2} idle entries{detail}",
+            per[virtperf_wire::counter::IDLE_ENTRIES]
+        ));
     }
     for (k, label) in [
-        ("ipi_resched", "IPI resched"),
-        ("ipi_call", "IPI call"),
-        ("timer_irqs", "timer"),
+        (virtperf_wire::counter::IPI_RESCHED, "IPI resched"),
+        (virtperf_wire::counter::IPI_CALL, "IPI call"),
+        (virtperf_wire::counter::TIMER_IRQS, "timer"),
         ("net_rx_softirqs", "NET_RX"),
     ] {
         if let Some(v) = per.get(k) {
@@ -182,8 +194,8 @@ fn nic_line(side: &str, unit: &str, n: &virtperf_wire::NicEvents) -> String {
         f(n.kicks_per_packet),
         f(n.irqs_per_packet),
         f(n.packets_per_irq),
-        f(both("rx_packets", "tx_packets")),
-        f(both("rx_kicks", "tx_kicks")),
+        f(both(virtperf_wire::counter::RX_PACKETS, virtperf_wire::counter::TX_PACKETS)),
+        f(both(virtperf_wire::counter::RX_KICKS, virtperf_wire::counter::TX_KICKS)),
         f(irqs),
     )
 }

@@ -90,7 +90,7 @@ impl Traced {
     /// nothing, so they are dropped (never read as "no exits") and named in `missing`.
     /// Returns the warning that says so.
     pub fn drop_silent_kvm_exits(&mut self) -> Option<String> {
-        if self.deltas.get("kvm_exits") != Some(&0) {
+        if self.deltas.get(virtperf_wire::counter::KVM_EXITS) != Some(&0) {
             return None;
         }
         self.deltas.clear();
@@ -114,19 +114,20 @@ impl Traced {
             seen.push(p.cpu);
             let n = p
                 .deltas
-                .get("ipi_call")
-                .zip(p.deltas.get("ipi_resched"))
+                .get(virtperf_wire::counter::IPI_CALL)
+                .zip(p.deltas.get(virtperf_wire::counter::IPI_RESCHED))
                 .map(|(a, b)| a + b);
             if let Some(n) = n {
                 self.per_cpu
                     .entry(p.cpu)
                     .or_default()
-                    .insert("ipis_received".into(), n);
+                    .insert(virtperf_wire::counter::IPIS_RECEIVED.into(), n);
             }
             total = total.zip(n).map(|(t, n)| t + n);
         }
         if let Some(t) = total.filter(|_| seen.len() == self.cpus.len()) {
-            self.deltas.insert("ipis_received".into(), t);
+            self.deltas
+                .insert(virtperf_wire::counter::IPIS_RECEIVED.into(), t);
         }
     }
 

@@ -390,9 +390,9 @@ fn join(cpus: &[u32]) -> String {
 
 /// The stable keys of the events block and where each comes from.
 pub const KEYS: &[(&str, &str)] = &[
-    ("timer_irqs", "interrupts LOC"),
-    ("ipi_resched", "interrupts RES"),
-    ("ipi_call", "interrupts CAL"),
+    (virtperf_wire::counter::TIMER_IRQS, "interrupts LOC"),
+    (virtperf_wire::counter::IPI_RESCHED, "interrupts RES"),
+    (virtperf_wire::counter::IPI_CALL, "interrupts CAL"),
     ("tlb_shootdowns", "interrupts TLB"),
     ("net_rx_softirqs", "softirqs NET_RX"),
     ("net_tx_softirqs", "softirqs NET_TX"),
@@ -480,7 +480,7 @@ impl EventDelta {
         }
         if cpu.is_none() {
             if let Some(c) = self.context_switches {
-                out.insert("context_switches".into(), c);
+                out.insert(virtperf_wire::counter::CONTEXT_SWITCHES.into(), c);
             }
         }
         // Idle totals only where every CPU asked about was read.
@@ -503,7 +503,7 @@ impl EventDelta {
                     }
                 }
             }
-            out.insert("idle_entries".into(), entries);
+            out.insert(virtperf_wire::counter::IDLE_ENTRIES.into(), entries);
         }
         out
     }

@@ -77,8 +77,8 @@ pub fn snapshot(ifname: &str) -> Option<NicSnapshot> {
     let mut counters = BTreeMap::new();
     let mut missing = Vec::new();
     for f in [
-        "rx_packets",
-        "tx_packets",
+        virtperf_wire::counter::RX_PACKETS,
+        virtperf_wire::counter::TX_PACKETS,
         "rx_bytes",
         "tx_bytes",
         "rx_dropped",
@@ -96,7 +96,10 @@ pub fn snapshot(ifname: &str) -> Option<NicSnapshot> {
     match ethtool_stats(ifname) {
         Ok(stats) => {
             let totals = driver_totals(&stats);
-            for k in ["rx_kicks", "tx_kicks"] {
+            for k in [
+                virtperf_wire::counter::RX_KICKS,
+                virtperf_wire::counter::TX_KICKS,
+            ] {
                 if !totals.contains_key(k) {
                     missing.push(format!(
                         "{ifname}: the driver's ethtool statistics have no {k}: kicks not counted"

@@ -44,17 +44,33 @@ const fn spec(key: &'static str, event: &'static str, filter: Option<&'static st
 /// /proc/interrupts, for free (`ipis_received`).
 pub const EXITS: &[Spec] = &[
     spec(
-        "msr_write_tsc_deadline",
+        virtperf_wire::counter::MSR_WRITE_TSC_DEADLINE,
         "msr/write_msr",
         Some("msr==0x6e0"),
     ),
-    spec("msr_write_icr", "msr/write_msr", Some("msr==0x830")),
-    spec("msr_write_eoi", "msr/write_msr", Some("msr==0x80b")),
-    spec("msr_write_apic_timer", "msr/write_msr", Some("msr==0x838")),
+    spec(
+        virtperf_wire::counter::MSR_WRITE_ICR,
+        "msr/write_msr",
+        Some("msr==0x830"),
+    ),
+    spec(
+        virtperf_wire::counter::MSR_WRITE_EOI,
+        "msr/write_msr",
+        Some("msr==0x80b"),
+    ),
+    spec(
+        virtperf_wire::counter::MSR_WRITE_APIC_TIMER,
+        "msr/write_msr",
+        Some("msr==0x838"),
+    ),
     spec("msr_writes", "msr/write_msr", None),
     // power:cpu_idle fires on entry with the state's index and on exit with -1.
-    spec("idle_entries", "power/cpu_idle", Some("state!=4294967295")),
-    spec("kvm_exits", "kvm/kvm_exit", None),
+    spec(
+        virtperf_wire::counter::IDLE_ENTRIES,
+        "power/cpu_idle",
+        Some("state!=4294967295"),
+    ),
+    spec(virtperf_wire::counter::KVM_EXITS, "kvm/kvm_exit", None),
 ];
 
 /// What `--trace-all` adds: KVM's paravirtual MSRs by name, MSR reads, interrupts by
@@ -192,7 +208,7 @@ fn tracefs_in(candidates: &[&Path], target: &Path) -> Result<Tracefs, String> {
 /// the codes differ between Intel (VMX basic exit reasons) and AMD (SVM exit codes), so
 /// both are counted and the kernel's `isa` field (1 VMX, 2 SVM) keeps them apart.
 pub const KVM_EXIT: &[Spec] = &[
-    spec("kvm_exits", "kvm/kvm_exit", None),
+    spec(virtperf_wire::counter::KVM_EXITS, "kvm/kvm_exit", None),
     spec(
         "kvm_exit_io",
         "kvm/kvm_exit",
@@ -217,10 +233,10 @@ pub const KVM_EXIT: &[Spec] = &[
 
 /// The x2APIC and timer register writes `--trace` always counts, parts of `msr_writes`.
 const X2APIC_WRITES: &[&str] = &[
-    "msr_write_tsc_deadline",
-    "msr_write_icr",
-    "msr_write_eoi",
-    "msr_write_apic_timer",
+    virtperf_wire::counter::MSR_WRITE_TSC_DEADLINE,
+    virtperf_wire::counter::MSR_WRITE_ICR,
+    virtperf_wire::counter::MSR_WRITE_EOI,
+    virtperf_wire::counter::MSR_WRITE_APIC_TIMER,
 ];
 
 /// The paravirtual MSR writes `--trace-all` adds, parts of `msr_writes` too.
@@ -252,7 +268,10 @@ pub fn add_other_writes(counts: &mut BTreeMap<String, u64>) -> Option<String> {
         ));
     }
     let named: u64 = named.iter().filter_map(|k| counts.get(*k)).sum();
-    counts.insert("msr_write_other".into(), all.saturating_sub(named));
+    counts.insert(
+        virtperf_wire::counter::MSR_WRITE_OTHER.into(),
+        all.saturating_sub(named),
+    );
     None
 }
 

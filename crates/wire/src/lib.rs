@@ -11,6 +11,7 @@
 //! one [`Message`]. The reader refuses lengths above a cap before allocating, so a hostile
 //! peer cannot make the agent allocate more than [`MAX_CONTROL_FRAME`] bytes.
 
+pub mod counter;
 pub mod frame;
 pub mod message;
 pub mod model;

@@ -132,27 +132,27 @@ pub struct Mark {
 /// remove it: `(key in TraceCounts, label, cost in a guest)`.
 pub const EXIT_CAUSES: &[(&str, &str, &str)] = &[
     (
-        "msr_write_tsc_deadline",
+        crate::counter::MSR_WRITE_TSC_DEADLINE,
         "TSC-deadline writes (timer reprogrammed)",
         "exit unless APICv/posted interrupts",
     ),
     (
-        "msr_write_icr",
+        crate::counter::MSR_WRITE_ICR,
         "ICR writes (IPIs sent)",
         "exit unless APICv/posted interrupts (IPI virtualization)",
     ),
     (
-        "msr_write_eoi",
+        crate::counter::MSR_WRITE_EOI,
         "EOI writes",
         "exit unless APICv/posted interrupts (or PV EOI)",
     ),
     (
-        "msr_write_apic_timer",
+        crate::counter::MSR_WRITE_APIC_TIMER,
         "APIC-timer writes",
         "exit unless APICv/posted interrupts",
     ),
     (
-        "idle_entries",
+        crate::counter::IDLE_ENTRIES,
         "idle entries",
         "exit (HLT) unless halt polling caught it",
     ),
@@ -178,9 +178,12 @@ impl crate::TraceCounts {
             "/MB"
         };
         let mut v: Vec<crate::Metric> = [
-            ("msr_write_icr", "trace_icr_writes"),
-            ("msr_write_tsc_deadline", "trace_tsc_deadline_writes"),
-            ("idle_entries", "trace_idle_entries"),
+            (crate::counter::MSR_WRITE_ICR, "trace_icr_writes"),
+            (
+                crate::counter::MSR_WRITE_TSC_DEADLINE,
+                "trace_tsc_deadline_writes",
+            ),
+            (crate::counter::IDLE_ENTRIES, "trace_idle_entries"),
         ]
         .iter()
         .filter_map(|(k, name)| {

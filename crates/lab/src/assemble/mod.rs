@@ -58,11 +58,11 @@ fn events_of(c: &Collected, unit: Unit, work: f64) -> Option<Events> {
         let e = r.events.as_ref()?;
         let mut deltas = e.all.clone();
         deltas.insert(
-            "thread_voluntary_switches".into(),
+            virtperf_wire::counter::THREAD_VOLUNTARY_SWITCHES.into(),
             r.threads.voluntary_switches,
         );
         deltas.insert(
-            "thread_involuntary_switches".into(),
+            virtperf_wire::counter::THREAD_INVOLUNTARY_SWITCHES.into(),
             r.threads.involuntary_switches,
         );
         let pinned = cpu.zip(e.pinned.as_ref()).map(|(cpu, d)| PinnedEvents {

@@ -374,14 +374,20 @@ struct ExitCounts {
 }
 
 impl ExitCounts {
-    const KEYS: [&'static str; 4] = ["ipi_resched", "ipi_call", "idle_entries", "timer_irqs"];
+    const KEYS: [&'static str; 4] = [
+        virtperf_wire::counter::IPI_RESCHED,
+        virtperf_wire::counter::IPI_CALL,
+        virtperf_wire::counter::IDLE_ENTRIES,
+        virtperf_wire::counter::TIMER_IRQS,
+    ];
 
     fn of(ev: &BTreeMap<String, f64>) -> Option<ExitCounts> {
         let get = |k: &str| ev.get(k).copied();
         Some(ExitCounts {
-            ipis: get("ipi_resched")? + get("ipi_call")?,
-            idle: get("idle_entries")?,
-            timer: get("timer_irqs")?,
+            ipis: get(virtperf_wire::counter::IPI_RESCHED)?
+                + get(virtperf_wire::counter::IPI_CALL)?,
+            idle: get(virtperf_wire::counter::IDLE_ENTRIES)?,
+            timer: get(virtperf_wire::counter::TIMER_IRQS)?,
         })
     }
 

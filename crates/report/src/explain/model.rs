@@ -319,7 +319,10 @@ fn try_pinned_events(r: &TestResult) -> Option<BTreeMap<String, f64>> {
             sum.insert(k.clone(), t);
         }
     }
-    for k in ["thread_voluntary_switches", "thread_involuntary_switches"] {
+    for k in [
+        virtperf_wire::counter::THREAD_VOLUNTARY_SWITCHES,
+        virtperf_wire::counter::THREAD_INVOLUNTARY_SWITCHES,
+    ] {
         let total: Option<f64> = sides.iter().map(|s| s.per_unit.get(k).copied()).sum();
         if let Some(t) = total {
             sum.insert(k.to_string(), t);
@@ -340,7 +343,7 @@ pub(super) fn cpu_per_transaction(r: &TestResult) -> Option<f64> {
     let u = &r.events.as_ref()?.client.per_unit;
     let poll = match u.get("idle_time_us_poll") {
         Some(p) => *p,
-        None if u.contains_key("idle_entries") => 0.0,
+        None if u.contains_key(virtperf_wire::counter::IDLE_ENTRIES) => 0.0,
         None if no_cpuidle(r) => 0.0,
         None => return None,
     };

@@ -93,14 +93,16 @@ pub fn text(e: &Explanation) -> String {
         }
         let get = |k: &str| ev.get(k).copied();
         let n = |v: Option<f64>| v.map_or("— (not counted)".to_string(), |v| format!("{v:.2}"));
-        let ipis = get("ipi_resched").zip(get("ipi_call")).map(|(a, b)| a + b);
+        let ipis = get(virtperf_wire::counter::IPI_RESCHED)
+            .zip(get(virtperf_wire::counter::IPI_CALL))
+            .map(|(a, b)| a + b);
         let _ = writeln!(
             s,
             "Events per transaction {what}: {} sleeps, {} idle entries, {} IPIs, {} timer interrupts",
-            n(get("thread_voluntary_switches")),
-            n(get("idle_entries")),
+            n(get(virtperf_wire::counter::THREAD_VOLUNTARY_SWITCHES)),
+            n(get(virtperf_wire::counter::IDLE_ENTRIES)),
             n(ipis),
-            n(get("timer_irqs"))
+            n(get(virtperf_wire::counter::TIMER_IRQS))
         );
     }
     seen(&mut s, e);

@@ -156,10 +156,12 @@ impl Events {
             let Some(e) = e else { continue };
             let here = e.pinned.as_ref().map_or(&e.per_unit, |p| &p.per_unit);
             let values = [
-                e.per_unit.get("thread_voluntary_switches").copied(),
-                here.get("idle_entries").copied(),
+                e.per_unit
+                    .get(crate::counter::THREAD_VOLUNTARY_SWITCHES)
+                    .copied(),
+                here.get(crate::counter::IDLE_ENTRIES).copied(),
                 ipis(here),
-                here.get("timer_irqs").copied(),
+                here.get(crate::counter::TIMER_IRQS).copied(),
             ];
             for (name, value) in names[usize::from(per_mb)].iter().zip(values) {
                 if let Some(value) = value {
@@ -199,7 +201,7 @@ impl Events {
 /// Rescheduling plus function-call IPIs (a remote wake-up uses one or the other); None
 /// unless both were counted (one alone would undercount).
 fn ipis(m: &std::collections::BTreeMap<String, f64>) -> Option<f64> {
-    Some(m.get("ipi_resched")? + m.get("ipi_call")?)
+    Some(m.get(crate::counter::IPI_RESCHED)? + m.get(crate::counter::IPI_CALL)?)
 }
 
 /// Events over one pinned CPU.
@@ -261,12 +263,12 @@ pub struct NicCounts {
 impl NicCounts {
     /// Packets both ways; None unless both directions were read.
     pub fn packets(&self) -> Option<u64> {
-        Some(self.get("rx_packets")? + self.get("tx_packets")?)
+        Some(self.get(crate::counter::RX_PACKETS)? + self.get(crate::counter::TX_PACKETS)?)
     }
     /// Kicks both ways; None unless the driver reported both (an absent key is a counter
     /// that was not read, not one that stayed at zero).
     pub fn kicks(&self) -> Option<u64> {
-        Some(self.get("rx_kicks")? + self.get("tx_kicks")?)
+        Some(self.get(crate::counter::RX_KICKS)? + self.get(crate::counter::TX_KICKS)?)
     }
     /// Device interrupts, all lines: the per-queue lines both ways, or the shared one.
     /// None when `/proc/interrupts` had no line of the device.
