@@ -109,7 +109,7 @@ pub(crate) fn open_site(
     // Refusals that need no lock come first: a user without root, or with a ring size QEMU
     // refuses, should not wait for another measurement to learn it.
     let placement = common.placement()?;
-    placement.preflight()?;
+    placement.preflight(plan)?;
     // Held until this function returns: the whole test, set-up and teardown included.
     let machine = crate::machine::take(&common.lock)?;
     if common.placement.needs_root() {

@@ -206,13 +206,7 @@ fn drive_message(to: &Agent) -> Message {
             token: None,
             lock: None,
         },
-        workload: Workload::rr(1, 1),
-        duration_ms: 300,
-        client_cpu: None,
-        server_cpu: None,
-        count: 0,
-        sock: Default::default(),
-        interval_ms: None,
+        plan: virtperf_wire::DrivePlan::new(Workload::rr(1, 1), 300),
     }
 }
 

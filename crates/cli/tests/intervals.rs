@@ -190,13 +190,11 @@ fn a_driving_agent_keeps_the_intervals_it_was_asked_for() {
                 token: None,
                 lock: None,
             },
-            workload: Workload::rr(1, 1),
-            duration_ms: 1000,
-            client_cpu: None,
-            server_cpu: None,
-            count: 0,
-            sock: Default::default(),
-            interval_ms: Some(250),
+            plan: virtperf_wire::DrivePlan {
+                interval_ms: Some(250),
+
+                ..virtperf_wire::DrivePlan::new(Workload::rr(1, 1), 1000)
+            },
         },
     )
     .unwrap();

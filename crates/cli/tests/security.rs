@@ -379,13 +379,7 @@ fn an_error_after_driving_against_a_foreign_service_holds_none_of_its_bytes() {
                     token: None,
                     lock: None,
                 },
-                workload: Workload::rr(1, 1),
-                duration_ms: 300,
-                client_cpu: None,
-                server_cpu: None,
-                count: 0,
-                sock: Default::default(),
-                interval_ms: None,
+                plan: virtperf_wire::DrivePlan::new(Workload::rr(1, 1), 300),
             },
         )
         .expect("drive");

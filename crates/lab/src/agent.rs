@@ -204,32 +204,15 @@ impl Slots {
 /// `Drive`: runs a test as its client, against the agent the message names, and sends the
 /// result back (an agent started with `--allow-drive` only).
 fn drive(s: &mut TcpStream, cfg: &AgentConfig, m: Message) -> Result<()> {
-    let Message::Drive {
-        to,
-        workload,
-        duration_ms,
-        client_cpu,
-        server_cpu,
-        count,
-        sock,
-        interval_ms,
-    } = m
-    else {
+    let Message::Drive { to, plan } = m else {
         bail!("expected a drive request, got {}", kind(&m));
     };
     if !cfg.allow_drive {
         bail!("this agent does not drive tests (start it with `serve --allow-drive`)");
     }
-    check_duration(cfg, duration_ms)?;
-    let plan = crate::plan::Plan {
-        client_cpu,
-        server_cpu,
-        count,
-        sock,
-        // Checked with the rest of the plan by client::run (plan.validate).
-        interval: interval_ms.map(Duration::from_millis),
-        ..crate::plan::Plan::new(workload, Duration::from_millis(duration_ms))
-    };
+    check_duration(cfg, plan.duration_ms)?;
+    // Checked whole by client::run (plan.validate), as any client's plan is.
+    let plan = crate::plan::Plan::from_wire(plan);
     let target = crate::plan::Target {
         host: to.host,
         port: to.port,

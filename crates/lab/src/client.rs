@@ -230,12 +230,11 @@ pub fn remote_env(t: &Target) -> Result<Env> {
 /// make a guest the sending end.
 pub fn drive(driver: &Target, to: &Target, plan: &Plan) -> Result<TestResult> {
     plan.validate()?;
+    let wire = plan.to_wire()?;
+    let duration_ms = wire.duration_ms;
     let mut ctl = Control::connect(driver, None)?;
-    let duration_ms = if plan.workload.is_timed() {
-        plan.duration.as_millis() as u64
-    } else {
-        0
-    };
+    // The host's KVM counters are this machine's: read here, around the drive.
+    let kvm0 = plan.kvm_stats.then(virtperf_kvm::debugfs_stats);
     ctl.send(&Message::Drive {
         to: virtperf_wire::DriveTarget {
             host: to.host.clone(),
@@ -243,13 +242,7 @@ pub fn drive(driver: &Target, to: &Target, plan: &Plan) -> Result<TestResult> {
             token: to.token.clone(),
             lock: to.lock.clone(),
         },
-        workload: plan.workload.clone(),
-        duration_ms,
-        client_cpu: plan.client_cpu,
-        server_cpu: plan.server_cpu,
-        count: plan.count,
-        sock: plan.sock,
-        interval_ms: plan.interval.map(|d| d.as_millis() as u64),
+        plan: wire,
     })?;
     // Byte-count workloads have no planned length: allow them the agent's own bound.
     let wait = Duration::from_millis(duration_ms) + SETUP_TIMEOUT * 2 + crate::STOP_GRACE;
@@ -258,10 +251,17 @@ pub fn drive(driver: &Target, to: &Target, plan: &Plan) -> Result<TestResult> {
     } else {
         wait + Duration::from_secs(600)
     };
-    match ctl.recv(wait, "outcome")? {
-        Message::Outcome { result } => Ok(*result),
+    let mut result = match ctl.recv(wait, "outcome")? {
+        Message::Outcome { result } => *result,
         other => bail!("unexpected answer to drive: {}", kind(&other)),
+    };
+    if let Some(before) = kvm0 {
+        add_kvm(
+            &mut result,
+            kvm_counters(before, virtperf_kvm::debugfs_stats()),
+        );
     }
+    Ok(result)
 }
 
 /// Asks the agent at `t` (one started with `--allow-drive`) to run a probe on its machine

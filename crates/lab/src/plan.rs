@@ -35,24 +35,7 @@ impl Target {
     }
 }
 
-/// The address family of a test's connections (`-4`, `-6`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    /// IPv4 only.
-    V4,
-    /// IPv6 only.
-    V6,
-}
-
-impl Family {
-    /// Whether `a` is of this family.
-    pub fn has(self, a: &std::net::SocketAddr) -> bool {
-        matches!(
-            (self, a),
-            (Family::V4, std::net::SocketAddr::V4(_)) | (Family::V6, std::net::SocketAddr::V6(_))
-        )
-    }
-}
+pub use virtperf_wire::Family;
 
 /// What to run and how.
 #[derive(Debug, Clone)]
@@ -156,6 +139,83 @@ impl Plan {
             on_window: None,
             cut: None,
             family: None,
+        }
+    }
+
+    /// The plan as it travels to an agent that drives the test (`Drive`): every field is
+    /// named here (no `..`), so a field added to `Plan` does not compile until it is carried
+    /// or refused. `capture` is refused (the driving machine would write the file; an agent
+    /// never writes where a peer names); `kvm_stats` stays with the caller, which reads the
+    /// host's counters around the drive ([`crate::client::drive`]); the hooks call back into
+    /// this process and stay with it.
+    pub fn to_wire(&self) -> Result<virtperf_wire::DrivePlan> {
+        let Plan {
+            workload,
+            duration,
+            client_cpu,
+            server_cpu,
+            count,
+            sock,
+            capture,
+            kvm_stats: _,
+            trace,
+            trace_all,
+            timeline,
+            interval,
+            on_interval: _,
+            on_window: _,
+            cut: _,
+            family,
+        } = self;
+        if capture.is_some() {
+            bail!("--capture is not carried to a guest that drives the test (the pcap would be written inside the guest): drop it, or let this process be the client (direction host-guest, placement `guest`)");
+        }
+        Ok(virtperf_wire::DrivePlan {
+            workload: workload.clone(),
+            duration_ms: if workload.is_timed() {
+                duration.as_millis() as u64
+            } else {
+                0
+            },
+            client_cpu: *client_cpu,
+            server_cpu: *server_cpu,
+            count: *count,
+            sock: *sock,
+            interval_ms: interval.map(|d| d.as_millis() as u64),
+            trace: *trace,
+            trace_all: *trace_all,
+            timeline: *timeline,
+            family: *family,
+        })
+    }
+
+    /// The plan a `Drive` carried, as the driving agent runs it.
+    pub fn from_wire(p: virtperf_wire::DrivePlan) -> Plan {
+        let virtperf_wire::DrivePlan {
+            workload,
+            duration_ms,
+            client_cpu,
+            server_cpu,
+            count,
+            sock,
+            interval_ms,
+            trace,
+            trace_all,
+            timeline,
+            family,
+        } = p;
+        Plan {
+            client_cpu,
+            server_cpu,
+            count,
+            sock,
+            // Checked with the rest of the plan by client::run (plan.validate).
+            interval: interval_ms.map(Duration::from_millis),
+            trace,
+            trace_all,
+            timeline,
+            family,
+            ..Plan::new(workload, Duration::from_millis(duration_ms))
         }
     }
 

@@ -29,7 +29,7 @@ use std::str::FromStr;
 
 use anyhow::{bail, Result};
 
-use virtperf_lab::plan::Target;
+use virtperf_lab::plan::{Plan, Target};
 
 /// Where a workload's two ends run, with the settings that place needs. Parsed from one
 /// grammar (`local`, `netns:veth|bridge|nat`, `ssh:USER@HOST[:PORT]`, `remote:HOST[:PORT]`,
@@ -146,9 +146,14 @@ impl Placement {
 
     /// What can be refused before waiting for the machine lock or creating anything: root
     /// where it is needed, a guest's device options (against the installed QEMU), kernel
-    /// arguments and module parameters. Opening the site checks them again.
-    pub fn preflight(&self) -> Result<()> {
-        if let Placement::Guest(_, o) = self {
+    /// arguments and module parameters, and a plan field a guest that drives the test
+    /// cannot carry (`Plan::to_wire`). Opening the site checks them again.
+    pub fn preflight(&self, plan: &Plan) -> Result<()> {
+        if let Placement::Guest(d, o) = self {
+            if *d != guest::Direction::HostGuest {
+                plan.to_wire()
+                    .map_err(|e| anyhow::anyhow!("{e} (placement {self})"))?;
+            }
             guest::device::validate(&o.virtio)?;
             guest::check_cmdline(o.cmdline.as_deref())?;
             guest::module_params(&o.modules)?;

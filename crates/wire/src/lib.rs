@@ -21,7 +21,7 @@ pub use frame::{
     decode_frame, encode, read_message, read_message_max, report_limit, write_message,
     write_message_max, WireError, MAX_CONTROL_FRAME,
 };
-pub use message::{DriveTarget, Message, DATA_KEY_LEN, PROTOCOL_VERSION};
+pub use message::{DrivePlan, DriveTarget, Family, Message, DATA_KEY_LEN, PROTOCOL_VERSION};
 pub use model::*;
 pub use timeline::{exit_remedies, InSitu, Mark, Pct, Stage, Timeline, EXIT_CAUSES};
 

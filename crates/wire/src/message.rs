@@ -63,6 +63,87 @@ pub struct DriveTarget {
     pub lock: Option<String>,
 }
 
+/// The address family of a test's connections (`-4`, `-6`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    /// IPv4 only.
+    V4,
+    /// IPv6 only.
+    V6,
+}
+
+impl Family {
+    /// Whether `a` is of this family.
+    pub fn has(self, a: &std::net::SocketAddr) -> bool {
+        matches!(
+            (self, a),
+            (Family::V4, std::net::SocketAddr::V4(_)) | (Family::V6, std::net::SocketAddr::V6(_))
+        )
+    }
+}
+
+/// A test's plan as it travels to an agent that drives it (`Drive`): every field of the
+/// client's plan that is data. What calls back into the client's own process (live
+/// interval output, the measured interval's hooks, a signal's cut) stays with it; a capture
+/// file is never written where a peer names it (the client refuses `capture` on a driven
+/// test), and the host's KVM counters are read by the client around the drive, on the host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DrivePlan {
+    /// What to run.
+    pub workload: Workload,
+    /// Planned duration in milliseconds (0 for byte-count workloads).
+    pub duration_ms: u64,
+    /// CPU for the driving agent's data threads.
+    #[serde(default)]
+    pub client_cpu: Option<u32>,
+    /// CPU for the other agent's data threads.
+    #[serde(default)]
+    pub server_cpu: Option<u32>,
+    /// Downloads for `http`.
+    #[serde(default)]
+    pub count: u32,
+    /// Socket options for both ends.
+    #[serde(default)]
+    pub sock: SockOpts,
+    /// Record a time series with intervals this long, in milliseconds (`--interval`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_ms: Option<u64>,
+    /// Count tracepoints on the driving machine's test CPUs (`--trace`): inside a guest,
+    /// the guest's own view.
+    #[serde(default)]
+    pub trace: bool,
+    /// With `trace`, every tracepoint virtperf knows (`--trace-all`).
+    #[serde(default)]
+    pub trace_all: bool,
+    /// The critical-path trial after the test (`--timeline`).
+    #[serde(default)]
+    pub timeline: bool,
+    /// Only this address family for the other agent's address (`-4`/`-6`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<Family>,
+}
+
+impl DrivePlan {
+    /// `workload` for `duration_ms`, every other field at its default.
+    pub fn new(workload: Workload, duration_ms: u64) -> DrivePlan {
+        DrivePlan {
+            workload,
+            duration_ms,
+            client_cpu: None,
+            server_cpu: None,
+            count: 0,
+            sock: SockOpts::default(),
+            interval_ms: None,
+            trace: false,
+            trace_all: false,
+            timeline: false,
+            family: None,
+        }
+    }
+}
+
 /// Version of this protocol. Peers refuse each other unless the numbers are equal.
 /// 3: `Stream.recv_wait`, and the receiver's default loop changed from blocking to polling;
 /// an older agent would ignore the field and measure with its own loop.
@@ -75,7 +156,9 @@ pub struct DriveTarget {
 /// connects to the data port first cannot take a flow's place.
 /// 8: `Hold` and `Held` (one client's tests share an agent's machine), `DriveTarget.lock`.
 /// 9: `End` (both sides count over the same measured interval), `SideReport.window_cpu_s`.
-pub const PROTOCOL_VERSION: u32 = 9;
+/// 10: workloads' parameters as one struct per kind (the JSON is unchanged), `Drive.plan`:
+/// the whole plan (trace, timeline, family, …) instead of seven of its fields.
+pub const PROTOCOL_VERSION: u32 = 10;
 
 /// Length of a test's data-connection key, bytes.
 pub const DATA_KEY_LEN: usize = 16;
@@ -171,26 +254,8 @@ pub enum Message {
     Drive {
         /// The agent to run the test against.
         to: DriveTarget,
-        /// What to run.
-        workload: Workload,
-        /// Planned duration in milliseconds (0 for byte-count workloads).
-        duration_ms: u64,
-        /// CPU for the driving agent's data threads.
-        #[serde(default)]
-        client_cpu: Option<u32>,
-        /// CPU for the other agent's data threads.
-        #[serde(default)]
-        server_cpu: Option<u32>,
-        /// Downloads for `http`.
-        #[serde(default)]
-        count: u32,
-        /// Socket options for both ends.
-        #[serde(default)]
-        sock: SockOpts,
-        /// Record a time series with intervals this long, in milliseconds (`--interval`);
-        /// absent: none. Older agents ignore it (the result then has no intervals).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        interval_ms: Option<u64>,
+        /// The whole plan, as the driving agent's client half runs it.
+        plan: DrivePlan,
     },
     /// The driven test's result, as its client assembled it.
     Outcome {
