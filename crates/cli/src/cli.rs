@@ -3,7 +3,7 @@
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::commands::{EnvArgs, ServeArgs};
+use crate::serve::{EnvArgs, ServeArgs};
 
 /// virtperf: how much slower is networking and message passing inside a VM than on the
 /// host, and why.

@@ -19,6 +19,7 @@ mod pcap;
 mod progress;
 mod push;
 mod render;
+mod serve;
 mod signals;
 mod under_load;
 mod vm;
@@ -163,8 +164,8 @@ fn write_stdout(buf: &[u8]) -> Result<()> {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Serve(a) => commands::serve(a),
-        Command::Env(a) => commands::env(a),
+        Command::Serve(a) => serve::serve(a),
+        Command::Env(a) => serve::env(a),
         Command::Workload(w) => w.run(),
         Command::Wake(a) => wake::wake(a),
         Command::Kvm(a) => kvm::kvm(a),

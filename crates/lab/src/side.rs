@@ -393,10 +393,14 @@ impl DataKey {
         Ok(DataKey(k))
     }
 
-    /// Presents the key on a data connection just opened.
-    pub(crate) fn present(&self, s: &mut TcpStream) -> std::io::Result<()> {
-        use std::io::Write;
+    /// Presents the key on a data connection just opened (TCP, or a local socket).
+    pub(crate) fn present(&self, s: &mut impl std::io::Write) -> std::io::Result<()> {
         s.write_all(&self.0)
+    }
+
+    /// Whether `got` is this key (what a data connection presented).
+    pub(crate) fn is(&self, got: &[u8]) -> bool {
+        got == self.0
     }
 }
 
@@ -427,7 +431,7 @@ impl Pending {
                 Err(_) => return Some(false),
             }
         }
-        Some(self.got == key.0)
+        Some(key.is(&self.got))
     }
 }
 

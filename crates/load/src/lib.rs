@@ -104,6 +104,26 @@ pub struct Sink<'a> {
     pub meter: &'a interval::Meter,
 }
 
+/// A connected stream socket an engine runs on: TCP, or AF_UNIX (`unix-rr`, whose stream
+/// and seqpacket sockets are both held as a `UnixStream`). Besides its descriptor an engine
+/// needs its receive timeout: how long a spinning receive waits for data.
+pub trait Conn: std::os::fd::AsFd {
+    /// The socket's receive timeout (`SO_RCVTIMEO`), if any.
+    fn read_timeout(&self) -> std::io::Result<Option<Duration>>;
+}
+
+impl Conn for std::net::TcpStream {
+    fn read_timeout(&self) -> std::io::Result<Option<Duration>> {
+        std::net::TcpStream::read_timeout(self)
+    }
+}
+
+impl Conn for std::os::unix::net::UnixStream {
+    fn read_timeout(&self) -> std::io::Result<Option<Duration>> {
+        std::os::unix::net::UnixStream::read_timeout(self)
+    }
+}
+
 /// How long a spinning receive waits for data when its socket has no receive timeout.
 pub const SPIN_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -1,7 +1,7 @@
-//! Request/response over one connection (netperf TCP_RR).
+//! Request/response over one connection (netperf TCP_RR; the same loops run `unix-rr` over
+//! an AF_UNIX socket: they need a descriptor and a receive timeout, [`Conn`]).
 
 use std::io;
-use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -14,13 +14,13 @@ use crate::interval::{Meter, Ticker};
 #[cfg(test)]
 use crate::sock::recv_full;
 use crate::sock::{describe, recv_full_wait, send_all};
-use crate::Counts;
+use crate::{Conn, Counts};
 
 /// Client half: send a request, wait for the whole response, record the round trip; repeat
 /// until `stop`. The clock is read once per transaction: the end of one is the start of the
 /// next, so the only work outside the two syscalls is that read and a histogram increment.
-pub fn client(
-    s: &mut TcpStream,
+pub fn client<S: Conn>(
+    s: &mut S,
     request: usize,
     response: usize,
     stop: &AtomicBool,
@@ -41,8 +41,8 @@ pub fn client(
 /// critical path). A spinner gives up after the socket's receive timeout without data.
 /// Intervals go to `meter` (if it has an interval), decided on the clock reading each
 /// transaction already takes.
-pub fn client_waiting(
-    s: &mut TcpStream,
+pub fn client_waiting<S: Conn>(
+    s: &mut S,
     request: usize,
     response: usize,
     wait: Wait,
@@ -97,8 +97,8 @@ pub enum Pace {
 
 /// [`client_waiting`] with pacing. Sleeps between requests use a 1 ns timer slack for this
 /// thread (the default 50 µs would blur a 100 µs gap by half).
-pub fn client_paced(
-    s: &mut TcpStream,
+pub fn client_paced<S: Conn>(
+    s: &mut S,
     x: crate::Exchange,
     pace: Pace,
     out: crate::Sink<'_>,
@@ -199,8 +199,8 @@ fn sleep_until(t: Instant, stop: &AtomicBool) -> bool {
 }
 
 /// Server half: answer each request with a response until the client closes.
-pub fn server(
-    s: &mut TcpStream,
+pub fn server<S: Conn>(
+    s: &mut S,
     request: usize,
     response: usize,
     stop: &AtomicBool,
@@ -209,8 +209,8 @@ pub fn server(
 }
 
 /// [`server`] waiting for each request as `wait` says.
-pub fn server_waiting(
-    s: &mut TcpStream,
+pub fn server_waiting<S: Conn>(
+    s: &mut S,
     request: usize,
     response: usize,
     wait: Wait,
@@ -254,6 +254,7 @@ mod tests {
     use super::*;
     use std::io::Write;
     use std::net::TcpListener;
+    use std::net::TcpStream;
     use std::sync::Arc;
     use std::time::Duration;
 
