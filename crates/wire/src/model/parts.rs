@@ -246,3 +246,46 @@ pub(super) fn bytes(v: u64) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// `, on 2 threads` for multiplexed flows, nothing for a thread per flow.
+pub(super) fn on_threads(threads: Option<u32>) -> String {
+    match threads {
+        Some(1) => ", on 1 thread".into(),
+        Some(t) => format!(", on {t} threads"),
+        None => String::new(),
+    }
+}
+
+/// `1 B request / 1 B response`, and how the sides wait when they do not block.
+pub(super) fn sizes_and_waits(request: u32, response: u32, client: Wait, server: Wait) -> String {
+    let mut t = format!("{request} B request / {response} B response");
+    if !client.is_block() || !server.is_block() {
+        t.push_str(&format!(
+            ", wait {} (client) / {} (server)",
+            client.name(),
+            server.name()
+        ));
+    }
+    t
+}
+
+/// `buf_offset` within a page, and only where the buffers it moves are this engine's own:
+/// a thread per TCP flow copying with `send`/`recv`.
+pub(super) fn check_buf_offset(
+    offset: Option<u32>,
+    threads: Option<u32>,
+    protocol: Protocol,
+    zerocopy: Option<ZeroCopy>,
+) -> Result<(), String> {
+    let Some(o) = offset else { return Ok(()) };
+    if o >= super::PAGE_BYTES {
+        return Err(format!(
+            "buffer offset {o} is not within a page: give 0 to {} bytes",
+            super::PAGE_BYTES - 1
+        ));
+    }
+    if threads.is_some() || protocol != Protocol::Tcp || zerocopy.is_some() {
+        return Err("--buf-offset places a TCP flow's own send and receive buffers: drop --threads, --protocol udp and --zerocopy".into());
+    }
+    Ok(())
+}

@@ -3,78 +3,11 @@
 //! [`Workload`] enum that carries one of them over the wire and into stored results.
 
 use super::parts::{
-    bytes, bytes_text, check_flows, check_waits, size, udp_size, Protocol, RecvWait, Wait, ZeroCopy,
+    bytes, bytes_text, check_buf_offset, check_flows, check_waits, on_threads, size,
+    sizes_and_waits, udp_size, Protocol, RecvWait, Wait, ZeroCopy,
 };
+use super::unit::Unit;
 use super::*;
-
-/// A workload's unit of work: what its rates, service demands and per-unit counts divide
-/// by. Service demand is per transaction or per KB (1024 bytes received, netperf's µs/KB);
-/// events and counters are per transaction or per MB (10^6 bytes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
-    /// Request/response transactions (rr, crr).
-    Transactions,
-    /// Bytes received (stream, bulk, http).
-    Bytes,
-}
-
-impl Unit {
-    /// The stored name of the unit a service demand is per (`CpuAccounting.unit`).
-    pub fn demand_name(self) -> &'static str {
-        match self {
-            Unit::Transactions => Self::TRANSACTION,
-            Unit::Bytes => Self::KB,
-        }
-    }
-
-    /// The stored name of the unit events and counts are per (`Events.unit`,
-    /// `TraceCounts.unit`).
-    pub fn events_name(self) -> &'static str {
-        match self {
-            Unit::Transactions => Self::TRANSACTION,
-            Unit::Bytes => Self::MB,
-        }
-    }
-
-    /// `work` (transactions, or bytes) in the unit a service demand is per.
-    pub fn in_demand_units(self, work: f64) -> f64 {
-        match self {
-            Unit::Transactions => work,
-            Unit::Bytes => work / 1024.0,
-        }
-    }
-
-    /// `work` (transactions, or bytes) in the unit events are counted per.
-    pub fn in_events_units(self, work: f64) -> f64 {
-        match self {
-            Unit::Transactions => work,
-            Unit::Bytes => work / 1e6,
-        }
-    }
-
-    /// The unit a stored name says (`transaction`, `KB` or `MB`); `None` for another.
-    pub fn of_name(name: &str) -> Option<Unit> {
-        match name {
-            Self::TRANSACTION => Some(Unit::Transactions),
-            Self::KB | Self::MB => Some(Unit::Bytes),
-            _ => None,
-        }
-    }
-
-    /// Whether a stored unit name is per transaction.
-    pub fn is_transactions(name: &str) -> bool {
-        Unit::of_name(name) == Some(Unit::Transactions)
-    }
-
-    /// Whether a stored unit name is per MB (events).
-    pub fn is_mb(name: &str) -> bool {
-        name == Self::MB
-    }
-
-    const TRANSACTION: &'static str = "transaction";
-    const KB: &'static str = "KB";
-    const MB: &'static str = "MB";
-}
 
 /// What every workload's parameters answer about the workload: the questions the client,
 /// the agent, spec files and reports ask, answered once beside the parameters (one `impl`
@@ -531,28 +464,6 @@ impl Kind for StreamParams {
     }
 }
 
-/// `buf_offset` within a page, and only where the buffers it moves are this engine's own:
-/// a thread per TCP flow copying with `send`/`recv`.
-fn check_buf_offset(
-    offset: Option<u32>,
-    threads: Option<u32>,
-    protocol: Protocol,
-    zerocopy: Option<ZeroCopy>,
-) -> Result<(), String> {
-    let Some(o) = offset else { return Ok(()) };
-    if o >= super::PAGE_BYTES {
-        return Err(format!(
-            "buffer offset {o} is not within a page: give 0 to {} bytes",
-            super::PAGE_BYTES - 1
-        ));
-    }
-    if threads.is_some() || protocol != Protocol::Tcp || zerocopy.is_some() {
-        return Err("--buf-offset places a TCP flow's own send and receive buffers: drop --threads, --protocol udp and --zerocopy".into());
-    }
-    Ok(())
-}
-
-/// Bulk's parameters within their limits and consistent with each other.
 /// Move a fixed number of bytes over one connection and time it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -780,28 +691,6 @@ impl StreamParams {
             buf_offset: None,
         }
     }
-}
-
-/// `, on 2 threads` for multiplexed flows, nothing for a thread per flow.
-fn on_threads(threads: Option<u32>) -> String {
-    match threads {
-        Some(1) => ", on 1 thread".into(),
-        Some(t) => format!(", on {t} threads"),
-        None => String::new(),
-    }
-}
-
-/// `1 B request / 1 B response`, and how the sides wait when they do not block.
-fn sizes_and_waits(request: u32, response: u32, client: Wait, server: Wait) -> String {
-    let mut t = format!("{request} B request / {response} B response");
-    if !client.is_block() || !server.is_block() {
-        t.push_str(&format!(
-            ", wait {} (client) / {} (server)",
-            client.name(),
-            server.name()
-        ));
-    }
-    t
 }
 
 /// A UDP stream's pacing and offloads for a header (`, paced to 2000 Mbit/s per flow, GSO`).
