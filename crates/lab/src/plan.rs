@@ -246,7 +246,7 @@ impl Plan {
         crate::fds::make_room(&self.workload, "this process").map_err(|e| anyhow!(e))?;
         // The capture filter and `virtperf pcap` follow TCP connections only: a UDP test's
         // file would hold its set-up and none of its datagrams.
-        if self.capture.is_some() && !self.workload.protocol().is_tcp() {
+        if self.capture.is_some() && !self.workload.kind().takes_capture() {
             bail!("--capture records TCP tests (virtperf pcap analyzes TCP): drop it, or run tcpdump yourself for UDP");
         }
         if self.workload.is_timed() {

@@ -60,6 +60,11 @@ pub trait Kind {
     fn server_sends(&self) -> bool {
         false
     }
+    /// Its data crosses TCP connections that `--capture` (a TCP filter, `virtperf pcap`)
+    /// can record.
+    fn takes_capture(&self) -> bool {
+        self.protocol().is_tcp()
+    }
     /// Carries a download count (`--count`).
     fn counted(&self) -> bool {
         false
