@@ -228,6 +228,9 @@ pub enum WorkloadCommand {
     Bulk(BulkArgs),
     /// Time HTTP/1.1 downloads of an N-byte body (from the agent, or any --url)
     Http(HttpArgs),
+    /// Request/response over an AF_UNIX socket on one machine: rr without the TCP/IP stack
+    #[command(name = "unix-rr")]
+    UnixRr(UnixRrArgs),
 }
 
 impl WorkloadCommand {
@@ -239,6 +242,7 @@ impl WorkloadCommand {
             WorkloadCommand::Stream(a) => stream(a),
             WorkloadCommand::Bulk(a) => bulk(a),
             WorkloadCommand::Http(a) => http(a),
+            WorkloadCommand::UnixRr(a) => unix_rr(a),
         }
     }
 }
@@ -498,6 +502,44 @@ impl Common {
         }
         Ok(p)
     }
+}
+
+/// `virtperf unix-rr`
+pub fn unix_rr(a: UnixRrArgs) -> Result<()> {
+    let (client_wait, server_wait) = a.wait.unwrap_or_default();
+    let w = Workload::UnixRr(virtperf_wire::UnixRrParams {
+        request: a.size.0,
+        response: a.size.1,
+        client_wait,
+        server_wait,
+        seqpacket: a.seqpacket,
+    });
+    execute(
+        &a.common,
+        plan_every(&a.common, w, a.duration, 0, a.interval),
+    )
+}
+
+#[derive(Debug, Args)]
+pub struct UnixRrArgs {
+    /// Request and response sizes in bytes: `REQ,RESP`, or one size for both
+    #[arg(long, short = 'r', default_value = "1,1", value_parser = parse_size_pair, allow_hyphen_values = true)]
+    pub size: (u32, u32),
+    /// Measured duration (10s, 500ms, 1m; a bare number is seconds)
+    #[arg(long, short = 'l', default_value = "10s", value_parser = virtperf_lab::parse::test_duration, allow_hyphen_values = true)]
+    pub duration: Duration,
+    /// How each side waits for the other's message: block, spin or poll:50us; one for
+    /// both or CLIENT,SERVER
+    #[arg(long, value_parser = virtperf_lab::parse::wait, value_name = "MODE[,MODE]")]
+    pub wait: Option<(virtperf_wire::Wait, virtperf_wire::Wait)>,
+    /// SOCK_SEQPACKET (message boundaries kept) instead of SOCK_STREAM
+    #[arg(long)]
+    pub seqpacket: bool,
+    /// Report every interval (1s, 500ms; at least 100ms)
+    #[arg(long, short = 'i', value_parser = parse_interval, value_name = "DURATION")]
+    pub interval: Option<Duration>,
+    #[command(flatten)]
+    pub common: Common,
 }
 
 #[derive(Debug, Args)]

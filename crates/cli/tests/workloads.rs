@@ -109,6 +109,44 @@ fn crr_opens_a_connection_per_transaction() {
     check_cpu(&v);
 }
 
+/// unix-rr: request/response over an AF_UNIX socket, stream and seqpacket, counted on both
+/// sides with latency percentiles like rr; across network namespaces (where an abstract
+/// socket cannot be reached) it fails in one line saying so.
+#[test]
+fn unix_rr_exchanges_over_a_local_socket() {
+    for extra in [&[][..], &["--seqpacket", "--size", "100,3000"][..]] {
+        let mut args = vec!["unix-rr", "--duration", "1s"];
+        args.extend_from_slice(extra);
+        let v = run_json(&args);
+        typed(&v);
+        assert_eq!(v["workload"]["kind"], "unix-rr");
+        assert_eq!(
+            v["workload"]["seqpacket"].as_bool(),
+            extra.first().map(|_| true)
+        );
+        let n = u(&v, "/outcome/transactions");
+        assert!(n > 100, "{extra:?}: only {n} transactions in 1 s");
+        assert_eq!(u(&v, "/outcome/server_transactions"), n, "{extra:?}");
+        assert_eq!(u(&v, "/outcome/latency/count"), n, "{extra:?}");
+        let (p50, p99) = (
+            f(&v, "/outcome/latency/p50_us"),
+            f(&v, "/outcome/latency/p99_us"),
+        );
+        assert!(0.0 < p50 && p50 <= p99, "{extra:?}: p50 {p50} p99 {p99}");
+        assert_eq!(v["cpu"]["unit"], "transaction");
+        check_cpu(&v);
+    }
+    let (code, err) = common::run_fail(&["unix-rr", "-l", "1s", "--capture", "/tmp/vp-unix.pcap"]);
+    assert_eq!(code, 2, "{err}");
+    common::assert_one_line_error(&err, "--capture records TCP tests");
+    if !virtperf_testkit::need_root("the netns placement needs root") {
+        return;
+    }
+    let (code, err) = common::run_fail(&["unix-rr", "-l", "1s", "--placement", "netns:veth"]);
+    assert_ne!(code, 0);
+    common::assert_one_line_error(&err, "unix-rr needs both ends on one machine");
+}
+
 #[test]
 fn stream_receiver_counts_what_sender_sent_per_flow() {
     let v = run_json(&[

@@ -35,6 +35,22 @@ fn every_workload_runs_between_the_two_halves() {
     let crr = client::run(&t, &plan(Workload::crr(1, 1)), &|_| {}).expect("crr");
     assert!(matches!(&crr.outcome, Outcome::Crr(o) if o.transactions > 0));
 
+    for seqpacket in [false, true] {
+        let w = Workload::UnixRr(virtperf_wire::UnixRrParams {
+            request: 8,
+            response: 16,
+            client_wait: Default::default(),
+            server_wait: Default::default(),
+            seqpacket,
+        });
+        let r = client::run(&t, &plan(w), &|_| {}).expect("unix-rr");
+        assert!(
+            matches!(&r.outcome, Outcome::Rr(o) if o.transactions > 10 && o.server_transactions == o.transactions),
+            "seqpacket {seqpacket}: {:?}",
+            r.outcome
+        );
+    }
+
     // --bidir: two connections per flow, one each way, each direction apart.
     let w = Workload::Stream(StreamParams {
         send_size: 4096,

@@ -601,3 +601,19 @@ fn a_config_load_parses_and_is_refused_where_it_does_not_apply() {
         .message
         .contains("has a load"));
 }
+
+/// A spec names unix-rr by its command's name; a key it does not take is refused at its line.
+#[test]
+fn unix_rr_is_a_spec_kind_with_its_own_keys() {
+    let s = parse(
+        "name = \"u\"\nduration = \"1s\"\n[[workload]]\nkind = \"unix-rr\"\nsize = [\"1\", \"64,1024\"]\n",
+    )
+    .unwrap();
+    assert_eq!(s.points.len(), 2);
+    let Workload::UnixRr(p) = &s.points[1].workload else {
+        panic!("not unix-rr: {:?}", s.points[1].workload)
+    };
+    assert_eq!((p.request, p.response, p.seqpacket), (64, 1024, false));
+    let e = parse("name = \"u\"\n[[workload]]\nkind = \"unix-rr\"\nflows = 2\n").unwrap_err();
+    assert!(e.to_string().contains("flows"), "{e}");
+}

@@ -16,6 +16,7 @@ mod http;
 mod role;
 mod rr;
 mod stream;
+mod unix_rr;
 
 use std::sync::Arc;
 
@@ -40,6 +41,7 @@ fn role_of(w: &Workload) -> &dyn Role {
         Workload::Stream(p) => p,
         Workload::Bulk(p) => p,
         Workload::Http(p) => p,
+        Workload::UnixRr(p) => p,
     }
 }
 
@@ -62,6 +64,7 @@ pub fn spec_kind(kind: &str) -> Option<SpecKind> {
         "stream" => (stream::KEYS, stream::from_params),
         "bulk" => (bulk::KEYS, bulk::from_params),
         "http" => (http::KEYS, http::from_params),
+        "unix-rr" => (unix_rr::KEYS, unix_rr::from_params),
         _ => return None,
     };
     Some(SpecKind { keys, build })
@@ -73,7 +76,7 @@ pub fn names() -> Vec<&'static str> {
 }
 
 /// Every name [`spec_kind`] knows (a test checks each builds the workload of that name).
-const NAMES: &[&str] = &["rr", "crr", "stream", "bulk", "http"];
+const NAMES: &[&str] = &["rr", "crr", "stream", "bulk", "http", "unix-rr"];
 
 /// Starts the client half of `w`; returns its workers and one [`Meter`] per worker, where
 /// each publishes its progress for the time series.

@@ -522,6 +522,79 @@ impl Kind for BulkParams {
     }
 }
 
+/// Request/response over one AF_UNIX socket between the two ends on one machine: message
+/// passing without the TCP/IP stack, so TCP rr minus this is the network stack's share.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnixRrParams {
+    /// Request size in bytes.
+    pub request: u32,
+    /// Response size in bytes.
+    pub response: u32,
+    /// How the client waits for each response (absent: blocking).
+    #[serde(default, skip_serializing_if = "Wait::is_block")]
+    pub client_wait: Wait,
+    /// How the server waits for each request (absent: blocking).
+    #[serde(default, skip_serializing_if = "Wait::is_block")]
+    pub server_wait: Wait,
+    /// `SOCK_SEQPACKET` (message boundaries kept) instead of `SOCK_STREAM`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub seqpacket: bool,
+}
+
+impl Kind for UnixRrParams {
+    fn name(&self) -> &'static str {
+        "unix-rr"
+    }
+    fn validate(&self) -> Result<(), String> {
+        size("request size", self.request)?;
+        size("response size", self.response)?;
+        // A seqpacket message travels whole: it must fit the send buffer (208 KiB by
+        // default, net.core.wmem_default); 64 KiB fits with room to spare.
+        const MAX_SEQPACKET: u32 = 64 << 10;
+        if self.seqpacket && self.request.max(self.response) > MAX_SEQPACKET {
+            return Err(format!(
+                "a seqpacket message of {} bytes is larger than unix-rr sends whole (at most {MAX_SEQPACKET}): use a smaller size or drop --seqpacket",
+                self.request.max(self.response)
+            ));
+        }
+        check_waits(self.client_wait, self.server_wait)
+    }
+    fn describe(&self) -> String {
+        let t = sizes_and_waits(
+            self.request,
+            self.response,
+            self.client_wait,
+            self.server_wait,
+        );
+        let kind = if self.seqpacket {
+            "SEQPACKET"
+        } else {
+            "STREAM"
+        };
+        format!("{t}, AF_UNIX {kind}")
+    }
+    fn unit(&self) -> Unit {
+        Unit::Transactions
+    }
+    fn timed(&self) -> bool {
+        true
+    }
+    fn takes_interval(&self) -> bool {
+        true
+    }
+    fn takes_mptcp(&self) -> bool {
+        false
+    }
+    fn takes_capture(&self) -> bool {
+        // Its data never crosses TCP/IP: a capture would hold the control connection only.
+        false
+    }
+    fn spins(&self) -> bool {
+        waits_spin(self.client_wait, self.server_wait)
+    }
+}
+
 /// The agent serves a body of `bytes` bytes over HTTP/1.1.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -574,6 +647,9 @@ pub enum Workload {
     Bulk(BulkParams),
     /// The agent serves a body of `bytes` bytes over HTTP/1.1.
     Http(HttpParams),
+    /// Request/response over an AF_UNIX socket, both ends on one machine.
+    #[serde(rename = "unix-rr")]
+    UnixRr(UnixRrParams),
 }
 
 impl Workload {
@@ -586,6 +662,7 @@ impl Workload {
             Workload::Stream(p) => p,
             Workload::Bulk(p) => p,
             Workload::Http(p) => p,
+            Workload::UnixRr(p) => p,
         }
     }
 
