@@ -96,31 +96,18 @@ fn rr_and_stream_across_guests_in_every_direction() {
         ("guest:guest-host", "rr", "10.99.3.1:"),
         ("guest:guest-guest", "stream", "10.99.3.11:"),
     ] {
-        // A guest that drives the test carries --trace: the guest counts its own CPUs
-        // (issue 41: Drive used to drop it).
-        let trace: &[&str] = if placement == "guest:guest-host" {
-            &["--trace"]
-        } else {
-            &[]
-        };
-        let mut args = vec![
-            workload,
-            "-l",
-            "1s",
-            "--placement",
-            placement,
-            "--vcpu-cpus",
-            "0",
-            "--json",
-        ];
-        args.extend_from_slice(trace);
+        // A driving guest carries --trace (issue 41: Drive used to drop it).
+        let trace = placement == "guest:guest-host";
+        let mut args = vec![workload, "-l", "1s", "--placement", placement];
+        args.extend(["--vcpu-cpus", "0", "--json"]);
+        args.extend(trace.then_some("--trace"));
         let (pid, out) = run(&args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{placement}: {err}");
         let v: serde_json::Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{placement}: not JSON ({e}): {err}"));
         let direction = placement.strip_prefix("guest:").unwrap_or("host-guest");
-        if !trace.is_empty() {
+        if trace {
             assert!(v["trace"].is_object(), "{placement}: --trace dropped: {v}");
         }
         assert_eq!(v["placement"], format!("guest:{direction}"));
@@ -585,21 +572,14 @@ fn guest_errors_are_one_line_and_leave_nothing() {
         }
     }
 
-    // A plan field a driving guest cannot carry is refused before anything boots, naming
-    // the field and the placement (issue 41: it used to be dropped without a word).
-    let (pid, out) = run(&[
-        "rr",
-        "-l",
-        "1s",
-        "--placement",
-        "guest:guest-host",
-        "--capture",
-        "/tmp/vp-never.pcap",
-    ]);
-    assert!(!out.status.success());
+    // A field a driving guest cannot carry: refused before any boot (issue 41: dropped before).
+    let (pid, out) = run(&["rr", "--placement", "guest:guest-host", "--capture", "/x"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_one_line_error(&err, "--capture is not carried");
-    assert!(err.contains("guest:guest-host"), "{err}");
+    assert!(
+        !out.status.success() && err.contains("guest:guest-host"),
+        "{err}"
+    );
     assert_nothing_left(pid);
 
     let (code, err) = common::run_fail(&["rr", "--placement", "guest:sideways"]);
