@@ -4,6 +4,7 @@
 //!
 //! Per try, under the machine's own settings (config `as-is`):
 //! - rr across CPUs, blocking (what is explained), on one CPU, and with both sides spinning;
+//! - unix-rr across CPUs spinning (the path without the TCP/IP stack);
 //! - `wake` (futex) across CPUs, blocking and spinning;
 //! - `kvm halt` without and with per-VM halt polling, where `/dev/kvm` opens.
 //!
@@ -305,6 +306,8 @@ fn workload_of(label: &str) -> &'static str {
         "kvm-halt"
     } else if label.starts_with("wake") {
         "wake"
+    } else if label.starts_with("unix-rr") {
+        "unix-rr"
     } else {
         "rr"
     }
@@ -519,6 +522,23 @@ fn rr_plan(opts: &ExplainOpts, cpus: (u32, u32), wait: Wait) -> Plan {
     }
 }
 
+/// The spinning cross-CPU round trip over an AF_UNIX socket: `path` without the TCP/IP
+/// stack.
+fn unix_plan(opts: &ExplainOpts, cpus: (u32, u32)) -> Plan {
+    let workload = Workload::UnixRr(virtperf_wire::UnixRrParams {
+        request: opts.size.0,
+        response: opts.size.1,
+        client_wait: Wait::Spin,
+        server_wait: Wait::Spin,
+        seqpacket: false,
+    });
+    Plan {
+        client_cpu: Some(cpus.0),
+        server_cpu: Some(cpus.1),
+        ..Plan::new(workload, opts.rr_duration)
+    }
+}
+
 /// A remedy that needs a reboot (`model::BOOT_REMEDIES`), measured at `site` (a guest
 /// booted with its kernel argument): the battery's blocking cross-CPU rr `opts.tries`
 /// times under config `config`, numbered after `seq`. `site` is `Err` (why) when that guest
@@ -584,6 +604,11 @@ fn configs(
             rr(model::RR_CROSS_BLOCK, (a, b), Wait::Block),
             rr(model::RR_SAME_BLOCK, (a, a), Wait::Block),
             rr(model::RR_CROSS_SPIN, (a, b), Wait::Spin),
+            Measure::Rr {
+                label: model::UNIX_RR_CROSS_SPIN,
+                awake: false,
+                plan: Box::new(unix_plan(opts, (a, b))),
+            },
             traced(rr(model::RR_CROSS_TRACED, (a, b), Wait::Block)),
             awake(rr(model::RR_CROSS_AWAKE, (a, b), Wait::Block)),
             Measure::Wake {

@@ -141,6 +141,42 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
     })
 }
 
+/// The path's TCP/IP stack share: the spinning rr minus the same round trip over an AF_UNIX
+/// socket (`unix-rr`, spinning: no wake-up in either), and what is left (socket calls, the
+/// message crossing CPUs). Parts of `path`, so the prediction is unchanged.
+fn stack_share(
+    c: &Cells,
+    tries: &mut usize,
+    components: &mut Vec<Component>,
+    missing: &mut Vec<Missing>,
+) {
+    let (Some(tcp), Some(unix)) = (c.rr(RR_CROSS_SPIN, AS_IS), c.rr(UNIX_RR_CROSS_SPIN, AS_IS))
+    else {
+        missing.push(Missing {
+            name: "tcp_ip_stack".into(),
+            reason: c.why_not(UNIX_RR_CROSS_SPIN, AS_IS),
+        });
+        return;
+    };
+    *tries = (*tries).min(unix.n);
+    components.push(Component {
+        name: "tcp_ip_stack".into(),
+        us: tcp.p50 - unix.p50,
+        source: format!(
+            "rr spinning p50 {:.2} µs − unix-rr spinning p50 {:.2} µs (AF_UNIX, same CPUs), medians of {} tries",
+            tcp.p50, unix.p50, unix.n
+        ),
+        part_of: Some("path".into()),
+    });
+    components.push(Component {
+        name: "socket_path".into(),
+        us: unix.p50,
+        source: "unix-rr spinning p50: the socket calls and the message crossing CPUs, no TCP/IP"
+            .into(),
+        part_of: Some("path".into()),
+    });
+}
+
 /// The model's two top-level terms: the path (the round trip with both sides spinning) and
 /// the wake-ups (two futex wake-ups across CPUs, blocking minus spinning), with the idle
 /// exit inside the latter; `tries` lowered to the fewest tries any term had.
@@ -170,6 +206,7 @@ fn path_and_wake_up(
             reason: c.why_not(RR_CROSS_SPIN, AS_IS),
         }),
     }
+    stack_share(c, tries, components, missing);
 
     // Wake-up: a thread woken on another CPU, no socket involved; one per direction.
     let wake_block = c.probe(WAKE_BLOCK, AS_IS);

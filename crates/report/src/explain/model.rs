@@ -25,6 +25,9 @@ pub const RR_CROSS_SPIN: &str = "rr cross-CPU spin";
 pub const RR_CROSS_TRACED: &str = "rr cross-CPU block traced";
 /// The cross-CPU blocking rr with both CPUs kept out of idle by `SCHED_IDLE` spinners.
 pub const RR_CROSS_AWAKE: &str = "rr cross-CPU block CPUs awake";
+/// `unix-rr` (the same round trip over an AF_UNIX socket) across CPUs, both sides
+/// spinning: the path without the TCP/IP stack.
+pub const UNIX_RR_CROSS_SPIN: &str = "unix-rr cross-CPU spin";
 /// `wake` futex across CPUs, blocking.
 pub const WAKE_BLOCK: &str = "wake cross-CPU block";
 /// `wake` futex across CPUs, spinning.

@@ -476,3 +476,28 @@ fn no_traced_trial_means_named_absences() {
         assert!(m.reason.contains("not root"), "{m:?}");
     }
 }
+
+/// The path splits into the TCP/IP stack (rr spinning − unix-rr spinning) and the rest,
+/// parts of `path` that leave the prediction as it was; without the unix-rr trial the
+/// split is named missing with the reason.
+#[test]
+fn the_path_splits_into_the_tcp_ip_stack_and_the_socket_path() {
+    let mut t = as_is(Some(0));
+    let before = explain(1, &haltpoll_env(), &t).expect("explains");
+    assert!(before.missing.iter().any(|m| m.name == "tcp_ip_stack"));
+    assert!(component(&before, "tcp_ip_stack").is_none());
+    t.push(rr_trial(
+        AS_IS,
+        UNIX_RR_CROSS_SPIN,
+        Some(0),
+        rr(12.0, (1, 1), (0, 1), EVENTS),
+    ));
+    let e = explain(1, &haltpoll_env(), &t).expect("explains");
+    let stack = component(&e, "tcp_ip_stack").expect("the stack's share");
+    assert!((stack.us - 8.0).abs() < 0.1, "20 − 12: {}", stack.us);
+    assert_eq!(stack.part_of.as_deref(), Some("path"));
+    let rest = component(&e, "socket_path").expect("the rest of the path");
+    assert!((rest.us - 12.0).abs() < 0.1, "{}", rest.us);
+    assert_eq!(e.predicted_us, before.predicted_us, "parts add nothing");
+    assert!(text(&e).contains("tcp_ip_stack"), "{}", text(&e));
+}
