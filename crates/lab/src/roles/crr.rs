@@ -135,6 +135,11 @@ impl Role for CrrParams {
                 server_wait,
                 ..
             } => {
+                // Before the gate, as for the multiplexed server: a connection the client
+                // opens the moment the gate opens inherits the listener's options at its
+                // SYN, before the worker could set them (it once got the default
+                // congestion control).
+                prepare_data_socket(&listener, DATA_TIMEOUT, true, &sock)?;
                 let l = Arc::new(listener);
                 wake.listener = Some(l.clone());
                 handles.push(spawn_worker("crr-server", side, move |c, _| {
