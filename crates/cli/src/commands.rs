@@ -2,7 +2,7 @@
 
 use std::str::FromStr;
 use std::time::Duration;
-use virtperf_wire::{BulkParams, CrrParams, HttpParams, RrParams, StreamParams};
+use virtperf_lab::roles::Params;
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
@@ -247,21 +247,29 @@ impl WorkloadCommand {
     }
 }
 
+/// Workload `kind` from the command line's parameters: the one conversion a spec point's
+/// parameters go through too (`roles::spec_kind`), so a flag and a spec key mean the same.
+fn workload(kind: &str, p: &Params) -> Result<Workload> {
+    let k = virtperf_lab::roles::spec_kind(kind).ok_or_else(|| anyhow!("no workload {kind}"))?;
+    Ok((k.build)(p))
+}
+
 /// `virtperf rr`
 pub fn rr(a: RrArgs) -> Result<()> {
-    let (client_wait, server_wait) = a.wait.unwrap_or_default();
-    let w = Workload::Rr(RrParams {
-        request: a.size.0,
-        response: a.size.1,
-        client_wait,
-        server_wait,
-        gap_us: a.gap.map(|g| g.as_micros() as u64),
-        rate_per_s: a.request_rate,
-        flows: a.flows,
-        threads: a.threads,
-        protocol: a.protocol.unwrap_or_default(),
-        loss_timeout_ms: a.loss_timeout.map(|d| d.as_millis().max(1) as u32),
-    });
+    let w = workload(
+        "rr",
+        &Params {
+            size: a.size,
+            wait: a.wait.unwrap_or_default(),
+            gap_us: a.gap.map(|g| g.as_micros() as u64),
+            rate_per_s: a.request_rate,
+            flows: a.flows,
+            threads: a.threads,
+            protocol: a.protocol.unwrap_or_default(),
+            loss_timeout_ms: a.loss_timeout.map(|d| d.as_millis().max(1) as u32),
+            ..Params::default()
+        },
+    )?;
     let plan = plan_every(&a.common, w, a.duration, 0, a.interval);
     match a.under_load {
         Some(load) => rr_under_load(&a.common, plan, load),
@@ -311,15 +319,16 @@ pub fn crr(a: RrArgs) -> Result<()> {
             "crr is TCP only (UDP has no connection to set up): use rr --protocol udp",
         ));
     }
-    let (client_wait, server_wait) = a.wait.unwrap_or_default();
-    let w = Workload::Crr(CrrParams {
-        request: a.size.0,
-        response: a.size.1,
-        client_wait,
-        server_wait,
-        flows: a.flows,
-        threads: a.threads,
-    });
+    let w = workload(
+        "crr",
+        &Params {
+            size: a.size,
+            wait: a.wait.unwrap_or_default(),
+            flows: a.flows,
+            threads: a.threads,
+            ..Params::default()
+        },
+    )?;
     execute(
         &a.common,
         plan_every(&a.common, w, a.duration, 0, a.interval),
@@ -329,23 +338,27 @@ pub fn crr(a: RrArgs) -> Result<()> {
 /// `virtperf stream`
 pub fn stream(a: StreamArgs) -> Result<()> {
     let protocol = a.protocol.unwrap_or_default();
-    let w = Workload::Stream(StreamParams {
-        send_size: a
-            .send_size
-            .unwrap_or(if protocol.is_tcp() { 16384 } else { 1472 }),
-        flows: a.flows,
-        reverse: a.reverse,
-        recv_size: a.recv_size,
-        recv_wait: a.recv_wait,
-        threads: a.threads,
-        protocol,
-        rate_bps: a.rate,
-        gso: a.gso,
-        gro: a.gro,
-        bidir: a.bidir,
-        zerocopy: a.zerocopy,
-        buf_offset: a.buf_offset,
-    });
+    let w = workload(
+        "stream",
+        &Params {
+            send: a
+                .send_size
+                .unwrap_or(if protocol.is_tcp() { 16384 } else { 1472 }),
+            flows: a.flows,
+            reverse: a.reverse,
+            recv_size: a.recv_size,
+            recv_wait: a.recv_wait,
+            threads: a.threads,
+            protocol,
+            rate_bps: a.rate,
+            gso: a.gso,
+            gro: a.gro,
+            bidir: a.bidir,
+            zerocopy: a.zerocopy,
+            buf_offset: a.buf_offset,
+            ..Params::default()
+        },
+    )?;
     execute(
         &a.common,
         plan_every(&a.common, w, a.duration, 0, a.interval),
@@ -354,11 +367,15 @@ pub fn stream(a: StreamArgs) -> Result<()> {
 
 /// `virtperf bulk`
 pub fn bulk(a: BulkArgs) -> Result<()> {
-    let w = Workload::Bulk(BulkParams {
-        bytes: a.bytes,
-        send_size: a.send_size,
-        reverse: a.reverse,
-    });
+    let w = workload(
+        "bulk",
+        &Params {
+            bytes: Some(a.bytes),
+            send: a.send_size,
+            reverse: a.reverse,
+            ..Params::default()
+        },
+    )?;
     execute(
         &a.common,
         plan_every(&a.common, w, Duration::ZERO, 0, a.interval),
@@ -388,7 +405,13 @@ pub fn http(a: HttpArgs) -> Result<()> {
     let bytes = a
         .bytes
         .ok_or_else(|| anyhow!("--bytes is required (or give --url)"))?;
-    let w = Workload::Http(HttpParams { bytes });
+    let w = workload(
+        "http",
+        &Params {
+            bytes: Some(bytes),
+            ..Params::default()
+        },
+    )?;
     execute(&a.common, plan(&a.common, w, Duration::ZERO, a.count))
 }
 
@@ -506,14 +529,15 @@ impl Common {
 
 /// `virtperf unix-rr`
 pub fn unix_rr(a: UnixRrArgs) -> Result<()> {
-    let (client_wait, server_wait) = a.wait.unwrap_or_default();
-    let w = Workload::UnixRr(virtperf_wire::UnixRrParams {
-        request: a.size.0,
-        response: a.size.1,
-        client_wait,
-        server_wait,
-        seqpacket: a.seqpacket,
-    });
+    let w = workload(
+        "unix-rr",
+        &Params {
+            size: a.size,
+            wait: a.wait.unwrap_or_default(),
+            seqpacket: a.seqpacket,
+            ..Params::default()
+        },
+    )?;
     execute(
         &a.common,
         plan_every(&a.common, w, a.duration, 0, a.interval),

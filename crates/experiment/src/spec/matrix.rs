@@ -379,7 +379,8 @@ pub(super) fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Option<Workload> {
         protocol: c.protocol,
         wait: f.wait,
         rate_per_s: f.rate,
-        loss_timeout_ms: f.loss_timeout_ms,
+        // In a protocol sweep the loss timeout is the UDP points' (TCP has none).
+        loss_timeout_ms: f.loss_timeout_ms.filter(|_| !c.protocol.is_tcp()),
         rate_bps: f.rate_bps,
         gso: f.gso,
         gro: f.gro,
@@ -390,6 +391,7 @@ pub(super) fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Option<Workload> {
         bytes: f.bytes,
         threads: f.threads,
         buf_offset: f.buf_offset,
+        seqpacket: false,
     };
     virtperf_lab::roles::spec_kind(kind).map(|k| (k.build)(&p))
 }

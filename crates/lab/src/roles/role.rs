@@ -68,4 +68,6 @@ pub struct Params {
     pub zerocopy: Option<virtperf_wire::ZeroCopy>,
     /// Where a stream's buffers start within their page (stream).
     pub buf_offset: Option<u32>,
+    /// `SOCK_SEQPACKET` instead of `SOCK_STREAM` (unix-rr).
+    pub seqpacket: bool,
 }

@@ -199,7 +199,6 @@ pub(super) fn from_params(p: &super::role::Params) -> Workload {
         flows: p.flows,
         threads: p.threads,
         protocol: p.protocol,
-        // In a protocol sweep the loss timeout is the UDP points' (TCP has none).
-        loss_timeout_ms: p.loss_timeout_ms.filter(|_| !p.protocol.is_tcp()),
+        loss_timeout_ms: p.loss_timeout_ms,
     })
 }

@@ -145,14 +145,13 @@ fn accept_keyed(l: &Socket, key: &DataKey) -> Result<UnixStream> {
 /// `duration`, `warmup`).
 pub(super) const KEYS: &[&str] = &["size", "cpus", "wait", "interval", "trace"];
 
-/// unix-rr's `Workload` from a spec point's parameters (stream sockets: `--seqpacket` is
-/// the command line's).
+/// unix-rr's `Workload` from a spec point's (or the command line's) parameters.
 pub(super) fn from_params(p: &super::role::Params) -> Workload {
     Workload::UnixRr(UnixRrParams {
         request: p.size.0,
         response: p.size.1,
         client_wait: p.wait.0,
         server_wait: p.wait.1,
-        seqpacket: false,
+        seqpacket: p.seqpacket,
     })
 }
