@@ -643,7 +643,3 @@ impl Recorder<'_> {
 
 pub use crate::spec::plan_for;
 
-/// Primary metric of a stored result, for callers that only have the result.
-pub fn metric_of(r: &TestResult) -> f64 {
-    r.primary_metric().value
-}

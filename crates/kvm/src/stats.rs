@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use kvm_ioctls::{VcpuFd, VmFd};
+use kvm_ioctls::VcpuFd;
 
 use crate::KvmError;
 
@@ -47,11 +47,6 @@ impl StatsFd {
     /// Opens the statistics of a vCPU (`KVM_GET_STATS_FD` on the vCPU fd).
     pub fn open_vcpu(vcpu: &VcpuFd) -> Result<StatsFd, KvmError> {
         Self::open_raw(vcpu.as_raw_fd())
-    }
-
-    /// Opens the statistics of a whole VM (`KVM_GET_STATS_FD` on the VM fd).
-    pub fn open_vm(vm: &VmFd) -> Result<StatsFd, KvmError> {
-        Self::open_raw(vm.as_raw_fd())
     }
 
     fn open_raw(fd: i32) -> Result<StatsFd, KvmError> {

@@ -284,7 +284,7 @@ pub fn run(t: &Target, plan: &Plan, progress: ProgressFn) -> Result<TestResult> 
     let plan = &named;
     let mut result = run_once(t, plan, progress, None)?;
     if plan.timeline {
-        match crate::timeline::trial(plan, |p, s| run_once(t, p, &|_| {}, Some(s))) {
+        match crate::timeline_trial::trial(plan, |p, s| run_once(t, p, &|_| {}, Some(s))) {
             Ok(mut tl) => {
                 if let virtperf_wire::Outcome::Rr(o) = &result.outcome {
                     tl.headline_p50_us = o.latency.as_ref().map(|l| l.p50_us);
@@ -302,7 +302,7 @@ fn run_once(
     t: &Target,
     plan: &Plan,
     progress: ProgressFn,
-    sampler: Option<&virtperf_measure::timeline::Sampler>,
+    sampler: Option<&virtperf_measure::sampling::Sampler>,
 ) -> Result<TestResult> {
     let mut ctl = Control::connect(t, plan.family)?;
     let server_env = ctl.fingerprint()?;

@@ -21,7 +21,7 @@ pub mod probe;
 pub mod roles;
 pub mod series;
 mod side;
-mod timeline;
+mod timeline_trial;
 pub mod trace;
 mod udp_roles;
 pub mod under_load;

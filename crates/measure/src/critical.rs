@@ -1,12 +1,12 @@
 //! The critical path of request/response transactions rebuilt from sampled tracepoints
-//! (`crate::timeline`): each cycle from one client `send` to the next is cut at the hits
+//! (`crate::sampling`): each cycle from one client `send` to the next is cut at the hits
 //! that mark its stages — the server woken, its CPU leaving idle, the server running, its
 //! `recv` returning, its `send`, and the same back on the client — so the stages of one
 //! transaction add up to exactly its cycle. Percentiles are then taken per stage.
 
 use virtperf_wire::{InSitu, Mark, Pct, Stage, Timeline};
 
-use crate::timeline::{Event, What};
+use crate::sampling::{Event, What};
 
 /// The stages, in path order: (name, on the server's CPU).
 const STAGES: [(&str, bool); 10] = [

@@ -10,7 +10,7 @@ pub mod events;
 pub mod latency;
 pub mod nic;
 mod perf;
-pub mod timeline;
+pub mod sampling;
 pub mod trace;
 pub use cpu::thread_cpu_since;
 

@@ -252,14 +252,6 @@ impl Store {
         self.run_row_tagged(&raw)
     }
 
-    /// The run with stable id `uid` ([`RunRow::uid`]), if this store has it.
-    pub fn run_by_uid(&self, uid: &str) -> Result<Option<RunRow>, StoreError> {
-        let sql = format!("{RUN_SELECT} WHERE r.uid = ?1");
-        self.conn
-            .query_opt(&sql, vals![uid])?
-            .map(|r| self.run_row_tagged(&r))
-            .transpose()
-    }
 }
 
 /// Inserts run `r` as running, started at `started_at`, with stable id `uid` and its tags,

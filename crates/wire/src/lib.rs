@@ -15,7 +15,7 @@ pub mod counter;
 pub mod frame;
 pub mod message;
 pub mod model;
-pub mod timeline;
+pub mod critical_path;
 
 pub use frame::{
     decode_frame, encode, read_message, read_message_max, report_limit, write_message,
@@ -23,7 +23,7 @@ pub use frame::{
 };
 pub use message::{DrivePlan, DriveTarget, Family, Message, DATA_KEY_LEN, PROTOCOL_VERSION};
 pub use model::*;
-pub use timeline::{exit_remedies, InSitu, Mark, Pct, Stage, Timeline, EXIT_CAUSES};
+pub use critical_path::{exit_remedies, InSitu, Mark, Pct, Stage, Timeline, EXIT_CAUSES};
 
 /// TCP port the agent listens on by default for control connections.
 pub const DEFAULT_PORT: u16 = 7150;

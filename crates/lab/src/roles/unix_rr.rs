@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use socket2::{Domain, SockAddr, Socket, Type};
 use virtperf_load::interval::Meter;
 use virtperf_load::{rr, Exchange, Sink};
-use virtperf_wire::{Outcome, SideReport, SockOpts, UnixRrParams, Workload, DATA_KEY_LEN};
+use virtperf_wire::{Outcome, SideReport, UnixRrParams, Workload, DATA_KEY_LEN};
 
 use super::role::Role;
 use crate::assemble::outcome::{rr_outcome, Collected};
@@ -28,7 +28,7 @@ const BIND_WAIT: Duration = Duration::from_secs(2);
 
 impl Role for UnixRrParams {
     fn client(&self, c: &ClientHalf, meter: &mut dyn FnMut() -> Arc<Meter>) -> Result<Handles> {
-        if c.sock != SockOpts::default() {
+        if !c.sock.is_default() {
             bail!("unix-rr's socket is AF_UNIX: drop the TCP/IP socket options (--nodelay, --sndbuf, --congestion, …)");
         }
         let mut s = connect(self.seqpacket, &c.key)?;

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use virtperf_measure::timeline::Sampler;
+use virtperf_measure::sampling::Sampler;
 use virtperf_wire::{Outcome, TestResult, Timeline};
 
 use crate::plan::Plan;
