@@ -2,7 +2,9 @@
 
 use std::str::FromStr;
 use std::time::Duration;
-use virtperf_lab::roles::Params;
+// A workload from the command line goes through the conversion a spec point goes through
+// (`roles::build`), so a flag and a spec key mean the same.
+use virtperf_lab::roles::{build, Params};
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
@@ -247,29 +249,19 @@ impl WorkloadCommand {
     }
 }
 
-/// Workload `kind` from the command line's parameters: the one conversion a spec point's
-/// parameters go through too (`roles::spec_kind`), so a flag and a spec key mean the same.
-fn workload(kind: &str, p: &Params) -> Result<Workload> {
-    let k = virtperf_lab::roles::spec_kind(kind).ok_or_else(|| anyhow!("no workload {kind}"))?;
-    Ok((k.build)(p))
-}
-
 /// `virtperf rr`
 pub fn rr(a: RrArgs) -> Result<()> {
-    let w = workload(
-        "rr",
-        &Params {
-            size: a.size,
-            wait: a.wait.unwrap_or_default(),
-            gap_us: a.gap.map(|g| g.as_micros() as u64),
-            rate_per_s: a.request_rate,
-            flows: a.flows,
-            threads: a.threads,
-            protocol: a.protocol.unwrap_or_default(),
-            loss_timeout_ms: a.loss_timeout.map(|d| d.as_millis().max(1) as u32),
-            ..Params::default()
-        },
-    )?;
+    let w = build::rr(&Params {
+        size: a.size,
+        wait: a.wait.unwrap_or_default(),
+        gap_us: a.gap.map(|g| g.as_micros() as u64),
+        rate_per_s: a.request_rate,
+        flows: a.flows,
+        threads: a.threads,
+        protocol: a.protocol.unwrap_or_default(),
+        loss_timeout_ms: a.loss_timeout.map(|d| d.as_millis().max(1) as u32),
+        ..Params::default()
+    });
     let plan = plan_every(&a.common, w, a.duration, 0, a.interval);
     match a.under_load {
         Some(load) => rr_under_load(&a.common, plan, load),
@@ -319,16 +311,13 @@ pub fn crr(a: RrArgs) -> Result<()> {
             "crr is TCP only (UDP has no connection to set up): use rr --protocol udp",
         ));
     }
-    let w = workload(
-        "crr",
-        &Params {
-            size: a.size,
-            wait: a.wait.unwrap_or_default(),
-            flows: a.flows,
-            threads: a.threads,
-            ..Params::default()
-        },
-    )?;
+    let w = build::crr(&Params {
+        size: a.size,
+        wait: a.wait.unwrap_or_default(),
+        flows: a.flows,
+        threads: a.threads,
+        ..Params::default()
+    });
     execute(
         &a.common,
         plan_every(&a.common, w, a.duration, 0, a.interval),
@@ -338,27 +327,24 @@ pub fn crr(a: RrArgs) -> Result<()> {
 /// `virtperf stream`
 pub fn stream(a: StreamArgs) -> Result<()> {
     let protocol = a.protocol.unwrap_or_default();
-    let w = workload(
-        "stream",
-        &Params {
-            send: a
-                .send_size
-                .unwrap_or(if protocol.is_tcp() { 16384 } else { 1472 }),
-            flows: a.flows,
-            reverse: a.reverse,
-            recv_size: a.recv_size,
-            recv_wait: a.recv_wait,
-            threads: a.threads,
-            protocol,
-            rate_bps: a.rate,
-            gso: a.gso,
-            gro: a.gro,
-            bidir: a.bidir,
-            zerocopy: a.zerocopy,
-            buf_offset: a.buf_offset,
-            ..Params::default()
-        },
-    )?;
+    let w = build::stream(&Params {
+        send: a
+            .send_size
+            .unwrap_or(if protocol.is_tcp() { 16384 } else { 1472 }),
+        flows: a.flows,
+        reverse: a.reverse,
+        recv_size: a.recv_size,
+        recv_wait: a.recv_wait,
+        threads: a.threads,
+        protocol,
+        rate_bps: a.rate,
+        gso: a.gso,
+        gro: a.gro,
+        bidir: a.bidir,
+        zerocopy: a.zerocopy,
+        buf_offset: a.buf_offset,
+        ..Params::default()
+    });
     execute(
         &a.common,
         plan_every(&a.common, w, a.duration, 0, a.interval),
@@ -367,15 +353,12 @@ pub fn stream(a: StreamArgs) -> Result<()> {
 
 /// `virtperf bulk`
 pub fn bulk(a: BulkArgs) -> Result<()> {
-    let w = workload(
-        "bulk",
-        &Params {
-            bytes: Some(a.bytes),
-            send: a.send_size,
-            reverse: a.reverse,
-            ..Params::default()
-        },
-    )?;
+    let w = build::bulk(&Params {
+        bytes: Some(a.bytes),
+        send: a.send_size,
+        reverse: a.reverse,
+        ..Params::default()
+    });
     execute(
         &a.common,
         plan_every(&a.common, w, Duration::ZERO, 0, a.interval),
@@ -405,13 +388,10 @@ pub fn http(a: HttpArgs) -> Result<()> {
     let bytes = a
         .bytes
         .ok_or_else(|| anyhow!("--bytes is required (or give --url)"))?;
-    let w = workload(
-        "http",
-        &Params {
-            bytes: Some(bytes),
-            ..Params::default()
-        },
-    )?;
+    let w = build::http(&Params {
+        bytes: Some(bytes),
+        ..Params::default()
+    });
     execute(&a.common, plan(&a.common, w, Duration::ZERO, a.count))
 }
 
@@ -529,15 +509,12 @@ impl Common {
 
 /// `virtperf unix-rr`
 pub fn unix_rr(a: UnixRrArgs) -> Result<()> {
-    let w = workload(
-        "unix-rr",
-        &Params {
-            size: a.size,
-            wait: a.wait.unwrap_or_default(),
-            seqpacket: a.seqpacket,
-            ..Params::default()
-        },
-    )?;
+    let w = build::unix_rr(&Params {
+        size: a.size,
+        wait: a.wait.unwrap_or_default(),
+        seqpacket: a.seqpacket,
+        ..Params::default()
+    });
     execute(
         &a.common,
         plan_every(&a.common, w, a.duration, 0, a.interval),

@@ -642,4 +642,3 @@ impl Recorder<'_> {
 }
 
 pub use crate::spec::plan_for;
-

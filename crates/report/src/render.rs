@@ -322,9 +322,7 @@ pub fn matrix(run: &RunRow, points: &[PointSummary]) -> String {
     // Each column in its own unit: streams in MByte/s as seed 1 prints them, request/
     // response workloads as median latency, anything else by its primary metric.
     let streams = points.iter().any(|p| p.workload == "stream");
-    let latencies = points
-        .iter()
-        .any(|p| matches!(p.workload.as_str(), "rr" | "crr"));
+    let latencies = points.iter().any(timed_per_transaction);
     let title = match (streams, latencies) {
         (true, false) => "MByte/s (receiver-counted, mean of tries)".to_string(),
         (true, true) => {
@@ -339,10 +337,10 @@ pub fn matrix(run: &RunRow, points: &[PointSummary]) -> String {
     let header = |s: &mut String, units: bool| {
         let _ = write!(s, "  {:<w$}", "config");
         for p in points {
-            let h = match p.workload.as_str() {
-                "rr" | "crr" if units => format!("{} p50 µs", p.label),
-                "rr" | "crr" => p.label.clone(),
-                _ => params_text(p),
+            let h = match (timed_per_transaction(p), units) {
+                (true, true) => format!("{} p50 µs", p.label),
+                (true, false) => p.label.clone(),
+                (false, _) => params_text(p),
             };
             let _ = write!(s, " {h:>22}");
         }
@@ -387,22 +385,29 @@ pub fn matrix(run: &RunRow, points: &[PointSummary]) -> String {
     s
 }
 
+/// A request/response point (rr, crr, unix-rr): its results carry latency, so its cells
+/// are median latencies. Read from the data, not the workload's name.
+fn timed_per_transaction(p: &PointSummary) -> bool {
+    p.configs.iter().any(|c| c.latency.is_some())
+}
+
 fn matrix_cell(p: &PointSummary, c: &ConfigSummary) -> String {
     if c.ok == 0 {
         return "failed".into();
     }
-    match p.workload.as_str() {
-        "rr" | "crr" => match &c.latency {
+    if timed_per_transaction(p) {
+        return match &c.latency {
             Some(l) => num(l.p50_us),
             None => "-".into(),
-        },
-        w => match c.metrics.first() {
-            Some(m) => {
-                let k = if w == "stream" { 8.0 } else { 1.0 };
-                format!("{} {}", num(m.summary.mean / k), ci_pm(m, k))
-            }
-            None => "-".into(),
-        },
+        };
+    }
+    match c.metrics.first() {
+        Some(m) => {
+            // Streams in MByte/s, as seed 1 prints them.
+            let k = if p.workload == "stream" { 8.0 } else { 1.0 };
+            format!("{} {}", num(m.summary.mean / k), ci_pm(m, k))
+        }
+        None => "-".into(),
     }
 }
 

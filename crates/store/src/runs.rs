@@ -251,7 +251,6 @@ impl Store {
             .ok_or_else(|| not_found(&self.path, id))?;
         self.run_row_tagged(&raw)
     }
-
 }
 
 /// Inserts run `r` as running, started at `started_at`, with stable id `uid` and its tags,

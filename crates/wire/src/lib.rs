@@ -12,18 +12,18 @@
 //! peer cannot make the agent allocate more than [`MAX_CONTROL_FRAME`] bytes.
 
 pub mod counter;
+pub mod critical_path;
 pub mod frame;
 pub mod message;
 pub mod model;
-pub mod critical_path;
 
+pub use critical_path::{exit_remedies, InSitu, Mark, Pct, Stage, Timeline, EXIT_CAUSES};
 pub use frame::{
     decode_frame, encode, read_message, read_message_max, report_limit, write_message,
     write_message_max, WireError, MAX_CONTROL_FRAME,
 };
 pub use message::{DrivePlan, DriveTarget, Family, Message, DATA_KEY_LEN, PROTOCOL_VERSION};
 pub use model::*;
-pub use critical_path::{exit_remedies, InSitu, Mark, Pct, Stage, Timeline, EXIT_CAUSES};
 
 /// TCP port the agent listens on by default for control connections.
 pub const DEFAULT_PORT: u16 = 7150;

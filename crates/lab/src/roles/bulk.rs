@@ -70,7 +70,7 @@ impl Role for BulkParams {
 pub(super) const KEYS: &[&str] = &["bytes", "send_size", "reverse", "cpus", "interval", "trace"];
 
 /// bulk's `Workload` from a spec point's parameters.
-pub(super) fn from_params(p: &super::role::Params) -> Workload {
+pub fn from_params(p: &super::role::Params) -> Workload {
     Workload::Bulk(BulkParams {
         bytes: p.bytes.unwrap_or(1),
         send_size: p.send,

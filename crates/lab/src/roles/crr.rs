@@ -174,7 +174,7 @@ pub(super) const KEYS: &[&str] = &[
 ];
 
 /// crr's `Workload` from a spec point's parameters.
-pub(super) fn from_params(p: &super::role::Params) -> Workload {
+pub fn from_params(p: &super::role::Params) -> Workload {
     Workload::Crr(CrrParams {
         request: p.size.0,
         response: p.size.1,

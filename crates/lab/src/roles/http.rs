@@ -129,7 +129,7 @@ pub(crate) fn download_series(
 pub(super) const KEYS: &[&str] = &["bytes", "count", "cpus", "trace"];
 
 /// http's `Workload` from a spec point's parameters.
-pub(super) fn from_params(p: &super::role::Params) -> Workload {
+pub fn from_params(p: &super::role::Params) -> Workload {
     Workload::Http(HttpParams {
         bytes: p.bytes.unwrap_or(1),
     })

@@ -188,7 +188,7 @@ pub(super) const KEYS: &[&str] = &[
 ];
 
 /// rr's `Workload` from a spec point's parameters.
-pub(super) fn from_params(p: &super::role::Params) -> Workload {
+pub fn from_params(p: &super::role::Params) -> Workload {
     Workload::Rr(RrParams {
         request: p.size.0,
         response: p.size.1,

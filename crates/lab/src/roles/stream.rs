@@ -255,7 +255,7 @@ pub(super) const KEYS: &[&str] = &[
 ];
 
 /// stream's `Workload` from a spec point's parameters.
-pub(super) fn from_params(p: &super::role::Params) -> Workload {
+pub fn from_params(p: &super::role::Params) -> Workload {
     Workload::Stream(StreamParams {
         send_size: p.send,
         flows: p.flows,

@@ -146,7 +146,7 @@ fn accept_keyed(l: &Socket, key: &DataKey) -> Result<UnixStream> {
 pub(super) const KEYS: &[&str] = &["size", "cpus", "wait", "interval", "trace"];
 
 /// unix-rr's `Workload` from a spec point's (or the command line's) parameters.
-pub(super) fn from_params(p: &super::role::Params) -> Workload {
+pub fn from_params(p: &super::role::Params) -> Workload {
     Workload::UnixRr(UnixRrParams {
         request: p.size.0,
         response: p.size.1,
