@@ -49,6 +49,11 @@ pub struct VmCompareArgs {
     /// Trials per workload and side (interleaved native, guest, native, guest, …)
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub runs: u32,
+    /// Count tracepoints on the test's CPUs in every trial (`rr --trace`): natively this
+    /// host's, in the guest directions where a guest drives the test the guest's own, with
+    /// the host's KVM exits beside them
+    #[arg(long)]
+    pub trace: bool,
     /// Print the experiment spec this runs, and exit
     #[arg(long)]
     pub print_spec: bool,
@@ -116,6 +121,9 @@ fn spec_text(a: &VmCompareArgs, direction: Direction) -> Result<String> {
             }
         };
         let _ = writeln!(t, "\n[[workload]]\n{body}");
+        if a.trace {
+            let _ = writeln!(t, "trace = true");
+        }
     }
     let _ = writeln!(t, "\n[[config]]\nname = \"native\"");
     let _ = writeln!(

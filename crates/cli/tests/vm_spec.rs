@@ -1,0 +1,46 @@
+//! `vm compare --trace` (issue 41): the spec it writes asks every workload for tracepoint
+//! counts, and that spec is one `virtperf run` accepts as it is. That a guest which drives
+//! the test carries `trace` into its result is `guest.rs`'s (rr across `guest:guest-host`
+//! with `--trace`) and `lab/tests/plan_travels.rs`'s.
+
+mod common;
+
+use common::vp;
+
+#[test]
+fn vm_compare_trace_asks_every_workload_for_counts() {
+    let out = vp()
+        .args([
+            "vm",
+            "compare",
+            "--direction",
+            "guest-host",
+            "--workloads",
+            "rr,crr,stream",
+            "--trace",
+            "--print-spec",
+        ])
+        .output()
+        .expect("run");
+    let spec = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(spec.matches("[[workload]]").count(), 3, "{spec}");
+    assert_eq!(spec.matches("trace = true").count(), 3, "{spec}");
+    assert!(spec.contains("guest:guest-host"), "{spec}");
+    let file = std::env::temp_dir().join(format!("vp-vm-spec-{}.toml", std::process::id()));
+    std::fs::write(&file, spec.as_bytes()).expect("write");
+    let check = vp()
+        .args(["run", file.to_str().expect("utf-8"), "--dry-run"])
+        .output()
+        .expect("run --dry-run");
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        check.status.success(),
+        "the written spec does not parse: {}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
