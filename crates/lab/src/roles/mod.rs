@@ -16,6 +16,7 @@ mod http;
 mod role;
 mod rr;
 mod stream;
+mod threads;
 mod unix_rr;
 
 use std::sync::Arc;

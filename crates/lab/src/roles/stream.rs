@@ -8,177 +8,113 @@ use virtperf_load::interval::Meter;
 use virtperf_load::{mux, stream};
 use virtperf_wire::{Outcome, SideReport, StreamParams, Workload};
 
-use super::conn::{accept_data, connect_all, connect_data, recv_len};
+use super::conn::recv_len;
 use super::role::Role;
+use super::threads::{self, Flows};
 use crate::assemble::outcome::{bidir_outcome, stream_outcome, Collected};
 use crate::half::{ClientHalf, Handles, ServerHalf};
 use crate::side::{spawn_conn_worker, spawn_mux_conns_worker};
+use virtperf_wire::Kind;
 
 impl Role for StreamParams {
     fn client(&self, c: &ClientHalf, meter: &mut dyn FnMut() -> Arc<Meter>) -> Result<Handles> {
         if !self.protocol.is_tcp() {
             return crate::udp_roles::stream_client(self, c, meter);
         }
-        let (data, sock, side, window, key) = (c.data, c.sock, c.side, c.window, c.key);
-        let mut handles = Vec::new();
-        match *self {
-            StreamParams {
-                send_size,
-                flows,
-                reverse,
-                recv_size,
-                threads: Some(t),
-                ..
-            } => {
-                let conns = connect_all(data, flows, false, &sock, &key)?;
-                // Multiplexed flows share the options: the first shows what the kernel applied.
-                super::conn::note_first(side, &conns);
-                for (i, share) in mux::spread(conns, t.min(flows) as usize)
-                    .into_iter()
-                    .enumerate()
-                {
-                    let m = meter();
+        let StreamParams {
+            send_size,
+            reverse,
+            recv_size,
+            recv_wait,
+            bidir,
+            zerocopy,
+            buf_offset,
+            ..
+        } = *self;
+        let (side, window) = (c.side, c.window);
+        let watch = crate::fds::room_for_duplicates(self);
+        threads::client(
+            c,
+            meter,
+            Flows {
+                // --bidir: each flow is two connections, the first sending, the second
+                // receiving (the agent accepts them in that order).
+                conns: self.connections(),
+                threads: self.threads,
+                nodelay: false,
+                per_conn: |j, s, m: Arc<Meter>| {
+                    let name = format!("stream-client-{j}");
+                    if (bidir && j % 2 == 0) || (!bidir && !reverse) {
+                        return spawn_sender(&name, side, s, send_size, buf_offset, zerocopy, m);
+                    }
+                    spawn_conn_worker(&name, side, s, move |c, _, s| {
+                        stream::receive(s, recv_size, buf_offset, recv_wait, &c.stop, &m)
+                    })
+                },
+                per_share: |i, share: Vec<std::net::TcpStream>, m: Arc<Meter>| {
                     if !reverse {
                         m.mark_sending();
-                        if crate::fds::room_for_duplicates(self) {
+                        if watch {
                             watch_senders(&m, &share);
                         }
                     }
-                    handles.push(spawn_mux_conns_worker(
-                        &format!("stream-mux-{i}"),
-                        side,
-                        share,
-                        move |c, share| {
-                            if reverse {
-                                mux::stream_recv(
-                                    share,
-                                    recv_len(recv_size),
-                                    c.gate.span(window),
-                                    &c.stop,
-                                    &m,
-                                )
-                            } else {
-                                mux::stream_send(share, send_size as usize, &c.stop, &m)
-                            }
-                        },
-                    )?);
-                }
-            }
-            StreamParams {
-                send_size,
-                flows,
-                reverse,
-                recv_size,
-                recv_wait,
-                bidir,
-                zerocopy,
-                buf_offset,
-                ..
-            } => {
-                // --bidir: each flow is two connections, the first sending, the second
-                // receiving (the agent accepts them in that order).
-                let conns = if bidir { 2 * flows } else { flows };
-                for j in 0..conns {
-                    let s = connect_data(data, false, &sock, &key)?;
-                    let name = format!("stream-client-{j}");
-                    let m = meter();
-                    let sends = if bidir { j % 2 == 0 } else { !reverse };
-                    handles.push(if sends {
-                        spawn_sender(&name, side, s, send_size, buf_offset, zerocopy, m)?
-                    } else {
-                        spawn_conn_worker(&name, side, s, move |c, _, s| {
-                            stream::receive(s, recv_size, buf_offset, recv_wait, &c.stop, &m)
-                        })?
-                    });
-                }
-            }
-        }
-        Ok(handles)
+                    let name = format!("stream-mux-{i}");
+                    spawn_mux_conns_worker(&name, side, share, move |c, share| {
+                        if reverse {
+                            let span = c.gate.span(window);
+                            mux::stream_recv(share, recv_len(recv_size), span, &c.stop, &m)
+                        } else {
+                            mux::stream_send(share, send_size as usize, &c.stop, &m)
+                        }
+                    })
+                },
+            },
+        )
     }
 
     fn server(&self, s: ServerHalf) -> Result<Handles> {
         if !self.protocol.is_tcp() {
             return crate::udp_roles::stream_server(self, s);
         }
-        let ServerHalf {
-            listener,
-            client,
-            sock,
-            side,
-            window,
-            key,
+        let StreamParams {
+            send_size,
+            reverse,
+            recv_size,
+            recv_wait,
+            bidir,
+            zerocopy,
+            buf_offset,
             ..
-        } = s;
-        let mut handles = Vec::new();
-        match *self {
-            StreamParams {
-                send_size,
-                flows,
-                reverse,
-                recv_size,
-                threads: Some(t),
-                ..
-            } => {
-                let conns = accept_data(listener, client, flows as usize, false, &sock, &key)?;
-                // Multiplexed flows share the options: the first shows what the kernel applied.
-                super::conn::note_first(side, &conns);
-                for (i, share) in mux::spread(conns, t.min(flows) as usize)
-                    .into_iter()
-                    .enumerate()
-                {
-                    // The agent keeps no time series: its meter is written and never read.
-                    let m = Meter::new(None);
-                    handles.push(spawn_mux_conns_worker(
-                        &format!("stream-mux-{i}"),
-                        side,
-                        share,
-                        move |c, share| {
-                            if reverse {
-                                mux::stream_send(share, send_size as usize, &c.stop, &m)
-                            } else {
-                                mux::stream_recv(
-                                    share,
-                                    recv_len(recv_size),
-                                    c.gate.span(window),
-                                    &c.stop,
-                                    &m,
-                                )
-                            }
-                        },
-                    )?);
-                }
-            }
-            StreamParams {
-                flows,
-                reverse,
-                send_size,
-                recv_size,
-                recv_wait,
-                bidir,
-                zerocopy,
-                buf_offset,
-                ..
-            } => {
-                let conns = if bidir { 2 * flows } else { flows };
-                for (j, s) in accept_data(listener, client, conns as usize, false, &sock, &key)?
-                    .into_iter()
-                    .enumerate()
-                {
+        } = *self;
+        let (side, window) = (s.side, s.window);
+        threads::server(
+            s,
+            Flows {
+                conns: self.connections(),
+                threads: self.threads,
+                nodelay: false,
+                per_conn: |j, s, m: Arc<Meter>| {
                     let name = format!("stream-server-{j}");
-                    // The agent keeps no time series: its meter is written and never read.
-                    let m = Meter::new(None);
-                    let sends = if bidir { j % 2 == 1 } else { reverse };
-                    handles.push(if sends {
-                        spawn_sender(&name, side, s, send_size, buf_offset, zerocopy, Arc::new(m))?
-                    } else {
-                        spawn_conn_worker(&name, side, s, move |c, _, s| {
-                            stream::receive(s, recv_size, buf_offset, recv_wait, &c.stop, &m)
-                        })?
-                    });
-                }
-            }
-        }
-        Ok(handles)
+                    if (bidir && j % 2 == 1) || (!bidir && reverse) {
+                        return spawn_sender(&name, side, s, send_size, buf_offset, zerocopy, m);
+                    }
+                    spawn_conn_worker(&name, side, s, move |c, _, s| {
+                        stream::receive(s, recv_size, buf_offset, recv_wait, &c.stop, &m)
+                    })
+                },
+                per_share: |i, share: Vec<std::net::TcpStream>, m: Arc<Meter>| {
+                    let name = format!("stream-mux-{i}");
+                    spawn_mux_conns_worker(&name, side, share, move |c, share| {
+                        if reverse {
+                            mux::stream_send(share, send_size as usize, &c.stop, &m)
+                        } else {
+                            let span = c.gate.span(window);
+                            mux::stream_recv(share, recv_len(recv_size), span, &c.stop, &m)
+                        }
+                    })
+                },
+            },
+        )
     }
 
     fn outcome(&self, c: &Collected, server: &SideReport, warnings: &mut Vec<String>) -> Outcome {

@@ -1,0 +1,91 @@
+//! The two thread models a TCP role runs its connections on, written once (neper's
+//! `thread.c`): a thread per connection, each with a private descriptor table
+//! (`spawn_conn_worker`), or the connections spread over `--threads` epoll threads. A role
+//! gives only its steps — what a thread does with one connection, and what one does with a
+//! share of them — and both halves open or accept their connections here.
+
+use std::net::TcpStream;
+use std::sync::Arc;
+
+use anyhow::Result;
+use virtperf_load::interval::Meter;
+use virtperf_load::mux;
+
+use super::conn::{accept_data, connect_all, note_first};
+use crate::half::{ClientHalf, Handles, ServerHalf};
+use crate::side::{Ctl, WorkerOut};
+
+/// One worker thread of a side.
+pub(crate) type Worker = std::thread::JoinHandle<Result<WorkerOut>>;
+
+/// A side's data connections and what runs on them.
+pub(crate) struct Flows<F, M> {
+    /// Connections on this side (flows; two per flow with `--bidir`).
+    pub conns: u32,
+    /// `--threads`: the connections spread over this many epoll threads (never more than
+    /// there are connections); `None`: a thread per connection.
+    pub threads: Option<u32>,
+    /// `TCP_NODELAY` on the connections (request/response: yes; streams: no).
+    pub nodelay: bool,
+    /// The thread for connection `i`, with its meter.
+    pub per_conn: F,
+    /// The thread for share `i` of the connections, with its meter.
+    pub per_share: M,
+}
+
+/// The client half: opens the connections (each presents the test's key) and starts their
+/// threads.
+pub(crate) fn client<F, M>(
+    c: &ClientHalf,
+    meter: &mut dyn FnMut() -> Arc<Meter>,
+    f: Flows<F, M>,
+) -> Result<Handles>
+where
+    F: FnMut(usize, TcpStream, Arc<Meter>) -> Result<Worker>,
+    M: FnMut(usize, Vec<TcpStream>, Arc<Meter>) -> Result<Worker>,
+{
+    let conns = connect_all(c.data, f.conns, f.nodelay, &c.sock, &c.key)?;
+    start(c.side, conns, f, meter)
+}
+
+/// The server half: accepts the connections from the client (each with the test's key)
+/// and starts their threads. The agent keeps no time series: its meters are written and
+/// never read.
+pub(crate) fn server<F, M>(s: ServerHalf, f: Flows<F, M>) -> Result<Handles>
+where
+    F: FnMut(usize, TcpStream, Arc<Meter>) -> Result<Worker>,
+    M: FnMut(usize, Vec<TcpStream>, Arc<Meter>) -> Result<Worker>,
+{
+    let n = f.conns as usize;
+    let conns = accept_data(s.listener, s.client, n, f.nodelay, &s.sock, &s.key)?;
+    start(s.side, conns, f, &mut || Arc::new(Meter::new(None)))
+}
+
+fn start<F, M>(
+    side: &Ctl,
+    conns: Vec<TcpStream>,
+    mut f: Flows<F, M>,
+    meter: &mut dyn FnMut() -> Arc<Meter>,
+) -> Result<Handles>
+where
+    F: FnMut(usize, TcpStream, Arc<Meter>) -> Result<Worker>,
+    M: FnMut(usize, Vec<TcpStream>, Arc<Meter>) -> Result<Worker>,
+{
+    match f.threads {
+        Some(t) => {
+            // Multiplexed flows share the options: the first shows what the kernel applied.
+            note_first(side, &conns);
+            let t = (t as usize).clamp(1, conns.len().max(1));
+            mux::spread(conns, t)
+                .into_iter()
+                .enumerate()
+                .map(|(i, share)| (f.per_share)(i, share, meter()))
+                .collect()
+        }
+        None => conns
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| (f.per_conn)(i, s, meter()))
+            .collect(),
+    }
+}
