@@ -671,18 +671,7 @@ fn run_test(
     )?;
     drop(td);
     let joined = join_all(handles)?;
-    let report = SideReport {
-        elapsed_s: closed.elapsed.as_secs_f64(),
-        cpu: closed.cpu,
-        threads: joined.cpu,
-        window_cpu_s: closed.workers_cpu_s,
-        flows: joined.flow_stats(),
-        transactions: joined.transactions(),
-        events: Some(closed.events),
-        setup_s,
-        sock: side.applied.lock().ok().and_then(|a| a.clone()),
-        zerocopy: side.zerocopy.lock().ok().and_then(|z| *z),
-    };
+    let report = closed.report(&joined, &side, setup_s);
     // A report over the limit is not sent (the client would take it for another protocol);
     // the error below says what happened instead.
     virtperf_wire::write_message_max(

@@ -363,18 +363,7 @@ fn run_once(
     let kvm = kvm0.map(|before| kvm_counters(before, virtperf_kvm::debugfs_stats()));
     let (joined, server) = stop_and_report(&mut ctl, plan, handles)?;
     let stop_s = stopped.elapsed().as_secs_f64();
-    let client = SideReport {
-        elapsed_s: closed.elapsed.as_secs_f64(),
-        cpu: closed.cpu,
-        threads: joined.cpu,
-        window_cpu_s: closed.workers_cpu_s,
-        flows: joined.flow_stats(),
-        transactions: joined.transactions(),
-        events: Some(closed.events),
-        setup_s,
-        sock: side.applied.lock().ok().and_then(|a| a.clone()),
-        zerocopy: side.zerocopy.lock().ok().and_then(|z| *z),
-    };
+    let client = closed.report(&joined, &side, setup_s);
     if let Some(c) = capture {
         c.stop()?;
     }

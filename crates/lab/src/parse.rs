@@ -59,16 +59,27 @@ pub fn host_port(s: &str) -> Result<(String, Option<u16>)> {
 /// look like measurements.
 pub const MIN_TEST_DURATION: Duration = Duration::from_millis(10);
 
-/// Parses a test's measured duration: 10 ms to 24 h.
+/// Parses a test's measured duration: 10 ms to 24 h ([`check_test_duration`]).
 pub fn test_duration(s: &str) -> Result<Duration> {
     let d = duration(s)?;
-    if d < MIN_TEST_DURATION {
-        bail!(
-            "invalid duration {s:?}: a test measures at least {} ms (shorter intervals measure the stop, not the workload)",
-            MIN_TEST_DURATION.as_millis()
-        );
-    }
+    check_test_duration(d).map_err(|e| anyhow!("invalid duration {s:?}: {e}"))?;
     Ok(d)
+}
+
+/// The one rule for a timed test's measured duration, wherever it came from (a flag, a
+/// spec file, a plan a program built, a driven plan): at least [`MIN_TEST_DURATION`], at
+/// most 24 h.
+pub fn check_test_duration(d: Duration) -> std::result::Result<(), String> {
+    if d < MIN_TEST_DURATION {
+        return Err(format!(
+            "a test measures at least {} ms (shorter intervals measure the stop, not the workload)",
+            MIN_TEST_DURATION.as_millis()
+        ));
+    }
+    if d.as_millis() > u128::from(virtperf_wire::MAX_DURATION_MS) {
+        return Err("a test measures at most 24h".into());
+    }
+    Ok(())
 }
 
 /// Parses a duration that may be 0 (`0` = none) and is at most `max` (written `max_text` in

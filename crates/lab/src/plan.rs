@@ -250,12 +250,8 @@ impl Plan {
             bail!("--capture records TCP tests (virtperf pcap analyzes TCP): drop it, or run tcpdump yourself for UDP");
         }
         if self.workload.is_timed() {
-            if self.duration.is_zero() {
-                bail!("--duration must be greater than 0 (e.g. 10s, 500ms)");
-            }
-            if self.duration.as_millis() > u128::from(MAX_DURATION_MS) {
-                bail!("--duration must be at most 24h");
-            }
+            crate::parse::check_test_duration(self.duration)
+                .map_err(|e| anyhow!("--duration: {e}"))?;
         }
         if let Some(i) = self.interval {
             if !self.workload.kind().takes_interval() {
@@ -294,3 +290,27 @@ impl Plan {
 
 /// Progress of a running test: fraction done (0..=1) when known, else `None`.
 pub type ProgressFn<'a> = &'a dyn Fn(Option<f64>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plan a program built obeys the duration rule a flag and a spec key obey: one
+    /// rule (`parse::check_test_duration`), not two (it used to take 5 ms here and refuse
+    /// it on the command line).
+    #[test]
+    fn a_built_plan_obeys_the_flags_duration_rule() {
+        let short = Plan::new(Workload::rr(1, 1), Duration::from_millis(5));
+        let e = short.validate().expect_err("5 ms accepted");
+        let flag = crate::parse::test_duration("5ms").expect_err("5 ms accepted as a flag");
+        assert!(format!("{e:#}").contains("at least 10 ms"), "{e:#}");
+        assert!(format!("{flag:#}").contains("at least 10 ms"), "{flag:#}");
+        let long = Plan::new(Workload::rr(1, 1), Duration::from_secs(25 * 3600));
+        assert!(format!("{:#}", long.validate().expect_err("25 h accepted")).contains("24h"));
+        // Byte-count workloads have no duration to check.
+        let bulk: Workload =
+            serde_json::from_str(r#"{"kind":"bulk","bytes":10,"send_size":10,"reverse":false}"#)
+                .expect("bulk");
+        assert!(Plan::new(bulk, Duration::ZERO).validate().is_ok());
+    }
+}

@@ -31,6 +31,31 @@ pub(crate) struct Closed {
     pub workers_cpu_s: Option<f64>,
 }
 
+impl Closed {
+    /// This side's report of a test: the interval's counters, its joined workers' counts
+    /// and CPU, what the kernel applied to its sockets. Both halves build theirs here (the
+    /// client keeps its own, the agent sends its `Report`), so they cannot drift apart.
+    pub(crate) fn report(
+        self,
+        joined: &crate::side::Joined,
+        side: &Ctl,
+        setup_s: Option<f64>,
+    ) -> virtperf_wire::SideReport {
+        virtperf_wire::SideReport {
+            elapsed_s: self.elapsed.as_secs_f64(),
+            cpu: self.cpu,
+            threads: joined.cpu,
+            window_cpu_s: self.workers_cpu_s,
+            flows: joined.flow_stats(),
+            transactions: joined.transactions(),
+            events: Some(self.events),
+            setup_s,
+            sock: side.applied.lock().ok().and_then(|a| a.clone()),
+            zerocopy: side.zerocopy.lock().ok().and_then(|z| *z),
+        }
+    }
+}
+
 impl Window {
     /// Reads the counters now; `nic` is the interface the side's traffic crosses. Events
     /// bracket the CPU snapshot, so reading them costs the CPU figures nothing.
