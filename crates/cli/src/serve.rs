@@ -44,7 +44,13 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         concurrent: concurrent.map(|n| n as usize),
         max_flows: a.max_flows,
         max_threads: a.max_threads,
+        data_ports: a.data_ports,
     };
+    if let Some((first, last)) = a.data_ports {
+        if (first..=last).contains(&a.port) {
+            anyhow::bail!("the control port {} is inside --data-ports {first}-{last}: give a range that leaves it out", a.port);
+        }
+    }
     let listener = agent::bind(&cfg)?;
     let addr = listener.local_addr()?;
     if a.announce {
@@ -138,6 +144,12 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = virtperf_lab::agent::DEFAULT_MAX_THREADS, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=256))]
     pub max_threads: u32,
+    /// Bind every data listener and UDP data socket in FIRST-LAST (e.g. 17151-17158), so
+    /// forwarding the control port and this range through a NAT, a port forward or a
+    /// security group is enough (clients connect data connections to the address they used
+    /// for control). Each test takes one port of it while it runs (UDP: one per flow)
+    #[arg(long, value_name = "FIRST-LAST", value_parser = virtperf_lab::parse::port_range)]
+    pub data_ports: Option<(u16, u16)>,
 }
 
 impl ServeArgs {

@@ -62,6 +62,10 @@ pub struct AgentConfig {
     pub max_flows: u32,
     /// `serve --max-threads`: most worker threads one test may ask for per side.
     pub max_threads: u32,
+    /// `serve --data-ports FIRST-LAST`: every data listener and UDP data socket in this
+    /// range, so a NAT or a port forward of the control port and the range is enough; None:
+    /// ports the kernel picks.
+    pub data_ports: Option<(u16, u16)>,
 }
 
 /// Default of `serve --max-flows`: the 10,000 flows of the scaling benchmark, with room.
@@ -622,7 +626,7 @@ fn run_test(
     check_test(cfg, w, sock, duration_ms, server_cpu)?;
     // One measurement at a time on this machine: held until the test's report is sent.
     let _machine = lock_for_test(ctl, cfg, client_lock)?;
-    let (listener, ip, client, key) = open_data_port(ctl, w, sock)?;
+    let (listener, ip, client, key) = open_data_port(ctl, cfg, w, sock)?;
 
     let mut td = Teardown {
         side: Ctl::new(server_cpu),
@@ -641,6 +645,7 @@ fn run_test(
             wake: &mut td.wake,
             window: w.is_timed().then(|| Duration::from_millis(duration_ms)),
             key,
+            ports: cfg.data_ports,
         },
     );
     if watch.finish() {
@@ -786,6 +791,7 @@ fn check_test(
 /// with the test's key (`Ready`): the listener, our address, the client's, the key.
 fn open_data_port(
     ctl: &mut TcpStream,
+    cfg: &AgentConfig,
     w: &Workload,
     sock: &SockOpts,
 ) -> Result<(TcpListener, IpAddr, IpAddr, crate::side::DataKey)> {
@@ -793,7 +799,10 @@ fn open_data_port(
     // the address it used: connections from anywhere else are closed at once.
     let ip = ctl.local_addr()?.ip();
     let client = ctl.peer_addr()?.ip();
-    let listener = data_listener(SocketAddr::new(ip, 0), sock).context("binding a data port")?;
+    let listener = crate::ports::bind_in(cfg.data_ports, |p| {
+        data_listener(SocketAddr::new(ip, p), sock)
+    })
+    .context("binding a data port")?;
     // Accepted connections inherit the MSS and buffers their SYN-ACK announces.
     virtperf_load::sock::prepare_before_connect(&listener, sock)?;
     // Thousands of flows connect at once: a deeper backlog, set before Ready (the client
@@ -821,6 +830,10 @@ fn data_listener(addr: SocketAddr, sock: &SockOpts) -> std::io::Result<TcpListen
         socket2::Type::STREAM,
         Some(virtperf_load::sock::data_protocol(sock)),
     )?;
+    // A port of a `--data-ports` range is used again and again: the connections of the
+    // test before may still be in TIME_WAIT on it, which SO_REUSEADDR lets a new listener
+    // bind over (on Linux it never lets two listeners share the port: busy stays busy).
+    s.set_reuse_address(true)?;
     s.bind(&addr.into())?;
     s.listen(1024)?;
     Ok(s.into())

@@ -74,6 +74,19 @@ impl Control {
         self.recv_max(timeout, waiting_for, virtperf_wire::MAX_CONTROL_FRAME)
     }
 
+    /// The error the agent sent, if it sent one within `wait` (and nothing else first).
+    fn error_sent(&mut self, wait: Duration) -> Option<anyhow::Error> {
+        self.s.set_read_timeout(Some(wait)).ok()?;
+        match virtperf_wire::read_message(&mut self.s) {
+            Ok(Message::Error { message }) => Some(anyhow!(
+                "agent at {}: {}",
+                self.addr,
+                virtperf_wire::printable(&message)
+            )),
+            _ => None,
+        }
+    }
+
     /// Like `recv`, for a message of up to `max` bytes (an agent's report of many flows).
     fn recv_max(&mut self, timeout: Duration, waiting_for: &str, max: u32) -> Result<Message> {
         self.s.set_read_timeout(Some(timeout))?;
@@ -316,7 +329,12 @@ fn run_once(
     };
     let side = Ctl::new(plan.client_cpu);
     let downloads: Arc<Mutex<Vec<Fetched>>> = Arc::default();
-    let (handles, meters, setup_s) = start_workers(plan, data, key, &side, &downloads)?;
+    let (handles, meters, setup_s) = match start_workers(plan, data, key, &side, &downloads) {
+        Ok(w) => w,
+        // The agent's own error (its data ports all taken, a socket it could not bind)
+        // says more than what the data side saw of it (a set-up connection reset).
+        Err(e) => return Err(ctl.error_sent(Duration::from_millis(500)).unwrap_or(e)),
+    };
     ctl.send(&Message::Start)?;
     match ctl.recv(SETUP_TIMEOUT, "started")? {
         Message::Started => {}

@@ -51,6 +51,9 @@ pub(crate) struct ServerHalf<'a> {
     pub window: Option<std::time::Duration>,
     /// The test's key: data connections that do not present it are closed.
     pub key: DataKey,
+    /// The agent's data port range (`serve --data-ports`), which UDP data sockets bind in
+    /// too; None: any port.
+    pub ports: Option<(u16, u16)>,
 }
 
 /// Objects a server worker may block on outside the stop flag's reach: the teardown wakes

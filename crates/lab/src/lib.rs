@@ -17,6 +17,7 @@ pub mod fds;
 mod half;
 pub mod parse;
 pub mod plan;
+mod ports;
 pub mod probe;
 pub mod roles;
 pub mod series;

@@ -59,6 +59,25 @@ pub fn host_port(s: &str) -> Result<(String, Option<u16>)> {
 /// look like measurements.
 pub const MIN_TEST_DURATION: Duration = Duration::from_millis(10);
 
+/// Parses a port range `FIRST-LAST` (or one port): 1 to 65535, first ≤ last.
+pub fn port_range(s: &str) -> Result<(u16, u16)> {
+    let t = s.trim();
+    let (a, b) = t.split_once('-').unwrap_or((t, t));
+    let port = |p: &str| -> Result<u16> {
+        match p.trim().parse::<u16>() {
+            Ok(0) | Err(_) => bail!(
+                "invalid port range {s:?}: give ports 1-65535 as FIRST-LAST (e.g. 17151-17158)"
+            ),
+            Ok(n) => Ok(n),
+        }
+    };
+    let (a, b) = (port(a)?, port(b)?);
+    if a > b {
+        bail!("invalid port range {s:?}: the first port is above the last");
+    }
+    Ok((a, b))
+}
+
 /// Parses a test's measured duration: 10 ms to 24 h ([`check_test_duration`]).
 pub fn test_duration(s: &str) -> Result<Duration> {
     let d = duration(s)?;

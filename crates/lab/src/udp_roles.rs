@@ -8,7 +8,7 @@
 //! from anywhere else reaches a connected UDP socket.
 
 use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -33,12 +33,18 @@ fn udp_opts(sock: &SockOpts) -> SockOpts {
 /// per connection, bound on its local address and connected to the peer's. Every port is
 /// written before any is read, so the two ends never wait on each other whatever order
 /// the agent accepted the connections in.
-fn pair_all(conns: Vec<TcpStream>, sock: &SockOpts) -> Result<Vec<UdpSocket>> {
+fn pair_all(
+    conns: Vec<TcpStream>,
+    sock: &SockOpts,
+    ports: Option<(u16, u16)>,
+) -> Result<Vec<UdpSocket>> {
     let mut socks = Vec::with_capacity(conns.len());
     for t in &conns {
         t.set_read_timeout(Some(SETUP_TIMEOUT))?;
         t.set_write_timeout(Some(SETUP_TIMEOUT))?;
-        let u = UdpSocket::bind((t.local_addr()?.ip(), 0)).context("binding a UDP data socket")?;
+        let ip = t.local_addr()?.ip();
+        let u = crate::ports::bind_in(ports, |p| UdpSocket::bind((ip, p)))
+            .context("binding a UDP data socket")?;
         (&*t)
             .write_all(&u.local_addr()?.port().to_be_bytes())
             .context("sending our UDP port")?;
@@ -67,20 +73,15 @@ fn open(data: SocketAddr, n: u32, sock: &SockOpts, key: &DataKey) -> Result<Vec<
             Ok(s)
         })
         .collect::<Result<Vec<_>>>()?;
-    pair_all(conns, sock)
+    // The client's own UDP ports: any (it is the side that sends first through a NAT).
+    pair_all(conns, sock, None)
 }
 
 /// The agent's UDP sockets for `n` flows from `client`; closes the listener afterwards.
-fn accept(
-    listener: TcpListener,
-    client: IpAddr,
-    n: usize,
-    sock: &SockOpts,
-    key: &DataKey,
-) -> Result<Vec<UdpSocket>> {
-    let conns = accept_n(&listener, n, SETUP_TIMEOUT, client, key)?;
-    drop(listener);
-    pair_all(conns, sock)
+fn accept(s: ServerHalf, n: usize) -> Result<Vec<UdpSocket>> {
+    let conns = accept_n(&s.listener, n, SETUP_TIMEOUT, s.client, &s.key)?;
+    drop(s.listener);
+    pair_all(conns, &s.sock, s.ports)
 }
 
 /// Starts the client half of UDP rr.
@@ -164,10 +165,11 @@ pub(crate) fn rr_server(p: &RrParams, s: ServerHalf) -> Result<Handles> {
         ..
     } = *p;
     let mut handles = Vec::new();
-    for u in accept(s.listener, s.client, flows as usize, &s.sock, &s.key)? {
+    let side = s.side;
+    for u in accept(s, flows as usize)? {
         handles.push(spawn_conn_worker(
             "udp-rr-server",
-            s.side,
+            side,
             u,
             move |c, _, u| {
                 udp::rr_server(u, request as usize, response as usize, server_wait, &c.stop)
@@ -180,14 +182,12 @@ pub(crate) fn rr_server(p: &RrParams, s: ServerHalf) -> Result<Handles> {
 /// Starts the server half of a UDP stream.
 pub(crate) fn stream_server(p: &StreamParams, s: ServerHalf) -> Result<Handles> {
     let mut handles = Vec::new();
-    for (i, u) in accept(s.listener, s.client, p.flows as usize, &s.sock, &s.key)?
-        .into_iter()
-        .enumerate()
-    {
+    let side = s.side;
+    for (i, u) in accept(s, p.flows as usize)?.into_iter().enumerate() {
         // The agent keeps no time series: its meter is written and never read.
         let name = format!("udp-stream-server-{i}");
         let m = Arc::new(Meter::new(None));
-        handles.push(stream_worker(&name, s.side, u, p.reverse, p, m)?);
+        handles.push(stream_worker(&name, side, u, p.reverse, p, m)?);
     }
     Ok(handles)
 }

@@ -19,6 +19,7 @@ pub fn agent(token: &str, allow_drive: bool) -> Target {
         concurrent: Some(16),
         max_flows: agent::DEFAULT_MAX_FLOWS,
         max_threads: agent::DEFAULT_MAX_THREADS,
+        data_ports: None,
     };
     let listener = agent::bind(&cfg).expect("bind");
     let addr = listener.local_addr().expect("address");

@@ -151,6 +151,8 @@ fn boot() -> Result<()> {
         concurrent: None,
         max_flows: virtperf_lab::agent::DEFAULT_MAX_FLOWS,
         max_threads: virtperf_lab::agent::DEFAULT_MAX_THREADS,
+        // On a tap virtperf made: nothing between the guest and its peers to forward.
+        data_ports: None,
     };
     let listener = agent::bind(&cfg)?;
     println!("{READY} {}:{}", params.ip, params.port);
