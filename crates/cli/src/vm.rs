@@ -6,6 +6,7 @@
 //! SQLite, and `virtperf show/compare/report` work on the result like on any other run.
 
 use std::fmt::Write;
+use std::str::FromStr;
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
@@ -49,6 +50,19 @@ pub struct VmCompareArgs {
     /// Trials per workload and side (interleaved native, guest, native, guest, …)
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub runs: u32,
+    /// Where the native side runs: any placement (local, netns:veth, ssh:USER@HOST,
+    /// remote:HOST:PORT, guest…); default: this host's loopback
+    #[arg(long, value_name = "PLACEMENT", value_parser = placement_text)]
+    pub native: Option<String>,
+    /// Where the guest side runs: any placement, e.g. remote:ADDR:PORT for an agent in a VM
+    /// you run yourself (its token from $VIRTPERF_TOKEN or $VIRTPERF_TOKEN_FILE); default:
+    /// a guest virtperf boots, ends as --direction says
+    #[arg(long = "guest", value_name = "PLACEMENT", value_parser = placement_text)]
+    pub guest_at: Option<String>,
+    /// Fail (exit 3) naming each row whose tax is above this: `20%` for every workload, or
+    /// per workload `rr=30%,stream=10%`
+    #[arg(long, value_name = "PCT|WORKLOAD=PCT,…", value_parser = parse_max_tax)]
+    pub max_tax: Option<MaxTax>,
     /// Count tracepoints on the test's CPUs in every trial (`rr --trace`): natively this
     /// host's, in the guest directions where a guest drives the test the guest's own, with
     /// the host's KVM exits beside them
@@ -72,6 +86,76 @@ pub struct VmCompareArgs {
     pub lock: crate::machine::LockArgs,
     #[command(flatten)]
     pub tags: crate::args::TagArgs,
+}
+
+/// A placement as given, checked by the placement grammar.
+fn placement_text(s: &str) -> Result<String> {
+    virtperf_place::Placement::from_str(s.trim()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(s.trim().to_string())
+}
+
+/// The workloads `--workloads` takes, which `--max-tax` may name.
+const WORKLOADS: [&str; 4] = ["rr", "crr", "stream", "stream-reverse"];
+
+/// `--max-tax`: the most tax allowed, in percent, for every workload or per workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MaxTax {
+    all: Option<f64>,
+    each: Vec<(String, f64)>,
+}
+
+impl MaxTax {
+    /// The limit for `workload`, if any.
+    fn of(&self, workload: &str) -> Option<f64> {
+        self.each
+            .iter()
+            .find(|(w, _)| w == workload)
+            .map(|(_, p)| *p)
+            .or(self.all)
+    }
+}
+
+fn parse_max_tax(s: &str) -> Result<MaxTax> {
+    let pct = |t: &str| -> Result<f64> {
+        let v: f64 = t.trim().trim_end_matches('%').trim().parse().map_err(|_| {
+            anyhow::anyhow!(
+                "invalid tax {t:?}: give a percentage such as 20% (or rr=30%,stream=10%)"
+            )
+        })?;
+        anyhow::ensure!(
+            (0.0..=1000.0).contains(&v),
+            "invalid tax {t:?}: between 0% and 1000%"
+        );
+        Ok(v)
+    };
+    let mut m = MaxTax {
+        all: None,
+        each: Vec::new(),
+    };
+    for part in s.split(',') {
+        match part.split_once('=') {
+            None => m.all = Some(pct(part)?),
+            Some((w, p)) => {
+                let w = w.trim();
+                anyhow::ensure!(
+                    WORKLOADS.contains(&w),
+                    "unknown workload {w:?} in --max-tax (rr, crr, stream, stream-reverse)"
+                );
+                m.each.push((w.to_string(), pct(p)?));
+            }
+        }
+    }
+    Ok(m)
+}
+
+/// The two sides' placements as given (native, guest).
+fn placements(a: &VmCompareArgs, direction: Direction) -> (String, String) {
+    (
+        a.native.clone().unwrap_or_else(|| "local".into()),
+        a.guest_at
+            .clone()
+            .unwrap_or_else(|| format!("guest:{}", direction.name())),
+    )
 }
 
 /// `virtperf vm`
@@ -120,17 +204,25 @@ fn spec_text(a: &VmCompareArgs, direction: Direction) -> Result<String> {
                 bail!("unknown workload {other:?} in --workloads (rr, crr, stream, stream-reverse)")
             }
         };
-        let _ = writeln!(t, "\n[[workload]]\n{body}");
+        let _ = writeln!(t, "\n[[workload]]\nlabel = {}\n{body}", toml_str(w.trim()));
         if a.trace {
             let _ = writeln!(t, "trace = true");
         }
     }
+    let (native, guest) = placements(a, direction);
     let _ = writeln!(t, "\n[[config]]\nname = \"native\"");
+    if native != "local" {
+        let _ = writeln!(t, "placement = {}", toml_str(&native));
+    }
     let _ = writeln!(
         t,
-        "\n[[config]]\nname = \"guest\"\nplacement = \"guest:{}\"",
-        direction.name()
+        "\n[[config]]\nname = \"guest\"\nplacement = {}",
+        toml_str(&guest)
     );
+    if !guest.starts_with("guest") {
+        let _ = writeln!(t, "\n[report]\nbaseline = \"native\"");
+        return Ok(t);
+    }
     let g = &a.guest;
     let mut fields = vec![
         format!("vcpus = {}", g.vcpus),
@@ -238,18 +330,22 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
             g.qemu_cpu_s.clear();
             g
         });
+    let (native, guest) = placements(&a, direction);
     if a.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "run_id": row.id,
                 "direction": direction.name(),
+                "native_placement": native,
+                "guest_placement": guest,
                 "guest": info,
                 "rows": tax,
             }))?
         );
     } else {
-        print_tax(direction, info.as_ref(), &tax, &trials, &row, &store);
+        let sides = format!("native ({native}) vs guest ({guest})");
+        print_tax(&sides, info.as_ref(), &tax, &trials, &row, &store);
     }
     if interrupted {
         return crate::experiment::run_exit(&row, 0, true);
@@ -260,7 +356,31 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
             row.id
         );
     }
-    Ok(())
+    match a.max_tax.as_ref().map(|m| over_max(m, &tax)) {
+        Some(over) if !over.is_empty() => Err(crate::signals::exit(
+            crate::signals::code::REGRESSION,
+            format!("over --max-tax: {}", over.join("; ")),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The rows whose tax is above the workload's `--max-tax`, one phrase each.
+fn over_max(max: &MaxTax, tax: &[TaxRow]) -> Vec<String> {
+    tax.iter()
+        .filter_map(|r| {
+            let limit = max.of(&r.workload)?;
+            (r.tax_pct > limit).then(|| {
+                format!(
+                    "{} {} tax {:.1}% > {limit}% ({})",
+                    r.workload,
+                    short_metric(&r.metric),
+                    r.tax_pct,
+                    r.verdict
+                )
+            })
+        })
+        .collect()
 }
 
 /// `vm compare --explain`: explain's quick battery inside the guest.
@@ -321,7 +441,7 @@ fn tax_rows(rows: &[compare::Row]) -> Vec<TaxRow> {
 
 /// The native-vs-guest table, its failures and where it is stored.
 fn print_tax(
-    direction: Direction,
+    sides: &str,
     info: Option<&GuestInfo>,
     tax: &[TaxRow],
     trials: &[TrialRow],
@@ -329,15 +449,8 @@ fn print_tax(
     store: &Store,
 ) {
     match info {
-        Some(g) => println!(
-            "native vs guest ({})  guest: {}",
-            direction.name(),
-            crate::render::guest(g)
-        ),
-        None => println!(
-            "native vs guest ({}): no guest trial succeeded",
-            direction.name()
-        ),
+        Some(g) => println!("{sides}  guest: {}", crate::render::guest(g)),
+        None => println!("{sides}"),
     }
     println!(
         "{:<22} {:<18} {:>12} {:>12} {:>12} {:>8}  verdict",
@@ -400,5 +513,48 @@ fn fmt(v: f64) -> String {
         format!("{v:.0}")
     } else {
         format!("{v:.2}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(workload: &str, metric: &str, tax_pct: f64) -> TaxRow {
+        TaxRow {
+            workload: workload.into(),
+            metric: metric.into(),
+            unit: String::new(),
+            native: 1.0,
+            guest: 1.0,
+            ratio: 1.0,
+            tax_pct,
+            verdict: "guest worse".into(),
+        }
+    }
+
+    /// One limit for all, or per workload (a workload's own beats the common one); every
+    /// row over its limit is named, the rest are not; bad limits are refused with the text.
+    #[test]
+    fn max_tax_names_each_row_over_its_limit() {
+        let all = parse_max_tax("20%").expect("parses");
+        let tax = [row("rr", "p50_us", 25.0), row("stream", "mbps", 10.0)];
+        let over = over_max(&all, &tax);
+        assert_eq!(over.len(), 1, "{over:?}");
+        assert!(over[0].starts_with("rr p50 tax 25.0% > 20%"), "{over:?}");
+        let each = parse_max_tax("rr=30%,stream=5").expect("parses");
+        let over = over_max(&each, &tax);
+        assert_eq!(over.len(), 1, "{over:?}");
+        assert!(over[0].starts_with("stream throughput"), "{over:?}");
+        let mixed = parse_max_tax("50%,stream=5%").expect("parses");
+        assert_eq!(
+            (mixed.of("rr"), mixed.of("stream")),
+            (Some(50.0), Some(5.0))
+        );
+        assert_eq!(parse_max_tax("rr=1%").expect("parses").of("crr"), None);
+        for bad in ["x", "-5%", "1e30", "tcp=5%", "rr=", "2000%"] {
+            let e = parse_max_tax(bad).expect_err(bad);
+            assert!(!e.to_string().is_empty(), "{bad}");
+        }
     }
 }
