@@ -524,7 +524,15 @@ fn wake_over_sockets_exits_cleanly() {
 fn kvm_stats_say_when_host_counters_are_invisible() {
     let v = run_json(&["rr", "-l", "0.3", "--kvm-stats"]);
     let k = &v["kvm"];
-    if k["available"] == true {
+    let w = v["warnings"].as_array().expect("warnings");
+    let warned = |text: &str| w.iter().any(|x| x.as_str().unwrap_or("").contains(text));
+    if k["available"] == true && k["unread"]["exits"].is_string() {
+        // debugfs mounted but its vCPU-level files refused (no VM running on some
+        // kernels): the counter is named unread with why, and no per-unit figure is made up.
+        assert!(k["deltas"]["exits"].is_null(), "{k}");
+        assert!(k["exits_per_unit"].is_null(), "{k}");
+        assert!(warned("`exits` counter could not be read"), "{w:?}");
+    } else if k["available"] == true {
         assert!(k["deltas"]["exits"].as_u64().is_some(), "{k}");
         assert!(k["exits_per_unit"].as_f64().is_some(), "{k}");
     } else {
@@ -532,12 +540,7 @@ fn kvm_stats_say_when_host_counters_are_invisible() {
         assert!(!k["reason"].as_str().unwrap_or("").is_empty(), "{k}");
         assert!(k["exits_per_unit"].is_null());
         assert!(k["deltas"].as_object().is_some_and(|d| d.is_empty()));
-        let w = v["warnings"].as_array().unwrap();
-        assert!(
-            w.iter()
-                .any(|x| x.as_str().unwrap_or("").contains("not visible")),
-            "{w:?}"
-        );
+        assert!(warned("not visible"), "{w:?}");
     }
 }
 

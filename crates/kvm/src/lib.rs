@@ -141,11 +141,22 @@ pub fn available() -> Result<KvmInfo, KvmError> {
     })
 }
 
+/// One reading of KVM's host-wide debugfs counters.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DebugfsSample {
+    /// The counters read, by file name.
+    pub counters: BTreeMap<String, u64>,
+    /// The files that could not be read, with why (with debugfs mounted and no VM running,
+    /// the vCPU-level files — `exits`, `halt_*` — answer EPERM on some kernels).
+    pub refused: BTreeMap<String, String>,
+}
+
 /// Host-wide KVM counters from `/sys/kernel/debug/kvm/*` (these include every VM on the
 /// machine, unlike [`StatsFd`], which sees only our own vCPU). Per-VM sub-directories are
 /// skipped. debugfs is usually root-only or unmounted (and refused inside this project's
-/// guests), so expect an `Err` with a one-line reason.
-pub fn debugfs_stats() -> Result<BTreeMap<String, u64>, KvmError> {
+/// guests), so expect an `Err` with a one-line reason; a file that cannot be read while
+/// others can is named in [`DebugfsSample::refused`], never left out unsaid.
+pub fn debugfs_stats() -> Result<DebugfsSample, KvmError> {
     const DIR: &str = "/sys/kernel/debug/kvm";
     let entries = std::fs::read_dir(DIR).map_err(|e| {
         KvmError::Debugfs(format!(
@@ -153,31 +164,34 @@ pub fn debugfs_stats() -> Result<BTreeMap<String, u64>, KvmError> {
             util::io_reason(&e)
         ))
     })?;
-    let mut out = BTreeMap::new();
-    let mut refused: Option<std::io::Error> = None;
+    let mut out = DebugfsSample::default();
     for entry in entries.flatten() {
         let path = entry.path();
         if !path.is_file() {
             continue;
         }
+        let name = entry.file_name().to_string_lossy().into_owned();
         match std::fs::read_to_string(&path) {
             Ok(text) => {
                 if let Ok(v) = text.trim().parse::<u64>() {
-                    out.insert(entry.file_name().to_string_lossy().into_owned(), v);
+                    out.counters.insert(name, v);
                 }
             }
-            Err(e) => refused = Some(e),
+            Err(e) => {
+                out.refused.insert(name, util::io_reason(&e));
+            }
         }
     }
-    match (out.is_empty(), refused) {
-        (true, Some(e)) => Err(KvmError::Debugfs(format!(
-            "reading the files in {DIR} is refused ({}): no host-wide KVM counters here",
-            util::io_reason(&e)
+    if !out.counters.is_empty() {
+        return Ok(out);
+    }
+    match out.refused.values().next() {
+        Some(why) => Err(KvmError::Debugfs(format!(
+            "reading the files in {DIR} is refused ({why}): no host-wide KVM counters here"
         ))),
-        (true, None) => Err(KvmError::Debugfs(format!(
+        None => Err(KvmError::Debugfs(format!(
             "{DIR} has no counters: KVM debugfs statistics are not exposed here"
         ))),
-        _ => Ok(out),
     }
 }
 
@@ -200,7 +214,7 @@ mod tests {
     #[test]
     fn debugfs_gives_a_value_or_one_line() {
         match debugfs_stats() {
-            Ok(m) => assert!(!m.is_empty()),
+            Ok(m) => assert!(!m.counters.is_empty()),
             Err(e) => assert!(!e.to_string().contains('\n'), "{e}"),
         }
     }

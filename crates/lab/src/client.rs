@@ -601,9 +601,12 @@ fn add_kvm(result: &mut TestResult, mut k: virtperf_wire::KvmCounters) {
                 }
             }
         }
-        (None, None) => result
-            .warnings
-            .push("KVM counters were read but have no `exits` total".to_string()),
+        (None, None) => result.warnings.push(match k.unread.get("exits") {
+            Some(why) => format!(
+                "KVM's host-wide `exits` counter could not be read ({why}); exits per transaction are not reported"
+            ),
+            None => "KVM counters were read but have no `exits` total".to_string(),
+        }),
     }
     result.kvm = Some(k);
 }
@@ -611,8 +614,8 @@ fn add_kvm(result: &mut TestResult, mut k: virtperf_wire::KvmCounters) {
 /// Differences of two counter samples; a failed sample makes the whole thing unavailable
 /// with its reason (never zeros that look like "no exits").
 fn kvm_counters(
-    before: Result<std::collections::BTreeMap<String, u64>, virtperf_kvm::KvmError>,
-    after: Result<std::collections::BTreeMap<String, u64>, virtperf_kvm::KvmError>,
+    before: Result<virtperf_kvm::DebugfsSample, virtperf_kvm::KvmError>,
+    after: Result<virtperf_kvm::DebugfsSample, virtperf_kvm::KvmError>,
 ) -> virtperf_wire::KvmCounters {
     match (before, after) {
         (Ok(a), Ok(b)) => virtperf_wire::KvmCounters {
@@ -622,10 +625,12 @@ fn kvm_counters(
             // A counter absent at the start has no start value: left out, not counted
             // from 0.
             deltas: b
+                .counters
                 .iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.saturating_sub(*a.get(k)?))))
+                .filter_map(|(k, v)| Some((k.clone(), v.saturating_sub(*a.counters.get(k)?))))
                 .collect(),
             exits_per_unit: None,
+            unread: a.refused.into_iter().chain(b.refused).collect(),
         },
         (Err(e), _) | (_, Err(e)) => virtperf_wire::KvmCounters {
             available: false,

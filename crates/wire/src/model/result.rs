@@ -581,6 +581,10 @@ pub struct KvmCounters {
     pub deltas: BTreeMap<String, u64>,
     /// `exits` per transaction (rr, crr) or per KB (streams).
     pub exits_per_unit: Option<f64>,
+    /// Counters that could not be read (at the start or the end), with why: absent from
+    /// `deltas`, never counted as 0.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unread: BTreeMap<String, String>,
 }
 
 /// One number a result yields, named, with its unit and which direction is better.
