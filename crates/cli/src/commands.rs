@@ -668,8 +668,9 @@ pub struct StreamArgs {
     /// jitter counted by the receiver; sizes up to 65507 bytes)
     #[arg(long, value_name = "tcp|udp", value_parser = virtperf_wire::Protocol::parse)]
     pub protocol: Option<virtperf_wire::Protocol>,
-    /// UDP: pace each flow's sends to this rate (2gbit, 500mbit; 0: unpaced, the default,
-    /// as iperf3 -b 0 and netperf)
+    /// Pace each flow's sends to this rate (2gbit, 500mbit; 0: unpaced, the default, as
+    /// iperf3 -b 0 and netperf): UDP on the sender's schedule, TCP by the kernel
+    /// (SO_MAX_PACING_RATE, iperf3 --fq-rate)
     #[arg(long, value_name = "RATE", value_parser = virtperf_lab::parse::bit_rate, allow_hyphen_values = true)]
     pub rate: Option<u64>,
     /// UDP: UDP_SEGMENT on the sender (one send hands the kernel up to 64 datagrams)

@@ -147,6 +147,30 @@ fn unix_rr_exchanges_over_a_local_socket() {
     common::assert_one_line_error(&err, "unix-rr needs both ends on one machine");
 }
 
+/// `stream --rate` on TCP (issue 42 §4): the kernel paces each sender
+/// (`SO_MAX_PACING_RATE`), so two flows at 200 Mbit/s move 400 Mbit/s between them, on a
+/// thread each and multiplexed, either way; the header says so.
+#[test]
+fn tcp_stream_rate_paces_each_flow() {
+    for extra in [&[][..], &["--threads", "2"][..], &["--reverse"][..]] {
+        let mut args = vec!["stream", "--rate", "200mbit", "-P", "2", "-l", "1s"];
+        args.extend_from_slice(extra);
+        let v = run_json(&args);
+        assert_eq!(v["workload"]["rate_bps"], 200_000_000u64, "{extra:?}");
+        let mbps = f(&v, "/outcome/mbps");
+        assert!(
+            (380.0..=420.0).contains(&mbps),
+            "{extra:?}: {mbps} Mbit/s, not 2 × 200"
+        );
+    }
+    let out = common::vp()
+        .args(["stream", "--rate", "100mbit", "-l", "300ms"])
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("paced to 100 Mbit/s per flow"), "{text}");
+}
+
 #[test]
 fn stream_receiver_counts_what_sender_sent_per_flow() {
     let v = run_json(&[

@@ -1,7 +1,7 @@
 //! Small socket and thread helpers shared by the engines.
 
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
 
 use virtperf_wire::{AppliedSockOpts, SockOpts, Wait};
@@ -159,6 +159,30 @@ pub fn applied<S: AsFd>(s: &S) -> io::Result<AppliedSockOpts> {
         busy_poll_us: s.busy_poll().ok(),
         mptcp: s.protocol().ok().flatten() == Some(socket2::Protocol::MPTCP),
     })
+}
+
+/// Caps a TCP sender at `bits_per_s` (`SO_MAX_PACING_RATE`, in bytes per second; TCP
+/// paces itself since Linux 4.13, no fq qdisc needed): a stream at a given offered load
+/// (iperf3 `--fq-rate`). Neither socket2, rustix nor nix wraps this option, hence the
+/// `setsockopt` here.
+pub fn set_max_pacing_rate<S: AsFd>(s: &S, bits_per_s: u64) -> io::Result<()> {
+    let rate: u64 = bits_per_s / 8;
+    // SAFETY: a descriptor borrowed for the call, and a pointer to a u64 with its exact
+    // size as the option's length; the kernel copies at most that many bytes.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_fd().as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MAX_PACING_RATE,
+            (&rate as *const u64).cast(),
+            std::mem::size_of::<u64>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Shuts down a listening socket so that a thread blocked in `accept` on it returns.

@@ -111,7 +111,20 @@ gso = true
     );
     assert_eq!(line, 2, "{m}");
     assert!(m.contains("65507"), "{m}");
-    let (_, m) = line_of_error("name = \"u\"\n[[workload]]\nkind = \"stream\"\nrate = \"1gbit\"\n");
+    // A TCP stream takes a rate too (the kernel paces it); GSO stays UDP's.
+    let s = parse("name = \"u\"\n[[workload]]\nkind = \"stream\"\nrate = \"1gbit\"\n").unwrap();
+    assert!(
+        matches!(
+            s.points[0].workload,
+            Workload::Stream(StreamParams {
+                rate_bps: Some(1_000_000_000),
+                ..
+            })
+        ),
+        "{:?}",
+        s.points[0].workload
+    );
+    let (_, m) = line_of_error("name = \"u\"\n[[workload]]\nkind = \"stream\"\ngso = true\n");
     assert!(m.contains("--protocol udp"), "{m}");
 }
 

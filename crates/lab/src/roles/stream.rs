@@ -29,6 +29,7 @@ impl Role for StreamParams {
             bidir,
             zerocopy,
             buf_offset,
+            rate_bps,
             ..
         } = *self;
         let (side, window) = (c.side, c.window);
@@ -45,6 +46,7 @@ impl Role for StreamParams {
                 per_conn: |j, s, m: Arc<Meter>| {
                     let name = format!("stream-client-{j}");
                     if (bidir && j % 2 == 0) || (!bidir && !reverse) {
+                        pace(&s, rate_bps)?;
                         return spawn_sender(&name, side, s, send_size, buf_offset, zerocopy, m);
                     }
                     spawn_conn_worker(&name, side, s, move |c, _, s| {
@@ -53,6 +55,7 @@ impl Role for StreamParams {
                 },
                 per_share: |i, share: Vec<std::net::TcpStream>, m: Arc<Meter>| {
                     if !reverse {
+                        share.iter().try_for_each(|s| pace(s, rate_bps))?;
                         m.mark_sending();
                         if watch {
                             watch_senders(&m, &share);
@@ -84,6 +87,7 @@ impl Role for StreamParams {
             bidir,
             zerocopy,
             buf_offset,
+            rate_bps,
             ..
         } = *self;
         let (side, window) = (s.side, s.window);
@@ -96,6 +100,7 @@ impl Role for StreamParams {
                 per_conn: |j, s, m: Arc<Meter>| {
                     let name = format!("stream-server-{j}");
                     if (bidir && j % 2 == 1) || (!bidir && reverse) {
+                        pace(&s, rate_bps)?;
                         return spawn_sender(&name, side, s, send_size, buf_offset, zerocopy, m);
                     }
                     spawn_conn_worker(&name, side, s, move |c, _, s| {
@@ -124,6 +129,15 @@ impl Role for StreamParams {
             stream_outcome(c, server, self.reverse, warnings)
         }
     }
+}
+
+/// Caps a TCP sender at the stream's rate, where it has one (0: unpaced).
+fn pace(s: &std::net::TcpStream, rate_bps: Option<u64>) -> Result<()> {
+    if let Some(r) = rate_bps.filter(|r| *r > 0) {
+        virtperf_load::sock::set_max_pacing_rate(s, r)
+            .map_err(|e| anyhow::anyhow!("cannot pace the stream's sender to {r} bit/s: {e}"))?;
+    }
+    Ok(())
 }
 
 /// With a time series, lets the series read the TCP state of the sending connections

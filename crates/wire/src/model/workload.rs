@@ -352,8 +352,9 @@ pub struct StreamParams {
     /// sequence number and send time for loss, reordering and jitter.
     #[serde(default, skip_serializing_if = "Protocol::is_tcp")]
     pub protocol: Protocol,
-    /// UDP: paced to this many bits per second per flow (iperf3 `-b`); absent or 0:
-    /// as fast as the sender can (iperf3 `-b 0`, netperf UDP_STREAM).
+    /// Paced to this many bits per second per flow (iperf3 `-b`): UDP by the sender's own
+    /// schedule, TCP by the kernel (`SO_MAX_PACING_RATE`, iperf3 `--fq-rate`); absent or
+    /// 0: as fast as the sender can (iperf3 `-b 0`, netperf).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_bps: Option<u64>,
     /// UDP: ask for UDP_SEGMENT on the sender (GSO: one send hands the kernel many
@@ -390,7 +391,7 @@ impl Kind for StreamParams {
             threads,
             recv_wait,
             protocol,
-            rate_bps,
+            rate_bps: _,
             gso,
             gro,
             reverse,
@@ -422,9 +423,9 @@ impl Kind for StreamParams {
             if recv_size.is_some() || recv_wait.is_some() {
                 return Err("--recv-size and --recv-wait are TCP-only (a UDP receiver takes one whole datagram per blocking receive)".into());
             }
-        } else if rate_bps.is_some() || gso || gro {
+        } else if gso || gro {
             return Err(
-                "--rate, --gso and --gro pace and offload UDP streams: add --protocol udp (protocol = \"udp\" in a spec)"
+                "--gso and --gro offload UDP streams: add --protocol udp (protocol = \"udp\" in a spec)"
                     .into(),
             );
         }
@@ -829,13 +830,13 @@ fn stream_text(p: &StreamParams) -> String {
 }
 
 fn udp_stream_text(protocol: Protocol, rate_bps: Option<u64>, gso: bool, gro: bool) -> String {
+    let paced = rate_bps
+        .filter(|r| *r > 0)
+        .map(|r| format!(", paced to {} Mbit/s per flow", r as f64 / 1e6));
     if protocol.is_tcp() {
-        return String::new();
+        return paced.unwrap_or_default();
     }
-    let mut t = match rate_bps.filter(|r| *r > 0) {
-        Some(r) => format!(", paced to {} Mbit/s per flow", r as f64 / 1e6),
-        None => ", unpaced".to_string(),
-    };
+    let mut t = paced.unwrap_or_else(|| ", unpaced".to_string());
     if gso {
         t.push_str(", GSO");
     }
