@@ -38,7 +38,7 @@ pub enum VmCmd {
 #[derive(Debug, Args)]
 pub struct VmCompareArgs {
     /// Workloads: rr, crr, stream (16 KiB sends) and stream-reverse, comma-separated
-    #[arg(long, default_value = "rr,stream,crr", value_delimiter = ',', value_parser = ["rr", "crr", "stream", "stream-reverse"])]
+    #[arg(long, default_value = "rr,stream,crr", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(WORKLOADS))]
     pub workloads: Vec<String>,
     /// Which ends run in guests: host-guest (agent in the guest), guest-host, guest-guest,
     /// loopback (both ends in one guest, against both ends on this host's loopback)
@@ -139,7 +139,8 @@ fn parse_max_tax(s: &str) -> Result<MaxTax> {
                 let w = w.trim();
                 anyhow::ensure!(
                     WORKLOADS.contains(&w),
-                    "unknown workload {w:?} in --max-tax (rr, crr, stream, stream-reverse)"
+                    "unknown workload {w:?} in --max-tax ({})",
+                    WORKLOADS.join(", ")
                 );
                 m.each.push((w.to_string(), pct(p)?));
             }
@@ -192,7 +193,7 @@ fn spec_text(a: &VmCompareArgs, direction: Direction) -> Result<String> {
     let _ = writeln!(t, "duration = {}", toml_str(&a.duration));
     let _ = writeln!(t, "repetitions = {}", a.runs);
     if a.workloads.is_empty() {
-        bail!("--workloads is empty (rr, crr, stream, stream-reverse)");
+        bail!("--workloads is empty ({})", WORKLOADS.join(", "));
     }
     for w in &a.workloads {
         let body = match w.trim() {
@@ -201,7 +202,10 @@ fn spec_text(a: &VmCompareArgs, direction: Direction) -> Result<String> {
             "stream" => "kind = \"stream\"\nsend_size = 16384",
             "stream-reverse" => "kind = \"stream\"\nsend_size = 16384\nreverse = true",
             other => {
-                bail!("unknown workload {other:?} in --workloads (rr, crr, stream, stream-reverse)")
+                bail!(
+                    "unknown workload {other:?} in --workloads ({})",
+                    WORKLOADS.join(", ")
+                )
             }
         };
         let _ = writeln!(t, "\n[[workload]]\nlabel = {}\n{body}", toml_str(w.trim()));

@@ -78,24 +78,25 @@ impl Control {
     fn error_sent(&mut self, wait: Duration) -> Option<anyhow::Error> {
         self.s.set_read_timeout(Some(wait)).ok()?;
         match virtperf_wire::read_message(&mut self.s) {
-            Ok(Message::Error { message }) => Some(anyhow!(
-                "agent at {}: {}",
-                self.addr,
-                virtperf_wire::printable(&message)
-            )),
+            Ok(Message::Error { message }) => Some(self.agent_said(&message)),
             _ => None,
         }
+    }
+
+    /// An `Error` the agent sent, as this client reports it.
+    fn agent_said(&self, message: &str) -> anyhow::Error {
+        anyhow!(
+            "agent at {}: {}",
+            self.addr,
+            virtperf_wire::printable(message)
+        )
     }
 
     /// Like `recv`, for a message of up to `max` bytes (an agent's report of many flows).
     fn recv_max(&mut self, timeout: Duration, waiting_for: &str, max: u32) -> Result<Message> {
         self.s.set_read_timeout(Some(timeout))?;
         match virtperf_wire::read_message_max(&mut self.s, max) {
-            Ok(Message::Error { message }) => Err(anyhow!(
-                "agent at {}: {}",
-                self.addr,
-                virtperf_wire::printable(&message)
-            )),
+            Ok(Message::Error { message }) => Err(self.agent_said(&message)),
             Ok(m) => Ok(m),
             Err(e) if e.is_timeout() => Err(anyhow!(
                 "the agent at {} sent no {waiting_for} within {}s",

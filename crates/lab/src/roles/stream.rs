@@ -1,7 +1,9 @@
 //! stream (netperf TCP_STREAM, iperf3): bulk data one way on each flow until the stop;
 //! with `--threads`, flows multiplexed on epoll threads.
 
+use std::net::TcpStream;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Result;
 use virtperf_load::interval::Meter;
@@ -10,10 +12,10 @@ use virtperf_wire::{Outcome, SideReport, StreamParams, Workload};
 
 use super::conn::recv_len;
 use super::role::Role;
-use super::threads::{self, Flows};
+use super::threads::{self, ConnStep, Flows, ShareStep};
 use crate::assemble::outcome::{bidir_outcome, stream_outcome, Collected};
 use crate::half::{ClientHalf, Handles, ServerHalf};
-use crate::side::{spawn_conn_worker, spawn_mux_conns_worker};
+use crate::side::{spawn_conn_worker, spawn_mux_conns_worker, Ctl};
 use virtperf_wire::Kind;
 
 impl Role for StreamParams {
@@ -21,105 +23,15 @@ impl Role for StreamParams {
         if !self.protocol.is_tcp() {
             return crate::udp_roles::stream_client(self, c, meter);
         }
-        let StreamParams {
-            send_size,
-            reverse,
-            recv_size,
-            recv_wait,
-            bidir,
-            zerocopy,
-            buf_offset,
-            rate_bps,
-            ..
-        } = *self;
-        let (side, window) = (c.side, c.window);
-        let watch = crate::fds::room_for_duplicates(self);
-        threads::client(
-            c,
-            meter,
-            Flows {
-                // --bidir: each flow is two connections, the first sending, the second
-                // receiving (the agent accepts them in that order).
-                conns: self.connections(),
-                threads: self.threads,
-                nodelay: false,
-                per_conn: |j, s, m: Arc<Meter>| {
-                    let name = format!("stream-client-{j}");
-                    if (bidir && j % 2 == 0) || (!bidir && !reverse) {
-                        pace(&s, rate_bps)?;
-                        return spawn_sender(&name, side, s, send_size, buf_offset, zerocopy, m);
-                    }
-                    spawn_conn_worker(&name, side, s, move |c, _, s| {
-                        stream::receive(s, recv_size, buf_offset, recv_wait, &c.stop, &m)
-                    })
-                },
-                per_share: |i, share: Vec<std::net::TcpStream>, m: Arc<Meter>| {
-                    if !reverse {
-                        share.iter().try_for_each(|s| pace(s, rate_bps))?;
-                        m.mark_sending();
-                        if watch {
-                            watch_senders(&m, &share);
-                        }
-                    }
-                    let name = format!("stream-mux-{i}");
-                    spawn_mux_conns_worker(&name, side, share, move |c, share| {
-                        if reverse {
-                            let span = c.gate.span(window);
-                            mux::stream_recv(share, recv_len(recv_size), span, &c.stop, &m)
-                        } else {
-                            mux::stream_send(share, send_size as usize, &c.stop, &m)
-                        }
-                    })
-                },
-            },
-        )
+        threads::client(c, meter, steps(self, c.side, c.window, true))
     }
 
     fn server(&self, s: ServerHalf) -> Result<Handles> {
         if !self.protocol.is_tcp() {
             return crate::udp_roles::stream_server(self, s);
         }
-        let StreamParams {
-            send_size,
-            reverse,
-            recv_size,
-            recv_wait,
-            bidir,
-            zerocopy,
-            buf_offset,
-            rate_bps,
-            ..
-        } = *self;
         let (side, window) = (s.side, s.window);
-        threads::server(
-            s,
-            Flows {
-                conns: self.connections(),
-                threads: self.threads,
-                nodelay: false,
-                per_conn: |j, s, m: Arc<Meter>| {
-                    let name = format!("stream-server-{j}");
-                    if (bidir && j % 2 == 1) || (!bidir && reverse) {
-                        pace(&s, rate_bps)?;
-                        return spawn_sender(&name, side, s, send_size, buf_offset, zerocopy, m);
-                    }
-                    spawn_conn_worker(&name, side, s, move |c, _, s| {
-                        stream::receive(s, recv_size, buf_offset, recv_wait, &c.stop, &m)
-                    })
-                },
-                per_share: |i, share: Vec<std::net::TcpStream>, m: Arc<Meter>| {
-                    let name = format!("stream-mux-{i}");
-                    spawn_mux_conns_worker(&name, side, share, move |c, share| {
-                        if reverse {
-                            mux::stream_send(share, send_size as usize, &c.stop, &m)
-                        } else {
-                            let span = c.gate.span(window);
-                            mux::stream_recv(share, recv_len(recv_size), span, &c.stop, &m)
-                        }
-                    })
-                },
-            },
-        )
+        threads::server(s, steps(self, side, window, false))
     }
 
     fn outcome(&self, c: &Collected, server: &SideReport, warnings: &mut Vec<String>) -> Outcome {
@@ -128,6 +40,65 @@ impl Role for StreamParams {
         } else {
             stream_outcome(c, server, self.reverse, warnings)
         }
+    }
+}
+
+/// One side's connections and what runs on them; `client` says which side, and so
+/// which connections send: with --bidir each flow is two connections, the first sending
+/// from the client, the second from the server (the agent accepts them in that order).
+/// Only the client keeps a time series, so only its senders are watched.
+fn steps<'a>(
+    p: &StreamParams,
+    side: &'a Ctl,
+    window: Option<Duration>,
+    client: bool,
+) -> Flows<impl ConnStep + 'a, impl ShareStep + 'a> {
+    let p = *p;
+    let who = if client { "client" } else { "server" };
+    let sends = move |j: usize| {
+        if p.bidir {
+            j.is_multiple_of(2) == client
+        } else {
+            p.reverse != client
+        }
+    };
+    let watch = client && crate::fds::room_for_duplicates(&p);
+    Flows {
+        conns: p.connections(),
+        threads: p.threads,
+        nodelay: false,
+        per_conn: move |j, s, m: Arc<Meter>| {
+            let name = format!("stream-{who}-{j}");
+            if sends(j) {
+                pace(&s, p.rate_bps)?;
+                return spawn_sender(&name, side, s, p.send_size, p.buf_offset, p.zerocopy, m);
+            }
+            spawn_conn_worker(&name, side, s, move |c, _, s| {
+                stream::receive(s, p.recv_size, p.buf_offset, p.recv_wait, &c.stop, &m)
+            })
+        },
+        // Multiplexed flows are one-way (no --bidir): this side sends on all or none.
+        per_share: move |i, share: Vec<TcpStream>, m: Arc<Meter>| {
+            let sending = p.reverse != client;
+            if sending {
+                share.iter().try_for_each(|s| pace(s, p.rate_bps))?;
+                if client {
+                    m.mark_sending();
+                    if watch {
+                        watch_senders(&m, &share);
+                    }
+                }
+            }
+            let name = format!("stream-mux-{i}");
+            spawn_mux_conns_worker(&name, side, share, move |c, share| {
+                if sending {
+                    mux::stream_send(share, p.send_size as usize, &c.stop, &m)
+                } else {
+                    let span = c.gate.span(window);
+                    mux::stream_recv(share, recv_len(p.recv_size), span, &c.stop, &m)
+                }
+            })
+        },
     }
 }
 

@@ -18,6 +18,17 @@ use crate::side::{Ctl, WorkerOut};
 /// One worker thread of a side.
 pub(crate) type Worker = std::thread::JoinHandle<Result<WorkerOut>>;
 
+/// What a role's thread does with connection `i`, given its meter: starts it.
+pub(crate) trait ConnStep: FnMut(usize, TcpStream, Arc<Meter>) -> Result<Worker> {}
+impl<F: FnMut(usize, TcpStream, Arc<Meter>) -> Result<Worker>> ConnStep for F {}
+
+/// What a role's thread does with share `i` of the connections, given its meter.
+pub(crate) trait ShareStep:
+    FnMut(usize, Vec<TcpStream>, Arc<Meter>) -> Result<Worker>
+{
+}
+impl<F: FnMut(usize, Vec<TcpStream>, Arc<Meter>) -> Result<Worker>> ShareStep for F {}
+
 /// A side's data connections and what runs on them.
 pub(crate) struct Flows<F, M> {
     /// Connections on this side (flows; two per flow with `--bidir`).
@@ -41,8 +52,8 @@ pub(crate) fn client<F, M>(
     f: Flows<F, M>,
 ) -> Result<Handles>
 where
-    F: FnMut(usize, TcpStream, Arc<Meter>) -> Result<Worker>,
-    M: FnMut(usize, Vec<TcpStream>, Arc<Meter>) -> Result<Worker>,
+    F: ConnStep,
+    M: ShareStep,
 {
     let conns = connect_all(c.data, f.conns, f.nodelay, &c.sock, &c.key)?;
     start(c.side, conns, f, meter)
@@ -53,8 +64,8 @@ where
 /// never read.
 pub(crate) fn server<F, M>(s: ServerHalf, f: Flows<F, M>) -> Result<Handles>
 where
-    F: FnMut(usize, TcpStream, Arc<Meter>) -> Result<Worker>,
-    M: FnMut(usize, Vec<TcpStream>, Arc<Meter>) -> Result<Worker>,
+    F: ConnStep,
+    M: ShareStep,
 {
     let n = f.conns as usize;
     let conns = accept_data(s.listener, s.client, n, f.nodelay, &s.sock, &s.key)?;
@@ -68,8 +79,8 @@ fn start<F, M>(
     meter: &mut dyn FnMut() -> Arc<Meter>,
 ) -> Result<Handles>
 where
-    F: FnMut(usize, TcpStream, Arc<Meter>) -> Result<Worker>,
-    M: FnMut(usize, Vec<TcpStream>, Arc<Meter>) -> Result<Worker>,
+    F: ConnStep,
+    M: ShareStep,
 {
     match f.threads {
         Some(t) => {
