@@ -414,8 +414,18 @@ impl GuestLab {
 
     fn wait_ready(&mut self, i: usize, t0: Instant, timeout: Duration) -> Result<()> {
         loop {
+            // Whether QEMU has exited is asked before the console is read, so an exited
+            // guest's console is read whole.
+            let exited = self.guests[i].child.try_wait()?;
             let console = std::fs::read_to_string(&self.guests[i].console).unwrap_or_default();
-            if let Some(line) = console.lines().find(|l| l.contains(init::FAILED)) {
+            // The serial console is written a character at a time: while QEMU runs, a line
+            // counts once its newline is there (a half-written "failed:" line would lose
+            // its reason, and with it whether the guest lacks something or broke).
+            let whole = match exited {
+                Some(_) => console.as_str(),
+                None => console.rfind('\n').map_or("", |end| &console[..end]),
+            };
+            if let Some(line) = whole.lines().find(|l| l.contains(init::FAILED)) {
                 let msg = format!("guest {i} failed to start: {}", line.trim());
                 if line.contains(init::LACKS) {
                     return Err(GuestLacks(msg).into());
@@ -425,7 +435,7 @@ impl GuestLab {
             if console.contains(init::READY) {
                 break;
             }
-            if let Some(status) = self.guests[i].child.try_wait()? {
+            if let Some(status) = exited {
                 let mut log = String::new();
                 let _ = std::fs::File::open(self.dir.join(format!("qemu{i}.log")))
                     .and_then(|mut f| f.read_to_string(&mut log));
