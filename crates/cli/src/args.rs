@@ -87,6 +87,11 @@ pub struct GuestArgs {
     /// haltpoll.guest_halt_poll_ns=0
     #[arg(long, help_heading = GUEST_HEADING, value_name = "MODULE.PARAM=VALUE", value_parser = virtperf_place::guest::device::parse_pair)]
     pub guest_module: Vec<(String, String)>,
+    /// The guest NIC's backend: tap (a bridge and tap in a namespace virtperf creates;
+    /// root) or user (QEMU's user networking with the agent's ports forwarded on
+    /// 127.0.0.1; no root, no bridge, no tap)
+    #[arg(long, help_heading = GUEST_HEADING, default_value = "tap", value_name = "tap|user")]
+    pub guest_net: virtperf_place::guest::GuestNet,
 }
 
 impl GuestArgs {
@@ -106,6 +111,7 @@ impl GuestArgs {
             virtio: self.virtio.iter().cloned().collect(),
             cmdline: self.guest_cmdline.clone(),
             modules: self.guest_module.iter().cloned().collect(),
+            net: self.guest_net,
         }
     }
 }

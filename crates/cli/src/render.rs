@@ -715,13 +715,17 @@ pub fn guest(g: &virtperf_wire::GuestInfo) -> String {
         let _ = write!(extra, "; {}", m.join(","));
     }
     format!(
-        "{}{}, kernel {}, {} vCPU{pinned}, {} MiB, vhost {}{extra}{qemu}",
+        "{}{}, kernel {}, {} vCPU{pinned}, {} MiB, {}{extra}{qemu}",
         g.accel,
         if g.emulated { " (EMULATED)" } else { "" },
         g.kernel,
         g.vcpus,
         g.mem_mib,
-        if g.vhost { "on" } else { "off" }
+        match (g.net.as_str(), g.vhost) {
+            ("user", _) => "user networking (SLIRP)",
+            (_, true) => "tap, vhost on",
+            _ => "tap, vhost off",
+        }
     )
 }
 

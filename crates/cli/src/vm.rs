@@ -12,7 +12,7 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use virtperf_experiment::spec::{self, Repeat};
-use virtperf_place::guest::{Accel, Direction};
+use virtperf_place::guest::{Accel, Direction, GuestNet};
 use virtperf_report::compare;
 use virtperf_report::stats::Verdict;
 use virtperf_store::{RunRow, Store, TrialRow};
@@ -185,10 +185,13 @@ fn spec_text(a: &VmCompareArgs, direction: Direction) -> Result<String> {
         "# Written by `virtperf vm compare`; rerun with `virtperf run FILE`."
     );
     let _ = writeln!(t, "name = \"vm-compare\"");
+    let (native, guest) = placements(a, direction);
     let _ = writeln!(
         t,
-        "description = \"native (loopback) vs QEMU guest ({}), per workload\"",
-        direction.name()
+        "description = {}",
+        toml_str(&format!(
+            "native ({native}) vs guest ({guest}), per workload"
+        ))
     );
     let _ = writeln!(t, "duration = {}", toml_str(&a.duration));
     let _ = writeln!(t, "repetitions = {}", a.runs);
@@ -213,21 +216,29 @@ fn spec_text(a: &VmCompareArgs, direction: Direction) -> Result<String> {
             let _ = writeln!(t, "trace = true");
         }
     }
-    let (native, guest) = placements(a, direction);
     let _ = writeln!(t, "\n[[config]]\nname = \"native\"");
     if native != "local" {
         let _ = writeln!(t, "placement = {}", toml_str(&native));
+    }
+    // A guest on the native side is the same guest on a tap: `--native guest --guest-net
+    // user` is user networking's tax against a tap, nothing else changed.
+    if native.starts_with("guest") {
+        let _ = writeln!(t, "{}", guest_table(&a.guest, GuestNet::Tap));
     }
     let _ = writeln!(
         t,
         "\n[[config]]\nname = \"guest\"\nplacement = {}",
         toml_str(&guest)
     );
-    if !guest.starts_with("guest") {
-        let _ = writeln!(t, "\n[report]\nbaseline = \"native\"");
-        return Ok(t);
+    if guest.starts_with("guest") {
+        let _ = writeln!(t, "{}", guest_table(&a.guest, a.guest.guest_net));
     }
-    let g = &a.guest;
+    let _ = writeln!(t, "\n[report]\nbaseline = \"native\"");
+    Ok(t)
+}
+
+/// A config's `guest = { … }` line from the guest flags, its NIC on `net`.
+fn guest_table(g: &crate::args::GuestArgs, net: GuestNet) -> String {
     let mut fields = vec![
         format!("vcpus = {}", g.vcpus),
         format!("mem = {}", g.mem),
@@ -241,6 +252,7 @@ fn spec_text(a: &VmCompareArgs, direction: Direction) -> Result<String> {
             }
         ),
         format!("boot_timeout = \"{}s\"", g.boot_timeout.as_secs()),
+        format!("net = \"{}\"", net.name()),
     ];
     if !g.vcpu_cpus.is_empty() {
         fields.push(format!("vcpu_cpus = {:?}", g.vcpu_cpus));
@@ -270,9 +282,7 @@ fn spec_text(a: &VmCompareArgs, direction: Direction) -> Result<String> {
     if let Some(c) = &g.guest_cmdline {
         fields.push(format!("cmdline = {}", toml_str(c)));
     }
-    let _ = writeln!(t, "guest = {{ {} }}", fields.join(", "));
-    let _ = writeln!(t, "\n[report]\nbaseline = \"native\"");
-    Ok(t)
+    format!("guest = {{ {} }}", fields.join(", "))
 }
 
 /// One line of the tax table.
@@ -326,9 +336,11 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
     )?;
     let rows = compare::by_config(&points, Some("native"));
     let tax = tax_rows(&rows);
-    // The guest as configured; QEMU's CPU use is per trial, so it stays in the stored trials.
+    // The guest side's guest as configured (the native side may be a guest too); QEMU's
+    // CPU use is per trial, so it stays in the stored trials.
     let info = trials
         .iter()
+        .filter(|t| t.config == "guest")
         .find_map(|t| t.result.as_ref().and_then(|r| r.guest.clone()))
         .map(|mut g| {
             g.qemu_cpu_s.clear();

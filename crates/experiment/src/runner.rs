@@ -207,7 +207,7 @@ fn probe<'a>(spec: &'a Spec, guard: &mut KnobGuard, obs: &mut dyn Observer) -> R
         }
         let needs_root = cfg.placement.as_ref().is_some_and(Placement::needs_root);
         if needs_root && !virtperf_machine::is_root() && reason.is_none() {
-            reason = Some("namespace and guest placements need root".to_string());
+            reason = Some("namespace placements and guests on a tap need root (a guest with net = \"user\" does not)".to_string());
         }
         if let Some(cpu) = cfg.cpus.and_then(|c| c.0) {
             if !virtperf_load::sock::cpu_allowed(cpu) && reason.is_none() {

@@ -139,9 +139,14 @@ impl fmt::Display for Placement {
 }
 
 impl Placement {
-    /// Whether opening it needs root (it creates namespaces, taps or guests).
+    /// Whether opening it needs root (it creates namespaces or taps).
     pub fn needs_root(&self) -> bool {
-        matches!(self, Placement::Netns(..) | Placement::Guest(..))
+        match self {
+            Placement::Netns(..) => true,
+            // User networking needs no namespace, bridge or tap: QEMU alone.
+            Placement::Guest(_, o) => o.net == guest::GuestNet::Tap,
+            _ => false,
+        }
     }
 
     /// What can be refused before waiting for the machine lock or creating anything: root
@@ -160,7 +165,7 @@ impl Placement {
         }
         if self.needs_root() && !virtperf_machine::is_root() {
             match self {
-                Placement::Guest(..) => bail!("guest placements need root (they create a network namespace and tap devices)"),
+                Placement::Guest(..) => bail!("guest placements with --guest-net tap need root (they create a network namespace and tap devices): run as root, or use --guest-net user"),
                 _ => bail!("namespace placements need root (they create network namespaces and veth devices)"),
             }
         }

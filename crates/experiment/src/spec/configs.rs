@@ -319,5 +319,10 @@ pub(super) fn guest_opts(
     if let Some(t) = &g.boot_timeout {
         o.boot_timeout = parse::duration(t).or_else(|m| err(text, span.clone(), m))?;
     }
+    if let Some(n) = &g.net {
+        o.net = n
+            .parse()
+            .or_else(|m: anyhow::Error| err(text, span.clone(), m))?;
+    }
     Ok(o)
 }

@@ -210,6 +210,9 @@ pub(super) struct RawGuest {
     pub(super) accel: Option<String>,
     #[serde(default)]
     pub(super) boot_timeout: Option<String>,
+    /// The NIC's backend: `tap` or `user`.
+    #[serde(default)]
+    pub(super) net: Option<String>,
     /// virtio-net device options; a list sweeps (one config per combination).
     #[serde(default)]
     pub(super) virtio: BTreeMap<String, OneOrMany<KnobVal>>,

@@ -47,6 +47,9 @@ pub struct GuestParams {
     pub port: u16,
     /// The agent's token.
     pub token: Option<String>,
+    /// `virtperf.data_ports=FIRST-LAST`: the agent's data ports (behind QEMU's user
+    /// networking, only forwarded ports reach the guest).
+    pub data_ports: Option<(u16, u16)>,
 }
 
 impl GuestParams {
@@ -57,6 +60,7 @@ impl GuestParams {
         let mut ip = None;
         let mut port = 7150;
         let mut token = None;
+        let mut data_ports = None;
         for word in cmdline.split_whitespace() {
             let Some((k, v)) = word.split_once('=') else {
                 continue;
@@ -80,6 +84,12 @@ impl GuestParams {
                         .map_err(|_| anyhow!("virtperf.port={v}: not a port"))?
                 }
                 "virtperf.token" => token = Some(v.to_string()),
+                "virtperf.data_ports" => {
+                    data_ports = Some(
+                        virtperf_lab::parse::port_range(v)
+                            .map_err(|e| anyhow!("virtperf.data_ports={v}: {e}"))?,
+                    )
+                }
                 _ => {}
             }
         }
@@ -90,6 +100,7 @@ impl GuestParams {
             prefix,
             port,
             token,
+            data_ports,
         })
     }
 }
@@ -151,8 +162,8 @@ fn boot() -> Result<()> {
         concurrent: None,
         max_flows: virtperf_lab::agent::DEFAULT_MAX_FLOWS,
         max_threads: virtperf_lab::agent::DEFAULT_MAX_THREADS,
-        // On a tap virtperf made: nothing between the guest and its peers to forward.
-        data_ports: None,
+        // On a tap: none needed. Behind QEMU's user networking: the forwarded range.
+        data_ports: params.data_ports,
     };
     let listener = agent::bind(&cfg)?;
     println!("{READY} {}:{}", params.ip, params.port);

@@ -16,6 +16,8 @@
 
 mod args;
 pub use args::{check_cmdline, module_params};
+mod net;
+pub use net::GuestNet;
 pub mod device;
 pub mod init;
 pub mod initramfs;
@@ -134,6 +136,8 @@ pub struct GuestOpts {
     pub cmdline: Option<String>,
     /// Module parameters the guest's init sets (`haltpoll.guest_halt_poll_ns` → `0`).
     pub modules: BTreeMap<String, String>,
+    /// The NIC's backend (`--guest-net`): a tap on a bridge, or QEMU's user networking.
+    pub net: GuestNet,
 }
 
 impl Default for GuestOpts {
@@ -152,6 +156,7 @@ impl Default for GuestOpts {
             virtio: BTreeMap::new(),
             cmdline: None,
             modules: BTreeMap::new(),
+            net: GuestNet::Tap,
         }
     }
 }
@@ -160,13 +165,9 @@ const BRIDGE: &str = "vpbr0";
 const HOST_IP: Ipv4Addr = Ipv4Addr::new(10, 99, 3, 1);
 const GUEST_PORT: u16 = 7150;
 
-fn guest_ip(i: usize) -> Ipv4Addr {
-    Ipv4Addr::new(10, 99, 3, 10 + i as u8)
-}
-
 struct Guest {
     child: Child,
-    ip: Ipv4Addr,
+    reach: net::Reach,
     token: String,
     console: PathBuf,
 }
@@ -174,8 +175,8 @@ struct Guest {
 impl Guest {
     fn target(&self) -> Target {
         Target {
-            host: self.ip.to_string(),
-            port: GUEST_PORT,
+            host: self.reach.host.clone(),
+            port: self.reach.port,
             token: Some(self.token.clone()),
             lock: None,
         }
@@ -185,7 +186,11 @@ impl Guest {
 /// Booted guests, their namespace and (for guest→host) the host's agent; all removed on drop.
 pub struct GuestLab {
     direction: Direction,
-    ns: String,
+    /// The lab's name (`vp-<pid>-<n>`): QEMU's `-name`, and the run directory's.
+    tag: String,
+    /// The namespace of the bridge and taps (none under user networking).
+    ns: Option<String>,
+    net: GuestNet,
     dir: PathBuf,
     guests: Vec<Guest>,
     host_agent: Option<LocalAgent>,
@@ -233,6 +238,7 @@ impl GuestLab {
         let modparams = module_params(&opts.modules)?;
         let vhost = virtio.vhost.unwrap_or(opts.vhost);
         let queues = virtio.queues.unwrap_or(1);
+        opts.net.check(direction, vhost, queues)?;
         check_host(opts, vhost)?;
         let qemu = qemu_version()?;
         let (accel, why_not_kvm) = choose_accel(opts.accel)?;
@@ -246,7 +252,9 @@ impl GuestLab {
         make_run_dir(&dir)?;
         let mut lab = GuestLab {
             direction,
-            ns: format!("{tag}-vm"),
+            ns: (opts.net == GuestNet::Tap).then(|| format!("{tag}-vm")),
+            tag: tag.clone(),
+            net: opts.net,
             dir: dir.clone(),
             guests: Vec::new(),
             host_agent: None,
@@ -254,16 +262,11 @@ impl GuestLab {
                 accel: accel.to_string(),
                 emulated: accel == "tcg",
                 direction: direction.name().to_string(),
-                vcpus: opts.vcpus,
-                mem_mib: opts.mem_mib,
                 kernel: kernel.release.clone(),
                 vhost,
-                vcpu_cpus: opts.vcpu_cpus.clone(),
-                qemu_cpu_s: Vec::new(),
                 qemu,
                 virtio: virtio.as_map(),
-                cmdline: opts.cmdline.clone(),
-                modules: opts.modules.clone(),
+                ..described(opts)
             },
             created_ns: false,
         };
@@ -282,11 +285,12 @@ impl GuestLab {
             Some(&token),
             &[(init::MODPARAMS_FILE, modparams.as_bytes())],
         )?;
-        netns::add_namespace(&lab.ns)?;
-        lab.created_ns = true;
-        let ns = lab.ns.clone();
         let n = 1 + usize::from(direction == Direction::GuestGuest);
-        bridge_and_taps(&ns, n, queues)?;
+        if let Some(ns) = lab.ns.clone() {
+            netns::add_namespace(&ns)?;
+            lab.created_ns = true;
+            net::bridge_and_taps(&ns, n, queues)?;
+        }
         if !opts.quiet {
             eprintln!(
                 "virtperf: booting {n} guest{} ({accel}, kernel {}, {} vCPU, {} MiB)…",
@@ -320,7 +324,8 @@ impl GuestLab {
             }
         }
         if direction == Direction::GuestHost {
-            lab.host_agent = Some(LocalAgent::start_at(Some(&ns), HOST_IP.into())?);
+            let ns = lab.ns.as_deref();
+            lab.host_agent = Some(LocalAgent::start_at(ns, HOST_IP.into())?);
         }
         Ok(lab)
     }
@@ -333,25 +338,23 @@ impl GuestLab {
             accel,
         } = *boot;
         let token = token.to_string();
-        let ip = guest_ip(i);
+        let reach = net::Reach::new(self.net, i)?;
+        let (ip, port) = (reach.guest_ip, reach.port);
         let console = self.dir.join(format!("console{i}.log"));
         let qemu_log = self.dir.join(format!("qemu{i}.log"));
         let mut append = format!(
-            "console=ttyS0 quiet loglevel=3 panic=-1 mitigations=off virtperf.ip={ip}/24 virtperf.port={GUEST_PORT}"
+            "console=ttyS0 quiet loglevel=3 panic=-1 mitigations=off virtperf.ip={ip}/24 virtperf.port={port}"
         );
+        if let Some((first, last)) = reach.data_ports {
+            append.push_str(&format!(" virtperf.data_ports={first}-{last}"));
+        }
         // The user's arguments last: for most parameters the kernel keeps the last value.
         if let Some(extra) = opts.cmdline.as_deref().filter(|c| !c.trim().is_empty()) {
             append.push(' ');
             append.push_str(extra.trim());
         }
         let cpu = if accel == "kvm" { "host" } else { "max" };
-        let mut netdev = format!(
-            "tap,id=n0,ifname=vptap{i},script=no,downscript=no,vhost={}",
-            if nic.vhost { "on" } else { "off" }
-        );
-        if nic.queues > 1 {
-            netdev.push_str(&format!(",queues={}", nic.queues));
-        }
+        let netdev = reach.netdev(self.net, i, nic);
         // romfile= skips the PXE option ROM: the guest boots the kernel directly.
         let mut device = format!(
             "virtio-net-pci,netdev=n0,mac=52:54:00:99:03:{:02x},romfile=",
@@ -361,9 +364,12 @@ impl GuestLab {
             device.push(',');
             device.push_str(&nic.device);
         }
-        let mut cmd = crate::local::in_namespace(&self.ns, Path::new(QEMU));
+        let mut cmd = match &self.ns {
+            Some(ns) => crate::local::in_namespace(ns, Path::new(QEMU)),
+            None => Command::new(QEMU),
+        };
         // debug-threads names the vCPU threads ("CPU 0/TCG"), which --vcpu-cpus pins.
-        cmd.args(["-name", &format!("{}-g{i},debug-threads=on", self.ns)])
+        cmd.args(["-name", &format!("{}-g{i},debug-threads=on", self.tag)])
             .args([
                 "-nodefaults",
                 "-no-user-config",
@@ -406,7 +412,7 @@ impl GuestLab {
             .map_err(|e| anyhow!("cannot start {QEMU}: {e} (apt-get install qemu-system-x86)"))?;
         Ok(Guest {
             child,
-            ip,
+            reach,
             token,
             console,
         })
@@ -458,7 +464,7 @@ impl GuestLab {
         }
         // The guest prints ready after binding; one fingerprint proves the path works.
         let target = self.guests[i].target();
-        netns::run_in(&self.ns, move || client::remote_env(&target))
+        self.in_lab(move || client::remote_env(&target))
             .with_context(|| format!("guest {i} said ready but its agent does not answer"))?;
         Ok(())
     }
@@ -511,7 +517,7 @@ impl GuestLab {
             .iter()
             .map(|p| virtperf_measure::process_cpu_s(*p))
             .collect();
-        let mut r = netns::run_in(&self.ns, move || {
+        let mut r = self.in_lab(move || {
             let g0 = g0.ok_or_else(|| anyhow!("no guest is running"))?;
             let server = server?;
             match direction {
@@ -563,16 +569,28 @@ impl GuestLab {
         self.guests.iter().map(|g| g.child.id()).collect()
     }
 
-    /// The namespace everything lives in.
-    pub fn namespace(&self) -> &str {
-        &self.ns
+    /// The namespace everything lives in (none under user networking).
+    pub fn namespace(&self) -> Option<&str> {
+        self.ns.as_deref()
+    }
+
+    /// Runs `f` where the guests' agents are reachable: on a thread in the lab's
+    /// namespace, or (user networking: forwards on the host's loopback) right here.
+    fn in_lab<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        match &self.ns {
+            Some(ns) => netns::run_in(ns, f),
+            None => f(),
+        }
     }
 }
 
 impl super::Site for GuestLab {
     fn target(&self) -> Target {
         self.guests.first().map(Guest::target).unwrap_or(Target {
-            host: guest_ip(0).to_string(),
+            host: Ipv4Addr::new(10, 99, 3, 10).to_string(),
             port: GUEST_PORT,
             token: None,
             lock: None,
@@ -593,7 +611,7 @@ impl super::Site for GuestLab {
         lead: Duration,
     ) -> Result<(TestResult, Result<TestResult>)> {
         let server = self.server()?;
-        let hold = netns::run_in(&self.ns, move || client::Hold::take(&server))?;
+        let hold = self.in_lab(move || client::Hold::take(&server))?;
         let lock = hold.id().map(str::to_string);
         crate::site::beside(
             &|p| self.run_with(p, lock.clone()),
@@ -610,16 +628,17 @@ impl super::Site for GuestLab {
             .first()
             .map(Guest::target)
             .ok_or_else(|| anyhow!("no guest is running"))?;
-        netns::run_in(&self.ns, move || client::probe(&g0, params, bound)).map_err(|e| {
-            // The guest's console has the probe's progress: say where it stopped.
-            let console = self.console(0);
-            let tail: Vec<&str> = console.lines().rev().take(5).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            anyhow!(
-                "{e:#}; the guest's console ended with: {}",
-                tail.join(" | ")
-            )
-        })
+        self.in_lab(move || client::probe(&g0, params, bound))
+            .map_err(|e| {
+                // The guest's console has the probe's progress: say where it stopped.
+                let console = self.console(0);
+                let tail: Vec<&str> = console.lines().rev().take(5).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                anyhow!(
+                    "{e:#}; the guest's console ended with: {}",
+                    tail.join(" | ")
+                )
+            })
     }
 }
 
@@ -630,8 +649,8 @@ impl Drop for GuestLab {
             let _ = g.child.kill();
             let _ = g.child.wait();
         }
-        if self.created_ns {
-            let _ = netns::delete_namespace(&self.ns);
+        if let (true, Some(ns)) = (self.created_ns, &self.ns) {
+            let _ = netns::delete_namespace(ns);
         }
         if std::fs::remove_dir_all(&self.dir).is_ok() || !self.dir.exists() {
             virtperf_machine::state::unmark(&virtperf_machine::state::Resource::Dir {
@@ -810,8 +829,8 @@ pub fn cleanup_own() -> Vec<String> {
 /// Refuses what this host or these sizes cannot give a guest: root, vhost-net, a vCPU
 /// count and memory size QEMU can boot with.
 fn check_host(opts: &GuestOpts, vhost: bool) -> Result<()> {
-    if !virtperf_machine::is_root() {
-        bail!("guest placements need root (they create a network namespace and tap devices)");
+    if opts.net == GuestNet::Tap && !virtperf_machine::is_root() {
+        bail!("guest placements with --guest-net tap need root (they create a network namespace and tap devices): run as root, or use --guest-net user");
     }
     if vhost && !Path::new("/dev/vhost-net").exists() {
         bail!(
@@ -825,6 +844,19 @@ fn check_host(opts: &GuestOpts, vhost: bool) -> Result<()> {
         bail!("--mem must be at least 128 MiB (the initramfs alone needs tens)");
     }
     Ok(())
+}
+
+/// What a result says of the guests that `opts` alone decides.
+fn described(opts: &GuestOpts) -> GuestInfo {
+    GuestInfo {
+        vcpus: opts.vcpus,
+        mem_mib: opts.mem_mib,
+        vcpu_cpus: opts.vcpu_cpus.clone(),
+        cmdline: opts.cmdline.clone(),
+        modules: opts.modules.clone(),
+        net: opts.net.name().to_string(),
+        ..GuestInfo::default()
+    }
 }
 
 /// Records the guests' run directory in the state directory before creating it, so
@@ -842,26 +874,5 @@ fn make_run_dir(dir: &Path) -> Result<()> {
         )
     })?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    Ok(())
-}
-
-/// The lab's bridge (the host's address on it) and one tap per guest on it, in `ns`;
-/// multiqueue taps for several queue pairs (one fd per queue for QEMU).
-fn bridge_and_taps(ns: &str, guests: usize, queues: u32) -> Result<()> {
-    let host_cidr = format!("{HOST_IP}/24");
-    netns::exec_in(ns, &["ip", "link", "add", BRIDGE, "type", "bridge"])?;
-    netns::exec_in(ns, &["ip", "addr", "add", &host_cidr, "dev", BRIDGE])?;
-    netns::exec_in(ns, &["ip", "link", "set", BRIDGE, "up"])?;
-    for i in 0..guests {
-        let tap = format!("vptap{i}");
-        // Several queue pairs need a multiqueue tap (one fd per queue for QEMU).
-        let mut add = vec!["ip", "tuntap", "add", "dev", &tap, "mode", "tap"];
-        if queues > 1 {
-            add.push("multi_queue");
-        }
-        netns::exec_in(ns, &add)?;
-        netns::exec_in(ns, &["ip", "link", "set", &tap, "master", BRIDGE])?;
-        netns::exec_in(ns, &["ip", "link", "set", &tap, "up"])?;
-    }
     Ok(())
 }

@@ -565,6 +565,14 @@ pub struct GuestInfo {
     /// Module parameters the guest's init set (`guest = { modules = … }`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub modules: BTreeMap<String, String>,
+    /// The NIC's backend: `tap` (a bridge virtperf made) or `user` (QEMU's user
+    /// networking, SLIRP, with forwarded ports). Results stored before it: tap.
+    #[serde(default = "tap")]
+    pub net: String,
+}
+
+fn tap() -> String {
+    "tap".into()
 }
 
 /// Host KVM exit counters sampled around a test (`--kvm-stats`): how many VM exits (by
