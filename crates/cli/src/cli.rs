@@ -31,7 +31,7 @@ pub enum Command {
     /// Real /dev/kvm guests: exit round-trip cost, halt/wake-up latency with halt-poll sweeps
     Kvm(crate::kvm::KvmArgs),
     /// Where a cross-CPU round trip's time goes: path, wake-ups, idle exits, residual, and what buys it back
-    Explain(crate::explain::ExplainArgs),
+    Explain(Box<crate::explain::ExplainArgs>),
     /// Run an experiment spec (workloads × sweeps × configs × repetitions) into the results store
     Run(crate::experiment::RunArgs),
     /// List stored runs

@@ -83,6 +83,14 @@ fn execute(common: &Common, mut plan: Plan) -> Result<()> {
     let keeper = common.keep.open()?;
     let started_at = virtperf_store::now_rfc3339();
     let (_machine, site) = open_site(common, &plan)?;
+    let watch = common
+        .vm
+        .as_ref()
+        .map(virtperf_lab::host_vm::Watch::open)
+        .transpose()?;
+    if let Some(w) = &watch {
+        w.attach(&mut plan);
+    }
     if !common.placement.needs_root() {
         // Placements that made nothing to remove: a signal ends the measured interval
         // early, and what ran is printed and kept (namespace and guest placements have
@@ -108,6 +116,9 @@ fn execute(common: &Common, mut plan: Plan) -> Result<()> {
             return Err(e);
         }
     };
+    if let Some(w) = &watch {
+        result.host_vm = Some(w.finish(Some(result.outcome.work())));
+    }
     let sig = crate::signals::received();
     if sig != 0 {
         result.warnings.push(format!(
@@ -440,6 +451,12 @@ pub struct Common {
     /// stage, and in-situ wake-up and idle-exit latencies (rr with --cpus A,B; needs root)
     #[arg(long)]
     pub timeline: bool,
+    /// The hypervisor's view of the VM the agent runs in, from this host (pid:N,
+    /// qemu:NAME, libvirt:DOMAIN, firecracker:PID): its vCPU, vhost, I/O and main threads'
+    /// CPU time, run-queue wait and switches, and KVM's per-VM exit counters (debugfs),
+    /// over the measured window and per unit of work (docs/own-vm.md)
+    #[arg(long, value_name = "SPEC", value_parser = clap::value_parser!(virtperf_measure::vm::VmSpec))]
+    pub vm: Option<virtperf_measure::vm::VmSpec>,
     /// Where the two ends run: local (loopback); netns:veth|bridge|nat (namespaces virtperf
     /// creates and removes; needs root); ssh:USER@HOST[:PORT] (virtperf copies itself there
     /// over SSH and runs the agent); remote:HOST[:PORT] (an agent someone started);

@@ -19,10 +19,12 @@ mod pcap;
 mod progress;
 mod push;
 mod render;
+mod render_vm;
 mod serve;
 mod signals;
 mod under_load;
 mod vm;
+mod vm_own;
 mod wake;
 
 use std::process::ExitCode;
@@ -193,7 +195,7 @@ fn run(cli: Cli) -> Result<()> {
                 write_stdout(&buf)
             }
         },
-        Command::Explain(a) => explain::explain(a),
+        Command::Explain(a) => explain::explain(*a),
         Command::Run(a) => experiment::run(a),
         Command::Runs(a) => experiment::runs(a),
         Command::Show(a) => experiment::show(a),

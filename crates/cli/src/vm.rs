@@ -31,7 +31,13 @@ pub struct VmArgs {
 #[derive(Debug, Subcommand)]
 pub enum VmCmd {
     /// Native (loopback) vs guest, per workload, with the ratio and significance
-    Compare(VmCompareArgs),
+    Compare(Box<VmCompareArgs>),
+    /// Write an initramfs whose init is virtperf's agent, for a QEMU or Firecracker you
+    /// start yourself (prints a QEMU command line that boots it)
+    Initramfs(crate::vm_own::InitramfsArgs),
+    /// The host's view of a running VM for a while: its threads' CPU, run-queue wait and
+    /// switches, KVM's per-VM counters (no test needed)
+    Watch(crate::vm_own::WatchArgs),
 }
 
 /// `virtperf vm compare`
@@ -168,7 +174,9 @@ fn duration_text(s: &str) -> Result<String> {
 
 pub fn vm(a: VmArgs) -> Result<()> {
     match a.cmd {
-        VmCmd::Compare(c) => vm_compare(c),
+        VmCmd::Compare(c) => vm_compare(*c),
+        VmCmd::Initramfs(a) => crate::vm_own::initramfs_cmd(a),
+        VmCmd::Watch(a) => crate::vm_own::watch(a),
     }
 }
 

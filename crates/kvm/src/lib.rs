@@ -19,6 +19,7 @@ mod error;
 mod exits;
 mod guest;
 mod halt;
+mod peek;
 mod stats;
 mod util;
 
@@ -30,6 +31,7 @@ use serde::Serialize;
 pub use error::KvmError;
 pub use exits::{exits, ExitCase, ExitOpts, ExitReport, HostTrace};
 pub use halt::{halt, HaltOpts, HaltReport};
+pub use peek::ProcessStats;
 pub use stats::StatsFd;
 
 /// `KVM_CAP_HALT_POLL`: per-VM `KVM_ENABLE_CAP` of the maximum halt-poll window (ns).
@@ -193,6 +195,58 @@ pub fn debugfs_stats() -> Result<DebugfsSample, KvmError> {
             "{DIR} has no counters: KVM debugfs statistics are not exposed here"
         ))),
     }
+}
+
+/// KVM's counters for the VMs process `pid` holds, from its per-VM debugfs directories
+/// (`/sys/kernel/debug/kvm/PID-FD/`, one per VM file descriptor `fds`), summed over them:
+/// exits by kind and halt polling for that VM alone, even where KVM's tracepoints are
+/// silent (PVM). Returns the directories read with the sample; an `Err` says why none
+/// could be.
+pub fn debugfs_vm_stats(pid: u32, fds: &[u32]) -> Result<(Vec<String>, DebugfsSample), KvmError> {
+    const DIR: &str = "/sys/kernel/debug/kvm";
+    if fds.is_empty() {
+        return Err(KvmError::Debugfs(format!(
+            "process {pid} holds no KVM VM (no anon_inode:kvm-vm among its file descriptors)"
+        )));
+    }
+    let mut dirs = Vec::new();
+    let mut out = DebugfsSample::default();
+    for fd in fds {
+        let dir = format!("{DIR}/{pid}-{fd}");
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) => {
+                out.refused.insert(dir, util::io_reason(&e));
+                continue;
+            }
+        };
+        dirs.push(dir);
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // vCPU sub-directories (`vcpu0/`) hold other kinds of files: the VM's own
+            // files already sum its vCPUs.
+            if !entry.path().is_file() {
+                continue;
+            }
+            match std::fs::read_to_string(entry.path()) {
+                Ok(text) => {
+                    if let Ok(v) = text.trim().parse::<u64>() {
+                        *out.counters.entry(name).or_default() += v;
+                    }
+                }
+                Err(e) => {
+                    out.refused.insert(name, util::io_reason(&e));
+                }
+            }
+        }
+    }
+    if dirs.is_empty() {
+        let why = out.refused.values().next().cloned().unwrap_or_default();
+        return Err(KvmError::Debugfs(format!(
+            "cannot read {DIR}/{pid}-* ({why}): debugfs is not mounted or not readable here (mount -t debugfs none /sys/kernel/debug, as root)"
+        )));
+    }
+    Ok((dirs, out))
 }
 
 #[cfg(test)]

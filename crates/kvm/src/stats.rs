@@ -49,6 +49,15 @@ impl StatsFd {
         Self::open_raw(vcpu.as_raw_fd())
     }
 
+    /// Reads an already open statistics descriptor (a duplicate of another process's, see
+    /// [`crate::ProcessStats`]).
+    pub(crate) fn from_stats(fd: OwnedFd) -> StatsFd {
+        StatsFd {
+            fd,
+            buf: Vec::new(),
+        }
+    }
+
     fn open_raw(fd: i32) -> Result<StatsFd, KvmError> {
         // SAFETY: KVM_GET_STATS_FD takes no argument and returns a new fd or -1.
         let rc = unsafe { libc::ioctl(fd, KVM_GET_STATS_FD as _, 0) };

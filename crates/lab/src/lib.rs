@@ -15,6 +15,7 @@ pub mod capture;
 pub mod client;
 pub mod fds;
 mod half;
+pub mod host_vm;
 pub mod parse;
 pub mod plan;
 mod ports;

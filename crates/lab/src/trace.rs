@@ -192,7 +192,12 @@ impl HostExits {
             whole_since: None,
         };
         let (tracer, traced) = (h.tracer.clone(), h.traced.clone());
+        // Whatever else counts over the window (`--vm`) keeps counting.
+        let before = plan.on_window.take();
         plan.on_window = Some(crate::plan::WindowSink(Arc::new(move |open| {
+            if let Some(b) = &before {
+                (b.0)(open);
+            }
             let Ok(mut t) = tracer.lock() else { return };
             match (open, t.take()) {
                 (true, Some(x)) => {

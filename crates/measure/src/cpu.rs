@@ -95,7 +95,7 @@ impl ProcStat {
     }
 }
 
-fn ticks_per_second() -> f64 {
+pub(crate) fn ticks_per_second() -> f64 {
     // sysconf(_SC_CLK_TCK): the kernel's AT_CLKTCK from the auxiliary vector.
     let t = rustix::param::clock_ticks_per_second();
     if t > 0 {

@@ -12,6 +12,7 @@ pub mod nic;
 mod perf;
 pub mod sampling;
 pub mod trace;
+pub mod vm;
 pub use cpu::thread_cpu_since;
 
 pub use cpu::{loadavg_1m, process_cpu_s, split, thread_cpu, ProcStat};

@@ -155,6 +155,7 @@ pub fn assemble(c: Collected) -> anyhow::Result<TestResult> {
         stop_s: None,
         intervals: Vec::new(),
         load: None,
+        host_vm: None,
     })
 }
 

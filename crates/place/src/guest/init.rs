@@ -157,7 +157,10 @@ fn boot() -> Result<()> {
         max_clients: 16,
         max_duration: Duration::from_millis(virtperf_wire::MAX_DURATION_MS),
         verbose: false,
-        allow_drive: true,
+        // Driving sends traffic where a client says: only for a client holding the token
+        // (virtperf's own guests always have one; an image from `vm initramfs` without
+        // --token-file serves tests but does not drive them).
+        allow_drive: params.token.is_some(),
         // The guest is its own machine: its tests take the guest's lock.
         concurrent: None,
         max_flows: virtperf_lab::agent::DEFAULT_MAX_FLOWS,

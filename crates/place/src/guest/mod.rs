@@ -16,8 +16,11 @@
 
 mod args;
 pub use args::{check_cmdline, module_params};
+mod direction;
+pub use direction::Direction;
 mod net;
 pub use net::GuestNet;
+use net::{Nic, GUEST_PORT, HOST_IP};
 pub mod device;
 pub mod init;
 pub mod initramfs;
@@ -41,47 +44,6 @@ use crate::netns;
 use virtperf_lab::client;
 use virtperf_lab::plan::{Plan, ProgressFn, Target};
 use virtperf_lab::trace::HostExits;
-
-/// Which ends of a test run in guests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    /// Client on the host, agent in the guest (seed 1's "guest" row, host as sender).
-    HostGuest,
-    /// The guest drives the test against an agent on the host.
-    GuestHost,
-    /// Guest 0 drives the test against guest 1 over the bridge.
-    GuestGuest,
-    /// Both ends inside one guest, over its loopback (seed 4's TCP_RR across vCPUs: the
-    /// wake-ups are the guest's IPIs and halts, no device involved).
-    Loopback,
-}
-
-impl Direction {
-    /// The name users write after `guest:`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Direction::HostGuest => "host-guest",
-            Direction::GuestHost => "guest-host",
-            Direction::GuestGuest => "guest-guest",
-            Direction::Loopback => "loopback",
-        }
-    }
-
-    /// Parses what follows `guest` in a placement: nothing, `:host-guest`, `:guest-host`,
-    /// `:guest-guest` or `:loopback`.
-    pub fn parse_placement(s: &str) -> Option<Result<Direction>> {
-        let rest = s.strip_prefix("guest")?;
-        Some(match rest {
-            "" | ":host-guest" => Ok(Direction::HostGuest),
-            ":guest-host" => Ok(Direction::GuestHost),
-            ":guest-guest" => Ok(Direction::GuestGuest),
-            ":loopback" => Ok(Direction::Loopback),
-            _ => Err(anyhow!(
-                "unknown guest placement {s:?} (guest, guest:host-guest, guest:guest-host, guest:guest-guest, guest:loopback)"
-            )),
-        })
-    }
-}
 
 /// How to run the guest's CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -161,9 +123,6 @@ impl Default for GuestOpts {
     }
 }
 
-const BRIDGE: &str = "vpbr0";
-const HOST_IP: Ipv4Addr = Ipv4Addr::new(10, 99, 3, 1);
-const GUEST_PORT: u16 = 7150;
 
 struct Guest {
     child: Child,
@@ -513,6 +472,14 @@ impl GuestLab {
             Direction::HostGuest => HostExits::over_window(&self.info.vcpu_cpus, &mut plan),
             _ => HostExits::whole_test(&self.info.vcpu_cpus),
         });
+        // The host's view of the first guest over the window (where the host's client
+        // sees it; a guest-driven test spans the whole test and says so).
+        let watch = pids.first().and_then(|p| {
+            virtperf_lab::host_vm::Watch::open(&virtperf_measure::vm::VmSpec::Pid(*p)).ok()
+        });
+        if let Some(w) = &watch {
+            w.attach(&mut plan);
+        }
         let cpu0: Vec<Option<f64>> = pids
             .iter()
             .map(|p| virtperf_measure::process_cpu_s(*p))
@@ -553,6 +520,7 @@ impl GuestLab {
             r.warnings.extend(warning);
         }
         r.guest = Some(info);
+        r.host_vm = watch.map(|w| w.finish(Some(r.outcome.work())));
         Ok(r)
     }
 
@@ -696,14 +664,6 @@ struct Boot<'a> {
     initrd: &'a Path,
     token: &'a str,
     accel: &'a str,
-}
-
-/// The backend and device settings of each guest's NIC.
-struct Nic {
-    vhost: bool,
-    queues: u32,
-    /// Options after `virtio-net-pci,netdev=…,mac=…,romfile=`.
-    device: String,
 }
 
 /// Where a ring size asked for is not what the guest's driver got (QEMU keeps the

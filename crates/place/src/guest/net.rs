@@ -8,8 +8,22 @@ use std::net::{Ipv4Addr, TcpListener, UdpSocket};
 
 use anyhow::{anyhow, bail, Result};
 
-use super::{Direction, Nic, BRIDGE, GUEST_PORT, HOST_IP};
+use super::direction::Direction;
 use crate::netns;
+
+pub(super) const BRIDGE: &str = "vpbr0";
+/// The host's address on the bridge (the guests' peer, and a guest-host agent's).
+pub(super) const HOST_IP: Ipv4Addr = Ipv4Addr::new(10, 99, 3, 1);
+/// A guest agent's control port on a tap.
+pub(super) const GUEST_PORT: u16 = 7150;
+
+/// The backend and device settings of each guest's NIC.
+pub(super) struct Nic {
+    pub vhost: bool,
+    pub queues: u32,
+    /// Options after `virtio-net-pci,netdev=…,mac=…,romfile=`.
+    pub device: String,
+}
 
 /// A guest NIC's backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -56,6 +56,7 @@ fn is_zero(n: &u64) -> bool {
 }
 
 mod env;
+mod host_vm;
 mod measure;
 mod parts;
 mod result;
@@ -63,6 +64,7 @@ mod sock;
 mod unit;
 mod workload;
 pub use env::*;
+pub use host_vm::{HostVm, ThreadClass, VmKvmCounters};
 pub use measure::*;
 pub use parts::{bytes_text, Protocol, RecvWait, UdpCounts, Wait, ZeroCopy};
 pub use result::*;

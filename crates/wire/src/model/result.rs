@@ -428,6 +428,11 @@ pub struct TestResult {
     /// The bulk streams this test ran beside (a spec config's `load`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<BesideLoad>,
+    /// The hypervisor's view of the VM the test's far end ran in (`--vm`): its threads'
+    /// CPU, run-queue wait and switches, and KVM's per-VM counters, over the measured
+    /// window; absent without `--vm`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_vm: Option<crate::HostVm>,
 }
 
 /// Bulk streams a test ran beside, through the same path (a spec config's `load`).

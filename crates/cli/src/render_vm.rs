@@ -1,0 +1,96 @@
+//! The host's view of a VM (`--vm`, `vm watch`) as text: one line per thread class, KVM's
+//! per-VM counters, and what could not be measured with why.
+
+use std::fmt::Write;
+
+use virtperf_wire::HostVm;
+
+/// The classes in the order a reader looks for them.
+const ORDER: [&str; 5] = ["vcpu", "vhost", "io", "main", "other"];
+
+fn class_name(c: &str) -> &str {
+    match c {
+        "vcpu" => "vCPU threads",
+        "vhost" => "vhost",
+        "io" => "I/O threads",
+        "main" => "main loop",
+        _ => "other threads",
+    }
+}
+
+/// The lines for `h`: per unit of work where it has a unit, per second of the window
+/// otherwise.
+pub fn host_vm(h: &HostVm) -> String {
+    let mut s = String::new();
+    let accel = h.accel.as_deref().unwrap_or("accelerator unknown");
+    let _ = writeln!(
+        s,
+        "  host view of {} ({}, pid {}, {accel}) over {:.2} s:",
+        h.spec, h.vmm, h.pid, h.window_s
+    );
+    let per = h.unit.as_deref();
+    let mut classes: Vec<_> = h.classes.iter().collect();
+    classes.sort_by_key(|c| {
+        ORDER
+            .iter()
+            .position(|o| *o == c.class)
+            .unwrap_or(ORDER.len())
+    });
+    for c in classes {
+        // A class that did nothing over the window (QEMU's RCU thread) is in the JSON only.
+        if c.cpu_s == 0.0 && c.voluntary_switches + c.involuntary_switches == 0 {
+            continue;
+        }
+        let wait = match (per, c.per_unit.get("run_delay_us"), c.run_delay_s) {
+            (Some(_), Some(w), _) => format!(", waited {w:.1} µs in the run queue"),
+            (None, _, Some(w)) => format!(", waited {:.1} ms in the run queue", w * 1e3),
+            _ => ", run-queue wait not measured".to_string(),
+        };
+        let head = format!("    {:<14} x{:<3}", class_name(&c.class), c.threads);
+        let _ = match (per, c.per_unit.get("cpu_us")) {
+            (Some(u), Some(cpu)) => writeln!(
+                s,
+                "{head} {cpu:>9.1} µs CPU per {u}{wait}, {:.2} switches per {u}",
+                c.per_unit.get("switches").copied().unwrap_or(0.0)
+            ),
+            _ => writeln!(
+                s,
+                "{head} {:>9.1}% of a CPU{wait}, {} + {} switches",
+                100.0 * c.cpu_s / h.window_s.max(1e-9),
+                c.voluntary_switches,
+                c.involuntary_switches
+            ),
+        };
+    }
+    if let Some(k) = &h.kvm {
+        let mut top: Vec<(&String, &u64)> = k.counts.iter().filter(|(_, v)| **v > 0).collect();
+        top.sort_by(|a, b| b.1.cmp(a.1));
+        let shown: Vec<String> = top
+            .iter()
+            .take(8)
+            .map(|(name, v)| match (per, k.per_unit.get(*name)) {
+                (Some(_), Some(p)) => format!("{name} {p:.2}"),
+                _ => format!("{name} {v}"),
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "    KVM ({}){}: {}",
+            if k.source == "debugfs" {
+                "debugfs"
+            } else {
+                "vCPU statistics"
+            },
+            per.map(|u| format!(" per {u}")).unwrap_or_default(),
+            if shown.is_empty() {
+                "no counter moved".to_string()
+            } else {
+                shown.join(", ")
+            }
+        );
+    }
+    for (what, why) in &h.missing {
+        let _ = writeln!(s, "    not measured: {what}: {why}");
+    }
+    s
+}

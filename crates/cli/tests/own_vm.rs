@@ -1,0 +1,359 @@
+//! A VM virtperf did not boot, seen from its host: a QEMU the test starts by hand with a
+//! plain command line (virtperf's initramfs from `vm initramfs`, user networking), measured
+//! with `rr --host … --vm pid:N`; and `vm watch` on a process that holds a KVM VM (`virtperf
+//! kvm halt`). Each figure is checked against what the test reads itself.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, TcpListener};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{run_with_timeout, vp};
+
+/// Kills and reaps a child the test started, however the test ends.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn runs(tool: &str) -> bool {
+    Command::new(tool).arg("--version").output().is_ok()
+}
+
+/// User plus system clock ticks of process `pid`'s threads whose name starts with `prefix`.
+fn thread_ticks(pid: u32, prefix: &str) -> u64 {
+    let mut sum = 0;
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("task dir")
+        .flatten()
+    {
+        let p = t.path();
+        let comm = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
+        if !comm.starts_with(prefix) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(p.join("stat")).expect("stat");
+        let rest = &stat[stat.rfind(')').expect("comm end") + 1..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        sum += f[11].parse::<u64>().expect("utime") + f[12].parse::<u64>().expect("stime");
+    }
+    sum
+}
+
+/// A block of `n` free TCP and UDP ports on loopback, for the test's own forwards.
+fn free_ports(n: u16) -> u16 {
+    for _ in 0..200 {
+        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
+        let first = l.local_addr().expect("addr").port();
+        drop(l);
+        if first > 65_000 - n {
+            continue;
+        }
+        let free = (first..first + n).all(|p| {
+            TcpListener::bind((Ipv4Addr::LOCALHOST, p)).is_ok()
+                && std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, p)).is_ok()
+        });
+        if free {
+            return first;
+        }
+    }
+    panic!("no {n} free ports on loopback");
+}
+
+/// Boots QEMU by hand (TCG, user networking forwarding the agent's ports) with the image
+/// `vm initramfs` wrote, and waits for its agent. Returns QEMU and the control port.
+fn qemu_by_hand(dir: &common::TempDir, name: &str) -> (Reaped, u16) {
+    let initrd = dir.path("init.cpio");
+    let out = run_with_timeout(
+        vp().args(["vm", "initramfs", "-o"])
+            .arg(&initrd)
+            .arg("--json"),
+        Duration::from_secs(300),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let kernel = v["kernel"].as_str().expect("kernel");
+    let ready = v["ready_line"].as_str().expect("ready line").to_string();
+    let port = free_ports(5);
+    let (first, last) = (port + 1, port + 4);
+    let append = format!("console=ttyS0 quiet panic=-1 virtperf.ip=10.0.2.15/24 virtperf.port={port} virtperf.data_ports={first}-{last}");
+    let mut net = format!("user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:{port}");
+    for p in first..=last {
+        net.push_str(&format!(",hostfwd=tcp:127.0.0.1:{p}-:{p}"));
+    }
+    let console = dir.path("console.log");
+    let child = Command::new("qemu-system-x86_64")
+        .args(["-name", &format!("{name},debug-threads=on")])
+        .args([
+            "-machine",
+            "pc",
+            "-accel",
+            "tcg",
+            "-m",
+            "512",
+            "-nodefaults",
+        ])
+        .args([
+            "-display",
+            "none",
+            "-no-reboot",
+            "-kernel",
+            kernel,
+            "-initrd",
+        ])
+        .arg(&initrd)
+        .args(["-append", &append, "-serial"])
+        .arg(format!("file:{}", console.display()))
+        .args([
+            "-netdev",
+            &net,
+            "-device",
+            "virtio-net-pci,netdev=n0,romfile=",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start QEMU");
+    let qemu = Reaped(child);
+    let t0 = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(&console).unwrap_or_default();
+        if text.contains(&ready) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(150),
+            "guest not ready: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    (qemu, port)
+}
+
+/// `rr --host … --vm pid:N` against a QEMU started by hand: the vCPU threads' CPU per
+/// transaction agrees within 5% with what the test reads from /proc over intervals 2–5 of
+/// the same test; run-queue wait per transaction is there; exits are absent with TCG's
+/// reason; and `qemu:NAME` finds the same process.
+#[test]
+fn rr_with_vm_pid_agrees_with_proc_for_a_qemu_started_by_hand() {
+    if !runs("qemu-system-x86_64") || !runs("apt-cache") {
+        virtperf_testkit::skip(
+            "qemu",
+            "qemu-system-x86_64 and Debian's archive (apt-cache) are needed for a guest",
+        );
+        return;
+    }
+    let dir = common::TempDir::new("own-vm");
+    let name = format!("byhand{}", std::process::id());
+    let (qemu, port) = qemu_by_hand(&dir, &name);
+    let pid = qemu.0.id();
+    let spec = format!("pid:{pid}");
+    let port = port.to_string();
+    let mut rr = vp()
+        .args([
+            "rr",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "-l",
+            "5s",
+            "-i",
+            "1s",
+        ])
+        .args(["--json-stream", "--vm", &spec])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("rr");
+    let lines = BufReader::new(rr.stdout.take().expect("stdout"));
+    let (mut marks, mut tx, mut result) = (Vec::new(), Vec::new(), None);
+    for line in lines.lines() {
+        let e: serde_json::Value = serde_json::from_str(&line.expect("line")).expect("JSON line");
+        match e["event"].as_str() {
+            Some("interval") => {
+                marks.push(thread_ticks(pid, "CPU "));
+                tx.push(e["data"]["transactions"].as_u64().expect("transactions"));
+            }
+            Some("end") => result = Some(e["data"].clone()),
+            _ => {}
+        }
+    }
+    let status = rr.wait().expect("wait");
+    assert!(status.success(), "rr failed");
+    let r = result.expect("an end event");
+    assert!(marks.len() >= 4, "{} intervals", marks.len());
+    let last = marks.len() - 1;
+    let ticks_per_s = 100.0; // USER_HZ on Linux x86_64.
+    let proc_cpu_s = (marks[last] - marks[0]) as f64 / ticks_per_s;
+    let proc_tx: u64 = tx[1..=last].iter().sum();
+    let proc_us = proc_cpu_s * 1e6 / proc_tx as f64;
+    let h = &r["host_vm"];
+    assert_eq!(h["pid"], pid, "{h}");
+    assert_eq!(h["vmm"], "qemu");
+    assert_eq!(h["accel"], "tcg", "{h}");
+    assert_eq!(h["unit"], "transaction");
+    let vcpu = h["classes"]
+        .as_array()
+        .expect("classes")
+        .iter()
+        .find(|c| c["class"] == "vcpu")
+        .unwrap_or_else(|| panic!("no vcpu class: {h}"));
+    assert!(vcpu["names"].to_string().contains("CPU 0/TCG"), "{vcpu}");
+    let ours = vcpu["per_unit"]["cpu_us"].as_f64().expect("cpu_us");
+    let ratio = ours / proc_us;
+    assert!(
+        (0.95..=1.05).contains(&ratio),
+        "vCPU CPU per transaction: virtperf {ours:.1} µs, /proc {proc_us:.1} µs (ratio {ratio:.3})"
+    );
+    assert!(
+        vcpu["per_unit"]["run_delay_us"].as_f64().is_some(),
+        "{vcpu}"
+    );
+    assert!(
+        h["missing"]["exits"]
+            .as_str()
+            .is_some_and(|w| w.contains("TCG")),
+        "{h}"
+    );
+    // The same QEMU by its -name.
+    let out = run_with_timeout(
+        vp().args([
+            "vm",
+            "watch",
+            "--vm",
+            &format!("qemu:{name}"),
+            "-l",
+            "200ms",
+            "--json",
+        ]),
+        Duration::from_secs(30),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let w: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(w["pid"], pid, "{w}");
+    assert!(w["unit"].is_null(), "no test, no unit: {w}");
+    drop(qemu);
+}
+
+/// Voluntary switches of each thread of `pid`, by TID.
+fn switches(pid: u32) -> Vec<(String, u64)> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|t| {
+                    let s = std::fs::read_to_string(t.path().join("status")).ok()?;
+                    let v = s
+                        .lines()
+                        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
+                        .trim()
+                        .parse()
+                        .ok()?;
+                    Some((t.file_name().to_string_lossy().into_owned(), v))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `vm watch` on a process holding a KVM VM (`kvm halt` with halt polling off): KVM's
+/// count of halts over the watch agrees within 5% with the vCPU thread's voluntary
+/// switches the test reads from /proc around it (each halt, unpolled, blocks the thread
+/// once): two independent sources, KVM's statistics and the scheduler's.
+#[test]
+fn vm_watch_counts_a_kvm_vms_halts_as_its_vcpu_thread_blocks() {
+    if let Err(e) = virtperf_kvm::available() {
+        virtperf_testkit::skip("kvm", &format!("no usable /dev/kvm: {e}"));
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        virtperf_testkit::skip(
+            "root",
+            "reading another process's KVM statistics needs ptrace access",
+        );
+        return;
+    }
+    let halt = vp()
+        .args([
+            "kvm",
+            "halt",
+            "--wakeups",
+            "100000",
+            "--halt-poll",
+            "0",
+            "--json",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kvm halt");
+    let halt = Reaped(halt);
+    let pid = halt.0.id();
+    // Until its vCPU runs (the statistics descriptor is open) and halts.
+    let t0 = Instant::now();
+    while !std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|d| {
+        d.flatten().any(|e| {
+            std::fs::read_link(e.path())
+                .is_ok_and(|l| l.to_string_lossy().starts_with("anon_inode:kvm-vcpu-stats"))
+        })
+    }) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "kvm halt made no vCPU"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let before = switches(pid);
+    let out = run_with_timeout(
+        vp().args([
+            "vm",
+            "watch",
+            "--vm",
+            &format!("pid:{pid}"),
+            "-l",
+            "4s",
+            "--json",
+        ]),
+        Duration::from_secs(30),
+    );
+    let after = switches(pid);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let w: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(w["accel"], "kvm", "{w}");
+    let k = &w["kvm"];
+    assert!(!k.is_null(), "KVM counters: {}", w["missing"]);
+    let halts = k["counts"]["halt_exits"].as_u64().expect("halt_exits");
+    let blocked = after
+        .iter()
+        .filter_map(|(tid, a)| Some(a - before.iter().find(|(t, _)| t == tid)?.1))
+        .max()
+        .expect("threads");
+    let ratio = halts as f64 / blocked as f64;
+    assert!(
+        halts > 1000 && (0.95..=1.05).contains(&ratio),
+        "KVM counted {halts} halts, the vCPU thread blocked {blocked} times ({}): {k}",
+        k["source"]
+    );
+    drop(halt);
+}

@@ -1,0 +1,300 @@
+//! `--vm`: the hypervisor's view of the VM a test's far end runs in. The VM's threads and
+//! KVM's per-VM counters are sampled at the edges of the measured window (where the
+//! client runs here) and reported by thread class and per unit of work, beside what the
+//! guest measured of itself.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::{anyhow, Result};
+use virtperf_kvm::ProcessStats;
+use virtperf_measure::vm::{self, ThreadSample, VmProcess, VmSpec};
+use virtperf_wire::{HostVm, ThreadClass, Unit, VmKvmCounters};
+
+use crate::plan::{Plan, WindowSink};
+
+/// The VM's counters at one moment.
+#[derive(Debug, Clone)]
+struct Snapshot {
+    at: Instant,
+    threads: Vec<ThreadSample>,
+    kvm: Result<KvmRead, String>,
+}
+
+/// KVM's counters for the VM at one moment, and where they came from.
+#[derive(Debug, Clone)]
+struct KvmRead {
+    source: String,
+    dirs: Vec<String>,
+    counters: BTreeMap<String, u64>,
+    refused: BTreeMap<String, String>,
+}
+
+/// Where KVM's counters for one VM are read: its vCPUs' binary statistics (duplicated
+/// descriptors; works where debugfs is refused), else its debugfs directories.
+#[derive(Debug, Clone)]
+struct Counters {
+    stats: Arc<Mutex<Result<ProcessStats, String>>>,
+}
+
+impl Counters {
+    fn open(pid: u32) -> Counters {
+        Counters {
+            stats: Arc::new(Mutex::new(
+                ProcessStats::open(pid).map_err(|e| e.to_string()),
+            )),
+        }
+    }
+
+    fn read(&self, vm: &VmProcess) -> Result<KvmRead, String> {
+        let stats_why = match self.stats.lock().as_deref_mut() {
+            Ok(Ok(s)) => match s.read() {
+                Ok(counters) => {
+                    return Ok(KvmRead {
+                        source: format!(
+                            "KVM_GET_STATS_FD of its {} vCPU{} (descriptors duplicated with pidfd_getfd)",
+                            s.vcpus(),
+                            if s.vcpus() == 1 { "" } else { "s" }
+                        ),
+                        dirs: Vec::new(),
+                        counters,
+                        refused: BTreeMap::new(),
+                    })
+                }
+                Err(e) => e.to_string(),
+            },
+            Ok(Err(why)) => why.clone(),
+            Err(_) => "statistics lock poisoned".to_string(),
+        };
+        match virtperf_kvm::debugfs_vm_stats(vm.pid, &vm::kvm_vm_fds(vm.pid)) {
+            Ok((dirs, mut d)) => {
+                d.refused.insert("binary statistics".into(), stats_why);
+                Ok(KvmRead {
+                    source: "debugfs".into(),
+                    dirs,
+                    counters: d.counters,
+                    refused: d.refused,
+                })
+            }
+            Err(e) => Err(format!("binary statistics: {stats_why}; debugfs: {e}")),
+        }
+    }
+}
+
+/// A VM being watched: found once, sampled at the window's edges.
+pub struct Watch {
+    spec: VmSpec,
+    vm: VmProcess,
+    counters: Counters,
+    /// Taken when the watch opened: the start where no window edge is seen.
+    first: Snapshot,
+    /// The window's opening and closing samples, as the client saw its edges.
+    edges: Arc<Mutex<(Option<Snapshot>, Option<Snapshot>)>>,
+}
+
+impl Watch {
+    /// Finds the VM `spec` names and samples it once (so a VM that cannot be read is an
+    /// error before any test runs).
+    pub fn open(spec: &VmSpec) -> Result<Watch> {
+        let vm = vm::find(spec).map_err(|e| anyhow!("--vm {e}"))?;
+        let counters = Counters::open(vm.pid);
+        let first = snapshot(&vm, &counters).map_err(|e| anyhow!("--vm {spec}: {e}"))?;
+        Ok(Watch {
+            spec: spec.clone(),
+            vm,
+            counters,
+            first,
+            edges: Arc::default(),
+        })
+    }
+
+    /// Samples at `plan`'s window edges, after whatever else the plan does there.
+    pub fn attach(&self, plan: &mut Plan) {
+        let (vm, edges, counters) = (self.vm.clone(), self.edges.clone(), self.counters.clone());
+        let before = plan.on_window.take();
+        plan.on_window = Some(WindowSink(Arc::new(move |open| {
+            if let Some(b) = &before {
+                (b.0)(open);
+            }
+            let Ok(s) = snapshot(&vm, &counters) else {
+                return;
+            };
+            if let Ok(mut e) = edges.lock() {
+                if open {
+                    e.0 = Some(s);
+                } else {
+                    e.1 = Some(s);
+                }
+            }
+        })));
+    }
+
+    /// The host's view over the window (or, where no window edge was seen, from
+    /// [`Watch::open`] until now), per unit of `work` when given.
+    pub fn finish(&self, work: Option<(Unit, f64)>) -> HostVm {
+        let mut missing = BTreeMap::new();
+        let (open, close) = self.edges.lock().map(|e| e.clone()).unwrap_or((None, None));
+        let (open, close) = match (open, close) {
+            (Some(o), Some(c)) => (o, c),
+            _ => {
+                if work.is_some() {
+                    missing.insert(
+                        "window".to_string(),
+                        "the measured window's edges were not seen here (a guest drove the test): the figures span from the start of the command to its end".to_string(),
+                    );
+                }
+                let now = snapshot(&self.vm, &self.counters).unwrap_or_else(|_| self.first.clone());
+                (self.first.clone(), now)
+            }
+        };
+        report(self, &open, &close, work, missing)
+    }
+
+    /// A sample now, as the window's opening (`vm watch`).
+    pub fn mark(&self, open: bool) {
+        if let (Ok(s), Ok(mut e)) = (snapshot(&self.vm, &self.counters), self.edges.lock()) {
+            if open {
+                e.0 = Some(s);
+            } else {
+                e.1 = Some(s);
+            }
+        }
+    }
+}
+
+fn snapshot(vm: &VmProcess, counters: &Counters) -> Result<Snapshot, String> {
+    let threads = vm::sample(vm)?;
+    let kvm = counters.read(vm);
+    Ok(Snapshot {
+        at: Instant::now(),
+        threads,
+        kvm,
+    })
+}
+
+/// The per-unit divisor: transactions, or MB received.
+fn units(work: Option<(Unit, f64)>) -> Option<(Unit, f64)> {
+    work.map(|(u, w)| (u, u.in_events_units(w)))
+        .filter(|(_, n)| *n > 0.0)
+}
+
+fn report(
+    w: &Watch,
+    open: &Snapshot,
+    close: &Snapshot,
+    work: Option<(Unit, f64)>,
+    mut missing: BTreeMap<String, String>,
+) -> HostVm {
+    let per = units(work);
+    let classes: Vec<ThreadClass> = vm::by_class(&open.threads, &close.threads)
+        .into_iter()
+        .map(|(class, d)| {
+            let cpu_s = d
+                .exec_ns
+                .map_or_else(|| vm::ticks_s(d.utime + d.stime), |n| n as f64 / 1e9);
+            let run_delay_s = d.run_delay_ns.map(|n| n as f64 / 1e9);
+            let mut per_unit = BTreeMap::new();
+            if let Some((_, n)) = per {
+                per_unit.insert("cpu_us".to_string(), cpu_s * 1e6 / n);
+                if let Some(r) = run_delay_s {
+                    per_unit.insert("run_delay_us".to_string(), r * 1e6 / n);
+                }
+                per_unit.insert(
+                    "switches".to_string(),
+                    (d.voluntary + d.involuntary) as f64 / n,
+                );
+            }
+            ThreadClass {
+                class: class.to_string(),
+                threads: d.names.len() as u32,
+                names: d.names,
+                cpu_s,
+                user_s: vm::ticks_s(d.utime),
+                sys_s: vm::ticks_s(d.stime),
+                run_delay_s,
+                voluntary_switches: d.voluntary,
+                involuntary_switches: d.involuntary,
+                migrations: d.migrations,
+                per_unit,
+            }
+        })
+        .collect();
+    if classes.iter().any(|c| c.run_delay_s.is_none()) {
+        missing.insert(
+            "run_delay".into(),
+            "no /proc/PID/task/TID/schedstat here (a kernel without CONFIG_SCHED_INFO)".into(),
+        );
+    }
+    if !classes.iter().any(|c| c.class == "vcpu") {
+        missing.insert(
+            "vcpu".into(),
+            "no thread is named as a vCPU (QEMU names them `CPU n/KVM` only with -name …,debug-threads=on, as libvirt starts it): their time is under main/other".into(),
+        );
+    }
+    let accel = vm::accel(&w.vm, &close.threads);
+    let kvm = kvm_counters(open, close, per, &mut missing);
+    if accel == Some("tcg") {
+        missing.insert("kvm".into(), "the VM runs under TCG: KVM holds no VM for it".into());
+    }
+    exits_missing(accel, kvm.is_some(), &mut missing);
+    HostVm {
+        spec: w.spec.to_string(),
+        pid: w.vm.pid,
+        vmm: w.vm.vmm.clone(),
+        accel: accel.map(str::to_string),
+        window_s: close.at.saturating_duration_since(open.at).as_secs_f64(),
+        unit: per.map(|(u, _)| u.events_name().to_string()),
+        classes,
+        kvm,
+        missing,
+    }
+}
+
+fn kvm_counters(
+    open: &Snapshot,
+    close: &Snapshot,
+    per: Option<(Unit, f64)>,
+    missing: &mut BTreeMap<String, String>,
+) -> Option<VmKvmCounters> {
+    let (a, b) = match (&open.kvm, &close.kvm) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            missing.insert("kvm".into(), e.clone());
+            return None;
+        }
+    };
+    let counts: BTreeMap<String, u64> = b
+        .counters
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), v.saturating_sub(*a.counters.get(k)?))))
+        .collect();
+    let per_unit = per
+        .map(|(_, n)| {
+            counts
+                .iter()
+                .map(|(k, v)| (k.clone(), *v as f64 / n))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut refused = a.refused.clone();
+    refused.extend(b.refused.clone());
+    Some(VmKvmCounters {
+        source: a.source.clone(),
+        dirs: a.dirs.clone(),
+        counts,
+        per_unit,
+        refused,
+    })
+}
+
+/// Why exits by reason are not in the view.
+fn exits_missing(accel: Option<&str>, kvm: bool, missing: &mut BTreeMap<String, String>) {
+    let why = match accel {
+        Some("tcg") => "the VM runs under TCG: QEMU emulates its CPU, so there are no VM exits",
+        Some("kvm") if kvm => "exits by reason with their time (kvm:kvm_exit paired with kvm:kvm_entry per vCPU thread) are not counted by --vm yet: exits by kind are in `kvm`, and `rr --trace` counts them on the vCPUs' CPUs",
+        Some("kvm") => "exits by reason with their time (kvm:kvm_exit paired with kvm:kvm_entry per vCPU thread) are not counted by --vm yet, and KVM's per-VM debugfs could not be read (see `kvm`)",
+        _ => "the process holds no KVM VM and names no TCG vCPU: what runs it could not be told",
+    };
+    missing.insert("exits".into(), why.into());
+}

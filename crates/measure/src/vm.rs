@@ -1,0 +1,448 @@
+//! A VM seen from its host: which process runs it (`--vm pid:N | qemu:NAME |
+//! libvirt:DOMAIN | firecracker:PID`), its threads by class (vCPU, vhost, I/O, main loop),
+//! and each thread's CPU time, run-queue wait and switches from `/proc`, so the host's share
+//! of a guest's cost is counted over exactly a test's window.
+//!
+//! No libvirt or QMP library: libvirt writes its QEMU's PID to `/run/libvirt/qemu/DOM.pid`
+//! and starts QEMU with `-name guest=DOM,debug-threads=on`, which names the vCPU threads
+//! `CPU n/KVM` (or `/TCG`); Firecracker names its `fc_vcpu n`. That is all this needs.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// How the user named the VM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VmSpec {
+    /// Any process that runs a VM.
+    Pid(u32),
+    /// The QEMU whose `-name` (or libvirt's `-name guest=NAME`) is this.
+    Qemu(String),
+    /// A libvirt domain (its PID from `/run/libvirt/qemu/DOMAIN.pid`).
+    Libvirt(String),
+    /// A Firecracker microVM's process.
+    Firecracker(u32),
+}
+
+impl std::str::FromStr for VmSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let usage = "give pid:N, qemu:NAME, libvirt:DOMAIN or firecracker:PID";
+        let (kind, rest) = s.split_once(':').ok_or_else(|| format!("{s:?}: {usage}"))?;
+        let pid = |r: &str| {
+            r.parse::<u32>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| format!("{s:?}: {r:?} is not a process ID ({usage})"))
+        };
+        let name = |r: &str| {
+            if r.is_empty() || r.contains('/') {
+                Err(format!("{s:?}: give a name after the colon ({usage})"))
+            } else {
+                Ok(r.to_string())
+            }
+        };
+        match kind {
+            "pid" => pid(rest).map(VmSpec::Pid),
+            "firecracker" => pid(rest).map(VmSpec::Firecracker),
+            "qemu" => name(rest).map(VmSpec::Qemu),
+            "libvirt" => name(rest).map(VmSpec::Libvirt),
+            _ => Err(format!("{s:?}: unknown kind {kind:?} ({usage})")),
+        }
+    }
+}
+
+impl std::fmt::Display for VmSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VmSpec::Pid(p) => write!(f, "pid:{p}"),
+            VmSpec::Qemu(n) => write!(f, "qemu:{n}"),
+            VmSpec::Libvirt(d) => write!(f, "libvirt:{d}"),
+            VmSpec::Firecracker(p) => write!(f, "firecracker:{p}"),
+        }
+    }
+}
+
+/// The VM's process on this host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmProcess {
+    /// The VM process's PID.
+    pub pid: u32,
+    /// `qemu`, `firecracker`, or the process's own name.
+    pub vmm: String,
+    /// Kernel threads serving it from outside its thread group (vhost workers on kernels
+    /// before 6.4 are `vhost-PID` kernel threads).
+    pub helpers: Vec<u32>,
+}
+
+/// Where libvirt's QEMU driver records each running domain's PID.
+const LIBVIRT_RUN: &str = "/run/libvirt/qemu";
+
+/// Finds the VM `spec` names, or says in one line why it cannot.
+pub fn find(spec: &VmSpec) -> Result<VmProcess, String> {
+    let pid = match spec {
+        VmSpec::Pid(p) | VmSpec::Firecracker(p) => *p,
+        VmSpec::Libvirt(d) => {
+            let path = format!("{LIBVIRT_RUN}/{d}.pid");
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                format!("libvirt:{d}: cannot read {path} ({e}): is the domain running here (virsh list), and are you root?")
+            })?;
+            text.trim()
+                .parse()
+                .map_err(|_| format!("libvirt:{d}: {path} holds no PID"))?
+        }
+        VmSpec::Qemu(n) => qemu_named(n)?,
+    };
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).map_err(|_| {
+        format!("{spec}: no process {pid} here (it exited, or runs on another host)")
+    })?;
+    let comm = comm.trim().to_string();
+    let vmm = if comm.starts_with("qemu") {
+        "qemu".to_string()
+    } else if comm.starts_with("firecracker") {
+        "firecracker".to_string()
+    } else {
+        comm
+    };
+    if matches!(spec, VmSpec::Firecracker(_)) && vmm != "firecracker" {
+        return Err(format!(
+            "{spec}: process {pid} is {vmm:?}, not Firecracker (use pid:{pid})"
+        ));
+    }
+    Ok(VmProcess {
+        pid,
+        vmm,
+        helpers: vhost_kthreads(pid),
+    })
+}
+
+/// The PID of the one QEMU whose `-name` is `name` (`-name NAME,…` or libvirt's `-name
+/// guest=NAME,…`).
+fn qemu_named(name: &str) -> Result<u32, String> {
+    let mut found = Vec::new();
+    for pid in pids() {
+        let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = raw.split(|b| *b == 0).collect();
+        let is_qemu = args.first().is_some_and(|a| {
+            Path::new(&*String::from_utf8_lossy(a))
+                .file_name()
+                .is_some_and(|f| f.to_string_lossy().starts_with("qemu"))
+        });
+        if !is_qemu {
+            continue;
+        }
+        let named = args.windows(2).any(|w| {
+            w[0] == b"-name" && {
+                let v = String::from_utf8_lossy(w[1]);
+                let first = v.split(',').next().unwrap_or("");
+                first == name || first.strip_prefix("guest=") == Some(name)
+            }
+        });
+        if named {
+            found.push(pid);
+        }
+    }
+    match found.as_slice() {
+        [one] => Ok(*one),
+        [] => Err(format!("qemu:{name}: no QEMU process here has -name {name} (ps -ef | grep qemu; or give pid:N)")),
+        many => Err(format!("qemu:{name}: {} QEMU processes have -name {name} ({many:?}): give pid:N", many.len())),
+    }
+}
+
+fn pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `vhost-PID` kernel threads outside the process (kernels before 6.4 ran vhost workers
+/// as kernel threads; since, they are threads of the VM process and found with it).
+fn vhost_kthreads(pid: u32) -> Vec<u32> {
+    let want = format!("vhost-{pid}");
+    pids()
+        .into_iter()
+        .filter(|p| {
+            *p != pid
+                && std::fs::read_to_string(format!("/proc/{p}/comm"))
+                    .is_ok_and(|c| c.trim() == want)
+        })
+        .collect()
+}
+
+/// The class of a VM process's thread by its name: `vcpu` (`CPU 0/KVM`, `CPU 1/TCG`,
+/// `fc_vcpu 0`), `vhost` (`vhost-PID`), `io` (QEMU's `IO …` iothreads and `worker` pool,
+/// `iou-wrk`), `main` (the process's first thread: QEMU's main loop, Firecracker's VMM),
+/// else `other`.
+pub fn class_of(comm: &str, tid: u32, pid: u32) -> &'static str {
+    let vcpu = (comm.starts_with("CPU ")
+        && (comm.ends_with("/KVM") || comm.ends_with("/TCG") || comm.ends_with("/HVF")))
+        || comm.starts_with("fc_vcpu");
+    if vcpu {
+        "vcpu"
+    } else if comm.starts_with("vhost-") {
+        "vhost"
+    } else if comm.starts_with("IO ") || comm == "worker" || comm.starts_with("iou-wrk") {
+        "io"
+    } else if tid == pid {
+        "main"
+    } else {
+        "other"
+    }
+}
+
+/// One thread's counters at one moment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ThreadSample {
+    /// Thread ID.
+    pub tid: u32,
+    /// Its name.
+    pub comm: String,
+    /// Its class ([`class_of`]).
+    pub class: &'static str,
+    /// User and system time, clock ticks (`stat` fields 14 and 15).
+    pub utime: u64,
+    /// See `utime`.
+    pub stime: u64,
+    /// Nanoseconds on a CPU and waiting in a run queue (`schedstat`); `None` without it.
+    pub exec_ns: Option<u64>,
+    /// See `exec_ns`.
+    pub run_delay_ns: Option<u64>,
+    /// Voluntary and involuntary context switches (`status`).
+    pub voluntary: u64,
+    /// See `voluntary`.
+    pub involuntary: u64,
+    /// CPU migrations (`sched`'s `se.nr_migrations`), where the kernel shows them.
+    pub migrations: Option<u64>,
+}
+
+/// Every thread of the VM process (and its vhost kernel threads) now. A thread that exits
+/// while being read is left out; the process gone is an error.
+pub fn sample(vm: &VmProcess) -> Result<Vec<ThreadSample>, String> {
+    let dir = format!("/proc/{}/task", vm.pid);
+    let tasks = std::fs::read_dir(&dir)
+        .map_err(|e| format!("cannot read {dir} ({e}): the VM process exited?"))?;
+    let mut out: Vec<ThreadSample> = tasks
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter_map(|tid| thread(vm.pid, tid, vm.pid))
+        .collect();
+    out.extend(vm.helpers.iter().filter_map(|k| thread(*k, *k, vm.pid)));
+    Ok(out)
+}
+
+fn thread(pid: u32, tid: u32, vm_pid: u32) -> Option<ThreadSample> {
+    let base = format!("/proc/{pid}/task/{tid}");
+    let comm = std::fs::read_to_string(format!("{base}/comm")).ok()?;
+    let comm = comm.trim().to_string();
+    let stat = std::fs::read_to_string(format!("{base}/stat")).ok()?;
+    // Fields after the command name, which may hold spaces and parentheses.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // rest[0] is field 3 (state): utime is field 14, stime 15.
+    let utime = f.get(11)?.parse().ok()?;
+    let stime = f.get(12)?.parse().ok()?;
+    let sched = std::fs::read_to_string(format!("{base}/schedstat")).ok();
+    let mut nums = sched
+        .as_deref()
+        .unwrap_or("")
+        .split_whitespace()
+        .map(|n| n.parse::<u64>().ok());
+    let (exec_ns, run_delay_ns) = (nums.next().flatten(), nums.next().flatten());
+    let status = std::fs::read_to_string(format!("{base}/status")).unwrap_or_default();
+    let field = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let migrations = std::fs::read_to_string(format!("{base}/sched"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.trim_start().starts_with("se.nr_migrations"))
+                .and_then(|l| l.rsplit(':').next())
+                .and_then(|v| v.trim().parse().ok())
+        });
+    let class = if pid == vm_pid {
+        class_of(&comm, tid, vm_pid)
+    } else {
+        "vhost"
+    };
+    Some(ThreadSample {
+        tid,
+        class,
+        utime,
+        stime,
+        exec_ns,
+        run_delay_ns,
+        voluntary: field("voluntary_ctxt_switches:"),
+        involuntary: field("nonvoluntary_ctxt_switches:"),
+        migrations,
+        comm,
+    })
+}
+
+/// The accelerator the process runs its VM with: `kvm` where it holds a KVM VM file
+/// descriptor, `tcg` where its vCPU threads are named so; `None` where neither tells.
+pub fn accel(vm: &VmProcess, threads: &[ThreadSample]) -> Option<&'static str> {
+    if !kvm_vm_fds(vm.pid).is_empty() {
+        return Some("kvm");
+    }
+    threads
+        .iter()
+        .any(|t| t.class == "vcpu" && t.comm.ends_with("/TCG"))
+        .then_some("tcg")
+}
+
+/// The process's KVM VM file descriptors (`anon_inode:kvm-vm`): KVM's debugfs names each
+/// VM's directory `PID-FD`.
+pub fn kvm_vm_fds(pid: u32) -> Vec<u32> {
+    let Ok(d) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    d.flatten()
+        .filter(|e| {
+            std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy() == "anon_inode:kvm-vm")
+        })
+        .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
+        .collect()
+}
+
+/// Per-class totals of the change from `before` to `after`: `(class, threads, names,
+/// summed counters)`. A thread born in between counts from zero; one gone is dropped (its
+/// last figures are unknown).
+pub fn by_class(
+    before: &[ThreadSample],
+    after: &[ThreadSample],
+) -> BTreeMap<&'static str, ClassDelta> {
+    let mut out: BTreeMap<&'static str, ClassDelta> = BTreeMap::new();
+    for a in after {
+        let b = before.iter().find(|b| b.tid == a.tid);
+        let zero = ThreadSample::default();
+        let b = b.unwrap_or(&zero);
+        let d = out.entry(a.class).or_default();
+        d.names.push(a.comm.clone());
+        d.utime += a.utime.saturating_sub(b.utime);
+        d.stime += a.stime.saturating_sub(b.stime);
+        d.exec_ns = add(d.exec_ns, a.exec_ns, b.exec_ns.or(Some(0)));
+        d.run_delay_ns = add(d.run_delay_ns, a.run_delay_ns, b.run_delay_ns.or(Some(0)));
+        d.voluntary += a.voluntary.saturating_sub(b.voluntary);
+        d.involuntary += a.involuntary.saturating_sub(b.involuntary);
+        d.migrations = add(d.migrations, a.migrations, b.migrations.or(Some(0)));
+    }
+    out
+}
+
+/// Clock ticks (`stat`'s times) in seconds.
+pub fn ticks_s(ticks: u64) -> f64 {
+    ticks as f64 / crate::cpu::ticks_per_second()
+}
+
+/// `sum + (after − before)`, unknown as soon as one figure is.
+fn add(sum: Option<u64>, after: Option<u64>, before: Option<u64>) -> Option<u64> {
+    Some(sum? + after?.saturating_sub(before?))
+}
+
+/// One class's change over a window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassDelta {
+    /// Thread names, one per thread.
+    pub names: Vec<String>,
+    /// Clock ticks of user and system time.
+    pub utime: u64,
+    /// See `utime`.
+    pub stime: u64,
+    /// Nanoseconds on a CPU, and runnable but waiting for one.
+    pub exec_ns: Option<u64>,
+    /// See `exec_ns`.
+    pub run_delay_ns: Option<u64>,
+    /// Context switches.
+    pub voluntary: u64,
+    /// See `voluntary`.
+    pub involuntary: u64,
+    /// CPU migrations.
+    pub migrations: Option<u64>,
+}
+
+impl Default for ClassDelta {
+    fn default() -> Self {
+        ClassDelta {
+            names: Vec::new(),
+            utime: 0,
+            stime: 0,
+            exec_ns: Some(0),
+            run_delay_ns: Some(0),
+            voluntary: 0,
+            involuntary: 0,
+            migrations: Some(0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each way of naming a VM parses, and a bad one is refused saying what to give.
+    #[test]
+    fn specs_parse_or_say_what_to_give() {
+        assert_eq!("pid:42".parse(), Ok(VmSpec::Pid(42)));
+        assert_eq!("qemu:web1".parse(), Ok(VmSpec::Qemu("web1".into())));
+        assert_eq!("libvirt:db".parse(), Ok(VmSpec::Libvirt("db".into())));
+        assert_eq!("firecracker:7".parse(), Ok(VmSpec::Firecracker(7)));
+        for bad in ["42", "pid:0", "pid:x", "qemu:", "libvirt:../etc", "xen:3"] {
+            let e = bad.parse::<VmSpec>().expect_err(bad);
+            assert!(e.contains("pid:N"), "{bad}: {e}");
+        }
+        assert_eq!(VmSpec::Qemu("a".into()).to_string(), "qemu:a");
+    }
+
+    /// Thread names map to classes as QEMU, libvirt and Firecracker name them.
+    #[test]
+    fn threads_are_classed_by_the_names_vmms_give_them() {
+        assert_eq!(class_of("CPU 0/KVM", 11, 10), "vcpu");
+        assert_eq!(class_of("CPU 3/TCG", 11, 10), "vcpu");
+        assert_eq!(class_of("fc_vcpu 1", 11, 10), "vcpu");
+        assert_eq!(class_of("vhost-10", 12, 10), "vhost");
+        assert_eq!(class_of("IO mon_iothread", 13, 10), "io");
+        assert_eq!(class_of("worker", 14, 10), "io");
+        assert_eq!(class_of("qemu-system-x86", 10, 10), "main");
+        assert_eq!(class_of("call_rcu", 15, 10), "other");
+    }
+
+    /// This process's own threads sample with real counters, and the change over some
+    /// work is attributed to the class of the thread that did it.
+    #[test]
+    fn samples_this_process_and_attributes_the_change() {
+        let me = VmProcess {
+            pid: std::process::id(),
+            vmm: "test".into(),
+            helpers: Vec::new(),
+        };
+        let before = sample(&me).expect("own threads");
+        assert!(!before.is_empty());
+        let t0 = std::time::Instant::now();
+        let mut x = 0u64;
+        while t0.elapsed() < std::time::Duration::from_millis(200) {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        std::hint::black_box(x);
+        let after = sample(&me).expect("own threads");
+        let d = by_class(&before, &after);
+        let total_ns: u64 = d.values().filter_map(|c| c.exec_ns).sum();
+        if before.iter().all(|t| t.exec_ns.is_some()) {
+            assert!(total_ns >= 150_000_000, "{d:?}");
+        }
+        let ticks: u64 = d.values().map(|c| c.utime + c.stime).sum();
+        assert!(
+            ticks >= 10,
+            "200 ms of spinning is at least 10 ticks: {d:?}"
+        );
+    }
+}
