@@ -235,7 +235,10 @@ fn report(
     let accel = vm::accel(&w.vm, &close.threads);
     let kvm = kvm_counters(open, close, per, &mut missing);
     if accel == Some("tcg") {
-        missing.insert("kvm".into(), "the VM runs under TCG: KVM holds no VM for it".into());
+        missing.insert(
+            "kvm".into(),
+            "the VM runs under TCG: KVM holds no VM for it".into(),
+        );
     }
     exits_missing(accel, kvm.is_some(), &mut missing);
     HostVm {

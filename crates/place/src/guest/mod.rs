@@ -123,7 +123,6 @@ impl Default for GuestOpts {
     }
 }
 
-
 struct Guest {
     child: Child,
     reach: net::Reach,
