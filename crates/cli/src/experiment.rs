@@ -497,7 +497,37 @@ pub fn run(a: RunArgs) -> Result<()> {
             row.id
         );
     }
-    run_exit(&row, ok, interrupted)
+    run_exit(&row, ok, interrupted)?;
+    tax_gate(&spec, &points)
+}
+
+/// A spec's `[compare] max_tax`: exit 3 naming each candidate config's row over it.
+fn tax_gate(spec: &Spec, points: &[summary::PointSummary]) -> Result<()> {
+    let (Some(max), Some(base)) = (&spec.max_tax, spec.baseline.as_deref()) else {
+        return Ok(());
+    };
+    let rows = compare::by_config(points, Some(base));
+    let mut over = Vec::new();
+    for c in spec.configs.iter().filter(|c| c.name != base) {
+        let mine: Vec<_> = rows
+            .iter()
+            .filter(|r| r.candidate == c.name)
+            .cloned()
+            .collect();
+        let tax = virtperf_report::tax::rows(&mine, &c.name);
+        over.extend(
+            max.over(&tax)
+                .into_iter()
+                .map(|o| format!("{}: {o}", c.name)),
+        );
+    }
+    if over.is_empty() {
+        return Ok(());
+    }
+    Err(crate::signals::exit(
+        crate::signals::code::REGRESSION,
+        format!("over [compare] max_tax: {}", over.join("; ")),
+    ))
 }
 
 /// How a stored run ends the process (README's exit-code table): a signal gives 128 + its

@@ -10,11 +10,10 @@ use std::str::FromStr;
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
-use serde::Serialize;
 use virtperf_experiment::spec::{self, Repeat};
 use virtperf_place::guest::{Accel, Direction, GuestNet};
 use virtperf_report::compare;
-use virtperf_report::stats::Verdict;
+use virtperf_report::tax::{self, short_metric, MaxTax, TaxRow};
 use virtperf_store::{RunRow, Store, TrialRow};
 use virtperf_wire::GuestInfo;
 
@@ -103,56 +102,9 @@ fn placement_text(s: &str) -> Result<String> {
 /// The workloads `--workloads` takes, which `--max-tax` may name.
 const WORKLOADS: [&str; 4] = ["rr", "crr", "stream", "stream-reverse"];
 
-/// `--max-tax`: the most tax allowed, in percent, for every workload or per workload.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MaxTax {
-    all: Option<f64>,
-    each: Vec<(String, f64)>,
-}
-
-impl MaxTax {
-    /// The limit for `workload`, if any.
-    fn of(&self, workload: &str) -> Option<f64> {
-        self.each
-            .iter()
-            .find(|(w, _)| w == workload)
-            .map(|(_, p)| *p)
-            .or(self.all)
-    }
-}
-
+/// `--max-tax`, its workloads checked against [`WORKLOADS`].
 fn parse_max_tax(s: &str) -> Result<MaxTax> {
-    let pct = |t: &str| -> Result<f64> {
-        let v: f64 = t.trim().trim_end_matches('%').trim().parse().map_err(|_| {
-            anyhow::anyhow!(
-                "invalid tax {t:?}: give a percentage such as 20% (or rr=30%,stream=10%)"
-            )
-        })?;
-        anyhow::ensure!(
-            (0.0..=1000.0).contains(&v),
-            "invalid tax {t:?}: between 0% and 1000%"
-        );
-        Ok(v)
-    };
-    let mut m = MaxTax {
-        all: None,
-        each: Vec::new(),
-    };
-    for part in s.split(',') {
-        match part.split_once('=') {
-            None => m.all = Some(pct(part)?),
-            Some((w, p)) => {
-                let w = w.trim();
-                anyhow::ensure!(
-                    WORKLOADS.contains(&w),
-                    "unknown workload {w:?} in --max-tax ({})",
-                    WORKLOADS.join(", ")
-                );
-                m.each.push((w.to_string(), pct(p)?));
-            }
-        }
-    }
-    Ok(m)
+    MaxTax::parse(s, Some(&WORKLOADS)).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// The two sides' placements as given (native, guest).
@@ -293,22 +245,6 @@ fn guest_table(g: &crate::args::GuestArgs, net: GuestNet) -> String {
     format!("guest = {{ {} }}", fields.join(", "))
 }
 
-/// One line of the tax table.
-#[derive(Debug, Serialize)]
-struct TaxRow {
-    workload: String,
-    metric: String,
-    unit: String,
-    native: f64,
-    guest: f64,
-    /// guest / native.
-    ratio: f64,
-    /// How much worse the guest is, in percent (positive = slower), whichever way the
-    /// metric points.
-    tax_pct: f64,
-    verdict: String,
-}
-
 fn vm_compare(a: VmCompareArgs) -> Result<()> {
     let direction = match Direction::parse_placement(&format!("guest:{}", a.direction)) {
         Some(Ok(d)) => d,
@@ -343,7 +279,7 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
         a.tags.resolve()?,
     )?;
     let rows = compare::by_config(&points, Some("native"));
-    let tax = tax_rows(&rows);
+    let tax = tax::rows(&rows, "guest");
     // The guest side's guest as configured (the native side may be a guest too); QEMU's
     // CPU use is per trial, so it stays in the stored trials.
     let info = trials
@@ -380,31 +316,13 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
             row.id
         );
     }
-    match a.max_tax.as_ref().map(|m| over_max(m, &tax)) {
+    match a.max_tax.as_ref().map(|m| m.over(&tax)) {
         Some(over) if !over.is_empty() => Err(crate::signals::exit(
             crate::signals::code::REGRESSION,
             format!("over --max-tax: {}", over.join("; ")),
         )),
         _ => Ok(()),
     }
-}
-
-/// The rows whose tax is above the workload's `--max-tax`, one phrase each.
-fn over_max(max: &MaxTax, tax: &[TaxRow]) -> Vec<String> {
-    tax.iter()
-        .filter_map(|r| {
-            let limit = max.of(&r.workload)?;
-            (r.tax_pct > limit).then(|| {
-                format!(
-                    "{} {} tax {:.1}% > {limit}% ({})",
-                    r.workload,
-                    short_metric(&r.metric),
-                    r.tax_pct,
-                    r.verdict
-                )
-            })
-        })
-        .collect()
 }
 
 /// `vm compare --explain`: explain's quick battery inside the guest.
@@ -433,34 +351,6 @@ fn explain_in_guest(a: VmCompareArgs, direction: Direction) -> Result<()> {
         lock: a.lock,
         tags: a.tags,
     })
-}
-
-/// The headline metrics (throughput or rate, p50/p99 latency) as native-vs-guest rows.
-fn tax_rows(rows: &[compare::Row]) -> Vec<TaxRow> {
-    let wanted = ["rate_per_s", "mbps", "p50_us", "p99_us"];
-    rows.iter()
-        .filter(|r| wanted.contains(&r.metric.as_str()))
-        .map(|r| {
-            let (n, g) = (r.comparison.baseline.mean, r.comparison.candidate.mean);
-            let ratio = if n != 0.0 { g / n } else { f64::NAN };
-            let higher_better = !r.metric.ends_with("_us");
-            let tax_pct = if higher_better {
-                (1.0 - ratio) * 100.0
-            } else {
-                (ratio - 1.0) * 100.0
-            };
-            TaxRow {
-                workload: r.point.clone(),
-                metric: r.metric.clone(),
-                unit: r.unit.clone(),
-                native: n,
-                guest: g,
-                ratio,
-                tax_pct,
-                verdict: verdict_word(r.comparison.verdict).to_string(),
-            }
-        })
-        .collect()
 }
 
 /// The native-vs-guest table, its failures and where it is stored.
@@ -513,72 +403,10 @@ fn print_tax(
     );
 }
 
-fn short_metric(m: &str) -> &str {
-    match m {
-        "rate_per_s" => "rate",
-        "mbps" => "throughput",
-        "p50_us" => "p50",
-        "p99_us" => "p99",
-        other => other,
-    }
-}
-
-fn verdict_word(v: Verdict) -> &'static str {
-    match v {
-        Verdict::Improved => "guest better",
-        Verdict::Regressed => "guest worse",
-        Verdict::NoChange => "no significant difference",
-        Verdict::WithinNoise => "within noise",
-    }
-}
-
 fn fmt(v: f64) -> String {
     if v.abs() >= 100.0 {
         format!("{v:.0}")
     } else {
         format!("{v:.2}")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn row(workload: &str, metric: &str, tax_pct: f64) -> TaxRow {
-        TaxRow {
-            workload: workload.into(),
-            metric: metric.into(),
-            unit: String::new(),
-            native: 1.0,
-            guest: 1.0,
-            ratio: 1.0,
-            tax_pct,
-            verdict: "guest worse".into(),
-        }
-    }
-
-    /// One limit for all, or per workload (a workload's own beats the common one); every
-    /// row over its limit is named, the rest are not; bad limits are refused with the text.
-    #[test]
-    fn max_tax_names_each_row_over_its_limit() {
-        let all = parse_max_tax("20%").expect("parses");
-        let tax = [row("rr", "p50_us", 25.0), row("stream", "mbps", 10.0)];
-        let over = over_max(&all, &tax);
-        assert_eq!(over.len(), 1, "{over:?}");
-        assert!(over[0].starts_with("rr p50 tax 25.0% > 20%"), "{over:?}");
-        let each = parse_max_tax("rr=30%,stream=5").expect("parses");
-        let over = over_max(&each, &tax);
-        assert_eq!(over.len(), 1, "{over:?}");
-        assert!(over[0].starts_with("stream throughput"), "{over:?}");
-        let mixed = parse_max_tax("50%,stream=5%").expect("parses");
-        assert_eq!(
-            (mixed.of("rr"), mixed.of("stream")),
-            (Some(50.0), Some(5.0))
-        );
-        assert_eq!(parse_max_tax("rr=1%").expect("parses").of("crr"), None);
-        for bad in ["x", "-5%", "1e30", "tcp=5%", "rr=", "2000%"] {
-            let e = parse_max_tax(bad).expect_err(bad);
-            assert!(!e.to_string().is_empty(), "{bad}");
-        }
     }
 }

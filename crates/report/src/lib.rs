@@ -12,5 +12,6 @@ pub mod html;
 pub mod render;
 pub mod stats;
 pub mod summary;
+pub mod tax;
 pub mod timeline;
 pub mod trend;

@@ -158,6 +158,9 @@ pub struct Spec {
     pub shape: Option<String>,
     /// Config to compare the others against (default: the first).
     pub baseline: Option<String>,
+    /// `[compare] max_tax`: `run` exits 3 naming each candidate's row whose tax against
+    /// the baseline is above it.
+    pub max_tax: Option<virtperf_report::tax::MaxTax>,
     /// The spec text as given (stored with the run).
     pub text: String,
 }
@@ -236,7 +239,9 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
             });
         }
     }
+    let max_tax = max_tax_of(&raw.compare, report.baseline.as_deref(), &points)?;
     Ok(Spec {
+        max_tax,
         name,
         description: raw.description,
         points,
@@ -246,6 +251,28 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
         baseline: report.baseline,
         text: text.to_string(),
     })
+}
+
+/// `[compare] max_tax`, its workloads checked against the points' labels; it needs a
+/// baseline to measure the tax against.
+fn max_tax_of(
+    compare: &Option<raw::RawCompare>,
+    baseline: Option<&str>,
+    points: &[Point],
+) -> Result<Option<virtperf_report::tax::MaxTax>, SpecError> {
+    let Some(text) = compare.as_ref().and_then(|c| c.max_tax.as_deref()) else {
+        return Ok(None);
+    };
+    let fail = |message: String| SpecError { line: 0, message };
+    if baseline.is_none() {
+        return Err(fail(
+            "[compare] max_tax needs [report] baseline = \"CONFIG\": the tax is each other config's against it".into(),
+        ));
+    }
+    let labels: Vec<&str> = points.iter().map(|p| p.label.as_str()).collect();
+    virtperf_report::tax::MaxTax::parse(text, Some(&labels))
+        .map(Some)
+        .map_err(|e| fail(format!("[compare] max_tax: {e}")))
 }
 
 /// How many times each trial runs: `repetitions`, or `until_ci` (at most

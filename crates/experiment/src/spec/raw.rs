@@ -75,6 +75,17 @@ pub(super) struct RawSpec {
     pub(super) config: Vec<Spanned<RawConfig>>,
     #[serde(default)]
     pub(super) report: Option<RawReport>,
+    #[serde(default)]
+    pub(super) compare: Option<RawCompare>,
+}
+
+/// `[compare]`: a gate on the candidates' tax against `[report] baseline`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCompare {
+    /// `"20%"` or `"rr=30%,stream=10%"` (workload labels), as `vm compare --max-tax`.
+    #[serde(default)]
+    pub(super) max_tax: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
