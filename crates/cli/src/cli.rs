@@ -107,6 +107,7 @@ mod tests {
         "shape",
         "baseline",
         "output",
+        "out",
         "filter",
         "store",
         "file",

@@ -38,6 +38,10 @@ pub struct ExplainArgs {
     /// and is stored as a second run
     #[arg(long, value_parser = <Placement as std::str::FromStr>::from_str)]
     pub placement: Option<Placement>,
+    /// With --placement: explain this placement on the left instead of this machine
+    /// (ssh:…, remote:…, guest…), e.g. two VMs side by side
+    #[arg(long, value_name = "PLACEMENT", requires = "placement", value_parser = <Placement as std::str::FromStr>::from_str)]
+    pub native: Option<Placement>,
     /// Explain the machine of the agent at HOST (started with `serve --allow-drive`)
     #[arg(long, short = 'H', conflicts_with = "placement")]
     pub host: Option<String>,
@@ -100,8 +104,16 @@ pub fn explain(a: ExplainArgs) -> Result<()> {
     let elsewhere = elsewhere(&a)?;
     // An agent elsewhere (--host) is explained alone; a guest or an SSH host beside this
     // machine, whose battery runs first.
+    let left = a
+        .native
+        .clone()
+        .filter(|p| *p != Placement::Local)
+        .map(|p| configured(&a, p))
+        .transpose()?;
     let native = if matches!(elsewhere, Some(Placement::Remote { .. })) && a.host.is_some() {
         None
+    } else if let Some(p) = &left {
+        Some(explain_at(&a, p, &opts)?)
     } else {
         Some(crate::experiment::execute_with(
             &a.db,
@@ -110,6 +122,9 @@ pub fn explain(a: ExplainArgs) -> Result<()> {
             |store, stop, obs| virtperf_explain::run(&opts, store, stop, obs),
         )?)
     };
+    let native_name = left
+        .as_ref()
+        .map_or_else(|| "this machine".to_string(), |p| p.to_string());
     let far = match &elsewhere {
         Some(p) => Some(explain_at(&a, p, &opts)?),
         None => None,
@@ -130,6 +145,7 @@ pub fn explain(a: ExplainArgs) -> Result<()> {
         let v = match (&native_e, &far_e) {
             (Some(n), Some(f)) => serde_json::json!({
                 "native": n,
+                "native_placement": native_name,
                 "elsewhere": f,
                 "placement": far_name,
             }),
@@ -140,7 +156,7 @@ pub fn explain(a: ExplainArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         for (e, d, name) in [
-            (&native_e, &native, "this machine"),
+            (&native_e, &native, native_name.as_str()),
             (&far_e, &far, far_name.as_str()),
         ] {
             if let (Some(e), Some(d)) = (e, d) {
@@ -159,7 +175,7 @@ pub fn explain(a: ExplainArgs) -> Result<()> {
         }
         if let (Some(n), Some(f)) = (&native_e, &far_e) {
             println!("== side by side: the difference is what {far_name} adds");
-            print!("{}", model::side_by_side(n, "this machine", f, &far_name));
+            print!("{}", model::side_by_side(n, &native_name, f, &far_name));
         }
     }
     if let Some(path) = &a.output {
@@ -183,8 +199,7 @@ pub fn explain(a: ExplainArgs) -> Result<()> {
 
 /// The other machine to explain, with the settings its flags give it; `None`: this one.
 fn elsewhere(a: &ExplainArgs) -> Result<Option<Placement>> {
-    use crate::signals::{code, exit};
-    let mut p = match (&a.placement, &a.host) {
+    let p = match (&a.placement, &a.host) {
         (_, Some(host)) => Placement::Remote {
             host: host.clone(),
             port: None,
@@ -193,6 +208,13 @@ fn elsewhere(a: &ExplainArgs) -> Result<Option<Placement>> {
         (Some(Placement::Local) | None, None) => return Ok(None),
         (Some(p), None) => p.clone(),
     };
+    Ok(Some(configured(a, p)?))
+}
+
+/// `p` with the settings the flags give it (the agent's port and token, the guest's
+/// options); namespaces are refused (they share this machine's kernel and CPUs).
+fn configured(a: &ExplainArgs, mut p: Placement) -> Result<Placement> {
+    use crate::signals::{code, exit};
     match &mut p {
         Placement::Netns(..) => {
             return Err(exit(
@@ -211,7 +233,7 @@ fn elsewhere(a: &ExplainArgs) -> Result<Option<Placement>> {
         }
         Placement::Local | Placement::Ssh(_) => {}
     }
-    Ok(Some(p))
+    Ok(p)
 }
 
 /// Runs the battery at `p` (booting, starting or reaching its agent) and stores it as a run.

@@ -325,18 +325,26 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
     }
 }
 
-/// `vm compare --explain`: explain's quick battery inside the guest.
+/// `vm compare --explain`: explain's quick battery on both sides (this machine, or
+/// `--native`; the booted guest, or `--guest`), side by side.
 fn explain_in_guest(a: VmCompareArgs, direction: Direction) -> Result<()> {
+    let parse = |p: &str| {
+        p.parse::<virtperf_place::Placement>()
+            .map_err(|e| crate::signals::exit(crate::signals::code::USAGE, format!("{e:#}")))
+    };
+    let native = a.native.as_deref().map(parse).transpose()?;
+    let guest = match a.guest_at.as_deref() {
+        Some(p) => parse(p)?,
+        None => virtperf_place::Placement::Guest(direction, Box::new(a.guest.opts(a.json))),
+    };
     crate::explain::explain(crate::explain::ExplainArgs {
+        native,
         quick: true,
         size: (1, 1),
         cpus: (Some(0), Some(1)),
         tries: Some(a.runs.min(virtperf_explain::ExplainOpts::MAX_REMOTE_TRIES)),
         duration: None,
-        placement: Some(virtperf_place::Placement::Guest(
-            direction,
-            Box::new(a.guest.opts(a.json)),
-        )),
+        placement: Some(guest),
         host: None,
         conn: crate::args::ConnArgs {
             port: virtperf_wire::DEFAULT_PORT,

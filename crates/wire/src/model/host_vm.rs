@@ -33,6 +33,57 @@ pub struct HostVm {
     pub missing: BTreeMap<String, String>,
 }
 
+impl HostVm {
+    /// The figures `show` and `compare` judge, per unit of work: each thread class's CPU
+    /// and its vCPUs' run-queue wait, and KVM's exits and halts. None without a unit.
+    pub fn metrics(&self) -> Vec<crate::Metric> {
+        let Some(unit) = self.unit.as_deref() else {
+            return Vec::new();
+        };
+        let per_tr = crate::Unit::is_transactions(unit);
+        let (us, count) = if per_tr {
+            ("µs/tr", "/tr")
+        } else {
+            ("µs/MB", "/MB")
+        };
+        let m = |name, unit, value| crate::Metric {
+            name,
+            unit,
+            value,
+            higher_is_better: false,
+        };
+        let mut v = Vec::new();
+        for c in &self.classes {
+            let name = match c.class.as_str() {
+                "vcpu" => "host_vcpu_us",
+                "vhost" => "host_vhost_us",
+                "io" => "host_io_us",
+                "main" => "host_main_us",
+                _ => continue,
+            };
+            if let Some(cpu) = c.per_unit.get("cpu_us") {
+                v.push(m(name, us, *cpu));
+            }
+            if c.class == "vcpu" {
+                if let Some(w) = c.per_unit.get("run_delay_us") {
+                    v.push(m("host_vcpu_wait_us", us, *w));
+                }
+            }
+        }
+        if let Some(k) = &self.kvm {
+            for (key, name) in [
+                ("exits", "host_kvm_exits"),
+                ("halt_exits", "host_halt_exits"),
+            ] {
+                if let Some(x) = k.per_unit.get(key) {
+                    v.push(m(name, count, *x));
+                }
+            }
+        }
+        v
+    }
+}
+
 /// One class of a VM's threads over the window, summed over its threads.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ThreadClass {

@@ -708,6 +708,9 @@ impl TestResult {
         if let Some(t) = &self.trace {
             v.extend(t.metrics());
         }
+        if let Some(h) = &self.host_vm {
+            v.extend(h.metrics());
+        }
         v
     }
 
