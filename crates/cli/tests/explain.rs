@@ -459,3 +459,38 @@ fn explain_refuses_placements_it_cannot_measure() {
     assert_eq!(code, 1);
     common::assert_one_line_error(&err, "two different cpus");
 }
+
+/// `explain --native P --placement Q` (what `vm compare --explain --native P --guest Q`
+/// runs): both batteries run at their placements (here two agents on this machine), stored
+/// as two runs, side by side under their placements' names.
+#[test]
+fn two_placements_are_explained_side_by_side() {
+    let _one = one_battery();
+    let d = TempDir::new("explain-two");
+    let left = common::Agent::start(&["--allow-drive", "--token", "s3cret"]);
+    let right = common::Agent::start(&["--allow-drive", "--token", "s3cret"]);
+    let (l, r) = (
+        format!("remote:127.0.0.1:{}", left.port()),
+        format!("remote:127.0.0.1:{}", right.port()),
+    );
+    let (v, _) = explain(
+        &mut vp(),
+        &d,
+        &["--native", &l, "--placement", &r, "--token", "s3cret"],
+    );
+    assert_eq!(v["native_placement"], l.as_str(), "{v}");
+    assert_eq!(v["placement"], r.as_str(), "{v}");
+    for side in ["native", "elsewhere"] {
+        assert!(
+            v[side]["measured_us"].as_f64().unwrap_or(0.0) > 0.0,
+            "{side}: {}",
+            v[side]
+        );
+    }
+    let runs: serde_json::Value =
+        serde_json::from_str(&common::run_db_ok(&["runs", "--json"], &d.path("r.db"))).unwrap();
+    assert_eq!(runs.as_array().map(Vec::len), Some(2), "{runs}");
+    // --native needs something to stand beside.
+    let (code, err) = common::run_fail(&["explain", "--native", &l]);
+    assert_eq!(code, 2, "{err}");
+}

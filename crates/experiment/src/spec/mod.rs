@@ -256,7 +256,7 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
 /// `[compare] max_tax`, its workloads checked against the points' labels; it needs a
 /// baseline to measure the tax against.
 fn max_tax_of(
-    compare: &Option<raw::RawCompare>,
+    compare: &Option<RawCompare>,
     baseline: Option<&str>,
     points: &[Point],
 ) -> Result<Option<virtperf_report::tax::MaxTax>, SpecError> {
