@@ -130,9 +130,18 @@ impl fmt::Display for Placement {
                 Some(p) => write!(f, "ssh:{}:{p}", t.dest),
                 None => write!(f, "ssh:{}", t.dest),
             },
-            // An IPv6 literal in brackets, as it is typed back in.
-            Placement::Remote { host, .. } if host.contains(':') => write!(f, "remote:[{host}]"),
-            Placement::Remote { host, .. } => write!(f, "remote:{host}"),
+            // As it is typed back in: an IPv6 literal in brackets, and the port where one
+            // was given (two agents on one host are two placements).
+            Placement::Remote { host, port, .. } => {
+                match host.contains(':') {
+                    true => write!(f, "remote:[{host}]")?,
+                    false => write!(f, "remote:{host}")?,
+                }
+                match port {
+                    Some(p) => write!(f, ":{p}"),
+                    None => Ok(()),
+                }
+            }
             Placement::Guest(d, _) => write!(f, "guest:{}", d.name()),
         }
     }
