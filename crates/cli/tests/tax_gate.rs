@@ -8,23 +8,30 @@ use std::time::Duration;
 
 use common::{assert_one_line_error, run_with_timeout, vp};
 
-fn spec(gate: &str, baseline: bool) -> String {
+/// Two configs of rr, the second beside two bulk streams unless `quiet`.
+fn spec_with(gate: &str, baseline: bool, quiet: bool) -> String {
+    let load = if quiet { "" } else { "load = \"streams=2\"\n" };
+    let base = if baseline {
+        "[report]\nbaseline = \"quiet\"\n"
+    } else {
+        ""
+    };
     format!(
         "name = \"gate\"\nduration = \"400ms\"\nrepetitions = 2\n\
          [[workload]]\nkind = \"rr\"\nlabel = \"rr\"\n\
          [[config]]\nname = \"quiet\"\n\
-         [[config]]\nname = \"loaded\"\nload = \"streams=2\"\n\
-         {}[compare]\nmax_tax = \"{gate}\"\n",
-        if baseline {
-            "[report]\nbaseline = \"quiet\"\n"
-        } else {
-            ""
-        }
+         [[config]]\nname = \"loaded\"\n{load}{base}[compare]\nmax_tax = \"{gate}\"\n"
     )
 }
 
-/// rr beside two bulk streams on a 2-CPU machine loses far more than 5% of its rate: the
-/// gate names the config, workload and metric and exits 3; a gate no run can cross passes.
+fn spec(gate: &str, baseline: bool) -> String {
+    spec_with(gate, baseline, false)
+}
+
+/// rr beside two bulk streams on a 2-CPU machine pays far more than 5% somewhere (its p99
+/// at least; its rate may even rise where the streams keep CPUs out of idle): the gate
+/// names the config, workload and metric and exits 3. Two quiet configs under a 1000%
+/// gate pass.
 #[test]
 fn run_exits_3_naming_rows_over_the_specs_max_tax() {
     let dir = common::TempDir::new("tax-gate");
@@ -38,7 +45,7 @@ fn run_exits_3_naming_rows_over_the_specs_max_tax() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(
-        err.contains("over [compare] max_tax: loaded: rr rate tax") && err.contains("> 5%"),
+        err.contains("over [compare] max_tax: loaded: rr ") && err.contains("> 5%"),
         "{err}"
     );
     // Stored, complete: the gate judges a run, it does not lose it.
@@ -48,7 +55,7 @@ fn run_exits_3_naming_rows_over_the_specs_max_tax() {
     );
     let v: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("show JSON");
     assert_eq!(v["run"]["status"], "complete", "{}", v["run"]);
-    std::fs::write(&path, spec("1000%", true)).expect("spec");
+    std::fs::write(&path, spec_with("1000%", true, true)).expect("spec");
     let out = run_with_timeout(
         vp().arg("run").arg(&path).arg("--db").arg(&db),
         Duration::from_secs(120),
