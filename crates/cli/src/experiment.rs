@@ -1,7 +1,7 @@
 //! `run`, `runs`, `show`, `compare`, `report`: experiments and their stored results.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -13,11 +13,6 @@ use virtperf_experiment::spec::{self, Repeat, Spec};
 use virtperf_report::render::{self, Format};
 use virtperf_report::{compare, html, summary};
 use virtperf_store::{Location, RunRow, Store};
-
-/// The experiment `virtperf run` performs when given no spec: small, quick, and showing the
-/// two effects this tool is about (same- vs cross-CPU request/response, stream throughput by
-/// message size).
-pub const DEFAULT_SPEC: &str = include_str!("../../../recipes/quickstart.toml");
 
 /// Confidence level of every interval shown.
 pub(crate) const CONFIDENCE: f64 = 0.95;
@@ -90,8 +85,12 @@ impl DbArg {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Experiment spec (TOML); without it, the built-in quickstart experiment runs
+    /// Experiment spec (TOML), or a built-in recipe's name (`--list`); without it, the
+    /// built-in quickstart experiment runs
     pub spec: Option<PathBuf>,
+    /// List the built-in recipes and exit
+    #[arg(long, conflicts_with = "spec")]
+    pub list: bool,
     #[command(flatten)]
     pub db: DbArg,
     /// Repetitions per point and config (overrides the spec)
@@ -255,22 +254,6 @@ fn parse_format(s: &str) -> Result<Format, String> {
     s.parse()
 }
 
-fn load_spec(path: Option<&Path>) -> Result<Spec> {
-    let (text, name) = match path {
-        Some(p) => (
-            std::fs::read_to_string(p)
-                .with_context(|| format!("cannot read spec {}", p.display()))?,
-            p.display().to_string(),
-        ),
-        None => (
-            DEFAULT_SPEC.to_string(),
-            "built-in quickstart spec".to_string(),
-        ),
-    };
-    spec::parse(&text)
-        .map_err(|e| crate::signals::exit(crate::signals::code::USAGE, format!("{name}: {e}")))
-}
-
 /// Progress and per-trial reporting on stderr: a bar on a terminal, one line per trial
 /// otherwise (so logs of long runs show where they are).
 struct Reporter {
@@ -425,7 +408,10 @@ pub fn execute_with(
 
 /// `virtperf run`
 pub fn run(a: RunArgs) -> Result<()> {
-    let spec = load_spec(a.spec.as_deref())?;
+    if a.list {
+        return crate::recipes::list();
+    }
+    let spec = crate::recipes::load(a.spec.as_deref())?;
     // Before a dry run too: a fleet's malformed $VIRTPERF_TAGS shows up in a rehearsal.
     let tags = a.tags.resolve()?;
     let repeat = match (a.runs, a.until_ci) {
@@ -487,6 +473,15 @@ pub fn run(a: RunArgs) -> Result<()> {
         if !cmp.is_empty() {
             println!();
             print!("{}", render::compare_table(&cmp));
+        }
+        // The built-in experiment says what it found, and where to look next.
+        if let Some(h) = a
+            .spec
+            .is_none()
+            .then(|| crate::headline::quickstart(&points, &trials))
+            .flatten()
+        {
+            println!("\n{h}");
         }
         println!(
             "\nstored as run {} in {} ({}); see `virtperf show {}`, `virtperf report {} -o report.html`",
@@ -651,7 +646,7 @@ pub fn runs(a: RunsArgs) -> Result<()> {
     }
     println!(
         "{:>4}  {:<24} {:<24} {:<11} {:<12} {:>9}  tags",
-        "id", "name", "started (UTC)", "status", "host", "trials"
+        "id", "name", "started (UTC)", "status", "hostname", "trials"
     );
     for r in runs {
         println!(

@@ -241,8 +241,9 @@ fn cpu_table(r: &TestResult) -> String {
         "busy",
         "own usr",
         "own sys",
-        format!("µs/{}", short_unit(&r.cpu.unit)),
-        "sys µs/"
+        // Service demand: the side's own threads, and the whole machine's busy time.
+        format!("own µs/{}", short_unit(&r.cpu.unit)),
+        format!("all µs/{}", short_unit(&r.cpu.unit))
     );
     let row = |s: &mut String, name: &str, c: &SideCpu| {
         let x = &c.system;
@@ -270,7 +271,7 @@ fn cpu_table(r: &TestResult) -> String {
     if r.cpu.same_host {
         let _ = writeln!(
             s,
-            "  (one kernel for both sides: the system-wide split is the same machine; `own` and µs/{} are each side's own threads)",
+            "  (one kernel for both sides: the system-wide split is the same machine; the `own` columns are each side's own threads, `all µs/{}` the machine's busy time)",
             short_unit(&r.cpu.unit)
         );
     }
@@ -425,11 +426,11 @@ pub fn result(r: &TestResult, local: bool) -> String {
         .cpu
         .client
         .loadavg_1m
-        .map(|l| format!(", load average {l:.2}"))
+        .map(|l| format!("; load average {l:.2} (runnable threads over the last minute, the test's own included)"))
         .unwrap_or_default();
     let _ = writeln!(
         s,
-        "  other work on the machine: {:.1}% of a CPU{load}{}",
+        "  other work on the client's machine during the test: {:.1}% of a CPU (processes besides the test's){load}{}",
         r.cpu.client.other_cpu_pct,
         if r.allow_concurrent {
             " (measured with --allow-concurrent)"

@@ -79,7 +79,7 @@ fn tries(values: &[f64]) -> String {
 /// One line describing a run.
 pub fn run_line(r: &RunRow) -> String {
     let mut s = format!(
-        "run {}  {}  {}  {}  host {}  ({} trials ok, {} failed)",
+        "run {}  {}  {}  {}  hostname {}  ({} trials ok, {} failed)",
         r.id,
         r.name,
         r.started_at,
@@ -203,7 +203,11 @@ pub fn table(run: &RunRow, points: &[PointSummary]) -> String {
         let unit = p
             .configs
             .iter()
-            .find_map(|c| c.metrics.first().map(|m| format!("{} {}", m.name, m.unit)))
+            .find_map(|c| {
+                c.metrics
+                    .first()
+                    .map(|m| format!("{} {}", crate::tax::metric_words(&m.name), m.unit))
+            })
             .unwrap_or_default();
         match &p.workload_text {
             Some(w) => {
@@ -566,7 +570,7 @@ pub fn compare_table(rows: &[Row]) -> String {
             s,
             "{:<28} {:<24} {:<32} {:>11} {:>11} {:>+8.1}% {:>8}  {}",
             r.point,
-            format!("{} {}", r.metric, r.unit),
+            format!("{} {}", crate::tax::metric_words(&r.metric), r.unit),
             format!("{} vs {}", r.candidate, r.baseline),
             num(c.baseline.mean),
             num(c.candidate.mean),

@@ -140,6 +140,25 @@ pub fn short_metric(m: &str) -> &str {
     }
 }
 
+/// A metric's name in words for column and axis titles (`rate_per_s` → `rate`, `mbps` →
+/// `throughput`); keys stay in `--json`.
+pub fn metric_words(m: &str) -> String {
+    match m {
+        "rate_per_s" => "rate".into(),
+        "mbps" => "throughput".into(),
+        "mib_per_s" | "mb_per_s" => "throughput".into(),
+        "p50_us" => "p50 latency".into(),
+        "p99_us" => "p99 latency".into(),
+        "mean_us" => "mean latency".into(),
+        "elapsed_s" => "time".into(),
+        "mean_duration_s" => "mean download time".into(),
+        other => other
+            .trim_end_matches("_us")
+            .trim_end_matches("_per_s")
+            .replace('_', " "),
+    }
+}
+
 fn verdict_words(v: Verdict, candidate: &str) -> String {
     match v {
         Verdict::Improved => format!("{candidate} better"),
@@ -193,6 +212,8 @@ mod tests {
             let e = MaxTax::parse(bad, Some(known)).expect_err(bad);
             assert!(!e.is_empty(), "{bad}");
         }
+        assert_eq!(metric_words("rate_per_s"), "rate");
+        assert_eq!(metric_words("client_demand_us"), "client demand");
         // Without a list of workloads, any label may be named.
         assert!(MaxTax::parse("my rr=5%", None).is_ok());
     }

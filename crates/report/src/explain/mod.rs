@@ -32,6 +32,7 @@ mod model;
 mod situ;
 mod text;
 pub use model::*;
+pub(crate) use text::signed_pct;
 pub use text::{fixed2, opt, side_by_side, signed1, text};
 
 fn pct(new: f64, old: f64) -> f64 {

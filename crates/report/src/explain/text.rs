@@ -29,11 +29,13 @@ pub fn fixed2(v: f64) -> String {
     format!("{v:.2}")
 }
 
-fn signed_pct(v: f64) -> String {
-    if v.is_finite() {
-        format!("{v:+.0}%")
-    } else {
-        "—".into()
+/// `+12%`, `-0.3%` (a change under 1% keeps a decimal: rounding it gave "-0%"), `0%`.
+pub(crate) fn signed_pct(v: f64) -> String {
+    match v {
+        v if !v.is_finite() => "—".into(),
+        v if v.abs() < 0.05 => "0%".into(),
+        v if v.abs() < 1.0 => format!("{v:+.1}%"),
+        v => format!("{v:+.0}%"),
     }
 }
 

@@ -138,7 +138,7 @@ pub(super) fn sweep_chart(points: &[&PointSummary], axis: &str, configs: &[Strin
         for c in &p.configs {
             if let Some(m) = c.metrics.first() {
                 ymax = ymax.max(m.summary.ci_high.max(m.summary.mean));
-                unit = format!("{} {}", m.name, m.unit);
+                unit = format!("{} {}", crate::tax::metric_words(&m.name), m.unit);
             }
         }
     }

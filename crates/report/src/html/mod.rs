@@ -44,6 +44,11 @@ fn configs_of(points: &[PointSummary]) -> Vec<String> {
     v
 }
 
+/// A metric's title on a chart: its name in words and its unit.
+fn title(m: &crate::summary::MetricSummary) -> String {
+    format!("{} {}", crate::tax::metric_words(&m.name), m.unit)
+}
+
 /// The swept numeric parameter of a workload's points, if there is exactly one.
 fn numeric_axis(points: &[&PointSummary]) -> Option<String> {
     let first = points.first()?.params.as_object()?;
@@ -176,7 +181,7 @@ fn run_section(s: &mut String, sec: &RunSection) {
             let unit = pts
                 .iter()
                 .find_map(|p| p.configs.iter().find_map(|c| c.metrics.first()))
-                .map(|m| format!("{} {} (mean, tries, 95% CI)", m.name, m.unit))
+                .map(|m| format!("{} (mean, tries, 95% CI)", title(m)))
                 .unwrap_or_default();
             s.push_str(&bars(&unit, &groups));
         }
@@ -457,11 +462,11 @@ fn explanation(s: &mut String, e: &Explanation) {
         for r in &e.remedies {
             let _ = write!(
                 s,
-                "<tr><td>{}</td><td>{}</td><td>{:+.0}%</td><td>{:+.0}%</td><td>{}</td><td>{} → {}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} → {}</td></tr>",
                 esc(&r.what),
                 num(r.p50_us),
-                r.p50_change_pct,
-                r.p99_change_pct,
+                crate::explain::signed_pct(r.p50_change_pct),
+                crate::explain::signed_pct(r.p99_change_pct),
                 crate::explain::opt(r.cpu_us_per_transaction_change, crate::explain::signed1),
                 crate::explain::opt(r.cpus_busy_before, crate::explain::fixed2),
                 crate::explain::opt(r.cpus_busy, crate::explain::fixed2)
