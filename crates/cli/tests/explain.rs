@@ -89,6 +89,29 @@ fn explain_decomposes_a_round_trip_and_says_where_each_part_came_from() {
         .map(|c| c["us"].as_f64().unwrap())
         .sum();
     assert!((top - predicted).abs() < 1e-6 * predicted.max(1.0));
+    // The verdict comes first and says what the numbers below say: the round trip, the
+    // largest top-level share, the residual.
+    let verdict = v["verdict"].as_str().expect("a verdict");
+    assert!(
+        verdict.starts_with(&format!(
+            "Verdict: a cross-CPU round trip here takes {measured:.1} µs"
+        )),
+        "{verdict}"
+    );
+    let largest = comps
+        .iter()
+        .filter(|c| c.get("part_of").is_none())
+        .filter_map(|c| c["us"].as_f64())
+        .fold(0.0, f64::max);
+    assert!(
+        verdict.contains(&format!("{:.0}% of it is", 100.0 * largest / measured)),
+        "{verdict}"
+    );
+    let residual_pct = v["residual_pct"].as_f64().expect("residual_pct").abs();
+    assert!(
+        verdict.ends_with(&format!("leaves {residual_pct:.0}% of it unexplained.")),
+        "{verdict}"
+    );
     for c in comps.iter().chain(v["cross_checks"].as_array().unwrap()) {
         let src = c["source"].as_str().unwrap();
         assert!(src.len() > 20, "component without a source: {c}");

@@ -534,6 +534,9 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> R
 /// client's set-up timeout).
 const WAITING_EVERY: Duration = Duration::from_secs(3);
 
+/// How long a test waits for the machine lock before the agent tells its client so.
+const HANDOVER_GRACE: Duration = Duration::from_millis(500);
+
 /// Takes the machine lock for one test, telling the client while it waits. No lock is
 /// taken when the agent serves tests concurrently (`serve --concurrent`), when the lock is
 /// held for this very test (by the client on this machine, or by the process that started
@@ -555,6 +558,7 @@ fn lock_for_test(
     let peer = ctl.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let what = format!("virtperf serve: a test for {peer}");
     let mut told: Option<Instant> = None;
+    let asked = Instant::now();
     loop {
         match MachineLock::acquire(LockMode::NoWait, &what, &mut |_| {}) {
             Ok(l) => return Ok(Some(l)),
@@ -565,7 +569,14 @@ fn lock_for_test(
                 {
                     return Ok(None);
                 }
-                if told.is_none_or(|t| t.elapsed() >= WAITING_EVERY) {
+                // A lock let go of within the grace is a hand-over from the client's
+                // previous test (its report is sent a moment before its lock is dropped),
+                // not a wait worth telling.
+                let tell = match told {
+                    None => asked.elapsed() >= HANDOVER_GRACE,
+                    Some(t) => t.elapsed() >= WAITING_EVERY,
+                };
+                if tell {
                     let holder = h
                         .map(|h| h.to_string())
                         .unwrap_or_else(|| "an unknown process".into());

@@ -31,9 +31,11 @@ use virtperf_wire::{Env, TestResult, Workload};
 mod model;
 mod situ;
 mod text;
+mod verdict;
 pub use model::*;
 pub(crate) use text::signed_pct;
 pub use text::{fixed2, opt, side_by_side, signed1, text};
+pub use verdict::verdict;
 
 fn pct(new: f64, old: f64) -> f64 {
     if old.abs() > f64::EPSILON {
@@ -108,7 +110,8 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
         None => (None, None),
     };
 
-    Ok(Explanation {
+    let mut e = Explanation {
+        verdict: None,
         run_id,
         measured_us: base.p50,
         measured_mean_us: base.mean,
@@ -139,7 +142,9 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
         environment: environment(env),
         tries,
         warnings: warnings(env),
-    })
+    };
+    e.verdict = verdict(&e);
+    Ok(e)
 }
 
 /// The path's TCP/IP stack share: the spinning rr minus the same round trip over an AF_UNIX

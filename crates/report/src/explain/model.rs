@@ -105,6 +105,9 @@ pub struct Remedy {
 /// The whole answer (what `explain --json` prints).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Explanation {
+    /// The answer in one sentence: the round trip, its largest share, the cheapest measured
+    /// remedy, the residual (what `explain` prints first).
+    pub verdict: Option<String>,
     /// The stored run.
     pub run_id: i64,
     /// Cross-CPU blocking rr, p50 round trip, µs: what is explained.

@@ -502,3 +502,53 @@ fn the_path_splits_into_the_tcp_ip_stack_and_the_socket_path() {
     assert_eq!(e.predicted_us, before.predicted_us, "parts add nothing");
     assert!(text(&e).contains("tcp_ip_stack"), "{}", text(&e));
 }
+
+fn remedy(what: &str, p50: f64, busy: Option<(f64, f64)>) -> Remedy {
+    Remedy {
+        what: what.into(),
+        p50_change_pct: p50,
+        p99_change_pct: p50,
+        cpu_us_per_transaction_change: None,
+        p50_us: 1.0,
+        cpu_us_per_transaction: None,
+        cpus_busy: busy.map(|b| b.1),
+        cpus_busy_before: busy.map(|b| b.0),
+    }
+}
+
+/// The verdict names the remedy that buys at least 20% back for the fewest added busy
+/// CPUs (not the fastest one), says so when none does, and states the residual.
+#[test]
+fn the_verdict_names_the_cheapest_remedy_that_matters() {
+    let mut t = as_is(Some(0));
+    t.push(probe("guest-poll-200us", WAKE_BLOCK, Some(200_000), 18.0));
+    let mut e = explain(1, &haltpoll_env(), &t).expect("explains");
+    e.remedies = vec![
+        remedy(
+            "spinning receivers (rr --wait spin)",
+            -85.0,
+            Some((0.5, 2.0)),
+        ),
+        remedy(
+            "guest halt polling 200 µs (haltpoll…)",
+            -78.0,
+            Some((0.5, 1.6)),
+        ),
+        remedy("busy polling (net.core…)", -5.0, Some((0.5, 0.5))),
+    ];
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(
+        v.contains("the cheapest measured remedy is guest halt polling 200 µs: p50 -78% for +1.1 busy CPUs"),
+        "{v}"
+    );
+    assert!(
+        v.starts_with("Verdict: a cross-CPU round trip here takes"),
+        "{v}"
+    );
+    e.remedies = vec![remedy("busy polling (net.core…)", -5.0, None)];
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(
+        v.contains("no measured remedy cuts the p50 by 20% or more"),
+        "{v}"
+    );
+}

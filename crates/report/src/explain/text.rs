@@ -58,6 +58,10 @@ fn cpu_pair(cpus: (Option<u32>, Option<u32>)) -> String {
 /// The explanation for people.
 pub fn text(e: &Explanation) -> String {
     let mut s = String::new();
+    // The answer first, the evidence after it.
+    if let Some(v) = &e.verdict {
+        let _ = writeln!(s, "{v}\n");
+    }
     let _ = writeln!(
         s,
         "virtperf explain (run {}, {} tries per measurement)",
