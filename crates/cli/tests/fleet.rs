@@ -145,6 +145,9 @@ fn tagged_runs_select_export_group_and_gate_campaigns() {
         page.contains("group=a") && page.contains("group=b"),
         "fleet page lacks its groups"
     );
+    // Drawn in a browser: every chart's texts inside it and apart (this campaign has no
+    // explain runs, so no terms chart: the page's tables render without console errors).
+    common::chromium_renders(&html, &d.0, 0);
 
     // c2 against c1 in group a: a stream with 4 KiB buffers is a regression; the gate fails.
     let out = vp()

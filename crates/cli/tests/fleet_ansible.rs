@@ -447,6 +447,8 @@ fn the_playbook_runs_batteries_and_pairs_tags_them_in_postgres_and_survives_a_de
     .unwrap();
     let groups = f["groups"].as_array().unwrap();
     assert_eq!(groups.len(), 2, "{f}");
+    // Drawn in a browser: the terms chart's texts inside it and apart.
+    common::chromium_renders(std::path::Path::new(&html), &dir, 2);
     assert_eq!(groups[0]["name"], "amd");
     assert_eq!(groups[1]["name"], "intel");
     for g in groups {

@@ -93,73 +93,192 @@ fn net_rx(i: &virtperf_wire::InSitu) -> String {
     }
 }
 
+/// Width of a label at font-size 10 (sans-serif), generously: labels are laid out by it.
+fn label_w(text: &str) -> f64 {
+    6.0 * text.chars().count() as f64 + 4.0
+}
+
+/// Rows for labels on one lane, placed left to right: each goes in the first row where it
+/// does not run into the label before it; returns each label's row and its x and anchor
+/// (a label that would leave the drawing on the right ends at its tick instead).
+fn label_rows(ticks: &[(f64, String)], right: f64) -> Vec<(usize, f64, &'static str)> {
+    let mut ends: Vec<f64> = Vec::new();
+    ticks
+        .iter()
+        .map(|(xx, text)| {
+            let w = label_w(text);
+            let (from, x, anchor) = if xx + 2.0 + w <= right {
+                (xx + 2.0, xx + 2.0, "start")
+            } else {
+                (xx - 2.0 - w, xx - 2.0, "end")
+            };
+            let row = match ends.iter().position(|e| *e + 4.0 <= from) {
+                Some(r) => r,
+                None => {
+                    ends.push(f64::NEG_INFINITY);
+                    ends.len() - 1
+                }
+            };
+            ends[row] = from + w;
+            (row, x, anchor)
+        })
+        .collect()
+}
+
+/// A label laid out on a lane: its row, where its text starts or ends (`anchor`), and the
+/// tick it names.
+struct Placed {
+    row: usize,
+    x: f64,
+    anchor: &'static str,
+    tick: f64,
+    text: String,
+}
+
+/// The labels of the example's events on `cpu`'s lane, in time order, in rows.
+fn lane_labels(t: &Timeline, cpu: u32, x: &dyn Fn(f64) -> f64, right: f64) -> Vec<Placed> {
+    let mut ticks: Vec<(f64, String)> = t
+        .example
+        .iter()
+        .filter(|m| m.cpu == cpu)
+        .map(|m| (x(m.t_us), format!("{} ({:.1})", m.what, m.t_us)))
+        .collect();
+    ticks.sort_by(|a, b| a.0.total_cmp(&b.0));
+    label_rows(&ticks, right)
+        .into_iter()
+        .zip(ticks)
+        .map(|((row, lx, anchor), (tick, text))| Placed {
+            row,
+            x: lx,
+            anchor,
+            tick,
+            text,
+        })
+        .collect()
+}
+
 /// The typical transaction as a swimlane: a lane per CPU, the stages' medians laid end to
-/// end as bars on the lane of the CPU each runs on, and the example transaction's events
-/// as ticks with their names.
+/// end as bars on the lane of the CPU each runs on (named in a legend), and the example
+/// transaction's events as ticks with their names, laid out in rows so none overlaps.
 pub fn swimlane(t: &Timeline) -> String {
-    let (w, lane_h, left, top) = (860.0, 150.0, 90.0, 30.0);
+    let (w, left, top, row_h) = (980.0, 110.0, 30.0, 12.0);
+    let right = w - 10.0;
     let span = t
         .example
         .iter()
         .map(|m| m.t_us)
         .fold(t.sum_p50_us, f64::max)
         .max(1.0);
-    let x = |us: f64| left + us / span * (w - left - 20.0);
+    let x = |us: f64| left + us / span * (right - left - 10.0);
     let lanes = [t.client_cpu, t.server_cpu];
-    let y = |cpu: u32| top + if cpu == t.client_cpu { 0.0 } else { lane_h };
+    // Each lane's labels, in time order, and the rows they need.
+    let placed: Vec<Vec<Placed>> = lanes
+        .iter()
+        .map(|cpu| lane_labels(t, *cpu, &x, right))
+        .collect();
+    let lane_h = |i: usize| {
+        let rows = placed[i].iter().map(|p| p.row + 1).max().unwrap_or(0);
+        34.0 + row_h * rows as f64
+    };
+    let lane_y = [top, top + lane_h(0)];
+    let bottom = lane_y[1] + lane_h(1);
+    let stages: Vec<_> = t
+        .stages
+        .iter()
+        .filter(|st| st.p50_us.is_some() && st.p90_us.is_some())
+        .collect();
+    let legend_rows = stages.len().div_ceil(3);
+    let h = bottom + 24.0 + 14.0 * legend_rows as f64;
     let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"10\">",
-        top + 2.0 * lane_h + 30.0
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"10\">"
     );
     for (i, cpu) in lanes.iter().enumerate() {
-        let yy = y(*cpu);
+        let yy = lane_y[i];
         let role = if i == 0 { "client" } else { "server" };
         let _ = write!(
             s,
-            "<line x1=\"{left}\" y1=\"{yy}\" x2=\"{}\" y2=\"{yy}\" stroke=\"#999\"/><text x=\"4\" y=\"{}\">CPU {cpu} ({role})</text>",
-            w - 20.0,
+            "<line x1=\"{left}\" y1=\"{yy}\" x2=\"{right}\" y2=\"{yy}\" stroke=\"#999\"/><text x=\"4\" y=\"{}\">CPU {cpu} ({role})</text>",
             yy + 14.0
         );
     }
+    let lane_of = |cpu: u32| usize::from(cpu != t.client_cpu);
     let mut at = 0.0;
     for (i, st) in t.stages.iter().enumerate() {
         // A stage that never occurred has no bar.
         let (Some(p50), Some(p90)) = (st.p50_us, st.p90_us) else {
             continue;
         };
-        let yy = y(st.cpu) + 4.0;
-        let hue = (i * 37) % 360;
+        let yy = lane_y[lane_of(st.cpu)] + 4.0;
         let _ = write!(
             s,
-            "<rect x=\"{:.1}\" y=\"{yy:.1}\" width=\"{:.1}\" height=\"16\" fill=\"hsl({hue},60%,70%)\"><title>{}: p50 {:.2} µs, p90 {:.2} µs</title></rect>",
+            "<rect x=\"{:.1}\" y=\"{yy:.1}\" width=\"{:.1}\" height=\"16\" fill=\"{}\"><title>{}: p50 {:.2} µs, p90 {:.2} µs</title></rect>",
             x(at),
             (x(at + p50) - x(at)).max(0.5),
+            hue(i),
             esc(&st.name),
             p50,
             p90
         );
         at += p50;
     }
-    for (k, m) in t.example.iter().enumerate() {
-        let xx = x(m.t_us);
-        let yy = y(m.cpu) + 24.0;
-        let dy = 10.0 * (k % 10) as f64;
-        let _ = write!(
-            s,
-            "<line x1=\"{xx:.1}\" y1=\"{yy:.1}\" x2=\"{xx:.1}\" y2=\"{:.1}\" stroke=\"#333\"/><text x=\"{:.1}\" y=\"{:.1}\">{} ({:.1})</text>",
-            yy + 6.0 + dy,
-            xx + 2.0,
-            yy + 14.0 + dy,
-            esc(&m.what),
-            m.t_us
-        );
+    for (i, lane) in placed.iter().enumerate() {
+        let y0 = lane_y[i] + 24.0;
+        for Placed {
+            row,
+            x: lx,
+            anchor,
+            tick: xx,
+            text,
+        } in lane
+        {
+            let ty = y0 + 10.0 + row_h * *row as f64;
+            let _ = write!(
+                s,
+                // A short tick under the lane, and a faint guide down to its label.
+                "<line x1=\"{xx:.1}\" y1=\"{:.1}\" x2=\"{xx:.1}\" y2=\"{y0:.1}\" stroke=\"#333\"/><line x1=\"{xx:.1}\" y1=\"{y0:.1}\" x2=\"{xx:.1}\" y2=\"{:.1}\" stroke=\"#bbb\" stroke-dasharray=\"1,2\"/><text x=\"{lx:.1}\" y=\"{ty:.1}\" text-anchor=\"{anchor}\">{}</text>",
+                y0 - 4.0,
+                ty - 8.0,
+                esc(text)
+            );
+        }
     }
     let _ = write!(
         s,
-        "<text x=\"{left}\" y=\"{}\">µs since the client's send (bars: stage medians laid end to end; ticks: the transaction nearest the median)</text></svg>",
-        top + 2.0 * lane_h + 20.0
+        "<text x=\"{left}\" y=\"{}\">µs since the client's send (bars: stage medians laid end to end; ticks: the transaction nearest the median)</text>",
+        bottom + 12.0
     );
+    legend(&mut s, t, left, bottom);
+    s.push_str("</svg>");
     s
+}
+
+/// The legend under the lanes: which colour is which stage, three to a row.
+fn legend(s: &mut String, t: &Timeline, left: f64, bottom: f64) {
+    for (k, (i, st)) in t
+        .stages
+        .iter()
+        .enumerate()
+        .filter(|(_, st)| st.p50_us.is_some() && st.p90_us.is_some())
+        .enumerate()
+    {
+        let (lx, ly) = (
+            left + 290.0 * (k % 3) as f64,
+            bottom + 26.0 + 14.0 * (k / 3) as f64,
+        );
+        let _ = write!(
+            s,
+            "<rect x=\"{lx}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{ly:.1}\">{}</text>",
+            ly - 9.0,
+            hue(i),
+            lx + 14.0,
+            esc(&format!("{} (CPU {})", st.name, st.cpu))
+        );
+    }
+}
+
+/// Stage `i`'s bar colour.
+fn hue(i: usize) -> String {
+    format!("hsl({},60%,70%)", (i * 37) % 360)
 }
 
 /// The stage table and the swimlane, as HTML.

@@ -296,6 +296,77 @@ pub fn chromium_renders(html: &std::path::Path, scratch: &std::path::Path, min_p
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("CONSOLE"), "console messages: {stderr}");
+    let bad = layout_faults(chromium, &flags, html, scratch);
+    assert!(bad.is_empty(), "{}: {bad:#?}", html.display());
+}
+
+/// Measured in the page, after layout: every text of every chart inside its drawing and
+/// no two texts of one chart on top of each other (by more than a pixel's antialiasing
+/// sideways and two pixels of line spacing). Returns one line per fault.
+fn layout_faults(
+    chromium: &str,
+    flags: &[&str],
+    html: &std::path::Path,
+    scratch: &std::path::Path,
+) -> Vec<String> {
+    const CHECK: &str = r#"<script>
+window.addEventListener('load', () => {
+  const bad = [];
+  document.querySelectorAll('svg').forEach((svg, i) => {
+    const sr = svg.getBoundingClientRect();
+    const texts = [...svg.querySelectorAll('text')].filter(t => t.textContent.trim() !== '');
+    const rs = texts.map(t => t.getBoundingClientRect());
+    const name = (t) => JSON.stringify(t.textContent.trim());
+    rs.forEach((r, j) => {
+      if (r.width === 0) return;
+      if (r.left < sr.left - 0.5 || r.right > sr.right + 0.5 || r.top < sr.top - 0.5 || r.bottom > sr.bottom + 0.5)
+        bad.push('chart ' + i + ': ' + name(texts[j]) + ' crosses the drawing edge');
+    });
+    for (let a = 0; a < rs.length; a++) for (let b = a + 1; b < rs.length; b++) {
+      const x = Math.min(rs[a].right, rs[b].right) - Math.max(rs[a].left, rs[b].left);
+      const y = Math.min(rs[a].bottom, rs[b].bottom) - Math.max(rs[a].top, rs[b].top);
+      if (x > 1 && y > 2) bad.push('chart ' + i + ': ' + name(texts[a]) + ' overlaps ' + name(texts[b]));
+    }
+  });
+  const p = document.createElement('pre');
+  p.id = 'vp-layout';
+  p.textContent = JSON.stringify(bad);
+  document.body.appendChild(p);
+});
+</script>"#;
+    let page = std::fs::read_to_string(html).expect("the report");
+    let checked = scratch.join("layout-check.html");
+    std::fs::write(
+        &checked,
+        page.replace("</body>", &format!("{CHECK}</body>")),
+    )
+    .expect("write the checked copy");
+    let out = run_with_timeout(
+        std::process::Command::new(chromium)
+            .args(flags)
+            .arg(format!(
+                "--user-data-dir={}",
+                scratch.join("chromium-layout").display()
+            ))
+            .arg("--window-size=1280,2400")
+            .arg("--virtual-time-budget=3000")
+            .arg("--dump-dom")
+            .arg(format!("file://{}", checked.display())),
+        Duration::from_secs(90),
+    );
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let Some(at) = dom.find("<pre id=\"vp-layout\">") else {
+        return vec!["the layout check did not run in the page".into()];
+    };
+    let rest = &dom[at + "<pre id=\"vp-layout\">".len()..];
+    let json = rest.split("</pre>").next().unwrap_or("[]");
+    let json = json
+        .replace("&quot;", "\"")
+        .replace("&amp;", "&")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">");
+    serde_json::from_str(&json)
+        .unwrap_or_else(|e| vec![format!("unreadable verdict ({e}): {json}")])
 }
 
 /// A scratch directory `vp-{name}-{pid}` under the system temp dir, emptied first and

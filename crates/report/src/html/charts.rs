@@ -606,8 +606,19 @@ pub(super) fn cpu_chart(points: &[PointSummary]) -> String {
                 .map(move |c| (format!("{} · {}", p.label, c.config), c))
         })
         .collect();
-    let (l, r, t, b, h) = (60.0, 130.0, 20.0, 170.0, 400.0);
+    // Names are written upright (-90°), one under each bar: the longest decides how far
+    // they reach below the axis (6 px a character at this size, generously).
+    let longest = cells
+        .iter()
+        .map(|(n, _)| n.chars().count())
+        .max()
+        .unwrap_or(0) as f64;
+    let reach = 6.0 * longest + 10.0;
     let bw = 30.0;
+    let (t, r, plot) = (20.0, 130.0, 210.0);
+    let l = 60.0;
+    let b = (reach + 20.0).max(60.0);
+    let h = t + plot + b;
     let w = (l + r + (bw + 12.0) * cells.len() as f64).max(420.0);
     let py = |y: f64| t + (1.0 - y / 100.0) * (h - t - b);
     let mut s = format!(
@@ -661,15 +672,14 @@ pub(super) fn cpu_chart(points: &[PointSummary]) -> String {
         }
         let _ = write!(
             s,
-            r#"<text x="{:.1}" y="{}" class="tk" text-anchor="end" transform="rotate(-40 {:.1} {})">{}</text>"#,
-            x + bw / 2.0,
-            h - b + 14.0,
-            x + bw / 2.0,
-            h - b + 14.0,
+            r#"<text x="{:.1}" y="{}" class="tk" text-anchor="end" transform="rotate(-90 {:.1} {})">{}</text>"#,
+            x + bw / 2.0 + 4.0,
+            h - b + 8.0,
+            x + bw / 2.0 + 4.0,
+            h - b + 8.0,
             esc(name)
         );
     }
-    let names: Vec<String> = CPU_PARTS.iter().map(|(n, _)| n.to_string()).collect();
     for (i, (n, color)) in CPU_PARTS.iter().enumerate() {
         let yy = t + 12.0 + 16.0 * i as f64;
         let _ = write!(
@@ -680,7 +690,6 @@ pub(super) fn cpu_chart(points: &[PointSummary]) -> String {
             w - r + 26.0
         );
     }
-    let _ = names;
     s.push_str("</svg>");
     s
 }

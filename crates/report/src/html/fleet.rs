@@ -126,7 +126,30 @@ fn pieces(t: &HostTerms) -> [Option<f64>; 4] {
 }
 
 fn terms_chart(rows: &[HostTerms]) -> String {
-    let (w, left, bar_h) = (640.0, 140.0, 18.0);
+    // The label after each bar ("44.80 µs measured; not measured: …") needs room on the
+    // right of the longest bar: the drawing widens for it (6 px a character, generously).
+    let label = |t: &HostTerms| {
+        let missing: Vec<&str> = pieces(t)
+            .iter()
+            .zip(TERM_COLOURS)
+            .filter(|(v, _)| v.is_none())
+            .map(|(_, (name, _))| name)
+            .collect();
+        match missing.is_empty() {
+            true => format!("{} µs measured", num(t.measured_us)),
+            false => format!(
+                "{} µs measured; not measured: {}",
+                num(t.measured_us),
+                missing.join(", ")
+            ),
+        }
+    };
+    let room = rows
+        .iter()
+        .map(|t| 6.0 * label(t).chars().count() as f64 + 10.0)
+        .fold(0.0_f64, f64::max);
+    let (left, bar_h) = (140.0, 18.0);
+    let w = left + 480.0 + room;
     let top = 20.0;
     let h = top + rows.len() as f64 * (bar_h + 8.0) + 10.0;
     let max = rows
@@ -134,7 +157,7 @@ fn terms_chart(rows: &[HostTerms]) -> String {
         .map(|t| pieces(t).iter().flatten().sum::<f64>().max(t.measured_us))
         .fold(0.0_f64, f64::max)
         .max(1e-9);
-    let scale = (w - left - 20.0) / max;
+    let scale = 480.0 / max;
     let mut s = format!("<svg class=\"plot\" width=\"{w}\" height=\"{h}\" role=\"img\" aria-label=\"explain terms per host\">");
     let mut lx = left;
     for (name, colour) in TERM_COLOURS {
@@ -150,10 +173,8 @@ fn terms_chart(rows: &[HostTerms]) -> String {
             esc(&t.host)
         );
         let mut x = left;
-        let mut unmeasured = Vec::new();
-        for (v, (name, colour)) in pieces(t).iter().zip(TERM_COLOURS) {
+        for (v, (_, colour)) in pieces(t).iter().zip(TERM_COLOURS) {
             let Some(v) = v else {
-                unmeasured.push(name);
                 continue;
             };
             let wd = v * scale;
@@ -163,16 +184,13 @@ fn terms_chart(rows: &[HostTerms]) -> String {
             );
             x += wd;
         }
-        let gap = if unmeasured.is_empty() {
-            String::new()
-        } else {
-            format!("; not measured: {}", unmeasured.join(", "))
-        };
         let mx = left + t.measured_us * scale;
+        // After whichever ends later, the bars or the measured line.
+        let lx = mx.max(x) + 3.0;
         let _ = write!(
             s,
-            "<line class=\"err\" x1=\"{mx:.1}\" x2=\"{mx:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/><text class=\"tk\" x=\"{:.1}\" y=\"{:.1}\">{} µs measured{gap}</text>",
-            y - 2.0, y + bar_h + 2.0, mx + 3.0, y + 13.0, num(t.measured_us)
+            "<line class=\"err\" x1=\"{mx:.1}\" x2=\"{mx:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/><text class=\"tk\" x=\"{lx:.1}\" y=\"{:.1}\">{}</text>",
+            y - 2.0, y + bar_h + 2.0, y + 13.0, esc(&label(t))
         );
     }
     s.push_str("</svg>");

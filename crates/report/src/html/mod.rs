@@ -244,16 +244,38 @@ fn time_series_charts(points: &[&PointSummary]) -> String {
     out
 }
 
-/// The senders' TCP state (retransmits, a `--bidir` stream's directions), as `show` has
-/// it; empty when no result carries any.
+/// The senders' TCP state (retransmits, a `--bidir` stream's directions) as a table, a row
+/// per point and config that has any; empty when no result carries it.
 fn tcp_section(points: &[PointSummary]) -> String {
-    let tcp = crate::render::tcp_table(points);
-    if tcp.is_empty() {
+    let mut rows = String::new();
+    for p in points {
+        for c in &p.configs {
+            let get = |n: &str| c.metrics.iter().find(|m| m.name == n).map(|m| &m.summary);
+            let (r, a, b) = (
+                get("retransmits"),
+                get("mbps_client_to_server"),
+                get("mbps_server_to_client"),
+            );
+            if r.is_none() && a.is_none() {
+                continue;
+            }
+            let cell = |v: Option<String>| v.unwrap_or_else(|| "—".into());
+            let _ = write!(
+                rows,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&p.label),
+                esc(&c.config),
+                cell(r.map(|r| format!("{:.1} (min {:.0}, max {:.0})", r.mean, r.min, r.max))),
+                cell(a.map(|a| num(a.mean))),
+                cell(b.map(|b| num(b.mean)))
+            );
+        }
+    }
+    if rows.is_empty() {
         return String::new();
     }
     format!(
-        "<h3>TCP</h3><pre>{}</pre>",
-        esc(tcp.trim_start_matches('\n'))
+        "<h3>TCP (the senders' TCP_INFO; mean of tries)</h3><table><tr><th>point</th><th>config</th><th>retransmits per try</th><th>client→server Mbit/s</th><th>server→client Mbit/s</th></tr>{rows}</table>"
     )
 }
 
