@@ -194,6 +194,10 @@ fn spec_text(a: &VmCompareArgs, direction: Direction) -> Result<String> {
         let _ = writeln!(t, "{}", guest_table(&a.guest, a.guest.guest_net));
     }
     let _ = writeln!(t, "\n[report]\nbaseline = \"native\"");
+    // The gate too: `virtperf run` of the stored spec exits 3 as this command does.
+    if let Some(m) = &a.max_tax {
+        let _ = writeln!(t, "\n[compare]\nmax_tax = {}", toml_str(m.text()));
+    }
     Ok(t)
 }
 

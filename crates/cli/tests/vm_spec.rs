@@ -8,7 +8,7 @@ mod common;
 use common::vp;
 
 #[test]
-fn vm_compare_trace_asks_every_workload_for_counts() {
+fn vm_compare_trace_and_gate_travel_in_the_spec_it_writes() {
     let out = vp()
         .args([
             "vm",
@@ -18,6 +18,8 @@ fn vm_compare_trace_asks_every_workload_for_counts() {
             "--workloads",
             "rr,crr,stream",
             "--trace",
+            "--max-tax",
+            "rr=30%,stream=10%",
             "--print-spec",
         ])
         .output()
@@ -31,6 +33,11 @@ fn vm_compare_trace_asks_every_workload_for_counts() {
     assert_eq!(spec.matches("[[workload]]").count(), 3, "{spec}");
     assert_eq!(spec.matches("trace = true").count(), 3, "{spec}");
     assert!(spec.contains("guest:guest-host"), "{spec}");
+    // The gate travels with the spec, so `virtperf run` of it gates as vm compare did.
+    assert!(
+        spec.contains("[compare]\nmax_tax = \"rr=30%,stream=10%\""),
+        "{spec}"
+    );
     let file = std::env::temp_dir().join(format!("vp-vm-spec-{}.toml", std::process::id()));
     std::fs::write(&file, spec.as_bytes()).expect("write");
     let check = vp()

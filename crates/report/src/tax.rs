@@ -13,6 +13,8 @@ use crate::stats::Verdict;
 pub struct MaxTax {
     all: Option<f64>,
     each: Vec<(String, f64)>,
+    /// As it was written, for a spec that reruns with the same gate.
+    text: String,
 }
 
 impl MaxTax {
@@ -31,6 +33,7 @@ impl MaxTax {
         let mut m = MaxTax {
             all: None,
             each: Vec::new(),
+            text: s.trim().to_string(),
         };
         for part in s.split(',') {
             match part.split_once('=') {
@@ -48,6 +51,11 @@ impl MaxTax {
             }
         }
         Ok(m)
+    }
+
+    /// The limit as it was written (`20%`, `rr=30%,stream=10%`).
+    pub fn text(&self) -> &str {
+        &self.text
     }
 
     /// The limit for `workload`, if any.

@@ -157,13 +157,21 @@ fn chart(runs: &[&TrendRun], pts: &[(usize, f64, f64, f64)], changes: &[Vec<Stri
         l - 6.0,
         h - b + 4.0
     );
+    // The first and last points' labels run inward, so they stay inside the drawing.
+    let anchor = |i: usize| match (i, runs.len()) {
+        (_, n) if n < 2 => "middle",
+        (0, _) => "start",
+        (i, n) if i + 1 == n => "end",
+        _ => "middle",
+    };
     for (i, run) in runs.iter().enumerate() {
         let date = run.run.started_at.get(..10).unwrap_or(&run.run.started_at);
         let _ = write!(
             s,
-            r#"<text x="{}" y="{}" class="tk" text-anchor="middle">run {} · {}</text>"#,
+            r#"<text x="{}" y="{}" class="tk" text-anchor="{}">run {} · {}</text>"#,
             px(i),
             h - b + 18.0,
+            anchor(i),
             run.run.id,
             esc(date)
         );
@@ -171,9 +179,10 @@ fn chart(runs: &[&TrendRun], pts: &[(usize, f64, f64, f64)], changes: &[Vec<Stri
             let text = c.join("; ");
             let _ = write!(
                 s,
-                r#"<line x1="{x}" y1="{t}" x2="{x}" y2="{}" class="grid change"/><text x="{x}" y="{}" class="change" text-anchor="middle">{}</text>"#,
+                r#"<line x1="{x}" y1="{t}" x2="{x}" y2="{}" class="grid change"/><text x="{x}" y="{}" class="change" text-anchor="{}">{}</text>"#,
                 h - b,
                 t - 8.0 - 12.0 * (i % 3) as f64,
+                anchor(i),
                 esc(&text),
                 x = px(i)
             );

@@ -84,7 +84,7 @@ fn comparison_table(rows: &[Row]) -> String {
 fn env_table(run: &RunRow) -> String {
     let e = &run.env;
     let mut rows: Vec<(String, String)> = vec![
-        ("host".into(), e.hostname.clone()),
+        ("hostname".into(), e.hostname.clone()),
         ("kernel".into(), format!("{} {}", e.kernel, e.arch)),
         ("cpu".into(), format!("{} × {}", e.cpus, e.cpu_model)),
         (
