@@ -50,8 +50,11 @@ pub fn host_vm(h: &HostVm) -> String {
         let _ = match (per, c.per_unit.get("cpu_us")) {
             (Some(u), Some(cpu)) => writeln!(
                 s,
-                "{head} {cpu:>9.1} µs CPU per {u}{wait}, {:.2} switches per {u}",
-                c.per_unit.get("switches").copied().unwrap_or(0.0)
+                "{head} {cpu:>9.1} µs CPU per {u}{wait}{}",
+                c.per_unit
+                    .get("switches")
+                    .map(|n| format!(", {n:.2} switches per {u}"))
+                    .unwrap_or_default()
             ),
             _ => writeln!(
                 s,

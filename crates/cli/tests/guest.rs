@@ -18,28 +18,10 @@ fn missing() -> Option<(&'static str, &'static str)> {
             "guest placements need root (namespace and tap devices)",
         ));
     }
-    let runs = |tool: &str| {
-        std::process::Command::new(tool)
-            .arg("--version")
-            .output()
-            .is_ok()
-    };
-    if !runs("qemu-system-x86_64") {
-        return Some((
-            "qemu",
-            "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)",
-        ));
-    }
     if !std::path::Path::new("/dev/net/tun").exists() {
         return Some(("tun", "no /dev/net/tun here (guests need a tap device)"));
     }
-    if !runs("apt-cache") {
-        return Some((
-            "apt",
-            "the default guest kernel comes from Debian's archive (no apt-cache here)",
-        ));
-    }
-    None
+    common::guest_tools_missing()
 }
 
 /// QEMU processes whose `-name` says run `pid` started them.

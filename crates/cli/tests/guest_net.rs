@@ -11,25 +11,7 @@ use common::{assert_one_line_error, namespaces_of, run_pid, run_with_timeout, vp
 
 /// What this machine lacks for a user-networking guest: QEMU and the default kernel.
 fn missing() -> Option<(&'static str, &'static str)> {
-    let runs = |tool: &str| {
-        std::process::Command::new(tool)
-            .arg("--version")
-            .output()
-            .is_ok()
-    };
-    if !runs("qemu-system-x86_64") {
-        return Some((
-            "qemu",
-            "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)",
-        ));
-    }
-    if !runs("apt-cache") {
-        return Some((
-            "apt",
-            "the default guest kernel comes from Debian's archive (no apt-cache here)",
-        ));
-    }
-    None
+    common::guest_tools_missing()
 }
 
 fn json_of(out: &std::process::Output, what: &str) -> serde_json::Value {

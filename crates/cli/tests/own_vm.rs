@@ -22,10 +22,6 @@ impl Drop for Reaped {
     }
 }
 
-fn runs(tool: &str) -> bool {
-    Command::new(tool).arg("--version").output().is_ok()
-}
-
 /// User plus system clock ticks of process `pid`'s threads whose name starts with `prefix`.
 fn thread_ticks(pid: u32, prefix: &str) -> u64 {
     let mut sum = 0;
@@ -147,11 +143,8 @@ fn qemu_by_hand(dir: &common::TempDir, name: &str) -> (Reaped, u16) {
 /// reason; and `qemu:NAME` finds the same process.
 #[test]
 fn rr_with_vm_pid_agrees_with_proc_for_a_qemu_started_by_hand() {
-    if !runs("qemu-system-x86_64") || !runs("apt-cache") {
-        virtperf_testkit::skip(
-            "qemu",
-            "qemu-system-x86_64 and Debian's archive (apt-cache) are needed for a guest",
-        );
+    if let Some((need, why)) = common::guest_tools_missing() {
+        virtperf_testkit::skip(need, why);
         return;
     }
     let dir = common::TempDir::new("own-vm");

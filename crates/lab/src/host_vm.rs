@@ -90,7 +90,7 @@ pub struct Watch {
     /// Taken when the watch opened: the start where no window edge is seen.
     first: Snapshot,
     /// The window's opening and closing samples, as the client saw its edges.
-    edges: Arc<Mutex<(Option<Snapshot>, Option<Snapshot>)>>,
+    edges: Arc<Edges>,
 }
 
 impl Watch {
@@ -117,16 +117,7 @@ impl Watch {
             if let Some(b) = &before {
                 (b.0)(open);
             }
-            let Ok(s) = snapshot(&vm, &counters) else {
-                return;
-            };
-            if let Ok(mut e) = edges.lock() {
-                if open {
-                    e.0 = Some(s);
-                } else {
-                    e.1 = Some(s);
-                }
-            }
+            mark_edge(&vm, &counters, &edges, open);
         })));
     }
 
@@ -153,12 +144,21 @@ impl Watch {
 
     /// A sample now, as the window's opening (`vm watch`).
     pub fn mark(&self, open: bool) {
-        if let (Ok(s), Ok(mut e)) = (snapshot(&self.vm, &self.counters), self.edges.lock()) {
-            if open {
-                e.0 = Some(s);
-            } else {
-                e.1 = Some(s);
-            }
+        mark_edge(&self.vm, &self.counters, &self.edges, open);
+    }
+}
+
+/// The window's opening and closing samples.
+type Edges = Mutex<(Option<Snapshot>, Option<Snapshot>)>;
+
+/// Samples the VM now as the window's opening (`open`) or closing edge; a VM that cannot
+/// be read then leaves the edge unseen (the report says so).
+fn mark_edge(vm: &VmProcess, counters: &Counters, edges: &Edges, open: bool) {
+    if let (Ok(s), Ok(mut e)) = (snapshot(vm, counters), edges.lock()) {
+        if open {
+            e.0 = Some(s);
+        } else {
+            e.1 = Some(s);
         }
     }
 }

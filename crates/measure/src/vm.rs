@@ -253,13 +253,14 @@ fn thread(pid: u32, tid: u32, vm_pid: u32) -> Option<ThreadSample> {
         .split_whitespace()
         .map(|n| n.parse::<u64>().ok());
     let (exec_ns, run_delay_ns) = (nums.next().flatten(), nums.next().flatten());
-    let status = std::fs::read_to_string(format!("{base}/status")).unwrap_or_default();
+    // A thread whose switches cannot be read is left out like one whose times cannot: a
+    // zero here would read as "never switched".
+    let status = std::fs::read_to_string(format!("{base}/status")).ok()?;
     let field = |key: &str| {
         status
             .lines()
             .find_map(|l| l.strip_prefix(key))
             .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(0)
     };
     let migrations = std::fs::read_to_string(format!("{base}/sched"))
         .ok()
@@ -281,8 +282,8 @@ fn thread(pid: u32, tid: u32, vm_pid: u32) -> Option<ThreadSample> {
         stime,
         exec_ns,
         run_delay_ns,
-        voluntary: field("voluntary_ctxt_switches:"),
-        involuntary: field("nonvoluntary_ctxt_switches:"),
+        voluntary: field("voluntary_ctxt_switches:")?,
+        involuntary: field("nonvoluntary_ctxt_switches:")?,
         migrations,
         comm,
     })

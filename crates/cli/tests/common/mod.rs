@@ -219,6 +219,26 @@ pub fn run_pid(args: &[&str]) -> (u32, Output) {
     (pid, child.wait_with_output().expect("wait"))
 }
 
+/// What this machine lacks to boot a guest virtperf builds (the capability and why): QEMU,
+/// and Debian's archive for the default kernel. Root and a tap are asked by those who need
+/// them.
+pub fn guest_tools_missing() -> Option<(&'static str, &'static str)> {
+    let runs = |tool: &str| Command::new(tool).arg("--version").output().is_ok();
+    if !runs("qemu-system-x86_64") {
+        return Some((
+            "qemu",
+            "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)",
+        ));
+    }
+    if !runs("apt-cache") {
+        return Some((
+            "apt",
+            "the default guest kernel comes from Debian's archive (no apt-cache here)",
+        ));
+    }
+    None
+}
+
 /// Network namespaces named after run `pid` (`vp-<pid>-…`): what that run created.
 pub fn namespaces_of(pid: u32) -> Vec<String> {
     let out = Command::new("ip")

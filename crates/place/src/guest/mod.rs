@@ -30,7 +30,6 @@ pub use device::QEMU;
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::net::Ipv4Addr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -557,7 +556,7 @@ impl GuestLab {
 impl super::Site for GuestLab {
     fn target(&self) -> Target {
         self.guests.first().map(Guest::target).unwrap_or(Target {
-            host: Ipv4Addr::new(10, 99, 3, 10).to_string(),
+            host: net::tap_ip(0).to_string(),
             port: GUEST_PORT,
             token: None,
             lock: None,

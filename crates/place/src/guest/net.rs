@@ -17,6 +17,11 @@ pub(super) const HOST_IP: Ipv4Addr = Ipv4Addr::new(10, 99, 3, 1);
 /// A guest agent's control port on a tap.
 pub(super) const GUEST_PORT: u16 = 7150;
 
+/// Guest `i`'s address on the lab's bridge.
+pub(super) fn tap_ip(i: usize) -> Ipv4Addr {
+    Ipv4Addr::new(10, 99, 3, 10 + i as u8)
+}
+
 /// The backend and device settings of each guest's NIC.
 pub(super) struct Nic {
     pub vhost: bool,
@@ -102,7 +107,7 @@ impl Reach {
     pub fn new(net: GuestNet, i: usize) -> Result<Reach> {
         match net {
             GuestNet::Tap => {
-                let ip = Ipv4Addr::new(10, 99, 3, 10 + i as u8);
+                let ip = tap_ip(i);
                 Ok(Reach {
                     host: ip.to_string(),
                     port: GUEST_PORT,
