@@ -350,3 +350,38 @@ fn vm_watch_counts_a_kvm_vms_halts_as_its_vcpu_thread_blocks() {
     );
     drop(halt);
 }
+
+/// A VM that exits while it is watched has no figures, and says why: not a sample
+/// compared with itself (zeros), and not an error that loses the command's output.
+#[test]
+fn a_vm_that_exits_while_watched_has_no_figures_not_zeros() {
+    // Our child: once it exits it is a zombie until reaped, which counts as exited.
+    let short = Reaped(Command::new("sleep").arg("0.5").spawn().expect("sleep"));
+    let pid = short.0.id();
+    let out = run_with_timeout(
+        vp().args([
+            "vm",
+            "watch",
+            "--vm",
+            &format!("pid:{pid}"),
+            "-l",
+            "2s",
+            "--json",
+        ]),
+        Duration::from_secs(30),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let w: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(w["classes"].as_array().map(Vec::len), Some(0), "{w}");
+    assert!(w["kvm"].is_null(), "{w}");
+    assert!(
+        w["missing"]["threads"]
+            .as_str()
+            .is_some_and(|m| m.contains("did it exit")),
+        "{w}"
+    );
+}

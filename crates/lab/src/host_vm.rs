@@ -128,18 +128,42 @@ impl Watch {
         let (open, close) = self.edges.lock().map(|e| e.clone()).unwrap_or((None, None));
         let (open, close) = match (open, close) {
             (Some(o), Some(c)) => (o, c),
-            _ => {
+            (o, _) => {
+                // No closing sample: read the VM now. One that cannot be read (it exited)
+                // has no figures at all, not zeros from comparing a sample with itself.
+                let now = match snapshot(&self.vm, &self.counters) {
+                    Ok(now) => now,
+                    Err(e) => return self.unread(&e),
+                };
+                let why = match o {
+                    Some(_) => "the VM could not be read as the window closed: the figures run on to the end of the command",
+                    None => "the measured window's edges were not seen here (a guest drove the test): the figures span from the start of the command to its end",
+                };
                 if work.is_some() {
-                    missing.insert(
-                        "window".to_string(),
-                        "the measured window's edges were not seen here (a guest drove the test): the figures span from the start of the command to its end".to_string(),
-                    );
+                    missing.insert("window".to_string(), why.to_string());
                 }
-                let now = snapshot(&self.vm, &self.counters).unwrap_or_else(|_| self.first.clone());
-                (self.first.clone(), now)
+                (o.unwrap_or_else(|| self.first.clone()), now)
             }
         };
         report(self, &open, &close, work, missing)
+    }
+
+    /// The view of a VM that could not be read at the end: no figures, and why.
+    fn unread(&self, why: &str) -> HostVm {
+        HostVm {
+            spec: self.spec.to_string(),
+            pid: self.vm.pid,
+            vmm: self.vm.vmm.clone(),
+            accel: None,
+            window_s: self.first.at.elapsed().as_secs_f64(),
+            unit: None,
+            classes: Vec::new(),
+            kvm: None,
+            missing: BTreeMap::from([(
+                "threads".to_string(),
+                format!("the VM could not be read at the end ({why}): did it exit?"),
+            )]),
+        }
     }
 
     /// A sample now, as the window's opening (`vm watch`).

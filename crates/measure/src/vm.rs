@@ -223,6 +223,15 @@ pub struct ThreadSample {
 /// Every thread of the VM process (and its vhost kernel threads) now. A thread that exits
 /// while being read is left out; the process gone is an error.
 pub fn sample(vm: &VmProcess) -> Result<Vec<ThreadSample>, String> {
+    // An exited process its parent has not reaped yet (a zombie) still has /proc entries,
+    // frozen: it has exited all the same.
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", vm.pid)).unwrap_or_default();
+    let state = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().next());
+    if matches!(state, Some("Z" | "X")) {
+        return Err(format!("process {} has exited", vm.pid));
+    }
     let dir = format!("/proc/{}/task", vm.pid);
     let tasks = std::fs::read_dir(&dir)
         .map_err(|e| format!("cannot read {dir} ({e}): the VM process exited?"))?;
