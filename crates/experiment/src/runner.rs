@@ -63,6 +63,8 @@ pub struct RunOutcome {
 struct Active<'a> {
     guard: KnobGuard,
     current: Option<&'a Config>,
+    /// The active config's CPU latency bound, held while it is active.
+    latency: Option<virtperf_machine::qos::LatencyHold>,
 }
 
 impl<'a> Active<'a> {
@@ -75,8 +77,12 @@ impl<'a> Active<'a> {
                 hook(t, "teardown", &old.name)?;
             }
         }
+        self.latency = None;
         let wanted = cfg.map(|c| c.knobs.clone()).unwrap_or_default();
         self.guard.activate(&wanted)?;
+        if let Some(us) = cfg.and_then(|c| c.cpu_dma_latency) {
+            self.latency = Some(virtperf_machine::qos::LatencyHold::new(us)?);
+        }
         if let Some(c) = cfg {
             if let Some(s) = &c.setup {
                 hook(s, "setup", &c.name)?;
@@ -120,6 +126,7 @@ pub fn run(
             &state_dir,
         )),
         current: None,
+        latency: None,
     };
     let probed = probe(spec, &mut active.guard, obs)?;
     let schedule = Schedule::new(spec, probed.runnable, opts)?;
@@ -205,6 +212,11 @@ fn probe<'a>(spec: &'a Spec, guard: &mut KnobGuard, obs: &mut dyn Observer) -> R
             virtperf_place::guest::device::validate(&g.virtio)
                 .map_err(|e| anyhow::anyhow!("config {:?}: {e:#}", cfg.name))?;
         }
+        if let (Some(us), None) = (cfg.cpu_dma_latency, &reason) {
+            if let Err(e) = virtperf_machine::qos::LatencyHold::new(us) {
+                reason = Some(format!("{e:#}"));
+            }
+        }
         let needs_root = cfg.placement.as_ref().is_some_and(Placement::needs_root);
         if needs_root && !virtperf_machine::is_root() && reason.is_none() {
             reason = Some("namespace placements and guests on a tap need root (a guest with net = \"user\" does not)".to_string());
@@ -227,6 +239,15 @@ fn probe<'a>(spec: &'a Spec, guard: &mut KnobGuard, obs: &mut dyn Observer) -> R
                         name: knob.name.clone(),
                         original: Some(orig),
                         applied: value.clone(),
+                    });
+                }
+                if let Some(us) = cfg.cpu_dma_latency {
+                    // Held, not written: nothing to restore, but the run says it was held.
+                    p.records.push(KnobRecord {
+                        config: cfg.name.clone(),
+                        name: format!("{} (held)", virtperf_machine::qos::DEVICE),
+                        original: virtperf_machine::qos::current_us().map(|v| v.to_string()),
+                        applied: us.to_string(),
                     });
                 }
                 p.runnable.push(cfg);

@@ -8,6 +8,7 @@
 
 pub mod knob;
 pub mod lock;
+pub mod qos;
 pub mod state;
 
 /// Whether this process runs as root (namespace and guest placements, knobs, and the

@@ -63,17 +63,48 @@ pub fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Output {
     wait_output(child, limit)
 }
 
-/// Waits for a child we spawned, killing it if it outlives `limit`.
+/// Waits for a child we spawned, killing it if it outlives `limit`. Its output is read
+/// while it runs: a child that writes more than a pipe holds (64 KiB: a page's DOM)
+/// would otherwise block in `write` and look like a hang.
 pub fn wait_output(mut child: Child, limit: Duration) -> Output {
+    use std::io::Read;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
     let t0 = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
         if t0.elapsed() > limit {
             let _ = child.kill();
             panic!("command did not finish within {limit:?} (hang)");
         }
         std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
     }
-    child.wait_with_output().expect("output")
 }
 
 /// Asserts a finished command succeeded, showing its stderr when it did not.

@@ -161,6 +161,28 @@ pub(super) fn one_config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, S
     }
     let load = load_of(text, r)?;
     let family = family_of(text, r)?;
+    let wait = match &r.wait {
+        Some(w) => {
+            Some(virtperf_lab::parse::wait(w.get_ref()).or_else(|m| err(text, w.span(), m))?)
+        }
+        None => None,
+    };
+    let cpu_dma_latency = match &r.cpu_dma_latency {
+        Some(v) => Some(
+            u32::try_from(*v.get_ref())
+                .ok()
+                .filter(|x| *x <= 2_000_000)
+                .ok_or(())
+                .or_else(|()| {
+                    err(
+                        text,
+                        v.span(),
+                        "cpu_dma_latency is a latency bound in µs, 0 to 2000000",
+                    )
+                })?,
+        ),
+        None => None,
+    };
     Ok(Config {
         name,
         description: r.description.clone(),
@@ -172,6 +194,8 @@ pub(super) fn one_config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, S
         teardown: r.teardown.clone(),
         load,
         family,
+        wait,
+        cpu_dma_latency,
     })
 }
 

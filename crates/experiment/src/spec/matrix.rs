@@ -479,6 +479,15 @@ pub(super) fn expand(
 /// The client plan for one trial: the point's workload under the config's settings.
 pub fn plan_for(point: &Point, cfg: &Config) -> virtperf_lab::plan::Plan {
     let (client_cpu, server_cpu) = cfg.cpus.unwrap_or(point.cpus);
+    // Checked when the spec was parsed (`check_waits`): a wait that does not fit leaves
+    // the workload as it is.
+    let workload = match cfg.wait {
+        Some((c, s)) => point
+            .workload
+            .with_waits(c, s)
+            .unwrap_or_else(|_| point.workload.clone()),
+        None => point.workload.clone(),
+    };
     virtperf_lab::plan::Plan {
         client_cpu,
         server_cpu,
@@ -488,6 +497,6 @@ pub fn plan_for(point: &Point, cfg: &Config) -> virtperf_lab::plan::Plan {
         trace: point.trace,
         timeline: point.timeline,
         interval: point.interval,
-        ..virtperf_lab::plan::Plan::new(point.workload.clone(), point.duration)
+        ..virtperf_lab::plan::Plan::new(workload, point.duration)
     }
 }

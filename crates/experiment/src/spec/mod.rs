@@ -139,6 +139,13 @@ pub struct Config {
     /// The data connections' address family (`family = "ipv4"` or `"ipv6"`, the
     /// workloads' `-4`/`-6`); None: whatever the agent's address is.
     pub family: Option<virtperf_lab::plan::Family>,
+    /// How both sides wait for messages, overriding the workloads' (`wait = "spin"`): a
+    /// remedy `tune` compares with knobs.
+    pub wait: Option<(virtperf_wire::Wait, virtperf_wire::Wait)>,
+    /// A CPU latency bound (µs) held through `/dev/cpu_dma_latency` while the config's
+    /// trials run (`cpu_dma_latency = 0`: tuned's `force_latency`); released when the
+    /// config ends, or by the kernel when the process dies, so nothing is left to restore.
+    pub cpu_dma_latency: Option<u32>,
 }
 
 /// A parsed, validated experiment.
@@ -216,6 +223,7 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
     }
     let configs = configs_of(text, &raw)?;
     check_loads(&configs, &points)?;
+    check_waits(&configs, &points)?;
     let trials = planned_trials(points.len(), configs.len(), &repeat);
     if trials > MAX_TRIALS {
         return Err(SpecError {
@@ -344,6 +352,8 @@ fn configs_of(text: &str, raw: &RawSpec) -> Result<Vec<Config>, SpecError> {
             teardown: None,
             load: None,
             family: None,
+            wait: None,
+            cpu_dma_latency: None,
         });
     }
     Ok(configs)
@@ -368,6 +378,22 @@ fn check_loads(configs: &[Config], points: &[Point]) -> Result<(), SpecError> {
         }),
         None => Ok(()),
     }
+}
+
+/// A config's `wait` must fit every workload it runs (rr, crr and unix-rr have wait modes).
+fn check_waits(configs: &[Config], points: &[Point]) -> Result<(), SpecError> {
+    for c in configs {
+        let Some((cw, sw)) = c.wait else { continue };
+        for p in points {
+            if let Err(m) = p.workload.with_waits(cw, sw) {
+                return Err(SpecError {
+                    line: 0,
+                    message: format!("config {:?}: wait: {} ({m})", c.name, p.label),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The most points (workload × sweep values) one spec may expand to: a sweep this large

@@ -189,6 +189,14 @@ pub(super) struct RawConfig {
     pub(super) load: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) family: Option<Spanned<String>>,
+    /// How both sides' receivers wait, overriding the workloads' (`"spin"`,
+    /// `"poll:50us"`, `"CLIENT,SERVER"`).
+    #[serde(default)]
+    pub(super) wait: Option<Spanned<String>>,
+    /// A PM QoS CPU latency bound in µs held open (`/dev/cpu_dma_latency`) while the
+    /// config's trials run.
+    #[serde(default)]
+    pub(super) cpu_dma_latency: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

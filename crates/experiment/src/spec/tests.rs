@@ -630,3 +630,40 @@ fn unix_rr_is_a_spec_kind_with_its_own_keys() {
     let e = parse("name = \"u\"\n[[workload]]\nkind = \"unix-rr\"\nflows = 2\n").unwrap_err();
     assert!(e.to_string().contains("flows"), "{e}");
 }
+
+/// A config's `wait` overrides every workload's (both sides, or CLIENT,SERVER) and its
+/// plan carries it; it is refused where a workload has no wait mode or cannot take it
+/// (multiplexed flows wait in epoll). `cpu_dma_latency` is a bound in µs.
+#[test]
+fn config_wait_and_cpu_dma_latency() {
+    let base = "name = \"x\"\n[[workload]]\nkind = \"rr\"\n";
+    let s = parse(&format!(
+        "{base}[[config]]\nname = \"spin\"\nwait = \"spin,poll:50us\"\ncpu_dma_latency = 0\n"
+    ))
+    .unwrap();
+    let c = &s.configs[0];
+    assert_eq!(c.cpu_dma_latency, Some(0));
+    let plan = plan_for(&s.points[0], c);
+    match plan.workload {
+        Workload::Rr(p) => {
+            assert_eq!(p.client_wait, virtperf_wire::Wait::Spin);
+            assert_eq!(p.server_wait, virtperf_wire::Wait::Poll { window_us: 50 });
+        }
+        other => panic!("{other:?}"),
+    }
+    for (text, says) in [
+        (
+            "name = \"x\"\n[[workload]]\nkind = \"stream\"\n[[config]]\nname = \"a\"\nwait = \"spin\"\n",
+            "no wait mode",
+        ),
+        (
+            "name = \"x\"\n[[workload]]\nkind = \"rr\"\nthreads = 2\nflows = 4\n[[config]]\nname = \"a\"\nwait = \"spin\"\n",
+            "epoll",
+        ),
+        (&format!("{base}[[config]]\nname = \"a\"\nwait = \"sometimes\"\n"), "invalid wait"),
+        (&format!("{base}[[config]]\nname = \"a\"\ncpu_dma_latency = -1\n"), "cpu_dma_latency"),
+    ] {
+        let e = parse(text).expect_err(text).to_string();
+        assert!(e.contains(says), "{text}: {e}");
+    }
+}

@@ -667,6 +667,26 @@ impl Workload {
         }
     }
 
+    /// The same workload with each side waiting as given (a config's `wait`, `tune`'s
+    /// spinning receivers), checked as a whole; an error for a workload whose receivers
+    /// have no wait mode (streams, bulk, http).
+    pub fn with_waits(&self, client: Wait, server: Wait) -> Result<Workload, String> {
+        let mut w = self.clone();
+        match &mut w {
+            Workload::Rr(p) => (p.client_wait, p.server_wait) = (client, server),
+            Workload::Crr(p) => (p.client_wait, p.server_wait) = (client, server),
+            Workload::UnixRr(p) => (p.client_wait, p.server_wait) = (client, server),
+            Workload::Stream(_) | Workload::Bulk(_) | Workload::Http(_) => {
+                return Err(format!(
+                    "{} has no wait mode (rr, crr and unix-rr do)",
+                    self.kind().name()
+                ))
+            }
+        }
+        w.kind().validate()?;
+        Ok(w)
+    }
+
     /// Blocking connect/request/response (netperf's TCP_CRR).
     pub fn crr(request: u32, response: u32) -> Workload {
         Workload::Crr(CrrParams {
