@@ -32,6 +32,8 @@ pub enum Command {
     Kvm(crate::kvm::KvmArgs),
     /// Where a cross-CPU round trip's time goes: path, wake-ups, idle exits, residual, and what buys it back
     Explain(Box<crate::explain::ExplainArgs>),
+    /// The cheapest measured configuration that meets a goal: `tune --goal 'p99<=80us'` searches remedies (halt polling, busy polling, cpu_dma_latency, spinning, pinning) and their CPU cost
+    Tune(Box<crate::tune::TuneArgs>),
     /// Run an experiment spec (workloads × sweeps × configs × repetitions) into the results store
     Run(crate::experiment::RunArgs),
     /// List stored runs
@@ -116,6 +118,7 @@ mod tests {
         "runs",
         "files",
         "token-file",
+        "against",
         "campaign",
         "campaigns",
         "group-by",

@@ -24,6 +24,8 @@ mod render;
 mod render_vm;
 mod serve;
 mod signals;
+mod tune;
+mod tune_render;
 mod under_load;
 mod vm;
 mod vm_own;
@@ -198,6 +200,7 @@ fn run(cli: Cli) -> Result<()> {
             }
         },
         Command::Explain(a) => explain::explain(*a),
+        Command::Tune(a) => tune::tune(*a),
         Command::Run(a) => experiment::run(a),
         Command::Runs(a) => experiment::runs(a),
         Command::Show(a) => experiment::show(a),

@@ -4,6 +4,7 @@
 //! `compare` and the renderers read the store's rows. It never touches a socket or a knob.
 
 pub mod compare;
+pub mod cost;
 mod escape;
 pub mod explain;
 pub mod export;

@@ -852,6 +852,7 @@ mod tests {
             latency_distribution: Vec::new(),
             cpu: Some(Default::default()),
             server_cpu: None,
+            cpus_busy: None,
             elapsed_s: 1.0,
             series: Vec::new(),
             timeline: None,

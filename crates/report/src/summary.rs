@@ -47,6 +47,9 @@ pub struct ConfigSummary {
     /// The same on the agent's machine (a guest's own view in guest placements); None for
     /// foreign HTTP servers.
     pub server_cpu: Option<CpuSplit>,
+    /// Mean busy CPUs over its tries, cpuidle polling included (`cost::busy_cpus`); None
+    /// unless every try has the figure.
+    pub cpus_busy: Option<f64>,
     /// Mean elapsed seconds of a trial's measurement.
     pub elapsed_s: f64,
     /// Each try's time series (a spec's `interval`), in try order; tries without one are
@@ -164,6 +167,7 @@ fn cell(config: &str, trials: &[&TrialRow], confidence: f64) -> ConfigSummary {
         latency_distribution,
         cpu,
         server_cpu,
+        cpus_busy: crate::cost::mean_busy_cpus(&results),
         elapsed_s,
         series: results
             .iter()

@@ -14,6 +14,7 @@ use crate::render::{num, run_line};
 use crate::summary::{ConfigSummary, PointSummary};
 
 mod charts;
+mod cost;
 mod explained;
 mod fleet;
 use crate::escape::esc;
@@ -204,6 +205,7 @@ fn run_section(s: &mut String, sec: &RunSection) {
             s.push_str("<h4>latency by percentile (µs, merged over repetitions)</h4>");
             s.push_str(&percentile_chart(&series));
         }
+        s.push_str(&cost::cost_charts(&pts));
         s.push_str(&time_series_charts(&pts));
         for p in &pts {
             for c in p.configs.iter().filter(|c| c.timeline.is_some()) {
@@ -598,6 +600,7 @@ body{font-family:system-ui,sans-serif;margin:24px;color:#222}h1{font-size:22px}h
 h3{font-size:15px;margin-top:22px}svg.plot{display:block;margin:8px 0}.ax{stroke:#333}.grid{stroke:#ddd}.err{stroke:#000}.try{fill:#111;fill-opacity:0.8}\
 .tk{font-size:10px;fill:#444}.change{font-size:10px;fill:#b00}line.change{stroke:#b00;stroke-dasharray:3 3}.ci{stroke-width:1.5}.lb{font-size:12px;fill:#222}.lg{font-size:11px;fill:#222}\
 table{border-collapse:collapse;font-size:12px;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 6px;text-align:left}\
+ul.legend{list-style:none;padding:0;margin:2px 0 10px 70px;font-size:12px}ul.legend li{margin:2px 0}span.sw{display:inline-block;width:10px;height:10px;margin-right:6px}\
 p.warning{color:#b00;font-weight:bold}td.improved{color:#080;font-weight:bold}td.regressed{color:#b00;font-weight:bold}</style></head><body>",
     )
 }

@@ -1,0 +1,451 @@
+//! `virtperf tune`: the cheapest measured configuration that meets latency or throughput
+//! goals. `virtperf_tune` finds the remedies this machine can try and judges the figures;
+//! this module runs its rounds as ordinary specs (the runner applies and restores every
+//! knob through its journal, interleaves the trials and stores each round as a run) within
+//! a time budget, and prints the answer.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use virtperf_tune::candidate::{discover, Candidate, Machine, NotHere, Target};
+use virtperf_tune::config::{spec_text, Configuration};
+use virtperf_tune::goal::Goal;
+use virtperf_tune::search;
+
+use crate::experiment::DbArg;
+use crate::signals::{code, exit};
+use crate::tune_render::{secs, Round, Search};
+
+#[derive(Debug, Args)]
+pub struct TuneArgs {
+    /// A goal on a metric of the workload's results: METRIC<=VALUE or METRIC>=VALUE
+    /// (p50, p99, mean in µs unless a unit is given: 'p99<=80us'; rate in trans/s:
+    /// 'rate>=30k'; mbps: 'mbps>=2gbit'); repeat for several, all must be met
+    #[arg(long = "goal", required = true, value_parser = parse_goal)]
+    pub goals: Vec<Goal>,
+    /// The workload to tune: rr, crr, udp-rr or stream
+    #[arg(long, short = 'w', default_value = "rr", value_parser = ["rr", "crr", "udp-rr", "stream"])]
+    pub workload: String,
+    /// Request and response sizes for rr kinds (`REQ,RESP`), or the send size of a stream
+    #[arg(long, short = 'r', value_parser = parse_size)]
+    pub size: Option<String>,
+    /// Client and server CPUs (default 0,1: a cross-CPU round trip, where remedies matter)
+    #[arg(long, short = 'T', default_value = "0,1", value_parser = virtperf_lab::parse::cpus)]
+    pub cpus: (Option<u32>, Option<u32>),
+    /// Where the two ends run (netns…, guest…, ssh:…, remote:…); default this host's loopback
+    #[arg(long, value_parser = <virtperf_place::Placement as std::str::FromStr>::from_str)]
+    pub placement: Option<virtperf_place::Placement>,
+    /// How long the whole search may take; rounds are planned to fit it
+    #[arg(long, default_value = "10m", value_parser = parse_budget)]
+    pub budget: Duration,
+    /// Leave out configurations that keep more than this many CPUs busy
+    #[arg(long, value_name = "CPUS", value_parser = parse_max_cpu)]
+    pub max_cpu: Option<f64>,
+    /// Length of each trial
+    #[arg(long, short = 'l', default_value = "2s", value_parser = parse_trial)]
+    pub duration: Duration,
+    /// Tries of every configuration (its confidence interval rests on them)
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=20))]
+    pub runs: u32,
+    /// Measure a tuned profile's run-time settings as one more configuration:
+    /// tuned:NAME (from /etc/tuned or /usr/lib/tuned) or tuned:/path/to/tuned.conf
+    #[arg(long, value_name = "tuned:PROFILE")]
+    pub against: Option<String>,
+    /// Write the pick as a sysctl.d snippet, a tuned profile or a virtperf spec (to --out,
+    /// else standard output); nothing is applied or kept otherwise
+    #[arg(long, value_name = "sysctl.d|tuned|spec", value_parser = |s: &str| s.parse::<virtperf_tune::emit::Format>())]
+    pub emit: Option<virtperf_tune::emit::Format>,
+    /// File for --emit
+    #[arg(long, value_name = "FILE", requires = "emit")]
+    pub out: Option<PathBuf>,
+    /// Print the search as JSON (docs/json.md)
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub db: DbArg,
+    #[command(flatten)]
+    pub lock: crate::machine::LockArgs,
+    #[command(flatten)]
+    pub tags: crate::args::TagArgs,
+}
+
+fn parse_goal(s: &str) -> Result<Goal, String> {
+    Goal::parse(s)
+}
+
+/// A size as the workloads take it (`1,1`, `64`, `16KiB`), kept as written for the spec.
+fn parse_size(s: &str) -> Result<String> {
+    virtperf_lab::parse::size_pair(s)?;
+    Ok(s.to_string())
+}
+
+fn parse_budget(s: &str) -> Result<Duration> {
+    let d = virtperf_lab::parse::duration_up_to(s, Duration::from_secs(24 * 3600), "24h")?;
+    anyhow::ensure!(
+        d >= Duration::from_secs(10),
+        "a budget under 10s measures nothing: give at least 10s"
+    );
+    Ok(d)
+}
+
+fn parse_trial(s: &str) -> Result<Duration> {
+    let d = virtperf_lab::parse::duration_up_to(s, Duration::from_secs(60), "60s")?;
+    anyhow::ensure!(
+        d >= Duration::from_millis(200),
+        "{s:?} is too short for a trial: give at least 200ms"
+    );
+    Ok(d)
+}
+
+fn parse_max_cpu(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of CPUs (e.g. 1.5)"))?;
+    if !v.is_finite() || v <= 0.0 || v > 4096.0 {
+        return Err(format!("{s:?} is not a number of CPUs (0 < CPUS ≤ 4096)"));
+    }
+    Ok(v)
+}
+
+/// What each trial costs beyond its measured seconds (a private agent, knob switches,
+/// connection set-up), for planning a round into the budget before any was timed.
+const TRIAL_OVERHEAD: Duration = Duration::from_millis(1500);
+
+/// `virtperf tune`
+pub fn tune(a: TuneArgs) -> Result<()> {
+    for g in &a.goals {
+        g.check_for(&a.workload).map_err(|m| exit(code::USAGE, m))?;
+    }
+    let target = target_of(&a)?;
+    let tags = a.tags.resolve()?;
+    let before = Machine::read();
+    let (mut singles, mut not_here) = discover(&before, &target);
+    if let Some(t) = &a.against {
+        let (c, left) = against(t)?;
+        singles.push(c);
+        not_here.extend(left);
+    }
+    let t0 = Instant::now();
+    let mut round1 = vec![Configuration::baseline()];
+    round1.extend(singles.iter().cloned().map(|c| Configuration::of(vec![c])));
+    let per_trial = a.duration + TRIAL_OVERHEAD;
+    let need = per_trial * (round1.len() as u32 * a.runs);
+    if need > a.budget {
+        return Err(exit(
+            code::USAGE,
+            format!(
+                "the budget {} is too short: round 1 measures {} configurations × {} tries of {} (≈ {} with set-up); give --budget {} or a shorter --duration",
+                secs(a.budget),
+                round1.len(),
+                a.runs,
+                secs(a.duration),
+                secs(need),
+                secs(need + need / 2)
+            ),
+        ));
+    }
+    let mut rounds = Vec::new();
+    let (r1, interrupted) = run_round(&a, &target, 1, &round1, tags.clone())?;
+    rounds.push(r1);
+    let stopped = if interrupted {
+        "stopped by a signal".to_string()
+    } else {
+        match second_round(&a, &rounds[0], t0) {
+            // Round 1 is stored and its answer stands: a round 2 that fails is said, not
+            // allowed to take round 1's table with it.
+            Ok(configs) => match run_round(&a, &target, 2, &configs, tags) {
+                Ok((r2, interrupted)) => {
+                    let n = r2.measured.len() - 1;
+                    rounds.push(r2);
+                    if interrupted {
+                        "stopped by a signal in round 2".into()
+                    } else {
+                        format!("every combination planned was measured ({n}); combinations of more remedies are not searched")
+                    }
+                }
+                Err(e) => format!("round 2 failed: {e:#}"),
+            },
+            Err(why) => why,
+        }
+    };
+    let after = Machine::read();
+    let search = Search {
+        target,
+        goals: a.goals.clone(),
+        max_cpu: a.max_cpu,
+        rounds,
+        not_here,
+        stopped,
+        against: a.against.clone(),
+        restored: restored(&before, &after),
+        took: t0.elapsed(),
+    };
+    finish(&a, &search, &before)
+}
+
+/// Prints the search, writes `--emit`, and ends as the answer says: exit 1 when no
+/// configuration meets the goals.
+fn finish(a: &TuneArgs, s: &Search, before: &Machine) -> Result<()> {
+    let all = s.all();
+    let pick = search::cheapest(&all, &s.goals, s.max_cpu);
+    if a.json {
+        println!("{}", crate::tune_render::json(s, &all));
+    } else {
+        print!("{}", crate::tune_render::text(s, &all));
+    }
+    if let (Some(f), Some(w)) = (a.emit, pick) {
+        let text = virtperf_tune::emit::emit(f, &w.config, &s.target, &s.goals, before);
+        match &a.out {
+            Some(p) => {
+                std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()))?;
+                eprintln!("virtperf: wrote {} ({})", p.display(), w.config.name);
+            }
+            None => print!("{text}"),
+        }
+    }
+    if let Err(e) = &s.restored {
+        eprintln!("virtperf: warning: {e}");
+    }
+    if crate::signals::received() != 0 {
+        let sig = crate::signals::received();
+        return Err(exit(
+            crate::signals::code_for(sig),
+            format!(
+                "stopped by {}: the rounds measured so far are stored",
+                crate::signals::name(sig)
+            ),
+        ));
+    }
+    match pick {
+        Some(_) => Ok(()),
+        None => Err(exit(1, crate::tune_render::no_answer(s, &all))),
+    }
+}
+
+/// The workload and where it runs, from the arguments.
+fn target_of(a: &TuneArgs) -> Result<Target> {
+    let cpus = match a.cpus {
+        (Some(c), Some(s)) => {
+            let n = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+            (c.max(s) < n).then_some((c, s))
+        }
+        (None, None) => None,
+        _ => return Err(exit(code::USAGE, "--cpus takes two CPUs, e.g. --cpus 0,1")),
+    };
+    Ok(Target {
+        kind: a.workload.clone(),
+        size: a.size.clone(),
+        cpus,
+        placement: a.placement.as_ref().map(|p| p.to_string()),
+    })
+}
+
+/// `--against tuned:PROFILE` as one configuration's remedy, and what it leaves out here.
+fn against(t: &str) -> Result<(Candidate, Vec<NotHere>)> {
+    let Some(name) = t.strip_prefix("tuned:") else {
+        return Err(exit(
+            code::USAGE,
+            format!("--against takes tuned:PROFILE (got {t:?})"),
+        ));
+    };
+    let p = virtperf_tune::tuned::load(name).map_err(|m| exit(code::USAGE, m))?;
+    let writable = |k: &str| -> Result<(), String> {
+        virtperf_machine::knob::Knob::sysctl(k)
+            .and_then(|k| k.probe())
+            .map(|_| ())
+            .map_err(|e| format!("{e:#}"))
+    };
+    let hold = virtperf_machine::qos::LatencyHold::new(2_000_000_000)
+        .map(drop)
+        .map_err(|e| format!("{e:#}"));
+    Ok(virtperf_tune::tuned::candidate(
+        &p,
+        &writable,
+        &virtperf_tune::tuned::cpuidle_states(),
+        hold,
+    ))
+}
+
+/// Runs one round's configurations as a spec; whether a signal stopped it.
+fn run_round(
+    a: &TuneArgs,
+    target: &Target,
+    round: u32,
+    configs: &[Configuration],
+    tags: virtperf_store::Tags,
+) -> Result<(Round, bool)> {
+    let goals: Vec<String> = a.goals.iter().map(Goal::words).collect();
+    let text = spec_text(
+        &format!("virtperf tune round {round}: {}", goals.join(", ")),
+        target,
+        &format!("{}ms", a.duration.as_millis()),
+        a.runs,
+        configs,
+    );
+    let spec = virtperf_experiment::spec::parse(&text)
+        .map_err(|e| exit(code::USAGE, format!("tune's spec does not parse: {e}")))?;
+    if !a.json {
+        eprintln!(
+            "virtperf: tune round {round}: {} configurations × {} tries of {}",
+            configs.len(),
+            a.runs,
+            secs(a.duration)
+        );
+    }
+    let t0 = Instant::now();
+    let ex = crate::experiment::execute_spec(&spec, &a.db, None, a.json, &a.lock, tags)?;
+    let measured = search::measure(
+        configs,
+        ex.points.first(),
+        &ex.trials,
+        &a.goals,
+        round,
+        ex.row.id,
+    );
+    Ok((
+        Round {
+            run_id: ex.row.id,
+            measured,
+            trials: ex.trials.len(),
+            took: t0.elapsed(),
+        },
+        ex.interrupted,
+    ))
+}
+
+/// Round 2's configurations (the baseline again, then the combinations that fit the
+/// budget left), or why there is no round 2.
+fn second_round(a: &TuneArgs, r1: &Round, t0: Instant) -> Result<Vec<Configuration>, String> {
+    let combos = search::combinations(&r1.measured, &a.goals, a.max_cpu)?;
+    let per_trial = r1.took / (r1.trials.max(1) as u32);
+    let left = a.budget.saturating_sub(t0.elapsed());
+    let fit = (left.as_secs_f64() / (per_trial.as_secs_f64() * f64::from(a.runs))).floor() as usize;
+    // The baseline is measured again beside them: drift between rounds shows.
+    if fit < 2 {
+        return Err(format!(
+            "the budget left ({}) does not fit a round of combinations ({} each)",
+            secs(left),
+            secs(per_trial * a.runs)
+        ));
+    }
+    let mut configs = vec![Configuration::baseline()];
+    configs.extend(combos.into_iter().take(fit - 1));
+    Ok(configs)
+}
+
+/// Whether every knob `tune` may touch is back where it was.
+fn restored(before: &Machine, after: &Machine) -> Result<(), String> {
+    let changed: Vec<String> = before
+        .knobs
+        .iter()
+        .filter_map(|(k, v)| match (v, after.knobs.get(k)) {
+            (Ok(b), Some(Ok(a))) if a != b => Some(format!("{k} was {b}, is {a}")),
+            _ => None,
+        })
+        .collect();
+    if changed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "knobs not back to their values before the search: {} (`virtperf cleanup` restores a killed run's)",
+            changed.join(", ")
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use virtperf_tune::candidate::{Setting, Target};
+
+    /// Every kind of setting `tune` writes into its round specs parses as a spec, guest
+    /// tables included, and a combination keeps both parts' settings.
+    #[test]
+    fn round_specs_parse() {
+        let part = |name: &str, family: &str, s: Setting| Candidate {
+            name: name.into(),
+            family: family.into(),
+            what: name.into(),
+            settings: vec![s],
+        };
+        let configs = vec![
+            Configuration::baseline(),
+            Configuration::of(vec![
+                part(
+                    "bp",
+                    "b",
+                    Setting::Sysctl {
+                        name: "net.core.busy_read".into(),
+                        value: "50".into(),
+                    },
+                ),
+                part(
+                    "hp",
+                    "h",
+                    Setting::Module {
+                        name: "haltpoll.guest_halt_poll_ns".into(),
+                        value: "200000".into(),
+                    },
+                ),
+                part("dma", "d", Setting::DmaLatency { us: 0 }),
+                part(
+                    "spin",
+                    "w",
+                    Setting::Wait {
+                        mode: "spin".into(),
+                    },
+                ),
+                part(
+                    "one",
+                    "c",
+                    Setting::Cpus {
+                        client: 0,
+                        server: 0,
+                    },
+                ),
+            ]),
+            Configuration::of(vec![
+                part(
+                    "idle",
+                    "g",
+                    Setting::GuestCmdline {
+                        words: "idle=poll".into(),
+                    },
+                ),
+                part(
+                    "ghp",
+                    "gh",
+                    Setting::GuestModule {
+                        name: "haltpoll.guest_halt_poll_ns".into(),
+                        value: "200000".into(),
+                    },
+                ),
+            ]),
+        ];
+        let t = Target {
+            kind: "rr".into(),
+            size: Some("1,1".into()),
+            cpus: Some((0, 1)),
+            placement: Some("guest".into()),
+        };
+        let text = spec_text("t", &t, "500ms", 3, &configs);
+        let spec =
+            virtperf_experiment::spec::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(spec.configs.len(), 3);
+        let c = &spec.configs[1];
+        assert_eq!(c.cpu_dma_latency, Some(0));
+        assert_eq!(
+            c.wait,
+            Some((virtperf_wire::Wait::Spin, virtperf_wire::Wait::Spin))
+        );
+        assert_eq!(c.knobs.len(), 2);
+        assert!(matches!(
+            spec.configs[2].placement,
+            Some(virtperf_place::Placement::Guest(..))
+        ));
+        assert_eq!(secs(Duration::from_millis(500)), "500ms");
+        assert_eq!(secs(Duration::from_secs(150)), "2m30s");
+    }
+}

@@ -1,0 +1,326 @@
+//! `virtperf tune`'s output: the table (meeting configurations cheapest first, the
+//! baseline, then the misses nearest first), the answer in one sentence, and the JSON.
+
+use serde_json::json;
+use virtperf_tune::goal::Standing;
+use virtperf_tune::search::{self, Measured};
+
+use std::time::Duration;
+
+use virtperf_tune::candidate::{NotHere, Target};
+use virtperf_tune::goal::Goal;
+
+/// One round: what ran and what it measured.
+pub(crate) struct Round {
+    pub run_id: i64,
+    pub measured: Vec<Measured>,
+    pub trials: usize,
+    pub took: Duration,
+}
+
+/// The whole search, for printing.
+pub(crate) struct Search {
+    pub target: Target,
+    pub goals: Vec<Goal>,
+    pub max_cpu: Option<f64>,
+    pub rounds: Vec<Round>,
+    pub not_here: Vec<NotHere>,
+    pub stopped: String,
+    pub against: Option<String>,
+    pub restored: Result<(), String>,
+    pub took: Duration,
+}
+
+impl Search {
+    /// Every measured configuration: round 2's baseline is the drift check, so the
+    /// table keeps round 1's.
+    pub fn all(&self) -> Vec<Measured> {
+        let mut out = Vec::new();
+        for (i, r) in self.rounds.iter().enumerate() {
+            out.extend(
+                r.measured
+                    .iter()
+                    .filter(|m| i == 0 || !m.config.parts.is_empty())
+                    .cloned(),
+            );
+        }
+        out
+    }
+}
+
+/// `500ms`, `2.5s`, `90s`, `2m30s`.
+pub(crate) fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s < 1.0 {
+        format!("{}ms", d.as_millis())
+    } else if s < 10.0 {
+        format!("{s:.1}s")
+    } else if s < 120.0 {
+        format!("{s:.0}s")
+    } else {
+        format!("{}m{:02.0}s", (s / 60.0).floor(), (s % 60.0).floor())
+    }
+}
+
+/// A figure as `28.1 [27.5, 28.7]`.
+fn figure(m: &Measured, i: usize) -> String {
+    match m.figures.get(i) {
+        Some(f) => format!(
+            "{} [{}, {}]",
+            num(f.summary.mean),
+            num(f.summary.ci_low),
+            num(f.summary.ci_high)
+        ),
+        None => "not measured".into(),
+    }
+}
+
+fn num(v: f64) -> String {
+    virtperf_report::render::num(v)
+}
+
+fn cpus(m: &Measured) -> String {
+    m.cpus_busy
+        .map_or_else(|| "not measured".into(), |c| format!("{c:.2}"))
+}
+
+/// Whether `m` meets every goal, in a word.
+fn meets_word(s: &Search, m: &Measured) -> &'static str {
+    if m.config.parts.is_empty() && !m.meets(&s.goals) {
+        return "—";
+    }
+    if m.meets(&s.goals) && !m.within(s.max_cpu) {
+        return "over cap";
+    }
+    if m.meets(&s.goals) {
+        return "yes";
+    }
+    if m.figures.iter().any(|f| f.standing == Standing::Unsure) {
+        "unsure"
+    } else {
+        "no"
+    }
+}
+
+/// The header line: what was tuned, for which goals, how much was measured.
+fn header(s: &Search, all: &[Measured]) -> String {
+    let goals: Vec<String> = s.goals.iter().map(|g| g.words()).collect();
+    let trials: usize = s.rounds.iter().map(|r| r.trials).sum();
+    let runs: Vec<String> = s.rounds.iter().map(|r| r.run_id.to_string()).collect();
+    let pinned = s
+        .target
+        .cpus
+        .map_or_else(String::new, |(a, b)| format!(" on CPUs {a},{b}"));
+    let place = s
+        .target
+        .placement
+        .as_deref()
+        .map_or_else(|| " over loopback".to_string(), |p| format!(" at {p}"));
+    format!(
+        "virtperf tune: {}{}{pinned}{place} · goal {} · {} configurations, {trials} trials in {} rounds, {} (runs {})\n",
+        s.target.kind,
+        s.target.size.as_deref().map_or_else(String::new, |z| format!(" {z}")),
+        goals.join(" and "),
+        all.len(),
+        s.rounds.len(),
+        secs(s.took),
+        runs.join(", ")
+    )
+}
+
+/// The whole text output.
+pub(crate) fn text(s: &Search, all: &[Measured]) -> String {
+    let mut out = header(s, all);
+    out.push_str(&format!(
+        "Search: round 1 measured the baseline and every single remedy; {}.\n\n",
+        round2_words(s)
+    ));
+    let mut rows: Vec<&Measured> = search::ranked(all, &s.goals, s.max_cpu);
+    rows.extend(all.iter().filter(|m| m.config.parts.is_empty()));
+    rows.extend(
+        search::misses(all, &s.goals, s.max_cpu)
+            .into_iter()
+            .filter(|m| !m.config.parts.is_empty()),
+    );
+    let mut head = vec!["meets".to_string(), "configuration".to_string()];
+    head.extend(s.goals.iter().map(|g| format!("{} (95% CI)", g.words())));
+    head.push("busy CPUs".into());
+    head.push("what".into());
+    let mut table = vec![head];
+    for m in rows {
+        let mut r = vec![meets_word(s, m).to_string(), m.config.name.clone()];
+        r.extend((0..s.goals.len()).map(|i| figure(m, i)));
+        r.push(cpus(m));
+        r.push(match &m.error {
+            Some(e) => format!("{} — {e}", m.config.what()),
+            None => m.config.what(),
+        });
+        table.push(r);
+    }
+    out.push_str(&layout(&table));
+    out.push('\n');
+    out.push_str(&answer(s, all));
+    out.push('\n');
+    if !s.not_here.is_empty() {
+        out.push_str("Not tried here:\n");
+        for n in &s.not_here {
+            out.push_str(&format!("  {}: {}\n", n.what, n.why));
+        }
+    }
+    match &s.restored {
+        Ok(()) => out
+            .push_str("Every knob is back to its value before the search (read again just now).\n"),
+        Err(e) => out.push_str(&format!("WARNING: {e}\n")),
+    }
+    out.push_str(
+        "Nothing was kept: `--emit sysctl.d|tuned|spec` writes the pick for you to apply.\n",
+    );
+    out
+}
+
+fn round2_words(s: &Search) -> String {
+    match s.rounds.get(1) {
+        Some(r) => format!(
+            "round 2 combined the remedies that moved the goals most ({} combinations, beside the baseline again); stopped: {}",
+            r.measured.len().saturating_sub(1),
+            s.stopped
+        ),
+        None => format!("no round 2: {}", s.stopped),
+    }
+}
+
+/// Columns padded to their widest cell.
+fn layout(rows: &[Vec<String>]) -> String {
+    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let width: Vec<usize> = (0..n)
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let cells: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i + 1 == r.len() {
+                    c.clone()
+                } else {
+                    format!("{c:<w$}", w = width[i])
+                }
+            })
+            .collect();
+        out.push_str("  ");
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The answer: the pick and what else meets the goals at what CPU, the tuned profile's
+/// standing beside it.
+fn answer(s: &Search, all: &[Measured]) -> String {
+    let goals: Vec<String> = s.goals.iter().map(|g| g.words()).collect();
+    let goals = goals.join(" and ");
+    let ranked = search::ranked(all, &s.goals, s.max_cpu);
+    let Some(pick) = ranked.first() else {
+        return format!("Answer: {}\n", no_answer(s, all));
+    };
+    let mut a = format!(
+        "Answer: {} meets {goals} at {} busy CPUs — {}",
+        pick.config.name,
+        cpus(pick),
+        pick.config.what()
+    );
+    let others: Vec<String> = ranked
+        .iter()
+        .skip(1)
+        .take(3)
+        .map(|m| format!("{} at {}", m.config.name, cpus(m)))
+        .collect();
+    if !others.is_empty() {
+        a.push_str(&format!("; also meeting it: {}", others.join(", ")));
+    }
+    a.push_str(".\n");
+    if let Some(t) = all.iter().find(|m| {
+        m.config
+            .parts
+            .iter()
+            .any(|p| p.family == search::TUNED_FAMILY)
+    }) {
+        let verdict = match (t.meets(&s.goals), t.cpus_busy, pick.cpus_busy) {
+            (_, _, _) if t.config.name == pick.config.name => "is the pick".to_string(),
+            (true, Some(c), Some(p)) => format!(
+                "meets it too, at {c:.2} busy CPUs: the pick saves {:.2}",
+                c - p
+            ),
+            (true, _, _) => "meets it too (its CPU was not measured)".into(),
+            (false, _, _) => "does not meet it".into(),
+        };
+        a.push_str(&format!(
+            "Against {}: {} {verdict}.\n",
+            s.against.as_deref().unwrap_or("tuned"),
+            t.config.name
+        ));
+    }
+    a
+}
+
+/// "no configuration meets …; closest: …": the exit-1 message.
+pub(crate) fn no_answer(s: &Search, all: &[Measured]) -> String {
+    let goals: Vec<String> = s.goals.iter().map(|g| g.words()).collect();
+    let cap = s
+        .max_cpu
+        .map_or_else(String::new, |c| format!(" within {c} busy CPUs"));
+    let closest = search::misses(all, &s.goals, s.max_cpu)
+        .first()
+        .map(|m| {
+            let figs: Vec<String> = (0..s.goals.len()).map(|i| figure(m, i)).collect();
+            format!(
+                "; closest: {} at {} ({} busy CPUs)",
+                m.config.name,
+                figs.join(", "),
+                cpus(m)
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "no configuration meets {}{cap}{closest}",
+        goals.join(" and ")
+    )
+}
+
+/// The JSON: goals, target, every measured configuration, the answer, the rounds.
+pub(crate) fn json(s: &Search, all: &[Measured]) -> String {
+    let pick = search::cheapest(all, &s.goals, s.max_cpu);
+    let v = json!({
+        "goals": s.goals,
+        "target": s.target,
+        "max_cpu": s.max_cpu,
+        "answer": pick.map(|m| json!({
+            "config": m.config.name,
+            "what": m.config.what(),
+            "cpus_busy": m.cpus_busy,
+            "settings": m.config.settings().collect::<Vec<_>>(),
+        })),
+        "meeting": search::ranked(all, &s.goals, s.max_cpu).iter().map(|m| &m.config.name).collect::<Vec<_>>(),
+        "measured": all,
+        "rounds": s.rounds.iter().map(|r| json!({
+            "run_id": r.run_id,
+            "trials": r.trials,
+            "seconds": r.took.as_secs_f64(),
+            "configs": r.measured.iter().map(|m| &m.config.name).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "stopped_because": s.stopped,
+        "not_tried": s.not_here,
+        "against": s.against,
+        "knobs_restored": s.restored.is_ok(),
+        "knobs_not_restored": s.restored.as_ref().err(),
+        "seconds": s.took.as_secs_f64(),
+    });
+    serde_json::to_string_pretty(&v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}

@@ -1,0 +1,337 @@
+//! `virtperf tune` on this machine, for real: a goal set between the blocking and the
+//! spinning cross-CPU rr measured just before is met by a configuration whose interval is
+//! inside it, with its CPU, beside a tuned profile's settings, every knob back afterwards;
+//! an impossible goal ends in exit 1 naming the closest; a goal on a metric the workload
+//! lacks is a usage error; a SIGKILL mid-search leaves the knob journal that `cleanup`
+//! restores from. The tests take turns (they change machine-wide knobs and measure).
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::{assert_one_line_error, run_with_timeout, vp};
+
+static TURN: Mutex<()> = Mutex::new(());
+
+const HALT_POLL: &str = "/sys/module/haltpoll/parameters/guest_halt_poll_ns";
+const BUSY_READ: &str = "/proc/sys/net/core/busy_read";
+
+fn read(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// A private directory (database, state, files) removed afterwards.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let d = std::env::temp_dir().join(format!("vp-tune-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Scratch(d)
+    }
+    fn p(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+    /// virtperf with this directory's database and state.
+    fn vp(&self) -> Command {
+        let mut c = vp();
+        c.env("VIRTPERF_DB", self.p("r.db"));
+        c.env("VIRTPERF_STATE_DIR", self.p("state"));
+        c
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The knobs tune may touch, as they are now (absent ones as None).
+fn knobs() -> Vec<Option<String>> {
+    vec![read(HALT_POLL), read(BUSY_READ)]
+}
+
+/// Whatever a failed assertion left, the machine gets these values back.
+struct Restore(Vec<Option<String>>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        for (p, v) in [HALT_POLL, BUSY_READ].iter().zip(&self.0) {
+            if let Some(v) = v {
+                let _ = std::fs::write(p, v);
+            }
+        }
+    }
+}
+
+fn p50(s: &Scratch, wait: &str) -> f64 {
+    let out = run_with_timeout(
+        s.vp()
+            .args(["rr", "-l", "1s", "-T", "0,1", "--wait", wait, "--json"]),
+        Duration::from_secs(60),
+    );
+    common::assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    common::f(&v, "/outcome/latency/p50_us")
+}
+
+#[test]
+fn a_goal_between_blocking_and_spinning_is_met_at_a_measured_cost_and_knobs_come_back() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("goal");
+    let before = knobs();
+    let _restore = Restore(before.clone());
+    let (block, spin) = (p50(&s, "block"), p50(&s, "spin"));
+    if block < spin * 1.3 {
+        virtperf_testkit::skip(
+            "a blocking rr slower than a spinning one",
+            &format!("blocking p50 {block:.1} µs is within 30% of spinning {spin:.1} µs: no goal between them to search for"),
+        );
+        return;
+    }
+    let goal = (block * spin).sqrt();
+    // A tuned profile as tuned ships it (busy polling 50 µs, a CPU latency bound), from a
+    // file: the search measures its settings beside its own candidates.
+    std::fs::create_dir_all(s.p("nl")).unwrap();
+    std::fs::write(
+        s.p("nl/tuned.conf"),
+        "[main]\nsummary=test\n[cpu]\nforce_latency=cstate.id_no_zero:1|3\n[sysctl]\nnet.core.busy_read=50\nnet.core.busy_poll=50\n[bootloader]\ncmdline=skew_tick=1\n",
+    )
+    .unwrap();
+    let budget = Duration::from_secs(150);
+    let t0 = Instant::now();
+    let out = run_with_timeout(
+        s.vp()
+            .args([
+                "tune",
+                "--goal",
+                &format!("p50<={goal:.1}us"),
+                "-l",
+                "400ms",
+                "--budget",
+                "150s",
+                "--json",
+                "--emit",
+                "sysctl.d",
+                "--out",
+            ])
+            .arg(s.p("pick.conf"))
+            .arg("--against")
+            .arg(format!("tuned:{}", s.p("nl/tuned.conf").display())),
+        budget + Duration::from_secs(60),
+    );
+    let took = t0.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "goal {goal:.1} µs (block {block:.1}, spin {spin:.1}): {err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        took < budget + Duration::from_secs(30),
+        "took {took:?} for a {budget:?} budget"
+    );
+    // The pick: its whole interval inside the goal, its CPU measured.
+    let pick = v["answer"]["config"]
+        .as_str()
+        .expect("an answer")
+        .to_string();
+    let m = v["measured"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["config"]["name"] == pick.as_str())
+        .expect("the pick is among the measured");
+    let ci_high = common::f(m, "/figures/0/summary/ci_high");
+    assert!(
+        ci_high <= goal,
+        "{pick}: CI up to {ci_high} for a goal of {goal}"
+    );
+    assert!(common::f(m, "/figures/0/summary/n") >= 2.0);
+    let cpu = common::f(&v, "/answer/cpus_busy");
+    assert!(cpu > 0.0 && cpu <= 2.5, "{cpu} busy CPUs");
+    // Meeting configurations come cheapest first.
+    let meeting: Vec<f64> = v["meeting"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            let m = v["measured"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["config"]["name"] == *n)
+                .unwrap();
+            m["cpus_busy"].as_f64().unwrap_or(f64::INFINITY)
+        })
+        .collect();
+    assert!(meeting.windows(2).all(|w| w[0] <= w[1]), "{meeting:?}");
+    // The profile was measured in round 1's run, beside the baseline.
+    let r1 = &v["rounds"][0];
+    let configs = r1["configs"].to_string();
+    assert!(
+        configs.contains("baseline") && configs.contains("tuned-nl"),
+        "{configs}"
+    );
+    assert!(
+        v["not_tried"].to_string().contains("boot-time"),
+        "{}",
+        v["not_tried"]
+    );
+    // Both rounds are stored runs.
+    let runs = common::run_json(&["runs", "--db", s.p("r.db").to_str().unwrap()]);
+    assert_eq!(
+        runs.as_array().unwrap().len(),
+        v["rounds"].as_array().unwrap().len()
+    );
+    // Knobs: back, by tune's own reading and by ours.
+    assert_eq!(v["knobs_restored"], true);
+    assert_eq!(knobs(), before, "a knob differs after the search");
+    // The round's run report plots cost against latency, laid out cleanly in a browser.
+    let html = s.p("r.html");
+    let out = s
+        .vp()
+        .args(["report", &r1["run_id"].to_string(), "-o"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    common::assert_ok(&out);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("cost and latency") && page.contains("class=\"plot cost\""));
+    common::chromium_renders(&html, &s.0, 3);
+    // --emit wrote the pick, and said how to undo it.
+    let pick_file = std::fs::read_to_string(s.p("pick.conf")).unwrap();
+    assert!(
+        pick_file.contains(&pick) && pick_file.contains("Undo:"),
+        "{pick_file}"
+    );
+}
+
+#[test]
+fn an_impossible_goal_names_the_closest_and_exits_1() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("impossible");
+    let _restore = Restore(knobs());
+    let out = run_with_timeout(
+        s.vp().args([
+            "tune", "--goal", "p50<=1us", "-l", "300ms", "--runs", "2", "--budget", "40s",
+        ]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("virtperf: error: no configuration meets p50 ≤ 1 µs; closest: "),
+        "{err}"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("baseline") && text.contains("Answer: no configuration"),
+        "{text}"
+    );
+}
+
+#[test]
+fn goals_the_workload_cannot_answer_are_usage_errors() {
+    let s = Scratch::new("usage");
+    for (args, says) in [
+        (vec!["--goal", "mbps>=100"], "p50_us"),
+        (vec!["--goal", "p50<=5us", "--workload", "stream"], "mbps"),
+        (vec!["--goal", "p50<5us"], "METRIC<=VALUE"),
+        (vec!["--goal", "p50<=5us", "--budget", "15s"], "too short"),
+        (
+            vec!["--goal", "p50<=5us", "--against", "tuned:no-such-profile-x"],
+            "not installed",
+        ),
+    ] {
+        let out = run_with_timeout(s.vp().arg("tune").args(&args), Duration::from_secs(30));
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_one_line_error(&String::from_utf8_lossy(&out.stderr), says);
+    }
+    // Nothing was measured or stored.
+    assert!(
+        !s.p("r.db").exists()
+            || common::run_json(&["runs", "--db", s.p("r.db").to_str().unwrap()])
+                .as_array()
+                .unwrap()
+                .is_empty()
+    );
+}
+
+/// SIGKILL while a halt-poll window is applied: nothing can run on the way out, so the
+/// knob stays changed and its journal stays; the next tune refuses to read the leaked value
+/// as the machine's, and `cleanup` puts it back.
+#[test]
+fn after_sigkill_mid_search_cleanup_restores_the_knob() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(orig) = read(HALT_POLL) else {
+        virtperf_testkit::skip("haltpoll", "no cpuidle-haltpoll guest_halt_poll_ns here");
+        return;
+    };
+    if std::fs::write(HALT_POLL, &orig).is_err() {
+        virtperf_testkit::skip("root", &format!("needs root to write {HALT_POLL}"));
+        return;
+    }
+    let s = Scratch::new("kill");
+    let _restore = Restore(knobs());
+    let mut child = s
+        .vp()
+        .args([
+            "tune", "--goal", "p50<=5us", "-l", "1s", "--runs", "2", "--budget", "5m",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while read(HALT_POLL).as_deref() == Some(orig.as_str()) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "tune never applied a halt-poll window"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on the PID of a child we spawned and have not reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    let leaked = read(HALT_POLL).unwrap();
+    assert_ne!(leaked, orig, "the knob changed back by itself");
+    let out = run_with_timeout(
+        s.vp().args([
+            "tune", "--goal", "p50<=5us", "-l", "300ms", "--budget", "1m",
+        ]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("virtperf cleanup") && err.contains("guest_halt_poll_ns"),
+        "{err}"
+    );
+    assert_eq!(
+        read(HALT_POLL).unwrap(),
+        leaked,
+        "the refused tune changed the knob"
+    );
+    let out = run_with_timeout(s.vp().arg("cleanup"), Duration::from_secs(30));
+    common::assert_ok(&out);
+    assert_eq!(
+        read(HALT_POLL).unwrap(),
+        orig,
+        "cleanup did not restore the halt-poll window"
+    );
+}

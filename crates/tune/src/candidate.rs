@@ -1,0 +1,479 @@
+//! Remedies: what `tune` may change, found on this machine (read first, never assumed),
+//! each one a setting or a few that go together (busy polling's two sysctls).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// One change a configuration makes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Setting {
+    /// A sysctl (`net.core.busy_read`), applied through the knob journal.
+    Sysctl {
+        /// Dotted name.
+        name: String,
+        /// Value written.
+        value: String,
+    },
+    /// A module parameter (`haltpoll.guest_halt_poll_ns`), applied through the journal.
+    Module {
+        /// `module.param`.
+        name: String,
+        /// Value written.
+        value: String,
+    },
+    /// A CPU latency bound held through `/dev/cpu_dma_latency`, µs.
+    DmaLatency {
+        /// The bound.
+        us: u32,
+    },
+    /// How both sides' receivers wait (`spin`, `poll:50us`): the application's choice.
+    Wait {
+        /// As `--wait` takes it.
+        mode: String,
+    },
+    /// Words added to a booted guest's kernel command line (`idle=poll`).
+    GuestCmdline {
+        /// The words.
+        words: String,
+    },
+    /// A module parameter inside a booted guest (`haltpoll.guest_halt_poll_ns`).
+    GuestModule {
+        /// `module.param`.
+        name: String,
+        /// Value set.
+        value: String,
+    },
+    /// Both ends pinned here (client, server).
+    Cpus {
+        /// Client CPU.
+        client: u32,
+        /// Server CPU.
+        server: u32,
+    },
+}
+
+impl Setting {
+    /// What it sets: two settings with one key cannot be in one configuration (a guest's
+    /// command-line words add up, so each word is its own key).
+    pub fn key(&self) -> String {
+        match self {
+            Setting::Sysctl { name, .. } | Setting::Module { name, .. } => name.clone(),
+            Setting::DmaLatency { .. } => "cpu_dma_latency".into(),
+            Setting::Wait { .. } => "wait".into(),
+            Setting::Cpus { .. } => "cpus".into(),
+            Setting::GuestCmdline { words } => format!("guest cmdline {words}"),
+            Setting::GuestModule { name, .. } => format!("guest {name}"),
+        }
+    }
+
+    /// The setting as one reads it: `net.core.busy_read = 50`.
+    pub fn text(&self) -> String {
+        match self {
+            Setting::Sysctl { name, value } | Setting::Module { name, value } => {
+                format!("{name} = {value}")
+            }
+            Setting::DmaLatency { us } => format!("cpu_dma_latency held at {us} µs"),
+            Setting::Wait { mode } => format!("receivers wait: {mode}"),
+            Setting::Cpus { client, server } => format!("CPUs {client},{server}"),
+            Setting::GuestCmdline { words } => format!("guest kernel command line: {words}"),
+            Setting::GuestModule { name, value } => format!("in the guest: {name} = {value}"),
+        }
+    }
+}
+
+/// One remedy: a setting, or settings that only make sense together.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Candidate {
+    /// Short name, used as (part of) a config name: `halt-poll-200us`.
+    pub name: String,
+    /// What it touches: two remedies of one family never combine (two halt-poll windows).
+    pub family: String,
+    /// In words, for the table.
+    pub what: String,
+    /// What it changes.
+    pub settings: Vec<Setting>,
+}
+
+/// A remedy this machine cannot try, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotHere {
+    /// The remedy.
+    pub what: String,
+    /// Why not.
+    pub why: String,
+}
+
+/// What `tune` is tuning: one workload, pinned as given, at one placement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Target {
+    /// `rr`, `crr`, `udp-rr` or `stream`.
+    pub kind: String,
+    /// `REQUEST,RESPONSE` (rr kinds) or the send size (stream), as the spec takes it.
+    pub size: Option<String>,
+    /// Client and server CPUs.
+    pub cpus: Option<(u32, u32)>,
+    /// Where the ends run (a spec `placement`), None: this host's loopback.
+    pub placement: Option<String>,
+}
+
+impl Target {
+    /// Whether its receivers have a wait mode to choose.
+    fn has_waits(&self) -> bool {
+        matches!(self.kind.as_str(), "rr" | "crr" | "udp-rr")
+    }
+}
+
+/// The knobs `tune` reads: the guest halt-poll window and the two busy-polling sysctls.
+pub const KNOBS: &[&str] = &[
+    "haltpoll.guest_halt_poll_ns",
+    "kvm.halt_poll_ns",
+    "net.core.busy_read",
+    "net.core.busy_poll",
+];
+
+/// What this machine has, as `tune` read it before planning anything.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Machine {
+    /// Each of [`KNOBS`]: its value now, or why it cannot be written.
+    pub knobs: BTreeMap<String, Result<String, String>>,
+    /// The CPU latency bound in force now (µs), or why none can be held.
+    pub dma_latency: Result<u64, String>,
+    /// The cpuidle driver (`haltpoll` in a KVM guest that has it).
+    pub cpuidle_driver: Option<String>,
+}
+
+impl Machine {
+    /// Reads this machine (probing each knob writes its own value back: root only).
+    pub fn read() -> Machine {
+        use virtperf_machine::knob::Knob;
+        let mut knobs = BTreeMap::new();
+        for name in KNOBS {
+            let knob = if name.starts_with("net.") {
+                Knob::sysctl(name)
+            } else {
+                Knob::module_param(name)
+            };
+            let v = knob
+                .and_then(|k| k.probe())
+                .map(|v| v.trim().to_string())
+                .map_err(|e| format!("{e:#}"));
+            knobs.insert((*name).to_string(), v);
+        }
+        let dma_latency = match virtperf_machine::qos::LatencyHold::new(u32::MAX >> 1) {
+            Ok(h) => {
+                drop(h);
+                virtperf_machine::qos::current_us()
+                    .ok_or_else(|| "its bound cannot be read back".to_string())
+            }
+            Err(e) => Err(format!("{e:#}")),
+        };
+        let cpuidle_driver =
+            std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver")
+                .ok()
+                .map(|s| s.trim().to_string());
+        Machine {
+            knobs,
+            dma_latency,
+            cpuidle_driver,
+        }
+    }
+
+    fn knob(&self, name: &str) -> Result<&str, String> {
+        match self.knobs.get(name) {
+            Some(Ok(v)) => Ok(v),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err(format!("{name} was not read")),
+        }
+    }
+}
+
+/// The guest halt-poll windows tried, ns (0: polling off, a remedy for CPU when the goal
+/// is already met).
+const HALT_POLL_NS: &[u64] = &[0, 50_000, 200_000];
+/// tuned's network-latency busy-polling budget, µs.
+const BUSY_POLL_US: u32 = 50;
+
+/// Every remedy this machine can try for `t`, and those it cannot with why.
+pub fn discover(m: &Machine, t: &Target) -> (Vec<Candidate>, Vec<NotHere>) {
+    let mut c = Vec::new();
+    let mut not = Vec::new();
+    halt_poll(m, &mut c, &mut not);
+    host_halt_poll(m, &mut c, &mut not);
+    if t.placement
+        .as_deref()
+        .is_some_and(|p| p.starts_with("guest"))
+    {
+        guest(&mut c);
+    }
+    busy_poll(m, &mut c, &mut not);
+    match &m.dma_latency {
+        Ok(now) if *now > 0 => c.push(Candidate {
+            name: "dma-latency-0".into(),
+            family: "cpu_dma_latency".into(),
+            what: "cpu_dma_latency held at 0 (CPUs only poll when idle, never halt)".into(),
+            settings: vec![Setting::DmaLatency { us: 0 }],
+        }),
+        Ok(_) => not.push(NotHere {
+            what: "cpu_dma_latency".into(),
+            why: "another process already holds it at 0".into(),
+        }),
+        Err(e) => not.push(NotHere {
+            what: "cpu_dma_latency".into(),
+            why: e.clone(),
+        }),
+    }
+    if t.has_waits() {
+        for (name, mode, what) in [
+            (
+                "spin",
+                "spin",
+                "both receivers spin (never sleep): a core each",
+            ),
+            (
+                "poll-50us",
+                "poll:50us",
+                "both receivers spin 50 µs before blocking",
+            ),
+        ] {
+            c.push(Candidate {
+                name: name.into(),
+                family: "wait".into(),
+                what: what.into(),
+                settings: vec![Setting::Wait { mode: mode.into() }],
+            });
+        }
+    }
+    match t.cpus {
+        Some((a, b)) if a != b => c.push(Candidate {
+            name: "same-cpu".into(),
+            family: "cpus".into(),
+            what: format!("both ends on CPU {a} (no cross-CPU wake-up)"),
+            settings: vec![Setting::Cpus {
+                client: a,
+                server: a,
+            }],
+        }),
+        _ => not.push(NotHere {
+            what: "pinning both ends to one CPU".into(),
+            why: "the workload is not pinned across two CPUs (give --cpus A,B)".into(),
+        }),
+    }
+    not.push(NotHere {
+        what: "IRQ affinity, RPS/XPS, napi_defer_hard_irqs".into(),
+        why: match &t.placement {
+            None => "the traffic stays on loopback: no NIC queue to steer".into(),
+            Some(p) => format!("not searched for placement {p} yet"),
+        },
+    });
+    (c, not)
+}
+
+fn halt_poll(m: &Machine, c: &mut Vec<Candidate>, not: &mut Vec<NotHere>) {
+    let knob = "haltpoll.guest_halt_poll_ns";
+    match m.knob(knob) {
+        Ok(now) => {
+            for ns in HALT_POLL_NS.iter().filter(|v| v.to_string() != now) {
+                let (name, what) = if *ns == 0 {
+                    (
+                        "halt-poll-off".to_string(),
+                        "guest halt polling off".to_string(),
+                    )
+                } else {
+                    (
+                        format!("halt-poll-{}us", ns / 1000),
+                        format!("guest halt polling {} µs", ns / 1000),
+                    )
+                };
+                c.push(Candidate {
+                    name,
+                    family: knob.into(),
+                    what,
+                    settings: vec![Setting::Module {
+                        name: knob.into(),
+                        value: ns.to_string(),
+                    }],
+                });
+            }
+        }
+        Err(e) => not.push(NotHere {
+            what: "guest halt polling".into(),
+            why: match m.cpuidle_driver.as_deref() {
+                Some(d) if d != "haltpoll" => {
+                    format!("the cpuidle driver is {d}, not haltpoll (a KVM guest's)")
+                }
+                _ => e,
+            },
+        }),
+    }
+}
+
+/// A KVM host's own halt polling (`kvm.halt_poll_ns`): how long a halting vCPU's thread
+/// polls before it sleeps, for the guests this machine runs.
+fn host_halt_poll(m: &Machine, c: &mut Vec<Candidate>, not: &mut Vec<NotHere>) {
+    let knob = "kvm.halt_poll_ns";
+    match m.knob(knob) {
+        Ok(now) => {
+            for ns in [0u64, 200_000].iter().filter(|v| v.to_string() != now) {
+                c.push(Candidate {
+                    name: if *ns == 0 {
+                        "host-halt-poll-off".into()
+                    } else {
+                        format!("host-halt-poll-{}us", ns / 1000)
+                    },
+                    family: knob.into(),
+                    what: format!("KVM host halt polling {} µs (kvm.halt_poll_ns)", ns / 1000),
+                    settings: vec![Setting::Module {
+                        name: knob.into(),
+                        value: ns.to_string(),
+                    }],
+                });
+            }
+        }
+        Err(e) => not.push(NotHere {
+            what: "KVM host halt polling (kvm.halt_poll_ns)".into(),
+            why: e,
+        }),
+    }
+}
+
+/// Inside a guest virtperf boots: boot-time remedies (each boots its own guest) and the
+/// guest's halt-poll window.
+fn guest(c: &mut Vec<Candidate>) {
+    for (name, words, what) in [
+        (
+            "guest-idle-poll",
+            "idle=poll",
+            "guest booted with idle=poll (its vCPUs never halt)",
+        ),
+        (
+            "guest-nohz-off",
+            "nohz=off",
+            "guest booted with nohz=off (a periodic tick)",
+        ),
+    ] {
+        c.push(Candidate {
+            name: name.into(),
+            family: "guest cmdline".into(),
+            what: what.into(),
+            settings: vec![Setting::GuestCmdline {
+                words: words.into(),
+            }],
+        });
+    }
+    c.push(Candidate {
+        name: "guest-halt-poll-200us".into(),
+        family: "guest haltpoll".into(),
+        what: "halt polling 200 µs inside the guest (cpuidle-haltpoll)".into(),
+        settings: vec![Setting::GuestModule {
+            name: "haltpoll.guest_halt_poll_ns".into(),
+            value: "200000".into(),
+        }],
+    });
+}
+
+fn busy_poll(m: &Machine, c: &mut Vec<Candidate>, not: &mut Vec<NotHere>) {
+    let (read, poll) = (m.knob("net.core.busy_read"), m.knob("net.core.busy_poll"));
+    match (read, poll) {
+        (Ok(r), Ok(p)) => {
+            let on = r != "0" || p != "0";
+            let v = if on { 0 } else { BUSY_POLL_US };
+            c.push(Candidate {
+                name: if on {
+                    "busy-poll-off".into()
+                } else {
+                    format!("busy-poll-{v}us")
+                },
+                family: "busy_poll".into(),
+                what: if on {
+                    "socket busy polling off".into()
+                } else {
+                    format!("socket busy polling {v} µs (net.core.busy_read = busy_poll = {v})")
+                },
+                settings: ["net.core.busy_read", "net.core.busy_poll"]
+                    .iter()
+                    .map(|n| Setting::Sysctl {
+                        name: (*n).into(),
+                        value: v.to_string(),
+                    })
+                    .collect(),
+            });
+        }
+        (Err(e), _) | (_, Err(e)) => not.push(NotHere {
+            what: "socket busy polling".into(),
+            why: e,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine(halt: Result<&str, &str>, busy: &str, dma: Result<u64, &str>) -> Machine {
+        let mut knobs = BTreeMap::new();
+        knobs.insert(
+            "haltpoll.guest_halt_poll_ns".to_string(),
+            halt.map(str::to_string).map_err(str::to_string),
+        );
+        for n in ["net.core.busy_read", "net.core.busy_poll"] {
+            knobs.insert(n.to_string(), Ok(busy.to_string()));
+        }
+        Machine {
+            knobs,
+            dma_latency: dma.map_err(str::to_string),
+            cpuidle_driver: Some("haltpoll".into()),
+        }
+    }
+
+    fn rr() -> Target {
+        Target {
+            kind: "rr".into(),
+            size: Some("1,1".into()),
+            cpus: Some((0, 1)),
+            placement: None,
+        }
+    }
+
+    /// The machine's current values are not candidates; what cannot be tried says why.
+    #[test]
+    fn candidates_come_from_what_the_machine_has() {
+        let (c, not) = discover(&machine(Ok("200000"), "0", Ok(2_000_000_000)), &rr());
+        let names: Vec<&str> = c.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "halt-poll-off",
+                "halt-poll-50us",
+                "busy-poll-50us",
+                "dma-latency-0",
+                "spin",
+                "poll-50us",
+                "same-cpu"
+            ]
+        );
+        assert!(not.iter().any(|n| n.why.contains("loopback")));
+        let (c, not) = discover(
+            &machine(
+                Err("module parameter haltpoll.guest_halt_poll_ns does not exist"),
+                "50",
+                Err("cannot open /dev/cpu_dma_latency (it needs root)"),
+            ),
+            &Target {
+                kind: "stream".into(),
+                cpus: None,
+                ..rr()
+            },
+        );
+        let names: Vec<&str> = c.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["busy-poll-off"]);
+        let whys: Vec<&str> = not.iter().map(|n| n.why.as_str()).collect();
+        assert!(
+            whys.iter().any(|w| w.contains("does not exist")),
+            "{whys:?}"
+        );
+        assert!(whys.iter().any(|w| w.contains("needs root")), "{whys:?}");
+        assert!(whys.iter().any(|w| w.contains("--cpus")), "{whys:?}");
+    }
+}

@@ -1,0 +1,378 @@
+//! The search: every configuration's figures against the goals and its CPU, the
+//! combinations worth measuring next, and the answer (the cheapest configuration whose
+//! confidence interval meets every goal).
+
+use serde::Serialize;
+use virtperf_report::stats::{summarize, Summary};
+use virtperf_report::summary::PointSummary;
+use virtperf_store::TrialRow;
+
+use crate::candidate::Candidate;
+use crate::config::{Configuration, BASELINE};
+use crate::goal::{Goal, Standing};
+
+/// The confidence level of every interval `tune` judges by.
+pub const CONFIDENCE: f64 = 0.95;
+
+/// A configuration's figure for one goal.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Figure {
+    /// The goal's metric.
+    pub metric: String,
+    /// Its repetitions' statistics.
+    pub summary: Summary,
+    /// Where it stands against the goal.
+    pub standing: Standing,
+}
+
+/// One measured configuration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Measured {
+    /// The configuration.
+    pub config: Configuration,
+    /// The round (1: baseline and single remedies, 2: combinations).
+    pub round: u32,
+    /// The stored run it was measured in.
+    pub run_id: i64,
+    /// One figure per goal, in the goals' order (absent: not measured, see `error`).
+    pub figures: Vec<Figure>,
+    /// Busy CPUs over its trials (mean): both ends' machines' busy time plus their CPUs'
+    /// time polling in idle; None where that could not be measured.
+    pub cpus_busy: Option<f64>,
+    /// Trials that produced a result.
+    pub ok: usize,
+    /// Why it has no figures, if it has none (failed or skipped trials).
+    pub error: Option<String>,
+}
+
+impl Measured {
+    /// Whether every goal is met (by its interval).
+    pub fn meets(&self, goals: &[Goal]) -> bool {
+        self.figures.len() == goals.len()
+            && self.figures.iter().all(|f| f.standing == Standing::Meets)
+    }
+
+    /// How far it is from the goals: the largest shortfall of its means (≤ 0: all met on
+    /// average); infinite when unmeasured.
+    pub fn shortfall(&self, goals: &[Goal]) -> f64 {
+        if self.figures.len() != goals.len() {
+            return f64::INFINITY;
+        }
+        goals
+            .iter()
+            .zip(&self.figures)
+            .map(|(g, f)| g.shortfall(f.summary.mean))
+            .fold(f64::NEG_INFINITY, f64::max)
+    }
+
+    /// Whether its CPU is within `max_cpu` (unknown CPU is not: it cannot be shown to be).
+    pub fn within(&self, max_cpu: Option<f64>) -> bool {
+        match max_cpu {
+            None => true,
+            Some(m) => self.cpus_busy.is_some_and(|c| c <= m),
+        }
+    }
+}
+
+/// Every configuration of one round, measured: `point` is the round's one workload point
+/// summarized, `trials` its stored trials.
+pub fn measure(
+    configs: &[Configuration],
+    point: Option<&PointSummary>,
+    trials: &[TrialRow],
+    goals: &[Goal],
+    round: u32,
+    run_id: i64,
+) -> Vec<Measured> {
+    configs
+        .iter()
+        .map(|c| {
+            let cell = point.and_then(|p| p.configs.iter().find(|x| x.config == c.name));
+            let figures: Vec<Figure> = goals
+                .iter()
+                .filter_map(|g| {
+                    let m = cell?.metric(&g.metric)?;
+                    let summary = summarize(&m.values, CONFIDENCE);
+                    Some(Figure {
+                        metric: g.metric.clone(),
+                        standing: g.standing(&summary),
+                        summary,
+                    })
+                })
+                .collect();
+            let ok = cell.map_or(0, |x| x.ok);
+            let cpus_busy = cell.and_then(|x| x.cpus_busy);
+            let error = match (cell, figures.len() == goals.len()) {
+                (_, true) => None,
+                (Some(x), false) => Some(x.error.clone().unwrap_or_else(|| "no result".into())),
+                (None, false) => Some(
+                    trials
+                        .iter()
+                        .find(|t| t.config == c.name)
+                        .and_then(|t| t.error.clone())
+                        .unwrap_or_else(|| "skipped: not runnable here".into()),
+                ),
+            };
+            Measured {
+                config: c.clone(),
+                round,
+                run_id,
+                figures,
+                cpus_busy,
+                ok,
+                error,
+            }
+        })
+        .collect()
+}
+
+/// The family of a tuned profile's configuration (`--against`).
+pub const TUNED_FAMILY: &str = "tuned";
+
+/// How many single remedies are combined at most (the best by how far they move the
+/// goals' metrics).
+pub const COMBINE_BEST: usize = 3;
+
+/// What round 2 measures, or why there is none: combinations (of two and of three, each
+/// from different families) of the single remedies that moved the goals' metrics toward
+/// them the most, leaving out any that costs as much as the cheapest configuration already
+/// meeting the goals (a combination costs at least what its dearest part does, so it could
+/// not be cheaper).
+pub fn combinations(
+    measured: &[Measured],
+    goals: &[Goal],
+    max_cpu: Option<f64>,
+) -> Result<Vec<Configuration>, String> {
+    let base = measured
+        .iter()
+        .find(|m| m.config.name == BASELINE)
+        .filter(|m| m.figures.len() == goals.len())
+        .ok_or("the baseline was not measured, so no remedy's effect is known")?;
+    let best_cost = cheapest(measured, goals, max_cpu).and_then(|m| m.cpus_busy);
+    let mut useful: Vec<(f64, &Measured)> = measured
+        .iter()
+        // A profile measured for comparison (`--against`) is an anchor, not a remedy.
+        .filter(|m| m.config.parts.len() == 1 && m.config.parts[0].family != TUNED_FAMILY)
+        .filter(|m| m.figures.len() == goals.len())
+        .filter(|m| m.within(max_cpu))
+        .filter(|m| match (best_cost, m.cpus_busy) {
+            (Some(b), Some(c)) => c < b,
+            (Some(_), None) => false,
+            (None, _) => true,
+        })
+        .map(|m| (base.shortfall(goals) - m.shortfall(goals), m))
+        // A real move: 2% of the bound or more.
+        .filter(|(gain, _)| *gain >= 0.02)
+        .collect();
+    useful.sort_by(|a, b| b.0.total_cmp(&a.0));
+    useful.truncate(COMBINE_BEST);
+    let parts: Vec<&Candidate> = useful.iter().map(|(_, m)| &m.config.parts[0]).collect();
+    let mut out = Vec::new();
+    let n = parts.len();
+    for mask in 1u32..(1 << n) {
+        let pick: Vec<&Candidate> = (0..n)
+            .filter(|i| mask & (1 << i) != 0)
+            .map(|i| parts[i])
+            .collect();
+        let families: std::collections::BTreeSet<&str> =
+            pick.iter().map(|p| p.family.as_str()).collect();
+        let keys: Vec<String> = pick
+            .iter()
+            .flat_map(|p| p.settings.iter().map(crate::candidate::Setting::key))
+            .collect();
+        let distinct: std::collections::BTreeSet<&String> = keys.iter().collect();
+        if pick.len() >= 2 && families.len() == pick.len() && distinct.len() == keys.len() {
+            out.push(Configuration::of(pick.into_iter().cloned().collect()));
+        }
+    }
+    if out.is_empty() {
+        return Err(match (useful.len(), best_cost) {
+            (_, Some(_)) if useful.len() < 2 => "fewer than two remedies that help cost less than the cheapest configuration meeting the goals: no combination could be cheaper".into(),
+            (0, _) => "no single remedy moved the goals' metrics by 2% of the bound or more".into(),
+            (1, _) => "only one remedy moved the goals' metrics: nothing to combine".into(),
+            _ => "the remedies that helped touch the same settings: nothing to combine".into(),
+        });
+    }
+    Ok(out)
+}
+
+/// The cheapest configuration meeting every goal within the CPU cap (one whose CPU was
+/// not measured comes after every measured one).
+pub fn cheapest<'a>(
+    measured: &'a [Measured],
+    goals: &[Goal],
+    max_cpu: Option<f64>,
+) -> Option<&'a Measured> {
+    ranked(measured, goals, max_cpu).into_iter().next()
+}
+
+/// Every configuration meeting the goals within the CPU cap, cheapest first.
+pub fn ranked<'a>(
+    measured: &'a [Measured],
+    goals: &[Goal],
+    max_cpu: Option<f64>,
+) -> Vec<&'a Measured> {
+    let mut m: Vec<&Measured> = measured
+        .iter()
+        .filter(|m| m.meets(goals) && m.within(max_cpu))
+        .collect();
+    m.sort_by(|a, b| {
+        let c = |x: &Measured| x.cpus_busy.unwrap_or(f64::INFINITY);
+        c(a).total_cmp(&c(b))
+            .then(a.shortfall(goals).total_cmp(&b.shortfall(goals)))
+    });
+    m
+}
+
+/// The configurations that do not meet the goals (or the CPU cap), nearest first.
+pub fn misses<'a>(
+    measured: &'a [Measured],
+    goals: &[Goal],
+    max_cpu: Option<f64>,
+) -> Vec<&'a Measured> {
+    let mut m: Vec<&Measured> = measured
+        .iter()
+        .filter(|m| !(m.meets(goals) && m.within(max_cpu)))
+        .collect();
+    m.sort_by(|a, b| a.shortfall(goals).total_cmp(&b.shortfall(goals)));
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cand(name: &str, family: &str) -> Candidate {
+        Candidate {
+            name: name.into(),
+            family: family.into(),
+            what: name.into(),
+            settings: Vec::new(),
+        }
+    }
+
+    fn m(parts: Vec<Candidate>, p50: &[f64], cpus: Option<f64>, goals: &[Goal]) -> Measured {
+        let config = if parts.is_empty() {
+            Configuration::baseline()
+        } else {
+            Configuration::of(parts)
+        };
+        let summary = summarize(p50, CONFIDENCE);
+        Measured {
+            config,
+            round: 1,
+            run_id: 1,
+            figures: vec![Figure {
+                metric: "p50_us".into(),
+                standing: goals[0].standing(&summary),
+                summary,
+            }],
+            cpus_busy: cpus,
+            ok: p50.len(),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn the_answer_is_the_cheapest_that_meets_and_combinations_skip_dearer_parts() {
+        let goals = vec![Goal::parse("p50<=40").unwrap()];
+        let all = vec![
+            m(vec![], &[60.0, 61.0, 60.5], Some(0.9), &goals),
+            m(
+                vec![cand("spin", "wait")],
+                &[20.0, 20.5, 20.2],
+                Some(2.0),
+                &goals,
+            ),
+            m(
+                vec![cand("hp", "halt")],
+                &[45.0, 45.5, 45.2],
+                Some(1.1),
+                &goals,
+            ),
+            m(
+                vec![cand("bp", "busy")],
+                &[50.0, 50.5, 50.2],
+                Some(1.0),
+                &goals,
+            ),
+            m(
+                vec![cand("hp2", "halt")],
+                &[58.0, 58.5, 58.2],
+                Some(1.05),
+                &goals,
+            ),
+            m(
+                vec![cand("nohelp", "x")],
+                &[60.0, 60.5, 60.2],
+                Some(0.9),
+                &goals,
+            ),
+        ];
+        assert_eq!(cheapest(&all, &goals, None).unwrap().config.name, "spin");
+        // Spin meets at 2.0: only cheaper helpers combine (hp, bp, hp2); hp and hp2
+        // share a family, so: hp+bp, bp+hp2.
+        let c = combinations(&all, &goals, None).unwrap();
+        let names: Vec<&str> = c.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["hp+bp", "bp+hp2"]);
+        // A CPU cap below spin's: nothing meets; misses are nearest first.
+        assert!(cheapest(&all, &goals, Some(1.5)).is_none());
+        let near: Vec<&str> = misses(&all, &goals, Some(1.5))
+            .iter()
+            .map(|m| m.config.name.as_str())
+            .collect();
+        assert_eq!(near[..2], ["spin", "hp"]);
+    }
+
+    /// Remedies setting one knob never combine (the spec would set it twice), and a
+    /// tuned profile measured beside them is not combined at all.
+    #[test]
+    fn overlapping_settings_and_profiles_do_not_combine() {
+        use crate::candidate::Setting;
+        let goals = vec![Goal::parse("p50<=40").unwrap()];
+        let with = |name: &str, family: &str, s: Vec<Setting>| Candidate {
+            settings: s,
+            ..cand(name, family)
+        };
+        let dma = Setting::DmaLatency { us: 0 };
+        let all = vec![
+            m(vec![], &[60.0, 61.0, 60.5], Some(0.9), &goals),
+            m(
+                vec![with("a", "x", vec![dma.clone()])],
+                &[50.0, 50.5, 50.2],
+                Some(1.0),
+                &goals,
+            ),
+            m(
+                vec![with("b", "y", vec![dma])],
+                &[51.0, 51.5, 51.2],
+                Some(1.0),
+                &goals,
+            ),
+            m(
+                vec![with("t", TUNED_FAMILY, vec![])],
+                &[45.0, 45.5, 45.2],
+                Some(1.0),
+                &goals,
+            ),
+        ];
+        let e = combinations(&all, &goals, None).unwrap_err();
+        assert!(e.contains("nothing to combine"), "{e}");
+    }
+
+    #[test]
+    fn nothing_to_combine_says_why() {
+        let goals = vec![Goal::parse("p50<=40").unwrap()];
+        let all = vec![
+            m(vec![], &[60.0, 61.0, 60.5], Some(0.9), &goals),
+            m(
+                vec![cand("nohelp", "x")],
+                &[60.0, 60.5, 60.2],
+                Some(0.9),
+                &goals,
+            ),
+        ];
+        let e = combinations(&all, &goals, None).unwrap_err();
+        assert!(e.contains("2%"), "{e}");
+    }
+}
