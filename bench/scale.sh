@@ -114,6 +114,30 @@ for r in $(seq "$ROUNDS"); do
 done
 printf '\r%-90s\r' '' >&2
 
+# System calls per unit of work beside each virtperf row (issue 45): a separate 1 s run of
+# each, under `perf stat -a` (both sides: the agent is another process), apart from the timed
+# rounds so counting costs them nothing. Units: per transaction (rr), per MB (stream).
+SYSCALLS="epoll_pwait epoll_wait sendto recvfrom read write ppoll poll"
+sys_counts=$tmp/syscalls.tsv
+: >"$sys_counts"
+if command -v perf >/dev/null 2>&1 && perf stat -e syscalls:sys_enter_epoll_pwait -a true >/dev/null 2>&1; then
+    events=$(for e in $SYSCALLS; do printf 'syscalls:sys_enter_%s,' "$e"; done)
+    for n in $FLOWS; do
+        for kind in rr stream; do
+            for name in thread-per-flow threads; do
+                extra=(); [[ $name == threads ]] && extra=(--threads "$n")
+                [[ $kind == stream ]] && extra+=(--send-size 16KiB)
+                out=$(perf stat -x, -e "${events%,}" -a -o "$tmp/perf.txt" -- \
+                    "$VIRTPERF" "$kind" -P "$n" "${extra[@]}" -l 1s --host 127.0.0.1 --port "$VP_PORT" --json)
+                units=$(python3 -c 'import json,sys; o=json.loads(sys.argv[1])["outcome"]; print(o["transactions"] if "transactions" in o else o["receiver_bytes"]/1e6)' "$out")
+                awk -F, -v k="$kind" -v n="$n" -v t="$name" -v u="$units" \
+                    '/syscalls:sys_enter_/ {sub("syscalls:sys_enter_", "", $3); printf "%s\t%s\t%s\t%s\t%.3f\n", k, n, t, $3, $1 / u}' \
+                    "$tmp/perf.txt" >>"$sys_counts"
+            done
+        done
+    done
+fi
+
 echo "# virtperf vs N netperf processes and iperf3 -P N — $(date -u '+%Y-%m-%d %H:%M UTC') — $(uname -r), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "# $ROUNDS interleaved rounds of ${DUR}s runs; virtperf $("$VIRTPERF" --version | cut -d' ' -f2) ($(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo '?')); \`bench/scale.sh $ROUNDS $DUR\`, FLOWS=\"$FLOWS\""
 python3 - "$results" "$PLOT" <<'PY'
@@ -156,6 +180,21 @@ for kind, unit in (("stream", "Mbit/s"), ("rr", "trans/s")):
             label = {"thread-per-flow": "virtperf, a thread per flow", "threads": "virtperf --threads N",
                      "netperf": "N netperf processes", "iperf3": "iperf3 -P N"}[tool]
             print(f"| {kind} | {n} | {label} | {med:,.0f} {unit} | {ratio} | {busy} | {verdict} |")
+import os
+sysfile = os.path.join(os.path.dirname(sys.argv[1]), "syscalls.tsv")
+calls = collections.defaultdict(dict)
+for line in open(sysfile) if os.path.exists(sysfile) else []:
+    k, n, t, call, per = line.rstrip("\n").split("\t")
+    calls[(k, int(n), t)][call] = float(per)
+if calls:
+    names = sorted({c for v in calls.values() for c in v if any(x.get(c, 0) >= 0.005 for x in calls.values())})
+    print("\nSystem calls per transaction (rr) or per MB (stream), both sides (`perf stat -a`, a 1 s run of each apart from the rounds):\n")
+    print("| test | flows | virtperf | " + " | ".join(names) + " |")
+    print("|---|---:|---|" + "---:|" * len(names))
+    for (k, n, t), v in sorted(calls.items()):
+        print(f"| {k} | {n} | {t} | " + " | ".join("%.2f" % v.get(c, 0) for c in names) + " |")
+else:
+    print("\nSystem calls per unit: not measured (perf with syscall tracepoints unavailable: install linux-perf, run as root)")
 # The plot: one panel per kind, median against flows, one line per tool.
 W, H, L, B, T, R = 460, 300, 70, 40, 30, 130
 colors = {"thread-per-flow": "#1f77b4", "threads": "#2ca02c", "netperf": "#d62728", "iperf3": "#9467bd"}

@@ -118,6 +118,12 @@ pub fn tune(a: TuneArgs) -> Result<()> {
     for g in &a.goals {
         g.check_for(&a.workload).map_err(|m| exit(code::USAGE, m))?;
     }
+    if a.json && a.emit.is_some() && a.out.is_none() {
+        return Err(exit(
+            code::USAGE,
+            "--json and --emit both write to standard output: give --out FILE for --emit",
+        ));
+    }
     let target = target_of(&a)?;
     let tags = a.tags.resolve()?;
     let before = Machine::read();

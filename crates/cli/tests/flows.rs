@@ -603,3 +603,77 @@ fn a_spec_config_with_a_load_runs_its_rr_beside_streams() {
         assert!(err.contains(needle), "{bad}: {err}");
     }
 }
+
+/// `perf stat` counts of `events` over `virtperf ARGS --json` (its threads and its local
+/// agent's), per transaction; None (with the skip printed) where perf cannot count them.
+fn syscalls_per_transaction(
+    args: &[&str],
+    events: &[&str],
+) -> Option<(serde_json::Value, Vec<f64>)> {
+    let list: Vec<String> = events
+        .iter()
+        .map(|e| format!("syscalls:sys_enter_{e}"))
+        .collect();
+    let out = run_with_timeout(
+        Command::new("perf")
+            .args(["stat", "-x", ",", "-e", &list.join(","), "--"])
+            .arg(env!("CARGO_BIN_EXE_virtperf"))
+            .args(args)
+            .arg("--json")
+            .env("VIRTPERF_ALLOW_CONCURRENT", "1"),
+        Duration::from_secs(60),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let counts: Vec<f64> = list
+        .iter()
+        .filter_map(|e| {
+            err.lines()
+                .find(|l| l.contains(e.as_str()))
+                .and_then(|l| l.split(',').next()?.parse().ok())
+        })
+        .collect();
+    if !out.status.success() || counts.len() != list.len() {
+        virtperf_testkit::skip(
+            "perf stat with syscall tracepoints",
+            &format!(
+                "perf could not count {list:?} (install linux-perf, run as root with tracefs): {}",
+                err.lines().last().unwrap_or_default()
+            ),
+        );
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let n = u(&v, "/outcome/transactions") as f64;
+    assert!(n > 0.0);
+    Some((v, counts.iter().map(|c| c / n).collect()))
+}
+
+/// Issue 45: a `--threads` thread holding one flow waits on it as a thread per flow does
+/// (a blocking receive), not through epoll_wait: below 0.5 epoll waits per transaction
+/// (it was 2: one per receive on each side); with several flows per thread epoll is used
+/// (and amortized). The result still reports the flows' spread.
+#[test]
+fn a_thread_with_one_flow_waits_without_epoll() {
+    let epoll = ["epoll_pwait", "epoll_wait", "recvfrom"];
+    let Some((v, per_tr)) =
+        syscalls_per_transaction(&["rr", "-P", "2", "--threads", "2", "-l", "500ms"], &epoll)
+    else {
+        return;
+    };
+    assert!(
+        per_tr[0] + per_tr[1] < 0.5,
+        "epoll waits per transaction: {per_tr:?}"
+    );
+    assert!(
+        (per_tr[2] - 2.0).abs() < 0.1,
+        "one receive a side per transaction: {per_tr:?}"
+    );
+    check_spread(&v, 2, 2);
+    let (_, per_tr) =
+        syscalls_per_transaction(&["rr", "-P", "8", "--threads", "2", "-l", "500ms"], &epoll)
+            .expect("perf counted before");
+    assert!(
+        per_tr[0] + per_tr[1] > 0.01,
+        "four flows a thread wait in epoll: {per_tr:?}"
+    );
+}

@@ -254,6 +254,10 @@ fn goals_the_workload_cannot_answer_are_usage_errors() {
         (vec!["--goal", "p50<5us"], "METRIC<=VALUE"),
         (vec!["--goal", "p50<=5us", "--budget", "15s"], "too short"),
         (
+            vec!["--goal", "p50<=5us", "--json", "--emit", "spec"],
+            "--out",
+        ),
+        (
             vec!["--goal", "p50<=5us", "--against", "tuned:no-such-profile-x"],
             "not installed",
         ),

@@ -322,7 +322,8 @@ pub(crate) fn stream_outcome(
     // UDP loses datagrams by design: its loss is counted above, not a broken connection.
     // Multiplexed receivers count only the measured window (the sender's last bytes arrive
     // after it), so for them an early end shows as a flow whose time is short of it.
-    let windowed = c.plan.workload.multiplexed().is_some();
+    let windowed =
+        c.plan.workload.multiplexed().is_some() && !c.plan.workload.one_connection_per_thread();
     if windowed && udp.is_none() {
         let short: Vec<usize> = (0..flows.len())
             .filter(|i| flows[*i].active_s < 0.98 * elapsed)

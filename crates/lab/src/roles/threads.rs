@@ -87,6 +87,21 @@ where
             // Multiplexed flows share the options: the first shows what the kernel applied.
             note_first(side, &conns);
             let t = (t as usize).clamp(1, conns.len().max(1));
+            // Threads with one connection each run the thread-per-connection step: waiting in
+            // epoll_wait for the only socket there is costs a system call per receive on
+            // top of the receive itself, and the shared descriptor table every epoll thread
+            // keeps costs each socket call a file reference (issue 45; bench/RESULTS.md:
+            // `rr -P 2 --threads 2` went from 0.87 of two netperf processes to parity).
+            // All or none, so one test never mixes the two engines' counting (the epoll
+            // receivers count the measured window, the others to the end of the stream):
+            // `Workload::one_connection_per_thread` says which the result holds.
+            if t >= conns.len() {
+                return conns
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, s)| (f.per_conn)(i, s, meter()))
+                    .collect();
+            }
             mux::spread(conns, t)
                 .into_iter()
                 .enumerate()

@@ -667,6 +667,18 @@ impl Workload {
         }
     }
 
+    /// Whether `--threads` gives each of a side's data connections a thread of its own:
+    /// then each runs the thread-per-connection engine (no epoll round per receive, a
+    /// private descriptor table), and its counts are that engine's (issue 45).
+    pub fn one_connection_per_thread(&self) -> bool {
+        let threads = match self {
+            Workload::Rr(p) => p.threads,
+            Workload::Stream(p) => p.threads,
+            Workload::Crr(_) | Workload::Bulk(_) | Workload::Http(_) | Workload::UnixRr(_) => None,
+        };
+        threads.is_some_and(|t| t >= self.connections())
+    }
+
     /// The same workload with each side waiting as given (a config's `wait`, `tune`'s
     /// spinning receivers), checked as a whole; an error for a workload whose receivers
     /// have no wait mode (streams, bulk, http).
