@@ -17,6 +17,12 @@ run() { # BIN NAME ARGS…
 }
 names=("rr-cross" "rr-same" "crr" "stream")
 args=("rr --cpus 0,1" "rr --cpus 0,0" "crr --cpus 0,1" "stream --cpus 0,1")
+# CASES="NAME=ARGS;NAME=ARGS" replaces them, e.g. CASES="p64=rr -P 64 --threads 2".
+if [[ -n ${CASES:-} ]]; then
+    names=(); args=()
+    IFS=';' read -ra cases <<<"$CASES"
+    for c in "${cases[@]}"; do names+=("${c%%=*}"); args+=("${c#*=}"); done
+fi
 for r in $(seq "$ROUNDS"); do
     for i in "${!names[@]}"; do
         if (( r % 2 )); then order="old new"; else order="new old"; fi

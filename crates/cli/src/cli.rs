@@ -119,6 +119,7 @@ mod tests {
         "files",
         "token-file",
         "against",
+        "skip",
         "campaign",
         "campaigns",
         "group-by",

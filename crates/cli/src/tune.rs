@@ -49,6 +49,10 @@ pub struct TuneArgs {
     /// Tries of every configuration (its confidence interval rests on them)
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=20))]
     pub runs: u32,
+    /// Leave a remedy out of the search, by name (`same-cpu` where the two ends cannot
+    /// share a CPU, `spin`, `halt-poll-200us`, …); repeatable
+    #[arg(long = "skip", value_name = "REMEDY")]
+    pub skip: Vec<String>,
     /// Measure a tuned profile's run-time settings as one more configuration:
     /// tuned:NAME (from /etc/tuned or /usr/lib/tuned) or tuned:/path/to/tuned.conf
     #[arg(long, value_name = "tuned:PROFILE")]
@@ -128,6 +132,7 @@ pub fn tune(a: TuneArgs) -> Result<()> {
     let tags = a.tags.resolve()?;
     let before = Machine::read();
     let (mut singles, mut not_here) = discover(&before, &target);
+    skip(&mut singles, &mut not_here, &a.skip)?;
     if let Some(t) = &a.against {
         let (c, left) = against(t)?;
         singles.push(c);
@@ -228,6 +233,29 @@ fn finish(a: &TuneArgs, s: &Search, before: &Machine) -> Result<()> {
         Some(_) => Ok(()),
         None => Err(exit(1, crate::tune_render::no_answer(s, &all))),
     }
+}
+
+/// Takes the remedies named by `--skip` out of the search (listed as not tried); a name
+/// that is no remedy here is a usage error naming those that are.
+fn skip(singles: &mut Vec<Candidate>, not_here: &mut Vec<NotHere>, names: &[String]) -> Result<()> {
+    for n in names {
+        let Some(i) = singles.iter().position(|c| &c.name == n) else {
+            let have: Vec<&str> = singles.iter().map(|c| c.name.as_str()).collect();
+            return Err(exit(
+                code::USAGE,
+                format!(
+                    "--skip {n:?}: no such remedy here (the search has {})",
+                    have.join(", ")
+                ),
+            ));
+        };
+        let c = singles.remove(i);
+        not_here.push(NotHere {
+            what: c.what,
+            why: "left out by --skip".into(),
+        });
+    }
+    Ok(())
 }
 
 /// The workload and where it runs, from the arguments.

@@ -117,7 +117,7 @@ fn header(s: &Search, all: &[Measured]) -> String {
         .as_deref()
         .map_or_else(|| " over loopback".to_string(), |p| format!(" at {p}"));
     format!(
-        "virtperf tune: {}{}{pinned}{place} · goal {} · {} configurations, {trials} trials in {} rounds, {} (runs {})\n",
+        "virtperf tune: {}{}{pinned}{place} · goal {} · {} configurations, {trials} trials in {} rounds, {} (stored as runs {})\n",
         s.target.kind,
         s.target.size.as_deref().map_or_else(String::new, |z| format!(" {z}")),
         goals.join(" and "),

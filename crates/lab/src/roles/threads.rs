@@ -91,7 +91,8 @@ where
             // epoll_wait for the only socket there is costs a system call per receive on
             // top of the receive itself, and the shared descriptor table every epoll thread
             // keeps costs each socket call a file reference (issue 45; bench/RESULTS.md:
-            // `rr -P 2 --threads 2` went from 0.87 of two netperf processes to parity).
+            // `rr -P 2 --threads 2` went from 0.87 of two netperf processes to 0.98; a
+            // non-blocking receive before epoll_wait, the other way, was not measured).
             // All or none, so one test never mixes the two engines' counting (the epoll
             // receivers count the measured window, the others to the end of the stream):
             // `Workload::one_connection_per_thread` says which the result holds.
