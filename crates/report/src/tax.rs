@@ -160,9 +160,11 @@ pub fn metric_words(m: &str) -> String {
         "mean_us" => "mean latency".into(),
         "elapsed_s" => "time".into(),
         "mean_duration_s" => "mean download time".into(),
+        // Per-transaction counts carry their unit (`/tr`) beside the name already.
         other => other
             .trim_end_matches("_us")
             .trim_end_matches("_per_s")
+            .trim_end_matches("_per_tr")
             .replace('_', " "),
     }
 }
@@ -222,6 +224,7 @@ mod tests {
         }
         assert_eq!(metric_words("rate_per_s"), "rate");
         assert_eq!(metric_words("client_demand_us"), "client demand");
+        assert_eq!(metric_words("client_sleeps_per_tr"), "client sleeps");
         // Without a list of workloads, any label may be named.
         assert!(MaxTax::parse("my rr=5%", None).is_ok());
     }

@@ -113,7 +113,7 @@ pub fn section(runs: &[TrendRun]) -> String {
             "<h3>{} · {} · {} ({})</h3>",
             esc(label),
             esc(config),
-            esc(&name),
+            esc(&crate::tax::metric_words(&name)),
             esc(&unit)
         );
         s.push_str(&chart(&runs, &pts, &changes));
@@ -127,10 +127,35 @@ pub fn section(runs: &[TrendRun]) -> String {
     )
 }
 
+/// The y axis's round ticks from 0 to `top` every `step`, with grid lines from `x.0` to
+/// `x.1`.
+fn y_ticks(s: &mut String, x: (f64, f64), (top, step): (f64, f64), py: &dyn Fn(f64) -> f64) {
+    let mut v = 0.0;
+    while v <= top * (1.0 + 1e-9) {
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="{:.1}" class="tk" text-anchor="end">{}</text><line x1="{}" y1="{y:.1}" x2="{}" y2="{y:.1}" class="grid"/>"#,
+            x.0 - 6.0,
+            py(v) + 4.0,
+            crate::html::tick(v),
+            x.0,
+            x.1,
+            y = py(v)
+        );
+        v += step;
+    }
+}
+
 /// One trend chart: x is the run's place in time order (labelled with its id and date),
 /// y from 0 to a round top.
 fn chart(runs: &[&TrendRun], pts: &[(usize, f64, f64, f64)], changes: &[Vec<String>]) -> String {
-    let (w, h, l, r, t, b) = (760.0, 300.0, 70.0, 20.0, 60.0, 50.0);
+    // Room above the plot only for the environment changes' labels, when there are any.
+    let t = if changes.iter().any(|c| !c.is_empty()) {
+        60.0
+    } else {
+        20.0
+    };
+    let (w, h, l, r, b) = (760.0, 260.0 + t, 70.0, 20.0, 50.0);
     let n = runs.len().max(2) as f64;
     let px = |i: usize| l + (w - l - r) * i as f64 / (n - 1.0);
     let ymax = pts
@@ -139,24 +164,21 @@ fn chart(runs: &[&TrendRun], pts: &[(usize, f64, f64, f64)], changes: &[Vec<Stri
         .filter(|v| v.is_finite())
         .fold(0.0, f64::max)
         * 1.1;
-    let ymax = if ymax > 0.0 { ymax } else { 1.0 };
+    // A round top and round ticks, with grid lines, as the run report's charts have.
+    let (ymax, step) = crate::html::nice_scale(if ymax > 0.0 { ymax } else { 1.0 });
     let py = |v: f64| h - b - (h - t - b) * (v / ymax).clamp(0.0, 1.0);
     let mut s = format!(
         r#"<svg class="plot trend" viewBox="0 0 {w} {h}" width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">"#
     );
     let _ = write!(
         s,
-        r#"<line x1="{l}" y1="{}" x2="{}" y2="{}" class="ax"/><line x1="{l}" y1="{t}" x2="{l}" y2="{}" class="ax"/><text x="{}" y="{}" class="tk" text-anchor="end">{}</text><text x="{}" y="{}" class="tk" text-anchor="end">0</text>"#,
+        r#"<line x1="{l}" y1="{}" x2="{}" y2="{}" class="ax"/><line x1="{l}" y1="{t}" x2="{l}" y2="{}" class="ax"/>"#,
         h - b,
         w - r,
         h - b,
         h - b,
-        l - 6.0,
-        t + 4.0,
-        crate::render::num(ymax),
-        l - 6.0,
-        h - b + 4.0
     );
+    y_ticks(&mut s, (l, w - r), (ymax, step), &py);
     // The first and last points' labels run inward, so they stay inside the drawing.
     let anchor = |i: usize| match (i, runs.len()) {
         (_, n) if n < 2 => "middle",

@@ -34,7 +34,12 @@ pub(super) const CPU_PARTS: [(&str, &str); 6] = [
     ("guest", "#2ca02c"),
 ];
 
+/// The legend: one swatch per name, unless the only name is the spec's implicit `default`
+/// config (a legend of one entry that names nothing the user wrote says nothing).
 pub(super) fn legend(s: &mut String, names: &[String], x: f64, y: f64) {
+    if names.len() == 1 && names[0] == "default" {
+        return;
+    }
     for (i, n) in names.iter().enumerate() {
         let yy = y + 16.0 * i as f64;
         let _ = write!(
@@ -51,7 +56,7 @@ pub(super) fn legend(s: &mut String, names: &[String], x: f64, y: f64) {
 
 /// A round top for an axis from 0 to `max`, and its tick step (1, 2, 2.5 or 5 × 10ⁿ, four
 /// to six ticks), so labels read 0, 20 000, 40 000 rather than 22333, 44667.
-pub(super) fn nice_scale(max: f64) -> (f64, f64) {
+pub(crate) fn nice_scale(max: f64) -> (f64, f64) {
     if !max.is_finite() || max <= 0.0 {
         return (1.0, 0.25);
     }
@@ -67,7 +72,7 @@ pub(super) fn nice_scale(max: f64) -> (f64, f64) {
 
 /// A tick label: no trailing zeros ("64", "2.5", "0.25"), thousands as "k" and millions as
 /// "M" once they get long.
-pub(super) fn tick(v: f64) -> String {
+pub(crate) fn tick(v: f64) -> String {
     let short = |x: f64| {
         let t = format!("{x:.3}");
         let t = t.trim_end_matches('0').trim_end_matches('.');
@@ -566,7 +571,7 @@ pub(super) fn compare_chart(rows: &[Row]) -> String {
             l - 6.0,
             y + rowh * 0.65,
             esc(&row.point),
-            esc(&row.metric),
+            esc(&crate::tax::metric_words(&row.metric)),
             esc(&row.candidate),
             esc(&row.baseline),
             y + 4.0,

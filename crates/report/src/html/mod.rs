@@ -20,6 +20,8 @@ mod fleet;
 use crate::escape::esc;
 use charts::*;
 pub use fleet::fleet_page;
+// The axes helpers, for the trend chart (crate::trend) to draw like the others.
+pub(crate) use charts::{nice_scale, tick};
 
 /// One run's material for the report.
 pub struct RunSection<'a> {
@@ -74,7 +76,7 @@ fn comparison_table(rows: &[Row]) -> String {
         let _ = write!(
             s,
             "<tr><td>{}</td><td>{} {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:+.1}%</td><td>{p}</td><td>{test}</td><td class=\"{verdict_class}\">{}</td></tr>",
-            esc(&r.point), esc(&r.metric), esc(&r.unit), esc(&r.candidate), esc(&r.baseline),
+            esc(&r.point), esc(&crate::tax::metric_words(&r.metric)), esc(&r.unit), esc(&r.candidate), esc(&r.baseline),
             num(c.baseline.mean), num(c.candidate.mean), c.pct_change, c.verdict.words()
         );
     }
@@ -665,6 +667,21 @@ mod tests {
         assert_eq!(tick(40_000.0), "40k");
         assert_eq!(tick(2_500_000.0), "2.5M");
         assert_eq!(tick(0.0), "0");
+    }
+
+    /// A legend naming only the implicit `default` config is left out; two names get one.
+    #[test]
+    fn a_lone_default_gets_no_legend() {
+        let mut s = String::new();
+        charts::legend(&mut s, &["default".to_string()], 0.0, 0.0);
+        assert!(s.is_empty(), "{s}");
+        charts::legend(
+            &mut s,
+            &["default".to_string(), "tuned".to_string()],
+            0.0,
+            0.0,
+        );
+        assert_eq!(s.matches("class=\"lg\"").count(), 2, "{s}");
     }
 
     #[test]
