@@ -127,25 +127,6 @@ pub fn section(runs: &[TrendRun]) -> String {
     )
 }
 
-/// The y axis's round ticks from 0 to `top` every `step`, with grid lines from `x.0` to
-/// `x.1`.
-fn y_ticks(s: &mut String, x: (f64, f64), (top, step): (f64, f64), py: &dyn Fn(f64) -> f64) {
-    let mut v = 0.0;
-    while v <= top * (1.0 + 1e-9) {
-        let _ = write!(
-            s,
-            r#"<text x="{}" y="{:.1}" class="tk" text-anchor="end">{}</text><line x1="{}" y1="{y:.1}" x2="{}" y2="{y:.1}" class="grid"/>"#,
-            x.0 - 6.0,
-            py(v) + 4.0,
-            crate::html::tick(v),
-            x.0,
-            x.1,
-            y = py(v)
-        );
-        v += step;
-    }
-}
-
 /// One trend chart: x is the run's place in time order (labelled with its id and date),
 /// y from 0 to a round top.
 fn chart(runs: &[&TrendRun], pts: &[(usize, f64, f64, f64)], changes: &[Vec<String>]) -> String {
@@ -178,7 +159,7 @@ fn chart(runs: &[&TrendRun], pts: &[(usize, f64, f64, f64)], changes: &[Vec<Stri
         h - b,
         h - b,
     );
-    y_ticks(&mut s, (l, w - r), (ymax, step), &py);
+    crate::html::y_ticks(&mut s, (l, w - r), (ymax, step), &py);
     // The first and last points' labels run inward, so they stay inside the drawing.
     let anchor = |i: usize| match (i, runs.len()) {
         (_, n) if n < 2 => "middle",

@@ -70,6 +70,30 @@ pub(crate) fn nice_scale(max: f64) -> (f64, f64) {
     ((max / step).ceil() * step, step)
 }
 
+/// The y axis's round ticks from 0 to `top` every `step`, with grid lines from `x.0` to
+/// `x.1`.
+pub(crate) fn y_ticks(
+    s: &mut String,
+    x: (f64, f64),
+    (top, step): (f64, f64),
+    py: &dyn Fn(f64) -> f64,
+) {
+    let mut v = 0.0;
+    while v <= top * (1.0 + 1e-9) {
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="{:.1}" class="tk" text-anchor="end">{}</text><line x1="{}" y1="{y:.1}" x2="{}" y2="{y:.1}" class="grid"/>"#,
+            x.0 - 6.0,
+            py(v) + 4.0,
+            tick(v),
+            x.0,
+            x.1,
+            y = py(v)
+        );
+        v += step;
+    }
+}
+
 /// A tick label: no trailing zeros ("64", "2.5", "0.25"), thousands as "k" and millions as
 /// "M" once they get long.
 pub(crate) fn tick(v: f64) -> String {
@@ -109,20 +133,7 @@ pub(super) fn frame(
         h - b
     );
     let (_, step) = nice_scale(ymax);
-    let mut v = 0.0;
-    while v <= ymax * (1.0 + 1e-9) {
-        let _ = write!(
-            s,
-            r#"<text x="{}" y="{}" class="tk" text-anchor="end">{}</text><line x1="{l}" y1="{}" x2="{}" y2="{}" class="grid"/>"#,
-            l - 6.0,
-            py(v) + 4.0,
-            tick(v),
-            py(v),
-            w - r,
-            py(v)
-        );
-        v += step;
-    }
+    y_ticks(s, (l, w - r), (ymax, step), &py);
 }
 
 /// Line chart: primary metric against the swept parameter (log2 x axis), one line per

@@ -88,18 +88,7 @@ fn cost_chart(p: &PointSummary) -> Option<String> {
             .map(move |i| i as f64 * step)
             .take_while(move |v| *v <= max + 1e-9)
     };
-    for v in steps(ymax, ystep) {
-        let _ = write!(
-            s,
-            r#"<text x="{}" y="{}" class="tk" text-anchor="end">{}</text><line x1="{l}" y1="{}" x2="{}" y2="{}" class="grid"/>"#,
-            l - 6.0,
-            py(v) + 4.0,
-            tick(v),
-            py(v),
-            w - r,
-            py(v)
-        );
-    }
+    super::charts::y_ticks(&mut s, (l, w - r), (ymax, ystep), &py);
     for v in steps(xmax, xstep) {
         let _ = write!(
             s,

@@ -21,7 +21,7 @@ use crate::escape::esc;
 use charts::*;
 pub use fleet::fleet_page;
 // The axes helpers, for the trend chart (crate::trend) to draw like the others.
-pub(crate) use charts::{nice_scale, tick};
+pub(crate) use charts::{nice_scale, y_ticks};
 
 /// One run's material for the report.
 pub struct RunSection<'a> {
