@@ -85,6 +85,11 @@ pub fn quickstart(points: &[PointSummary], trials: &[TrialRow]) -> Option<String
     s.push_str(
         "\nWhy it costs that: `virtperf explain` (about 1.5 min). How much slower inside a VM: `virtperf vm compare` (boots a guest; root and QEMU), or for a VM you run, docs/own-vm.md.",
     );
+    // A goal halfway between the two trips: what it takes to bring the cross-CPU one there.
+    let goal = ((cross.mean + same.mean) / 2.0).round().max(1.0);
+    s.push_str(&format!(
+        "\nWhat to change for a latency goal, and at what CPU cost: `virtperf tune --goal 'p50<={goal:.0}us'` (about 1 min; root for the knobs)."
+    ));
     Some(s)
 }
 

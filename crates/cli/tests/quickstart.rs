@@ -24,7 +24,7 @@ fn the_built_in_run_ends_with_its_headline_and_the_next_commands() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let tail: Vec<&str> = text.lines().rev().take(6).collect();
+    let tail: Vec<&str> = text.lines().rev().take(8).collect();
     let tail = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
     assert!(
         tail.contains("Headline: a 1-byte round trip between two CPUs takes")
@@ -35,6 +35,14 @@ fn the_built_in_run_ends_with_its_headline_and_the_next_commands() {
         tail.contains("`virtperf explain`") && tail.contains("`virtperf vm compare`"),
         "{tail}"
     );
+    // And what to change: tune with a goal between the two round trips it measured.
+    let goal: f64 = tail
+        .split("`virtperf tune --goal 'p50<=")
+        .nth(1)
+        .and_then(|r| r.split("us'").next())
+        .and_then(|g| g.parse().ok())
+        .unwrap_or_else(|| panic!("no tune goal in {tail}"));
+    assert!(goal >= 1.0, "{tail}");
     let env = run_with_timeout(vp().args(["env", "--json"]), Duration::from_secs(60));
     let env: serde_json::Value = serde_json::from_slice(&env.stdout).expect("env JSON");
     let vm = tail.contains("This machine is itself a virtual machine");
