@@ -192,7 +192,10 @@ pub fn cpuidle_states() -> Vec<(String, u64)> {
         ) else {
             break;
         };
-        out.push((name.trim().to_string(), lat.trim().parse().unwrap_or(0)));
+        // An unreadable latency is not 0 (that would resolve `cstate.id:N` to a bound that
+        // keeps every CPU polling): the states from here on are unknown.
+        let Ok(lat) = lat.trim().parse() else { break };
+        out.push((name.trim().to_string(), lat));
     }
     out
 }
