@@ -245,6 +245,18 @@ impl TagArgs {
     }
 }
 
+/// A trial's length as a command takes it (`-l 2s`): at most 60 s, at least `min` (shorter
+/// measures nothing worth a number).
+pub fn trial_length(s: &str, min: std::time::Duration) -> anyhow::Result<std::time::Duration> {
+    let d = virtperf_lab::parse::duration_up_to(s, std::time::Duration::from_secs(60), "60s")?;
+    anyhow::ensure!(
+        d >= min,
+        "{s:?} is too short for a trial: give at least {}ms",
+        min.as_millis()
+    );
+    Ok(d)
+}
+
 /// A `--where` filter: `host=…`, `name=…` or `tag.KEY=VALUE`.
 pub fn parse_where(s: &str) -> Result<(String, String), String> {
     let Some((k, v)) = s.split_once('=') else {

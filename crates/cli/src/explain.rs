@@ -69,11 +69,7 @@ pub struct ExplainArgs {
 
 /// Trial lengths: 100 ms (too short to mean much, but fine for a smoke test) to 60 s.
 fn parse_trial(s: &str) -> Result<Duration> {
-    let d = virtperf_lab::parse::duration_up_to(s, Duration::from_secs(60), "60s")?;
-    if d < Duration::from_millis(100) {
-        anyhow::bail!("{s:?} is too short for a trial: give at least 100ms");
-    }
-    Ok(d)
+    crate::args::trial_length(s, Duration::from_millis(100))
 }
 
 /// The battery's options from the command line.

@@ -95,12 +95,7 @@ fn parse_budget(s: &str) -> Result<Duration> {
 }
 
 fn parse_trial(s: &str) -> Result<Duration> {
-    let d = virtperf_lab::parse::duration_up_to(s, Duration::from_secs(60), "60s")?;
-    anyhow::ensure!(
-        d >= Duration::from_millis(200),
-        "{s:?} is too short for a trial: give at least 200ms"
-    );
-    Ok(d)
+    crate::args::trial_length(s, Duration::from_millis(200))
 }
 
 fn parse_max_cpu(s: &str) -> Result<f64, String> {
@@ -291,9 +286,7 @@ fn against(t: &str) -> Result<(Candidate, Vec<NotHere>)> {
             .map(|_| ())
             .map_err(|e| format!("{e:#}"))
     };
-    let hold = virtperf_machine::qos::LatencyHold::new(2_000_000_000)
-        .map(drop)
-        .map_err(|e| format!("{e:#}"));
+    let hold = virtperf_machine::qos::can_hold();
     Ok(virtperf_tune::tuned::candidate(
         &p,
         &writable,

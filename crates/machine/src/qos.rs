@@ -35,6 +35,14 @@ impl LatencyHold {
     }
 }
 
+/// Whether this process may hold a bound (root, and a kernel with PM QoS), or why not:
+/// asked by holding a bound that constrains nothing, at once released.
+pub fn can_hold() -> Result<(), String> {
+    LatencyHold::new(i32::MAX as u32)
+        .map(drop)
+        .map_err(|e| format!("{e:#}"))
+}
+
 /// The bound in force now (the lowest of every holder's; 2000000000 µs when none holds
 /// one), as the device reads back.
 pub fn current_us() -> Option<u64> {

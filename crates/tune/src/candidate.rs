@@ -161,14 +161,10 @@ impl Machine {
                 .map_err(|e| format!("{e:#}"));
             knobs.insert((*name).to_string(), v);
         }
-        let dma_latency = match virtperf_machine::qos::LatencyHold::new(u32::MAX >> 1) {
-            Ok(h) => {
-                drop(h);
-                virtperf_machine::qos::current_us()
-                    .ok_or_else(|| "its bound cannot be read back".to_string())
-            }
-            Err(e) => Err(format!("{e:#}")),
-        };
+        let dma_latency = virtperf_machine::qos::can_hold().and_then(|()| {
+            virtperf_machine::qos::current_us()
+                .ok_or_else(|| "its bound cannot be read back".to_string())
+        });
         let cpuidle_driver =
             std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver")
                 .ok()

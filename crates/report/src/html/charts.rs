@@ -94,6 +94,32 @@ pub(crate) fn y_ticks(
     }
 }
 
+/// The axes' titles: `x` centred under the plot (none for bars, whose groups are named),
+/// `y` upright along the left edge. Both escaped here.
+pub(super) fn axis_titles(
+    s: &mut String,
+    (w, h, l, r, t, b): (f64, f64, f64, f64, f64, f64),
+    x: Option<&str>,
+    y: &str,
+) {
+    if let Some(x) = x {
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="{}" class="lb" text-anchor="middle">{}</text>"#,
+            (l + w - r) / 2.0,
+            h - 10.0,
+            esc(x)
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text x="14" y="{}" class="lb" transform="rotate(-90 14 {})" text-anchor="middle">{}</text>"#,
+        (t + h - b) / 2.0,
+        (t + h - b) / 2.0,
+        esc(y)
+    );
+}
+
 /// A tick label: no trailing zeros ("64", "2.5", "0.25"), thousands as "k" and millions as
 /// "M" once they get long.
 pub(crate) fn tick(v: f64) -> String {
@@ -182,20 +208,7 @@ pub(super) fn sweep_chart(points: &[&PointSummary], axis: &str, configs: &[Strin
             }
         );
     }
-    let _ = write!(
-        s,
-        r#"<text x="{}" y="{}" class="lb" text-anchor="middle">{}</text>"#,
-        (l + w - r) / 2.0,
-        h - 10.0,
-        esc(axis)
-    );
-    let _ = write!(
-        s,
-        r#"<text x="14" y="{}" class="lb" transform="rotate(-90 14 {})" text-anchor="middle">{}</text>"#,
-        (t + h - b) / 2.0,
-        (t + h - b) / 2.0,
-        esc(&unit)
-    );
+    axis_titles(&mut s, (w, h, l, r, t, b), Some(axis), &unit);
     for (ci, cfg) in configs.iter().enumerate() {
         let color = PALETTE[ci % PALETTE.len()];
         let pts: Vec<(f64, f64, f64, f64)> = points
@@ -291,13 +304,7 @@ pub(super) fn bars(title_unit: &str, groups: &[BarGroup]) -> String {
         r#"<svg class="plot bars" viewBox="0 0 {w} {h}" width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">"#
     );
     frame(&mut s, (w, h, l, r, t, b), ymax, &py);
-    let _ = write!(
-        s,
-        r#"<text x="14" y="{}" class="lb" transform="rotate(-90 14 {})" text-anchor="middle">{}</text>"#,
-        (t + h - b) / 2.0,
-        (t + h - b) / 2.0,
-        esc(title_unit)
-    );
+    axis_titles(&mut s, (w, h, l, r, t, b), None, title_unit);
     let mut names: Vec<String> = Vec::new();
     for (gi, (gname, vals)) in groups.iter().enumerate() {
         let x0 = l + 12.0 + gw * gi as f64;
@@ -446,15 +453,12 @@ pub(super) fn percentile_chart(series: &[(String, &[(f64, f64)])]) -> String {
             h - b
         );
     }
-    let _ = write!(
-        s,
-        r#"<text x="{}" y="{}" class="lb" text-anchor="middle">percentile</text><text x="14" y="{}" class="lb" transform="rotate(-90 14 {})" text-anchor="middle">latency µs{}</text>"#,
-        (l + w - r) / 2.0,
-        h - 10.0,
-        (t + h - b) / 2.0,
-        (t + h - b) / 2.0,
-        if log { " (log scale)" } else { "" }
-    );
+    let y = if log {
+        "latency µs (log scale)"
+    } else {
+        "latency µs"
+    };
+    axis_titles(&mut s, (w, h, l, r, t, b), Some("percentile"), y);
     let mut names = Vec::new();
     for (i, (name, d)) in series.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];

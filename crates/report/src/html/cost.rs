@@ -98,14 +98,11 @@ fn cost_chart(p: &PointSummary) -> Option<String> {
             tick(v)
         );
     }
-    let _ = write!(
-        s,
-        r#"<text x="{}" y="{}" class="lb" text-anchor="middle">busy CPUs (cpuidle polling included)</text><text x="14" y="{}" class="lb" transform="rotate(-90 14 {})" text-anchor="middle">{}</text>"#,
-        (l + w - r) / 2.0,
-        h - 10.0,
-        (t + h - b) / 2.0,
-        (t + h - b) / 2.0,
-        esc(&unit)
+    super::charts::axis_titles(
+        &mut s,
+        (w, h, l, r, t, b),
+        Some("busy CPUs (cpuidle polling included)"),
+        &unit,
     );
     draw_dots(&mut s, &dots, &px, &py);
     Some(s)
