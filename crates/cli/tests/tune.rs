@@ -339,3 +339,41 @@ fn after_sigkill_mid_search_cleanup_restores_the_knob() {
         "cleanup did not restore the halt-poll window"
     );
 }
+
+/// SIGTERM while a halt-poll window is applied: the current trial finishes, the knob is
+/// put back, the round so far is stored and printed, and the exit status says the signal.
+#[test]
+fn sigterm_mid_search_restores_knobs_and_keeps_what_ran() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(orig) = read(HALT_POLL) else {
+        virtperf_testkit::skip("haltpoll", "no cpuidle-haltpoll guest_halt_poll_ns here");
+        return;
+    };
+    if std::fs::write(HALT_POLL, &orig).is_err() {
+        virtperf_testkit::skip("root", &format!("needs root to write {HALT_POLL}"));
+        return;
+    }
+    let s = Scratch::new("term");
+    let _restore = Restore(knobs());
+    let child = s
+        .vp()
+        .args(["tune", "--goal", "p50<=5us", "-l", "1s", "--runs", "2", "--budget", "5m"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while read(HALT_POLL).as_deref() == Some(orig.as_str()) {
+        assert!(t0.elapsed() < Duration::from_secs(60), "tune never applied a halt-poll window");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on the PID of a child we spawned and have not reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = common::wait_output(child, Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(read(HALT_POLL).unwrap(), orig, "the halt-poll window was not put back");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("baseline") && text.contains("stopped by a signal"), "{text}");
+    let runs = common::run_json(&["runs", "--db", s.p("r.db").to_str().unwrap()]);
+    assert_eq!(runs[0]["status"], "incomplete", "{runs}");
+}
