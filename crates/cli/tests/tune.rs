@@ -357,23 +357,40 @@ fn sigterm_mid_search_restores_knobs_and_keeps_what_ran() {
     let _restore = Restore(knobs());
     let child = s
         .vp()
-        .args(["tune", "--goal", "p50<=5us", "-l", "1s", "--runs", "2", "--budget", "5m"])
+        .args([
+            "tune", "--goal", "p50<=5us", "-l", "1s", "--runs", "2", "--budget", "5m",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let t0 = Instant::now();
     while read(HALT_POLL).as_deref() == Some(orig.as_str()) {
-        assert!(t0.elapsed() < Duration::from_secs(60), "tune never applied a halt-poll window");
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "tune never applied a halt-poll window"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     // SAFETY: kill(2) on the PID of a child we spawned and have not reaped.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let out = common::wait_output(child, Duration::from_secs(60));
-    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(read(HALT_POLL).unwrap(), orig, "the halt-poll window was not put back");
+    assert_eq!(
+        out.status.code(),
+        Some(128 + libc::SIGTERM),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        read(HALT_POLL).unwrap(),
+        orig,
+        "the halt-poll window was not put back"
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("baseline") && text.contains("stopped by a signal"), "{text}");
+    assert!(
+        text.contains("baseline") && text.contains("stopped by a signal"),
+        "{text}"
+    );
     let runs = common::run_json(&["runs", "--db", s.p("r.db").to_str().unwrap()]);
     assert_eq!(runs[0]["status"], "incomplete", "{runs}");
 }
