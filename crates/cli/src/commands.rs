@@ -220,6 +220,7 @@ fn plan_every(
         on_window: None,
         cut: None,
         family: common.sock.family(),
+        omit: common.omit.filter(|o| !o.is_zero()),
     }
 }
 
@@ -451,6 +452,11 @@ pub struct Common {
     /// stage, and in-situ wake-up and idle-exit latencies (rr with --cpus A,B; needs root)
     #[arg(long)]
     pub timeline: bool,
+    /// Run this long first without measuring (iperf3 -O): a guest's halt polling, vhost
+    /// and page faults settle, TCP leaves slow start; the measured duration follows it
+    /// (timed workloads; 0: measure from the start)
+    #[arg(long, value_name = "DURATION", value_parser = virtperf_lab::parse::omit, allow_hyphen_values = true)]
+    pub omit: Option<Duration>,
     /// The hypervisor's view of the VM the agent runs in, from this host (pid:N,
     /// qemu:NAME, libvirt:DOMAIN, firecracker:PID): its vCPU, vhost, I/O and main threads'
     /// CPU time, run-queue wait and switches, and KVM's per-VM exit counters (debugfs),

@@ -205,6 +205,9 @@ fn header(r: &TestResult, local: bool) -> String {
     let mut s = format!("virtperf {}  {what}", r.workload.name());
     if r.duration_s > 0.0 {
         let _ = write!(s, "  {:.1} s", r.duration_s);
+        if let Some(o) = r.omit_s {
+            let _ = write!(s, " measured after {o:.1} s");
+        }
     }
     let _ = write!(
         s,

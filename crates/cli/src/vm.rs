@@ -52,6 +52,10 @@ pub struct VmCompareArgs {
     /// Measured duration of each trial
     #[arg(long, short = 'l', default_value = "5s", value_parser = duration_text, allow_hyphen_values = true)]
     pub duration: String,
+    /// Run each trial this long first without measuring (iperf3 -O): the guest's halt
+    /// polling, vhost threads and page faults settle before the measured duration
+    #[arg(long, value_name = "DURATION", value_parser = omit_text, allow_hyphen_values = true)]
+    pub omit: Option<String>,
     /// Trials per workload and side (interleaved native, guest, native, guest, …)
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub runs: u32,
@@ -124,6 +128,11 @@ fn duration_text(s: &str) -> Result<String> {
     virtperf_lab::parse::duration(s).map(|_| s.trim().to_string())
 }
 
+/// A warm-up checked like `--omit` everywhere (`virtperf_lab::parse::omit`), kept as typed.
+fn omit_text(s: &str) -> Result<String> {
+    virtperf_lab::parse::omit(s).map(|_| s.trim().to_string())
+}
+
 pub fn vm(a: VmArgs) -> Result<()> {
     match a.cmd {
         VmCmd::Compare(c) => vm_compare(*c),
@@ -154,6 +163,9 @@ fn spec_text(a: &VmCompareArgs, direction: Direction) -> Result<String> {
         ))
     );
     let _ = writeln!(t, "duration = {}", toml_str(&a.duration));
+    if let Some(o) = &a.omit {
+        let _ = writeln!(t, "omit = {}", toml_str(o));
+    }
     let _ = writeln!(t, "repetitions = {}", a.runs);
     if a.workloads.is_empty() {
         bail!("--workloads is empty ({})", WORKLOADS.join(", "));

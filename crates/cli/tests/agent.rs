@@ -93,6 +93,7 @@ fn hostile_clients_get_an_error_and_the_agent_keeps_serving() {
         duration_ms: 1000,
         server_cpu: None,
         sock: Default::default(),
+        omit_ms: None,
     }));
     {
         let mut s = connect(&a);
@@ -485,6 +486,7 @@ fn a_client_that_gives_up_during_set_up_leaves_no_phantom_test() {
                 duration_ms: 1000,
                 server_cpu: None,
                 sock: Default::default(),
+                omit_ms: None,
             },
         )
         .unwrap();

@@ -175,6 +175,7 @@ fn strangers_on_a_data_port_are_closed_at_once_and_threads_stay_bounded() {
             duration_ms: 0,
             server_cpu: None,
             sock: Default::default(),
+            omit_ms: None,
         },
     )
     .expect("prepare");
@@ -229,6 +230,7 @@ fn strangers_on_a_data_port_are_closed_at_once_and_threads_stay_bounded() {
             duration_ms: 2000,
             server_cpu: None,
             sock: Default::default(),
+            omit_ms: None,
         },
     )
     .expect("prepare");
@@ -289,6 +291,7 @@ fn strangers_on_a_data_port_are_closed_at_once_and_threads_stay_bounded() {
             duration_ms: 2000,
             server_cpu: None,
             sock: Default::default(),
+            omit_ms: None,
         },
     )
     .expect("prepare");

@@ -20,6 +20,8 @@ fn vm_compare_trace_and_gate_travel_in_the_spec_it_writes() {
             "--trace",
             "--max-tax",
             "rr=30%,stream=10%",
+            "--omit",
+            "2s",
             "--print-spec",
         ])
         .output()
@@ -33,6 +35,8 @@ fn vm_compare_trace_and_gate_travel_in_the_spec_it_writes() {
     assert_eq!(spec.matches("[[workload]]").count(), 3, "{spec}");
     assert_eq!(spec.matches("trace = true").count(), 3, "{spec}");
     assert!(spec.contains("guest:guest-host"), "{spec}");
+    // Each trial's warm-up too (`--omit`), for every workload.
+    assert!(spec.contains("\nomit = \"2s\"\n"), "{spec}");
     // The gate travels with the spec, so `virtperf run` of it gates as vm compare did.
     assert!(
         spec.contains("[compare]\nmax_tax = \"rr=30%,stream=10%\""),

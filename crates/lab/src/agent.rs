@@ -488,15 +488,19 @@ fn session(s: &mut TcpStream, cfg: &AgentConfig, client_lock: Option<&str>) -> R
                 duration_ms,
                 server_cpu,
                 sock,
+                omit_ms,
             } => {
                 let summary = run_test(
                     s,
                     cfg,
                     client_lock.as_deref(),
-                    &workload,
-                    duration_ms,
-                    server_cpu,
-                    &sock,
+                    &TestAsked {
+                        w: &workload,
+                        duration_ms,
+                        omit_ms: omit_ms.unwrap_or(0),
+                        server_cpu,
+                        sock: &sock,
+                    },
                 )?;
                 if cfg.verbose {
                     eprintln!(
@@ -624,23 +628,42 @@ impl Drop for Teardown {
     }
 }
 
+/// What a client's `Prepare` asks for.
+struct TestAsked<'a> {
+    w: &'a Workload,
+    duration_ms: u64,
+    /// The warm-up before the measured interval (`--omit`); 0: none.
+    omit_ms: u64,
+    server_cpu: Option<u32>,
+    sock: &'a SockOpts,
+}
+
 /// Runs the server half of one test on the control connection `ctl`.
 fn run_test(
     ctl: &mut TcpStream,
     cfg: &AgentConfig,
     client_lock: Option<&str>,
-    w: &Workload,
-    duration_ms: u64,
-    server_cpu: Option<u32>,
-    sock: &SockOpts,
+    asked: &TestAsked,
 ) -> Result<SideReport> {
-    check_test(cfg, w, sock, duration_ms, server_cpu)?;
+    let TestAsked {
+        w,
+        duration_ms,
+        omit_ms,
+        server_cpu,
+        sock,
+    } = *asked;
+    if omit_ms > 0 && !w.is_timed() {
+        bail!("a warm-up (--omit) applies to timed workloads only");
+    }
+    // The agent runs the warm-up too: its limits cover the whole run.
+    let run_ms = duration_ms.saturating_add(omit_ms);
+    check_test(cfg, w, sock, run_ms, server_cpu)?;
     // One measurement at a time on this machine: held until the test's report is sent.
     let _machine = lock_for_test(ctl, cfg, client_lock)?;
     let (listener, ip, client, key) = open_data_port(ctl, cfg, w, sock)?;
 
     let mut td = Teardown {
-        side: Ctl::new(server_cpu),
+        side: Ctl::new(server_cpu).with_omit(Some(Duration::from_millis(omit_ms))),
         wake: crate::half::Wake::default(),
     };
     let side = td.side.clone();
@@ -678,13 +701,7 @@ fn run_test(
     let window = crate::window::Window::open(nic)?;
     side.gate.open();
     write_message(ctl, &Message::Started)?;
-    let closed = close_on_end(
-        ctl,
-        stop_limit(cfg, w, duration_ms),
-        window,
-        &side,
-        &handles,
-    )?;
+    let closed = close_on_end(ctl, stop_limit(cfg, w, run_ms), window, &side, &handles)?;
     drop(td);
     let joined = join_all(handles)?;
     let report = closed.report(&joined, &side, setup_s);
@@ -758,7 +775,15 @@ fn close_on_end(
     side: &Ctl,
     handles: &crate::half::Handles,
 ) -> Result<crate::window::Closed> {
-    let ended = match recv(ctl, limit, "end")? {
+    let mut window = window;
+    let mut msg = recv(ctl, limit, "end")?;
+    if matches!(msg, Message::Measure) {
+        // The warm-up is over: the interval opens now, and the engines mark their counts.
+        side.begin_measuring();
+        window = window.reopen()?;
+        msg = recv(ctl, limit, "end")?;
+    }
+    let ended = match msg {
         Message::End => true,
         Message::Stop => false,
         other => bail!("expected end, got {}", kind(&other)),

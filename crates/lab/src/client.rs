@@ -167,6 +167,7 @@ impl Control {
             },
             server_cpu: plan.server_cpu,
             sock: plan.sock,
+            omit_ms: plan.omit.map(|o| o.as_millis() as u64),
         })?;
         match self.recv_after_waiting("ready")? {
             Message::Ready { data_port, key } => Ok((data_port, DataKey::from_hex(&key)?)),
@@ -328,7 +329,7 @@ fn run_once(
         Some(path) => Some(crate::capture::Capture::start(path, data.ip(), data_port)?),
         None => None,
     };
-    let side = Ctl::new(plan.client_cpu);
+    let side = Ctl::new(plan.client_cpu).with_omit(plan.omit);
     let downloads: Arc<Mutex<Vec<Fetched>>> = Arc::default();
     let (handles, meters, setup_s) = match start_workers(plan, data, key, &side, &downloads) {
         Ok(w) => w,
@@ -341,6 +342,7 @@ fn run_once(
         Message::Started => {}
         other => bail!("unexpected answer to start: {}", kind(&other)),
     }
+    warm_up(&mut ctl, plan, &side, &handles, progress)?;
     let kvm0 = plan.kvm_stats.then(virtperf_kvm::debugfs_stats);
     let nic = traffic_interface(&ctl);
     // Tracepoint counters are opened before the interval (opening costs milliseconds per
@@ -401,6 +403,37 @@ fn run_once(
     add_kvm_and_intervals(&mut result, plan, kvm, series);
     annotate(&mut result, plan, stop_s, traced);
     Ok(result)
+}
+
+/// Runs the warm-up (`--omit`, iperf3's `-O`): both sides' engines run from the gate,
+/// unmeasured, until it has passed (or the run is cut, or every worker ended); then every
+/// engine on both sides marks its counts and the workers' CPU is counted from there, and
+/// the caller opens the measured interval. The agent ends its warm-up on our `Measure`,
+/// as it ends the interval on our `End`: both sides on this clock.
+fn warm_up(
+    ctl: &mut Control,
+    plan: &Plan,
+    side: &Ctl,
+    handles: &crate::half::Handles,
+    progress: ProgressFn,
+) -> Result<()> {
+    let Some(omit) = side.omit else {
+        return Ok(());
+    };
+    side.gate.open();
+    let until = Instant::now() + omit;
+    let cut = || {
+        plan.cut
+            .as_ref()
+            .is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+    };
+    while Instant::now() < until && !cut() && !handles.iter().all(|h| h.is_finished()) {
+        progress(Some(0.0));
+        let left = until.saturating_duration_since(Instant::now());
+        std::thread::sleep(left.min(Duration::from_millis(100)));
+    }
+    side.begin_measuring();
+    ctl.send(&Message::Measure)
 }
 
 /// The interface our traffic leaves by: in a guest its virtio-net device, whose kicks
@@ -738,6 +771,7 @@ pub(crate) fn kind(m: &Message) -> &'static str {
         Message::Start => "start",
         Message::Started => "started",
         Message::End => "end",
+        Message::Measure => "measure",
         Message::Stop => "stop",
         Message::Report { .. } => "report",
         Message::Drive { .. } => "drive",

@@ -85,6 +85,14 @@ pub fn test_duration(s: &str) -> Result<Duration> {
     Ok(d)
 }
 
+/// The longest warm-up accepted (`--omit`).
+pub const MAX_OMIT: Duration = Duration::from_secs(3600);
+
+/// A warm-up (`--omit`, a spec's `omit`): 0 (none) to 1h, in the forms a duration takes.
+pub fn omit(s: &str) -> Result<Duration> {
+    duration_up_to(s, MAX_OMIT, "1h")
+}
+
 /// The one rule for a timed test's measured duration, wherever it came from (a flag, a
 /// spec file, a plan a program built, a driven plan): at least [`MIN_TEST_DURATION`], at
 /// most 24 h.

@@ -76,6 +76,9 @@ pub struct Plan {
     pub cut: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// Only this address family for the agent's address (`-4`/`-6`); any when `None`.
     pub family: Option<Family>,
+    /// Run this long before the measured interval, unmeasured (`--omit`, iperf3's `-O`):
+    /// timed workloads only; None: measure from the start.
+    pub omit: Option<Duration>,
 }
 
 /// What is told of each interval as it ends (the CLI prints it).
@@ -139,6 +142,7 @@ impl Plan {
             on_window: None,
             cut: None,
             family: None,
+            omit: None,
         }
     }
 
@@ -166,6 +170,7 @@ impl Plan {
             on_window: _,
             cut: _,
             family,
+            omit,
         } = self;
         if capture.is_some() {
             bail!("--capture is not carried to a guest that drives the test (the pcap would be written inside the guest): drop it, or let this process be the client (direction host-guest, placement `guest`)");
@@ -186,6 +191,7 @@ impl Plan {
             trace_all: *trace_all,
             timeline: *timeline,
             family: *family,
+            omit_ms: omit.map(|d| d.as_millis() as u64),
         })
     }
 
@@ -203,6 +209,7 @@ impl Plan {
             trace_all,
             timeline,
             family,
+            omit_ms,
         } = p;
         Plan {
             client_cpu,
@@ -215,6 +222,7 @@ impl Plan {
             trace_all,
             timeline,
             family,
+            omit: omit_ms.map(Duration::from_millis),
             ..Plan::new(workload, Duration::from_millis(duration_ms))
         }
     }
@@ -253,6 +261,9 @@ impl Plan {
             crate::parse::check_test_duration(self.duration)
                 .map_err(|e| anyhow!("--duration: {e}"))?;
         }
+        if let Some(o) = self.omit {
+            check_omit(&self.workload, o, self.duration).map_err(|e| anyhow!(e))?;
+        }
         if let Some(i) = self.interval {
             if !self.workload.kind().takes_interval() {
                 bail!("--interval applies to stream, bulk, rr and crr");
@@ -286,6 +297,28 @@ impl Plan {
         }
         Ok(())
     }
+}
+
+/// Checks a warm-up (`--omit`) for `workload` measured for `duration`: a timed workload
+/// (a byte count has no time to leave out), at most [`crate::parse::MAX_OMIT`], and with
+/// the measured duration not past the test length limit.
+pub fn check_omit(workload: &Workload, omit: Duration, duration: Duration) -> Result<(), String> {
+    if !workload.is_timed() {
+        return Err(format!(
+            "--omit applies to timed workloads (rr, crr, stream, unix-rr); {} moves a fixed amount and has no time to leave out",
+            workload.name()
+        ));
+    }
+    if omit > crate::parse::MAX_OMIT {
+        return Err(format!(
+            "--omit {} is longer than the 1h a warm-up may take: give a shorter one",
+            humantime::format_duration(omit)
+        ));
+    }
+    if (omit + duration).as_millis() > u128::from(MAX_DURATION_MS) {
+        return Err("--omit and --duration together exceed 24h: shorten one".into());
+    }
+    Ok(())
 }
 
 /// Progress of a running test: fraction done (0..=1) when known, else `None`.

@@ -70,7 +70,9 @@ impl Series {
         } else {
             Source::Bytes {
                 last_t: started,
-                last: vec![0; meters.len()],
+                // What the engines moved before the series starts (a warm-up, `--omit`)
+                // belongs to no interval.
+                last: meters.iter().map(|m| m.bytes()).collect(),
                 // The senders' state at the start: the first interval's beginning.
                 tcp: meters.iter().map(|m| m.read_tcp()).collect(),
             }

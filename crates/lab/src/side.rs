@@ -84,6 +84,11 @@ pub(crate) struct Ctl {
     /// Each worker's CPU-time clock at the gate and at its end: what it used inside the
     /// measured interval, read by [`Ctl::window_cpu_s`] when the interval ends.
     clocks: Arc<Mutex<Vec<WorkerClock>>>,
+    /// The warm-up before the measured interval (`--omit`): the engines run from the gate,
+    /// the interval starts this much later.
+    pub omit: Option<Duration>,
+    /// Every meter this side's engines count in, to end their warm-up together.
+    meters: Arc<Mutex<Vec<Arc<virtperf_load::interval::Meter>>>>,
 }
 
 /// One worker's CPU-time clock (see [`Ctl::window_cpu_s`]).
@@ -103,6 +108,54 @@ impl Ctl {
             applied: Arc::default(),
             zerocopy: Arc::default(),
             clocks: Arc::default(),
+            omit: None,
+            meters: Arc::default(),
+        }
+    }
+
+    /// This side, first running `omit` unmeasured (None or zero: no warm-up).
+    pub(crate) fn with_omit(mut self, omit: Option<Duration>) -> Ctl {
+        self.omit = omit.filter(|o| !o.is_zero());
+        self
+    }
+
+    /// A meter for one of this side's engines, closing intervals every `every`, that
+    /// knows the side's warm-up.
+    pub(crate) fn meter(&self, every: Option<Duration>) -> Arc<virtperf_load::interval::Meter> {
+        let m = Arc::new(virtperf_load::interval::Meter::with_omit(every, self.omit));
+        if let Ok(mut all) = self.meters.lock() {
+            all.push(m.clone());
+        }
+        m
+    }
+
+    /// The measured interval of a workload lasting `length`, for engines that count only
+    /// what completes inside it: from the gate's opening plus the warm-up.
+    pub(crate) fn span(&self, length: Option<Duration>) -> virtperf_load::Span {
+        let s = self.gate.span(length);
+        virtperf_load::Span {
+            start: s.start + self.omit.unwrap_or_default(),
+            ..s
+        }
+    }
+
+    /// Ends the warm-up (`--omit`) on this side: every engine marks its counts at its
+    /// next step (transaction engines already did, on their own clock), and each worker's
+    /// CPU is counted from now.
+    pub(crate) fn begin_measuring(&self) {
+        if let Ok(all) = self.meters.lock() {
+            for m in all.iter() {
+                m.begin_measuring();
+            }
+        }
+        if let Ok(mut clocks) = self.clocks.lock() {
+            for c in clocks.iter_mut() {
+                // A worker that already ended used nothing inside the interval.
+                c.at_gate = c
+                    .at_end
+                    .or_else(|| thread_clock_s(c.tid))
+                    .unwrap_or(c.at_gate);
+            }
         }
     }
 
@@ -242,7 +295,24 @@ where
 pub(crate) fn spawn_conn_worker<S, F>(
     name: &str,
     ctl: &Ctl,
+    s: S,
+    body: F,
+) -> Result<JoinHandle<Result<WorkerOut>>>
+where
+    S: AsRawFd + Send + 'static,
+    F: FnOnce(&Ctl, &mut LatencyHistogram, &mut S) -> std::io::Result<Counts> + Send + 'static,
+{
+    spawn_metered_conn_worker(name, ctl, s, None, body)
+}
+
+/// [`spawn_conn_worker`] for an engine counting in `meter`: after a warm-up (`--omit`)
+/// the connection's TCP state is taken from the engine's mark, where the measured interval
+/// starts for it, instead of from the gate.
+pub(crate) fn spawn_metered_conn_worker<S, F>(
+    name: &str,
+    ctl: &Ctl,
     mut s: S,
+    meter: Option<Arc<virtperf_load::interval::Meter>>,
     body: F,
 ) -> Result<JoinHandle<Result<WorkerOut>>>
 where
@@ -253,10 +323,15 @@ where
     // SAFETY: `fd` is `s`'s, open for as long as this borrow.
     note_applied(ctl, unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) });
     spawn(name, ctl, Table::Private(Some(fd)), move |c, h| {
-        // The connection's TCP state from the gate to the engine's end: the measured
-        // interval (None for UDP sockets).
-        let start = virtperf_load::tcpinfo::read(s.as_raw_fd());
+        // The connection's TCP state from the gate (or the warm-up's end) to the engine's
+        // end: the measured interval (None for UDP sockets).
+        let at_gate = virtperf_load::tcpinfo::read(s.as_raw_fd());
         let n = body(c, h, &mut s)?;
+        let start = match meter.as_ref().filter(|m| m.omit().is_some()) {
+            // No mark: the engine ended during its warm-up, and measured nothing.
+            Some(m) => m.mark().and_then(|k| k.tcp),
+            None => at_gate,
+        };
         let tcp = start.and_then(|st| {
             virtperf_load::tcpinfo::read(s.as_raw_fd())
                 .map(|end| virtperf_load::tcpinfo::between(&st, &end))
@@ -522,6 +597,7 @@ impl Joined {
                 active_s: c.active.as_secs_f64(),
                 transactions: c.transactions,
                 udp: c.udp,
+                warmup: c.warmup,
             })
             .collect()
     }

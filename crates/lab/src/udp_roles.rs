@@ -186,7 +186,7 @@ pub(crate) fn stream_server(p: &StreamParams, s: ServerHalf) -> Result<Handles> 
     for (i, u) in accept(s, p.flows as usize)?.into_iter().enumerate() {
         // The agent keeps no time series: its meter is written and never read.
         let name = format!("udp-stream-server-{i}");
-        let m = Arc::new(Meter::new(None));
+        let m = side.meter(None);
         handles.push(stream_worker(&name, side, u, p.reverse, p, m)?);
     }
     Ok(handles)

@@ -70,6 +70,12 @@ impl Window {
         })
     }
 
+    /// The window opened again now, on the same interface: the warm-up (`--omit`) before
+    /// it is left out.
+    pub(crate) fn reopen(self) -> Result<Window> {
+        Window::open(self.nic)
+    }
+
     /// When the interval started.
     pub(crate) fn started(&self) -> Instant {
         self.started

@@ -166,3 +166,23 @@ fn trace_trace_all_and_timeline_travel() {
         assert!(r.timeline.is_some(), "{how}: no timeline");
     }
 }
+
+/// A warm-up (`--omit`) travels to a driving agent: on both paths the result says it and
+/// the agent served the warm-up's transactions besides the measured ones.
+#[test]
+fn omit_travels() {
+    for (how, r) in ok(&Plan {
+        omit: Some(Duration::from_millis(300)),
+        ..rr(300)
+    }) {
+        assert_eq!(r.omit_s, Some(0.3), "{how}");
+        let virtperf_wire::Outcome::Rr(o) = &r.outcome else {
+            panic!("{how}: not rr")
+        };
+        let warm = o
+            .warmup_transactions
+            .unwrap_or_else(|| panic!("{how}: no warm-up"));
+        assert!(warm > 0, "{how}");
+        assert_eq!(o.server_transactions, o.transactions + warm, "{how}");
+    }
+}

@@ -42,7 +42,7 @@ pub fn send(s: &mut TcpStream, bytes: u64, send_size: usize, meter: &Meter) -> i
         bytes_rx: u64::from_be_bytes(ack),
         transactions: 1,
         active: start.elapsed(),
-        udp: None,
+        ..Counts::default()
     })
 }
 

@@ -14,13 +14,14 @@
 //!   reset, so each interval has its own percentiles from the same single record per
 //!   transaction as before.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
+use crate::counts::Counts;
 use crate::tcpinfo::Snapshot;
 
 /// One flow's published progress: its running byte count, its closed intervals, and (a
@@ -42,6 +43,27 @@ pub struct Meter {
     watched: OnceLock<Vec<OwnedFd>>,
     /// The flows it counts send (the client's senders; `--bidir` has both kinds).
     sending: AtomicBool,
+    /// The warm-up before the measured interval (`--omit`), if any.
+    omit: Option<Duration>,
+    /// Raised by the side's control thread as the warm-up ends: a byte-moving engine sees
+    /// it at its next `send`/`recv` (one relaxed load beside the stop flag's) and marks its
+    /// counts then, on its own thread, so the mark and its time agree exactly.
+    measuring: AtomicBool,
+    /// The engine's counts as its warm-up ended (the first mark wins).
+    mark: Mutex<Option<Mark>>,
+}
+
+/// One engine's counts at the end of its warm-up (`--omit`), when that was, and (a TCP
+/// connection's engine) the connection's state then: what the measured interval's counts
+/// and `TCP_INFO` deltas start from.
+#[derive(Debug, Clone, Copy)]
+pub struct Mark {
+    /// When the warm-up ended for this engine.
+    pub at: Instant,
+    /// What it had counted by then.
+    pub counts: Counts,
+    /// Its connection's `TCP_INFO` then (None: not TCP, or not read).
+    pub tcp: Option<Snapshot>,
 }
 
 /// One closed interval of a transaction engine, times relative to the engine's start.
@@ -67,9 +89,98 @@ impl Meter {
         }
     }
 
+    /// A meter as [`Meter::new`], for a test that first runs `omit` unmeasured (`--omit`;
+    /// None or zero: no warm-up).
+    pub fn with_omit(every: Option<Duration>, omit: Option<Duration>) -> Meter {
+        Meter {
+            every,
+            omit: omit.filter(|o| !o.is_zero()),
+            ..Meter::default()
+        }
+    }
+
     /// The interval length, if intervals are recorded.
     pub fn every(&self) -> Option<Duration> {
         self.every
+    }
+
+    /// The warm-up before the measured interval, if any.
+    pub fn omit(&self) -> Option<Duration> {
+        self.omit
+    }
+
+    /// Ends the warm-up for the byte-moving engine counting here (the side's control
+    /// thread calls it at the boundary).
+    pub fn begin_measuring(&self) {
+        self.measuring.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the warm-up is over (see [`Meter::begin_measuring`]).
+    #[inline(always)]
+    pub fn measuring(&self) -> bool {
+        self.measuring.load(Ordering::Relaxed)
+    }
+
+    /// Marks the end of the engine's warm-up: its `counts` now and, given its TCP
+    /// connection `fd`, that connection's state. Only the first mark counts.
+    #[cold]
+    #[inline(never)]
+    pub fn set_mark(&self, counts: Counts, fd: Option<RawFd>) {
+        let at = Instant::now();
+        let tcp = fd.and_then(crate::tcpinfo::read);
+        if let Ok(mut m) = self.mark.lock() {
+            m.get_or_insert(Mark { at, counts, tcp });
+        }
+    }
+
+    /// A sender's mark, at its first call after the warm-up ended: `sent` bytes since
+    /// `start` on connection `fd`. `marked` is the sender's own flag, so the cost per send
+    /// is one branch once marked.
+    #[inline(always)]
+    pub fn mark_sender(&self, marked: &mut bool, sent: u64, start: Instant, fd: Option<RawFd>) {
+        if !*marked && self.measuring() {
+            *marked = true;
+            let c = Counts {
+                bytes_tx: sent,
+                active: start.elapsed(),
+                ..Counts::default()
+            };
+            self.set_mark(c, fd);
+        }
+    }
+
+    /// The engine's warm-up mark, once set.
+    pub fn mark(&self) -> Option<Mark> {
+        self.mark.lock().ok().and_then(|m| *m)
+    }
+
+    /// An engine's final counts `c` (its run ended at `end`) less its warm-up: what it
+    /// counted after its mark, its time from the mark to `end`, and the warm-up's part kept
+    /// apart in `warmup`. An engine that ended before its mark spent its whole run warming
+    /// up: nothing measured. Without a warm-up, `c` as it is.
+    pub fn trim(&self, c: Counts, end: Instant) -> Counts {
+        if self.omit.is_none() || c.warmup.is_some() {
+            return c;
+        }
+        let (at, w) = match self.mark() {
+            Some(m) => (m.at, m.counts),
+            None => (end, c),
+        };
+        let active = end.saturating_duration_since(at).min(c.active);
+        Counts {
+            bytes_rx: c.bytes_rx.saturating_sub(w.bytes_rx),
+            bytes_tx: c.bytes_tx.saturating_sub(w.bytes_tx),
+            transactions: c.transactions.saturating_sub(w.transactions),
+            active,
+            udp: c.udp.map(|u| w.udp.map_or(u, |wu| u.since(&wu))),
+            warmup: Some(virtperf_wire::Warmup {
+                s: c.active.saturating_sub(active).as_secs_f64(),
+                bytes_rx: w.bytes_rx,
+                bytes_tx: w.bytes_tx,
+                transactions: w.transactions,
+                udp: w.udp,
+            }),
+        }
     }
 
     /// Publishes the running byte count (engines call this after each I/O).
@@ -152,23 +263,60 @@ pub struct Ticker<'a> {
     n0: u64,
     /// Every closed interval's latencies, folded in at each boundary.
     total: Option<Histogram<u64>>,
+    /// The end of the warm-up (`--omit`) while it is still ahead.
+    omit_at: Option<Instant>,
+    /// Set as the warm-up ends, until the engine asks ([`Ticker::passed_omit`]).
+    passed: bool,
+}
+
+/// The first interval boundary of an interval starting at `now`.
+fn first_boundary(meter: &Meter, now: Instant) -> Instant {
+    match meter.every {
+        Some(e) if !e.is_zero() => now + e,
+        _ => never(now),
+    }
 }
 
 impl<'a> Ticker<'a> {
-    /// Starts the first interval at `now` (the engine's start).
+    /// Starts at `now` (the engine's start): with a warm-up (`--omit`) the first boundary
+    /// is its end, where the latencies so far are dropped and the first interval starts;
+    /// without one the first interval starts now.
     pub fn start(meter: &'a Meter, now: Instant) -> Ticker<'a> {
-        let next = match meter.every {
-            Some(e) if !e.is_zero() => now + e,
-            _ => never(now),
-        };
+        let omit_at = meter.omit.map(|o| now + o);
+        let origin = omit_at.unwrap_or(now);
         Ticker {
             meter,
-            origin: now,
-            from: now,
-            next,
+            origin,
+            from: origin,
+            next: omit_at.unwrap_or_else(|| first_boundary(meter, now)),
             n0: 0,
             total: None,
+            omit_at,
+            passed: false,
         }
+    }
+
+    /// Starts the first interval at `start`, ignoring the meter's warm-up: for engines
+    /// that count only what completes inside their measured span, which already starts
+    /// after it.
+    pub fn measured_from(meter: &'a Meter, start: Instant) -> Ticker<'a> {
+        Ticker {
+            meter,
+            origin: start,
+            from: start,
+            next: first_boundary(meter, start),
+            n0: 0,
+            total: None,
+            omit_at: None,
+            passed: false,
+        }
+    }
+
+    /// True once, right after the transaction that ended the warm-up was recorded: the
+    /// engine then marks its counts before that transaction (`Meter::set_mark`).
+    #[inline(always)]
+    pub fn passed_omit(&mut self) -> bool {
+        std::mem::take(&mut self.passed)
     }
 
     /// True when `now` is past the open interval's end: call [`Ticker::tick`] before
@@ -200,6 +348,17 @@ impl<'a> Ticker<'a> {
     #[cold]
     #[inline(never)]
     pub fn tick(&mut self, now: Instant, n: u64, hist: &mut Histogram<u64>) {
+        if let Some(at) = self.omit_at.take() {
+            // The warm-up's latencies are not the test's; its transactions are marked by
+            // the engine (`passed_omit`).
+            hist.reset();
+            self.n0 = n;
+            self.passed = true;
+            self.next = first_boundary(self.meter, at);
+            if now < self.next {
+                return;
+            }
+        }
         let Some(every) = self.meter.every.filter(|e| !e.is_zero()) else {
             self.next = never(now);
             return;
@@ -215,6 +374,11 @@ impl<'a> Ticker<'a> {
     /// At the engine's end (`end`, `n` transactions in all): closes the last partial
     /// interval if it is long enough, and leaves every latency of the test in `hist`.
     pub fn finish(&mut self, end: Instant, n: u64, hist: &mut Histogram<u64>) {
+        if self.omit_at.is_some() {
+            // Ended while warming up: nothing was measured.
+            hist.reset();
+            return;
+        }
         if let Some(every) = self.meter.every.filter(|e| !e.is_zero()) {
             let left = end.saturating_duration_since(self.from);
             if left.as_secs_f64() >= MIN_LAST_FRACTION * every.as_secs_f64() {
@@ -292,6 +456,79 @@ mod tests {
         assert_eq!(ticks[3].end, Duration::from_millis(360));
         assert_eq!(h.len(), 4, "the test's histogram holds every transaction");
         assert_eq!(m.ticks_from(3).len(), 1);
+    }
+
+    /// A warm-up (`--omit`): its latencies are dropped at its end, the engine is told once,
+    /// the intervals start there, and a run that ends inside it measured nothing.
+    #[test]
+    fn a_warm_up_is_dropped_at_its_end() {
+        let m = Meter::with_omit(
+            Some(Duration::from_millis(100)),
+            Some(Duration::from_millis(50)),
+        );
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut h = hist();
+        let mut tk = Ticker::start(&m, t0);
+        for _ in 0..5 {
+            h.record(7).unwrap();
+        }
+        assert!(!tk.due(at(49)));
+        assert!(tk.due(at(50)), "the warm-up's end is a boundary");
+        tk.tick(at(60), 5, &mut h);
+        assert!(h.is_empty(), "warm-up latencies kept");
+        assert!(tk.passed_omit());
+        assert!(!tk.passed_omit(), "told twice");
+        h.record(9).unwrap();
+        assert!(
+            !tk.due(at(149)),
+            "the first interval runs from the warm-up's end"
+        );
+        tk.tick(at(150), 6, &mut h);
+        tk.finish(at(160), 6, &mut h);
+        let ticks = m.ticks_from(0);
+        assert_eq!(ticks[0].start, Duration::ZERO);
+        assert_eq!(ticks[0].transactions, 1, "only the measured transaction");
+        assert_eq!(h.len(), 1);
+        // Ended during the warm-up: nothing measured.
+        let mut h = hist();
+        let mut tk = Ticker::start(&m, t0);
+        h.record(7).unwrap();
+        tk.finish(at(10), 1, &mut h);
+        assert!(h.is_empty());
+    }
+
+    /// An engine's counts less its mark: the measured part, timed from the mark, with the
+    /// warm-up's part kept apart; no mark means all warm-up; no warm-up, untouched.
+    #[test]
+    fn trim_takes_the_mark_off() {
+        let c = |bytes_tx, transactions, ms| Counts {
+            bytes_tx,
+            transactions,
+            active: Duration::from_millis(ms),
+            ..Counts::default()
+        };
+        let plain = Meter::new(None);
+        assert_eq!(plain.trim(c(10, 1, 5), Instant::now()), c(10, 1, 5));
+        let m = Meter::with_omit(None, Some(Duration::from_secs(1)));
+        let end = Instant::now() + Duration::from_millis(300);
+        let none = m.trim(c(100, 4, 500), end);
+        assert_eq!((none.bytes_tx, none.transactions), (0, 0));
+        assert_eq!(none.warmup.map(|w| w.bytes_tx), Some(100));
+        m.set_mark(c(40, 1, 200), None);
+        m.set_mark(c(99, 3, 400), None);
+        let t = m.trim(c(100, 4, 500), end);
+        assert_eq!(
+            (t.bytes_tx, t.transactions),
+            (60, 3),
+            "the first mark counts"
+        );
+        let w = t.warmup.expect("warm-up kept");
+        assert_eq!((w.bytes_tx, w.transactions), (40, 1));
+        assert!(t.active <= Duration::from_millis(300) && t.active > Duration::from_millis(250));
+        assert!((w.s - 0.2).abs() < 0.06, "{}", w.s);
+        // Trimmed once: a second trim leaves it.
+        assert_eq!(m.trim(t, end), t);
     }
 
     /// Without an interval nothing is ever due and the histogram is left as recorded.

@@ -9,6 +9,7 @@
 
 pub mod buf;
 pub mod bulk;
+mod counts;
 pub mod crr;
 pub mod http;
 pub mod http_conn;
@@ -20,6 +21,8 @@ pub mod stream;
 pub mod tcpinfo;
 pub mod udp;
 pub mod zerocopy;
+
+pub use counts::Counts;
 
 /// Helpers shared by the engines' tests.
 #[cfg(test)]
@@ -126,19 +129,3 @@ impl Conn for std::os::unix::net::UnixStream {
 
 /// How long a spinning receive waits for data when its socket has no receive timeout.
 pub const SPIN_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What one engine half counted on one connection (or, for crr/http, over all of them).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Counts {
-    /// Bytes read.
-    pub bytes_rx: u64,
-    /// Bytes written.
-    pub bytes_tx: u64,
-    /// Completed transactions (rr, crr, http requests served).
-    pub transactions: u64,
-    /// From the first byte moved to the last (receivers count from their first received
-    /// byte), or the engine's whole run for rr/crr.
-    pub active: Duration,
-    /// UDP engines: datagram counts, loss, reordering and jitter.
-    pub udp: Option<virtperf_wire::UdpCounts>,
-}

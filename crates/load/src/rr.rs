@@ -2,6 +2,7 @@
 //! an AF_UNIX socket: they need a descriptor and a receive timeout, [`Conn`]).
 
 use std::io;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -68,16 +69,17 @@ pub fn client_waiting<S: Conn>(
             ));
         }
         t0 = ticks.record(t0, n, hist);
+        if ticks.passed_omit() {
+            let so_far = Counts::of_transactions(n, response, request, t0 - start);
+            meter.set_mark(so_far, Some(s.as_fd().as_raw_fd()));
+            // The mark's own cost is charged to no transaction.
+            t0 = Instant::now();
+        }
         n += 1;
     }
     ticks.finish(t0, n, hist);
-    Ok(Counts {
-        bytes_rx: n * response as u64,
-        bytes_tx: n * request as u64,
-        transactions: n,
-        active: t0.duration_since(start),
-        udp: None,
-    })
+    let all = Counts::of_transactions(n, response, request, t0.duration_since(start));
+    Ok(meter.trim(all, t0))
 }
 
 /// When the client sends its next request.
@@ -170,16 +172,15 @@ pub fn client_paced<S: Conn>(
             ticks.tick(end, n, hist);
         }
         hist.saturating_record(end.duration_since(from).as_nanos() as u64);
+        if ticks.passed_omit() {
+            let so_far = Counts::of_transactions(n, response, request, end - start);
+            meter.set_mark(so_far, Some(s.as_fd().as_raw_fd()));
+        }
         n += 1;
     }
     ticks.finish(end, n, hist);
-    Ok(Counts {
-        bytes_rx: n * response as u64,
-        bytes_tx: n * request as u64,
-        transactions: n,
-        active: end.duration_since(start),
-        udp: None,
-    })
+    let all = Counts::of_transactions(n, response, request, end.duration_since(start));
+    Ok(meter.trim(all, end))
 }
 
 /// Sleeps until `t` unless `stop` is raised first (looked at every 10 ms at most); whether
@@ -240,13 +241,12 @@ pub fn server_waiting<S: Conn>(
         send_all(s, &resp).map_err(|e| describe(e, "sending response"))?;
         n += 1;
     }
-    Ok(Counts {
-        bytes_rx: n * request as u64,
-        bytes_tx: n * response as u64,
-        transactions: n,
-        active: start.elapsed(),
-        udp: None,
-    })
+    Ok(Counts::of_transactions(
+        n,
+        request,
+        response,
+        start.elapsed(),
+    ))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 use std::io;
 use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -28,20 +29,23 @@ pub fn send(
 ) -> io::Result<Counts> {
     let buf = PageBuf::zeroed_at(send_size, offset.unwrap_or(0) as usize);
     let mut sent = 0u64;
+    let mut marked = false;
     let start = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         send_all(s, &buf).map_err(|e| describe(e, "sending data"))?;
         sent += send_size as u64;
         meter.set_bytes(sent);
+        meter.mark_sender(&mut marked, sent, start, Some(s.as_raw_fd()));
     }
-    let active = start.elapsed();
+    let end = Instant::now();
     // The peer may already be gone if it stopped first; that is not a failure of ours.
     let _ = s.shutdown(Shutdown::Write);
-    Ok(Counts {
+    let all = Counts {
         bytes_tx: sent,
-        active,
+        active: end - start,
         ..Counts::default()
-    })
+    };
+    Ok(meter.trim(all, end))
 }
 
 /// Counts bytes until the sender closes, reading at most `recv_size` bytes per call (None:
@@ -63,12 +67,14 @@ pub fn receive(
     let mut buf = PageBuf::zeroed_at(recv_size.max(1), offset.unwrap_or(0) as usize);
     let wait = wait.unwrap_or_default();
     let (got, first) = drain(s, &mut buf, wait, meter, || !stop.load(Ordering::Relaxed))?;
-    Ok(Counts {
+    let end = Instant::now();
+    let all = Counts {
         bytes_rx: got,
         // No byte: active for no time (a true 0, beside 0 bytes received).
-        active: first.map(|f| f.elapsed()).unwrap_or_default(),
+        active: first.map(|f| end - f).unwrap_or_default(),
         ..Counts::default()
-    })
+    };
+    Ok(meter.trim(all, end))
 }
 
 /// Reads into `buf` until end of stream and returns the byte count and the first byte's arrival
@@ -103,6 +109,8 @@ pub(crate) fn drain(
     s.set_nonblocking(polled)?;
     let mut got = 0u64;
     let mut first: Option<Instant> = None;
+    // The end of the warm-up (`--omit`), seen at the next read after it.
+    let mut marked = false;
     loop {
         match recv_raw(s, buf) {
             Ok(0) => break,
@@ -113,6 +121,15 @@ pub(crate) fn drain(
                 }
                 got += n as u64;
                 meter.set_bytes(got);
+                if !marked && meter.measuring() {
+                    marked = true;
+                    let so_far = Counts {
+                        bytes_rx: got,
+                        active: first.map(|f| f.elapsed()).unwrap_or_default(),
+                        ..Counts::default()
+                    };
+                    meter.set_mark(so_far, Some(s.as_raw_fd()));
+                }
             }
             // Polled: the queue is empty, so wait. Blocking: SO_RCVTIMEO expired.
             Err(e)

@@ -79,6 +79,21 @@ pub fn rr_client(
     let mut req = PageBuf::zeroed(request);
     let mut resp = PageBuf::zeroed(response);
     let (mut n, mut seq, mut lost, mut late) = (0u64, 0u64, 0u64, 0u64);
+    // `n` answered of `seq` requests, `lost` given up on, `late` answers discarded.
+    let counts = |n: u64, seq: u64, lost: u64, late: u64, active| Counts {
+        bytes_rx: n * response as u64,
+        bytes_tx: seq * request as u64,
+        transactions: n,
+        active,
+        udp: Some(UdpCounts {
+            datagrams_rx: n + late,
+            datagrams_tx: seq,
+            lost,
+            late,
+            ..UdpCounts::default()
+        }),
+        warmup: None,
+    };
     let start = Instant::now();
     let mut t0 = start;
     let mut ticks = Ticker::start(meter, start);
@@ -107,22 +122,15 @@ pub fn rr_client(
             }
         }
         t0 = ticks.record(t0, n, hist);
+        if ticks.passed_omit() {
+            // `seq` already counts this transaction's request.
+            meter.set_mark(counts(n, seq - 1, lost, late, t0 - start), None);
+            t0 = Instant::now();
+        }
         n += 1;
     }
     ticks.finish(t0, n, hist);
-    Ok(Counts {
-        bytes_rx: n * response as u64,
-        bytes_tx: seq * request as u64,
-        transactions: n,
-        active: t0.duration_since(start),
-        udp: Some(UdpCounts {
-            datagrams_rx: n + late,
-            datagrams_tx: seq,
-            lost,
-            late,
-            ..UdpCounts::default()
-        }),
-    })
+    Ok(meter.trim(counts(n, seq, lost, late, t0 - start), t0))
 }
 
 /// rr server: answers each request with a response carrying the request's tag, until
@@ -178,6 +186,7 @@ pub fn rr_server(
             datagrams_tx: n,
             ..UdpCounts::default()
         }),
+        warmup: None,
     })
 }
 
@@ -219,6 +228,19 @@ pub fn stream_send(
     }
     // `seq` numbers every datagram tried, `sent` those the kernel took.
     let (mut seq, mut sent) = (0u64, 0u64);
+    let counts = |seq: u64, sent: u64, active| Counts {
+        bytes_tx: sent * size as u64,
+        active,
+        udp: Some(UdpCounts {
+            datagrams_tx: sent,
+            // The numbers given out: what the receiver's highest may not exceed.
+            highest_seq: seq,
+            gso,
+            ..UdpCounts::default()
+        }),
+        ..Counts::default()
+    };
+    let mut marked = false;
     let start = Instant::now();
     let mut now = start;
     while !stop.load(Ordering::Relaxed) {
@@ -245,19 +267,13 @@ pub fn stream_send(
             Err(e) => return Err(describe(e, "sending datagrams")),
         }
         meter.set_bytes(sent * size as u64);
+        if !marked && meter.measuring() {
+            marked = true;
+            meter.set_mark(counts(seq, sent, now - start), None);
+        }
     }
-    Ok(Counts {
-        bytes_tx: sent * size as u64,
-        active: start.elapsed(),
-        udp: Some(UdpCounts {
-            datagrams_tx: sent,
-            // The numbers given out: what the receiver's highest may not exceed.
-            highest_seq: seq,
-            gso,
-            ..UdpCounts::default()
-        }),
-        ..Counts::default()
-    })
+    let end = Instant::now();
+    Ok(meter.trim(counts(seq, sent, end - start), end))
 }
 
 /// iperf3's receive-side accounting of sequence numbers and transit times
@@ -333,6 +349,22 @@ pub fn stream_receive(
     // The sender's stamps count from its own start: only differences of transit matter.
     let origin = Instant::now();
     let mut draining = false;
+    let counts = |bytes: u64, dgrams: u64, seq: &Seq, active| Counts {
+        bytes_rx: bytes,
+        active,
+        udp: Some(UdpCounts {
+            datagrams_rx: dgrams - seq.implausible,
+            lost: seq.lost,
+            out_of_order: seq.out_of_order,
+            highest_seq: seq.highest,
+            implausible: seq.implausible,
+            jitter_ms: seq.jitter_s * 1e3,
+            gro,
+            ..UdpCounts::default()
+        }),
+        ..Counts::default()
+    };
+    let mut marked = false;
     loop {
         let got = if draining {
             crate::sock::recv_nowait(s, &mut buf)
@@ -358,6 +390,11 @@ pub fn stream_receive(
                     }
                 }
                 meter.set_bytes(bytes);
+                if !marked && meter.measuring() {
+                    marked = true;
+                    let active = first.map(|f| last - f).unwrap_or_default();
+                    meter.set_mark(counts(bytes, dgrams, &seq, active), None);
+                }
                 if !draining && stop.load(Ordering::Relaxed) {
                     draining = true;
                 }
@@ -381,22 +418,9 @@ pub fn stream_receive(
             Err(e) => return Err(describe(e, "receiving datagrams")),
         }
     }
-    Ok(Counts {
-        bytes_rx: bytes,
-        // No datagram: active for no time (a true 0, beside 0 bytes received).
-        active: first.map(|f| last.duration_since(f)).unwrap_or_default(),
-        udp: Some(UdpCounts {
-            datagrams_rx: dgrams - seq.implausible,
-            lost: seq.lost,
-            out_of_order: seq.out_of_order,
-            highest_seq: seq.highest,
-            implausible: seq.implausible,
-            jitter_ms: seq.jitter_s * 1e3,
-            gro,
-            ..UdpCounts::default()
-        }),
-        ..Counts::default()
-    })
+    // No datagram: active for no time (a true 0, beside 0 bytes received).
+    let active = first.map(|f| last.duration_since(f)).unwrap_or_default();
+    Ok(meter.trim(counts(bytes, dgrams, &seq, active), last))
 }
 
 #[cfg(test)]

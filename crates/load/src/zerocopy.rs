@@ -45,26 +45,25 @@ pub fn send(
     let start = Instant::now();
     let (sent, stats) = match mode {
         ZeroCopy::Sendfile => (
-            sendfile_loop(s, send_size, stop, meter)?,
+            sendfile_loop(s, send_size, start, stop, meter)?,
             ZcStats::default(),
         ),
-        ZeroCopy::Msg => msg_loop(s, send_size, stop, meter)?,
+        ZeroCopy::Msg => msg_loop(s, send_size, start, stop, meter)?,
     };
-    let active = start.elapsed();
+    let end = Instant::now();
     let _ = s.shutdown(Shutdown::Write);
-    Ok((
-        Counts {
-            bytes_tx: sent,
-            active,
-            ..Counts::default()
-        },
-        stats,
-    ))
+    let all = Counts {
+        bytes_tx: sent,
+        active: end - start,
+        ..Counts::default()
+    };
+    Ok((meter.trim(all, end), stats))
 }
 
 fn sendfile_loop(
     s: &TcpStream,
     send_size: usize,
+    start: Instant,
     stop: &AtomicBool,
     meter: &Meter,
 ) -> io::Result<u64> {
@@ -72,6 +71,7 @@ fn sendfile_loop(
     let mut f = std::fs::File::from(file);
     io::Write::write_all(&mut f, &vec![0u8; send_size])?;
     let mut sent = 0u64;
+    let mut marked = false;
     while !stop.load(Ordering::Relaxed) {
         let mut off = 0u64;
         while (off as usize) < send_size {
@@ -83,6 +83,7 @@ fn sendfile_loop(
         }
         sent += send_size as u64;
         meter.set_bytes(sent);
+        meter.mark_sender(&mut marked, sent, start, Some(s.as_raw_fd()));
     }
     Ok(sent)
 }
@@ -90,6 +91,7 @@ fn sendfile_loop(
 fn msg_loop(
     s: &TcpStream,
     send_size: usize,
+    start: Instant,
     stop: &AtomicBool,
     meter: &Meter,
 ) -> io::Result<(u64, ZcStats)> {
@@ -112,6 +114,7 @@ fn msg_loop(
     // after this, so reusing it for every send is safe.
     let buf = PageBuf::zeroed(send_size);
     let (mut sent, mut issued, mut stats) = (0u64, 0u64, ZcStats::default());
+    let mut marked = false;
     while !stop.load(Ordering::Relaxed) {
         let mut done = 0;
         while done < send_size {
@@ -141,6 +144,7 @@ fn msg_loop(
         }
         sent += send_size as u64;
         meter.set_bytes(sent);
+        meter.mark_sender(&mut marked, sent, start, Some(fd));
         reap(fd, &mut stats, None)?;
     }
     // Every send's pages back before the buffer is freed; a peer that stopped reading may

@@ -123,6 +123,9 @@ pub struct DrivePlan {
     /// Only this address family for the other agent's address (`-4`/`-6`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub family: Option<Family>,
+    /// Run this long before the measured interval, unmeasured (`--omit`), milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub omit_ms: Option<u64>,
 }
 
 impl DrivePlan {
@@ -140,6 +143,7 @@ impl DrivePlan {
             trace_all: false,
             timeline: false,
             family: None,
+            omit_ms: None,
         }
     }
 }
@@ -158,7 +162,9 @@ impl DrivePlan {
 /// 9: `End` (both sides count over the same measured interval), `SideReport.window_cpu_s`.
 /// 10: workloads' parameters as one struct per kind (the JSON is unchanged), `Drive.plan`:
 /// the whole plan (trace, timeline, family, …) instead of seven of its fields.
-pub const PROTOCOL_VERSION: u32 = 10;
+/// 11: `Prepare.omit_ms` and `Measure` (`--omit`: a warm-up before the measured interval);
+/// a v10 agent would count the warm-up into the agent's half.
+pub const PROTOCOL_VERSION: u32 = 11;
 
 /// Length of a test's data-connection key, bytes.
 pub const DATA_KEY_LEN: usize = 16;
@@ -207,6 +213,11 @@ pub enum Message {
         /// Socket options for the agent's end of the data connections.
         #[serde(default)]
         sock: SockOpts,
+        /// The warm-up before the measured interval (`--omit`), milliseconds: the agent's
+        /// engines that count a window themselves (flows multiplexed on threads) start
+        /// counting this long after `Start`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        omit_ms: Option<u64>,
     },
     /// Another measurement holds the agent's machine: the agent waits for it before it
     /// answers `Ready` (sent again every few seconds while it waits).
@@ -239,6 +250,9 @@ pub enum Message {
     Start,
     /// The agent has started its measurement.
     Started,
+    /// The warm-up (`--omit`) is over (sent by the client as it ends): the agent opens its
+    /// measured interval now, so both sides count over the same one.
+    Measure,
     /// The measured interval is over (sent by the client as it ends): the agent reads its
     /// counters now, so both sides count over the same interval, and keeps serving the
     /// transactions in flight until `Stop`.

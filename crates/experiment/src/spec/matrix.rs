@@ -135,6 +135,7 @@ impl Axes {
 /// A workload's parameters that are not swept.
 pub(super) struct Fixed {
     pub(super) duration: Duration,
+    pub(super) omit: Option<Duration>,
     pub(super) interval: Option<Duration>,
     pub(super) wait: (virtperf_wire::Wait, virtperf_wire::Wait),
     pub(super) rate: Option<u32>,
@@ -161,13 +162,22 @@ impl Fixed {
         text: &str,
         w: &Spanned<RawWorkload>,
         kind: &str,
-        default_duration: Duration,
+        defaults: &super::Defaults,
     ) -> Result<Fixed, SpecError> {
         let r = w.get_ref();
         let duration = match &r.duration {
             Some(d) => parse::test_duration(d.get_ref()).or_else(|m| err(text, d.span(), m))?,
-            None => default_duration,
+            None => defaults.duration,
         };
+        let omit = match &r.omit {
+            Some(o) if matches!(kind, "bulk" | "http") => {
+                return err(text, o.span(), format!("omit applies to timed workloads; {kind} moves a fixed amount and has no time to leave out"))
+            }
+            Some(o) => Some(parse::omit(o.get_ref()).or_else(|m| err(text, o.span(), m))?),
+            // The spec's default applies to the timed workloads only.
+            None => defaults.omit.filter(|_| !matches!(kind, "bulk" | "http")),
+        }
+        .filter(|o| !o.is_zero());
         let interval = interval_of(text, r, kind, duration)?;
         let (recv_size, recv_wait) = stream_receive(text, r, kind)?;
         let buf_offset = buf_offset_of(text, r, kind)?;
@@ -213,6 +223,7 @@ impl Fixed {
         }
         Ok(Fixed {
             duration,
+            omit,
             interval,
             wait,
             rate,
@@ -425,13 +436,13 @@ pub(super) fn expand(
     text: &str,
     index: usize,
     w: &Spanned<RawWorkload>,
-    default_duration: Duration,
+    defaults: &super::Defaults,
     room: usize,
 ) -> Result<Vec<Point>, SpecError> {
     let r = w.get_ref();
     let kind = r.kind.get_ref().as_str();
     check_keys(text, r, kind)?;
-    let fixed = Fixed::parse(text, w, kind, default_duration)?;
+    let fixed = Fixed::parse(text, w, kind, defaults)?;
     let axes = Axes::parse(text, r, kind)?;
     let n = axes.len();
     if n > room {
@@ -465,6 +476,7 @@ pub(super) fn expand(
                 workload,
                 cpus: c.cpu,
                 duration: fixed.duration,
+                omit: fixed.omit,
                 interval: fixed.interval,
                 trace: fixed.trace,
                 timeline: fixed.timeline,
@@ -497,6 +509,7 @@ pub fn plan_for(point: &Point, cfg: &Config) -> virtperf_lab::plan::Plan {
         trace: point.trace,
         timeline: point.timeline,
         interval: point.interval,
+        omit: point.omit,
         ..virtperf_lab::plan::Plan::new(workload, point.duration)
     }
 }

@@ -5,6 +5,7 @@
 //! ```toml
 //! name = "tcp-stream-sweep"
 //! duration = "5s"            # per trial
+//! # omit = "2s"               # run each timed trial 2 s first, unmeasured (--omit)
 //! repetitions = 5            # or: until_ci = "95,2%" with max_repetitions = 20
 //!
 //! [[workload]]
@@ -99,6 +100,8 @@ pub struct Point {
     pub cpus: parse::Cpus,
     /// Trial duration (timed workloads).
     pub duration: Duration,
+    /// The warm-up before each trial's measured interval (`omit = "2s"`), if any.
+    pub omit: Option<Duration>,
     /// Time-series interval (`interval = "1s"`), if any.
     pub interval: Option<Duration>,
     /// Tracepoints counted over each trial (`trace = true`).
@@ -111,6 +114,12 @@ pub struct Point {
     pub params: serde_json::Value,
     /// Human label: `stream send_size=64`.
     pub label: String,
+}
+
+/// What the spec's top level gives every workload that does not say otherwise.
+struct Defaults {
+    duration: Duration,
+    omit: Option<Duration>,
 }
 
 /// A named configuration: knobs, socket options, pinning and hooks.
@@ -200,9 +209,15 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
     if name.chars().any(char::is_control) {
         return err(text, raw.name.span(), CONTROL_IN_NAME);
     }
-    let default_duration = match &raw.duration {
-        Some(d) => parse::test_duration(d.get_ref()).or_else(|m| err(text, d.span(), m))?,
-        None => Duration::from_secs(10),
+    let defaults = Defaults {
+        duration: match &raw.duration {
+            Some(d) => parse::test_duration(d.get_ref()).or_else(|m| err(text, d.span(), m))?,
+            None => Duration::from_secs(10),
+        },
+        omit: match &raw.omit {
+            Some(o) => Some(parse::omit(o.get_ref()).or_else(|m| err(text, o.span(), m))?),
+            None => None,
+        },
     };
     let repeat = repeat_of(text, &raw)?;
     if raw.workload.is_empty() {
@@ -213,13 +228,7 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
     }
     let mut points = Vec::new();
     for (i, w) in raw.workload.iter().enumerate() {
-        points.extend(expand(
-            text,
-            i,
-            w,
-            default_duration,
-            MAX_POINTS - points.len(),
-        )?);
+        points.extend(expand(text, i, w, &defaults, MAX_POINTS - points.len())?);
     }
     let configs = configs_of(text, &raw)?;
     check_loads(&configs, &points)?;

@@ -63,6 +63,9 @@ pub(super) struct RawSpec {
     pub(super) description: Option<String>,
     #[serde(default)]
     pub(super) duration: Option<Spanned<String>>,
+    /// Every timed workload's warm-up, run and not measured (`--omit`).
+    #[serde(default)]
+    pub(super) omit: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) repetitions: Option<Spanned<u32>>,
     #[serde(default)]
@@ -116,6 +119,9 @@ pub(super) struct RawWorkload {
     pub(super) cpus: Option<Spanned<OneOrMany<String>>>,
     #[serde(default)]
     pub(super) duration: Option<Spanned<String>>,
+    /// The warm-up before each trial's measured interval (`--omit`); timed workloads.
+    #[serde(default)]
+    pub(super) omit: Option<Spanned<String>>,
     /// rr: how each side waits (`block`, `spin`, `poll:50us`, or `CLIENT,SERVER`).
     #[serde(default)]
     pub(super) wait: Option<Spanned<String>>,

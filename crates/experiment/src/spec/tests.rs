@@ -667,3 +667,37 @@ fn config_wait_and_cpu_dma_latency() {
         assert!(e.contains(says), "{text}: {e}");
     }
 }
+
+/// `omit` (a warm-up, `--omit`): the top level's applies to every timed workload and not
+/// to byte counts; a workload's own overrides it; on a byte count it is an error at its
+/// line; it reaches each trial's plan.
+#[test]
+fn omit_is_a_warm_up_for_timed_workloads() {
+    let s = parse(
+        "name = \"o\"\nomit = \"2s\"\n[[workload]]\nkind = \"rr\"\n\
+         [[workload]]\nkind = \"stream\"\nomit = \"500ms\"\n\
+         [[workload]]\nkind = \"bulk\"\nbytes = \"1MB\"\n\
+         [[workload]]\nkind = \"crr\"\nomit = \"0\"\n",
+    )
+    .unwrap();
+    let omits: Vec<_> = s.points.iter().map(|p| p.omit).collect();
+    assert_eq!(
+        omits,
+        [
+            Some(Duration::from_secs(2)),
+            Some(Duration::from_millis(500)),
+            None,
+            None
+        ]
+    );
+    let plan = plan_for(&s.points[0], &s.configs[0]);
+    assert_eq!(plan.omit, Some(Duration::from_secs(2)));
+    let (l, m) = line_of_error(
+        "name = \"x\"\n[[workload]]\nkind = \"bulk\"\nbytes = \"1MB\"\nomit = \"1s\"\n",
+    );
+    assert_eq!(l, 5, "{m}");
+    assert!(m.contains("timed workloads"), "{m}");
+    let (l, m) = line_of_error("name = \"x\"\nomit = \"2h\"\n[[workload]]\nkind = \"rr\"\n");
+    assert_eq!(l, 2, "{m}");
+    assert!(m.contains("at most 1h"), "{m}");
+}

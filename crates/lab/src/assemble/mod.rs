@@ -32,7 +32,7 @@ fn side_cpu(r: &SideReport, units: f64, test_threads_s: f64) -> SideCpu {
         process_system_s: r.threads.system_s,
         // Over the measured interval where the side could read its workers' clocks there,
         // else (older agents, untimed workloads) over the workers' whole run.
-        service_demand_us: per(r.window_cpu_s.unwrap_or_else(|| r.threads.total_s())),
+        service_demand_us: per(window_threads_s(r)),
         system_service_demand_us: per(r.cpu.total.busy()),
         other_cpu_pct: if wall > 0.0 {
             100.0 * other_s / wall
@@ -156,6 +156,7 @@ pub fn assemble(c: Collected) -> anyhow::Result<TestResult> {
         intervals: Vec::new(),
         load: None,
         host_vm: None,
+        omit_s: c.plan.omit.map(|o| o.as_secs_f64()),
     })
 }
 
@@ -175,7 +176,13 @@ fn threads_busy(r: &SideReport, workers: u32) -> Option<f64> {
     let room = r.elapsed_s * f64::from(cpus);
     // The threads' CPU time runs to the end of their work, past the interval (closing
     // thousands of connections): capped, so it never reads as more than all of it.
-    (room > 0.0).then(|| (100.0 * r.threads.total_s() / room).min(100.0))
+    (room > 0.0).then(|| (100.0 * window_threads_s(r) / room).min(100.0))
+}
+
+/// A side's test threads' CPU seconds over the measured interval where it read them there,
+/// else over their whole run: a warm-up (`--omit`) or a drain is not the interval's.
+fn window_threads_s(r: &SideReport) -> f64 {
+    r.window_cpu_s.unwrap_or_else(|| r.threads.total_s())
 }
 
 /// A side waits by spinning or polling: its threads are busy by choice, which says nothing
@@ -190,7 +197,7 @@ fn machine_bound(c: &Collected, warnings: &mut Vec<String>) {
     let Some(s) = c.server.as_ref() else { return };
     let cpus = c.client.cpu.ncpus.max(1).min(2 * workers(c));
     let room = c.client.elapsed_s * f64::from(cpus);
-    let used = c.client.threads.total_s() + s.threads.total_s();
+    let used = window_threads_s(&c.client) + window_threads_s(s);
     let pct = (100.0 * used / room).min(100.0);
     if room > 0.0 && pct >= CPU_BOUND_PCT {
         warnings.push(format!(
@@ -257,20 +264,20 @@ fn cpu_accounting(
         .is_some_and(|s| !s.boot_id.is_empty() && s.boot_id == c.client_env.boot_id);
     // Other work on each machine: when both sides share one, both sides' threads are the
     // test's; the load average is read here, on the client's machine.
-    let both = c.client.threads.total_s() + c.server.as_ref().map_or(0.0, |s| s.threads.total_s());
+    let both = window_threads_s(&c.client) + c.server.as_ref().map_or(0.0, window_threads_s);
     let mut client = side_cpu(
         &c.client,
         units,
         if same_host {
             both
         } else {
-            c.client.threads.total_s()
+            window_threads_s(&c.client)
         },
     );
     client.loadavg_1m = virtperf_measure::loadavg_1m();
     client.threads_busy_pct = threads_busy(&c.client, workers(c));
     let server_cpu = c.server.as_ref().map(|s| {
-        let mut sc = side_cpu(s, units, if same_host { both } else { s.threads.total_s() });
+        let mut sc = side_cpu(s, units, if same_host { both } else { window_threads_s(s) });
         sc.threads_busy_pct = threads_busy(s, workers(c));
         if same_host {
             // One machine: the same other work, measured over nearly the same interval.

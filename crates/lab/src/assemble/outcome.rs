@@ -82,6 +82,7 @@ pub(crate) fn rr_outcome(
     let o = RrOutcome {
         transactions: n,
         server_transactions: server.transactions,
+        warmup_transactions: warmup_sum(&c.client, |w| w.transactions),
         elapsed_s: elapsed,
         rate_per_s: if elapsed > 0.0 {
             n as f64 / elapsed
@@ -135,6 +136,16 @@ pub(crate) fn rr_outcome(
         }
     }
     o
+}
+
+/// A side's flows' warm-up counts (`--omit`) summed by `part`; None when no flow had one.
+fn warmup_sum(side: &SideReport, part: impl Fn(&virtperf_wire::Warmup) -> u64) -> Option<u64> {
+    let w: Vec<_> = side
+        .flows
+        .iter()
+        .filter_map(|f| f.warmup.as_ref())
+        .collect();
+    (!w.is_empty()).then(|| w.into_iter().map(part).sum())
 }
 
 /// UDP rr: the client's lost transactions, said in a warning too when there were any.
@@ -341,10 +352,15 @@ pub(crate) fn stream_outcome(
                 "receiver counted {receiver_bytes} bytes but the sender sent only {sender_bytes}: the counts cannot both be true"
             ));
         }
-    } else if receiver_bytes != sender_bytes && c.server.is_some() && udp.is_none() {
-        warnings.push(format!(
-            "receiver counted {receiver_bytes} bytes but sender sent {sender_bytes}: a connection ended early"
-        ));
+    } else if c.server.is_some() && udp.is_none() {
+        // Over the whole run: each side's warm-up (`--omit`) ended at its own moment.
+        let whole_rx = receiver_bytes + warmup_sum(rx, |w| w.bytes_rx).unwrap_or(0);
+        let whole_tx = sender_bytes + warmup_sum(tx, |w| w.bytes_tx).unwrap_or(0);
+        if whole_rx != whole_tx {
+            warnings.push(format!(
+                "receiver counted {whole_rx} bytes but sender sent {whole_tx}: a connection ended early"
+            ));
+        }
     }
     let flow_spread = c.plan.workload.multiplexed().and_then(|(_, t)| {
         let rates: Vec<f64> = flows.iter().map(|f| f.mbps).collect();

@@ -66,7 +66,7 @@ impl Role for BulkParams {
 }
 
 /// The keys bulk's `[[workload]]` table in a spec file takes (besides `kind`, `label`,
-/// `duration`, `warmup`).
+/// `duration`, `omit`).
 pub(super) const KEYS: &[&str] = &["bytes", "send_size", "reverse", "cpus", "interval", "trace"];
 
 /// bulk's `Workload` from a spec point's parameters.

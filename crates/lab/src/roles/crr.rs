@@ -48,7 +48,7 @@ impl Role for CrrParams {
                                     wait: virtperf_wire::Wait::Block,
                                 },
                                 &sock,
-                                c.gate.span(window),
+                                c.span(window),
                                 virtperf_load::Sink {
                                     stop: &c.stop,
                                     hist: h,
@@ -168,7 +168,7 @@ impl Role for CrrParams {
 }
 
 /// The keys crr's `[[workload]]` table in a spec file takes (besides `kind`, `label`,
-/// `duration`, `warmup`).
+/// `duration`, `omit`).
 pub(super) const KEYS: &[&str] = &[
     "size", "cpus", "wait", "flows", "threads", "interval", "trace",
 ];

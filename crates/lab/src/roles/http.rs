@@ -125,7 +125,7 @@ pub(crate) fn download_series(
 }
 
 /// The keys http's `[[workload]]` table in a spec file takes (besides `kind`, `label`,
-/// `duration`, `warmup`).
+/// `duration`, `omit`).
 pub(super) const KEYS: &[&str] = &["bytes", "count", "cpus", "trace"];
 
 /// http's `Workload` from a spec point's parameters.

@@ -50,7 +50,7 @@ fn role_of(w: &Workload) -> &dyn Role {
 /// parameters become its workload.
 pub struct SpecKind {
     /// The keys its `[[workload]]` table takes (besides `kind`, `label`, `duration`,
-    /// `warmup`).
+    /// `omit`).
     pub keys: &'static [&'static str],
     /// Its workload from a spec point's parameters.
     pub build: fn(&Params) -> Workload,
@@ -96,7 +96,7 @@ const NAMES: &[&str] = &["rr", "crr", "stream", "bulk", "http", "unix-rr"];
 pub(crate) fn client(w: &Workload, c: &ClientHalf) -> Result<(Handles, Vec<Arc<Meter>>)> {
     let mut meters = Vec::new();
     let mut meter = || {
-        let m = Arc::new(Meter::new(c.interval));
+        let m = c.side.meter(c.interval);
         meters.push(m.clone());
         m
     };

@@ -13,7 +13,7 @@ use super::role::Role;
 use super::threads::{self, Flows};
 use crate::assemble::outcome::{rr_outcome, Collected};
 use crate::half::{ClientHalf, Handles, ServerHalf};
-use crate::side::{spawn_conn_worker, spawn_mux_worker};
+use crate::side::{spawn_conn_worker, spawn_metered_conn_worker, spawn_mux_worker};
 
 impl Role for RrParams {
     fn client(&self, c: &ClientHalf, meter: &mut dyn FnMut() -> Arc<Meter>) -> Result<Handles> {
@@ -51,7 +51,8 @@ impl Role for RrParams {
                 nodelay: true,
                 per_conn: |i, s, m: Arc<Meter>| {
                     let pace = pace(i);
-                    spawn_conn_worker(&format!("rr-client-{i}"), side, s, move |c, hist, s| {
+                    let name = format!("rr-client-{i}");
+                    spawn_metered_conn_worker(&name, side, s, Some(m.clone()), move |c, hist, s| {
                         let out = Sink {
                             stop: &c.stop,
                             hist,
@@ -62,7 +63,7 @@ impl Role for RrParams {
                 },
                 per_share: |i, share, m: Arc<Meter>| {
                     spawn_mux_worker(&format!("rr-mux-{i}"), side, move |c, h| {
-                        let span = c.gate.span(window);
+                        let span = c.span(window);
                         mux::rr_client(share, x.request, x.response, span, &c.stop, h, &m)
                     })
                 },
@@ -102,7 +103,7 @@ impl Role for RrParams {
 }
 
 /// The keys rr's `[[workload]]` table in a spec file takes (besides `kind`, `label`,
-/// `duration`, `warmup`).
+/// `duration`, `omit`).
 pub(super) const KEYS: &[&str] = &[
     "size",
     "cpus",

@@ -15,7 +15,7 @@ use super::role::Role;
 use super::threads::{self, ConnStep, Flows, ShareStep};
 use crate::assemble::outcome::{bidir_outcome, stream_outcome, Collected};
 use crate::half::{ClientHalf, Handles, ServerHalf};
-use crate::side::{spawn_conn_worker, spawn_mux_conns_worker, Ctl};
+use crate::side::{spawn_metered_conn_worker, spawn_mux_conns_worker, Ctl};
 use virtperf_wire::Kind;
 
 impl Role for StreamParams {
@@ -73,7 +73,7 @@ fn steps<'a>(
                 pace(&s, p.rate_bps)?;
                 return spawn_sender(&name, side, s, p.send_size, p.buf_offset, p.zerocopy, m);
             }
-            spawn_conn_worker(&name, side, s, move |c, _, s| {
+            spawn_metered_conn_worker(&name, side, s, Some(m.clone()), move |c, _, s| {
                 stream::receive(s, p.recv_size, p.buf_offset, p.recv_wait, &c.stop, &m)
             })
         },
@@ -94,7 +94,7 @@ fn steps<'a>(
                 if sending {
                     mux::stream_send(share, p.send_size as usize, &c.stop, &m)
                 } else {
-                    let span = c.gate.span(window);
+                    let span = c.span(window);
                     mux::stream_recv(share, recv_len(p.recv_size), span, &c.stop, &m)
                 }
             })
@@ -143,22 +143,28 @@ fn spawn_sender(
     // private. Without one, nothing reads it: no duplicate.
     m.mark_sending();
     watch_senders(&m, std::slice::from_ref(&s));
-    spawn_conn_worker(name, side, s, move |c, _, s| match zerocopy {
-        Some(z) => {
-            let (n, zc) = virtperf_load::zerocopy::send(s, send_size as usize, z, &c.stop, &m)?;
-            if z == virtperf_wire::ZeroCopy::Msg {
-                if let Ok(mut acc) = c.zerocopy.lock() {
-                    acc.get_or_insert_with(Default::default).add(zc);
+    spawn_metered_conn_worker(
+        name,
+        side,
+        s,
+        Some(m.clone()),
+        move |c, _, s| match zerocopy {
+            Some(z) => {
+                let (n, zc) = virtperf_load::zerocopy::send(s, send_size as usize, z, &c.stop, &m)?;
+                if z == virtperf_wire::ZeroCopy::Msg {
+                    if let Ok(mut acc) = c.zerocopy.lock() {
+                        acc.get_or_insert_with(Default::default).add(zc);
+                    }
                 }
+                Ok(n)
             }
-            Ok(n)
-        }
-        None => stream::send(s, send_size as usize, offset, &c.stop, &m),
-    })
+            None => stream::send(s, send_size as usize, offset, &c.stop, &m),
+        },
+    )
 }
 
 /// The keys stream's `[[workload]]` table in a spec file takes (besides `kind`, `label`,
-/// `duration`, `warmup`).
+/// `duration`, `omit`).
 pub(super) const KEYS: &[&str] = &[
     "send_size",
     "flows",

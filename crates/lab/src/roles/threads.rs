@@ -69,7 +69,8 @@ where
 {
     let n = f.conns as usize;
     let conns = accept_data(s.listener, s.client, n, f.nodelay, &s.sock, &s.key)?;
-    start(s.side, conns, f, &mut || Arc::new(Meter::new(None)))
+    let side = s.side;
+    start(side, conns, f, &mut || side.meter(None))
 }
 
 fn start<F, M>(

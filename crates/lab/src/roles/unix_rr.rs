@@ -142,7 +142,7 @@ fn accept_keyed(l: &Socket, key: &DataKey) -> Result<UnixStream> {
 }
 
 /// The keys unix-rr's `[[workload]]` table in a spec file takes (besides `kind`, `label`,
-/// `duration`, `warmup`).
+/// `duration`, `omit`).
 pub(super) const KEYS: &[&str] = &["size", "cpus", "wait", "interval", "trace"];
 
 /// unix-rr's `Workload` from a spec point's (or the command line's) parameters.

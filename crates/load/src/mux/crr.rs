@@ -57,7 +57,7 @@ pub fn crr_client(
     let mut n = vec![0u64; flows];
     let mut total = 0u64;
     let mut end = start;
-    let mut ticks = Ticker::start(meter, start);
+    let mut ticks = Ticker::measured_from(meter, start);
     let mut in_flight = flows;
     let mut drain = Drain::default();
     while in_flight > 0 {
@@ -264,11 +264,10 @@ pub fn crr_server(
             }
         }
     }
-    Ok(Counts {
-        bytes_rx: n * request as u64,
-        bytes_tx: n * response as u64,
-        transactions: n,
-        active: start.elapsed(),
-        udp: None,
-    })
+    Ok(Counts::of_transactions(
+        n,
+        request,
+        response,
+        start.elapsed(),
+    ))
 }

@@ -209,9 +209,10 @@ pub fn spread<T>(items: Vec<T>, parts: usize) -> Vec<Vec<T>> {
     out
 }
 
-/// Whether a completion at `now` falls inside the measured interval `span`.
+/// Whether a completion at `now` falls inside the measured interval `span` (which starts
+/// after the warm-up, `--omit`, where there is one).
 fn inside(span: &Span, now: Instant) -> bool {
-    span.end().is_none_or(|e| now <= e)
+    now >= span.start && span.end().is_none_or(|e| now <= e)
 }
 
 /// The time a client's counts are over: the interval's length once it has run out, else
@@ -246,13 +247,7 @@ fn flow_counts(
             } else {
                 (request, response)
             };
-            Counts {
-                bytes_rx: t * rx as u64,
-                bytes_tx: t * tx as u64,
-                transactions: t,
-                active,
-                udp: None,
-            }
+            Counts::of_transactions(t, rx, tx, active)
         })
         .collect()
 }

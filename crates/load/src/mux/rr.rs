@@ -39,7 +39,7 @@ pub fn rr_client(
     let mut t0 = vec![Instant::now(); k];
     let mut total = 0u64;
     let mut end = start;
-    let mut ticks = Ticker::start(meter, start);
+    let mut ticks = Ticker::measured_from(meter, start);
     for (i, s) in conns.iter().enumerate() {
         send_some(s, &req, &mut sent[i]).map_err(|e| describe(e, "sending request"))?;
     }

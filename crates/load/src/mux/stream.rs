@@ -246,6 +246,9 @@ fn drain_some(s: &TcpStream, buf: &mut [u8], got: &mut u64) -> io::Result<Turn> 
 struct Window {
     end: Option<Instant>,
     start: Instant,
+    /// The byte counts as the window opened: none yet while a warm-up (`--omit`) runs,
+    /// empty (all zero) when it opened with the engine.
+    at_start: Option<Vec<u64>>,
     at_end: Option<(Vec<u64>, Duration)>,
     /// When each flow's sender closed, if it did inside the window: that flow's share of
     /// the window ends there (a connection that ended early says so by its shorter time).
@@ -257,6 +260,7 @@ impl Window {
         Window {
             end: window.map(|w| start + w),
             start,
+            at_start: (start <= Instant::now()).then(Vec::new),
             at_end: None,
             closed_at: Vec::new(),
         }
@@ -274,16 +278,23 @@ impl Window {
 
     /// A wait of at most `d` that does not run past the window's end.
     fn bound(&self, d: Duration) -> Duration {
+        let now = Instant::now();
+        if self.at_start.is_none() {
+            return d.min(self.start.saturating_duration_since(now));
+        }
         match (self.end, &self.at_end) {
-            (Some(end), None) => d.min(end.saturating_duration_since(Instant::now())),
+            (Some(end), None) => d.min(end.saturating_duration_since(now)),
             _ => d,
         }
     }
 
-    /// Takes the counts once the window has ended.
+    /// Takes the counts as the window opens and once it has ended.
     fn check(&mut self, got: &[u64]) {
+        let now = Instant::now();
+        if self.at_start.is_none() && now >= self.start {
+            self.at_start = Some(got.to_vec());
+        }
         if let (Some(end), None) = (self.end, &self.at_end) {
-            let now = Instant::now();
             if now >= end {
                 self.at_end = Some((got.to_vec(), now.duration_since(self.start)));
             }
@@ -303,6 +314,10 @@ impl Window {
             .as_ref()
             // Every flow has a count in the window's snapshot (one per flow): the default
             // is never taken.
-            .map(|(g, d)| (g.get(i).copied().unwrap_or_default(), closed.unwrap_or(*d)))
+            .map(|(g, d)| {
+                let from = self.at_start.as_ref().and_then(|s| s.get(i).copied());
+                let bytes = g.get(i).copied().unwrap_or_default();
+                (bytes - from.unwrap_or(0).min(bytes), closed.unwrap_or(*d))
+            })
     }
 }

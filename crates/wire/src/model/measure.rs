@@ -340,6 +340,11 @@ pub struct FlowStats {
     /// when a thread served several).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread_cpu_s: Option<f64>,
+    /// What the flow moved during the warm-up (`--omit`), which no other count here
+    /// includes; absent without one, or where the engine counts only the measured window
+    /// itself (flows multiplexed on threads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<crate::Warmup>,
 }
 
 /// Per-flow rates of a test whose flows are multiplexed on threads (`--threads`): how

@@ -66,7 +66,7 @@ mod workload;
 pub use env::*;
 pub use host_vm::{HostVm, ThreadClass, VmKvmCounters};
 pub use measure::*;
-pub use parts::{bytes_text, Protocol, RecvWait, UdpCounts, Wait, ZeroCopy};
+pub use parts::{bytes_text, Protocol, RecvWait, UdpCounts, Wait, Warmup, ZeroCopy};
 pub use result::*;
 pub use sock::*;
 pub use unit::Unit;

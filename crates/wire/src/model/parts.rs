@@ -82,6 +82,43 @@ pub struct UdpCounts {
     pub implausible: u64,
 }
 
+impl UdpCounts {
+    /// What was counted after `earlier` (the same flow's counts at the end of the warm-up,
+    /// `--omit`): every count less its value then. Jitter is a smoothed state, not a count,
+    /// so it stays; the offload flags too.
+    pub fn since(&self, earlier: &UdpCounts) -> UdpCounts {
+        UdpCounts {
+            datagrams_rx: self.datagrams_rx.saturating_sub(earlier.datagrams_rx),
+            datagrams_tx: self.datagrams_tx.saturating_sub(earlier.datagrams_tx),
+            lost: self.lost.saturating_sub(earlier.lost),
+            out_of_order: self.out_of_order.saturating_sub(earlier.out_of_order),
+            highest_seq: self.highest_seq.saturating_sub(earlier.highest_seq),
+            late: self.late.saturating_sub(earlier.late),
+            implausible: self.implausible.saturating_sub(earlier.implausible),
+            ..*self
+        }
+    }
+}
+
+/// What one flow moved during the warm-up (`--omit`): run, not measured, and left out of
+/// every other count; kept so the two sides' whole-run counts can still be held to each
+/// other (every byte sent was received, every request answered).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Warmup {
+    /// Seconds from the flow's start to the end of its warm-up.
+    pub s: f64,
+    /// Bytes received during it.
+    pub bytes_rx: u64,
+    /// Bytes sent during it.
+    pub bytes_tx: u64,
+    /// Transactions completed during it.
+    #[serde(default)]
+    pub transactions: u64,
+    /// A UDP flow's datagram counts during it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpCounts>,
+}
+
 /// A byte count as typed units can hide it (`64K` is 65536, `64KB` 64000): the exact count
 /// first, then a readable unit when one fits (`65536 B (64 KiB)`, `100000000 B (100.0 MB)`).
 pub fn bytes_text(n: u64) -> String {

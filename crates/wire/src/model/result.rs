@@ -30,8 +30,15 @@ pub struct LatencySummary {
 pub struct RrOutcome {
     /// Completed transactions counted by the client.
     pub transactions: u64,
-    /// Transactions the agent served.
+    /// Transactions the agent served (over the whole run: with `--omit`, the warm-up's
+    /// too).
     pub server_transactions: u64,
+    /// Transactions the client completed during the warm-up (`--omit`), in no other count
+    /// here: `transactions + warmup_transactions` is what the agent served. Absent without
+    /// a warm-up, or where the client counts only the measured window itself (flows
+    /// multiplexed on threads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_transactions: Option<u64>,
     /// Seconds of the measured interval on the client.
     pub elapsed_s: f64,
     /// Transactions per second.
@@ -433,6 +440,10 @@ pub struct TestResult {
     /// window; absent without `--vm`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_vm: Option<crate::HostVm>,
+    /// Seconds run before the measured interval and not measured (`--omit`, iperf3's
+    /// `-O`): the warm-up; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub omit_s: Option<f64>,
 }
 
 /// Bulk streams a test ran beside, through the same path (a spec config's `load`).
