@@ -134,8 +134,9 @@ impl Meter {
     }
 
     /// A sender's mark, at its first call after the warm-up ended: `sent` bytes since
-    /// `start` on connection `fd`. `marked` is the sender's own flag, so the cost per send
-    /// is one branch once marked.
+    /// `start` on connection `fd`. `marked` is the sender's own flag, which it starts as
+    /// `omit().is_none()`: without a warm-up, and once marked, the cost per send is one
+    /// branch on a local (an atomic load per send cost a 64-byte stream 3%).
     #[inline(always)]
     pub fn mark_sender(&self, marked: &mut bool, sent: u64, start: Instant, fd: Option<RawFd>) {
         if !*marked && self.measuring() {

@@ -29,7 +29,7 @@ pub fn send(
 ) -> io::Result<Counts> {
     let buf = PageBuf::zeroed_at(send_size, offset.unwrap_or(0) as usize);
     let mut sent = 0u64;
-    let mut marked = false;
+    let mut marked = meter.omit().is_none();
     let start = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         send_all(s, &buf).map_err(|e| describe(e, "sending data"))?;
@@ -110,7 +110,7 @@ pub(crate) fn drain(
     let mut got = 0u64;
     let mut first: Option<Instant> = None;
     // The end of the warm-up (`--omit`), seen at the next read after it.
-    let mut marked = false;
+    let mut marked = meter.omit().is_none();
     loop {
         match recv_raw(s, buf) {
             Ok(0) => break,

@@ -240,7 +240,7 @@ pub fn stream_send(
         }),
         ..Counts::default()
     };
-    let mut marked = false;
+    let mut marked = meter.omit().is_none();
     let start = Instant::now();
     let mut now = start;
     while !stop.load(Ordering::Relaxed) {
@@ -364,7 +364,7 @@ pub fn stream_receive(
         }),
         ..Counts::default()
     };
-    let mut marked = false;
+    let mut marked = meter.omit().is_none();
     loop {
         let got = if draining {
             crate::sock::recv_nowait(s, &mut buf)

@@ -71,7 +71,7 @@ fn sendfile_loop(
     let mut f = std::fs::File::from(file);
     io::Write::write_all(&mut f, &vec![0u8; send_size])?;
     let mut sent = 0u64;
-    let mut marked = false;
+    let mut marked = meter.omit().is_none();
     while !stop.load(Ordering::Relaxed) {
         let mut off = 0u64;
         while (off as usize) < send_size {
@@ -114,7 +114,7 @@ fn msg_loop(
     // after this, so reusing it for every send is safe.
     let buf = PageBuf::zeroed(send_size);
     let (mut sent, mut issued, mut stats) = (0u64, 0u64, ZcStats::default());
-    let mut marked = false;
+    let mut marked = meter.omit().is_none();
     while !stop.load(Ordering::Relaxed) {
         let mut done = 0;
         while done < send_size {
