@@ -23,13 +23,19 @@ const STAGES: [(&str, bool); 10] = [
 ];
 
 /// One side's wake-up inside a cycle: woken, left idle (if it was idle), switched in,
-/// and the IPI that woke its CPU.
+/// the IPI that woke its CPU, the sender's ICR write that sent it and the IPI's arrival
+/// on the woken CPU.
 #[derive(Default, Clone, Copy)]
 struct Wake {
     woken: Option<u64>,
     idle_exit: Option<u64>,
     running: Option<u64>,
     ipi: Option<u64>,
+    icr: Option<u64>,
+    entry: Option<u64>,
+    /// The woken CPU's TSC-deadline write after it left idle, before the thread ran: the
+    /// tick restarted, which a deep idle state stopped (a VM exit without APICv).
+    tick: Option<u64>,
 }
 
 /// One cycle's boundaries (ns).
@@ -186,10 +192,38 @@ fn wake_of(ix: &Index, ev: &[Event], tid: i32, cpu: u32, from: u64, until: u64) 
                 .map(|e| e.t_ns)
         })
         .flatten();
-    let ipi = idle_exit.and_then(|x| {
+    let sent = idle_exit.and_then(|x| {
         window
             .clone()
             .find(|e| e.t_ns >= woken && e.t_ns <= x && e.what == What::IpiSend { cpu })
+    });
+    let ipi = sent.map(|e| e.t_ns);
+    // The IPI's way to the halted CPU: the sender's ICR write (a VM exit without IPI
+    // virtualization), then its arrival on the woken CPU, both before that CPU leaves idle.
+    let icr = sent.and_then(|s| {
+        let x = idle_exit?;
+        window
+            .clone()
+            .find(|e| {
+                e.t_ns >= s.t_ns && e.t_ns <= x && e.cpu == s.cpu && e.what == What::MsrWrite(0x830)
+            })
+            .map(|e| e.t_ns)
+    });
+    let entry = icr.and_then(|i| {
+        let x = idle_exit?;
+        window
+            .clone()
+            .find(|e| {
+                e.t_ns >= i && e.t_ns <= x && e.cpu == cpu && matches!(e.what, What::IpiEntry(_))
+            })
+            .map(|e| e.t_ns)
+    });
+    let tick = idle_exit.and_then(|x| {
+        window
+            .clone()
+            .find(|e| {
+                e.t_ns >= x && e.t_ns <= stop && e.cpu == cpu && e.what == What::MsrWrite(0x6e0)
+            })
             .map(|e| e.t_ns)
     });
     Wake {
@@ -197,6 +231,9 @@ fn wake_of(ix: &Index, ev: &[Event], tid: i32, cpu: u32, from: u64, until: u64) 
         idle_exit,
         running,
         ipi,
+        icr,
+        entry,
+        tick,
     }
 }
 
@@ -379,6 +416,15 @@ fn in_situ(cycles: &[Cycle], idle_untraced_cpus: Vec<u32>) -> InSitu {
         idle_to_run: pct(sides()
             .filter_map(|w| Some(w.running? - w.idle_exit?))
             .collect()),
+        ipi_to_icr: pct(sides().filter_map(|w| Some(w.icr? - w.ipi?)).collect()),
+        ipi_delivery: pct(sides().filter_map(|w| Some(w.entry? - w.icr?)).collect()),
+        idle_exit_in_guest: pct(sides()
+            .filter_map(|w| Some(w.idle_exit? - w.entry?))
+            .collect()),
+        tick_restart: pct(sides()
+            .filter_map(|w| Some(w.tick? - w.idle_exit?))
+            .collect()),
+        idle_exit_with_tick: pct(sides().filter_map(|w| Some(w.tick? - w.ipi?)).collect()),
         request_delivery: pct(cycles.iter().map(|c| c.server_recv - c.start).collect()),
         response_delivery: pct(cycles
             .iter()
@@ -479,7 +525,9 @@ mod tests {
             ));
             v.push(e(base + 6_000, 0, 10, What::IpiSend { cpu: 1 }));
             v.push(e(base + 6_100, 0, 10, What::MsrWrite(0x830)));
+            v.push(e(base + 15_000, 1, 0, What::IpiEntry(true)));
             v.push(e(base + 16_000, 1, 0, What::IdleExit));
+            v.push(e(base + 17_500, 1, 0, What::MsrWrite(0x6e0)));
             v.push(e(base + 19_000, 1, 20, What::SwitchIn { next: 20 }));
             v.push(e(base + 21_000, 1, 20, What::RecvExit(1)));
             v.push(e(base + 22_000, 1, 20, What::SendEnter));
@@ -550,6 +598,14 @@ mod tests {
             Some(10.0),
             "IPI at 6 µs, idle exit at 16"
         );
+        // Its parts: IPI sent → ICR write 0.1, ICR write → IPI entry 8.9 (the host's
+        // delivery), IPI entry → idle exit 1.0 (the guest's).
+        let parts =
+            [i.ipi_to_icr, i.ipi_delivery, i.idle_exit_in_guest].map(|p| p.map(|p| p.p50_us));
+        assert_eq!(parts, [Some(0.1), Some(8.9), Some(1.0)]);
+        // The tick restarted 1.5 µs after the idle exit: IPI → restart 11.5 µs.
+        assert_eq!(i.tick_restart.map(|p| p.p50_us), Some(1.5));
+        assert_eq!(i.idle_exit_with_tick.map(|p| p.p50_us), Some(11.5));
         assert_eq!(i.idle_wakeups_per_transaction, Some(1.0));
         assert!(i.idle_untraced_cpus.is_empty());
         assert_eq!(i.request_delivery.map(|p| p.p50_us), Some(21.0));

@@ -61,6 +61,28 @@ pub fn text(t: &Timeline) -> String {
         "           idle exit (IPI sent → CPU leaves idle) {}",
         pct(&i.idle_exit)
     );
+    for (what, p) in [
+        (
+            "of which IPI sent → ICR write done (the sender's exit)",
+            &i.ipi_to_icr,
+        ),
+        (
+            "of which ICR write done → IPI entry on the halted vCPU (the host's delivery)",
+            &i.ipi_delivery,
+        ),
+        (
+            "of which IPI entry → CPU leaves idle (in the guest)",
+            &i.idle_exit_in_guest,
+        ),
+        (
+            "then CPU leaves idle → its tick restarted (TSC-deadline write done)",
+            &i.tick_restart,
+        ),
+    ] {
+        if p.is_some() {
+            let _ = writeln!(s, "             {what} {}", pct(p));
+        }
+    }
     let _ = writeln!(
         s,
         "           idle exit → thread runs {}",

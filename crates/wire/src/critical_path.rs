@@ -74,6 +74,27 @@ pub struct InSitu {
     pub idle_exit: Option<Pct>,
     /// The CPU left idle → the woken thread runs.
     pub idle_to_run: Option<Pct>,
+    /// `idle_exit`'s three parts, on the guest's clock (both sides woken from idle, where
+    /// each event was sampled): the IPI sent → the sender's x2APIC ICR write;
+    #[serde(default)]
+    pub ipi_to_icr: Option<Pct>,
+    /// the ICR write → the IPI's entry on the idle CPU: delivery to a halted vCPU, the
+    /// host's part (the sender's ICR exit, the HLT exit's wake-up, the vCPU entered again);
+    #[serde(default)]
+    pub ipi_delivery: Option<Pct>,
+    /// the IPI's entry → the CPU leaves idle: the guest's own part (the handler, the way
+    /// out of the idle state).
+    #[serde(default)]
+    pub idle_exit_in_guest: Option<Pct>,
+    /// The CPU left idle → its TSC-deadline write done, before the woken thread ran: the
+    /// tick a deep idle state stopped, restarted (a VM exit without APICv); wake-ups where
+    /// it happened. Polling idle keeps the tick, so halt polling saves this too.
+    #[serde(default)]
+    pub tick_restart: Option<Pct>,
+    /// IPI sent → that tick restarted, per wake-up where both were seen: the whole of what
+    /// leaving a deep idle state costs the round trip.
+    #[serde(default)]
+    pub idle_exit_with_tick: Option<Pct>,
     /// The client's `send` entered → the server's `recv` returned: the request's
     /// delivery, wake-up included.
     #[serde(default)]
