@@ -396,7 +396,7 @@ pub fn text(f: &Fleet) -> String {
                     "  {:<34} {:<14} {:<22} {:>5} {:>12.2} {:>12.2} {:>12.2} {}",
                     m.point,
                     m.config,
-                    m.metric,
+                    crate::tax::metric_words(&m.metric),
                     m.per_host.len(),
                     m.median,
                     m.min,

@@ -101,7 +101,7 @@ fn group_section(s: &mut String, tag: &str, g: &Group) {
             let _ = write!(
                 s,
                 "<tr><td>{}</td><td>{}</td><td>{} {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&m.point), esc(&m.config), esc(&m.metric), esc(&m.unit), m.per_host.len(),
+                esc(&m.point), esc(&m.config), esc(&crate::tax::metric_words(&m.metric)), esc(&m.unit), m.per_host.len(),
                 num(m.median), num(m.min), num(m.max), per.join(", ")
             );
         }
