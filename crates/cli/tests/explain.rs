@@ -221,6 +221,14 @@ fn explain_decomposes_a_round_trip_and_says_where_each_part_came_from() {
 
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("class=\"plot waterfall\""), "no waterfall");
+    // The page answers first too: the verdict above the waterfall.
+    let said = page.find("<p class=\"verdict\"><b>Verdict: a cross-CPU round trip here takes");
+    assert!(
+        said.is_some_and(|at| page
+            .find("class=\"plot waterfall\"")
+            .is_some_and(|w| at < w)),
+        "no verdict above the waterfall"
+    );
     common::chromium_renders(&html, &d.0, 1);
 }
 

@@ -445,6 +445,10 @@ fn series_chart(out: &mut String, label: &str, c: &ConfigSummary) {
 /// Where the round trip goes: the waterfall, the components with their sources, and the
 /// measured remedies.
 fn explanation(s: &mut String, e: &Explanation) {
+    // The answer first, as the text output gives it.
+    if let Some(v) = &e.verdict {
+        let _ = write!(s, "<p class=\"verdict\"><b>{}</b></p>", esc(v));
+    }
     for w in &e.warnings {
         let _ = write!(s, "<p class=\"warning\">WARNING: {}</p>", esc(w));
     }
