@@ -45,6 +45,11 @@ pub struct ExplainArgs {
     /// Explain the machine of the agent at HOST (started with `serve --allow-drive`)
     #[arg(long, short = 'H', conflicts_with = "placement")]
     pub host: Option<String>,
+    /// With --host (or a remote:/ssh: placement) on the VM's host: the hypervisor's view of
+    /// that VM (pid:N, qemu:NAME, libvirt:DOMAIN, firecracker:PID) over its cross-CPU round
+    /// trip, beside the in-guest terms: vCPU CPU and run-queue wait, exits by kind
+    #[arg(long, value_name = "SPEC", value_parser = clap::value_parser!(virtperf_measure::vm::VmSpec))]
+    pub vm: Option<virtperf_measure::vm::VmSpec>,
     #[command(flatten)]
     pub conn: crate::args::ConnArgs,
     #[command(flatten)]
@@ -98,6 +103,7 @@ fn options(a: &ExplainArgs) -> Result<ExplainOpts> {
 pub fn explain(a: ExplainArgs) -> Result<()> {
     let opts = options(&a)?;
     let elsewhere = elsewhere(&a)?;
+    check_vm(&a, elsewhere.as_ref())?;
     // An agent elsewhere (--host) is explained alone; a guest or an SSH host beside this
     // machine, whose battery runs first.
     let left = a
@@ -193,6 +199,22 @@ pub fn explain(a: ExplainArgs) -> Result<()> {
     Ok(())
 }
 
+/// `--vm` needs the agent in that VM as the machine explained elsewhere.
+fn check_vm(a: &ExplainArgs, elsewhere: Option<&Placement>) -> Result<()> {
+    if a.vm.is_some()
+        && !matches!(
+            elsewhere,
+            Some(Placement::Remote { .. } | Placement::Ssh(_))
+        )
+    {
+        return Err(crate::signals::exit(
+            crate::signals::code::USAGE,
+            "--vm watches a VM you run from its host: give the agent in it with --host ADDR (or --placement remote:…/ssh:…)",
+        ));
+    }
+    Ok(())
+}
+
 /// The other machine to explain, with the settings its flags give it; `None`: this one.
 fn elsewhere(a: &ExplainArgs) -> Result<Option<Placement>> {
     let p = match (&a.placement, &a.host) {
@@ -264,8 +286,10 @@ fn explain_at(
             );
         }
         let site = virtperf_place::open(p)?;
+        let host = crate::explain_host::Recorder::start(a.vm.as_ref())?;
         let mut b = virtperf_explain::at_site(site.as_ref(), &opts)?;
         drop(site);
+        host.attach(&mut b.trials);
         if let (Placement::Guest(_, g), false) = (p, a.no_boot_remedies) {
             boot_remedies(g, &opts, &mut b, a.json);
         }

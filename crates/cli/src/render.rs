@@ -423,7 +423,7 @@ pub fn result(r: &TestResult, local: bool) -> String {
     s.push_str(&events_lines(r));
     s.push_str(&traced(r));
     if let Some(h) = &r.host_vm {
-        s.push_str(&crate::render_vm::host_vm(h));
+        s.push_str(&virtperf_report::host_vm::host_vm(h));
     }
     let load = r
         .cpu

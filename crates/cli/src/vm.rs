@@ -362,6 +362,7 @@ fn explain_in_guest(a: VmCompareArgs, direction: Direction) -> Result<()> {
         duration: None,
         placement: Some(guest),
         host: None,
+        vm: None,
         conn: crate::args::ConnArgs {
             port: virtperf_wire::DEFAULT_PORT,
             token: None,

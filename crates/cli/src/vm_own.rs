@@ -158,7 +158,7 @@ pub fn watch(a: WatchArgs) -> Result<()> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&h)?);
     } else {
-        print!("{}", crate::render_vm::host_vm(&h));
+        print!("{}", virtperf_report::host_vm::host_vm(&h));
     }
     Ok(())
 }

@@ -525,3 +525,15 @@ fn two_placements_are_explained_side_by_side() {
     let (code, err) = common::run_fail(&["explain", "--native", &l]);
     assert_eq!(code, 2, "{err}");
 }
+
+/// `--vm` watches the VM an agent runs in from its host: without that agent (`--host`) it
+/// is refused in one line before anything runs.
+#[test]
+fn vm_without_the_agent_in_it_is_a_usage_error() {
+    let out = vp()
+        .args(["explain", "--quick", "--vm", "pid:1"])
+        .output()
+        .expect("spawn");
+    assert_eq!(out.status.code(), Some(2));
+    common::assert_one_line_error(&String::from_utf8_lossy(&out.stderr), "--host ADDR");
+}

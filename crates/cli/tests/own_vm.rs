@@ -65,6 +65,11 @@ fn free_ports(n: u16) -> u16 {
 /// Boots QEMU by hand (TCG, user networking forwarding the agent's ports) with the image
 /// `vm initramfs` wrote, and waits for its agent. Returns QEMU and the control port.
 fn qemu_by_hand(dir: &common::TempDir, name: &str) -> (Reaped, u16) {
+    qemu_by_hand_with(dir, name, 1, "")
+}
+
+/// [`qemu_by_hand`] with `vcpus` vCPUs and `extra` kernel arguments.
+fn qemu_by_hand_with(dir: &common::TempDir, name: &str, vcpus: u32, extra: &str) -> (Reaped, u16) {
     let initrd = dir.path("init.cpio");
     let out = run_with_timeout(
         vp().args(["vm", "initramfs", "-o"])
@@ -82,7 +87,7 @@ fn qemu_by_hand(dir: &common::TempDir, name: &str) -> (Reaped, u16) {
     let ready = v["ready_line"].as_str().expect("ready line").to_string();
     let port = free_ports(5);
     let (first, last) = (port + 1, port + 4);
-    let append = format!("console=ttyS0 quiet panic=-1 virtperf.ip=10.0.2.15/24 virtperf.port={port} virtperf.data_ports={first}-{last}");
+    let append = format!("console=ttyS0 quiet panic=-1 virtperf.ip=10.0.2.15/24 virtperf.port={port} virtperf.data_ports={first}-{last} {extra}");
     let mut net = format!("user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:{port}");
     for p in first..=last {
         net.push_str(&format!(",hostfwd=tcp:127.0.0.1:{p}-:{p}"));
@@ -98,6 +103,8 @@ fn qemu_by_hand(dir: &common::TempDir, name: &str) -> (Reaped, u16) {
             "-m",
             "512",
             "-nodefaults",
+            "-smp",
+            &vcpus.to_string(),
         ])
         .args([
             "-display",
@@ -384,4 +391,69 @@ fn a_vm_that_exits_while_watched_has_no_figures_not_zeros() {
             .is_some_and(|m| m.contains("did it exit")),
         "{w}"
     );
+}
+
+/// `explain --host … --vm pid:N` against a QEMU started by hand with two vCPUs: the battery
+/// runs in the guest in one piece while this host samples the VM, and the explained round
+/// trip carries the host's view over its own measured window (found from the trial's times
+/// on the guest's clock): a window as long as the trial measured, not the battery's, and no
+/// more vCPU time in it than two vCPUs can run.
+#[test]
+fn explain_with_vm_shows_the_hosts_share_of_the_round_trip() {
+    if let Some((need, why)) = common::guest_tools_missing() {
+        virtperf_testkit::skip(need, why);
+        return;
+    }
+    let dir = common::TempDir::new("own-vm-explain");
+    let name = format!("explain{}", std::process::id());
+    let (qemu, port) = qemu_by_hand_with(&dir, &name, 2, "virtperf.token=sesame");
+    let pid = qemu.0.id();
+    let out = run_with_timeout(
+        vp().args([
+            "explain",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+        ])
+        .args(["--token", "sesame", "--vm", &format!("pid:{pid}")])
+        .args(["--quick", "--tries", "1", "-l", "1s", "--json", "--db"])
+        .arg(dir.path("e.db")),
+        Duration::from_secs(400),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let h = &v["host"];
+    assert_eq!(h["pid"], pid, "{h}");
+    assert_eq!(h["accel"], "tcg", "{h}");
+    assert_eq!(h["unit"], "transaction", "{h}");
+    let window = h["window_s"].as_f64().expect("window");
+    // The trial measured 1 s; the battery around it ran far longer.
+    assert!(
+        (0.7..1.4).contains(&window),
+        "host window {window} s for a 1 s trial: {h}"
+    );
+    let vcpu = h["classes"]
+        .as_array()
+        .expect("classes")
+        .iter()
+        .find(|c| c["class"] == "vcpu")
+        .unwrap_or_else(|| panic!("no vcpu class: {h}"));
+    let cpu_s = vcpu["cpu_s"].as_f64().expect("cpu_s");
+    assert!(
+        cpu_s > 0.0 && cpu_s <= 2.0 * window * 1.05,
+        "{cpu_s} s of vCPU time in a {window} s window"
+    );
+    assert!(
+        vcpu["per_unit"]["cpu_us"].as_f64().is_some_and(|c| c > 0.0),
+        "{vcpu}"
+    );
+    assert!(h["missing"]["window"]
+        .as_str()
+        .is_some_and(|w| w.contains("sampled every")));
+    drop(qemu);
 }

@@ -4,8 +4,9 @@
 //! guest measured of itself.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{anyhow, Result};
 use virtperf_kvm::ProcessStats;
@@ -169,6 +170,107 @@ impl Watch {
     /// A sample now, as the window's opening (`vm watch`).
     pub fn mark(&self, open: bool) {
         mark_edge(&self.vm, &self.counters, &self.edges, open);
+    }
+
+    /// Samples the VM every `every` (with the wall clock) until the recording stops: for a
+    /// battery that runs elsewhere in one piece (`explain --host`), whose trials' windows
+    /// are known only afterwards, from their own times ([`Watch::between`]).
+    pub fn record(&self, every: Duration) -> Recording {
+        let (vm, counters) = (self.vm.clone(), self.counters.clone());
+        let samples: Arc<Mutex<Vec<(SystemTime, Snapshot)>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, st) = (samples.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("vm-record".into())
+            .spawn(move || {
+                while !st.load(Ordering::Relaxed) {
+                    let now = SystemTime::now();
+                    if let (Ok(x), Ok(mut v)) = (snapshot(&vm, &counters), s.lock()) {
+                        v.push((now, x));
+                    }
+                    std::thread::sleep(every);
+                }
+            })
+            .ok();
+        Recording {
+            every,
+            samples,
+            stop,
+            thread,
+        }
+    }
+
+    /// The host's view over `from`..`to` (wall clock: a trial's measured interval as the
+    /// far machine timed it) from `rec`'s samples nearest those edges, per unit of `work`.
+    /// Edges outside what was recorded give no figures, and why.
+    pub fn between(
+        &self,
+        rec: &Recording,
+        from: SystemTime,
+        to: SystemTime,
+        work: Option<(Unit, f64)>,
+    ) -> HostVm {
+        let samples = rec.samples.lock().map(|v| v.clone()).unwrap_or_default();
+        let near = |t: SystemTime| {
+            samples
+                .iter()
+                .min_by_key(|(at, _)| at.duration_since(t).unwrap_or_else(|e| e.duration()))
+                .filter(|(at, _)| {
+                    at.duration_since(t).unwrap_or_else(|e| e.duration()) <= 2 * rec.every
+                })
+                .map(|(_, s)| s.clone())
+        };
+        match (near(from), near(to)) {
+            (Some(a), Some(b)) if b.at > a.at => {
+                let edges = format!(
+                    "sampled every {:.2} s on this host; the window's edges are the samples nearest the trial's measured interval as the far machine's wall clock timed it (its clock and this one taken to agree)",
+                    rec.every.as_secs_f64()
+                );
+                report(
+                    self,
+                    &a,
+                    &b,
+                    work,
+                    BTreeMap::from([("window".into(), edges)]),
+                )
+            }
+            _ => self.unread_window(),
+        }
+    }
+
+    /// No samples at a window's edges (or no window known): no figures, and why.
+    pub fn unread_window(&self) -> HostVm {
+        let mut h = self.unread("");
+        h.window_s = 0.0;
+        h.missing = BTreeMap::from([(
+            "window".to_string(),
+            "no host sample near the trial's measured interval (it ran outside the recording, or the two machines' clocks disagree)".to_string(),
+        )]);
+        h
+    }
+}
+
+/// The VM sampled in the background ([`Watch::record`]); stopped when dropped.
+pub struct Recording {
+    every: Duration,
+    samples: Arc<Mutex<Vec<(SystemTime, Snapshot)>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Recording {
+    /// Stops sampling (waits for the sampler's last sample).
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

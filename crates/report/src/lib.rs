@@ -9,6 +9,7 @@ mod escape;
 pub mod explain;
 pub mod export;
 pub mod fleet;
+pub mod host_vm;
 pub mod html;
 pub mod render;
 pub mod stats;

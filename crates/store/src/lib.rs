@@ -52,7 +52,7 @@ pub use pg::{redact as redact_url, Location};
 pub use push::Pushed;
 pub use runs::{NewRun, RunFilter, RunRow, RunStatus};
 pub use tags::{parse_tag, parse_tag_list, Tags};
-pub use time::{now_rfc3339, rfc3339_ago};
+pub use time::{now_rfc3339, parse_rfc3339, rfc3339_ago};
 pub use trials::{NewTrial, TrialRow, TrialStatus};
 
 #[cfg(test)]

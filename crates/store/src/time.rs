@@ -16,6 +16,12 @@ pub fn rfc3339_ago(ago: Duration) -> String {
     rfc3339(SystemTime::now().checked_sub(ago).unwrap_or(UNIX_EPOCH))
 }
 
+/// The instant a stored timestamp names (what [`now_rfc3339`] wrote); None for text that
+/// is not one.
+pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
+    humantime::parse_rfc3339_weak(s).ok()
+}
+
 /// The last millisecond humantime can write (9999-12-31T23:59:59.999Z).
 const LATEST: Duration = Duration::from_millis(253_402_300_799_999);
 

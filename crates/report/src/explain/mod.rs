@@ -139,6 +139,7 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
         exits_by_cause: seen.exits_by_cause,
         in_situ: seen.in_situ,
         disagreements: seen.disagreements,
+        host: base.result.host_vm.clone(),
         environment: environment(env),
         tries,
         warnings: warnings(env),

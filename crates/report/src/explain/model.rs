@@ -156,6 +156,11 @@ pub struct Explanation {
     pub in_situ: Option<InSitu>,
     /// In-situ figures that differ from their model term by more than 25%, one line each.
     pub disagreements: Vec<String>,
+    /// The hypervisor's view of the VM the battery ran in (`explain --host … --vm`), over
+    /// the explained round trip's measured window, per round trip: what the guest cannot
+    /// see of its own cost. Absent without `--vm`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<virtperf_wire::HostVm>,
     /// The facts about this machine that decide the answer.
     pub environment: BTreeMap<String, String>,
     /// Tries behind each number (the smallest count of any measurement used).

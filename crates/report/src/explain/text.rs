@@ -221,6 +221,29 @@ fn seen(s: &mut String, e: &Explanation) {
     for d in &e.disagreements {
         let _ = writeln!(s, "  DISAGREES: {d}");
     }
+    host(s, e);
+}
+
+/// The host's view of the VM (`--vm`) beside what the guest saw of the same round trip.
+fn host(s: &mut String, e: &Explanation) {
+    let Some(h) = &e.host else { return };
+    let _ = writeln!(
+        s,
+        "\nOn the VM's host, over the explained round trip's measured window (what the guest cannot see of its cost):"
+    );
+    s.push_str(&crate::host_vm::host_vm(h));
+    let vcpu = h
+        .classes
+        .iter()
+        .find(|c| c.class == "vcpu")
+        .and_then(|c| c.per_unit.get("cpu_us"));
+    if let Some(v) = vcpu {
+        let _ = writeln!(
+            s,
+            "  the round trip takes {:.1} µs in the guest; its vCPU threads ran {v:.1} µs per round trip on the host",
+            e.measured_us
+        );
+    }
 }
 
 /// Two explanations side by side (native and in a guest): every component, the measured
