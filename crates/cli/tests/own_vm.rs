@@ -418,7 +418,9 @@ fn explain_with_vm_shows_the_hosts_share_of_the_round_trip() {
         ])
         .args(["--token", "sesame", "--vm", &format!("pid:{pid}")])
         .args(["--quick", "--tries", "1", "-l", "1s", "--json", "--db"])
-        .arg(dir.path("e.db")),
+        .arg(dir.path("e.db"))
+        .arg("-o")
+        .arg(dir.path("explain.html")),
         Duration::from_secs(400),
     );
     assert!(
@@ -455,5 +457,10 @@ fn explain_with_vm_shows_the_hosts_share_of_the_round_trip() {
     assert!(h["missing"]["window"]
         .as_str()
         .is_some_and(|w| w.contains("sampled every")));
+    // The report shows it too, laid out cleanly in a browser.
+    let html = dir.path("explain.html");
+    let page = std::fs::read_to_string(&html).expect("report");
+    assert!(page.contains("on the VM's host"), "no host section");
+    common::chromium_renders(&html, &dir.0, 1);
     drop(qemu);
 }

@@ -48,5 +48,48 @@ pub(super) fn explained_html(e: &crate::explain::Explanation) -> String {
         }
         s.push_str(&html(&i.timeline));
     }
+    if let Some(h) = &e.host {
+        host_html(&mut s, h);
+    }
     s
+}
+
+/// The hypervisor's view of the VM (`explain --host … --vm`) as a table per thread class,
+/// KVM's counters per round trip, and what was not measured with why.
+fn host_html(s: &mut String, h: &virtperf_wire::HostVm) {
+    let _ = write!(
+        s,
+        "<h4>on the VM's host: {} ({}, pid {}, {}) over {:.2} s, per round trip</h4>",
+        esc(&h.spec),
+        esc(&h.vmm),
+        h.pid,
+        esc(h.accel.as_deref().unwrap_or("accelerator unknown")),
+        h.window_s
+    );
+    s.push_str("<table><tr><th>threads</th><th>count</th><th>CPU µs</th><th>run-queue wait µs</th><th>switches</th></tr>");
+    let f = |v: Option<&f64>| v.map_or("—".to_string(), |v| format!("{v:.1}"));
+    for c in &h.classes {
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&c.class),
+            c.threads,
+            f(c.per_unit.get("cpu_us")),
+            f(c.per_unit.get("run_delay_us")),
+            c.per_unit
+                .get("switches")
+                .map_or("—".to_string(), |v| format!("{v:.2}"))
+        );
+    }
+    s.push_str("</table>");
+    if let Some(k) = &h.kvm {
+        s.push_str("<table><tr><th>KVM counter</th><th>per round trip</th></tr>");
+        for (name, v) in &k.per_unit {
+            let _ = write!(s, "<tr><td>{}</td><td>{v:.2}</td></tr>", esc(name));
+        }
+        s.push_str("</table>");
+    }
+    for (what, why) in &h.missing {
+        let _ = write!(s, "<p>{}: {}</p>", esc(what), esc(why));
+    }
 }
