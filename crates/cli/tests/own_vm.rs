@@ -42,6 +42,16 @@ fn thread_ticks(pid: u32, prefix: &str) -> u64 {
     sum
 }
 
+/// A host view's vCPU thread class (the test fails without one).
+fn vcpu_class(h: &serde_json::Value) -> &serde_json::Value {
+    h["classes"]
+        .as_array()
+        .expect("classes")
+        .iter()
+        .find(|c| c["class"] == "vcpu")
+        .unwrap_or_else(|| panic!("no vcpu class: {h}"))
+}
+
 /// A block of `n` free TCP and UDP ports on loopback, for the test's own forwards.
 fn free_ports(n: u16) -> u16 {
     for _ in 0..200 {
@@ -204,12 +214,7 @@ fn rr_with_vm_pid_agrees_with_proc_for_a_qemu_started_by_hand() {
     assert_eq!(h["vmm"], "qemu");
     assert_eq!(h["accel"], "tcg", "{h}");
     assert_eq!(h["unit"], "transaction");
-    let vcpu = h["classes"]
-        .as_array()
-        .expect("classes")
-        .iter()
-        .find(|c| c["class"] == "vcpu")
-        .unwrap_or_else(|| panic!("no vcpu class: {h}"));
+    let vcpu = vcpu_class(h);
     assert!(vcpu["names"].to_string().contains("CPU 0/TCG"), "{vcpu}");
     let ours = vcpu["per_unit"]["cpu_us"].as_f64().expect("cpu_us");
     let ratio = ours / proc_us;
@@ -439,12 +444,7 @@ fn explain_with_vm_shows_the_hosts_share_of_the_round_trip() {
         (0.7..1.4).contains(&window),
         "host window {window} s for a 1 s trial: {h}"
     );
-    let vcpu = h["classes"]
-        .as_array()
-        .expect("classes")
-        .iter()
-        .find(|c| c["class"] == "vcpu")
-        .unwrap_or_else(|| panic!("no vcpu class: {h}"));
+    let vcpu = vcpu_class(h);
     let cpu_s = vcpu["cpu_s"].as_f64().expect("cpu_s");
     assert!(
         cpu_s > 0.0 && cpu_s <= 2.0 * window * 1.05,

@@ -392,10 +392,9 @@ fn traced(wake: f64, idle: f64) -> TrialRow {
     rr_trial(AS_IS, RR_CROSS_TRACED, None, r)
 }
 
-/// Without a halt-poll knob, keeping both CPUs awake gives the idle exit (never 0.0 for
-/// lack of a knob), and what the traced trial saw is set beside it, disagreements named.
-#[test]
-fn idle_exit_from_cpus_kept_awake_and_in_situ_beside_it() {
+/// The as-is trials without a halt-poll knob (it does not exist), and the cross-CPU rr
+/// with both CPUs kept awake at 52 µs: the idle exit is 60 − 52 = 8 µs.
+fn awake_without_knob() -> Vec<TrialRow> {
     let mut t = as_is(None);
     t.push(skipped(
         "guest-poll",
@@ -408,6 +407,23 @@ fn idle_exit_from_cpus_kept_awake_and_in_situ_beside_it() {
         None,
         rr(52.0, (1, 1), (0, 1), EVENTS),
     ));
+    t
+}
+
+/// A median and 90th percentile both `us`, over `n` samples.
+fn p(us: f64, n: u64) -> virtperf_wire::Pct {
+    virtperf_wire::Pct {
+        p50_us: us,
+        p90_us: us,
+        n,
+    }
+}
+
+/// Without a halt-poll knob, keeping both CPUs awake gives the idle exit (never 0.0 for
+/// lack of a knob), and what the traced trial saw is set beside it, disagreements named.
+#[test]
+fn idle_exit_from_cpus_kept_awake_and_in_situ_beside_it() {
+    let mut t = awake_without_knob();
     // In situ: wake-up 2 × 20 µs = 40 µs (the model's 40: agrees); idle exit 2 × 6 µs = 12
     // µs against the model's 8 µs: +50%, flagged.
     t.push(traced(20.0, 6.0));
@@ -447,24 +463,8 @@ fn idle_exit_from_cpus_kept_awake_and_in_situ_beside_it() {
 /// which figure the prediction uses; within it, nothing is flagged.
 #[test]
 fn a_silent_idle_loop_leaves_the_traced_side_to_stand_for_both() {
-    let p = |us: f64, n: u64| virtperf_wire::Pct {
-        p50_us: us,
-        p90_us: us,
-        n,
-    };
     let trial = |idle: f64| {
-        let mut t = as_is(None);
-        t.push(skipped(
-            "guest-poll",
-            WAKE_BLOCK,
-            "haltpoll.guest_halt_poll_ns does not exist here",
-        ));
-        t.push(rr_trial(
-            AS_IS,
-            RR_CROSS_AWAKE,
-            None,
-            rr(52.0, (1, 1), (0, 1), EVENTS),
-        ));
+        let mut t = awake_without_knob();
         let mut row = traced(20.0, idle);
         if let Some(tl) = row.trial.result.as_mut().and_then(|r| r.timeline.as_mut()) {
             let i = &mut tl.in_situ;
@@ -519,23 +519,7 @@ fn a_silent_idle_loop_leaves_the_traced_side_to_stand_for_both() {
 /// what halt polling saves: the in-situ idle exit runs to it.
 #[test]
 fn the_tick_restart_after_idle_is_part_of_the_idle_exit() {
-    let p = |us: f64, n: u64| virtperf_wire::Pct {
-        p50_us: us,
-        p90_us: us,
-        n,
-    };
-    let mut t = as_is(None);
-    t.push(skipped(
-        "guest-poll",
-        WAKE_BLOCK,
-        "haltpoll.guest_halt_poll_ns does not exist here",
-    ));
-    t.push(rr_trial(
-        AS_IS,
-        RR_CROSS_AWAKE,
-        None,
-        rr(52.0, (1, 1), (0, 1), EVENTS),
-    ));
+    let mut t = awake_without_knob();
     let mut row = traced(20.0, 3.0);
     if let Some(tl) = row.trial.result.as_mut().and_then(|r| r.timeline.as_mut()) {
         tl.in_situ.tick_restart = Some(p(1.0, 900));
