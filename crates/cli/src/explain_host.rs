@@ -55,7 +55,8 @@ fn window(t: &NewTrial) -> Option<(SystemTime, SystemTime)> {
     let start = virtperf_store::parse_rfc3339(&t.started_at)?;
     let r = t.result.as_ref()?;
     let end = start + Duration::try_from_secs_f64(t.duration_s).ok()?;
-    let to = end.checked_sub(Duration::try_from_secs_f64(r.stop_s.unwrap_or(0.0)).ok()?)?;
+    // Without its stop time the interval's end is not known: no window (said so).
+    let to = end.checked_sub(Duration::try_from_secs_f64(r.stop_s?).ok()?)?;
     let elapsed = match &r.outcome {
         virtperf_wire::Outcome::Rr(o) => o.elapsed_s,
         _ => return None,

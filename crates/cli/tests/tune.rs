@@ -292,23 +292,7 @@ fn after_sigkill_mid_search_cleanup_restores_the_knob() {
     }
     let s = Scratch::new("kill");
     let _restore = Restore(knobs());
-    let mut child = s
-        .vp()
-        .args([
-            "tune", "--goal", "p50<=5us", "-l", "1s", "--runs", "2", "--budget", "5m",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while read(HALT_POLL).as_deref() == Some(orig.as_str()) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "tune never applied a halt-poll window"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut child = tune_until_the_knob_moves(&s, &orig, Stdio::null);
     // SAFETY: kill(2) on the PID of a child we spawned and have not reaped.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     let _ = child.wait();
@@ -355,23 +339,7 @@ fn sigterm_mid_search_restores_knobs_and_keeps_what_ran() {
     }
     let s = Scratch::new("term");
     let _restore = Restore(knobs());
-    let child = s
-        .vp()
-        .args([
-            "tune", "--goal", "p50<=5us", "-l", "1s", "--runs", "2", "--budget", "5m",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while read(HALT_POLL).as_deref() == Some(orig.as_str()) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "tune never applied a halt-poll window"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let child = tune_until_the_knob_moves(&s, &orig, Stdio::piped);
     // SAFETY: kill(2) on the PID of a child we spawned and have not reaped.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let out = common::wait_output(child, Duration::from_secs(60));
@@ -393,4 +361,27 @@ fn sigterm_mid_search_restores_knobs_and_keeps_what_ran() {
     );
     let runs = common::run_json(&["runs", "--db", s.p("r.db").to_str().unwrap()]);
     assert_eq!(runs[0]["status"], "incomplete", "{runs}");
+}
+
+/// Starts a tune whose goal no single remedy meets (so it searches on) and returns once it
+/// has changed the halt-poll window from `orig`: the moment to signal it.
+fn tune_until_the_knob_moves(s: &Scratch, orig: &str, io: fn() -> Stdio) -> std::process::Child {
+    let child = s
+        .vp()
+        .args([
+            "tune", "--goal", "p50<=5us", "-l", "1s", "--runs", "2", "--budget", "5m",
+        ])
+        .stdout(io())
+        .stderr(io())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while read(HALT_POLL).as_deref() == Some(orig) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "tune never applied a halt-poll window"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
 }
