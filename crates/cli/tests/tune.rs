@@ -282,14 +282,9 @@ fn goals_the_workload_cannot_answer_are_usage_errors() {
 #[test]
 fn after_sigkill_mid_search_cleanup_restores_the_knob() {
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(orig) = read(HALT_POLL) else {
-        virtperf_testkit::skip("haltpoll", "no cpuidle-haltpoll guest_halt_poll_ns here");
+    let Some(orig) = writable_halt_poll() else {
         return;
     };
-    if std::fs::write(HALT_POLL, &orig).is_err() {
-        virtperf_testkit::skip("root", &format!("needs root to write {HALT_POLL}"));
-        return;
-    }
     let s = Scratch::new("kill");
     let _restore = Restore(knobs());
     let mut child = tune_until_the_knob_moves(&s, &orig, Stdio::null);
@@ -329,14 +324,9 @@ fn after_sigkill_mid_search_cleanup_restores_the_knob() {
 #[test]
 fn sigterm_mid_search_restores_knobs_and_keeps_what_ran() {
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(orig) = read(HALT_POLL) else {
-        virtperf_testkit::skip("haltpoll", "no cpuidle-haltpoll guest_halt_poll_ns here");
+    let Some(orig) = writable_halt_poll() else {
         return;
     };
-    if std::fs::write(HALT_POLL, &orig).is_err() {
-        virtperf_testkit::skip("root", &format!("needs root to write {HALT_POLL}"));
-        return;
-    }
     let s = Scratch::new("term");
     let _restore = Restore(knobs());
     let child = tune_until_the_knob_moves(&s, &orig, Stdio::piped);
@@ -384,4 +374,18 @@ fn tune_until_the_knob_moves(s: &Scratch, orig: &str, io: fn() -> Stdio) -> std:
         std::thread::sleep(Duration::from_millis(20));
     }
     child
+}
+
+/// The halt-poll window as found, where this process may write it; otherwise None, the
+/// skip and its reason printed.
+fn writable_halt_poll() -> Option<String> {
+    let Some(orig) = read(HALT_POLL) else {
+        virtperf_testkit::skip("haltpoll", "no cpuidle-haltpoll guest_halt_poll_ns here");
+        return None;
+    };
+    if std::fs::write(HALT_POLL, &orig).is_err() {
+        virtperf_testkit::skip("root", &format!("needs root to write {HALT_POLL}"));
+        return None;
+    }
+    Some(orig)
 }
