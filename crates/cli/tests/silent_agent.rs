@@ -58,10 +58,18 @@ fn control(mut c: TcpStream, waiting: Option<&'static str>) {
                         return;
                     }
                 }
-                let udp = UdpSocket::bind("127.0.0.1:0").expect("data port");
+                // A UDP port whose TCP twin is free too: another process may hold the
+                // TCP port of the number UDP got (it failed CI once), so try again.
+                let (udp, tcp) = (0..100)
+                    .find_map(|_| {
+                        let u = UdpSocket::bind("127.0.0.1:0").ok()?;
+                        let port = u.local_addr().ok()?.port();
+                        let t = TcpListener::bind(("127.0.0.1", port)).ok()?;
+                        Some((u, t))
+                    })
+                    .expect("a UDP port with a free TCP twin");
                 let data_port = udp.local_addr().expect("bound").port();
                 std::thread::spawn(move || swallow_udp(udp));
-                let tcp = TcpListener::bind(("127.0.0.1", data_port)).expect("its TCP twin");
                 std::thread::spawn(move || swallow(tcp, data_port));
                 Message::Ready {
                     data_port,
