@@ -275,7 +275,7 @@ impl GuestLab {
         }
         let t0 = Instant::now();
         for i in 0..n {
-            lab.wait_ready(i, t0, opts.boot_timeout)?;
+            lab.wait_started(i, t0, (&boot, opts, &nic))?;
             if !opts.vcpu_cpus.is_empty() {
                 pin_vcpus(lab.guests[i].child.id(), &opts.vcpu_cpus)?;
             }
@@ -375,6 +375,28 @@ impl GuestLab {
         })
     }
 
+    /// Waits for guest `i` as [`Self::wait_ready`] does, starting it again on new ports
+    /// when QEMU could not bind its forwards: `free_block`'s ports are free when probed, but
+    /// QEMU binds them later and another process can take one in between (QEMU then exits
+    /// at once). The race is rare, so three more tries are plenty.
+    fn wait_started(
+        &mut self,
+        i: usize,
+        t0: Instant,
+        how: (&Boot<'_>, &GuestOpts, &Nic),
+    ) -> Result<()> {
+        let (boot, opts, nic) = how;
+        for _ in 0..3 {
+            match self.wait_ready(i, t0, opts.boot_timeout) {
+                Err(e) if e.is::<net::ForwardTaken>() => {
+                    self.guests[i] = self.start_guest(i, boot, opts, nic)?;
+                }
+                r => return r,
+            }
+        }
+        self.wait_ready(i, t0, opts.boot_timeout)
+    }
+
     fn wait_ready(&mut self, i: usize, t0: Instant, timeout: Duration) -> Result<()> {
         loop {
             // Whether QEMU has exited is asked before the console is read, so an exited
@@ -403,6 +425,9 @@ impl GuestLab {
                 let _ = std::fs::File::open(self.dir.join(format!("qemu{i}.log")))
                     .and_then(|mut f| f.read_to_string(&mut log));
                 // QEMU's own complaint if it made one, else what the guest printed.
+                if log.contains(net::FORWARD_FAILED) {
+                    return Err(net::ForwardTaken(tail(&log, 2)).into());
+                }
                 let why = if log.trim().is_empty() {
                     tail(&console, 3)
                 } else {

@@ -185,6 +185,26 @@ fn free_block(n: u16) -> Result<u16> {
     )
 }
 
+/// QEMU's message when a `hostfwd` port it was given is taken on the host.
+pub(super) const FORWARD_FAILED: &str = "Could not set up host forwarding rule";
+
+/// QEMU exited because another process took one of the loopback ports chosen for its
+/// forwards after they were probed free: the boot retries with a new block.
+#[derive(Debug)]
+pub(super) struct ForwardTaken(pub String);
+
+impl std::fmt::Display for ForwardTaken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "QEMU could not bind a forwarded port on 127.0.0.1: {}",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for ForwardTaken {}
+
 /// The lab's bridge (the host's address on it) and one tap per guest on it, in `ns`;
 /// multiqueue taps for several queue pairs (one fd per queue for QEMU).
 pub(super) fn bridge_and_taps(ns: &str, guests: usize, queues: u32) -> Result<()> {
@@ -254,5 +274,35 @@ mod tests {
             assert!(e.contains(word) && e.contains("--guest-net tap"), "{e}");
         }
         assert!("slirp".parse::<GuestNet>().is_err());
+    }
+
+    /// The boot's retry on a taken port depends on QEMU's own words for it: QEMU is asked
+    /// to forward a port this test holds, and must fail with them.
+    #[test]
+    fn qemu_names_a_taken_forward_port_as_the_boot_expects() {
+        let held = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("a loopback port");
+        let p = held.local_addr().expect("its address").port();
+        // Bounded: a QEMU that did start (with -machine none) would otherwise run on.
+        let out = match std::process::Command::new("timeout")
+            .args(["10", super::super::QEMU])
+            .args(["-nodefaults", "-display", "none", "-machine", "none"])
+            .args([
+                "-netdev",
+                &format!("user,id=n0,hostfwd=tcp:127.0.0.1:{p}-:{p}"),
+            ])
+            .output()
+        {
+            Ok(out) => out,
+            Err(e) => {
+                eprintln!("skipped: cannot run QEMU here ({e})");
+                return;
+            }
+        };
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "QEMU started with a taken port: {err}"
+        );
+        assert!(err.contains(FORWARD_FAILED), "{err}");
     }
 }
