@@ -105,6 +105,11 @@ pub struct RunArgs {
     /// Parse the spec and print the plan without running anything
     #[arg(long)]
     pub dry_run: bool,
+    /// The VM on this host that the trials' server runs in (pid:N, qemu:NAME,
+    /// libvirt:DOMAIN, firecracker:PID): every trial gets the host's view of it over its
+    /// measured window, and its cost counts this host's busy CPUs, the VM's included, once
+    #[arg(long, value_name = "SPEC", value_parser = clap::value_parser!(virtperf_measure::vm::VmSpec))]
+    pub vm: Option<virtperf_measure::vm::VmSpec>,
     /// Print the run's summary as JSON
     #[arg(long)]
     pub json: bool,
@@ -325,23 +330,16 @@ pub struct Executed {
 pub fn execute_spec(
     spec: &Spec,
     db: &DbArg,
-    repeat: Option<Repeat>,
     json: bool,
     lock: &crate::machine::LockArgs,
-    tags: virtperf_store::Tags,
+    opts: RunOptions,
 ) -> Result<Executed> {
+    let opts = RunOptions {
+        allow_concurrent: lock.allow_concurrent,
+        ..opts
+    };
     execute_with(db, json, lock, |store, interrupted, obs| {
-        runner::run(
-            spec,
-            store,
-            &RunOptions {
-                repeat,
-                allow_concurrent: lock.allow_concurrent,
-                tags,
-            },
-            interrupted,
-            obs,
-        )
+        runner::run(spec, store, &opts, interrupted, obs)
     })
 }
 
@@ -464,7 +462,18 @@ pub fn run(a: RunArgs) -> Result<()> {
         points,
         ok,
         interrupted,
-    } = execute_spec(&spec, &a.db, repeat, a.json, &a.lock, tags)?;
+    } = execute_spec(
+        &spec,
+        &a.db,
+        a.json,
+        &a.lock,
+        RunOptions {
+            repeat,
+            tags,
+            vm: a.vm.clone(),
+            ..RunOptions::default()
+        },
+    )?;
     if a.json {
         println!("{}", render::json(&row, &points));
     } else {

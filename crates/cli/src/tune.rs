@@ -37,6 +37,11 @@ pub struct TuneArgs {
     /// Where the two ends run (netns…, guest…, ssh:…, remote:…); default this host's loopback
     #[arg(long, value_parser = <virtperf_place::Placement as std::str::FromStr>::from_str)]
     pub placement: Option<virtperf_place::Placement>,
+    /// The VM on this host that the server runs in (pid:N, qemu:NAME, libvirt:DOMAIN,
+    /// firecracker:PID), with a remote:/ssh: placement into it: every configuration's cost
+    /// is then this host's busy CPUs, the VM's threads included (their share shown)
+    #[arg(long, value_name = "SPEC", requires = "placement", value_parser = clap::value_parser!(virtperf_measure::vm::VmSpec))]
+    pub vm: Option<virtperf_measure::vm::VmSpec>,
     /// How long the whole search may take; rounds are planned to fit it
     #[arg(long, default_value = "10m", value_parser = parse_budget)]
     pub budget: Duration,
@@ -123,6 +128,7 @@ pub fn tune(a: TuneArgs) -> Result<()> {
             "--json and --emit both write to standard output: give --out FILE for --emit",
         ));
     }
+    check_vm(&a)?;
     let target = target_of(&a)?;
     let tags = a.tags.resolve()?;
     let before = Machine::read();
@@ -253,6 +259,25 @@ fn skip(singles: &mut Vec<Candidate>, not_here: &mut Vec<NotHere>, names: &[Stri
     Ok(())
 }
 
+/// `--vm` names the VM on this host that a remote:/ssh: placement's agent runs in, and
+/// must be found before any round runs.
+fn check_vm(a: &TuneArgs) -> Result<()> {
+    let Some(vm) = &a.vm else {
+        return Ok(());
+    };
+    if !matches!(
+        a.placement,
+        Some(virtperf_place::Placement::Remote { .. } | virtperf_place::Placement::Ssh(_))
+    ) {
+        return Err(exit(
+            code::USAGE,
+            "--vm watches a VM you run on this host: give the agent in it with --placement remote:ADDR:PORT (or ssh:…)",
+        ));
+    }
+    virtperf_lab::host_vm::Watch::open(vm).map_err(|e| exit(code::USAGE, format!("{e:#}")))?;
+    Ok(())
+}
+
 /// The workload and where it runs, from the arguments.
 fn target_of(a: &TuneArgs) -> Result<Target> {
     let cpus = match a.cpus {
@@ -322,7 +347,12 @@ fn run_round(
         );
     }
     let t0 = Instant::now();
-    let ex = crate::experiment::execute_spec(&spec, &a.db, None, a.json, &a.lock, tags)?;
+    let opts = virtperf_experiment::runner::RunOptions {
+        tags,
+        vm: a.vm.clone(),
+        ..Default::default()
+    };
+    let ex = crate::experiment::execute_spec(&spec, &a.db, a.json, &a.lock, opts)?;
     let measured = search::measure(
         configs,
         ex.points.first(),

@@ -79,9 +79,22 @@ fn num(v: f64) -> String {
     virtperf_report::render::num(v)
 }
 
+/// Busy CPUs for the table: `1.17 (VM 1.05)` with a watched VM's host threads' share.
 fn cpus(m: &Measured) -> String {
-    m.cpus_busy
-        .map_or_else(|| "not measured".into(), |c| format!("{c:.2}"))
+    match (m.cpus_busy, m.vm_cpus) {
+        (Some(c), Some(v)) => format!("{c:.2} (VM {v:.2})"),
+        (Some(c), None) => format!("{c:.2}"),
+        (None, _) => "not measured".into(),
+    }
+}
+
+/// Busy CPUs in a sentence: `1.17 busy CPUs (1.05 of them the VM's host threads)`.
+fn cpus_words(m: &Measured) -> String {
+    match (m.cpus_busy, m.vm_cpus) {
+        (Some(c), Some(v)) => format!("{c:.2} busy CPUs ({v:.2} of them the VM's host threads)"),
+        (Some(c), None) => format!("{c:.2} busy CPUs"),
+        (None, _) => "busy CPUs not measured".into(),
+    }
 }
 
 /// Whether `m` meets every goal, in a word.
@@ -231,9 +244,9 @@ fn answer(s: &Search, all: &[Measured]) -> String {
         return format!("Answer: {}\n", no_answer(s, all));
     };
     let mut a = format!(
-        "Answer: {} meets {goals} at {} busy CPUs — {}",
+        "Answer: {} meets {goals} at {} — {}",
         pick.config.name,
-        cpus(pick),
+        cpus_words(pick),
         pick.config.what()
     );
     let others: Vec<String> = ranked
@@ -281,10 +294,10 @@ pub(crate) fn no_answer(s: &Search, all: &[Measured]) -> String {
         .map(|m| {
             let figs: Vec<String> = (0..s.goals.len()).map(|i| figure(m, i)).collect();
             format!(
-                "; closest: {} at {} ({} busy CPUs)",
+                "; closest: {} at {} ({})",
                 m.config.name,
                 figs.join(", "),
-                cpus(m)
+                cpus_words(m)
             )
         })
         .unwrap_or_default();
@@ -305,6 +318,7 @@ pub(crate) fn json(s: &Search, all: &[Measured]) -> String {
             "config": m.config.name,
             "what": m.config.what(),
             "cpus_busy": m.cpus_busy,
+            "vm_cpus": m.vm_cpus,
             "settings": m.config.settings().collect::<Vec<_>>(),
         })),
         "meeting": search::ranked(all, &s.goals, s.max_cpu).iter().map(|m| &m.config.name).collect::<Vec<_>>(),

@@ -18,6 +18,7 @@ use virtperf_store::{RunRow, Store, TrialRow};
 use virtperf_wire::GuestInfo;
 
 use crate::experiment::{execute_spec, DbArg, Executed};
+use virtperf_experiment::runner::RunOptions;
 
 /// `virtperf vm …`
 #[derive(Debug, Args)]
@@ -289,10 +290,13 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
     } = execute_spec(
         &spec,
         &a.db,
-        Some(Repeat::Fixed(a.runs)),
         a.json,
         &a.lock,
-        a.tags.resolve()?,
+        RunOptions {
+            repeat: Some(Repeat::Fixed(a.runs)),
+            tags: a.tags.resolve()?,
+            ..RunOptions::default()
+        },
     )?;
     let rows = compare::by_config(&points, Some("native"));
     let tax = tax::rows(&rows, "guest");

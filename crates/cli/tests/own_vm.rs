@@ -464,3 +464,83 @@ fn explain_with_vm_shows_the_hosts_share_of_the_round_trip() {
     common::chromium_renders(&html, &dir.0, 1);
     drop(qemu);
 }
+
+/// `tune --placement remote:… --vm pid:N` against a QEMU started by hand: every
+/// configuration's trials carry the host's view of the VM, and its cost is this host's
+/// busy CPUs once — the VM's threads are in them already, so the agent's own figures from
+/// inside the guest are not added (they would be counted twice, above the CPUs this host
+/// has) — with the VM's share beside it.
+#[test]
+fn tune_with_vm_counts_the_vms_host_threads_once() {
+    if let Some((need, why)) = common::guest_tools_missing() {
+        virtperf_testkit::skip(need, why);
+        return;
+    }
+    let dir = common::TempDir::new("own-vm-tune");
+    let name = format!("tune{}", std::process::id());
+    let (qemu, port) = qemu_by_hand_with(&dir, &name, 2, "");
+    let pid = qemu.0.id();
+    let out = run_with_timeout(
+        vp().args(["tune", "--goal", "p50<=1s", "--placement"])
+            .arg(format!("remote:127.0.0.1:{port}"))
+            .args(["--vm", &format!("pid:{pid}")])
+            .args([
+                "-l", "300ms", "--runs", "2", "--budget", "3m", "--json", "--db",
+            ])
+            .arg(dir.path("t.db")),
+        Duration::from_secs(400),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let host_cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let configs = v["measured"].as_array().expect("measured configurations");
+    let measured: Vec<&serde_json::Value> = configs
+        .iter()
+        .filter(|c| c["cpus_busy"].is_number())
+        .collect();
+    assert!(!measured.is_empty(), "no configuration has a cost: {v}");
+    for c in measured {
+        let busy = c["cpus_busy"].as_f64().expect("busy");
+        let vm = c["vm_cpus"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no VM share: {c}"));
+        assert!(
+            vm > 0.0 && vm <= busy * 1.05,
+            "VM {vm} of {busy} busy CPUs: {c}"
+        );
+        // Polling in idle may add a little; the guest's own view added twice would not fit.
+        assert!(
+            busy <= host_cpus * 1.1,
+            "{busy} busy CPUs on a {host_cpus}-CPU host: {c}"
+        );
+    }
+    // Every measured trial of round 1 has the host's view of the VM, per transaction.
+    let run = v["rounds"][0]["run_id"].as_i64().expect("round 1's run");
+    let out = run_with_timeout(
+        vp().args(["export", &run.to_string(), "--format", "json", "--db"])
+            .arg(dir.path("t.db")),
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("JSON rows");
+    let seqs = |pick: &dyn Fn(&serde_json::Value) -> bool| -> std::collections::BTreeSet<u64> {
+        rows.iter()
+            .filter(|r| pick(r))
+            .filter_map(|r| r["seq"].as_u64())
+            .collect()
+    };
+    let ok = seqs(&|r| r["status"] == "ok");
+    let viewed =
+        seqs(&|r| r["metric"] == "host_vcpu_us" && r["value"].as_f64().is_some_and(|v| v > 0.0));
+    assert!(!ok.is_empty());
+    assert_eq!(ok, viewed, "trials without the host's view of the VM");
+    drop(qemu);
+}

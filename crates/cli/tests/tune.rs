@@ -261,6 +261,28 @@ fn goals_the_workload_cannot_answer_are_usage_errors() {
             vec!["--goal", "p50<=5us", "--against", "tuned:no-such-profile-x"],
             "not installed",
         ),
+        (
+            vec![
+                "--goal",
+                "p50<=5us",
+                "--vm",
+                "pid:1",
+                "--placement",
+                "netns:veth",
+            ],
+            "--placement remote",
+        ),
+        (
+            vec![
+                "--goal",
+                "p50<=5us",
+                "--vm",
+                "pid:999999999",
+                "--placement",
+                "remote:127.0.0.1:9",
+            ],
+            "--vm pid:999999999",
+        ),
     ] {
         let out = run_with_timeout(s.vp().arg("tune").args(&args), Duration::from_secs(30));
         assert_eq!(out.status.code(), Some(2), "{args:?}");

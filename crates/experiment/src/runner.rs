@@ -38,6 +38,9 @@ pub struct RunOptions {
     pub allow_concurrent: bool,
     /// Stored with the run (`--tag`, `$VIRTPERF_TAGS`).
     pub tags: virtperf_store::Tags,
+    /// A VM on this host that the trials' server runs in (`--vm pid:N|qemu:NAME|…`): each
+    /// trial's result gets the host's view of it over its measured window.
+    pub vm: Option<virtperf_measure::vm::VmSpec>,
 }
 
 /// How a run ended.
@@ -135,6 +138,7 @@ pub fn run(
         local: virtperf_place::open(&Placement::Local)?,
         placed: Vec::new(),
         skipped: Vec::new(),
+        vm: opts.vm.clone(),
     };
     let env = virtperf_measure::fingerprint();
     let run_id = store.begin_run(&NewRun {
@@ -410,6 +414,8 @@ struct Sites {
     placed: Vec<(String, Opened)>,
     /// Configs whose site could not be opened, with the reason (reported once each).
     skipped: Vec<(String, String)>,
+    /// The VM watched over every trial's window ([`RunOptions::vm`]).
+    vm: Option<virtperf_measure::vm::VmSpec>,
 }
 
 /// A placed config's site, or why it could not be opened.
@@ -435,8 +441,23 @@ impl Sites {
         Some((format!("{e:#}"), lacks))
     }
 
-    /// Runs one trial of `cfg` on its site (beside its load's streams, if it has one).
+    /// Runs one trial of `cfg` on its site, with the host's view of the watched VM over
+    /// its window where the run watches one.
     fn run(&mut self, cfg: &Config, plan: &Plan) -> Result<TestResult> {
+        let Some(spec) = &self.vm else {
+            return self.run_placed(cfg, plan);
+        };
+        // Opened per trial: a VM that went away fails this trial with why, not the run.
+        let watch = virtperf_lab::host_vm::Watch::open(spec)?;
+        let mut plan = plan.clone();
+        watch.attach(&mut plan);
+        let mut r = self.run_placed(cfg, &plan)?;
+        r.host_vm = Some(watch.finish(Some(r.outcome.work())));
+        Ok(r)
+    }
+
+    /// Runs one trial of `cfg` on its site (beside its load's streams, if it has one).
+    fn run_placed(&mut self, cfg: &Config, plan: &Plan) -> Result<TestResult> {
         let v6_here = cfg.placement.is_none() && cfg.family == Some(Family::V6);
         if cfg.placement.is_none() && !v6_here {
             return run_on(self.local.as_ref(), cfg, plan);

@@ -6,7 +6,8 @@ use virtperf_wire::{SideCpu, SideEvents, TestResult};
 /// Busy CPUs during one trial: the client machine's busy CPUs plus its CPUs' time in the
 /// cpuidle POLL state (/proc/stat counts that as idle, but it is what halt polling and
 /// `cpu_dma_latency = 0` spend), and the server machine's the same where it is another
-/// machine (not the same kernel, not a guest whose vCPUs the host's figures include).
+/// machine (not the same kernel, not a guest whose vCPUs the host's figures include, not a
+/// VM on this host watched with `--vm`: its threads are in this host's figures already).
 /// None where a side's split or its polling time could not be read: a cost without them
 /// would call polling free.
 pub fn busy_cpus(r: &TestResult) -> Option<f64> {
@@ -26,7 +27,7 @@ pub fn busy_cpus(r: &TestResult) -> Option<f64> {
     };
     let ev = r.events.as_ref();
     let mut total = side(&r.cpu.client, ev.map(|e| &e.client))?;
-    if !r.cpu.same_host && r.guest.is_none() {
+    if !r.cpu.same_host && r.guest.is_none() && r.host_vm.is_none() {
         let server = r.cpu.server.as_ref()?;
         total += side(server, ev.and_then(|e| e.server.as_ref()))?;
     }
@@ -37,5 +38,22 @@ pub fn busy_cpus(r: &TestResult) -> Option<f64> {
 /// over some would not be the configuration's).
 pub fn mean_busy_cpus(results: &[&TestResult]) -> Option<f64> {
     let v: Vec<f64> = results.iter().filter_map(|r| busy_cpus(r)).collect();
+    (!v.is_empty() && v.len() == results.len()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// CPUs a watched VM's host threads kept busy during one trial (all classes: vCPUs, vhost,
+/// I/O, main loop): the host's share of [`busy_cpus`] that the guest itself cannot see.
+/// None without a `--vm` view or where its window was not read.
+pub fn vm_cpus(r: &TestResult) -> Option<f64> {
+    let h = r.host_vm.as_ref()?;
+    if h.window_s <= 0.0 || h.classes.is_empty() {
+        return None;
+    }
+    Some(h.classes.iter().map(|c| c.cpu_s).sum::<f64>() / h.window_s)
+}
+
+/// The mean of [`vm_cpus`] over `results`, only when every one has it.
+pub fn mean_vm_cpus(results: &[&TestResult]) -> Option<f64> {
+    let v: Vec<f64> = results.iter().filter_map(|r| vm_cpus(r)).collect();
     (!v.is_empty() && v.len() == results.len()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }

@@ -50,6 +50,10 @@ pub struct ConfigSummary {
     /// Mean busy CPUs over its tries, cpuidle polling included (`cost::busy_cpus`); None
     /// unless every try has the figure.
     pub cpus_busy: Option<f64>,
+    /// Of those, mean CPUs the watched VM's host threads kept busy (`run --vm`); None
+    /// without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vm_cpus: Option<f64>,
     /// Mean elapsed seconds of a trial's measurement.
     pub elapsed_s: f64,
     /// Each try's time series (a spec's `interval`), in try order; tries without one are
@@ -168,6 +172,7 @@ fn cell(config: &str, trials: &[&TrialRow], confidence: f64) -> ConfigSummary {
         cpu,
         server_cpu,
         cpus_busy: crate::cost::mean_busy_cpus(&results),
+        vm_cpus: crate::cost::mean_vm_cpus(&results),
         elapsed_s,
         series: results
             .iter()

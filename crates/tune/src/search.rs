@@ -39,6 +39,9 @@ pub struct Measured {
     /// Busy CPUs over its trials (mean): both ends' machines' busy time plus their CPUs'
     /// time polling in idle; None where that could not be measured.
     pub cpus_busy: Option<f64>,
+    /// Of those, the CPUs a watched VM's host threads kept busy (`tune --vm`): the host's
+    /// share the guest cannot see. None without one.
+    pub vm_cpus: Option<f64>,
     /// Trials that produced a result.
     pub ok: usize,
     /// Why it has no figures, if it has none (failed or skipped trials).
@@ -102,6 +105,7 @@ pub fn measure(
                 .collect();
             let ok = cell.map_or(0, |x| x.ok);
             let cpus_busy = cell.and_then(|x| x.cpus_busy);
+            let vm_cpus = cell.and_then(|x| x.vm_cpus);
             let error = match (cell, figures.len() == goals.len()) {
                 (_, true) => None,
                 (Some(x), false) => Some(x.error.clone().unwrap_or_else(|| "no result".into())),
@@ -119,6 +123,7 @@ pub fn measure(
                 run_id,
                 figures,
                 cpus_busy,
+                vm_cpus,
                 ok,
                 error,
             }
@@ -268,6 +273,7 @@ mod tests {
                 summary,
             }],
             cpus_busy: cpus,
+            vm_cpus: None,
             ok: p50.len(),
             error: None,
         }
