@@ -448,6 +448,14 @@ mod tests {
                 ),
                 part("dma", "d", Setting::DmaLatency { us: 0 }),
                 part(
+                    "rps",
+                    "r",
+                    Setting::NetDev {
+                        name: "lo/queues/rx-0/rps_cpus".into(),
+                        value: "2".into(),
+                    },
+                ),
+                part(
                     "spin",
                     "w",
                     Setting::Wait {
@@ -497,7 +505,11 @@ mod tests {
             c.wait,
             Some((virtperf_wire::Wait::Spin, virtperf_wire::Wait::Spin))
         );
-        assert_eq!(c.knobs.len(), 2);
+        assert_eq!(c.knobs.len(), 3);
+        assert!(c
+            .knobs
+            .iter()
+            .any(|(k, v)| k.name == "lo/queues/rx-0/rps_cpus" && v == "2"));
         assert!(matches!(
             spec.configs[2].placement,
             Some(virtperf_place::Placement::Guest(..))

@@ -18,6 +18,19 @@ static TURN: Mutex<()> = Mutex::new(());
 
 const HALT_POLL: &str = "/sys/module/haltpoll/parameters/guest_halt_poll_ns";
 const BUSY_READ: &str = "/proc/sys/net/core/busy_read";
+/// Loopback's receive steering (RPS, RFS), which tune searches for loopback workloads.
+const STEERING: [&str; 3] = [
+    "/sys/class/net/lo/queues/rx-0/rps_cpus",
+    "/sys/class/net/lo/queues/rx-0/rps_flow_cnt",
+    "/proc/sys/net/core/rps_sock_flow_entries",
+];
+
+/// Every file tune may write in these tests.
+fn touched() -> Vec<&'static str> {
+    let mut v = vec![HALT_POLL, BUSY_READ];
+    v.extend(STEERING);
+    v
+}
 
 fn read(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
@@ -55,7 +68,7 @@ impl Drop for Scratch {
 
 /// The knobs tune may touch, as they are now (absent ones as None).
 fn knobs() -> Vec<Option<String>> {
-    vec![read(HALT_POLL), read(BUSY_READ)]
+    touched().into_iter().map(read).collect()
 }
 
 /// Whatever a failed assertion left, the machine gets these values back.
@@ -63,7 +76,7 @@ struct Restore(Vec<Option<String>>);
 
 impl Drop for Restore {
     fn drop(&mut self) {
-        for (p, v) in [HALT_POLL, BUSY_READ].iter().zip(&self.0) {
+        for (p, v) in touched().iter().zip(&self.0) {
             if let Some(v) = v {
                 let _ = std::fs::write(p, v);
             }
@@ -181,6 +194,13 @@ fn a_goal_between_blocking_and_spinning_is_met_at_a_measured_cost_and_knobs_come
         configs.contains("baseline") && configs.contains("tuned-nl"),
         "{configs}"
     );
+    // Loopback's receive steering is searched where it is off and writable (root).
+    if read(STEERING[0]).as_deref() == Some("0") && unsafe { libc::geteuid() } == 0 {
+        assert!(
+            configs.contains("\"rfs\"") && configs.contains("\"rps-cpu1\""),
+            "{configs}"
+        );
+    }
     assert!(
         v["not_tried"].to_string().contains("boot-time"),
         "{}",

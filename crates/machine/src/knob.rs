@@ -29,7 +29,19 @@ pub enum KnobKind {
     ModuleParam,
     /// /sys/devices/system/cpu/cpuN/cpuidle/stateM/disable
     CpuidleDisable,
+    /// A network device's steering file under /sys/class/net/DEV/ (RPS, RFS, XPS, NAPI
+    /// deferral), named `DEV/queues/rx-0/rps_cpus`.
+    NetDev,
 }
+
+/// The files under /sys/class/net/DEV/ a [`KnobKind::NetDev`] knob may name: receive and
+/// transmit steering per queue, and NAPI's interrupt deferral per device.
+const NETDEV_QUEUE_FILES: &[(&str, &str)] = &[
+    ("rx-", "rps_cpus"),
+    ("rx-", "rps_flow_cnt"),
+    ("tx-", "xps_cpus"),
+];
+const NETDEV_FILES: &[&str] = &["napi_defer_hard_irqs", "gro_flush_timeout"];
 
 /// One kernel setting.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,12 +115,56 @@ impl Knob {
         }
     }
 
+    /// A steering file of network device `dev`, as `DEV/queues/rx-N/rps_cpus`,
+    /// `DEV/queues/rx-N/rps_flow_cnt`, `DEV/queues/tx-N/xps_cpus`,
+    /// `DEV/napi_defer_hard_irqs` or `DEV/gro_flush_timeout`; nothing else, so a spec or a
+    /// journal cannot name any other file under /sys.
+    pub fn netdev(name: &str) -> Result<Knob> {
+        let bad = || {
+            anyhow!(
+                "invalid network device file {name:?}: write DEV/queues/rx-N/rps_cpus, DEV/queues/rx-N/rps_flow_cnt, DEV/queues/tx-N/xps_cpus, DEV/napi_defer_hard_irqs or DEV/gro_flush_timeout"
+            )
+        };
+        let (dev, rest) = name.split_once('/').ok_or_else(bad)?;
+        // The kernel's own rule for interface names (dev_valid_name): 1-15 bytes, not "."
+        // or "..", no '/', ':' or whitespace.
+        let dev_ok = (1..16).contains(&dev.len())
+            && dev != "."
+            && dev != ".."
+            && !dev
+                .chars()
+                .any(|c| c == ':' || c.is_whitespace() || c.is_control());
+        let file_ok = NETDEV_FILES.contains(&rest)
+            || rest
+                .strip_prefix("queues/")
+                .and_then(|q| q.split_once('/'))
+                .is_some_and(|(queue, file)| {
+                    NETDEV_QUEUE_FILES.iter().any(|(pre, f)| {
+                        *f == file
+                            && queue.strip_prefix(pre).is_some_and(|n| {
+                                !n.is_empty()
+                                    && n.len() < 6
+                                    && n.bytes().all(|b| b.is_ascii_digit())
+                            })
+                    })
+                });
+        if !dev_ok || !file_ok {
+            return Err(bad());
+        }
+        Ok(Knob {
+            name: name.to_string(),
+            kind: KnobKind::NetDev,
+            path: PathBuf::from("/sys/class/net").join(dev).join(rest),
+        })
+    }
+
     /// Rebuilds a knob from its kind and name (what the journal stores), through the same
     /// checks as a spec's names, so a damaged or hostile journal cannot name any other file.
     pub fn from_name(kind: KnobKind, name: &str) -> Result<Knob> {
         match kind {
             KnobKind::Sysctl => Knob::sysctl(name),
             KnobKind::ModuleParam => Knob::module_param(name),
+            KnobKind::NetDev => Knob::netdev(name),
             KnobKind::CpuidleDisable => {
                 let bad = || anyhow!("invalid cpuidle switch name {name:?}");
                 let rest = name.strip_prefix("cpuidle.cpu").ok_or_else(bad)?;
@@ -150,6 +206,7 @@ impl Knob {
             KnobKind::Sysctl => "sysctl",
             KnobKind::ModuleParam => "module parameter",
             KnobKind::CpuidleDisable => "cpuidle switch",
+            KnobKind::NetDev => "network device file",
         };
         let original = self.read().map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => {
@@ -739,6 +796,25 @@ mod tests {
         let k = Knob::from_name(KnobKind::CpuidleDisable, "cpuidle.cpu3.state1.disable").unwrap();
         assert_eq!(k, Knob::cpuidle_disable(3, 1));
         assert!(Knob::from_name(KnobKind::CpuidleDisable, "cpuidle.cpu3/../x").is_err());
+        let k = Knob::from_name(KnobKind::NetDev, "lo/queues/rx-0/rps_cpus").unwrap();
+        assert_eq!(
+            k.path,
+            PathBuf::from("/sys/class/net/lo/queues/rx-0/rps_cpus")
+        );
+        assert!(Knob::netdev("eth0.100/gro_flush_timeout").is_ok());
+        for bad in [
+            "lo/../../../etc/passwd",
+            "../queues/rx-0/rps_cpus",
+            "lo/queues/rx-0/../../mtu",
+            "lo/queues/tx-0/rps_cpus",
+            "lo/queues/rx-/rps_cpus",
+            "lo/mtu",
+            "lo",
+            "a-name-over-15-chars/gro_flush_timeout",
+            "/gro_flush_timeout",
+        ] {
+            assert!(Knob::from_name(KnobKind::NetDev, bad).is_err(), "{bad}");
+        }
         assert!(Knob::from_name(KnobKind::Sysctl, "../../etc/passwd").is_err());
     }
 }

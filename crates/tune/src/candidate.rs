@@ -45,6 +45,13 @@ pub enum Setting {
         /// Value set.
         value: String,
     },
+    /// A network device's steering file (`lo/queues/rx-0/rps_cpus`), through the journal.
+    NetDev {
+        /// `DEV/…` under /sys/class/net.
+        name: String,
+        /// Value written.
+        value: String,
+    },
     /// Both ends pinned here (client, server).
     Cpus {
         /// Client CPU.
@@ -59,7 +66,9 @@ impl Setting {
     /// command-line words add up, so each word is its own key).
     pub fn key(&self) -> String {
         match self {
-            Setting::Sysctl { name, .. } | Setting::Module { name, .. } => name.clone(),
+            Setting::Sysctl { name, .. }
+            | Setting::Module { name, .. }
+            | Setting::NetDev { name, .. } => name.clone(),
             Setting::DmaLatency { .. } => "cpu_dma_latency".into(),
             Setting::Wait { .. } => "wait".into(),
             Setting::Cpus { .. } => "cpus".into(),
@@ -74,6 +83,7 @@ impl Setting {
             Setting::Sysctl { name, value } | Setting::Module { name, value } => {
                 format!("{name} = {value}")
             }
+            Setting::NetDev { name, value } => format!("/sys/class/net/{name} = {value}"),
             Setting::DmaLatency { us } => format!("cpu_dma_latency held at {us} µs"),
             Setting::Wait { mode } => format!("receivers wait: {mode}"),
             Setting::Cpus { client, server } => format!("CPUs {client},{server}"),
@@ -136,12 +146,15 @@ pub const KNOBS: &[&str] = &[
 /// What this machine has, as `tune` read it before planning anything.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Machine {
-    /// Each of [`KNOBS`]: its value now, or why it cannot be written.
+    /// Each of [`KNOBS`] and of the loopback device's steering files
+    /// ([`crate::steer::knob_names`]): its value now, or why it cannot be written.
     pub knobs: BTreeMap<String, Result<String, String>>,
     /// The CPU latency bound in force now (µs), or why none can be held.
     pub dma_latency: Result<u64, String>,
     /// The cpuidle driver (`haltpoll` in a KVM guest that has it).
     pub cpuidle_driver: Option<String>,
+    /// The online CPUs (for steering masks over all of them).
+    pub online_cpus: Vec<u32>,
 }
 
 impl Machine {
@@ -149,17 +162,23 @@ impl Machine {
     pub fn read() -> Machine {
         use virtperf_machine::knob::Knob;
         let mut knobs = BTreeMap::new();
-        for name in KNOBS {
-            let knob = if name.starts_with("net.") {
-                Knob::sysctl(name)
+        let names = KNOBS
+            .iter()
+            .map(|n| n.to_string())
+            .chain(crate::steer::knob_names("lo"));
+        for name in names {
+            let knob = if name.contains('/') {
+                Knob::netdev(&name)
+            } else if name.starts_with("net.") {
+                Knob::sysctl(&name)
             } else {
-                Knob::module_param(name)
+                Knob::module_param(&name)
             };
             let v = knob
                 .and_then(|k| k.probe())
                 .map(|v| v.trim().to_string())
                 .map_err(|e| format!("{e:#}"));
-            knobs.insert((*name).to_string(), v);
+            knobs.insert(name, v);
         }
         let dma_latency = virtperf_machine::qos::can_hold().and_then(|()| {
             virtperf_machine::qos::current_us()
@@ -169,10 +188,14 @@ impl Machine {
             std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver")
                 .ok()
                 .map(|s| s.trim().to_string());
+        let online_cpus =
+            virtperf_measure::events::cpu_numbers(std::path::Path::new("/sys/devices/system/cpu"))
+                .unwrap_or_default();
         Machine {
             knobs,
             dma_latency,
             cpuidle_driver,
+            online_cpus,
         }
     }
 
@@ -256,13 +279,7 @@ pub fn discover(m: &Machine, t: &Target) -> (Vec<Candidate>, Vec<NotHere>) {
             why: "the workload is not pinned across two CPUs (give --cpus A,B)".into(),
         }),
     }
-    not.push(NotHere {
-        what: "IRQ affinity, RPS/XPS, napi_defer_hard_irqs".into(),
-        why: match &t.placement {
-            None => "the traffic stays on loopback: no NIC queue to steer".into(),
-            Some(p) => format!("not searched for placement {p} yet"),
-        },
-    });
+    crate::steer::candidates(m, t, &mut c, &mut not);
     (c, not)
 }
 
@@ -420,6 +437,7 @@ mod tests {
             knobs,
             dma_latency: dma.map_err(str::to_string),
             cpuidle_driver: Some("haltpoll".into()),
+            online_cpus: vec![0, 1],
         }
     }
 
@@ -449,7 +467,10 @@ mod tests {
                 "same-cpu"
             ]
         );
-        assert!(not.iter().any(|n| n.why.contains("loopback")));
+        assert!(
+            not.iter().any(|n| n.why.contains("no receive queues")),
+            "{not:?}"
+        );
         let (c, not) = discover(
             &machine(
                 Err("module parameter haltpoll.guest_halt_poll_ns does not exist"),

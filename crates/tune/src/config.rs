@@ -80,6 +80,12 @@ impl Configuration {
         }) {
             t.push_str(&format!("module = {m}\n"));
         }
+        if let Some(n) = table(|s| match s {
+            Setting::NetDev { name, value } => Some((name, value)),
+            _ => None,
+        }) {
+            t.push_str(&format!("netdev = {n}\n"));
+        }
         let cmdline: Vec<&str> = self
             .settings()
             .filter_map(|s| match s {
@@ -110,6 +116,7 @@ impl Configuration {
                 }
                 Setting::Sysctl { .. }
                 | Setting::Module { .. }
+                | Setting::NetDev { .. }
                 | Setting::GuestCmdline { .. }
                 | Setting::GuestModule { .. } => {}
             }

@@ -90,6 +90,10 @@ fn sysctl_d(head: &str, w: &Configuration, m: &Machine) -> String {
                     was(m, name)
                 ));
             }
+            Setting::NetDev { name, value } => notes.push(format!(
+                "/sys/class/net/{name} = {value} (was {}): not a sysctl; at run time `echo {value} > /sys/class/net/{name}`, at boot a udev rule or tuned's [sysfs]",
+                was(m, name)
+            )),
             Setting::DmaLatency { us } => notes.push(format!(
                 "cpu_dma_latency {us} µs: held only while a process keeps /dev/cpu_dma_latency open (tuned's force_latency does)"
             )),
@@ -128,6 +132,10 @@ fn tuned(head: &str, w: &Configuration, m: &Machine) -> String {
                     was(m, name)
                 ));
             }
+            Setting::NetDev { name, value } => sysfs.push(format!(
+                "# was {}\n/sys/class/net/{name}={value}",
+                was(m, name)
+            )),
             Setting::DmaLatency { us } => cpu.push(format!("force_latency={us}")),
             Setting::Wait { .. }
             | Setting::Cpus { .. }
@@ -181,6 +189,15 @@ mod tests {
                     Setting::DmaLatency { us: 0 },
                 ],
             },
+            Candidate {
+                name: "rps-cpu1".into(),
+                family: "rps".into(),
+                what: "RPS".into(),
+                settings: vec![Setting::NetDev {
+                    name: "lo/queues/rx-0/rps_cpus".into(),
+                    value: "2".into(),
+                }],
+            },
         ])
     }
 
@@ -191,6 +208,7 @@ mod tests {
             knobs,
             dma_latency: Ok(2_000_000_000),
             cpuidle_driver: None,
+            online_cpus: vec![0, 1],
         }
     }
 
@@ -225,12 +243,24 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("[cpu]\nforce_latency=0"), "{t}");
+        assert!(
+            t.contains("/sys/class/net/lo/queues/rx-0/rps_cpus=2"),
+            "{t}"
+        );
+        assert!(
+            s.contains("echo 2 > /sys/class/net/lo/queues/rx-0/rps_cpus"),
+            "{s}"
+        );
         let sp = emit(Format::Spec, &winner(), &target(), &goals, &machine());
         assert!(
-            sp.contains("name = \"busy-poll-50us+halt-poll-200us\""),
+            sp.contains("name = \"busy-poll-50us+halt-poll-200us+rps-cpu1\""),
             "{sp}"
         );
         assert!(sp.contains("cpu_dma_latency = 0"), "{sp}");
+        assert!(
+            sp.contains("netdev = { \"lo/queues/rx-0/rps_cpus\" = \"2\" }"),
+            "{sp}"
+        );
         assert!("yaml".parse::<Format>().is_err());
     }
 }

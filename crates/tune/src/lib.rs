@@ -13,4 +13,5 @@ pub mod config;
 pub mod emit;
 pub mod goal;
 pub mod search;
+pub mod steer;
 pub mod tuned;

@@ -98,15 +98,9 @@ pub(super) fn config(text: &str, c: &Spanned<RawConfig>) -> Result<Vec<Config>, 
 pub(super) const CONTROL_IN_NAME: &str =
     "a name must not contain control characters (escape sequences, tabs, newlines)";
 
-pub(super) fn one_config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, SpecError> {
-    let r = c.get_ref();
-    let name = r.name.get_ref().trim().to_string();
-    if name.is_empty() {
-        return err(text, r.name.span(), "config name must not be empty");
-    }
-    if name.chars().any(char::is_control) {
-        return err(text, r.name.span(), CONTROL_IN_NAME);
-    }
+/// A config's kernel knobs: sysctls, module parameters, network device files and cpuidle
+/// switches, each name checked at its line.
+fn knobs_of(text: &str, r: &RawConfig) -> Result<Vec<(Knob, String)>, SpecError> {
     let mut knobs = Vec::new();
     for (k, v) in &r.sysctl {
         let knob = Knob::sysctl(k).or_else(|m| err(text, v.span(), m))?;
@@ -114,6 +108,10 @@ pub(super) fn one_config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, S
     }
     for (k, v) in &r.module {
         let knob = Knob::module_param(k).or_else(|m| err(text, v.span(), m))?;
+        knobs.push((knob, v.get_ref().text()));
+    }
+    for (k, v) in &r.netdev {
+        let knob = Knob::netdev(k).or_else(|m| err(text, v.span(), m))?;
         knobs.push((knob, v.get_ref().text()));
     }
     if let Some(states) = &r.cpuidle_disable {
@@ -129,6 +127,19 @@ pub(super) fn one_config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, S
             knobs.extend(ks.into_iter().map(|k| (k, "1".to_string())));
         }
     }
+    Ok(knobs)
+}
+
+pub(super) fn one_config(text: &str, c: &Spanned<RawConfig>) -> Result<Config, SpecError> {
+    let r = c.get_ref();
+    let name = r.name.get_ref().trim().to_string();
+    if name.is_empty() {
+        return err(text, r.name.span(), "config name must not be empty");
+    }
+    if name.chars().any(char::is_control) {
+        return err(text, r.name.span(), CONTROL_IN_NAME);
+    }
+    let knobs = knobs_of(text, r)?;
     let sock = socket_of(text, r)?;
     let cpus = match &r.cpus {
         Some(s) => Some(parse::cpus(s.get_ref()).or_else(|m| err(text, s.span(), m))?),

@@ -173,6 +173,9 @@ pub(super) struct RawConfig {
     pub(super) sysctl: BTreeMap<String, Spanned<KnobVal>>,
     #[serde(default)]
     pub(super) module: BTreeMap<String, Spanned<KnobVal>>,
+    /// Network device steering files (`"lo/queues/rx-0/rps_cpus" = "2"`).
+    #[serde(default)]
+    pub(super) netdev: BTreeMap<String, Spanned<KnobVal>>,
     #[serde(default)]
     pub(super) socket: Option<Spanned<RawSock>>,
     #[serde(default)]

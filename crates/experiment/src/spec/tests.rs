@@ -369,6 +369,10 @@ fn errors_name_their_line() {
     let (l, m) = line_of_error("name = \"x\"\n[[workload]]\nkind = \"rr\"\n[[config]]\nname = \"a\"\nsysctl = { \"../etc/passwd\" = 1 }\n");
     assert_eq!(l, 6);
     assert!(m.contains("sysctl"), "{m}");
+    // A network device file outside the steering files is refused at its line too.
+    let (l, m) = line_of_error("name = \"x\"\n[[workload]]\nkind = \"rr\"\n[[config]]\nname = \"a\"\nnetdev = { \"lo/../../mtu\" = 1 }\n");
+    assert_eq!(l, 6);
+    assert!(m.contains("rps_cpus"), "{m}");
 
     let (l, m) = line_of_error("name = \"x\"\n[[workload]]\nkind = \"bulk\"\n");
     assert_eq!(l, 2, "{m}");
