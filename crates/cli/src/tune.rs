@@ -31,9 +31,11 @@ pub struct TuneArgs {
     /// Request and response sizes for rr kinds (`REQ,RESP`), or the send size of a stream
     #[arg(long, short = 'r', value_parser = parse_size)]
     pub size: Option<String>,
-    /// Client and server CPUs (default 0,1: a cross-CPU round trip, where remedies matter)
-    #[arg(long, short = 'T', default_value = "0,1", value_parser = virtperf_lab::parse::cpus)]
-    pub cpus: (Option<u32>, Option<u32>),
+    /// Client and server CPUs (default on this host's loopback 0,1: a cross-CPU round
+    /// trip, where remedies matter; elsewhere unpinned, as the server's CPUs are another
+    /// machine's)
+    #[arg(long, short = 'T', value_parser = virtperf_lab::parse::cpus)]
+    pub cpus: Option<(Option<u32>, Option<u32>)>,
     /// Where the two ends run (netns…, guest…, ssh:…, remote:…); default this host's loopback
     #[arg(long, value_parser = <virtperf_place::Placement as std::str::FromStr>::from_str)]
     pub placement: Option<virtperf_place::Placement>,
@@ -58,6 +60,15 @@ pub struct TuneArgs {
     /// share a CPU, `spin`, `halt-poll-200us`, …); repeatable
     #[arg(long = "skip", value_name = "REMEDY")]
     pub skip: Vec<String>,
+    /// Search only these remedies, by name (as the table names them; repeatable, or
+    /// comma-separated): the baseline is always measured
+    #[arg(
+        long = "only",
+        value_name = "REMEDY",
+        value_delimiter = ',',
+        conflicts_with = "skip"
+    )]
+    pub only: Vec<String>,
     /// Measure a tuned profile's run-time settings as one more configuration:
     /// tuned:NAME (from /etc/tuned or /usr/lib/tuned) or tuned:/path/to/tuned.conf
     #[arg(long, value_name = "tuned:PROFILE")]
@@ -117,6 +128,10 @@ fn parse_max_cpu(s: &str) -> Result<f64, String> {
 /// connection set-up), for planning a round into the budget before any was timed.
 const TRIAL_OVERHEAD: Duration = Duration::from_millis(1500);
 
+/// What one guest's boot costs a guest placement's configuration, for planning round 1:
+/// a TCG boot of virtperf's initramfs guest takes 5–10 s here, a KVM one less.
+const GUEST_BOOT: Duration = Duration::from_secs(10);
+
 /// `virtperf tune`
 pub fn tune(a: TuneArgs) -> Result<()> {
     for g in &a.goals {
@@ -133,7 +148,23 @@ pub fn tune(a: TuneArgs) -> Result<()> {
     let tags = a.tags.resolve()?;
     let before = Machine::read();
     let (mut singles, mut not_here) = discover(&before, &target);
-    skip(&mut singles, &mut not_here, &a.skip)?;
+    skip(&mut singles, &mut not_here, &a.skip, "--skip")?;
+    if !a.only.is_empty() {
+        // A name --only gives that is no remedy here is refused as --skip's would be.
+        let unknown: Vec<String> = a
+            .only
+            .iter()
+            .filter(|n| !singles.iter().any(|c| &c.name == *n))
+            .cloned()
+            .collect();
+        skip(&mut singles.clone(), &mut Vec::new(), &unknown, "--only")?;
+        let others: Vec<String> = singles
+            .iter()
+            .map(|c| c.name.clone())
+            .filter(|n| !a.only.contains(n))
+            .collect();
+        skip(&mut singles, &mut not_here, &others, "--only")?;
+    }
     if let Some(t) = &a.against {
         let (c, left) = against(t)?;
         singles.push(c);
@@ -143,7 +174,11 @@ pub fn tune(a: TuneArgs) -> Result<()> {
     let mut round1 = vec![Configuration::baseline()];
     round1.extend(singles.iter().cloned().map(|c| Configuration::of(vec![c])));
     let per_trial = a.duration + TRIAL_OVERHEAD;
-    let need = per_trial * (round1.len() as u32 * a.runs);
+    let mut need = per_trial * (round1.len() as u32 * a.runs);
+    if matches!(a.placement, Some(virtperf_place::Placement::Guest(..))) {
+        // Each configuration boots its own guest once, at its first trial.
+        need += GUEST_BOOT * round1.len() as u32;
+    }
     if need > a.budget {
         return Err(exit(
             code::USAGE,
@@ -236,16 +271,22 @@ fn finish(a: &TuneArgs, s: &Search, before: &Machine) -> Result<()> {
     }
 }
 
-/// Takes the remedies named by `--skip` out of the search (listed as not tried); a name
-/// that is no remedy here is a usage error naming those that are.
-fn skip(singles: &mut Vec<Candidate>, not_here: &mut Vec<NotHere>, names: &[String]) -> Result<()> {
+/// Takes the remedies named out of the search (listed as not tried, left out by `flag`:
+/// `--skip`, or `--only` for those it did not name); a name that is no remedy here is a
+/// usage error naming those that are.
+fn skip(
+    singles: &mut Vec<Candidate>,
+    not_here: &mut Vec<NotHere>,
+    names: &[String],
+    flag: &str,
+) -> Result<()> {
     for n in names {
         let Some(i) = singles.iter().position(|c| &c.name == n) else {
             let have: Vec<&str> = singles.iter().map(|c| c.name.as_str()).collect();
             return Err(exit(
                 code::USAGE,
                 format!(
-                    "--skip {n:?}: no such remedy here (the search has {})",
+                    "{flag} {n:?}: no such remedy here (the search has {})",
                     have.join(", ")
                 ),
             ));
@@ -253,7 +294,7 @@ fn skip(singles: &mut Vec<Candidate>, not_here: &mut Vec<NotHere>, names: &[Stri
         let c = singles.remove(i);
         not_here.push(NotHere {
             what: c.what,
-            why: "left out by --skip".into(),
+            why: format!("left out by {flag}"),
         });
     }
     Ok(())
@@ -280,12 +321,27 @@ fn check_vm(a: &TuneArgs) -> Result<()> {
 
 /// The workload and where it runs, from the arguments.
 fn target_of(a: &TuneArgs) -> Result<Target> {
-    let cpus = match a.cpus {
-        (Some(c), Some(s)) => {
+    let here = matches!(a.placement, None | Some(virtperf_place::Placement::Local));
+    let cpus = match (a.cpus, here) {
+        // On this host both CPUs are ours to check: a default pair it lacks pins nothing.
+        (None, true) => {
             let n = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-            (c.max(s) < n).then_some((c, s))
+            (n > 1).then_some((0, 1))
         }
-        (None, None) => None,
+        // The server's CPUs are another machine's (a guest, a remote agent): pinned only
+        // when asked, and its agent refuses a CPU it lacks.
+        (None, false) | (Some((None, None)), _) => None,
+        (Some((Some(c), Some(s))), true) => {
+            let n = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+            if c.max(s) >= n {
+                return Err(exit(
+                    code::USAGE,
+                    format!("--cpus {c},{s}: this host has CPUs 0 to {}", n - 1),
+                ));
+            }
+            Some((c, s))
+        }
+        (Some((Some(c), Some(s))), false) => Some((c, s)),
         _ => return Err(exit(code::USAGE, "--cpus takes two CPUs, e.g. --cpus 0,1")),
     };
     Ok(Target {
@@ -487,6 +543,14 @@ mod tests {
                         value: "200000".into(),
                     },
                 ),
+                part(
+                    "ring",
+                    "gv",
+                    Setting::GuestVirtio {
+                        name: "rx_queue_size".into(),
+                        value: "1024".into(),
+                    },
+                ),
             ]),
         ];
         let t = Target {
@@ -510,10 +574,16 @@ mod tests {
             .knobs
             .iter()
             .any(|(k, v)| k.name == "lo/queues/rx-0/rps_cpus" && v == "2"));
-        assert!(matches!(
-            spec.configs[2].placement,
-            Some(virtperf_place::Placement::Guest(..))
-        ));
+        match &spec.configs[2].placement {
+            Some(virtperf_place::Placement::Guest(_, o)) => {
+                assert_eq!(
+                    o.virtio.get("rx_queue_size").map(String::as_str),
+                    Some("1024")
+                );
+                assert_eq!(o.cmdline.as_deref(), Some("idle=poll"));
+            }
+            other => panic!("not a guest placement: {other:?}"),
+        }
         assert_eq!(secs(Duration::from_millis(500)), "500ms");
         assert_eq!(secs(Duration::from_secs(150)), "2m30s");
     }

@@ -431,3 +431,67 @@ fn writable_halt_poll() -> Option<String> {
     }
     Some(orig)
 }
+
+/// `tune --placement guest`: the guest's own remedies (a virtio option, a boot option) are
+/// each measured in a guest booted with them — the stored trials' guests say so — beside a
+/// baseline guest; the server is not pinned to a CPU the guest lacks.
+#[test]
+fn a_guest_placements_remedies_boot_their_own_guests() {
+    if let Some((need, why)) = common::guest_tools_missing() {
+        virtperf_testkit::skip(need, why);
+        return;
+    }
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("guest");
+    let out = run_with_timeout(
+        s.vp().args([
+            "tune",
+            "--placement",
+            "guest",
+            "--goal",
+            "p50<=1s",
+            "--only",
+            "guest-rx-ring-1024,guest-idle-poll",
+            "-l",
+            "300ms",
+            "--runs",
+            "2",
+            "--budget",
+            "3m",
+            "--json",
+        ]),
+        Duration::from_secs(300),
+    );
+    common::assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let measured = v["measured"].as_array().unwrap();
+    for name in ["baseline", "guest-rx-ring-1024", "guest-idle-poll"] {
+        let m = measured
+            .iter()
+            .find(|m| m["config"]["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not measured: {v}"));
+        assert_eq!(m["ok"], 2, "{name}: {m}");
+    }
+    // What each configuration's guest was, from its stored trials.
+    let db = rusqlite::Connection::open(s.p("r.db")).unwrap();
+    let mut q = db
+        .prepare(
+            "SELECT config, json_extract(result_json, '$.guest.virtio.rx_queue_size'), \
+             json_extract(result_json, '$.guest.cmdline') FROM trials WHERE status = 'ok'",
+        )
+        .unwrap();
+    let rows: Vec<(String, Option<String>, Option<String>)> = q
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    for (config, ring, cmdline) in rows {
+        let idle_poll = cmdline.as_deref().is_some_and(|c| c.contains("idle=poll"));
+        match config.as_str() {
+            "guest-rx-ring-1024" => assert!(ring.as_deref() == Some("1024") && !idle_poll),
+            "guest-idle-poll" => assert!(ring.is_none() && idle_poll),
+            _ => assert!(ring.is_none() && !idle_poll, "{config}"),
+        }
+    }
+}

@@ -45,6 +45,14 @@ pub enum Setting {
         /// Value set.
         value: String,
     },
+    /// A virtio-net option of a booted guest's NIC (`rx_queue_size`, `vhost`): each
+    /// configuration with one boots its own guest.
+    GuestVirtio {
+        /// The option, as `--virtio` takes it.
+        name: String,
+        /// Its value.
+        value: String,
+    },
     /// A network device's steering file (`lo/queues/rx-0/rps_cpus`), through the journal.
     NetDev {
         /// `DEV/…` under /sys/class/net.
@@ -74,6 +82,7 @@ impl Setting {
             Setting::Cpus { .. } => "cpus".into(),
             Setting::GuestCmdline { words } => format!("guest cmdline {words}"),
             Setting::GuestModule { name, .. } => format!("guest {name}"),
+            Setting::GuestVirtio { name, .. } => format!("guest virtio {name}"),
         }
     }
 
@@ -89,6 +98,7 @@ impl Setting {
             Setting::Cpus { client, server } => format!("CPUs {client},{server}"),
             Setting::GuestCmdline { words } => format!("guest kernel command line: {words}"),
             Setting::GuestModule { name, value } => format!("in the guest: {name} = {value}"),
+            Setting::GuestVirtio { name, value } => format!("guest NIC: {name}={value}"),
         }
     }
 }
@@ -155,6 +165,8 @@ pub struct Machine {
     pub cpuidle_driver: Option<String>,
     /// The online CPUs (for steering masks over all of them).
     pub online_cpus: Vec<u32>,
+    /// Whether guests can have vhost-net (`/dev/vhost-net`), or why not.
+    pub vhost_net: Result<(), String>,
 }
 
 impl Machine {
@@ -191,11 +203,17 @@ impl Machine {
         let online_cpus =
             virtperf_measure::events::cpu_numbers(std::path::Path::new("/sys/devices/system/cpu"))
                 .unwrap_or_default();
+        let vhost_net = if std::path::Path::new("/dev/vhost-net").exists() {
+            Ok(())
+        } else {
+            Err("/dev/vhost-net does not exist here (modprobe vhost_net)".to_string())
+        };
         Machine {
             knobs,
             dma_latency,
             cpuidle_driver,
             online_cpus,
+            vhost_net,
         }
     }
 
@@ -224,7 +242,7 @@ pub fn discover(m: &Machine, t: &Target) -> (Vec<Candidate>, Vec<NotHere>) {
         .as_deref()
         .is_some_and(|p| p.starts_with("guest"))
     {
-        guest(&mut c);
+        guest(m, &mut c, &mut not);
     }
     busy_poll(m, &mut c, &mut not);
     match &m.dma_latency {
@@ -351,9 +369,9 @@ fn host_halt_poll(m: &Machine, c: &mut Vec<Candidate>, not: &mut Vec<NotHere>) {
     }
 }
 
-/// Inside a guest virtperf boots: boot-time remedies (each boots its own guest) and the
-/// guest's halt-poll window.
-fn guest(c: &mut Vec<Candidate>) {
+/// Inside a guest virtperf boots: boot-time remedies (each boots its own guest), the
+/// guest's halt-poll window, and its NIC's virtio options.
+fn guest(m: &Machine, c: &mut Vec<Candidate>, not: &mut Vec<NotHere>) {
     for (name, words, what) in [
         (
             "guest-idle-poll",
@@ -384,6 +402,33 @@ fn guest(c: &mut Vec<Candidate>) {
             value: "200000".into(),
         }],
     });
+    let virtio = |name: &str, what: &str, key: &str, value: &str| Candidate {
+        name: name.into(),
+        family: format!("guest virtio {key}"),
+        what: what.into(),
+        settings: vec![Setting::GuestVirtio {
+            name: key.into(),
+            value: value.into(),
+        }],
+    };
+    c.push(virtio(
+        "guest-rx-ring-1024",
+        "the guest NIC's receive ring at 1024 entries (QEMU's default 256)",
+        "rx_queue_size",
+        "1024",
+    ));
+    match &m.vhost_net {
+        Ok(()) => c.push(virtio(
+            "guest-vhost",
+            "the guest NIC served by vhost-net in the host kernel (not QEMU's thread)",
+            "vhost",
+            "on",
+        )),
+        Err(why) => not.push(NotHere {
+            what: "vhost-net for the guest's NIC".into(),
+            why: why.clone(),
+        }),
+    }
 }
 
 fn busy_poll(m: &Machine, c: &mut Vec<Candidate>, not: &mut Vec<NotHere>) {
@@ -438,6 +483,7 @@ mod tests {
             dma_latency: dma.map_err(str::to_string),
             cpuidle_driver: Some("haltpoll".into()),
             online_cpus: vec![0, 1],
+            vhost_net: Err("no /dev/vhost-net".into()),
         }
     }
 
@@ -492,5 +538,41 @@ mod tests {
         );
         assert!(whys.iter().any(|w| w.contains("needs root")), "{whys:?}");
         assert!(whys.iter().any(|w| w.contains("--cpus")), "{whys:?}");
+    }
+
+    /// A guest placement adds the guest's boot, module and NIC options; vhost-net only
+    /// where the host has it.
+    #[test]
+    fn a_guest_placement_adds_the_guests_own_remedies() {
+        let guest = Target {
+            placement: Some("guest:host-guest".into()),
+            ..rr()
+        };
+        let mut m = machine(Ok("0"), "0", Ok(0));
+        let (c, not) = discover(&m, &guest);
+        let names: Vec<&str> = c.iter().map(|c| c.name.as_str()).collect();
+        for n in [
+            "guest-idle-poll",
+            "guest-nohz-off",
+            "guest-halt-poll-200us",
+            "guest-rx-ring-1024",
+        ] {
+            assert!(names.contains(&n), "{names:?}");
+        }
+        assert!(!names.contains(&"guest-vhost"));
+        assert!(not.iter().any(|n| n.what.contains("vhost-net")));
+        m.vhost_net = Ok(());
+        let (c, _) = discover(&m, &guest);
+        let vhost = c
+            .iter()
+            .find(|c| c.name == "guest-vhost")
+            .expect("guest-vhost");
+        assert_eq!(
+            vhost.settings,
+            [Setting::GuestVirtio {
+                name: "vhost".into(),
+                value: "on".into()
+            }]
+        );
     }
 }

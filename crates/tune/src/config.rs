@@ -97,13 +97,20 @@ impl Configuration {
             Setting::GuestModule { name, value } => Some((name, value)),
             _ => None,
         });
-        if !cmdline.is_empty() || modules.is_some() {
+        let virtio = table(|s| match s {
+            Setting::GuestVirtio { name, value } => Some((name, value)),
+            _ => None,
+        });
+        if !cmdline.is_empty() || modules.is_some() || virtio.is_some() {
             let mut g = Vec::new();
             if !cmdline.is_empty() {
                 g.push(format!("cmdline = {}", quote(&cmdline.join(" "))));
             }
             if let Some(m) = modules {
                 g.push(format!("modules = {m}"));
+            }
+            if let Some(v) = virtio {
+                g.push(format!("virtio = {v}"));
             }
             t.push_str(&format!("guest = {{ {} }}\n", g.join(", ")));
         }
@@ -118,7 +125,8 @@ impl Configuration {
                 | Setting::Module { .. }
                 | Setting::NetDev { .. }
                 | Setting::GuestCmdline { .. }
-                | Setting::GuestModule { .. } => {}
+                | Setting::GuestModule { .. }
+                | Setting::GuestVirtio { .. } => {}
             }
         }
         if let Some(p) = placement {

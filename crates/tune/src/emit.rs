@@ -107,6 +107,9 @@ fn sysctl_d(head: &str, w: &Configuration, m: &Machine) -> String {
                 "{}: inside the guest (its kernel command line or its own sysctl.d/modprobe.d)",
                 st.text()
             )),
+            Setting::GuestVirtio { name, value } => notes.push(format!(
+                "the guest NIC's {name}={value}: in the VM's definition (QEMU `-device virtio-net-pci,{name}={value}`; libvirt's <driver> element of the interface)"
+            )),
         }
     }
     for n in notes {
@@ -140,7 +143,8 @@ fn tuned(head: &str, w: &Configuration, m: &Machine) -> String {
             Setting::Wait { .. }
             | Setting::Cpus { .. }
             | Setting::GuestCmdline { .. }
-            | Setting::GuestModule { .. } => notes.push(st.text()),
+            | Setting::GuestModule { .. }
+            | Setting::GuestVirtio { .. } => notes.push(st.text()),
         }
     }
     let mut s = format!(
@@ -209,6 +213,7 @@ mod tests {
             dma_latency: Ok(2_000_000_000),
             cpuidle_driver: None,
             online_cpus: vec![0, 1],
+            vhost_net: Ok(()),
         }
     }
 

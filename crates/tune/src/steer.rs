@@ -221,6 +221,7 @@ mod tests {
             dma_latency: Ok(0),
             cpuidle_driver: None,
             online_cpus: vec![0, 1],
+            vhost_net: Ok(()),
         }
     }
 
