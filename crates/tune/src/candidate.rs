@@ -417,6 +417,10 @@ fn guest(m: &Machine, c: &mut Vec<Candidate>, not: &mut Vec<NotHere>) {
         "rx_queue_size",
         "1024",
     ));
+    not.push(NotHere {
+        what: "virtio-net queue pairs (multiqueue)".into(),
+        why: "tune's guests have one vCPU, and multiqueue spreads queues over vCPUs: run a spec with guest = { vcpus = N, virtio = { queues = [1, N] } }".into(),
+    });
     match &m.vhost_net {
         Ok(()) => c.push(virtio(
             "guest-vhost",
