@@ -88,9 +88,10 @@ pub struct GuestArgs {
     #[arg(long, help_heading = GUEST_HEADING, value_name = "MODULE.PARAM=VALUE", value_parser = virtperf_place::guest::device::parse_pair)]
     pub guest_module: Vec<(String, String)>,
     /// The guest NIC's backend: tap (a bridge and tap in a namespace virtperf creates;
-    /// root) or user (QEMU's user networking with the agent's ports forwarded on
-    /// 127.0.0.1; no root, no bridge, no tap)
-    #[arg(long, help_heading = GUEST_HEADING, default_value = "tap", value_name = "tap|user")]
+    /// root), user (QEMU's user networking with the agent's ports forwarded on
+    /// 127.0.0.1; no root, no bridge, no tap) or passt (passt beside QEMU, the same ports
+    /// forwarded; where passt is installed)
+    #[arg(long, help_heading = GUEST_HEADING, default_value = "tap", value_name = "tap|user|passt")]
     pub guest_net: virtperf_place::guest::GuestNet,
 }
 

@@ -120,6 +120,7 @@ mod tests {
         "token-file",
         "against",
         "skip",
+        "only",
         "campaign",
         "campaigns",
         "group-by",

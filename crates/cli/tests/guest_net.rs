@@ -55,6 +55,58 @@ fn user_networking_guest_runs_rr_and_streams_both_ways() {
     }
 }
 
+/// The same through passt (`--guest-net passt`), where it is installed: every workload
+/// shape host→guest, reached on 127.0.0.1, no namespace made, and no passt left running
+/// once virtperf is done.
+#[test]
+fn passt_guest_runs_rr_and_streams_both_ways() {
+    if let Some((need, why)) = missing() {
+        virtperf_testkit::skip(need, why);
+        return;
+    }
+    if std::process::Command::new("passt")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        virtperf_testkit::skip("passt", "not installed here (apt-get install passt)");
+        return;
+    }
+    let passts = || {
+        std::process::Command::new("pgrep")
+            .args(["-x", "passt"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).lines().count())
+            .unwrap_or(0)
+    };
+    let before = passts();
+    for (args, key) in [
+        (&["rr"][..], "transactions"),
+        (&["rr", "--protocol", "udp"][..], "transactions"),
+        (&["crr"][..], "transactions"),
+        (&["stream"][..], "receiver_bytes"),
+        (&["stream", "--reverse"][..], "receiver_bytes"),
+    ] {
+        let mut all = args.to_vec();
+        all.extend(["-l", "1s", "--placement", "guest", "--guest-net", "passt"]);
+        all.push("--json");
+        let (pid, out) = run_pid(&all);
+        let v = json_of(&out, &format!("passt {args:?}"));
+        assert_eq!(v["guest"]["net"], "passt", "{args:?}: {}", v["guest"]);
+        assert!(
+            v["target"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("127.0.0.1:")),
+            "{args:?}: {}",
+            v["target"]
+        );
+        let work = v["outcome"][key].as_u64().unwrap_or(0);
+        assert!(work > 0, "passt {args:?}: no {key}: {}", v["outcome"]);
+        assert!(namespaces_of(pid).is_empty(), "{args:?}: made a namespace");
+    }
+    assert_eq!(passts(), before, "a passt outlived its guest");
+}
+
 /// What user networking cannot carry is refused before a boot, in one line naming the
 /// option that would carry it.
 #[test]

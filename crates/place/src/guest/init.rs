@@ -150,6 +150,10 @@ fn boot() -> Result<()> {
     let sock = std::net::UdpSocket::bind("0.0.0.0:0").context("opening a socket for ioctls")?;
     set_up(&sock, "lo", Some((Ipv4Addr::LOCALHOST, 8)))?;
     set_up(&sock, "eth0", Some((params.ip, params.prefix)))?;
+    // Not fatal: only a backend that learns the guest's MAC from its frames needs it.
+    if let Err(e) = announce("eth0", params.ip) {
+        println!("virtperf-guest: could not announce eth0: {e:#}");
+    }
     let cfg = AgentConfig {
         bind: std::net::IpAddr::V4(params.ip),
         port: params.port,
@@ -310,6 +314,64 @@ fn sockaddr(ip: Ipv4Addr) -> libc::sockaddr {
     // SAFETY: sockaddr_in and sockaddr have the same size on Linux; the kernel reads it as
     // sockaddr_in because of sin_family.
     unsafe { std::mem::transmute::<libc::sockaddr_in, libc::sockaddr>(sin) }
+}
+
+/// Sends one gratuitous ARP for `ip` on `dev`. The guest otherwise stays silent until
+/// spoken to, and passt learns the guest's MAC only from a frame the guest sends: until
+/// then it addresses forwarded connections to the broadcast MAC, and the guest's TCP drops
+/// a segment not addressed to it. On a bridge or under SLIRP the announcement is harmless.
+/// Written by hand: an ARP frame is 28 bytes and a packet socket, not worth a crate in PID 1.
+fn announce(dev: &str, ip: Ipv4Addr) -> Result<()> {
+    let sys = |f: &str| std::fs::read_to_string(format!("/sys/class/net/{dev}/{f}"));
+    let mac: Vec<u8> = sys("address")?
+        .trim()
+        .split(':')
+        .map(|h| u8::from_str_radix(h, 16))
+        .collect::<Result<_, _>>()
+        .context("reading the MAC")?;
+    anyhow::ensure!(mac.len() == 6, "a MAC of {} bytes", mac.len());
+    let ifindex: i32 = sys("ifindex")?
+        .trim()
+        .parse()
+        .context("reading the ifindex")?;
+    // htype Ethernet, ptype IPv4, hlen 6, plen 4, a request whose sender and target are
+    // both this address (RFC 5227's announcement).
+    let mut arp = vec![0, 1, 0x08, 0x00, 6, 4, 0, 1];
+    arp.extend_from_slice(&mac);
+    arp.extend_from_slice(&ip.octets());
+    arp.extend_from_slice(&[0; 6]);
+    arp.extend_from_slice(&ip.octets());
+    let proto = (libc::ETH_P_ARP as u16).to_be();
+    // SAFETY: plain socket(2); the descriptor is closed below.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_DGRAM, i32::from(proto)) };
+    if fd < 0 {
+        bail!("a packet socket: {}", std::io::Error::last_os_error());
+    }
+    // SAFETY: sockaddr_ll is plain data; zero is a valid start.
+    let mut to: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    to.sll_family = libc::AF_PACKET as u16;
+    to.sll_protocol = proto;
+    to.sll_ifindex = ifindex;
+    to.sll_halen = 6;
+    to.sll_addr[..6].copy_from_slice(&[0xff; 6]);
+    // SAFETY: arp and to outlive the call; the length is to's size.
+    let sent = unsafe {
+        libc::sendto(
+            fd,
+            arp.as_ptr().cast(),
+            arp.len(),
+            0,
+            (&to as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    let err = std::io::Error::last_os_error();
+    // SAFETY: fd is ours and closed once.
+    unsafe { libc::close(fd) };
+    if sent < 0 {
+        bail!("sending: {err}");
+    }
+    Ok(())
 }
 
 /// Gives `dev` an address (when asked) and brings it up, with the classic SIOCSIF* ioctls:

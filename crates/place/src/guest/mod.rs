@@ -124,9 +124,23 @@ impl Default for GuestOpts {
 
 struct Guest {
     child: Child,
+    /// passt beside QEMU under `--guest-net passt`, ours by PID.
+    passt: Option<Child>,
     reach: net::Reach,
     token: String,
     console: PathBuf,
+}
+
+impl Drop for Guest {
+    fn drop(&mut self) {
+        // kill() on a child already reaped signals nothing (std keeps its status).
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(p) = &mut self.passt {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+    }
 }
 
 impl Guest {
@@ -270,7 +284,7 @@ impl GuestLab {
             accel,
         };
         for i in 0..n {
-            let g = lab.start_guest(i, &boot, opts, &nic)?;
+            let g = lab.start_fresh(i, &boot, opts, &nic)?;
             lab.guests.push(g);
         }
         let t0 = Instant::now();
@@ -311,7 +325,9 @@ impl GuestLab {
             append.push_str(extra.trim());
         }
         let cpu = if accel == "kvm" { "host" } else { "max" };
-        let netdev = reach.netdev(self.net, i, nic);
+        let backend = net::Backend::start(self.net, &self.dir, i, &reach)?;
+        let qemu_fd = backend.qemu_fd();
+        let netdev = reach.netdev(self.net, i, nic, qemu_fd);
         // romfile= skips the PXE option ROM: the guest boots the kernel directly.
         let mut device = format!(
             "virtio-net-pci,netdev=n0,mac=52:54:00:99:03:{:02x},romfile=",
@@ -353,12 +369,14 @@ impl GuestLab {
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&qemu_log)?)
             .process_group(0);
-        // SAFETY: prctl in the child between fork and exec touches no shared state. The
-        // death signal survives `ip netns exec`'s exec of QEMU, so QEMU dies with us even
-        // if we are killed with SIGKILL.
+        // SAFETY: prctl and fcntl in the child between fork and exec touch no shared state.
+        // The death signal survives `ip netns exec`'s exec of QEMU, so QEMU dies with us
+        // even on SIGKILL; under passt QEMU keeps its end of the pair (fd -1: none).
         unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0
+                    || (qemu_fd >= 0 && libc::fcntl(qemu_fd, libc::F_SETFD, 0) != 0)
+                {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
@@ -369,10 +387,23 @@ impl GuestLab {
             .map_err(|e| anyhow!("cannot start {QEMU}: {e} (apt-get install qemu-system-x86)"))?;
         Ok(Guest {
             child,
+            passt: backend.started(),
             reach,
             token,
             console,
         })
+    }
+
+    /// Starts guest `i`, on new ports while passt finds one of its forwards taken (the
+    /// same race [`Self::wait_started`] handles for QEMU's own forwards).
+    fn start_fresh(&self, i: usize, boot: &Boot<'_>, opts: &GuestOpts, nic: &Nic) -> Result<Guest> {
+        for _ in 0..3 {
+            match self.start_guest(i, boot, opts, nic) {
+                Err(e) if e.is::<net::ForwardTaken>() => continue,
+                r => return r,
+            }
+        }
+        self.start_guest(i, boot, opts, nic)
     }
 
     /// Waits for guest `i` as [`Self::wait_ready`] does, starting it again on new ports
@@ -389,7 +420,7 @@ impl GuestLab {
         for _ in 0..3 {
             match self.wait_ready(i, t0, opts.boot_timeout) {
                 Err(e) if e.is::<net::ForwardTaken>() => {
-                    self.guests[i] = self.start_guest(i, boot, opts, nic)?;
+                    self.guests[i] = self.start_fresh(i, boot, opts, nic)?;
                 }
                 r => return r,
             }
@@ -636,10 +667,8 @@ impl super::Site for GuestLab {
 impl Drop for GuestLab {
     fn drop(&mut self) {
         self.host_agent = None;
-        for g in &mut self.guests {
-            let _ = g.child.kill();
-            let _ = g.child.wait();
-        }
+        // Each guest's QEMU and passt are killed as it drops.
+        self.guests.clear();
         if let (true, Some(ns)) = (self.created_ns, &self.ns) {
             let _ = netns::delete_namespace(ns);
         }

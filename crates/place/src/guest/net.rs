@@ -5,6 +5,11 @@
 //! for, so both are placements of the same guest.
 
 use std::net::{Ipv4Addr, TcpListener, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
 
@@ -39,7 +44,13 @@ pub enum GuestNet {
     /// QEMU's user networking with the agent's control port and data range forwarded on
     /// the host's loopback (no root; the guest has no route beyond SLIRP's subnet).
     User,
+    /// passt (a user-mode network stack beside QEMU, by PID, reached over a unix socket)
+    /// forwarding the same ports as `User`: no root either, and its own tax to measure.
+    Passt,
 }
+
+/// The passt binary.
+pub(super) const PASST: &str = "passt";
 
 impl GuestNet {
     /// The name users write after `--guest-net`.
@@ -47,7 +58,13 @@ impl GuestNet {
         match self {
             GuestNet::Tap => "tap",
             GuestNet::User => "user",
+            GuestNet::Passt => "passt",
         }
+    }
+
+    /// Whether the guest is reached through ports forwarded on the host's loopback.
+    pub fn forwards(self) -> bool {
+        self != GuestNet::Tap
     }
 
     /// Refuses what this backend cannot do, before anything is built.
@@ -55,17 +72,28 @@ impl GuestNet {
         if self == GuestNet::Tap {
             return Ok(());
         }
+        let name = self.name();
         if matches!(direction, Direction::GuestHost | Direction::GuestGuest) {
             bail!(
-                "guest:{} needs --guest-net tap: under user networking only the host reaches the guest (through forwarded ports), the guest reaches nothing",
+                "guest:{} needs --guest-net tap: under --guest-net {name} only the host reaches the guest (through forwarded ports), the guest reaches nothing",
                 direction.name()
             );
         }
         if vhost {
-            bail!("vhost needs --guest-net tap (vhost-net serves tap devices, not QEMU's user networking)");
+            bail!("vhost needs --guest-net tap (vhost-net serves tap devices, not --guest-net {name})");
         }
         if queues > 1 {
-            bail!("queues={queues} needs --guest-net tap (QEMU's user networking has one queue)");
+            bail!("queues={queues} needs --guest-net tap (--guest-net {name} has one queue)");
+        }
+        if self == GuestNet::Passt {
+            let found = std::process::Command::new(PASST)
+                .arg("--version")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+            if found.is_err() {
+                bail!("--guest-net passt: {PASST} is not installed here (apt-get install passt), or use --guest-net user");
+            }
         }
         Ok(())
     }
@@ -77,7 +105,8 @@ impl std::str::FromStr for GuestNet {
         match s {
             "tap" => Ok(GuestNet::Tap),
             "user" => Ok(GuestNet::User),
-            _ => Err(anyhow!("unknown guest network {s:?} (tap, user)")),
+            "passt" => Ok(GuestNet::Passt),
+            _ => Err(anyhow!("unknown guest network {s:?} (tap, user, passt)")),
         }
     }
 }
@@ -115,7 +144,7 @@ impl Reach {
                     guest_ip: ip,
                 })
             }
-            GuestNet::User => {
+            GuestNet::User | GuestNet::Passt => {
                 let first = free_block(1 + USER_DATA_PORTS)?;
                 Ok(Reach {
                     host: Ipv4Addr::LOCALHOST.to_string(),
@@ -127,8 +156,35 @@ impl Reach {
         }
     }
 
-    /// QEMU's `-netdev` for guest `i`.
-    pub fn netdev(&self, net: GuestNet, i: usize, nic: &Nic) -> String {
+    /// passt's arguments for this guest, its end of the QEMU connection at `fd`: the
+    /// guest's address and SLIRP's gateway (so the two user-mode stacks give the guest the
+    /// same view), and the same ports forwarded from the host's loopback; connections
+    /// arrive from the gateway's address (passt maps the host's loopback to it), which the
+    /// guest reaches without a route.
+    pub fn passt_args(&self, fd: i32) -> Vec<String> {
+        let mut a: Vec<String> = ["-f", "-4", "--fd"].iter().map(|s| s.to_string()).collect();
+        a.push(fd.to_string());
+        for (k, v) in [("-a", "10.0.2.15"), ("-n", "24"), ("-g", "10.0.2.2")] {
+            a.push(k.into());
+            a.push(v.into());
+        }
+        a.push("-t".into());
+        a.push(format!("127.0.0.1/{}-{}", self.port, self.last_port()));
+        if let Some((first, last)) = self.data_ports {
+            a.push("-u".into());
+            a.push(format!("127.0.0.1/{first}-{last}"));
+        }
+        a
+    }
+
+    /// The last port forwarded (the control port's block runs up to the data range's end).
+    fn last_port(&self) -> u16 {
+        self.data_ports.map_or(self.port, |(_, l)| l)
+    }
+
+    /// QEMU's `-netdev` for guest `i` (`fd`: QEMU's end of the connection to passt, under
+    /// [`GuestNet::Passt`]).
+    pub fn netdev(&self, net: GuestNet, i: usize, nic: &Nic, fd: i32) -> String {
         match net {
             GuestNet::Tap => {
                 let mut d = format!(
@@ -156,8 +212,146 @@ impl Reach {
                 }
                 d
             }
+            GuestNet::Passt => format!("stream,id=n0,addr.type=fd,addr.str={fd}"),
         }
     }
+}
+
+/// What a guest's NIC backend runs beside QEMU: under passt, passt itself and QEMU's end
+/// of their connection until QEMU has inherited it; nothing otherwise.
+pub(super) struct Backend {
+    passt: Option<Child>,
+    qemu_end: Option<std::os::unix::net::UnixStream>,
+}
+
+impl Backend {
+    /// Starts guest `i`'s backend: under passt a connected pair, passt on one end (ours
+    /// of it closes here), the other kept for QEMU.
+    pub fn start(net: GuestNet, dir: &Path, i: usize, reach: &Reach) -> Result<Backend> {
+        if net != GuestNet::Passt {
+            return Ok(Backend {
+                passt: None,
+                qemu_end: None,
+            });
+        }
+        let (passt_end, qemu_end) = std::os::unix::net::UnixStream::pair()?;
+        let passt = start_passt(dir, i, reach, passt_end.as_raw_fd())?;
+        Ok(Backend {
+            passt: Some(passt),
+            qemu_end: Some(qemu_end),
+        })
+    }
+
+    /// The descriptor QEMU's `-netdev` names (-1: none).
+    pub fn qemu_fd(&self) -> i32 {
+        self.qemu_end.as_ref().map_or(-1, |e| e.as_raw_fd())
+    }
+
+    /// Once QEMU runs: passt, and our copy of QEMU's end closed (so passt sees QEMU go).
+    pub fn started(self) -> Option<Child> {
+        self.passt
+    }
+}
+
+/// Starts passt for guest `i` on its end of the connection to QEMU (`fd`, inherited: no
+/// socket file, and passt exits when QEMU closes it), and waits until it listens on every
+/// forwarded port. passt does not fail when a port is taken (it forwards the rest), so its
+/// listening sockets are read from /proc: one missing is the race [`free_block`] names,
+/// and the boot retries on new ports. It dies with us (PDEATHSIG) and is killed by PID
+/// with its guest.
+pub(super) fn start_passt(dir: &Path, i: usize, reach: &Reach, fd: i32) -> Result<Child> {
+    let log = dir.join(format!("passt{i}.log"));
+    let out = std::fs::File::create(&log)?;
+    let mut cmd = Command::new(PASST);
+    cmd.args(reach.passt_args(fd))
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .process_group(0);
+    // SAFETY: prctl and fcntl in the child between fork and exec touch no shared state;
+    // passt dies with us even if we are killed with SIGKILL, as QEMU does.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0
+                || libc::fcntl(fd, libc::F_SETFD, 0) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| anyhow!("cannot start {PASST}: {e} (apt-get install passt)"))?;
+    let tcp: Vec<u16> = (reach.port..=reach.last_port()).collect();
+    let udp: Vec<u16> = reach
+        .data_ports
+        .map_or(Vec::new(), |(f, l)| (f..=l).collect());
+    let t0 = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            bail!(
+                "{PASST} for guest {i} exited ({status}): {}",
+                super::tail(&text, 2)
+            );
+        }
+        let (t, u) = listening(child.id());
+        let missing: Vec<String> = tcp
+            .iter()
+            .filter(|p| !t.contains(p))
+            .map(|p| format!("tcp {p}"))
+            .chain(
+                udp.iter()
+                    .filter(|p| !u.contains(p))
+                    .map(|p| format!("udp {p}")),
+            )
+            .collect();
+        if missing.is_empty() {
+            return Ok(child);
+        }
+        if t0.elapsed() > Duration::from_secs(5) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(ForwardTaken(format!(
+                "{PASST} could not listen on {}",
+                missing.join(", ")
+            ))
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The TCP ports process `pid` listens on and the UDP ports it has bound, from its socket
+/// descriptors and its network namespace's /proc tables. Written by hand: a few lines of
+/// /proc, not worth the `procfs` crate for the one question.
+fn listening(pid: u32) -> (Vec<u16>, Vec<u16>) {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| {
+                let l = std::fs::read_link(e.ok()?.path()).ok()?;
+                let l = l.to_str()?;
+                Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    let ports = |table: &str, listen_only: bool| -> Vec<u16> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
+        text.lines()
+            .skip(1)
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let (local, state, inode) = (f.get(1)?, f.get(3)?, f.get(9)?);
+                if (listen_only && *state != "0A") || !inodes.iter().any(|i| i == inode) {
+                    return None;
+                }
+                u16::from_str_radix(local.rsplit_once(':')?.1, 16).ok()
+            })
+            .collect()
+    };
+    (ports("tcp", true), ports("udp", false))
 }
 
 /// The first of `n` consecutive ports free on the host's loopback for TCP and UDP, from a
@@ -243,7 +437,7 @@ mod tests {
         let (first, last) = r.data_ports.expect("a data range");
         assert_eq!(first, r.port + 1);
         assert_eq!(last - first + 1, USER_DATA_PORTS);
-        let d = r.netdev(GuestNet::User, 0, &nic);
+        let d = r.netdev(GuestNet::User, 0, &nic, -1);
         assert!(
             d.starts_with("user,") && d.contains("net=10.0.2.0/24"),
             "{d}"
@@ -255,7 +449,64 @@ mod tests {
         assert!(d.contains(&format!("hostfwd=udp:127.0.0.1:{last}-:{last}")));
         let t = Reach::new(GuestNet::Tap, 1).expect("tap");
         assert_eq!(t.host, "10.99.3.11");
-        assert!(t.netdev(GuestNet::Tap, 1, &nic).contains("ifname=vptap1"));
+        assert!(t
+            .netdev(GuestNet::Tap, 1, &nic, -1)
+            .contains("ifname=vptap1"));
+    }
+
+    /// passt forwards the same ports as SLIRP, on loopback only, over the descriptor QEMU
+    /// is given the other end of; and a port another process holds is found before a boot
+    /// (passt itself carries on without it), as the race the boot retries on.
+    #[test]
+    fn passt_forwards_the_agent_ports_and_a_taken_one_is_found() {
+        let r = Reach::new(GuestNet::Passt, 0).expect("free ports");
+        let (first, last) = r.data_ports.expect("a data range");
+        let a = r.passt_args(7).join(" ");
+        assert!(a.contains("--fd 7"), "{a}");
+        assert!(
+            a.contains(&format!("-t 127.0.0.1/{}-{last}", r.port)),
+            "{a}"
+        );
+        assert!(a.contains(&format!("-u 127.0.0.1/{first}-{last}")), "{a}");
+        let nic = Nic {
+            vhost: false,
+            queues: 1,
+            device: String::new(),
+        };
+        assert_eq!(
+            r.netdev(GuestNet::Passt, 0, &nic, 9),
+            "stream,id=n0,addr.type=fd,addr.str=9"
+        );
+        if std::process::Command::new(PASST)
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            eprintln!("skipped the live half: {PASST} is not installed here");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("vp-passt-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let (ours, _theirs) = std::os::unix::net::UnixStream::pair().expect("pair");
+        let fd = ours.as_raw_fd();
+        // Free ports: passt listens on all of them.
+        let mut p = start_passt(&dir, 0, &r, fd).expect("passt listens on every port");
+        let (tcp, udp) = listening(p.id());
+        assert!(tcp.contains(&r.port) && tcp.contains(&last), "{tcp:?}");
+        assert!(udp.contains(&first), "{udp:?}");
+        let _ = p.kill();
+        let _ = p.wait();
+        // One taken: found, as the race the boot retries on.
+        let r2 = Reach::new(GuestNet::Passt, 0).expect("free ports");
+        let held = TcpListener::bind((Ipv4Addr::LOCALHOST, r2.port + 3)).expect("hold one");
+        let e = start_passt(&dir, 0, &r2, fd).expect_err("a port is taken");
+        assert!(e.is::<ForwardTaken>(), "{e:#}");
+        assert!(
+            e.to_string().contains(&format!("tcp {}", r2.port + 3)),
+            "{e:#}"
+        );
+        drop(held);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// What user networking cannot do is refused by name before a boot.
