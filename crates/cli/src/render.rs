@@ -730,6 +730,7 @@ pub fn guest(g: &virtperf_wire::GuestInfo) -> String {
         g.mem_mib,
         match (g.net.as_str(), g.vhost) {
             ("user", _) => "user networking (SLIRP)",
+            ("passt", _) => "passt",
             (_, true) => "tap, vhost on",
             _ => "tap, vhost off",
         }
