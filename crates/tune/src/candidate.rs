@@ -297,8 +297,53 @@ pub fn discover(m: &Machine, t: &Target) -> (Vec<Candidate>, Vec<NotHere>) {
             why: "the workload is not pinned across two CPUs (give --cpus A,B)".into(),
         }),
     }
-    crate::steer::candidates(m, t, &mut c, &mut not);
+    steering(m, t, &mut c, &mut not);
     (c, not)
+}
+
+/// Receive steering (RPS, RFS) on the device `t`'s packets cross on this host
+/// ([`crate::steer`]), and what cannot be steered with why.
+fn steering(m: &Machine, t: &Target, c: &mut Vec<Candidate>, not: &mut Vec<NotHere>) {
+    let Some(dev) = crate::steer::device(t.placement.as_deref()) else {
+        not.push(NotHere {
+            what: "RPS/RFS, XPS, IRQ affinity, napi_defer_hard_irqs".into(),
+            why: format!(
+                "the device placement {} crosses is not on this host before the run (a namespace's veth, a guest's virtio NIC, another machine's NIC)",
+                t.placement.as_deref().unwrap_or("local")
+            ),
+        });
+        return;
+    };
+    not.push(NotHere {
+        what: "XPS, IRQ affinity, napi_defer_hard_irqs".into(),
+        why: format!(
+            "{dev} has one transmit queue, no interrupts and no NAPI: nothing to steer or defer"
+        ),
+    });
+    match crate::steer::options(&m.knobs, dev, t.cpus, &m.online_cpus) {
+        Ok(options) => c.extend(options.into_iter().map(|s| {
+            Candidate {
+                name: s.name,
+                family: "rps".into(),
+                what: s.what,
+                settings: s
+                    .files
+                    .into_iter()
+                    .map(|(name, value)| {
+                        if name.contains('/') {
+                            Setting::NetDev { name, value }
+                        } else {
+                            Setting::Sysctl { name, value }
+                        }
+                    })
+                    .collect(),
+            }
+        })),
+        Err(why) => not.push(NotHere {
+            what: format!("RPS/RFS on {dev}"),
+            why,
+        }),
+    }
 }
 
 fn halt_poll(m: &Machine, c: &mut Vec<Candidate>, not: &mut Vec<NotHere>) {
@@ -542,6 +587,32 @@ mod tests {
         );
         assert!(whys.iter().any(|w| w.contains("needs root")), "{whys:?}");
         assert!(whys.iter().any(|w| w.contains("--cpus")), "{whys:?}");
+    }
+
+    /// Loopback's steering files, where they are there and writable, become RPS/RFS
+    /// remedies written through the journal (the files) and as a sysctl (RFS's table).
+    #[test]
+    fn loopback_steering_becomes_netdev_settings() {
+        let mut m = machine(Ok("0"), "0", Ok(0));
+        for (k, v) in [
+            ("lo/queues/rx-0/rps_cpus", "0"),
+            ("lo/queues/rx-0/rps_flow_cnt", "0"),
+            (crate::steer::FLOW_ENTRIES, "0"),
+        ] {
+            m.knobs.insert(k.into(), Ok(v.into()));
+        }
+        let (c, _) = discover(&m, &rr());
+        let rps = c.iter().find(|c| c.name == "rps-cpu1").expect("rps-cpu1");
+        assert_eq!(rps.family, "rps");
+        assert!(rps.settings.contains(&Setting::NetDev {
+            name: "lo/queues/rx-0/rps_cpus".into(),
+            value: "2".into()
+        }));
+        assert!(rps.settings.contains(&Setting::Sysctl {
+            name: crate::steer::FLOW_ENTRIES.into(),
+            value: "0".into()
+        }));
+        assert!(c.iter().any(|c| c.name == "rfs"));
     }
 
     /// A guest placement adds the guest's boot, module and NIC options; vhost-net only

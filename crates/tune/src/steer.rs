@@ -10,7 +10,7 @@
 //! namespace's veth, a guest's virtio NIC) do not exist on this host until the run makes
 //! them, so those are listed with why.
 
-use crate::candidate::{Candidate, Machine, NotHere, Setting, Target};
+use std::collections::BTreeMap;
 
 /// The sysctl sizing RFS's global flow table (0: RFS off).
 pub const FLOW_ENTRIES: &str = "net.core.rps_sock_flow_entries";
@@ -18,11 +18,11 @@ pub const FLOW_ENTRIES: &str = "net.core.rps_sock_flow_entries";
 /// busy server; a benchmark's few flows need far fewer, and a small table costs nothing).
 const FLOWS: u32 = 4096;
 
-/// The device whose receive steering `t`'s packets pass through on this host: `lo` for
+/// The device whose receive steering a placement's packets pass through on this host: `lo` for
 /// this host's loopback and for an agent reached at a loopback address (a guest behind
 /// QEMU's user networking, a forwarded port); None where the path is not on this host.
-pub fn device(t: &Target) -> Option<&'static str> {
-    let Some(p) = t.placement.as_deref() else {
+pub fn device(placement: Option<&str>) -> Option<&'static str> {
+    let Some(p) = placement else {
         return Some("lo");
     };
     let host = p.strip_prefix("remote:")?;
@@ -76,26 +76,29 @@ fn is_empty_mask(v: &str) -> bool {
     v.split(',').all(|w| w.trim().chars().all(|c| c == '0'))
 }
 
-/// RPS and RFS candidates on the device `t` crosses, and what cannot be tried with why.
-pub fn candidates(m: &Machine, t: &Target, c: &mut Vec<Candidate>, not: &mut Vec<NotHere>) {
-    let Some(dev) = device(t) else {
-        not.push(NotHere {
-            what: "RPS/RFS, XPS, IRQ affinity, napi_defer_hard_irqs".into(),
-            why: format!(
-                "the device placement {} crosses is not on this host before the run (a namespace's veth, a guest's virtio NIC, another machine's NIC)",
-                t.placement.as_deref().unwrap_or("local")
-            ),
-        });
-        return;
-    };
-    not.push(NotHere {
-        what: "XPS, IRQ affinity, napi_defer_hard_irqs".into(),
-        why: format!(
-            "{dev} has one transmit queue, no interrupts and no NAPI: nothing to steer or defer"
-        ),
-    });
-    let queues: Vec<(String, &str)> = m
-        .knobs
+/// One steering remedy: every receive queue of the device set alike, and RFS's table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Steering {
+    /// Short name (`rps-cpu1`, `rfs`, `rps-off`).
+    pub name: String,
+    /// In words.
+    pub what: String,
+    /// `(knob name, value)`: each queue's `rps_cpus` and `rps_flow_cnt`, then
+    /// [`FLOW_ENTRIES`].
+    pub files: Vec<(String, String)>,
+}
+
+/// The steering remedies for device `dev` from what the machine read (`knobs`: the files'
+/// values or why they cannot be written), or why there are none: RPS to the server's CPU
+/// (`cpus`, pinned client and server) and RFS over `online` CPUs where steering is off, or
+/// steering off where it is on.
+pub fn options(
+    knobs: &BTreeMap<String, Result<String, String>>,
+    dev: &str,
+    cpus: Option<(u32, u32)>,
+    online: &[u32],
+) -> Result<Vec<Steering>, String> {
+    let queues: Vec<(String, &str)> = knobs
         .iter()
         .filter_map(|(k, v)| {
             let q = k
@@ -104,89 +107,64 @@ pub fn candidates(m: &Machine, t: &Target, c: &mut Vec<Candidate>, not: &mut Vec
             Some((q.to_string(), v.as_deref().ok()?))
         })
         .collect();
-    let refused = m
-        .knobs
+    if let Some(why) = knobs
         .iter()
         .filter(|(k, _)| k.starts_with(&format!("{dev}/")) || *k == FLOW_ENTRIES)
-        .find_map(|(_, v)| v.as_ref().err().cloned());
-    let why_not = match (refused, queues.is_empty()) {
-        (Some(why), _) => Some(why),
-        (None, true) => Some(format!(
-            "{dev} has no receive queues to steer (a kernel without CONFIG_RPS)"
-        )),
-        (None, false) => None,
-    };
-    if let Some(why) = why_not {
-        not.push(NotHere {
-            what: format!("RPS/RFS on {dev}"),
-            why,
-        });
-        return;
+        .find_map(|(_, v)| v.as_ref().err())
+    {
+        return Err(why.clone());
     }
-    let on = queues.iter().any(|(_, v)| !is_empty_mask(v));
-    let rps = |name: String, what: String, mask: &str, flows: Option<u32>| {
-        let mut settings: Vec<Setting> = Vec::new();
+    if queues.is_empty() {
+        return Err(format!(
+            "{dev} has no receive queues to steer (a kernel without CONFIG_RPS)"
+        ));
+    }
+    let steer = |name: String, what: String, mask: &str, flows: Option<u32>| {
+        let mut files = Vec::new();
         for (q, _) in &queues {
-            settings.push(Setting::NetDev {
-                name: format!("{dev}/queues/{q}/rps_cpus"),
-                value: mask.to_string(),
-            });
-            settings.push(Setting::NetDev {
-                name: format!("{dev}/queues/{q}/rps_flow_cnt"),
-                value: flows.map_or(0, |f| f / queues.len() as u32).to_string(),
-            });
+            files.push((format!("{dev}/queues/{q}/rps_cpus"), mask.to_string()));
+            let per_queue = flows.map_or(0, |f| f / queues.len() as u32);
+            files.push((
+                format!("{dev}/queues/{q}/rps_flow_cnt"),
+                per_queue.to_string(),
+            ));
         }
-        settings.push(Setting::Sysctl {
-            name: FLOW_ENTRIES.into(),
-            value: flows.unwrap_or(0).to_string(),
-        });
-        Candidate {
-            name,
-            family: "rps".into(),
-            what,
-            settings,
-        }
+        files.push((FLOW_ENTRIES.to_string(), flows.unwrap_or(0).to_string()));
+        Steering { name, what, files }
     };
-    if on {
-        c.push(rps(
+    if queues.iter().any(|(_, v)| !is_empty_mask(v)) {
+        return Ok(vec![steer(
             "rps-off".into(),
             format!("receive steering on {dev} off (RPS and RFS)"),
             "0",
             None,
-        ));
+        )]);
     }
-    if let Some((_, server)) = t.cpus.filter(|_| !on) {
-        c.push(rps(
+    let mut out = Vec::new();
+    if let Some((_, server)) = cpus {
+        out.push(steer(
             format!("rps-cpu{server}"),
             format!("{dev}'s receive processing steered to CPU {server} (the server's) by RPS"),
             &cpu_mask(&[server]),
             None,
         ));
     }
-    if !on && !m.online_cpus.is_empty() {
-        c.push(rps(
+    if !online.is_empty() {
+        out.push(steer(
             "rfs".into(),
             format!(
                 "RFS on {dev}: receive processing on the CPU where the receiving thread last ran"
             ),
-            &cpu_mask(&m.online_cpus),
+            &cpu_mask(online),
             Some(FLOWS),
         ));
     }
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn target(placement: Option<&str>) -> Target {
-        Target {
-            kind: "rr".into(),
-            size: None,
-            cpus: Some((0, 1)),
-            placement: placement.map(str::to_string),
-        }
-    }
 
     /// Bitmaps as the kernel prints and takes them.
     #[test]
@@ -202,64 +180,42 @@ mod tests {
     /// Loopback paths steer on `lo`; paths off this host are not searched.
     #[test]
     fn the_device_is_lo_for_loopback_paths_only() {
-        assert_eq!(device(&target(None)), Some("lo"));
-        assert_eq!(device(&target(Some("remote:127.0.0.1:7150"))), Some("lo"));
-        assert_eq!(device(&target(Some("remote:[::1]:7150"))), Some("lo"));
-        assert_eq!(device(&target(Some("remote:10.0.0.5:7150"))), None);
-        assert_eq!(device(&target(Some("guest"))), None);
-        assert_eq!(device(&target(Some("netns:veth"))), None);
+        assert_eq!(device(None), Some("lo"));
+        assert_eq!(device(Some("remote:127.0.0.1:7150")), Some("lo"));
+        assert_eq!(device(Some("remote:[::1]:7150")), Some("lo"));
+        assert_eq!(device(Some("remote:10.0.0.5:7150")), None);
+        assert_eq!(device(Some("guest")), None);
+        assert_eq!(device(Some("netns:veth")), None);
     }
 
-    fn machine(rps: Result<&str, &str>) -> Machine {
-        let mut knobs = std::collections::BTreeMap::new();
+    fn knobs(rps: Result<&str, &str>) -> BTreeMap<String, Result<String, String>> {
+        let mut knobs = BTreeMap::new();
         let v = |s: Result<&str, &str>| s.map(str::to_string).map_err(str::to_string);
         knobs.insert("lo/queues/rx-0/rps_cpus".to_string(), v(rps));
         knobs.insert("lo/queues/rx-0/rps_flow_cnt".to_string(), v(Ok("0")));
         knobs.insert(FLOW_ENTRIES.to_string(), v(Ok("0")));
-        Machine {
-            knobs,
-            dma_latency: Ok(0),
-            cpuidle_driver: None,
-            online_cpus: vec![0, 1],
-            vhost_net: Ok(()),
-        }
+        knobs
     }
 
-    /// RPS to the server's CPU and RFS when steering is off; RPS off when it is on; a
-    /// refused file says why instead.
+    /// RPS to the server's CPU and RFS when steering is off; steering off when it is on;
+    /// a refused file says why instead.
     #[test]
-    fn steering_candidates_follow_what_the_machine_has() {
-        let (mut c, mut not) = (Vec::new(), Vec::new());
-        candidates(&machine(Ok("0")), &target(None), &mut c, &mut not);
-        let names: Vec<&str> = c.iter().map(|c| c.name.as_str()).collect();
+    fn steering_options_follow_what_the_machine_has() {
+        let o = options(&knobs(Ok("0")), "lo", Some((0, 1)), &[0, 1]).expect("options");
+        let names: Vec<&str> = o.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["rps-cpu1", "rfs"]);
-        assert!(c[0].settings.contains(&Setting::NetDev {
-            name: "lo/queues/rx-0/rps_cpus".into(),
-            value: "2".into()
-        }));
-        assert!(c[1].settings.contains(&Setting::Sysctl {
-            name: FLOW_ENTRIES.into(),
-            value: "4096".into()
-        }));
-        assert!(not.iter().any(|n| n.what.contains("XPS")));
-        let (mut c, mut not) = (Vec::new(), Vec::new());
-        candidates(&machine(Ok("00000003")), &target(None), &mut c, &mut not);
-        assert_eq!(c.len(), 1);
-        assert_eq!(c[0].name, "rps-off");
-        let (mut c, mut not) = (Vec::new(), Vec::new());
-        candidates(
-            &machine(Err(
-                "network device file lo/queues/rx-0/rps_cpus is read-only here",
-            )),
-            &target(None),
-            &mut c,
-            &mut not,
-        );
-        assert!(c.is_empty());
-        assert!(not.iter().any(|n| n.why.contains("read-only")), "{not:?}");
-        let (mut c, mut not) = (Vec::new(), Vec::new());
-        candidates(&machine(Ok("0")), &target(Some("guest")), &mut c, &mut not);
-        assert!(c.is_empty());
-        assert!(not.iter().any(|n| n.why.contains("not on this host")));
+        assert!(o[0]
+            .files
+            .contains(&("lo/queues/rx-0/rps_cpus".to_string(), "2".to_string())));
+        assert!(o[1]
+            .files
+            .contains(&(FLOW_ENTRIES.to_string(), "4096".to_string())));
+        let o = options(&knobs(Ok("00000003")), "lo", Some((0, 1)), &[0, 1]).expect("options");
+        assert_eq!(o.len(), 1);
+        assert_eq!(o[0].name, "rps-off");
+        let e = options(&knobs(Err("read-only here")), "lo", None, &[0, 1]).expect_err("refused");
+        assert!(e.contains("read-only"), "{e}");
+        let e = options(&BTreeMap::new(), "lo", None, &[0, 1]).expect_err("no queues");
+        assert!(e.contains("no receive queues"), "{e}");
     }
 }

@@ -17,7 +17,9 @@
 mod args;
 pub use args::{check_cmdline, module_params};
 mod direction;
+mod text;
 pub use direction::Direction;
+use text::tail;
 mod net;
 pub use net::GuestNet;
 use net::{Nic, GUEST_PORT, HOST_IP};
@@ -677,20 +679,6 @@ impl Drop for GuestLab {
                 path: self.dir.clone(),
             });
         }
-    }
-}
-
-fn tail(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    let from = lines.len().saturating_sub(n);
-    if lines.is_empty() {
-        "(nothing)".into()
-    } else {
-        lines[from..].join(" | ")
     }
 }
 

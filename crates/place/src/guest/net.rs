@@ -293,7 +293,7 @@ pub(super) fn start_passt(dir: &Path, i: usize, reach: &Reach, fd: i32) -> Resul
             let text = std::fs::read_to_string(&log).unwrap_or_default();
             bail!(
                 "{PASST} for guest {i} exited ({status}): {}",
-                super::tail(&text, 2)
+                super::text::tail(&text, 2)
             );
         }
         let (t, u) = listening(child.id());
