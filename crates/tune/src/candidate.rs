@@ -292,6 +292,24 @@ pub fn discover(m: &Machine, t: &Target) -> (Vec<Candidate>, Vec<NotHere>) {
                 server: a,
             }],
         }),
+        // Both on one CPU of this host: the other way round, each end on its own CPU.
+        Some((a, _)) if t.placement.is_none() => match m.online_cpus.iter().find(|x| **x != a) {
+            Some(&other) => c.push(Candidate {
+                name: "cross-cpu".into(),
+                family: "cpus".into(),
+                what: format!(
+                    "the ends on CPUs {a} and {other} (no CPU shared; a cross-CPU wake-up)"
+                ),
+                settings: vec![Setting::Cpus {
+                    client: a,
+                    server: other,
+                }],
+            }),
+            None => not.push(NotHere {
+                what: "the ends on two CPUs".into(),
+                why: "this host has one CPU".into(),
+            }),
+        },
         _ => not.push(NotHere {
             what: "pinning both ends to one CPU".into(),
             why: "the workload is not pinned across two CPUs (give --cpus A,B)".into(),
@@ -587,6 +605,28 @@ mod tests {
         );
         assert!(whys.iter().any(|w| w.contains("needs root")), "{whys:?}");
         assert!(whys.iter().any(|w| w.contains("--cpus")), "{whys:?}");
+    }
+
+    /// Both ends pinned to one CPU: the remedy the other way is each on its own CPU.
+    #[test]
+    fn one_shared_cpu_offers_two() {
+        let m = machine(Ok("0"), "0", Ok(0));
+        let (c, _) = discover(
+            &m,
+            &Target {
+                cpus: Some((1, 1)),
+                ..rr()
+            },
+        );
+        let x = c.iter().find(|c| c.name == "cross-cpu").expect("cross-cpu");
+        assert_eq!(
+            x.settings,
+            [Setting::Cpus {
+                client: 1,
+                server: 0
+            }]
+        );
+        assert!(!c.iter().any(|c| c.name == "same-cpu"));
     }
 
     /// Loopback's steering files, where they are there and writable, become RPS/RFS
