@@ -343,6 +343,27 @@ pub fn execute_spec(
     })
 }
 
+/// The flag SIGINT, SIGTERM or SIGHUP raises to stop runs between trials (the runner then
+/// restores every knob and marks the run incomplete, keeping the trials already done).
+/// One handler per process: a command that stores several runs (`tune`'s rounds) says
+/// what a signal does once, and a run after the signal stops before its first trial.
+fn stop_flag() -> Result<Arc<AtomicBool>> {
+    static FLAG: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+    if let Some(f) = FLAG.get() {
+        return Ok(f.clone());
+    }
+    let flag = Arc::new(AtomicBool::new(false));
+    let raised = flag.clone();
+    crate::signals::on_termination(move |sig| {
+        raised.store(true, Ordering::SeqCst);
+        eprintln!(
+            "\nvirtperf: {}: finishing the current trial, then restoring knobs",
+            crate::signals::name(sig)
+        );
+    })?;
+    Ok(FLAG.get_or_init(|| flag).clone())
+}
+
 /// Runs something that stores a run (an experiment, the explain battery) the way every
 /// such command does: under the machine lock, into the database opened for writing, with a
 /// progress bar on a terminal, and SIGINT/SIGTERM/SIGHUP stopping it between trials (knobs
@@ -356,19 +377,7 @@ pub fn execute_with(
     // Before the store and the knobs: a second run waits here, changing nothing.
     let machine = crate::machine::take(lock)?;
     let mut store = db.open_for_writing()?;
-    let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        let flag = interrupted.clone();
-        // SIGINT, SIGTERM or SIGHUP stops the run between trials; the runner then restores
-        // every knob and marks the run incomplete, keeping the trials already done.
-        crate::signals::on_termination(move |sig| {
-            flag.store(true, Ordering::SeqCst);
-            eprintln!(
-                "\nvirtperf: {}: finishing the current trial, then restoring knobs",
-                crate::signals::name(sig)
-            );
-        })?;
-    }
+    let interrupted = stop_flag()?;
     let tty = std::io::stderr().is_terminal() && !json;
     let bar = tty.then(|| {
         let b = ProgressBar::new(1);

@@ -395,6 +395,84 @@ fn sigterm_mid_search_restores_knobs_and_keeps_what_ran() {
     assert_eq!(runs[0]["status"], "incomplete", "{runs}");
 }
 
+/// SIGINT during round 2 (a second stored run in one command) says what it does once —
+/// each round used to install its own handler, and each printed it — and ends the search
+/// as a signal does, what ran kept.
+#[test]
+fn a_signal_in_round_2_is_answered_once() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    if std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/cpu_dma_latency")
+        .is_err()
+    {
+        virtperf_testkit::skip("root", "cpu_dma_latency-0 needs /dev/cpu_dma_latency");
+        return;
+    }
+    let s = Scratch::new("round2");
+    let _restore = Restore(knobs());
+    // Two remedies of different families that both move p50: round 2 combines them.
+    let mut child = s
+        .vp()
+        .args(["tune", "--goal", "p50<=1us", "--only", "spin,dma-latency-0"])
+        .args(["-l", "300ms", "--runs", "2", "--budget", "2m"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    let t0 = Instant::now();
+    let mut in_round_2 = false;
+    while t0.elapsed() < Duration::from_secs(90) {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(l) => {
+                in_round_2 |= l.contains("tune round 2");
+                seen.push(l);
+                if in_round_2 {
+                    break;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(_) => break,
+        }
+    }
+    if !in_round_2 {
+        let _ = child.kill();
+        let _ = child.wait();
+        virtperf_testkit::skip(
+            "a round 2",
+            &format!("the search had no round 2 here: {}", seen.join(" | ")),
+        );
+        return;
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    // SAFETY: kill(2) on the PID of a child we spawned and have not reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = common::wait_output(child, Duration::from_secs(60));
+    seen.extend(rx.try_iter());
+    let said = seen
+        .iter()
+        .filter(|l| l.contains("finishing the current trial"))
+        .count();
+    assert_eq!(said, 1, "{}", seen.join("\n"));
+    assert_eq!(
+        out.status.code(),
+        Some(128 + libc::SIGINT),
+        "{}",
+        seen.join("\n")
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("stopped by a signal in round 2"), "{text}");
+}
+
 /// Starts a tune whose goal no single remedy meets (so it searches on) and returns once it
 /// has changed the halt-poll window from `orig`: the moment to signal it.
 fn tune_until_the_knob_moves(s: &Scratch, orig: &str, io: fn() -> Stdio) -> std::process::Child {
