@@ -47,9 +47,10 @@ pub struct VmCompareArgs {
     #[arg(long, default_value = "rr,stream,crr", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(WORKLOADS))]
     pub workloads: Vec<String>,
     /// Which ends run in guests: host-guest (agent in the guest), guest-host, guest-guest,
-    /// loopback (both ends in one guest, against both ends on this host's loopback)
-    #[arg(long, default_value = "host-guest", value_parser = ["host-guest", "guest-host", "guest-guest", "loopback"])]
-    pub direction: String,
+    /// loopback (both ends in one guest, against both ends on this host's loopback);
+    /// default host-guest. Only for a guest virtperf boots (not with --guest elsewhere)
+    #[arg(long, value_parser = ["host-guest", "guest-host", "guest-guest", "loopback"])]
+    pub direction: Option<String>,
     /// Measured duration of each trial
     #[arg(long, short = 'l', default_value = "5s", value_parser = duration_text, allow_hyphen_values = true)]
     pub duration: String,
@@ -116,9 +117,11 @@ fn parse_max_tax(s: &str) -> Result<MaxTax> {
 fn placements(a: &VmCompareArgs, direction: Direction) -> (String, String) {
     (
         a.native.clone().unwrap_or_else(|| "local".into()),
-        a.guest_at
-            .clone()
-            .unwrap_or_else(|| format!("guest:{}", direction.name())),
+        match a.guest_at.as_deref() {
+            // A bare `guest` takes --direction's (checked not to clash in vm_compare).
+            None | Some("guest") => format!("guest:{}", direction.name()),
+            Some(g) => g.to_string(),
+        },
     )
 }
 
@@ -263,13 +266,26 @@ fn guest_table(g: &crate::args::GuestArgs, net: GuestNet) -> String {
 }
 
 fn vm_compare(a: VmCompareArgs) -> Result<()> {
-    let direction = match Direction::parse_placement(&format!("guest:{}", a.direction)) {
+    let named = a.direction.as_deref().unwrap_or("host-guest");
+    let direction = match Direction::parse_placement(&format!("guest:{named}")) {
         Some(Ok(d)) => d,
-        _ => bail!(
-            "unknown --direction {:?} (host-guest, guest-host, guest-guest, loopback)",
-            a.direction
-        ),
+        _ => bail!("unknown --direction {named:?} (host-guest, guest-host, guest-guest, loopback)"),
     };
+    // A direction says which ends a booted guest holds; elsewhere it would be ignored.
+    if let (Some(d), Some(g)) = (&a.direction, &a.guest_at) {
+        if !g.starts_with("guest") {
+            return Err(crate::signals::exit(
+                crate::signals::code::USAGE,
+                format!("--direction {d} is for a guest virtperf boots; --guest {g} places the ends itself: drop --direction"),
+            ));
+        }
+        if g.contains(':') {
+            return Err(crate::signals::exit(
+                crate::signals::code::USAGE,
+                format!("--direction {d} and --guest {g} both name the direction: give one"),
+            ));
+        }
+    }
     if a.explain {
         return explain_in_guest(a, direction);
     }

@@ -55,3 +55,45 @@ fn vm_compare_trace_and_gate_travel_in_the_spec_it_writes() {
         String::from_utf8_lossy(&check.stderr)
     );
 }
+
+/// `--direction` places the ends of a guest virtperf boots: with `--guest guest` it is
+/// that guest's, and where `--guest` places the ends itself it is refused, not ignored.
+#[test]
+fn vm_compare_direction_applies_to_its_own_guest_only() {
+    let spec = |extra: &[&str]| {
+        vp().args(["vm", "compare", "--workloads", "rr", "--print-spec"])
+            .args(extra)
+            .output()
+            .expect("run")
+    };
+    let out = spec(&["--guest", "guest", "--direction", "guest-host"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("placement = \"guest:guest-host\""),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    for (extra, says) in [
+        (
+            &[
+                "--guest",
+                "remote:127.0.0.1:7150",
+                "--direction",
+                "guest-host",
+            ][..],
+            "drop --direction",
+        ),
+        (
+            &["--guest", "guest:loopback", "--direction", "guest-host"][..],
+            "give one",
+        ),
+    ] {
+        let out = spec(extra);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        common::assert_one_line_error(&String::from_utf8_lossy(&out.stderr), says);
+    }
+}
