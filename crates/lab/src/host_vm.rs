@@ -156,7 +156,7 @@ impl Watch {
             pid: self.vm.pid,
             vmm: self.vm.vmm.clone(),
             accel: None,
-            window_s: self.first.at.elapsed().as_secs_f64(),
+            window_s: Some(self.first.at.elapsed().as_secs_f64()),
             unit: None,
             classes: Vec::new(),
             kvm: None,
@@ -241,7 +241,7 @@ impl Watch {
     /// No samples at a window's edges (or no window known): no figures, and why.
     pub fn unread_window(&self) -> HostVm {
         let mut h = self.unread("");
-        h.window_s = 0.0;
+        h.window_s = None;
         h.missing = BTreeMap::from([(
             "window".to_string(),
             "no host sample near the trial's measured interval (it ran outside the recording, or the two machines' clocks disagree)".to_string(),
@@ -372,7 +372,7 @@ fn report(
         pid: w.vm.pid,
         vmm: w.vm.vmm.clone(),
         accel: accel.map(str::to_string),
-        window_s: close.at.saturating_duration_since(open.at).as_secs_f64(),
+        window_s: Some(close.at.saturating_duration_since(open.at).as_secs_f64()),
         unit: per.map(|(u, _)| u.events_name().to_string()),
         classes,
         kvm,
@@ -426,4 +426,26 @@ fn exits_missing(accel: Option<&str>, kvm: bool, missing: &mut BTreeMap<String, 
         _ => "the process holds no KVM VM and names no TCG vCPU: what runs it could not be told",
     };
     missing.insert("exits".into(), why.into());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A window no sample was taken at has no length and no figures, and says why; a watch
+    /// over this very process (any process can be watched) has both.
+    #[test]
+    fn an_unread_window_is_null_not_zero() {
+        let w = Watch::open(&VmSpec::Pid(std::process::id())).expect("this process");
+        let h = w.unread_window();
+        assert_eq!(h.window_s, None);
+        assert!(h.classes.is_empty());
+        assert!(h
+            .missing
+            .get("window")
+            .is_some_and(|m| m.contains("no host sample")));
+        std::thread::sleep(Duration::from_millis(20));
+        let h = w.finish(None);
+        assert!(h.window_s.is_some_and(|s| s > 0.0), "{h:?}");
+    }
 }

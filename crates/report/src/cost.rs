@@ -46,10 +46,11 @@ pub fn mean_busy_cpus(results: &[&TestResult]) -> Option<f64> {
 /// None without a `--vm` view or where its window was not read.
 pub fn vm_cpus(r: &TestResult) -> Option<f64> {
     let h = r.host_vm.as_ref()?;
-    if h.window_s <= 0.0 || h.classes.is_empty() {
+    let window = h.window_s.filter(|w| *w > 0.0)?;
+    if h.classes.is_empty() {
         return None;
     }
-    Some(h.classes.iter().map(|c| c.cpu_s).sum::<f64>() / h.window_s)
+    Some(h.classes.iter().map(|c| c.cpu_s).sum::<f64>() / window)
 }
 
 /// The mean of [`vm_cpus`] over `results`, only when every one has it.

@@ -18,6 +18,14 @@ fn class_name(c: &str) -> &str {
     }
 }
 
+/// The window's length in words: `3.00 s`, or why there is none.
+pub fn window_words(w: Option<f64>) -> String {
+    w.map_or_else(
+        || "no window (not measured)".into(),
+        |w| format!("{w:.2} s"),
+    )
+}
+
 /// The lines for `h`: per unit of work where it has a unit, per second of the window
 /// otherwise.
 pub fn host_vm(h: &HostVm) -> String {
@@ -25,8 +33,11 @@ pub fn host_vm(h: &HostVm) -> String {
     let accel = h.accel.as_deref().unwrap_or("accelerator unknown");
     let _ = writeln!(
         s,
-        "  host view of {} ({}, pid {}, {accel}) over {:.2} s:",
-        h.spec, h.vmm, h.pid, h.window_s
+        "  host view of {} ({}, pid {}, {accel}) over {}:",
+        h.spec,
+        h.vmm,
+        h.pid,
+        window_words(h.window_s)
     );
     let per = h.unit.as_deref();
     let mut classes: Vec<_> = h.classes.iter().collect();
@@ -59,7 +70,7 @@ pub fn host_vm(h: &HostVm) -> String {
             _ => writeln!(
                 s,
                 "{head} {:>9.1}% of a CPU{wait}, {} + {} switches",
-                100.0 * c.cpu_s / h.window_s.max(1e-9),
+                100.0 * c.cpu_s / h.window_s.unwrap_or(0.0).max(1e-9),
                 c.voluntary_switches,
                 c.involuntary_switches
             ),
@@ -96,4 +107,22 @@ pub fn host_vm(h: &HostVm) -> String {
         let _ = writeln!(s, "    not measured: {what}: {why}");
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An unmeasured window is said, never printed as 0.00 s.
+    #[test]
+    fn an_unmeasured_window_is_said() {
+        assert_eq!(window_words(Some(3.0)), "3.00 s");
+        assert!(window_words(None).contains("not measured"));
+        let h = HostVm::default();
+        assert!(
+            host_vm(&h).contains("no window (not measured)"),
+            "{}",
+            host_vm(&h)
+        );
+    }
 }

@@ -59,12 +59,12 @@ pub(super) fn explained_html(e: &crate::explain::Explanation) -> String {
 fn host_html(s: &mut String, h: &virtperf_wire::HostVm) {
     let _ = write!(
         s,
-        "<h4>on the VM's host: {} ({}, pid {}, {}) over {:.2} s, per round trip</h4>",
+        "<h4>on the VM's host: {} ({}, pid {}, {}) over {}, per round trip</h4>",
         esc(&h.spec),
         esc(&h.vmm),
         h.pid,
         esc(h.accel.as_deref().unwrap_or("accelerator unknown")),
-        h.window_s
+        crate::host_vm::window_words(h.window_s)
     );
     s.push_str("<table><tr><th>threads</th><th>count</th><th>CPU µs</th><th>run-queue wait µs</th><th>switches</th></tr>");
     let f = |v: Option<&f64>| v.map_or("—".to_string(), |v| format!("{v:.1}"));

@@ -18,8 +18,9 @@ pub struct HostVm {
     /// `kvm` where the process holds a KVM VM, `tcg` where its vCPU threads say so, null
     /// where neither could be told.
     pub accel: Option<String>,
-    /// Seconds between the two samples (the measured window, or `vm watch`'s duration).
-    pub window_s: f64,
+    /// Seconds between the two samples (the measured window, or `vm watch`'s duration);
+    /// null where no sample was taken at the window (`missing.window` says why).
+    pub window_s: Option<f64>,
     /// The unit per-unit figures divide by (`transaction` or `MB`), null without a test.
     pub unit: Option<String>,
     /// Per thread class (`vcpu`, `vhost`, `io`, `main`, `other`), those present.
