@@ -346,6 +346,9 @@ fn vm_watch_counts_a_kvm_vms_halts_as_its_vcpu_thread_blocks() {
     );
     let w: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(w["accel"], "kvm", "{w}");
+    // Its vCPU thread is named as QEMU names one, so the watch classes it a vCPU.
+    let vcpu = vcpu_class(&w);
+    assert!(vcpu["names"].to_string().contains("CPU 0/KVM"), "{vcpu}");
     let k = &w["kvm"];
     assert!(!k.is_null(), "KVM counters: {}", w["missing"]);
     let halts = k["counts"]["halt_exits"].as_u64().expect("halt_exits");

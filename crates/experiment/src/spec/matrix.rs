@@ -150,6 +150,7 @@ pub(super) struct Fixed {
     pub(super) recv_size: Option<u32>,
     pub(super) recv_wait: Option<RecvWait>,
     pub(super) buf_offset: Option<u32>,
+    pub(super) seqpacket: bool,
     pub(super) bytes: Option<u64>,
     pub(super) count: u32,
     pub(super) threads: Option<u32>,
@@ -249,6 +250,7 @@ impl Fixed {
             recv_size,
             recv_wait,
             buf_offset,
+            seqpacket: r.seqpacket.as_ref().is_some_and(|s| *s.get_ref()),
             bytes,
             count,
             threads: r.threads.as_ref().map(|t| *t.get_ref()),
@@ -342,8 +344,9 @@ pub(super) fn check_keys(text: &str, r: &RawWorkload, kind: &str) -> Result<(), 
             ),
         );
     };
-    let present: [(&str, Option<std::ops::Range<usize>>); 20] = [
+    let present: [(&str, Option<std::ops::Range<usize>>); 21] = [
         ("trace", r.trace.as_ref().map(|s| s.span())),
+        ("seqpacket", r.seqpacket.as_ref().map(|s| s.span())),
         ("timeline", r.timeline.as_ref().map(|s| s.span())),
         ("threads", r.threads.as_ref().map(|s| s.span())),
         ("loss_timeout", r.loss_timeout.as_ref().map(|s| s.span())),
@@ -402,7 +405,7 @@ pub(super) fn workload_of(kind: &str, c: Combo, f: &Fixed) -> Option<Workload> {
         bytes: f.bytes,
         threads: f.threads,
         buf_offset: f.buf_offset,
-        seqpacket: false,
+        seqpacket: f.seqpacket,
     };
     virtperf_lab::roles::spec_kind(kind).map(|k| (k.build)(&p))
 }

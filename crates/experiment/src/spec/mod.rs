@@ -14,6 +14,7 @@
 //! # recv_size = "64KiB"          # bytes per receive (netperf -M)
 //! # recv_wait = "poll"           # receiver polls (iperf3) instead of sleeping in recv (netperf)
 //! # buf_offset = 16              # buffers start 16 bytes into a page (netperf -o/-O)
+//! # seqpacket = true             # unix-rr over SOCK_SEQPACKET (--seqpacket)
 //! # interval = "1s"              # keep a time series (stream, bulk, rr, crr)
 //! # trace = true                 # count VM-exit tracepoints per unit (--trace; root)
 //! # timeline = true              # rr: a sampled critical-path trial per trial (--timeline)

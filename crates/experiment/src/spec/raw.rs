@@ -107,6 +107,9 @@ pub(super) struct RawWorkload {
     pub(super) recv_wait: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) buf_offset: Option<Spanned<i64>>,
+    /// unix-rr over `SOCK_SEQPACKET` instead of a stream socket (`--seqpacket`).
+    #[serde(default)]
+    pub(super) seqpacket: Option<Spanned<bool>>,
     #[serde(default)]
     pub(super) flows: Option<Spanned<OneOrMany<u32>>>,
     #[serde(default)]

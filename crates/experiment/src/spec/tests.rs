@@ -633,6 +633,14 @@ fn unix_rr_is_a_spec_kind_with_its_own_keys() {
     assert_eq!((p.request, p.response, p.seqpacket), (64, 1024, false));
     let e = parse("name = \"u\"\n[[workload]]\nkind = \"unix-rr\"\nflows = 2\n").unwrap_err();
     assert!(e.to_string().contains("flows"), "{e}");
+    // The socket type, as --seqpacket, and only for unix-rr.
+    let s = parse("name = \"u\"\n[[workload]]\nkind = \"unix-rr\"\nseqpacket = true\n").unwrap();
+    let Workload::UnixRr(p) = &s.points[0].workload else {
+        panic!("not unix-rr")
+    };
+    assert!(p.seqpacket);
+    let e = parse("name = \"u\"\n[[workload]]\nkind = \"rr\"\nseqpacket = true\n").unwrap_err();
+    assert!(e.to_string().contains("seqpacket") && e.line == 4, "{e}");
 }
 
 /// A config's `wait` overrides every workload's (both sides, or CLIENT,SERVER) and its

@@ -143,7 +143,7 @@ fn accept_keyed(l: &Socket, key: &DataKey) -> Result<UnixStream> {
 
 /// The keys unix-rr's `[[workload]]` table in a spec file takes (besides `kind`, `label`,
 /// `duration`, `omit`).
-pub(super) const KEYS: &[&str] = &["size", "cpus", "wait", "interval", "trace"];
+pub(super) const KEYS: &[&str] = &["size", "cpus", "wait", "interval", "trace", "seqpacket"];
 
 /// unix-rr's `Workload` from a spec point's (or the command line's) parameters.
 pub fn from_params(p: &super::role::Params) -> Workload {
