@@ -154,6 +154,19 @@ fn qemu_by_hand_with(dir: &common::TempDir, name: &str, vcpus: u32, extra: &str)
     (qemu, port)
 }
 
+/// A QEMU started by hand as [`qemu_by_hand_with`] does, in its own directory named after
+/// `tag`; None (the skip printed) where this machine cannot boot one.
+fn booted(tag: &str, vcpus: u32, extra: &str) -> Option<(common::TempDir, Reaped, u16)> {
+    if let Some((need, why)) = common::guest_tools_missing() {
+        virtperf_testkit::skip(need, why);
+        return None;
+    }
+    let dir = common::TempDir::new(&format!("own-vm-{tag}"));
+    let name = format!("{tag}{}", std::process::id());
+    let (qemu, port) = qemu_by_hand_with(&dir, &name, vcpus, extra);
+    Some((dir, qemu, port))
+}
+
 /// `rr --host … --vm pid:N` against a QEMU started by hand: the vCPU threads' CPU per
 /// transaction agrees within 5% with what the test reads from /proc over intervals 2–5 of
 /// the same test; run-queue wait per transaction is there; exits are absent with TCG's
@@ -408,13 +421,9 @@ fn a_vm_that_exits_while_watched_has_no_figures_not_zeros() {
 /// more vCPU time in it than two vCPUs can run.
 #[test]
 fn explain_with_vm_shows_the_hosts_share_of_the_round_trip() {
-    if let Some((need, why)) = common::guest_tools_missing() {
-        virtperf_testkit::skip(need, why);
+    let Some((dir, qemu, port)) = booted("explain", 2, "virtperf.token=sesame") else {
         return;
-    }
-    let dir = common::TempDir::new("own-vm-explain");
-    let name = format!("explain{}", std::process::id());
-    let (qemu, port) = qemu_by_hand_with(&dir, &name, 2, "virtperf.token=sesame");
+    };
     let pid = qemu.0.id();
     let out = run_with_timeout(
         vp().args([
@@ -475,13 +484,9 @@ fn explain_with_vm_shows_the_hosts_share_of_the_round_trip() {
 /// has) — with the VM's share beside it.
 #[test]
 fn tune_with_vm_counts_the_vms_host_threads_once() {
-    if let Some((need, why)) = common::guest_tools_missing() {
-        virtperf_testkit::skip(need, why);
+    let Some((dir, qemu, port)) = booted("tune", 2, "") else {
         return;
-    }
-    let dir = common::TempDir::new("own-vm-tune");
-    let name = format!("tune{}", std::process::id());
-    let (qemu, port) = qemu_by_hand_with(&dir, &name, 2, "");
+    };
     let pid = qemu.0.id();
     let out = run_with_timeout(
         vp().args(["tune", "--goal", "p50<=1s", "--placement"])
