@@ -69,8 +69,13 @@ pub fn host_vm(h: &HostVm) -> String {
             ),
             _ => writeln!(
                 s,
-                "{head} {:>9.1}% of a CPU{wait}, {} + {} switches",
-                100.0 * c.cpu_s / h.window_s.unwrap_or(0.0).max(1e-9),
+                "{head} {} of a CPU{wait}, {} + {} switches",
+                h.window_s
+                    .filter(|w| *w > 0.0)
+                    .map_or("(no window)".to_string(), |w| format!(
+                        "{:>9.1}%",
+                        100.0 * c.cpu_s / w
+                    )),
                 c.voluntary_switches,
                 c.involuntary_switches
             ),
@@ -118,11 +123,25 @@ mod tests {
     fn an_unmeasured_window_is_said() {
         assert_eq!(window_words(Some(3.0)), "3.00 s");
         assert!(window_words(None).contains("not measured"));
-        let h = HostVm::default();
+        let mut h = HostVm::default();
         assert!(
             host_vm(&h).contains("no window (not measured)"),
             "{}",
             host_vm(&h)
         );
+        // A class's share of a CPU needs the window's length: without one, no percentage.
+        h.classes.push(virtperf_wire::ThreadClass {
+            class: "vcpu".into(),
+            threads: 1,
+            cpu_s: 0.5,
+            ..Default::default()
+        });
+        let text = host_vm(&h);
+        assert!(
+            text.contains("(no window) of a CPU") && !text.contains('%'),
+            "{text}"
+        );
+        h.window_s = Some(1.0);
+        assert!(host_vm(&h).contains("50.0% of a CPU"), "{}", host_vm(&h));
     }
 }
