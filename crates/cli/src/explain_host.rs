@@ -1,14 +1,13 @@
 //! `explain --host … --vm SPEC`: the hypervisor's view of the VM whose battery runs there.
 //! The battery runs on the far machine in one piece, so this host samples the VM in the
-//! background while it runs, and afterwards gives each cross-CPU round-trip trial the
-//! host's figures over its measured interval, found from the trial's own times.
+//! background while it runs, and afterwards gives each round-trip trial the host's
+//! figures over its measured interval, found from the trial's own times.
 
 use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
 use virtperf_lab::host_vm::{Recording, Watch};
 use virtperf_measure::vm::VmSpec;
-use virtperf_report::explain::{AS_IS, RR_CROSS_BLOCK};
 use virtperf_store::NewTrial;
 
 /// How often the VM is sampled: a window's edges are within half of it (±0.05 s on a
@@ -29,15 +28,17 @@ impl Recorder {
         Ok(Recorder(Some((w, r))))
     }
 
-    /// Stops sampling and gives each as-is cross-CPU round-trip trial the host's view over
-    /// its measured interval, per transaction.
+    /// Stops sampling and gives each round-trip trial (the as-is one explain shows beside
+    /// its terms, and every remedy's and mode's, which `show` and `compare` then judge on
+    /// the host's figures too) the host's view over its measured interval, per transaction.
     pub(crate) fn attach(self, trials: &mut [NewTrial]) {
         let Some((w, mut rec)) = self.0 else { return };
         rec.stop();
-        for t in trials
-            .iter_mut()
-            .filter(|t| t.point_label == RR_CROSS_BLOCK && t.config == AS_IS)
-        {
+        for t in trials.iter_mut().filter(|t| {
+            t.result
+                .as_ref()
+                .is_some_and(|r| matches!(r.outcome, virtperf_wire::Outcome::Rr(_)))
+        }) {
             let window = window(t);
             let Some(r) = t.result.as_mut() else { continue };
             let work = Some(r.outcome.work());

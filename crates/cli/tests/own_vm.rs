@@ -469,6 +469,23 @@ fn explain_with_vm_shows_the_hosts_share_of_the_round_trip() {
     assert!(h["missing"]["window"]
         .as_str()
         .is_some_and(|w| w.contains("sampled every")));
+    // Every round trip of the battery has the host's view over its own window — the
+    // remedies' and modes' too, so `show` and `compare` judge them on the host's figures.
+    let db = rusqlite::Connection::open(dir.path("e.db")).expect("db");
+    let mut q = db
+        .prepare(
+            "SELECT config, json_extract(result_json, '$.host_vm.window_s') FROM trials \
+             WHERE status = 'ok' AND json_extract(result_json, '$.outcome.kind') = 'rr'",
+        )
+        .expect("query");
+    let rr: Vec<(String, Option<f64>)> = q
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("rows")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    assert!(rr.len() > 2, "{rr:?}");
+    assert!(rr.iter().all(|(_, w)| w.is_some_and(|w| w > 0.0)), "{rr:?}");
+    assert!(rr.iter().any(|(c, _)| c != "as-is"), "{rr:?}");
     // The report shows it too, laid out cleanly in a browser.
     let html = dir.path("explain.html");
     let page = std::fs::read_to_string(&html).expect("report");
