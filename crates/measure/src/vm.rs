@@ -313,14 +313,26 @@ pub fn accel(vm: &VmProcess, threads: &[ThreadSample]) -> Option<&'static str> {
 /// The process's KVM VM file descriptors (`anon_inode:kvm-vm`): KVM's debugfs names each
 /// VM's directory `PID-FD`.
 pub fn kvm_vm_fds(pid: u32) -> Vec<u32> {
+    fd_links(pid)
+        .into_iter()
+        .filter(|(_, l)| l == "anon_inode:kvm-vm")
+        .map(|(fd, _)| fd)
+        .collect()
+}
+
+/// Process `pid`'s open descriptors and what each names (`socket:[123]`,
+/// `anon_inode:kvm-vm`, a path), in no particular order; empty where /proc does not show
+/// them (the process is gone, or not ours to read).
+pub fn fd_links(pid: u32) -> Vec<(u32, String)> {
     let Ok(d) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
         return Vec::new();
     };
     d.flatten()
-        .filter(|e| {
-            std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy() == "anon_inode:kvm-vm")
+        .filter_map(|e| {
+            let fd = e.file_name().to_string_lossy().parse().ok()?;
+            let link = std::fs::read_link(e.path()).ok()?;
+            Some((fd, link.to_string_lossy().into_owned()))
         })
-        .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
         .collect()
 }
 

@@ -327,16 +327,10 @@ pub(super) fn start_passt(dir: &Path, i: usize, reach: &Reach, fd: i32) -> Resul
 /// descriptors and its network namespace's /proc tables. Written by hand: a few lines of
 /// /proc, not worth the `procfs` crate for the one question.
 fn listening(pid: u32) -> (Vec<u16>, Vec<u16>) {
-    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| {
-            d.filter_map(|e| {
-                let l = std::fs::read_link(e.ok()?.path()).ok()?;
-                let l = l.to_str()?;
-                Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
-            })
-            .collect()
-        })
-        .unwrap_or_default();
+    let inodes: Vec<String> = virtperf_measure::vm::fd_links(pid)
+        .into_iter()
+        .filter_map(|(_, l)| Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string()))
+        .collect();
     let ports = |table: &str, listen_only: bool| -> Vec<u16> {
         let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
         text.lines()
