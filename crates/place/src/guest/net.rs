@@ -296,7 +296,11 @@ pub(super) fn start_passt(dir: &Path, i: usize, reach: &Reach, fd: i32) -> Resul
                 super::text::tail(&text, 2)
             );
         }
-        let (t, u) = listening(child.id());
+        let (t, u) = listening(child.id()).map_err(|why| {
+            let _ = child.kill();
+            let _ = child.wait();
+            anyhow!("cannot tell which ports {PASST} for guest {i} holds: {why}")
+        })?;
         let missing: Vec<String> = tcp
             .iter()
             .filter(|p| !t.contains(p))
@@ -326,14 +330,17 @@ pub(super) fn start_passt(dir: &Path, i: usize, reach: &Reach, fd: i32) -> Resul
 /// The TCP ports process `pid` listens on and the UDP ports it has bound, from its socket
 /// descriptors and its network namespace's /proc tables. Written by hand: a few lines of
 /// /proc, not worth the `procfs` crate for the one question.
-fn listening(pid: u32) -> (Vec<u16>, Vec<u16>) {
+fn listening(pid: u32) -> Result<(Vec<u16>, Vec<u16>), String> {
     let inodes: Vec<String> = virtperf_measure::vm::fd_links(pid)
         .into_iter()
         .filter_map(|(_, l)| Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string()))
         .collect();
-    let ports = |table: &str, listen_only: bool| -> Vec<u16> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
-        text.lines()
+    // An unreadable table is said, not read as "no ports" (which would look like a race).
+    let ports = |table: &str, listen_only: bool| -> Result<Vec<u16>, String> {
+        let path = format!("/proc/{pid}/net/{table}");
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {path}: {e}"))?;
+        Ok(text
+            .lines()
             .skip(1)
             .filter_map(|l| {
                 let f: Vec<&str> = l.split_whitespace().collect();
@@ -343,9 +350,9 @@ fn listening(pid: u32) -> (Vec<u16>, Vec<u16>) {
                 }
                 u16::from_str_radix(local.rsplit_once(':')?.1, 16).ok()
             })
-            .collect()
+            .collect())
     };
-    (ports("tcp", true), ports("udp", false))
+    Ok((ports("tcp", true)?, ports("udp", false)?))
 }
 
 /// The first of `n` consecutive ports free on the host's loopback for TCP and UDP, from a
@@ -485,7 +492,7 @@ mod tests {
         let fd = ours.as_raw_fd();
         // Free ports: passt listens on all of them.
         let mut p = start_passt(&dir, 0, &r, fd).expect("passt listens on every port");
-        let (tcp, udp) = listening(p.id());
+        let (tcp, udp) = listening(p.id()).expect("its tables");
         assert!(tcp.contains(&r.port) && tcp.contains(&last), "{tcp:?}");
         assert!(udp.contains(&first), "{udp:?}");
         let _ = p.kill();
