@@ -510,74 +510,8 @@ pub fn run(a: RunArgs) -> Result<()> {
             row.id
         );
     }
-    run_exit(&row, ok, interrupted)?;
-    tax_gate(&spec, &points)
-}
-
-/// A spec's `[compare] max_tax`: exit 3 naming each candidate config's row over it.
-fn tax_gate(spec: &Spec, points: &[summary::PointSummary]) -> Result<()> {
-    let (Some(max), Some(base)) = (&spec.max_tax, spec.baseline.as_deref()) else {
-        return Ok(());
-    };
-    let rows = compare::by_config(points, Some(base));
-    let mut over = Vec::new();
-    for c in spec.configs.iter().filter(|c| c.name != base) {
-        let mine: Vec<_> = rows
-            .iter()
-            .filter(|r| r.candidate == c.name)
-            .cloned()
-            .collect();
-        let tax = virtperf_report::tax::rows(&mine, &c.name);
-        over.extend(
-            max.over(&tax)
-                .into_iter()
-                .map(|o| format!("{}: {o}", c.name)),
-        );
-    }
-    if over.is_empty() {
-        return Ok(());
-    }
-    Err(crate::signals::exit(
-        crate::signals::code::REGRESSION,
-        format!("over [compare] max_tax: {}", over.join("; ")),
-    ))
-}
-
-/// How a stored run ends the process (README's exit-code table): a signal gives 128 + its
-/// number, a run with no successful trial 1, a run with holes 4, a complete run 0.
-pub fn run_exit(row: &RunRow, ok: usize, interrupted: bool) -> Result<()> {
-    use crate::signals::{self, code, exit};
-    if interrupted {
-        let sig = signals::received();
-        return Err(exit(
-            signals::code_for(sig),
-            format!(
-                "stopped by {}: run {} kept {ok} finished trials and is marked incomplete",
-                signals::name(sig),
-                row.id
-            ),
-        ));
-    }
-    if ok == 0 {
-        bail!(
-            "run {} stored no result: every trial failed (see `virtperf show {}`)",
-            row.id,
-            row.id
-        );
-    }
-    match row.status {
-        virtperf_store::RunStatus::Complete => Ok(()),
-        status => Err(exit(
-            code::INCOMPLETE,
-            format!(
-                "run {} is {status}: {} of {} trials failed (see `virtperf show {}`)",
-                row.id,
-                row.trials_failed,
-                row.trials_ok + row.trials_failed,
-                row.id
-            ),
-        )),
-    }
+    let gate = crate::decision::spec_gate(&spec, &points);
+    crate::decision::finish(&row, ok, interrupted, "[compare] max_tax", &gate)
 }
 
 fn shaped(

@@ -194,7 +194,7 @@ pub fn explain(a: ExplainArgs) -> Result<()> {
     }
     // Exit as the runs ended (stopped, incomplete, …), this machine's first.
     for d in [&native, &far].into_iter().flatten() {
-        crate::experiment::run_exit(&d.row, d.ok, d.interrupted)?;
+        crate::decision::run_exit(&d.row, d.ok, d.interrupted)?;
     }
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! tables, the headline ratio with its confidence interval, what this machine is, and the
 //! commands that answer "why" and "how much slower in a VM".
 
+use virtperf_report::decide::{self, Interval, Outcome};
 use virtperf_report::stats::Summary;
 use virtperf_report::summary::PointSummary;
 use virtperf_store::TrialRow;
@@ -19,23 +20,29 @@ fn rr_at<'a>(points: &'a [PointSummary], cpus: &str, metric: &str) -> Option<&'a
         .filter(|s| s.n > 0)
 }
 
-/// The ratio `a / b`, and its interval from the two means' intervals (the widest the
-/// ratio can be with both means inside theirs) where both have one; `None` where `b`'s
-/// mean or interval reaches 0.
-fn ratio(a: &Summary, b: &Summary) -> Option<(f64, Option<(f64, f64)>)> {
-    if b.mean <= 0.0 {
-        return None;
+/// Where the cross-CPU round trips' CPUs spent their idle time: the share of it in
+/// cpuidle's POLL state (the idle loop spinning, as halt polling and
+/// `haltpoll.guest_halt_poll_ns` make it), over every cross-CPU rr trial's client and
+/// server side; None where no trial counted its idle states (no cpuidle here).
+fn idle_poll_share(trials: &[TrialRow]) -> Option<f64> {
+    let (mut poll, mut all) = (0u64, 0u64);
+    for r in trials.iter().filter_map(|t| t.result.as_ref()) {
+        let cross = matches!((r.client_cpu, r.server_cpu), (Some(a), Some(b)) if a != b);
+        if !cross || !matches!(r.workload, virtperf_wire::Workload::Rr(_)) {
+            continue;
+        }
+        let Some(e) = &r.events else { continue };
+        // One kernel for both sides on loopback: its counts are the same machine's twice.
+        for (k, v) in &e.client.deltas {
+            if let Some(state) = k.strip_prefix("idle_time_us_") {
+                all += v;
+                if state == "poll" {
+                    poll += v;
+                }
+            }
+        }
     }
-    let r = a.mean / b.mean;
-    if a.n < 2 || b.n < 2 {
-        return Some((r, None));
-    }
-    (b.ci_low > 0.0).then(|| {
-        (
-            r,
-            Some((a.ci_low.max(0.0) / b.ci_high, a.ci_high / b.ci_low)),
-        )
-    })
+    (all > 0).then(|| poll as f64 / all as f64)
 }
 
 /// A hypervisor's CPUID vendor string in words.
@@ -56,41 +63,84 @@ fn hypervisor_name(vendor: &str) -> String {
 pub fn quickstart(points: &[PointSummary], trials: &[TrialRow]) -> Option<String> {
     let same = rr_at(points, "0,0", "p50_us")?;
     let cross = rr_at(points, "0,1", "p50_us")?;
-    let mut s = match ratio(cross, same) {
-        Some((r, interval)) => format!(
-            "Headline: a 1-byte round trip between two CPUs takes {:.1} µs (p50), {r:.1}× the {:.1} µs of one on a single CPU ({}).",
-            cross.mean,
-            same.mean,
-            match interval {
-                Some((lo, hi)) => format!("95% interval of the ratio {lo:.1}–{hi:.1}×"),
-                None => "one try each: no interval; `virtperf run --runs 5` gives one".into(),
-            }
-        ),
-        None => format!(
-            "Headline: a 1-byte round trip between two CPUs takes {:.1} µs (p50), against {:.1} µs on a single CPU.",
-            cross.mean, same.mean
-        ),
-    };
     let hypervisor = trials
         .iter()
         .filter_map(|t| t.result.as_ref())
-        .find_map(|r| r.env.client.hypervisor.clone());
-    s.push_str(&match hypervisor {
-        Some(h) => format!(
-            "\nThis machine is itself a virtual machine (hypervisor: {}): the cross-CPU trip includes waking a halted vCPU, which goes through the hypervisor.",
-            hypervisor_name(&h)
+        .find_map(|r| r.env.client.hypervisor.clone())
+        .map(|h| hypervisor_name(&h));
+    Some(words(
+        same,
+        cross,
+        idle_poll_share(trials),
+        hypervisor.as_deref(),
+    ))
+}
+
+/// The headline's sentences from what was measured: the ratio and whether its interval
+/// says the cross-CPU trip costs more at all, which idle state the CPUs waited in, and a
+/// tune goal only where there is a gap to close.
+fn words(same: &Summary, cross: &Summary, poll: Option<f64>, hypervisor: Option<&str>) -> String {
+    let interval = decide::ratio_interval(same, cross, 0.95);
+    let gap = decide::bound(&interval, 1.0, false);
+    let r = if same.mean > 0.0 {
+        cross.mean / same.mean
+    } else {
+        f64::NAN
+    };
+    let mut s = format!(
+        "Headline: a 1-byte round trip between two CPUs takes {:.1} µs (p50), {r:.1}× the {:.1} µs of one on a single CPU ",
+        cross.mean, same.mean
+    );
+    s.push_str(&match (&interval, gap) {
+        (Interval::Bounded { low, high }, Outcome::Met) => {
+            format!("(95% interval of the ratio {low:.1}–{high:.1}×).")
+        }
+        (Interval::Bounded { low, high }, Outcome::NotMet) => format!(
+            "(95% interval of the ratio {low:.1}–{high:.1}×): here the cross-CPU trip is the faster one."
         ),
-        None => "\nThis machine reports no hypervisor (bare metal, or one that hides itself): the cross-CPU trip pays the CPUs' own wake-up from idle.".to_string(),
+        (Interval::Bounded { low, high }, _) => format!(
+            "(95% interval of the ratio {low:.2}–{high:.2}×, which holds 1): no measurable difference between them."
+        ),
+        (Interval::None { why }, _) => {
+            format!("({why}; `virtperf run --runs 5` gives an interval).")
+        }
+    });
+    let vm = hypervisor.map_or_else(
+        || "This machine reports no hypervisor (bare metal, or one that hides itself)".to_string(),
+        |h| format!("This machine is itself a virtual machine (hypervisor: {h})"),
+    );
+    s.push_str(&match (poll, hypervisor) {
+        (Some(p), _) if p >= 0.5 => format!(
+            "\n{vm}, and while waiting its CPUs idled in cpuidle's POLL state ({:.0}% of their idle time): a waiting CPU spins rather than halts, so the cross-CPU trip pays no wake-up from a halt.",
+            p * 100.0
+        ),
+        (Some(p), Some(_)) => format!(
+            "\n{vm}, and its idle CPUs halted ({:.0}% of their idle time outside POLL): the cross-CPU trip includes waking a halted vCPU, which goes through the hypervisor.",
+            (1.0 - p) * 100.0
+        ),
+        (Some(p), None) => format!(
+            "\n{vm}, and its idle CPUs entered idle states deeper than POLL ({:.0}% of their idle time): the cross-CPU trip pays the CPUs' own wake-up from idle.",
+            (1.0 - p) * 100.0
+        ),
+        (None, _) => format!(
+            "\n{vm}; which idle state its CPUs waited in was not measured (no cpuidle counts), so whether the cross-CPU trip woke a halted CPU is not known."
+        ),
     });
     s.push_str(
         "\nWhy it costs that: `virtperf explain` (about 1.5 min). How much slower inside a VM: `virtperf vm compare` (boots a guest; root and QEMU), or for a VM you run, docs/own-vm.md.",
     );
-    // A goal halfway between the two trips: what it takes to bring the cross-CPU one there.
-    let goal = ((cross.mean + same.mean) / 2.0).round().max(1.0);
-    s.push_str(&format!(
-        "\nWhat to change for a latency goal, and at what CPU cost: `virtperf tune --goal 'p50<={goal:.0}us'` (about 1 min; root for the knobs)."
-    ));
-    Some(s)
+    if gap == Outcome::Met {
+        // A goal halfway between the two trips: what it takes to bring the cross-CPU one there.
+        let goal = ((cross.mean + same.mean) / 2.0).round().max(1.0);
+        s.push_str(&format!(
+            "\nWhat to change for a latency goal, and at what CPU cost: `virtperf tune --goal 'p50<={goal:.0}us'` (about 1 min; root for the knobs)."
+        ));
+    } else {
+        s.push_str(
+            "\nNo gap between the two trips was measured, so no tune goal is proposed here; `virtperf tune --goal 'p50<=Nus'` finds the cheapest measured way to a latency you need.",
+        );
+    }
+    s
 }
 
 #[cfg(test)]
@@ -98,19 +148,37 @@ mod tests {
     use super::*;
     use virtperf_report::stats::summarize;
 
-    /// The ratio's interval holds its point estimate and widens with either mean's.
+    /// The sentences follow the figures: a gap and a halting VM; a polling one with no
+    /// gap (no tune goal offered); one try (no interval claimed); no cpuidle counts.
     #[test]
-    fn the_ratio_interval_brackets_the_ratio() {
-        let a = summarize(&[60.0, 62.0, 64.0], 0.95);
-        let b = summarize(&[13.0, 13.5, 14.0], 0.95);
-        let (r, interval) = ratio(&a, &b).expect("positive");
-        let (lo, hi) = interval.expect("three tries each");
-        assert!(lo < r && r < hi, "{lo} {r} {hi}");
-        assert!((r - 62.0 / 13.5).abs() < 1e-9);
-        // One try: no interval is claimed.
-        let one = summarize(&[13.0], 0.95);
-        assert_eq!(ratio(&a, &one).map(|(_, i)| i), Some(None));
-        assert!(ratio(&a, &summarize(&[0.0, 0.0], 0.95)).is_none());
+    fn the_headline_says_what_was_measured() {
+        let same = summarize(&[13.0, 13.5, 14.0], 0.95);
+        let cross = summarize(&[60.0, 62.0, 64.0], 0.95);
+        let halting = words(&same, &cross, Some(0.02), Some("KVM"));
+        assert!(
+            halting.contains("95% interval of the ratio 4."),
+            "{halting}"
+        );
+        assert!(halting.contains("waking a halted vCPU"), "{halting}");
+        assert!(halting.contains("tune --goal 'p50<=38us'"), "{halting}");
+        // The polling machine: 17.7 µs across against 19.0 µs on one CPU.
+        let polled = summarize(&[17.5, 17.7, 17.9], 0.95);
+        let one_cpu = summarize(&[18.9, 19.0, 19.1], 0.95);
+        let polling = words(&one_cpu, &polled, Some(0.97), Some("KVM"));
+        assert!(polling.contains("POLL state (97%"), "{polling}");
+        assert!(
+            polling.contains("cross-CPU trip is the faster"),
+            "{polling}"
+        );
+        assert!(
+            !polling.contains("halted vCPU") && !polling.contains("--goal 'p50<=1"),
+            "{polling}"
+        );
+        assert!(polling.contains("no tune goal is proposed"), "{polling}");
+        let one = words(&summarize(&[13.0], 0.95), &cross, None, None);
+        assert!(one.contains("1 try: no interval"), "{one}");
+        assert!(one.contains("not measured"), "{one}");
+        assert!(!one.contains("--goal 'p50<=3"), "{one}");
         assert_eq!(hypervisor_name("KVMKVMKVM"), "KVM");
     }
 }

@@ -8,6 +8,7 @@
 mod args;
 mod cli;
 mod commands;
+mod decision;
 mod experiment;
 mod explain;
 mod explain_host;

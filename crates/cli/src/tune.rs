@@ -4,11 +4,13 @@
 //! knob through its journal, interleaves the trials and stores each round as a run) within
 //! a time budget, and prints the answer.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
+use virtperf_report::decide::Outcome;
 use virtperf_tune::candidate::{discover, Candidate, Machine, NotHere, Target};
 use virtperf_tune::config::{spec_text, Configuration};
 use virtperf_tune::goal::Goal;
@@ -132,6 +134,30 @@ const TRIAL_OVERHEAD: Duration = Duration::from_millis(1500);
 /// a TCG boot of virtperf's initramfs guest takes 5–10 s here, a KVM one less.
 const GUEST_BOOT: Duration = Duration::from_secs(10);
 
+/// Refuses a budget round 1 (`configs` configurations) cannot fit, before anything runs.
+fn check_budget(a: &TuneArgs, configs: usize) -> Result<()> {
+    let per_trial = a.duration + TRIAL_OVERHEAD;
+    let mut need = per_trial * (configs as u32 * a.runs);
+    if matches!(a.placement, Some(virtperf_place::Placement::Guest(..))) {
+        // Each configuration boots its own guest once, at its first trial.
+        need += GUEST_BOOT * configs as u32;
+    }
+    if need <= a.budget {
+        return Ok(());
+    }
+    Err(exit(
+        code::USAGE,
+        format!(
+            "the budget {} is too short: round 1 measures {configs} configurations × {} tries of {} (≈ {} with set-up); give --budget {} or a shorter --duration",
+            secs(a.budget),
+            a.runs,
+            secs(a.duration),
+            secs(need),
+            secs(need + need / 2)
+        ),
+    ))
+}
+
 /// `virtperf tune`
 pub fn tune(a: TuneArgs) -> Result<()> {
     for g in &a.goals {
@@ -173,26 +199,10 @@ pub fn tune(a: TuneArgs) -> Result<()> {
     let t0 = Instant::now();
     let mut round1 = vec![Configuration::baseline()];
     round1.extend(singles.iter().cloned().map(|c| Configuration::of(vec![c])));
-    let per_trial = a.duration + TRIAL_OVERHEAD;
-    let mut need = per_trial * (round1.len() as u32 * a.runs);
-    if matches!(a.placement, Some(virtperf_place::Placement::Guest(..))) {
-        // Each configuration boots its own guest once, at its first trial.
-        need += GUEST_BOOT * round1.len() as u32;
-    }
-    if need > a.budget {
-        return Err(exit(
-            code::USAGE,
-            format!(
-                "the budget {} is too short: round 1 measures {} configurations × {} tries of {} (≈ {} with set-up); give --budget {} or a shorter --duration",
-                secs(a.budget),
-                round1.len(),
-                a.runs,
-                secs(a.duration),
-                secs(need),
-                secs(need + need / 2)
-            ),
-        ));
-    }
+    // Round 2 combines round 1's parts: these are every host knob the search may write.
+    let written = || round1.iter().flat_map(|c| c.settings());
+    let written_before = virtperf_tune::candidate::read_written(written());
+    check_budget(&a, round1.len())?;
     let mut rounds = Vec::new();
     let (r1, interrupted) = run_round(&a, &target, 1, &round1, tags.clone())?;
     rounds.push(r1);
@@ -226,7 +236,12 @@ pub fn tune(a: TuneArgs) -> Result<()> {
         not_here,
         stopped,
         against: a.against.clone(),
-        restored: restored(&before, &after),
+        restored: restored(
+            &written_before,
+            &virtperf_tune::candidate::read_written(written()),
+            &before,
+            &after,
+        ),
         took: t0.elapsed(),
     };
     finish(&a, &search, &before)
@@ -236,7 +251,9 @@ pub fn tune(a: TuneArgs) -> Result<()> {
 /// configuration meets the goals.
 fn finish(a: &TuneArgs, s: &Search, before: &Machine) -> Result<()> {
     let all = s.all();
-    let pick = search::cheapest(&all, &s.goals, s.max_cpu);
+    let comparable = s.comparable();
+    let decided = search::pick(&comparable, &s.goals, s.max_cpu);
+    let pick = decided.config();
     if a.json {
         println!("{}", crate::tune_render::json(s, &all));
     } else {
@@ -265,9 +282,28 @@ fn finish(a: &TuneArgs, s: &Search, before: &Machine) -> Result<()> {
             ),
         ));
     }
-    match pick {
-        Some(_) => Ok(()),
-        None => Err(exit(1, crate::tune_render::no_answer(s, &all))),
+    // One decision, the exit codes every command uses: 3 nothing meets the goals, 4
+    // nothing was measured at all, 5 configurations meet them but none's cost is known.
+    let goals: Vec<String> = s.goals.iter().map(|g| g.words()).collect();
+    match decided {
+        search::Pick::Cheapest { .. } => Ok(()),
+        search::Pick::NoCost { meeting } => Err(exit(
+            Outcome::Undecided.exit_code(),
+            crate::tune_render::no_cost(&goals.join(" and "), &meeting),
+        )),
+        search::Pick::Nothing if all.iter().all(|m| m.figures.is_empty()) => Err(exit(
+            Outcome::NotMeasured.exit_code(),
+            format!(
+                "no configuration was measured: {}",
+                all.iter()
+                    .find_map(|m| m.error.clone())
+                    .unwrap_or_else(|| "every trial failed".into())
+            ),
+        )),
+        search::Pick::Nothing => Err(exit(
+            Outcome::NotMet.exit_code(),
+            crate::tune_render::no_answer(s, &comparable),
+        )),
     }
 }
 
@@ -448,18 +484,32 @@ fn second_round(a: &TuneArgs, r1: &Round, t0: Instant) -> Result<Vec<Configurati
     Ok(configs)
 }
 
-/// Whether every knob `tune` may touch is back where it was.
-fn restored(before: &Machine, after: &Machine) -> Result<(), String> {
-    let changed: Vec<String> = before
-        .knobs
-        .iter()
-        .filter_map(|(k, v)| match (v, after.knobs.get(k)) {
-            (Ok(b), Some(Ok(a))) if a != b => Some(format!("{k} was {b}, is {a}")),
-            _ => None,
-        })
-        .collect();
+/// Whether every knob the search wrote, and every knob `tune` may touch, is back where
+/// it was: read again, value for value (a knob read before that cannot be read after is
+/// not "back"). Ok says what was checked.
+fn restored(
+    written: &BTreeMap<String, Result<String, String>>,
+    written_after: &BTreeMap<String, Result<String, String>>,
+    before: &Machine,
+    after: &Machine,
+) -> Result<String, String> {
+    let mut checked = 0;
+    let mut changed = Vec::new();
+    for (k, v) in written.iter().chain(&before.knobs) {
+        let now = written_after.get(k).or_else(|| after.knobs.get(k));
+        match (v, now) {
+            (Ok(b), Some(Ok(a))) if a != b => changed.push(format!("{k} was {b}, is {a}")),
+            (Ok(_), Some(Ok(_))) => checked += 1,
+            (Ok(b), Some(Err(e))) => changed.push(format!("{k} was {b}, cannot be read now ({e})")),
+            (Ok(b), None) => changed.push(format!("{k} was {b}, not read again")),
+            (Err(_), _) => {}
+        }
+    }
     if changed.is_empty() {
-        Ok(())
+        Ok(format!(
+            "{checked} knobs read again just now, the {} the search wrote among them",
+            written.values().filter(|v| v.is_ok()).count()
+        ))
     } else {
         Err(format!(
             "knobs not back to their values before the search: {} (`virtperf cleanup` restores a killed run's)",

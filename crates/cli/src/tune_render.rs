@@ -2,8 +2,9 @@
 //! baseline, then the misses nearest first), the answer in one sentence, and the JSON.
 
 use serde_json::json;
+use virtperf_report::decide::Outcome;
 use virtperf_tune::goal::Standing;
-use virtperf_tune::search::{self, Measured};
+use virtperf_tune::search::{self, Measured, Pick};
 
 use std::time::Duration;
 
@@ -27,7 +28,7 @@ pub(crate) struct Search {
     pub not_here: Vec<NotHere>,
     pub stopped: String,
     pub against: Option<String>,
-    pub restored: Result<(), String>,
+    pub restored: Result<String, String>,
     pub took: Duration,
 }
 
@@ -45,6 +46,18 @@ impl Search {
             );
         }
         out
+    }
+
+    /// What the pick is made among: every configuration, unless round 2's baseline moved
+    /// from round 1's ([`drift`]): then round 1's alone (round 2 is ranked within itself).
+    pub fn comparable(&self) -> Vec<Measured> {
+        if drift(self).is_none() {
+            return self.all();
+        }
+        self.rounds
+            .first()
+            .map(|r| r.measured.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -65,12 +78,7 @@ pub(crate) fn secs(d: Duration) -> String {
 /// A figure as `28.1 [27.5, 28.7]`.
 fn figure(m: &Measured, i: usize) -> String {
     match m.figures.get(i) {
-        Some(f) => format!(
-            "{} [{}, {}]",
-            num(f.summary.mean),
-            num(f.summary.ci_low),
-            num(f.summary.ci_high)
-        ),
+        Some(f) => virtperf_report::decide::mean_interval(&f.summary, num),
         None => "not measured".into(),
     }
 }
@@ -172,7 +180,19 @@ pub(crate) fn text(s: &Search, all: &[Measured]) -> String {
     }
     out.push_str(&layout(&table));
     out.push('\n');
-    out.push_str(&answer(s, all));
+    match drift(s) {
+        Some(d) => {
+            out.push_str(&format!("{d}.\n"));
+            out.push_str(&answer(s, &s.comparable()));
+            if let Some(r2) = s.rounds.get(1) {
+                out.push_str(&format!(
+                    "Round 2 within itself: {}",
+                    answer(s, &r2.measured).trim_start_matches("Answer: ")
+                ));
+            }
+        }
+        None => out.push_str(&answer(s, all)),
+    }
     out.push('\n');
     if !s.not_here.is_empty() {
         out.push_str("Not tried here:\n");
@@ -181,8 +201,9 @@ pub(crate) fn text(s: &Search, all: &[Measured]) -> String {
         }
     }
     match &s.restored {
-        Ok(()) => out
-            .push_str("Every knob is back to its value before the search (read again just now).\n"),
+        Ok(what) => out.push_str(&format!(
+            "Every knob is back to its value before the search ({what}).\n"
+        )),
         Err(e) => out.push_str(&format!("WARNING: {e}\n")),
     }
     out.push_str(
@@ -194,12 +215,37 @@ pub(crate) fn text(s: &Search, all: &[Measured]) -> String {
 fn round2_words(s: &Search) -> String {
     match s.rounds.get(1) {
         Some(r) => format!(
-            "round 2 combined the remedies that moved the goals most ({} combinations, beside the baseline again); stopped: {}",
+            "round 2 combined the remedies that moved the goals most ({} combinations, beside the baseline again: {}); stopped: {}",
             r.measured.len().saturating_sub(1),
+            baselines(s),
             s.stopped
         ),
         None => format!("no round 2: {}", s.stopped),
     }
+}
+
+/// Both rounds' baselines, goal by goal: the drift check in words.
+fn baselines(s: &Search) -> String {
+    let base = |i: usize| {
+        s.rounds
+            .get(i)
+            .and_then(|r| r.measured.iter().find(|m| m.config.parts.is_empty()))
+    };
+    let (Some(one), Some(two)) = (base(0), base(1)) else {
+        return "its baseline not measured".into();
+    };
+    let figs: Vec<String> = (0..s.goals.len())
+        .map(|i| format!("{} against round 1's {}", figure(two, i), figure(one, i)))
+        .collect();
+    format!(
+        "{}, {}",
+        figs.join("; "),
+        if drift(s).is_some() {
+            "moved beyond noise"
+        } else {
+            "within noise"
+        }
+    )
 }
 
 /// Columns padded to their widest cell.
@@ -234,14 +280,16 @@ fn layout(rows: &[Vec<String>]) -> String {
     out
 }
 
-/// The answer: the pick and what else meets the goals at what CPU, the tuned profile's
-/// standing beside it.
+/// The answer: the pick (and what is equally cheap beside it) and what else meets the
+/// goals at what CPU, or why nothing is picked; the tuned profile's standing beside it.
 fn answer(s: &Search, all: &[Measured]) -> String {
     let goals: Vec<String> = s.goals.iter().map(|g| g.words()).collect();
     let goals = goals.join(" and ");
     let ranked = search::ranked(all, &s.goals, s.max_cpu);
-    let Some(pick) = ranked.first() else {
-        return format!("Answer: {}\n", no_answer(s, all));
+    let (pick, tied) = match search::pick(all, &s.goals, s.max_cpu) {
+        Pick::Cheapest { pick, tied } => (pick, tied),
+        Pick::NoCost { meeting } => return format!("Answer: {}\n", no_cost(&goals, &meeting)),
+        Pick::Nothing => return format!("Answer: {}\n", no_answer(s, all)),
     };
     let mut a = format!(
         "Answer: {} meets {goals} at {} — {}",
@@ -249,9 +297,22 @@ fn answer(s: &Search, all: &[Measured]) -> String {
         cpus_words(pick),
         pick.config.what()
     );
+    if !tied.is_empty() {
+        let t: Vec<String> = tied
+            .iter()
+            .map(|m| format!("{} at {}", m.config.name, cpus(m)))
+            .collect();
+        a.push_str(&format!(
+            "; equally cheap (busy CPUs' 95% intervals overlap), picked for fewer changes over: {}",
+            t.join(", ")
+        ));
+    }
     let others: Vec<String> = ranked
         .iter()
-        .skip(1)
+        .filter(|m| {
+            m.config.name != pick.config.name
+                && !tied.iter().any(|t| t.config.name == m.config.name)
+        })
         .take(3)
         .map(|m| format!("{} at {}", m.config.name, cpus(m)))
         .collect();
@@ -265,11 +326,15 @@ fn answer(s: &Search, all: &[Measured]) -> String {
             .iter()
             .any(|p| p.family == search::TUNED_FAMILY)
     }) {
-        let verdict = match (t.meets(&s.goals), t.cpus_busy, pick.cpus_busy) {
+        let verdict = match (t.meets(&s.goals), &t.cost, &pick.cost) {
             (_, _, _) if t.config.name == pick.config.name => "is the pick".to_string(),
+            (true, Some(c), Some(p)) if virtperf_report::decide::overlap(c, p) => format!(
+                "meets it too, at {:.2} busy CPUs: the same cost within noise (their 95% intervals overlap)",
+                c.mean
+            ),
             (true, Some(c), Some(p)) => format!(
-                "meets it too, at {c:.2} busy CPUs: the pick saves {:.2}",
-                c - p
+                "meets it too, at {:.2} busy CPUs [{:.2}, {:.2}]: the pick saves {:.2} (its own {:.2} [{:.2}, {:.2}])",
+                c.mean, c.ci_low, c.ci_high, c.mean - p.mean, p.mean, p.ci_low, p.ci_high
             ),
             (true, _, _) => "meets it too (its CPU was not measured)".into(),
             (false, _, _) => "does not meet it".into(),
@@ -281,6 +346,15 @@ fn answer(s: &Search, all: &[Measured]) -> String {
         ));
     }
     a
+}
+
+/// Configurations meet the goals, but none has a measured cost: no cheapest.
+pub(crate) fn no_cost(goals: &str, meeting: &[&Measured]) -> String {
+    let names: Vec<&str> = meeting.iter().map(|m| m.config.name.as_str()).collect();
+    format!(
+        "{} meet {goals}, but none is picked: their busy CPUs were not measured (no cpuidle or CPU split on a machine they keep busy), so none can be called the cheapest",
+        names.join(", ")
+    )
 }
 
 /// "no configuration meets …; closest: …": the exit-1 message.
@@ -309,18 +383,25 @@ pub(crate) fn no_answer(s: &Search, all: &[Measured]) -> String {
 
 /// The JSON: goals, target, every measured configuration, the answer, the rounds.
 pub(crate) fn json(s: &Search, all: &[Measured]) -> String {
-    let pick = search::cheapest(all, &s.goals, s.max_cpu);
+    let pick = search::pick(all, &s.goals, s.max_cpu);
     let v = json!({
         "goals": s.goals,
         "target": s.target,
         "max_cpu": s.max_cpu,
-        "answer": pick.map(|m| json!({
+        "answer": pick.config().map(|m| json!({
             "config": m.config.name,
             "what": m.config.what(),
             "cpus_busy": m.cpus_busy,
+            "cost": m.cost,
             "vm_cpus": m.vm_cpus,
             "settings": m.config.settings().collect::<Vec<_>>(),
         })),
+        "outcome": outcome(&pick),
+        "equally_cheap": match &pick {
+            Pick::Cheapest { tied, .. } => tied.iter().map(|m| &m.config.name).collect::<Vec<_>>(),
+            _ => Vec::new(),
+        },
+        "rounds_comparable": drift(s).is_none(),
         "meeting": search::ranked(all, &s.goals, s.max_cpu).iter().map(|m| &m.config.name).collect::<Vec<_>>(),
         "measured": all,
         "rounds": s.rounds.iter().map(|r| json!({
@@ -337,4 +418,48 @@ pub(crate) fn json(s: &Search, all: &[Measured]) -> String {
         "seconds": s.took.as_secs_f64(),
     });
     serde_json::to_string_pretty(&v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+/// The search's decision: `met` with a pick, `undecided` where configurations meet the
+/// goals but none's cost was measured, `not_met` where none meets them, `not_measured`
+/// where no configuration produced a figure at all.
+pub(crate) fn outcome(pick: &Pick) -> Outcome {
+    match pick {
+        Pick::Cheapest { .. } => Outcome::Met,
+        Pick::NoCost { .. } => Outcome::Undecided,
+        Pick::Nothing => Outcome::NotMet,
+    }
+}
+
+/// Round 2's baseline against round 1's, goal by goal: None where they agree (their 95%
+/// intervals overlap) or there is no round 2; else the line that says the rounds cannot
+/// be compared.
+pub(crate) fn drift(s: &Search) -> Option<String> {
+    let base = |r: &Round| {
+        r.measured
+            .iter()
+            .find(|m| m.config.parts.is_empty())
+            .cloned()
+    };
+    let (one, two) = (base(s.rounds.first()?)?, base(s.rounds.get(1)?)?);
+    let moved: Vec<String> = one
+        .figures
+        .iter()
+        .zip(&two.figures)
+        .filter(|(a, b)| !virtperf_report::decide::overlap(&a.summary, &b.summary))
+        .map(|(a, b)| {
+            format!(
+                "{} {} in round 1, {} in round 2",
+                a.metric,
+                virtperf_report::decide::mean_interval(&a.summary, num),
+                virtperf_report::decide::mean_interval(&b.summary, num)
+            )
+        })
+        .collect();
+    (!moved.is_empty()).then(|| {
+        format!(
+            "The baseline moved between the rounds ({}): the machine changed under the search, so round 2's combinations are ranked among themselves, not against round 1's",
+            moved.join("; ")
+        )
+    })
 }

@@ -301,8 +301,8 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
         row,
         trials,
         points,
+        ok,
         interrupted,
-        ..
     } = execute_spec(
         &spec,
         &a.db,
@@ -314,8 +314,7 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
             ..RunOptions::default()
         },
     )?;
-    let rows = compare::by_config(&points, Some("native"));
-    let tax = tax::rows(&rows, "guest");
+    let (tax, gate) = gated_tax(a.max_tax.as_ref(), &spec, &points);
     // The guest side's guest as configured (the native side may be a guest too); QEMU's
     // CPU use is per trial, so it stays in the stored trials.
     let info = trials
@@ -337,28 +336,48 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
                 "guest_placement": guest,
                 "guest": info,
                 "rows": tax,
+                "gate": a.max_tax.as_ref().map(|m| serde_json::json!({
+                    "max_tax": m.text(),
+                    "outcome": virtperf_report::decide::worst(gate.iter().map(|d| d.outcome)),
+                    "decisions": gate,
+                })),
             }))?
         );
     } else {
         let sides = format!("native ({native}) vs guest ({guest})");
         print_tax(&sides, info.as_ref(), &tax, &trials, &row, &store);
     }
-    if interrupted {
-        return crate::experiment::run_exit(&row, 0, true);
-    }
-    if tax.is_empty() {
+    if tax.is_empty() && gate.is_empty() && !interrupted {
         bail!(
             "no workload finished on both sides: see `virtperf show {}`",
             row.id
         );
     }
-    match a.max_tax.as_ref().map(|m| m.over(&tax)) {
-        Some(over) if !over.is_empty() => Err(crate::signals::exit(
-            crate::signals::code::REGRESSION,
-            format!("over --max-tax: {}", over.join("; ")),
-        )),
-        _ => Ok(()),
+    crate::decision::finish(&row, ok, interrupted, "--max-tax", &gate)
+}
+
+/// The tax rows (native against guest) and, with a gate, its decision on every workload
+/// it names that was planned, measured or not; each row marked with its own.
+fn gated_tax(
+    max: Option<&MaxTax>,
+    spec: &virtperf_experiment::spec::Spec,
+    points: &[virtperf_report::summary::PointSummary],
+) -> (Vec<TaxRow>, Vec<virtperf_report::decide::Decision>) {
+    let rows = compare::by_config(points, Some("native"));
+    let mut tax = tax::rows(&rows, "guest");
+    let Some(m) = max else {
+        return (tax, Vec::new());
+    };
+    let planned: Vec<String> = spec.points.iter().map(|p| p.label.clone()).collect();
+    let gate = m.decide(&planned, &tax);
+    for r in &mut tax {
+        let subject = format!("{} {}", r.workload, short_metric(&r.metric));
+        r.gate = gate
+            .iter()
+            .find(|d| d.subject == subject)
+            .map(|d| d.outcome);
     }
+    (tax, gate)
 }
 
 /// `vm compare --explain`: explain's quick battery on both sides (this machine, or
@@ -412,18 +431,24 @@ fn print_tax(
         None => println!("{sides}"),
     }
     println!(
-        "{:<22} {:<18} {:>12} {:>12} {:>12} {:>8}  verdict",
-        "workload", "metric", "native", "guest", "guest/native", "tax"
+        "{:<22} {:<18} {:>12} {:>12} {:>12} {:>8}  {:<22} {:<12} verdict",
+        "workload", "metric", "native", "guest", "guest/native", "tax", "tax 95% interval", "gate"
     );
     for r in tax {
+        let interval = match (r.tax_low, r.tax_high) {
+            (Some(l), Some(h)) => format!("[{l:.1}%, {h:.1}%]"),
+            _ => r.no_interval.clone().unwrap_or_else(|| "none".into()),
+        };
         println!(
-            "{:<22} {:<18} {:>12} {:>12} {:>12.3} {:>7.1}%  {}",
+            "{:<22} {:<18} {:>12} {:>12} {:>12.3} {:>7.1}%  {:<22} {:<12} {}",
             r.workload,
             format!("{} {}", short_metric(&r.metric), r.unit),
             fmt(r.native),
             fmt(r.guest),
             r.ratio,
             r.tax_pct,
+            interval,
+            r.gate.map_or("—", |g| g.words()),
             r.verdict
         );
     }

@@ -150,15 +150,44 @@ fn parse_watch(s: &str) -> Result<Duration> {
 
 /// `virtperf vm watch`
 pub fn watch(a: WatchArgs) -> Result<()> {
-    let w = Watch::open(&a.vm)?;
+    let w = Watch::open(&a.vm).map_err(|e| crate::signals::exit(1, format!("{e:#}")))?;
     w.mark(true);
-    std::thread::sleep(a.duration);
-    w.mark(false);
+    // Sampled every 100 ms, so a window ends where the VM's process did (the last sample
+    // taken while it ran), not where the command did.
+    let t0 = std::time::Instant::now();
+    let mut ended = None;
+    while t0.elapsed() < a.duration {
+        std::thread::sleep((a.duration - t0.elapsed()).min(Duration::from_millis(100)));
+        if !w.alive() {
+            ended = Some(t0.elapsed());
+            break;
+        }
+        w.mark(false);
+    }
     let h = w.finish(None);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&h)?);
     } else {
         print!("{}", virtperf_report::host_vm::host_vm(&h));
     }
-    Ok(())
+    match ended {
+        Some(t) => Err(crate::signals::exit(
+            1,
+            format!(
+                "{}: the VM's process exited {:.1} s into the {:.1} s watch: the figures above end where it did",
+                a.vm,
+                t.as_secs_f64(),
+                a.duration.as_secs_f64()
+            ),
+        )),
+        None if h.classes.is_empty() => Err(crate::signals::exit(
+            1,
+            format!(
+                "{}: nothing was watched ({})",
+                a.vm,
+                h.missing.values().cloned().collect::<Vec<_>>().join("; ")
+            ),
+        )),
+        None => Ok(()),
+    }
 }

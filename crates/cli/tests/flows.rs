@@ -634,7 +634,7 @@ fn syscalls_per_transaction(
         .collect();
     if !out.status.success() || counts.len() != list.len() {
         virtperf_testkit::skip(
-            "perf stat with syscall tracepoints",
+            "perf",
             &format!(
                 "perf could not count {list:?} (install linux-perf, run as root with tracefs): {}",
                 err.lines().last().unwrap_or_default()

@@ -199,7 +199,7 @@ fn user_networking_needs_no_root() {
     let release = v["guest"]["kernel"].as_str().expect("kernel release");
     let Some((image, modules)) = cached_kernel(release) else {
         virtperf_testkit::skip(
-            "kernel cache",
+            "kernel-cache",
             "the default kernel is not in virtperf's cache",
         );
         return;

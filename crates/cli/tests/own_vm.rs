@@ -289,6 +289,110 @@ fn switches(pid: u32) -> Vec<(String, u64)> {
         .unwrap_or_default()
 }
 
+/// `virtperf kvm halt` (halt polling off) started and running: its vCPU made (the
+/// statistics descriptor open). None, the skip printed, without a usable /dev/kvm or root.
+fn kvm_halt_running() -> Option<Reaped> {
+    if let Err(e) = virtperf_kvm::available() {
+        virtperf_testkit::skip("kvm", &format!("no usable /dev/kvm: {e}"));
+        return None;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        virtperf_testkit::skip(
+            "root",
+            "reading another process's KVM statistics needs ptrace access",
+        );
+        return None;
+    }
+    let halt = vp()
+        .args([
+            "kvm",
+            "halt",
+            "--wakeups",
+            "100000",
+            "--halt-poll",
+            "0",
+            "--json",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kvm halt");
+    let halt = Reaped(halt);
+    let pid = halt.0.id();
+    let t0 = Instant::now();
+    while !std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|d| {
+        d.flatten().any(|e| {
+            std::fs::read_link(e.path())
+                .is_ok_and(|l| l.to_string_lossy().starts_with("anon_inode:kvm-vcpu-stats"))
+        })
+    }) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "kvm halt made no vCPU"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(halt)
+}
+
+/// Issue 52: a watch whose VM exits part-way fails (exit 1) naming it, its window ending
+/// where the process did (about 1 s of the 10 s asked); a process that is no VM (a
+/// `sleep`) is refused before watching, naming why.
+#[test]
+fn vm_watch_fails_on_a_vm_that_exits_and_on_what_is_no_vm() {
+    let Some(mut halt) = kvm_halt_running() else {
+        return;
+    };
+    let pid = halt.0.id();
+    let watch = vp()
+        .args([
+            "vm",
+            "watch",
+            "--vm",
+            &format!("pid:{pid}"),
+            "-l",
+            "10s",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("vm watch");
+    std::thread::sleep(Duration::from_millis(1000));
+    let _ = halt.0.kill();
+    let _ = halt.0.wait();
+    let t0 = Instant::now();
+    let out = common::wait_output(watch, Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "the watch ran on for {:?}",
+        t0.elapsed()
+    );
+    common::assert_one_line_error(&err, "the VM's process exited");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let w = v["window_s"].as_f64().expect("window");
+    assert!((0.5..3.0).contains(&w), "window {w} s: {v}");
+    let sleep = Reaped(
+        std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep"),
+    );
+    let (code, err) = common::run_fail(&[
+        "vm",
+        "watch",
+        "--vm",
+        &format!("pid:{}", sleep.0.id()),
+        "-l",
+        "1s",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    common::assert_one_line_error(&err, "is not a VM");
+}
+
 /// `vm watch` on a process holding a KVM VM (`kvm halt` with halt polling off): KVM's
 /// count of halts over the watch agrees within 5% with the vCPU thread's voluntary
 /// switches the test reads from /proc around it (each halt, unpolled, blocks the thread
@@ -307,36 +411,10 @@ fn vm_watch_counts_a_kvm_vms_halts_as_its_vcpu_thread_blocks() {
         );
         return;
     }
-    let halt = vp()
-        .args([
-            "kvm",
-            "halt",
-            "--wakeups",
-            "100000",
-            "--halt-poll",
-            "0",
-            "--json",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("kvm halt");
-    let halt = Reaped(halt);
+    let Some(halt) = kvm_halt_running() else {
+        return;
+    };
     let pid = halt.0.id();
-    // Until its vCPU runs (the statistics descriptor is open) and halts.
-    let t0 = Instant::now();
-    while !std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|d| {
-        d.flatten().any(|e| {
-            std::fs::read_link(e.path())
-                .is_ok_and(|l| l.to_string_lossy().starts_with("anon_inode:kvm-vcpu-stats"))
-        })
-    }) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "kvm halt made no vCPU"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
     std::thread::sleep(Duration::from_millis(300));
     let before = switches(pid);
     let out = run_with_timeout(

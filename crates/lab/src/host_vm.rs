@@ -142,8 +142,16 @@ impl Watch {
                 };
                 if work.is_some() {
                     missing.insert("window".to_string(), why.to_string());
+                    // The work was counted over the measured interval, these figures over
+                    // a longer span (set-up, warm-up, drain): dividing one by the other
+                    // would charge all of it to the work. Totals only.
+                    missing.insert(
+                        "per_unit".to_string(),
+                        "not divided by the work: it was counted over the measured interval, these figures over the whole command (totals only)".to_string(),
+                    );
                 }
-                (o.unwrap_or_else(|| self.first.clone()), now)
+                let open = o.unwrap_or_else(|| self.first.clone());
+                return report(self, &open, &now, None, missing);
             }
         };
         report(self, &open, &close, work, missing)
@@ -165,6 +173,11 @@ impl Watch {
                 format!("the VM could not be read at the end ({why}): did it exit?"),
             )]),
         }
+    }
+
+    /// Whether the watched VM's process still runs.
+    pub fn alive(&self) -> bool {
+        vm::alive(self.vm.pid)
     }
 
     /// A sample now, as the window's opening (`vm watch`).
@@ -393,11 +406,27 @@ fn kvm_counters(
             return None;
         }
     };
-    let counts: BTreeMap<String, u64> = b
-        .counters
-        .iter()
-        .filter_map(|(k, v)| Some((k.clone(), v.saturating_sub(*a.counters.get(k)?))))
-        .collect();
+    let mut refused = a.refused.clone();
+    refused.extend(b.refused.clone());
+    // A counter lower at the close than at the open (a VM reset, a wrapped or reused
+    // statistic) has no delta to give: not measured, said, never read as 0.
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for (k, v) in &b.counters {
+        let Some(before) = a.counters.get(k) else {
+            continue;
+        };
+        match v.checked_sub(*before) {
+            Some(d) => {
+                counts.insert(k.clone(), d);
+            }
+            None => {
+                refused.insert(
+                    k.clone(),
+                    format!("went backwards over the window ({before} → {v}): not measured"),
+                );
+            }
+        }
+    }
     let per_unit = per
         .map(|(_, n)| {
             counts
@@ -406,8 +435,6 @@ fn kvm_counters(
                 .collect()
         })
         .unwrap_or_default();
-    let mut refused = a.refused.clone();
-    refused.extend(b.refused.clone());
     Some(VmKvmCounters {
         source: a.source.clone(),
         dirs: a.dirs.clone(),

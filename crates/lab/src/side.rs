@@ -150,11 +150,13 @@ impl Ctl {
         }
         if let Ok(mut clocks) = self.clocks.lock() {
             for c in clocks.iter_mut() {
-                // A worker that already ended used nothing inside the interval.
+                // A worker that already ended used nothing inside the interval; one whose
+                // clock cannot be read here has no known start: NaN, so its window's CPU
+                // is not measured rather than its warm-up's kept.
                 c.at_gate = c
                     .at_end
                     .or_else(|| thread_clock_s(c.tid))
-                    .unwrap_or(c.at_gate);
+                    .unwrap_or(f64::NAN);
             }
         }
     }
@@ -175,6 +177,9 @@ impl Ctl {
                 let again = self.clocks.lock().ok()?;
                 again.iter().find(|x| x.tid == c.tid)?.at_end
             })?;
+            if !c.at_gate.is_finite() {
+                return None;
+            }
             total += (now - c.at_gate).max(0.0);
         }
         Some(total)

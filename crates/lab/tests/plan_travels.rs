@@ -154,7 +154,7 @@ fn trace_trace_all_and_timeline_travel() {
         );
     }
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        virtperf_testkit::skip("2 CPUs", "--timeline needs two CPUs");
+        virtperf_testkit::skip("two-cpus", "--timeline needs two CPUs");
         return;
     }
     for (how, r) in ok(&Plan {

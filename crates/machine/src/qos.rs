@@ -60,14 +60,17 @@ mod tests {
     /// aggregate, read back from the device).
     #[test]
     fn a_bound_holds_while_held_and_is_gone_when_dropped() {
+        if !virtperf_testkit::need_root(&format!("{DEVICE} is root's")) {
+            return;
+        }
         let Some(before) = current_us() else {
-            eprintln!("skipped: {DEVICE} cannot be read here (not root, or no PM QoS)");
+            virtperf_testkit::skip("pm-qos", &format!("{DEVICE} cannot be read here"));
             return;
         };
         let h = match LatencyHold::new(7) {
             Ok(h) => h,
             Err(e) => {
-                eprintln!("skipped: {e:#}");
+                virtperf_testkit::skip("pm-qos", &format!("{e:#}"));
                 return;
             }
         };

@@ -108,10 +108,30 @@ pub fn find(spec: &VmSpec) -> Result<VmProcess, String> {
             "{spec}: process {pid} is {vmm:?}, not Firecracker (use pid:{pid})"
         ));
     }
+    if !alive(pid) {
+        return Err(format!("{spec}: process {pid} has exited"));
+    }
+    // Watching a process that runs no VM would report a window with nothing in it.
+    if vmm != "qemu" && vmm != "firecracker" && kvm_vm_fds(pid).is_empty() {
+        return Err(format!(
+            "{spec}: process {pid} ({vmm}) is not a VM: it holds no KVM VM and is neither QEMU nor Firecracker (give the VMM's PID, e.g. `pgrep -f qemu-system`; as root to see another user's descriptors)"
+        ));
+    }
     Ok(VmProcess {
         pid,
         vmm,
         helpers: vhost_kthreads(pid),
+    })
+}
+
+/// Whether process `pid` still runs: it exists and is not a zombie (exited, not yet
+/// reaped), whose /proc entries outlive it.
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        // The state follows the parenthesised command name, which may hold spaces.
+        s.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|st| st != "Z" && st != "X")
     })
 }
 

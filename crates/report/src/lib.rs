@@ -5,6 +5,7 @@
 
 pub mod compare;
 pub mod cost;
+pub mod decide;
 mod escape;
 pub mod explain;
 pub mod export;

@@ -853,6 +853,7 @@ mod tests {
             cpu: Some(Default::default()),
             server_cpu: None,
             cpus_busy: None,
+            cpus_busy_tries: Vec::new(),
             vm_cpus: None,
             elapsed_s: 1.0,
             series: Vec::new(),

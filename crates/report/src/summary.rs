@@ -50,6 +50,10 @@ pub struct ConfigSummary {
     /// Mean busy CPUs over its tries, cpuidle polling included (`cost::busy_cpus`); None
     /// unless every try has the figure.
     pub cpus_busy: Option<f64>,
+    /// Each try's busy CPUs, in try order (what an interval of the cost is formed from);
+    /// empty unless every try has the figure.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpus_busy_tries: Vec<f64>,
     /// Of those, mean CPUs the watched VM's host threads kept busy (`run --vm`); None
     /// without one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -172,6 +176,7 @@ fn cell(config: &str, trials: &[&TrialRow], confidence: f64) -> ConfigSummary {
         cpu,
         server_cpu,
         cpus_busy: crate::cost::mean_busy_cpus(&results),
+        cpus_busy_tries: crate::cost::each_busy_cpus(&results).unwrap_or_default(),
         vm_cpus: crate::cost::mean_vm_cpus(&results),
         elapsed_s,
         series: results

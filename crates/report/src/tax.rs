@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use crate::compare::Row;
+use crate::decide::{self, Decision, Interval, Outcome};
 use crate::stats::Verdict;
 
 /// The most tax allowed, in percent, for every workload or per workload (point label).
@@ -67,23 +68,89 @@ impl MaxTax {
             .or(self.all)
     }
 
-    /// The rows whose tax is above their workload's limit, one phrase each.
-    pub fn over(&self, tax: &[TaxRow]) -> Vec<String> {
-        tax.iter()
-            .filter_map(|r| {
-                let limit = self.of(&r.workload)?;
-                (r.tax_pct > limit).then(|| {
-                    format!(
-                        "{} {} tax {:.1}% > {limit}% ({})",
+    /// The gate's decision on every workload it names among `planned`: each headline
+    /// metric's tax interval against the limit (over only when the whole interval is
+    /// above it, within only when it is below; otherwise undecided), and a named workload
+    /// with no row (no result on both sides) "not measured", never a pass.
+    pub fn decide(&self, planned: &[String], tax: &[TaxRow]) -> Vec<Decision> {
+        let mut out = Vec::new();
+        for w in planned {
+            let Some(limit) = self.of(w) else { continue };
+            let mine: Vec<&TaxRow> = tax.iter().filter(|r| &r.workload == w).collect();
+            if mine.is_empty() {
+                out.push(Decision {
+                    subject: w.clone(),
+                    outcome: Outcome::NotMeasured,
+                    estimate: None,
+                    interval: Interval::None {
+                        why: "no result on both sides".into(),
+                    },
+                    limit: Some(limit),
+                    why: format!("{w} not measured (no result on both sides)"),
+                });
+            }
+            for r in mine {
+                let interval = match (r.tax_low, r.tax_high) {
+                    (Some(low), Some(high)) => Interval::Bounded { low, high },
+                    _ => Interval::None {
+                        why: r.no_interval.clone().unwrap_or_default(),
+                    },
+                };
+                let outcome = decide::bound(&interval, limit, true);
+                let span = match &interval {
+                    Interval::Bounded { low, high } => format!("[{low:.1}%, {high:.1}%]"),
+                    Interval::None { why } => format!("({why})"),
+                };
+                let rel = match outcome {
+                    Outcome::NotMet => ">",
+                    Outcome::Met => "<=",
+                    _ => "vs",
+                };
+                out.push(Decision {
+                    subject: format!("{} {}", r.workload, short_metric(&r.metric)),
+                    outcome,
+                    estimate: r.tax_pct.is_finite().then_some(r.tax_pct),
+                    interval,
+                    limit: Some(limit),
+                    why: format!(
+                        "{} {} tax {:.1}% {span} {rel} {limit}% ({})",
                         r.workload,
                         short_metric(&r.metric),
                         r.tax_pct,
                         r.verdict
-                    )
-                })
-            })
-            .collect()
+                    ),
+                });
+            }
+        }
+        out
     }
+}
+
+/// The gate's decisions as the one line a command exits with: the worst outcome and
+/// every decision that is not met, not measured or undecided, named; None when every
+/// decision is met.
+pub fn gate_message(what: &str, decisions: &[Decision]) -> Option<(Outcome, String)> {
+    let worst = decide::worst(decisions.iter().map(|d| d.outcome));
+    if worst == Outcome::Met {
+        return None;
+    }
+    let mut parts = Vec::new();
+    for o in [Outcome::NotMet, Outcome::NotMeasured, Outcome::Undecided] {
+        let named: Vec<&str> = decisions
+            .iter()
+            .filter(|d| d.outcome == o)
+            .map(|d| d.why.as_str())
+            .collect();
+        if !named.is_empty() {
+            let head = match o {
+                Outcome::NotMet => format!("over {what}"),
+                Outcome::NotMeasured => format!("{what} not measured"),
+                _ => format!("{what} undecided (the tax's 95% interval spans the limit, or there is none: more --runs)"),
+            };
+            parts.push(format!("{head}: {}", named.join("; ")));
+        }
+    }
+    Some((worst, parts.join(" · ")))
 }
 
 /// One line of the tax table.
@@ -102,8 +169,19 @@ pub struct TaxRow {
     /// guest / native.
     pub ratio: f64,
     /// How much worse the candidate is, in percent (positive = slower), whichever way the
-    /// metric points.
+    /// metric points; NaN where the baseline's mean is 0.
     pub tax_pct: f64,
+    /// The tax's 95% interval (from Fieller's interval of the ratio of means), lower end;
+    /// null where there is none (`no_interval` says why).
+    pub tax_low: Option<f64>,
+    /// Its upper end.
+    pub tax_high: Option<f64>,
+    /// Why there is no interval (`1 try: no interval`), where there is none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_interval: Option<String>,
+    /// The gate's outcome on this row (`met`, `over`, `undecided`), with a gate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate: Option<Outcome>,
     /// The comparison's verdict in words, naming the candidate.
     pub verdict: String,
 }
@@ -123,6 +201,25 @@ pub fn rows(rows: &[Row], candidate: &str) -> Vec<TaxRow> {
             } else {
                 (ratio - 1.0) * 100.0
             };
+            let interval = decide::ratio_interval(
+                &r.comparison.baseline,
+                &r.comparison.candidate,
+                1.0 - crate::compare::ALPHA,
+            );
+            let tax = |q: f64| {
+                if higher_better {
+                    (1.0 - q) * 100.0
+                } else {
+                    (q - 1.0) * 100.0
+                }
+            };
+            let (tax_low, tax_high, no_interval) = match interval {
+                Interval::Bounded { low, high } => {
+                    let (a, b) = (tax(low), tax(high));
+                    (Some(a.min(b)), Some(a.max(b)), None)
+                }
+                Interval::None { why } => (None, None, Some(why)),
+            };
             TaxRow {
                 workload: r.point.clone(),
                 metric: r.metric.clone(),
@@ -131,6 +228,10 @@ pub fn rows(rows: &[Row], candidate: &str) -> Vec<TaxRow> {
                 guest: g,
                 ratio,
                 tax_pct,
+                tax_low,
+                tax_high,
+                no_interval,
+                gate: None,
                 verdict: verdict_words(r.comparison.verdict, candidate),
             }
         })
@@ -182,6 +283,7 @@ fn verdict_words(v: Verdict, candidate: &str) -> String {
 mod tests {
     use super::*;
 
+    /// A row whose tax interval is `tax_pct` ± 2 points.
     fn row(workload: &str, metric: &str, tax_pct: f64) -> TaxRow {
         TaxRow {
             workload: workload.into(),
@@ -191,8 +293,20 @@ mod tests {
             guest: 1.0,
             ratio: 1.0,
             tax_pct,
+            tax_low: Some(tax_pct - 2.0),
+            tax_high: Some(tax_pct + 2.0),
+            no_interval: None,
+            gate: None,
             verdict: "guest worse".into(),
         }
+    }
+
+    fn outcomes(m: &MaxTax, planned: &[&str], tax: &[TaxRow]) -> Vec<(String, Outcome)> {
+        let planned: Vec<String> = planned.iter().map(|s| s.to_string()).collect();
+        m.decide(&planned, tax)
+            .into_iter()
+            .map(|d| (d.subject, d.outcome))
+            .collect()
     }
 
     /// One limit for all, or per workload (a workload's own beats the common one); every
@@ -202,13 +316,54 @@ mod tests {
         let known: &[&str] = &["rr", "crr", "stream"];
         let all = MaxTax::parse("20%", Some(known)).expect("parses");
         let tax = [row("rr", "p50_us", 25.0), row("stream", "mbps", 10.0)];
-        let over = all.over(&tax);
-        assert_eq!(over.len(), 1, "{over:?}");
-        assert!(over[0].starts_with("rr p50 tax 25.0% > 20%"), "{over:?}");
+        let planned = ["rr", "stream"];
+        assert_eq!(
+            outcomes(&all, &planned, &tax),
+            [
+                ("rr p50".into(), Outcome::NotMet),
+                ("stream throughput".into(), Outcome::Met)
+            ]
+        );
+        let d = all.decide(&["rr".into()], &tax);
+        assert!(
+            d[0].why
+                .starts_with("rr p50 tax 25.0% [23.0%, 27.0%] > 20%"),
+            "{d:?}"
+        );
         let each = MaxTax::parse("rr=30%,stream=5", Some(known)).expect("parses");
-        let over = each.over(&tax);
-        assert_eq!(over.len(), 1, "{over:?}");
-        assert!(over[0].starts_with("stream throughput"), "{over:?}");
+        assert_eq!(
+            outcomes(&each, &planned, &tax),
+            [
+                ("rr p50".into(), Outcome::Met),
+                ("stream throughput".into(), Outcome::NotMet)
+            ]
+        );
+        // An interval across the limit, no interval (one try), a NaN tax: undecided.
+        let mut one = row("rr", "p50_us", 19.0);
+        (one.tax_low, one.tax_high) = (None, None);
+        one.no_interval = Some("1 try: no interval".into());
+        let mut nan = row("stream", "mbps", f64::NAN);
+        (nan.tax_low, nan.tax_high) = (None, None);
+        assert_eq!(
+            outcomes(&all, &planned, &[row("rr", "p50_us", 19.0), one, nan]),
+            [
+                ("rr p50".into(), Outcome::Undecided),
+                ("rr p50".into(), Outcome::Undecided),
+                ("stream throughput".into(), Outcome::Undecided)
+            ]
+        );
+        // A workload the gate names without a row is not measured, and the line says so.
+        let gated = MaxTax::parse("stream=0%", Some(known)).expect("parses");
+        let d = gated.decide(&planned.map(String::from), &[row("rr", "p50_us", 1.0)]);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].outcome, Outcome::NotMeasured);
+        let (worst, line) = gate_message("--max-tax", &d).expect("fails");
+        assert_eq!(worst.exit_code(), 4);
+        assert!(
+            line.contains("--max-tax not measured: stream not measured"),
+            "{line}"
+        );
+        assert!(gate_message("--max-tax", &all.decide(&["stream".into()], &tax)).is_none());
         let mixed = MaxTax::parse("50%,stream=5%", Some(known)).expect("parses");
         assert_eq!(
             (mixed.of("rr"), mixed.of("stream")),

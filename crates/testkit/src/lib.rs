@@ -19,6 +19,76 @@ pub const REQUIRE_VAR: &str = "VIRTPERF_REQUIRE";
 /// The variable that names the file every skip is appended to.
 pub const LOG_VAR: &str = "VIRTPERF_SKIP_LOG";
 
+/// Every capability a test may skip on: `(name, None)` for what CI installs or creates
+/// itself, so `.ci/run`'s `VIRTPERF_REQUIRE` must name it (its absence there is a broken
+/// install, a failure); `(name, Some(why))` for what a machine may lack whatever CI
+/// installs (hardware, kernel features, this machine's noise), which stays a printed skip.
+/// [`skip`] refuses a name not listed here, and `cli/tests/capabilities.rs` checks `.ci/run`
+/// against it.
+pub const CAPABILITIES: &[(&str, Option<&str>)] = &[
+    ("root", None),
+    ("netns", None),
+    ("python3", None),
+    ("pandas", None),
+    ("chromium", None),
+    ("tcpdump", None),
+    ("tshark", None),
+    ("nft", None),
+    ("sqlite3", None),
+    ("qemu", None),
+    ("apt", None),
+    ("ansible", None),
+    ("sshd", None),
+    ("postgresql", None),
+    ("setpriv", None),
+    ("prlimit", None),
+    ("unshare", None),
+    ("bash", None),
+    ("iproute2", None),
+    ("passt", None),
+    ("perf", None),
+    ("kvm", Some("hardware: a usable /dev/kvm")),
+    ("tun", Some("kernel: /dev/net/tun")),
+    ("tracefs", Some("kernel: tracepoints readable")),
+    ("ipv6", Some("kernel: IPv6 on loopback")),
+    ("mptcp", Some("kernel: MPTCP enabled")),
+    (
+        "cpuidle",
+        Some("hardware: a cpuidle driver with idle states"),
+    ),
+    (
+        "haltpoll",
+        Some("hardware: cpuidle-haltpoll's guest_halt_poll_ns"),
+    ),
+    ("busy-poll", Some("kernel: net.core.busy_poll writable")),
+    ("virtio-net", Some("hardware: a virtio-net NIC")),
+    ("two-cpus", Some("hardware: at least two CPUs")),
+    ("nofile", Some("machine: the hard open-file limit")),
+    ("pm-qos", Some("kernel: /dev/cpu_dma_latency")),
+    (
+        "quiet",
+        Some("machine: other load too noisy for a small effect"),
+    ),
+    (
+        "round-2",
+        Some("machine: single remedies that help enough to combine"),
+    ),
+    (
+        "wmem",
+        Some("kernel: net.core.wmem_max low enough to clamp a 1 GiB buffer"),
+    ),
+    (
+        "kernel-cache",
+        Some("machine: the default guest kernel fetched by an earlier test"),
+    ),
+    (
+        "wake-gap",
+        Some("machine: a blocking round trip measurably slower than a spinning one"),
+    ),
+    ("testkit-selftest", Some("testkit's own tests")),
+    ("testkit-other", Some("testkit's own tests")),
+];
+
 /// Whether `$VIRTPERF_REQUIRE` names `need` (or is `all`).
 pub fn required(need: &str) -> bool {
     std::env::var(REQUIRE_VAR).is_ok_and(|v| names(&v, need))
@@ -45,6 +115,10 @@ fn line(need: &str, why: &str) -> String {
 /// # Panics
 /// When `$VIRTPERF_REQUIRE` names `need`: the machine was supposed to have it.
 pub fn skip(need: &str, why: &str) {
+    assert!(
+        CAPABILITIES.iter().any(|(n, _)| *n == need),
+        "skip on an unknown capability {need:?}: add it to virtperf_testkit::CAPABILITIES (and to .ci/run's VIRTPERF_REQUIRE if CI installs it)"
+    );
     if required(need) {
         panic!("{REQUIRE_VAR} requires {need}, but: {why}");
     }

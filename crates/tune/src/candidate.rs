@@ -169,6 +169,33 @@ pub struct Machine {
     pub vhost_net: Result<(), String>,
 }
 
+/// The host knobs `settings` write (sysctls, module parameters, device steering files),
+/// each read now: its value, or why it cannot be read. What a search reads before and
+/// again after, so "every knob is back" covers exactly what it wrote.
+pub fn read_written<'a>(
+    settings: impl Iterator<Item = &'a Setting>,
+) -> BTreeMap<String, Result<String, String>> {
+    use virtperf_machine::knob::Knob;
+    let mut out = BTreeMap::new();
+    for s in settings {
+        let knob = match s {
+            Setting::Sysctl { name, .. } => Knob::sysctl(name),
+            Setting::Module { name, .. } => Knob::module_param(name),
+            Setting::NetDev { name, .. } => Knob::netdev(name),
+            _ => continue,
+        };
+        let v = match knob {
+            Ok(k) => k
+                .read()
+                .map(|v| v.trim().to_string())
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(format!("{e:#}")),
+        };
+        out.insert(s.key(), v);
+    }
+    out
+}
+
 impl Machine {
     /// Reads this machine (probing each knob writes its own value back: root only).
     pub fn read() -> Machine {

@@ -39,6 +39,9 @@ pub struct Measured {
     /// Busy CPUs over its trials (mean): both ends' machines' busy time plus their CPUs'
     /// time polling in idle; None where that could not be measured.
     pub cpus_busy: Option<f64>,
+    /// Its busy CPUs over the tries with their interval (what ties are judged by); None
+    /// where not every try had the figure.
+    pub cost: Option<Summary>,
     /// Of those, the CPUs a watched VM's host threads kept busy (`tune --vm`): the host's
     /// share the guest cannot see. None without one.
     pub vm_cpus: Option<f64>,
@@ -105,6 +108,9 @@ pub fn measure(
                 .collect();
             let ok = cell.map_or(0, |x| x.ok);
             let cpus_busy = cell.and_then(|x| x.cpus_busy);
+            let cost = cell
+                .filter(|x| !x.cpus_busy_tries.is_empty())
+                .map(|x| summarize(&x.cpus_busy_tries, CONFIDENCE));
             let vm_cpus = cell.and_then(|x| x.vm_cpus);
             let error = match (cell, figures.len() == goals.len()) {
                 (_, true) => None,
@@ -123,6 +129,7 @@ pub fn measure(
                 run_id,
                 figures,
                 cpus_busy,
+                cost,
                 vm_cpus,
                 ok,
                 error,
@@ -201,14 +208,85 @@ pub fn combinations(
     Ok(out)
 }
 
-/// The cheapest configuration meeting every goal within the CPU cap (one whose CPU was
-/// not measured comes after every measured one).
+/// What the search picks among the configurations meeting every goal within the CPU cap.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pick<'a> {
+    /// The cheapest by its cost's interval, and those whose cost intervals overlap its
+    /// own (equally cheap: the pick is the one of them with the fewest changes).
+    Cheapest {
+        /// The pick.
+        pick: &'a Measured,
+        /// Equally cheap configurations also meeting the goals.
+        tied: Vec<&'a Measured>,
+    },
+    /// Configurations meet the goals, but none's cost was measured: no cheapest.
+    NoCost {
+        /// What meets the goals.
+        meeting: Vec<&'a Measured>,
+    },
+    /// Nothing meets the goals within the cap.
+    Nothing,
+}
+
+impl<'a> Pick<'a> {
+    /// The picked configuration, if there is one.
+    pub fn config(&self) -> Option<&'a Measured> {
+        match self {
+            Pick::Cheapest { pick, .. } => Some(pick),
+            _ => None,
+        }
+    }
+}
+
+/// The decision: among what meets every goal within the cap (unmeasured cost does not
+/// compete with measured), the lowest cost and every configuration whose cost interval
+/// overlaps it are equally cheap, and of those the one with the fewest changes is picked
+/// (then the lower mean). Without any measured cost there is no cheapest.
+pub fn pick<'a>(measured: &'a [Measured], goals: &[Goal], max_cpu: Option<f64>) -> Pick<'a> {
+    let meeting = ranked(measured, goals, max_cpu);
+    let costed: Vec<&Measured> = meeting
+        .iter()
+        .copied()
+        .filter(|m| m.cost.is_some())
+        .collect();
+    let Some(lowest) = costed.first() else {
+        return if meeting.is_empty() {
+            Pick::Nothing
+        } else {
+            Pick::NoCost { meeting }
+        };
+    };
+    let low = lowest.cost.as_ref();
+    let mut group: Vec<&Measured> = costed
+        .iter()
+        .copied()
+        .filter(|m| match (low, m.cost.as_ref()) {
+            (Some(a), Some(b)) => a == b || virtperf_report::decide::overlap(a, b),
+            _ => false,
+        })
+        .collect();
+    group.sort_by(|a, b| {
+        a.config
+            .parts
+            .len()
+            .cmp(&b.config.parts.len())
+            .then(cost_mean(a).total_cmp(&cost_mean(b)))
+    });
+    let pick = group.remove(0);
+    Pick::Cheapest { pick, tied: group }
+}
+
+fn cost_mean(m: &Measured) -> f64 {
+    m.cost.as_ref().map_or(f64::INFINITY, |c| c.mean)
+}
+
+/// The picked configuration ([`pick`]), if any.
 pub fn cheapest<'a>(
     measured: &'a [Measured],
     goals: &[Goal],
     max_cpu: Option<f64>,
 ) -> Option<&'a Measured> {
-    ranked(measured, goals, max_cpu).into_iter().next()
+    pick(measured, goals, max_cpu).config()
 }
 
 /// Every configuration meeting the goals within the CPU cap, cheapest first.
@@ -273,6 +351,8 @@ mod tests {
                 summary,
             }],
             cpus_busy: cpus,
+            // Three tries within ±0.01 CPUs of the mean.
+            cost: cpus.map(|c| summarize(&[c - 0.01, c, c + 0.01], CONFIDENCE)),
             vm_cpus: None,
             ok: p50.len(),
             error: None,
@@ -364,6 +444,53 @@ mod tests {
         ];
         let e = combinations(&all, &goals, None).unwrap_err();
         assert!(e.contains("nothing to combine"), "{e}");
+    }
+
+    /// Issue 52: configurations whose cost intervals overlap are equally cheap (the one
+    /// with fewer changes is picked, the rest named as tied); without any measured cost
+    /// there is no cheapest, however far inside the goal one is.
+    #[test]
+    fn ties_go_to_fewer_changes_and_no_cost_picks_nothing() {
+        let goals = vec![Goal::parse("p50<=40").unwrap()];
+        let two = Configuration::of(vec![cand("a", "x"), cand("b", "y")]);
+        let mut combo = m(vec![], &[30.0, 30.5, 30.2], Some(1.0), &goals);
+        combo.config = two;
+        let all = vec![
+            combo,
+            m(
+                vec![cand("a", "x")],
+                &[35.0, 35.5, 35.2],
+                Some(1.01),
+                &goals,
+            ),
+            m(
+                vec![cand("far", "z")],
+                &[20.0, 20.5, 20.2],
+                Some(1.5),
+                &goals,
+            ),
+        ];
+        match pick(&all, &goals, None) {
+            Pick::Cheapest { pick, tied } => {
+                assert_eq!(pick.config.name, "a");
+                let t: Vec<&str> = tied.iter().map(|m| m.config.name.as_str()).collect();
+                assert_eq!(t, ["a+b"]);
+            }
+            p => panic!("{p:?}"),
+        }
+        let uncosted: Vec<Measured> = all
+            .iter()
+            .cloned()
+            .map(|mut x| {
+                (x.cpus_busy, x.cost) = (None, None);
+                x
+            })
+            .collect();
+        assert!(
+            matches!(pick(&uncosted, &goals, None), Pick::NoCost { ref meeting } if meeting.len() == 3)
+        );
+        assert!(cheapest(&uncosted, &goals, None).is_none());
+        assert_eq!(pick(&[], &goals, None), Pick::Nothing);
     }
 
     #[test]

@@ -452,3 +452,38 @@ pub fn run_db_ok(args: &[&str], db: &std::path::Path) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// cpuidle-haltpoll's window on this machine (a KVM guest's idle loop polls this long
+/// before it halts).
+pub const HALT_POLL: &str = "/sys/module/haltpoll/parameters/guest_halt_poll_ns";
+
+/// The halt-poll window set to a value for a test and put back as found when dropped
+/// (also when the test fails).
+pub struct HaltPollAt {
+    orig: String,
+}
+
+impl HaltPollAt {
+    /// Sets the window to `ns`; None (the skip and its reason printed) where there is no
+    /// such knob or this process may not write it.
+    pub fn set(ns: &str) -> Option<HaltPollAt> {
+        let Some(orig) = std::fs::read_to_string(HALT_POLL)
+            .ok()
+            .map(|s| s.trim().to_string())
+        else {
+            virtperf_testkit::skip("haltpoll", "no cpuidle-haltpoll guest_halt_poll_ns here");
+            return None;
+        };
+        if std::fs::write(HALT_POLL, ns).is_err() {
+            virtperf_testkit::skip("root", &format!("needs root to write {HALT_POLL}"));
+            return None;
+        }
+        Some(HaltPollAt { orig })
+    }
+}
+
+impl Drop for HaltPollAt {
+    fn drop(&mut self) {
+        let _ = std::fs::write(HALT_POLL, &self.orig);
+    }
+}

@@ -157,6 +157,7 @@ pub fn assemble(c: Collected) -> anyhow::Result<TestResult> {
         load: None,
         host_vm: None,
         omit_s: c.plan.omit.map(|o| o.as_secs_f64()),
+        host_cpu: None,
     })
 }
 

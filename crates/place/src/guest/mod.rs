@@ -17,6 +17,7 @@
 mod args;
 pub use args::{check_cmdline, module_params};
 mod direction;
+mod host_cpu;
 mod text;
 pub use direction::Direction;
 use text::tail;
@@ -540,6 +541,9 @@ impl GuestLab {
             .iter()
             .map(|p| virtperf_measure::process_cpu_s(*p))
             .collect();
+        // A guest drives: neither side's figures are this host's, so the host samples its
+        // own CPUs around the whole test (what it paid, vCPU threads included).
+        let host0 = (direction != Direction::HostGuest).then(host_cpu::HostSample::take);
         let mut r = self.in_lab(move || {
             let g0 = g0.ok_or_else(|| anyhow!("no guest is running"))?;
             let server = server?;
@@ -577,6 +581,7 @@ impl GuestLab {
         }
         r.guest = Some(info);
         r.host_vm = watch.map(|w| w.finish(Some(r.outcome.work())));
+        r.host_cpu = host0.flatten().and_then(|h| h.finish());
         Ok(r)
     }
 

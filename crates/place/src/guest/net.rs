@@ -483,7 +483,10 @@ mod tests {
             .output()
             .is_err()
         {
-            eprintln!("skipped the live half: {PASST} is not installed here");
+            virtperf_testkit::skip(
+                "passt",
+                &format!("the live half: {PASST} is not installed here"),
+            );
             return;
         }
         let dir = std::env::temp_dir().join(format!("vp-passt-test-{}", std::process::id()));
@@ -532,6 +535,14 @@ mod tests {
     /// to forward a port this test holds, and must fail with them.
     #[test]
     fn qemu_names_a_taken_forward_port_as_the_boot_expects() {
+        // `timeout` runs whether QEMU is there or not: ask QEMU itself first.
+        if let Err(e) = std::process::Command::new(super::super::QEMU)
+            .arg("--version")
+            .output()
+        {
+            virtperf_testkit::skip("qemu", &format!("cannot run QEMU here ({e})"));
+            return;
+        }
         let held = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("a loopback port");
         let p = held.local_addr().expect("its address").port();
         // Bounded: a QEMU that did start (with -machine none) would otherwise run on.
@@ -546,7 +557,7 @@ mod tests {
         {
             Ok(out) => out,
             Err(e) => {
-                eprintln!("skipped: cannot run QEMU here ({e})");
+                virtperf_testkit::skip("qemu", &format!("cannot run QEMU here ({e})"));
                 return;
             }
         };

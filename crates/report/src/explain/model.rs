@@ -345,26 +345,16 @@ fn try_pinned_events(r: &TestResult) -> Option<BTreeMap<String, f64>> {
 /// Machine-wide CPU time per transaction, µs: busy time (user, system, interrupts) plus the
 /// time CPUs spent polling in the cpuidle `POLL` state. /proc/stat counts that polling as
 /// idle, but it is exactly what guest halt polling spends: leaving it out would make
-/// polling look free.
-///
-/// A machine whose cpuidle states were read but has no `POLL` state polled for no time
-/// (that 0 is a reading); a machine whose cpuidle could not be read at all gives busy time
-/// only, and says so in the events' `missing`.
+/// polling look free. Polling is read by tune's rule ([`crate::cost::poll_us`]): where it
+/// cannot be known, neither is this.
 pub(super) fn cpu_per_transaction(r: &TestResult) -> Option<f64> {
-    let u = &r.events.as_ref()?.client.per_unit;
-    let poll = match u.get("idle_time_us_poll") {
+    let e = &r.events.as_ref()?.client;
+    let poll = match e.per_unit.get("idle_time_us_poll") {
         Some(p) => *p,
-        None if u.contains_key(virtperf_wire::counter::IDLE_ENTRIES) => 0.0,
-        None if no_cpuidle(r) => 0.0,
-        None => return None,
+        // Known to be 0, or unknown (then so is this).
+        None => (crate::cost::poll_us(&e.deltas, Some(&r.env.client))? == 0).then_some(0.0)?,
     };
     Some(r.cpu.client.system_service_demand_us? + poll)
-}
-
-/// The client's machine has no cpuidle driver at all (so no POLL state to spend time in).
-pub(super) fn no_cpuidle(r: &TestResult) -> bool {
-    let driver = r.env.client.cpuidle_driver.as_deref();
-    matches!(driver, None | Some("none")) && r.env.client.idle_states.is_empty()
 }
 
 /// In-situ figures of the traced trial's round trip, per round trip, µs.

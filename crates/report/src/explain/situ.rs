@@ -194,7 +194,17 @@ pub(super) fn disagreements(s: &InSitu, components: &[Component]) -> Vec<String>
     };
     for (name, seen) in [("wake_up", s.wake_up_us), ("idle_exit", s.idle_exit_us)] {
         if let (Some(m), Some(x)) = (model(name), seen) {
-            let rel = (x - m) / m.abs().max(1e-9);
+            // A model term of about 0 gives no relative gap (dividing by it would make any
+            // difference huge): the two figures are said, no percentage.
+            if m.abs() < 0.05 {
+                if (x - m).abs() > 1.0 {
+                    out.push(format!(
+                        "{name}: in situ {x:.1} µs vs model {m:.2} µs: no relative gap (the model's term is about 0){slowed}; the prediction uses the model's figure"
+                    ));
+                }
+                continue;
+            }
+            let rel = (x - m) / m.abs();
             if rel.abs() > DISAGREE {
                 out.push(format!(
                     "{name}: in situ {x:.1} µs vs model {m:.1} µs ({:+.0}%): {}{slowed}; the prediction uses the model's figure",

@@ -444,6 +444,26 @@ pub struct TestResult {
     /// `-O`): the warm-up; absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub omit_s: Option<f64>,
+    /// This host's CPUs over a test a guest it runs drove (`--placement guest:guest-host`,
+    /// `guest-guest`, `loopback`): then neither side's figures are this host's, yet the
+    /// host paid for the test (its vCPU threads, QEMU, its own agent). Absent elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu: Option<HostCpu>,
+}
+
+/// This host's busy CPUs over a test driven from inside a guest it runs, over the whole
+/// test (the host cannot see the guest's measured interval, so this is a rate over a
+/// window of its own, said with its length).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostCpu {
+    /// Seconds between the two samples.
+    pub window_s: f64,
+    /// The host's system-wide split over that window.
+    pub system: CpuSplit,
+    /// Seconds the host's CPUs spent in cpuidle's POLL state (idle to /proc/stat, busy to
+    /// a cost); 0 where idle states were counted and none is POLL; null where cpuidle
+    /// could not be read.
+    pub poll_s: Option<f64>,
 }
 
 /// Bulk streams a test ran beside, through the same path (a spec config's `load`).

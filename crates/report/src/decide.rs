@@ -1,0 +1,310 @@
+//! Decisions: what a gate, a pick, a verdict or a headline concludes, and the evidence it
+//! rests on. Every command that decides (`vm compare --max-tax`, a spec's `[compare]
+//! max_tax`, `tune`'s pick, the quickstart's headline) decides here, by one rule: a bound
+//! is met only when the interval of the figure lies on its side, not met only when the
+//! interval lies past it, and otherwise the answer is [`Outcome::Undecided`], with why.
+//! A decision with no figure at all is [`Outcome::NotMeasured`], never a pass.
+
+use serde::Serialize;
+
+use crate::stats::{t_quantile, Summary};
+
+/// What a decision concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The bound holds: the figure's whole interval is on its side.
+    Met,
+    /// The figure's interval overlaps the bound (or there is no interval): neither can be
+    /// said.
+    Undecided,
+    /// The figure was not measured (no result on a side it needs).
+    NotMeasured,
+    /// The bound is broken: the figure's whole interval is past it.
+    NotMet,
+}
+
+impl Outcome {
+    /// The outcome in a word or two, as tables print it.
+    pub fn words(self) -> &'static str {
+        match self {
+            Outcome::Met => "met",
+            Outcome::Undecided => "undecided",
+            Outcome::NotMeasured => "not measured",
+            Outcome::NotMet => "over",
+        }
+    }
+
+    /// The process exit code for a command whose worst decision is this one (README's
+    /// table): 0 met, 3 not met, 4 not measured, 5 undecided.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Outcome::Met => 0,
+            Outcome::NotMet => exit::NOT_MET,
+            Outcome::NotMeasured => exit::NOT_MEASURED,
+            Outcome::Undecided => exit::UNDECIDED,
+        }
+    }
+}
+
+/// Exit codes of decisions, the same in every command.
+pub mod exit {
+    /// A gate or goal is not met (over `--max-tax`, a regression past the threshold).
+    pub const NOT_MET: u8 = 3;
+    /// What a decision needs was not measured (a run with failed trials, a gated workload
+    /// without both sides' results).
+    pub const NOT_MEASURED: u8 = 4;
+    /// The intervals cannot tell (one try, or an interval across the bound).
+    pub const UNDECIDED: u8 = 5;
+}
+
+/// The worst of `outcomes` (not met before not measured before undecided before met);
+/// `Met` for none.
+pub fn worst(outcomes: impl IntoIterator<Item = Outcome>) -> Outcome {
+    outcomes
+        .into_iter()
+        .max_by_key(|o| match o {
+            Outcome::Met => 0,
+            Outcome::Undecided => 1,
+            Outcome::NotMeasured => 2,
+            Outcome::NotMet => 3,
+        })
+        .unwrap_or(Outcome::Met)
+}
+
+/// An interval of a figure, or why there is none.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Interval {
+    /// Its two ends, lowest first, at the decision's confidence.
+    Bounded {
+        /// Lower end.
+        low: f64,
+        /// Upper end.
+        high: f64,
+    },
+    /// No interval could be formed, and why ("1 try: no interval").
+    None {
+        /// Why, in words.
+        why: String,
+    },
+}
+
+impl Interval {
+    /// The two ends, if bounded.
+    pub fn ends(&self) -> Option<(f64, f64)> {
+        match self {
+            Interval::Bounded { low, high } => Some((*low, *high)),
+            Interval::None { .. } => None,
+        }
+    }
+}
+
+/// Why a summary of `n` tries has no interval, if it has none.
+pub fn no_interval_why(n: usize) -> Option<String> {
+    match n {
+        0 => Some("not measured".into()),
+        1 => Some("1 try: no interval".into()),
+        _ => None,
+    }
+}
+
+/// The interval of the ratio `candidate.mean / baseline.mean` of two independent samples
+/// at `confidence` (e.g. 0.95), by Fieller's theorem with Welch–Satterthwaite degrees of
+/// freedom. Unlike dividing one mean's interval ends by the other's, this is an interval
+/// of the ratio at the level asked for. None (with why) with fewer than 2 tries on a side,
+/// or where the baseline's mean is not distinguishable from 0 (the interval is unbounded).
+pub fn ratio_interval(baseline: &Summary, candidate: &Summary, confidence: f64) -> Interval {
+    let none = |why: String| Interval::None { why };
+    if let Some(why) = no_interval_why(baseline.n.min(candidate.n)) {
+        return none(why);
+    }
+    let (x, y) = (baseline.mean, candidate.mean);
+    if !(x.is_finite() && y.is_finite()) || x == 0.0 {
+        return none("the baseline's mean is 0: no ratio".into());
+    }
+    let va = baseline.stdev.powi(2) / baseline.n as f64;
+    let vb = candidate.stdev.powi(2) / candidate.n as f64;
+    let r = y / x;
+    // Welch–Satterthwaite for the variance of y − ρx at the ratio's estimate.
+    let v = vb + r * r * va;
+    let df = if v > 0.0 {
+        let den =
+            vb * vb / (candidate.n - 1) as f64 + (r * r * va).powi(2) / (baseline.n - 1) as f64;
+        v * v / den
+    } else {
+        f64::INFINITY
+    };
+    let t = t_quantile((1.0 + confidence) / 2.0, df);
+    if !t.is_finite() {
+        return none(format!(
+            "no {}% quantile at {df:.1} degrees of freedom",
+            confidence * 100.0
+        ));
+    }
+    let lead = x * x - t * t * va;
+    if lead <= 0.0 {
+        return none("the baseline's interval reaches 0: the ratio's interval is unbounded".into());
+    }
+    let disc = (t * t * (x * x * vb + y * y * va - t * t * va * vb)).max(0.0);
+    let (a, b) = ((x * y - disc.sqrt()) / lead, (x * y + disc.sqrt()) / lead);
+    Interval::Bounded {
+        low: a.min(b),
+        high: a.max(b),
+    }
+}
+
+/// Decides `figure ≤ limit` (`at_most`) or `figure ≥ limit` from the figure's interval:
+/// met when the whole interval is on the bound's side, not met when it is wholly past it,
+/// undecided otherwise (or without an interval).
+pub fn bound(interval: &Interval, limit: f64, at_most: bool) -> Outcome {
+    let Some((lo, hi)) = interval.ends() else {
+        return Outcome::Undecided;
+    };
+    let (inside, outside) = if at_most {
+        (hi <= limit, lo > limit)
+    } else {
+        (lo >= limit, hi < limit)
+    };
+    if inside {
+        Outcome::Met
+    } else if outside {
+        Outcome::NotMet
+    } else {
+        Outcome::Undecided
+    }
+}
+
+/// Whether two summaries' intervals overlap (each figure could be the other's): "equally
+/// cheap", "no gap". A summary of one try has no interval and overlaps nothing but an
+/// equal value; the caller says so.
+pub fn overlap(a: &Summary, b: &Summary) -> bool {
+    a.n > 0 && b.n > 0 && a.ci_low <= b.ci_high && b.ci_low <= a.ci_high
+}
+
+/// A summary's interval, or why it has none.
+pub fn interval_of(s: &Summary) -> Interval {
+    match no_interval_why(s.n) {
+        Some(why) => Interval::None { why },
+        None => Interval::Bounded {
+            low: s.ci_low,
+            high: s.ci_high,
+        },
+    }
+}
+
+/// A mean with its interval in words, each number through `num`: `28.1 [27.5, 28.7]`;
+/// `58.1 (1 try: no interval)` for one try, never a zero-width interval; and an interval
+/// from two tries, or one reaching below 0, is called what it is (`(t-interval of 2
+/// tries)`), since a latency below 0 is no bound anyone measured.
+pub fn mean_interval(s: &Summary, num: impl Fn(f64) -> String) -> String {
+    match no_interval_why(s.n) {
+        Some(why) if s.n == 0 => why,
+        Some(why) => format!("{} ({why})", num(s.mean)),
+        None => {
+            let mut out = format!("{} [{}, {}]", num(s.mean), num(s.ci_low), num(s.ci_high));
+            if s.n == 2 || s.ci_low < 0.0 {
+                out.push_str(&format!(" (t-interval of {} tries)", s.n));
+            }
+            out
+        }
+    }
+}
+
+/// One decision with what it rests on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    /// What was decided (`rr p50`, `tune pick`).
+    pub subject: String,
+    /// The conclusion.
+    pub outcome: Outcome,
+    /// The figure's estimate, where measured.
+    pub estimate: Option<f64>,
+    /// Its interval, or why there is none.
+    pub interval: Interval,
+    /// The bound it was held against, where one.
+    pub limit: Option<f64>,
+    /// The conclusion in words, with its figures.
+    pub why: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::summarize;
+
+    /// Fieller's interval holds the ratio, shrinks with more tries, and has no interval
+    /// for one try or a baseline indistinguishable from 0.
+    #[test]
+    fn the_ratio_interval_is_fiellers() {
+        let a = summarize(&[10.0, 10.5, 9.5, 10.2, 9.8], 0.95);
+        let b = summarize(&[20.0, 21.0, 19.0, 20.4, 19.6], 0.95);
+        let (lo, hi) = ratio_interval(&a, &b, 0.95).ends().expect("bounded");
+        assert!(lo < 2.0 && 2.0 < hi, "{lo} {hi}");
+        // Not the extreme ends of the two intervals (a wider, unnamed level).
+        let naive = (b.ci_low / a.ci_high, b.ci_high / a.ci_low);
+        assert!(lo > naive.0 && hi < naive.1, "{lo} {hi} {naive:?}");
+        // Exact data: the interval is the point.
+        let c = summarize(&[3.0, 3.0, 3.0], 0.95);
+        let d = summarize(&[6.0, 6.0, 6.0], 0.95);
+        assert_eq!(ratio_interval(&c, &d, 0.95).ends(), Some((2.0, 2.0)));
+        let one = summarize(&[58.14], 0.95);
+        match ratio_interval(&one, &b, 0.95) {
+            Interval::None { why } => assert_eq!(why, "1 try: no interval"),
+            i => panic!("{i:?}"),
+        }
+        let zeroish = summarize(&[-1.0, 1.0, 0.5], 0.95);
+        assert!(ratio_interval(&zeroish, &b, 0.95).ends().is_none());
+    }
+
+    #[test]
+    fn a_bound_is_decided_only_by_a_whole_interval() {
+        let i = |low, high| Interval::Bounded { low, high };
+        assert_eq!(bound(&i(1.0, 2.0), 3.0, true), Outcome::Met);
+        assert_eq!(bound(&i(4.0, 5.0), 3.0, true), Outcome::NotMet);
+        assert_eq!(bound(&i(2.0, 4.0), 3.0, true), Outcome::Undecided);
+        assert_eq!(bound(&i(4.0, 5.0), 3.0, false), Outcome::Met);
+        assert_eq!(bound(&i(1.0, 2.0), 3.0, false), Outcome::NotMet);
+        let no = Interval::None {
+            why: "1 try: no interval".into(),
+        };
+        assert_eq!(bound(&no, 3.0, true), Outcome::Undecided);
+        assert_eq!(
+            worst([Outcome::Met, Outcome::Undecided, Outcome::NotMeasured]),
+            Outcome::NotMeasured
+        );
+        assert_eq!(
+            worst([Outcome::Undecided, Outcome::NotMet]),
+            Outcome::NotMet
+        );
+        assert_eq!(worst([]), Outcome::Met);
+        assert_eq!(
+            [
+                Outcome::Met,
+                Outcome::NotMet,
+                Outcome::NotMeasured,
+                Outcome::Undecided
+            ]
+            .map(Outcome::exit_code),
+            [0, 3, 4, 5]
+        );
+    }
+
+    #[test]
+    fn overlapping_intervals_are_equal_and_one_try_has_none() {
+        let a = summarize(&[1.00, 1.02, 0.99], 0.95);
+        let b = summarize(&[1.01, 1.03, 1.00], 0.95);
+        let c = summarize(&[2.0, 2.01, 1.99], 0.95);
+        assert!(overlap(&a, &b) && !overlap(&a, &c));
+        assert!(interval_of(&summarize(&[5.0], 0.95)).ends().is_none());
+        let f = |v: f64| format!("{v:.2}");
+        assert_eq!(
+            mean_interval(&summarize(&[58.14], 0.95), f),
+            "58.14 (1 try: no interval)"
+        );
+        let two = mean_interval(&summarize(&[5.0, 118.5], 0.95), f);
+        assert!(two.ends_with("(t-interval of 2 tries)"), "{two}");
+        assert_eq!(mean_interval(&summarize(&[], 0.95), f), "not measured");
+        assert_eq!(mean_interval(&a, f), "1.00 [0.97, 1.04]");
+    }
+}
