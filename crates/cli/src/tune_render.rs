@@ -463,3 +463,125 @@ pub(crate) fn drift(s: &Search) -> Option<String> {
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use virtperf_report::stats::summarize;
+    use virtperf_tune::candidate::Candidate;
+    use virtperf_tune::config::Configuration;
+    use virtperf_tune::search::{Figure, CONFIDENCE};
+
+    fn measured(
+        parts: Vec<Candidate>,
+        p50: &[f64],
+        cpus: f64,
+        goal: &Goal,
+        round: u32,
+    ) -> Measured {
+        let summary = summarize(p50, CONFIDENCE);
+        Measured {
+            config: if parts.is_empty() {
+                Configuration::baseline()
+            } else {
+                Configuration::of(parts)
+            },
+            round,
+            run_id: i64::from(round),
+            figures: vec![Figure {
+                metric: "p50_us".into(),
+                standing: goal.standing(&summary),
+                summary,
+            }],
+            cpus_busy: Some(cpus),
+            cost: Some(summarize(&[cpus - 0.01, cpus, cpus + 0.01], CONFIDENCE)),
+            vm_cpus: None,
+            ok: p50.len(),
+            error: None,
+        }
+    }
+
+    fn part(name: &str) -> Candidate {
+        Candidate {
+            name: name.into(),
+            family: name.into(),
+            what: name.into(),
+            settings: Vec::new(),
+        }
+    }
+
+    fn search(round2_base: &[f64]) -> Search {
+        let goal = Goal::parse("p50<=40").expect("goal");
+        let round = |n: u32, measured: Vec<Measured>| Round {
+            run_id: i64::from(n),
+            measured,
+            trials: 6,
+            took: Duration::from_secs(10),
+        };
+        Search {
+            target: Target {
+                kind: "rr".into(),
+                size: None,
+                cpus: None,
+                placement: None,
+            },
+            goals: vec![goal.clone()],
+            max_cpu: None,
+            rounds: vec![
+                round(
+                    1,
+                    vec![
+                        measured(vec![], &[60.0, 61.0, 60.5], 0.9, &goal, 1),
+                        measured(vec![part("a")], &[38.0, 38.5, 38.2], 1.5, &goal, 1),
+                    ],
+                ),
+                round(
+                    2,
+                    vec![
+                        measured(vec![], round2_base, 0.9, &goal, 2),
+                        measured(
+                            vec![part("a"), part("b")],
+                            &[20.0, 20.5, 20.2],
+                            1.2,
+                            &goal,
+                            2,
+                        ),
+                    ],
+                ),
+            ],
+            not_here: Vec::new(),
+            stopped: "every combination planned was measured (1)".into(),
+            against: None,
+            restored: Ok("2 knobs read again just now".into()),
+            took: Duration::from_secs(20),
+        }
+    }
+
+    /// Issue 52: round 2's baseline is shown beside round 1's; where it moved beyond
+    /// noise the rounds are not compared (the pick comes from round 1, round 2 is ranked
+    /// within itself), and where it did not, round 2's cheaper combination can win.
+    #[test]
+    fn a_moved_baseline_keeps_the_rounds_apart() {
+        let steady = search(&[60.2, 60.8, 60.4]);
+        assert!(drift(&steady).is_none());
+        let all = steady.comparable();
+        assert_eq!(
+            search::cheapest(&all, &steady.goals, None)
+                .unwrap()
+                .config
+                .name,
+            "a+b"
+        );
+        let moved = search(&[40.0, 40.5, 40.2]);
+        let d = drift(&moved).expect("moved");
+        assert!(
+            d.contains("p50_us 60.50 [") && d.contains("in round 2"),
+            "{d}"
+        );
+        let text = text(&moved, &moved.all());
+        assert!(text.contains("moved beyond noise"), "{text}");
+        assert!(text.contains("Answer: a meets"), "{text}");
+        assert!(text.contains("Round 2 within itself: a+b meets"), "{text}");
+        assert!(json(&moved, &moved.all()).contains("\"rounds_comparable\": false"));
+    }
+}

@@ -139,6 +139,27 @@ fn ctxt(stat: &str) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// Whether a machine's idle loop cannot be polling: it has no cpuidle driver (so no POLL
+/// state to count) and its kernel was not booted with `idle=poll`, so its idle CPUs halt.
+/// Its polling time is then 0 by reading, not unknown. The one rule for tune's cost and
+/// explain's CPU per transaction (`virtperf_report::cost::poll_us`) and the host's own
+/// sample of a guest-driven test.
+pub fn idle_never_polls(driver: Option<&str>, idle_states: usize, cmdline: &str) -> bool {
+    matches!(driver, None | Some("none"))
+        && idle_states == 0
+        && !cmdline.split_whitespace().any(|a| a == "idle=poll")
+}
+
+/// [`idle_never_polls`] for this machine, read now.
+pub fn this_machine_never_polls() -> bool {
+    let driver = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver").ok();
+    let states = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cpuidle")
+        .map(|d| d.count())
+        .unwrap_or(0);
+    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    idle_never_polls(driver.as_deref().map(str::trim), states, &cmdline)
+}
+
 /// The CPUs under `root` (`/sys/devices/system/cpu`: its `cpuN` directories), in order.
 pub fn cpu_numbers(root: &Path) -> std::io::Result<Vec<u32>> {
     let mut cpus: Vec<u32> = fs::read_dir(root)?
@@ -512,6 +533,17 @@ impl EventDelta {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// No cpuidle driver and no `idle=poll`: the idle loop halts, polling is 0 by reading;
+    /// a driver with states, or `idle=poll`, leaves it to be counted.
+    #[test]
+    fn an_idle_loop_without_cpuidle_never_polls_unless_told_to() {
+        assert!(idle_never_polls(Some("none"), 0, "quiet console=ttyS0"));
+        assert!(idle_never_polls(None, 0, ""));
+        assert!(!idle_never_polls(Some("none"), 0, "quiet idle=poll"));
+        assert!(!idle_never_polls(Some("haltpoll"), 2, ""));
+        assert!(!idle_never_polls(Some("none"), 1, ""));
+    }
 
     const INTERRUPTS: &str = "           CPU0       CPU1       
  24:          1          0  IO-APIC   5-edge      ACPI:Ged

@@ -45,9 +45,11 @@ pub fn poll_us(deltas: &BTreeMap<String, u64>, env: Option<&Env>) -> Option<u64>
 
 /// A machine with no cpuidle driver whose kernel was not told to poll when idle.
 fn halts_without_cpuidle(env: &Env) -> bool {
-    matches!(env.cpuidle_driver.as_deref(), None | Some("none"))
-        && env.idle_states.is_empty()
-        && !env.cmdline.split_whitespace().any(|a| a == "idle=poll")
+    virtperf_measure::events::idle_never_polls(
+        env.cpuidle_driver.as_deref(),
+        env.idle_states.len(),
+        &env.cmdline,
+    )
 }
 
 /// Seconds in cpuidle POLL on one side, by [`poll_us`].

@@ -28,6 +28,7 @@ impl HostSample {
         let poll_s = match idle.get("idle_time_us_poll") {
             Some(us) => Some(*us as f64 / 1e6),
             None if idle.contains_key(virtperf_wire::counter::IDLE_ENTRIES) => Some(0.0),
+            None if virtperf_measure::events::this_machine_never_polls() => Some(0.0),
             None => None,
         };
         Some(virtperf_wire::HostCpu {

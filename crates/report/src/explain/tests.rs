@@ -647,6 +647,17 @@ fn the_verdict_names_the_cheapest_remedy_that_matters() {
         v.starts_with("Verdict: a cross-CPU round trip here takes"),
         "{v}"
     );
+    // No cost measured: the largest cut is named, not called the cheapest.
+    e.remedies = vec![
+        remedy("spinning receivers (rr --wait spin)", -85.0, None),
+        remedy("guest halt polling 200 µs (haltpoll…)", -78.0, None),
+    ];
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(
+        v.contains("the largest measured cut is spinning receivers: p50 -85% (no remedy's CPU cost was measured")
+            && !v.contains("cheapest measured remedy is"),
+        "{v}"
+    );
     e.remedies = vec![remedy("busy polling (net.core…)", -5.0, None)];
     let v = crate::explain::verdict(&e).expect("a verdict");
     assert!(

@@ -37,21 +37,36 @@ fn largest(e: &Explanation) -> Option<(&Component, Option<&Component>)> {
     Some((top, part))
 }
 
-/// The measured remedy that cuts the p50 by a real amount for the fewest added busy CPUs
-/// (the largest cut where busy CPUs were not measured).
-fn cheapest(e: &Explanation) -> Option<&Remedy> {
+/// What the verdict says of the remedies: the one that cuts the p50 by a real amount for
+/// the fewest added busy CPUs; where no such remedy's cost was measured, the largest cut,
+/// not called the cheapest (the same rule as `tune`'s: no cheapest without a cost).
+enum Pick<'a> {
+    Cheapest(&'a Remedy),
+    Uncosted(&'a Remedy),
+    None,
+}
+
+fn pick(e: &Explanation) -> Pick<'_> {
     let added = |r: &Remedy| match (r.cpus_busy, r.cpus_busy_before) {
-        (Some(a), Some(b)) => a - b,
-        _ => f64::INFINITY,
+        (Some(a), Some(b)) => Some(a - b),
+        _ => None,
     };
-    e.remedies
-        .iter()
-        .filter(|r| r.p50_change_pct <= MEANINGFUL_PCT)
-        .min_by(|a, b| {
-            added(a)
-                .total_cmp(&added(b))
-                .then(a.p50_change_pct.total_cmp(&b.p50_change_pct))
-        })
+    let real = || {
+        e.remedies
+            .iter()
+            .filter(|r| r.p50_change_pct <= MEANINGFUL_PCT)
+    };
+    let costed = real().filter_map(|r| Some((added(r)?, r))).min_by(|a, b| {
+        a.0.total_cmp(&b.0)
+            .then(a.1.p50_change_pct.total_cmp(&b.1.p50_change_pct))
+    });
+    if let Some((_, r)) = costed {
+        return Pick::Cheapest(r);
+    }
+    match real().min_by(|a, b| a.p50_change_pct.total_cmp(&b.p50_change_pct)) {
+        Some(r) => Pick::Uncosted(r),
+        None => Pick::None,
+    }
 }
 
 /// The verdict line; `None` where nothing was measured.
@@ -78,23 +93,29 @@ pub fn verdict(e: &Explanation) -> Option<String> {
             ));
         }
     }
-    match cheapest(e) {
-        Some(r) => {
-            let name = r.what.split(" (").next().unwrap_or(&r.what);
+    let name = |r: &Remedy| r.what.split(" (").next().unwrap_or(&r.what).to_string();
+    match pick(e) {
+        Pick::Cheapest(r) => {
             let cost = match (r.cpus_busy, r.cpus_busy_before) {
                 (Some(a), Some(b)) if (a - b).abs() < 0.05 => " at no added CPU".to_string(),
                 (Some(a), Some(b)) => format!(" for {:+.1} busy CPUs", a - b),
                 _ => String::new(),
             };
             s.push_str(&format!(
-                "; the cheapest measured remedy is {name}: p50 {:+.0}%{cost}",
+                "; the cheapest measured remedy is {}: p50 {:+.0}%{cost}",
+                name(r),
                 r.p50_change_pct
             ));
         }
-        None if !e.remedies.is_empty() => {
+        Pick::Uncosted(r) => s.push_str(&format!(
+            "; the largest measured cut is {}: p50 {:+.0}% (no remedy's CPU cost was measured, so none is called the cheapest)",
+            name(r),
+            r.p50_change_pct
+        )),
+        Pick::None if !e.remedies.is_empty() => {
             s.push_str("; no measured remedy cuts the p50 by 20% or more")
         }
-        None => {}
+        Pick::None => {}
     }
     if let Some(r) = e.residual_pct {
         s.push_str(&format!(
