@@ -108,6 +108,13 @@ fn execute(common: &Common, mut plan: Plan) -> Result<()> {
     let mut result = match result {
         Ok(r) => r,
         Err(e) => {
+            // Only where the user named the agent with --host is a local one the way out.
+            let e = match format!("{e:#}") {
+                m if common.host.is_some() && m.contains("cannot connect to the agent") => {
+                    anyhow::anyhow!("{m}; or omit --host to start a local one")
+                }
+                _ => e,
+            };
             // A stream of JSON lines ends with an event, whatever ended it.
             if common.json_stream {
                 let end = serde_json::json!({"event": "end", "reason": "error", "error": format!("{e:#}")});

@@ -18,6 +18,7 @@ mod headline;
 mod keep;
 mod kvm;
 mod machine;
+mod out_file;
 mod pcap;
 mod progress;
 mod push;

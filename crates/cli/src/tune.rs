@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use virtperf_report::decide::Outcome;
 use virtperf_tune::candidate::{discover, Candidate, Machine, NotHere, Target};
@@ -79,9 +79,13 @@ pub struct TuneArgs {
     /// else standard output); nothing is applied or kept otherwise
     #[arg(long, value_name = "sysctl.d|tuned|spec", value_parser = |s: &str| s.parse::<virtperf_tune::emit::Format>())]
     pub emit: Option<virtperf_tune::emit::Format>,
-    /// File for --emit
+    /// File for --emit: created new (never through a symlink); an existing one is
+    /// refused unless --force
     #[arg(long, value_name = "FILE", requires = "emit")]
     pub out: Option<PathBuf>,
+    /// Replace --out's file if it exists (a symlink there is replaced, not followed)
+    #[arg(long, requires = "out")]
+    pub force: bool,
     /// Print the search as JSON (docs/json.md)
     #[arg(long)]
     pub json: bool,
@@ -170,6 +174,10 @@ pub fn tune(a: TuneArgs) -> Result<()> {
         ));
     }
     check_vm(&a)?;
+    if let Some(p) = &a.out {
+        // A bad --out is found before the search, not after it.
+        crate::out_file::check(p, a.force).map_err(|m| exit(code::USAGE, m))?;
+    }
     let target = target_of(&a)?;
     let tags = a.tags.resolve()?;
     let before = Machine::read();
@@ -261,9 +269,15 @@ fn finish(a: &TuneArgs, s: &Search, before: &Machine) -> Result<()> {
     }
     if let (Some(f), Some(w)) = (a.emit, pick) {
         let text = virtperf_tune::emit::emit(f, &w.config, &s.target, &s.goals, before);
+        if f == virtperf_tune::emit::Format::Spec {
+            // What `virtperf run` will be given, parsed by the parser it will use.
+            virtperf_experiment::spec::parse(&text).map_err(|e| {
+                anyhow::anyhow!("tune wrote a spec its own parser refuses ({e}): not written")
+            })?;
+        }
         match &a.out {
             Some(p) => {
-                std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()))?;
+                crate::out_file::write(p, &text, a.force).map_err(|m| exit(1, m))?;
                 eprintln!("virtperf: wrote {} ({})", p.display(), w.config.name);
             }
             None => print!("{text}"),
@@ -293,12 +307,7 @@ fn finish(a: &TuneArgs, s: &Search, before: &Machine) -> Result<()> {
         )),
         search::Pick::Nothing if all.iter().all(|m| m.figures.is_empty()) => Err(exit(
             Outcome::NotMeasured.exit_code(),
-            format!(
-                "no configuration was measured: {}",
-                all.iter()
-                    .find_map(|m| m.error.clone())
-                    .unwrap_or_else(|| "every trial failed".into())
-            ),
+            crate::tune_render::no_answer(s, &all),
         )),
         search::Pick::Nothing => Err(exit(
             Outcome::NotMet.exit_code(),
@@ -397,11 +406,11 @@ fn against(t: &str) -> Result<(Candidate, Vec<NotHere>)> {
         ));
     };
     let p = virtperf_tune::tuned::load(name).map_err(|m| exit(code::USAGE, m))?;
-    let writable = |k: &str| -> Result<(), String> {
-        virtperf_machine::knob::Knob::sysctl(k)
+    let writable = |k: &str, v: &str| -> Result<(), String> {
+        let now = virtperf_machine::knob::Knob::sysctl(k)
             .and_then(|k| k.probe())
-            .map(|_| ())
-            .map_err(|e| format!("{e:#}"))
+            .map_err(|e| format!("{e:#}"))?;
+        virtperf_tune::tuned::value_fits(&now, v)
     };
     let hold = virtperf_machine::qos::can_hold();
     Ok(virtperf_tune::tuned::candidate(

@@ -107,6 +107,9 @@ fn cpus_words(m: &Measured) -> String {
 
 /// Whether `m` meets every goal, in a word.
 fn meets_word(s: &Search, m: &Measured) -> &'static str {
+    if m.figures.len() != s.goals.len() {
+        return "not measured";
+    }
     if m.config.parts.is_empty() && !m.meets(&s.goals) {
         return "—";
     }
@@ -153,7 +156,8 @@ fn header(s: &Search, all: &[Measured]) -> String {
 pub(crate) fn text(s: &Search, all: &[Measured]) -> String {
     let mut out = header(s, all);
     out.push_str(&format!(
-        "Search: round 1 measured the baseline and every single remedy; {}.\n\n",
+        "Search: {}; {}.\n\n",
+        round1_words(s),
         round2_words(s)
     ));
     let mut rows: Vec<&Measured> = search::ranked(all, &s.goals, s.max_cpu);
@@ -210,6 +214,31 @@ pub(crate) fn text(s: &Search, all: &[Measured]) -> String {
         "Nothing was kept: `--emit sysctl.d|tuned|spec` writes the pick for you to apply.\n",
     );
     out
+}
+
+fn round1_words(s: &Search) -> String {
+    let Some(r) = s.rounds.first() else {
+        return "nothing was measured".into();
+    };
+    let unmeasured: Vec<&str> = r
+        .measured
+        .iter()
+        .filter(|m| m.figures.len() != s.goals.len())
+        .map(|m| m.config.name.as_str())
+        .collect();
+    match unmeasured.len() {
+        0 => "round 1 measured the baseline and every single remedy".into(),
+        n if n == r.measured.len() => {
+            "round 1 measured nothing: every configuration's trials failed (see each one's error)"
+                .into()
+        }
+        n => format!(
+            "round 1 measured {} of its {} configurations (not measured: {})",
+            r.measured.len() - n,
+            r.measured.len(),
+            unmeasured.join(", ")
+        ),
+    }
 }
 
 fn round2_words(s: &Search) -> String {
@@ -363,8 +392,17 @@ pub(crate) fn no_answer(s: &Search, all: &[Measured]) -> String {
     let cap = s
         .max_cpu
         .map_or_else(String::new, |c| format!(" within {c} busy CPUs"));
+    if all.iter().all(|m| m.figures.len() != s.goals.len()) {
+        return format!(
+            "no configuration was measured: {}",
+            all.iter()
+                .find_map(|m| m.error.clone())
+                .unwrap_or_else(|| "every trial failed".into())
+        );
+    }
     let closest = search::misses(all, &s.goals, s.max_cpu)
-        .first()
+        .into_iter()
+        .find(|m| m.figures.len() == s.goals.len())
         .map(|m| {
             let figs: Vec<String> = (0..s.goals.len()).map(|i| figure(m, i)).collect();
             format!(

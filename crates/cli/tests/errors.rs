@@ -254,3 +254,20 @@ fn failed_and_incomplete_runs_exit_non_zero() {
     assert!(err.contains("incomplete: 2 of 4 trials failed"), "{err}");
     let _ = std::fs::remove_dir_all(spec.parent().unwrap());
 }
+
+/// Issue 53: "or omit --host to start a local one" where the user gave --host, and
+/// nowhere else (a `--placement remote:` has no --host to omit).
+#[test]
+fn cannot_connect_suggests_omitting_only_a_given_host() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port()
+        .to_string();
+    let (_, err) = run_fail(&["rr", "--host", "127.0.0.1", "--port", &port, "-l", "200ms"]);
+    assert_one_line_error(&err, "or omit --host to start a local one");
+    let remote = format!("remote:127.0.0.1:{port}");
+    let (_, err) = run_fail(&["rr", "--placement", &remote, "-l", "200ms"]);
+    assert_one_line_error(&err, "cannot connect to the agent");
+    assert!(!err.contains("omit --host"), "{err}");
+}

@@ -58,18 +58,6 @@ fn check_spread(v: &serde_json::Value, flows: u64, threads: u64) {
     assert!(jain > 0.0 && jain <= 1.0 + 1e-9, "{s}");
 }
 
-/// The agent answered every transaction the client counted, and at most the few that were
-/// in flight when the measured interval ended besides (one per flow, plus those completed
-/// while the threads were seeing the stop): the client counts only its interval.
-fn served_the_client(v: &serde_json::Value, flows: u64) {
-    let n = u(v, "/outcome/transactions");
-    let served = u(v, "/outcome/server_transactions");
-    assert!(
-        served >= n && served - n <= flows + n / 50,
-        "client counted {n}, agent served {served}, {flows} flows"
-    );
-}
-
 /// The acceptance run: 1000 flows on 2 threads a side. Both sides count all 1000 flows,
 /// every transaction the client counted the agent served, and the set-up is timed apart.
 #[test]
@@ -85,7 +73,7 @@ fn rr_with_1000_flows_on_2_threads_counts_every_flow_on_both_sides() {
     assert!(f(&v, "/outcome/flow_spread/setup_s") > 0.0);
     let n = u(&v, "/outcome/transactions");
     assert!(n >= 1000, "only {n} transactions for 1000 flows");
-    served_the_client(&v, 1000);
+    common::served_the_client(&v, 1000);
     assert_eq!(u(&v, "/outcome/latency/count"), n);
     let elapsed = f(&v, "/outcome/elapsed_s");
     assert!(
@@ -126,7 +114,7 @@ fn crr_with_threads_runs_every_flow() {
     check_spread(&v, 20, 2);
     let n = u(&v, "/outcome/transactions");
     assert!(n >= 20, "{n} transactions");
-    served_the_client(&v, 20);
+    common::served_the_client(&v, 20);
 }
 
 /// Streams multiplexed, both directions: both sides count every flow; the receiver counts
@@ -329,7 +317,7 @@ fn fifteen_thousand_flows_report_back() {
     let v = run_json(&["rr", "--flows", "15000", "--threads", "2", "-l", "1s"]);
     assert_eq!(u(&v, "/outcome/flow_spread/flows"), 15_000);
     assert_eq!(u(&v, "/outcome/flow_spread/server_flows"), 15_000);
-    served_the_client(&v, 15_000);
+    common::served_the_client(&v, 15_000);
 }
 
 /// `stream --bidir`: both directions at once, each reported apart and summed, in JSON

@@ -59,7 +59,7 @@ impl Control {
         }
         match last {
             Some((addr, e)) => Err(anyhow!(
-                "cannot connect to the agent at {addr}: {e} (is `virtperf serve` running there? or omit --host to start a local one)"
+                "cannot connect to the agent at {addr}: {e} (is `virtperf serve` running there?)"
             )),
             None => Err(anyhow!("host {:?} resolved to no address", t.host)),
         }

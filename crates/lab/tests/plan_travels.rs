@@ -183,6 +183,12 @@ fn omit_travels() {
             .warmup_transactions
             .unwrap_or_else(|| panic!("{how}: no warm-up"));
         assert!(warm > 0, "{how}");
-        assert_eq!(o.server_transactions, o.transactions + warm, "{how}");
+        // The agent served the warm-up's and the measured ones, and the one in flight
+        // when the interval ended (completed after it: the client's rule leaves it out).
+        let counted = o.transactions + warm;
+        assert!(
+            (counted..=counted + 1).contains(&o.server_transactions),
+            "{how}: {o:?}"
+        );
     }
 }

@@ -45,7 +45,7 @@ fn every_workload_runs_between_the_two_halves() {
         });
         let r = client::run(&t, &plan(w), &|_| {}).expect("unix-rr");
         assert!(
-            matches!(&r.outcome, Outcome::Rr(o) if o.transactions > 10 && o.server_transactions == o.transactions),
+            matches!(&r.outcome, Outcome::Rr(o) if o.transactions > 10 && (o.transactions..=o.transactions + 1).contains(&o.server_transactions)),
             "seqpacket {seqpacket}: {:?}",
             r.outcome
         );

@@ -68,6 +68,12 @@ pub fn client_waiting<S: Conn>(
                 "reading response",
             ));
         }
+        // Completed after the measured interval ended: not the interval's (the rule the
+        // multiplexed engines keep; a 64 MiB response of 643 ms is no transaction of a
+        // 200 ms test). The agent served it, so it counts one more than the client.
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
         t0 = ticks.record(t0, n, hist);
         if ticks.passed_omit() {
             let so_far = Counts::of_transactions(n, response, request, t0 - start);
@@ -162,6 +168,11 @@ pub fn client_paced<S: Conn>(
                 io::ErrorKind::UnexpectedEof.into(),
                 "reading response",
             ));
+        }
+        if stop.load(Ordering::Relaxed) {
+            // As in `client_waiting`: completed after the interval, not counted; the
+            // interval is timed to the last response that counts.
+            break;
         }
         end = Instant::now();
         let from = match pace {
@@ -268,7 +279,8 @@ mod tests {
     }
 
     /// Real transactions over loopback with each wait mode on both sides: every request
-    /// gets its response and the two halves count the same transactions.
+    /// gets its response, and the client counts what completed inside the interval: all
+    /// the server answered but the one in flight at the stop, if any.
     #[test]
     fn every_wait_mode_completes_transactions() {
         for wait in [Wait::Block, Wait::Spin, Wait::Poll { window_us: 20 }] {
@@ -288,7 +300,12 @@ mod tests {
             drop(c);
             let sc = server.join().unwrap().unwrap();
             assert!(cc.transactions > 10, "{wait:?}: {}", cc.transactions);
-            assert_eq!(cc.transactions, sc.transactions, "{wait:?}");
+            assert!(
+                (cc.transactions..=cc.transactions + 1).contains(&sc.transactions),
+                "{wait:?}: client {}, server {}",
+                cc.transactions,
+                sc.transactions
+            );
             assert_eq!(hist.len(), cc.transactions, "{wait:?}");
         }
     }

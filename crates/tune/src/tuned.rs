@@ -29,20 +29,25 @@ pub struct Profile {
     pub other: Vec<String>,
 }
 
-/// The file of profile `name` (or `name` itself, when it is a path to a `tuned.conf`).
+/// The most a profile file may hold: tuned's own are a few KiB.
+pub const MAX_PROFILE_BYTES: u64 = 256 * 1024;
+/// The most profile files one profile may read, includes and theirs counted (tuned's
+/// deepest chains are three or four).
+pub const MAX_PROFILE_FILES: usize = 32;
+
+/// The file of profile `name` (or `name` itself, when it is a path to a `tuned.conf`): a
+/// regular file under [`MAX_PROFILE_BYTES`], not a kernel pseudo-file (`/proc`, `/sys`,
+/// `/dev`: `/proc/self/environ` reads as a regular file and holds secrets).
 pub fn locate(name: &str) -> Result<PathBuf, String> {
     if name.contains('/') {
         let p = PathBuf::from(name);
-        return if p.is_file() {
-            Ok(p)
-        } else {
-            Err(format!("tuned profile file {name} does not exist"))
-        };
+        return checked_file(&p, name);
     }
     if name.is_empty() || name.contains("..") {
         return Err(format!("{name:?} is not a tuned profile name"));
     }
-    DIRS.iter()
+    let found = DIRS
+        .iter()
         .map(|d| Path::new(d).join(name).join("tuned.conf"))
         .find(|p| p.is_file())
         .ok_or_else(|| {
@@ -50,7 +55,39 @@ pub fn locate(name: &str) -> Result<PathBuf, String> {
                 "tuned profile {name:?} is not installed (looked in {}): install tuned (apt install tuned), or give the file: --against tuned:/path/to/tuned.conf",
                 DIRS.join(", ")
             )
-        })
+        })?;
+    checked_file(&found, name)
+}
+
+/// `p` when it is a regular file of a profile's size outside the kernel's pseudo-file
+/// systems; else why not, naming `as_given`.
+fn checked_file(p: &Path, as_given: &str) -> Result<PathBuf, String> {
+    let real = p
+        .canonicalize()
+        .map_err(|e| format!("tuned profile file {as_given} cannot be opened ({e})"))?;
+    if ["/proc", "/sys", "/dev"]
+        .iter()
+        .any(|d| real.starts_with(d))
+    {
+        return Err(format!(
+            "tuned profile file {as_given} is a kernel pseudo-file ({}), not a profile",
+            real.display()
+        ));
+    }
+    let meta = std::fs::metadata(&real)
+        .map_err(|e| format!("tuned profile file {as_given} cannot be opened ({e})"))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "tuned profile file {as_given} is not a regular file (a directory or a device): give a tuned.conf"
+        ));
+    }
+    if meta.len() > MAX_PROFILE_BYTES {
+        return Err(format!(
+            "tuned profile file {as_given} is {} bytes: a profile is a few KiB (at most {MAX_PROFILE_BYTES})",
+            meta.len()
+        ));
+    }
+    Ok(real)
 }
 
 /// Reads profile `name` (a name or a path) with its includes.
@@ -61,7 +98,8 @@ pub fn load(name: &str) -> Result<Profile, String> {
         path: path.clone(),
         ..Profile::default()
     };
-    read_into(&path, &mut p, 0)?;
+    let mut read = Vec::new();
+    read_into(&path, &mut p, 0, &mut read)?;
     Ok(p)
 }
 
@@ -72,20 +110,47 @@ fn profile_name(path: &Path) -> String {
         .unwrap_or_else(|| path.display().to_string())
 }
 
-/// Reads `path` into `p`: its includes first, so its own settings override theirs.
-fn read_into(path: &Path, p: &mut Profile, depth: u32) -> Result<(), String> {
+/// Reads `path` into `p`: its includes first, so its own settings override theirs. Each
+/// file is read once (`read` holds those already read: a diamond of includes, each
+/// profile including the next thirty times, reads each once, not 30⁸ times), and at most
+/// [`MAX_PROFILE_FILES`] in all.
+fn read_into(
+    path: &Path,
+    p: &mut Profile,
+    depth: u32,
+    read: &mut Vec<PathBuf>,
+) -> Result<(), String> {
     if depth > 8 {
         return Err(format!(
             "tuned profile {}: includes nest too deep (a loop?)",
             path.display()
         ));
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read tuned profile {}: {e}", path.display()))?;
-    let entries = parse(&text);
+    if read.iter().any(|r| r == path) {
+        return Ok(());
+    }
+    if read.len() >= MAX_PROFILE_FILES {
+        return Err(format!(
+            "tuned profile {}: more than {MAX_PROFILE_FILES} profile files included",
+            p.path.display()
+        ));
+    }
+    read.push(path.to_path_buf());
+    let entries = parse(&read_capped(path)?).map_err(|line| {
+        format!(
+            "{} is not a tuned profile (line {line}: neither [section] nor key=value in a section)",
+            path.display()
+        )
+    })?;
     for (section, key, value) in &entries {
         if section == "main" && key == "include" {
             for inc in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                if inc.contains('/') || inc.contains("..") {
+                    return Err(format!(
+                        "tuned profile {}: include={inc} is not a profile name (tuned includes profiles by name)",
+                        path.display()
+                    ));
+                }
                 // A sibling profile first (where the including one was found), else tuned's
                 // own directories.
                 let sibling = path
@@ -94,10 +159,10 @@ fn read_into(path: &Path, p: &mut Profile, depth: u32) -> Result<(), String> {
                     .map(|d| d.join(inc).join("tuned.conf"))
                     .filter(|f| f.is_file());
                 let inc_path = match sibling {
-                    Some(s) => s,
+                    Some(s) => checked_file(&s, inc)?,
                     None => locate(inc)?,
                 };
-                read_into(&inc_path, p, depth + 1)?;
+                read_into(&inc_path, p, depth + 1, read)?;
             }
         }
     }
@@ -110,9 +175,10 @@ fn read_into(path: &Path, p: &mut Profile, depth: u32) -> Result<(), String> {
             }
             ("cpu", "force_latency") => p.force_latency = Some(value),
             _ => {
-                let entry = format!("{section}.{key} = {value}");
-                p.other
-                    .retain(|o| !o.starts_with(&format!("{section}.{key} =")));
+                // Named only: a value of a section this search does not apply is not
+                // echoed (it is nothing the answer needs, and could be anything).
+                let entry = format!("{section}.{key}");
+                p.other.retain(|o| *o != entry);
                 p.other.push(entry);
             }
         }
@@ -120,24 +186,52 @@ fn read_into(path: &Path, p: &mut Profile, depth: u32) -> Result<(), String> {
     Ok(())
 }
 
-/// `(section, key, value)` of every setting line.
-fn parse(text: &str) -> Vec<(String, String, String)> {
-    let mut section = String::new();
+/// The file's text, read no further than [`MAX_PROFILE_BYTES`] (a file that grew since
+/// it was checked is refused, not read whole).
+fn read_capped(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path)
+        .map_err(|e| format!("cannot read tuned profile {}: {e}", path.display()))?;
+    let mut buf = Vec::new();
+    f.take(MAX_PROFILE_BYTES + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("cannot read tuned profile {}: {e}", path.display()))?;
+    if buf.len() as u64 > MAX_PROFILE_BYTES {
+        return Err(format!(
+            "tuned profile {} is over {MAX_PROFILE_BYTES} bytes: not a profile",
+            path.display()
+        ));
+    }
+    String::from_utf8(buf)
+        .map_err(|_| format!("{} is not a tuned profile (not text)", path.display()))
+}
+
+/// `(section, key, value)` of every setting line; `Err(line number)` at the first line
+/// that is neither a comment, a `[section]` nor `key=value` inside a section (a file that
+/// is no profile: an environment block, a password file).
+fn parse(text: &str) -> Result<Vec<(String, String, String)>, usize> {
+    let mut section: Option<String> = None;
     let mut out = Vec::new();
-    for line in text.lines() {
+    for (i, line) in text.lines().enumerate() {
         let l = line.trim();
         if l.is_empty() || l.starts_with('#') || l.starts_with(';') {
             continue;
         }
+        if l.contains('\0') {
+            return Err(i + 1);
+        }
         if let Some(s) = l.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
-            section = s.trim().to_string();
+            section = Some(s.trim().to_string());
             continue;
         }
-        if let Some((k, v)) = l.split_once('=') {
-            out.push((section.clone(), k.trim().to_string(), v.trim().to_string()));
+        match (&section, l.split_once('=')) {
+            (Some(sec), Some((k, v))) if !k.trim().is_empty() => {
+                out.push((sec.clone(), k.trim().to_string(), v.trim().to_string()));
+            }
+            _ => return Err(i + 1),
         }
     }
-    out
+    Ok(out)
 }
 
 /// `force_latency`'s value in µs on this machine: a number, or the first of its
@@ -200,12 +294,32 @@ pub fn cpuidle_states() -> Vec<(String, u64)> {
     out
 }
 
+/// Whether `value` has the shape the kernel takes for a sysctl that reads `current` now:
+/// where that is whitespace-separated integers, the same count of integers (a value the
+/// kernel would refuse at the first trial is found here, at planning time); anything
+/// else is left to the kernel.
+pub fn value_fits(current: &str, value: &str) -> Result<(), String> {
+    let ints = |s: &str| -> Option<usize> {
+        let f: Vec<&str> = s.split_whitespace().collect();
+        (!f.is_empty() && f.iter().all(|x| x.parse::<i64>().is_ok())).then_some(f.len())
+    };
+    match (ints(current), ints(value)) {
+        (Some(n), Some(m)) if n == m => Ok(()),
+        (Some(n), _) => Err(format!(
+            "the kernel takes {n} integer{} here (now {:?}): {value:?} would be refused",
+            if n == 1 { "" } else { "s" },
+            current.trim()
+        )),
+        (None, _) => Ok(()),
+    }
+}
+
 /// The profile as one configuration of what can be applied at run time here: sysctls that
-/// `writable` accepts (its error says why not) and `force_latency` as a held
-/// `cpu_dma_latency`; the rest is listed with why it was left out.
+/// `writable` accepts with their value (its error says why not) and `force_latency` as a
+/// held `cpu_dma_latency`; the rest is listed with why it was left out.
 pub fn candidate(
     p: &Profile,
-    writable: &dyn Fn(&str) -> Result<(), String>,
+    writable: &dyn Fn(&str, &str) -> Result<(), String>,
     states: &[(String, u64)],
     can_hold_latency: Result<(), String>,
 ) -> (Candidate, Vec<NotHere>) {
@@ -219,7 +333,7 @@ pub fn candidate(
             });
             continue;
         }
-        match writable(k) {
+        match writable(k, v) {
             Ok(()) => settings.push(Setting::Sysctl {
                 name: k.clone(),
                 value: v.clone(),
@@ -299,7 +413,7 @@ mod tests {
             ]
         );
         let states = vec![("POLL".to_string(), 0), ("C1".to_string(), 2)];
-        let writable = |k: &str| {
+        let writable = |k: &str, _: &str| {
             if k == "kernel.numa_balancing" {
                 Err("sysctl kernel.numa_balancing does not exist on this machine".to_string())
             } else {
@@ -331,6 +445,75 @@ mod tests {
         assert!(load("no-such-profile-here")
             .unwrap_err()
             .contains("not installed"));
+    }
+
+    /// Issue 53: a diamond of includes (each profile including the next thirty times)
+    /// reads each file once; an include by path, a kernel pseudo-file, a file that is no
+    /// profile and one over the size cap are refused, and no value of a section this
+    /// search does not apply is kept to be echoed.
+    #[test]
+    fn hostile_profiles_are_refused_or_read_once() {
+        let dir = std::env::temp_dir().join(format!("virtperf-tuned-h-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for i in 0..9 {
+            let next = if i < 8 {
+                format!("include={}\n", vec![format!("diam{}", i + 1); 30].join(","))
+            } else {
+                String::new()
+            };
+            std::fs::create_dir_all(dir.join(format!("diam{i}"))).unwrap();
+            std::fs::write(
+                dir.join(format!("diam{i}/tuned.conf")),
+                format!(
+                    "[main]\n{next}[sysctl]\nnet.core.busy_read={i}\n[secret]\ntoken=SUPERSECRET\n"
+                ),
+            )
+            .unwrap();
+        }
+        let t0 = std::time::Instant::now();
+        let p = load(dir.join("diam0/tuned.conf").to_str().unwrap()).expect("loads");
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            t0.elapsed()
+        );
+        assert_eq!(
+            p.sysctl,
+            [("net.core.busy_read".to_string(), "0".to_string())]
+        );
+        assert_eq!(p.other, ["secret.token"], "no value kept");
+        let bad = |text: &str| {
+            std::fs::create_dir_all(dir.join("bad")).unwrap();
+            std::fs::write(dir.join("bad/tuned.conf"), text).unwrap();
+            load(dir.join("bad/tuned.conf").to_str().unwrap()).expect_err(text)
+        };
+        assert!(bad("[main]\ninclude=/etc/shadow\n").contains("not a profile name"));
+        assert!(bad("VIRTPERF_TOKEN=SUPERSECRET\0HOME=/root\n").contains("not a tuned profile"));
+        assert!(bad("just words\n").contains("line 1"));
+        for pseudo in ["/proc/self/environ", "/dev/null", "/etc"] {
+            let e = load(pseudo).expect_err(pseudo);
+            assert!(
+                !e.contains("SUPERSECRET") && !e.contains("does not exist"),
+                "{pseudo}: {e}"
+            );
+        }
+        let big = std::fs::File::create(dir.join("bad/tuned.conf")).unwrap();
+        big.set_len(2 << 30).unwrap();
+        let e = load(dir.join("bad/tuned.conf").to_str().unwrap()).expect_err("2 GiB");
+        assert!(e.contains("bytes"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A value the kernel would refuse is found before any trial.
+    #[test]
+    fn values_are_checked_against_the_kernels_shape() {
+        assert!(value_fits("50", "0").is_ok());
+        assert!(value_fits("4096 87380 6291456", "4096 131072 16777216").is_ok());
+        assert!(value_fits("50", "abc")
+            .unwrap_err()
+            .contains("1 integer here"));
+        assert!(value_fits("4096 87380 6291456", "1 2").is_err());
+        assert!(value_fits("cubic", "bbr").is_ok());
     }
 
     #[test]
