@@ -20,10 +20,17 @@ struct Case {
     orig: String,
     want: String,
     dir: PathBuf,
+    /// One case at a time: root's knob journal is the machine's, so a case's killed run
+    /// (a dead journal, on purpose) makes every other run refuse until its cleanup.
+    _turn: std::sync::MutexGuard<'static, ()>,
 }
+
+/// See [`Case::_turn`].
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Case {
     fn new(sysctl: &str, tag: &str, a: &str, b: &str) -> Option<Case> {
+        let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         let path = format!("/proc/sys/{}", sysctl.replace('.', "/"));
         let orig = std::fs::read_to_string(&path).ok()?.trim().to_string();
         if std::fs::write(&path, &orig).is_err() {
@@ -48,6 +55,7 @@ impl Case {
             orig,
             want,
             dir,
+            _turn: turn,
         })
     }
 
@@ -110,15 +118,21 @@ impl Case {
         }
     }
 
+    /// The journals naming this case's knob: the machine's (root's journal, issue 53)
+    /// and this case's state directory's.
     fn journals(&self) -> Vec<PathBuf> {
-        std::fs::read_dir(self.state().join("knobs"))
-            .map(|d| {
-                d.flatten()
-                    .map(|e| e.path())
-                    .filter(|p| p.extension().is_some_and(|x| x == "json"))
-                    .collect()
-            })
-            .unwrap_or_default()
+        [
+            PathBuf::from("/run/virtperf/knobs"),
+            self.state().join("knobs"),
+        ]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter(|p| {
+            std::fs::read_to_string(p).is_ok_and(|t| t.contains(&format!("\"{}\"", self.sysctl)))
+        })
+        .collect()
     }
 }
 

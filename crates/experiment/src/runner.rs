@@ -117,7 +117,7 @@ pub fn run(
 ) -> Result<RunOutcome> {
     // A dead run's leftover knobs would be read as "originals" below and so made
     // permanent: refuse until `virtperf cleanup` has put them back.
-    let state_dir = virtperf_machine::state::dir();
+    let state_dir = virtperf_machine::state::journal_base();
     let all_knobs: Vec<&virtperf_machine::knob::Knob> = spec
         .configs
         .iter()

@@ -358,7 +358,7 @@ pub fn run(
         Knob::sysctl("net.core.busy_poll")?,
         Knob::sysctl("net.core.busy_read")?,
     ];
-    let state_dir = virtperf_machine::state::dir();
+    let state_dir = virtperf_machine::state::journal_base();
     virtperf_machine::knob::check_leftovers(&state_dir, &[&knob, &busy_knobs[0], &busy_knobs[1]])?;
     let mut guard = KnobGuard::journaled(virtperf_machine::knob::Journal::for_this_process(
         &state_dir,

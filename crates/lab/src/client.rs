@@ -584,7 +584,7 @@ fn annotate(
 ) {
     // A killed run's knobs may still be set (busy polling, halt polling): this result was
     // measured with them, which it must say. `run` refuses outright; a single test warns.
-    for l in virtperf_machine::knob::leaked(&virtperf_machine::state::dir()) {
+    for l in virtperf_machine::knob::leaked(&virtperf_machine::state::journal_base()) {
         result.warnings.push(format!(
             "measured while knobs of a killed virtperf run are still changed: {l}; `virtperf cleanup` restores them"
         ));

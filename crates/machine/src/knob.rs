@@ -454,8 +454,9 @@ impl Leftover {
 /// Every journal in `base` but this process's own; unreadable files are returned as errors.
 pub fn leftovers(base: &Path) -> Vec<Result<Leftover>> {
     let me = Owner::me();
-    state::read_all_in::<JournalRecord>(base, "knobs")
-        .into_iter()
+    state::journal_bases(base)
+        .iter()
+        .flat_map(|b| state::read_all_in::<JournalRecord>(b, "knobs"))
         .filter_map(|rec| match rec {
             Ok((_, r)) if r.owner == me => None,
             Ok((path, record)) => Some(Ok(Leftover {

@@ -44,6 +44,36 @@ pub fn dir() -> PathBuf {
     std::env::temp_dir().join(format!("virtperf-state-{uid}"))
 }
 
+/// Where root's knob journal lives: one per machine, beside the machine lock (a tmpfs the
+/// boot clears, as the boot resets the knobs), so every run of root's sees a dead run's
+/// changed knobs whatever its `$HOME` (`sudo` with or without `-H`) or state directory.
+pub const MACHINE_DIR: &str = "/run/virtperf";
+
+/// The directory whose `knobs/` this process journals knob originals in: [`MACHINE_DIR`]
+/// for root (only root changes machine knobs), this user's state directory otherwise.
+pub fn journal_base() -> PathBuf {
+    if crate::is_root() {
+        PathBuf::from(MACHINE_DIR)
+    } else {
+        dir()
+    }
+}
+
+/// The directories whose journals a check or a cleanup reads for `base`: the machine's and
+/// this user's state directory (journals written there before the journal became the
+/// machine's, or under an explicit `$VIRTPERF_STATE_DIR`) when `base` is the machine's;
+/// `base` alone otherwise (a private one, as unit tests use).
+pub fn journal_bases(base: &Path) -> Vec<PathBuf> {
+    let mut v = vec![base.to_path_buf()];
+    if base == journal_base() {
+        let own = dir();
+        if own != base {
+            v.push(own);
+        }
+    }
+    v
+}
+
 /// A process, identified so that PID reuse cannot fool us.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Owner {

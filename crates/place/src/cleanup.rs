@@ -25,9 +25,8 @@ pub struct Report {
 
 /// Restores dead runs' knobs and removes their namespaces and run directories.
 pub fn cleanup() -> Report {
-    let base = state::dir();
     let mut rep = Report::default();
-    let k = knob::restore_leftovers(&base);
+    let k = knob::restore_leftovers(&state::journal_base());
     rep.done.extend(k.restored);
     rep.failed.extend(k.failed);
     rep.done.extend(
