@@ -321,3 +321,45 @@ fn vm_compare_gates_on_the_tax(guest: &str) {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 53: a data range smaller than the test's flows is said to be too small (not
+/// "busy: wait for the other tests"), and `--port 0` never puts the control port inside the
+/// data range, even one over the kernel's whole ephemeral span (as root a port below it).
+#[test]
+fn a_range_too_small_is_said_so_and_the_control_port_stays_outside_it() {
+    let base = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port()
+        .min(65000);
+    let range = format!("{base}-{}", base + 2);
+    let a = Agent::start(&["--data-ports", &range]);
+    let ctl: u16 = a.port().parse().expect("port");
+    assert!(
+        !(base..=base + 2).contains(&ctl),
+        "control port {ctl} inside {range}"
+    );
+    let (_, err) = run_fail(&[
+        "rr",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &a.port(),
+        "--protocol",
+        "udp",
+        "-P",
+        "5",
+        "-l",
+        "300ms",
+    ]);
+    common::assert_one_line_error(&err, "needs 5 data ports");
+    assert!(
+        err.contains(&range) && !err.contains("wait for the other tests"),
+        "{err}"
+    );
+    if virtperf_testkit::is_root() {
+        let wide = Agent::start(&["--data-ports", "1024-65535"]);
+        let ctl: u16 = wide.port().parse().expect("port");
+        assert!(ctl < 1024, "control port {ctl} inside 1024-65535");
+    }
+}

@@ -212,8 +212,9 @@ fn probe<'a>(spec: &'a Spec, guard: &mut KnobGuard, obs: &mut dyn Observer) -> R
         }
         // A guest's device options are checked against QEMU now, not at the config's
         // first trial hours later: a value QEMU refuses is the spec's error, not a skip.
-        if let Some(Placement::Guest(_, g)) = &cfg.placement {
-            virtperf_place::guest::device::validate(&g.virtio)
+        // And its network backend's tools (passt), before any config's trial runs.
+        if let Some(Placement::Guest(d, g)) = &cfg.placement {
+            virtperf_place::guest::preflight(*d, g)
                 .map_err(|e| anyhow::anyhow!("config {:?}: {e:#}", cfg.name))?;
         }
         if let (Some(us), None) = (cfg.cpu_dma_latency, &reason) {

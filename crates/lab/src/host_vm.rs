@@ -99,6 +99,11 @@ impl Watch {
     /// error before any test runs).
     pub fn open(spec: &VmSpec) -> Result<Watch> {
         let vm = vm::find(spec).map_err(|e| anyhow!("--vm {e}"))?;
+        Watch::of_process(spec, vm)
+    }
+
+    /// A watch over a process already found (what [`Watch::open`] does after finding it).
+    fn of_process(spec: &VmSpec, vm: VmProcess) -> Result<Watch> {
         let counters = Counters::open(vm.pid);
         let first = snapshot(&vm, &counters).map_err(|e| anyhow!("--vm {spec}: {e}"))?;
         Ok(Watch {
@@ -460,10 +465,16 @@ mod tests {
     use super::*;
 
     /// A window no sample was taken at has no length and no figures, and says why; a watch
-    /// over this very process (any process can be watched) has both.
+    /// over this very process (past `open`'s "is it a VM" check) has both.
     #[test]
     fn an_unread_window_is_null_not_zero() {
-        let w = Watch::open(&VmSpec::Pid(std::process::id())).expect("this process");
+        let me = std::process::id();
+        let vm = VmProcess {
+            pid: me,
+            vmm: "test".into(),
+            helpers: Vec::new(),
+        };
+        let w = Watch::of_process(&VmSpec::Pid(me), vm).expect("this process");
         let h = w.unread_window();
         assert_eq!(h.window_s, None);
         assert!(h.classes.is_empty());

@@ -25,7 +25,7 @@ pub(crate) fn bind_in<T>(
     }
     let n = u32::from(last) - u32::from(first) + 1;
     bail!(
-        "agent busy: all {n} data ports ({first}-{last}) are in use: wait for the other tests, or start the agent with a wider --data-ports range"
+        "agent busy: all {n} data ports ({first}-{last}) are in use (by other tests of this agent or by other programs): try again later, or start the agent with a wider --data-ports range"
     )
 }
 

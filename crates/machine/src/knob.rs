@@ -554,11 +554,20 @@ pub fn restore_leftovers(base: &Path) -> RestoreReport {
         }
         let mut left = Vec::new();
         for jk in &l.record.knobs {
+            // A knob someone already put back is said so, not claimed as restored here.
+            let already = Knob::from_name(jk.kind, &jk.name)
+                .ok()
+                .and_then(|k| k.read().ok())
+                .is_some_and(|v| v.trim() == jk.original.trim());
             let res = Knob::from_name(jk.kind, &jk.name).and_then(|k| {
                 k.write(&jk.original)
                     .map_err(|e| anyhow!("could not restore {} to {:?}: {e}", jk.name, jk.original))
             });
             match res {
+                Ok(()) if already => rep.restored.push(format!(
+                    "{} was already back at {:?} (journaled by pid {}, which died)",
+                    jk.name, jk.original, l.record.owner.pid
+                )),
                 Ok(()) => rep.restored.push(format!(
                     "restored {} to {:?} (left changed by pid {})",
                     jk.name, jk.original, l.record.owner.pid

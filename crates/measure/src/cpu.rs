@@ -240,6 +240,12 @@ mod tests {
         assert!(b - a < 0.02, "a blocked thread used {} s", b - a);
         go.send(()).expect("go");
         t.join().expect("joined");
+        // A join returns once the thread has cleared its id, which can be a moment before
+        // the kernel has let go of the task: its clock must be refused soon after.
+        let t0 = std::time::Instant::now();
+        while thread_clock_s(tid).is_some() && t0.elapsed() < std::time::Duration::from_secs(2) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         assert_eq!(thread_clock_s(tid), None, "an exited thread's clock");
         assert_eq!(thread_clock_s(0), None);
     }

@@ -35,8 +35,12 @@ impl std::str::FromStr for VmSpec {
                 .ok_or_else(|| format!("{s:?}: {r:?} is not a process ID ({usage})"))
         };
         let name = |r: &str| {
-            if r.is_empty() || r.contains('/') {
+            if r.is_empty() {
                 Err(format!("{s:?}: give a name after the colon ({usage})"))
+            } else if r.contains('/') || r == "." || r == ".." {
+                Err(format!(
+                    "{s:?}: {r:?} is not a name (a libvirt domain or QEMU -name holds no '/'; for a process, pid:N)"
+                ))
             } else {
                 Ok(r.to_string())
             }
@@ -443,6 +447,14 @@ mod tests {
             assert!(e.contains("pid:N"), "{bad}: {e}");
         }
         assert_eq!(VmSpec::Qemu("a".into()).to_string(), "qemu:a");
+        // A path is not "no name": it is said to be no name (issue 53).
+        let e = "libvirt:../../etc/passwd"
+            .parse::<VmSpec>()
+            .expect_err("path");
+        assert!(
+            e.contains("is not a name") && !e.contains("give a name after"),
+            "{e}"
+        );
     }
 
     /// Thread names map to classes as QEMU, libvirt and Firecracker name them.

@@ -86,6 +86,15 @@ impl Goal {
         if metric.is_empty() {
             return Err(format!("goal {text:?} names no metric"));
         }
+        let known = ["rr", "udp-rr", "stream"]
+            .iter()
+            .flat_map(|k| metrics_of(k).iter())
+            .any(|m| *m == metric);
+        if !known {
+            return Err(format!(
+                "goal {text:?}: {name:?} is no metric a goal can bound (p50, p99, mean, rate, loss, throughput, retransmits)"
+            ));
+        }
         let value = value_of(&metric, value.trim()).map_err(|m| format!("goal {text:?}: {m}"))?;
         let good = if higher_is_better(&metric) {
             Op::AtLeast
@@ -255,6 +264,7 @@ mod tests {
             ("p99<=NaN", "not a number"),
             ("p99<=80furlongs", "latency takes"),
             ("<=5", "names no metric"),
+            ("p101<=5us", "\"p101\" is no metric a goal can bound"),
         ] {
             let e = Goal::parse(text).expect_err(text);
             assert!(e.contains(says), "{text}: {e}");

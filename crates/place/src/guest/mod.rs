@@ -202,6 +202,15 @@ fn qemu_version() -> Result<String> {
         .to_string())
 }
 
+/// What a guest placement needs before any trial (its NIC options against QEMU, its
+/// network backend's own tools: passt installed, a direction the backend can reach),
+/// so a spec or `vm compare` fails before it measures its native side.
+pub fn preflight(direction: Direction, opts: &GuestOpts) -> Result<()> {
+    let virtio = device::validate(&opts.virtio)?;
+    let vhost = virtio.vhost.unwrap_or(opts.vhost);
+    opts.net.check(direction, vhost, virtio.queues.unwrap_or(1))
+}
+
 impl GuestLab {
     /// Builds the namespace, bridge and taps, boots the guests `direction` needs and waits
     /// until each agent answers.
