@@ -19,6 +19,8 @@ use crate::plan::{Plan, WindowSink};
 #[derive(Debug, Clone)]
 struct Snapshot {
     at: Instant,
+    /// Clock ticks since boot as the sample began (to tell a thread born after it).
+    uptime_ticks: Option<u64>,
     threads: Vec<ThreadSample>,
     kvm: Result<KvmRead, String>,
 }
@@ -308,10 +310,12 @@ fn mark_edge(vm: &VmProcess, counters: &Counters, edges: &Edges, open: bool) {
 }
 
 fn snapshot(vm: &VmProcess, counters: &Counters) -> Result<Snapshot, String> {
+    let uptime_ticks = vm::uptime_ticks();
     let threads = vm::sample(vm)?;
     let kvm = counters.read(vm);
     Ok(Snapshot {
         at: Instant::now(),
+        uptime_ticks,
         threads,
         kvm,
     })
@@ -331,7 +335,19 @@ fn report(
     mut missing: BTreeMap<String, String>,
 ) -> HostVm {
     let per = units(work);
-    let classes: Vec<ThreadClass> = vm::by_class(&open.threads, &close.threads)
+    let unseen = vm::unseen_at_open(&open.threads, &close.threads, open.uptime_ticks);
+    if !unseen.is_empty() {
+        let names: Vec<&str> = unseen.iter().map(|t| t.comm.as_str()).collect();
+        missing.insert(
+            "threads_unseen".into(),
+            format!(
+                "{} thread(s) ({}) were alive before the window but not in its opening sample: their CPU is not counted (not measured), not their whole life's put in this window",
+                names.len(),
+                names.join(", ")
+            ),
+        );
+    }
+    let classes: Vec<ThreadClass> = vm::by_class(&open.threads, &close.threads, open.uptime_ticks)
         .into_iter()
         .map(|(class, d)| {
             let cpu_s = d

@@ -242,6 +242,15 @@ pub struct ThreadSample {
     pub involuntary: u64,
     /// CPU migrations (`sched`'s `se.nr_migrations`), where the kernel shows them.
     pub migrations: Option<u64>,
+    /// When it started, clock ticks since boot (`stat` field 22); `None` where unread.
+    pub start_ticks: Option<u64>,
+}
+
+/// Clock ticks since boot now (`/proc/uptime`), to compare with a thread's start.
+pub fn uptime_ticks() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/uptime").ok()?;
+    let secs: f64 = text.split_whitespace().next()?.parse().ok()?;
+    Some((secs * crate::cpu::ticks_per_second()) as u64)
 }
 
 /// Every thread of the VM process (and its vhost kernel threads) now. A thread that exits
@@ -279,6 +288,7 @@ fn thread(pid: u32, tid: u32, vm_pid: u32) -> Option<ThreadSample> {
     // rest[0] is field 3 (state): utime is field 14, stime 15.
     let utime = f.get(11)?.parse().ok()?;
     let stime = f.get(12)?.parse().ok()?;
+    let start_ticks = f.get(19).and_then(|v| v.parse().ok());
     let sched = std::fs::read_to_string(format!("{base}/schedstat")).ok();
     let mut nums = sched
         .as_deref()
@@ -319,6 +329,7 @@ fn thread(pid: u32, tid: u32, vm_pid: u32) -> Option<ThreadSample> {
         involuntary: field("nonvoluntary_ctxt_switches:")?,
         migrations,
         comm,
+        start_ticks,
     })
 }
 
@@ -360,16 +371,28 @@ pub fn fd_links(pid: u32) -> Vec<(u32, String)> {
         .collect()
 }
 
-/// Per-class totals of the change from `before` to `after`: `(class, threads, names,
-/// summed counters)`. A thread born in between counts from zero; one gone is dropped (its
-/// last figures are unknown).
+/// Whether a thread absent from the opening sample was born after it (taken at
+/// `opened`, clock ticks since boot): only then is its whole life inside the window.
+fn born_inside(t: &ThreadSample, opened: Option<u64>) -> bool {
+    matches!((t.start_ticks, opened), (Some(s), Some(o)) if s >= o)
+}
+
+/// Per-class totals of the change from `before` (taken at `opened`, clock ticks since
+/// boot) to `after`. A thread born in between counts from zero; one that was alive before
+/// the opening sample but missing from it (or whose start is unknown) is left out, its CPU
+/// before the window unknown ([`unseen_at_open`] names them); one gone is dropped (its last
+/// figures are unknown).
 pub fn by_class(
     before: &[ThreadSample],
     after: &[ThreadSample],
+    opened: Option<u64>,
 ) -> BTreeMap<&'static str, ClassDelta> {
     let mut out: BTreeMap<&'static str, ClassDelta> = BTreeMap::new();
     for a in after {
         let b = before.iter().find(|b| b.tid == a.tid);
+        if b.is_none() && !born_inside(a, opened) {
+            continue;
+        }
         let zero = ThreadSample::default();
         let b = b.unwrap_or(&zero);
         let d = out.entry(a.class).or_default();
@@ -383,6 +406,19 @@ pub fn by_class(
         d.migrations = add(d.migrations, a.migrations, b.migrations.or(Some(0)));
     }
     out
+}
+
+/// The threads [`by_class`] leaves out: in `after`, not in `before`, and not born after
+/// `opened` (their whole life's CPU would otherwise land in one window).
+pub fn unseen_at_open<'a>(
+    before: &[ThreadSample],
+    after: &'a [ThreadSample],
+    opened: Option<u64>,
+) -> Vec<&'a ThreadSample> {
+    after
+        .iter()
+        .filter(|a| !before.iter().any(|b| b.tid == a.tid) && !born_inside(a, opened))
+        .collect()
 }
 
 /// Clock ticks (`stat`'s times) in seconds.
@@ -457,6 +493,36 @@ mod tests {
         );
     }
 
+    /// A thread first seen at the close counts from zero only when it was born after the
+    /// opening sample; one alive before it (missed by it) is left out and named, not
+    /// charged its whole life's CPU (issue 52).
+    #[test]
+    fn a_thread_missed_at_the_open_is_not_charged_its_whole_life() {
+        let t = |tid: u32, utime: u64, start: Option<u64>| ThreadSample {
+            tid,
+            comm: format!("CPU {tid}/KVM"),
+            class: "vcpu",
+            utime,
+            start_ticks: start,
+            ..ThreadSample::default()
+        };
+        let before = vec![t(1, 100, Some(10))];
+        let after = vec![
+            t(1, 150, Some(10)),
+            t(2, 40, Some(1000)),
+            t(3, 9000, Some(20)),
+        ];
+        let d = by_class(&before, &after, Some(500));
+        assert_eq!(d["vcpu"].utime, 50 + 40, "{d:?}");
+        let unseen: Vec<u32> = unseen_at_open(&before, &after, Some(500))
+            .iter()
+            .map(|t| t.tid)
+            .collect();
+        assert_eq!(unseen, [3]);
+        // Without the opening's time no new thread can be placed: none counted.
+        assert_eq!(by_class(&before, &after, None)["vcpu"].utime, 50);
+    }
+
     /// Thread names map to classes as QEMU, libvirt and Firecracker name them.
     #[test]
     fn threads_are_classed_by_the_names_vmms_give_them() {
@@ -488,7 +554,7 @@ mod tests {
         }
         std::hint::black_box(x);
         let after = sample(&me).expect("own threads");
-        let d = by_class(&before, &after);
+        let d = by_class(&before, &after, None);
         let ticks: u64 = d.values().map(|c| c.utime + c.stime).sum();
         if before.iter().all(|t| t.exec_ns.is_some()) {
             // A spinning thread is on a CPU or waiting for one: the two cover its 200 ms
