@@ -20,19 +20,36 @@ fn rr_at<'a>(points: &'a [PointSummary], cpus: &str, metric: &str) -> Option<&'a
         .filter(|s| s.n > 0)
 }
 
-/// Where the cross-CPU round trips' CPUs spent their idle time: the share of it in
-/// cpuidle's POLL state (the idle loop spinning, as halt polling and
-/// `haltpoll.guest_halt_poll_ns` make it), over every cross-CPU rr trial's client and
-/// server side; None where no trial counted its idle states (no cpuidle here).
-fn idle_poll_share(trials: &[TrialRow]) -> Option<f64> {
+/// How the cross-CPU round trips' CPUs idled, as measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Idle {
+    /// cpuidle counted their idle time: this share of it in the POLL state (the idle loop
+    /// spinning, as halt polling and `haltpoll.guest_halt_poll_ns` make it).
+    Counted(f64),
+    /// No cpuidle driver and no `idle=poll`: the kernel's idle loop halts (the one rule
+    /// tune's cost uses, `virtperf_measure::events::idle_never_polls`).
+    Halts,
+    /// Neither could be told.
+    Unknown,
+}
+
+/// How the cross-CPU rr trials' CPUs idled: their client side's cpuidle counts (one kernel
+/// for both sides on loopback), else the machine's idle rule.
+fn idle_of(trials: &[TrialRow]) -> Idle {
     let (mut poll, mut all) = (0u64, 0u64);
+    let mut never_polls = None;
     for r in trials.iter().filter_map(|t| t.result.as_ref()) {
         let cross = matches!((r.client_cpu, r.server_cpu), (Some(a), Some(b)) if a != b);
         if !cross || !matches!(r.workload, virtperf_wire::Workload::Rr(_)) {
             continue;
         }
+        let env = &r.env.client;
+        never_polls = Some(virtperf_measure::events::idle_never_polls(
+            env.cpuidle_driver.as_deref(),
+            env.idle_states.len(),
+            &env.cmdline,
+        ));
         let Some(e) = &r.events else { continue };
-        // One kernel for both sides on loopback: its counts are the same machine's twice.
         for (k, v) in &e.client.deltas {
             if let Some(state) = k.strip_prefix("idle_time_us_") {
                 all += v;
@@ -42,7 +59,11 @@ fn idle_poll_share(trials: &[TrialRow]) -> Option<f64> {
             }
         }
     }
-    (all > 0).then(|| poll as f64 / all as f64)
+    match (all, never_polls) {
+        (a, _) if a > 0 => Idle::Counted(poll as f64 / a as f64),
+        (_, Some(true)) => Idle::Halts,
+        _ => Idle::Unknown,
+    }
 }
 
 /// A hypervisor's CPUID vendor string in words.
@@ -68,18 +89,13 @@ pub fn quickstart(points: &[PointSummary], trials: &[TrialRow]) -> Option<String
         .filter_map(|t| t.result.as_ref())
         .find_map(|r| r.env.client.hypervisor.clone())
         .map(|h| hypervisor_name(&h));
-    Some(words(
-        same,
-        cross,
-        idle_poll_share(trials),
-        hypervisor.as_deref(),
-    ))
+    Some(words(same, cross, idle_of(trials), hypervisor.as_deref()))
 }
 
 /// The headline's sentences from what was measured: the ratio and whether its interval
 /// says the cross-CPU trip costs more at all, which idle state the CPUs waited in, and a
 /// tune goal only where there is a gap to close.
-fn words(same: &Summary, cross: &Summary, poll: Option<f64>, hypervisor: Option<&str>) -> String {
+fn words(same: &Summary, cross: &Summary, idle: Idle, hypervisor: Option<&str>) -> String {
     let interval = decide::ratio_interval(same, cross, 0.95);
     let gap = decide::bound(&interval, 1.0, false);
     let r = if same.mean > 0.0 {
@@ -109,20 +125,24 @@ fn words(same: &Summary, cross: &Summary, poll: Option<f64>, hypervisor: Option<
         || "This machine reports no hypervisor (bare metal, or one that hides itself)".to_string(),
         |h| format!("This machine is itself a virtual machine (hypervisor: {h})"),
     );
-    s.push_str(&match (poll, hypervisor) {
-        (Some(p), _) if p >= 0.5 => format!(
+    let halted = |how: String| {
+        match hypervisor {
+        Some(_) => format!(
+            "\n{vm}, and its idle CPUs halted ({how}): the cross-CPU trip includes waking a halted vCPU, which goes through the hypervisor."
+        ),
+        None => format!(
+            "\n{vm}, and its idle CPUs entered idle states deeper than POLL ({how}): the cross-CPU trip pays the CPUs' own wake-up from idle."
+        ),
+    }
+    };
+    s.push_str(&match idle {
+        Idle::Counted(p) if p >= 0.5 => format!(
             "\n{vm}, and while waiting its CPUs idled in cpuidle's POLL state ({:.0}% of their idle time): a waiting CPU spins rather than halts, so the cross-CPU trip pays no wake-up from a halt.",
             p * 100.0
         ),
-        (Some(p), Some(_)) => format!(
-            "\n{vm}, and its idle CPUs halted ({:.0}% of their idle time outside POLL): the cross-CPU trip includes waking a halted vCPU, which goes through the hypervisor.",
-            (1.0 - p) * 100.0
-        ),
-        (Some(p), None) => format!(
-            "\n{vm}, and its idle CPUs entered idle states deeper than POLL ({:.0}% of their idle time): the cross-CPU trip pays the CPUs' own wake-up from idle.",
-            (1.0 - p) * 100.0
-        ),
-        (None, _) => format!(
+        Idle::Counted(p) => halted(format!("{:.0}% of their idle time outside POLL", (1.0 - p) * 100.0)),
+        Idle::Halts => halted("no cpuidle driver and no idle=poll: the kernel's idle loop halts".into()),
+        Idle::Unknown => format!(
             "\n{vm}; which idle state its CPUs waited in was not measured (no cpuidle counts), so whether the cross-CPU trip woke a halted CPU is not known."
         ),
     });
@@ -154,7 +174,7 @@ mod tests {
     fn the_headline_says_what_was_measured() {
         let same = summarize(&[13.0, 13.5, 14.0], 0.95);
         let cross = summarize(&[60.0, 62.0, 64.0], 0.95);
-        let halting = words(&same, &cross, Some(0.02), Some("KVM"));
+        let halting = words(&same, &cross, Idle::Counted(0.02), Some("KVM"));
         assert!(
             halting.contains("95% interval of the ratio 4."),
             "{halting}"
@@ -164,7 +184,7 @@ mod tests {
         // The polling machine: 17.7 µs across against 19.0 µs on one CPU.
         let polled = summarize(&[17.5, 17.7, 17.9], 0.95);
         let one_cpu = summarize(&[18.9, 19.0, 19.1], 0.95);
-        let polling = words(&one_cpu, &polled, Some(0.97), Some("KVM"));
+        let polling = words(&one_cpu, &polled, Idle::Counted(0.97), Some("KVM"));
         assert!(polling.contains("POLL state (97%"), "{polling}");
         assert!(
             polling.contains("cross-CPU trip is the faster"),
@@ -175,7 +195,12 @@ mod tests {
             "{polling}"
         );
         assert!(polling.contains("no tune goal is proposed"), "{polling}");
-        let one = words(&summarize(&[13.0], 0.95), &cross, None, None);
+        let rule = words(&same, &cross, Idle::Halts, Some("KVM"));
+        assert!(
+            rule.contains("no cpuidle driver and no idle=poll") && rule.contains("halted vCPU"),
+            "{rule}"
+        );
+        let one = words(&summarize(&[13.0], 0.95), &cross, Idle::Unknown, None);
         assert!(one.contains("1 try: no interval"), "{one}");
         assert!(one.contains("not measured"), "{one}");
         assert!(!one.contains("--goal 'p50<=3"), "{one}");

@@ -47,10 +47,7 @@ fn gated(
 fn a_gated_workload_without_results_is_not_measured_and_never_passes() {
     let dir = common::TempDir::new("gate-unmeasured");
     // A port nothing listens on: bind one, then let it go.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("port")
-        .port();
+    let port = common::closed_port();
     let guest = format!("remote:127.0.0.1:{port}");
     let (code, v, err) = gated(&dir.path("r.db"), &guest, "rr,stream", "1", "stream=0%");
     assert_eq!(code, Some(4), "{err}");

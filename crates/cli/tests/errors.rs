@@ -259,11 +259,7 @@ fn failed_and_incomplete_runs_exit_non_zero() {
 /// nowhere else (a `--placement remote:` has no --host to omit).
 #[test]
 fn cannot_connect_suggests_omitting_only_a_given_host() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("port")
-        .port()
-        .to_string();
+    let port = common::closed_port().to_string();
     let (_, err) = run_fail(&["rr", "--host", "127.0.0.1", "--port", &port, "-l", "200ms"]);
     assert_one_line_error(&err, "or omit --host to start a local one");
     let remote = format!("remote:127.0.0.1:{port}");

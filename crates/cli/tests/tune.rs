@@ -513,28 +513,31 @@ fn writable_halt_poll() -> Option<String> {
     Some(orig)
 }
 
-/// `tune --placement guest`: the guest's own remedies (a virtio option, a boot option) are
-/// each measured in a guest booted with them — the stored trials' guests say so — beside a
-/// baseline guest; the server is not pinned to a CPU the guest lacks.
-#[test]
-fn a_guest_placements_remedies_boot_their_own_guests() {
+/// `tune --placement PLACEMENT --goal 'p50<=1s' --only ONLY -l LEN --runs 2 --json` in
+/// its own scratch directory (one at a time), its JSON; None (the skip printed) without
+/// the tools a guest needs.
+fn guest_tune(
+    tag: &str,
+    placement: &str,
+    only: &str,
+    len: &str,
+) -> Option<(Scratch, serde_json::Value)> {
     if let Some((need, why)) = common::guest_tools_missing() {
         virtperf_testkit::skip(need, why);
-        return;
+        return None;
     }
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    let s = Scratch::new("guest");
+    let s = Scratch::new(tag);
     let out = run_with_timeout(
         s.vp().args([
             "tune",
             "--placement",
-            "guest",
+            placement,
             "--goal",
             "p50<=1s",
             "--only",
-            "guest-rx-ring-1024,guest-idle-poll",
+            only,
             "-l",
-            "300ms",
+            len,
             "--runs",
             "2",
             "--budget",
@@ -544,7 +547,24 @@ fn a_guest_placements_remedies_boot_their_own_guests() {
         Duration::from_secs(300),
     );
     common::assert_ok(&out);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap();
+    Some((s, v))
+}
+
+/// `tune --placement guest`: the guest's own remedies (a virtio option, a boot option) are
+/// each measured in a guest booted with them — the stored trials' guests say so — beside a
+/// baseline guest; the server is not pinned to a CPU the guest lacks.
+#[test]
+fn a_guest_placements_remedies_boot_their_own_guests() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((s, v)) = guest_tune(
+        "guest",
+        "guest",
+        "guest-rx-ring-1024,guest-idle-poll",
+        "300ms",
+    ) else {
+        return;
+    };
     let measured = v["measured"].as_array().unwrap();
     for name in ["baseline", "guest-rx-ring-1024", "guest-idle-poll"] {
         let m = measured
@@ -586,33 +606,11 @@ fn a_guest_placements_remedies_boot_their_own_guests() {
 /// back-to-back rr, so `idle=poll` costs no more here than the baseline: on KVM it would.)
 #[test]
 fn a_guest_driven_placement_costs_what_the_host_pays() {
-    if let Some((need, why)) = common::guest_tools_missing() {
-        virtperf_testkit::skip(need, why);
-        return;
-    }
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    let s = Scratch::new("guest-driven");
-    let out = run_with_timeout(
-        s.vp().args([
-            "tune",
-            "--placement",
-            "guest:guest-host",
-            "--goal",
-            "p50<=1s",
-            "--only",
-            "guest-idle-poll",
-            "-l",
-            "1s",
-            "--runs",
-            "2",
-            "--budget",
-            "3m",
-            "--json",
-        ]),
-        Duration::from_secs(300),
-    );
-    common::assert_ok(&out);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let Some((s, v)) = guest_tune("guest-driven", "guest:guest-host", "guest-idle-poll", "1s")
+    else {
+        return;
+    };
     // Each trial's cost from its own host sample, as the test computes it.
     let db = rusqlite::Connection::open(s.p("r.db")).unwrap();
     let host: Vec<(String, String)> = db

@@ -124,10 +124,7 @@ fn against_a_file_that_is_no_profile_echoes_nothing() {
 #[test]
 fn a_search_that_measured_nothing_exits_4_saying_so() {
     let dir = TempDir::new("tune-nothing");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("port")
-        .port();
+    let port = common::closed_port();
     let o = run_with_timeout(
         in_dir(&dir).args([
             "tune",

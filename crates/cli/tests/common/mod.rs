@@ -512,3 +512,11 @@ pub fn served_and_in_flight(v: &serde_json::Value, already: u64, flows: u64) {
         v["outcome"]
     );
 }
+
+/// A loopback TCP port nothing listens on (bound, then let go): an agent that is not there.
+pub fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a loopback port")
+        .port()
+}
