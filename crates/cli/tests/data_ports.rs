@@ -281,17 +281,25 @@ fn every_workload_runs_through_a_dnat_of_the_control_port_and_the_range() {
 /// Issue 42 §1: `vm compare` between any two placements — here a namespace natively and,
 /// as the "guest", the agent behind the DNAT — stores one run each time. `--max-tax` with
 /// one try cannot decide (no interval: exit 5, every row "undecided"); with three tries a
-/// limit no tax reaches lies above the tax's interval and passes (exit 3 over a gate is
-/// tax_gate.rs's).
+/// throughput limit no tax reaches lies above the tax's interval and passes (exit 3 over
+/// a gate is tax_gate.rs's).
 fn vm_compare_gates_on_the_tax(guest: &str) {
     let dir = std::env::temp_dir().join(format!("vp-vmtax-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let db = dir.join("r.db");
-    let run = |max: &str, runs: &str| {
+    let run_on = |max: &str, runs: &str, workloads: &str| {
         let out = common::run_with_timeout(
             common::vp()
                 .args(["vm", "compare", "--native", "netns:veth", "--guest", guest])
-                .args(["--workloads", "rr", "--runs", runs, "-l", "300ms", "--json"])
+                .args([
+                    "--workloads",
+                    workloads,
+                    "--runs",
+                    runs,
+                    "-l",
+                    "300ms",
+                    "--json",
+                ])
                 .args(["--max-tax", max, "--db", db.to_str().expect("utf-8")])
                 .env("VIRTPERF_TOKEN", "t"),
             std::time::Duration::from_secs(120),
@@ -304,6 +312,7 @@ fn vm_compare_gates_on_the_tax(guest: &str) {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
+    let run = |max: &str, runs: &str| run_on(max, runs, "rr");
     let (code, v, err) = run("5%", "1");
     assert_eq!(v["guest_placement"], guest, "{v}");
     assert_eq!(v["native_placement"], "netns:veth", "{v}");
@@ -312,7 +321,9 @@ fn vm_compare_gates_on_the_tax(guest: &str) {
     assert_eq!(code, Some(5), "{err}");
     common::assert_one_line_error(&err, "--max-tax undecided");
     assert!(rows.iter().all(|r| r["gate"] == "undecided"), "{v}");
-    let (code, v, err) = run("rr=1000%", "3");
+    // Throughput's tax cannot come near 1000% (its interval's top is about 100% at
+    // worst), where a p99 of three short tries can spike past anything: met, exit 0.
+    let (code, v, err) = run_on("stream=1000%", "3", "stream");
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(v["run_id"], 2, "each compare is one stored run: {v}");
     for r in v["rows"].as_array().expect("rows") {

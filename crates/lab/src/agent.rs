@@ -144,34 +144,7 @@ fn token_matches(expected: &Option<String>, got: &Option<String>) -> bool {
 pub fn bind(cfg: &AgentConfig) -> Result<TcpListener> {
     // Refused before the port is taken (and "listening" printed): see `serve`.
     check_drive_token(cfg)?;
-    let listen = |port: u16| TcpListener::bind((cfg.bind, port));
-    let bound = match (cfg.port, cfg.data_ports) {
-        // `--port 0` with a data range: the kernel's choice may fall inside the range (a
-        // range of most ports makes it likely), taking a data port: choose again.
-        (0, Some((first, last))) => (0..16)
-            .map(|_| listen(0))
-            .find(|l| {
-                !matches!(l, Ok(l) if l.local_addr().is_ok_and(|a| (first..=last).contains(&a.port())))
-            })
-            .or_else(|| {
-                // A range over the kernel's whole ephemeral span: a port below or above
-                // it, nearest first (below 1024 only root may bind).
-                (1..first)
-                    .rev()
-                    .chain(last.saturating_add(1)..=u16::MAX)
-                    .filter(|p| !(first..=last).contains(p))
-                    .take(4096)
-                    .map(listen)
-                    .find(Result::is_ok)
-            })
-            .unwrap_or_else(|| {
-                Err(io::Error::new(
-                    io::ErrorKind::AddrInUse,
-                    "no port outside --data-ports could be bound: give --port outside it",
-                ))
-            }),
-        (port, _) => listen(port),
-    };
+    let bound = crate::ports::bind_control(cfg.bind, cfg.port, cfg.data_ports);
     bound.map_err(|e| {
         let hint = if e.kind() == io::ErrorKind::AddrInUse {
             " (another agent running? pick another --port)"
@@ -826,27 +799,6 @@ fn close_on_end(
     }
 }
 
-/// Refuses a test whose data ports cannot fit `serve --data-ports` whatever else runs: a
-/// UDP test binds one port per flow there (a TCP test one port), so a range smaller than
-/// its flows is too small, not busy.
-fn check_range(cfg: &AgentConfig, w: &Workload) -> Result<()> {
-    let Some((first, last)) = cfg.data_ports else {
-        return Ok(());
-    };
-    let have = u32::from(last) - u32::from(first) + 1;
-    let need = if w.protocol() == virtperf_wire::Protocol::Tcp {
-        1
-    } else {
-        w.connections()
-    };
-    if need > have {
-        bail!(
-            "the test needs {need} data ports and this agent's --data-ports {first}-{last} has {have}: start the agent with a wider range, or ask for fewer flows"
-        );
-    }
-    Ok(())
-}
-
 /// Refuses a test this agent will not run: bad parameters, too long, too many flows, more
 /// descriptors than it may open, a CPU it does not have.
 fn check_test(
@@ -863,7 +815,7 @@ fn check_test(
     }
     check_duration(cfg, duration_ms)?;
     check_flows(cfg, w)?;
-    check_range(cfg, w)?;
+    crate::ports::check_range(cfg.data_ports, w)?;
     crate::fds::make_room(w, "the agent").map_err(|e| anyhow!(e))?;
     if let Some(cpu) = server_cpu {
         if !cpu_allowed(cpu) {

@@ -4,7 +4,11 @@
 //! most-asked feature). A range with every port taken says so at once, naming the range,
 //! instead of a client waiting on a port nobody forwards.
 
+use std::io;
+use std::net::{IpAddr, TcpListener};
+
 use anyhow::{bail, Result};
+use virtperf_wire::Workload;
 
 /// Binds with `bind` on a port of `range` (the first free one), or on port 0 (the kernel's
 /// choice) without a range. A port in use by anything (another test, another program) is
@@ -27,6 +31,63 @@ pub(crate) fn bind_in<T>(
     bail!(
         "agent busy: all {n} data ports ({first}-{last}) are in use (by other tests of this agent or by other programs): try again later, or start the agent with a wider --data-ports range"
     )
+}
+
+/// The agent's control listener on `bind:port`. With `--port 0` and a data range, never a
+/// port inside the range (the kernel's choice may fall there, taking a data port; a range
+/// over the kernel's whole ephemeral span leaves only ports below or above it, nearest
+/// first, below 1024 for root only).
+pub(crate) fn bind_control(
+    bind: IpAddr,
+    port: u16,
+    data: Option<(u16, u16)>,
+) -> io::Result<TcpListener> {
+    let listen = |p: u16| TcpListener::bind((bind, p));
+    let Some((first, last)) = data.filter(|_| port == 0) else {
+        return listen(port);
+    };
+    let inside = |l: &TcpListener| {
+        l.local_addr()
+            .is_ok_and(|a| (first..=last).contains(&a.port()))
+    };
+    (0..16)
+        .map(|_| listen(0))
+        .find(|l| !matches!(l, Ok(l) if inside(l)))
+        .or_else(|| {
+            (1..first)
+                .rev()
+                .chain(last.saturating_add(1)..=u16::MAX)
+                .take(4096)
+                .map(listen)
+                .find(Result::is_ok)
+        })
+        .unwrap_or_else(|| {
+            Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                "no port outside --data-ports could be bound: give --port outside it",
+            ))
+        })
+}
+
+/// Refuses a test whose data ports cannot fit `serve --data-ports` whatever else runs: a
+/// UDP test binds one port per flow there (a TCP test one port), so a range smaller than
+/// its flows is too small, not busy.
+pub(crate) fn check_range(range: Option<(u16, u16)>, w: &Workload) -> Result<()> {
+    let Some((first, last)) = range else {
+        return Ok(());
+    };
+    let have = u32::from(last) - u32::from(first) + 1;
+    let need = if w.protocol() == virtperf_wire::Protocol::Tcp {
+        1
+    } else {
+        w.connections()
+    };
+    if need > have {
+        bail!(
+            "the test needs {need} data ports and this agent's --data-ports {first}-{last} has {have}: start the agent with a wider range, or ask for fewer flows"
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]
