@@ -43,12 +43,7 @@ fn idle_of(trials: &[TrialRow]) -> Idle {
         if !cross || !matches!(r.workload, virtperf_wire::Workload::Rr(_)) {
             continue;
         }
-        let env = &r.env.client;
-        never_polls = Some(virtperf_measure::events::idle_never_polls(
-            env.cpuidle_driver.as_deref(),
-            env.idle_states.len(),
-            &env.cmdline,
-        ));
+        never_polls = Some(virtperf_report::cost::halts_without_cpuidle(&r.env.client));
         let Some(e) = &r.events else { continue };
         for (k, v) in &e.client.deltas {
             if let Some(state) = k.strip_prefix("idle_time_us_") {

@@ -435,9 +435,11 @@ fn print_tax(
         "workload", "metric", "native", "guest", "guest/native", "tax", "tax 95% interval", "gate"
     );
     for r in tax {
-        let interval = match (r.tax_low, r.tax_high) {
-            (Some(l), Some(h)) => format!("[{l:.1}%, {h:.1}%]"),
-            _ => r.no_interval.clone().unwrap_or_else(|| "none".into()),
+        let interval = match r.interval() {
+            virtperf_report::decide::Interval::Bounded { low, high } => {
+                format!("[{low:.1}%, {high:.1}%]")
+            }
+            virtperf_report::decide::Interval::None { why } => why,
         };
         println!(
             "{:<22} {:<18} {:>12} {:>12} {:>12.3} {:>7.1}%  {:<22} {:<12} {}",

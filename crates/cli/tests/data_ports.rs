@@ -288,29 +288,7 @@ fn vm_compare_gates_on_the_tax(guest: &str) {
     std::fs::create_dir_all(&dir).expect("dir");
     let db = dir.join("r.db");
     let run_on = |max: &str, runs: &str, workloads: &str| {
-        let out = common::run_with_timeout(
-            common::vp()
-                .args(["vm", "compare", "--native", "netns:veth", "--guest", guest])
-                .args([
-                    "--workloads",
-                    workloads,
-                    "--runs",
-                    runs,
-                    "-l",
-                    "300ms",
-                    "--json",
-                ])
-                .args(["--max-tax", max, "--db", db.to_str().expect("utf-8")])
-                .env("VIRTPERF_TOKEN", "t"),
-            std::time::Duration::from_secs(120),
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
-        (
-            out.status.code(),
-            v,
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        common::vm_compare_gated("netns:veth", guest, workloads, runs, max, &db)
     };
     let run = |max: &str, runs: &str| run_on(max, runs, "rr");
     let (code, v, err) = run("5%", "1");

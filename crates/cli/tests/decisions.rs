@@ -19,25 +19,7 @@ fn gated(
     runs: &str,
     gate: &str,
 ) -> (Option<i32>, serde_json::Value, String) {
-    let out = run_with_timeout(
-        vp().args(["vm", "compare", "--native", "local", "--guest", guest])
-            .args([
-                "--workloads",
-                workloads,
-                "--runs",
-                runs,
-                "-l",
-                "300ms",
-                "--json",
-            ])
-            .args(["--max-tax", gate, "--db"])
-            .arg(db)
-            .env("VIRTPERF_TOKEN", "t"),
-        Duration::from_secs(180),
-    );
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {err}"));
-    (out.status.code(), v, err)
+    common::vm_compare_gated("local", guest, workloads, runs, gate, db)
 }
 
 /// The "VM" is an agent that is not there: every guest try fails, the native ones pass.

@@ -554,12 +554,14 @@ pub fn restore_leftovers(base: &Path) -> RestoreReport {
         }
         let mut left = Vec::new();
         for jk in &l.record.knobs {
+            let knob = Knob::from_name(jk.kind, &jk.name);
             // A knob someone already put back is said so, not claimed as restored here.
-            let already = Knob::from_name(jk.kind, &jk.name)
+            let already = knob
+                .as_ref()
                 .ok()
                 .and_then(|k| k.read().ok())
                 .is_some_and(|v| v.trim() == jk.original.trim());
-            let res = Knob::from_name(jk.kind, &jk.name).and_then(|k| {
+            let res = knob.and_then(|k| {
                 k.write(&jk.original)
                     .map_err(|e| anyhow!("could not restore {} to {:?}: {e}", jk.name, jk.original))
             });

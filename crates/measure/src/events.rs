@@ -150,13 +150,15 @@ pub fn idle_never_polls(driver: Option<&str>, idle_states: usize, cmdline: &str)
         && !cmdline.split_whitespace().any(|a| a == "idle=poll")
 }
 
-/// [`idle_never_polls`] for this machine, read now.
+/// [`idle_never_polls`] for this machine, read now; false where its command line cannot
+/// be read (whether it was told `idle=poll` is then unknown, not "no").
 pub fn this_machine_never_polls() -> bool {
+    let Ok(cmdline) = std::fs::read_to_string("/proc/cmdline") else {
+        return false;
+    };
     let driver = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver").ok();
-    let states = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cpuidle")
-        .map(|d| d.count())
-        .unwrap_or(0);
-    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    // No cpuidle directory for CPU 0: no idle states (a kernel or driver without them).
+    let states = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cpuidle").map_or(0, |d| d.count());
     idle_never_polls(driver.as_deref().map(str::trim), states, &cmdline)
 }
 

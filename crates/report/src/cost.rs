@@ -9,14 +9,20 @@ use virtperf_wire::{CpuSplit, Env, HostCpu, SideEvents, TestResult};
 /// one the busy shares are fractions of, so polling time divides by the same window. None
 /// where it is not positive (a trial that measured nothing).
 pub fn window_s(r: &TestResult) -> Option<f64> {
+    let w = measured_s(r);
+    (w.is_finite() && w > 0.0).then_some(w)
+}
+
+/// A trial's measured seconds as its outcome states them (an HTTP series' downloads
+/// added up), whatever they are.
+pub fn measured_s(r: &TestResult) -> f64 {
     use virtperf_wire::Outcome;
-    let w = match &r.outcome {
+    match &r.outcome {
         Outcome::Rr(o) | Outcome::Crr(o) => o.elapsed_s,
         Outcome::Stream(o) => o.elapsed_s,
         Outcome::Bulk(o) => o.elapsed_s,
         Outcome::Http(o) => o.downloads.iter().map(|d| d.duration_s).sum(),
-    };
-    (w.is_finite() && w > 0.0).then_some(w)
+    }
 }
 
 /// Busy CPUs from a split: its CPUs' busy shares added up, plus `poll_s` of cpuidle POLL
@@ -44,7 +50,7 @@ pub fn poll_us(deltas: &BTreeMap<String, u64>, env: Option<&Env>) -> Option<u64>
 }
 
 /// A machine with no cpuidle driver whose kernel was not told to poll when idle.
-fn halts_without_cpuidle(env: &Env) -> bool {
+pub fn halts_without_cpuidle(env: &Env) -> bool {
     virtperf_measure::events::idle_never_polls(
         env.cpuidle_driver.as_deref(),
         env.idle_states.len(),

@@ -230,13 +230,7 @@ fn mean_split<'a>(splits: impl Iterator<Item = &'a CpuSplit>) -> Option<CpuSplit
 }
 
 fn elapsed(r: &TestResult) -> f64 {
-    use virtperf_wire::Outcome;
-    match &r.outcome {
-        Outcome::Rr(o) | Outcome::Crr(o) => o.elapsed_s,
-        Outcome::Stream(o) => o.elapsed_s,
-        Outcome::Bulk(o) => o.elapsed_s,
-        Outcome::Http(o) => o.downloads.iter().map(|d| d.duration_s).sum(),
-    }
+    crate::cost::measured_s(r)
 }
 
 /// Latency over all repetitions, from their merged histograms.

@@ -90,12 +90,7 @@ impl MaxTax {
                 });
             }
             for r in mine {
-                let interval = match (r.tax_low, r.tax_high) {
-                    (Some(low), Some(high)) => Interval::Bounded { low, high },
-                    _ => Interval::None {
-                        why: r.no_interval.clone().unwrap_or_default(),
-                    },
-                };
+                let interval = r.interval();
                 let outcome = decide::bound(&interval, limit, true);
                 let span = match &interval {
                     Interval::Bounded { low, high } => format!("[{low:.1}%, {high:.1}%]"),
@@ -184,6 +179,21 @@ pub struct TaxRow {
     pub gate: Option<Outcome>,
     /// The comparison's verdict in words, naming the candidate.
     pub verdict: String,
+}
+
+impl TaxRow {
+    /// The tax's interval as one value: its ends, or why there are none.
+    pub fn interval(&self) -> Interval {
+        match (self.tax_low, self.tax_high) {
+            (Some(low), Some(high)) => Interval::Bounded { low, high },
+            _ => Interval::None {
+                why: self
+                    .no_interval
+                    .clone()
+                    .unwrap_or_else(|| "no interval".into()),
+            },
+        }
+    }
 }
 
 /// The headline metrics of `rows` (baseline vs one candidate) as tax rows; `candidate`

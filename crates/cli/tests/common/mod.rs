@@ -520,3 +520,35 @@ pub fn closed_port() -> u16 {
         .expect("a loopback port")
         .port()
 }
+
+/// `vm compare --native NATIVE --guest GUEST --workloads W --runs N -l 300ms --json
+/// --max-tax GATE --db DB` (token `t` for an agent that wants one): its exit code, JSON and
+/// standard error.
+pub fn vm_compare_gated(
+    native: &str,
+    guest: &str,
+    workloads: &str,
+    runs: &str,
+    gate: &str,
+    db: &std::path::Path,
+) -> (Option<i32>, serde_json::Value, String) {
+    let out = run_with_timeout(
+        vp().args(["vm", "compare", "--native", native, "--guest", guest])
+            .args([
+                "--workloads",
+                workloads,
+                "--runs",
+                runs,
+                "-l",
+                "300ms",
+                "--json",
+            ])
+            .args(["--max-tax", gate, "--db"])
+            .arg(db)
+            .env("VIRTPERF_TOKEN", "t"),
+        Duration::from_secs(180),
+    );
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {err}"));
+    (out.status.code(), v, err)
+}
