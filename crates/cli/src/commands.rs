@@ -49,7 +49,7 @@ pub(crate) fn open_site(
                 crate::signals::name(sig),
                 removed.len()
             );
-            std::process::exit(i32::from(crate::signals::code_for(sig)));
+            crate::signals::exit_now(sig);
         })?;
     }
     let site: Box<dyn Site> = match &common.host {

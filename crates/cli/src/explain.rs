@@ -275,7 +275,7 @@ fn explain_at(
                     crate::signals::name(sig),
                     removed.len()
                 );
-                std::process::exit(i32::from(crate::signals::code_for(sig)));
+                crate::signals::exit_now(sig);
             })?;
         }
         // Progress, like the bar of this machine's battery: on a terminal only.

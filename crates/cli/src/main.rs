@@ -48,6 +48,11 @@ fn main() -> ExitCode {
     if virtperf_place::guest::init::is_guest_init() {
         virtperf_place::guest::init::run();
     }
+    // Before any child is started: a signal never leaves one behind unreaped.
+    if let Err(e) = signals::install() {
+        eprintln!("virtperf: error: {e:#}");
+        return ExitCode::FAILURE;
+    }
     // Behave like other command-line tools when stdout is closed early (`virtperf … | head`):
     // die quietly from SIGPIPE instead of panicking in println!. Sockets are unaffected: every
     // socket write uses MSG_NOSIGNAL.

@@ -52,6 +52,14 @@ pub fn exit(code: u8, message: impl Into<String>) -> anyhow::Error {
     })
 }
 
+/// Ends the process as one stopped by `sig` does (exit 128 + N), after stopping and
+/// reaping every child it started: `exit` runs no drop, and a child left running would
+/// outlive us, then stay a zombie wherever PID 1 does not reap.
+pub fn exit_now(sig: i32) -> ! {
+    virtperf_machine::children::reap_all(std::time::Duration::from_secs(2));
+    std::process::exit(i32::from(code_for(sig)));
+}
+
 /// The signal received, or 0.
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
 /// Handlers running now (a cleanup that ends with `exit` never finishes).
@@ -95,7 +103,7 @@ pub fn cut_on_termination() -> anyhow::Result<std::sync::Arc<std::sync::atomic::
     let flag = cut.clone();
     on_termination(move |sig| {
         if flag.swap(true, Ordering::SeqCst) {
-            std::process::exit(i32::from(code_for(sig)));
+            exit_now(sig);
         }
         eprintln!(
             "\nvirtperf: {}: stopping the test; what ran is kept (again to quit at once)",
@@ -105,9 +113,15 @@ pub fn cut_on_termination() -> anyhow::Result<std::sync::Arc<std::sync::atomic::
     Ok(cut)
 }
 
-/// Calls `handler` on a dedicated thread for every SIGINT, SIGTERM and SIGHUP (instead of
-/// the default action of dying on the spot). Records the first one for [`received`].
-pub fn on_termination(handler: impl Fn(i32) + Send + 'static) -> anyhow::Result<()> {
+/// What each termination signal calls: every command's handlers, in order of registration.
+type Handler = Box<dyn Fn(i32) + Send>;
+static HANDLERS: std::sync::Mutex<Vec<Handler>> = std::sync::Mutex::new(Vec::new());
+
+/// Takes SIGINT, SIGTERM and SIGHUP from their default action (dying on the spot, which
+/// leaves every child this process started to PID 1) for the whole process, first thing in
+/// `main`: a signal runs the handlers commands registered with [`on_termination`], or, with
+/// none, ends the process at once as the default would, but after reaping its children.
+pub fn install() -> anyhow::Result<()> {
     let mut signals = Signals::new(TERMINATION)
         .map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?;
     std::thread::Builder::new()
@@ -116,10 +130,27 @@ pub fn on_termination(handler: impl Fn(i32) + Send + 'static) -> anyhow::Result<
             for sig in signals.forever() {
                 RUNNING.fetch_add(1, Ordering::SeqCst);
                 let _ = RECEIVED.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
-                handler(sig);
+                let handlers = HANDLERS.lock().unwrap_or_else(|e| e.into_inner());
+                if handlers.is_empty() {
+                    exit_now(sig);
+                }
+                for h in handlers.iter() {
+                    h(sig);
+                }
+                drop(handlers);
                 RUNNING.fetch_sub(1, Ordering::SeqCst);
             }
         })
         .map_err(|e| anyhow::anyhow!("cannot start the signal thread: {e}"))?;
+    Ok(())
+}
+
+/// Calls `handler` on the signal thread for every SIGINT, SIGTERM and SIGHUP (instead of
+/// ending the process at once). The first signal is recorded for [`received`].
+pub fn on_termination(handler: impl Fn(i32) + Send + 'static) -> anyhow::Result<()> {
+    HANDLERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(Box::new(handler));
     Ok(())
 }

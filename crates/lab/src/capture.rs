@@ -9,16 +9,17 @@
 use std::io::{BufRead, BufReader};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use rustix::process::{kill_process, Pid, Signal};
+use virtperf_machine::children::Tracked;
 
 /// A running tcpdump; stopped (SIGINT, then wait) when dropped.
 pub struct Capture {
-    child: Child,
+    child: Tracked,
     /// File being written.
     pub path: PathBuf,
 }
@@ -28,7 +29,7 @@ impl Capture {
     /// (`lo` for loopback, otherwise any interface).
     pub fn start(path: &Path, ip: IpAddr, port: u16) -> Result<Capture> {
         let iface = if ip.is_loopback() { "lo" } else { "any" };
-        let mut child = Command::new("tcpdump")
+        let child = Command::new("tcpdump")
             // --immediate-mode: deliver packets as they arrive instead of in ring-buffer
             // blocks, so a short test's packets are not still in the kernel when we stop.
             .args([
@@ -55,6 +56,7 @@ impl Capture {
                 }
                 _ => anyhow!("cannot start tcpdump: {e}"),
             })?;
+        let mut child = Tracked::new(child, "tcpdump");
         let stderr = child
             .stderr
             .take()

@@ -6,6 +6,7 @@
 //! Below the test protocol (`lab`), the placements and the experiment runner, which all
 //! take the lock or apply knobs; it knows none of them.
 
+pub mod children;
 pub mod knob;
 pub mod lock;
 pub mod qos;

@@ -9,18 +9,20 @@
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+
 use std::sync::mpsc;
 use std::time::Duration;
+use virtperf_machine::children::Tracked;
 
 use anyhow::{anyhow, Context, Result};
 use virtperf_wire::TestResult;
 
 use virtperf_lab::plan::{Plan, ProgressFn, Target};
 
-/// A running local agent; killed (by its PID, which we started) when dropped.
+/// A running local agent; killed (by its PID, which we started) and reaped when dropped.
 pub struct LocalAgent {
-    child: Child,
+    child: Tracked,
     /// Its control address.
     pub addr: SocketAddr,
     /// The random token it requires.
@@ -54,7 +56,7 @@ impl LocalAgent {
             None => Command::new(&exe),
         };
         let bind = bind.to_string();
-        let mut child = cmd
+        let child = cmd
             .args([
                 "serve",
                 "--bind",
@@ -77,6 +79,7 @@ impl LocalAgent {
             .process_group(0)
             .spawn()
             .context("starting a local agent")?;
+        let mut child = Tracked::new(child, "local agent");
         let stdout = child
             .stdout
             .take()
@@ -120,12 +123,7 @@ impl LocalAgent {
     }
 }
 
-impl Drop for LocalAgent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+// Dropping `child` kills and reaps the agent (unless a termination handler reaped it).
 
 /// The environment variable `serve` and the clients read a token from.
 pub const TOKEN_ENV: &str = "VIRTPERF_TOKEN";

@@ -11,9 +11,11 @@
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+
 use std::sync::mpsc;
 use std::time::Duration;
+use virtperf_machine::children::Tracked;
 
 use anyhow::{anyhow, bail, Context, Result};
 use virtperf_wire::TestResult;
@@ -107,7 +109,7 @@ impl SshTarget {
 /// An agent running on a remote host over SSH; stopped and removed on drop.
 pub struct RemoteAgent {
     target: SshTarget,
-    child: Child,
+    child: Tracked,
     dir: String,
     /// The agent's control address as seen from here.
     pub addr: SocketAddr,
@@ -141,7 +143,7 @@ impl RemoteAgent {
                     .trim()
             );
         }
-        let mut child = target
+        let child = target
             .ssh()
             .arg(format!(
                 "{dir}/virtperf serve --bind-ssh --port 0 --announce --exit-on-eof --quiet --token-file -"
@@ -152,6 +154,7 @@ impl RemoteAgent {
             .process_group(0)
             .spawn()
             .map_err(|e| anyhow!("cannot run ssh: {e}"))?;
+        let mut child = Tracked::new(child, "ssh to the agent");
         // The token is the channel's first line; the rest of stdin stays open (the agent
         // exits when it closes).
         let sent = match child.stdin.as_mut() {
@@ -220,8 +223,7 @@ use std::os::unix::process::CommandExt;
 impl Drop for RemoteAgent {
     fn drop(&mut self) {
         // Closing the channel ends the agent (--exit-on-eof); then remove the copy.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.stop();
         let _ = self.target.run(&format!("rm -rf {}", self.dir));
     }
 }

@@ -35,10 +35,11 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
+use virtperf_machine::children::Tracked;
 use virtperf_wire::{GuestInfo, TestResult};
 
 use crate::local::LocalAgent;
@@ -126,9 +127,9 @@ impl Default for GuestOpts {
 }
 
 struct Guest {
-    child: Child,
+    child: Tracked,
     /// passt beside QEMU under `--guest-net passt`, ours by PID.
-    passt: Option<Child>,
+    passt: Option<Tracked>,
     reach: net::Reach,
     token: String,
     console: PathBuf,
@@ -136,12 +137,10 @@ struct Guest {
 
 impl Drop for Guest {
     fn drop(&mut self) {
-        // kill() on a child already reaped signals nothing (std keeps its status).
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // QEMU first, then passt (which would exit on QEMU's end closing anyway).
+        self.child.stop();
         if let Some(p) = &mut self.passt {
-            let _ = p.kill();
-            let _ = p.wait();
+            p.stop();
         }
     }
 }
@@ -398,7 +397,7 @@ impl GuestLab {
             .spawn()
             .map_err(|e| anyhow!("cannot start {QEMU}: {e} (apt-get install qemu-system-x86)"))?;
         Ok(Guest {
-            child,
+            child: Tracked::new(child, "QEMU"),
             passt: backend.started(),
             reach,
             token,

@@ -8,10 +8,11 @@ use std::net::{Ipv4Addr, TcpListener, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
+use virtperf_machine::children::Tracked;
 
 use super::direction::Direction;
 use crate::netns;
@@ -220,7 +221,7 @@ impl Reach {
 /// What a guest's NIC backend runs beside QEMU: under passt, passt itself and QEMU's end
 /// of their connection until QEMU has inherited it; nothing otherwise.
 pub(super) struct Backend {
-    passt: Option<Child>,
+    passt: Option<Tracked>,
     qemu_end: Option<std::os::unix::net::UnixStream>,
 }
 
@@ -248,7 +249,7 @@ impl Backend {
     }
 
     /// Once QEMU runs: passt, and our copy of QEMU's end closed (so passt sees QEMU go).
-    pub fn started(self) -> Option<Child> {
+    pub fn started(self) -> Option<Tracked> {
         self.passt
     }
 }
@@ -259,7 +260,7 @@ impl Backend {
 /// listening sockets are read from /proc: one missing is the race [`free_block`] names,
 /// and the boot retries on new ports. It dies with us (PDEATHSIG) and is killed by PID
 /// with its guest.
-pub(super) fn start_passt(dir: &Path, i: usize, reach: &Reach, fd: i32) -> Result<Child> {
+pub(super) fn start_passt(dir: &Path, i: usize, reach: &Reach, fd: i32) -> Result<Tracked> {
     let log = dir.join(format!("passt{i}.log"));
     let out = std::fs::File::create(&log)?;
     let mut cmd = Command::new(PASST);
@@ -280,9 +281,10 @@ pub(super) fn start_passt(dir: &Path, i: usize, reach: &Reach, fd: i32) -> Resul
             Ok(())
         });
     }
-    let mut child = cmd
+    let child = cmd
         .spawn()
         .map_err(|e| anyhow!("cannot start {PASST}: {e} (apt-get install passt)"))?;
+    let mut child = Tracked::new(child, "passt");
     let tcp: Vec<u16> = (reach.port..=reach.last_port()).collect();
     let udp: Vec<u16> = reach
         .data_ports
