@@ -196,7 +196,7 @@ impl SockArgs {
     }
 }
 
-fn sock_buf(s: &str) -> Result<u32, String> {
+pub(crate) fn sock_buf(s: &str) -> Result<u32, String> {
     let v = virtperf_lab::parse::bytes(s).map_err(|e| e.to_string())?;
     u32::try_from(v)
         .ok()
@@ -304,4 +304,28 @@ pub fn filter(
         f.tags.push(("campaign".into(), c.to_string()));
     }
     f
+}
+
+/// What `explain` explains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExplainKind {
+    /// The cross-CPU request/response round trip.
+    Rr,
+    /// A TCP stream's rate.
+    Stream,
+}
+
+/// The stream's shape (with --workload stream).
+#[derive(Debug, Args)]
+pub struct ExplainStreamArgs {
+    /// With --workload stream: parallel flows
+    #[arg(long, short = 'P', value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub flows: Option<u32>,
+    /// With --workload stream: the agent sends, the client receives
+    #[arg(long, short = 'R')]
+    pub reverse: bool,
+    /// With --workload stream: SO_RCVBUF of both ends (the receive window's limit; iperf3
+    /// -w), e.g. 64K; default: the kernel's autotuning
+    #[arg(long, value_name = "SIZE", value_parser = sock_buf)]
+    pub window: Option<u32>,
 }

@@ -625,18 +625,13 @@ pub fn show(mut a: ShowArgs) -> Result<()> {
     let row = resolve(&store, &a.run)?;
     let trials = store.trials(row.id)?;
     let points = summary::summarize_run(&trials, CONFIDENCE);
-    if (row.name == virtperf_report::explain::RUN_NAME)
-        && matches!(a.format, Format::Table | Format::Json)
-    {
+    let explained = virtperf_report::explain_stream::Explained::of(&row, &trials);
+    if let (Some(e), Format::Table | Format::Json) = (explained, &a.format) {
         // An explain run reads back as the explanation its trials give.
-        let e =
-            virtperf_report::explain::explain(row.id, &row.env, &trials).map_err(|e| anyhow!(e))?;
+        let e = e.map_err(|e| anyhow!(e))?;
         match a.format {
             Format::Json => println!("{}", serde_json::to_string_pretty(&e)?),
-            _ => print!(
-                "{}",
-                virtperf_wire::printable(&virtperf_report::explain::text(&e))
-            ),
+            _ => print!("{}", virtperf_wire::printable(&e.text())),
         }
         return Ok(());
     }

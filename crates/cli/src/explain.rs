@@ -17,12 +17,19 @@ use crate::experiment::DbArg;
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
+    /// What to explain: rr (the 1-byte cross-CPU round trip) or stream (what bounds a TCP
+    /// stream, its CPU per MB on each side, and what raises it)
+    #[arg(long, value_enum, default_value = "rr")]
+    pub workload: crate::args::ExplainKind,
+    #[command(flatten)]
+    pub stream: crate::args::ExplainStreamArgs,
     /// A shorter battery (about 35 s instead of 1.5 min on a 2-CPU guest): 3 tries, 2 s per rr trial
     #[arg(long)]
     pub quick: bool,
-    /// Request and response sizes in bytes: `REQ,RESP`, or one size for both
-    #[arg(long, short = 'r', default_value = "1,1", value_parser = virtperf_lab::parse::size_pair)]
-    pub size: (u32, u32),
+    /// Request and response sizes in bytes: `REQ,RESP`, or one size for both (default 1,1);
+    /// with --workload stream, the send size (default 16K)
+    #[arg(long, short = 'r', value_parser = virtperf_lab::parse::size_pair)]
+    pub size: Option<(u32, u32)>,
     /// The two CPUs of the cross-CPU measurements (the first also hosts the same-CPU one)
     #[arg(long, short = 'T', default_value = "0,1", value_parser = virtperf_lab::parse::cpus)]
     pub cpus: (Option<u32>, Option<u32>),
@@ -84,7 +91,7 @@ fn options(a: &ExplainArgs) -> Result<ExplainOpts> {
         return Err(exit(code::USAGE, "--cpus needs two CPUs, e.g. --cpus 0,1"));
     };
     let mut opts = ExplainOpts::new(a.quick);
-    opts.size = a.size;
+    opts.size = a.size.unwrap_or((1, 1));
     opts.cpus = (c0, c1);
     opts.allow_concurrent = a.lock.allow_concurrent;
     // A malformed $VIRTPERF_TAGS is a usage error before anything runs.
@@ -103,7 +110,7 @@ fn options(a: &ExplainArgs) -> Result<ExplainOpts> {
 pub fn explain(a: ExplainArgs) -> Result<()> {
     let opts = options(&a)?;
     let elsewhere = elsewhere(&a)?;
-    check_vm(&a, elsewhere.as_ref())?;
+    crate::explain_host::check_vm(a.vm.is_some(), elsewhere.as_ref())?;
     // An agent elsewhere (--host) is explained alone; a guest or an SSH host beside this
     // machine, whose battery runs first.
     let left = a
@@ -195,22 +202,6 @@ pub fn explain(a: ExplainArgs) -> Result<()> {
     // Exit as the runs ended (stopped, incomplete, …), this machine's first.
     for d in [&native, &far].into_iter().flatten() {
         crate::decision::run_exit(&d.row, d.ok, d.interrupted)?;
-    }
-    Ok(())
-}
-
-/// `--vm` needs the agent in that VM as the machine explained elsewhere.
-fn check_vm(a: &ExplainArgs, elsewhere: Option<&Placement>) -> Result<()> {
-    if a.vm.is_some()
-        && !matches!(
-            elsewhere,
-            Some(Placement::Remote { .. } | Placement::Ssh(_))
-        )
-    {
-        return Err(crate::signals::exit(
-            crate::signals::code::USAGE,
-            "--vm watches a VM you run from its host: give the agent in it with --host ADDR (or --placement remote:…/ssh:…)",
-        ));
     }
     Ok(())
 }

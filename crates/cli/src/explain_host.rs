@@ -14,6 +14,22 @@ use virtperf_store::NewTrial;
 /// trial of seconds); each sample reads the VM's threads and its KVM statistics.
 const EVERY: Duration = Duration::from_millis(100);
 
+/// `--vm` needs the agent in that VM as the machine explained elsewhere.
+pub(crate) fn check_vm(vm: bool, elsewhere: Option<&virtperf_place::Placement>) -> Result<()> {
+    if vm
+        && !matches!(
+            elsewhere,
+            Some(virtperf_place::Placement::Remote { .. } | virtperf_place::Placement::Ssh(_))
+        )
+    {
+        return Err(crate::signals::exit(
+            crate::signals::code::USAGE,
+            "--vm watches a VM you run from its host: give the agent in it with --host ADDR (or --placement remote:…/ssh:…)",
+        ));
+    }
+    Ok(())
+}
+
 /// The VM being recorded, when `--vm` was given.
 pub(crate) struct Recorder(Option<(Watch, Recording)>);
 

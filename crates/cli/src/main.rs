@@ -12,6 +12,7 @@ mod decision;
 mod experiment;
 mod explain;
 mod explain_host;
+mod explain_stream;
 mod export;
 mod fleet;
 mod headline;
@@ -206,7 +207,7 @@ fn run(cli: Cli) -> Result<()> {
                 write_stdout(&buf)
             }
         },
-        Command::Explain(a) => explain::explain(*a),
+        Command::Explain(a) => explain_stream::dispatch(*a),
         Command::Tune(a) => tune::tune(*a),
         Command::Run(a) => experiment::run(a),
         Command::Runs(a) => experiment::runs(a),

@@ -394,8 +394,14 @@ fn explain_in_guest(a: VmCompareArgs, direction: Direction) -> Result<()> {
     };
     crate::explain::explain(crate::explain::ExplainArgs {
         native,
+        workload: crate::args::ExplainKind::Rr,
+        stream: crate::args::ExplainStreamArgs {
+            flows: None,
+            reverse: false,
+            window: None,
+        },
         quick: true,
-        size: (1, 1),
+        size: None,
         cpus: (Some(0), Some(1)),
         tries: Some(a.runs.min(virtperf_explain::ExplainOpts::MAX_REMOTE_TRIES)),
         duration: None,

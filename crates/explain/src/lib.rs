@@ -15,14 +15,20 @@
 //! reason, so the model can say why a component is missing.
 
 mod awake;
+mod opts;
+mod stream;
+mod tries;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+pub use opts::ExplainOpts;
+pub use stream::{run_stream, StreamOpts};
+use tries::{check_cpus, new_trial, skip, Config, Measure, Tries};
+
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 use virtperf_wire::RrParams;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use virtperf_report::explain as model;
 use virtperf_store::{KnobRecord, NewRun, NewTrial, RunStatus, Store, TrialStatus};
 use virtperf_wire::{Env, Wait, Workload};
@@ -37,89 +43,6 @@ use virtperf_place::Site;
 pub const POLL_WINDOW_NS: u64 = 200_000;
 /// The knob.
 pub const POLL_KNOB: &str = "haltpoll.guest_halt_poll_ns";
-
-/// What to run. Sent as JSON to an agent that runs the battery on its own machine.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ExplainOpts {
-    /// Request and response size, bytes.
-    pub size: (u32, u32),
-    /// The two CPUs of the cross-CPU measurements (the first also for same-CPU).
-    pub cpus: (u32, u32),
-    /// Tries of every measurement.
-    pub tries: u32,
-    /// Length of each rr trial.
-    pub rr_duration: Duration,
-    /// Length of each wake trial.
-    pub wake_duration: Duration,
-    /// Wake-ups per `kvm halt` trial.
-    pub halt_wakeups: u32,
-    /// Measured without the machine lock: every result says so.
-    pub allow_concurrent: bool,
-    /// The machine lock's nonce when this process holds the lock without having it in its
-    /// environment (an agent running the battery for a client): handed to the private
-    /// agent so it does not wait for the lock held for it. Never sent over the wire.
-    #[serde(skip)]
-    pub lock_nonce: Option<String>,
-    /// Tags stored with the run (`--tag`): this machine's business, never sent over the wire.
-    #[serde(skip)]
-    pub tags: virtperf_store::Tags,
-}
-
-impl ExplainOpts {
-    /// The default battery (92 s on this project's 2-CPU guest) or `--quick` (34 s).
-    pub fn new(quick: bool) -> ExplainOpts {
-        ExplainOpts {
-            size: (1, 1),
-            cpus: (0, 1),
-            tries: if quick { 3 } else { 5 },
-            rr_duration: Duration::from_secs(if quick { 2 } else { 3 }),
-            wake_duration: Duration::from_secs(if quick { 1 } else { 2 }),
-            halt_wakeups: if quick { 300 } else { 1000 },
-            allow_concurrent: false,
-            lock_nonce: None,
-            tags: Default::default(),
-        }
-    }
-
-    /// Most tries an agent runs for a client: the answer carries every trial in one
-    /// control frame, which is bounded.
-    pub const MAX_REMOTE_TRIES: u32 = 10;
-
-    /// Checks the options a client sent (an agent trusts nothing on the wire).
-    pub fn validate(&self) -> Result<()> {
-        if self.tries == 0 || self.tries > Self::MAX_REMOTE_TRIES {
-            bail!(
-                "explain at an agent runs 1 to {} tries (asked for {})",
-                Self::MAX_REMOTE_TRIES,
-                self.tries
-            );
-        }
-        let long = Duration::from_secs(60);
-        if self.rr_duration > long || self.wake_duration > long {
-            bail!("explain trials last at most 60 s each");
-        }
-        if self.halt_wakeups == 0 || self.halt_wakeups > 100_000 {
-            bail!("explain's kvm halt trials take 1 to 100000 wake-ups");
-        }
-        let max = virtperf_wire::MAX_IO_SIZE;
-        if self.size.0 == 0 || self.size.1 == 0 || self.size.0.max(self.size.1) > max {
-            bail!("explain's request and response sizes must be 1 to {max} bytes");
-        }
-        Ok(())
-    }
-
-    /// An upper bound on the battery's length (every config, every measurement, set-up
-    /// included), for an agent's `--max-duration` and a client's patience.
-    pub fn bound(&self) -> Duration {
-        // Per try at most: 8 rr (5 as-is, 2 halt-poll configs, busy polling), 5 wake, and
-        // for each of its ~15 measurements up to 2 s of set-up (a private agent started,
-        // a debug build on a busy 2-CPU machine), plus the traced rr's timeline trial and
-        // the two `kvm halt` probes.
-        (self.rr_duration * 8 + self.wake_duration * 5 + Duration::from_secs(36)) * self.tries
-            + Duration::from_secs(60)
-    }
-}
 
 /// A battery run on another machine (an agent's: a guest's, a remote host's), as it comes
 /// back to be stored by the client.
@@ -266,83 +189,6 @@ pub fn store_battery(
     Ok(run_id)
 }
 
-/// One measurement of the battery.
-#[derive(Debug, Clone)]
-enum Measure {
-    /// An rr test; `awake`: with a `SCHED_IDLE` spinner on each of its CPUs, so neither
-    /// idles (no idle exit on the path, whatever the cpuidle driver or knobs).
-    Rr {
-        label: &'static str,
-        plan: Box<Plan>,
-        awake: bool,
-    },
-    Wake {
-        label: &'static str,
-        spin: bool,
-    },
-    KvmHalt {
-        label: &'static str,
-        poll_ns: u64,
-    },
-    KvmExits,
-}
-
-impl Measure {
-    fn label(&self) -> &'static str {
-        match self {
-            Measure::Rr { label, .. }
-            | Measure::Wake { label, .. }
-            | Measure::KvmHalt { label, .. } => label,
-            Measure::KvmExits => model::KVM_EXITS,
-        }
-    }
-}
-
-/// The workload name a measurement is stored under, from its label.
-fn workload_of(label: &str) -> &'static str {
-    if label == model::KVM_EXITS {
-        "kvm-exits"
-    } else if label.starts_with("kvm halt") {
-        "kvm-halt"
-    } else if label.starts_with("wake") {
-        "wake"
-    } else if label.starts_with("unix-rr") {
-        "unix-rr"
-    } else {
-        "rr"
-    }
-}
-
-/// A trial of the battery before it ran: the parameters every stored measurement has.
-fn new_trial(seq: u32, config: &str, label: &str, poll: Option<u64>, rep: u32) -> NewTrial {
-    NewTrial {
-        seq,
-        config: config.into(),
-        workload: workload_of(label).into(),
-        point: json!({ model::POLL_PARAM: poll }),
-        point_label: label.into(),
-        repetition: rep,
-        status: TrialStatus::Ok,
-        error: None,
-        result: None,
-        detail: None,
-        metric: None,
-        metric_name: String::new(),
-        started_at: virtperf_store::now_rfc3339(),
-        duration_s: 0.0,
-    }
-}
-
-/// A configuration of the battery: the halt-poll window to set (None: leave as is).
-#[derive(Debug, Clone)]
-struct Config {
-    name: String,
-    /// The value the knob has during this config (None: no knob here).
-    poll_ns: Option<u64>,
-    knobs: Vec<(Knob, String)>,
-    measures: Vec<Measure>,
-}
-
 /// Runs the battery, storing it as one run. Stops between trials when `interrupted` is
 /// raised; the knob is restored on every path out (and journaled before it is first
 /// written, so even a SIGKILL leaves `virtperf cleanup` able to restore it).
@@ -438,20 +284,6 @@ pub fn run(
             .collect(),
         restore_errors,
     })
-}
-
-/// Refuses a CPU pair explain cannot pin to.
-fn check_cpus(cpus: (u32, u32)) -> Result<()> {
-    let (a, b) = cpus;
-    if a == b {
-        bail!("explain needs two different CPUs (got {a},{b})");
-    }
-    for cpu in [a, b] {
-        if !virtperf_load::sock::cpu_allowed(cpu) {
-            bail!("CPU {cpu} does not exist here (or is not allowed to this process): pick two with --cpus");
-        }
-    }
-    Ok(())
 }
 
 /// Stores what this machine cannot measure once, as skipped trials with the reason (halt
@@ -744,156 +576,4 @@ fn describe(opts: &ExplainOpts, configs: &[Config]) -> String {
         ));
     }
     s
-}
-
-fn skip(
-    rec: &mut Recorder,
-    seq: u32,
-    config: &str,
-    label: &str,
-    reason: &str,
-    poll: Option<u64>,
-) -> Result<()> {
-    let trial = NewTrial {
-        status: TrialStatus::Skipped,
-        error: Some(reason.into()),
-        ..new_trial(seq, config, label, poll, 1)
-    };
-    rec.store.add_trial_or_keep(rec.run_id, &trial)?;
-    Ok(())
-}
-
-/// The battery's tries as they run: what each trial needs besides its measurement.
-struct Tries<'a, 'r, 's> {
-    opts: &'a ExplainOpts,
-    site: &'a dyn Site,
-    rec: &'a mut Recorder<'r>,
-    /// Sequence number of the last trial stored.
-    seq: u32,
-    planned: usize,
-    interrupted: &'a AtomicBool,
-    obs: &'a mut (dyn Observer + 's),
-}
-
-impl Tries<'_, '_, '_> {
-    /// The interleaved tries; `kvm exits` once, after the first.
-    fn run(&mut self, configs: &[Config], kvm: bool, guard: &mut KnobGuard) -> Result<()> {
-        for t in 0..self.opts.tries {
-            // Rotate both the configs and the measurements within each, try by try.
-            let n = configs.len();
-            for ci in 0..n {
-                let cfg = &configs[(ci + t as usize) % n];
-                guard.activate(&cfg.knobs)?;
-                let m = cfg.measures.len();
-                for mi in 0..m {
-                    let measure = &cfg.measures[(mi + t as usize) % m];
-                    if matches!(measure, Measure::KvmHalt { .. }) && !kvm {
-                        continue;
-                    }
-                    if self.interrupted.load(Ordering::SeqCst) {
-                        return Ok(());
-                    }
-                    self.one(measure, cfg, t + 1)?;
-                }
-            }
-            if t == 0 && kvm {
-                guard.activate(&[])?;
-                self.one(&Measure::KvmExits, &configs[0], 1)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Runs one measurement and stores it.
-    fn one(&mut self, measure: &Measure, cfg: &Config, rep: u32) -> Result<()> {
-        self.seq += 1;
-        let seq = self.seq;
-        self.obs
-            .trial_started(seq as usize, self.planned, measure.label(), &cfg.name, rep);
-        let opts = self.opts;
-        let t0 = Instant::now();
-        let mut trial = new_trial(seq, &cfg.name, measure.label(), cfg.poll_ns, rep);
-        let (a, b) = opts.cpus;
-        let res: Result<f64> = match measure {
-            Measure::Rr { plan, awake, .. } => awake
-                .then(|| crate::awake::Spinners::start(&[a, b]).map_err(|e| anyhow!(e)))
-                .transpose()
-                // The spinners (if any) live until the test is over.
-                .and_then(|_spinners| self.site.run(plan, &|_| {}))
-                .map(|mut r| {
-                    r.allow_concurrent |= self.rec.allow_concurrent;
-                    let m = r.primary_metric();
-                    trial.metric_name = m.name.to_string();
-                    trial.result = Some(r);
-                    m.value
-                }),
-            Measure::Wake { spin, .. } => virtperf_wake::run(&virtperf_wake::WakeOpts {
-                mech: virtperf_wake::Mech::Futex,
-                strategy: if *spin {
-                    virtperf_wake::Strategy::Spin
-                } else {
-                    virtperf_wake::Strategy::Block
-                },
-                placement: virtperf_wake::Placement::Cross(a, b),
-                duration: opts.wake_duration,
-                gap: Duration::ZERO,
-            })
-            .map_err(|e| anyhow!(e))
-            .and_then(|r| probe_detail(&mut trial, &r, "one_way_p50_us", r.one_way.p50_us)),
-            Measure::KvmHalt { poll_ns, .. } => virtperf_kvm::halt(&virtperf_kvm::HaltOpts {
-                wakeups: opts.halt_wakeups,
-                // Idle gaps like a back-to-back round trip's, so KVM's adaptive window grows.
-                delay_min_us: 20,
-                delay_max_us: 120,
-                halt_poll_ns: Some(*poll_ns),
-                vcpu_cpu: Some(b),
-                injector_cpu: Some(a),
-            })
-            .map_err(|e| anyhow!(e.to_string()))
-            .and_then(|r| probe_detail(&mut trial, &r, "wakeup_p50_us", r.latency_ns.p50 / 1000.0)),
-            Measure::KvmExits => virtperf_kvm::exits(&virtperf_kvm::ExitOpts {
-                iterations: 1000,
-                warmup: 100,
-                cpu: Some(b),
-            })
-            .map_err(|e| anyhow!(e.to_string()))
-            .and_then(|r| {
-                let p50 = r
-                    .cases
-                    .iter()
-                    .find(|c| c.name == "pio")
-                    .map_or(f64::NAN, |c| c.ns.p50 / 1000.0);
-                probe_detail(&mut trial, &r, "pio_exit_p50_us", p50)
-            }),
-        };
-        if self.interrupted.load(Ordering::SeqCst) && res.is_err() {
-            // The signal reached the trial: not a failure of the trial.
-            return Ok(());
-        }
-        trial.duration_s = t0.elapsed().as_secs_f64();
-        match &res {
-            Ok(m) => trial.metric = Some(*m),
-            Err(e) => {
-                trial.status = TrialStatus::Failed;
-                trial.error = Some(format!("{e:#}"));
-            }
-        }
-        self.rec.keep(&trial, res, self.obs)?;
-        Ok(())
-    }
-}
-
-/// Keeps a probe's whole report in the trial and names its primary number.
-fn probe_detail<T: serde::Serialize>(
-    trial: &mut NewTrial,
-    report: &T,
-    name: &str,
-    value: f64,
-) -> Result<f64> {
-    if !value.is_finite() {
-        bail!("{name} was not measured");
-    }
-    trial.detail = Some(serde_json::to_value(report)?);
-    trial.metric_name = name.into();
-    Ok(value)
 }

@@ -5,7 +5,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use nix::sys::resource::{getrusage, UsageWho};
 use nix::sys::time::TimeVal;
-use virtperf_wire::{CpuDelta, CpuSplit, CpuTimes, ThreadCpu};
+use virtperf_wire::{CpuDelta, CpuShares, CpuSplit, CpuTimes, ThreadCpu};
 
 /// Raw /proc/stat counters (clock ticks) for every CPU, with the instant they were read.
 #[derive(Debug, Clone)]
@@ -149,6 +149,22 @@ pub fn split(d: &CpuDelta) -> CpuSplit {
         idle_pct: pct(t.idle + t.iowait, all),
         busy_pct: pct(t.busy(), all),
         per_cpu_busy_pct: d.per_cpu.iter().map(|c| pct(c.busy(), c.total())).collect(),
+        per_cpu: d
+            .per_cpu
+            .iter()
+            .map(|c| {
+                let all = c.total();
+                CpuShares {
+                    user_pct: pct(c.host_user(), all),
+                    system_pct: pct(c.system, all),
+                    irq_pct: pct(c.irq, all),
+                    softirq_pct: pct(c.softirq, all),
+                    steal_pct: pct(c.steal, all),
+                    guest_pct: pct(c.guest + c.guest_nice, all),
+                    idle_pct: pct(c.idle + c.iowait, all),
+                }
+            })
+            .collect(),
     }
 }
 

@@ -8,6 +8,7 @@ pub mod cost;
 pub mod decide;
 mod escape;
 pub mod explain;
+pub mod explain_stream;
 pub mod export;
 pub mod fleet;
 pub mod host_vm;

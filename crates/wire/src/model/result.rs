@@ -303,6 +303,29 @@ pub struct CpuSplit {
     pub busy_pct: f64,
     /// Busy percent of each CPU.
     pub per_cpu_busy_pct: Vec<f64>,
+    /// Each CPU's split by kind, in percent of that CPU's time (absent in results from
+    /// before 2026-11-27): what a stream's side spent its CPU on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_cpu: Vec<CpuShares>,
+}
+
+/// One CPU's time by kind over an interval, in percent of that CPU's time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuShares {
+    /// User time on the host itself (guest time removed).
+    pub user_pct: f64,
+    /// Kernel time outside interrupts (system calls: a stream's copies).
+    pub system_pct: f64,
+    /// Hard interrupts.
+    pub irq_pct: f64,
+    /// Soft interrupts (the network stack's receive and transmit completion work).
+    pub softirq_pct: f64,
+    /// Stolen by the hypervisor.
+    pub steal_pct: f64,
+    /// Running guests' vCPUs.
+    pub guest_pct: f64,
+    /// Idle (including iowait).
+    pub idle_pct: f64,
 }
 
 /// CPU accounting for one side of a test.

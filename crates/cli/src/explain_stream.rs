@@ -1,0 +1,101 @@
+//! `virtperf explain --workload stream`: what bounds a TCP stream on this machine's
+//! loopback, each side's CPU per MB, the model's residual and the measured remedies. Runs
+//! the battery in `virtperf_explain`, stores it, and prints
+//! `virtperf_report::explain_stream`'s answer, which `show` recomputes from the store.
+
+use anyhow::Result;
+use virtperf_explain::StreamOpts;
+use virtperf_report::explain_stream as model;
+
+use crate::args::ExplainKind as Kind;
+use crate::explain::ExplainArgs;
+use crate::signals::{code, exit};
+
+/// The battery's options from the command line; what the stream explanation does not do
+/// (yet) is refused before anything runs.
+fn options(a: &ExplainArgs) -> Result<StreamOpts> {
+    let not_yet = [
+        (a.placement.is_some(), "--placement"),
+        (a.native.is_some(), "--native"),
+        (a.host.is_some(), "--host"),
+        (a.vm.is_some(), "--vm"),
+        (a.output.is_some(), "--output"),
+        (a.no_boot_remedies, "--no-boot-remedies"),
+    ];
+    if let Some((_, flag)) = not_yet.iter().find(|(given, _)| *given) {
+        return Err(exit(
+            code::USAGE,
+            format!(
+                "explain --workload stream runs on this machine's loopback only (yet): drop {flag}"
+            ),
+        ));
+    }
+    let (Some(c0), Some(c1)) = a.cpus else {
+        return Err(exit(code::USAGE, "--cpus needs two CPUs, e.g. --cpus 0,1"));
+    };
+    let mut o = StreamOpts::new(a.quick);
+    if let Some((send, other)) = a.size {
+        if send != other {
+            return Err(exit(
+                code::USAGE,
+                "--workload stream takes one size, the send size (-r 16K), not REQ,RESP",
+            ));
+        }
+        o.send_size = send;
+    }
+    o.flows = a.stream.flows.unwrap_or(1);
+    o.reverse = a.stream.reverse;
+    o.window = a.stream.window;
+    o.cpus = (c0, c1);
+    o.allow_concurrent = a.lock.allow_concurrent;
+    o.tags = a.tags.resolve()?;
+    if let Some(n) = a.tries {
+        o.tries = n;
+    }
+    if let Some(d) = a.duration {
+        o.duration = d;
+    }
+    Ok(o)
+}
+
+/// `virtperf explain --workload stream`
+pub fn explain(a: &ExplainArgs) -> Result<()> {
+    let opts = options(a)?;
+    let d = crate::experiment::execute_with(&a.db, a.json, &a.lock, |store, stop, obs| {
+        virtperf_explain::run_stream(&opts, store, stop, obs)
+    })?;
+    let e = model::explain(d.row.id, &d.trials).map_err(|why| {
+        exit(
+            code::INCOMPLETE,
+            format!("run {}: the stream could not be explained: {why}", d.row.id),
+        )
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&e)?);
+    } else {
+        print!("{}", model::text(&e));
+        println!(
+            "\nstored as run {} in {} ({}); see `virtperf show {}`",
+            d.row.id,
+            d.store.path().display(),
+            d.row.effective_status(),
+            d.row.id
+        );
+    }
+    crate::decision::run_exit(&d.row, d.ok, d.interrupted)
+}
+
+/// `virtperf explain`: the battery, model and verdict are chosen here, once, from the
+/// workload. The stream's own options with `--workload rr` are refused, not ignored.
+pub fn dispatch(a: ExplainArgs) -> Result<()> {
+    match a.workload {
+        Kind::Stream => explain(&a),
+        Kind::Rr if a.stream.flows.is_some() || a.stream.reverse || a.stream.window.is_some() => {
+            Err(exit(
+                code::USAGE,
+                "--flows, --reverse and --window shape a stream: add --workload stream",
+            ))
+        }
+        Kind::Rr => crate::explain::explain(a),
+    }
+}

@@ -1,0 +1,130 @@
+//! `virtperf explain --workload stream` for real (issue 54): streams on loopback, each
+//! verdict checked against the figures of the JSON it names, and `show` reading the run
+//! back to the same answer. One test runs the cases one after another: two batteries at
+//! once would each find the other's work on their CPUs (which the answer counts, rightly).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{run_with_timeout, vp, TempDir};
+
+fn explain(db: &std::path::Path, extra: &[&str]) -> serde_json::Value {
+    let out = run_with_timeout(
+        vp().args([
+            "explain",
+            "--workload",
+            "stream",
+            "--quick",
+            "--tries",
+            "2",
+            "-l",
+            "1s",
+            "--json",
+            "--db",
+        ])
+        .arg(db)
+        .args(extra),
+        Duration::from_secs(120),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{extra:?}: {err}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{extra:?}: JSON: {e}: {err}"))
+}
+
+fn f(v: &serde_json::Value, ptr: &str) -> f64 {
+    common::f(v, ptr)
+}
+
+#[test]
+fn each_bound_is_named_with_the_figure_of_its_json() {
+    let d = TempDir::new("explain-stream");
+    let db = d.path("x.db");
+
+    // 64-byte sends: one system call per 64 bytes keeps the sender's CPU busy in the kernel.
+    let small = explain(&db, &["-r", "64"]);
+    let verdict = small["verdict"].as_str().expect("verdict");
+    assert_eq!(small["bound"]["kind"], "cpu", "{verdict}");
+    assert_eq!(small["bound"]["side"], "sender", "{verdict}");
+    assert_eq!(small["bound"]["dominant"], "sys", "{verdict}");
+    let sender = &small["sides"][0];
+    assert_eq!(sender["role"], "sender");
+    assert_eq!(f(sender, "/calls_per_mb"), 1e6 / 64.0);
+    let busy = f(sender, "/busy_pct/mean");
+    assert!(busy >= 90.0, "{busy}");
+    let figure = format!("CPU {} {busy:.0}% busy", sender["cpu"]);
+    assert!(verdict.contains(&figure), "{verdict} lacks {figure}");
+    assert!(verdict.contains("15625 sends per MB"), "{verdict}");
+    // The model's prediction and residual are published as they come out (or say why not).
+    match small["model"]["predicted_mbps"].as_f64() {
+        Some(p) => {
+            let r = f(&small, "/model/residual_pct");
+            let measured = f(&small, "/mbps/mean");
+            assert!((r - 100.0 * (measured / p - 1.0)).abs() < 1e-6, "{r}");
+        }
+        None => assert!(small["model"]["note"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("not measured")),
+    }
+    // Every remedy was measured (a ratio) or says why not.
+    for r in small["remedies"].as_array().expect("remedies") {
+        assert!(r["ratio"].is_number() || r["why_not"].is_string(), "{r}");
+    }
+
+    // A 4 KiB receive buffer: the sender waits on the receive window most of its time.
+    let windowed = explain(&db, &["--window", "4K"]);
+    let verdict = windowed["verdict"].as_str().expect("verdict");
+    assert_eq!(windowed["bound"]["kind"], "flow_control", "{verdict}");
+    let rwnd = f(&windowed, "/bound/rwnd_limited_pct");
+    assert!(
+        verdict.contains(&format!("receive window {rwnd:.0}%")),
+        "{verdict}"
+    );
+    if rwnd < 50.0 {
+        // A smaller share counts only with the counterfactual measured: larger buffers
+        // raise the rate beyond their interval, and the verdict says by how much.
+        assert!(rwnd >= 20.0, "{rwnd}");
+        let buffers = windowed["remedies"]
+            .as_array()
+            .and_then(|r| {
+                r.iter()
+                    .find(|r| r["label"] == "stream 4 MiB socket buffers")
+            })
+            .expect("the buffers remedy");
+        assert_eq!(buffers["effect"], "raises", "{buffers}");
+        let x = f(buffers, "/ratio");
+        assert!(
+            verdict.contains(&format!("raise the rate ×{x:.2}")),
+            "{verdict}"
+        );
+    }
+    assert!(windowed["model"]["predicted_mbps"].is_null());
+
+    // `show` recomputes the same answer from the store.
+    let runs: serde_json::Value =
+        serde_json::from_str(&common::run_db_ok(&["runs", "--json"], &db)).expect("runs");
+    let id = runs[0]["id"].as_i64().expect("id").to_string();
+    let shown: serde_json::Value =
+        serde_json::from_str(&common::run_db_ok(&["show", &id, "--json"], &db)).expect("show");
+    assert_eq!(shown["verdict"], windowed["verdict"], "run {id}");
+}
+
+#[test]
+fn what_a_stream_explanation_does_not_take_is_refused_in_one_line() {
+    for (args, needle) in [
+        (
+            &["explain", "--workload", "stream", "--placement", "guest"][..],
+            "drop --placement",
+        ),
+        (
+            &["explain", "--workload", "stream", "-r", "1,2"][..],
+            "one size",
+        ),
+        (&["explain", "--flows", "2"][..], "add --workload stream"),
+    ] {
+        let (code, err) = common::run_fail(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        common::assert_one_line_error(&err, needle);
+    }
+}

@@ -1,0 +1,266 @@
+//! The stream battery (`explain --workload stream`): the stream as it is, the same stream
+//! paced to half its rate (each side's cost per MB off its limit, which the model predicts
+//! from), and each remedy, interleaved try by try through the same [`Tries`] as the round
+//! trip's battery, stored as trials of one run that
+//! [`virtperf_report::explain_stream`] reads back.
+//!
+//! A short calibration trial first measures the as-is rate the paced trials are set from.
+
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use virtperf_experiment::runner::{Observer, Recorder, RunOutcome, Tally};
+use virtperf_lab::plan::Plan;
+use virtperf_machine::knob::KnobGuard;
+use virtperf_place::Site;
+use virtperf_report::explain_stream as model;
+use virtperf_store::{NewRun, Store, TrialStatus};
+use virtperf_wire::{StreamParams, Workload, ZeroCopy};
+
+use crate::opts::ExplainOpts;
+use crate::tries::{check_cpus, new_trial, Config, Measure, Tries};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct StreamOpts {
+    /// Bytes per send.
+    pub send_size: u32,
+    /// Parallel flows.
+    pub flows: u32,
+    /// The agent sends.
+    pub reverse: bool,
+    /// SO_RCVBUF of both ends (`--window`; None: the kernel's autotuning).
+    pub window: Option<u32>,
+    /// Client and server CPUs (each side's data threads pinned there).
+    pub cpus: (u32, u32),
+    /// Tries of every measurement.
+    pub tries: u32,
+    /// Length of each trial.
+    pub duration: Duration,
+    /// Measured without the machine lock: every result says so.
+    pub allow_concurrent: bool,
+    /// The machine lock's nonce for the private agent (see [`ExplainOpts::lock_nonce`]).
+    pub lock_nonce: Option<String>,
+    /// Tags stored with the run.
+    pub tags: virtperf_store::Tags,
+}
+
+/// The calibration trial's label: the as-is rate the paced trials are set from.
+pub const CALIBRATION: &str = "stream calibration";
+/// Largest send the "larger sends" remedy tries.
+const MAX_SEND: u32 = 1 << 20;
+/// Socket buffers of the buffers remedy.
+const BIG_BUFFER: u32 = 4 << 20;
+
+impl StreamOpts {
+    /// The default battery, or `--quick` (3 tries of 2 s: about 45 s on a 2-CPU guest).
+    pub fn new(quick: bool) -> StreamOpts {
+        StreamOpts {
+            send_size: 16 * 1024,
+            flows: 1,
+            reverse: false,
+            window: None,
+            cpus: (0, 1),
+            tries: if quick { 3 } else { 5 },
+            duration: Duration::from_secs(if quick { 2 } else { 3 }),
+            allow_concurrent: false,
+            lock_nonce: None,
+            tags: Default::default(),
+        }
+    }
+
+    fn plan(&self, send: u32, flows: u32) -> Plan {
+        let mut p = StreamParams::new(send);
+        p.flows = flows;
+        p.reverse = self.reverse;
+        let mut plan = Plan {
+            client_cpu: Some(self.cpus.0),
+            server_cpu: Some(self.cpus.1),
+            ..Plan::new(Workload::Stream(p), self.duration)
+        };
+        plan.sock.rcvbuf = self.window;
+        plan
+    }
+
+    /// The tries' common settings, as the round trip's battery names them.
+    fn tries(&self) -> ExplainOpts {
+        ExplainOpts {
+            cpus: self.cpus,
+            tries: self.tries,
+            rr_duration: self.duration,
+            allow_concurrent: self.allow_concurrent,
+            ..ExplainOpts::new(true)
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "# virtperf explain --workload stream: {} tries of {:?}, send size {}, {} flow(s){}{}, cpus {},{}\n# measures: {}, {}, {}, {}\n",
+            self.tries,
+            self.duration,
+            self.send_size,
+            self.flows,
+            if self.reverse { ", reverse" } else { "" },
+            self.window.map_or(String::new(), |w| format!(", window {w}")),
+            self.cpus.0,
+            self.cpus.1,
+            model::AS_IS,
+            model::TRACED,
+            model::PACED,
+            model::REMEDIES.join(", ")
+        )
+    }
+}
+
+fn measure(label: &'static str, plan: Plan) -> Measure {
+    Measure::Rr {
+        label,
+        plan: Box::new(plan),
+        awake: false,
+    }
+}
+
+/// The measurements, the paced one set to half of `calibrated` Mbit/s.
+fn measures(o: &StreamOpts, calibrated: f64) -> Vec<Measure> {
+    let as_is = o.plan(o.send_size, o.flows);
+    // IPIs and idle entries per MB, in a trial of their own: a traced trial's CPU window
+    // holds the tracepoints' set-up (measured: a 64-byte stream's sender 100% busy
+    // untraced, 89% traced), which would dilute the as-is CPU shares.
+    let mut traced = o.plan(o.send_size, o.flows);
+    traced.trace = true;
+    let mut paced = o.plan(o.send_size, o.flows);
+    if let Workload::Stream(p) = &mut paced.workload {
+        // Per flow: the flows share the half.
+        p.rate_bps = Some((calibrated * 1e6 / 2.0 / f64::from(o.flows)).max(1e6) as u64);
+    }
+    let mut zc = o.plan(o.send_size, o.flows);
+    if let Workload::Stream(p) = &mut zc.workload {
+        p.zerocopy = Some(ZeroCopy::Msg);
+    }
+    let mut buffers = o.plan(o.send_size, o.flows);
+    buffers.sock.sndbuf = Some(BIG_BUFFER);
+    buffers.sock.rcvbuf = Some(BIG_BUFFER);
+    let mut out = vec![
+        measure(model::AS_IS, as_is),
+        measure(model::TRACED, traced),
+        measure(model::PACED, paced),
+        measure(model::SECOND_FLOW, o.plan(o.send_size, o.flows + 1)),
+        measure(model::ZEROCOPY, zc),
+        measure(model::BIG_BUFFERS, buffers),
+    ];
+    if o.send_size < MAX_SEND {
+        let larger = (o.send_size.saturating_mul(4)).min(MAX_SEND);
+        out.push(measure(model::LARGER_SENDS, o.plan(larger, o.flows)));
+    }
+    out
+}
+
+/// Runs the stream battery on this machine's loopback, storing it as one run.
+pub fn run_stream(
+    opts: &StreamOpts,
+    store: &mut Store,
+    interrupted: &AtomicBool,
+    obs: &mut dyn Observer,
+) -> Result<RunOutcome> {
+    check_cpus(opts.cpus)?;
+    if opts.send_size == 0 || opts.send_size > virtperf_wire::MAX_IO_SIZE {
+        bail!(
+            "the send size must be 1 to {} bytes",
+            virtperf_wire::MAX_IO_SIZE
+        );
+    }
+    let env = virtperf_measure::fingerprint();
+    let tries = opts.tries();
+    // The calibration, then every measurement each try.
+    let planned = 1 + measures(opts, 1.0).len() * opts.tries as usize;
+    let run_id = store.begin_run(&NewRun {
+        name: model::RUN_NAME.to_string(),
+        spec_text: opts.describe(),
+        git_commit: env.git_commit.clone(),
+        tool_version: env.tool_version.clone(),
+        host: env.hostname.clone(),
+        env,
+        pid: std::process::id(),
+        planned_trials: planned as u32,
+        tags: opts.tags.clone(),
+    })?;
+    obs.run_started(run_id);
+    let mut rec = Recorder {
+        store,
+        run_id,
+        allow_concurrent: opts.allow_concurrent,
+        tally: Tally::default(),
+    };
+    let site = virtperf_place::local::LocalSite::open_holding(opts.lock_nonce.as_deref())?;
+    let result = calibrate(opts, &site, &mut rec, obs, planned).and_then(|rate| {
+        let config = Config {
+            name: virtperf_report::explain::AS_IS.into(),
+            poll_ns: None,
+            knobs: Vec::new(),
+            measures: measures(opts, rate),
+        };
+        let mut guard = KnobGuard::journaled(virtperf_machine::knob::Journal::for_this_process(
+            &virtperf_machine::state::journal_base(),
+        ));
+        Tries {
+            opts: &tries,
+            site: &site,
+            rec: &mut rec,
+            seq: 1,
+            planned,
+            interrupted,
+            obs,
+        }
+        .run(&[config], false, &mut guard)
+    });
+    drop(site);
+    if let Err(e) = result {
+        rec.tally.fatal = Some(e);
+    }
+    let (status, ok, failed) = rec.close(interrupted, false)?;
+    Ok(RunOutcome {
+        run_id,
+        status,
+        ok,
+        failed,
+        skipped: Vec::new(),
+        restore_errors: Vec::new(),
+    })
+}
+
+/// One short as-is trial (a third of a trial's length, at least 1 s), stored: its rate
+/// sets the paced trials'.
+fn calibrate(
+    opts: &StreamOpts,
+    site: &dyn Site,
+    rec: &mut Recorder,
+    obs: &mut dyn Observer,
+    planned: usize,
+) -> Result<f64> {
+    let mut plan = opts.plan(opts.send_size, opts.flows);
+    plan.duration = (opts.duration / 3).max(Duration::from_secs(1));
+    obs.trial_started(1, planned, CALIBRATION, virtperf_report::explain::AS_IS, 1);
+    let mut trial = new_trial(1, virtperf_report::explain::AS_IS, CALIBRATION, None, 1);
+    let t0 = Instant::now();
+    let res = site.run(&plan, &|_| {}).map(|mut r| {
+        r.allow_concurrent |= opts.allow_concurrent;
+        let m = r.primary_metric();
+        trial.metric_name = m.name.to_string();
+        trial.result = Some(r);
+        m.value
+    });
+    trial.duration_s = t0.elapsed().as_secs_f64();
+    match &res {
+        Ok(v) => trial.metric = Some(*v),
+        Err(e) => {
+            trial.status = TrialStatus::Failed;
+            trial.error = Some(format!("{e:#}"));
+        }
+    }
+    let rate = rec.keep(&trial, res, obs)?;
+    match rate {
+        Some(r) if r > 0.0 => Ok(r),
+        _ => bail!("the calibration stream moved nothing: the battery cannot set its paced rate"),
+    }
+}

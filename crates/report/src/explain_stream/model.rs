@@ -1,0 +1,160 @@
+//! The stream explanation's parts, as the JSON gives them.
+
+use serde::Serialize;
+
+use crate::decide::Interval;
+use crate::stats::summarize;
+
+/// Confidence of every interval here.
+const CONFIDENCE: f64 = 0.95;
+
+/// A mean over tries with its 95% interval, or why there is none.
+#[derive(Debug, Clone, Serialize)]
+pub struct Estimate {
+    /// Mean.
+    pub mean: f64,
+    /// Tries it is the mean of.
+    pub n: usize,
+    /// Its 95% interval.
+    pub interval: Interval,
+}
+
+impl Estimate {
+    pub(crate) fn of(xs: &[f64]) -> Option<Estimate> {
+        let s = summarize(xs, CONFIDENCE);
+        (s.n > 0).then(|| Estimate {
+            mean: s.mean,
+            n: s.n,
+            interval: crate::decide::interval_of(&s),
+        })
+    }
+}
+
+/// CPU µs per MB received, by kind, of one side's CPU.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PerMb {
+    /// All busy time.
+    pub total: f64,
+    /// User mode (the application outside the kernel).
+    pub user: f64,
+    /// Kernel outside interrupts: system calls, with the copies to and from user space.
+    pub sys: f64,
+    /// Soft interrupts: the network stack's receive path and transmit completions.
+    pub softirq: f64,
+    /// Hard interrupts.
+    pub irq: f64,
+    /// Stolen by the hypervisor.
+    pub steal: f64,
+}
+
+/// What one side of the stream costs.
+#[derive(Debug, Clone, Serialize)]
+pub struct SideCost {
+    /// `sender` or `receiver`.
+    pub role: &'static str,
+    /// `client` or `server` (the agent).
+    pub end: &'static str,
+    /// The CPU its data thread ran on.
+    pub cpu: u32,
+    /// That CPU's busy percent over the window (all work on it, other work included).
+    pub busy_pct: Estimate,
+    /// That CPU's µs per MB by kind (means over the as-is tries).
+    pub us_per_mb: PerMb,
+    /// Of it, the test's own data threads (rusage), µs per MB.
+    pub threads_us_per_mb: Option<f64>,
+    /// The same CPU's µs per MB paced to half the rate: its cost off the limit.
+    pub paced_us_per_mb: Option<Estimate>,
+    /// Sender: messages handed to the kernel per MB, one `send` call each (the send size
+    /// sets it). Receiver: not counted (None).
+    pub calls_per_mb: Option<f64>,
+    /// IPIs this CPU received per MB (a traced trial of its own; root); None where not
+    /// traced.
+    pub ipis_per_mb: Option<f64>,
+    /// Idle entries of this CPU per MB (`--trace`); None where not traced.
+    pub idle_entries_per_mb: Option<f64>,
+}
+
+/// What limits the stream.
+#[derive(Debug, Clone, Serialize)]
+pub struct Bound {
+    /// `cpu`, `flow_control` or `none`.
+    pub kind: &'static str,
+    /// `sender` or `receiver` (a CPU bound).
+    pub side: Option<&'static str>,
+    /// The largest kind of work on that CPU (`sys`, `softirq`, …).
+    pub dominant: Option<&'static str>,
+    /// The figure that shows it, as printed.
+    pub figure: String,
+    /// Share of the sender's busy time it waited on the receive window, percent.
+    pub rwnd_limited_pct: Option<f64>,
+    /// Share of the sender's busy time it waited on its send buffer, percent.
+    pub sndbuf_limited_pct: Option<f64>,
+}
+
+/// The rate a CPU bound predicts, against the rate measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Model {
+    /// The side whose cost predicts (the bound side, else the busier).
+    pub side: Option<&'static str>,
+    /// Predicted Mbit/s: one CPU at the paced cost per MB.
+    pub predicted_mbps: Option<f64>,
+    /// Measured ÷ predicted − 1, percent.
+    pub residual_pct: Option<f64>,
+    /// Why there is no prediction, or what the residual says.
+    pub note: String,
+}
+
+/// A remedy's measured effect.
+#[derive(Debug, Clone, Serialize)]
+pub struct Remedy {
+    /// Its label (a trial label of the run).
+    pub label: String,
+    /// Its rate, Mbit/s.
+    pub mbps: Option<Estimate>,
+    /// Remedy ÷ as-is, with Fieller's 95% interval.
+    pub ratio: Option<f64>,
+    /// The ratio's interval, or why none.
+    pub ratio_interval: Interval,
+    /// `raises`, `lowers`, `no measurable effect`, `undecided` or `not measured`.
+    pub effect: &'static str,
+    /// The bound (or busier) side's CPU µs per MB under it.
+    pub bound_side_us_per_mb: Option<f64>,
+    /// Why it was not measured (a skipped or failed trial's reason).
+    pub why_not: Option<String>,
+}
+
+/// What the battery could not try here, with why.
+#[derive(Debug, Clone, Serialize)]
+pub struct NotTried {
+    /// The remedy.
+    pub remedy: String,
+    /// Why not.
+    pub why: String,
+}
+
+/// The whole answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamExplanation {
+    /// The run it was computed from.
+    pub run_id: i64,
+    /// Bytes per send.
+    pub send_size: u32,
+    /// Flows.
+    pub flows: u32,
+    /// The agent sent (client received).
+    pub reverse: bool,
+    /// The rate, Mbit/s.
+    pub mbps: Estimate,
+    /// What limits it.
+    pub bound: Bound,
+    /// Sender first, then receiver.
+    pub sides: Vec<SideCost>,
+    /// The model and its residual.
+    pub model: Model,
+    /// Each remedy.
+    pub remedies: Vec<Remedy>,
+    /// What could not be tried here.
+    pub not_tried: Vec<NotTried>,
+    /// One line: the bound, with its figure.
+    pub verdict: String,
+}

@@ -1,0 +1,241 @@
+// Made-up trials, so each case of the model is pinned down without a machine that has it;
+// `cli/tests/explain_stream.rs` runs the battery for real.
+
+use super::*;
+use virtperf_store::{NewTrial, TrialStatus};
+use virtperf_wire::{CpuAccounting, CpuSplit, StreamFlow, StreamOutcome, StreamParams, TcpInfo};
+
+/// A side whose CPU `cpu` (of two) spent `sys` and `softirq` percent.
+fn side(cpu: usize, sys: f64, softirq: f64) -> SideCpu {
+    let mut per_cpu = vec![CpuShares::default(); 2];
+    per_cpu[cpu] = CpuShares {
+        system_pct: sys,
+        softirq_pct: softirq,
+        idle_pct: 100.0 - sys - softirq,
+        ..Default::default()
+    };
+    SideCpu {
+        system: CpuSplit {
+            per_cpu,
+            ..Default::default()
+        },
+        process_user_s: 0.0,
+        process_system_s: 0.5,
+        ..Default::default()
+    }
+}
+
+/// A 1 s stream at `mbps` whose sender's CPU 0 and receiver's CPU 1 were this busy
+/// (sys + softirq), with the sender receive-window limited `rwnd` of its busy time.
+fn stream(mbps: f64, sender: (f64, f64), receiver: (f64, f64), rwnd: f64) -> TestResult {
+    let bytes = (mbps * 1e6 / 8.0) as u64;
+    let tcp = TcpInfo {
+        busy_us: Some(1_000_000),
+        rwnd_limited_us: Some((rwnd * 1e6) as u64),
+        sndbuf_limited_us: Some(0),
+        ..Default::default()
+    };
+    TestResult {
+        schema: virtperf_wire::RESULT_SCHEMA.into(),
+        workload: Workload::Stream(StreamParams::new(16384)),
+        duration_s: 1.0,
+        client_cpu: Some(0),
+        server_cpu: Some(1),
+        target: "127.0.0.1:1".into(),
+        sock: Default::default(),
+        sock_applied: None,
+        capture: None,
+        kvm: None,
+        placement: None,
+        guest: None,
+        outcome: Outcome::Stream(StreamOutcome {
+            mbps,
+            receiver_bytes: bytes,
+            sender_bytes: bytes,
+            elapsed_s: 1.0,
+            flows: vec![StreamFlow {
+                mbps,
+                receiver_bytes: bytes,
+                tcp: Some(tcp),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        cpu: CpuAccounting {
+            unit: "KB".into(),
+            same_host: true,
+            client: side(0, sender.0, sender.1),
+            server: Some(side(1, receiver.0, receiver.1)),
+        },
+        env: Default::default(),
+        warnings: vec![],
+        events: None,
+        allow_concurrent: false,
+        stop_s: None,
+        trace: None,
+        timeline: None,
+        host_trace: None,
+        intervals: vec![],
+        load: None,
+        host_vm: None,
+        omit_s: None,
+        host_cpu: None,
+    }
+}
+
+fn row(label: &str, r: Option<TestResult>, error: Option<&str>) -> TrialRow {
+    TrialRow {
+        id: 0,
+        run_id: 1,
+        trial: NewTrial {
+            seq: 0,
+            config: "as-is".into(),
+            workload: "stream".into(),
+            point: serde_json::json!({}),
+            point_label: label.into(),
+            repetition: 1,
+            status: if r.is_some() {
+                TrialStatus::Ok
+            } else {
+                TrialStatus::Skipped
+            },
+            error: error.map(str::to_string),
+            result: r,
+            detail: None,
+            metric: None,
+            metric_name: String::new(),
+            started_at: String::new(),
+            duration_s: 1.0,
+        },
+    }
+}
+
+/// Three as-is tries bound by the receiver's CPU, three paced, three of each remedy given.
+fn battery(receiver_busy: (f64, f64), rwnd: f64, remedies: &[(&str, f64)]) -> Vec<TrialRow> {
+    let mut out = Vec::new();
+    for (i, rate) in [8000.0, 8100.0, 7900.0].into_iter().enumerate() {
+        out.push(row(
+            AS_IS,
+            Some(stream(rate, (60.0, 10.0), receiver_busy, rwnd)),
+            None,
+        ));
+        // Half the rate, each side at half its busy share plus a little: the cost per MB
+        // at half rate is a bit above the limit's.
+        let r = (receiver_busy.0 / 2.0 + 2.0, receiver_busy.1 / 2.0);
+        out.push(row(PACED, Some(stream(4000.0, (32.0, 5.0), r, 0.0)), None));
+        for (label, x) in remedies {
+            let jitter = 1.0 + 0.01 * i as f64;
+            out.push(row(
+                label,
+                Some(stream(
+                    8000.0 * x * jitter,
+                    (60.0, 10.0),
+                    receiver_busy,
+                    rwnd,
+                )),
+                None,
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_busy_receiver_bounds_the_stream_and_the_paced_cost_predicts_it() {
+    let trials = battery((60.0, 37.0), 0.0, &[(LARGER_SENDS, 1.5), (ZEROCOPY, 1.0)]);
+    let e = explain(1, &trials).expect("explained");
+    assert_eq!(e.bound.kind, "cpu");
+    assert_eq!(e.bound.side, Some("receiver"));
+    assert_eq!(e.bound.dominant, Some("sys"));
+    assert!(
+        e.verdict
+            .contains("bound by the receiver's CPU (CPU 1 97% busy"),
+        "{}",
+        e.verdict
+    );
+    let recv = &e.sides[1];
+    assert_eq!((recv.role, recv.end, recv.cpu), ("receiver", "server", 1));
+    // 97% of 1 s over 1000 MB (8000 Mbit/s) is 970 µs per MB; the tries differ a little.
+    assert!(
+        (recv.us_per_mb.total - 970.0).abs() < 15.0,
+        "{:?}",
+        recv.us_per_mb
+    );
+    assert!((recv.us_per_mb.sys + recv.us_per_mb.softirq - recv.us_per_mb.total).abs() < 1e-9);
+    // Paced: 32% + 18.5% of a second over 500 MB = 1010 µs per MB → 7921 Mbit/s predicted.
+    let paced = recv.paced_us_per_mb.as_ref().expect("paced cost");
+    assert!((paced.mean - 1010.0).abs() < 1e-6, "{paced:?}");
+    let predicted = e.model.predicted_mbps.expect("a prediction");
+    assert!((predicted - 8.0 * 1e6 / 1010.0).abs() < 1e-6);
+    let residual = e.model.residual_pct.expect("a residual");
+    assert!((residual - 100.0 * (8000.0 / predicted - 1.0)).abs() < 1e-9);
+    assert_eq!(e.sides[0].calls_per_mb, Some(1e6 / 16384.0));
+    assert_eq!(e.remedies[0].effect, "raises", "{:?}", e.remedies[0]);
+    assert_eq!(
+        e.remedies[2].effect, "no measurable effect",
+        "{:?}",
+        e.remedies[2]
+    );
+}
+
+#[test]
+fn a_sender_waiting_on_the_receive_window_is_flow_control_with_no_cpu_prediction() {
+    let trials = battery((40.0, 10.0), 0.8, &[]);
+    let e = explain(1, &trials).expect("explained");
+    assert_eq!(e.bound.kind, "flow_control");
+    assert!((e.bound.rwnd_limited_pct.expect("measured") - 80.0).abs() < 1e-9);
+    assert!(e.verdict.contains("flow control"), "{}", e.verdict);
+    assert!(e.model.predicted_mbps.is_none());
+    assert!(e.model.note.starts_with("not measured"), "{}", e.model.note);
+}
+
+#[test]
+fn a_smaller_window_share_is_flow_control_only_where_larger_buffers_raise_the_rate() {
+    let without = explain(1, &battery((40.0, 10.0), 0.3, &[])).expect("explained");
+    assert_eq!(without.bound.kind, "none", "{}", without.verdict);
+    let with = explain(1, &battery((40.0, 10.0), 0.3, &[(BIG_BUFFERS, 2.0)])).expect("explained");
+    assert_eq!(with.bound.kind, "flow_control", "{}", with.verdict);
+    assert!(
+        with.verdict
+            .contains("4 MiB socket buffers raise the rate ×2.0"),
+        "{}",
+        with.verdict
+    );
+}
+
+#[test]
+fn no_busy_cpu_and_no_flow_control_is_no_single_bound() {
+    let trials = battery((40.0, 10.0), 0.1, &[]);
+    let e = explain(1, &trials).expect("explained");
+    assert_eq!(e.bound.kind, "none");
+    assert!(e.verdict.contains("no single bound"), "{}", e.verdict);
+    // The busier side (the sender at 70%) still predicts, and says so.
+    assert_eq!(e.model.side, Some("sender"));
+}
+
+#[test]
+fn a_remedy_not_measured_says_why_and_one_try_is_undecided() {
+    let mut trials = battery((60.0, 37.0), 0.0, &[]);
+    trials.push(row(SECOND_FLOW, None, Some("the agent allows 1 flow")));
+    trials.push(row(
+        BIG_BUFFERS,
+        Some(stream(9000.0, (60.0, 10.0), (60.0, 37.0), 0.0)),
+        None,
+    ));
+    let e = explain(1, &trials).expect("explained");
+    let by = |l: &str| e.remedies.iter().find(|r| r.label == l).expect("listed");
+    assert_eq!(by(SECOND_FLOW).effect, "not measured");
+    assert_eq!(
+        by(SECOND_FLOW).why_not.as_deref(),
+        Some("the agent allows 1 flow")
+    );
+    assert_eq!(by(BIG_BUFFERS).effect, "undecided");
+    assert!(by(LARGER_SENDS).why_not.is_some());
+}
+
+#[test]
+fn no_as_is_trial_is_not_measured_with_the_reason() {
+    let trials = vec![row(AS_IS, None, Some("CPU 7 does not exist"))];
+    let err = explain(1, &trials).expect_err("nothing to explain");
+    assert_eq!(err, "not measured: CPU 7 does not exist");
+}

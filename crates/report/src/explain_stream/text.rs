@@ -1,0 +1,180 @@
+//! The stream explanation as text: the verdict first, then each side's cost per MB, the
+//! model's residual, the remedies and what was not tried.
+
+use super::model::{Bound, Estimate, SideCost, StreamExplanation};
+use crate::decide::Interval;
+
+/// A rate for people: Gbit/s from 1000 Mbit/s up.
+pub(crate) fn rate(mbps: f64) -> String {
+    if mbps >= 1000.0 {
+        format!("{:.2} Gbit/s", mbps / 1000.0)
+    } else {
+        format!("{mbps:.0} Mbit/s")
+    }
+}
+
+fn size(bytes: u32) -> String {
+    if bytes >= 1024 && bytes.is_multiple_of(1024) {
+        format!("{} KiB", bytes / 1024)
+    } else {
+        format!("{bytes}-byte")
+    }
+}
+
+fn interval(e: &Estimate, f: impl Fn(f64) -> String) -> String {
+    match &e.interval {
+        Interval::Bounded { low, high } => format!("{} [{}, {}]", f(e.mean), f(*low), f(*high)),
+        Interval::None { why } => format!("{} ({why})", f(e.mean)),
+    }
+}
+
+/// The one-line answer: the rate, what bounds it and the figure that shows it.
+pub(super) fn verdict(send: u32, mbps: &Estimate, b: &Bound, costs: &[SideCost]) -> String {
+    let head = format!("a {} stream runs at {} here", size(send), rate(mbps.mean));
+    match (b.kind, b.side) {
+        ("cpu", Some(side)) => {
+            let c = costs.iter().find(|c| c.role == side);
+            let other = costs.iter().find(|c| c.role != side);
+            let split = c.map_or(String::new(), |c| {
+                let m = &c.us_per_mb;
+                let share = |x: f64| 100.0 * x / m.total.max(f64::MIN_POSITIVE);
+                format!(
+                    ": {:.0}% sys, {:.0}% softirq, {:.0}% user of its busy time",
+                    share(m.sys),
+                    share(m.softirq),
+                    share(m.user)
+                )
+            });
+            let idle = other.map_or(String::new(), |o| {
+                format!(
+                    "; the {}'s CPU is {:.0}% idle",
+                    o.role,
+                    (100.0 - o.busy_pct.mean).max(0.0)
+                )
+            });
+            let calls = match (side, c.and_then(|c| c.calls_per_mb)) {
+                ("sender", Some(n)) if b.dominant == Some("sys") => {
+                    format!(", {n:.0} sends per MB (one system call per {send} bytes)")
+                }
+                _ => String::new(),
+            };
+            format!(
+                "{head}, bound by the {side}'s CPU ({}{split}{calls}){idle}",
+                b.figure
+            )
+        }
+        ("flow_control", _) => format!("{head}, bound by flow control: {}", b.figure),
+        _ => format!("{head}, with no single bound: {}", b.figure),
+    }
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.filter(|x| x.is_finite())
+        .map_or("not measured".into(), |x| format!("{x:.digits$}"))
+}
+
+fn side_lines(c: &SideCost) -> String {
+    let m = &c.us_per_mb;
+    let mut s = format!(
+        "  {} ({} end, CPU {}): busy {}\n",
+        c.role,
+        c.end,
+        c.cpu,
+        interval(&c.busy_pct, |x| format!("{x:.0}%"))
+    );
+    s += &format!(
+        "    CPU µs per MB: {:.1} = user {:.1} + sys {:.1} + softirq {:.1} + irq {:.1} (steal {:.1})\n",
+        m.total, m.user, m.sys, m.softirq, m.irq, m.steal
+    );
+    s +=
+        &format!(
+        "    of it the test's own threads: {} µs per MB; paced to half the rate: {} µs per MB\n",
+        opt(c.threads_us_per_mb, 1),
+        c.paced_us_per_mb
+            .as_ref()
+            .map_or("not measured".into(), |e| interval(e, |x| format!("{x:.1}")))
+    );
+    s += &format!(
+        "    sends per MB: {}; IPIs per MB: {}; idle entries per MB: {}\n",
+        match c.role {
+            "sender" => opt(c.calls_per_mb, 0),
+            _ => "not counted (receiver)".into(),
+        },
+        c.ipis_per_mb
+            .map_or("not traced (--trace needs root)".into(), |x| format!(
+                "{x:.2}"
+            )),
+        c.idle_entries_per_mb
+            .map_or("not traced".into(), |x| format!("{x:.2}"))
+    );
+    s
+}
+
+/// The explanation as printed by `virtperf explain --workload stream`.
+pub fn text(e: &StreamExplanation) -> String {
+    let mut s = format!("Verdict: {}.\n\n", e.verdict);
+    s += &format!(
+        "Rate: {} Mbit/s over {} tries ({} flow(s), {})\n",
+        interval(&e.mbps, |x| format!("{x:.0}")),
+        e.mbps.n,
+        e.flows,
+        if e.reverse {
+            "agent sends"
+        } else {
+            "client sends"
+        }
+    );
+    if let (Some(r), Some(sb)) = (e.bound.rwnd_limited_pct, e.bound.sndbuf_limited_pct) {
+        s += &format!(
+            "Flow control (sender's TCP_INFO): receive-window limited {r:.1}%, send-buffer limited {sb:.1}% of busy time\n"
+        );
+    }
+    s += "\nCost per MB received, each side (its CPU's time, other work on it included):\n";
+    for c in &e.sides {
+        s += &side_lines(c);
+    }
+    s += "\nModel (one CPU at the paced cost per MB, against the measured rate):\n";
+    match (e.model.predicted_mbps, e.model.residual_pct) {
+        (Some(p), Some(r)) => {
+            s += &format!(
+                "  the {} predicts {p:.0} Mbit/s; measured {:.0}; residual {r:+.1}% ({})\n",
+                e.model.side.unwrap_or("busier side"),
+                e.mbps.mean,
+                e.model.note
+            )
+        }
+        _ => s += &format!("  {}\n", e.model.note),
+    }
+    s += "\nRemedies (each against as-is, interleaved; ratio with its 95% interval):\n";
+    for r in &e.remedies {
+        let ratio = match (&r.ratio, &r.ratio_interval) {
+            (Some(x), Interval::Bounded { low, high }) => format!("×{x:.3} [{low:.3}, {high:.3}]"),
+            (Some(x), Interval::None { why }) => format!("×{x:.3} ({why})"),
+            (None, _) => String::new(),
+        };
+        let which = if e.bound.side.is_some() {
+            "bound"
+        } else {
+            "busier"
+        };
+        let cost = r.bound_side_us_per_mb.map_or(String::new(), |c| {
+            format!("; {which} side {c:.1} µs per MB")
+        });
+        let why = r
+            .why_not
+            .as_ref()
+            .map_or(String::new(), |w| format!(": {w}"));
+        s += &format!(
+            "  {:<30} {:<22} {ratio}{cost}{why}\n",
+            r.label.trim_start_matches("stream "),
+            r.effect
+        );
+    }
+    if !e.not_tried.is_empty() {
+        s += "\nNot tried here:\n";
+        for n in &e.not_tried {
+            s += &format!("  {}: {}\n", n.remedy, n.why);
+        }
+    }
+    s
+}
