@@ -14,8 +14,13 @@ use crate::signals::{code, exit};
 /// The battery's options from the command line; what the stream explanation does not do
 /// (yet) is refused before anything runs.
 fn options(a: &ExplainArgs) -> Result<StreamOpts> {
+    use virtperf_place::Placement;
+    let guest = matches!(&a.placement, Some(Placement::Guest(d, _)) if matches!(d.name(), "host-guest" | "guest-host"));
     let not_yet = [
-        (a.placement.is_some(), "--placement"),
+        (
+            a.placement.is_some() && !guest,
+            "--placement (other than guest, guest:host-guest, guest:guest-host)",
+        ),
         (a.native.is_some(), "--native"),
         (a.host.is_some(), "--host"),
         (a.vm.is_some(), "--vm"),
@@ -26,7 +31,7 @@ fn options(a: &ExplainArgs) -> Result<StreamOpts> {
         return Err(exit(
             code::USAGE,
             format!(
-                "explain --workload stream runs on this machine's loopback only (yet): drop {flag}"
+                "explain --workload stream runs on this machine's loopback or into a guest only (yet): drop {flag}"
             ),
         ));
     }
@@ -46,6 +51,14 @@ fn options(a: &ExplainArgs) -> Result<StreamOpts> {
     o.flows = a.stream.flows.unwrap_or(1);
     o.reverse = a.stream.reverse;
     o.window = a.stream.window;
+    o.placement = a.placement.clone().map(|mut p| {
+        if let Placement::Guest(_, g) = &mut p {
+            **g = a.guest.opts(a.json);
+            // `-T 0,1` names a CPU of each end: the guest needs a second vCPU for it.
+            g.vcpus = g.vcpus.max(2);
+        }
+        p
+    });
     o.cpus = (c0, c1);
     o.allow_concurrent = a.lock.allow_concurrent;
     o.tags = a.tags.resolve()?;
@@ -61,6 +74,18 @@ fn options(a: &ExplainArgs) -> Result<StreamOpts> {
 /// `virtperf explain --workload stream`
 pub fn explain(a: &ExplainArgs) -> Result<()> {
     let opts = options(a)?;
+    if opts.placement.as_ref().is_some_and(|p| p.needs_root()) {
+        // A signal must not leave the guest, its namespace or run directory behind.
+        crate::signals::on_termination(|sig| {
+            let removed = virtperf_place::guest::cleanup_own();
+            eprintln!(
+                "\nvirtperf: {}: removed {} namespace(s)/guest(s)/run dir(s) this run created",
+                crate::signals::name(sig),
+                removed.len()
+            );
+            crate::signals::exit_now(sig);
+        })?;
+    }
     let d = crate::experiment::execute_with(&a.db, a.json, &a.lock, |store, stop, obs| {
         virtperf_explain::run_stream(&opts, store, stop, obs)
     })?;

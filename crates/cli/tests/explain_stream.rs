@@ -1,13 +1,20 @@
 //! `virtperf explain --workload stream` for real (issue 54): streams on loopback, each
 //! verdict checked against the figures of the JSON it names, and `show` reading the run
-//! back to the same answer. One test runs the cases one after another: two batteries at
-//! once would each find the other's work on their CPUs (which the answer counts, rightly).
+//! back to the same answer. The batteries take turns ([`TURN`]): two at once would each
+//! find the other's work on their CPUs (which the answer counts, rightly).
 
 mod common;
 
 use std::time::Duration;
 
 use common::{run_with_timeout, vp, TempDir};
+
+/// Held by each battery's test for its whole run.
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn explain(db: &std::path::Path, extra: &[&str]) -> serde_json::Value {
     let out = run_with_timeout(
@@ -38,6 +45,7 @@ fn f(v: &serde_json::Value, ptr: &str) -> f64 {
 
 #[test]
 fn each_bound_is_named_with_the_figure_of_its_json() {
+    let _turn = turn();
     let d = TempDir::new("explain-stream");
     let db = d.path("x.db");
 
@@ -114,8 +122,18 @@ fn each_bound_is_named_with_the_figure_of_its_json() {
 fn what_a_stream_explanation_does_not_take_is_refused_in_one_line() {
     for (args, needle) in [
         (
-            &["explain", "--workload", "stream", "--placement", "guest"][..],
+            &[
+                "explain",
+                "--workload",
+                "stream",
+                "--placement",
+                "netns:veth",
+            ][..],
             "drop --placement",
+        ),
+        (
+            &["explain", "--workload", "stream", "--output", "x.html"][..],
+            "drop --output",
         ),
         (
             &["explain", "--workload", "stream", "-r", "1,2"][..],
@@ -127,4 +145,44 @@ fn what_a_stream_explanation_does_not_take_is_refused_in_one_line() {
         assert_eq!(code, 2, "{args:?}: {err}");
         common::assert_one_line_error(&err, needle);
     }
+}
+
+/// Into a guest (TCG here): the receiving end is the guest, and the bound is named on this
+/// host too, by its vCPU threads' CPU in the host view, with the figure of the JSON.
+#[test]
+fn a_stream_into_a_guest_is_bound_on_the_hosts_vcpu_threads() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        virtperf_testkit::skip("root", "guest placements need root");
+        return;
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        virtperf_testkit::skip("tun", "no /dev/net/tun here (guests need a tap device)");
+        return;
+    }
+    if let Some((need, why)) = common::guest_tools_missing() {
+        virtperf_testkit::skip(need, why);
+        return;
+    }
+    let _turn = turn();
+    let d = TempDir::new("explain-stream-guest");
+    let v = explain(&d.path("g.db"), &["--placement", "guest"]);
+    let verdict = v["verdict"].as_str().expect("verdict");
+    assert_eq!(v["host_view"]["guest_end"], "server", "{verdict}");
+    let vcpu = v["host_view"]["classes"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["class"] == "vcpu"))
+        .expect("the vCPU threads in the host view");
+    let busy = f(vcpu, "/busy_pct");
+    assert!(f(vcpu, "/us_per_mb") > 0.0, "{vcpu}");
+    assert_eq!(v["bound"]["kind"], "cpu", "{verdict}");
+    assert_eq!(v["bound"]["side"], "receiver", "{verdict}");
+    let on_host = v["bound"]["on_host"].as_str().expect("named on the host");
+    assert!(
+        on_host.contains(&format!("used {busy:.0}% of a CPU")),
+        "{on_host}"
+    );
+    assert!(verdict.contains(on_host), "{verdict}");
+    let not_tried = v["not_tried"].to_string();
+    assert!(not_tried.contains("vhost-net"), "{not_tried}");
 }

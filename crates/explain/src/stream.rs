@@ -32,7 +32,12 @@ pub struct StreamOpts {
     pub reverse: bool,
     /// SO_RCVBUF of both ends (`--window`; None: the kernel's autotuning).
     pub window: Option<u32>,
-    /// Client and server CPUs (each side's data threads pinned there).
+    /// Where the two ends run (None: this machine's loopback): a guest placement streams
+    /// between this host and a QEMU guest, whose host view (its threads' CPU) each trial
+    /// carries.
+    pub placement: Option<virtperf_place::Placement>,
+    /// Client and server CPUs (each side's data threads pinned there; a guest end's CPU is
+    /// its vCPU).
     pub cpus: (u32, u32),
     /// Tries of every measurement.
     pub tries: u32,
@@ -61,6 +66,7 @@ impl StreamOpts {
             flows: 1,
             reverse: false,
             window: None,
+            placement: None,
             cpus: (0, 1),
             tries: if quick { 3 } else { 5 },
             duration: Duration::from_secs(if quick { 2 } else { 3 }),
@@ -96,7 +102,7 @@ impl StreamOpts {
 
     fn describe(&self) -> String {
         format!(
-            "# virtperf explain --workload stream: {} tries of {:?}, send size {}, {} flow(s){}{}, cpus {},{}\n# measures: {}, {}, {}, {}\n",
+            "# virtperf explain --workload stream: {} tries of {:?}, send size {}, {} flow(s){}{}, cpus {},{}{}\n# measures: {}, {}, {}, {}\n",
             self.tries,
             self.duration,
             self.send_size,
@@ -105,6 +111,9 @@ impl StreamOpts {
             self.window.map_or(String::new(), |w| format!(", window {w}")),
             self.cpus.0,
             self.cpus.1,
+            self.placement
+                .as_ref()
+                .map_or(String::new(), |p| format!(", at {p}")),
             model::AS_IS,
             model::TRACED,
             model::PACED,
@@ -163,7 +172,9 @@ pub fn run_stream(
     interrupted: &AtomicBool,
     obs: &mut dyn Observer,
 ) -> Result<RunOutcome> {
-    check_cpus(opts.cpus)?;
+    if opts.placement.is_none() {
+        check_cpus(opts.cpus)?;
+    }
     if opts.send_size == 0 || opts.send_size > virtperf_wire::MAX_IO_SIZE {
         bail!(
             "the send size must be 1 to {} bytes",
@@ -192,8 +203,14 @@ pub fn run_stream(
         allow_concurrent: opts.allow_concurrent,
         tally: Tally::default(),
     };
-    let site = virtperf_place::local::LocalSite::open_holding(opts.lock_nonce.as_deref())?;
-    let result = calibrate(opts, &site, &mut rec, obs, planned).and_then(|rate| {
+    let owned: Box<dyn Site> = match &opts.placement {
+        None => Box::new(virtperf_place::local::LocalSite::open_holding(
+            opts.lock_nonce.as_deref(),
+        )?),
+        Some(p) => virtperf_place::open(p)?,
+    };
+    let site = owned.as_ref();
+    let result = calibrate(opts, site, &mut rec, obs, planned).and_then(|rate| {
         let config = Config {
             name: virtperf_report::explain::AS_IS.into(),
             poll_ns: None,
@@ -205,7 +222,7 @@ pub fn run_stream(
         ));
         Tries {
             opts: &tries,
-            site: &site,
+            site,
             rec: &mut rec,
             seq: 1,
             planned,
@@ -214,7 +231,8 @@ pub fn run_stream(
         }
         .run(&[config], false, &mut guard)
     });
-    drop(site);
+    // The guest (if any) goes before the run is closed.
+    drop(owned);
     if let Err(e) = result {
         rec.tally.fatal = Some(e);
     }

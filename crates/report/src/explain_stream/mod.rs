@@ -259,7 +259,9 @@ pub fn explain(run_id: i64, trials: &[TrialRow]) -> Result<StreamExplanation, St
     let mbps_each: Vec<f64> = ts.iter().map(|t| t.mbps).collect();
     let mbps = Estimate::of(&mbps_each).ok_or("no as-is rate")?;
     let buffers = effect_of(trials, &ts, BIG_BUFFERS);
-    let bound = bound(&ts, &costs, buffers.as_ref());
+    let host_view = host_view(&ts);
+    let mut bound = bound(&ts, &costs, buffers.as_ref());
+    on_the_host(&mut bound, &costs, host_view.as_ref());
     let model = model(&bound, &costs, mbps.mean);
     let remedies = remedies(trials, &ts, &bound, &costs);
     let verdict = text::verdict(p.send_size, &mbps, &bound, &costs);
@@ -270,12 +272,86 @@ pub fn explain(run_id: i64, trials: &[TrialRow]) -> Result<StreamExplanation, St
         reverse: p.reverse,
         mbps,
         bound,
+        host_view,
         sides: costs,
         model,
         remedies,
         not_tried: not_tried(first.r),
         verdict,
     })
+}
+
+/// The guest end's threads on this host, from the as-is trials' host view (guest
+/// placements carry one).
+fn host_view(ts: &[Trial]) -> Option<HostView> {
+    let first = ts.first()?;
+    let guest_end = match first.r.placement.as_deref() {
+        Some(p) if p.ends_with("guest-host") => "client",
+        Some(p) if p.starts_with("guest") => "server",
+        _ => return None,
+    };
+    let views: Vec<(&Trial, &virtperf_wire::HostVm)> = ts
+        .iter()
+        .filter_map(|t| t.r.host_vm.as_ref().map(|h| (t, h)))
+        .collect();
+    let (_, h0) = views.first()?;
+    let classes = h0
+        .classes
+        .iter()
+        .map(|c0| {
+            let each = |f: &dyn Fn(&Trial, f64, f64) -> f64| {
+                let xs: Vec<f64> = views
+                    .iter()
+                    .filter_map(|(t, h)| {
+                        let c = h.classes.iter().find(|c| c.class == c0.class)?;
+                        Some(f(t, c.cpu_s, h.window_s?))
+                    })
+                    .collect();
+                mean(&xs).unwrap_or(f64::NAN)
+            };
+            HostClass {
+                class: c0.class.clone(),
+                threads: c0.threads,
+                busy_pct: each(&|_, cpu, w| 100.0 * cpu / w),
+                us_per_mb: each(&|t, cpu, _| cpu * 1e6 / t.mb),
+            }
+        })
+        .collect();
+    Some(HostView {
+        guest_end,
+        accel: h0.accel.clone(),
+        classes,
+    })
+}
+
+/// Names the bound on the host too where the guest end is the bound one (its vCPU
+/// threads' CPU), or where the guest's own accounting shows no busy CPU but its vCPU
+/// threads on the host are busy nearly all of the window.
+fn on_the_host(b: &mut Bound, costs: &[SideCost], host: Option<&HostView>) {
+    let Some(h) = host else { return };
+    let Some(vcpu) = h.classes.iter().find(|c| c.class == "vcpu") else {
+        return;
+    };
+    let Some(guest) = costs.iter().find(|c| c.end == h.guest_end) else {
+        return;
+    };
+    let on_host = format!(
+        "on the host its {} vCPU thread{} used {:.0}% of a CPU",
+        vcpu.threads,
+        if vcpu.threads > 1 { "s" } else { "" },
+        vcpu.busy_pct
+    );
+    match b.kind {
+        "cpu" if b.side == Some(guest.role) => b.on_host = Some(on_host),
+        "none" if vcpu.busy_pct >= CPU_BOUND_PCT => {
+            b.kind = "cpu";
+            b.side = Some(guest.role);
+            b.dominant = None;
+            b.figure = "the guest's own accounting shows no busy CPU".into();
+            b.on_host = Some(on_host);
+        }
+        _ => {}
+    }
 }
 
 /// Share (percent) of the senders' busy time spent limited by `f`, over every flow of `ts`.
@@ -333,6 +409,7 @@ fn bound(ts: &[Trial], costs: &[SideCost], buffers: Option<&(f64, f64)>) -> Boun
         side: None,
         dominant: None,
         figure: String::new(),
+        on_host: None,
         rwnd_limited_pct: rwnd,
         sndbuf_limited_pct: sndbuf,
     };
@@ -475,7 +552,11 @@ fn remedies(trials: &[TrialRow], base: &[Trial], bound: &Bound, costs: &[SideCos
 
 /// The remedies the issue names that this placement has no place for, with why.
 fn not_tried(r: &TestResult) -> Vec<NotTried> {
-    let loopback = r.target.starts_with("127.") || r.target.starts_with("[::1]");
+    let guest = r
+        .placement
+        .as_deref()
+        .is_some_and(|p| p.starts_with("guest"));
+    let loopback = !guest && (r.target.starts_with("127.") || r.target.starts_with("[::1]"));
     let mut out = Vec::new();
     let mut no = |remedy: &str, why: &str| {
         out.push(NotTried {
@@ -493,10 +574,17 @@ fn not_tried(r: &TestResult) -> Vec<NotTried> {
             "loopback has no veth or tap device to toggle them on",
         );
     }
-    no(
-        "guest NIC rx ring, multiqueue, vhost-net",
-        "no guest here: `explain --workload stream` measures this machine's loopback only (yet)",
-    );
+    if guest {
+        no(
+            "guest NIC rx ring, multiqueue, vhost-net",
+            "each needs a guest booted with it; the battery boots one guest (`vm compare --rx-queue-size …` measures one setting against another)",
+        );
+    } else {
+        no(
+            "guest NIC rx ring, multiqueue, vhost-net",
+            "no guest here: give --placement guest to explain a stream into one",
+        );
+    }
     out
 }
 

@@ -85,6 +85,8 @@ pub struct Bound {
     pub dominant: Option<&'static str>,
     /// The figure that shows it, as printed.
     pub figure: String,
+    /// With a guest end bound: its vCPU threads on this host, as printed.
+    pub on_host: Option<String>,
     /// Share of the sender's busy time it waited on the receive window, percent.
     pub rwnd_limited_pct: Option<f64>,
     /// Share of the sender's busy time it waited on its send buffer, percent.
@@ -123,6 +125,30 @@ pub struct Remedy {
     pub why_not: Option<String>,
 }
 
+/// A class of the VM's threads on the host (a guest placement's host view).
+#[derive(Debug, Clone, Serialize)]
+pub struct HostClass {
+    /// `vcpu`, `main`, `io`, `vhost` or `other`.
+    pub class: String,
+    /// Threads in it.
+    pub threads: u32,
+    /// Their CPU over the window, percent of one CPU (mean over the as-is tries).
+    pub busy_pct: f64,
+    /// Their CPU µs per MB received.
+    pub us_per_mb: f64,
+}
+
+/// The hypervisor's view of the guest end: its QEMU's threads on this host.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostView {
+    /// The end that runs in the guest: `client` or `server`.
+    pub guest_end: &'static str,
+    /// `kvm` or `tcg` (QEMU emulating the guest's CPU).
+    pub accel: Option<String>,
+    /// Each class of its threads.
+    pub classes: Vec<HostClass>,
+}
+
 /// What the battery could not try here, with why.
 #[derive(Debug, Clone, Serialize)]
 pub struct NotTried {
@@ -147,6 +173,8 @@ pub struct StreamExplanation {
     pub mbps: Estimate,
     /// What limits it.
     pub bound: Bound,
+    /// With a guest placement: the guest's threads on this host.
+    pub host_view: Option<HostView>,
     /// Sender first, then receiver.
     pub sides: Vec<SideCost>,
     /// The model and its residual.

@@ -58,8 +58,12 @@ pub(super) fn verdict(send: u32, mbps: &Estimate, b: &Bound, costs: &[SideCost])
                 }
                 _ => String::new(),
             };
+            let host = b
+                .on_host
+                .as_ref()
+                .map_or(String::new(), |h| format!("; {h}"));
             format!(
-                "{head}, bound by the {side}'s CPU ({}{split}{calls}){idle}",
+                "{head}, bound by the {side}'s CPU ({}{split}{calls}{host}){idle}",
                 b.figure
             )
         }
@@ -132,6 +136,19 @@ pub fn text(e: &StreamExplanation) -> String {
     s += "\nCost per MB received, each side (its CPU's time, other work on it included):\n";
     for c in &e.sides {
         s += &side_lines(c);
+    }
+    if let Some(h) = &e.host_view {
+        s += &format!(
+            "\nHost view (the {} end is a guest, {}): its threads on this host\n",
+            h.guest_end,
+            h.accel.as_deref().unwrap_or("accelerator unknown")
+        );
+        for c in &h.classes {
+            s += &format!(
+                "  {:<6} {} thread(s): {:.0}% of a CPU, {:.1} µs per MB\n",
+                c.class, c.threads, c.busy_pct, c.us_per_mb
+            );
+        }
     }
     s += "\nModel (one CPU at the paced cost per MB, against the measured rate):\n";
     match (e.model.predicted_mbps, e.model.residual_pct) {
