@@ -646,4 +646,41 @@ mod tests {
         assert_eq!(secs(Duration::from_millis(500)), "500ms");
         assert_eq!(secs(Duration::from_secs(150)), "2m30s");
     }
+
+    /// A stream's socket-buffer remedy reaches the spec as both buffers of the config.
+    #[test]
+    fn a_streams_socket_buffers_reach_the_spec() {
+        let t = Target {
+            kind: "stream".into(),
+            size: Some("16K".into()),
+            cpus: Some((0, 1)),
+            placement: None,
+        };
+        // A machine with nothing to write: the stream's remedies do not depend on knobs.
+        let m = virtperf_tune::candidate::Machine {
+            knobs: Default::default(),
+            dma_latency: Err("not here".into()),
+            cpuidle_driver: None,
+            online_cpus: vec![0, 1],
+            vhost_net: Err("not here".into()),
+        };
+        let (cands, not) = virtperf_tune::candidate::discover(&m, &t);
+        let buf = cands
+            .iter()
+            .find(|c| c.name == "socket-buffers-4m")
+            .expect("a stream's socket buffers are a remedy");
+        assert!(
+            not.iter().any(|n| n.what.contains("MSG_ZEROCOPY")),
+            "{not:?}"
+        );
+        let configs = [
+            Configuration::baseline(),
+            Configuration::of(vec![buf.clone()]),
+        ];
+        let text = spec_text("t", &t, "1s", 2, &configs);
+        let spec =
+            virtperf_experiment::spec::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let sock = &spec.configs[1].sock;
+        assert_eq!((sock.sndbuf, sock.rcvbuf), (Some(4 << 20), Some(4 << 20)));
+    }
 }

@@ -60,6 +60,12 @@ pub enum Setting {
         /// Value written.
         value: String,
     },
+    /// SO_SNDBUF and SO_RCVBUF of the data sockets, bytes (a stream's remedy): the
+    /// application's choice, as `wait` is.
+    SockBuf {
+        /// Both buffers.
+        bytes: u32,
+    },
     /// Both ends pinned here (client, server).
     Cpus {
         /// Client CPU.
@@ -80,6 +86,7 @@ impl Setting {
             Setting::DmaLatency { .. } => "cpu_dma_latency".into(),
             Setting::Wait { .. } => "wait".into(),
             Setting::Cpus { .. } => "cpus".into(),
+            Setting::SockBuf { .. } => "socket buffers".into(),
             Setting::GuestCmdline { words } => format!("guest cmdline {words}"),
             Setting::GuestModule { name, .. } => format!("guest {name}"),
             Setting::GuestVirtio { name, .. } => format!("guest virtio {name}"),
@@ -96,6 +103,9 @@ impl Setting {
             Setting::DmaLatency { us } => format!("cpu_dma_latency held at {us} µs"),
             Setting::Wait { mode } => format!("receivers wait: {mode}"),
             Setting::Cpus { client, server } => format!("CPUs {client},{server}"),
+            Setting::SockBuf { bytes } => {
+                format!("SO_SNDBUF and SO_RCVBUF of the data sockets = {bytes}")
+            }
             Setting::GuestCmdline { words } => format!("guest kernel command line: {words}"),
             Setting::GuestModule { name, value } => format!("in the guest: {name} = {value}"),
             Setting::GuestVirtio { name, value } => format!("guest NIC: {name}={value}"),
@@ -309,6 +319,9 @@ pub fn discover(m: &Machine, t: &Target) -> (Vec<Candidate>, Vec<NotHere>) {
             });
         }
     }
+    if t.kind == "stream" {
+        stream(&mut c, &mut not);
+    }
     match t.cpus {
         Some((a, b)) if a != b => c.push(Candidate {
             name: "same-cpu".into(),
@@ -344,6 +357,22 @@ pub fn discover(m: &Machine, t: &Target) -> (Vec<Candidate>, Vec<NotHere>) {
     }
     steering(m, t, &mut c, &mut not);
     (c, not)
+}
+
+/// A stream's socket buffers, 4 MiB both ends (what `explain --workload stream` measures
+/// as a remedy), and its remedies `tune` cannot make with why.
+fn stream(c: &mut Vec<Candidate>, not: &mut Vec<NotHere>) {
+    c.push(Candidate {
+        name: "socket-buffers-4m".into(),
+        family: "socket buffers".into(),
+        what: "4 MiB SO_SNDBUF and SO_RCVBUF on the data sockets (the receive window's room)"
+            .into(),
+        settings: vec![Setting::SockBuf { bytes: 4 << 20 }],
+    });
+    not.push(NotHere {
+        what: "larger sends, a second flow, MSG_ZEROCOPY".into(),
+        why: "changes to the application's workload, not to the machine or its sockets: `virtperf explain --workload stream` measures each".into(),
+    });
 }
 
 /// Receive steering (RPS, RFS) on the device `t`'s packets cross on this host

@@ -121,6 +121,9 @@ impl Configuration {
                 Setting::Cpus { client, server } => {
                     t.push_str(&format!("cpus = \"{client},{server}\"\n"))
                 }
+                Setting::SockBuf { bytes } => t.push_str(&format!(
+                    "socket = {{ sndbuf = {bytes}, rcvbuf = {bytes} }}\n"
+                )),
                 Setting::Sysctl { .. }
                 | Setting::Module { .. }
                 | Setting::NetDev { .. }

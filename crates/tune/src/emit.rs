@@ -108,6 +108,9 @@ fn sysctl_d(head: &str, w: &Configuration, m: &Machine) -> String {
             Setting::Cpus { client, server } => notes.push(format!(
                 "both ends on CPUs {client},{server}: pin the application's threads (taskset, cgroups)"
             )),
+            Setting::SockBuf { bytes } => notes.push(format!(
+                "SO_SNDBUF/SO_RCVBUF = {bytes} on the data sockets: the application's setsockopt (net.core.rmem_max/wmem_max must allow it; net.ipv4.tcp_rmem's maximum bounds autotuning instead)"
+            )),
             Setting::GuestCmdline { .. } | Setting::GuestModule { .. } => notes.push(format!(
                 "{}: inside the guest (its kernel command line or its own sysctl.d/modprobe.d)",
                 st.text()
@@ -147,6 +150,7 @@ fn tuned(head: &str, w: &Configuration, m: &Machine) -> String {
             Setting::DmaLatency { us } => cpu.push(format!("force_latency={us}")),
             Setting::Wait { .. }
             | Setting::Cpus { .. }
+            | Setting::SockBuf { .. }
             | Setting::GuestCmdline { .. }
             | Setting::GuestModule { .. }
             | Setting::GuestVirtio { .. } => notes.push(st.text()),
