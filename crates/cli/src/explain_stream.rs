@@ -3,7 +3,7 @@
 //! the battery in `virtperf_explain`, stores it, and prints
 //! `virtperf_report::explain_stream`'s answer, which `show` recomputes from the store.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use virtperf_explain::StreamOpts;
 use virtperf_report::explain_stream as model;
 
@@ -24,7 +24,6 @@ fn options(a: &ExplainArgs) -> Result<StreamOpts> {
         (a.native.is_some(), "--native"),
         (a.host.is_some(), "--host"),
         (a.vm.is_some(), "--vm"),
-        (a.output.is_some(), "--output"),
         (a.no_boot_remedies, "--no-boot-remedies"),
     ];
     if let Some((_, flag)) = not_yet.iter().find(|(given, _)| *given) {
@@ -106,6 +105,13 @@ pub fn explain(a: &ExplainArgs) -> Result<()> {
             d.row.effective_status(),
             d.row.id
         );
+    }
+    if let Some(path) = &a.output {
+        let page = virtperf_report::html::stream_page(&e, &virtperf_store::now_rfc3339());
+        std::fs::write(path, page).with_context(|| format!("cannot write {}", path.display()))?;
+        if !a.json {
+            println!("wrote {}", path.display());
+        }
     }
     crate::decision::run_exit(&d.row, d.ok, d.interrupted)
 }

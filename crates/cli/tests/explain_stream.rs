@@ -81,7 +81,9 @@ fn each_bound_is_named_with_the_figure_of_its_json() {
     }
 
     // A 4 KiB receive buffer: the sender waits on the receive window most of its time.
-    let windowed = explain(&db, &["--window", "4K"]);
+    let html = d.path("w.html");
+    let html_arg = html.to_string_lossy().into_owned();
+    let windowed = explain(&db, &["--window", "4K", "-o", &html_arg]);
     let verdict = windowed["verdict"].as_str().expect("verdict");
     assert_eq!(windowed["bound"]["kind"], "flow_control", "{verdict}");
     let rwnd = f(&windowed, "/bound/rwnd_limited_pct");
@@ -116,6 +118,11 @@ fn each_bound_is_named_with_the_figure_of_its_json() {
     let shown: serde_json::Value =
         serde_json::from_str(&common::run_db_ok(&["show", &id, "--json"], &db)).expect("show");
     assert_eq!(shown["verdict"], windowed["verdict"], "run {id}");
+    // The page: its verdict, a bar per side and a row per remedy, laid out cleanly.
+    let page = std::fs::read_to_string(&html).expect("the report");
+    assert!(page.contains("flow control"), "the verdict is on the page");
+    assert_eq!(page.matches("<svg").count(), 2);
+    common::chromium_renders(&html, &d.0, 2);
 }
 
 #[test]
@@ -130,10 +137,6 @@ fn what_a_stream_explanation_does_not_take_is_refused_in_one_line() {
                 "netns:veth",
             ][..],
             "drop --placement",
-        ),
-        (
-            &["explain", "--workload", "stream", "--output", "x.html"][..],
-            "drop --output",
         ),
         (
             &["explain", "--workload", "stream", "-r", "1,2"][..],

@@ -17,9 +17,11 @@ mod charts;
 mod cost;
 mod explained;
 mod fleet;
+mod stream;
 use crate::escape::esc;
 use charts::*;
 pub use fleet::fleet_page;
+pub use stream::stream_page;
 // The axes helpers, for the trend chart (crate::trend) to draw like the others.
 pub(crate) use charts::{nice_scale, y_ticks};
 
