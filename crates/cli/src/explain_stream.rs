@@ -70,11 +70,9 @@ fn options(a: &ExplainArgs) -> Result<StreamOpts> {
     Ok(o)
 }
 
-/// `virtperf explain --workload stream`
-pub fn explain(a: &ExplainArgs) -> Result<()> {
-    let opts = options(a)?;
+/// A signal must not leave a guest, its namespace or run directory behind.
+fn guard(opts: &StreamOpts) -> Result<()> {
     if opts.placement.as_ref().is_some_and(|p| p.needs_root()) {
-        // A signal must not leave the guest, its namespace or run directory behind.
         crate::signals::on_termination(|sig| {
             let removed = virtperf_place::guest::cleanup_own();
             eprintln!(
@@ -85,8 +83,18 @@ pub fn explain(a: &ExplainArgs) -> Result<()> {
             crate::signals::exit_now(sig);
         })?;
     }
-    let d = crate::experiment::execute_with(&a.db, a.json, &a.lock, |store, stop, obs| {
-        virtperf_explain::run_stream(&opts, store, stop, obs)
+    Ok(())
+}
+
+/// Runs the battery into the store and explains it.
+fn run(
+    opts: &StreamOpts,
+    db: &crate::experiment::DbArg,
+    json: bool,
+    lock: &crate::machine::LockArgs,
+) -> Result<(crate::experiment::Executed, model::StreamExplanation)> {
+    let d = crate::experiment::execute_with(db, json, lock, |store, stop, obs| {
+        virtperf_explain::run_stream(opts, store, stop, obs)
     })?;
     let e = model::explain(d.row.id, &d.trials).map_err(|why| {
         exit(
@@ -94,17 +102,29 @@ pub fn explain(a: &ExplainArgs) -> Result<()> {
             format!("run {}: the stream could not be explained: {why}", d.row.id),
         )
     })?;
+    Ok((d, e))
+}
+
+fn stored(d: &crate::experiment::Executed) -> String {
+    format!(
+        "stored as run {} in {} ({}); see `virtperf show {}`",
+        d.row.id,
+        d.store.path().display(),
+        d.row.effective_status(),
+        d.row.id
+    )
+}
+
+/// `virtperf explain --workload stream`
+pub fn explain(a: &ExplainArgs) -> Result<()> {
+    let opts = options(a)?;
+    guard(&opts)?;
+    let (d, e) = run(&opts, &a.db, a.json, &a.lock)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&e)?);
     } else {
         print!("{}", model::text(&e));
-        println!(
-            "\nstored as run {} in {} ({}); see `virtperf show {}`",
-            d.row.id,
-            d.store.path().display(),
-            d.row.effective_status(),
-            d.row.id
-        );
+        println!("\n{}", stored(&d));
     }
     if let Some(path) = &a.output {
         let page = virtperf_report::html::stream_page(&e, &virtperf_store::now_rfc3339());
@@ -114,6 +134,47 @@ pub fn explain(a: &ExplainArgs) -> Result<()> {
         }
     }
     crate::decision::run_exit(&d.row, d.ok, d.interrupted)
+}
+
+/// `vm compare --explain --workloads stream`: the stream battery natively and with
+/// `guest` (a guest placement), both stored, then the two explanations term by term.
+pub fn compare(
+    native: StreamOpts,
+    guest: StreamOpts,
+    db: &crate::experiment::DbArg,
+    json: bool,
+    lock: &crate::machine::LockArgs,
+) -> Result<()> {
+    guard(&guest)?;
+    let (nd, ne) = run(&native, db, json, lock)?;
+    let (gd, ge) = run(&guest, db, json, lock)?;
+    let guest_name = guest
+        .placement
+        .as_ref()
+        .map_or("guest".to_string(), |p| p.to_string());
+    let sbs = model::side_by_side(&ne, &ge);
+    if json {
+        let v = serde_json::json!({
+            "native": ne,
+            "native_placement": "local",
+            "elsewhere": ge,
+            "placement": guest_name,
+            "side_by_side": sbs,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        for (name, d, e) in [("this machine", &nd, &ne), (guest_name.as_str(), &gd, &ge)] {
+            println!("== {name}");
+            print!("{}", model::text(e));
+            println!("\n{}\n", stored(d));
+        }
+        println!("== side by side: the difference is what {guest_name} adds");
+        print!("{}", model::side_by_side_text(&sbs, "native", "guest"));
+    }
+    for d in [&nd, &gd] {
+        crate::decision::run_exit(&d.row, d.ok, d.interrupted)?;
+    }
+    Ok(())
 }
 
 /// `virtperf explain`: the battery, model and verdict are chosen here, once, from the

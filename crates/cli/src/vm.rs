@@ -286,6 +286,9 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
             ));
         }
     }
+    if a.explain && a.workloads == ["stream"] {
+        return explain_stream_in_guest(a, direction);
+    }
     if a.explain {
         return explain_in_guest(a, direction);
     }
@@ -378,6 +381,32 @@ fn gated_tax(
             .map(|d| d.outcome);
     }
     (tax, gate)
+}
+
+/// `vm compare --explain --workloads stream`: the stream battery (quick, `--runs` tries)
+/// on this host's loopback and into the guest virtperf boots, term by term.
+fn explain_stream_in_guest(a: VmCompareArgs, direction: Direction) -> Result<()> {
+    if a.native.is_some()
+        || a.guest_at.is_some()
+        || !matches!(direction.name(), "host-guest" | "guest-host")
+    {
+        return Err(crate::signals::exit(
+            crate::signals::code::USAGE,
+            "vm compare --explain --workloads stream compares this host's loopback with a guest virtperf boots (host-guest or guest-host): drop --native/--guest",
+        ));
+    }
+    let mut native = virtperf_explain::StreamOpts::new(true);
+    native.tries = a.runs.min(virtperf_explain::ExplainOpts::MAX_REMOTE_TRIES);
+    native.allow_concurrent = a.lock.allow_concurrent;
+    native.tags = a.tags.resolve()?;
+    let mut g = a.guest.opts(a.json);
+    // The guest end's CPU 1 (`-T 0,1`) must exist in it.
+    g.vcpus = g.vcpus.max(2);
+    let guest = virtperf_explain::StreamOpts {
+        placement: Some(virtperf_place::Placement::Guest(direction, Box::new(g))),
+        ..native.clone()
+    };
+    crate::explain_stream::compare(native, guest, &a.db, a.json, &a.lock)
 }
 
 /// `vm compare --explain`: explain's quick battery on both sides (this machine, or

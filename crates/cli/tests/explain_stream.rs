@@ -150,10 +150,13 @@ fn what_a_stream_explanation_does_not_take_is_refused_in_one_line() {
     }
 }
 
-/// Into a guest (TCG here): the receiving end is the guest, and the bound is named on this
-/// host too, by its vCPU threads' CPU in the host view, with the figure of the JSON.
+/// Into a guest (TCG here), beside this host's loopback (`vm compare --explain
+/// --workloads stream`): the guest's bound is named on this host too, by its vCPU threads'
+/// CPU in the host view, with the figure of the JSON; the side-by-side terms are the two
+/// explanations' own, their differences guest − native, and the carrier is the side whose
+/// CPU per MB grew most.
 #[test]
-fn a_stream_into_a_guest_is_bound_on_the_hosts_vcpu_threads() {
+fn a_stream_into_a_guest_is_bound_on_the_hosts_vcpu_threads_and_compared_term_by_term() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         virtperf_testkit::skip("root", "guest placements need root");
@@ -169,7 +172,25 @@ fn a_stream_into_a_guest_is_bound_on_the_hosts_vcpu_threads() {
     }
     let _turn = turn();
     let d = TempDir::new("explain-stream-guest");
-    let v = explain(&d.path("g.db"), &["--placement", "guest"]);
+    let out = run_with_timeout(
+        vp().args([
+            "vm",
+            "compare",
+            "--explain",
+            "--workloads",
+            "stream",
+            "--runs",
+            "2",
+            "--json",
+            "--db",
+        ])
+        .arg(d.path("g.db")),
+        Duration::from_secs(300),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let v = &all["elsewhere"];
     let verdict = v["verdict"].as_str().expect("verdict");
     assert_eq!(v["host_view"]["guest_end"], "server", "{verdict}");
     let vcpu = v["host_view"]["classes"]
@@ -177,7 +198,8 @@ fn a_stream_into_a_guest_is_bound_on_the_hosts_vcpu_threads() {
         .and_then(|c| c.iter().find(|c| c["class"] == "vcpu"))
         .expect("the vCPU threads in the host view");
     let busy = f(vcpu, "/busy_pct");
-    assert!(f(vcpu, "/us_per_mb") > 0.0, "{vcpu}");
+    let vcpu_per_mb = f(vcpu, "/us_per_mb");
+    assert!(vcpu_per_mb > 0.0, "{vcpu}");
     assert_eq!(v["bound"]["kind"], "cpu", "{verdict}");
     assert_eq!(v["bound"]["side"], "receiver", "{verdict}");
     let on_host = v["bound"]["on_host"].as_str().expect("named on the host");
@@ -186,6 +208,35 @@ fn a_stream_into_a_guest_is_bound_on_the_hosts_vcpu_threads() {
         "{on_host}"
     );
     assert!(verdict.contains(on_host), "{verdict}");
-    let not_tried = v["not_tried"].to_string();
-    assert!(not_tried.contains("vhost-net"), "{not_tried}");
+    assert!(v["not_tried"].to_string().contains("vhost-net"));
+    // Term by term, from the two explanations' own numbers.
+    let native = &all["native"];
+    let terms = all["side_by_side"]["terms"].as_array().expect("terms");
+    let by = |name: &str| {
+        terms
+            .iter()
+            .find(|t| t["term"] == name)
+            .unwrap_or_else(|| panic!("no term {name}"))
+    };
+    let rate = by("rate Mbit/s");
+    assert_eq!(f(rate, "/native"), f(native, "/mbps/mean"));
+    assert_eq!(f(rate, "/guest"), f(v, "/mbps/mean"));
+    let mut grew = ("", f64::MIN);
+    for role in ["sender", "receiver"] {
+        let t = by(&format!("{role} CPU µs per MB"));
+        let i = if role == "sender" { 0 } else { 1 };
+        assert_eq!(f(t, "/native"), f(&native["sides"][i], "/us_per_mb/total"));
+        assert_eq!(f(t, "/guest"), f(&v["sides"][i], "/us_per_mb/total"));
+        let diff = f(t, "/difference");
+        assert!((diff - (f(t, "/guest") - f(t, "/native"))).abs() < 1e-9);
+        if diff > grew.1 {
+            grew = (role, diff);
+        }
+    }
+    assert_eq!(f(by("host vcpu threads µs per MB"), "/guest"), vcpu_per_mb);
+    let carrier = all["side_by_side"]["carrier"].as_str().expect("a carrier");
+    assert!(
+        carrier.contains(&format!("{:+.1} µs per MB on the {}'s CPU", grew.1, grew.0)),
+        "{carrier}"
+    );
 }

@@ -207,7 +207,7 @@ pub fn run_stream(
         None => Box::new(virtperf_place::local::LocalSite::open_holding(
             opts.lock_nonce.as_deref(),
         )?),
-        Some(p) => virtperf_place::open(p)?,
+        Some(p) => virtperf_place::open(&away_from_the_host_end(p, opts.cpus))?,
     };
     let site = owned.as_ref();
     let result = calibrate(opts, site, &mut rec, obs, planned).and_then(|rate| {
@@ -245,6 +245,28 @@ pub fn run_stream(
         skipped: Vec::new(),
         restore_errors: Vec::new(),
     })
+}
+
+/// A guest placement whose vCPU threads are pinned off the host end's CPU (unless the user
+/// pinned them): that CPU's share is then the host end's own work, not QEMU's emulation
+/// landing on it. Where this host has no other CPU, as given.
+fn away_from_the_host_end(
+    p: &virtperf_place::Placement,
+    cpus: (u32, u32),
+) -> virtperf_place::Placement {
+    let mut p = p.clone();
+    if let virtperf_place::Placement::Guest(d, g) = &mut p {
+        let host_cpu = if d.name() == "guest-host" {
+            cpus.1
+        } else {
+            cpus.0
+        };
+        let other = (0..64u32).find(|c| *c != host_cpu && virtperf_load::sock::cpu_allowed(*c));
+        if let (true, Some(other)) = (g.vcpu_cpus.is_empty(), other) {
+            g.vcpu_cpus = vec![other];
+        }
+    }
+    p
 }
 
 /// One short as-is trial (a third of a trial's length, at least 1 s), stored: its rate

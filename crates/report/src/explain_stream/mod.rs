@@ -22,6 +22,7 @@
 //! - **Remedies**: each measured in the same tries as as-is, interleaved, as a ratio of
 //!   means with Fieller's 95% interval, and the bound side's CPU per MB under it.
 
+mod compare;
 mod model;
 mod text;
 
@@ -32,6 +33,7 @@ use virtperf_wire::{CpuShares, Outcome, SideCpu, TestResult, Workload};
 use crate::decide::{ratio_interval, Interval};
 use crate::stats::{summarize, Summary};
 
+pub use compare::{side_by_side, side_by_side_text, SideBySide, Term};
 pub use model::*;
 pub use text::text;
 

@@ -23,7 +23,15 @@ fn size(bytes: u32) -> String {
 
 fn interval(e: &Estimate, f: impl Fn(f64) -> String) -> String {
     match &e.interval {
-        Interval::Bounded { low, high } => format!("{} [{}, {}]", f(e.mean), f(*low), f(*high)),
+        Interval::Bounded { low, high } => {
+            // A t-interval of few tries can reach below 0: say what it is.
+            let note = if e.n == 2 || *low < 0.0 {
+                format!(" (t-interval of {} tries)", e.n)
+            } else {
+                String::new()
+            };
+            format!("{} [{}, {}]{note}", f(e.mean), f(*low), f(*high))
+        }
         Interval::None { why } => format!("{} ({why})", f(e.mean)),
     }
 }

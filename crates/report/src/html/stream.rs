@@ -26,6 +26,9 @@ const W: f64 = 900.0;
 const LABEL: f64 = 220.0;
 const ROW: f64 = 34.0;
 
+/// One bar: its label, its parts (kind, µs per MB), whether it is the bound side.
+type Bar<'a> = (String, Vec<(&'a str, f64)>, bool);
+
 /// The page.
 pub fn stream_page(e: &StreamExplanation, generated: &str) -> String {
     let mut s = super::page_head();
@@ -57,7 +60,7 @@ pub fn stream_page(e: &StreamExplanation, generated: &str) -> String {
 
 /// One bar per side (and per host thread class of a guest), stacked by kind.
 fn cost_bars(e: &StreamExplanation) -> String {
-    let mut rows: Vec<(String, Vec<(&str, f64)>, bool)> = e
+    let mut rows: Vec<Bar> = e
         .sides
         .iter()
         .map(|c| {
