@@ -396,6 +396,10 @@ fn explain_stream_in_guest(a: VmCompareArgs, direction: Direction) -> Result<()>
         ));
     }
     let mut native = virtperf_explain::StreamOpts::new(true);
+    // Trials of the quick battery's length, or `-l` where shorter.
+    native.duration = native
+        .duration
+        .min(virtperf_lab::parse::duration(&a.duration)?);
     native.tries = a.runs.min(virtperf_explain::ExplainOpts::MAX_REMOTE_TRIES);
     native.allow_concurrent = a.lock.allow_concurrent;
     native.tags = a.tags.resolve()?;

@@ -181,6 +181,8 @@ fn a_stream_into_a_guest_is_bound_on_the_hosts_vcpu_threads_and_compared_term_by
             "stream",
             "--runs",
             "2",
+            "-l",
+            "1s",
             "--json",
             "--db",
         ])

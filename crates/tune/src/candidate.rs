@@ -653,8 +653,13 @@ mod tests {
             },
         );
         let names: Vec<&str> = c.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["busy-poll-off"]);
+        // A stream's socket buffers are the application's: always a candidate.
+        assert_eq!(names, ["busy-poll-off", "socket-buffers-4m"]);
         let whys: Vec<&str> = not.iter().map(|n| n.why.as_str()).collect();
+        assert!(
+            whys.iter().any(|w| w.contains("explain --workload stream")),
+            "{whys:?}"
+        );
         assert!(
             whys.iter().any(|w| w.contains("does not exist")),
             "{whys:?}"
