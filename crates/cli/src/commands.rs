@@ -42,15 +42,7 @@ pub(crate) fn open_site(
     if common.placement.needs_root() {
         // SIGINT, SIGTERM or SIGHUP must not leave namespaces, taps or guests behind:
         // remove what this process made and exit the way a tool stopped by that signal does.
-        crate::signals::on_termination(|sig| {
-            let removed = virtperf_place::guest::cleanup_own();
-            eprintln!(
-                "\nvirtperf: {}: removed {} namespace(s)/guest(s)/run dir(s) this run created",
-                crate::signals::name(sig),
-                removed.len()
-            );
-            crate::signals::exit_now(sig);
-        })?;
+        crate::signals::remove_own_on_termination("")?;
     }
     let site: Box<dyn Site> = match &common.host {
         // An agent someone started, named the way results have always shown it: by target.

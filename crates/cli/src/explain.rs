@@ -259,15 +259,7 @@ fn explain_at(
             // The battery there cannot be stopped between trials from here, and its result
             // is stored only when it is whole: a signal removes the guests and namespaces this
             // run made and ends the command at once, as for any guest test.
-            crate::signals::on_termination(|sig| {
-                let removed = virtperf_place::guest::cleanup_own();
-                eprintln!(
-                    "\nvirtperf: {}: removed {} namespace(s)/guest(s)/run dir(s) this run created; the battery there was not stored",
-                    crate::signals::name(sig),
-                    removed.len()
-                );
-                crate::signals::exit_now(sig);
-            })?;
+            crate::signals::remove_own_on_termination("; the battery there was not stored")?;
         }
         // Progress, like the bar of this machine's battery: on a terminal only.
         if !a.json && std::io::IsTerminal::is_terminal(&std::io::stderr()) {

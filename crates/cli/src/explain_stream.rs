@@ -73,15 +73,7 @@ fn options(a: &ExplainArgs) -> Result<StreamOpts> {
 /// A signal must not leave a guest, its namespace or run directory behind.
 fn guard(opts: &StreamOpts) -> Result<()> {
     if opts.placement.as_ref().is_some_and(|p| p.needs_root()) {
-        crate::signals::on_termination(|sig| {
-            let removed = virtperf_place::guest::cleanup_own();
-            eprintln!(
-                "\nvirtperf: {}: removed {} namespace(s)/guest(s)/run dir(s) this run created",
-                crate::signals::name(sig),
-                removed.len()
-            );
-            crate::signals::exit_now(sig);
-        })?;
+        crate::signals::remove_own_on_termination("")?;
     }
     Ok(())
 }

@@ -60,6 +60,22 @@ pub fn exit_now(sig: i32) -> ! {
     std::process::exit(i32::from(code_for(sig)));
 }
 
+/// On SIGINT, SIGTERM or SIGHUP: removes the namespaces, guests and run directories this
+/// process made, says so (`also`: what else the stop means, e.g. "; the battery there was
+/// not stored"), and ends the process as stopped by that signal. For every command that
+/// boots a guest or builds namespaces.
+pub fn remove_own_on_termination(also: &'static str) -> anyhow::Result<()> {
+    on_termination(move |sig| {
+        let removed = virtperf_place::guest::cleanup_own();
+        eprintln!(
+            "\nvirtperf: {}: removed {} namespace(s)/guest(s)/run dir(s) this run created{also}",
+            name(sig),
+            removed.len()
+        );
+        exit_now(sig);
+    })
+}
+
 /// The signal received, or 0.
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
 /// Handlers running now (a cleanup that ends with `exit` never finishes).

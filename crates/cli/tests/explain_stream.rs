@@ -157,16 +157,7 @@ fn what_a_stream_explanation_does_not_take_is_refused_in_one_line() {
 /// CPU per MB grew most.
 #[test]
 fn a_stream_into_a_guest_is_bound_on_the_hosts_vcpu_threads_and_compared_term_by_term() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        virtperf_testkit::skip("root", "guest placements need root");
-        return;
-    }
-    if !std::path::Path::new("/dev/net/tun").exists() {
-        virtperf_testkit::skip("tun", "no /dev/net/tun here (guests need a tap device)");
-        return;
-    }
-    if let Some((need, why)) = common::guest_tools_missing() {
+    if let Some((need, why)) = common::guest_placement_missing() {
         virtperf_testkit::skip(need, why);
         return;
     }

@@ -11,17 +11,7 @@ use common::{assert_one_line_error, namespaces_of, run_with_timeout, vp};
 /// Why guest tests cannot run here, if they cannot.
 /// What this machine lacks for guest placements: the capability and why.
 fn missing() -> Option<(&'static str, &'static str)> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some((
-            "root",
-            "guest placements need root (namespace and tap devices)",
-        ));
-    }
-    if !std::path::Path::new("/dev/net/tun").exists() {
-        return Some(("tun", "no /dev/net/tun here (guests need a tap device)"));
-    }
-    common::guest_tools_missing()
+    common::guest_placement_missing()
 }
 
 /// QEMU processes whose `-name` says run `pid` started them.

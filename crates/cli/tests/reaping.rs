@@ -189,16 +189,7 @@ fn a_stopped_local_run_leaves_no_child_behind() {
 /// the handler removes the guest, then reaps before `exit`.
 #[test]
 fn a_stopped_guest_run_leaves_no_qemu_behind() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        virtperf_testkit::skip("root", "guest placements need root");
-        return;
-    }
-    if !std::path::Path::new("/dev/net/tun").exists() {
-        virtperf_testkit::skip("tun", "no /dev/net/tun here (guests need a tap device)");
-        return;
-    }
-    if let Some((need, why)) = common::guest_tools_missing() {
+    if let Some((need, why)) = common::guest_placement_missing() {
         virtperf_testkit::skip(need, why);
         return;
     }

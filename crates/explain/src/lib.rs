@@ -21,7 +21,7 @@ mod tries;
 
 pub use opts::ExplainOpts;
 pub use stream::{run_stream, StreamOpts};
-use tries::{check_cpus, new_trial, skip, Config, Measure, Tries};
+use tries::{begin_run, check_cpus, new_trial, skip, Config, Measure, Tries};
 
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -233,18 +233,13 @@ pub fn run(
 
     let planned = configs.iter().map(|c| c.measures.len()).sum::<usize>() * opts.tries as usize
         + usize::from(kvm.is_ok());
-    let env = virtperf_measure::fingerprint();
-    let run_id = store.begin_run(&NewRun {
-        name: model::RUN_NAME.to_string(),
-        spec_text: describe(opts, &configs),
-        git_commit: env.git_commit.clone(),
-        tool_version: env.tool_version.clone(),
-        host: env.hostname.clone(),
-        env,
-        pid: std::process::id(),
-        planned_trials: planned as u32,
-        tags: opts.tags.clone(),
-    })?;
+    let run_id = begin_run(
+        store,
+        model::RUN_NAME,
+        describe(opts, &configs),
+        planned,
+        &opts.tags,
+    )?;
     store.set_knobs(run_id, &records)?;
     obs.run_started(run_id);
     let mut rec = Recorder {

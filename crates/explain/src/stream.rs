@@ -15,11 +15,11 @@ use virtperf_lab::plan::Plan;
 use virtperf_machine::knob::KnobGuard;
 use virtperf_place::Site;
 use virtperf_report::explain_stream as model;
-use virtperf_store::{NewRun, Store, TrialStatus};
+use virtperf_store::{Store, TrialStatus};
 use virtperf_wire::{StreamParams, Workload, ZeroCopy};
 
 use crate::opts::ExplainOpts;
-use crate::tries::{check_cpus, new_trial, Config, Measure, Tries};
+use crate::tries::{begin_run, check_cpus, new_trial, Config, Measure, Tries};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -181,21 +181,10 @@ pub fn run_stream(
             virtperf_wire::MAX_IO_SIZE
         );
     }
-    let env = virtperf_measure::fingerprint();
     let tries = opts.tries();
     // The calibration, then every measurement each try.
     let planned = 1 + measures(opts, 1.0).len() * opts.tries as usize;
-    let run_id = store.begin_run(&NewRun {
-        name: model::RUN_NAME.to_string(),
-        spec_text: opts.describe(),
-        git_commit: env.git_commit.clone(),
-        tool_version: env.tool_version.clone(),
-        host: env.hostname.clone(),
-        env,
-        pid: std::process::id(),
-        planned_trials: planned as u32,
-        tags: opts.tags.clone(),
-    })?;
+    let run_id = begin_run(store, model::RUN_NAME, opts.describe(), planned, &opts.tags)?;
     obs.run_started(run_id);
     let mut rec = Recorder {
         store,

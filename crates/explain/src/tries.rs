@@ -116,6 +116,29 @@ pub(crate) fn check_cpus(cpus: (u32, u32)) -> Result<()> {
     Ok(())
 }
 
+/// Opens a battery's run in `store`, stamped with this machine's fingerprint and this
+/// process as its writer.
+pub(crate) fn begin_run(
+    store: &mut virtperf_store::Store,
+    name: &str,
+    spec_text: String,
+    planned: usize,
+    tags: &virtperf_store::Tags,
+) -> Result<i64> {
+    let env = virtperf_measure::fingerprint();
+    Ok(store.begin_run(&virtperf_store::NewRun {
+        name: name.to_string(),
+        spec_text,
+        git_commit: env.git_commit.clone(),
+        tool_version: env.tool_version.clone(),
+        host: env.hostname.clone(),
+        env,
+        pid: std::process::id(),
+        planned_trials: planned as u32,
+        tags: tags.clone(),
+    })?)
+}
+
 pub(crate) fn skip(
     rec: &mut Recorder,
     seq: u32,

@@ -270,6 +270,19 @@ pub fn guest_tools_missing() -> Option<(&'static str, &'static str)> {
     None
 }
 
+/// What this machine lacks for a guest placement (root, a tap device, QEMU, the kernel's
+/// source): the capability and why.
+pub fn guest_placement_missing() -> Option<(&'static str, &'static str)> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some(("root", "guest placements need root"));
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        return Some(("tun", "no /dev/net/tun here (guests need a tap device)"));
+    }
+    guest_tools_missing()
+}
+
 /// Network namespaces named after run `pid` (`vp-<pid>-…`): what that run created.
 pub fn namespaces_of(pid: u32) -> Vec<String> {
     let out = Command::new("ip")
