@@ -181,7 +181,9 @@ fn a_stopped_local_run_leaves_no_child_behind() {
             matches!(code, Some(130) | Some(143)),
             "{second:?}: exit {code:?}: {err}"
         );
-        assert!(err.contains("SIGTERM"), "{err}");
+        // Two signals pending at once reach the handler in signal-number order: SIGINT's
+        // message may be the one printed.
+        assert!(err.contains("SIGTERM") || err.contains("SIGINT"), "{err}");
     }
 }
 
