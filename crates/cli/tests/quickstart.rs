@@ -53,12 +53,7 @@ fn the_built_in_run_ends_with_its_headline_and_the_next_commands() {
     );
     // Where this machine's idle loop cannot poll (no cpuidle driver, no idle=poll), the
     // headline says it halts, by the rule tune's cost uses, rather than "not measured".
-    let driver = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver")
-        .unwrap_or_default();
-    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
-    let no_states = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cpuidle").is_err();
-    if driver.trim() == "none" && no_states && !cmdline.split_whitespace().any(|a| a == "idle=poll")
-    {
+    if virtperf_measure::events::this_machine_never_polls() {
         assert!(tail.contains("the kernel's idle loop halts"), "{tail}");
     }
     let env = run_with_timeout(vp().args(["env", "--json"]), Duration::from_secs(60));

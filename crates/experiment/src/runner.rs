@@ -155,12 +155,7 @@ pub fn run(
     store.set_knobs(run_id, &probed.records)?;
     obs.run_started(run_id);
 
-    let mut rec = Recorder {
-        store,
-        run_id,
-        allow_concurrent: opts.allow_concurrent,
-        tally: Tally::default(),
-    };
+    let mut rec = Recorder::new(store, run_id, opts.allow_concurrent);
     schedule.run(&mut active, &mut sites, &mut rec, interrupted, obs)?;
     // Undo the last config (teardown hook), then every knob; both also happen if a hook
     // failed above. The guard would restore on drop too; doing it here lets us report.
@@ -559,7 +554,17 @@ pub struct Recorder<'s> {
     pub tally: Tally,
 }
 
-impl Recorder<'_> {
+impl<'s> Recorder<'s> {
+    /// Records the trials of run `run_id` into `store`, counting from nothing.
+    pub fn new(store: &'s mut Store, run_id: i64, allow_concurrent: bool) -> Recorder<'s> {
+        Recorder {
+            store,
+            run_id,
+            allow_concurrent,
+            tally: Tally::default(),
+        }
+    }
+
     /// Stores one trial (in one transaction, or in the side file) and counts it. Returns its
     /// primary metric when it succeeded.
     fn record(

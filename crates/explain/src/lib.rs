@@ -33,7 +33,7 @@ use virtperf_report::explain as model;
 use virtperf_store::{KnobRecord, NewRun, NewTrial, RunStatus, Store, TrialStatus};
 use virtperf_wire::{Env, Wait, Workload};
 
-use virtperf_experiment::runner::{Observer, Recorder, RunOutcome, Tally};
+use virtperf_experiment::runner::{Observer, Recorder, RunOutcome};
 use virtperf_lab::plan::Plan;
 use virtperf_machine::knob::{Knob, KnobGuard};
 use virtperf_place::Site;
@@ -242,12 +242,7 @@ pub fn run(
     )?;
     store.set_knobs(run_id, &records)?;
     obs.run_started(run_id);
-    let mut rec = Recorder {
-        store,
-        run_id,
-        allow_concurrent: opts.allow_concurrent,
-        tally: Tally::default(),
-    };
+    let mut rec = Recorder::new(store, run_id, opts.allow_concurrent);
     let seq = store_skipped(&mut rec, obs, skipped_poll.as_deref(), &kvm, &busy, current)?;
 
     let site = virtperf_place::local::LocalSite::open_holding(opts.lock_nonce.as_deref())?;

@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use virtperf_experiment::runner::{Observer, Recorder, RunOutcome, Tally};
+use virtperf_experiment::runner::{Observer, Recorder, RunOutcome};
 use virtperf_lab::plan::Plan;
 use virtperf_machine::knob::KnobGuard;
 use virtperf_place::Site;
@@ -186,12 +186,7 @@ pub fn run_stream(
     let planned = 1 + measures(opts, 1.0).len() * opts.tries as usize;
     let run_id = begin_run(store, model::RUN_NAME, opts.describe(), planned, &opts.tags)?;
     obs.run_started(run_id);
-    let mut rec = Recorder {
-        store,
-        run_id,
-        allow_concurrent: opts.allow_concurrent,
-        tally: Tally::default(),
-    };
+    let mut rec = Recorder::new(store, run_id, opts.allow_concurrent);
     let owned: Box<dyn Site> = match &opts.placement {
         None => Box::new(virtperf_place::local::LocalSite::open_holding(
             opts.lock_nonce.as_deref(),
@@ -287,9 +282,14 @@ fn calibrate(
             trial.error = Some(format!("{e:#}"));
         }
     }
-    let rate = rec.keep(&trial, res, obs)?;
-    match rate {
+    match rec.keep(&trial, res, obs)? {
         Some(r) if r > 0.0 => Ok(r),
-        _ => bail!("the calibration stream moved nothing: the battery cannot set its paced rate"),
+        Some(_) => {
+            bail!("the calibration stream moved nothing: the battery cannot set its paced rate")
+        }
+        None => bail!(
+            "the calibration stream failed ({}): the battery cannot set its paced rate",
+            trial.error.as_deref().unwrap_or("no reason given")
+        ),
     }
 }

@@ -38,11 +38,6 @@ impl Tracked {
         Tracked { child, what }
     }
 
-    /// What this child is.
-    pub fn what(&self) -> &'static str {
-        self.what
-    }
-
     /// Waits for the child to exit (and unregisters it).
     pub fn wait(&mut self) -> std::io::Result<ExitStatus> {
         let r = self.child.wait();

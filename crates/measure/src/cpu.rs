@@ -127,44 +127,43 @@ pub fn loadavg_1m() -> Option<f64> {
         .ok()
 }
 
+fn pct(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 {
+        100.0 * part / whole
+    } else {
+        0.0
+    }
+}
+
+/// `c`'s time by kind, in percent of its whole.
+fn shares(c: &CpuTimes) -> CpuShares {
+    let all = c.total();
+    CpuShares {
+        user_pct: pct(c.host_user(), all),
+        system_pct: pct(c.system, all),
+        irq_pct: pct(c.irq, all),
+        softirq_pct: pct(c.softirq, all),
+        steal_pct: pct(c.steal, all),
+        guest_pct: pct(c.guest + c.guest_nice, all),
+        idle_pct: pct(c.idle + c.iowait, all),
+    }
+}
+
 /// Percent split of a system-wide delta. Percentages are of all CPUs' time as counted by
 /// the kernel (which may differ slightly from wall time × CPUs because ticks are sampled).
 pub fn split(d: &CpuDelta) -> CpuSplit {
-    let pct = |part: f64, whole: f64| {
-        if whole > 0.0 {
-            100.0 * part / whole
-        } else {
-            0.0
-        }
-    };
-    let t = &d.total;
-    let all = t.total();
+    let t = shares(&d.total);
     CpuSplit {
-        user_pct: pct(t.host_user(), all),
-        system_pct: pct(t.system, all),
-        irq_pct: pct(t.irq, all),
-        softirq_pct: pct(t.softirq, all),
-        steal_pct: pct(t.steal, all),
-        guest_pct: pct(t.guest + t.guest_nice, all),
-        idle_pct: pct(t.idle + t.iowait, all),
-        busy_pct: pct(t.busy(), all),
+        user_pct: t.user_pct,
+        system_pct: t.system_pct,
+        irq_pct: t.irq_pct,
+        softirq_pct: t.softirq_pct,
+        steal_pct: t.steal_pct,
+        guest_pct: t.guest_pct,
+        idle_pct: t.idle_pct,
+        busy_pct: pct(d.total.busy(), d.total.total()),
         per_cpu_busy_pct: d.per_cpu.iter().map(|c| pct(c.busy(), c.total())).collect(),
-        per_cpu: d
-            .per_cpu
-            .iter()
-            .map(|c| {
-                let all = c.total();
-                CpuShares {
-                    user_pct: pct(c.host_user(), all),
-                    system_pct: pct(c.system, all),
-                    irq_pct: pct(c.irq, all),
-                    softirq_pct: pct(c.softirq, all),
-                    steal_pct: pct(c.steal, all),
-                    guest_pct: pct(c.guest + c.guest_nice, all),
-                    idle_pct: pct(c.idle + c.iowait, all),
-                }
-            })
-            .collect(),
+        per_cpu: d.per_cpu.iter().map(shares).collect(),
     }
 }
 

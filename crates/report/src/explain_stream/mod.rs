@@ -186,11 +186,16 @@ fn side_cost(
     send: u32,
 ) -> SideCost {
     let (role, end, cpu) = side;
-    let each: Vec<CpuShares> = ts.iter().filter_map(|t| shares(t.r, end, cpu)).collect();
+    // Each trial with its own split (a trial without one is left out, not paired with
+    // another's).
+    let each: Vec<(&Trial, CpuShares)> = ts
+        .iter()
+        .filter_map(|t| shares(t.r, end, cpu).map(|s| (t, s)))
+        .collect();
     let avg = |f: fn(&CpuShares) -> f64| {
         mean(
-            &ts.iter()
-                .zip(&each)
+            &each
+                .iter()
                 .map(|(t, s)| per_mb(t, f(s)))
                 .collect::<Vec<_>>(),
         )
@@ -217,13 +222,15 @@ fn side_cost(
         role,
         end,
         cpu,
-        busy_pct: Estimate::of(&each.iter().map(busy).collect::<Vec<_>>()).unwrap_or(Estimate {
-            mean: f64::NAN,
-            n: 0,
-            interval: Interval::None {
-                why: format!("CPU {cpu}'s split was not sampled"),
+        busy_pct: Estimate::of(&each.iter().map(|(_, s)| busy(s)).collect::<Vec<_>>()).unwrap_or(
+            Estimate {
+                mean: f64::NAN,
+                n: 0,
+                interval: Interval::None {
+                    why: format!("CPU {cpu}'s split was not sampled"),
+                },
             },
-        }),
+        ),
         us_per_mb: PerMb {
             total: avg(busy),
             user: avg(|s| s.user_pct),
