@@ -233,3 +233,38 @@ fn a_stream_into_a_guest_is_bound_on_the_hosts_vcpu_threads_and_compared_term_by
         "{carrier}"
     );
 }
+
+/// SIGTERM mid-battery: the trial running finishes, the run is stored as incomplete with
+/// the trials already done, and the command exits 143.
+#[test]
+fn a_stopped_battery_keeps_what_it_measured() {
+    let _turn = turn();
+    let d = TempDir::new("explain-stream-stop");
+    let db = d.path("s.db");
+    let child = vp()
+        .args([
+            "explain",
+            "--workload",
+            "stream",
+            "--quick",
+            "-l",
+            "1s",
+            "--db",
+        ])
+        .arg(&db)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Past the calibration and a few trials.
+    std::thread::sleep(Duration::from_secs(6));
+    // SAFETY: kill(2) on the child this test started, by its PID.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = common::wait_output(child, Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{err}");
+    let runs: serde_json::Value =
+        serde_json::from_str(&common::run_db_ok(&["runs", "--json"], &db)).expect("runs");
+    assert_eq!(runs[0]["status"], "incomplete", "{runs}");
+    assert!(runs[0]["trials_ok"].as_u64().unwrap_or(0) >= 2, "{runs}");
+}
