@@ -12,14 +12,14 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use virtperf_experiment::runner::{Observer, Recorder, RunOutcome};
 use virtperf_lab::plan::Plan;
-use virtperf_machine::knob::KnobGuard;
+use virtperf_machine::knob::{Knob, KnobGuard};
 use virtperf_place::Site;
 use virtperf_report::explain_stream as model;
 use virtperf_store::{Store, TrialStatus};
 use virtperf_wire::{StreamParams, Workload, ZeroCopy};
 
 use crate::opts::ExplainOpts;
-use crate::tries::{begin_run, check_cpus, new_trial, Config, Measure, Tries};
+use crate::tries::{begin_run, check_cpus, new_trial, skip, Config, Measure, Tries};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -182,11 +182,27 @@ pub fn run_stream(
         );
     }
     let tries = opts.tries();
-    // The calibration, then every measurement each try.
-    let planned = 1 + measures(opts, 1.0).len() * opts.tries as usize;
+    let state_dir = virtperf_machine::state::journal_base();
+    let mut guard = KnobGuard::journaled(virtperf_machine::knob::Journal::for_this_process(
+        &state_dir,
+    ));
+    let rps = rps(opts, &state_dir, &mut guard);
+    // The calibration, every measurement each try, and RPS's each try (or its skip once).
+    let planned = 1
+        + measures(opts, 1.0).len() * opts.tries as usize
+        + if rps.is_ok() { opts.tries as usize } else { 1 };
     let run_id = begin_run(store, model::RUN_NAME, opts.describe(), planned, &opts.tags)?;
+    if let Ok((knob, original, value)) = &rps {
+        store.set_knobs(run_id, &[rps_record(knob, original, value)])?;
+    }
     obs.run_started(run_id);
     let mut rec = Recorder::new(store, run_id, opts.allow_concurrent);
+    let mut seq = 1;
+    if let Err(why) = &rps {
+        seq += 1;
+        obs.config_skipped(model::RPS, why);
+        skip(&mut rec, seq, model::RPS, model::RPS, why, None)?;
+    }
     let owned: Box<dyn Site> = match &opts.placement {
         None => Box::new(virtperf_place::local::LocalSite::open_holding(
             opts.lock_nonce.as_deref(),
@@ -195,40 +211,92 @@ pub fn run_stream(
     };
     let site = owned.as_ref();
     let result = calibrate(opts, site, &mut rec, obs, planned).and_then(|rate| {
-        let config = Config {
+        let as_is = measures(opts, rate);
+        let mut configs = vec![Config {
             name: virtperf_report::explain::AS_IS.into(),
             poll_ns: None,
             knobs: Vec::new(),
-            measures: measures(opts, rate),
-        };
-        let mut guard = KnobGuard::journaled(virtperf_machine::knob::Journal::for_this_process(
-            &virtperf_machine::state::journal_base(),
-        ));
+            measures: as_is.clone(),
+        }];
+        if let Ok((knob, _, value)) = &rps {
+            configs.push(Config {
+                name: model::RPS.into(),
+                poll_ns: None,
+                knobs: vec![(knob.clone(), value.clone())],
+                measures: vec![measure(model::RPS, opts.plan(opts.send_size, opts.flows))],
+            });
+        }
         Tries {
             opts: &tries,
             site,
             rec: &mut rec,
-            seq: 1,
+            seq,
             planned,
             interrupted,
             obs,
         }
-        .run(&[config], false, &mut guard)
+        .run(&configs, false, &mut guard)
     });
     // The guest (if any) goes before the run is closed.
     drop(owned);
     if let Err(e) = result {
         rec.tally.fatal = Some(e);
     }
-    let (status, ok, failed) = rec.close(interrupted, false)?;
+    let restore_errors = guard.restore_all();
+    let (status, ok, failed) = rec.close(interrupted, !restore_errors.is_empty())?;
     Ok(RunOutcome {
         run_id,
         status,
         ok,
         failed,
-        skipped: Vec::new(),
-        restore_errors: Vec::new(),
+        skipped: rps
+            .err()
+            .map(|why| (model::RPS.to_string(), why))
+            .into_iter()
+            .collect(),
+        restore_errors,
     })
+}
+
+/// The loopback device's receive steering file: where its receive softirq runs.
+const LO_RPS: &str = "lo/queues/rx-0/rps_cpus";
+
+/// The RPS remedy, where it can be tried: the loopback device's receive processing
+/// steered to the receiving end's CPU (by default it runs on the sender's, in the softirq
+/// its send raises), remembered in `guard` (journaled before it is first written). Err:
+/// why not, one line.
+fn rps(
+    opts: &StreamOpts,
+    state_dir: &std::path::Path,
+    guard: &mut KnobGuard,
+) -> std::result::Result<(Knob, String, String), String> {
+    if opts.placement.is_some() {
+        return Err("RPS is tried on this host's loopback only; in a guest it is the guest NIC's (not set by virtperf yet)".into());
+    }
+    let knob = Knob::netdev(LO_RPS).map_err(|e| format!("{e:#}"))?;
+    virtperf_machine::knob::check_leftovers(state_dir, &[&knob]).map_err(|e| format!("{e:#}"))?;
+    let original = knob.probe().map_err(|e| format!("{e:#}"))?;
+    let receiver = if opts.reverse {
+        opts.cpus.0
+    } else {
+        opts.cpus.1
+    };
+    if receiver >= 64 {
+        return Err(format!(
+            "CPU {receiver} is beyond the 64-CPU mask virtperf writes"
+        ));
+    }
+    guard.remember(&knob, original.clone());
+    Ok((knob, original, format!("{:x}", 1u64 << receiver)))
+}
+
+fn rps_record(knob: &Knob, original: &str, value: &str) -> virtperf_store::KnobRecord {
+    virtperf_store::KnobRecord {
+        config: model::RPS.into(),
+        name: knob.name.clone(),
+        original: Some(original.trim().to_string()),
+        applied: value.to_string(),
+    }
 }
 
 /// A guest placement whose vCPU threads are pinned off the host end's CPU (unless the user

@@ -601,6 +601,7 @@ impl Joined {
                 bytes_tx: c.bytes_tx,
                 active_s: c.active.as_secs_f64(),
                 transactions: c.transactions,
+                calls: (c.calls > 0).then_some(c.calls),
                 udp: c.udp,
                 warmup: c.warmup,
             })

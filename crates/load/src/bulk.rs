@@ -53,7 +53,7 @@ pub fn receive(s: &mut TcpStream, meter: &Meter) -> io::Result<Counts> {
     // stop flag to wait for. The stream's default loop: for 2 GiB transfers it moved the same
     // as the polling one with 5 % less receiver CPU per KB (bench/RESULTS.md, session 13).
     let mut buf = PageBuf::zeroed(RECV_SIZE);
-    let (got, first) = drain(s, &mut buf, RecvWait::default(), meter, || false)?;
+    let (got, _calls, first) = drain(s, &mut buf, RecvWait::default(), meter, || false)?;
     // No byte: active for no time (a true 0, beside 0 bytes received).
     let active = first.map(|f: Instant| f.elapsed()).unwrap_or_default();
     s.write_all(&got.to_be_bytes())

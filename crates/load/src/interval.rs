@@ -133,16 +133,23 @@ impl Meter {
         }
     }
 
-    /// A sender's mark, at its first call after the warm-up ended: `sent` bytes since
-    /// `start` on connection `fd`. `marked` is the sender's own flag, which it starts as
+    /// A sender's mark, at its first call after the warm-up ended: `sent` bytes in `calls`
+    /// system calls (0: not counted) since `start` on connection `fd`. `marked` is the sender's own flag, which it starts as
     /// `omit().is_none()`: without a warm-up, and once marked, the cost per send is one
     /// branch on a local (an atomic load per send cost a 64-byte stream 3%).
     #[inline(always)]
-    pub fn mark_sender(&self, marked: &mut bool, sent: u64, start: Instant, fd: Option<RawFd>) {
+    pub fn mark_sender(
+        &self,
+        marked: &mut bool,
+        (sent, calls): (u64, u64),
+        start: Instant,
+        fd: Option<RawFd>,
+    ) {
         if !*marked && self.measuring() {
             *marked = true;
             let c = Counts {
                 bytes_tx: sent,
+                calls,
                 active: start.elapsed(),
                 ..Counts::default()
             };
@@ -172,6 +179,7 @@ impl Meter {
             bytes_rx: c.bytes_rx.saturating_sub(w.bytes_rx),
             bytes_tx: c.bytes_tx.saturating_sub(w.bytes_tx),
             transactions: c.transactions.saturating_sub(w.transactions),
+            calls: c.calls.saturating_sub(w.calls),
             active,
             udp: c.udp.map(|u| w.udp.map_or(u, |wu| u.since(&wu))),
             warmup: Some(virtperf_wire::Warmup {

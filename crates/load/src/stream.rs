@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use crate::buf::PageBuf;
 use crate::interval::Meter;
-use crate::sock::{describe, recv_raw, send_all};
+use crate::sock::{describe, recv_raw, send_raw};
 use crate::Counts;
 use virtperf_wire::RecvWait;
 
@@ -28,24 +28,42 @@ pub fn send(
     meter: &Meter,
 ) -> io::Result<Counts> {
     let buf = PageBuf::zeroed_at(send_size, offset.unwrap_or(0) as usize);
-    let mut sent = 0u64;
+    let (mut sent, mut calls) = (0u64, 0u64);
     let mut marked = meter.omit().is_none();
     let start = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        send_all(s, &buf).map_err(|e| describe(e, "sending data"))?;
+        calls += send_counted(s, &buf).map_err(|e| describe(e, "sending data"))?;
         sent += send_size as u64;
         meter.set_bytes(sent);
-        meter.mark_sender(&mut marked, sent, start, Some(s.as_raw_fd()));
+        meter.mark_sender(&mut marked, (sent, calls), start, Some(s.as_raw_fd()));
     }
     let end = Instant::now();
     // The peer may already be gone if it stopped first; that is not a failure of ours.
     let _ = s.shutdown(Shutdown::Write);
     let all = Counts {
         bytes_tx: sent,
+        calls,
         active: end - start,
         ..Counts::default()
     };
     Ok(meter.trim(all, end))
+}
+
+/// Sends all of `buf` (as [`send_all`]) and returns how many `send` calls it took: one,
+/// unless the kernel took part of it (a full send buffer on a non-blocking socket, a
+/// signal).
+fn send_counted(s: &TcpStream, mut buf: &[u8]) -> io::Result<u64> {
+    let mut calls = 0;
+    while !buf.is_empty() {
+        calls += 1;
+        match send_raw(s, buf) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(calls)
 }
 
 /// Counts bytes until the sender closes, reading at most `recv_size` bytes per call (None:
@@ -66,10 +84,11 @@ pub fn receive(
     let recv_size = recv_size.map_or(RECV_SIZE, |r| r as usize);
     let mut buf = PageBuf::zeroed_at(recv_size.max(1), offset.unwrap_or(0) as usize);
     let wait = wait.unwrap_or_default();
-    let (got, first) = drain(s, &mut buf, wait, meter, || !stop.load(Ordering::Relaxed))?;
+    let (got, calls, first) = drain(s, &mut buf, wait, meter, || !stop.load(Ordering::Relaxed))?;
     let end = Instant::now();
     let all = Counts {
         bytes_rx: got,
+        calls,
         // No byte: active for no time (a true 0, beside 0 bytes received).
         active: first.map(|f| end - f).unwrap_or_default(),
         ..Counts::default()
@@ -77,8 +96,8 @@ pub fn receive(
     Ok(meter.trim(all, end))
 }
 
-/// Reads into `buf` until end of stream and returns the byte count and the first byte's arrival
-/// time.
+/// Reads into `buf` until end of stream and returns the byte count, the `recv` calls that
+/// returned data, and the first byte's arrival time.
 ///
 /// [`RecvWait::Block`] (the default) is netperf's loop: blocking `recv` calls that sleep
 /// inside the receive. [`RecvWait::Poll`] is iperf3's: the socket is non-blocking, the
@@ -100,14 +119,14 @@ pub(crate) fn drain(
     wait: RecvWait,
     meter: &Meter,
     keep_waiting: impl Fn() -> bool,
-) -> io::Result<(u64, Option<Instant>)> {
+) -> io::Result<(u64, u64, Option<Instant>)> {
     let timeout = s.read_timeout()?;
     let timeout_ms = timeout.map_or(-1, |t| {
         i32::try_from(t.as_millis()).unwrap_or(i32::MAX).max(1)
     });
     let polled = wait == RecvWait::Poll;
     s.set_nonblocking(polled)?;
-    let mut got = 0u64;
+    let (mut got, mut calls) = (0u64, 0u64);
     let mut first: Option<Instant> = None;
     // The end of the warm-up (`--omit`), seen at the next read after it.
     let mut marked = meter.omit().is_none();
@@ -120,11 +139,13 @@ pub(crate) fn drain(
                     first = Some(Instant::now());
                 }
                 got += n as u64;
+                calls += 1;
                 meter.set_bytes(got);
                 if !marked && meter.measuring() {
                     marked = true;
                     let so_far = Counts {
                         bytes_rx: got,
+                        calls,
                         active: first.map(|f| f.elapsed()).unwrap_or_default(),
                         ..Counts::default()
                     };
@@ -151,7 +172,7 @@ pub(crate) fn drain(
         }
     }
     s.set_nonblocking(false)?;
-    Ok((got, first))
+    Ok((got, calls, first))
 }
 
 /// Waits until `s` is readable (data, end of stream or an error to collect); false when
@@ -207,10 +228,15 @@ mod tests {
                 tx.write_all(&chunk).expect("write");
             }
         });
-        let (got, first) =
+        let (got, calls, first) =
             drain(&rx, &mut [0u8; 4096], wait, &Meter::default(), || false).expect("drain");
         writer.join().expect("writer");
         assert_eq!(got, 1237 * 1000, "{wait:?}");
+        // Each read returns at most the buffer and at least a byte.
+        assert!(
+            calls >= got.div_ceil(4096) && calls <= got,
+            "{calls} reads for {got} bytes ({wait:?})"
+        );
         assert!(first.is_some());
         // SAFETY: F_GETFL on a descriptor we own.
         let flags = unsafe { libc::fcntl(rx.as_raw_fd(), libc::F_GETFL) };

@@ -66,6 +66,8 @@ pub fn between(start: &Snapshot, end: &Snapshot) -> TcpInfo {
     let busy_end = end_of!(tcpi_busy_time);
     let rwnd_end = end_of!(tcpi_rwnd_limited);
     let sndbuf_end = end_of!(tcpi_sndbuf_limited);
+    // Both u32 and adjacent: the later one's end covers the pair.
+    let segs_end = offset_of!(libc::tcp_info, tcpi_data_segs_out) + size_of::<u32>();
     let both = |n: usize| start.has(n) && end.has(n);
     TcpInfo {
         retransmits: u64::from(e.tcpi_total_retrans),
@@ -94,6 +96,14 @@ pub fn between(start: &Snapshot, end: &Snapshot) -> TcpInfo {
             both(sndbuf_end),
             e.tcpi_sndbuf_limited.saturating_sub(s.tcpi_sndbuf_limited),
         ),
+        data_segs_out: opt(
+            both(segs_end),
+            u64::from(e.tcpi_data_segs_out.wrapping_sub(s.tcpi_data_segs_out)),
+        ),
+        data_segs_in: opt(
+            both(segs_end),
+            u64::from(e.tcpi_data_segs_in.wrapping_sub(s.tcpi_data_segs_in)),
+        ),
     }
 }
 
@@ -112,12 +122,20 @@ mod tests {
         let mut c = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
         let (mut s, _) = l.accept().expect("accept");
         let start = read(c.as_raw_fd()).expect("TCP_INFO on a TCP socket");
+        let rx_start = read(s.as_raw_fd()).expect("TCP_INFO");
         let buf = vec![7u8; 1 << 20];
         c.write_all(&buf).expect("write");
         let mut got = vec![0u8; 1 << 20];
         s.read_exact(&mut got).expect("read");
         let end = read(c.as_raw_fd()).expect("TCP_INFO");
         let t = between(&start, &end);
+        let rx = between(&rx_start, &read(s.as_raw_fd()).expect("TCP_INFO"));
+        // A megabyte is at least a megabyte over the MSS of data segments, counted out by
+        // the sender and in by the receiver; the sender receives none.
+        let least = (1u64 << 20) / u64::from(t.snd_mss.max(1));
+        assert!(t.data_segs_out.is_some_and(|n| n >= least), "{t:?}");
+        assert!(rx.data_segs_in.is_some_and(|n| n >= least), "{rx:?}");
+        assert_eq!(t.data_segs_in, Some(0), "{t:?}");
         assert!(t.snd_cwnd > 0, "{t:?}");
         assert!(t.snd_mss > 0, "{t:?}");
         assert!(t.srtt_us > 0, "{t:?}");

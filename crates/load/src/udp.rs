@@ -84,6 +84,7 @@ pub fn rr_client(
         bytes_rx: n * response as u64,
         bytes_tx: seq * request as u64,
         transactions: n,
+        calls: 0,
         active,
         udp: Some(UdpCounts {
             datagrams_rx: n + late,
@@ -180,6 +181,7 @@ pub fn rr_server(
         bytes_rx: n * request as u64,
         bytes_tx: n * response as u64,
         transactions: n,
+        calls: 0,
         active: start.elapsed(),
         udp: Some(UdpCounts {
             datagrams_rx: n,

@@ -323,6 +323,9 @@ pub(crate) fn stream_outcome(
                 .map(|r| udp_flow(&r, tx.flows.get(i).and_then(|t| t.udp).as_ref())),
             tcp: tx.flows.get(i).and_then(|t| t.tcp),
             direction: None,
+            sender_calls: tx.flows.get(i).and_then(|t| t.calls),
+            receiver_calls: f.calls,
+            receiver_segs: f.tcp.and_then(|t| t.data_segs_in),
         })
         .collect();
     let receiver_bytes: u64 = flows.iter().map(|f| f.receiver_bytes).sum();

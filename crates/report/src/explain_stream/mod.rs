@@ -5,9 +5,10 @@
 //!
 //! - **Cost per MB**, each side: the busy share of the CPU that side's data thread is
 //!   pinned to, by kind (user, sys, softirq, irq, steal), times the window, per MB received;
-//!   the data threads' own CPU per MB beside it; sends per MB (one system call per message
-//!   the sender hands the kernel); retransmits; with `--trace` (root), IPIs and idle
-//!   entries per MB.
+//!   the data threads' own CPU per MB beside it; system calls per MB each side (`send` and
+//!   `recv`, counted by the engines' loops); data segments per MB (TCP's count: what
+//!   GSO/TSO/GRO and corking made of the calls); retransmits; in a traced trial of its own
+//!   (root), IPIs and idle entries per MB.
 //! - **The bound**: the sender's TCP_INFO says it waited on the receive window
 //!   (`rwnd_limited`) or on its send buffer (`sndbuf_limited`) for at least half of its busy
 //!   time, or a fifth of it where 4 MiB socket buffers raised the rate beyond their
@@ -53,8 +54,11 @@ pub const SECOND_FLOW: &str = "stream second flow";
 pub const ZEROCOPY: &str = "stream MSG_ZEROCOPY";
 /// Remedy: 4 MiB socket buffers on both ends.
 pub const BIG_BUFFERS: &str = "stream 4 MiB socket buffers";
+/// Remedy: the loopback device's receive processing steered (RPS) to the receiving end's
+/// CPU, off the sender's (where a loopback send's softirq runs it by default).
+pub const RPS: &str = "stream RPS to the receiver's CPU";
 /// Every remedy the battery measures, in the order reported.
-pub const REMEDIES: [&str; 4] = [LARGER_SENDS, SECOND_FLOW, ZEROCOPY, BIG_BUFFERS];
+pub const REMEDIES: [&str; 5] = [LARGER_SENDS, SECOND_FLOW, ZEROCOPY, BIG_BUFFERS, RPS];
 /// A side's CPU at least this busy (percent) bounds the stream.
 pub const CPU_BOUND_PCT: f64 = 90.0;
 /// The sender waited on flow control at least this share of its busy time: flow-bound.
@@ -178,12 +182,30 @@ fn side_totals(ts: &[Trial], end: &str, cpu: u32) -> Vec<f64> {
         .collect()
 }
 
+/// A count every flow of every trial in `ts` carries, per MB received; None where a flow
+/// lacks it (not counted there: said so, never read as 0).
+fn flow_count_per_mb(
+    ts: &[Trial],
+    count: impl Fn(&virtperf_wire::StreamFlow) -> Option<u64>,
+) -> Option<f64> {
+    let (mut n, mut mb) = (0u64, 0.0);
+    for t in ts {
+        let Outcome::Stream(o) = &t.r.outcome else {
+            return None;
+        };
+        for f in &o.flows {
+            n += count(f)?;
+        }
+        mb += t.mb;
+    }
+    (mb > 0.0).then(|| n as f64 / mb)
+}
+
 fn side_cost(
     ts: &[Trial],
     paced: &[Trial],
     traced: &[Trial],
     side: (&'static str, &'static str, u32),
-    send: u32,
 ) -> SideCost {
     let (role, end, cpu) = side;
     // Each trial with its own split (a trial without one is left out, not paired with
@@ -241,7 +263,14 @@ fn side_cost(
         },
         threads_us_per_mb: mean(&threads),
         paced_us_per_mb: Estimate::of(&side_totals(paced, end, cpu)),
-        calls_per_mb: (role == "sender" && send > 0).then(|| 1e6 / f64::from(send)),
+        calls_per_mb: flow_count_per_mb(ts, |f| match role {
+            "sender" => f.sender_calls,
+            _ => f.receiver_calls,
+        }),
+        segments_per_mb: flow_count_per_mb(ts, |f| match role {
+            "sender" => f.tcp.and_then(|t| t.data_segs_out),
+            _ => f.receiver_segs,
+        }),
         ipis_per_mb: traced("ipis_received"),
         idle_entries_per_mb: traced("idle_entries"),
     }
@@ -263,7 +292,7 @@ pub fn explain(run_id: i64, trials: &[TrialRow]) -> Result<StreamExplanation, St
     let traced = stream_trials(trials, TRACED);
     let costs: Vec<SideCost> = sides
         .iter()
-        .map(|s| side_cost(&ts, &paced, &traced, *s, p.send_size))
+        .map(|s| side_cost(&ts, &paced, &traced, *s))
         .collect();
     let mbps_each: Vec<f64> = ts.iter().map(|t| t.mbps).collect();
     let mbps = Estimate::of(&mbps_each).ok_or("no as-is rate")?;
@@ -575,15 +604,15 @@ fn not_tried(r: &TestResult) -> Vec<NotTried> {
     };
     if loopback {
         no(
-            "receiver and softirq on different CPUs (RPS, pinning)",
-            "on loopback the receive path's softirq runs on the sending CPU: there is no device queue to steer",
-        );
-        no(
             "GRO/TSO toggles",
             "loopback has no veth or tap device to toggle them on",
         );
     }
     if guest {
+        no(
+            "RPS in the guest",
+            "the guest's NIC steering is not set by virtperf's guest yet (the battery tries RPS on this host's loopback)",
+        );
         no(
             "guest NIC rx ring, multiqueue, vhost-net",
             "each needs a guest booted with it; the battery boots one guest (`vm compare --rx-queue-size …` measures one setting against another)",

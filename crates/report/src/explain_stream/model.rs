@@ -64,9 +64,14 @@ pub struct SideCost {
     pub threads_us_per_mb: Option<f64>,
     /// The same CPU's µs per MB paced to half the rate: its cost off the limit.
     pub paced_us_per_mb: Option<Estimate>,
-    /// Sender: messages handed to the kernel per MB, one `send` call each (the send size
-    /// sets it). Receiver: not counted (None).
+    /// System calls that moved data per MB: the sender's `send`s, the receiver's `recv`s
+    /// that returned data (counted by the stream's loops; None where not counted, e.g.
+    /// `MSG_ZEROCOPY` or multiplexed flows).
     pub calls_per_mb: Option<f64>,
+    /// TCP data segments per MB this side counted (sender: out, receiver: in), each
+    /// MSS-sized unit of a GSO/TSO/GRO packet counted (None: the kernel does not report
+    /// them).
+    pub segments_per_mb: Option<f64>,
     /// IPIs this CPU received per MB (a traced trial of its own; root); None where not
     /// traced.
     pub ipis_per_mb: Option<f64>,

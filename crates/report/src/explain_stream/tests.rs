@@ -57,6 +57,10 @@ fn stream(mbps: f64, sender: (f64, f64), receiver: (f64, f64), rwnd: f64) -> Tes
                 mbps,
                 receiver_bytes: bytes,
                 tcp: Some(tcp),
+                // 16 KiB sends, read 64 KiB at a time, in 64 KiB segments.
+                sender_calls: Some(bytes / 16384),
+                receiver_calls: Some(bytes / 65536),
+                receiver_segs: Some(bytes / 65536),
                 ..Default::default()
             }],
             ..Default::default()
@@ -169,7 +173,30 @@ fn a_busy_receiver_bounds_the_stream_and_the_paced_cost_predicts_it() {
     assert!((predicted - 8.0 * 1e6 / 1010.0).abs() < 1e-6);
     let residual = e.model.residual_pct.expect("a residual");
     assert!((residual - 100.0 * (8000.0 / predicted - 1.0)).abs() < 1e-9);
-    assert_eq!(e.sides[0].calls_per_mb, Some(1e6 / 16384.0));
+    // Counted calls per MB received: the as-is trials' calls over their megabytes.
+    let per_mb = |each: u64| {
+        let bytes = [8000.0, 8100.0, 7900.0].map(|r: f64| (r * 1e6 / 8.0) as u64);
+        let calls: u64 = bytes.iter().map(|b| b / each).sum();
+        calls as f64 / (bytes.iter().sum::<u64>() as f64 / 1e6)
+    };
+    let near = |got: Option<f64>, want: f64| got.is_some_and(|g| (g - want).abs() < 1e-9);
+    assert!(
+        near(e.sides[0].calls_per_mb, per_mb(16384)),
+        "{:?}",
+        e.sides[0]
+    );
+    assert!(
+        near(e.sides[1].calls_per_mb, per_mb(65536)),
+        "{:?}",
+        e.sides[1]
+    );
+    assert!(
+        near(e.sides[1].segments_per_mb, per_mb(65536)),
+        "{:?}",
+        e.sides[1]
+    );
+    // The sender's TCP state carries no segment count here: not counted, not 0.
+    assert_eq!(e.sides[0].segments_per_mb, None);
     assert_eq!(e.remedies[0].effect, "raises", "{:?}", e.remedies[0]);
     assert_eq!(
         e.remedies[2].effect, "no measurable effect",

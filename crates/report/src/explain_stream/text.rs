@@ -61,8 +61,11 @@ pub(super) fn verdict(send: u32, mbps: &Estimate, b: &Bound, costs: &[SideCost])
                 )
             });
             let calls = match (side, c.and_then(|c| c.calls_per_mb)) {
-                ("sender", Some(n)) if b.dominant == Some("sys") => {
-                    format!(", {n:.0} sends per MB (one system call per {send} bytes)")
+                ("sender", Some(n)) if b.dominant == Some("sys") && n > 0.0 => {
+                    format!(
+                        ", {n:.0} sends per MB (one system call per {:.0} bytes)",
+                        1e6 / n
+                    )
                 }
                 _ => String::new(),
             };
@@ -106,12 +109,22 @@ fn side_lines(c: &SideCost) -> String {
             .as_ref()
             .map_or("not measured".into(), |e| interval(e, |x| format!("{x:.1}")))
     );
+    let per = |n: Option<f64>| match n.filter(|x| x.is_finite() && *x > 0.0) {
+        Some(x) => format!("{x:.0} ({:.0} bytes each)", 1e6 / x),
+        None => "not counted".into(),
+    };
     s += &format!(
-        "    sends per MB: {}; IPIs per MB: {}; idle entries per MB: {}\n",
-        match c.role {
-            "sender" => opt(c.calls_per_mb, 0),
-            _ => "not counted (receiver)".into(),
+        "    {} per MB: {}; TCP data segments per MB: {}\n",
+        if c.role == "sender" {
+            "sends"
+        } else {
+            "receives"
         },
+        per(c.calls_per_mb),
+        per(c.segments_per_mb)
+    );
+    s += &format!(
+        "    IPIs per MB: {}; idle entries per MB: {}\n",
         c.ipis_per_mb
             .map_or("not traced (--trace needs root)".into(), |x| format!(
                 "{x:.2}"

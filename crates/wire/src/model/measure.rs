@@ -329,6 +329,11 @@ pub struct FlowStats {
     /// otherwise).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub transactions: u64,
+    /// System calls that moved this flow's data over the measured interval (`send` or
+    /// `recv`; the TCP stream's own loops count them); absent where the engine does not
+    /// count (zero-copy senders, flows multiplexed on threads, other workloads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<u64>,
     /// UDP flows: datagram counts, loss, reordering and jitter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpCounts>,
@@ -483,4 +488,12 @@ pub struct TcpInfo {
     /// Of it, limited by the send buffer, µs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sndbuf_limited_us: Option<u64>,
+    /// Data segments sent during the interval (`tcpi_data_segs_out`, Linux ≥ 4.6), counted
+    /// as TCP counts them: a GSO/TSO packet as the MSS-sized segments it stands for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_segs_out: Option<u64>,
+    /// Data segments received during the interval (`tcpi_data_segs_in`): a GRO packet as
+    /// the segments it merged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_segs_in: Option<u64>,
 }

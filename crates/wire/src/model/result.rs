@@ -124,6 +124,17 @@ pub struct StreamFlow {
     /// `--bidir`: which way this connection sent (`client_to_server`, `server_to_client`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direction: Option<String>,
+    /// `send` calls the sender made over the measured interval (TCP stream loops; absent
+    /// where not counted: zero-copy senders, multiplexed flows, UDP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_calls: Option<u64>,
+    /// `recv` calls that returned data to the receiver over the interval (as above).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_calls: Option<u64>,
+    /// Data segments the receiver's TCP counted in (`tcpi_data_segs_in`: a GRO packet as
+    /// the segments it merged); the sender's count out is `tcp.data_segs_out`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_segs: Option<u64>,
 }
 
 /// One direction of a `--bidir` stream.
