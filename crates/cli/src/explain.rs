@@ -207,7 +207,7 @@ pub fn explain(a: ExplainArgs) -> Result<()> {
 }
 
 /// The other machine to explain, with the settings its flags give it; `None`: this one.
-fn elsewhere(a: &ExplainArgs) -> Result<Option<Placement>> {
+pub(crate) fn elsewhere(a: &ExplainArgs) -> Result<Option<Placement>> {
     let p = match (&a.placement, &a.host) {
         (_, Some(host)) => Placement::Remote {
             host: host.clone(),
@@ -276,25 +276,31 @@ fn explain_at(
         if let (Placement::Guest(_, g), false) = (p, a.no_boot_remedies) {
             boot_remedies(g, &opts, &mut b, a.json);
         }
-        let run_id = virtperf_explain::store_battery(store, &b, &p.to_string(), &opts.tags)?;
-        let ok = b
-            .trials
-            .iter()
-            .filter(|t| t.status == virtperf_store::TrialStatus::Ok)
-            .count();
-        Ok(virtperf_experiment::runner::RunOutcome {
-            run_id,
-            status: b.status,
-            ok,
-            failed: b
-                .trials
-                .iter()
-                .filter(|t| t.status == virtperf_store::TrialStatus::Failed)
-                .count(),
-            skipped: Vec::new(),
-            restore_errors: Vec::new(),
-        })
+        let run_id = virtperf_explain::store_battery(
+            store,
+            &b,
+            model::RUN_NAME,
+            &p.to_string(),
+            &opts.tags,
+        )?;
+        Ok(outcome_of(&b, run_id))
     })
+}
+
+/// The runner's account of battery `b` (run elsewhere), stored as run `run_id`.
+pub(crate) fn outcome_of(
+    b: &virtperf_explain::Battery,
+    run_id: i64,
+) -> virtperf_experiment::runner::RunOutcome {
+    let count = |s: virtperf_store::TrialStatus| b.trials.iter().filter(|t| t.status == s).count();
+    virtperf_experiment::runner::RunOutcome {
+        run_id,
+        status: b.status,
+        ok: count(virtperf_store::TrialStatus::Ok),
+        failed: count(virtperf_store::TrialStatus::Failed),
+        skipped: Vec::new(),
+        restore_errors: Vec::new(),
+    }
 }
 
 /// Measures the remedies that need a reboot (`model::BOOT_REMEDIES`), each in a guest

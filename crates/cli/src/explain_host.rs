@@ -44,16 +44,20 @@ impl Recorder {
         Ok(Recorder(Some((w, r))))
     }
 
-    /// Stops sampling and gives each round-trip trial (the as-is one explain shows beside
-    /// its terms, and every remedy's and mode's, which `show` and `compare` then judge on
-    /// the host's figures too) the host's view over its measured interval, per transaction.
+    /// Stops sampling and gives each round-trip or stream trial (the as-is one explain
+    /// shows beside its terms, and every remedy's and mode's, which `show` and `compare`
+    /// then judge on the host's figures too) the host's view over its measured interval,
+    /// per transaction or per byte.
     pub(crate) fn attach(self, trials: &mut [NewTrial]) {
         let Some((w, mut rec)) = self.0 else { return };
         rec.stop();
         for t in trials.iter_mut().filter(|t| {
-            t.result
-                .as_ref()
-                .is_some_and(|r| matches!(r.outcome, virtperf_wire::Outcome::Rr(_)))
+            t.result.as_ref().is_some_and(|r| {
+                matches!(
+                    r.outcome,
+                    virtperf_wire::Outcome::Rr(_) | virtperf_wire::Outcome::Stream(_)
+                )
+            })
         }) {
             let window = window(t);
             let Some(r) = t.result.as_mut() else { continue };
@@ -76,6 +80,7 @@ fn window(t: &NewTrial) -> Option<(SystemTime, SystemTime)> {
     let to = end.checked_sub(Duration::try_from_secs_f64(r.stop_s?).ok()?)?;
     let elapsed = match &r.outcome {
         virtperf_wire::Outcome::Rr(o) => o.elapsed_s,
+        virtperf_wire::Outcome::Stream(o) => o.elapsed_s,
         _ => return None,
     };
     Some((

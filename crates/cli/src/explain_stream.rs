@@ -1,6 +1,7 @@
 //! `virtperf explain --workload stream`: what bounds a TCP stream on this machine's
-//! loopback, each side's CPU per MB, the model's residual and the measured remedies. Runs
-//! the battery in `virtperf_explain`, stores it, and prints
+//! loopback (or an agent's, `--host`, with the host's view of its VM, `--vm`), each side's
+//! CPU per MB, the model's residual and the measured remedies. Runs the battery in
+//! `virtperf_explain`, stores it, and prints
 //! `virtperf_report::explain_stream`'s answer, which `show` recomputes from the store.
 
 use anyhow::{Context, Result};
@@ -22,17 +23,18 @@ fn options(a: &ExplainArgs) -> Result<StreamOpts> {
             "--placement (other than guest, guest:host-guest, guest:guest-host)",
         ),
         (a.native.is_some(), "--native"),
-        (a.host.is_some(), "--host"),
-        (a.vm.is_some(), "--vm"),
         (a.no_boot_remedies, "--no-boot-remedies"),
     ];
     if let Some((_, flag)) = not_yet.iter().find(|(given, _)| *given) {
         return Err(exit(
             code::USAGE,
             format!(
-                "explain --workload stream runs on this machine's loopback or into a guest only (yet): drop {flag}"
+                "explain --workload stream runs on this machine's loopback, into a guest, or at an agent (--host) only (yet): drop {flag}"
             ),
         ));
+    }
+    if a.vm.is_some() {
+        crate::explain_host::check_vm(true, crate::explain::elsewhere(a)?.as_ref())?;
     }
     let (Some(c0), Some(c1)) = a.cpus else {
         return Err(exit(code::USAGE, "--cpus needs two CPUs, e.g. --cpus 0,1"));
@@ -88,6 +90,13 @@ fn run(
     let d = crate::experiment::execute_with(db, json, lock, |store, stop, obs| {
         virtperf_explain::run_stream(opts, store, stop, obs)
     })?;
+    explained(d)
+}
+
+/// The explanation of a stored stream battery; a run without one exits INCOMPLETE.
+fn explained(
+    d: crate::experiment::Executed,
+) -> Result<(crate::experiment::Executed, model::StreamExplanation)> {
     let e = model::explain(d.row.id, &d.trials).map_err(|why| {
         exit(
             code::INCOMPLETE,
@@ -95,6 +104,44 @@ fn run(
         )
     })?;
     Ok((d, e))
+}
+
+/// Runs the battery at the agent `--host` names (on its machine's loopback, in one piece),
+/// this host sampling the VM `--vm` names meanwhile, and explains it.
+fn run_at(
+    a: &ExplainArgs,
+    opts: &StreamOpts,
+) -> Result<(crate::experiment::Executed, model::StreamExplanation)> {
+    let Some(p) = crate::explain::elsewhere(a)? else {
+        anyhow::bail!("no agent to run the stream battery at: give --host");
+    };
+    let mut opts = opts.clone();
+    opts.tries = opts
+        .tries
+        .min(virtperf_explain::ExplainOpts::MAX_REMOTE_TRIES);
+    let d = crate::experiment::execute_with(&a.db, a.json, &a.lock, |store, _stop, _obs| {
+        // Progress, like the bar of this machine's battery: on a terminal only.
+        if !a.json && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            eprintln!(
+                "virtperf: running the stream battery at {p} (at most {} s; its progress is not shown)",
+                opts.bound().as_secs()
+            );
+        }
+        let site = virtperf_place::open(&p)?;
+        let host = crate::explain_host::Recorder::start(a.vm.as_ref())?;
+        let mut b = virtperf_explain::stream_at_site(site.as_ref(), &opts)?;
+        drop(site);
+        host.attach(&mut b.trials);
+        let run_id = virtperf_explain::store_battery(
+            store,
+            &b,
+            model::RUN_NAME,
+            &p.to_string(),
+            &opts.tags,
+        )?;
+        Ok(crate::explain::outcome_of(&b, run_id))
+    })?;
+    explained(d)
 }
 
 fn stored(d: &crate::experiment::Executed) -> String {
@@ -111,7 +158,10 @@ fn stored(d: &crate::experiment::Executed) -> String {
 pub fn explain(a: &ExplainArgs) -> Result<()> {
     let opts = options(a)?;
     guard(&opts)?;
-    let (d, e) = run(&opts, &a.db, a.json, &a.lock)?;
+    let (d, e) = match a.host {
+        Some(_) => run_at(a, &opts)?,
+        None => run(&opts, &a.db, a.json, &a.lock)?,
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&e)?);
     } else {

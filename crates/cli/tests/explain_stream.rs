@@ -186,6 +186,22 @@ fn what_a_stream_explanation_does_not_take_is_refused_in_one_line() {
             "one size",
         ),
         (&["explain", "--flows", "2"][..], "add --workload stream"),
+        (
+            &["explain", "--workload", "stream", "--vm", "pid:1"][..],
+            "give the agent in it with --host",
+        ),
+        (
+            &[
+                "explain",
+                "--workload",
+                "stream",
+                "--host",
+                "127.0.0.1",
+                "--placement",
+                "guest",
+            ][..],
+            "cannot be used with",
+        ),
     ] {
         let (code, err) = common::run_fail(args);
         assert_eq!(code, 2, "{args:?}: {err}");

@@ -559,6 +559,79 @@ fn explain_with_vm_shows_the_hosts_share_of_the_round_trip() {
     drop(qemu);
 }
 
+/// `explain --workload stream --host … --vm pid:N` against a QEMU started by hand with two
+/// vCPUs: the stream battery runs on the guest's loopback in one piece, each of its stream
+/// trials carries this host's view over its own measured window, the explanation's host
+/// view says both ends are in the VM, and a CPU bound is named on the host with the
+/// figure the JSON's host view holds.
+#[test]
+fn explain_stream_with_vm_shows_the_vcpu_threads_per_mb() {
+    let Some((dir, qemu, port)) = booted("xstream", 2, "virtperf.token=sesame") else {
+        return;
+    };
+    let pid = qemu.0.id();
+    let db_path = dir.path("s.db");
+    let out = run_with_timeout(
+        vp().args(["explain", "--workload", "stream", "--host", "127.0.0.1"])
+            .args(["--port", &port.to_string(), "--token", "sesame"])
+            .args(["--vm", &format!("pid:{pid}")])
+            .args(["--quick", "--tries", "1", "-l", "1s", "--json", "--db"])
+            .arg(&db_path),
+        Duration::from_secs(400),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let h = &v["host_view"];
+    assert_eq!(h["guest_end"], "both", "{h}");
+    assert_eq!(h["accel"], "tcg", "{h}");
+    let vcpu = h["classes"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["class"] == "vcpu"))
+        .unwrap_or_else(|| panic!("no vcpu class: {h}"));
+    let busy = vcpu["busy_pct"].as_f64().expect("busy_pct");
+    // Two vCPU threads: at most two CPUs' worth of the window.
+    assert!(busy > 0.0 && busy <= 2.0 * 100.0 * 1.05, "{vcpu}");
+    assert!(
+        vcpu["us_per_mb"].as_f64().is_some_and(|x| x > 0.0),
+        "{vcpu}"
+    );
+    if v["bound"]["kind"] == "cpu" {
+        let figure = format!("its 2 vCPU threads used {busy:.0}% of a CPU");
+        let on_host = v["bound"]["on_host"].as_str().unwrap_or("");
+        assert!(on_host.contains(&figure), "{on_host} lacks {figure}");
+        assert!(
+            v["verdict"].as_str().is_some_and(|s| s.contains(&figure)),
+            "{v}"
+        );
+    }
+    // Every stream trial has the host's view over its own window: the trial's length
+    // (1 s), not the battery's.
+    let db = rusqlite::Connection::open(&db_path).expect("db");
+    let mut q = db
+        .prepare(
+            "SELECT point_label, json_extract(result_json, '$.host_vm.window_s') FROM trials \
+             WHERE status = 'ok' AND json_extract(result_json, '$.outcome.kind') = 'stream'",
+        )
+        .expect("query");
+    let rows: Vec<(String, Option<f64>)> = q
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("rows")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    assert!(rows.len() > 5, "{rows:?}");
+    for (label, w) in &rows {
+        let calibration = label.contains("calibration");
+        let w = w.unwrap_or_else(|| panic!("{label}: no host window"));
+        // The calibration trial is a third as long, at least 1 s: 1 s here too.
+        assert!(
+            (0.7..1.4).contains(&w),
+            "{label}: host window {w} s ({calibration})"
+        );
+    }
+    drop(qemu);
+}
+
 /// `tune --placement remote:… --vm pid:N` against a QEMU started by hand: every
 /// configuration's trials carry the host's view of the VM, and its cost is this host's
 /// busy CPUs once — the VM's threads are in them already, so the agent's own figures from

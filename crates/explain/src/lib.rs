@@ -86,6 +86,19 @@ impl Observer for AgentLog {
 /// removed afterwards, the client keeping the result.
 pub fn run_for_client(opts: &ExplainOpts) -> Result<Battery> {
     opts.validate()?;
+    in_scratch(|store, log| run(opts, store, &AtomicBool::new(false), log))
+}
+
+/// Runs the stream battery on this machine for an agent's client, as [`run_for_client`].
+fn run_stream_for_client(opts: &StreamOpts) -> Result<Battery> {
+    in_scratch(|store, log| run_stream(opts, store, &AtomicBool::new(false), log))
+}
+
+/// Runs a battery (`battery`) into a scratch database that is removed afterwards, and
+/// returns what it stored.
+fn in_scratch(
+    battery: impl FnOnce(&mut Store, &mut AgentLog) -> Result<RunOutcome>,
+) -> Result<Battery> {
     let dir = std::env::temp_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let nanos = std::time::SystemTime::now()
@@ -101,7 +114,7 @@ pub fn run_for_client(opts: &ExplainOpts) -> Result<Battery> {
         let mut log = AgentLog {
             current: String::new(),
         };
-        let outcome = run(opts, &mut store, &AtomicBool::new(false), &mut log)?;
+        let outcome = battery(&mut store, &mut log)?;
         let row = store.run(outcome.run_id)?;
         let trials = store.trials(outcome.run_id)?;
         Ok(Battery {
@@ -130,6 +143,9 @@ impl virtperf_lab::probe::Probe for BatteryProbe {
     }
 
     fn bound(&self, params: &serde_json::Value) -> Result<Duration> {
+        if let Some(s) = stream_params(params)? {
+            return Ok(s.bound());
+        }
         let opts: ExplainOpts =
             serde_json::from_value(params.clone()).context("explain options do not parse")?;
         opts.validate()?;
@@ -141,11 +157,34 @@ impl virtperf_lab::probe::Probe for BatteryProbe {
         params: serde_json::Value,
         lock_nonce: Option<String>,
     ) -> Result<serde_json::Value> {
+        if let Some(mut s) = stream_params(&params)? {
+            s.lock_nonce = lock_nonce;
+            return Ok(serde_json::to_value(run_stream_for_client(&s)?)?);
+        }
         let mut opts: ExplainOpts =
             serde_json::from_value(params).context("explain options do not parse")?;
         opts.lock_nonce = lock_nonce;
         Ok(serde_json::to_value(run_for_client(&opts)?)?)
     }
+}
+
+/// The stream battery's options, where `params` ask for it (`{"stream": …}`), checked.
+fn stream_params(params: &serde_json::Value) -> Result<Option<StreamOpts>> {
+    let Some(s) = params.get("stream") else {
+        return Ok(None);
+    };
+    let r: stream::Remote =
+        serde_json::from_value(s.clone()).context("explain's stream options do not parse")?;
+    Ok(Some(r.opts()?))
+}
+
+/// Runs the stream battery at `site` (on its agent's machine, its loopback) and returns
+/// what it measured.
+pub fn stream_at_site(site: &dyn Site, opts: &StreamOpts) -> Result<Battery> {
+    let params = serde_json::json!({ "stream": opts.remote() });
+    let out = site.probe(params, opts.bound())?;
+    serde_json::from_value(out)
+        .context("the agent's battery does not parse (a different virtperf version?)")
 }
 
 /// Lets this process's agents run the battery for clients elsewhere (`explain --host`,
@@ -161,16 +200,17 @@ pub fn at_site(site: &dyn Site, opts: &ExplainOpts) -> Result<Battery> {
         .context("the agent's battery does not parse (a different virtperf version?)")
 }
 
-/// Stores a battery that ran elsewhere as a run of `store`, measured at `placement`, with
-/// `tags`. Returns the run id.
+/// Stores a battery that ran elsewhere as a run of `store` named `name` (the round trip's
+/// or the stream's run name), measured at `placement`, with `tags`. Returns the run id.
 pub fn store_battery(
     store: &mut Store,
     b: &Battery,
+    name: &str,
     placement: &str,
     tags: &virtperf_store::Tags,
 ) -> Result<i64> {
     let run_id = store.begin_run(&NewRun {
-        name: model::RUN_NAME.to_string(),
+        name: name.to_string(),
         spec_text: format!("{}# measured at {placement}\n", b.spec_text),
         env: b.env.clone(),
         tool_version: b.env.tool_version.clone(),

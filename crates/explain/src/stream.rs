@@ -10,6 +10,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
 use virtperf_experiment::runner::{Observer, Recorder, RunOutcome};
 use virtperf_lab::plan::Plan;
 use virtperf_machine::knob::{Knob, KnobGuard};
@@ -51,6 +52,61 @@ pub struct StreamOpts {
     pub tags: virtperf_store::Tags,
 }
 
+/// What an agent is sent to run the stream battery on its own machine (`explain --workload
+/// stream --host`): the battery's shape only; tags, placement and the lock stay with the
+/// client. Inside the probe's parameters as `{"stream": …}`, which the round trip's
+/// options (`deny_unknown_fields`) refuse, so an agent that predates it says so.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Remote {
+    send_size: u32,
+    flows: u32,
+    reverse: bool,
+    window: Option<u32>,
+    cpus: (u32, u32),
+    tries: u32,
+    duration: Duration,
+    allow_concurrent: bool,
+}
+
+impl Remote {
+    /// The options an agent runs, checked (it trusts nothing on the wire).
+    pub(crate) fn opts(self) -> Result<StreamOpts> {
+        if self.tries == 0 || self.tries > ExplainOpts::MAX_REMOTE_TRIES {
+            bail!(
+                "explain at an agent runs 1 to {} tries (asked for {})",
+                ExplainOpts::MAX_REMOTE_TRIES,
+                self.tries
+            );
+        }
+        if self.duration.is_zero() || self.duration > Duration::from_secs(60) {
+            bail!("explain's stream trials last 1 ms to 60 s each");
+        }
+        if self.flows == 0 || self.flows > 64 {
+            bail!("explain's stream runs 1 to 64 flows");
+        }
+        if self.send_size == 0 || self.send_size > virtperf_wire::MAX_IO_SIZE {
+            bail!(
+                "the send size must be 1 to {} bytes",
+                virtperf_wire::MAX_IO_SIZE
+            );
+        }
+        Ok(StreamOpts {
+            send_size: self.send_size,
+            flows: self.flows,
+            reverse: self.reverse,
+            window: self.window,
+            placement: None,
+            cpus: self.cpus,
+            tries: self.tries,
+            duration: self.duration,
+            allow_concurrent: self.allow_concurrent,
+            lock_nonce: None,
+            tags: Default::default(),
+        })
+    }
+}
+
 /// The calibration trial's label: the as-is rate the paced trials are set from.
 pub const CALIBRATION: &str = "stream calibration";
 /// Largest send the "larger sends" remedy tries.
@@ -74,6 +130,30 @@ impl StreamOpts {
             lock_nonce: None,
             tags: Default::default(),
         }
+    }
+
+    /// What an agent is sent to run this battery on its machine.
+    pub(crate) fn remote(&self) -> Remote {
+        Remote {
+            send_size: self.send_size,
+            flows: self.flows,
+            reverse: self.reverse,
+            window: self.window,
+            cpus: self.cpus,
+            tries: self.tries,
+            duration: self.duration,
+            allow_concurrent: self.allow_concurrent,
+        }
+    }
+
+    /// The longest the battery may take (an agent holds it to its `--max-duration`, the
+    /// client waits that long): per try its eight measurements (RPS's included) with up to
+    /// 3 s of set-up each (a private agent started by a debug build on a busy 2-CPU
+    /// machine), the calibration, and a minute to spare.
+    pub fn bound(&self) -> Duration {
+        (self.duration + Duration::from_secs(3)) * 8 * self.tries
+            + self.duration
+            + Duration::from_secs(60)
     }
 
     fn plan(&self, send: u32, flows: u32) -> Plan {

@@ -326,6 +326,8 @@ fn host_view(ts: &[Trial]) -> Option<HostView> {
     let guest_end = match first.r.placement.as_deref() {
         Some(p) if p.ends_with("guest-host") => "client",
         Some(p) if p.starts_with("guest") => "server",
+        // `--host … --vm`: the battery ran on the VM's own loopback, both ends inside it.
+        _ if first.r.host_vm.is_some() => "both",
         _ => return None,
     };
     let views: Vec<(&Trial, &virtperf_wire::HostVm)> = ts
@@ -370,7 +372,11 @@ fn on_the_host(b: &mut Bound, costs: &[SideCost], host: Option<&HostView>) {
     let Some(vcpu) = h.classes.iter().find(|c| c.class == "vcpu") else {
         return;
     };
-    let Some(guest) = costs.iter().find(|c| c.end == h.guest_end) else {
+    let guest = match h.guest_end {
+        "both" => costs.iter().find(|c| Some(c.role) == b.side),
+        end => costs.iter().find(|c| c.end == end),
+    };
+    let Some(guest) = guest else {
         return;
     };
     let on_host = format!(
@@ -381,7 +387,9 @@ fn on_the_host(b: &mut Bound, costs: &[SideCost], host: Option<&HostView>) {
     );
     match b.kind {
         "cpu" if b.side == Some(guest.role) => b.on_host = Some(on_host),
-        "none" if vcpu.busy_pct >= CPU_BOUND_PCT => {
+        // One vCPU thread per end only: with both ends inside, their threads' sum is no
+        // one end's CPU.
+        "none" if vcpu.busy_pct >= CPU_BOUND_PCT && h.guest_end != "both" => {
             b.kind = "cpu";
             b.side = Some(guest.role);
             b.dominant = None;

@@ -146,7 +146,8 @@ pub struct HostClass {
 /// The hypervisor's view of the guest end: its QEMU's threads on this host.
 #[derive(Debug, Clone, Serialize)]
 pub struct HostView {
-    /// The end that runs in the guest: `client` or `server`.
+    /// The end that runs in the guest: `client` or `server`; `both` where the battery ran
+    /// inside a VM you run (`--host … --vm`).
     pub guest_end: &'static str,
     /// `kvm` or `tcg` (QEMU emulating the guest's CPU).
     pub accel: Option<String>,

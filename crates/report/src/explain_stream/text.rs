@@ -159,11 +159,15 @@ pub fn text(e: &StreamExplanation) -> String {
         s += &side_lines(c);
     }
     if let Some(h) = &e.host_view {
-        s += &format!(
-            "\nHost view (the {} end is a guest, {}): its threads on this host\n",
-            h.guest_end,
-            h.accel.as_deref().unwrap_or("accelerator unknown")
-        );
+        let accel = h.accel.as_deref().unwrap_or("accelerator unknown");
+        s += &match h.guest_end {
+            "both" => {
+                format!("\nHost view (both ends in the VM, {accel}): its threads on its host\n")
+            }
+            end => format!(
+                "\nHost view (the {end} end is a guest, {accel}): its threads on this host\n"
+            ),
+        };
         for c in &h.classes {
             s += &format!(
                 "  {:<6} {} thread(s): {:.0}% of a CPU, {:.1} µs per MB\n",
