@@ -16,11 +16,14 @@ use crate::signals::{code, exit};
 /// (yet) is refused before anything runs.
 fn options(a: &ExplainArgs) -> Result<StreamOpts> {
     use virtperf_place::Placement;
-    let guest = matches!(&a.placement, Some(Placement::Guest(d, _)) if matches!(d.name(), "host-guest" | "guest-host"));
+    // A stream between namespaces crosses a veth (or a bridge, NAT) of this kernel, on
+    // this machine's CPUs: explained as loopback's is, its device's path included.
+    let here = matches!(&a.placement, Some(Placement::Guest(d, _)) if matches!(d.name(), "host-guest" | "guest-host"))
+        || matches!(&a.placement, Some(Placement::Netns(..) | Placement::Local));
     let not_yet = [
         (
-            a.placement.is_some() && !guest,
-            "--placement (other than guest, guest:host-guest, guest:guest-host)",
+            a.placement.is_some() && !here,
+            "--placement (other than netns:…, guest, guest:host-guest, guest:guest-host)",
         ),
         (a.native.is_some(), "--native"),
         (a.no_boot_remedies, "--no-boot-remedies"),
@@ -52,14 +55,18 @@ fn options(a: &ExplainArgs) -> Result<StreamOpts> {
     o.flows = a.stream.flows.unwrap_or(1);
     o.reverse = a.stream.reverse;
     o.window = a.stream.window;
-    o.placement = a.placement.clone().map(|mut p| {
-        if let Placement::Guest(_, g) = &mut p {
-            **g = a.guest.opts(a.json);
-            // `-T 0,1` names a CPU of each end: the guest needs a second vCPU for it.
-            g.vcpus = g.vcpus.max(2);
-        }
-        p
-    });
+    o.placement = a
+        .placement
+        .clone()
+        .filter(|p| *p != Placement::Local)
+        .map(|mut p| {
+            if let Placement::Guest(_, g) = &mut p {
+                **g = a.guest.opts(a.json);
+                // `-T 0,1` names a CPU of each end: the guest needs a second vCPU for it.
+                g.vcpus = g.vcpus.max(2);
+            }
+            p
+        });
     o.cpus = (c0, c1);
     o.allow_concurrent = a.lock.allow_concurrent;
     o.tags = a.tags.resolve()?;

@@ -168,6 +168,37 @@ fn each_bound_is_named_with_the_figure_of_its_json() {
     common::chromium_renders(&html, &d.0, 2);
 }
 
+/// Between two namespaces over a veth (MTU 1500): TCP's data segments per MB show the
+/// device's MSS (at least a megabyte over 1460 bytes, where loopback's 64 KiB MSS needs a
+/// fortieth of that), the offload toggles are listed as not tried, and no namespace is
+/// left behind.
+#[test]
+fn a_stream_across_a_veth_is_explained_with_its_segments() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        virtperf_testkit::skip("root", "namespace placements need root");
+        return;
+    }
+    let _turn = turn();
+    let d = TempDir::new("explain-stream-netns");
+    let v = explain(&d.path("n.db"), &["--placement", "netns:veth"]);
+    for side in v["sides"].as_array().expect("sides") {
+        let segs = f(side, "/segments_per_mb");
+        assert!(segs >= 1e6 / 1460.0, "{side}");
+    }
+    let not_tried = v["not_tried"].to_string();
+    assert!(
+        not_tried.contains("GRO/TSO toggles on the veth"),
+        "{not_tried}"
+    );
+    let out = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns");
+    let left = String::from_utf8_lossy(&out.stdout);
+    assert!(!left.contains("vp-"), "namespaces left: {left}");
+}
+
 #[test]
 fn what_a_stream_explanation_does_not_take_is_refused_in_one_line() {
     for (args, needle) in [
@@ -177,7 +208,7 @@ fn what_a_stream_explanation_does_not_take_is_refused_in_one_line() {
                 "--workload",
                 "stream",
                 "--placement",
-                "netns:veth",
+                "guest:guest-guest",
             ][..],
             "drop --placement",
         ),

@@ -252,7 +252,8 @@ pub fn run_stream(
     interrupted: &AtomicBool,
     obs: &mut dyn Observer,
 ) -> Result<RunOutcome> {
-    if opts.placement.is_none() {
+    if !matches!(opts.placement, Some(virtperf_place::Placement::Guest(..))) {
+        // Both ends on this machine's CPUs (loopback, namespaces).
         check_cpus(opts.cpus)?;
     }
     if opts.send_size == 0 || opts.send_size > virtperf_wire::MAX_IO_SIZE {
@@ -351,7 +352,7 @@ fn rps(
     guard: &mut KnobGuard,
 ) -> std::result::Result<(Knob, String, String), String> {
     if opts.placement.is_some() {
-        return Err("RPS is tried on this host's loopback only; in a guest it is the guest NIC's (not set by virtperf yet)".into());
+        return Err("RPS is tried on this host's loopback only: a namespace's veth and a guest's NIC are made for the run, after the battery is planned (`tune --placement netns:…` steers a veth)".into());
     }
     let knob = Knob::netdev(LO_RPS).map_err(|e| format!("{e:#}"))?;
     virtperf_machine::knob::check_leftovers(state_dir, &[&knob]).map_err(|e| format!("{e:#}"))?;

@@ -603,6 +603,10 @@ fn not_tried(r: &TestResult) -> Vec<NotTried> {
         .as_deref()
         .is_some_and(|p| p.starts_with("guest"));
     let loopback = !guest && (r.target.starts_with("127.") || r.target.starts_with("[::1]"));
+    let netns = r
+        .placement
+        .as_deref()
+        .is_some_and(|p| p.starts_with("netns"));
     let mut out = Vec::new();
     let mut no = |remedy: &str, why: &str| {
         out.push(NotTried {
@@ -614,6 +618,12 @@ fn not_tried(r: &TestResult) -> Vec<NotTried> {
         no(
             "GRO/TSO toggles",
             "loopback has no veth or tap device to toggle them on",
+        );
+    }
+    if netns {
+        no(
+            "GRO/TSO toggles on the veth",
+            "virtperf does not set a device's offloads (ethtool -K) yet",
         );
     }
     if guest {
