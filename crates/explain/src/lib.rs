@@ -461,6 +461,7 @@ fn configs(
     let mut out = vec![Config {
         name: model::AS_IS.into(),
         poll_ns: current,
+        offloads: None,
         knobs: Vec::new(),
         measures: vec![
             rr(model::RR_CROSS_BLOCK, (a, b), Wait::Block),
@@ -499,6 +500,7 @@ fn configs(
             out.push(Config {
                 name: name.into(),
                 poll_ns: Some(ns),
+                offloads: None,
                 knobs: vec![(knob.clone(), ns.to_string())],
                 measures: vec![
                     rr(model::RR_CROSS_BLOCK, (a, b), Wait::Block),
@@ -535,6 +537,7 @@ fn busy_poll(
     configs.push(Config {
         name: model::BUSY_POLL.into(),
         poll_ns: current,
+        offloads: None,
         knobs: b
             .iter()
             .map(|(k, _)| (k.clone(), BUSY_POLL_US.to_string()))

@@ -268,9 +268,10 @@ pub fn run_stream(
         &state_dir,
     ));
     let rps = rps(opts, &state_dir, &mut guard);
-    // The calibration, every measurement each try, and RPS's each try (or its skip once).
+    // The calibration, every measurement each try, RPS's each try (or its skip once), and
+    // the device switches' each try.
     let planned = 1
-        + measures(opts, 1.0).len() * opts.tries as usize
+        + (measures(opts, 1.0).len() + offload_configs(opts).len()) * opts.tries as usize
         + if rps.is_ok() { opts.tries as usize } else { 1 };
     let run_id = begin_run(store, model::RUN_NAME, opts.describe(), planned, &opts.tags)?;
     if let Ok((knob, original, value)) = &rps {
@@ -297,16 +298,19 @@ pub fn run_stream(
             name: virtperf_report::explain::AS_IS.into(),
             poll_ns: None,
             knobs: Vec::new(),
-            measures: as_is.clone(),
+            offloads: None,
+            measures: as_is,
         }];
         if let Ok((knob, _, value)) = &rps {
             configs.push(Config {
                 name: model::RPS.into(),
                 poll_ns: None,
                 knobs: vec![(knob.clone(), value.clone())],
+                offloads: None,
                 measures: vec![measure(model::RPS, opts.plan(opts.send_size, opts.flows))],
             });
         }
+        configs.extend(offload_configs(opts));
         Tries {
             opts: &tries,
             site,
@@ -337,6 +341,41 @@ pub fn run_stream(
             .collect(),
         restore_errors,
     })
+}
+
+/// Between namespaces: the path's veth ends with GRO on, and with TSO off (each a config
+/// of one measurement, the as-is stream), which only a namespace placement's site made
+/// devices for.
+fn offload_configs(opts: &StreamOpts) -> Vec<Config> {
+    use virtperf_place::offload::Offloads;
+    if !matches!(opts.placement, Some(virtperf_place::Placement::Netns(..))) {
+        return Vec::new();
+    }
+    [
+        (
+            model::GRO_ON,
+            Offloads {
+                gro: Some(true),
+                tso: None,
+            },
+        ),
+        (
+            model::TSO_OFF,
+            Offloads {
+                gro: None,
+                tso: Some(false),
+            },
+        ),
+    ]
+    .into_iter()
+    .map(|(label, o)| Config {
+        name: label.into(),
+        poll_ns: None,
+        knobs: Vec::new(),
+        offloads: Some(o),
+        measures: vec![measure(label, opts.plan(opts.send_size, opts.flows))],
+    })
+    .collect()
 }
 
 /// The loopback device's receive steering file: where its receive softirq runs.

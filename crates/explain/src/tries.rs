@@ -99,6 +99,8 @@ pub(crate) struct Config {
     /// The value the knob has during this config (None: no knob here).
     pub(crate) poll_ns: Option<u64>,
     pub(crate) knobs: Vec<(Knob, String)>,
+    /// The site's own devices' offloads during this config (None: as the site made them).
+    pub(crate) offloads: Option<virtperf_place::offload::Offloads>,
     pub(crate) measures: Vec<Measure>,
 }
 
@@ -176,12 +178,34 @@ impl Tries<'_, '_, '_> {
         kvm: bool,
         guard: &mut KnobGuard,
     ) -> Result<()> {
+        // Only a battery that switches a device asks the site to (others may have none).
+        let devices = configs.iter().any(|c| c.offloads.is_some());
+        let result = self.each_try(configs, kvm, guard, devices);
+        if devices {
+            // As made, also after a failure (the devices go with the site, but a site
+            // may outlive this battery).
+            let back = self.site.set_offloads(Default::default());
+            return result.and(back);
+        }
+        result
+    }
+
+    fn each_try(
+        &mut self,
+        configs: &[Config],
+        kvm: bool,
+        guard: &mut KnobGuard,
+        devices: bool,
+    ) -> Result<()> {
         for t in 0..self.opts.tries {
             // Rotate both the configs and the measurements within each, try by try.
             let n = configs.len();
             for ci in 0..n {
                 let cfg = &configs[(ci + t as usize) % n];
                 guard.activate(&cfg.knobs)?;
+                if devices {
+                    self.site.set_offloads(cfg.offloads.unwrap_or_default())?;
+                }
                 let m = cfg.measures.len();
                 for mi in 0..m {
                     let measure = &cfg.measures[(mi + t as usize) % m];

@@ -18,6 +18,7 @@ pub mod cleanup;
 pub mod guest;
 pub mod local;
 pub mod netns;
+pub mod offload;
 pub mod remote;
 mod site;
 pub mod ssh;

@@ -5,6 +5,7 @@
 //! success, error or Ctrl-C unwinding); `virtperf cleanup` removes leftovers of a killed
 //! run. Addresses are private ones inside namespaces we own, so no traffic leaves them.
 
+use crate::offload::{self, Offloads};
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 use std::process::Command;
@@ -55,6 +56,10 @@ pub struct Topology {
     /// Address the client uses to reach the agent.
     pub server_ip: IpAddr,
     namespaces: Vec<String>,
+    /// The veth ends the path crosses, each with its namespace: (namespace, device).
+    pub devices: Vec<(String, String)>,
+    /// Each device's offloads as made, read when first switched.
+    made: std::sync::Mutex<Vec<(usize, Offloads)>>,
 }
 
 fn ip(args: &[&str]) -> Result<()> {
@@ -110,6 +115,8 @@ impl Topology {
             server_ns: server_ns.clone(),
             server_ip: IpAddr::V4(Ipv4Addr::new(10, 99, 0, 2)),
             namespaces: Vec::new(),
+            devices: Vec::new(),
+            made: std::sync::Mutex::default(),
         };
         // Register each namespace as soon as it exists, so a failure half-way still
         // removes everything already made.
@@ -143,6 +150,7 @@ impl Topology {
         )?;
         in_ns(&client_ns, &["ip", "link", "set", "vpc0", "up"])?;
         in_ns(&server_ns, &["ip", "link", "set", "vps0", "up"])?;
+        self.devices = vec![(client_ns, "vpc0".into()), (server_ns, "vps0".into())];
         Ok(())
     }
 
@@ -166,6 +174,8 @@ impl Topology {
             in_ns(&br_ns, &["ip", "link", "set", outer, "up"])?;
             in_ns(ns, &["ip", "addr", "add", addr, "dev", inner])?;
             in_ns(ns, &["ip", "link", "set", inner, "up"])?;
+            self.devices.push((ns.clone(), inner.into()));
+            self.devices.push((br_ns.clone(), outer.into()));
         }
         Ok(())
     }
@@ -208,6 +218,7 @@ impl Topology {
             (&server_ns, "vps0"),
         ] {
             in_ns(ns, &["ip", "link", "set", dev, "up"])?;
+            self.devices.push((ns.clone(), dev.into()));
         }
         in_ns(
             &client_ns,
@@ -438,5 +449,79 @@ impl super::Site for NetnsSite {
             .run_in_client(move || virtperf_lab::client::run(&target, &plan, &|_| {}))?;
         r.placement = Some(self.label.clone());
         Ok(r)
+    }
+
+    fn set_offloads(&self, o: Offloads) -> Result<()> {
+        self.topo.set_offloads(o)
+    }
+}
+
+impl Topology {
+    /// Switches every veth end of the path (in its own namespace); the default puts back
+    /// what each had when first switched.
+    pub fn set_offloads(&self, o: Offloads) -> Result<()> {
+        let mut made = self
+            .made
+            .lock()
+            .map_err(|_| anyhow!("the offload record was poisoned"))?;
+        for (i, (ns, dev)) in self.devices.iter().enumerate() {
+            let was = made.iter().find(|(j, _)| *j == i).map(|(_, w)| *w);
+            let want = match (o == Offloads::default(), was) {
+                (true, None) => continue,
+                (true, Some(w)) => w,
+                (false, _) => o,
+            };
+            let dev = dev.clone();
+            let now = run_in(ns, move || {
+                let now = offload::get(&dev)?;
+                offload::set(&dev, want)?;
+                Ok(now)
+            })?;
+            if was.is_none() {
+                made.push((i, now));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn in_ns_offloads(ns: &str, dev: &str) -> Offloads {
+        let dev = dev.to_string();
+        run_in(ns, move || Ok(offload::get(&dev)?)).expect("read offloads")
+    }
+
+    /// A real veth pair between two namespaces: GRO off on every end reads back off, TSO
+    /// is left alone, and the default puts back what each end was made with.
+    #[test]
+    fn a_veths_offloads_switch_and_come_back() {
+        if !virtperf_machine::is_root() {
+            virtperf_testkit::skip("root", "namespaces and veth pairs need root");
+            return;
+        }
+        let t = Topology::create(Kind::Veth).expect("topology");
+        assert_eq!(t.devices.len(), 2, "{:?}", t.devices);
+        let made: Vec<Offloads> = t
+            .devices
+            .iter()
+            .map(|(ns, d)| in_ns_offloads(ns, d))
+            .collect();
+        t.set_offloads(Offloads {
+            gro: Some(false),
+            tso: None,
+        })
+        .expect("GRO off");
+        for ((ns, d), was) in t.devices.iter().zip(&made) {
+            let now = in_ns_offloads(ns, d);
+            assert_eq!(now.gro, Some(false), "{d}");
+            assert_eq!(now.tso, was.tso, "{d}: TSO left as it was");
+        }
+        t.set_offloads(Offloads::default()).expect("back");
+        for ((ns, d), was) in t.devices.iter().zip(&made) {
+            assert_eq!(in_ns_offloads(ns, d), *was, "{d}");
+        }
     }
 }

@@ -41,6 +41,14 @@ pub trait Site: Sync {
         beside(&|p| self.run(p, &|_| {}), background, foreground, lead)
     }
 
+    /// Switches the offloads of the devices this site made for its path (a namespace
+    /// placement's veth ends); [`Offloads::default`] puts back what they had when first
+    /// switched. Err: this site made no device of its own (loopback, a guest, another
+    /// machine).
+    fn set_offloads(&self, _o: crate::offload::Offloads) -> Result<()> {
+        anyhow::bail!("this placement made no device whose offloads virtperf can switch")
+    }
+
     /// Runs a probe (`virtperf_lab::probe`) on the machine of this site's agent (which must allow
     /// it: `serve --allow-drive`, as virtperf's guests do), waiting up to `bound`.
     fn probe(
