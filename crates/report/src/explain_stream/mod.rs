@@ -573,8 +573,12 @@ fn remedies(trials: &[TrialRow], base: &[Trial], bound: &Bound, costs: &[SideCos
         });
     REMEDIES
         .iter()
-        // A remedy this placement does not plan (no trial, no skip) is not listed.
-        .filter(|label| trials.iter().any(|t| t.trial.point_label == **label))
+        // The veth's toggles are planned between namespaces only: elsewhere, with no trial
+        // or skip of theirs, they are not listed (every other remedy is, measured or not).
+        .filter(|label| {
+            ![GRO_ON, TSO_OFF].contains(*label)
+                || trials.iter().any(|t| t.trial.point_label == **label)
+        })
         .map(|label| {
             let ts = stream_trials(trials, label);
             let rates: Vec<f64> = ts.iter().map(|t| t.mbps).collect();
