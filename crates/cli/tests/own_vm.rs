@@ -585,6 +585,12 @@ fn explain_stream_with_vm_shows_the_vcpu_threads_per_mb() {
     let h = &v["host_view"];
     assert_eq!(h["guest_end"], "both", "{h}");
     assert_eq!(h["accel"], "tcg", "{h}");
+    // TCG makes no VM exits: none per MB, and the view says why.
+    assert!(h["exits_per_mb"].is_null(), "{h}");
+    assert!(
+        h["exits_why"].as_str().is_some_and(|w| w.contains("TCG")),
+        "{h}"
+    );
     let vcpu = h["classes"]
         .as_array()
         .and_then(|c| c.iter().find(|c| c["class"] == "vcpu"))

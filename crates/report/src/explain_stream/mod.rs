@@ -372,11 +372,52 @@ fn host_view(ts: &[Trial]) -> Option<HostView> {
             }
         })
         .collect();
+    let exits = exits_per_mb(&views);
     Some(HostView {
         guest_end,
         accel: h0.accel.clone(),
         classes,
+        exits_why: exits.as_ref().err().cloned(),
+        exits_per_mb: exits.ok(),
     })
+}
+
+/// KVM's exit counters (those named `*exits` and the injections) summed over the as-is
+/// trials' windows, per MB; Err: why not (TCG makes none; a trial without them).
+fn exits_per_mb(
+    views: &[(&Trial, &virtperf_wire::HostVm)],
+) -> Result<std::collections::BTreeMap<String, f64>, String> {
+    let mut sums = std::collections::BTreeMap::<String, u64>::new();
+    let mut mb = 0.0;
+    for (t, h) in views {
+        let Some(k) = &h.kvm else {
+            return Err(match h.accel.as_deref() {
+                Some("tcg") => {
+                    "the guest runs under TCG (QEMU emulates its CPU): no VM exits".into()
+                }
+                _ => h
+                    .missing
+                    .get("kvm")
+                    .cloned()
+                    .unwrap_or_else(|| "KVM's counters were not read".into()),
+            });
+        };
+        for (name, n) in k
+            .counts
+            .iter()
+            .filter(|(n, _)| n.ends_with("exits") || n.ends_with("injections"))
+        {
+            *sums.entry(name.clone()).or_default() += n;
+        }
+        mb += t.mb;
+    }
+    if views.is_empty() || mb <= 0.0 {
+        return Err("no as-is trial carries the host's view".into());
+    }
+    Ok(sums
+        .into_iter()
+        .map(|(name, n)| (name, n as f64 / mb))
+        .collect())
 }
 
 /// Names the bound on the host too where the guest end is the bound one (its vCPU

@@ -153,6 +153,12 @@ pub struct HostView {
     pub accel: Option<String>,
     /// Each class of its threads.
     pub classes: Vec<HostClass>,
+    /// KVM's exits per MB received by kind (`exits`, `io_exits`, `mmio_exits`,
+    /// `halt_exits`, `irq_injections`, …: the VM's statistics over each as-is trial's
+    /// window), where every as-is trial read them.
+    pub exits_per_mb: Option<std::collections::BTreeMap<String, f64>>,
+    /// Why there are none: a guest under TCG makes no exits; else what the host view says.
+    pub exits_why: Option<String>,
 }
 
 /// What the battery could not try here, with why.

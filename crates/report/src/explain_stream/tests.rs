@@ -266,3 +266,55 @@ fn no_as_is_trial_is_not_measured_with_the_reason() {
     let err = explain(1, &trials).expect_err("nothing to explain");
     assert_eq!(err, "not measured: CPU 7 does not exist");
 }
+
+/// With the host's view of a KVM VM on every as-is trial (`--host … --vm`), its exits per
+/// MB are the counters summed over the trials' windows divided by their MB; under TCG
+/// there are none, and the view says why.
+#[test]
+fn a_kvm_vms_exits_per_mb_are_its_counters_over_the_trials_megabytes() {
+    let mut trials = battery((60.0, 37.0), 0.0, &[]);
+    let mut mb = 0.0;
+    for t in trials.iter_mut().filter(|t| t.trial.point_label == AS_IS) {
+        let Some(r) = t.trial.result.as_mut() else {
+            continue;
+        };
+        if let Outcome::Stream(o) = &r.outcome {
+            mb += o.receiver_bytes as f64 / 1e6;
+        }
+        let counts = [("exits", 3000), ("io_exits", 1000), ("halt_wait_ns", 5)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        r.host_vm = Some(virtperf_wire::HostVm {
+            accel: Some("kvm".into()),
+            window_s: Some(1.0),
+            kvm: Some(virtperf_wire::VmKvmCounters {
+                counts,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
+    let e = explain(1, &trials).expect("explained");
+    let h = e.host_view.as_ref().expect("a host view");
+    assert_eq!(h.guest_end, "both");
+    let x = h.exits_per_mb.as_ref().expect("exits per MB");
+    assert!((x["exits"] - 9000.0 / mb).abs() < 1e-9, "{x:?}");
+    assert!((x["io_exits"] - 3000.0 / mb).abs() < 1e-9, "{x:?}");
+    assert!(!x.contains_key("halt_wait_ns"), "not an exit: {x:?}");
+    assert!(text(&e).contains("VM exits per MB: exits"), "{}", text(&e));
+
+    for t in trials.iter_mut() {
+        if let Some(h) = t.trial.result.as_mut().and_then(|r| r.host_vm.as_mut()) {
+            h.accel = Some("tcg".into());
+            h.kvm = None;
+        }
+    }
+    let e = explain(1, &trials).expect("explained");
+    let h = e.host_view.as_ref().expect("a host view");
+    assert!(h.exits_per_mb.is_none());
+    assert!(
+        h.exits_why.as_deref().is_some_and(|w| w.contains("TCG")),
+        "{h:?}"
+    );
+}

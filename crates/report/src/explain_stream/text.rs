@@ -174,6 +174,20 @@ pub fn text(e: &StreamExplanation) -> String {
                 c.class, c.threads, c.busy_pct, c.us_per_mb
             );
         }
+        s += &match (&h.exits_per_mb, &h.exits_why) {
+            (Some(x), _) => format!(
+                "  VM exits per MB: {}\n",
+                x.iter()
+                    .filter(|(_, v)| **v > 0.0)
+                    .map(|(k, v)| format!("{k} {v:.1}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            (None, why) => format!(
+                "  VM exits per MB: not measured: {}\n",
+                why.as_deref().unwrap_or("no reason given")
+            ),
+        };
     }
     s += "\nModel (one CPU at the paced cost per MB, against the measured rate):\n";
     match (e.model.predicted_mbps, e.model.residual_pct) {
