@@ -282,6 +282,9 @@ fn side_cost(
             "sender" => f.sender_calls,
             _ => f.receiver_calls,
         }),
+        retransmits_per_mb: (role == "sender")
+            .then(|| flow_count_per_mb(ts, |f| f.tcp.map(|t| t.retransmits_interval)))
+            .flatten(),
         segments_per_mb: flow_count_per_mb(ts, |f| match role {
             "sender" => f.tcp.and_then(|t| t.data_segs_out),
             _ => f.receiver_segs,

@@ -72,6 +72,9 @@ pub struct SideCost {
     /// MSS-sized unit of a GSO/TSO/GRO packet counted (None: the kernel does not report
     /// them).
     pub segments_per_mb: Option<f64>,
+    /// Sender: segments retransmitted per MB over the measured intervals (TCP_INFO);
+    /// receiver: None (a sender's count).
+    pub retransmits_per_mb: Option<f64>,
     /// IPIs this CPU received per MB (a traced trial of its own; root); None where not
     /// traced.
     pub ipis_per_mb: Option<f64>,

@@ -114,14 +114,16 @@ fn side_lines(c: &SideCost) -> String {
         None => "not counted".into(),
     };
     s += &format!(
-        "    {} per MB: {}; TCP data segments per MB: {}\n",
+        "    {} per MB: {}; TCP data segments per MB: {}{}\n",
         if c.role == "sender" {
             "sends"
         } else {
             "receives"
         },
         per(c.calls_per_mb),
-        per(c.segments_per_mb)
+        per(c.segments_per_mb),
+        c.retransmits_per_mb
+            .map_or(String::new(), |r| format!("; retransmitted per MB: {r:.3}"))
     );
     s += &format!(
         "    IPIs per MB: {}; idle entries per MB: {}\n",
