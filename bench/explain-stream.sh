@@ -4,8 +4,9 @@
 # model's prediction and residual, and the remedies; then, per size, one stream checked
 # against independent tools on the same run:
 #   - `perf stat` (root, linux-perf): system calls (raw_syscalls:sys_enter) and NET_RX/TX
-#     softirqs (irq:softirq_entry) on the two pinned CPUs, per MB received, beside virtperf's
-#     sends per MB (one call per send) — perf counts every call on those CPUs, both ends';
+#     softirqs (irq:softirq_entry) on the two pinned CPUs, per MB received, beside the sends
+#     and receives virtperf's loops counted — perf counts every call on those CPUs, both
+#     ends', the control connection's and the result's too;
 #   - /proc/stat read by this script around the run: each pinned CPU's busy share by kind,
 #     beside the one virtperf's result gives (`cpu.*.system.per_cpu`).
 # Not a test: a benchmark for people; docs/explain.md and bench/RESULTS.md record its output.
@@ -28,6 +29,8 @@ for s in v["sides"]:
     print("  %-8s CPU %d busy %5.1f%%  µs/MB %7.1f (user %.1f sys %.1f softirq %.1f)  paced %s" % (
         s["role"], s["cpu"], s["busy_pct"]["mean"], m["total"], m["user"], m["sys"], m["softirq"],
         "—" if p is None else "%.1f" % p["mean"]))
+    n = lambda x: "—" if x is None else "%.0f" % x
+    print("           calls/MB %s, TCP data segments/MB %s" % (n(s["calls_per_mb"]), n(s["segments_per_mb"])))
 mo = v["model"]
 print("  model: %s predicts %s Mbit/s, measured %.0f, residual %s" % (
     mo["side"], "—" if mo["predicted_mbps"] is None else "%.0f" % mo["predicted_mbps"],
@@ -57,8 +60,12 @@ for line in open(sys.argv[2]):
         counts[f[2]] = float(f[0])
 calls = counts.get("raw_syscalls:sys_enter")
 soft = counts.get("irq:softirq_entry")
-print("  cross-check (one 3 s stream, %.0f MB): perf: %s system calls per MB on CPUs 0,1 (virtperf's sends per MB: %.0f), %s softirqs per MB" % (
-    mb, "—" if calls is None else "%.0f" % (calls / mb), 1e6 / send, "—" if soft is None else "%.0f" % (soft / mb)))
+flows = v["outcome"]["flows"]
+sends = sum(f.get("sender_calls") or 0 for f in flows) / mb
+recvs = sum(f.get("receiver_calls") or 0 for f in flows) / mb
+print("  cross-check (one 3 s stream, %.0f MB): perf: %s system calls per MB on CPUs 0,1; virtperf counted %.0f sends + %.0f receives per MB (one send per %d bytes: %.0f)" % (
+    mb, "—" if calls is None else "%.0f" % (calls / mb), sends, recvs, send, 1e6 / send))
+print("    perf: %s softirqs per MB" % ("—" if soft is None else "%.0f" % (soft / mb)))
 def rows(p):
     return {l.split()[0]: [int(x) for x in l.split()[1:]] for l in open(p)}
 a, b = rows(sys.argv[3]), rows(sys.argv[4])

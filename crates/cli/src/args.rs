@@ -328,4 +328,8 @@ pub struct ExplainStreamArgs {
     /// -w), e.g. 64K; default: the kernel's autotuning
     #[arg(long, value_name = "SIZE", value_parser = sock_buf)]
     pub window: Option<u32>,
+    /// With --workload stream --placement netns:…: shape the client's link with a token
+    /// bucket (e.g. 1gbit); a stream at that rate is bound by the link
+    #[arg(long, requires = "placement", value_name = "RATE", value_parser = virtperf_lab::parse::rate)]
+    pub link_rate: Option<String>,
 }

@@ -55,11 +55,20 @@ fn options(a: &ExplainArgs) -> Result<StreamOpts> {
     o.flows = a.stream.flows.unwrap_or(1);
     o.reverse = a.stream.reverse;
     o.window = a.stream.window;
+    if a.stream.link_rate.is_some() && !matches!(a.placement, Some(Placement::Netns(..))) {
+        return Err(exit(
+            code::USAGE,
+            "--link-rate shapes a namespace's link: add --placement netns:veth (or bridge, nat)",
+        ));
+    }
     o.placement = a
         .placement
         .clone()
         .filter(|p| *p != Placement::Local)
         .map(|mut p| {
+            if let Placement::Netns(_, shaping) = &mut p {
+                shaping.rate.clone_from(&a.stream.link_rate);
+            }
             if let Placement::Guest(_, g) = &mut p {
                 **g = a.guest.opts(a.json);
                 // `-T 0,1` names a CPU of each end: the guest needs a second vCPU for it.
@@ -231,10 +240,15 @@ pub fn compare(
 pub fn dispatch(a: ExplainArgs) -> Result<()> {
     match a.workload {
         Kind::Stream => explain(&a),
-        Kind::Rr if a.stream.flows.is_some() || a.stream.reverse || a.stream.window.is_some() => {
+        Kind::Rr
+            if a.stream.flows.is_some()
+                || a.stream.reverse
+                || a.stream.window.is_some()
+                || a.stream.link_rate.is_some() =>
+        {
             Err(exit(
                 code::USAGE,
-                "--flows, --reverse and --window shape a stream: add --workload stream",
+                "--flows, --reverse, --window and --link-rate shape a stream: add --workload stream",
             ))
         }
         Kind::Rr => crate::explain::explain(a),

@@ -432,6 +432,7 @@ fn explain_in_guest(a: VmCompareArgs, direction: Direction) -> Result<()> {
             flows: None,
             reverse: false,
             window: None,
+            link_rate: None,
         },
         quick: true,
         size: None,

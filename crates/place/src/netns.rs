@@ -419,6 +419,8 @@ pub struct NetnsSite {
     agent: LocalAgent,
     topo: Topology,
     label: String,
+    /// The client's link's token-bucket rate, where shaped.
+    link_rate_bps: Option<u64>,
 }
 
 impl NetnsSite {
@@ -432,7 +434,17 @@ impl NetnsSite {
             (None, None) => {}
         }
         let agent = LocalAgent::start_at(Some(&topo.server_ns), topo.server_ip)?;
-        Ok(NetnsSite { agent, topo, label })
+        // Normalized by `virtperf_lab::parse::rate` as whole bits (`1000000000bit`).
+        let link_rate_bps = shaping
+            .rate
+            .as_deref()
+            .and_then(|r| r.strip_suffix("bit")?.parse().ok());
+        Ok(NetnsSite {
+            agent,
+            topo,
+            label,
+            link_rate_bps,
+        })
     }
 }
 
@@ -448,6 +460,7 @@ impl super::Site for NetnsSite {
             .topo
             .run_in_client(move || virtperf_lab::client::run(&target, &plan, &|_| {}))?;
         r.placement = Some(self.label.clone());
+        r.link_rate_bps = self.link_rate_bps;
         Ok(r)
     }
 

@@ -158,6 +158,7 @@ pub fn assemble(c: Collected) -> anyhow::Result<TestResult> {
         host_vm: None,
         omit_s: c.plan.omit.map(|o| o.as_secs_f64()),
         host_cpu: None,
+        link_rate_bps: None,
     })
 }
 

@@ -82,6 +82,7 @@ fn rr(p50_us: f64, size: (u32, u32), cpus: (u32, u32), events: &[(&str, f64)]) -
         host_vm: None,
         omit_s: None,
         host_cpu: None,
+        link_rate_bps: None,
     }
 }
 

@@ -74,6 +74,13 @@ pub const REMEDIES: [&str; 7] = [
     GRO_ON,
     TSO_OFF,
 ];
+/// A stream moving at least this share of its link's stated rate (as payload) is bound by
+/// the link: the token bucket counts every packet's headers (66 bytes a segment on a veth),
+/// so a full MTU-1500 link carries at most about 96% of its rate as payload.
+pub const LINK_SHARE: f64 = 0.85;
+/// Bytes a TCP segment costs on the wire of a veth beyond its payload: Ethernet 14, IPv4
+/// 20, TCP 20 with timestamps 12.
+const HEADER_BYTES: f64 = 66.0;
 /// A side's CPU at least this busy (percent) bounds the stream.
 pub const CPU_BOUND_PCT: f64 = 90.0;
 /// The sender waited on flow control at least this share of its busy time: flow-bound.
@@ -489,6 +496,46 @@ fn dominant(m: &PerMb) -> &'static str {
     .0
 }
 
+/// A link-bound stream's rate: the link's less each segment's headers, the segment size
+/// from TCP's own count (not from the rate it predicts): the receiver's, over the same
+/// interval as the bytes it counted (the sender stops counting while a shaped queue still
+/// holds its last segments), else the sender's.
+fn link_model(link: f64, costs: &[SideCost], measured: f64) -> Model {
+    let count = |role: &str| {
+        costs
+            .iter()
+            .find(|c| c.role == role)
+            .and_then(|c| c.segments_per_mb)
+    };
+    let Some(per_seg) = count("receiver")
+        .or_else(|| count("sender"))
+        .filter(|s| *s > 0.0)
+        .map(|s| 1e6 / s)
+    else {
+        return Model {
+            side: None,
+            predicted_mbps: None,
+            residual_pct: None,
+            note: "not measured: TCP did not count the stream's segments, which the link's payload share needs".into(),
+        };
+    };
+    let predicted = link * per_seg / (per_seg + HEADER_BYTES);
+    let residual = 100.0 * (measured / predicted - 1.0);
+    Model {
+        side: None,
+        predicted_mbps: Some(predicted),
+        residual_pct: Some(residual),
+        note: format!(
+            "the link at {link:.0} Mbit/s less {HEADER_BYTES:.0} header bytes per {per_seg:.0}-byte segment; {}",
+            if residual.abs() <= RESIDUAL_GOAL_PCT {
+                format!("within the {RESIDUAL_GOAL_PCT:.0}% goal")
+            } else {
+                format!("outside the {RESIDUAL_GOAL_PCT:.0}% goal")
+            }
+        ),
+    }
+}
+
 /// Remedy `label` ÷ as-is and the low end of its interval, where both were measured.
 fn effect_of(trials: &[TrialRow], base: &[Trial], label: &str) -> Option<(f64, f64)> {
     let rates =
@@ -503,6 +550,11 @@ fn effect_of(trials: &[TrialRow], base: &[Trial], label: &str) -> Option<(f64, f
 fn bound(ts: &[Trial], costs: &[SideCost], buffers: Option<&(f64, f64)>) -> Bound {
     let rwnd = limited_pct(ts, |t| t.rwnd_limited_us);
     let sndbuf = limited_pct(ts, |t| t.sndbuf_limited_us);
+    let link_mbps = ts
+        .first()
+        .and_then(|t| t.r.link_rate_bps)
+        .map(|b| b as f64 / 1e6);
+    let rate = mean(&ts.iter().map(|t| t.mbps).collect::<Vec<_>>());
     // Larger buffers raised the rate beyond noise: a lower share suffices.
     let raised = buffers.filter(|(_, low)| *low > 1.0);
     let flow = match raised {
@@ -517,7 +569,19 @@ fn bound(ts: &[Trial], costs: &[SideCost], buffers: Option<&(f64, f64)>) -> Boun
         on_host: None,
         rwnd_limited_pct: rwnd,
         sndbuf_limited_pct: sndbuf,
+        link_mbps,
     };
+    // The link first: a sender held back by a full qdisc also shows as flow control.
+    if let (Some(link), Some(rate)) = (link_mbps, rate) {
+        if rate >= LINK_SHARE * link {
+            b.kind = "link";
+            b.figure = format!(
+                "{:.0}% of the link's stated {link:.0} Mbit/s (--link-rate, a token bucket counting headers too)",
+                100.0 * rate / link
+            );
+            return b;
+        }
+    }
     if let Some((what, pct)) = [("the receive window", rwnd), ("the send buffer", sndbuf)]
         .into_iter()
         .filter_map(|(w, p)| p.filter(|p| *p >= flow).map(|p| (w, p)))
@@ -557,6 +621,9 @@ fn bound(ts: &[Trial], costs: &[SideCost], buffers: Option<&(f64, f64)>) -> Boun
 }
 
 fn model(bound: &Bound, costs: &[SideCost], measured: f64) -> Model {
+    if let (true, Some(link)) = (bound.kind == "link", bound.link_mbps) {
+        return link_model(link, costs, measured);
+    }
     let side = match bound.kind {
         "cpu" => costs.iter().find(|c| Some(c.role) == bound.side),
         "none" => costs

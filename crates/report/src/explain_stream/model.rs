@@ -85,7 +85,7 @@ pub struct SideCost {
 /// What limits the stream.
 #[derive(Debug, Clone, Serialize)]
 pub struct Bound {
-    /// `cpu`, `flow_control` or `none`.
+    /// `link`, `cpu`, `flow_control` or `none`.
     pub kind: &'static str,
     /// `sender` or `receiver` (a CPU bound).
     pub side: Option<&'static str>,
@@ -99,6 +99,8 @@ pub struct Bound {
     pub rwnd_limited_pct: Option<f64>,
     /// Share of the sender's busy time it waited on its send buffer, percent.
     pub sndbuf_limited_pct: Option<f64>,
+    /// The link's stated rate, Mbit/s (`--link-rate`), where the stream's was shaped.
+    pub link_mbps: Option<f64>,
 }
 
 /// The rate a CPU bound predicts, against the rate measured.

@@ -84,6 +84,7 @@ fn stream(mbps: f64, sender: (f64, f64), receiver: (f64, f64), rwnd: f64) -> Tes
         host_vm: None,
         omit_s: None,
         host_cpu: None,
+        link_rate_bps: None,
     }
 }
 

@@ -79,6 +79,7 @@ pub(super) fn verdict(send: u32, mbps: &Estimate, b: &Bound, costs: &[SideCost])
             )
         }
         ("flow_control", _) => format!("{head}, bound by flow control: {}", b.figure),
+        ("link", _) => format!("{head}, bound by the link: {}", b.figure),
         _ => format!("{head}, with no single bound: {}", b.figure),
     }
 }
@@ -191,12 +192,20 @@ pub fn text(e: &StreamExplanation) -> String {
             ),
         };
     }
-    s += "\nModel (one CPU at the paced cost per MB, against the measured rate):\n";
+    s += match e.bound.kind {
+        "link" => {
+            "\nModel (the link's rate less each segment's headers, against the measured rate):\n"
+        }
+        _ => "\nModel (one CPU at the paced cost per MB, against the measured rate):\n",
+    };
     match (e.model.predicted_mbps, e.model.residual_pct) {
         (Some(p), Some(r)) => {
             s += &format!(
                 "  the {} predicts {p:.0} Mbit/s; measured {:.0}; residual {r:+.1}% ({})\n",
-                e.model.side.unwrap_or("busier side"),
+                e.model.side.unwrap_or(match e.bound.kind {
+                    "link" => "link",
+                    _ => "busier side",
+                }),
                 e.mbps.mean,
                 e.model.note
             )

@@ -483,6 +483,11 @@ pub struct TestResult {
     /// host paid for the test (its vCPU threads, QEMU, its own agent). Absent elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_cpu: Option<HostCpu>,
+    /// The client's link was shaped to this many bits/s (`--link-rate`: a namespace
+    /// placement's token bucket, which counts each packet's headers too): the stated limit
+    /// a stream can be bound by. Absent without shaping.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_rate_bps: Option<u64>,
 }
 
 /// This host's busy CPUs over a test driven from inside a guest it runs, over the whole
