@@ -208,7 +208,10 @@ fn a_stream_across_a_veth_is_explained_with_its_segments() {
     // sender stops counting while the shaped queue still holds its last segments, so its
     // count per MB received is a little lower (measured: 668 against the receiver's 691).
     let (sender, receiver) = (&v["sides"][0], &v["sides"][1]);
-    assert!(f(receiver, "/segments_per_mb") >= 1e6 / 1460.0, "{receiver}");
+    assert!(
+        f(receiver, "/segments_per_mb") >= 1e6 / 1460.0,
+        "{receiver}"
+    );
     assert!(f(sender, "/segments_per_mb") >= 0.9e6 / 1460.0, "{sender}");
     // Both toggles measured against as-is, interleaved.
     for label in ["stream GRO on on the veth", "stream TSO off on the veth"] {

@@ -11,7 +11,7 @@ pub struct Counts {
     pub bytes_tx: u64,
     /// Completed transactions (rr, crr, http requests served).
     pub transactions: u64,
-    /// System calls that moved data (`send`/`recv` of the stream engines; 0 where an
+    /// System calls that moved data (`send`s (one per message) and `recv`s of the stream engines; 0 where an
     /// engine does not count them).
     pub calls: u64,
     /// From the first byte moved to the last (receivers count from their first received

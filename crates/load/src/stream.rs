@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use crate::buf::PageBuf;
 use crate::interval::Meter;
-use crate::sock::{describe, recv_raw, send_raw};
+use crate::sock::{describe, recv_raw, send_all};
 use crate::Counts;
 use virtperf_wire::RecvWait;
 
@@ -32,7 +32,11 @@ pub fn send(
     let mut marked = meter.omit().is_none();
     let start = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        calls += send_counted(s, &buf).map_err(|e| describe(e, "sending data"))?;
+        // One `send` per message: on this blocking socket the kernel takes it whole unless a
+        // signal or the send timeout cuts it short (then `send_all` calls again, uncounted):
+        // the loop stays the one every engine uses.
+        send_all(s, &buf).map_err(|e| describe(e, "sending data"))?;
+        calls += 1;
         sent += send_size as u64;
         meter.set_bytes(sent);
         meter.mark_sender(&mut marked, (sent, calls), start, Some(s.as_raw_fd()));
@@ -47,23 +51,6 @@ pub fn send(
         ..Counts::default()
     };
     Ok(meter.trim(all, end))
-}
-
-/// Sends all of `buf` (as [`send_all`]) and returns how many `send` calls it took: one,
-/// unless the kernel took part of it (a full send buffer on a non-blocking socket, a
-/// signal).
-fn send_counted(s: &TcpStream, mut buf: &[u8]) -> io::Result<u64> {
-    let mut calls = 0;
-    while !buf.is_empty() {
-        calls += 1;
-        match send_raw(s, buf) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => buf = &buf[n..],
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(calls)
 }
 
 /// Counts bytes until the sender closes, reading at most `recv_size` bytes per call (None:
