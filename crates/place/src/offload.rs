@@ -64,7 +64,8 @@ fn ethtool(dev: &str, cmd: u32, data: u32) -> io::Result<u32> {
     let s = socket()?;
     // SAFETY: SIOCETHTOOL reads the ifreq (a NUL-terminated name and a pointer to an
     // ethtool_value that lives across the call) and writes only into that value.
-    let r = unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCETHTOOL, &mut req) };
+    // The request is a c_ulong on glibc and a c_int on musl: `as _` fits either.
+    let r = unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCETHTOOL as _, &mut req) };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
