@@ -534,7 +534,20 @@ pub(super) fn compare_chart(rows: &[Row]) -> String {
         })
         .collect();
     let rowh = 22.0;
-    let (l, r, t, b) = (330.0, 190.0, 24.0, 30.0);
+    // The right margin holds each row's "+1.8% change within noise threshold": as wide as
+    // the longest at 10 px type (6.2 px a character, a little over the widest measured),
+    // so no label crosses the drawing's edge (the layout check caught one at 190 px).
+    let label_px = rows
+        .iter()
+        .map(|x| {
+            let c = &x.comparison;
+            format!("{:+.1}% {}", c.pct_change, c.verdict.words())
+                .chars()
+                .count()
+        })
+        .max()
+        .map_or(0.0, |n| n as f64 * 6.2 + 12.0);
+    let (l, r, t, b) = (330.0, label_px.max(190.0), 24.0, 30.0);
     let w = 900.0;
     let h = t + b + rowh * rows.len() as f64;
     let lim = rows
