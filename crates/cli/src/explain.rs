@@ -276,31 +276,28 @@ fn explain_at(
         if let (Placement::Guest(_, g), false) = (p, a.no_boot_remedies) {
             boot_remedies(g, &opts, &mut b, a.json);
         }
-        let run_id = virtperf_explain::store_battery(
-            store,
-            &b,
-            model::RUN_NAME,
-            &p.to_string(),
-            &opts.tags,
-        )?;
-        Ok(outcome_of(&b, run_id))
+        keep(store, &b, model::RUN_NAME, p, &opts.tags)
     })
 }
 
-/// The runner's account of battery `b` (run elsewhere), stored as run `run_id`.
-pub(crate) fn outcome_of(
+/// Stores battery `b` (run at `p`) as a run named `name` and gives the runner its account.
+pub(crate) fn keep(
+    store: &mut virtperf_store::Store,
     b: &virtperf_explain::Battery,
-    run_id: i64,
-) -> virtperf_experiment::runner::RunOutcome {
+    name: &str,
+    p: &Placement,
+    tags: &virtperf_store::Tags,
+) -> Result<virtperf_experiment::runner::RunOutcome> {
+    let run_id = virtperf_explain::store_battery(store, b, name, &p.to_string(), tags)?;
     let count = |s: virtperf_store::TrialStatus| b.trials.iter().filter(|t| t.status == s).count();
-    virtperf_experiment::runner::RunOutcome {
+    Ok(virtperf_experiment::runner::RunOutcome {
         run_id,
         status: b.status,
         ok: count(virtperf_store::TrialStatus::Ok),
         failed: count(virtperf_store::TrialStatus::Failed),
         skipped: Vec::new(),
         restore_errors: Vec::new(),
-    }
+    })
 }
 
 /// Measures the remedies that need a reboot (`model::BOOT_REMEDIES`), each in a guest

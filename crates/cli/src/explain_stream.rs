@@ -148,14 +148,7 @@ fn run_at(
         let mut b = virtperf_explain::stream_at_site(site.as_ref(), &opts)?;
         drop(site);
         host.attach(&mut b.trials);
-        let run_id = virtperf_explain::store_battery(
-            store,
-            &b,
-            model::RUN_NAME,
-            &p.to_string(),
-            &opts.tags,
-        )?;
-        Ok(crate::explain::outcome_of(&b, run_id))
+        crate::explain::keep(store, &b, model::RUN_NAME, &p, &opts.tags)
     })?;
     explained(d)
 }
