@@ -1,7 +1,7 @@
 //! The stream explanation as text: the verdict first, then each side's cost per MB, the
 //! model's residual, the remedies and what was not tried.
 
-use super::model::{Bound, Estimate, SideCost, StreamExplanation};
+use super::model::{Bound, Estimate, HostView, SideCost, StreamExplanation};
 use crate::decide::Interval;
 
 /// A rate for people: Gbit/s from 1000 Mbit/s up.
@@ -138,6 +138,42 @@ fn side_lines(c: &SideCost) -> String {
     s
 }
 
+/// The host's view of the guest end (or of the VM you run): its thread classes and KVM's
+/// exits per MB, or why there are none.
+fn host_lines(h: &HostView) -> String {
+    let mut s = String::new();
+    let accel = h.accel.as_deref().unwrap_or("accelerator unknown");
+    s += &match h.guest_end {
+        "both" => {
+            format!("\nHost view (both ends in the VM, {accel}): its threads on its host\n")
+        }
+        end => {
+            format!("\nHost view (the {end} end is a guest, {accel}): its threads on this host\n")
+        }
+    };
+    for c in &h.classes {
+        s += &format!(
+            "  {:<6} {} thread(s): {:.0}% of a CPU, {:.1} µs per MB\n",
+            c.class, c.threads, c.busy_pct, c.us_per_mb
+        );
+    }
+    s += &match (&h.exits_per_mb, &h.exits_why) {
+        (Some(x), _) => format!(
+            "  VM exits per MB: {}\n",
+            x.iter()
+                .filter(|(_, v)| **v > 0.0)
+                .map(|(k, v)| format!("{k} {v:.1}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        (None, why) => format!(
+            "  VM exits per MB: not measured: {}\n",
+            why.as_deref().unwrap_or("no reason given")
+        ),
+    };
+    s
+}
+
 /// The explanation as printed by `virtperf explain --workload stream`.
 pub fn text(e: &StreamExplanation) -> String {
     let mut s = format!("Verdict: {}.\n\n", e.verdict);
@@ -162,35 +198,7 @@ pub fn text(e: &StreamExplanation) -> String {
         s += &side_lines(c);
     }
     if let Some(h) = &e.host_view {
-        let accel = h.accel.as_deref().unwrap_or("accelerator unknown");
-        s += &match h.guest_end {
-            "both" => {
-                format!("\nHost view (both ends in the VM, {accel}): its threads on its host\n")
-            }
-            end => format!(
-                "\nHost view (the {end} end is a guest, {accel}): its threads on this host\n"
-            ),
-        };
-        for c in &h.classes {
-            s += &format!(
-                "  {:<6} {} thread(s): {:.0}% of a CPU, {:.1} µs per MB\n",
-                c.class, c.threads, c.busy_pct, c.us_per_mb
-            );
-        }
-        s += &match (&h.exits_per_mb, &h.exits_why) {
-            (Some(x), _) => format!(
-                "  VM exits per MB: {}\n",
-                x.iter()
-                    .filter(|(_, v)| **v > 0.0)
-                    .map(|(k, v)| format!("{k} {v:.1}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            (None, why) => format!(
-                "  VM exits per MB: not measured: {}\n",
-                why.as_deref().unwrap_or("no reason given")
-            ),
-        };
+        s += &host_lines(h);
     }
     s += match e.bound.kind {
         "link" => {

@@ -513,6 +513,23 @@ fn latency_ticks(log: bool, ylo: f64, yhi: f64, hi: f64) -> Vec<f64> {
     }
 }
 
+/// The comparison chart's right margin, which holds each row's "+1.8% change within noise
+/// threshold": as wide as the longest at 10 px type (6.2 px a character, a little over the
+/// widest measured), at least 190 px, so no label crosses the drawing's edge (the layout
+/// check caught one at 190 px).
+fn label_margin(rows: &[&Row]) -> f64 {
+    rows.iter()
+        .map(|x| {
+            let c = &x.comparison;
+            format!("{:+.1}% {}", c.pct_change, c.verdict.words())
+                .chars()
+                .count()
+        })
+        .max()
+        .map_or(0.0, |n| n as f64 * 6.2 + 12.0)
+        .max(190.0)
+}
+
 /// Comparisons as a chart: one horizontal bar per row, its % change of the candidate against
 /// the baseline, coloured by the verdict (green improved, red regressed, grey otherwise),
 /// with the candidate's CI relative to the baseline mean as a whisker.
@@ -534,20 +551,7 @@ pub(super) fn compare_chart(rows: &[Row]) -> String {
         })
         .collect();
     let rowh = 22.0;
-    // The right margin holds each row's "+1.8% change within noise threshold": as wide as
-    // the longest at 10 px type (6.2 px a character, a little over the widest measured),
-    // so no label crosses the drawing's edge (the layout check caught one at 190 px).
-    let label_px = rows
-        .iter()
-        .map(|x| {
-            let c = &x.comparison;
-            format!("{:+.1}% {}", c.pct_change, c.verdict.words())
-                .chars()
-                .count()
-        })
-        .max()
-        .map_or(0.0, |n| n as f64 * 6.2 + 12.0);
-    let (l, r, t, b) = (330.0, label_px.max(190.0), 24.0, 30.0);
+    let (l, r, t, b) = (330.0, label_margin(&rows), 24.0, 30.0);
     let w = 900.0;
     let h = t + b + rowh * rows.len() as f64;
     let lim = rows
