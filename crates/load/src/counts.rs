@@ -11,8 +11,8 @@ pub struct Counts {
     pub bytes_tx: u64,
     /// Completed transactions (rr, crr, http requests served).
     pub transactions: u64,
-    /// System calls that moved data (`send`s (one per message) and `recv`s of the stream engines; 0 where an
-    /// engine does not count them).
+    /// System calls that moved data: the stream engines' `send`s (one per message) and
+    /// `recv`s; 0 where an engine does not count them.
     pub calls: u64,
     /// From the first byte moved to the last (receivers count from their first received
     /// byte), or the engine's whole run for rr/crr.

@@ -133,23 +133,16 @@ impl Meter {
         }
     }
 
-    /// A sender's mark, at its first call after the warm-up ended: `sent` bytes in `calls`
-    /// system calls (0: not counted) since `start` on connection `fd`. `marked` is the sender's own flag, which it starts as
+    /// A sender's mark, at its first call after the warm-up ended: `sent` bytes since
+    /// `start` on connection `fd`. `marked` is the sender's own flag, which it starts as
     /// `omit().is_none()`: without a warm-up, and once marked, the cost per send is one
     /// branch on a local (an atomic load per send cost a 64-byte stream 3%).
     #[inline(always)]
-    pub fn mark_sender(
-        &self,
-        marked: &mut bool,
-        (sent, calls): (u64, u64),
-        start: Instant,
-        fd: Option<RawFd>,
-    ) {
+    pub fn mark_sender(&self, marked: &mut bool, sent: u64, start: Instant, fd: Option<RawFd>) {
         if !*marked && self.measuring() {
             *marked = true;
             let c = Counts {
                 bytes_tx: sent,
-                calls,
                 active: start.elapsed(),
                 ..Counts::default()
             };

@@ -28,29 +28,30 @@ pub fn send(
     meter: &Meter,
 ) -> io::Result<Counts> {
     let buf = PageBuf::zeroed_at(send_size, offset.unwrap_or(0) as usize);
-    let (mut sent, mut calls) = (0u64, 0u64);
+    let mut sent = 0u64;
     let mut marked = meter.omit().is_none();
     let start = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        // One `send` per message: on this blocking socket the kernel takes it whole unless a
-        // signal or the send timeout cuts it short (then `send_all` calls again, uncounted):
-        // the loop stays the one every engine uses.
         send_all(s, &buf).map_err(|e| describe(e, "sending data"))?;
-        calls += 1;
         sent += send_size as u64;
         meter.set_bytes(sent);
-        meter.mark_sender(&mut marked, (sent, calls), start, Some(s.as_raw_fd()));
+        meter.mark_sender(&mut marked, sent, start, Some(s.as_raw_fd()));
     }
     let end = Instant::now();
     // The peer may already be gone if it stopped first; that is not a failure of ours.
     let _ = s.shutdown(Shutdown::Write);
     let all = Counts {
         bytes_tx: sent,
-        calls,
         active: end - start,
         ..Counts::default()
     };
-    Ok(meter.trim(all, end))
+    // One `send` per message, so the calls follow from the bytes (also over a trimmed
+    // interval): no counter in the loop. On this blocking socket the kernel takes a message
+    // whole unless a signal or the send timeout cuts it short (then `send_all` calls again,
+    // not counted).
+    let mut c = meter.trim(all, end);
+    c.calls = c.bytes_tx / send_size.max(1) as u64;
+    Ok(c)
 }
 
 /// Counts bytes until the sender closes, reading at most `recv_size` bytes per call (None:

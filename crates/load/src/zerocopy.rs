@@ -83,7 +83,7 @@ fn sendfile_loop(
         }
         sent += send_size as u64;
         meter.set_bytes(sent);
-        meter.mark_sender(&mut marked, (sent, 0), start, Some(s.as_raw_fd()));
+        meter.mark_sender(&mut marked, sent, start, Some(s.as_raw_fd()));
     }
     Ok(sent)
 }
@@ -144,7 +144,7 @@ fn msg_loop(
         }
         sent += send_size as u64;
         meter.set_bytes(sent);
-        meter.mark_sender(&mut marked, (sent, 0), start, Some(fd));
+        meter.mark_sender(&mut marked, sent, start, Some(fd));
         reap(fd, &mut stats, None)?;
     }
     // Every send's pages back before the buffer is freed; a peer that stopped reading may
