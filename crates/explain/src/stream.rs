@@ -481,3 +481,48 @@ fn calibrate(
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What an agent is sent is checked before anything runs: out-of-range tries,
+    /// durations, flows and send sizes (huge, zero, a number like 1e30 seconds) are
+    /// refused, unknown fields too (an older client's or an attacker's), and a sane
+    /// battery goes through with its shape intact.
+    #[test]
+    fn an_agent_refuses_a_stream_battery_out_of_range() {
+        let good = serde_json::json!({
+            "send_size": 16384, "flows": 1, "reverse": false, "window": null,
+            "cpus": [0, 1], "tries": 3, "duration": {"secs": 2, "nanos": 0},
+            "allow_concurrent": false
+        });
+        let parse = |v: serde_json::Value| -> Result<StreamOpts> {
+            serde_json::from_value::<Remote>(v)
+                .map_err(anyhow::Error::from)
+                .and_then(Remote::opts)
+        };
+        let o = parse(good.clone()).expect("a sane battery");
+        assert_eq!(
+            (o.send_size, o.tries, o.duration),
+            (16384, 3, Duration::from_secs(2))
+        );
+        assert!(o.placement.is_none() && o.lock_nonce.is_none());
+        for (field, value) in [
+            ("tries", serde_json::json!(0)),
+            ("tries", serde_json::json!(1000)),
+            ("flows", serde_json::json!(0)),
+            ("flows", serde_json::json!(65)),
+            ("send_size", serde_json::json!(0)),
+            ("send_size", serde_json::json!(u32::MAX)),
+            ("duration", serde_json::json!({"secs": 0, "nanos": 0})),
+            ("duration", serde_json::json!({"secs": 1e30, "nanos": 0})),
+            ("duration", serde_json::json!({"secs": 61, "nanos": 0})),
+            ("surprise", serde_json::json!(1)),
+        ] {
+            let mut v = good.clone();
+            v[field] = value.clone();
+            assert!(parse(v).is_err(), "{field} = {value} was taken");
+        }
+    }
+}
