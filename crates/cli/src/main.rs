@@ -18,6 +18,7 @@ mod fleet;
 mod headline;
 mod keep;
 mod kvm;
+mod libvirt_xml;
 mod machine;
 mod out_file;
 mod pcap;

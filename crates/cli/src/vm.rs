@@ -14,7 +14,7 @@ use virtperf_experiment::spec::{self, Repeat};
 use virtperf_place::guest::{Accel, Direction, GuestNet};
 use virtperf_report::compare;
 use virtperf_report::tax::{self, short_metric, MaxTax, TaxRow};
-use virtperf_store::{RunRow, Store, TrialRow};
+use virtperf_store::TrialRow;
 use virtperf_wire::GuestInfo;
 
 use crate::experiment::{execute_spec, DbArg, Executed};
@@ -70,6 +70,13 @@ pub struct VmCompareArgs {
     /// a guest virtperf boots, ends as --direction says
     #[arg(long = "guest", value_name = "PLACEMENT", value_parser = placement_text)]
     pub guest_at: Option<String>,
+    /// The VM the guest side's agent runs in, on this host (pid:N, qemu:NAME,
+    /// libvirt:DOMAIN, firecracker:PID), with --guest remote:…: each guest-side trial gets
+    /// the host's view of it over its window (vCPU threads' CPU and run-queue wait per
+    /// transaction or MB, KVM's counters)
+    #[arg(long, value_name = "SPEC", requires = "guest_at",
+          value_parser = clap::value_parser!(virtperf_measure::vm::VmSpec))]
+    pub vm: Option<virtperf_measure::vm::VmSpec>,
     /// Fail (exit 3) naming each row whose tax is above this: `20%` for every workload, or
     /// per workload `rr=30%,stream=10%`
     #[arg(long, value_name = "PCT|WORKLOAD=PCT,…", value_parser = parse_max_tax)]
@@ -265,12 +272,8 @@ fn guest_table(g: &crate::args::GuestArgs, net: GuestNet) -> String {
     format!("guest = {{ {} }}", fields.join(", "))
 }
 
-fn vm_compare(a: VmCompareArgs) -> Result<()> {
-    let named = a.direction.as_deref().unwrap_or("host-guest");
-    let direction = match Direction::parse_placement(&format!("guest:{named}")) {
-        Some(Ok(d)) => d,
-        _ => bail!("unknown --direction {named:?} (host-guest, guest-host, guest-guest, loopback)"),
-    };
+/// Options of `vm compare` that contradict each other, refused with a usage error.
+fn refuse_clashes(a: &VmCompareArgs) -> Result<()> {
     // A direction says which ends a booted guest holds; elsewhere it would be ignored.
     if let (Some(d), Some(g)) = (&a.direction, &a.guest_at) {
         if !g.starts_with("guest") {
@@ -286,6 +289,22 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
             ));
         }
     }
+    if let (true, Some(v)) = (a.explain, &a.vm) {
+        return Err(crate::signals::exit(
+            crate::signals::code::USAGE,
+            format!("--vm {v} gives the workloads' trials the host's view; --explain runs no workloads: use `virtperf explain --host ADDR --vm {v}`"),
+        ));
+    }
+    Ok(())
+}
+
+fn vm_compare(a: VmCompareArgs) -> Result<()> {
+    let named = a.direction.as_deref().unwrap_or("host-guest");
+    let direction = match Direction::parse_placement(&format!("guest:{named}")) {
+        Some(Ok(d)) => d,
+        _ => bail!("unknown --direction {named:?} (host-guest, guest-host, guest-guest, loopback)"),
+    };
+    refuse_clashes(&a)?;
     if a.explain && a.workloads == ["stream"] {
         return explain_stream_in_guest(a, direction);
     }
@@ -314,20 +333,13 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
         RunOptions {
             repeat: Some(Repeat::Fixed(a.runs)),
             tags: a.tags.resolve()?,
+            vm: a.vm.clone(),
+            vm_config: Some("guest".into()),
             ..RunOptions::default()
         },
     )?;
     let (tax, gate) = gated_tax(a.max_tax.as_ref(), &spec, &points);
-    // The guest side's guest as configured (the native side may be a guest too); QEMU's
-    // CPU use is per trial, so it stays in the stored trials.
-    let info = trials
-        .iter()
-        .filter(|t| t.config == "guest")
-        .find_map(|t| t.result.as_ref().and_then(|r| r.guest.clone()))
-        .map(|mut g| {
-            g.qemu_cpu_s.clear();
-            g
-        });
+    let info = guest_info(&trials);
     let (native, guest) = placements(&a, direction);
     if a.json {
         println!(
@@ -339,6 +351,7 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
                 "guest_placement": guest,
                 "guest": info,
                 "rows": tax,
+                "host_vm": a.vm.as_ref().map(|v| serde_json::json!({"vm": v.to_string(), "rows": host_rows(&points)})),
                 "gate": a.max_tax.as_ref().map(|m| serde_json::json!({
                     "max_tax": m.text(),
                     "outcome": virtperf_report::decide::worst(gate.iter().map(|d| d.outcome)),
@@ -348,7 +361,16 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
         );
     } else {
         let sides = format!("native ({native}) vs guest ({guest})");
-        print_tax(&sides, info.as_ref(), &tax, &trials, &row, &store);
+        print_tax(&sides, info.as_ref(), &tax, &trials);
+        if let Some(v) = &a.vm {
+            print_host_rows(v, &host_rows(&points));
+        }
+        println!(
+            "\nstored as run {} in {}; see `virtperf show {id}`, `virtperf compare {id}`",
+            row.id,
+            store.path().display(),
+            id = row.id
+        );
     }
     if tax.is_empty() && gate.is_empty() && !interrupted {
         bail!(
@@ -357,6 +379,19 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
         );
     }
     crate::decision::finish(&row, ok, interrupted, "--max-tax", &gate)
+}
+
+/// The guest side's guest as configured (the native side may be a guest too); QEMU's CPU
+/// use is per trial, so it stays in the stored trials.
+fn guest_info(trials: &[TrialRow]) -> Option<GuestInfo> {
+    trials
+        .iter()
+        .filter(|t| t.config == "guest")
+        .find_map(|t| t.result.as_ref().and_then(|r| r.guest.clone()))
+        .map(|mut g| {
+            g.qemu_cpu_s.clear();
+            g
+        })
 }
 
 /// The tax rows (native against guest) and, with a gate, its decision on every workload
@@ -458,14 +493,7 @@ fn explain_in_guest(a: VmCompareArgs, direction: Direction) -> Result<()> {
 }
 
 /// The native-vs-guest table, its failures and where it is stored.
-fn print_tax(
-    sides: &str,
-    info: Option<&GuestInfo>,
-    tax: &[TaxRow],
-    trials: &[TrialRow],
-    row: &RunRow,
-    store: &Store,
-) {
+fn print_tax(sides: &str, info: Option<&GuestInfo>, tax: &[TaxRow], trials: &[TrialRow]) {
     match info {
         Some(g) => println!("{sides}  guest: {}", crate::render::guest(g)),
         None => println!("{sides}"),
@@ -506,13 +534,77 @@ fn print_tax(
             t.error.as_deref().unwrap_or("")
         );
     }
+}
+
+/// One figure of the host's view of the guest side's VM (`vm compare --vm`), over the
+/// guest side's trials of one workload.
+#[derive(Debug, serde::Serialize)]
+struct HostRow {
+    workload: String,
+    /// `host_vcpu_us`, `host_vcpu_wait_us`, `host_main_us`, `host_io_us`, `host_vhost_us`,
+    /// `host_kvm_exits`, `host_halt_exits` (docs/json.md's `host_vm`).
+    metric: String,
+    unit: String,
+    mean: f64,
+    /// Trials it is the mean of.
+    n: usize,
+}
+
+/// The host view's figures the guest side's trials stored, per workload.
+fn host_rows(points: &[virtperf_report::summary::PointSummary]) -> Vec<HostRow> {
+    let mut rows = Vec::new();
+    for p in points {
+        let Some(g) = p.configs.iter().find(|c| c.config == "guest") else {
+            continue;
+        };
+        for m in g.metrics.iter().filter(|m| m.name.starts_with("host_")) {
+            rows.push(HostRow {
+                workload: p.label.clone(),
+                metric: m.name.clone(),
+                unit: m.unit.clone(),
+                mean: m.summary.mean,
+                n: m.summary.n,
+            });
+        }
+    }
+    rows
+}
+
+/// `vm compare --vm`'s lines under the table: the host's share of each guest workload.
+fn print_host_rows(vm: &virtperf_measure::vm::VmSpec, rows: &[HostRow]) {
+    if rows.is_empty() {
+        println!(
+            "
+host view of {vm}: no guest-side trial has it (see `virtperf show`)"
+        );
+        return;
+    }
     println!(
-        "\nstored as run {} in {}; see `virtperf show {}`, `virtperf compare {}`",
-        row.id,
-        store.path().display(),
-        row.id,
-        row.id
+        "
+host view of {vm} over the guest side's trials (mean of each workload's tries):"
     );
+    let mut workloads: Vec<&str> = rows.iter().map(|r| r.workload.as_str()).collect();
+    workloads.dedup();
+    for w in workloads {
+        let parts: Vec<String> = rows
+            .iter()
+            .filter(|r| r.workload == w)
+            .map(|r| {
+                let what = match r.metric.as_str() {
+                    "host_vcpu_us" => "vCPU threads' CPU",
+                    "host_vcpu_wait_us" => "their run-queue wait",
+                    "host_main_us" => "main loop",
+                    "host_io_us" => "I/O threads",
+                    "host_vhost_us" => "vhost workers",
+                    "host_kvm_exits" => "VM exits",
+                    "host_halt_exits" => "halt exits",
+                    other => other,
+                };
+                format!("{what} {} {} (n={})", fmt(r.mean), r.unit, r.n)
+            })
+            .collect();
+        println!("  {w:<20} {}", parts.join(", "));
+    }
 }
 
 fn fmt(v: f64) -> String {

@@ -32,17 +32,71 @@ pub struct InitramfsArgs {
     /// virtperf binary to put in the image (default: this one)
     #[arg(long, value_name = "PATH")]
     pub guest_binary: Option<PathBuf>,
-    /// Print JSON: {initramfs, kernel, release, append, qemu}
+    /// The agent's control port in the guest, forwarded from the same port on 127.0.0.1
+    #[arg(long, default_value_t = 7150, value_name = "PORT",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: u16,
+    /// The agent's data range in the guest, each port forwarded (TCP and UDP) from the
+    /// same port on 127.0.0.1
+    #[arg(long, default_value = "17151-17166", value_name = "FIRST-LAST",
+          value_parser = virtperf_lab::parse::port_range)]
+    pub data_ports: (u16, u16),
+    /// The VM's name: QEMU's `-name` (which names its vCPU threads), or the libvirt domain's
+    #[arg(long, default_value = "myvm", value_name = "NAME", value_parser = vm_name)]
+    pub name: String,
+    /// Accelerator the printed command line or domain asks for: auto (KVM where hardware
+    /// virtualization works here, else TCG), kvm, tcg
+    #[arg(long, default_value = "auto", value_name = "auto|kvm|tcg")]
+    pub accel: virtperf_place::guest::Accel,
+    /// Print a libvirt domain definition (`virsh define`) that boots the image, instead of
+    /// the QEMU command line; the kernel is copied beside the initramfs, since libvirt's
+    /// QEMU runs as its own user and must read both (e.g. under /var/lib/libvirt/images)
+    #[arg(long)]
+    pub libvirt_xml: bool,
+    /// Print JSON: {initramfs, kernel, release, append, ready_line, qemu, libvirt_xml}
     #[arg(long)]
     pub json: bool,
 }
 
-/// The guest agent's control port and data range in the example command line.
-const PORT: u16 = 7150;
-const DATA: (u16, u16) = (17151, 17166);
+/// A VM name as `--vm qemu:NAME` / `libvirt:NAME` takes it.
+fn vm_name(s: &str) -> Result<String> {
+    let spec: VmSpec = format!("libvirt:{s}")
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("{e}"))?;
+    Ok(match spec {
+        VmSpec::Libvirt(n) => n,
+        _ => s.to_string(),
+    })
+}
+
+/// The guest's kernel command line and QEMU's `-netdev` value with the agent's ports
+/// forwarded on 127.0.0.1.
+fn boot_line(a: &InitramfsArgs) -> (String, String) {
+    let (port, (first, last)) = (a.port, a.data_ports);
+    let append = format!(
+        "console=ttyS0 quiet panic=-1 virtperf.ip=10.0.2.15/24 virtperf.port={port} virtperf.data_ports={first}-{last}"
+    );
+    let mut fwd = format!("user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:{port}");
+    for p in first..=last {
+        fwd.push_str(&format!(
+            ",hostfwd=tcp:127.0.0.1:{p}-:{p},hostfwd=udp:127.0.0.1:{p}-:{p}"
+        ));
+    }
+    (append, fwd)
+}
 
 /// `virtperf vm initramfs`
 pub fn initramfs_cmd(a: InitramfsArgs) -> Result<()> {
+    if a.data_ports.0 <= a.port && a.port <= a.data_ports.1 {
+        return Err(crate::signals::exit(
+            crate::signals::code::USAGE,
+            format!(
+                "--port {} lies inside --data-ports {}-{}: give a control port outside the range",
+                a.port, a.data_ports.0, a.data_ports.1
+            ),
+        ));
+    }
+    let (accel, _) = virtperf_place::guest::choose_accel(a.accel)?;
     let k = kernel::resolve(a.kernel.as_deref(), a.kernel_modules.as_deref())?;
     let binary = match &a.guest_binary {
         Some(b) => b.clone(),
@@ -56,40 +110,12 @@ pub fn initramfs_cmd(a: InitramfsArgs) -> Result<()> {
         .flatten();
     initramfs::build(&a.out, &binary, &k.modules, token.as_deref(), &[])
         .with_context(|| format!("writing {}", a.out.display()))?;
-    let append = format!(
-        "console=ttyS0 quiet panic=-1 virtperf.ip=10.0.2.15/24 virtperf.port={PORT} virtperf.data_ports={}-{}",
-        DATA.0, DATA.1
-    );
-    let mut fwd = format!("user,id=n0,hostfwd=tcp:127.0.0.1:{PORT}-:{PORT}");
-    for p in DATA.0..=DATA.1 {
-        fwd.push_str(&format!(
-            ",hostfwd=tcp:127.0.0.1:{p}-:{p},hostfwd=udp:127.0.0.1:{p}-:{p}"
-        ));
-    }
-    let qemu = vec![
-        "qemu-system-x86_64".to_string(),
-        "-name".into(),
-        "myvm,debug-threads=on".into(),
-        "-machine".into(),
-        "pc,accel=kvm:tcg".into(),
-        "-m".into(),
-        "512".into(),
-        "-nodefaults".into(),
-        "-display".into(),
-        "none".into(),
-        "-serial".into(),
-        "stdio".into(),
-        "-kernel".into(),
-        k.image.display().to_string(),
-        "-initrd".into(),
-        a.out.display().to_string(),
-        "-append".into(),
-        append.clone(),
-        "-netdev".into(),
-        fwd,
-        "-device".into(),
-        "virtio-net-pci,netdev=n0,romfile=".into(),
-    ];
+    let (append, fwd) = boot_line(&a);
+    let xml = a
+        .libvirt_xml
+        .then(|| libvirt_domain(&a, &k.image, accel, &append, &fwd))
+        .transpose()?;
+    let qemu = qemu_line(&a, &k.image, accel, append.clone(), fwd);
     if a.json {
         let v = serde_json::json!({
             "initramfs": a.out.display().to_string(),
@@ -98,14 +124,61 @@ pub fn initramfs_cmd(a: InitramfsArgs) -> Result<()> {
             "append": append,
             "ready_line": init::READY,
             "qemu": qemu,
+            "libvirt_xml": xml,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
+    if let Some(x) = xml {
+        print!("{x}");
+        return Ok(());
+    }
+    print_qemu_line(&a, &k.release, &qemu);
+    Ok(())
+}
+
+/// The QEMU command line that boots the image.
+fn qemu_line(
+    a: &InitramfsArgs,
+    kernel: &std::path::Path,
+    accel: &str,
+    append: String,
+    fwd: String,
+) -> Vec<String> {
+    let words = [
+        "qemu-system-x86_64",
+        "-name",
+        &format!("{},debug-threads=on", a.name),
+        "-machine",
+        "pc",
+        "-accel",
+        accel,
+        "-m",
+        "512",
+        "-nodefaults",
+        "-display",
+        "none",
+        "-serial",
+        "stdio",
+        "-kernel",
+        &kernel.display().to_string(),
+        "-initrd",
+        &a.out.display().to_string(),
+        "-append",
+        &append,
+        "-netdev",
+        &fwd,
+        "-device",
+        "virtio-net-pci,netdev=n0,romfile=",
+    ];
+    words.iter().map(|w| w.to_string()).collect()
+}
+
+/// Prints what was written and the QEMU command line, quoted for a shell.
+fn print_qemu_line(a: &InitramfsArgs, release: &str, qemu: &[String]) {
     println!(
-        "wrote {} (virtperf as init and agent; kernel {})",
-        a.out.display(),
-        k.release
+        "wrote {} (virtperf as init and agent; kernel {release})",
+        a.out.display()
     );
     println!(
         "boot it, e.g. (the guest prints \"{}\" when its agent listens):",
@@ -122,8 +195,54 @@ pub fn initramfs_cmd(a: InitramfsArgs) -> Result<()> {
         })
         .collect();
     println!("  {}", quoted.join(" "));
-    println!("then: virtperf rr --host 127.0.0.1 --port {PORT} --vm qemu:myvm");
-    Ok(())
+    println!(
+        "then: virtperf rr --host 127.0.0.1 --port {} --vm qemu:{}",
+        a.port, a.name
+    );
+}
+
+/// `--libvirt-xml`: copies the kernel beside the initramfs and returns the domain
+/// definition; says on stderr how to start it, and which directory on the way would keep
+/// libvirt's QEMU from reading the files.
+fn libvirt_domain(
+    a: &InitramfsArgs,
+    kernel: &std::path::Path,
+    accel: &str,
+    append: &str,
+    fwd: &str,
+) -> Result<String> {
+    let out = std::path::absolute(&a.out).context("the initramfs's path")?;
+    let beside = out.with_extension("vmlinuz");
+    if beside != kernel {
+        std::fs::copy(kernel, &beside)
+            .with_context(|| format!("copying the kernel to {}", beside.display()))?;
+    }
+    let log = out.with_extension("console.log");
+    let xml = crate::libvirt_xml::domain(&crate::libvirt_xml::Domain {
+        name: &a.name,
+        accel,
+        kernel: &beside,
+        initrd: &out,
+        cmdline: append,
+        netdev: fwd,
+        console_log: &log,
+    });
+    if let Some(d) = crate::libvirt_xml::closed_dir(&out) {
+        eprintln!(
+            "warning: {} is closed to other users: libvirt's QEMU (user libvirt-qemu) cannot read the image there; write it under /var/lib/libvirt/images",
+            d.display()
+        );
+    }
+    eprintln!(
+        "wrote {} and {}; save this definition as {n}.xml, then: virsh define {n}.xml && virsh start {n} (the console log {} shows \"{}\" when its agent listens); then: virtperf rr --host 127.0.0.1 --port {} --vm libvirt:{n}",
+        out.display(),
+        beside.display(),
+        log.display(),
+        init::READY,
+        a.port,
+        n = a.name
+    );
+    Ok(xml)
 }
 
 /// `virtperf vm watch`

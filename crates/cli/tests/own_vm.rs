@@ -6,7 +6,6 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::net::{Ipv4Addr, TcpListener};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -52,26 +51,6 @@ fn vcpu_class(h: &serde_json::Value) -> &serde_json::Value {
         .unwrap_or_else(|| panic!("no vcpu class: {h}"))
 }
 
-/// A block of `n` free TCP and UDP ports on loopback, for the test's own forwards.
-fn free_ports(n: u16) -> u16 {
-    for _ in 0..200 {
-        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
-        let first = l.local_addr().expect("addr").port();
-        drop(l);
-        if first > 65_000 - n {
-            continue;
-        }
-        let free = (first..first + n).all(|p| {
-            TcpListener::bind((Ipv4Addr::LOCALHOST, p)).is_ok()
-                && std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, p)).is_ok()
-        });
-        if free {
-            return first;
-        }
-    }
-    panic!("no {n} free ports on loopback");
-}
-
 /// Boots QEMU by hand (TCG, user networking forwarding the agent's ports) with the image
 /// `vm initramfs` wrote, and waits for its agent. Returns QEMU and the control port.
 fn qemu_by_hand(dir: &common::TempDir, name: &str) -> (Reaped, u16) {
@@ -95,7 +74,7 @@ fn qemu_by_hand_with(dir: &common::TempDir, name: &str, vcpus: u32, extra: &str)
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let kernel = v["kernel"].as_str().expect("kernel");
     let ready = v["ready_line"].as_str().expect("ready line").to_string();
-    let port = free_ports(5);
+    let port = common::free_port_block(5);
     let (first, last) = (port + 1, port + 4);
     let append = format!("console=ttyS0 quiet panic=-1 virtperf.ip=10.0.2.15/24 virtperf.port={port} virtperf.data_ports={first}-{last} {extra}");
     let mut net = format!("user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:{port}");

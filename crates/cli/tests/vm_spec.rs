@@ -97,3 +97,42 @@ fn vm_compare_direction_applies_to_its_own_guest_only() {
         common::assert_one_line_error(&String::from_utf8_lossy(&out.stderr), says);
     }
 }
+
+/// `vm compare --vm` needs a guest placement of the user's (`--guest remote:…`), and
+/// `--explain` (no workloads to watch) refuses it; `vm initramfs` refuses a control port
+/// inside its own data range and a VM name with a '/'. Each a usage error, one line.
+#[test]
+fn vm_options_that_cannot_work_are_refused_before_anything_runs() {
+    let (code, err) = common::run_fail(&["vm", "compare", "--vm", "pid:1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--guest"), "{err}");
+    let (code, err) = common::run_fail(&[
+        "vm",
+        "compare",
+        "--guest",
+        "remote:127.0.0.1:1",
+        "--vm",
+        "pid:1",
+        "--explain",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    common::assert_one_line_error(&err, "--explain runs no workloads");
+    let out = std::env::temp_dir().join(format!("vp-initrd-{}.cpio", std::process::id()));
+    let out = out.to_str().expect("utf-8");
+    let (code, err) = common::run_fail(&[
+        "vm",
+        "initramfs",
+        "-o",
+        out,
+        "--port",
+        "17152",
+        "--data-ports",
+        "17151-17166",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    common::assert_one_line_error(&err, "inside --data-ports");
+    let (code, err) = common::run_fail(&["vm", "initramfs", "-o", out, "--name", "a/b"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a name"), "{err}");
+    assert!(!std::path::Path::new(out).exists(), "an image was written");
+}

@@ -41,6 +41,9 @@ pub struct RunOptions {
     /// A VM on this host that the trials' server runs in (`--vm pid:N|qemu:NAME|…`): each
     /// trial's result gets the host's view of it over its measured window.
     pub vm: Option<virtperf_measure::vm::VmSpec>,
+    /// Only this config's trials are watched (`vm compare`'s guest side: the native
+    /// side's trials do not run in the VM); every config's where None.
+    pub vm_config: Option<String>,
 }
 
 /// How a run ended.
@@ -139,6 +142,7 @@ pub fn run(
         placed: Vec::new(),
         skipped: Vec::new(),
         vm: opts.vm.clone(),
+        vm_config: opts.vm_config.clone(),
     };
     let env = virtperf_measure::fingerprint();
     let run_id = store.begin_run(&NewRun {
@@ -412,6 +416,8 @@ struct Sites {
     skipped: Vec<(String, String)>,
     /// The VM watched over every trial's window ([`RunOptions::vm`]).
     vm: Option<virtperf_measure::vm::VmSpec>,
+    /// The one config whose trials it is watched over, if not all ([`RunOptions::vm_config`]).
+    vm_config: Option<String>,
 }
 
 /// A placed config's site, or why it could not be opened.
@@ -440,7 +446,8 @@ impl Sites {
     /// Runs one trial of `cfg` on its site, with the host's view of the watched VM over
     /// its window where the run watches one.
     fn run(&mut self, cfg: &Config, plan: &Plan) -> Result<TestResult> {
-        let Some(spec) = &self.vm else {
+        let watched = self.vm_config.as_ref().is_none_or(|c| c == &cfg.name);
+        let Some(spec) = self.vm.as_ref().filter(|_| watched) else {
             return self.run_placed(cfg, plan);
         };
         // Opened per trial: a VM that went away fails this trial with why, not the run.

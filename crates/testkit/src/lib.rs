@@ -47,6 +47,7 @@ pub const CAPABILITIES: &[(&str, Option<&str>)] = &[
     ("iproute2", None),
     ("passt", None),
     ("perf", None),
+    ("libvirt", None),
     ("kvm", Some("hardware: a usable /dev/kvm")),
     ("tun", Some("kernel: /dev/net/tun")),
     ("tracefs", Some("kernel: tracepoints readable")),

@@ -565,3 +565,23 @@ pub fn vm_compare_gated(
     let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {err}"));
     (out.status.code(), v, err)
 }
+
+/// A block of `n` free TCP and UDP ports on loopback, for the test's own forwards.
+pub fn free_port_block(n: u16) -> u16 {
+    for _ in 0..200 {
+        let l = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).expect("bind");
+        let first = l.local_addr().expect("addr").port();
+        drop(l);
+        if first > 65_000 - n {
+            continue;
+        }
+        let free = (first..first + n).all(|p| {
+            std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, p)).is_ok()
+                && std::net::UdpSocket::bind((std::net::Ipv4Addr::LOCALHOST, p)).is_ok()
+        });
+        if free {
+            return first;
+        }
+    }
+    panic!("no {n} free ports on loopback");
+}
