@@ -41,8 +41,24 @@ fn virsh(args: &[&str]) -> Output {
     )
 }
 
+/// `tool` on PATH, else in /usr/sbin (where Debian puts libvirt's daemons, and which a
+/// non-login PATH may lack).
+fn sbin(tool: &str) -> Option<std::path::PathBuf> {
+    let on_path = std::env::var_os("PATH")
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(tool))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    on_path
+        .into_iter()
+        .chain([std::path::Path::new("/usr/sbin").join(tool)])
+        .find(|p| p.is_file())
+}
+
 /// A daemon in the foreground, ended with the test even if the test is killed.
-fn daemon(cmd: &str, log: &std::path::Path) -> Child {
+fn daemon(cmd: &std::path::Path, log: &std::path::Path) -> Child {
     let err = std::fs::File::create(log).expect("daemon log");
     let mut c = Command::new(cmd);
     c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(err);
@@ -53,21 +69,26 @@ fn daemon(cmd: &str, log: &std::path::Path) -> Child {
             Ok(())
         });
     }
-    c.spawn()
-        .unwrap_or_else(|e| panic!("libvirt is installed but {cmd} does not start: {e}"))
+    c.spawn().unwrap_or_else(|e| {
+        panic!(
+            "libvirt is installed but {} does not start: {e}",
+            cmd.display()
+        )
+    })
 }
 
 /// libvirt's system daemon answering on [`URI`]: the one running, or virtlogd and libvirtd
 /// started here. None (skip printed) where libvirt is not installed or we are not root.
 fn libvirt(dir: &common::TempDir) -> Option<Daemons> {
-    let runs = |tool: &str| Command::new(tool).arg("--version").output().is_ok();
-    if !runs("libvirtd") || !runs("virsh") {
+    let (Some(libvirtd), Some(virtlogd), Some(_)) =
+        (sbin("libvirtd"), sbin("virtlogd"), sbin("virsh"))
+    else {
         virtperf_testkit::skip(
             "libvirt",
             "libvirtd and virsh are not installed (apt-get install libvirt-daemon-system libvirt-clients)",
         );
         return None;
-    }
+    };
     if unsafe { libc::geteuid() } != 0 {
         virtperf_testkit::skip(
             "root",
@@ -79,12 +100,8 @@ fn libvirt(dir: &common::TempDir) -> Option<Daemons> {
         return Some(Daemons(Vec::new()));
     }
     let mut started = Daemons(Vec::new());
-    started
-        .0
-        .push(daemon("virtlogd", &dir.path("virtlogd.log")));
-    started
-        .0
-        .push(daemon("libvirtd", &dir.path("libvirtd.log")));
+    started.0.push(daemon(&virtlogd, &dir.path("virtlogd.log")));
+    started.0.push(daemon(&libvirtd, &dir.path("libvirtd.log")));
     let t0 = Instant::now();
     while !virsh(&["version"]).status.success() {
         let log = std::fs::read_to_string(dir.path("libvirtd.log")).unwrap_or_default();
