@@ -66,9 +66,12 @@ fn user_networking_guest_runs_rr_and_streams_both_ways() {
     every_shape_through("user", true);
 }
 
+/// Debian 12's passt (git 2023-03-09), whose lost FIN stalls a host→guest stream.
+const PASST_LOSES_FIN: &str = "0.0~git20230309.7c7625d";
+
 /// The same through passt (`--guest-net passt`), where it is installed: every workload
-/// shape but the host→guest stream (below), reached on 127.0.0.1, no namespace made, and
-/// no passt left running once virtperf is done.
+/// shape (the host→guest stream except with the passt that loses its FIN, below), reached
+/// on 127.0.0.1, no namespace made, and no passt left running once virtperf is done.
 #[test]
 fn passt_guest_runs_rr_and_streams_both_ways() {
     if let Some((need, why)) = missing() {
@@ -97,10 +100,21 @@ fn passt_guest_runs_rr_and_streams_both_ways() {
             .unwrap_or(0)
     };
     let before = passts();
-    // Not the host→guest stream: with the passt here (Debian's, 2023-03) one such trial in
-    // five stalls for 10 s into a TCG guest (bench/RESULTS.md); `bench/guest_net.sh` with
-    // NET=passt measures it and says so when it does.
-    every_shape_through("passt", false);
+    // The host→guest stream too, except with Debian 12's passt, which loses the host's FIN
+    // when it arrives while data is still queued for the guest: the guest acknowledges
+    // every byte with its window open and waits for an end of stream that never comes (one
+    // trial in four to five here; captured on both sides in bench/RESULTS.md, "passt's lost
+    // FIN"). Any other passt runs it.
+    let version = std::process::Command::new("dpkg-query")
+        .args(["-W", "-f", "${Version}", "passt"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+        .unwrap_or_default();
+    let loses_fin = version.starts_with(PASST_LOSES_FIN);
+    if loses_fin {
+        eprintln!("guest_net: no host→guest stream through passt {version}: it loses the host's FIN (bench/RESULTS.md, \"passt's lost FIN\")");
+    }
+    every_shape_through("passt", !loses_fin);
     assert_eq!(passts(), before, "a passt outlived its guest");
 }
 
