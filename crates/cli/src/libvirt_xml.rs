@@ -5,7 +5,7 @@
 //! `<interface>`, because that is what forwards the agent's ports on libvirt 9.0 (Debian
 //! 12): its `<interface type='user'>` (SLIRP) takes no `<portForward>`, and the passt
 //! backend, which does, is refused with QEMU 7.2 (libvirt issue #462). Tested against
-//! Debian 12's libvirtd in `cli/tests/libvirt.rs`.
+//! Debian 12's libvirtd in `cli/tests/own_vm_libvirt/`.
 
 use std::path::{Path, PathBuf};
 

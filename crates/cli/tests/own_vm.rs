@@ -4,6 +4,7 @@
 //! kvm halt`). Each figure is checked against what the test reads itself.
 
 mod common;
+mod own_vm_libvirt;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

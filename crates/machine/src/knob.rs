@@ -387,7 +387,7 @@ impl Journal {
         let rec = JournalRecord {
             owner: Owner::me(),
             command: crate::command_line(),
-            recorded_at: virtperf_store::now_rfc3339(),
+            recorded_at: virtperf_wire::time::now_rfc3339(),
             knobs: knobs.clone(),
         };
         state::write_durably(&self.path, &rec).map_err(|e| {

@@ -52,7 +52,7 @@ fn redact_urls(s: &str) -> String {
             let start = s[..i]
                 .rfind(|c: char| !(c.is_ascii_alphanumeric() || "+-.".contains(c)))
                 .map_or(0, |j| j + 1);
-            format!("{}{}", &s[..start], virtperf_store::redact_url(&s[start..]))
+            format!("{}{}", &s[..start], virtperf_wire::redact_url(&s[start..]))
         }
         None => s.to_string(),
     }

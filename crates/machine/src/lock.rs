@@ -164,7 +164,7 @@ impl MachineLock {
         let holder = Holder {
             pid: std::process::id(),
             command: command.to_string(),
-            since: virtperf_store::now_rfc3339(),
+            since: virtperf_wire::time::now_rfc3339(),
             run_id: None,
             nonce: random_nonce(),
         };

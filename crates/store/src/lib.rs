@@ -37,7 +37,6 @@ mod push;
 mod runs;
 mod schema;
 mod tags;
-mod time;
 mod tls;
 mod trials;
 mod unsaved;
@@ -48,12 +47,13 @@ pub(crate) use handle::to_json_checked;
 pub use handle::{Store, BUSY_TIMEOUT, SCHEMA_VERSION};
 pub use keep::{Imported, Saved};
 pub use knobs::KnobRecord;
-pub use pg::{redact as redact_url, Location};
+pub use pg::Location;
 pub use push::Pushed;
 pub use runs::{NewRun, RunFilter, RunRow, RunStatus};
 pub use tags::{parse_tag, parse_tag_list, Tags};
-pub use time::{now_rfc3339, parse_rfc3339, rfc3339_ago};
 pub use trials::{NewTrial, TrialRow, TrialStatus};
+pub use virtperf_wire::redact_url;
+pub use virtperf_wire::time::{now_rfc3339, parse_rfc3339, rfc3339_ago};
 
 #[cfg(test)]
 mod tests {

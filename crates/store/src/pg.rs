@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use crate::db::{vals, Conn};
 use crate::pg_connect::Connector;
 use crate::{schema, Store, StoreError};
+use virtperf_wire::redact_url as redact;
 
 /// Key of the `meta` row holding a PostgreSQL store's schema version (SQLite keeps it in
 /// `PRAGMA user_version`).
@@ -73,21 +74,6 @@ impl Location {
             Ok(v) if !v.is_empty() => Location::parse(&v),
             _ => Location::File(Store::default_path()),
         }
-    }
-}
-
-/// The URL with its password (if any) replaced by `***`.
-pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (auth, tail) = match rest.find('@') {
-        Some(i) if !rest[..i].contains('/') => (&rest[..i], &rest[i..]),
-        _ => return url.to_string(),
-    };
-    match auth.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***{tail}"),
-        None => url.to_string(),
     }
 }
 

@@ -16,6 +16,7 @@ pub mod critical_path;
 pub mod frame;
 pub mod message;
 pub mod model;
+pub mod time;
 
 pub use critical_path::{exit_remedies, InSitu, Mark, Pct, Stage, Timeline, EXIT_CAUSES};
 pub use frame::{
@@ -24,6 +25,22 @@ pub use frame::{
 };
 pub use message::{DrivePlan, DriveTarget, Family, Message, DATA_KEY_LEN, PROTOCOL_VERSION};
 pub use model::*;
+
+/// The URL with its password (if any) replaced by `***`: what a stored run, the machine
+/// lock and every message may show of a database URL or a command line that holds one.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (auth, tail) = match rest.find('@') {
+        Some(i) if !rest[..i].contains('/') => (&rest[..i], &rest[i..]),
+        _ => return url.to_string(),
+    };
+    match auth.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***{tail}"),
+        None => url.to_string(),
+    }
+}
 
 /// TCP port the agent listens on by default for control connections.
 pub const DEFAULT_PORT: u16 = 7150;

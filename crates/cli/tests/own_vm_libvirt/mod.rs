@@ -5,14 +5,16 @@
 //! its QEMU's thread names, /proc.
 //!
 //! Where libvirt is installed but cannot start, the test fails (it never skips then).
-
-mod common;
+//!
+//! A module of `own_vm.rs` (not a test binary of its own), so its domain boots while the
+//! other own-VM tests run instead of after them.
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{run_with_timeout, vp};
+use crate::common;
+use crate::common::{run_with_timeout, vp};
 
 const URI: &str = "qemu:///system";
 
