@@ -42,6 +42,20 @@ fn thread_ticks(pid: u32, prefix: &str) -> u64 {
     sum
 }
 
+/// `vm watch --vm SPEC -l LEN --json`, which must succeed.
+fn watched(spec: &str, len: &str) -> serde_json::Value {
+    let out = run_with_timeout(
+        vp().args(["vm", "watch", "--vm", spec, "-l", len, "--json"]),
+        Duration::from_secs(30),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
 /// A host view's vCPU thread class (the test fails without one).
 fn vcpu_class(h: &serde_json::Value) -> &serde_json::Value {
     h["classes"]
@@ -228,24 +242,7 @@ fn rr_with_vm_pid_agrees_with_proc_for_a_qemu_started_by_hand() {
         "{h}"
     );
     // The same QEMU by its -name.
-    let out = run_with_timeout(
-        vp().args([
-            "vm",
-            "watch",
-            "--vm",
-            &format!("qemu:{name}"),
-            "-l",
-            "200ms",
-            "--json",
-        ]),
-        Duration::from_secs(30),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let w: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let w = watched(&format!("qemu:{name}"), "200ms");
     assert_eq!(w["pid"], pid, "{w}");
     assert!(w["unit"].is_null(), "no test, no unit: {w}");
     drop(qemu);

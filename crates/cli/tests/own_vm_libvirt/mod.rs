@@ -25,6 +25,7 @@ impl Drop for Daemons {
     fn drop(&mut self) {
         // libvirtd first: it may still write through virtlogd while it stops.
         for c in self.0.iter_mut().rev() {
+            // SAFETY: kill on a PID this test started and has not reaped yet.
             unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
             let t0 = Instant::now();
             while c.try_wait().ok().flatten().is_none() && t0.elapsed() < Duration::from_secs(10) {
@@ -91,6 +92,7 @@ fn libvirt(dir: &common::TempDir) -> Option<Daemons> {
         );
         return None;
     };
+    // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         virtperf_testkit::skip(
             "root",
@@ -167,26 +169,6 @@ fn start_domain(dir: &common::TempDir, name: &str, port: u16) -> Domain {
     }
 }
 
-/// User plus system clock ticks of the vCPU threads (`CPU n/…`) of process `pid`.
-fn vcpu_ticks(pid: u32) -> u64 {
-    let mut sum = 0;
-    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
-        .expect("tasks")
-        .flatten()
-    {
-        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-        if !comm.starts_with("CPU ") {
-            continue;
-        }
-        let stat = std::fs::read_to_string(t.path().join("stat")).expect("stat");
-        let f: Vec<&str> = stat[stat.rfind(')').expect("comm") + 1..]
-            .split_whitespace()
-            .collect();
-        sum += f[11].parse::<u64>().expect("utime") + f[12].parse::<u64>().expect("stime");
-    }
-    sum
-}
-
 fn json_of(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -201,14 +183,14 @@ fn json_of(out: &Output) -> serde_json::Value {
 /// by the name libvirt's `-name guest=…,debug-threads=on` gives it, the window is the
 /// trial's, and the vCPU time in it fits in what /proc counted around the command.
 fn rr_sees_the_domain(name: &str, port: &str, pid: u32) {
-    let before = vcpu_ticks(pid);
+    let before = crate::thread_ticks(pid, "CPU ");
     let spec = format!("libvirt:{name}");
     let out = run_with_timeout(
         vp().args(["rr", "--host", "127.0.0.1", "--port", port, "-l", "3s"])
             .args(["--vm", &spec, "--json"]),
         Duration::from_secs(120),
     );
-    let proc_s = (vcpu_ticks(pid) - before) as f64 / 100.0; // USER_HZ on x86_64 Linux
+    let proc_s = (crate::thread_ticks(pid, "CPU ") - before) as f64 / 100.0; // USER_HZ on x86_64 Linux
     assert!(
         out.status.success(),
         "{}",
@@ -337,24 +319,7 @@ fn a_libvirt_domain_end_to_end() {
     let port = base.to_string();
     rr_sees_the_domain(&name, &port, pid);
 
-    let out = run_with_timeout(
-        vp().args([
-            "vm",
-            "watch",
-            "--vm",
-            &format!("libvirt:{name}"),
-            "-l",
-            "1s",
-            "--json",
-        ]),
-        Duration::from_secs(30),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let w = json_of(&out);
+    let w = crate::watched(&format!("libvirt:{name}"), "1s");
     assert_eq!(w["pid"], pid, "{w}");
     assert!(w["classes"].to_string().contains("CPU 0/TCG"), "{w}");
 
