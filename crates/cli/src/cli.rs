@@ -100,6 +100,9 @@ mod tests {
         "ssh-key",
         "ssh-opt",
         "kernel",
+        // A VM's name (`vm initramfs --name`): QEMU's -name or a libvirt domain, any text
+        // without a '/'.
+        "name",
         "kernel-modules",
         "guest-binary",
         "guest-cmdline",
