@@ -161,7 +161,12 @@ pub(crate) fn text(s: &Search, all: &[Measured]) -> String {
         round2_words(s)
     ));
     let mut rows: Vec<&Measured> = search::ranked(all, &s.goals, s.max_cpu);
-    rows.extend(all.iter().filter(|m| m.config.parts.is_empty()));
+    // The baseline after the configurations that meet the goals, unless it is one of them.
+    let baseline_met = rows.iter().any(|m| m.config.parts.is_empty());
+    rows.extend(
+        all.iter()
+            .filter(|m| m.config.parts.is_empty() && !baseline_met),
+    );
     rows.extend(
         search::misses(all, &s.goals, s.max_cpu)
             .into_iter()
@@ -593,6 +598,27 @@ mod tests {
             restored: Ok("2 knobs read again just now".into()),
             took: Duration::from_secs(20),
         }
+    }
+
+    /// A baseline that meets the goal is one row of the table, among those that meet it
+    /// (it was printed a second time below them).
+    #[test]
+    fn a_baseline_that_meets_the_goal_is_one_row() {
+        let goal = Goal::parse("p50<=100").expect("goal");
+        let mut s = search(&[60.0, 60.5, 60.2]);
+        s.goals = vec![goal.clone()];
+        s.rounds.truncate(1);
+        s.rounds[0].measured = vec![
+            measured(vec![], &[60.0, 61.0, 60.5], 0.9, &goal, 1),
+            measured(vec![part("a")], &[38.0, 38.5, 38.2], 1.5, &goal, 1),
+        ];
+        let all = s.all();
+        let text = text(&s, &all);
+        let rows = text
+            .lines()
+            .filter(|l| l.starts_with("  ") && l.split_whitespace().nth(1) == Some("baseline"))
+            .count();
+        assert_eq!(rows, 1, "{text}");
     }
 
     /// Issue 52: round 2's baseline is shown beside round 1's; where it moved beyond
