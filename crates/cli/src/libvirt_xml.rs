@@ -3,9 +3,10 @@
 //!
 //! The NIC is QEMU's user networking added through `<qemu:commandline>`, not a libvirt
 //! `<interface>`, because that is what forwards the agent's ports on libvirt 9.0 (Debian
-//! 12): its `<interface type='user'>` (SLIRP) takes no `<portForward>`, and the passt
-//! backend, which does, is refused with QEMU 7.2 (libvirt issue #462). Tested against
-//! Debian 12's libvirtd in `cli/tests/own_vm_libvirt/`.
+//! 12), as tried: `<backend type='passt'/>` is refused as an invalid backend type, and a
+//! `<portForward>` on a SLIRP `<interface type='user'>` is accepted and silently dropped
+//! (QEMU's `-netdev user` gets no forward). Tested against Debian 12's libvirtd in
+//! `cli/tests/own_vm_libvirt/`.
 
 use std::path::{Path, PathBuf};
 
