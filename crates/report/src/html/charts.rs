@@ -513,6 +513,30 @@ fn latency_ticks(log: bool, ylo: f64, yhi: f64, hi: f64) -> Vec<f64> {
     }
 }
 
+/// The comparison chart's ticks over [-lim, lim] on a plot `width` px wide: round steps,
+/// 0 among them, and no two so close that their labels (10 px type, 6.2 px a character)
+/// touch — a wide right margin and a ±2500% row put eleven labels in 350 px, on top of each
+/// other (the layout check caught it in CI).
+fn compare_ticks(lim: f64, width: f64) -> Vec<f64> {
+    let ticks = |step: f64| -> Vec<f64> {
+        let k = (lim / step + 1e-9).floor() as i64;
+        (-k..=k).map(|i| i as f64 * step).collect()
+    };
+    let mut step = nice_scale(lim).1;
+    loop {
+        let t = ticks(step);
+        let widest = t
+            .iter()
+            .map(|v| (tick(*v).chars().count() + 1) as f64 * 6.2)
+            .fold(0.0, f64::max);
+        if width * step / (2.0 * lim) >= widest + 6.0 || t.len() <= 3 {
+            return t;
+        }
+        // The next round step above this one.
+        step = nice_scale(step * 5.0 * 1.0001).1;
+    }
+}
+
 /// The comparison chart's right margin, which holds each row's "+1.8% change within noise
 /// threshold": as wide as the longest at 10 px type (6.2 px a character, a little over the
 /// widest measured), at least 190 px, so no label crosses the drawing's edge (the layout
@@ -564,9 +588,7 @@ pub(super) fn compare_chart(rows: &[Row]) -> String {
     let mut s = format!(
         r#"<svg class="plot compare" viewBox="0 0 {w} {h}" width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">"#
     );
-    let (_, step) = nice_scale(lim);
-    let mut v = -lim;
-    while v <= lim * (1.0 + 1e-9) {
+    for v in compare_ticks(lim, w - l - r) {
         let _ = write!(
             s,
             r#"<line x1="{x:.1}" y1="{t}" x2="{x:.1}" y2="{}" class="grid"/><text x="{x:.1}" y="{}" class="tk" text-anchor="middle">{}%</text>"#,
@@ -575,7 +597,6 @@ pub(super) fn compare_chart(rows: &[Row]) -> String {
             tick(v),
             x = px(v)
         );
-        v += step;
     }
     let _ = write!(
         s,
@@ -729,4 +750,40 @@ pub(super) fn cpu_chart(points: &[PointSummary]) -> String {
     }
     s.push_str("</svg>");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// However wide the range and narrow the plot, the comparison chart's tick labels keep
+    /// apart, 0 is a tick, and the ticks stay inside [-lim, lim].
+    #[test]
+    fn compare_ticks_never_put_labels_on_each_other() {
+        for (max, width) in [
+            (2500.0, 350.0),
+            (2400.0, 300.0),
+            (37.0, 540.0),
+            (1.0, 100.0),
+        ] {
+            let lim = nice_scale(max).0;
+            let ticks = compare_ticks(lim, width);
+            assert!(ticks.contains(&0.0), "{ticks:?}");
+            assert!(
+                ticks.iter().all(|t| t.abs() <= lim * (1.0 + 1e-9)),
+                "{ticks:?}"
+            );
+            let px = |v: f64| (v + lim) / (2.0 * lim) * width;
+            for pair in ticks.windows(2) {
+                let need = pair
+                    .iter()
+                    .map(|v| (tick(*v).chars().count() + 1) as f64 * 6.2)
+                    .fold(0.0, f64::max);
+                assert!(
+                    px(pair[1]) - px(pair[0]) >= need,
+                    "{max}% in {width} px: {ticks:?}"
+                );
+            }
+        }
+    }
 }
