@@ -58,6 +58,9 @@ pub struct InitramfsArgs {
     pub json: bool,
 }
 
+/// The most data ports the printed command line or domain forwards.
+const MAX_FORWARDED: u32 = 64;
+
 /// A VM name as `--vm qemu:NAME` / `libvirt:NAME` takes it.
 fn vm_name(s: &str) -> Result<String> {
     let spec: VmSpec = format!("libvirt:{s}")
@@ -93,6 +96,16 @@ pub fn initramfs_cmd(a: InitramfsArgs) -> Result<()> {
             format!(
                 "--port {} lies inside --data-ports {}-{}: give a control port outside the range",
                 a.port, a.data_ports.0, a.data_ports.1
+            ),
+        ));
+    }
+    let span = u32::from(a.data_ports.1) - u32::from(a.data_ports.0) + 1;
+    if span > MAX_FORWARDED {
+        return Err(crate::signals::exit(
+            crate::signals::code::USAGE,
+            format!(
+                "--data-ports {}-{} is {span} ports: forward at most {MAX_FORWARDED} (each is a TCP and a UDP socket QEMU holds on 127.0.0.1; a test takes one port per flow)",
+                a.data_ports.0, a.data_ports.1
             ),
         ));
     }

@@ -131,6 +131,18 @@ fn vm_options_that_cannot_work_are_refused_before_anything_runs() {
     ]);
     assert_eq!(code, 2, "{err}");
     common::assert_one_line_error(&err, "inside --data-ports");
+    let (code, err) = common::run_fail(&[
+        "vm",
+        "initramfs",
+        "-o",
+        out,
+        "--port",
+        "80",
+        "--data-ports",
+        "1024-65535",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    common::assert_one_line_error(&err, "forward at most 64");
     let (code, err) = common::run_fail(&["vm", "initramfs", "-o", out, "--name", "a/b"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("not a name"), "{err}");
