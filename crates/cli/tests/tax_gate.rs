@@ -24,6 +24,8 @@ fn spec_with(gate: &str, baseline: bool, quiet: bool) -> String {
     } else {
         ""
     };
+    // Five tries: with three, one slow first try (63614 against 89104 and 90582 trans/s in
+    // CI) widened the interval across the 5% gate, rightly undecided.
     // Alike configs pass on a throughput gate: a stream's tax cannot come near 1000%,
     // where an rr's p99 over a few short tries can spike past anything.
     let workload = if quiet {
@@ -32,7 +34,7 @@ fn spec_with(gate: &str, baseline: bool, quiet: bool) -> String {
         "kind = \"rr\"\nlabel = \"rr\"\n"
     };
     format!(
-        "name = \"gate\"\nduration = \"400ms\"\nrepetitions = 3\n\
+        "name = \"gate\"\nduration = \"400ms\"\nrepetitions = 5\n\
          [[workload]]\n{workload}\
          [[config]]\nname = \"quiet\"\ncpus = \"0,0\"\n\
          [[config]]\nname = \"across\"\n{cpus}{base}[compare]\nmax_tax = \"{gate}\"\n"
@@ -44,7 +46,7 @@ fn spec(gate: &str, baseline: bool) -> String {
 }
 
 /// rr across two CPUs pays far more than 5% against rr on one: the gate names the config,
-/// workload and metric and exits 3 (three tries: the tax's 95% interval lies above 5%).
+/// workload and metric and exits 3 (five tries: the tax's 95% interval lies above 5%).
 /// Two alike configs under a 1000% gate pass (their interval lies below it).
 #[test]
 fn run_exits_3_naming_rows_over_the_specs_max_tax() {
