@@ -119,30 +119,23 @@ fn vm_options_that_cannot_work_are_refused_before_anything_runs() {
     common::assert_one_line_error(&err, "--explain runs no workloads");
     let out = std::env::temp_dir().join(format!("vp-initrd-{}.cpio", std::process::id()));
     let out = out.to_str().expect("utf-8");
-    let (code, err) = common::run_fail(&[
-        "vm",
-        "initramfs",
-        "-o",
-        out,
-        "--port",
-        "17152",
-        "--data-ports",
-        "17151-17166",
-    ]);
-    assert_eq!(code, 2, "{err}");
-    common::assert_one_line_error(&err, "inside --data-ports");
-    let (code, err) = common::run_fail(&[
-        "vm",
-        "initramfs",
-        "-o",
-        out,
-        "--port",
-        "80",
-        "--data-ports",
-        "1024-65535",
-    ]);
-    assert_eq!(code, 2, "{err}");
-    common::assert_one_line_error(&err, "forward at most 64");
+    for (port, range, said) in [
+        ("17152", "17151-17166", "inside --data-ports"),
+        ("80", "1024-65535", "forward at most 64"),
+    ] {
+        let (code, err) = common::run_fail(&[
+            "vm",
+            "initramfs",
+            "-o",
+            out,
+            "--port",
+            port,
+            "--data-ports",
+            range,
+        ]);
+        assert_eq!(code, 2, "{err}");
+        common::assert_one_line_error(&err, said);
+    }
     let (code, err) = common::run_fail(&["vm", "initramfs", "-o", out, "--name", "a/b"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("not a name"), "{err}");
