@@ -319,12 +319,15 @@ fn the_playbook_runs_batteries_and_pairs_tags_them_in_postgres_and_survives_a_de
     // build to three hosts in 30 s, a third of this test (a fleet gets the stripped musl
     // release build). Polled every second: the battery's task ends within a second of it.
     let bin = p("virtperf");
-    assert!(sh(&[
-        "objcopy",
-        "--strip-debug",
-        env!("CARGO_BIN_EXE_virtperf"),
-        &bin
-    ]));
+    assert!(
+        sh(&[
+            "objcopy",
+            "--strip-debug",
+            env!("CARGO_BIN_EXE_virtperf"),
+            &bin
+        ]),
+        "objcopy (binutils) could not strip a copy of the binary"
+    );
     // The secrets in a vars file (vault-able), never on a command line.
     std::fs::write(
         dir.join("vars.yml"),

@@ -525,10 +525,7 @@ fn compare_ticks(lim: f64, width: f64) -> Vec<f64> {
     let mut step = nice_scale(lim).1;
     loop {
         let t = ticks(step);
-        let widest = t
-            .iter()
-            .map(|v| (tick(*v).chars().count() + 1) as f64 * 6.2)
-            .fold(0.0, f64::max);
+        let widest = t.iter().map(|v| tick_label_px(*v)).fold(0.0, f64::max);
         if width * step / (2.0 * lim) >= widest + 6.0 || t.len() <= 3 {
             return t;
         }
@@ -536,6 +533,14 @@ fn compare_ticks(lim: f64, width: f64) -> Vec<f64> {
         step = nice_scale(step * 5.0 * 1.0001).1;
     }
 }
+
+/// Width of a comparison tick's label ("-2500%") at 10 px type, 6.2 px a character.
+fn tick_label_px(v: f64) -> f64 {
+    TEXT_PX * (tick(v).chars().count() + 1) as f64
+}
+
+/// Width of one character at the charts' 10 px type: a little over the widest measured.
+const TEXT_PX: f64 = 6.2;
 
 /// The comparison chart's right margin, which holds each row's "+1.8% change within noise
 /// threshold": as wide as the longest at 10 px type (6.2 px a character, a little over the
@@ -550,7 +555,7 @@ fn label_margin(rows: &[&Row]) -> f64 {
                 .count()
         })
         .max()
-        .map_or(0.0, |n| n as f64 * 6.2 + 12.0)
+        .map_or(0.0, |n| n as f64 * TEXT_PX + 12.0)
         .max(190.0)
 }
 
@@ -775,10 +780,7 @@ mod tests {
             );
             let px = |v: f64| (v + lim) / (2.0 * lim) * width;
             for pair in ticks.windows(2) {
-                let need = pair
-                    .iter()
-                    .map(|v| (tick(*v).chars().count() + 1) as f64 * 6.2)
-                    .fold(0.0, f64::max);
+                let need = pair.iter().map(|v| tick_label_px(*v)).fold(0.0, f64::max);
                 assert!(
                     px(pair[1]) - px(pair[0]) >= need,
                     "{max}% in {width} px: {ticks:?}"
