@@ -1,7 +1,7 @@
 //! The agent survives hostile and malformed clients: each bad connection gets an error and
 //! is closed, and the agent keeps serving real tests afterwards.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -3,7 +3,7 @@
 //! tune report in CI drew one across it at a 190-pixel margin; this draws every verdict
 //! with wide changes on purpose, so the check does not depend on what a run measured.
 
-mod common;
+use crate::common;
 
 use virtperf_report::compare::Row;
 use virtperf_report::stats::compare;

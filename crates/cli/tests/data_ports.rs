@@ -2,7 +2,7 @@
 //! the agent inside the range, so forwarding the control port and the range is enough; a
 //! range with every port taken answered at once, in one line that names it.
 
-mod common;
+use crate::common;
 
 use std::net::{TcpListener, UdpSocket};
 

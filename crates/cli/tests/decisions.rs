@@ -4,7 +4,7 @@
 //! (exit 5) otherwise, each row saying which; every trial's cost has one window (a bulk
 //! transfer's is its measured time, not 0).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

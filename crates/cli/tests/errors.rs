@@ -1,6 +1,6 @@
 //! Bad input and broken peers: one line naming the problem, a non-zero exit, no hang.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,8 +1,8 @@
 //! Events per transaction (context switches, idle entries, IPIs) on both sides, wait modes
-//! and the open loop, through the real binary. One test function, so nothing else in this
-//! binary runs beside it: idle entries are only seen on an otherwise idle machine.
+//! and the open loop, through the real binary. The test runs alone ([`crate::alone`]): idle
+//! entries are only seen on an otherwise idle machine.
 
-mod common;
+use crate::common;
 
 use common::{f, run_json};
 
@@ -23,6 +23,7 @@ fn counts_idle(v: &serde_json::Value) -> bool {
 
 #[test]
 fn events_per_transaction_wait_modes_and_the_open_loop() {
+    let _alone = crate::alone();
     let two_cpus = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
     if two_cpus {
         // Blocking across CPUs: each side sleeps once per transaction, and its CPU goes idle.

@@ -1,9 +1,7 @@
 //! Experiments end to end: spec → runner → real SQLite file → show / compare / report, and
 //! knobs restored on success, on failure and on Ctrl-C.
 
-mod common;
-#[path = "../../store/tests/pgserver/mod.rs"]
-mod pgserver;
+use crate::common;
 
 use std::path::Path;
 use std::process::Stdio;

@@ -4,7 +4,7 @@
 //! with their reason when a capability is really taken away (an unprivileged user), and the
 //! knob restored when the battery is stopped half-way.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -69,6 +69,7 @@ fn missing_reason(v: &serde_json::Value, name: &str) -> Option<String> {
 
 #[test]
 fn explain_decomposes_a_round_trip_and_says_where_each_part_came_from() {
+    let _alone = crate::alone();
     let _one = one_battery();
     let d = TempDir::new("explain-full");
     let before = knob();
@@ -237,6 +238,7 @@ fn explain_decomposes_a_round_trip_and_says_where_each_part_came_from() {
 /// each with the reason, and the rest of the model stands.
 #[test]
 fn components_disappear_with_the_reason_when_a_capability_is_missing() {
+    let _alone = crate::alone();
     if !is_root() {
         virtperf_testkit::skip(
             "root",
@@ -318,6 +320,7 @@ fn components_disappear_with_the_reason_when_a_capability_is_missing() {
 /// measured and exits as a stopped command does.
 #[test]
 fn a_stopped_battery_restores_the_halt_poll_knob() {
+    let _alone = crate::alone();
     let Some(orig) = knob() else {
         virtperf_testkit::skip(
             "haltpoll",
@@ -370,6 +373,7 @@ fn a_stopped_battery_restores_the_halt_poll_knob() {
 /// `virtperf cleanup` puts both back.
 #[test]
 fn a_killed_battery_leaves_busy_polling_to_cleanup() {
+    let _alone = crate::alone();
     let read = |k: &str| std::fs::read_to_string(format!("/proc/sys/net/core/{k}")).ok();
     let (Some(poll), Some(rd)) = (read("busy_poll"), read("busy_read")) else {
         virtperf_testkit::skip("busy-poll", "no net.core.busy_poll here");
@@ -445,6 +449,7 @@ fn journal_left(state: &Path) -> bool {
 /// and the client stores it; an agent without it refuses, in one line.
 #[test]
 fn an_agent_runs_the_battery_for_its_client_only_when_allowed() {
+    let _alone = crate::alone();
     let _one = one_battery();
     let d = TempDir::new("explain-agent");
     let agent = common::Agent::start(&["--allow-drive", "--token", "s3cret"]);
@@ -487,6 +492,7 @@ fn an_agent_runs_the_battery_for_its_client_only_when_allowed() {
 
 #[test]
 fn explain_refuses_placements_it_cannot_measure() {
+    let _beside = crate::beside();
     let (code, err) = common::run_fail(&["explain", "--placement", "netns:veth"]);
     assert_eq!(code, 2);
     common::assert_one_line_error(&err, "share this machine's kernel");
@@ -500,6 +506,7 @@ fn explain_refuses_placements_it_cannot_measure() {
 /// as two runs, side by side under their placements' names.
 #[test]
 fn two_placements_are_explained_side_by_side() {
+    let _alone = crate::alone();
     let _one = one_battery();
     let d = TempDir::new("explain-two");
     let left = common::Agent::start(&["--allow-drive", "--token", "s3cret"]);
@@ -534,6 +541,7 @@ fn two_placements_are_explained_side_by_side() {
 /// is refused in one line before anything runs.
 #[test]
 fn vm_without_the_agent_in_it_is_a_usage_error() {
+    let _beside = crate::beside();
     let out = vp()
         .args(["explain", "--quick", "--vm", "pid:1"])
         .output()

@@ -1,20 +1,13 @@
 //! `virtperf explain --workload stream` for real (issue 54): streams on loopback, each
 //! verdict checked against the figures of the JSON it names, and `show` reading the run
-//! back to the same answer. The batteries take turns ([`TURN`]): two at once would each
-//! find the other's work on their CPUs (which the answer counts, rightly).
+//! back to the same answer. The batteries run alone ([`crate::alone`]): two at once would
+//! each find the other's work on their CPUs (which the answer counts, rightly).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
 use common::{run_with_timeout, vp, TempDir};
-
-/// Held by each battery's test for its whole run.
-static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn turn() -> std::sync::MutexGuard<'static, ()> {
-    TURN.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn explain(db: &std::path::Path, extra: &[&str]) -> serde_json::Value {
     let out = run_with_timeout(
@@ -45,7 +38,7 @@ fn f(v: &serde_json::Value, ptr: &str) -> f64 {
 
 #[test]
 fn each_bound_is_named_with_the_figure_of_its_json() {
-    let _turn = turn();
+    let _alone = crate::alone();
     let d = TempDir::new("explain-stream");
     let db = d.path("x.db");
 
@@ -175,12 +168,12 @@ fn each_bound_is_named_with_the_figure_of_its_json() {
 /// measured as remedies; no namespace is left behind.
 #[test]
 fn a_stream_across_a_veth_is_explained_with_its_segments() {
+    let _alone = crate::alone();
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         virtperf_testkit::skip("root", "namespace placements need root");
         return;
     }
-    let _turn = turn();
     let d = TempDir::new("explain-stream-netns");
     // Shaped to 200 Mbit/s: the link bounds the stream, and its model is the link's rate
     // less each segment's headers, the segment size from TCP's own count.
@@ -231,6 +224,7 @@ fn a_stream_across_a_veth_is_explained_with_its_segments() {
 
 #[test]
 fn what_a_stream_explanation_does_not_take_is_refused_in_one_line() {
+    let _beside = crate::beside();
     for (args, needle) in [
         (
             &[
@@ -289,11 +283,11 @@ fn what_a_stream_explanation_does_not_take_is_refused_in_one_line() {
 /// CPU per MB grew most.
 #[test]
 fn a_stream_into_a_guest_is_bound_on_the_hosts_vcpu_threads_and_compared_term_by_term() {
+    let _alone = crate::alone();
     if let Some((need, why)) = common::guest_placement_missing() {
         virtperf_testkit::skip(need, why);
         return;
     }
-    let _turn = turn();
     let d = TempDir::new("explain-stream-guest");
     let out = run_with_timeout(
         vp().args([
@@ -370,7 +364,7 @@ fn a_stream_into_a_guest_is_bound_on_the_hosts_vcpu_threads_and_compared_term_by
 /// the trials already done, and the command exits 143.
 #[test]
 fn a_stopped_battery_keeps_what_it_measured() {
-    let _turn = turn();
+    let _alone = crate::alone();
     let d = TempDir::new("explain-stream-stop");
     let db = d.path("s.db");
     let child = vp()

@@ -1,6 +1,6 @@
 //! `virtperf export`: a real sweep run into a real SQLite file, exported as CSV and JSON.
 
-mod common;
+use crate::common;
 
 use common::{assert_one_line_error, run_db_ok, vp, TempDir};
 

@@ -4,7 +4,7 @@
 //! --fail-on-regression` failing on a regression the test causes for real (a stream whose
 //! socket buffers are 4 KiB).
 
-mod common;
+use crate::common;
 
 use common::{assert_one_line_error, run_db_ok, vp, TempDir};
 

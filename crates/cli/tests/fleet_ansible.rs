@@ -11,9 +11,8 @@
 //! and skips. Ansible runs with one fork: the three hosts share one kernel, whose knobs
 //! (the explain battery's halt-poll setting) a real fleet's hosts would not share.
 
-mod common;
-#[path = "../../store/tests/pgserver/mod.rs"]
-mod pgserver;
+use crate::common;
+use crate::pgserver;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

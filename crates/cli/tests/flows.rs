@@ -1,7 +1,7 @@
 //! Many flows on few threads (`--flows N --threads T`), end to end on loopback: real
 //! sockets, a real agent process, short runs.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! Linux guest), virtperf as their init and agent, workloads host→guest, guest→host and
 //! guest↔guest, `vm compare`, the errors, and nothing left behind.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

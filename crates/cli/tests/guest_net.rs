@@ -2,7 +2,7 @@
 //! and data range forwarded on the host's loopback. No namespace, bridge or tap, and no
 //! root: the same guest an unprivileged user gets from a desktop VM.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

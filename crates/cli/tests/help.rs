@@ -1,6 +1,6 @@
 //! What clap generates for people: help headings, shell completions, the man page.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 

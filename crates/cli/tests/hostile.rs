@@ -10,7 +10,7 @@
 //! (`export.rs`); tracefs left mounted (`trace.rs`); the fleet's secrets and summary
 //! (`fleet_ansible.rs`).
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! incomplete run, and a JSON stream ends with its `end` event saying so; the command exits
 //! 128 + the signal. It used to store nothing, print nothing and end the stream mid-air.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;

@@ -1,7 +1,7 @@
 //! Time series (`--interval`, a spec's `interval`): real tests on loopback, the JSON's
 //! `intervals`, the live lines, the store and the report's plot.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

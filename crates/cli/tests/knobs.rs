@@ -4,7 +4,7 @@
 //! Each test changes its own sysctl (as root; skipped otherwise) and uses a private state
 //! directory, and puts the sysctl back itself if an assertion fails half-way.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -13,24 +13,19 @@ use std::time::{Duration, Instant};
 use common::{assert_one_line_error, vp};
 
 /// A run of a one-config spec that sets `sysctl` to a value other than its current one,
-/// with trials of 300 ms, in a private directory (spec, database, state).
+/// with trials of 300 ms, in a private directory (spec, database, state). A test with a
+/// case runs [`crate::alone`]: root's knob journal is the machine's, so a case's killed run
+/// (a dead journal, on purpose) makes every other run refuse until its cleanup.
 struct Case {
     path: String,
     sysctl: String,
     orig: String,
     want: String,
     dir: PathBuf,
-    /// One case at a time: root's knob journal is the machine's, so a case's killed run
-    /// (a dead journal, on purpose) makes every other run refuse until its cleanup.
-    _turn: std::sync::MutexGuard<'static, ()>,
 }
-
-/// See [`Case::_turn`].
-static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Case {
     fn new(sysctl: &str, tag: &str, a: &str, b: &str) -> Option<Case> {
-        let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         let path = format!("/proc/sys/{}", sysctl.replace('.', "/"));
         let orig = std::fs::read_to_string(&path).ok()?.trim().to_string();
         if std::fs::write(&path, &orig).is_err() {
@@ -55,7 +50,6 @@ impl Case {
             orig,
             want,
             dir,
-            _turn: turn,
         })
     }
 
@@ -208,16 +202,19 @@ fn stops_cleanly_on(sig: i32, sysctl: &str, tag: &str, a: &str, b: &str) {
 
 #[test]
 fn sigterm_restores_knobs_and_keeps_trials() {
+    let _alone = crate::alone();
     stops_cleanly_on(libc::SIGTERM, "net.ipv4.tcp_retries1", "term", "4", "5");
 }
 
 #[test]
 fn sighup_restores_knobs_and_keeps_trials() {
+    let _alone = crate::alone();
     stops_cleanly_on(libc::SIGHUP, "net.ipv4.tcp_orphan_retries", "hup", "1", "2");
 }
 
 #[test]
 fn after_sigkill_run_refuses_until_cleanup_restores_the_knob() {
+    let _alone = crate::alone();
     let Some(case) = Case::new("net.ipv4.tcp_max_syn_backlog", "kill", "4097", "4098") else {
         return;
     };
@@ -281,6 +278,7 @@ fn after_sigkill_run_refuses_until_cleanup_restores_the_knob() {
 
 #[test]
 fn a_damaged_journal_is_reported_not_ignored() {
+    let _beside = crate::beside();
     let dir = std::env::temp_dir().join(format!("vp-knobs-junk-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("knobs")).unwrap();

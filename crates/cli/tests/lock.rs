@@ -3,7 +3,7 @@
 //! beside and says so, and an agent's tests wait for a measurement on its machine.
 //! These tests take the real machine lock, so they run one at a time.
 
-mod common;
+use crate::common;
 
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;

@@ -2,7 +2,7 @@
 //! read from files a test writes, through their hooks, so the case a real kernel rarely
 //! shows is shown every time.
 
-mod common;
+use crate::common;
 
 /// Counters a machine lacks are absent (null), never 0: a /proc/interrupts without the
 /// IPI lines, and a cpuidle tree where one CPU's directory cannot be read, through the

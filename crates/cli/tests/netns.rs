@@ -1,7 +1,7 @@
 //! Namespace placements for real: namespaces, veth pairs, a bridge and a NAT router created
 //! by virtperf, a workload across them, and nothing left behind.
 
-mod common;
+use crate::common;
 
 use common::{assert_one_line_error, namespaces_of, vp};
 

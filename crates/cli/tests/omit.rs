@@ -3,7 +3,7 @@
 //! Each check here fails if the warm-up leaked into a count, a histogram, a CPU window or
 //! the two sides' byte check.
 
-mod common;
+use crate::common;
 
 use common::{assert_one_line_error, f, run_fail, run_json, u, vp};
 

@@ -3,7 +3,8 @@
 //! with `rr --host … --vm pid:N`; and `vm watch` on a process that holds a KVM VM (`virtperf
 //! kvm halt`). Each figure is checked against what the test reads itself.
 
-mod common;
+use crate::common;
+#[path = "own_vm_libvirt/mod.rs"]
 mod own_vm_libvirt;
 
 use std::io::{BufRead, BufReader};

@@ -4,7 +4,7 @@
 /// The capture writer of the analyzer's own tests: real headers, checksums and file formats.
 #[path = "../../pcap/tests/common/mod.rs"]
 mod capture;
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

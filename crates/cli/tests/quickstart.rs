@@ -1,7 +1,7 @@
 //! The built-in experiment (`virtperf run` without a spec, README's first command) ends
 //! with its answer: the headline ratio, what this machine is, and the next two commands.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -34,6 +34,7 @@ static IDLE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// are named.
 #[test]
 fn the_built_in_run_ends_with_its_headline_and_the_next_commands() {
+    let _beside = crate::beside();
     let _turn = IDLE.lock().unwrap_or_else(|e| e.into_inner());
     let tail = headline_of("1");
     assert!(
@@ -73,6 +74,7 @@ fn the_built_in_run_ends_with_its_headline_and_the_next_commands() {
 /// 0 the idle CPUs halt and the headline says so. The knob is put back as found.
 #[test]
 fn the_headline_names_the_idle_state_it_measured() {
+    let _alone = crate::alone();
     if std::fs::read_dir("/sys/devices/system/cpu/cpu0/cpuidle").is_err() {
         let driver = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver")
             .unwrap_or_default();
@@ -102,6 +104,7 @@ fn the_headline_names_the_idle_state_it_measured() {
 /// that is neither a file nor a recipe is one line pointing at both (exit 2).
 #[test]
 fn recipes_are_listed_and_a_missing_spec_points_at_them() {
+    let _beside = crate::beside();
     let out = run_with_timeout(vp().args(["run", "--list"]), Duration::from_secs(30));
     assert!(out.status.success());
     let list = String::from_utf8_lossy(&out.stdout);

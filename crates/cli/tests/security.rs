@@ -3,7 +3,7 @@
 //! never relay another service's bytes, tokens stay off command lines, and the operator
 //! can bound test length. Real agent processes, real sockets on loopback.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

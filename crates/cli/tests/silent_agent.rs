@@ -3,7 +3,7 @@
 //! completes none; it has no latency and no service demand, and none is stored, shown or
 //! exported as 0 (they used to be 0.0, the best latency ever measured).
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};

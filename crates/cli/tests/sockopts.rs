@@ -2,7 +2,7 @@
 //! connections, read back from the kernel and recorded (`sock_applied`); a value the kernel
 //! changed says so; a bad value is a usage error in one line.
 
-mod common;
+use crate::common;
 
 use common::{run_fail, run_json};
 

@@ -2,7 +2,7 @@
 //! host key and an authorized key the test generates; virtperf runs in a second namespace,
 //! copies itself over SSH, starts the agent there, measures, and removes its copy.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -1,10 +1,10 @@
 //! Every engine ends its measured interval on time, also on an oversubscribed machine: more
 //! threads than cores, many flows, and a process spinning on each CPU (issue 26: a
 //! multiplexed sender whose sockets never filled never saw its stop, and runs overran their
-//! duration by seconds, or never ended). One test function, so nothing else in this binary
-//! competes with the spinners.
+//! duration by seconds, or never ended). The test runs alone ([`crate::alone`]), so no other
+//! test competes with the spinners.
 
-mod common;
+use crate::common;
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -58,6 +58,7 @@ const CONFIGS: &[&str] = &[
 
 #[test]
 fn every_engine_stops_on_time_when_oversubscribed() {
+    let _alone = crate::alone();
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let _spin = Spinners::start(cpus);
     for cfg in CONFIGS {

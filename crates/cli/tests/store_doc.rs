@@ -1,7 +1,7 @@
 //! docs/store.md's pandas example, run with python3 against a database a real `virtperf
 //! run` makes, checked against the same trials as `virtperf export` gives them.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! `[report] baseline` is over it, stores the run either way, and refuses a gate it cannot
 //! apply before measuring anything.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

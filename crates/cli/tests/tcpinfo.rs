@@ -3,7 +3,7 @@
 //! nftables rule dropping a share of arriving TCP segments, on the loopback of a network namespace
 //! this test creates (so nothing outside it is touched), with virtperf run inside it.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::Duration;

@@ -2,9 +2,8 @@
 //! then `runs`, `show last`, `report last`; runs pushed from a local file, twice; the
 //! cross-run filters. A real PostgreSQL server per test (skipped where absent).
 
-mod common;
-#[path = "../../store/tests/pgserver/mod.rs"]
-mod pgserver;
+use crate::common;
+use crate::pgserver;
 
 use std::path::Path;
 use std::process::Output;

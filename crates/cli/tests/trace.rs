@@ -1,7 +1,7 @@
 //! `--trace` (issue 28, counting mode): tracepoints counted per transaction on the test's
 //! CPUs, against the kernel's own counts, and as a user who may not count them.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

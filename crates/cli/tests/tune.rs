@@ -3,18 +3,16 @@
 //! inside it, with its CPU, beside a tuned profile's settings, every knob back afterwards;
 //! an impossible goal ends in exit 3 (not met) naming the closest; a goal on a metric the workload
 //! lacks is a usage error; a SIGKILL mid-search leaves the knob journal that `cleanup`
-//! restores from. The tests take turns (they change machine-wide knobs and measure).
+//! restores from. The measuring tests run alone ([`crate::alone`]): they change machine-wide
+//! knobs and measure.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::{assert_one_line_error, run_with_timeout, vp};
-
-static TURN: Mutex<()> = Mutex::new(());
 
 use common::HALT_POLL;
 const BUSY_READ: &str = "/proc/sys/net/core/busy_read";
@@ -97,7 +95,7 @@ fn p50(s: &Scratch, wait: &str) -> f64 {
 
 #[test]
 fn a_goal_between_blocking_and_spinning_is_met_at_a_measured_cost_and_knobs_come_back() {
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = crate::alone();
     let s = Scratch::new("goal");
     let before = knobs();
     let _restore = Restore(before.clone());
@@ -240,7 +238,7 @@ fn a_goal_between_blocking_and_spinning_is_met_at_a_measured_cost_and_knobs_come
 
 #[test]
 fn an_impossible_goal_names_the_closest_and_exits_3() {
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = crate::alone();
     let s = Scratch::new("impossible");
     let _restore = Restore(knobs());
     let out = run_with_timeout(
@@ -270,6 +268,7 @@ fn an_impossible_goal_names_the_closest_and_exits_3() {
 
 #[test]
 fn goals_the_workload_cannot_answer_are_usage_errors() {
+    let _beside = crate::beside();
     let s = Scratch::new("usage");
     for (args, says) in [
         (vec!["--goal", "mbps>=100"], "p50_us"),
@@ -326,7 +325,7 @@ fn goals_the_workload_cannot_answer_are_usage_errors() {
 /// as the machine's, and `cleanup` puts it back.
 #[test]
 fn after_sigkill_mid_search_cleanup_restores_the_knob() {
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = crate::alone();
     let Some(orig) = writable_halt_poll() else {
         return;
     };
@@ -368,7 +367,7 @@ fn after_sigkill_mid_search_cleanup_restores_the_knob() {
 /// put back, the round so far is stored and printed, and the exit status says the signal.
 #[test]
 fn sigterm_mid_search_restores_knobs_and_keeps_what_ran() {
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = crate::alone();
     let Some(orig) = writable_halt_poll() else {
         return;
     };
@@ -403,7 +402,7 @@ fn sigterm_mid_search_restores_knobs_and_keeps_what_ran() {
 /// as a signal does, what ran kept.
 #[test]
 fn a_signal_in_round_2_is_answered_once() {
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = crate::alone();
     if std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/cpu_dma_latency")
@@ -556,7 +555,7 @@ fn guest_tune(
 /// baseline guest; the server is not pinned to a CPU the guest lacks.
 #[test]
 fn a_guest_placements_remedies_boot_their_own_guests() {
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = crate::alone();
     let Some((s, v)) = guest_tune(
         "guest",
         "guest",
@@ -606,7 +605,7 @@ fn a_guest_placements_remedies_boot_their_own_guests() {
 /// back-to-back rr, so `idle=poll` costs no more here than the baseline: on KVM it would.)
 #[test]
 fn a_guest_driven_placement_costs_what_the_host_pays() {
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = crate::alone();
     let Some((s, v)) = guest_tune("guest-driven", "guest:guest-host", "guest-idle-poll", "1s")
     else {
         return;

@@ -2,7 +2,7 @@
 //! specs that `run` takes, tuned profiles that cannot leak or hang, and a search that
 //! measured nothing saying so with its own exit code.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! JSON checked, the datagram size limit, and real loss (a namespace whose nftables drop
 //! every tenth UDP datagram) counted while the run still completes.
 
-mod common;
+use crate::common;
 
 use common::{assert_one_line_error, f, run_fail, run_json, u};
 

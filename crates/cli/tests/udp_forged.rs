@@ -4,7 +4,7 @@
 //! of 1-byte datagrams at a UDP rr client doubled its rate, silently. Now both are counted
 //! apart and warned about. Root only (raw sockets); skipped with the reason otherwise.
 
-mod common;
+use crate::common;
 
 use std::net::Ipv4Addr;
 use std::process::{Child, Stdio};

@@ -3,7 +3,7 @@
 //! the test carries `trace` into its result is `guest.rs`'s (rr across `guest:guest-host`
 //! with `--trace`) and `lab/tests/plan_travels.rs`'s.
 
-mod common;
+use crate::common;
 
 use common::vp;
 

@@ -1,6 +1,6 @@
 //! Every workload end to end on loopback: real sockets, real agent process, short runs.
 
-mod common;
+use crate::common;
 
 use common::{f, run_json, u};
 use virtperf_wire::TestResult;

@@ -433,13 +433,16 @@ window.addEventListener('load', () => {
         .unwrap_or_else(|e| vec![format!("unreadable verdict ({e}): {json}")])
 }
 
-/// A scratch directory `vp-{name}-{pid}` under the system temp dir, emptied first and
-/// removed when dropped (also when the test fails).
+/// A scratch directory `vp-{name}-{pid}-{n}` under the system temp dir, emptied first and
+/// removed when dropped (also when the test fails). `n` counts this process's directories:
+/// the tests of many files share one process, and two may pick the same name.
 pub struct TempDir(pub std::path::PathBuf);
 
 impl TempDir {
     pub fn new(name: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("vp-{name}-{}", std::process::id()));
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("vp-{name}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).unwrap();
         TempDir(p)

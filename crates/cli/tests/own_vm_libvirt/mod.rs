@@ -183,14 +183,14 @@ fn json_of(out: &Output) -> serde_json::Value {
 /// by the name libvirt's `-name guest=…,debug-threads=on` gives it, the window is the
 /// trial's, and the vCPU time in it fits in what /proc counted around the command.
 fn rr_sees_the_domain(name: &str, port: &str, pid: u32) {
-    let before = crate::thread_ticks(pid, "CPU ");
+    let before = super::thread_ticks(pid, "CPU ");
     let spec = format!("libvirt:{name}");
     let out = run_with_timeout(
         vp().args(["rr", "--host", "127.0.0.1", "--port", port, "-l", "3s"])
             .args(["--vm", &spec, "--json"]),
         Duration::from_secs(120),
     );
-    let proc_s = (crate::thread_ticks(pid, "CPU ") - before) as f64 / 100.0; // USER_HZ on x86_64 Linux
+    let proc_s = (super::thread_ticks(pid, "CPU ") - before) as f64 / 100.0; // USER_HZ on x86_64 Linux
     assert!(
         out.status.success(),
         "{}",
@@ -321,7 +321,7 @@ fn a_libvirt_domain_end_to_end() {
     let port = base.to_string();
     rr_sees_the_domain(&name, &port, pid);
 
-    let w = crate::watched(&format!("libvirt:{name}"), "1s");
+    let w = super::watched(&format!("libvirt:{name}"), "1s");
     assert_eq!(w["pid"], pid, "{w}");
     assert!(w["classes"].to_string().contains("CPU 0/TCG"), "{w}");
 
