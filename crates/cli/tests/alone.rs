@@ -1,10 +1,11 @@
 //! The integration tests that need this machine to themselves while they measure: they
 //! assert CPU bounds, idle entries or stop times that any neighbour's work would move, or
 //! they change machine-wide knobs (halt polling, busy polling, sysctls) that another run
-//! would journal or read. Cargo runs test binaries one after another, so nothing in
-//! `together` runs beside this binary; inside it, a test takes [`alone`] (nothing else of
-//! this binary runs meanwhile) or [`beside`] (it shares the machine with other `beside` tests
-//! only: usage errors, refusals).
+//! would journal or read (a battery refuses to start while another live one changes the
+//! same knob). Cargo runs test binaries one after another, so nothing in `together` runs
+//! beside this binary; inside it, a test takes [`alone`] (nothing else of this binary runs
+//! meanwhile) or [`beside`] (it shares the machine with other `beside` tests only: usage
+//! errors, refusals, a run that reads the knobs without changing them).
 
 mod common;
 

@@ -14,14 +14,6 @@ use common::{vp, TempDir};
 
 const KNOB: &str = "/sys/module/haltpoll/parameters/guest_halt_poll_ns";
 
-/// The batteries change one machine-wide knob, and a battery refuses to start while another
-/// live one changes it: one at a time (the tests of other binaries run after this one's).
-static ONE_BATTERY: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_battery() -> std::sync::MutexGuard<'static, ()> {
-    ONE_BATTERY.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
@@ -70,7 +62,6 @@ fn missing_reason(v: &serde_json::Value, name: &str) -> Option<String> {
 #[test]
 fn explain_decomposes_a_round_trip_and_says_where_each_part_came_from() {
     let _alone = crate::alone();
-    let _one = one_battery();
     let d = TempDir::new("explain-full");
     let before = knob();
     let html = d.path("explain.html");
@@ -250,7 +241,6 @@ fn components_disappear_with_the_reason_when_a_capability_is_missing() {
         virtperf_testkit::skip("setpriv", "setpriv (util-linux) is not installed");
         return;
     }
-    let _one = one_battery();
     let d = TempDir::new("explain-nobody");
     // The unprivileged user writes its database and state here.
     use std::os::unix::fs::PermissionsExt;
@@ -332,7 +322,6 @@ fn a_stopped_battery_restores_the_halt_poll_knob() {
         virtperf_testkit::skip("root", &format!("writing {KNOB} needs root"));
         return;
     }
-    let _one = one_battery();
     let d = TempDir::new("explain-stop");
     let mut child = vp()
         .args(["explain", "--tries", "3", "-l", "300ms", "--db"])
@@ -393,7 +382,6 @@ fn a_killed_battery_leaves_busy_polling_to_cleanup() {
         }
     }
     let _restore = Restore(vec![("busy_poll", poll.clone()), ("busy_read", rd.clone())]);
-    let _one = one_battery();
     let d = TempDir::new("explain-busy");
     let mut child = vp()
         .args(["explain", "--tries", "3", "-l", "300ms", "--db"])
@@ -450,7 +438,6 @@ fn journal_left(state: &Path) -> bool {
 #[test]
 fn an_agent_runs_the_battery_for_its_client_only_when_allowed() {
     let _alone = crate::alone();
-    let _one = one_battery();
     let d = TempDir::new("explain-agent");
     let agent = common::Agent::start(&["--allow-drive", "--token", "s3cret"]);
     let port = agent.port();
@@ -507,7 +494,6 @@ fn explain_refuses_placements_it_cannot_measure() {
 #[test]
 fn two_placements_are_explained_side_by_side() {
     let _alone = crate::alone();
-    let _one = one_battery();
     let d = TempDir::new("explain-two");
     let left = common::Agent::start(&["--allow-drive", "--token", "s3cret"]);
     let right = common::Agent::start(&["--allow-drive", "--token", "s3cret"]);

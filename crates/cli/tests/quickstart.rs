@@ -25,17 +25,13 @@ fn headline_of(runs: &str) -> String {
     tail.into_iter().rev().collect::<Vec<_>>().join("\n")
 }
 
-/// The two runs below change or depend on the machine's idle loop: one at a time.
-static IDLE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 /// One try of each point: the headline names both round trips and says no interval is
 /// claimed from one try, so it proposes no tune goal (no gap was shown); the machine is
 /// called a VM exactly when `virtperf env` reports a hypervisor; `explain` and `vm compare`
-/// are named.
+/// are named. Beside, never alone: the next test changes the idle loop this run depends on.
 #[test]
 fn the_built_in_run_ends_with_its_headline_and_the_next_commands() {
     let _beside = crate::beside();
-    let _turn = IDLE.lock().unwrap_or_else(|e| e.into_inner());
     let tail = headline_of("1");
     assert!(
         tail.contains("Headline: a 1-byte round trip between two CPUs takes")
@@ -87,7 +83,6 @@ fn the_headline_names_the_idle_state_it_measured() {
         );
         return;
     }
-    let _turn = IDLE.lock().unwrap_or_else(|e| e.into_inner());
     for (ns, says, never) in [
         ("200000", "POLL state", "waking a halted vCPU"),
         ("0", "halted (", "POLL state ("),
