@@ -183,6 +183,88 @@ fn stream_with_threads_loses_no_bytes_either_way() {
     }
 }
 
+/// A receiver that wakes late (its process stopped across the window's end, as a busy
+/// CPU would hold it) still reports the window asked for: the bytes it read inside it over
+/// exactly that second, the same second on every flow, and no flow taken for one that
+/// ended early. It used to count its window to the moment it woke (1.3 s here), and its
+/// flows then looked shorter than another thread's.
+#[test]
+fn a_receiver_stopped_across_the_end_reports_the_window_asked_for() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    for reverse in [false, true] {
+        let a = common::Agent::start(&[]);
+        let port = a.port();
+        let mut args = vec![
+            "stream",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "--flows",
+            "8",
+            "--threads",
+            "2",
+            "-l",
+            "1s",
+            "-i",
+            "250ms",
+            "--json-stream",
+        ];
+        if reverse {
+            args.push("-R");
+        }
+        let mut child = common::vp()
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn virtperf");
+        // The receiver: the agent, or the client itself with -R.
+        let receiver = if reverse { child.id() } else { a.pid() } as libc::pid_t;
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut last = String::new();
+        for n in 1.. {
+            last = match lines.next() {
+                Some(l) => l.expect("utf-8 line"),
+                None => break,
+            };
+            if n == 3 {
+                // After 0.75 s, until well past the end at 1 s.
+                unsafe { libc::kill(receiver, libc::SIGSTOP) };
+                std::thread::sleep(Duration::from_millis(600));
+                unsafe { libc::kill(receiver, libc::SIGCONT) };
+            }
+        }
+        let out = common::wait_output(child, Duration::from_secs(60));
+        common::assert_ok(&out);
+        let end: serde_json::Value = serde_json::from_str(&last).expect("the end line");
+        let v = &end["data"];
+        let elapsed = f(v, "/outcome/elapsed_s");
+        assert!(
+            (elapsed - 1.0).abs() < 0.005,
+            "reverse {reverse}: {elapsed} s"
+        );
+        for fl in v["outcome"]["flows"].as_array().expect("flows") {
+            let a = f(fl, "/active_s");
+            assert!((a - elapsed).abs() < 0.005, "reverse {reverse}: {fl}");
+        }
+        let (rx, tx) = (
+            u(v, "/outcome/receiver_bytes"),
+            u(v, "/outcome/sender_bytes"),
+        );
+        assert!(
+            rx > 0 && rx <= tx,
+            "reverse {reverse}: received {rx} of {tx}"
+        );
+        assert!(
+            !v["warnings"].to_string().contains("ended"),
+            "reverse {reverse}: {}",
+            v["warnings"]
+        );
+    }
+}
+
 fn prlimit() -> Option<Command> {
     let ok = Command::new("prlimit")
         .arg("--version")

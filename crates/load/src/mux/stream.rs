@@ -181,7 +181,7 @@ pub fn stream_recv(
                 continue;
             }
             let before = got[i];
-            let turn = drain_some(&conns[i], &mut buf, &mut got[i])?;
+            let turn = drain_some(&conns[i], &mut buf, &mut got[i], win.open_end())?;
             total += got[i] - before;
             if got[i] > before {
                 let now = Instant::now();
@@ -218,10 +218,22 @@ pub fn stream_recv(
         .collect())
 }
 
-/// Reads one flow for at most [`TURN_BYTES`]: how far it got.
-fn drain_some(s: &TcpStream, buf: &mut [u8], got: &mut u64) -> io::Result<Turn> {
+/// Reads one flow for at most [`TURN_BYTES`], and no read begun at or after `until` (the
+/// measured window's end, while its counts are not yet taken): how far it got.
+fn drain_some(
+    s: &TcpStream,
+    buf: &mut [u8],
+    got: &mut u64,
+    until: Option<Instant>,
+) -> io::Result<Turn> {
     let mut moved = 0usize;
     while moved < TURN_BYTES {
+        // The window's counts must be taken before a read that begins after its end: a
+        // thread that lost its CPU across the end resumes here and would otherwise count
+        // what queued up meanwhile. The flow stays ready; its next turn reads on.
+        if until.is_some_and(|e| Instant::now() >= e) {
+            return Ok(Turn::More);
+        }
         match recv_raw(s, buf) {
             Ok(0) => return Ok(Turn::Closed),
             Ok(r) => {
@@ -241,8 +253,11 @@ fn drain_some(s: &TcpStream, buf: &mut [u8], got: &mut u64) -> io::Result<Turn> 
     Ok(Turn::More)
 }
 
-/// The measured window of a receiver: the byte counts of every flow at its end, and when
-/// that was read (within one wait, which is bounded to end at the window's end).
+/// The measured window of a receiver: the byte counts of every flow at its end. Its length
+/// is the one asked for, on every thread however late it looked: no read begun after the
+/// end is counted ([`drain_some`] stops there), so a thread that lost its CPU across the
+/// end counts what it read inside the window, over the window. (A read begun just before
+/// the end and preempted inside may return after it: one read's bytes at most.)
 struct Window {
     end: Option<Instant>,
     start: Instant,
@@ -296,9 +311,14 @@ impl Window {
         }
         if let (Some(end), None) = (self.end, &self.at_end) {
             if now >= end {
-                self.at_end = Some((got.to_vec(), now.duration_since(self.start)));
+                self.at_end = Some((got.to_vec(), end.duration_since(self.start)));
             }
         }
+    }
+
+    /// The window's end while its counts are still to be taken.
+    fn open_end(&self) -> Option<Instant> {
+        self.end.filter(|_| self.at_end.is_none())
     }
 
     /// Whether the window has ended and its counts are taken.
