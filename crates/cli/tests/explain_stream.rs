@@ -321,6 +321,13 @@ fn a_stream_into_a_guest_is_bound_on_the_hosts_vcpu_threads_and_compared_term_by
     assert!(vcpu_per_mb > 0.0, "{vcpu}");
     assert_eq!(v["bound"]["kind"], "cpu", "{verdict}");
     assert_eq!(v["bound"]["side"], "receiver", "{verdict}");
+    // The guest's receiver drains the window no faster than its vCPU allows: where the
+    // sender waited on it past the flow-control share, the verdict names it as the busy
+    // receiver's symptom (in about one run of six here), never as the bound.
+    if f(v, "/bound/rwnd_limited_pct") >= 50.0 {
+        let full = v["bound"]["full_window"].as_str().expect("the full window");
+        assert!(verdict.ends_with(full), "{verdict}");
+    }
     let on_host = v["bound"]["on_host"].as_str().expect("named on the host");
     assert!(
         on_host.contains(&format!("used {busy:.0}% of a CPU")),

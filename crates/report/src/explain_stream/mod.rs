@@ -547,6 +547,33 @@ fn effect_of(trials: &[TrialRow], base: &[Trial], label: &str) -> Option<(f64, f
     }
 }
 
+const RWND: &str = "the receive window";
+
+/// A receive window left full by a receiver whose CPU is at its limit (at least
+/// [`CPU_BOUND_PCT`] busy): the sender waits on it because the receiver drains it no
+/// faster, so the receiver's CPU is the bound and the window its symptom, unless larger
+/// buffers measurably raised the rate (`raised`: then the window's size was binding).
+/// Returns the receiver and the note printed with its bound.
+fn full_window<'a>(
+    limit: Option<(&str, f64)>,
+    raised: bool,
+    costs: &'a [SideCost],
+    buffers: Option<&(f64, f64)>,
+) -> Option<(&'a SideCost, String)> {
+    let pct = limit.filter(|(what, _)| *what == RWND && !raised)?.1;
+    let receiver = costs
+        .iter()
+        .find(|c| c.role == "receiver" && c.busy_pct.mean >= CPU_BOUND_PCT)?;
+    let larger = match buffers {
+        Some((x, _)) => format!("4 MiB socket buffers: ×{x:.2}, no gain beyond noise"),
+        None => "larger buffers not measured".into(),
+    };
+    Some((
+        receiver,
+        format!("the sender waited on the receive window {pct:.0}% of its busy time, left full by the busy receiver ({larger})"),
+    ))
+}
+
 fn bound(ts: &[Trial], costs: &[SideCost], buffers: Option<&(f64, f64)>) -> Bound {
     let rwnd = limited_pct(ts, |t| t.rwnd_limited_us);
     let sndbuf = limited_pct(ts, |t| t.sndbuf_limited_us);
@@ -567,6 +594,7 @@ fn bound(ts: &[Trial], costs: &[SideCost], buffers: Option<&(f64, f64)>) -> Boun
         dominant: None,
         figure: String::new(),
         on_host: None,
+        full_window: None,
         rwnd_limited_pct: rwnd,
         sndbuf_limited_pct: sndbuf,
         link_mbps,
@@ -582,11 +610,12 @@ fn bound(ts: &[Trial], costs: &[SideCost], buffers: Option<&(f64, f64)>) -> Boun
             return b;
         }
     }
-    if let Some((what, pct)) = [("the receive window", rwnd), ("the send buffer", sndbuf)]
+    let limit = [(RWND, rwnd), ("the send buffer", sndbuf)]
         .into_iter()
         .filter_map(|(w, p)| p.filter(|p| *p >= flow).map(|p| (w, p)))
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-    {
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let drained = full_window(limit, raised.is_some(), costs, buffers);
+    if let (Some((what, pct)), None) = (limit, &drained) {
         b.kind = "flow_control";
         b.figure = format!("the sender waited on {what} {pct:.0}% of its busy time (TCP_INFO)");
         if let Some((x, _)) = raised {
@@ -594,9 +623,15 @@ fn bound(ts: &[Trial], costs: &[SideCost], buffers: Option<&(f64, f64)>) -> Boun
         }
         return b;
     }
-    let busiest = costs
-        .iter()
-        .max_by(|a, b| a.busy_pct.mean.total_cmp(&b.busy_pct.mean));
+    let busiest = match drained {
+        Some((receiver, note)) => {
+            b.full_window = Some(note);
+            Some(receiver)
+        }
+        None => costs
+            .iter()
+            .max_by(|a, b| a.busy_pct.mean.total_cmp(&b.busy_pct.mean)),
+    };
     match busiest {
         Some(c) if c.busy_pct.mean >= CPU_BOUND_PCT => {
             let d = dominant(&c.us_per_mb);

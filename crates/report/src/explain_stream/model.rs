@@ -95,6 +95,10 @@ pub struct Bound {
     pub figure: String,
     /// With a guest end bound: its vCPU threads on this host, as printed.
     pub on_host: Option<String>,
+    /// A CPU-bound receiver whose sender waited on the receive window past the flow-control
+    /// share: the window it left full, and what larger buffers measured, as printed. The
+    /// window is then the receiver's symptom, not the bound.
+    pub full_window: Option<String>,
     /// Share of the sender's busy time it waited on the receive window, percent.
     pub rwnd_limited_pct: Option<f64>,
     /// Share of the sender's busy time it waited on its send buffer, percent.

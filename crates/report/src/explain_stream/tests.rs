@@ -234,6 +234,35 @@ fn a_smaller_window_share_is_flow_control_only_where_larger_buffers_raise_the_ra
     );
 }
 
+/// A receiver at its CPU's limit leaves the window full: the sender waits on it (80% here)
+/// yet the bound is the receiver's CPU, unless larger buffers measurably raise the rate.
+#[test]
+fn a_window_left_full_by_a_busy_receiver_is_the_receivers_cpu() {
+    for (remedies, larger) in [
+        (
+            &[(BIG_BUFFERS, 1.0)][..],
+            "4 MiB socket buffers: ×1.01, no gain",
+        ),
+        (&[][..], "larger buffers not measured"),
+    ] {
+        let e = explain(1, &battery((60.0, 37.0), 0.8, remedies)).expect("explained");
+        assert_eq!(e.bound.kind, "cpu", "{}", e.verdict);
+        assert_eq!(e.bound.side, Some("receiver"), "{}", e.verdict);
+        let note = e.bound.full_window.as_deref().expect("the full window");
+        assert!(note.contains("receive window 80%"), "{note}");
+        assert!(note.contains(larger), "{note}");
+        assert!(e.verdict.ends_with(&format!("; {note}")), "{}", e.verdict);
+        assert_eq!(e.model.side, Some("receiver"));
+    }
+    // The counterfactual says otherwise: the window's size was binding.
+    let raised = explain(1, &battery((60.0, 37.0), 0.8, &[(BIG_BUFFERS, 2.0)])).expect("explained");
+    assert_eq!(raised.bound.kind, "flow_control", "{}", raised.verdict);
+    assert_eq!(raised.bound.full_window, None);
+    // A receiver below the CPU bound: the window is the bound, as before.
+    let idle = explain(1, &battery((40.0, 10.0), 0.8, &[(BIG_BUFFERS, 1.0)])).expect("explained");
+    assert_eq!(idle.bound.kind, "flow_control", "{}", idle.verdict);
+}
+
 #[test]
 fn no_busy_cpu_and_no_flow_control_is_no_single_bound() {
     let trials = battery((40.0, 10.0), 0.1, &[]);

@@ -73,8 +73,12 @@ pub(super) fn verdict(send: u32, mbps: &Estimate, b: &Bound, costs: &[SideCost])
                 .on_host
                 .as_ref()
                 .map_or(String::new(), |h| format!("; {h}"));
+            let window = b
+                .full_window
+                .as_ref()
+                .map_or(String::new(), |w| format!("; {w}"));
             format!(
-                "{head}, bound by the {side}'s CPU ({}{split}{calls}{host}){idle}",
+                "{head}, bound by the {side}'s CPU ({}{split}{calls}{host}){idle}{window}",
                 b.figure
             )
         }
