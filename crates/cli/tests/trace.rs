@@ -10,6 +10,36 @@ fn root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// The CPU split of a traced test covers its interval, as an untraced one's does: a
+/// 64-byte stream's sender keeps its CPU busy throughout, traced too. Closing the
+/// counters (which waits on RCU to unregister the tracepoints) used to fall inside the
+/// window and showed that CPU 95 % busy, not 100 %.
+#[test]
+fn a_traced_tests_cpu_window_is_its_interval() {
+    if !root() {
+        virtperf_testkit::skip("root", "counting tracepoints needs root");
+        return;
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        virtperf_testkit::skip("two-cpus", "one CPU here");
+        return;
+    }
+    let v = common::run_json(&[
+        "stream",
+        "-m",
+        "64",
+        "--cpus",
+        "0,1",
+        "-l",
+        "1s",
+        "--trace-all",
+    ]);
+    assert!(v["trace"]["per_unit"].is_object(), "{}", v["trace"]);
+    let cpu0 = &v["cpu"]["client"]["system"]["per_cpu"][0];
+    let busy = 100.0 - common::f(cpu0, "/idle_pct");
+    assert!(busy >= 98.0, "the sender's CPU {busy:.1}% busy: {cpu0}");
+}
+
 /// A blocking round trip across two CPUs wakes a thread on the other CPU twice per
 /// transaction: the counted wake-ups and IPIs say so, every default key is present or
 /// named as missing, and nothing reads 0 for want of counting.

@@ -213,9 +213,9 @@ fn measure(label: &'static str, plan: Plan) -> Measure {
 /// The measurements, the paced one set to half of `calibrated` Mbit/s.
 fn measures(o: &StreamOpts, calibrated: f64) -> Vec<Measure> {
     let as_is = o.plan(o.send_size, o.flows);
-    // IPIs and idle entries per MB, in a trial of their own: a traced trial's CPU window
-    // holds the tracepoints' set-up (measured: a 64-byte stream's sender 100% busy
-    // untraced, 89% traced), which would dilute the as-is CPU shares.
+    // IPIs and idle entries per MB, in a trial of their own, so the as-is trials carry no
+    // probes. (A traced trial's CPU window also held the counters' teardown until lab
+    // closed them after the window: a 64-byte sender showed 89% busy, not 100%.)
     let mut traced = o.plan(o.send_size, o.flows);
     traced.trace = true;
     let mut paced = o.plan(o.send_size, o.flows);
