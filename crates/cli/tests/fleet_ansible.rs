@@ -61,6 +61,31 @@ fn kill_namespace(ns: &str) {
     }
 }
 
+/// Removes what an earlier run of this test left when it was killed (SIGTERM or SIGKILL
+/// to the test binary: no `Drop` runs): the namespaces named `vpf-PID-…` whose PID is
+/// no longer alive, every process in them (this test's sshds, their sessions, the
+/// controller's PostgreSQL) and the run's directory.
+/// A live PID's namespaces belong to a run still going and are left alone.
+fn sweep_killed_runs() {
+    let Ok(o) = Command::new("ip").args(["netns", "list"]).output() else {
+        return;
+    };
+    for ns in String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+    {
+        let owner = ns
+            .strip_prefix("vpf-")
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(p) = owner.filter(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+            kill_namespace(ns);
+            sh(&["ip", "netns", "del", ns]);
+            let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!("vp-fleet-{p}")));
+        }
+    }
+}
+
 /// The pairs' token in the fleet test: looked for in `ps` and in Ansible's output.
 const SECRET: &str = "fleet-test-token-7f3a";
 
@@ -92,6 +117,7 @@ impl Fleet {
     /// The controller's namespace with a bridge, and `n` host namespaces on it at
     /// 10.98.0.11, .12, …
     fn build(dir: &Path, n: usize) -> Fleet {
+        sweep_killed_runs();
         let pid = std::process::id();
         let mut f = Fleet {
             ctl: format!("vpf-{pid}-ctl"),
@@ -156,8 +182,8 @@ impl Fleet {
             10 + i,
             home = home.display(),
         );
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.hosts[i - 1]])
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.hosts[i - 1]])
             .args([
                 "unshare",
                 "--mount",
@@ -169,9 +195,20 @@ impl Fleet {
             ])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(self.dir.join(format!("sshd{i}.log"))).unwrap())
-            .spawn()
-            .unwrap();
+            .stderr(std::fs::File::create(self.dir.join(format!("sshd{i}.log"))).unwrap());
+        // SAFETY: prctl in the child between fork and exec touches no shared state. The
+        // signal survives the execs down to sshd (root, no set-user-ID): a killed test
+        // takes its sshds with it (the next run's sweep removes their namespaces).
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().unwrap();
         self.sshd[i - 1] = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while !self.in_ctl(&[
