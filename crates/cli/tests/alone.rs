@@ -17,6 +17,7 @@ mod explain_stream;
 mod knobs;
 mod quickstart;
 mod stop;
+mod timeline;
 mod tune;
 
 /// Taken exclusively by a test that must run alone, shared by the others.

@@ -117,26 +117,25 @@ fn crr_with_threads_runs_every_flow() {
     common::served_the_client(&v, 20);
 }
 
+/// Two threads for 1 s, an interval every 250 ms: the multiplexed streams' runs.
+const MUX_SECOND: &[&str] = &["--threads", "2", "-l", "1s", "-i", "250ms"];
+
+/// `-R` where the client receives.
+fn dir(reverse: bool) -> &'static [&'static str] {
+    if reverse {
+        &["-R"]
+    } else {
+        &[]
+    }
+}
+
 /// Streams multiplexed, both directions: both sides count every flow; the receiver counts
 /// what arrived inside the measured second (never more than was sent, and short of it by
 /// no more than what was in flight at the end), and no flow ended before the second did.
 #[test]
 fn stream_with_threads_loses_no_bytes_either_way() {
     for reverse in [false, true] {
-        let mut args = vec![
-            "stream",
-            "--flows",
-            "40",
-            "--threads",
-            "2",
-            "-l",
-            "1s",
-            "-i",
-            "250ms",
-        ];
-        if reverse {
-            args.push("-R");
-        }
+        let args = [&["stream", "--flows", "40"][..], MUX_SECOND, dir(reverse)].concat();
         let v = run_json(&args);
         check_spread(&v, 40, 2);
         assert_eq!(u(&v, "/outcome/flow_spread/server_flows"), 40);
@@ -195,7 +194,7 @@ fn a_receiver_stopped_across_the_end_reports_the_window_asked_for() {
     for reverse in [false, true] {
         let a = common::Agent::start(&[]);
         let port = a.port();
-        let mut args = vec![
+        let host = [
             "stream",
             "--host",
             "127.0.0.1",
@@ -203,17 +202,8 @@ fn a_receiver_stopped_across_the_end_reports_the_window_asked_for() {
             &port,
             "--flows",
             "8",
-            "--threads",
-            "2",
-            "-l",
-            "1s",
-            "-i",
-            "250ms",
-            "--json-stream",
         ];
-        if reverse {
-            args.push("-R");
-        }
+        let args = [&host[..], MUX_SECOND, &["--json-stream"], dir(reverse)].concat();
         let mut child = common::vp()
             .args(&args)
             .stdout(Stdio::piped())
