@@ -145,6 +145,9 @@ impl Watched {
 fn a_stopped_local_run_leaves_no_child_behind() {
     become_subreaper();
     let args = ["rr", "-l", "20s", "-i", "200ms", "--json-stream"];
+    // Around 20 ms the agent is being spawned: a SIGTERM between its spawn and its
+    // registration once left it an orphaned zombie (CI); spawn and registration are now
+    // one step under the reaper's lock.
     for delay_ms in [0u64, 20, 60, 150, 400] {
         let mut w = Watched::spawn(&args);
         w.watch(Duration::from_millis(delay_ms));

@@ -29,7 +29,8 @@ impl Capture {
     /// (`lo` for loopback, otherwise any interface).
     pub fn start(path: &Path, ip: IpAddr, port: u16) -> Result<Capture> {
         let iface = if ip.is_loopback() { "lo" } else { "any" };
-        let child = Command::new("tcpdump")
+        let mut cmd = Command::new("tcpdump");
+        cmd
             // --immediate-mode: deliver packets as they arrive instead of in ring-buffer
             // blocks, so a short test's packets are not still in the kernel when we stop.
             .args([
@@ -46,17 +47,13 @@ impl Capture {
             .arg(format!("tcp port {port}"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => {
-                    anyhow!(
-                        "--capture needs tcpdump, which is not installed (apt-get install tcpdump)"
-                    )
-                }
-                _ => anyhow!("cannot start tcpdump: {e}"),
-            })?;
-        let mut child = Tracked::new(child, "tcpdump");
+            .stderr(Stdio::piped());
+        let mut child = Tracked::spawn(&mut cmd, "tcpdump").map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                anyhow!("--capture needs tcpdump, which is not installed (apt-get install tcpdump)")
+            }
+            _ => anyhow!("cannot start tcpdump: {e}"),
+        })?;
         let stderr = child
             .stderr
             .take()

@@ -10,7 +10,7 @@
 //! Every child is stopped and reaped under one lock, so an owner's drop and a handler's
 //! [`reap_all`] never both signal one PID (the second could hit a PID the kernel reused).
 
-use std::process::{Child, ExitStatus};
+use std::process::{Child, Command, ExitStatus};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,18 @@ impl Tracked {
     pub fn new(child: Child, what: &'static str) -> Tracked {
         live().push((child.id(), what));
         Tracked { child, what }
+    }
+
+    /// Starts `cmd` and registers the child in one step, under the lock [`reap_all`]
+    /// holds: a termination handler that runs meanwhile (on its own thread) waits for the
+    /// child to be registered, then reaps it. Spawning first and registering after left a
+    /// window in which a SIGTERM's handler reaped everything else and exited, and the
+    /// child, never registered, became an orphaned zombie.
+    pub fn spawn(cmd: &mut Command, what: &'static str) -> std::io::Result<Tracked> {
+        let mut list = live();
+        let child = cmd.spawn()?;
+        list.push((child.id(), what));
+        Ok(Tracked { child, what })
     }
 
     /// Waits for the child to exit (and unregisters it).

@@ -56,30 +56,28 @@ impl LocalAgent {
             None => Command::new(&exe),
         };
         let bind = bind.to_string();
-        let child = cmd
-            .args([
-                "serve",
-                "--bind",
-                &bind,
-                "--port",
-                "0",
-                "--announce",
-                "--exit-on-eof",
-                "--quiet",
-            ])
-            // In the environment, not on the command line: any local user can read another
-            // process's arguments (`ps`), but not its environment.
-            .env(TOKEN_ENV, &token)
-            .envs(lock.map(|n| (virtperf_machine::lock::INHERIT_ENV, n)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            // Its own process group: Ctrl-C at the terminal reaches only us, so an experiment
-            // can finish its current trial and restore knobs before the agent goes away.
-            .process_group(0)
-            .spawn()
-            .context("starting a local agent")?;
-        let mut child = Tracked::new(child, "local agent");
+        cmd.args([
+            "serve",
+            "--bind",
+            &bind,
+            "--port",
+            "0",
+            "--announce",
+            "--exit-on-eof",
+            "--quiet",
+        ])
+        // In the environment, not on the command line: any local user can read another
+        // process's arguments (`ps`), but not its environment.
+        .env(TOKEN_ENV, &token)
+        .envs(lock.map(|n| (virtperf_machine::lock::INHERIT_ENV, n)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        // Its own process group: Ctrl-C at the terminal reaches only us, so an experiment
+        // can finish its current trial and restore knobs before the agent goes away.
+        .process_group(0);
+        let mut child =
+            Tracked::spawn(&mut cmd, "local agent").context("starting a local agent")?;
         let stdout = child
             .stdout
             .take()

@@ -143,18 +143,16 @@ impl RemoteAgent {
                     .trim()
             );
         }
-        let child = target
-            .ssh()
-            .arg(format!(
+        let mut cmd = target.ssh();
+        cmd.arg(format!(
                 "{dir}/virtperf serve --bind-ssh --port 0 --announce --exit-on-eof --quiet --token-file -"
             ))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
+            .process_group(0);
+        let mut child = Tracked::spawn(&mut cmd, "ssh to the agent")
             .map_err(|e| anyhow!("cannot run ssh: {e}"))?;
-        let mut child = Tracked::new(child, "ssh to the agent");
         // The token is the channel's first line; the rest of stdin stays open (the agent
         // exits when it closes).
         let sent = match child.stdin.as_mut() {

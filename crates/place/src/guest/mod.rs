@@ -393,11 +393,10 @@ impl GuestLab {
                 Ok(())
             });
         }
-        let child = cmd
-            .spawn()
+        let child = Tracked::spawn(&mut cmd, "QEMU")
             .map_err(|e| anyhow!("cannot start {QEMU}: {e} (apt-get install qemu-system-x86)"))?;
         Ok(Guest {
-            child: Tracked::new(child, "QEMU"),
+            child,
             passt: backend.started(),
             reach,
             token,

@@ -281,10 +281,8 @@ pub(super) fn start_passt(dir: &Path, i: usize, reach: &Reach, fd: i32) -> Resul
             Ok(())
         });
     }
-    let child = cmd
-        .spawn()
+    let mut child = Tracked::spawn(&mut cmd, "passt")
         .map_err(|e| anyhow!("cannot start {PASST}: {e} (apt-get install passt)"))?;
-    let mut child = Tracked::new(child, "passt");
     let tcp: Vec<u16> = (reach.port..=reach.last_port()).collect();
     let udp: Vec<u16> = reach
         .data_ports
