@@ -32,13 +32,8 @@ pub struct Tracked {
 }
 
 impl Tracked {
-    /// Registers `child` (`what` names it in [`reap_all`]'s account).
-    pub fn new(child: Child, what: &'static str) -> Tracked {
-        live().push((child.id(), what));
-        Tracked { child, what }
-    }
-
-    /// Starts `cmd` and registers the child in one step, under the lock [`reap_all`]
+    /// Starts `cmd` and registers the child (`what` names it in [`reap_all`]'s account) in
+    /// one step, under the lock [`reap_all`]
     /// holds: a termination handler that runs meanwhile (on its own thread) waits for the
     /// child to be registered, then reaps it. Spawning first and registering after left a
     /// window in which a SIGTERM's handler reaped everything else and exited, and the
@@ -173,15 +168,14 @@ mod tests {
     #[test]
     fn reap_all_stops_children_that_ignore_sigterm_and_reaps_them() {
         let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        let polite = Tracked::new(Command::new("sleep").arg("30").spawn().unwrap(), "sleep");
-        let mut stubborn = Tracked::new(
+        let polite = Tracked::spawn(Command::new("sleep").arg("30"), "sleep").unwrap();
+        let mut stubborn = Tracked::spawn(
             Command::new("sh")
                 .args(["-c", "trap '' TERM; echo ready; sleep 30 & wait"])
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap(),
+                .stdout(std::process::Stdio::piped()),
             "sh",
-        );
+        )
+        .unwrap();
         // Signalled only once its trap is set.
         let mut ready = String::new();
         let out = stubborn.stdout.take().unwrap();
@@ -207,10 +201,10 @@ mod tests {
     #[test]
     fn an_owner_that_waited_unregisters_and_a_drop_reaps() {
         let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        let mut done = Tracked::new(Command::new("true").spawn().unwrap(), "true");
+        let mut done = Tracked::spawn(&mut Command::new("true"), "true").unwrap();
         assert!(done.wait().unwrap().success());
         assert!(!running().iter().any(|(p, _)| *p == done.id()));
-        let live = Tracked::new(Command::new("sleep").arg("30").spawn().unwrap(), "sleep");
+        let live = Tracked::spawn(Command::new("sleep").arg("30"), "sleep").unwrap();
         let pid = live.id();
         drop(live);
         assert!(
