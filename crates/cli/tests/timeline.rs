@@ -1,14 +1,22 @@
 //! `--timeline` (issue 28, sampling mode) measured: the sampled trial's stages against
-//! its own median. In `alone`: every network event on the test's two CPUs is sampled, so
-//! a neighbour's traffic there (the many-flow streams of `flows`) floods the buffers and
-//! leaves no complete transaction to draw ("not taken", as the run says). The refusals
-//! and the counting mode stay in `trace.rs`.
+//! its own median, alone and beside a neighbour that sends more often than the round trip
+//! on the same CPU. In `alone`: these assert latencies, and the neighbour loads CPU 0. (Beside
+//! `flows`' many-flow streams the timeline was once "not taken": the busiest sender of each
+//! CPU was taken for the rr's engine; now the pair that answers each other is.) The
+//! refusals and the counting mode stay in `trace.rs`.
 
 use crate::common;
 
-fn root() -> bool {
+/// Root and two CPUs, which sampling tracepoints on a client and a server CPU needs; a
+/// printed skip otherwise.
+fn can_sample() -> bool {
     // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    let root = unsafe { libc::geteuid() == 0 };
+    if !root || std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        virtperf_testkit::skip("root", "sampling tracepoints needs root and two CPUs");
+        return false;
+    }
+    true
 }
 
 /// `--timeline`: the sampled trial's stages add up to the order of its own measured p50
@@ -17,8 +25,7 @@ fn root() -> bool {
 #[test]
 fn the_timeline_stages_add_up_to_the_measured_median() {
     let _alone = crate::alone();
-    if !root() || std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        virtperf_testkit::skip("root", "sampling tracepoints needs root and two CPUs");
+    if !can_sample() {
         return;
     }
     let v = common::run_json(&["rr", "--cpus", "0,1", "-l", "300ms", "--timeline"]);
@@ -50,4 +57,73 @@ fn the_timeline_stages_add_up_to_the_measured_median() {
     );
     assert!(t["headline_p50_us"].as_f64().is_some());
     assert!(!t["example"].as_array().unwrap().is_empty());
+}
+
+/// A neighbour on the client's CPU that enters `sendto` far more often than the round trip
+/// (UDP datagrams to a socket of its own on loopback, until `stop` or 30 s): the sampled
+/// trial's client is not the CPU's busiest sender. Returns its sends per second.
+fn sendto_neighbour_on_cpu0(
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<f64> {
+    std::thread::spawn(move || {
+        // SAFETY: a zeroed cpu_set_t with one CPU set, for this thread only.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+        let sink = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind the sink");
+        let to = sink.local_addr().expect("its address");
+        let src = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind the source");
+        let t0 = std::time::Instant::now();
+        let mut n = 0u64;
+        while !stop.load(std::sync::atomic::Ordering::SeqCst)
+            && t0.elapsed() < std::time::Duration::from_secs(30)
+        {
+            // A full sink drops the datagram; the send itself is what is sampled.
+            let _ = src.send_to(b"x", to);
+            n += 1;
+        }
+        n as f64 / t0.elapsed().as_secs_f64()
+    })
+}
+
+/// Beside a neighbour that sends more often than the round trip on the client's CPU, the
+/// timeline is still the round trip's: its client and server are the two threads whose
+/// sends answer each other, not the busiest sender of each CPU (which built a timeline of
+/// a few dozen "transactions" out of the neighbour's sends and the server's).
+#[test]
+fn a_busier_sender_on_the_cpu_does_not_become_the_timelines_client() {
+    let _alone = crate::alone();
+    if !can_sample() {
+        return;
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let neighbour = sendto_neighbour_on_cpu0(stop.clone());
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let v = common::run_json(&["rr", "--cpus", "0,1", "-l", "300ms", "--timeline"]);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let sends_per_s = neighbour.join().expect("the neighbour");
+    let rate = v["outcome"]["rate_per_s"].as_f64().expect("rr rate");
+    assert!(
+        sends_per_s > 2.0 * rate,
+        "the neighbour sent {sends_per_s:.0}/s, the rr {rate:.0}/s: not the busier sender"
+    );
+    let t = &v["timeline"];
+    assert!(t.is_object(), "no timeline: {}", v["warnings"]);
+    // Transactions back to back for the trial: their count times their median spans
+    // most of it (the median is below the mean of a tailed distribution, hence not all).
+    // A few dozen cycles pieced together from the neighbour's sends span almost none.
+    let n = t["transactions"].as_f64().unwrap_or(0.0);
+    let p50 = t["rr_p50_us"].as_f64().expect("the trial's median");
+    let covered = n * p50 * 1e-6 / t["trial_s"].as_f64().expect("trial_s");
+    assert!(
+        covered > 0.25,
+        "{n} transactions of {p50} µs cover {covered:.2} of the trial: {t}"
+    );
+    let sum = t["sum_p50_us"].as_f64().expect("sum");
+    assert!(
+        sum > 0.5 * p50 && sum < 2.0 * p50,
+        "stages {sum:.1} µs vs rr p50 {p50:.1} µs"
+    );
 }

@@ -151,8 +151,14 @@ impl Index {
     }
 }
 
-/// The thread on `cpu` that entered `send` most often: that side's engine thread.
-fn busiest_sender(ev: &[Event], cpu: u32) -> Option<i32> {
+/// How many engine threads per CPU are tried as a transaction's side: the few that
+/// entered `send` most often there.
+const CANDIDATES: usize = 4;
+
+/// The threads on `cpu` that entered `send`, most often first (at most [`CANDIDATES`]).
+/// The busiest is not always the rr's engine: a neighbour's stream on the same CPU sends
+/// more often than a round trip does.
+fn senders(ev: &[Event], cpu: u32) -> Vec<i32> {
     let mut n: std::collections::HashMap<i32, u32> = Default::default();
     for e in ev
         .iter()
@@ -160,7 +166,70 @@ fn busiest_sender(ev: &[Event], cpu: u32) -> Option<i32> {
     {
         *n.entry(e.tid).or_default() += 1;
     }
-    n.into_iter().max_by_key(|(_, c)| *c).map(|(t, _)| t)
+    let mut v: Vec<(i32, u32)> = n.into_iter().collect();
+    v.sort_by_key(|&(t, c)| (std::cmp::Reverse(c), t));
+    v.into_iter().take(CANDIDATES).map(|(t, _)| t).collect()
+}
+
+/// The transactions in `ev` between client `ids.0` and server `ids.1`: the cycles from
+/// one client send to the next that are complete, and how many were not.
+fn transactions(ix: &Index, ev: &[Event], ids: (i32, i32), cpus: (u32, u32)) -> (Vec<Cycle>, u64) {
+    let starts: Vec<usize> = (0..ev.len())
+        .filter(|&i| ev[i].tid == ids.0 && ev[i].what == What::SendEnter)
+        .collect();
+    let mut cycles = Vec::new();
+    let mut skipped = 0u64;
+    for w in starts.windows(2) {
+        match cycle(ix, &ev[w[0]..w[1]], ids, cpus, ev[w[1]].t_ns) {
+            Some(c) => cycles.push(c),
+            None => skipped += 1,
+        }
+    }
+    (cycles, skipped)
+}
+
+/// The client and server threads whose sends answer each other most often, among each
+/// CPU's busiest senders, with their transactions; `Err` says what was tried.
+fn pair(
+    ix: &Index,
+    ev: &[Event],
+    cpus: (u32, u32),
+    lost: u64,
+) -> Result<(Vec<Cycle>, u64), String> {
+    let (clients, servers) = (senders(ev, cpus.0), senders(ev, cpus.1));
+    let silent: Vec<String> = [(cpus.0, &clients), (cpus.1, &servers)]
+        .iter()
+        .filter(|(_, t)| t.is_empty())
+        .map(|(c, _)| format!("CPU {c}"))
+        .collect();
+    if !silent.is_empty() {
+        return Err(format!(
+            "no sends sampled on {}: the engines did not run there",
+            silent.join(" and ")
+        ));
+    }
+    let best = clients
+        .iter()
+        .flat_map(|&c| servers.iter().map(move |&s| (c, s)))
+        .filter(|(c, s)| c != s)
+        .map(|ids| transactions(ix, ev, ids, cpus))
+        .max_by_key(|(cycles, _)| cycles.len());
+    match best {
+        Some(found) if !found.0.is_empty() => Ok(found),
+        _ => Err(format!(
+            "no complete transaction among {} sampled events: no thread sending on CPU {} ({:?}) and on CPU {} ({:?}, the busiest first) answered the other in turn{}",
+            ev.len(),
+            cpus.0,
+            clients,
+            cpus.1,
+            servers,
+            if lost > 0 {
+                format!("; {lost} records were lost to full buffers: other traffic on these CPUs?")
+            } else {
+                String::new()
+            }
+        )),
+    }
 }
 
 /// Finds one side's wake-up in `ev` (one cycle's events, from `from` on, before the
@@ -298,31 +367,8 @@ pub fn analyze(
     trial_s: f64,
     rr_p50_us: Option<f64>,
 ) -> Result<Timeline, String> {
-    let (Some(client), Some(server)) = (busiest_sender(ev, cpus.0), busiest_sender(ev, cpus.1))
-    else {
-        return Err(format!(
-            "no sends sampled on CPU {} and CPU {}: the engines did not run there",
-            cpus.0, cpus.1
-        ));
-    };
-    let starts: Vec<usize> = (0..ev.len())
-        .filter(|&i| ev[i].tid == client && ev[i].what == What::SendEnter)
-        .collect();
     let ix = Index::new(ev);
-    let mut cycles = Vec::new();
-    let mut skipped = 0u64;
-    for w in starts.windows(2) {
-        match cycle(&ix, &ev[w[0]..w[1]], (client, server), cpus, ev[w[1]].t_ns) {
-            Some(c) => cycles.push(c),
-            None => skipped += 1,
-        }
-    }
-    if cycles.is_empty() {
-        return Err(format!(
-            "no complete transaction among {} sampled events",
-            ev.len()
-        ));
-    }
+    let (cycles, skipped) = pair(&ix, ev, cpus, lost)?;
     let n = cycles.len() as f64;
     let per: Vec<([u64; 10], [bool; 10])> = cycles.iter().map(Cycle::stages).collect();
     let stages: Vec<Stage> = STAGES
@@ -647,6 +693,34 @@ mod tests {
         let t = analyze(&v, (0, 1), 1, 1.0, None).expect("analyzes");
         assert_eq!((t.transactions, t.skipped, t.lost_records), (1, 1, 1));
         assert_eq!(t.gap_pct, None);
+    }
+
+    /// A neighbour's stream on the client's CPU sends far more often than the round trip
+    /// (its sender tid 30; its receiver, tid 40 on CPU 1, only reads): the pair that
+    /// answers each other is still the rr's, and its cycles are the same two.
+    #[test]
+    fn a_busier_sender_beside_the_round_trip_is_not_taken_for_its_client() {
+        let mut v = two_cycles();
+        for k in 0..50u64 {
+            v.push(e(2_000 + k * 4_000 + 7, 0, 30, What::SendEnter));
+            v.push(e(2_000 + k * 4_000 + 9, 1, 40, What::RecvExit(64)));
+        }
+        v.sort_by_key(|x| x.t_ns);
+        let t = analyze(&v, (0, 1), 0, 1.0, Some(100.0)).expect("analyzes");
+        assert_eq!((t.transactions, t.skipped), (2, 0));
+        assert!((t.sum_p50_us - 100.0).abs() < 1e-9);
+        // The stream alone: no pair answers in turn, and the error names who was tried.
+        v.retain(|x| x.tid == 30 || x.tid == 40);
+        let err = analyze(&v, (0, 1), 3, 1.0, None).unwrap_err();
+        assert!(err.contains("no sends sampled on CPU 1:"), "{err}");
+        v.push(e(3_001, 1, 40, What::SendEnter));
+        v.sort_by_key(|x| x.t_ns);
+        let err = analyze(&v, (0, 1), 3, 1.0, None).unwrap_err();
+        assert!(
+            err.contains("CPU 0 ([30])") && err.contains("CPU 1 ([40]"),
+            "{err}"
+        );
+        assert!(err.contains("3 records were lost"), "{err}");
     }
 
     #[test]
