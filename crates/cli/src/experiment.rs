@@ -564,7 +564,10 @@ pub(crate) fn resolve(store: &Store, id: &str) -> Result<RunRow> {
         });
     }
     let n: i64 = id.parse().map_err(|_| {
-        anyhow!("invalid run id {id:?}: give a number from `virtperf runs`, or `last`")
+        crate::signals::exit(
+            crate::signals::code::USAGE,
+            format!("invalid run id {id:?}: give a number from `virtperf runs`, or `last`"),
+        )
     })?;
     Ok(store.run(n)?)
 }

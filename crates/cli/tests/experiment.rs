@@ -93,6 +93,21 @@ fn experiment_flow(d: &TempDir, db: &Path) {
         12
     );
 
+    // A run id that is no number is a usage error (exit 2) of every reader; a number that
+    // names no run is not (exit 1: the store was asked).
+    for (args, code, needle) in [
+        (&["show", "x1"][..], 2, "invalid run id"),
+        (&["show", "99999999999999999999"], 2, "invalid run id"),
+        (&["compare", "1", "2x"], 2, "invalid run id"),
+        (&["report", "first"], 2, "invalid run id"),
+        (&["show", "999"], 1, "999"),
+    ] {
+        let out = vp().args(args).arg("--db").arg(&db).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert_one_line_error(&err, needle);
+    }
+
     let cmp: serde_json::Value =
         serde_json::from_str(&run_db_ok(&["compare", "1", "--json"], &db)).unwrap();
     let rows = cmp.as_array().unwrap();
