@@ -44,6 +44,10 @@ fn usage_errors_exit_2_with_one_line() {
         (&["rr", "--duration", "forever"], "duration"),
         (&["rr", "--cpus", "x,y"], "cpus"),
         (&["serve", "--port", "70000"], "70000"),
+        (
+            &["vm", "initramfs", "--out", "/nonexistent-virtperf/x.cpio"],
+            "directory /nonexistent-virtperf does not exist",
+        ),
         // Out-of-range and non-finite numbers: an error of the parser, never a panic.
         (&["rr", "--duration", "1e20"], "at most 24h"),
         (&["rr", "--duration", "100000h"], "at most 24h"),

@@ -154,7 +154,8 @@ fn stripped(binary: &Path, out: &Path) -> Result<PathBuf> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        std::fs::copy(binary, &copy).with_context(|| format!("copying {}", binary.display()))?;
+        std::fs::copy(binary, &copy)
+            .with_context(|| format!("copying {} to {}", binary.display(), copy.display()))?;
     }
     Ok(copy)
 }
