@@ -88,25 +88,12 @@ fn boot_line(a: &InitramfsArgs) -> (String, String) {
     (append, fwd)
 }
 
-/// An output directory that is not there is the argument's fault, said as such before
-/// anything is built (not as a failed copy of a scratch file beside the image).
-fn out_dir_exists(out: &std::path::Path) -> Result<()> {
-    match out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        Some(dir) if !dir.is_dir() => Err(crate::signals::exit(
-            crate::signals::code::USAGE,
-            format!(
-                "--out {}: the directory {} does not exist: create it or write elsewhere",
-                out.display(),
-                dir.display()
-            ),
-        )),
-        _ => Ok(()),
-    }
-}
-
 /// `virtperf vm initramfs`
 pub fn initramfs_cmd(a: InitramfsArgs) -> Result<()> {
-    out_dir_exists(&a.out)?;
+    // A bad --out (no such directory, a directory, not writable) costs nothing: checked
+    // first. The image replaces an existing file, as it always has (force).
+    crate::out_file::check(&a.out, true)
+        .map_err(|m| crate::signals::exit(crate::signals::code::USAGE, m))?;
     if a.data_ports.0 <= a.port && a.port <= a.data_ports.1 {
         return Err(crate::signals::exit(
             crate::signals::code::USAGE,

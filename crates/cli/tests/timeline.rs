@@ -114,7 +114,7 @@ fn a_busier_sender_on_the_cpu_does_not_become_the_timelines_client() {
     // Transactions back to back for the trial: their count times their median spans
     // most of it (the median is below the mean of a tailed distribution, hence not all).
     // A few dozen cycles pieced together from the neighbour's sends span almost none.
-    let n = t["transactions"].as_f64().unwrap_or(0.0);
+    let n = t["transactions"].as_f64().expect("transactions");
     let p50 = t["rr_p50_us"].as_f64().expect("the trial's median");
     let covered = n * p50 * 1e-6 / t["trial_s"].as_f64().expect("trial_s");
     assert!(

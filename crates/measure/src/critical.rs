@@ -224,7 +224,7 @@ fn pair(
             cpus.1,
             servers,
             if lost > 0 {
-                format!("; {lost} records were lost to full buffers: other traffic on these CPUs?")
+                format!("; {lost} records were lost (full buffers, or the kernel throttled the sampling): other traffic on these CPUs?")
             } else {
                 String::new()
             }

@@ -397,8 +397,8 @@ mod tests {
         s.start();
         let voluntary = || {
             nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_THREAD)
-                .map(|r| r.voluntary_context_switches())
-                .unwrap_or(0)
+                .expect("getrusage(RUSAGE_THREAD)")
+                .voluntary_context_switches()
         };
         let (me, switched) = std::thread::spawn(move || {
             let mut c = rustix::thread::CpuSet::new();
@@ -412,7 +412,7 @@ mod tests {
             (tid, voluntary() - before)
         })
         .join()
-        .unwrap_or((0, 0));
+        .expect("the sleeping thread");
         let (ev, lost) = s.stop();
         assert_eq!(lost, 0);
         let ins = ev
