@@ -88,6 +88,15 @@ fn sendto_neighbour_on_cpu0(
     })
 }
 
+/// Raises its flag when dropped, on every way out of a test.
+struct StopOnDrop(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Beside a neighbour that sends more often than the round trip on the client's CPU, the
 /// timeline is still the round trip's: its client and server are the two threads whose
 /// sends answer each other, not the busiest sender of each CPU (which built a timeline of
@@ -100,6 +109,9 @@ fn a_busier_sender_on_the_cpu_does_not_become_the_timelines_client() {
     }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let neighbour = sendto_neighbour_on_cpu0(stop.clone());
+    // A failed run (a panic below) still stops the neighbour at once: the next test in
+    // `alone` must not find CPU 0 loaded for the rest of its 30 s.
+    let _stops = StopOnDrop(stop.clone());
     std::thread::sleep(std::time::Duration::from_millis(200));
     let v = common::run_json(&["rr", "--cpus", "0,1", "-l", "300ms", "--timeline"]);
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
