@@ -14,14 +14,18 @@
 //!   time, or a fifth of it where 4 MiB socket buffers raised the rate beyond their
 //!   interval (the counterfactual, measured): flow control. Else a side's CPU at least [`CPU_BOUND_PCT`] busy: that CPU, named
 //!   by side and by its largest kind of work (other work on it included: a busy neighbour is
-//!   part of the answer). Else "no single bound".
+//!   part of the answer). Else "no single bound", or "undecided" where the sender waited on
+//!   flow control at least a fifth of its time and the buffers' tries cannot tell whether
+//!   the window set the rate.
 //! - **The model**, checked against trials it was not built from: the stream paced to half
 //!   its as-is rate ([`PACED`]) measures each side's CPU µs per MB where that side is not the
 //!   limit; one whole CPU at that cost predicts the rate of the bound side (or, with no
 //!   single bound, of the busier side). The residual, measured ÷ predicted − 1, is published
 //!   as it comes out.
 //! - **Remedies**: each measured in the same tries as as-is, interleaved, as a ratio of
-//!   means with Fieller's 95% interval, and the bound side's CPU per MB under it.
+//!   means with Fieller's 95% interval, and the bound side's CPU per MB under it: "raises"
+//!   or "lowers" where the interval excludes 1, "no measurable effect" only where it lies
+//!   within [`NO_EFFECT_BAND`] of 1, "undecided" otherwise.
 
 mod compare;
 mod model;
@@ -91,6 +95,11 @@ pub const FLOW_LIMITED_SHARE: f64 = 0.5;
 pub const FLOW_SHARE_WITH_EVIDENCE: f64 = 0.2;
 /// The model's goal on the residual, percent (issue 54), said when missed.
 pub const RESIDUAL_GOAL_PCT: f64 = 10.0;
+/// A remedy has "no measurable effect" only where its ratio's whole interval lies within
+/// this share of ×1 either way (the model's own goal): the tries then rule out a larger
+/// change. An interval that holds 1 but reaches past this band is "undecided": the tries
+/// cannot tell a real change from none (two tries of a 17× gain gave [−8.3, 44.7]).
+pub const NO_EFFECT_BAND: f64 = RESIDUAL_GOAL_PCT / 100.0;
 const CONFIDENCE: f64 = 0.95;
 
 /// An explanation of either kind, chosen once from the run (`show` and the commands that
@@ -537,14 +546,54 @@ fn link_model(link: f64, costs: &[SideCost], measured: f64) -> Model {
 }
 
 /// Remedy `label` ÷ as-is and the low end of its interval, where both were measured.
-fn effect_of(trials: &[TrialRow], base: &[Trial], label: &str) -> Option<(f64, f64)> {
-    let rates =
-        |ts: &[Trial]| summarize(&ts.iter().map(|t| t.mbps).collect::<Vec<_>>(), CONFIDENCE);
-    let (b, r) = (rates(base), rates(&stream_trials(trials, label)));
-    match ratio_interval(&b, &r, CONFIDENCE) {
-        Interval::Bounded { low, .. } if b.mean > 0.0 => Some((r.mean / b.mean, low)),
-        _ => None,
+/// A remedy's rate against as-is: the ratio of means, its interval, and what the interval
+/// decides (one rule for the remedies' table and the bound's counterfactual).
+#[derive(Debug, Clone)]
+struct Effect {
+    ratio: Option<f64>,
+    interval: Interval,
+    effect: &'static str,
+}
+
+impl Effect {
+    fn of(base: &Summary, remedy: &Summary) -> Effect {
+        let interval = ratio_interval(base, remedy, CONFIDENCE);
+        let (lo, hi) = (1.0 - NO_EFFECT_BAND, 1.0 + NO_EFFECT_BAND);
+        let effect = match interval {
+            Interval::Bounded { low, .. } if low > 1.0 => "raises",
+            Interval::Bounded { high, .. } if high < 1.0 => "lowers",
+            Interval::Bounded { low, high } if low >= lo && high <= hi => "no measurable effect",
+            _ => "undecided",
+        };
+        Effect {
+            ratio: (base.mean > 0.0).then(|| remedy.mean / base.mean),
+            interval,
+            effect,
+        }
     }
+
+    /// The ratio with its interval (or why none) and the decision, as the notes print it.
+    fn words(&self) -> String {
+        let x = self
+            .ratio
+            .map_or("not measured".into(), |x| format!("×{x:.2}"));
+        match &self.interval {
+            Interval::Bounded { low, high } => {
+                format!("{x} [{low:.2}, {high:.2}], {}", self.effect)
+            }
+            Interval::None { why } => format!("{x} ({why}), {}", self.effect),
+        }
+    }
+}
+
+fn rate_summary(ts: &[Trial]) -> Summary {
+    summarize(&ts.iter().map(|t| t.mbps).collect::<Vec<_>>(), CONFIDENCE)
+}
+
+/// The 4 MiB buffers' effect on the rate, where any of their trials measured.
+fn effect_of(trials: &[TrialRow], base: &[Trial], label: &str) -> Option<Effect> {
+    let r = rate_summary(&stream_trials(trials, label));
+    (r.n > 0).then(|| Effect::of(&rate_summary(base), &r))
 }
 
 const RWND: &str = "the receive window";
@@ -553,19 +602,20 @@ const RWND: &str = "the receive window";
 /// [`CPU_BOUND_PCT`] busy): the sender waits on it because the receiver drains it no
 /// faster, so the receiver's CPU is the bound and the window its symptom, unless larger
 /// buffers measurably raised the rate (`raised`: then the window's size was binding).
-/// Returns the receiver and the note printed with its bound.
+/// Returns the receiver and the note printed with its bound, which says what the buffers'
+/// tries decided (no gain, or undecided: then the note is all the answer has).
 fn full_window<'a>(
     limit: Option<(&str, f64)>,
     raised: bool,
     costs: &'a [SideCost],
-    buffers: Option<&(f64, f64)>,
+    buffers: Option<&Effect>,
 ) -> Option<(&'a SideCost, String)> {
     let pct = limit.filter(|(what, _)| *what == RWND && !raised)?.1;
     let receiver = costs
         .iter()
         .find(|c| c.role == "receiver" && c.busy_pct.mean >= CPU_BOUND_PCT)?;
     let larger = match buffers {
-        Some((x, _)) => format!("4 MiB socket buffers: ×{x:.2}, no gain beyond noise"),
+        Some(e) => format!("4 MiB socket buffers: {}", e.words()),
         None => "larger buffers not measured".into(),
     };
     Some((
@@ -574,7 +624,7 @@ fn full_window<'a>(
     ))
 }
 
-fn bound(ts: &[Trial], costs: &[SideCost], buffers: Option<&(f64, f64)>) -> Bound {
+fn bound(ts: &[Trial], costs: &[SideCost], buffers: Option<&Effect>) -> Bound {
     let rwnd = limited_pct(ts, |t| t.rwnd_limited_us);
     let sndbuf = limited_pct(ts, |t| t.sndbuf_limited_us);
     let link_mbps = ts
@@ -583,7 +633,7 @@ fn bound(ts: &[Trial], costs: &[SideCost], buffers: Option<&(f64, f64)>) -> Boun
         .map(|b| b as f64 / 1e6);
     let rate = mean(&ts.iter().map(|t| t.mbps).collect::<Vec<_>>());
     // Larger buffers raised the rate beyond noise: a lower share suffices.
-    let raised = buffers.filter(|(_, low)| *low > 1.0);
+    let raised = buffers.filter(|e| e.effect == "raises");
     let flow = match raised {
         Some(_) => FLOW_SHARE_WITH_EVIDENCE,
         None => FLOW_LIMITED_SHARE,
@@ -618,7 +668,7 @@ fn bound(ts: &[Trial], costs: &[SideCost], buffers: Option<&(f64, f64)>) -> Boun
     if let (Some((what, pct)), None) = (limit, &drained) {
         b.kind = "flow_control";
         b.figure = format!("the sender waited on {what} {pct:.0}% of its busy time (TCP_INFO)");
-        if let Some((x, _)) = raised {
+        if let Some(x) = raised.and_then(|e| e.ratio) {
             b.figure += &format!(", and 4 MiB socket buffers raise the rate ×{x:.2}");
         }
         return b;
@@ -640,19 +690,53 @@ fn bound(ts: &[Trial], costs: &[SideCost], buffers: Option<&(f64, f64)>) -> Boun
             b.dominant = Some(d);
             b.figure = format!("CPU {} {:.0}% busy", c.cpu, c.busy_pct.mean);
         }
+        _ => unbound(&mut b, costs, buffers),
+    }
+    b
+}
+
+/// No CPU at its limit and no flow control shown: "no single bound" where the sender
+/// waited on flow control under [`FLOW_SHARE_WITH_EVIDENCE`] of its time or larger buffers
+/// were measured not to raise the rate; "undecided" where it waited longer and the
+/// buffers' tries (or their absence) cannot tell whether the window set the rate.
+fn unbound(b: &mut Bound, costs: &[SideCost], buffers: Option<&Effect>) {
+    let busy = costs
+        .iter()
+        .map(|c| format!("{} {:.0}%", c.role, c.busy_pct.mean))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let waited = [
+        (RWND, b.rwnd_limited_pct),
+        ("the send buffer", b.sndbuf_limited_pct),
+    ]
+    .into_iter()
+    .filter_map(|(w, p)| {
+        p.filter(|p| *p >= FLOW_SHARE_WITH_EVIDENCE * 100.0)
+            .map(|p| (w, p))
+    })
+    .max_by(|a, b| a.1.total_cmp(&b.1));
+    let told = buffers.is_some_and(|e| matches!(e.effect, "no measurable effect" | "lowers"));
+    match waited {
+        Some((what, pct)) if !told => {
+            let larger = buffers.map_or("were not measured".into(), |e| {
+                format!("measured {} (more --tries)", e.words())
+            });
+            b.kind = "undecided";
+            b.figure = format!(
+                "no CPU at {CPU_BOUND_PCT:.0}% busy ({busy}); the sender waited on {what} {pct:.0}% of its busy time (TCP_INFO), flow control if larger buffers raise the rate, and 4 MiB socket buffers {larger}"
+            );
+        }
         _ => {
             b.figure = format!(
-                "no CPU at {CPU_BOUND_PCT:.0}% busy ({}), flow control under {:.0}% of the sender's time",
-                costs
-                    .iter()
-                    .map(|c| format!("{} {:.0}%", c.role, c.busy_pct.mean))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                FLOW_LIMITED_SHARE * 100.0
+                "no CPU at {CPU_BOUND_PCT:.0}% busy ({busy}), flow control under {:.0}% of the sender's time{}",
+                FLOW_LIMITED_SHARE * 100.0,
+                match (waited, buffers) {
+                    (Some(_), Some(e)) => format!(" and 4 MiB socket buffers {}", e.words()),
+                    _ => String::new(),
+                }
             );
         }
     }
-    b
 }
 
 fn model(bound: &Bound, costs: &[SideCost], measured: f64) -> Model {
@@ -661,7 +745,7 @@ fn model(bound: &Bound, costs: &[SideCost], measured: f64) -> Model {
     }
     let side = match bound.kind {
         "cpu" => costs.iter().find(|c| Some(c.role) == bound.side),
-        "none" => costs
+        "none" | "undecided" => costs
             .iter()
             .max_by(|a, b| a.busy_pct.mean.total_cmp(&b.busy_pct.mean)),
         _ => None,
@@ -707,8 +791,7 @@ fn model(bound: &Bound, costs: &[SideCost], measured: f64) -> Model {
 }
 
 fn remedies(trials: &[TrialRow], base: &[Trial], bound: &Bound, costs: &[SideCost]) -> Vec<Remedy> {
-    let base_rates: Vec<f64> = base.iter().map(|t| t.mbps).collect();
-    let b = summarize(&base_rates, CONFIDENCE);
+    let b = rate_summary(base);
     let side = costs
         .iter()
         .find(|c| Some(c.role) == bound.side)
@@ -743,17 +826,15 @@ fn remedies(trials: &[TrialRow], base: &[Trial], bound: &Bound, costs: &[SideCos
                     why_not: Some(why_missing(trials, label)),
                 };
             }
-            let interval = ratio_interval(&b, &r, CONFIDENCE);
-            let effect = match &interval {
-                Interval::Bounded { low, .. } if *low > 1.0 => "raises",
-                Interval::Bounded { high, .. } if *high < 1.0 => "lowers",
-                Interval::Bounded { .. } => "no measurable effect",
-                Interval::None { .. } => "undecided",
-            };
+            let Effect {
+                ratio,
+                interval,
+                effect,
+            } = Effect::of(&b, &r);
             Remedy {
                 label: (*label).into(),
                 mbps: Estimate::of(&rates),
-                ratio: (b.mean > 0.0).then(|| r.mean / b.mean),
+                ratio,
                 ratio_interval: interval,
                 effect,
                 bound_side_us_per_mb: cost,

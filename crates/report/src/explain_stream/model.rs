@@ -85,7 +85,8 @@ pub struct SideCost {
 /// What limits the stream.
 #[derive(Debug, Clone, Serialize)]
 pub struct Bound {
-    /// `link`, `cpu`, `flow_control` or `none`.
+    /// `link`, `cpu`, `flow_control`, `none`, or `undecided` (the sender waited on flow
+    /// control long enough that larger buffers' effect would decide, and their tries did not).
     pub kind: &'static str,
     /// `sender` or `receiver` (a CPU bound).
     pub side: Option<&'static str>,

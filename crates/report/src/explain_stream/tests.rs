@@ -222,8 +222,24 @@ fn a_sender_waiting_on_the_receive_window_is_flow_control_with_no_cpu_prediction
 
 #[test]
 fn a_smaller_window_share_is_flow_control_only_where_larger_buffers_raise_the_rate() {
+    // Without the counterfactual the share alone cannot tell: undecided, not "no bound".
     let without = explain(1, &battery((40.0, 10.0), 0.3, &[])).expect("explained");
-    assert_eq!(without.bound.kind, "none", "{}", without.verdict);
+    assert_eq!(without.bound.kind, "undecided", "{}", without.verdict);
+    assert!(
+        without
+            .verdict
+            .contains("receive window 30% of its busy time (TCP_INFO), flow control if larger buffers raise the rate, and 4 MiB socket buffers were not measured"),
+        "{}",
+        without.verdict
+    );
+    // Buffers measured to change nothing: the window did not set the rate.
+    let flat = explain(1, &battery((40.0, 10.0), 0.3, &[(BIG_BUFFERS, 1.0)])).expect("explained");
+    assert_eq!(flat.bound.kind, "none", "{}", flat.verdict);
+    assert!(
+        flat.verdict.contains(", no measurable effect"),
+        "{}",
+        flat.verdict
+    );
     let with = explain(1, &battery((40.0, 10.0), 0.3, &[(BIG_BUFFERS, 2.0)])).expect("explained");
     assert_eq!(with.bound.kind, "flow_control", "{}", with.verdict);
     assert!(
@@ -241,7 +257,7 @@ fn a_window_left_full_by_a_busy_receiver_is_the_receivers_cpu() {
     for (remedies, larger) in [
         (
             &[(BIG_BUFFERS, 1.0)][..],
-            "4 MiB socket buffers: ×1.01, no gain",
+            "4 MiB socket buffers: ×1.01 [0.98, 1.04], no measurable effect",
         ),
         (&[][..], "larger buffers not measured"),
     ] {
@@ -261,6 +277,38 @@ fn a_window_left_full_by_a_busy_receiver_is_the_receivers_cpu() {
     // A receiver below the CPU bound: the window is the bound, as before.
     let idle = explain(1, &battery((40.0, 10.0), 0.8, &[(BIG_BUFFERS, 1.0)])).expect("explained");
     assert_eq!(idle.bound.kind, "flow_control", "{}", idle.verdict);
+}
+
+/// Two tries of larger buffers far apart (the 17× gain with an interval of [−8.3, 44.7]
+/// seen on loopback): the ratio's interval holds 1 but reaches far past it, which is no
+/// evidence of "no effect"; the remedy is undecided and so is a window-waiting bound.
+#[test]
+fn a_remedy_whose_interval_reaches_far_past_one_is_undecided_not_without_effect() {
+    let mut trials = battery((40.0, 10.0), 0.3, &[(LARGER_SENDS, 1.0)]);
+    for rate in [40_000.0, 250_000.0] {
+        trials.push(row(
+            BIG_BUFFERS,
+            Some(stream(rate, (60.0, 10.0), (40.0, 10.0), 0.3)),
+            None,
+        ));
+    }
+    let e = explain(1, &trials).expect("explained");
+    let by = |l: &str| e.remedies.iter().find(|r| r.label == l).expect("listed");
+    let big = by(BIG_BUFFERS);
+    let (low, high) = big.ratio_interval.ends().expect("two tries: an interval");
+    assert!(low < 1.0 && high > 1.0 + NO_EFFECT_BAND, "{big:?}");
+    assert_eq!(big.effect, "undecided", "{big:?}");
+    // Tight tries around ×1 are shown to change nothing.
+    assert_eq!(by(LARGER_SENDS).effect, "no measurable effect");
+    assert_eq!(e.bound.kind, "undecided", "{}", e.verdict);
+    assert!(
+        e.verdict.contains("its bound undecided") && e.verdict.contains("undecided (more --tries)"),
+        "{}",
+        e.verdict
+    );
+    // The model still predicts from the busier side, and publishes its residual.
+    assert_eq!(e.model.side, Some("sender"));
+    assert!(e.model.residual_pct.is_some());
 }
 
 #[test]

@@ -84,6 +84,7 @@ pub(super) fn verdict(send: u32, mbps: &Estimate, b: &Bound, costs: &[SideCost])
         }
         ("flow_control", _) => format!("{head}, bound by flow control: {}", b.figure),
         ("link", _) => format!("{head}, bound by the link: {}", b.figure),
+        ("undecided", _) => format!("{head}, its bound undecided: {}", b.figure),
         _ => format!("{head}, with no single bound: {}", b.figure),
     }
 }
