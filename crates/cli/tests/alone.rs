@@ -18,6 +18,7 @@ mod knobs;
 mod quickstart;
 mod stop;
 mod timeline;
+mod trace;
 mod tune;
 
 /// Taken exclusively by a test that must run alone, shared by the others.

@@ -43,7 +43,6 @@ mod store_doc;
 mod tax_gate;
 mod tcpinfo;
 mod team;
-mod trace;
 mod tune_hostile;
 mod udp;
 mod udp_forged;

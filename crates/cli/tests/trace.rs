@@ -1,5 +1,8 @@
 //! `--trace` (issue 28, counting mode): tracepoints counted per transaction on the test's
-//! CPUs, against the kernel's own counts, and as a user who may not count them.
+//! CPUs, against the kernel's own counts, and as a user who may not count them. In `alone`:
+//! the counts are system-wide per CPU, as `perf stat -a` counts, so another test's work on
+//! those CPUs adds its events (4.22 wake-ups per round trip beside `together`'s tests,
+//! against 2.00 here alone); the counting tests take the machine to themselves.
 
 use crate::common;
 
@@ -29,6 +32,7 @@ fn counting_on_two_cpus() -> bool {
 /// window and showed that CPU 95 % busy, not 100 %.
 #[test]
 fn a_traced_tests_cpu_window_is_its_interval() {
+    let _alone = crate::alone();
     if !counting_on_two_cpus() {
         return;
     }
@@ -53,6 +57,7 @@ fn a_traced_tests_cpu_window_is_its_interval() {
 /// named as missing, and nothing reads 0 for want of counting.
 #[test]
 fn a_cross_cpu_round_trip_is_counted_per_transaction() {
+    let _alone = crate::alone();
     if !counting_on_two_cpus() {
         return;
     }
@@ -109,6 +114,7 @@ fn a_cross_cpu_round_trip_is_counted_per_transaction() {
 /// could not be counted and why; no key reads 0.
 #[test]
 fn without_the_privilege_the_test_runs_and_says_why() {
+    let _beside = crate::beside();
     if !root() || Command::new("setpriv").arg("--version").output().is_err() {
         virtperf_testkit::skip(
             "root",
@@ -161,6 +167,7 @@ fn without_the_privilege_the_test_runs_and_says_why() {
 /// `--timeline` refuses what it cannot follow, in one line, before any test runs.
 #[test]
 fn the_timeline_needs_one_flow_between_two_pinned_cpus() {
+    let _beside = crate::beside();
     for args in [
         &["rr", "-l", "200ms", "--timeline"][..],
         &["rr", "--cpus", "0,0", "-l", "200ms", "--timeline"],
@@ -181,6 +188,7 @@ fn the_timeline_needs_one_flow_between_two_pinned_cpus() {
 /// stayed silent (PVM) no counts at all, only the note that says so — never zeros.
 #[test]
 fn kvm_exits_counts_the_hosts_tracepoint_or_says_it_is_silent() {
+    let _beside = crate::beside();
     let kvm = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -209,6 +217,7 @@ fn kvm_exits_counts_the_hosts_tracepoint_or_says_it_is_silent() {
 /// (and debugfs, whose `tracing` would mount it on access) is unmounted first.
 #[test]
 fn trace_unmounts_the_tracefs_it_mounted() {
+    let _beside = crate::beside();
     if !root() {
         virtperf_testkit::skip("root", "mounting tracefs needs root");
         return;
