@@ -175,6 +175,21 @@ pub fn bound(interval: &Interval, limit: f64, at_most: bool) -> Outcome {
     }
 }
 
+/// What a ratio (candidate ÷ baseline) says of a change, from its interval: `raises` or
+/// `lowers` where the interval excludes 1, `no measurable effect` only where it lies within
+/// `band` of 1 either way (the tries rule out a larger change), `undecided` where it holds
+/// 1 but reaches past the band, or where there is no interval.
+pub fn ratio_effect(interval: &Interval, band: f64) -> &'static str {
+    match *interval {
+        Interval::Bounded { low, .. } if low > 1.0 => "raises",
+        Interval::Bounded { high, .. } if high < 1.0 => "lowers",
+        Interval::Bounded { low, high } if low >= 1.0 - band && high <= 1.0 + band => {
+            "no measurable effect"
+        }
+        _ => "undecided",
+    }
+}
+
 /// Whether two summaries' intervals overlap (each figure could be the other's): "equally
 /// cheap", "no gap". A summary of one try has no interval and overlaps nothing but an
 /// equal value; the caller says so.
@@ -232,6 +247,23 @@ pub struct Decision {
 mod tests {
     use super::*;
     use crate::stats::summarize;
+
+    /// A ratio's effect is decided by its whole interval: past 1 either way, within the
+    /// band, or neither (undecided, also without an interval).
+    #[test]
+    fn a_ratios_effect_needs_its_interval_on_one_side_or_inside_the_band() {
+        let at = |low: f64, high: f64| ratio_effect(&Interval::Bounded { low, high }, 0.1);
+        assert_eq!(at(1.01, 1.5), "raises");
+        assert_eq!(at(0.2, 0.99), "lowers");
+        assert_eq!(at(0.95, 1.08), "no measurable effect");
+        assert_eq!(at(0.9, 1.1), "no measurable effect");
+        assert_eq!(at(0.85, 1.05), "undecided");
+        assert_eq!(at(-8.27, 44.72), "undecided");
+        let none = Interval::None {
+            why: "1 try: no interval".into(),
+        };
+        assert_eq!(ratio_effect(&none, 0.1), "undecided");
+    }
 
     /// Fieller's interval holds the ratio, shrinks with more tries, and has no interval
     /// for one try or a baseline indistinguishable from 0.

@@ -35,7 +35,7 @@ use serde::Serialize;
 use virtperf_store::TrialRow;
 use virtperf_wire::{CpuShares, Outcome, SideCpu, TestResult, Workload};
 
-use crate::decide::{ratio_interval, Interval};
+use crate::decide::{ratio_effect, ratio_interval, Interval};
 use crate::stats::{summarize, Summary};
 
 pub use compare::{side_by_side, side_by_side_text, SideBySide, Term};
@@ -558,13 +558,7 @@ struct Effect {
 impl Effect {
     fn of(base: &Summary, remedy: &Summary) -> Effect {
         let interval = ratio_interval(base, remedy, CONFIDENCE);
-        let (lo, hi) = (1.0 - NO_EFFECT_BAND, 1.0 + NO_EFFECT_BAND);
-        let effect = match interval {
-            Interval::Bounded { low, .. } if low > 1.0 => "raises",
-            Interval::Bounded { high, .. } if high < 1.0 => "lowers",
-            Interval::Bounded { low, high } if low >= lo && high <= hi => "no measurable effect",
-            _ => "undecided",
-        };
+        let effect = ratio_effect(&interval, NO_EFFECT_BAND);
         Effect {
             ratio: (base.mean > 0.0).then(|| remedy.mean / base.mean),
             interval,
