@@ -175,6 +175,38 @@ pub fn bound(interval: &Interval, limit: f64, at_most: bool) -> Outcome {
     }
 }
 
+/// The interval of `candidate.mean − baseline.mean` of two independent samples at
+/// `confidence` (Welch: unequal variances, Welch–Satterthwaite degrees of freedom); None
+/// (with why) with fewer than 2 tries on a side.
+pub fn difference_interval(baseline: &Summary, candidate: &Summary, confidence: f64) -> Interval {
+    if let Some(why) = no_interval_why(baseline.n.min(candidate.n)) {
+        return Interval::None { why };
+    }
+    let va = baseline.stdev.powi(2) / baseline.n as f64;
+    let vb = candidate.stdev.powi(2) / candidate.n as f64;
+    let v = va + vb;
+    let df = if v > 0.0 {
+        v * v / (va * va / (baseline.n - 1) as f64 + vb * vb / (candidate.n - 1) as f64)
+    } else {
+        f64::INFINITY
+    };
+    let t = t_quantile((1.0 + confidence) / 2.0, df);
+    let d = candidate.mean - baseline.mean;
+    if !(t.is_finite() && d.is_finite()) {
+        return Interval::None {
+            why: format!(
+                "no {}% quantile at {df:.1} degrees of freedom",
+                confidence * 100.0
+            ),
+        };
+    }
+    let h = t * v.sqrt();
+    Interval::Bounded {
+        low: d - h,
+        high: d + h,
+    }
+}
+
 /// What a ratio (candidate ÷ baseline) says of a change, from its interval: `raises` or
 /// `lowers` where the interval excludes 1, `no measurable effect` only where it lies within
 /// `band` of 1 either way (the tries rule out a larger change), `undecided` where it holds
@@ -263,6 +295,22 @@ mod tests {
             why: "1 try: no interval".into(),
         };
         assert_eq!(ratio_effect(&none, 0.1), "undecided");
+    }
+
+    /// Welch's interval of a difference: 2 tries each of 10/12 and 20/22 differ by 10 ±
+    /// t(0.975, 2) × √(2/2 + 2/2) = 4.303 × 1.414; one try has none.
+    #[test]
+    fn the_difference_interval_is_welchs() {
+        let a = summarize(&[10.0, 12.0], 0.95);
+        let b = summarize(&[20.0, 22.0], 0.95);
+        let (lo, hi) = difference_interval(&a, &b, 0.95).ends().expect("bounded");
+        let h = 4.302652729911275 * 2f64.sqrt();
+        assert!(
+            (lo - (10.0 - h)).abs() < 1e-6 && (hi - (10.0 + h)).abs() < 1e-6,
+            "{lo} {hi}"
+        );
+        let one = summarize(&[3.0], 0.95);
+        assert!(difference_interval(&one, &b, 0.95).ends().is_none());
     }
 
     /// Fieller's interval holds the ratio, shrinks with more tries, and has no interval

@@ -5,6 +5,9 @@
 use serde::Serialize;
 
 use super::model::StreamExplanation;
+use super::CONFIDENCE;
+use crate::decide::{difference_interval, Interval};
+use crate::stats::summarize;
 
 /// One term of both explanations.
 #[derive(Debug, Clone, Serialize)]
@@ -26,8 +29,11 @@ pub struct SideBySide {
     pub terms: Vec<Term>,
     /// The guest's rate ÷ the native rate − 1, percent (the tax on the rate).
     pub rate_change_pct: Option<f64>,
-    /// Which term carries the tax, in words (the side whose CPU per MB grew most).
+    /// Which term carries the tax, in words: the side whose CPU per MB grew most, where its
+    /// growth's 95% interval lies above 0 and above the other side's; else why undecided.
     pub carrier: Option<String>,
+    /// That side (`sender`/`receiver`) where its growth decided it; None when undecided.
+    pub carrier_side: Option<&'static str>,
 }
 
 fn term(name: String, native: Option<f64>, guest: Option<f64>) -> Term {
@@ -76,24 +82,86 @@ pub fn side_by_side(native: &StreamExplanation, guest: &StreamExplanation) -> Si
     }
     let rate_change_pct =
         (native.mbps.mean > 0.0).then(|| 100.0 * (guest.mbps.mean / native.mbps.mean - 1.0));
+    let (carrier_side, carrier) = match carrier(native, guest) {
+        Some((side, words)) => (side, Some(words)),
+        None => (None, None),
+    };
     SideBySide {
-        carrier: carrier(&terms, guest),
+        carrier,
+        carrier_side,
         terms,
         rate_change_pct,
     }
 }
 
-/// The side whose CPU per MB grew most, with the guest's vCPU threads on this host beside.
-fn carrier(terms: &[Term], guest: &StreamExplanation) -> Option<String> {
-    let grew = terms
-        .iter()
-        .filter(|t| t.term.ends_with(" CPU µs per MB"))
-        .filter_map(|t| t.difference.map(|d| (t, d)))
-        .max_by(|a, b| a.1.total_cmp(&b.1))?;
-    let role = grew.0.term.split(' ').next().unwrap_or("");
+/// A side's growth in CPU µs per MB, guest − native, with its interval over the tries.
+struct Growth {
+    role: &'static str,
+    mean: f64,
+    interval: Interval,
+}
+
+impl Growth {
+    fn words(&self) -> String {
+        match &self.interval {
+            Interval::Bounded { low, high } => {
+                format!("{:+.1} [{low:+.1}, {high:+.1}]", self.mean)
+            }
+            Interval::None { why } => format!("{:+.1} ({why})", self.mean),
+        }
+    }
+}
+
+fn growths(native: &StreamExplanation, guest: &StreamExplanation) -> Vec<Growth> {
+    let tries = |e: &StreamExplanation, role: &str| {
+        let s = e.sides.iter().find(|s| s.role == role)?;
+        let sum = summarize(&s.total_us_per_mb_tries, CONFIDENCE);
+        (sum.n > 0).then_some(sum)
+    };
+    ["sender", "receiver"]
+        .into_iter()
+        .filter_map(|role| {
+            let (n, g) = (tries(native, role)?, tries(guest, role)?);
+            Some(Growth {
+                role,
+                mean: g.mean - n.mean,
+                interval: difference_interval(&n, &g, CONFIDENCE),
+            })
+        })
+        .collect()
+}
+
+/// The side whose CPU per MB grew most, named only where its growth's interval lies above
+/// 0 and above the other side's growth's (the tries tell them apart), with the guest's vCPU
+/// threads on this host beside; otherwise what was measured and why it is undecided.
+fn carrier(
+    native: &StreamExplanation,
+    guest: &StreamExplanation,
+) -> Option<(Option<&'static str>, String)> {
+    let all = growths(native, guest);
+    let grew = all.iter().max_by(|a, b| a.mean.total_cmp(&b.mean))?;
+    let other = all.iter().find(|g| g.role != grew.role);
+    let low = grew.interval.ends().map(|(low, _)| low);
+    let apart = match (low, other.map(|o| o.interval.ends())) {
+        (Some(low), Some(Some((_, high)))) => low > 0.0 && low > high,
+        (Some(low), None) => low > 0.0,
+        _ => false,
+    };
+    if !apart {
+        let each = all
+            .iter()
+            .map(|g| format!("the {}'s CPU {} µs per MB", g.role, g.words()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Some((
+            None,
+            format!("undecided: {each}; no side's growth lies above 0 and above the other's (more --runs)"),
+        ));
+    }
+    let role = grew.role;
     let mut s = format!(
-        "the guest pays {:+.1} µs per MB on the {role}'s CPU",
-        grew.1
+        "the guest pays {} µs per MB on the {role}'s CPU",
+        grew.words()
     );
     if let Some(h) = &guest.host_view {
         let vcpu = h.classes.iter().find(|c| c.class == "vcpu");
@@ -110,7 +178,7 @@ fn carrier(terms: &[Term], guest: &StreamExplanation) -> Option<String> {
             s += "; under TCG QEMU emulates the guest's CPU: no VM exits to count";
         }
     }
-    Some(s)
+    Some((Some(role), s))
 }
 
 /// The side-by-side table as printed.

@@ -292,6 +292,7 @@ fn side_cost(
             irq: avg(|s| s.irq_pct),
             steal: avg(|s| s.steal_pct),
         },
+        total_us_per_mb_tries: side_totals(ts, end, cpu),
         threads_us_per_mb: mean(&threads),
         paced_us_per_mb: Estimate::of(&side_totals(paced, end, cpu)),
         calls_per_mb: flow_count_per_mb(ts, |f| match role {

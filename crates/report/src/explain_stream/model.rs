@@ -60,6 +60,9 @@ pub struct SideCost {
     pub busy_pct: Estimate,
     /// That CPU's µs per MB by kind (means over the as-is tries).
     pub us_per_mb: PerMb,
+    /// That CPU's total µs per MB in each as-is try (`us_per_mb.total` is their mean): what
+    /// a comparison of two explanations decides on.
+    pub total_us_per_mb_tries: Vec<f64>,
     /// Of it, the test's own data threads (rusage), µs per MB.
     pub threads_us_per_mb: Option<f64>,
     /// The same CPU's µs per MB paced to half the rate: its cost off the limit.

@@ -399,3 +399,45 @@ fn a_kvm_vms_exits_per_mb_are_its_counters_over_the_trials_megabytes() {
         "{h:?}"
     );
 }
+
+/// The carrier of a guest's tax is named only where the tries tell it: a receiver whose
+/// CPU per MB doubled in all three tries is; the same battery twice (no side grew beyond
+/// its tries' spread) is undecided, and says what each side measured.
+#[test]
+fn the_carrier_is_named_only_where_its_growth_is_told_apart() {
+    let native = explain(1, &battery((40.0, 10.0), 0.0, &[])).expect("native");
+    let guest = explain(2, &battery((98.0, 1.0), 0.0, &[])).expect("guest");
+    let s = side_by_side(&native, &guest);
+    assert_eq!(s.carrier_side, Some("receiver"), "{:?}", s.carrier);
+    let words = s.carrier.as_deref().expect("a carrier");
+    assert!(
+        words.starts_with("the guest pays +") && words.contains("µs per MB on the receiver's CPU"),
+        "{words}"
+    );
+    let same = side_by_side(&native, &native);
+    assert_eq!(same.carrier_side, None);
+    let words = same.carrier.as_deref().expect("said why");
+    assert!(
+        words.starts_with("undecided: the sender's CPU +0.0 [")
+            && words.contains("the receiver's CPU +0.0 [")
+            && words.ends_with("(more --runs)"),
+        "{words}"
+    );
+    // One as-is try a side: no interval, never a carrier, whatever the means say.
+    let first_only = |mut t: Vec<TrialRow>| {
+        let mut seen = false;
+        t.retain(|r| r.trial.point_label != AS_IS || !std::mem::replace(&mut seen, true));
+        t
+    };
+    let n1 = explain(1, &first_only(battery((40.0, 10.0), 0.0, &[]))).expect("native");
+    let g1 = explain(2, &first_only(battery((98.0, 1.0), 0.0, &[]))).expect("guest");
+    let s1 = side_by_side(&n1, &g1);
+    assert_eq!(s1.carrier_side, None, "{:?}", s1.carrier);
+    assert!(
+        s1.carrier
+            .as_deref()
+            .is_some_and(|w| w.contains("(1 try: no interval)")),
+        "{:?}",
+        s1.carrier
+    );
+}
