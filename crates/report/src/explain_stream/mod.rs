@@ -593,6 +593,18 @@ fn effect_of(trials: &[TrialRow], base: &[Trial], label: &str) -> Option<Effect>
 
 const RWND: &str = "the receive window";
 
+/// What the sender waited on longest (the receive window or its send buffer) and for what
+/// share of its busy time (percent), where that share is at least `at_least_pct`.
+fn waited(b: &Bound, at_least_pct: f64) -> Option<(&'static str, f64)> {
+    [
+        (RWND, b.rwnd_limited_pct),
+        ("the send buffer", b.sndbuf_limited_pct),
+    ]
+    .into_iter()
+    .filter_map(|(w, p)| p.filter(|p| *p >= at_least_pct).map(|p| (w, p)))
+    .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
 /// A receive window left full by a receiver whose CPU is at its limit (at least
 /// [`CPU_BOUND_PCT`] busy): the sender waits on it because the receiver drains it no
 /// faster, so the receiver's CPU is the bound and the window its symptom, unless larger
@@ -655,10 +667,7 @@ fn bound(ts: &[Trial], costs: &[SideCost], buffers: Option<&Effect>) -> Bound {
             return b;
         }
     }
-    let limit = [(RWND, rwnd), ("the send buffer", sndbuf)]
-        .into_iter()
-        .filter_map(|(w, p)| p.filter(|p| *p >= flow).map(|p| (w, p)))
-        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let limit = waited(&b, flow);
     let drained = full_window(limit, raised.is_some(), costs, buffers);
     if let (Some((what, pct)), None) = (limit, &drained) {
         b.kind = "flow_control";
@@ -700,16 +709,7 @@ fn unbound(b: &mut Bound, costs: &[SideCost], buffers: Option<&Effect>) {
         .map(|c| format!("{} {:.0}%", c.role, c.busy_pct.mean))
         .collect::<Vec<_>>()
         .join(", ");
-    let waited = [
-        (RWND, b.rwnd_limited_pct),
-        ("the send buffer", b.sndbuf_limited_pct),
-    ]
-    .into_iter()
-    .filter_map(|(w, p)| {
-        p.filter(|p| *p >= FLOW_SHARE_WITH_EVIDENCE * 100.0)
-            .map(|p| (w, p))
-    })
-    .max_by(|a, b| a.1.total_cmp(&b.1));
+    let waited = waited(b, FLOW_SHARE_WITH_EVIDENCE * 100.0);
     let told = buffers.is_some_and(|e| matches!(e.effect, "no measurable effect" | "lowers"));
     match waited {
         Some((what, pct)) if !told => {
