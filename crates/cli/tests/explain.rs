@@ -183,6 +183,26 @@ fn explain_decomposes_a_round_trip_and_says_where_each_part_came_from() {
     for r in remedies {
         assert!(r["p50_change_pct"].as_f64().unwrap().is_finite(), "{r}");
         assert!(r["cpus_busy"].as_f64().unwrap() > 0.0, "{r}");
+        // The tries' p50 ratio holds the merged p50's change, or says why it has none.
+        let i = &r["p50_ratio_interval"];
+        match (i["bounded"]["low"].as_f64(), i["bounded"]["high"].as_f64()) {
+            (Some(lo), Some(hi)) => assert!(lo <= hi && lo.is_finite(), "{r}"),
+            _ => assert!(i["none"]["why"].is_string(), "{r}"),
+        }
+    }
+    // A remedy the verdict names as the cheapest has its whole interval at or below ×0.80.
+    let verdict = v["verdict"].as_str().expect("a verdict");
+    if let Some(named) = verdict.split("the cheapest measured remedy is ").nth(1) {
+        let r = remedies
+            .iter()
+            .find(|r| {
+                r["what"]
+                    .as_str()
+                    .is_some_and(|w| named.starts_with(w.split(" (").next().unwrap_or(w)))
+            })
+            .expect("the named remedy is listed");
+        let hi = r["p50_ratio_interval"]["bounded"]["high"].as_f64();
+        assert!(hi.is_some_and(|h| h <= 0.8), "{r}: {verdict}");
     }
     // The same-CPU round trip has its events too: one CPU, so no cross-CPU IPI per message.
     let same = &v["events_per_transaction_same_cpu"];

@@ -475,6 +475,11 @@ fn remedies(c: &Cells, base: &Rr, same: Option<&Rr>, missing: &mut Vec<Missing>)
         out.push(Remedy {
             what,
             p50_change_pct: pct(r.p50, base.p50),
+            p50_ratio_interval: crate::decide::ratio_interval(
+                &crate::stats::summarize(&base.p50_tries, 0.95),
+                &crate::stats::summarize(&r.p50_tries, 0.95),
+                0.95,
+            ),
             p99_change_pct: pct(r.p99, base.p99),
             cpu_us_per_transaction_change: r.cpu_per_tr.zip(base.cpu_per_tr).map(|(a, b)| a - b),
             p50_us: r.p50,

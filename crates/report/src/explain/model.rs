@@ -87,6 +87,9 @@ pub struct Remedy {
     pub what: String,
     /// Change of the p50 round trip, percent (negative: faster).
     pub p50_change_pct: f64,
+    /// Its p50 ÷ the as-is p50 over the tries' own p50s (Fieller's 95% interval), or why
+    /// none: what the verdict decides a real cut on.
+    pub p50_ratio_interval: crate::decide::Interval,
     /// Change of the p99 round trip, percent.
     pub p99_change_pct: f64,
     /// Change of machine-wide CPU time per transaction, µs: busy time plus time spent
@@ -184,6 +187,8 @@ pub(super) struct Rr {
     pub(super) cpu_per_tr: Option<f64>,
     pub(super) n: usize,
     pub(super) events: BTreeMap<String, f64>,
+    /// Each try's own p50, µs.
+    pub(super) p50_tries: Vec<f64>,
 }
 
 impl<'a> Cells<'a> {
@@ -233,6 +238,10 @@ impl<'a> Cells<'a> {
             cpu_per_tr: cpu,
             n: results.len(),
             events: pinned_events(&results),
+            p50_tries: results
+                .iter()
+                .filter_map(|r| merged_latency(&[*r]).map(|l| l.p50_us))
+                .collect(),
         })
     }
 

@@ -606,10 +606,16 @@ fn the_path_splits_into_the_tcp_ip_stack_and_the_socket_path() {
     assert!(text(&e).contains("tcp_ip_stack"), "{}", text(&e));
 }
 
+/// A remedy whose tries agree closely (its p50 ratio's interval ±2% around the change).
 fn remedy(what: &str, p50: f64, busy: Option<(f64, f64)>) -> Remedy {
+    let x = 1.0 + p50 / 100.0;
     Remedy {
         what: what.into(),
         p50_change_pct: p50,
+        p50_ratio_interval: crate::decide::Interval::Bounded {
+            low: x - 0.02,
+            high: x + 0.02,
+        },
         p99_change_pct: p50,
         cpu_us_per_transaction_change: None,
         p50_us: 1.0,
@@ -663,6 +669,47 @@ fn the_verdict_names_the_cheapest_remedy_that_matters() {
     let v = crate::explain::verdict(&e).expect("a verdict");
     assert!(
         v.contains("no measured remedy cuts the p50 by 20% or more"),
+        "{v}"
+    );
+}
+
+/// A cut is real only where its tries' interval shows it: a −78% whose p50 ratio could
+/// be anything from ×0.05 to ×0.95 is named undecided, never the cheapest; a −5% whose
+/// interval reaches below ×0.8 is not said to cut nothing.
+#[test]
+fn a_cut_the_tries_cannot_tell_is_undecided_not_picked() {
+    let mut t = as_is(Some(0));
+    t.push(probe("guest-poll-200us", WAKE_BLOCK, Some(200_000), 18.0));
+    let mut e = explain(1, &haltpoll_env(), &t).expect("explains");
+    let mut wide = remedy(
+        "guest halt polling 200 µs (haltpoll…)",
+        -78.0,
+        Some((0.5, 0.6)),
+    );
+    wide.p50_ratio_interval = crate::decide::Interval::Bounded {
+        low: 0.05,
+        high: 0.95,
+    };
+    e.remedies = vec![
+        wide,
+        remedy("busy polling (net.core…)", -5.0, Some((0.5, 0.5))),
+    ];
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(
+        v.contains("the largest measured cut, guest halt polling 200 µs: p50 -78%, is undecided: its tries' p50 ratio ×[0.05, 0.95] does not rule out a cut under 20% (more --tries)")
+            && !v.contains("cheapest"),
+        "{v}"
+    );
+    let mut one = remedy("busy polling (net.core…)", -5.0, None);
+    one.p50_ratio_interval = crate::decide::Interval::None {
+        why: "1 try: no interval".into(),
+    };
+    e.remedies = vec![one];
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(
+        v.contains(
+            "no measured remedy is shown to cut the p50 by 20% or more (more --tries could tell)"
+        ),
         "{v}"
     );
 }

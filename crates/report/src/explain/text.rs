@@ -170,10 +170,11 @@ fn remedies(s: &mut String, e: &Explanation) {
         for r in &e.remedies {
             let _ = writeln!(
                 s,
-                "  {:<70} p50 {:>5} ({}), p99 {:>5}, CPU {} µs/transaction, {} → {} CPUs busy",
+                "  {:<70} p50 {:>5} ({}, {}), p99 {:>5}, CPU {} µs/transaction, {} → {} CPUs busy",
                 r.what,
                 signed_pct(r.p50_change_pct),
                 us(r.p50_us),
+                super::verdict::ratio_words(&r.p50_ratio_interval),
                 signed_pct(r.p99_change_pct),
                 opt(r.cpu_us_per_transaction_change, signed1),
                 opt(r.cpus_busy_before, fixed2),

@@ -3,6 +3,7 @@
 //! back, and how much the model leaves unexplained.
 
 use super::model::{Component, Explanation, Remedy};
+use crate::decide::{bound, Interval, Outcome};
 
 /// A remedy counts when it cuts the p50 by at least this much (percent): smaller changes
 /// are within what tries of one measurement vary by here.
@@ -39,11 +40,21 @@ fn largest(e: &Explanation) -> Option<(&Component, Option<&Component>)> {
 
 /// What the verdict says of the remedies: the one that cuts the p50 by a real amount for
 /// the fewest added busy CPUs; where no such remedy's cost was measured, the largest cut,
-/// not called the cheapest (the same rule as `tune`'s: no cheapest without a cost).
+/// not called the cheapest (the same rule as `tune`'s: no cheapest without a cost). A cut
+/// is real when the whole interval of its p50 ratio over the tries lies at or below
+/// 1 + [`MEANINGFUL_PCT`]; the largest cut whose interval cannot tell is named undecided.
 enum Pick<'a> {
     Cheapest(&'a Remedy),
     Uncosted(&'a Remedy),
-    None,
+    Undecided(&'a Remedy),
+    /// None shown; `true` where every remedy's interval rules such a cut out.
+    None(bool),
+}
+
+/// Whether `r`'s tries show a cut of at least [`MEANINGFUL_PCT`] (met), rule it out (not
+/// met), or cannot tell (undecided, also with one try).
+fn cut(r: &Remedy) -> Outcome {
+    bound(&r.p50_ratio_interval, 1.0 + MEANINGFUL_PCT / 100.0, true)
 }
 
 fn pick(e: &Explanation) -> Pick<'_> {
@@ -51,11 +62,7 @@ fn pick(e: &Explanation) -> Pick<'_> {
         (Some(a), Some(b)) => Some(a - b),
         _ => None,
     };
-    let real = || {
-        e.remedies
-            .iter()
-            .filter(|r| r.p50_change_pct <= MEANINGFUL_PCT)
-    };
+    let real = || e.remedies.iter().filter(|r| cut(r) == Outcome::Met);
     let costed = real().filter_map(|r| Some((added(r)?, r))).min_by(|a, b| {
         a.0.total_cmp(&b.0)
             .then(a.1.p50_change_pct.total_cmp(&b.1.p50_change_pct))
@@ -63,9 +70,25 @@ fn pick(e: &Explanation) -> Pick<'_> {
     if let Some((_, r)) = costed {
         return Pick::Cheapest(r);
     }
-    match real().min_by(|a, b| a.p50_change_pct.total_cmp(&b.p50_change_pct)) {
-        Some(r) => Pick::Uncosted(r),
-        None => Pick::None,
+    if let Some(r) = real().min_by(|a, b| a.p50_change_pct.total_cmp(&b.p50_change_pct)) {
+        return Pick::Uncosted(r);
+    }
+    let unsure = e
+        .remedies
+        .iter()
+        .filter(|r| cut(r) == Outcome::Undecided && r.p50_change_pct <= MEANINGFUL_PCT)
+        .min_by(|a, b| a.p50_change_pct.total_cmp(&b.p50_change_pct));
+    match unsure {
+        Some(r) => Pick::Undecided(r),
+        None => Pick::None(e.remedies.iter().all(|r| cut(r) == Outcome::NotMet)),
+    }
+}
+
+/// A remedy's p50 ratio interval in words: `×[0.12, 0.35]`, or why there is none.
+pub(super) fn ratio_words(i: &Interval) -> String {
+    match i {
+        Interval::Bounded { low, high } => format!("×[{low:.2}, {high:.2}]"),
+        Interval::None { why } => format!("no interval ({why})"),
     }
 }
 
@@ -112,10 +135,18 @@ pub fn verdict(e: &Explanation) -> Option<String> {
             name(r),
             r.p50_change_pct
         )),
-        Pick::None if !e.remedies.is_empty() => {
-            s.push_str("; no measured remedy cuts the p50 by 20% or more")
+        Pick::Undecided(r) => s.push_str(&format!(
+            "; the largest measured cut, {}: p50 {:+.0}%, is undecided: its tries' p50 ratio {} does not rule out a cut under {:.0}% (more --tries)",
+            name(r),
+            r.p50_change_pct,
+            ratio_words(&r.p50_ratio_interval),
+            -MEANINGFUL_PCT
+        )),
+        Pick::None(_) if e.remedies.is_empty() => {}
+        Pick::None(true) => s.push_str("; no measured remedy cuts the p50 by 20% or more"),
+        Pick::None(false) => {
+            s.push_str("; no measured remedy is shown to cut the p50 by 20% or more (more --tries could tell)")
         }
-        Pick::None => {}
     }
     if let Some(r) = e.residual_pct {
         s.push_str(&format!(
