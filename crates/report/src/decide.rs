@@ -127,14 +127,7 @@ pub fn ratio_interval(baseline: &Summary, candidate: &Summary, confidence: f64) 
     let vb = candidate.stdev.powi(2) / candidate.n as f64;
     let r = y / x;
     // Welch–Satterthwaite for the variance of y − ρx at the ratio's estimate.
-    let v = vb + r * r * va;
-    let df = if v > 0.0 {
-        let den =
-            vb * vb / (candidate.n - 1) as f64 + (r * r * va).powi(2) / (baseline.n - 1) as f64;
-        v * v / den
-    } else {
-        f64::INFINITY
-    };
+    let df = welch_df([(r * r * va, baseline.n), (vb, candidate.n)]);
     let t = t_quantile((1.0 + confidence) / 2.0, df);
     if !t.is_finite() {
         return none(format!(
@@ -175,6 +168,21 @@ pub fn bound(interval: &Interval, limit: f64, at_most: bool) -> Outcome {
     }
 }
 
+/// Welch–Satterthwaite degrees of freedom of a sum of variance terms, each `(term, n)`: a
+/// sample's variance of its mean (times any constant factor) and its tries (at least 2).
+/// Infinite where the sum is 0 (exact data: the interval is the point).
+fn welch_df(parts: [(f64, usize); 2]) -> f64 {
+    let v: f64 = parts.iter().map(|(t, _)| t).sum();
+    if v <= 0.0 {
+        return f64::INFINITY;
+    }
+    v * v
+        / parts
+            .iter()
+            .map(|(t, n)| t * t / (n - 1) as f64)
+            .sum::<f64>()
+}
+
 /// The interval of `candidate.mean − baseline.mean` of two independent samples at
 /// `confidence` (Welch: unequal variances, Welch–Satterthwaite degrees of freedom); None
 /// (with why) with fewer than 2 tries on a side.
@@ -185,11 +193,7 @@ pub fn difference_interval(baseline: &Summary, candidate: &Summary, confidence: 
     let va = baseline.stdev.powi(2) / baseline.n as f64;
     let vb = candidate.stdev.powi(2) / candidate.n as f64;
     let v = va + vb;
-    let df = if v > 0.0 {
-        v * v / (va * va / (baseline.n - 1) as f64 + vb * vb / (candidate.n - 1) as f64)
-    } else {
-        f64::INFINITY
-    };
+    let df = welch_df([(va, baseline.n), (vb, candidate.n)]);
     let t = t_quantile((1.0 + confidence) / 2.0, df);
     let d = candidate.mean - baseline.mean;
     if !(t.is_finite() && d.is_finite()) {
