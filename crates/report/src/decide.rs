@@ -98,6 +98,14 @@ impl Interval {
             Interval::None { .. } => None,
         }
     }
+
+    /// Its ends through `num` as `[low, high]`, or `(why)` where there is none.
+    pub fn words(&self, num: impl Fn(f64) -> String) -> String {
+        match self {
+            Interval::Bounded { low, high } => format!("[{}, {}]", num(*low), num(*high)),
+            Interval::None { why } => format!("({why})"),
+        }
+    }
 }
 
 /// Why a summary of `n` tries has no interval, if it has none.

@@ -469,6 +469,9 @@ fn kvm_halt(c: &Cells, checks: &mut Vec<Component>, missing: &mut Vec<Missing>) 
 
 /// Every remedy the battery measured, against the as-is blocking rr; a boot-time remedy
 /// that was tried and gave nothing goes to `missing` with why.
+/// Confidence of a remedy's p50 ratio interval (the level of every decision's interval).
+const CONFIDENCE: f64 = 0.95;
+
 fn remedies(c: &Cells, base: &Rr, same: Option<&Rr>, missing: &mut Vec<Missing>) -> Vec<Remedy> {
     let mut out = Vec::new();
     let mut push = |what: String, r: &Rr| {
@@ -476,9 +479,9 @@ fn remedies(c: &Cells, base: &Rr, same: Option<&Rr>, missing: &mut Vec<Missing>)
             what,
             p50_change_pct: pct(r.p50, base.p50),
             p50_ratio_interval: crate::decide::ratio_interval(
-                &crate::stats::summarize(&base.p50_tries, 0.95),
-                &crate::stats::summarize(&r.p50_tries, 0.95),
-                0.95,
+                &crate::stats::summarize(&base.p50_tries, CONFIDENCE),
+                &crate::stats::summarize(&r.p50_tries, CONFIDENCE),
+                CONFIDENCE,
             ),
             p99_change_pct: pct(r.p99, base.p99),
             cpu_us_per_transaction_change: r.cpu_per_tr.zip(base.cpu_per_tr).map(|(a, b)| a - b),

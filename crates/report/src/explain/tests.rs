@@ -674,8 +674,8 @@ fn the_verdict_names_the_cheapest_remedy_that_matters() {
 }
 
 /// A cut is real only where its tries' interval shows it: a −78% whose p50 ratio could
-/// be anything from ×0.05 to ×0.95 is named undecided, never the cheapest; a −5% whose
-/// interval reaches below ×0.8 is not said to cut nothing.
+/// be anything from ×0.05 to ×0.95 is named undecided, never the cheapest; a −5% of one
+/// try (no interval) is not said to cut nothing.
 #[test]
 fn a_cut_the_tries_cannot_tell_is_undecided_not_picked() {
     let mut t = as_is(Some(0));

@@ -103,12 +103,8 @@ struct Growth {
 
 impl Growth {
     fn words(&self) -> String {
-        match &self.interval {
-            Interval::Bounded { low, high } => {
-                format!("{:+.1} [{low:+.1}, {high:+.1}]", self.mean)
-            }
-            Interval::None { why } => format!("{:+.1} ({why})", self.mean),
-        }
+        let i = self.interval.words(|v| format!("{v:+.1}"));
+        format!("{:+.1} {i}", self.mean)
     }
 }
 

@@ -572,12 +572,8 @@ impl Effect {
         let x = self
             .ratio
             .map_or("not measured".into(), |x| format!("×{x:.2}"));
-        match &self.interval {
-            Interval::Bounded { low, high } => {
-                format!("{x} [{low:.2}, {high:.2}], {}", self.effect)
-            }
-            Interval::None { why } => format!("{x} ({why}), {}", self.effect),
-        }
+        let i = self.interval.words(|v| format!("{v:.2}"));
+        format!("{x} {i}, {}", self.effect)
     }
 }
 
