@@ -189,6 +189,20 @@ fn explain_decomposes_a_round_trip_and_says_where_each_part_came_from() {
             (Some(lo), Some(hi)) => assert!(lo <= hi && lo.is_finite(), "{r}"),
             _ => assert!(i["none"]["why"].is_string(), "{r}"),
         }
+        // Its cost over the tries: each try's busy CPUs, and what it adds with an interval
+        // holding the difference of the means (or why there is none).
+        let tries = r["cpus_busy_tries"].as_array().expect("busy CPUs per try");
+        assert!(
+            !tries.is_empty() && tries.iter().all(|t| t.as_f64().unwrap() > 0.0),
+            "{r}"
+        );
+        let added = r["cpus_busy"].as_f64().unwrap() - r["cpus_busy_before"].as_f64().unwrap();
+        let i = &r["added_cpus_interval"];
+        match (i["bounded"]["low"].as_f64(), i["bounded"]["high"].as_f64()) {
+            (Some(lo), Some(hi)) => assert!(lo <= hi && lo.is_finite(), "{r}"),
+            _ => assert!(i["none"]["why"].is_string(), "{r}"),
+        }
+        assert!(added.is_finite(), "{r}");
     }
     // A remedy the verdict names as the cheapest has its whole interval at or below ×0.80.
     let verdict = v["verdict"].as_str().expect("a verdict");

@@ -467,11 +467,26 @@ fn kvm_halt(c: &Cells, checks: &mut Vec<Component>, missing: &mut Vec<Missing>) 
     }
 }
 
+/// Confidence of a remedy's p50 ratio and added-CPU intervals (the level of every
+/// decision's interval).
+pub(super) const CONFIDENCE: f64 = 0.95;
+
+/// The busy CPUs `r` adds to `base` over their tries, or why there is no interval.
+fn added_interval(base: &Rr, r: &Rr) -> crate::decide::Interval {
+    match (&base.busy_tries, &r.busy_tries) {
+        (Some(b), Some(x)) => crate::decide::difference_interval(
+            &crate::stats::summarize(b, CONFIDENCE),
+            &crate::stats::summarize(x, CONFIDENCE),
+            CONFIDENCE,
+        ),
+        _ => crate::decide::Interval::None {
+            why: "some try's CPU time was not read".into(),
+        },
+    }
+}
+
 /// Every remedy the battery measured, against the as-is blocking rr; a boot-time remedy
 /// that was tried and gave nothing goes to `missing` with why.
-/// Confidence of a remedy's p50 ratio interval (the level of every decision's interval).
-const CONFIDENCE: f64 = 0.95;
-
 fn remedies(c: &Cells, base: &Rr, same: Option<&Rr>, missing: &mut Vec<Missing>) -> Vec<Remedy> {
     let mut out = Vec::new();
     let mut push = |what: String, r: &Rr| {
@@ -489,6 +504,8 @@ fn remedies(c: &Cells, base: &Rr, same: Option<&Rr>, missing: &mut Vec<Missing>)
             cpu_us_per_transaction: r.cpu_per_tr,
             cpus_busy: r.cpu_per_tr.map(|c| c / r.mean),
             cpus_busy_before: base.cpu_per_tr.map(|c| c / base.mean),
+            cpus_busy_tries: r.busy_tries.clone(),
+            added_cpus_interval: added_interval(base, r),
         })
     };
     if let Some(r) = c.rr(RR_CROSS_BLOCK, BUSY_POLL) {

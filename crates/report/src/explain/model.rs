@@ -103,6 +103,12 @@ pub struct Remedy {
     pub cpus_busy: Option<f64>,
     /// The same for the as-is cross-CPU rr.
     pub cpus_busy_before: Option<f64>,
+    /// Each try's busy CPUs with it (polling included); None where some try's CPU time
+    /// could not be read: what the verdict compares remedies' costs on.
+    pub cpus_busy_tries: Option<Vec<f64>>,
+    /// The busy CPUs it adds to the as-is rr (its tries against the as-is tries, Welch's
+    /// 95% interval), or why none.
+    pub added_cpus_interval: crate::decide::Interval,
 }
 
 /// The whole answer (what `explain --json` prints).
@@ -189,6 +195,9 @@ pub(super) struct Rr {
     pub(super) events: BTreeMap<String, f64>,
     /// Each try's own p50, µs.
     pub(super) p50_tries: Vec<f64>,
+    /// Each try's busy CPUs (CPU per transaction × its rate); None where some try's CPU
+    /// time could not be read.
+    pub(super) busy_tries: Option<Vec<f64>>,
 }
 
 impl<'a> Cells<'a> {
@@ -241,6 +250,10 @@ impl<'a> Cells<'a> {
             p50_tries: results
                 .iter()
                 .filter_map(|r| merged_latency(&[*r]).map(|l| l.p50_us))
+                .collect(),
+            busy_tries: results
+                .iter()
+                .map(|r| Some(cpu_per_transaction(r)? * r.primary_metric().value / 1e6))
                 .collect(),
         })
     }

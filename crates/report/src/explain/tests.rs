@@ -622,6 +622,10 @@ fn remedy(what: &str, p50: f64, busy: Option<(f64, f64)>) -> Remedy {
         cpu_us_per_transaction: None,
         cpus_busy: busy.map(|b| b.1),
         cpus_busy_before: busy.map(|b| b.0),
+        cpus_busy_tries: busy.map(|b| vec![b.1 - 0.01, b.1, b.1 + 0.01]),
+        added_cpus_interval: crate::decide::Interval::None {
+            why: "not formed here".into(),
+        },
     }
 }
 
@@ -710,6 +714,54 @@ fn a_cut_the_tries_cannot_tell_is_undecided_not_picked() {
         v.contains(
             "no measured remedy is shown to cut the p50 by 20% or more (more --tries could tell)"
         ),
+        "{v}"
+    );
+}
+
+/// Two real cuts whose costs' tries overlap are tied: neither is called the cheapest, both
+/// are named with what they cost; where the tries do show one dearer, the other is picked.
+#[test]
+fn a_cheapest_the_tries_cannot_tell_is_a_tie() {
+    let mut t = as_is(Some(0));
+    t.push(probe("guest-poll-200us", WAKE_BLOCK, Some(200_000), 18.0));
+    let mut e = explain(1, &haltpoll_env(), &t).expect("explains");
+    let mut spin = remedy(
+        "spinning receivers (rr --wait spin)",
+        -85.0,
+        Some((0.5, 1.4)),
+    );
+    spin.cpus_busy_tries = Some(vec![0.6, 1.4, 2.2]);
+    let poll = remedy(
+        "guest halt polling 200 µs (haltpoll…)",
+        -78.0,
+        Some((0.5, 1.6)),
+    );
+    e.remedies = vec![spin.clone(), poll.clone()];
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(
+        v.contains("2 measured remedies cut it by a real amount, and their tries cannot tell which costs less CPU (more --tries): spinning receivers: p50 -85% for +0.9 busy CPUs; guest halt polling 200 µs: p50 -78% for +1.1 busy CPUs")
+            && !v.contains("cheapest"),
+        "{v}"
+    );
+    spin.cpus_busy_tries = Some(vec![1.38, 1.4, 1.42]);
+    e.remedies = vec![poll, spin];
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(
+        v.contains(
+            "the cheapest measured remedy is spinning receivers: p50 -85% for +0.9 busy CPUs"
+        ),
+        "{v}"
+    );
+    // One try of a rival: no interval shows it dearer, so it ties with the lowest; the
+    // halt polling the tries do show dearer stays out.
+    let mut one = remedy("busy polling (net.core…)", -40.0, Some((0.5, 1.9)));
+    one.cpus_busy_tries = Some(vec![1.9]);
+    e.remedies.push(one);
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(
+        v.contains("2 measured remedies cut it")
+            && v.contains("busy polling: p50 -40% for +1.4 busy CPUs")
+            && !v.contains("guest halt polling"),
         "{v}"
     );
 }

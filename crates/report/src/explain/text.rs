@@ -170,7 +170,7 @@ fn remedies(s: &mut String, e: &Explanation) {
         for r in &e.remedies {
             let _ = writeln!(
                 s,
-                "  {:<70} p50 {:>5} ({}, {}), p99 {:>5}, CPU {} µs/transaction, {} → {} CPUs busy",
+                "  {:<70} p50 {:>5} ({}, {}), p99 {:>5}, CPU {} µs/transaction, {} → {} CPUs busy (added {})",
                 r.what,
                 signed_pct(r.p50_change_pct),
                 us(r.p50_us),
@@ -178,7 +178,8 @@ fn remedies(s: &mut String, e: &Explanation) {
                 signed_pct(r.p99_change_pct),
                 opt(r.cpu_us_per_transaction_change, signed1),
                 opt(r.cpus_busy_before, fixed2),
-                opt(r.cpus_busy, fixed2)
+                opt(r.cpus_busy, fixed2),
+                r.added_cpus_interval.words(|x| format!("{x:+.2}"))
             );
         }
     }

@@ -3,7 +3,8 @@
 //! back, and how much the model leaves unexplained.
 
 use super::model::{Component, Explanation, Remedy};
-use crate::decide::{bound, Interval, Outcome};
+use super::CONFIDENCE;
+use crate::decide::{bound, difference_interval, Interval, Outcome};
 
 /// A remedy counts when it cuts the p50 by at least this much (percent): smaller changes
 /// are within what tries of one measurement vary by here.
@@ -43,8 +44,12 @@ fn largest(e: &Explanation) -> Option<(&Component, Option<&Component>)> {
 /// not called the cheapest (the same rule as `tune`'s: no cheapest without a cost). A cut
 /// is real when the whole interval of its p50 ratio over the tries lies at or below
 /// 1 + [`MEANINGFUL_PCT`]; the largest cut whose interval cannot tell is named undecided.
+/// A remedy is the cheapest only where every other real one's tries show it dearer (the
+/// interval of their busy CPUs' difference lies above 0); the rest are tied with it.
 enum Pick<'a> {
     Cheapest(&'a Remedy),
+    /// The lowest mean cost first, then those whose tries do not show them dearer.
+    Tied(Vec<&'a Remedy>),
     Uncosted(&'a Remedy),
     Undecided(&'a Remedy),
     /// None shown; `true` where every remedy's interval rules such a cut out.
@@ -57,18 +62,39 @@ fn cut(r: &Remedy) -> Outcome {
     bound(&r.p50_ratio_interval, 1.0 + MEANINGFUL_PCT / 100.0, true)
 }
 
-fn pick(e: &Explanation) -> Pick<'_> {
-    let added = |r: &Remedy| match (r.cpus_busy, r.cpus_busy_before) {
-        (Some(a), Some(b)) => Some(a - b),
-        _ => None,
+/// The busy CPUs `r` adds to the as-is rr, where both were measured.
+fn added(r: &Remedy) -> Option<f64> {
+    Some(r.cpus_busy? - r.cpus_busy_before?)
+}
+
+/// Whether `rival`'s tries show it keeping more CPUs busy than `low`'s (the difference's
+/// interval lies wholly above 0); not with a try short of an interval.
+fn dearer(low: &Remedy, rival: &Remedy) -> bool {
+    let (Some(a), Some(b)) = (&low.cpus_busy_tries, &rival.cpus_busy_tries) else {
+        return false;
     };
+    let s = |v: &[f64]| crate::stats::summarize(v, CONFIDENCE);
+    matches!(difference_interval(&s(a), &s(b), CONFIDENCE), Interval::Bounded { low, .. } if low > 0.0)
+}
+
+fn pick(e: &Explanation) -> Pick<'_> {
     let real = || e.remedies.iter().filter(|r| cut(r) == Outcome::Met);
-    let costed = real().filter_map(|r| Some((added(r)?, r))).min_by(|a, b| {
+    let mut costed: Vec<(f64, &Remedy)> = real().filter_map(|r| Some((added(r)?, r))).collect();
+    costed.sort_by(|a, b| {
         a.0.total_cmp(&b.0)
             .then(a.1.p50_change_pct.total_cmp(&b.1.p50_change_pct))
     });
-    if let Some((_, r)) = costed {
-        return Pick::Cheapest(r);
+    if let Some(&(_, low)) = costed.first() {
+        let tied: Vec<&Remedy> = costed
+            .iter()
+            .map(|c| c.1)
+            .filter(|r| std::ptr::eq(*r, low) || !dearer(low, r))
+            .collect();
+        return if tied.len() == 1 {
+            Pick::Cheapest(low)
+        } else {
+            Pick::Tied(tied)
+        };
     }
     if let Some(r) = real().min_by(|a, b| a.p50_change_pct.total_cmp(&b.p50_change_pct)) {
         return Pick::Uncosted(r);
@@ -82,6 +108,16 @@ fn pick(e: &Explanation) -> Pick<'_> {
         Some(r) => Pick::Undecided(r),
         None => Pick::None(e.remedies.iter().all(|r| cut(r) == Outcome::NotMet)),
     }
+}
+
+/// A remedy's cut and cost in words: `p50 -78% for +1.1 busy CPUs`, `… at no added CPU`.
+fn cut_and_cost(r: &Remedy) -> String {
+    let cost = match added(r) {
+        Some(a) if a.abs() < 0.05 => " at no added CPU".to_string(),
+        Some(a) => format!(" for {a:+.1} busy CPUs"),
+        None => String::new(),
+    };
+    format!("p50 {:+.0}%{cost}", r.p50_change_pct)
 }
 
 /// A remedy's p50 ratio interval in words: `×[0.12, 0.35]`, or why there is none.
@@ -118,18 +154,19 @@ pub fn verdict(e: &Explanation) -> Option<String> {
     }
     let name = |r: &Remedy| r.what.split(" (").next().unwrap_or(&r.what).to_string();
     match pick(e) {
-        Pick::Cheapest(r) => {
-            let cost = match (r.cpus_busy, r.cpus_busy_before) {
-                (Some(a), Some(b)) if (a - b).abs() < 0.05 => " at no added CPU".to_string(),
-                (Some(a), Some(b)) => format!(" for {:+.1} busy CPUs", a - b),
-                _ => String::new(),
-            };
-            s.push_str(&format!(
-                "; the cheapest measured remedy is {}: p50 {:+.0}%{cost}",
-                name(r),
-                r.p50_change_pct
-            ));
-        }
+        Pick::Cheapest(r) => s.push_str(&format!(
+            "; the cheapest measured remedy is {}: {}",
+            name(r),
+            cut_and_cost(r)
+        )),
+        Pick::Tied(rs) => s.push_str(&format!(
+            "; {} measured remedies cut it by a real amount, and their tries cannot tell which costs less CPU (more --tries): {}",
+            rs.len(),
+            rs.iter()
+                .map(|r| format!("{}: {}", name(r), cut_and_cost(r)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )),
         Pick::Uncosted(r) => s.push_str(&format!(
             "; the largest measured cut is {}: p50 {:+.0}% (no remedy's CPU cost was measured, so none is called the cheapest)",
             name(r),

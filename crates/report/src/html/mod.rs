@@ -490,18 +490,19 @@ fn explanation(s: &mut String, e: &Explanation) {
     }
     s.push_str("</table>");
     if !e.remedies.is_empty() {
-        s.push_str("<h4>what buys it back (measured)</h4><table><tr><th>change</th><th>p50</th><th>p50 change</th><th>p99 change</th><th>CPU µs/transaction change</th><th>CPUs busy (before → with it)</th></tr>");
+        s.push_str("<h4>what buys it back (measured)</h4><table><tr><th>change</th><th>p50</th><th>p50 change</th><th>p99 change</th><th>CPU µs/transaction change</th><th>CPUs busy (before → with it)</th><th>added CPUs, 95%</th></tr>");
         for r in &e.remedies {
             let _ = write!(
                 s,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} → {}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} → {}</td><td>{}</td></tr>",
                 esc(&r.what),
                 num(r.p50_us),
                 crate::explain::signed_pct(r.p50_change_pct),
                 crate::explain::signed_pct(r.p99_change_pct),
                 crate::explain::opt(r.cpu_us_per_transaction_change, crate::explain::signed1),
                 crate::explain::opt(r.cpus_busy_before, crate::explain::fixed2),
-                crate::explain::opt(r.cpus_busy, crate::explain::fixed2)
+                crate::explain::opt(r.cpus_busy, crate::explain::fixed2),
+                esc(&r.added_cpus_interval.words(|x| format!("{x:+.2}")))
             );
         }
         s.push_str("</table>");
