@@ -214,11 +214,24 @@ impl<'a> Cells<'a> {
             .collect()
     }
 
-    /// Why a measurement has no result: the reason of its skipped or failed trials.
+    /// Why a measurement has no result: the reason of its skipped or failed trials, or
+    /// what its measured trials warned of where none gave a figure (a round trip that
+    /// completed no transaction in its window: a stall, not a missing measurement).
     pub(super) fn why_not(&self, label: &str, config: &str) -> String {
-        self.of(label, config)
-            .find_map(|t| t.error.clone())
-            .unwrap_or_else(|| "not measured in this run".to_string())
+        if let Some(e) = self.of(label, config).find_map(|t| t.error.clone()) {
+            return e;
+        }
+        let warned = self
+            .ok(label, config)
+            .into_iter()
+            .filter_map(|t| t.result.as_ref()?.warnings.first().cloned())
+            .next();
+        match warned {
+            Some(w) => {
+                format!("its tries gave no figure: {w} (a longer --duration may measure it)")
+            }
+            None => "not measured in this run".to_string(),
+        }
     }
 
     pub(super) fn rr(&self, label: &str, config: &str) -> Option<Rr> {

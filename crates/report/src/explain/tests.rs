@@ -765,3 +765,22 @@ fn a_cheapest_the_tries_cannot_tell_is_a_tie() {
         "{v}"
     );
 }
+
+/// A cross-CPU rr that completed no transaction in its window is a stall its trial warned
+/// of: the refusal says so, not "not measured".
+#[test]
+fn a_round_trip_that_completed_nothing_is_refused_with_its_warning() {
+    let mut stalled = rr(60.0, (1, 1), (0, 1), EVENTS);
+    stalled.outcome = Outcome::Rr(RrOutcome::default());
+    stalled.warnings = vec![
+        "no transaction completed in the measured window: latency and service demand not measured"
+            .into(),
+    ];
+    let mut t = as_is(Some(0));
+    t[0] = rr_trial(AS_IS, RR_CROSS_BLOCK, Some(0), stalled);
+    let err = explain(7, &haltpoll_env(), &t).expect_err("nothing to explain");
+    assert_eq!(
+        err,
+        "run 7 has no cross-CPU blocking rr result: its tries gave no figure: no transaction completed in the measured window: latency and service demand not measured (a longer --duration may measure it)"
+    );
+}
