@@ -87,6 +87,10 @@ pub fn quickstart(points: &[PointSummary], trials: &[TrialRow]) -> Option<String
     Some(words(same, cross, idle_of(trials), hypervisor.as_deref()))
 }
 
+/// The two trips are called no different only where the tries rule out a ratio further
+/// than this from 1 either way (the band `explain --workload stream` calls no effect).
+const SAME_BAND: f64 = virtperf_report::explain_stream::NO_EFFECT_BAND;
+
 /// The headline's sentences from what was measured: the ratio and whether its interval
 /// says the cross-CPU trip costs more at all, which idle state the CPUs waited in, and a
 /// tune goal only where there is a gap to close.
@@ -109,8 +113,17 @@ fn words(same: &Summary, cross: &Summary, idle: Idle, hypervisor: Option<&str>) 
         (Interval::Bounded { low, high }, Outcome::NotMet) => format!(
             "(95% interval of the ratio {low:.1}–{high:.1}×): here the cross-CPU trip is the faster one."
         ),
+        (Interval::Bounded { low, high }, _)
+            if decide::ratio_effect(&interval, SAME_BAND) == "no measurable effect" =>
+        {
+            format!(
+                "(95% interval of the ratio {low:.2}–{high:.2}×, within ±{:.0}% of 1): no measurable difference between them.",
+                SAME_BAND * 100.0
+            )
+        }
         (Interval::Bounded { low, high }, _) => format!(
-            "(95% interval of the ratio {low:.2}–{high:.2}×, which holds 1): no measurable difference between them."
+            "(95% interval of the ratio {low:.2}–{high:.2}×, which holds 1 but reaches past ±{:.0}%): undecided whether they differ (`virtperf run --runs 5` may tell).",
+            SAME_BAND * 100.0
         ),
         (Interval::None { why }, _) => {
             format!("({why}; `virtperf run --runs 5` gives an interval).")
@@ -194,6 +207,23 @@ mod tests {
         assert!(
             rule.contains("no cpuidle driver and no idle=poll") && rule.contains("halted vCPU"),
             "{rule}"
+        );
+        // A ratio whose interval holds 1: no difference only where it stays within ±10%.
+        let near = words(&one_cpu, &one_cpu, Idle::Counted(0.97), Some("KVM"));
+        assert!(
+            near.contains("within ±10% of 1): no measurable difference"),
+            "{near}"
+        );
+        let wide = words(
+            &summarize(&[10.0, 19.0, 28.0], 0.95),
+            &summarize(&[12.0, 20.0, 27.0], 0.95),
+            Idle::Counted(0.97),
+            Some("KVM"),
+        );
+        assert!(
+            wide.contains("reaches past ±10%): undecided whether they differ")
+                && !wide.contains("no measurable difference"),
+            "{wide}"
         );
         let one = words(&summarize(&[13.0], 0.95), &cross, Idle::Unknown, None);
         assert!(one.contains("1 try: no interval"), "{one}");
