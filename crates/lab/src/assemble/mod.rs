@@ -451,6 +451,30 @@ mod tests {
             "no per-transaction metric: {:?}",
             e.metrics()
         );
+        // No retransmission: the warning names none.
+        assert!(!r.warnings.iter().any(|w| w.contains("retransmitted")));
+    }
+
+    /// A window with no transaction whose connection retransmitted: the warning names the
+    /// segments each side retransmitted and the timeout a lost one waits out.
+    #[test]
+    fn a_stall_with_retransmissions_says_so() {
+        let p = plan(Some(0));
+        let ev = [("ipi_call", 7)];
+        let mut client = side(0, 2.0, &ev, true);
+        client.flows[0].tcp = Some(virtperf_wire::TcpInfo {
+            retransmits: 2,
+            ..Default::default()
+        });
+        let mut c = collected(&p, client, side(0, 2.0, &ev, true));
+        c.client_hist = Some(latency::new_histogram());
+        let r = assemble(c).expect("assembled");
+        assert!(
+            r.warnings.iter().any(|w| w.contains("no transaction completed")
+                && w.contains("(2 segments retransmitted by the client, 0 by the server: a lost segment waits out TCP's retransmission timeout, 200 ms or more)")),
+            "{:?}",
+            r.warnings
+        );
     }
 
     /// A stream whose sender reported fewer flows than its receiver: the flows it did not

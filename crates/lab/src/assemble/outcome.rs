@@ -52,6 +52,26 @@ fn mbps(bytes: u64, secs: f64) -> f64 {
 }
 
 /// rr and crr: transactions counted and timed by the client, latency from its histogram.
+/// What a round trip that completed nothing in its window shows of why: TCP segments its
+/// connection retransmitted (either side's view; a lost 1-byte segment waits out the
+/// retransmission timeout, 200 ms at the least), or nothing where none were.
+fn stall_cause(c: &Collected, server: &SideReport) -> String {
+    let side = |flows: &[virtperf_wire::FlowStats]| {
+        flows
+            .iter()
+            .filter_map(|f| f.tcp)
+            .map(|t| t.retransmits)
+            .sum::<u64>()
+    };
+    let (client, server) = (side(&c.client.flows), side(&server.flows));
+    if client + server == 0 {
+        return String::new();
+    }
+    format!(
+        " ({client} segments retransmitted by the client, {server} by the server: a lost segment waits out TCP's retransmission timeout, 200 ms or more)"
+    )
+}
+
 pub(crate) fn rr_outcome(
     c: &Collected,
     server: &SideReport,
@@ -70,10 +90,10 @@ pub(crate) fn rr_outcome(
         _ => (None, String::new()),
     };
     if n == 0 {
-        warnings.push(
-            "no transaction completed in the measured window: latency and service demand not measured"
-                .to_string(),
-        );
+        warnings.push(format!(
+            "no transaction completed in the measured window: latency and service demand not measured{}",
+            stall_cause(c, server)
+        ));
     } else if n < 1000 {
         warnings.push(format!(
             "only {n} transactions: tail percentiles (p99.9) are not meaningful; run longer"
