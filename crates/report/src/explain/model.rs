@@ -224,8 +224,11 @@ impl<'a> Cells<'a> {
         let warned = self
             .ok(label, config)
             .into_iter()
-            .filter_map(|t| t.result.as_ref()?.warnings.first().cloned())
-            .next();
+            .filter_map(|t| t.result.as_ref())
+            .find(|r| !r.warnings.is_empty())
+            // All of them: the one saying nothing was measured, and any naming a cause
+            // beside it (time the hypervisor stole).
+            .map(|r| r.warnings.join("; "));
         match warned {
             Some(w) => {
                 format!("its tries gave no figure: {w} (a longer --duration may measure it)")

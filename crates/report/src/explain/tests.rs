@@ -775,12 +775,13 @@ fn a_round_trip_that_completed_nothing_is_refused_with_its_warning() {
     stalled.warnings = vec![
         "no transaction completed in the measured window: latency and service demand not measured"
             .into(),
+        "41.0% of CPU time was stolen by the hypervisor during the run: expect noise".into(),
     ];
     let mut t = as_is(Some(0));
     t[0] = rr_trial(AS_IS, RR_CROSS_BLOCK, Some(0), stalled);
     let err = explain(7, &haltpoll_env(), &t).expect_err("nothing to explain");
     assert_eq!(
         err,
-        "run 7 has no cross-CPU blocking rr result: its tries gave no figure: no transaction completed in the measured window: latency and service demand not measured (a longer --duration may measure it)"
+        "run 7 has no cross-CPU blocking rr result: its tries gave no figure: no transaction completed in the measured window: latency and service demand not measured; 41.0% of CPU time was stolen by the hypervisor during the run: expect noise (a longer --duration may measure it)"
     );
 }
