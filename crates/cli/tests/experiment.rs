@@ -364,6 +364,42 @@ fn configs_whose_knobs_cannot_apply_are_skipped_with_the_reason() {
     );
 }
 
+/// In a network namespace of its own (`unshare -n`, as a container runs it), a config
+/// setting `net.core.busy_poll` (a sysctl the kernel keeps in the initial namespace only) is
+/// skipped saying so, not that the machine lacks it; the config without knobs still runs.
+#[test]
+fn a_net_sysctl_missing_in_a_namespace_is_said_to_be_missing_there() {
+    if !virtperf_testkit::need_root("unshare -n needs root") {
+        return;
+    }
+    let d = TempDir::new("exp-netns-knob");
+    let spec = d.path("s.toml");
+    std::fs::write(
+        &spec,
+        "name = \"s\"\nduration = \"200ms\"\nrepetitions = 1\n[[workload]]\nkind = \"rr\"\n\
+         [[config]]\nname = \"ok\"\n[[config]]\nname = \"bp\"\nsysctl = { \"net.core.busy_poll\" = \"50\" }\n",
+    )
+    .unwrap();
+    let script = format!(
+        "ip link set lo up && exec {} run {} --db {}",
+        env!("CARGO_BIN_EXE_virtperf"),
+        spec.display(),
+        d.path("r.db").display()
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["-n", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    common::assert_ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("config bp skipped")
+            && err.contains("net.core.busy_poll does not exist in this network namespace")
+            && !err.contains("on this machine"),
+        "{err}"
+    );
+}
+
 /// A sysctl this test may change: writable only as root. Each test uses its own so tests
 /// running in parallel never see each other's values as originals.
 fn writable_sysctl(path: &str) -> Option<String> {

@@ -209,9 +209,11 @@ impl Knob {
             KnobKind::NetDev => "network device file",
         };
         let original = self.read().map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => {
-                anyhow!("{what} {} does not exist on this machine", self.name)
-            }
+            io::ErrorKind::NotFound => anyhow!(
+                "{what} {} {}",
+                self.name,
+                absent_where(&self.name, in_child_netns())
+            ),
             _ => anyhow!("cannot read {what} {}: {e}", self.name),
         })?;
         self.write(&original).map_err(|e| match e.kind() {
@@ -603,8 +605,55 @@ pub fn restore_leftovers(base: &Path) -> RestoreReport {
     rep
 }
 
+/// The initial network namespace's inode, fixed by the kernel since 3.8
+/// (`PROC_NET_INIT_INO` in include/linux/proc_ns.h). Compared with instead of PID 1's
+/// link, which a process in another namespace may not read (EACCES here even as root).
+const INIT_NET_INO: u64 = 0xEFFF_FFF9;
+
+/// Whether this process is in another network namespace than the initial one; None
+/// where its own link cannot be read.
+fn in_child_netns() -> Option<bool> {
+    let own = fs::read_link("/proc/self/ns/net").ok()?;
+    let ino: u64 = own
+        .to_str()?
+        .strip_prefix("net:[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()?;
+    Some(ino != INIT_NET_INO)
+}
+
+/// Where a missing knob is missing, in words: a `net.` sysctl in a child network
+/// namespace may exist in the initial one only (`net.core.busy_poll` does), so "on this
+/// machine" would be wrong there.
+fn absent_where(name: &str, child_netns: Option<bool>) -> String {
+    match child_netns {
+        Some(true) if name.starts_with("net.") => "does not exist in this network namespace (the kernel may keep it in the initial namespace only: run outside the namespace to change it)".into(),
+        _ => "does not exist on this machine".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    /// A `net.` sysctl missing in a child namespace is said to be missing there, not on
+    /// the machine; anything else, or where the namespace is unknown, on the machine (the
+    /// namespace itself is tested for real by the command line's experiment tests).
+    #[test]
+    fn a_missing_net_sysctl_in_a_namespace_says_where() {
+        assert!(super::absent_where("net.core.busy_poll", Some(true)).contains("network namespace"));
+        for (name, child) in [
+            ("net.core.busy_poll", Some(false)),
+            ("net.core.busy_poll", None),
+            ("kernel.numa_balancing", Some(true)),
+        ] {
+            assert_eq!(
+                super::absent_where(name, child),
+                "does not exist on this machine",
+                "{name} {child:?}"
+            );
+        }
+    }
+
     use super::*;
 
     #[test]
