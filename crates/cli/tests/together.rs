@@ -15,6 +15,7 @@ mod architecture;
 mod capabilities;
 mod chart_labels;
 mod data_ports;
+mod db_contention;
 mod decisions;
 mod errors;
 mod experiment;
