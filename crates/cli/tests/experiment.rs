@@ -340,16 +340,25 @@ fn regression_flow(d: &TempDir, db: &Path) {
     );
 }
 
-#[test]
-fn configs_whose_knobs_cannot_apply_are_skipped_with_the_reason() {
-    let d = TempDir::new("exp-skip");
+/// A spec in `d` of one rr and two configs: `ok` (no knob) and `name` setting `knob` (a
+/// TOML line such as `module = { "x.y" = 1 }`).
+fn spec_with_knob(d: &TempDir, name: &str, knob: &str) -> std::path::PathBuf {
     let spec = d.path("s.toml");
     std::fs::write(
         &spec,
-        "name = \"s\"\nduration = \"200ms\"\nrepetitions = 1\n[[workload]]\nkind = \"rr\"\n\
-         [[config]]\nname = \"ok\"\n[[config]]\nname = \"ghost\"\nmodule = { \"nosuchmodule.param\" = 1 }\n",
+        format!(
+            "name = \"s\"\nduration = \"200ms\"\nrepetitions = 1\n[[workload]]\nkind = \"rr\"\n\
+             [[config]]\nname = \"ok\"\n[[config]]\nname = \"{name}\"\n{knob}\n"
+        ),
     )
     .unwrap();
+    spec
+}
+
+#[test]
+fn configs_whose_knobs_cannot_apply_are_skipped_with_the_reason() {
+    let d = TempDir::new("exp-skip");
+    let spec = spec_with_knob(&d, "ghost", "module = { \"nosuchmodule.param\" = 1 }");
     let db = d.path("r.db");
     let out = vp()
         .args(["run", spec.to_str().unwrap(), "--db"])
@@ -373,13 +382,7 @@ fn a_net_sysctl_missing_in_a_namespace_is_said_to_be_missing_there() {
         return;
     }
     let d = TempDir::new("exp-netns-knob");
-    let spec = d.path("s.toml");
-    std::fs::write(
-        &spec,
-        "name = \"s\"\nduration = \"200ms\"\nrepetitions = 1\n[[workload]]\nkind = \"rr\"\n\
-         [[config]]\nname = \"ok\"\n[[config]]\nname = \"bp\"\nsysctl = { \"net.core.busy_poll\" = \"50\" }\n",
-    )
-    .unwrap();
+    let spec = spec_with_knob(&d, "bp", "sysctl = { \"net.core.busy_poll\" = \"50\" }");
     let script = format!(
         "ip link set lo up && exec {} run {} --db {}",
         env!("CARGO_BIN_EXE_virtperf"),
