@@ -87,8 +87,8 @@ const FOUR_TRIALS: &str =
 fn stored(db: &Path) -> (String, u64) {
     let v: serde_json::Value = serde_json::from_str(&run_db_ok(&["runs", "--json"], db)).unwrap();
     (
-        v[0]["status"].as_str().unwrap_or("").to_string(),
-        v[0]["trials_ok"].as_u64().unwrap_or(0),
+        v[0]["status"].as_str().expect("a run's status").to_string(),
+        v[0]["trials_ok"].as_u64().expect("a run's ok trials"),
     )
 }
 
