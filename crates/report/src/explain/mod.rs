@@ -471,14 +471,20 @@ fn kvm_halt(c: &Cells, checks: &mut Vec<Component>, missing: &mut Vec<Missing>) 
 /// decision's interval).
 pub(super) const CONFIDENCE: f64 = 0.95;
 
+/// The interval of `candidate`'s mean − `baseline`'s over their tries (Welch, at
+/// [`CONFIDENCE`]): what a remedy adds, and which of two remedies is dearer.
+pub(super) fn tries_difference(baseline: &[f64], candidate: &[f64]) -> crate::decide::Interval {
+    crate::decide::difference_interval(
+        &crate::stats::summarize(baseline, CONFIDENCE),
+        &crate::stats::summarize(candidate, CONFIDENCE),
+        CONFIDENCE,
+    )
+}
+
 /// The busy CPUs `r` adds to `base` over their tries, or why there is no interval.
 fn added_interval(base: &Rr, r: &Rr) -> crate::decide::Interval {
     match (&base.busy_tries, &r.busy_tries) {
-        (Some(b), Some(x)) => crate::decide::difference_interval(
-            &crate::stats::summarize(b, CONFIDENCE),
-            &crate::stats::summarize(x, CONFIDENCE),
-            CONFIDENCE,
-        ),
+        (Some(b), Some(x)) => tries_difference(b, x),
         _ => crate::decide::Interval::None {
             why: "some try's CPU time was not read".into(),
         },

@@ -3,8 +3,8 @@
 //! back, and how much the model leaves unexplained.
 
 use super::model::{Component, Explanation, Remedy};
-use super::CONFIDENCE;
-use crate::decide::{bound, difference_interval, Interval, Outcome};
+use super::tries_difference;
+use crate::decide::{bound, Interval, Outcome};
 
 /// A remedy counts when it cuts the p50 by at least this much (percent): smaller changes
 /// are within what tries of one measurement vary by here.
@@ -73,8 +73,7 @@ fn dearer(low: &Remedy, rival: &Remedy) -> bool {
     let (Some(a), Some(b)) = (&low.cpus_busy_tries, &rival.cpus_busy_tries) else {
         return false;
     };
-    let s = |v: &[f64]| crate::stats::summarize(v, CONFIDENCE);
-    matches!(difference_interval(&s(a), &s(b), CONFIDENCE), Interval::Bounded { low, .. } if low > 0.0)
+    matches!(tries_difference(a, b), Interval::Bounded { low, .. } if low > 0.0)
 }
 
 fn pick(e: &Explanation) -> Pick<'_> {
