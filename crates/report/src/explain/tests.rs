@@ -623,8 +623,14 @@ fn remedy(what: &str, p50: f64, busy: Option<(f64, f64)>) -> Remedy {
         cpus_busy: busy.map(|b| b.1),
         cpus_busy_before: busy.map(|b| b.0),
         cpus_busy_tries: busy.map(|b| vec![b.1 - 0.01, b.1, b.1 + 0.01]),
-        added_cpus_interval: crate::decide::Interval::None {
-            why: "not formed here".into(),
+        added_cpus_interval: match busy {
+            Some((before, with)) => crate::decide::Interval::Bounded {
+                low: with - before - 0.05,
+                high: with - before + 0.05,
+            },
+            None => crate::decide::Interval::None {
+                why: "not measured".into(),
+            },
         },
     }
 }
@@ -739,7 +745,7 @@ fn a_cheapest_the_tries_cannot_tell_is_a_tie() {
     e.remedies = vec![spin.clone(), poll.clone()];
     let v = crate::explain::verdict(&e).expect("a verdict");
     assert!(
-        v.contains("2 measured remedies cut it by a real amount, and their tries cannot tell which costs less CPU (more --tries): spinning receivers: p50 -85% for +0.9 busy CPUs; guest halt polling 200 µs: p50 -78% for +1.1 busy CPUs")
+        v.contains("2 measured remedies cut it by a real amount, and their tries cannot tell which costs less CPU (more --tries): spinning receivers: p50 -85% for +0.9 busy CPUs [+0.85, +0.95]; guest halt polling 200 µs: p50 -78% for +1.1 busy CPUs [+1.05, +1.15]")
             && !v.contains("cheapest"),
         "{v}"
     );
@@ -783,5 +789,50 @@ fn a_round_trip_that_completed_nothing_is_refused_with_its_warning() {
     assert_eq!(
         err,
         "run 7 has no cross-CPU blocking rr result: its tries gave no figure: no transaction completed in the measured window: latency and service demand not measured; 41.0% of CPU time was stolen by the hypervisor during the run: expect noise (a longer --duration may measure it)"
+    );
+}
+
+/// "At no added CPU" rests on the tries' interval of what a remedy adds, not its mean: a
+/// mean of +0.01 whose interval reaches +0.4 is said with that interval; one inside
+/// ±0.05 is "no added CPU"; a remedy without an interval says so.
+#[test]
+fn no_added_cpu_is_said_only_where_the_interval_shows_it() {
+    let mut t = as_is(Some(0));
+    t.push(probe("guest-poll-200us", WAKE_BLOCK, Some(200_000), 18.0));
+    let mut e = explain(1, &haltpoll_env(), &t).expect("explains");
+    let mut wide = remedy(
+        "spinning receivers (rr --wait spin)",
+        -60.0,
+        Some((0.5, 0.51)),
+    );
+    wide.added_cpus_interval = crate::decide::Interval::Bounded {
+        low: -0.38,
+        high: 0.40,
+    };
+    e.remedies = vec![wide.clone()];
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(
+        v.contains("spinning receivers: p50 -60% for +0.0 busy CPUs [-0.38, +0.40]")
+            && !v.contains("no added CPU"),
+        "{v}"
+    );
+    wide.added_cpus_interval = crate::decide::Interval::Bounded {
+        low: -0.03,
+        high: 0.04,
+    };
+    e.remedies = vec![wide.clone()];
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(
+        v.contains("spinning receivers: p50 -60% at no added CPU [-0.03, +0.04]"),
+        "{v}"
+    );
+    wide.added_cpus_interval = crate::decide::Interval::None {
+        why: "one try".into(),
+    };
+    e.remedies = vec![wide];
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(
+        v.contains("p50 -60% for +0.0 busy CPUs (no interval)"),
+        "{v}"
     );
 }

@@ -109,12 +109,24 @@ fn pick(e: &Explanation) -> Pick<'_> {
     }
 }
 
-/// A remedy's cut and cost in words: `p50 -78% for +1.1 busy CPUs`, `… at no added CPU`.
+/// Busy CPUs a remedy may add or save and still be said to cost none: a twentieth of a CPU.
+const NO_COST_BAND: f64 = 0.05;
+
+/// A remedy's cut and cost in words: `p50 -78% for +1.1 busy CPUs [+0.95, +1.25]`, and
+/// `… at no added CPU [-0.02, +0.03]` only where the tries' interval of what it adds lies
+/// within [`NO_COST_BAND`] of 0 (a mean near 0 with a wide interval is not "no cost").
 fn cut_and_cost(r: &Remedy) -> String {
-    let cost = match added(r) {
-        Some(a) if a.abs() < 0.05 => " at no added CPU".to_string(),
-        Some(a) => format!(" for {a:+.1} busy CPUs"),
-        None => String::new(),
+    let cost = match (added(r), &r.added_cpus_interval) {
+        (Some(_), Interval::Bounded { low, high })
+            if low.abs() <= NO_COST_BAND && high.abs() <= NO_COST_BAND =>
+        {
+            format!(" at no added CPU [{low:+.2}, {high:+.2}]")
+        }
+        (Some(a), Interval::Bounded { low, high }) => {
+            format!(" for {a:+.1} busy CPUs [{low:+.2}, {high:+.2}]")
+        }
+        (Some(a), Interval::None { .. }) => format!(" for {a:+.1} busy CPUs (no interval)"),
+        (None, _) => String::new(),
     };
     format!("p50 {:+.0}%{cost}", r.p50_change_pct)
 }
