@@ -508,8 +508,8 @@ fn remedies(c: &Cells, base: &Rr, same: Option<&Rr>, missing: &mut Vec<Missing>)
             cpu_us_per_transaction_change: r.cpu_per_tr.zip(base.cpu_per_tr).map(|(a, b)| a - b),
             p50_us: r.p50,
             cpu_us_per_transaction: r.cpu_per_tr,
-            cpus_busy: r.cpu_per_tr.map(|c| c / r.mean),
-            cpus_busy_before: base.cpu_per_tr.map(|c| c / base.mean),
+            cpus_busy: r.busy(),
+            cpus_busy_before: base.busy(),
             cpus_busy_tries: r.busy_tries.clone(),
             added_cpus_interval: added_interval(base, r),
         })

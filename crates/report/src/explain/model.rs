@@ -200,6 +200,17 @@ pub(super) struct Rr {
     pub(super) busy_tries: Option<Vec<f64>>,
 }
 
+impl Rr {
+    /// Busy CPUs: the mean of each try's own (its CPU per transaction × its rate). Not the
+    /// mean CPU per transaction × the mean rate: where a try's CPU is fixed (two spinning
+    /// CPUs), CPU per transaction falls as its rate rises, and that product of means read
+    /// 2.05 busy CPUs on a 2-CPU machine.
+    pub(super) fn busy(&self) -> Option<f64> {
+        let t = self.busy_tries.as_ref().filter(|t| !t.is_empty())?;
+        Some(t.iter().sum::<f64>() / t.len() as f64)
+    }
+}
+
 impl<'a> Cells<'a> {
     pub(super) fn of(&self, label: &str, config: &str) -> impl Iterator<Item = &'a TrialRow> + '_ {
         let (label, config) = (label.to_string(), config.to_string());

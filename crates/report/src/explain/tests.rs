@@ -836,3 +836,44 @@ fn no_added_cpu_is_said_only_where_the_interval_shows_it() {
         "{v}"
     );
 }
+
+/// An rr try at `rate` per second whose client machine kept `busy` CPUs busy.
+fn rr_busy(p50_us: f64, rate: f64, busy: f64) -> TestResult {
+    let mut r = rr(p50_us, (1, 1), (0, 1), &[("idle_time_us_poll", 0.0)]);
+    if let Outcome::Rr(o) = &mut r.outcome {
+        o.rate_per_s = rate;
+    }
+    r.cpu.client.system_service_demand_us = Some(busy * 1e6 / rate);
+    r
+}
+
+/// A remedy's busy CPUs are the mean of its tries' own: two tries of spinning receivers,
+/// each keeping both CPUs busy at rates 50 000 and 100 000 per second, busy 2.0 CPUs (the
+/// mean CPU per transaction × the mean rate read 2.25 on a 2-CPU machine), and what it
+/// adds is the centre of its interval.
+#[test]
+fn busy_cpus_are_the_mean_of_each_tries_own() {
+    let mut t = vec![
+        rr_trial(AS_IS, RR_CROSS_BLOCK, Some(0), rr_busy(60.0, 16_000.0, 0.4)),
+        rr_trial(AS_IS, RR_CROSS_BLOCK, Some(0), rr_busy(62.0, 20_000.0, 0.6)),
+        rr_trial(AS_IS, RR_CROSS_SPIN, Some(0), rr_busy(20.0, 50_000.0, 2.0)),
+        rr_trial(AS_IS, RR_CROSS_SPIN, Some(0), rr_busy(10.0, 100_000.0, 2.0)),
+    ];
+    t.push(probe(AS_IS, WAKE_BLOCK, Some(0), 25.0));
+    let e = explain(1, &haltpoll_env(), &t).expect("explains");
+    let spin = e
+        .remedies
+        .iter()
+        .find(|r| r.what.starts_with("spinning receivers"))
+        .expect("the spinning remedy");
+    let busy = spin.cpus_busy.expect("busy CPUs");
+    assert!((busy - 2.0).abs() < 1e-9, "{spin:?}");
+    let before = spin.cpus_busy_before.expect("before");
+    assert!((before - 0.5).abs() < 1e-9, "{spin:?}");
+    match spin.added_cpus_interval {
+        crate::decide::Interval::Bounded { low, high } => {
+            assert!(((low + high) / 2.0 - 1.5).abs() < 1e-9, "{spin:?}")
+        }
+        ref i => panic!("no interval: {i:?}"),
+    }
+}
