@@ -61,11 +61,22 @@ pub struct InitramfsArgs {
 /// The most data ports the printed command line or domain forwards.
 const MAX_FORWARDED: u32 = 64;
 
-/// A VM name as `--vm qemu:NAME` / `libvirt:NAME` takes it.
+/// A VM name as `--vm qemu:NAME` / `libvirt:NAME` takes it, and as QEMU's `-name`, a
+/// domain's `<name>` and the printed shell commands carry it unquoted: letters, digits,
+/// '.', '_', '-' (a comma would end QEMU's `-name` value, `<` or a space would turn the
+/// printed `virsh define NAME.xml` into something else).
 fn vm_name(s: &str) -> Result<String> {
     let spec: VmSpec = format!("libvirt:{s}")
         .parse()
         .map_err(|e: String| anyhow::anyhow!("{e}"))?;
+    if let Some(c) = s
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        anyhow::bail!(
+            "{s:?}: {c:?} is not allowed in a VM name here: use letters, digits, '.', '_' and '-'"
+        );
+    }
     Ok(match spec {
         VmSpec::Libvirt(n) => n,
         _ => s.to_string(),

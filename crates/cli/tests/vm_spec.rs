@@ -139,5 +139,11 @@ fn vm_options_that_cannot_work_are_refused_before_anything_runs() {
     let (code, err) = common::run_fail(&["vm", "initramfs", "-o", out, "--name", "a/b"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("not a name"), "{err}");
+    // Characters QEMU's -name or the printed shell commands would misread.
+    for bad in ["a,b", "a<b>", "my vm", "a;rm"] {
+        let (code, err) = common::run_fail(&["vm", "initramfs", "-o", out, "--name", bad]);
+        assert_eq!(code, 2, "{bad}: {err}");
+        common::assert_one_line_error(&err, "is not allowed in a VM name");
+    }
     assert!(!std::path::Path::new(out).exists(), "an image was written");
 }
