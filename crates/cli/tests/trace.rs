@@ -98,6 +98,19 @@ fn a_cross_cpu_round_trip_is_counted_per_transaction() {
         (side("client") + side("server") - wakeups).abs() < 1e-9,
         "{t}"
     );
+    // Each side's CPU goes idle about once per transaction: where cpuidle counted that, the
+    // traced count says it too (a CPU whose idle loop fires no power:cpu_idle takes
+    // cpuidle's count and `missing` names it), never a 0 that was not counted.
+    for s in ["client", "server"] {
+        let cpuidle = v["events"][s]["pinned"]["per_unit"]["idle_entries"].as_f64();
+        let traced = t["per_side"][s]["idle_entries"].as_f64();
+        if let (Some(c), Some(tr)) = (cpuidle, traced) {
+            assert!(
+                c < 0.5 || tr >= 0.5,
+                "{s}: cpuidle {c:.2}, traced {tr:.2}: {t}"
+            );
+        }
+    }
     // The loopback delivers each message in a NET_RX softirq on the sender's CPU (other
     // tests' traffic on these CPUs may add more: counting is system-wide per CPU).
     let rx = per("softirq_net_rx").expect("irq:softirq_entry");
