@@ -492,24 +492,26 @@ fn explain_in_guest(a: VmCompareArgs, direction: Direction) -> Result<()> {
     })
 }
 
-/// The native-vs-guest table, its failures and where it is stored.
-fn print_tax(sides: &str, info: Option<&GuestInfo>, tax: &[TaxRow], trials: &[TrialRow]) {
-    match info {
-        Some(g) => println!("{sides}  guest: {}", crate::render::guest(g)),
-        None => println!("{sides}"),
-    }
-    println!(
+/// The native-vs-guest table's lines: header, a row per tax, and under them why a row has
+/// no interval (in its 22-character column that text pushed the row's gate and verdict
+/// out of line).
+fn tax_table(tax: &[TaxRow]) -> Vec<String> {
+    let mut lines = vec![format!(
         "{:<22} {:<18} {:>12} {:>12} {:>12} {:>8}  {:<22} {:<12} verdict",
         "workload", "metric", "native", "guest", "guest/native", "tax", "tax 95% interval", "gate"
-    );
+    )];
+    let mut unbounded = Vec::new();
     for r in tax {
         let interval = match r.interval() {
             virtperf_report::decide::Interval::Bounded { low, high } => {
                 format!("[{low:.1}%, {high:.1}%]")
             }
-            virtperf_report::decide::Interval::None { why } => why,
+            virtperf_report::decide::Interval::None { why } => {
+                unbounded.push(format!("{} {}: {why}", r.workload, short_metric(&r.metric)));
+                format!("none ({})", unbounded.len())
+            }
         };
-        println!(
+        lines.push(format!(
             "{:<22} {:<18} {:>12} {:>12} {:>12.3} {:>7.1}%  {:<22} {:<12} {}",
             r.workload,
             format!("{} {}", short_metric(&r.metric), r.unit),
@@ -520,7 +522,25 @@ fn print_tax(sides: &str, info: Option<&GuestInfo>, tax: &[TaxRow], trials: &[Tr
             interval,
             r.gate.map_or("—", |g| g.words()),
             r.verdict
-        );
+        ));
+    }
+    for (i, why) in unbounded.iter().enumerate() {
+        lines.push(format!(
+            "  ({}) no tax interval for {why} (more --runs may bound it; the verdict tests the difference, which needs no ratio)",
+            i + 1
+        ));
+    }
+    lines
+}
+
+/// The native-vs-guest table, its failures and where it is stored.
+fn print_tax(sides: &str, info: Option<&GuestInfo>, tax: &[TaxRow], trials: &[TrialRow]) {
+    match info {
+        Some(g) => println!("{sides}  guest: {}", crate::render::guest(g)),
+        None => println!("{sides}"),
+    }
+    for line in tax_table(tax) {
+        println!("{line}");
     }
     if info.is_some_and(|g| g.emulated) {
         println!("\nWARNING: the guest ran under TCG emulation: this tax is QEMU's instruction emulation, not what a KVM guest would pay.");
@@ -612,5 +632,45 @@ fn fmt(v: f64) -> String {
         format!("{v:.0}")
     } else {
         format!("{v:.2}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(workload: &str, low: Option<f64>, why: Option<&str>) -> TaxRow {
+        TaxRow {
+            workload: workload.into(),
+            metric: "p50_us".into(),
+            unit: "µs".into(),
+            native: 80.0,
+            guest: 800.0,
+            ratio: 10.0,
+            tax_pct: 900.0,
+            tax_low: low,
+            tax_high: low.map(|l| l + 100.0),
+            no_interval: why.map(str::to_string),
+            gate: None,
+            verdict: "guest worse".into(),
+        }
+    }
+
+    /// A row without an interval keeps the table's columns: "none (1)" in its column, and
+    /// why under the table; a bounded row is unchanged.
+    #[test]
+    fn a_row_without_an_interval_keeps_the_columns_and_says_why_below() {
+        let why = "the baseline's interval reaches 0: the ratio's interval is unbounded";
+        let lines = tax_table(&[row("crr", None, Some(why)), row("rr", Some(500.0), None)]);
+        assert_eq!(lines.len(), 4, "{lines:#?}");
+        let col = |l: &str| l.find("guest worse");
+        assert_eq!(col(&lines[1]), col(&lines[2]), "{lines:#?}");
+        assert!(lines[1].contains("none (1)"), "{}", lines[1]);
+        assert!(lines[2].contains("[500.0%, 600.0%]"), "{}", lines[2]);
+        assert!(
+            lines[3].starts_with("  (1) no tax interval for crr p50: ") && lines[3].contains(why),
+            "{}",
+            lines[3]
+        );
     }
 }
