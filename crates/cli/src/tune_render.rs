@@ -141,13 +141,15 @@ fn header(s: &Search, all: &[Measured]) -> String {
         .as_deref()
         .map_or_else(|| " over loopback".to_string(), |p| format!(" at {p}"));
     format!(
-        "virtperf tune: {}{}{pinned}{place} · goal {} · {} configurations, {trials} trials in {} rounds, {} (stored as runs {})\n",
+        "virtperf tune: {}{}{pinned}{place} · goal {} · {} configurations, {trials} trials in {} round{}, {} (stored as run{} {})\n",
         s.target.kind,
         s.target.size.as_deref().map_or_else(String::new, |z| format!(" {z}")),
         goals.join(" and "),
         all.len(),
         s.rounds.len(),
+        if s.rounds.len() == 1 { "" } else { "s" },
         secs(s.took),
+        if runs.len() == 1 { "" } else { "s" },
         runs.join(", ")
     )
 }
