@@ -337,7 +337,7 @@ pub fn explain(run_id: i64, trials: &[TrialRow]) -> Result<StreamExplanation, St
     on_the_host(&mut bound, &costs, host_view.as_ref());
     let model = model(&bound, &costs, mbps.mean);
     let remedies = remedies(trials, &ts, &bound, &costs);
-    let verdict = text::verdict(p.send_size, &mbps, &bound, &costs);
+    let verdict = text::verdict(p.send_size, &mbps, &bound, &costs) + &text::what_raises(&remedies);
     Ok(StreamExplanation {
         run_id,
         send_size: p.send_size,

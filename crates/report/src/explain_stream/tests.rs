@@ -267,7 +267,7 @@ fn a_window_left_full_by_a_busy_receiver_is_the_receivers_cpu() {
         let note = e.bound.full_window.as_deref().expect("the full window");
         assert!(note.contains("receive window 80%"), "{note}");
         assert!(note.contains(larger), "{note}");
-        assert!(e.verdict.ends_with(&format!("; {note}")), "{}", e.verdict);
+        assert!(e.verdict.contains(&format!("; {note}")), "{}", e.verdict);
         assert_eq!(e.model.side, Some("receiver"));
     }
     // The counterfactual says otherwise: the window's size was binding.
@@ -439,5 +439,41 @@ fn the_carrier_is_named_only_where_its_growth_is_told_apart() {
             .is_some_and(|w| w.contains("(1 try: no interval)")),
         "{:?}",
         s1.carrier
+    );
+}
+
+/// The verdict ends with what raises the rate: each remedy whose interval lies above 1, with
+/// it; else that none was shown to, with how the others came out.
+#[test]
+fn the_verdict_says_what_raises_the_rate_or_that_nothing_measured_does() {
+    let raised = explain(1, &battery((60.0, 37.0), 0.0, &[(BIG_BUFFERS, 2.0)])).expect("explained");
+    let r = &raised
+        .remedies
+        .iter()
+        .find(|r| r.label == BIG_BUFFERS)
+        .expect("buffers");
+    let Interval::Bounded { low, high } = r.ratio_interval else {
+        panic!("{r:?}")
+    };
+    assert!(
+        raised.verdict.ends_with(&format!(
+            "; measured to raise it: 4 MiB socket buffers ×{:.2} [{low:.2}, {high:.2}]",
+            r.ratio.expect("ratio")
+        )),
+        "{}",
+        raised.verdict
+    );
+    let flat = explain(1, &battery((60.0, 37.0), 0.0, &[(BIG_BUFFERS, 1.0)])).expect("explained");
+    assert!(
+        flat.verdict
+            .ends_with("; no measured remedy raises it (1 no measurable effect)"),
+        "{}",
+        flat.verdict
+    );
+    let none = explain(1, &battery((60.0, 37.0), 0.0, &[])).expect("explained");
+    assert!(
+        none.verdict.ends_with("; no remedy was measured"),
+        "{}",
+        none.verdict
     );
 }

@@ -1,7 +1,7 @@
 //! The stream explanation as text: the verdict first, then each side's cost per MB, the
 //! model's residual, the remedies and what was not tried.
 
-use super::model::{Bound, Estimate, HostView, SideCost, StreamExplanation};
+use super::model::{Bound, Estimate, HostView, Remedy, SideCost, StreamExplanation};
 use crate::decide::Interval;
 
 /// A rate for people: Gbit/s from 1000 Mbit/s up.
@@ -33,6 +33,47 @@ fn interval(e: &Estimate, f: impl Fn(f64) -> String) -> String {
             format!("{} [{}, {}]{note}", f(e.mean), f(*low), f(*high))
         }
         Interval::None { why } => format!("{} ({why})", f(e.mean)),
+    }
+}
+
+/// The verdict's last clause, what raises the rate: every remedy whose ratio's interval lies
+/// wholly above 1, highest ratio first, each with its interval (none is called the best:
+/// that would need the remedies' own intervals apart); else that none was shown to, with
+/// how the rest came out, and where some are undecided that more tries may tell.
+pub(super) fn what_raises(remedies: &[Remedy]) -> String {
+    let mut raising: Vec<&Remedy> = remedies.iter().filter(|r| r.effect == "raises").collect();
+    raising.sort_by(|a, b| b.ratio.unwrap_or(0.0).total_cmp(&a.ratio.unwrap_or(0.0)));
+    if !raising.is_empty() {
+        let each: Vec<String> = raising
+            .iter()
+            .map(|r| {
+                let i = match &r.ratio_interval {
+                    Interval::Bounded { low, high } => format!(" [{low:.2}, {high:.2}]"),
+                    Interval::None { .. } => String::new(),
+                };
+                let name = r.label.trim_start_matches("stream ");
+                format!("{name} ×{:.2}{i}", r.ratio.unwrap_or(f64::NAN))
+            })
+            .collect();
+        return format!("; measured to raise it: {}", each.join(", "));
+    }
+    let count = |e: &str| remedies.iter().filter(|r| r.effect == e).count();
+    let parts: Vec<String> = [
+        ("lowers", "lower it"),
+        ("no measurable effect", "no measurable effect"),
+        ("undecided", "undecided"),
+    ]
+    .iter()
+    .filter(|(e, _)| count(e) > 0)
+    .map(|(e, words)| format!("{} {words}", count(e)))
+    .collect();
+    match (parts.is_empty(), count("undecided") > 0) {
+        (true, _) => "; no remedy was measured".into(),
+        (false, true) => format!(
+            "; no measured remedy is shown to raise it ({}: more --tries may tell)",
+            parts.join(", ")
+        ),
+        (false, false) => format!("; no measured remedy raises it ({})", parts.join(", ")),
     }
 }
 
