@@ -58,7 +58,9 @@ impl Axes {
         let default_send = if kind == "bulk" { 128 * 1024 } else { 16384 };
         Ok(Axes {
             cpus: axis(text, &r.cpus, (None, None), |v: &String| parse::cpus(v))?,
-            sizes: axis(text, &r.size, (1, 1), |v: &String| parse::size_pair(v))?,
+            sizes: axis(text, &r.size, (1, 1), |v: &SizeVal| {
+                parse::size_pair(&v.text())
+            })?,
             send_sizes: axis(text, &r.send_size, default_send, |v: &SizeVal| {
                 parse::size32(&v.text())
             })?,

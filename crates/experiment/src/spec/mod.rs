@@ -197,11 +197,29 @@ fn err<T>(
     })
 }
 
+/// The TOML reader's message, except where serde's untagged enums (a value or a list of
+/// them) said only "data did not match any variant of untagged enum OneOrMany": then the
+/// key and the value as written, and what such a key takes.
+fn toml_message(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().trim();
+    let Some(span) = e.span().filter(|_| message.contains("untagged enum")) else {
+        return message.to_string();
+    };
+    let value = text.get(span.clone()).unwrap_or("").trim();
+    // `get`, not indexing: a span off a character boundary must not panic the parser.
+    let before = text.get(..span.start).unwrap_or("");
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let key = before[line_start..].trim_end().trim_end_matches('=').trim();
+    format!(
+        "{key} = {value}: not a value {key} takes (one value of its type, or a list of them to sweep; the specs in recipes/ show each key's form)"
+    )
+}
+
 /// Parses and validates a spec.
 pub fn parse(text: &str) -> Result<Spec, SpecError> {
     let raw: RawSpec = toml::from_str(text).map_err(|e| SpecError {
         line: e.span().map(|s| line_of(text, s.start)).unwrap_or(0),
-        message: e.message().trim().to_string(),
+        message: toml_message(text, &e),
     })?;
     let name = raw.name.get_ref().trim().to_string();
     if name.is_empty() {

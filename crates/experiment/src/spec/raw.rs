@@ -98,7 +98,7 @@ pub(super) struct RawWorkload {
     #[serde(default)]
     pub(super) label: Option<String>,
     #[serde(default)]
-    pub(super) size: Option<Spanned<OneOrMany<String>>>,
+    pub(super) size: Option<Spanned<OneOrMany<SizeVal>>>,
     #[serde(default)]
     pub(super) send_size: Option<Spanned<OneOrMany<SizeVal>>>,
     #[serde(default)]

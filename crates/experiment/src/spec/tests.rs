@@ -713,3 +713,33 @@ fn omit_is_a_warm_up_for_timed_workloads() {
     assert_eq!(l, 2, "{m}");
     assert!(m.contains("at most 1h"), "{m}");
 }
+
+/// A value of the wrong type under a key that takes one value or a list says which key and
+/// value, not serde's "did not match any variant of untagged enum OneOrMany"; a number of
+/// bytes is a size as its string is.
+#[test]
+fn a_wrong_typed_value_names_its_key_and_a_number_is_a_size() {
+    let spec = |w: &str| format!("name = \"x\"\n[[workload]]\nkind = \"rr\"\n{w}\n");
+    for (w, key) in [
+        ("flows = \"x\"", "flows = \"x\""),
+        ("cpus = [0, 1]", "cpus = [0, 1]"),
+        ("gap = 5", "gap = 5"),
+    ] {
+        let (line, msg) = line_of_error(&spec(w));
+        assert_eq!(line, 4, "{w}: {msg}");
+        assert!(
+            msg.starts_with(&format!("{key}: not a value")) && !msg.contains("untagged"),
+            "{w}: {msg}"
+        );
+    }
+    let s = parse(&spec("size = [64, \"1K\"]")).expect("sizes as a number and a string");
+    let sizes: Vec<(u32, u32)> = s
+        .points
+        .iter()
+        .map(|p| match &p.workload {
+            Workload::Rr(r) => (r.request, r.response),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(sizes, vec![(64, 64), (1024, 1024)]);
+}
