@@ -197,9 +197,9 @@ fn err<T>(
     })
 }
 
-/// The TOML reader's message, except where serde's untagged enums (a value or a list of
-/// them) said only "data did not match any variant of untagged enum OneOrMany": then the
-/// key and the value as written, and what such a key takes.
+/// The TOML reader's message, except where one of the spec's untagged enums left serde's
+/// "data did not match any variant of untagged enum OneOrMany": then the key and the value
+/// as written (the innermost key, inside an inline table), and what such a key takes.
 fn toml_message(text: &str, e: &toml::de::Error) -> String {
     let message = e.message().trim();
     let Some(span) = e.span().filter(|_| message.contains("untagged enum")) else {
@@ -208,11 +208,17 @@ fn toml_message(text: &str, e: &toml::de::Error) -> String {
     let value = text.get(span.clone()).unwrap_or("").trim();
     // `get`, not indexing: a span off a character boundary must not panic the parser.
     let before = text.get(..span.start).unwrap_or("");
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let key = before[line_start..].trim_end().trim_end_matches('=').trim();
-    format!(
-        "{key} = {value}: not a value {key} takes (one value of its type, or a list of them to sweep; the specs in recipes/ show each key's form)"
-    )
+    let line = &before[before.rfind('\n').map_or(0, |i| i + 1)..];
+    let key = line.trim_end().trim_end_matches('=');
+    let key = key[key.rfind(['{', ',']).map_or(0, |i| i + 1)..].trim();
+    let takes = if message.contains("KnobVal") {
+        "a number, true/false or a string"
+    } else if message.contains("SizeVal") {
+        "a number of bytes, or a string with a unit such as \"16K\""
+    } else {
+        "one value of its type, or a list of them to sweep; the specs in recipes/ show each key's form"
+    };
+    format!("{key} = {value}: not a value {key} takes ({takes})")
 }
 
 /// Parses and validates a spec.

@@ -732,6 +732,16 @@ fn a_wrong_typed_value_names_its_key_and_a_number_is_a_size() {
             "{w}: {msg}"
         );
     }
+    // Inside an inline table, the innermost key; a knob's value takes no list.
+    let (line, msg) = line_of_error(&format!(
+        "{}[[config]]\nname = \"a\"\nsysctl = {{\"net.core.busy_poll\" = [1]}}\n",
+        spec("")
+    ));
+    assert_eq!(line, 7, "{msg}");
+    assert_eq!(
+        msg,
+        "\"net.core.busy_poll\" = [1]: not a value \"net.core.busy_poll\" takes (a number, true/false or a string)"
+    );
     let s = parse(&spec("size = [64, \"1K\"]")).expect("sizes as a number and a string");
     let sizes: Vec<(u32, u32)> = s
         .points
