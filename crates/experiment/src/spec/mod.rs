@@ -203,7 +203,11 @@ fn err<T>(
 fn toml_message(text: &str, e: &toml::de::Error) -> String {
     let message = e.message().trim();
     let Some(span) = e.span().filter(|_| message.contains("untagged enum")) else {
-        return message.to_string();
+        // "expected struct RawGuest": the reader's type names are no words for a user.
+        return match message.find("expected struct Raw") {
+            Some(i) => format!("{}expected a table (KEY = {{…}} or [KEY])", &message[..i]),
+            None => message.to_string(),
+        };
     };
     let value = text.get(span.clone()).unwrap_or("").trim();
     // `get`, not indexing: a span off a character boundary must not panic the parser.

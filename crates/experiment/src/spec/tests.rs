@@ -742,6 +742,14 @@ fn a_wrong_typed_value_names_its_key_and_a_number_is_a_size() {
         msg,
         "\"net.core.busy_poll\" = [1]: not a value \"net.core.busy_poll\" takes (a number, true/false or a string)"
     );
+    let (_, msg) = line_of_error(&format!(
+        "{}[[config]]\nname = \"a\"\nguest = 5\n",
+        spec("")
+    ));
+    assert_eq!(
+        msg,
+        "invalid type: integer `5`, expected a table (KEY = {…} or [KEY])"
+    );
     let s = parse(&spec("size = [64, \"1K\"]")).expect("sizes as a number and a string");
     let sizes: Vec<(u32, u32)> = s
         .points
