@@ -68,7 +68,7 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
     let mut missing = Vec::new();
     let mut tries = base.n;
 
-    path_and_wake_up(&c, env, &mut tries, &mut components, &mut missing);
+    path_and_wake_up(&c, env, base.p50, &mut tries, &mut components, &mut missing);
 
     if let Some(n) = situ::awake_idle_exit(
         &c,
@@ -165,6 +165,16 @@ fn stack_share(
         });
         return;
     };
+    if tcp.p50 < unix.p50 {
+        missing.push(Missing {
+            name: "tcp_ip_stack".into(),
+            reason: format!(
+                "the spinning AF_UNIX round trip ({:.2} µs) is slower than the TCP one ({:.2} µs): their difference is no cost of the TCP/IP stack",
+                unix.p50, tcp.p50
+            ),
+        });
+        return;
+    }
     *tries = (*tries).min(unix.n);
     components.push(Component {
         name: "tcp_ip_stack".into(),
@@ -190,12 +200,22 @@ fn stack_share(
 fn path_and_wake_up(
     c: &Cells,
     env: &Env,
+    measured: f64,
     tries: &mut usize,
     components: &mut Vec<Component>,
     missing: &mut Vec<Missing>,
 ) {
     // Path: the same round trip with nobody asleep.
     match c.rr(RR_CROSS_SPIN, AS_IS) {
+        // Spinning that is no faster than blocking took the CPUs the messages need (two
+        // vCPUs on shared host CPUs, a TCG guest): it isolates no path.
+        Some(spin) if spin.p50 >= measured => missing.push(Missing {
+            name: "path".into(),
+            reason: format!(
+                "the round trip with both sides spinning ({:.1} µs) is no faster than the blocking one ({measured:.1} µs): the spinners take the CPUs the messages need (vCPUs sharing host CPUs, or emulation), so it isolates no path",
+                spin.p50
+            ),
+        }),
         Some(spin) => {
             *tries = (*tries).min(spin.n);
             components.push(Component {
@@ -213,12 +233,22 @@ fn path_and_wake_up(
             reason: c.why_not(RR_CROSS_SPIN, AS_IS),
         }),
     }
-    stack_share(c, tries, components, missing);
+    // The path's parts only under a path.
+    if components.iter().any(|x| x.name == "path") {
+        stack_share(c, tries, components, missing);
+    }
 
     // Wake-up: a thread woken on another CPU, no socket involved; one per direction.
     let wake_block = c.probe(WAKE_BLOCK, AS_IS);
     let wake_spin = c.probe(WAKE_SPIN, AS_IS);
     match (wake_block, wake_spin) {
+        // A difference below 0 is no cost: the spinning waiter took the CPU its waker needed.
+        (Some((b, _)), Some((s, _))) if b < s => missing.push(Missing {
+            name: "wake_up".into(),
+            reason: format!(
+                "the spinning one-way wake-up ({s:.2} µs) is slower than the blocking one ({b:.2} µs), so their difference is no wake-up cost: the spinner takes the CPU its waker needs (vCPUs sharing host CPUs, or emulation)"
+            ),
+        }),
         (Some((b, nb)), Some((s, ns))) => {
             *tries = (*tries).min(nb).min(ns);
             let wake_up = 2.0 * (b - s);
@@ -313,6 +343,16 @@ fn idle_exit(
     };
     let idle = 2.0 * (off.wake_p50 - on.wake_p50);
     let tries = off.tries.min(on.tries);
+    if idle < 0.0 {
+        missing.push(Missing {
+            name: "idle_exit".into(),
+            reason: format!(
+                "the blocking wake-up with halt polling on ({}: {:.2} µs) is slower than with it off ({}: {:.2} µs): no idle-exit cost can be derived from them",
+                on.config, on.wake_p50, off.config, off.wake_p50
+            ),
+        });
+        return None;
+    }
     // The knob is read by the haltpoll cpuidle driver's governor only: with another driver
     // (or none) it reaches no idle loop, and the two configurations should not differ.
     let inert = match env.cpuidle_driver.as_deref() {
@@ -335,12 +375,24 @@ fn idle_exit(
         ),
         part_of: Some("wake_up".into()),
     });
-    components.push(Component {
-        name: "wake_up_other".into(),
-        us: wake_up - idle,
-        source: "wake_up − idle_exit: sending the wake-up and scheduling the woken thread".into(),
-        part_of: Some("wake_up".into()),
-    });
+    // The two terms come from different trials: a remainder below 0 is their noise, not a
+    // cost.
+    if idle <= wake_up {
+        components.push(Component {
+            name: "wake_up_other".into(),
+            us: wake_up - idle,
+            source: "wake_up − idle_exit: sending the wake-up and scheduling the woken thread"
+                .into(),
+            part_of: Some("wake_up".into()),
+        });
+    } else {
+        missing.push(Missing {
+            name: "wake_up_other".into(),
+            reason: format!(
+                "idle_exit ({idle:.1} µs) exceeds the whole wake-up ({wake_up:.1} µs), measured in other trials: no remainder to derive"
+            ),
+        });
+    }
     Some(tries)
 }
 
@@ -635,3 +687,5 @@ fn environment(env: &Env) -> BTreeMap<String, String> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_terms;

@@ -21,7 +21,12 @@ use virtperf_wire::{Events, Outcome, PinnedEvents, RrOutcome, SideEvents};
 /// An rr result whose latency histogram holds `p50_us` only, pinned to `cpus`, with these
 /// events per transaction on the client's pinned CPU (the server's counted the same
 /// events, none of which happened there).
-fn rr(p50_us: f64, size: (u32, u32), cpus: (u32, u32), events: &[(&str, f64)]) -> TestResult {
+pub(super) fn rr(
+    p50_us: f64,
+    size: (u32, u32),
+    cpus: (u32, u32),
+    events: &[(&str, f64)],
+) -> TestResult {
     let mut h = virtperf_measure::latency::new_histogram();
     for _ in 0..100 {
         h.record((p50_us * 1000.0) as u64).expect("in range");
@@ -113,14 +118,14 @@ fn row(t: NewTrial) -> TrialRow {
     }
 }
 
-fn rr_trial(config: &str, label: &str, poll: Option<u64>, r: TestResult) -> TrialRow {
+pub(super) fn rr_trial(config: &str, label: &str, poll: Option<u64>, r: TestResult) -> TrialRow {
     row(NewTrial {
         result: Some(r),
         ..trial(config, label, poll)
     })
 }
 
-fn probe(config: &str, label: &str, poll: Option<u64>, v: f64) -> TrialRow {
+pub(super) fn probe(config: &str, label: &str, poll: Option<u64>, v: f64) -> TrialRow {
     row(NewTrial {
         metric: Some(v),
         ..trial(config, label, poll)
@@ -135,7 +140,7 @@ fn skipped(config: &str, label: &str, reason: &str) -> TrialRow {
     })
 }
 
-const EVENTS: &[(&str, f64)] = &[
+pub(super) const EVENTS: &[(&str, f64)] = &[
     ("ipi_resched", 0.1),
     ("ipi_call", 1.9),
     ("idle_entries", 1.0),
@@ -144,7 +149,7 @@ const EVENTS: &[(&str, f64)] = &[
 
 /// The as-is battery: measured rr 60 µs, path 20 µs, wake blocking 25 / spinning 5 µs
 /// one-way, under halt-poll window `poll` (None: no knob).
-fn as_is(poll: Option<u64>) -> Vec<TrialRow> {
+pub(super) fn as_is(poll: Option<u64>) -> Vec<TrialRow> {
     vec![
         rr_trial(
             AS_IS,
@@ -159,14 +164,14 @@ fn as_is(poll: Option<u64>) -> Vec<TrialRow> {
     ]
 }
 
-fn haltpoll_env() -> Env {
+pub(super) fn haltpoll_env() -> Env {
     Env {
         cpuidle_driver: Some("haltpoll".into()),
         ..Env::default()
     }
 }
 
-fn component<'a>(e: &'a Explanation, name: &str) -> Option<&'a Component> {
+pub(super) fn component<'a>(e: &'a Explanation, name: &str) -> Option<&'a Component> {
     e.components.iter().find(|c| c.name == name)
 }
 

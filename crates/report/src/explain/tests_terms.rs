@@ -1,0 +1,135 @@
+//! The model's derived terms where their inputs contradict them (a TCG guest whose two
+//! vCPUs share the host's CPUs: spinning slower than blocking): such a term is missing with
+//! why, never a negative "cost", and no prediction is formed without it.
+
+use super::tests::{as_is, component, haltpoll_env, probe, rr, rr_trial, EVENTS};
+use super::*;
+
+/// What `explain` makes of `trials`.
+fn explained(trials: &[TrialRow]) -> Explanation {
+    explain(1, &haltpoll_env(), trials).expect("explains")
+}
+
+fn why_missing<'a>(e: &'a Explanation, name: &str) -> &'a str {
+    e.missing
+        .iter()
+        .find(|m| m.name == name)
+        .map_or("", |m| m.reason.as_str())
+}
+
+fn no_negative_term(e: &Explanation) {
+    for c in &e.components {
+        assert!(c.us >= 0.0, "{}: {} µs ({})", c.name, c.us, c.source);
+    }
+}
+
+/// Seen in a 2-vCPU TCG guest: spinning round trip 8007.7 µs against 7995.4 blocking, and a
+/// spinning one-way wake-up of 3992.57 µs against 19.34 blocking gave "wake_up −7946.5 µs"
+/// and a prediction of 61.2 µs.
+#[test]
+fn spinning_slower_than_blocking_isolates_no_path_and_no_wake_up() {
+    let mut t = vec![
+        rr_trial(
+            AS_IS,
+            RR_CROSS_BLOCK,
+            Some(0),
+            rr(7995.4, (1, 1), (0, 1), EVENTS),
+        ),
+        rr_trial(
+            AS_IS,
+            RR_CROSS_SPIN,
+            Some(0),
+            rr(8007.7, (1, 1), (0, 1), EVENTS),
+        ),
+        probe(AS_IS, WAKE_BLOCK, Some(0), 19.34),
+        probe(AS_IS, WAKE_SPIN, Some(0), 3992.57),
+    ];
+    t.push(probe("guest-poll-200us", WAKE_BLOCK, Some(200_000), 3.0));
+    let e = explained(&t);
+    no_negative_term(&e);
+    assert!(component(&e, "path").is_none() && component(&e, "wake_up").is_none());
+    assert!(
+        why_missing(&e, "path").contains("no faster than the blocking one"),
+        "{:?}",
+        e.missing
+    );
+    assert!(
+        why_missing(&e, "wake_up")
+            .contains("(3992.57 µs) is slower than the blocking one (19.34 µs)"),
+        "{:?}",
+        e.missing
+    );
+    assert_eq!(e.predicted_us, None);
+    assert_eq!(e.residual_pct, None);
+}
+
+/// Halt polling that slows the blocking wake-up gives no idle-exit cost; an idle exit that
+/// exceeds the whole wake-up (two sets of trials' noise) stands, with no remainder below 0.
+#[test]
+fn idle_exit_outside_the_wake_up_is_no_negative_term() {
+    let mut slower = as_is(Some(0));
+    slower.push(probe("guest-poll-200us", WAKE_BLOCK, Some(200_000), 30.0));
+    let e = explained(&slower);
+    no_negative_term(&e);
+    assert!(component(&e, "idle_exit").is_none());
+    assert!(
+        why_missing(&e, "idle_exit").contains("is slower than with it off"),
+        "{:?}",
+        e.missing
+    );
+    // The whole wake-up: 2 × (25 − 5) = 40 µs; polling's wake-up 2 µs: idle exit 46 µs.
+    let mut over = as_is(Some(0));
+    over.push(probe("guest-poll-200us", WAKE_BLOCK, Some(200_000), 2.0));
+    let e = explained(&over);
+    no_negative_term(&e);
+    let idle = component(&e, "idle_exit").expect("measured");
+    assert!((idle.us - 46.0).abs() < 1e-9, "{idle:?}");
+    assert!(component(&e, "wake_up_other").is_none());
+    assert!(
+        why_missing(&e, "wake_up_other").contains("exceeds the whole wake-up"),
+        "{:?}",
+        e.missing
+    );
+}
+
+/// An AF_UNIX round trip slower than the TCP one leaves no TCP/IP share; without a path,
+/// none of its parts is formed.
+#[test]
+fn the_stack_share_needs_a_path_and_a_faster_unix_round_trip() {
+    let mut t = as_is(Some(0));
+    t.push(rr_trial(
+        AS_IS,
+        UNIX_RR_CROSS_SPIN,
+        Some(0),
+        rr(25.0, (1, 1), (0, 1), EVENTS),
+    ));
+    let e = explained(&t);
+    no_negative_term(&e);
+    assert!(component(&e, "tcp_ip_stack").is_none() && component(&e, "socket_path").is_none());
+    assert!(
+        why_missing(&e, "tcp_ip_stack")
+            .contains("(25.01 µs) is slower than the TCP one (20.02 µs)"),
+        "{:?}",
+        e.missing
+    );
+    // Spinning no faster than blocking (60 µs): no path, so no parts of it either.
+    let mut t: Vec<TrialRow> = as_is(Some(0))
+        .into_iter()
+        .filter(|r| r.point_label != RR_CROSS_SPIN)
+        .collect();
+    t.push(rr_trial(
+        AS_IS,
+        RR_CROSS_SPIN,
+        Some(0),
+        rr(61.0, (1, 1), (0, 1), EVENTS),
+    ));
+    t.push(rr_trial(
+        AS_IS,
+        UNIX_RR_CROSS_SPIN,
+        Some(0),
+        rr(5.0, (1, 1), (0, 1), EVENTS),
+    ));
+    let e = explained(&t);
+    assert!(component(&e, "path").is_none());
+    assert!(component(&e, "tcp_ip_stack").is_none() && component(&e, "socket_path").is_none());
+}
