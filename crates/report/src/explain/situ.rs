@@ -247,6 +247,18 @@ pub(super) fn awake_idle_exit(
         ),
         part_of: Some("wake_up".into()),
     };
+    // Kept awake and no faster: the spinners took the CPUs the round trip needs (vCPUs
+    // sharing host CPUs, or emulation), and the difference is no cost of leaving idle.
+    if term.us < 0.0 {
+        missing.push(Missing {
+            name: "idle_exit (CPUs kept awake)".into(),
+            reason: format!(
+                "the round trip with both CPUs kept out of idle ({:.2} µs) is no faster than as-is ({:.2} µs): the spinners take the CPUs it needs, so no idle-exit cost can be derived",
+                awake.p50, base.p50
+            ),
+        });
+        return None;
+    }
     let knob_reaches_idle = env.cpuidle_driver.as_deref() == Some("haltpoll");
     let knob_term = components.iter().position(|x| x.name == "idle_exit");
     if knob_reaches_idle && knob_term.is_some() {
@@ -273,14 +285,21 @@ pub(super) fn awake_idle_exit(
         .map(|x| x.us);
     let idle = term.us;
     components.push(term);
-    if let Some(w) = wake_up {
-        components.push(Component {
+    match wake_up {
+        Some(w) if idle <= w => components.push(Component {
             name: "wake_up_other".into(),
             us: w - idle,
             source: "wake_up − idle_exit: sending the wake-up and scheduling the woken thread"
                 .into(),
             part_of: Some("wake_up".into()),
-        });
+        }),
+        Some(w) => missing.push(Missing {
+            name: "wake_up_other".into(),
+            reason: format!(
+                "idle_exit ({idle:.1} µs) exceeds the whole wake-up ({w:.1} µs), measured in other trials: no remainder to derive"
+            ),
+        }),
+        None => {}
     }
     Some(awake.n)
 }

@@ -133,3 +133,40 @@ fn the_stack_share_needs_a_path_and_a_faster_unix_round_trip() {
     assert!(component(&e, "path").is_none());
     assert!(component(&e, "tcp_ip_stack").is_none() && component(&e, "socket_path").is_none());
 }
+
+/// Both CPUs kept awake and the round trip no faster (the guest above: 8003.6 µs against
+/// 7995.4 as-is) gives no idle exit; one above the whole wake-up leaves no remainder.
+#[test]
+fn cpus_kept_awake_and_no_faster_give_no_idle_exit() {
+    let mut t = as_is(None);
+    t.push(rr_trial(
+        AS_IS,
+        RR_CROSS_AWAKE,
+        None,
+        rr(61.0, (1, 1), (0, 1), EVENTS),
+    ));
+    let e = explain(1, &Env::default(), &t).expect("explains");
+    no_negative_term(&e);
+    assert!(component(&e, "idle_exit").is_none());
+    assert!(
+        why_missing(&e, "idle_exit (CPUs kept awake)").contains("is no faster than as-is"),
+        "{:?}",
+        e.missing
+    );
+    // As-is 60 µs, awake 10 µs: 50 µs of idle exit against a 40 µs wake-up.
+    let mut t = as_is(None);
+    t.push(rr_trial(
+        AS_IS,
+        RR_CROSS_AWAKE,
+        None,
+        rr(10.0, (1, 1), (0, 1), EVENTS),
+    ));
+    let e = explain(1, &Env::default(), &t).expect("explains");
+    no_negative_term(&e);
+    assert!(component(&e, "idle_exit").is_some());
+    assert!(
+        why_missing(&e, "wake_up_other").contains("exceeds the whole wake-up"),
+        "{:?}",
+        e.missing
+    );
+}
