@@ -689,3 +689,5 @@ fn environment(env: &Env) -> BTreeMap<String, String> {
 mod tests;
 #[cfg(test)]
 mod tests_terms;
+#[cfg(test)]
+mod tests_verdict;

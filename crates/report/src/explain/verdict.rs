@@ -45,11 +45,15 @@ fn largest(e: &Explanation) -> Option<(&Component, Option<&Component>)> {
 /// is real when the whole interval of its p50 ratio over the tries lies at or below
 /// 1 + [`MEANINGFUL_PCT`]; the largest cut whose interval cannot tell is named undecided.
 /// A remedy is the cheapest only where every other real one's tries show it dearer (the
-/// interval of their busy CPUs' difference lies above 0); the rest are tied with it.
+/// interval of their busy CPUs' difference lies above 0); the rest are tied with it. Where
+/// some real cut's cost was not measured, none is the cheapest: all are named.
 enum Pick<'a> {
     Cheapest(&'a Remedy),
     /// The lowest mean cost first, then those whose tries do not show them dearer.
     Tied(Vec<&'a Remedy>),
+    /// Real cuts, some with no measured cost: none can be called the cheapest (costed first,
+    /// lowest mean cost first, then the uncosted by their cut).
+    PartlyCosted(Vec<&'a Remedy>),
     Uncosted(&'a Remedy),
     Undecided(&'a Remedy),
     /// None shown; `true` where every remedy's interval rules such a cut out.
@@ -83,6 +87,13 @@ fn pick(e: &Explanation) -> Pick<'_> {
         a.0.total_cmp(&b.0)
             .then(a.1.p50_change_pct.total_cmp(&b.1.p50_change_pct))
     });
+    let mut uncosted: Vec<&Remedy> = real().filter(|r| added(r).is_none()).collect();
+    if !costed.is_empty() && !uncosted.is_empty() {
+        uncosted.sort_by(|a, b| a.p50_change_pct.total_cmp(&b.p50_change_pct));
+        let mut all: Vec<&Remedy> = costed.iter().map(|c| c.1).collect();
+        all.extend(uncosted);
+        return Pick::PartlyCosted(all);
+    }
     if let Some(&(_, low)) = costed.first() {
         let tied: Vec<&Remedy> = costed
             .iter()
@@ -126,7 +137,7 @@ fn cut_and_cost(r: &Remedy) -> String {
             format!(" for {a:+.1} busy CPUs [{low:+.2}, {high:+.2}]")
         }
         (Some(a), Interval::None { .. }) => format!(" for {a:+.1} busy CPUs (no interval)"),
-        (None, _) => String::new(),
+        (None, _) => " (its CPU cost not measured)".to_string(),
     };
     format!("p50 {:+.0}%{cost}", r.p50_change_pct)
 }
@@ -172,6 +183,14 @@ pub fn verdict(e: &Explanation) -> Option<String> {
         )),
         Pick::Tied(rs) => s.push_str(&format!(
             "; {} measured remedies cut it by a real amount, and their tries cannot tell which costs less CPU (more --tries): {}",
+            rs.len(),
+            rs.iter()
+                .map(|r| format!("{}: {}", name(r), cut_and_cost(r)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )),
+        Pick::PartlyCosted(rs) => s.push_str(&format!(
+            "; {} measured remedies cut it by a real amount, and not every one's CPU cost was measured, so none is called the cheapest: {}",
             rs.len(),
             rs.iter()
                 .map(|r| format!("{}: {}", name(r), cut_and_cost(r)))

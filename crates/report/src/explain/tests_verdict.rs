@@ -1,0 +1,83 @@
+//! The verdict's words for remedies: costs said with their intervals, and no cheapest
+//! where a real cut's cost was not measured.
+
+use super::tests::{as_is, haltpoll_env, probe, remedy};
+use super::*;
+
+/// "At no added CPU" rests on the tries' interval of what a remedy adds, not its mean: a
+/// mean of +0.01 whose interval reaches +0.4 is said with that interval; one inside
+/// ±0.05 is "no added CPU"; a remedy without an interval says so.
+#[test]
+fn no_added_cpu_is_said_only_where_the_interval_shows_it() {
+    let mut t = as_is(Some(0));
+    t.push(probe("guest-poll-200us", WAKE_BLOCK, Some(200_000), 18.0));
+    let mut e = explain(1, &haltpoll_env(), &t).expect("explains");
+    let mut wide = remedy(
+        "spinning receivers (rr --wait spin)",
+        -60.0,
+        Some((0.5, 0.51)),
+    );
+    wide.added_cpus_interval = crate::decide::Interval::Bounded {
+        low: -0.38,
+        high: 0.40,
+    };
+    e.remedies = vec![wide.clone()];
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(
+        v.contains("spinning receivers: p50 -60% for +0.0 busy CPUs [-0.38, +0.40]")
+            && !v.contains("no added CPU"),
+        "{v}"
+    );
+    wide.added_cpus_interval = crate::decide::Interval::Bounded {
+        low: -0.03,
+        high: 0.04,
+    };
+    e.remedies = vec![wide.clone()];
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(
+        v.contains("spinning receivers: p50 -60% at no added CPU [-0.03, +0.04]"),
+        "{v}"
+    );
+    wide.added_cpus_interval = crate::decide::Interval::None {
+        why: "one try".into(),
+    };
+    e.remedies = vec![wide];
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(
+        v.contains("p50 -60% for +0.0 busy CPUs (no interval)"),
+        "{v}"
+    );
+}
+
+/// A real cut whose CPU cost was not read (idle=poll in a guest: its polling counts as idle)
+/// beside a costed one: neither is called the cheapest, both are named, the uncosted saying
+/// so (seen: "the cheapest measured remedy is both ends on one CPU" while idle=poll's -49%
+/// had no cost).
+#[test]
+fn no_cheapest_where_a_real_cut_has_no_measured_cost() {
+    let mut t = as_is(Some(0));
+    t.push(probe("guest-poll-200us", WAKE_BLOCK, Some(200_000), 18.0));
+    let mut e = explain(1, &haltpoll_env(), &t).expect("explains");
+    let mut idle_poll = remedy(
+        "idle=poll on the guest's kernel command line (…)",
+        -49.0,
+        None,
+    );
+    idle_poll.added_cpus_interval = crate::decide::Interval::None {
+        why: "some try's CPU time was not read".into(),
+    };
+    e.remedies = vec![
+        remedy(
+            "both ends on one CPU (rr --cpus 0,0)",
+            -97.0,
+            Some((1.25, 1.0)),
+        ),
+        idle_poll,
+    ];
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(
+        v.contains("2 measured remedies cut it by a real amount, and not every one's CPU cost was measured, so none is called the cheapest: both ends on one CPU: p50 -97% for -0.2 busy CPUs [-0.30, -0.20]; idle=poll on the guest's kernel command line: p50 -49% (its CPU cost not measured)")
+            && !v.contains("the cheapest measured"),
+        "{v}"
+    );
+}
