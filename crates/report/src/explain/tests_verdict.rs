@@ -81,3 +81,25 @@ fn no_cheapest_where_a_real_cut_has_no_measured_cost() {
         "{v}"
     );
 }
+
+/// One real cut is named as the one, not "the cheapest" (no other to be cheaper than).
+#[test]
+fn one_real_cut_is_the_one_not_the_cheapest() {
+    let mut t = as_is(Some(0));
+    t.push(probe("guest-poll-200us", WAKE_BLOCK, Some(200_000), 18.0));
+    let mut e = explain(1, &haltpoll_env(), &t).expect("explains");
+    e.remedies = vec![
+        remedy(
+            "both ends on one CPU (rr --cpus 0,0)",
+            -97.0,
+            Some((1.25, 1.0)),
+        ),
+        remedy("busy polling (net.core…)", -5.0, Some((1.25, 1.3))),
+    ];
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(
+        v.contains("; the one measured remedy that cuts it by 20% or more is both ends on one CPU: p50 -97% for -0.2 busy CPUs [-0.30, -0.20]")
+            && !v.contains("cheapest"),
+        "{v}"
+    );
+}

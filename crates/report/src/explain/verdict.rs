@@ -176,6 +176,15 @@ pub fn verdict(e: &Explanation) -> Option<String> {
     }
     let name = |r: &Remedy| r.what.split(" (").next().unwrap_or(&r.what).to_string();
     match pick(e) {
+        // One real cut is no comparison: "cheapest" would claim one.
+        Pick::Cheapest(r) if e.remedies.iter().filter(|x| cut(x) == Outcome::Met).count() == 1 => {
+            s.push_str(&format!(
+                "; the one measured remedy that cuts it by {:.0}% or more is {}: {}",
+                -MEANINGFUL_PCT,
+                name(r),
+                cut_and_cost(r)
+            ))
+        }
         Pick::Cheapest(r) => s.push_str(&format!(
             "; the cheapest measured remedy is {}: {}",
             name(r),
