@@ -170,3 +170,29 @@ fn cpus_kept_awake_and_no_faster_give_no_idle_exit() {
         e.missing
     );
 }
+
+/// `kvm halt` with per-VM polling slower than without prices no halt exit: the check is
+/// missing with both figures, not a negative one.
+#[test]
+fn halt_polling_slower_than_halting_prices_no_halt_exit() {
+    let mut t = as_is(Some(0));
+    t.push(probe(AS_IS, KVM_HALT_NO_POLL, Some(0), 20.0));
+    t.push(probe(AS_IS, KVM_HALT_POLL, Some(0), 25.0));
+    let e = explained(&t);
+    assert!(e.cross_checks.iter().all(|c| c.name != "kvm_halt_exit"));
+    assert!(
+        why_missing(&e, "kvm_halt_exit").contains("(25.00 µs) is slower than without (20.00 µs)"),
+        "{:?}",
+        e.missing
+    );
+    let mut t = as_is(Some(0));
+    t.push(probe(AS_IS, KVM_HALT_NO_POLL, Some(0), 25.0));
+    t.push(probe(AS_IS, KVM_HALT_POLL, Some(0), 2.0));
+    let e = explained(&t);
+    let c = e
+        .cross_checks
+        .iter()
+        .find(|c| c.name == "kvm_halt_exit")
+        .expect("priced");
+    assert!((c.us - 23.0).abs() < 1e-9, "{c:?}");
+}
