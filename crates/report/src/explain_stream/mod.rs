@@ -28,6 +28,10 @@
 //!   within [`NO_EFFECT_BAND`] of 1, "undecided" otherwise.
 
 mod compare;
+mod predict;
+#[cfg(test)]
+use predict::goal_note;
+use predict::model;
 mod model;
 mod text;
 
@@ -295,6 +299,7 @@ fn side_cost(
         total_us_per_mb_tries: side_totals(ts, end, cpu),
         threads_us_per_mb: mean(&threads),
         paced_us_per_mb: Estimate::of(&side_totals(paced, end, cpu)),
+        paced_us_per_mb_tries: side_totals(paced, end, cpu),
         calls_per_mb: flow_count_per_mb(ts, |f| match role {
             "sender" => f.sender_calls,
             _ => f.receiver_calls,
@@ -335,7 +340,7 @@ pub fn explain(run_id: i64, trials: &[TrialRow]) -> Result<StreamExplanation, St
     let host_view = host_view(&ts);
     let mut bound = bound(&ts, &costs, buffers.as_ref());
     on_the_host(&mut bound, &costs, host_view.as_ref());
-    let model = model(&bound, &costs, mbps.mean);
+    let model = model(&bound, &costs, &mbps_each);
     let remedies = remedies(trials, &ts, &bound, &costs);
     let verdict = text::verdict(p.send_size, &mbps, &bound, &costs) + &text::what_raises(&remedies);
     Ok(StreamExplanation {
@@ -504,46 +509,6 @@ fn dominant(m: &PerMb) -> &'static str {
     .into_iter()
     .fold(("sys", f64::MIN), |a, b| if b.1 > a.1 { b } else { a })
     .0
-}
-
-/// A link-bound stream's rate: the link's less each segment's headers, the segment size
-/// from TCP's own count (not from the rate it predicts): the receiver's, over the same
-/// interval as the bytes it counted (the sender stops counting while a shaped queue still
-/// holds its last segments), else the sender's.
-fn link_model(link: f64, costs: &[SideCost], measured: f64) -> Model {
-    let count = |role: &str| {
-        costs
-            .iter()
-            .find(|c| c.role == role)
-            .and_then(|c| c.segments_per_mb)
-    };
-    let Some(per_seg) = count("receiver")
-        .or_else(|| count("sender"))
-        .filter(|s| *s > 0.0)
-        .map(|s| 1e6 / s)
-    else {
-        return Model {
-            side: None,
-            predicted_mbps: None,
-            residual_pct: None,
-            note: "not measured: TCP did not count the stream's segments, which the link's payload share needs".into(),
-        };
-    };
-    let predicted = link * per_seg / (per_seg + HEADER_BYTES);
-    let residual = 100.0 * (measured / predicted - 1.0);
-    Model {
-        side: None,
-        predicted_mbps: Some(predicted),
-        residual_pct: Some(residual),
-        note: format!(
-            "the link at {link:.0} Mbit/s less {HEADER_BYTES:.0} header bytes per {per_seg:.0}-byte segment; {}",
-            if residual.abs() <= RESIDUAL_GOAL_PCT {
-                format!("within the {RESIDUAL_GOAL_PCT:.0}% goal")
-            } else {
-                format!("outside the {RESIDUAL_GOAL_PCT:.0}% goal")
-            }
-        ),
-    }
 }
 
 /// Remedy `label` ÷ as-is and the low end of its interval, where both were measured.
@@ -727,57 +692,6 @@ fn unbound(b: &mut Bound, costs: &[SideCost], buffers: Option<&Effect>) {
                 }
             );
         }
-    }
-}
-
-fn model(bound: &Bound, costs: &[SideCost], measured: f64) -> Model {
-    if let (true, Some(link)) = (bound.kind == "link", bound.link_mbps) {
-        return link_model(link, costs, measured);
-    }
-    let side = match bound.kind {
-        "cpu" => costs.iter().find(|c| Some(c.role) == bound.side),
-        "none" | "undecided" => costs
-            .iter()
-            .max_by(|a, b| a.busy_pct.mean.total_cmp(&b.busy_pct.mean)),
-        _ => None,
-    };
-    let Some(side) = side else {
-        return Model {
-            side: None,
-            predicted_mbps: None,
-            residual_pct: None,
-            note:
-                "not measured: flow control bounds this stream; the model predicts CPU bounds only"
-                    .into(),
-        };
-    };
-    let Some(paced) = side.paced_us_per_mb.as_ref().filter(|e| e.mean > 0.0) else {
-        return Model {
-            side: Some(side.role),
-            predicted_mbps: None,
-            residual_pct: None,
-            note: format!(
-                "not measured: no paced trial gave the {}'s cost per MB",
-                side.role
-            ),
-        };
-    };
-    // One CPU-second is 1e6 µs: at `paced` µs per MB, one CPU moves 1e6 / paced MB/s.
-    let predicted = 8.0 * 1e6 / paced.mean;
-    let residual = 100.0 * (measured / predicted - 1.0);
-    let note = if residual.abs() <= RESIDUAL_GOAL_PCT {
-        format!("within the {RESIDUAL_GOAL_PCT:.0}% goal")
-    } else {
-        format!(
-            "outside the {RESIDUAL_GOAL_PCT:.0}% goal: the {}'s cost per MB at the limit differs from half rate's (batching, GRO and wake-ups change with load)",
-            side.role
-        )
-    };
-    Model {
-        side: Some(side.role),
-        predicted_mbps: Some(predicted),
-        residual_pct: Some(residual),
-        note,
     }
 }
 

@@ -67,6 +67,8 @@ pub struct SideCost {
     pub threads_us_per_mb: Option<f64>,
     /// The same CPU's µs per MB paced to half the rate: its cost off the limit.
     pub paced_us_per_mb: Option<Estimate>,
+    /// That cost in each paced try: what the model's prediction varies by.
+    pub paced_us_per_mb_tries: Vec<f64>,
     /// System calls that moved data per MB: the sender's `send`s, the receiver's `recv`s
     /// that returned data (counted by the stream's loops; None where not counted, e.g.
     /// `MSG_ZEROCOPY` or multiplexed flows).
@@ -120,6 +122,10 @@ pub struct Model {
     pub predicted_mbps: Option<f64>,
     /// Measured ÷ predicted − 1, percent.
     pub residual_pct: Option<f64>,
+    /// Measured ÷ predicted over the tries (95%: Fieller's over the as-is rates and the
+    /// paced tries' predictions; against a link, the measured rate's interval over the
+    /// link's payload rate), or why none: what "within the goal" is decided on.
+    pub ratio_interval: Interval,
     /// Why there is no prediction, or what the residual says.
     pub note: String,
 }

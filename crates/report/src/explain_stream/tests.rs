@@ -477,3 +477,37 @@ fn the_verdict_says_what_raises_the_rate_or_that_nothing_measured_does() {
         none.verdict
     );
 }
+
+/// "Within the 10% goal" rests on the residual's interval: within where the whole interval
+/// of measured ÷ predicted lies in ×0.90–×1.10, outside where it lies wholly past that,
+/// undecided where it reaches across (seen: a +9.3% residual from a paced cost that ranged
+/// ±45% over two tries was called within the goal).
+#[test]
+fn the_models_goal_is_decided_on_the_residuals_interval() {
+    let b = |low: f64, high: f64| Interval::Bounded { low, high };
+    assert_eq!(goal_note(&b(0.95, 1.08), ": why"), "within the 10% goal");
+    assert_eq!(
+        goal_note(&b(1.15, 1.30), ": why"),
+        "outside the 10% goal: why"
+    );
+    assert_eq!(goal_note(&b(0.70, 0.85), ""), "outside the 10% goal");
+    assert_eq!(
+        goal_note(&b(0.71, 1.46), ": why"),
+        "undecided against the 10% goal: the tries put the residual between -29% and +46% (more --tries may tell)"
+    );
+    let none = Interval::None {
+        why: "1 try: no interval".into(),
+    };
+    assert!(goal_note(&none, "").starts_with("undecided against the 10% goal: no interval"));
+    // A battery's model carries the interval it was decided on.
+    let e = explain(1, &battery((60.0, 37.0), 0.0, &[])).expect("explained");
+    assert!(e.model.predicted_mbps.is_some(), "{:?}", e.model);
+    match e.model.ratio_interval {
+        Interval::Bounded { low, high } => {
+            let r = 1.0 + e.model.residual_pct.expect("residual") / 100.0;
+            assert!(low <= high && low.is_finite(), "{:?}", e.model);
+            assert!((low - 0.2..=high + 0.2).contains(&r), "{:?}", e.model);
+        }
+        Interval::None { ref why } => assert!(!why.is_empty()),
+    }
+}

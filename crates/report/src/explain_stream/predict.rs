@@ -1,0 +1,146 @@
+//! The stream model's prediction and its residual, decided against the goal on the
+//! residual's interval: one CPU at the bound side's paced cost per MB, or a shaped link's
+//! payload rate.
+
+use super::*;
+
+/// A link-bound stream's rate: the link's less each segment's headers, the segment size
+/// from TCP's own count (not from the rate it predicts): the receiver's, over the same
+/// interval as the bytes it counted (the sender stops counting while a shaped queue still
+/// holds its last segments), else the sender's.
+pub(super) fn link_model(link: f64, costs: &[SideCost], mbps_each: &[f64]) -> Model {
+    let measured = mean(mbps_each).unwrap_or(f64::NAN);
+    let count = |role: &str| {
+        costs
+            .iter()
+            .find(|c| c.role == role)
+            .and_then(|c| c.segments_per_mb)
+    };
+    let Some(per_seg) = count("receiver")
+        .or_else(|| count("sender"))
+        .filter(|s| *s > 0.0)
+        .map(|s| 1e6 / s)
+    else {
+        return Model {
+            side: None,
+            predicted_mbps: None,
+            residual_pct: None,
+            ratio_interval: Interval::None {
+                why: "no prediction".into(),
+            },
+            note: "not measured: TCP did not count the stream's segments, which the link's payload share needs".into(),
+        };
+    };
+    let predicted = link * per_seg / (per_seg + HEADER_BYTES);
+    let residual = 100.0 * (measured / predicted - 1.0);
+    // The link's rate is set, not measured: the interval is the measured rate's alone.
+    let ratio_interval = match crate::decide::interval_of(&summarize(mbps_each, CONFIDENCE)) {
+        Interval::Bounded { low, high } => Interval::Bounded {
+            low: low / predicted,
+            high: high / predicted,
+        },
+        none => none,
+    };
+    Model {
+        side: None,
+        predicted_mbps: Some(predicted),
+        residual_pct: Some(residual),
+        note: format!(
+            "the link at {link:.0} Mbit/s less {HEADER_BYTES:.0} header bytes per {per_seg:.0}-byte segment; {}",
+            goal_note(&ratio_interval, "")
+        ),
+        ratio_interval,
+    }
+}
+
+/// The prediction for the bound (or, unbound, the busier) side: one CPU at its paced cost
+/// per MB, or the link's payload rate; with the residual and what its interval says.
+pub(super) fn model(bound: &Bound, costs: &[SideCost], mbps_each: &[f64]) -> Model {
+    let measured = mean(mbps_each).unwrap_or(f64::NAN);
+    if let (true, Some(link)) = (bound.kind == "link", bound.link_mbps) {
+        return link_model(link, costs, mbps_each);
+    }
+    let side = match bound.kind {
+        "cpu" => costs.iter().find(|c| Some(c.role) == bound.side),
+        "none" | "undecided" => costs
+            .iter()
+            .max_by(|a, b| a.busy_pct.mean.total_cmp(&b.busy_pct.mean)),
+        _ => None,
+    };
+    let Some(side) = side else {
+        return Model {
+            side: None,
+            predicted_mbps: None,
+            residual_pct: None,
+            ratio_interval: Interval::None {
+                why: "no prediction".into(),
+            },
+            note:
+                "not measured: flow control bounds this stream; the model predicts CPU bounds only"
+                    .into(),
+        };
+    };
+    let Some(paced) = side.paced_us_per_mb.as_ref().filter(|e| e.mean > 0.0) else {
+        return Model {
+            side: Some(side.role),
+            predicted_mbps: None,
+            residual_pct: None,
+            ratio_interval: Interval::None {
+                why: "no prediction".into(),
+            },
+            note: format!(
+                "not measured: no paced trial gave the {}'s cost per MB",
+                side.role
+            ),
+        };
+    };
+    // One CPU-second is 1e6 µs: at `paced` µs per MB, one CPU moves 1e6 / paced MB/s.
+    let predicted = 8.0 * 1e6 / paced.mean;
+    let residual = 100.0 * (measured / predicted - 1.0);
+    let each: Vec<f64> = side
+        .paced_us_per_mb_tries
+        .iter()
+        .filter(|c| **c > 0.0)
+        .map(|c| 8.0 * 1e6 / c)
+        .collect();
+    let ratio_interval = crate::decide::ratio_interval(
+        &summarize(&each, CONFIDENCE),
+        &summarize(mbps_each, CONFIDENCE),
+        CONFIDENCE,
+    );
+    let why_outside = format!(
+        ": the {}'s cost per MB at the limit differs from half rate's (batching, GRO and wake-ups change with load)",
+        side.role
+    );
+    Model {
+        side: Some(side.role),
+        predicted_mbps: Some(predicted),
+        residual_pct: Some(residual),
+        note: goal_note(&ratio_interval, &why_outside),
+        ratio_interval,
+    }
+}
+
+/// What the residual's interval says of the goal: within it where measured ÷ predicted lies
+/// wholly within ±[`RESIDUAL_GOAL_PCT`], outside it (and `why`) where wholly past it,
+/// undecided otherwise: a point residual inside the band with a paced cost that varied
+/// ±45% over two tries is no evidence of a model within 10%.
+pub(super) fn goal_note(i: &Interval, why_outside: &str) -> String {
+    let band = RESIDUAL_GOAL_PCT / 100.0;
+    match i {
+        Interval::Bounded { low, high } if *low >= 1.0 - band && *high <= 1.0 + band => {
+            format!("within the {RESIDUAL_GOAL_PCT:.0}% goal")
+        }
+        Interval::Bounded { low, high } if *high < 1.0 - band || *low > 1.0 + band => {
+            format!("outside the {RESIDUAL_GOAL_PCT:.0}% goal{why_outside}")
+        }
+        Interval::Bounded { low, high } => format!(
+            "undecided against the {RESIDUAL_GOAL_PCT:.0}% goal: the tries put the residual between {:+.0}% and {:+.0}% (more --tries may tell)",
+            100.0 * (low - 1.0),
+            100.0 * (high - 1.0)
+        ),
+        Interval::None { why } => {
+            format!("undecided against the {RESIDUAL_GOAL_PCT:.0}% goal: no interval ({why})")
+        }
+    }
+}
