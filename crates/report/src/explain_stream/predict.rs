@@ -4,6 +4,19 @@
 
 use super::*;
 
+/// No prediction, and why (`note`): no interval either.
+fn unpredicted(side: Option<&'static str>, note: String) -> Model {
+    Model {
+        side,
+        predicted_mbps: None,
+        residual_pct: None,
+        ratio_interval: Interval::None {
+            why: "no prediction".into(),
+        },
+        note,
+    }
+}
+
 /// A link-bound stream's rate: the link's less each segment's headers, the segment size
 /// from TCP's own count (not from the rate it predicts): the receiver's, over the same
 /// interval as the bytes it counted (the sender stops counting while a shaped queue still
@@ -21,15 +34,7 @@ pub(super) fn link_model(link: f64, costs: &[SideCost], mbps_each: &[f64]) -> Mo
         .filter(|s| *s > 0.0)
         .map(|s| 1e6 / s)
     else {
-        return Model {
-            side: None,
-            predicted_mbps: None,
-            residual_pct: None,
-            ratio_interval: Interval::None {
-                why: "no prediction".into(),
-            },
-            note: "not measured: TCP did not count the stream's segments, which the link's payload share needs".into(),
-        };
+        return unpredicted(None, "not measured: TCP did not count the stream's segments, which the link's payload share needs".into());
     };
     let predicted = link * per_seg / (per_seg + HEADER_BYTES);
     let residual = 100.0 * (measured / predicted - 1.0);
@@ -68,31 +73,20 @@ pub(super) fn model(bound: &Bound, costs: &[SideCost], mbps_each: &[f64]) -> Mod
         _ => None,
     };
     let Some(side) = side else {
-        return Model {
-            side: None,
-            predicted_mbps: None,
-            residual_pct: None,
-            ratio_interval: Interval::None {
-                why: "no prediction".into(),
-            },
-            note:
-                "not measured: flow control bounds this stream; the model predicts CPU bounds only"
-                    .into(),
-        };
+        return unpredicted(
+            None,
+            "not measured: flow control bounds this stream; the model predicts CPU bounds only"
+                .into(),
+        );
     };
     let Some(paced) = side.paced_us_per_mb.as_ref().filter(|e| e.mean > 0.0) else {
-        return Model {
-            side: Some(side.role),
-            predicted_mbps: None,
-            residual_pct: None,
-            ratio_interval: Interval::None {
-                why: "no prediction".into(),
-            },
-            note: format!(
+        return unpredicted(
+            Some(side.role),
+            format!(
                 "not measured: no paced trial gave the {}'s cost per MB",
                 side.role
             ),
-        };
+        );
     };
     // One CPU-second is 1e6 µs: at `paced` µs per MB, one CPU moves 1e6 / paced MB/s.
     let predicted = 8.0 * 1e6 / paced.mean;
