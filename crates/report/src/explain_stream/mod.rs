@@ -86,9 +86,6 @@ pub const REMEDIES: [&str; 7] = [
 /// the link: the token bucket counts every packet's headers (66 bytes a segment on a veth),
 /// so a full MTU-1500 link carries at most about 96% of its rate as payload.
 pub const LINK_SHARE: f64 = 0.85;
-/// Bytes a TCP segment costs on the wire of a veth beyond its payload: Ethernet 14, IPv4
-/// 20, TCP 20 with timestamps 12.
-const HEADER_BYTES: f64 = 66.0;
 /// A side's CPU at least this busy (percent) bounds the stream.
 pub const CPU_BOUND_PCT: f64 = 90.0;
 /// The sender waited on flow control at least this share of its busy time: flow-bound.
@@ -97,8 +94,7 @@ pub const FLOW_LIMITED_SHARE: f64 = 0.5;
 /// counterfactual, measured): small windows also cost CPU per byte (small segments), so
 /// the sender's CPU can be busy while the window still sets the rate.
 pub const FLOW_SHARE_WITH_EVIDENCE: f64 = 0.2;
-/// The model's goal on the residual, percent (issue 54), said when missed.
-pub const RESIDUAL_GOAL_PCT: f64 = 10.0;
+pub use predict::RESIDUAL_GOAL_PCT;
 /// A remedy has "no measurable effect" only where its ratio's whole interval lies within
 /// this share of ×1 either way (the model's own goal): the tries then rule out a larger
 /// change. An interval that holds 1 but reaches past this band is "undecided": the tries
@@ -206,9 +202,7 @@ fn busy(s: &CpuShares) -> f64 {
     s.user_pct + s.system_pct + s.irq_pct + s.softirq_pct
 }
 
-fn mean(xs: &[f64]) -> Option<f64> {
-    (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
-}
+use predict::mean;
 
 /// A side's total CPU µs per MB in each of `ts`.
 fn side_totals(ts: &[Trial], end: &str, cpu: u32) -> Vec<f64> {
