@@ -84,6 +84,13 @@ const FOUR_TRIALS: &str =
     "name = \"locks\"\nduration = \"200ms\"\nrepetitions = 4\n[[workload]]\nkind = \"rr\"\n";
 
 /// The newest run's status and ok trials, read through `virtperf runs`.
+/// `virtperf run SPEC --json --db DB`, to be spawned or waited for.
+fn run_spec(spec: &Path, db: &Path) -> std::process::Command {
+    let mut c = vp();
+    c.arg("run").arg(spec).args(["--json", "--db"]).arg(db);
+    c
+}
+
 fn stored(db: &Path) -> (String, u64) {
     let v: serde_json::Value = serde_json::from_str(&run_db_ok(&["runs", "--json"], db)).unwrap();
     (
@@ -109,9 +116,7 @@ fn a_reader_holding_the_database_for_8_s_does_not_break_a_run() {
     // trial's insert happen while it is open.
     let reader = Sqlite3Holder::hold(&db, "BEGIN; SELECT count(*) FROM runs;");
     let held = Instant::now();
-    let run = vp()
-        .args(["run", spec.to_str().unwrap(), "--json", "--db"])
-        .arg(&db)
+    let run = run_spec(&spec, &db)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -149,9 +154,7 @@ fn a_write_lock_held_for_6_s_mid_run_is_waited_for() {
     let db = d.path("r.db");
     let spec = d.path("s.toml");
     std::fs::write(&spec, FOUR_TRIALS).unwrap();
-    let run = vp()
-        .args(["run", spec.to_str().unwrap(), "--json", "--db"])
-        .arg(&db)
+    let run = run_spec(&spec, &db)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -209,11 +212,7 @@ fn trials_the_database_refuses_are_kept_beside_it_and_imported_by_the_next_run()
     // The database takes the run but refuses every trial, as a full disk or a lock held for
     // minutes would.
     sql("CREATE TRIGGER refuse BEFORE INSERT ON trials BEGIN SELECT RAISE(ABORT, 'no room for trials'); END;");
-    let out = vp()
-        .args(["run", spec.to_str().unwrap(), "--json", "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
+    let out = run_spec(&spec, &db).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     let warnings: Vec<&str> = err
         .lines()
@@ -239,11 +238,7 @@ fn trials_the_database_refuses_are_kept_beside_it_and_imported_by_the_next_run()
 
     // Once the database takes trials again, the next run imports them first.
     sql("DROP TRIGGER refuse;");
-    let out = vp()
-        .args(["run", spec.to_str().unwrap(), "--json", "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
+    let out = run_spec(&spec, &db).output().unwrap();
     assert!(
         out.status.success(),
         "{}",

@@ -197,12 +197,12 @@ fn err<T>(
     })
 }
 
-/// The TOML reader's message, except where one of the spec's untagged enums left serde's
-/// "data did not match any variant of untagged enum OneOrMany": then the key and the value
-/// as written (the innermost key, inside an inline table), and what such a key takes.
+/// The TOML reader's message, except where one of the spec's untagged values did not
+/// match (their `expecting` texts begin "takes "): then the key and the value as written
+/// (the innermost key, inside an inline table) and what such a key takes.
 fn toml_message(text: &str, e: &toml::de::Error) -> String {
     let message = e.message().trim();
-    let Some(span) = e.span().filter(|_| message.contains("untagged enum")) else {
+    let Some((takes, span)) = message.strip_prefix("takes ").zip(e.span()) else {
         // "expected struct RawGuest": the reader's type names are no words for a user.
         return match message.find("expected struct Raw") {
             Some(i) => format!("{}expected a table (KEY = {{…}} or [KEY])", &message[..i]),
@@ -215,13 +215,6 @@ fn toml_message(text: &str, e: &toml::de::Error) -> String {
     let line = &before[before.rfind('\n').map_or(0, |i| i + 1)..];
     let key = line.trim_end().trim_end_matches('=');
     let key = key[key.rfind(['{', ',']).map_or(0, |i| i + 1)..].trim();
-    let takes = if message.contains("KnobVal") {
-        "a number, true/false or a string"
-    } else if message.contains("SizeVal") {
-        "a number of bytes, or a string with a unit such as \"16K\""
-    } else {
-        "one value of its type, or a list of them to sweep; the specs in recipes/ show each key's form"
-    };
     format!("{key} = {value}: not a value {key} takes ({takes})")
 }
 

@@ -2,9 +2,14 @@
 
 use super::*;
 
-/// A scalar or a list of them: a list in a workload is a sweep.
+/// A scalar or a list of them: a list in a workload is a sweep. The `expecting` texts of
+/// the spec's untagged values begin with "takes ": what a key of theirs takes, said with
+/// the key by the spec's error (serde alone says "did not match any variant").
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "takes one value of its type, or a list of them to sweep; the specs in recipes/ show each key's form"
+)]
 pub(super) enum OneOrMany<T> {
     One(T),
     Many(Vec<T>),
@@ -21,7 +26,10 @@ impl<T: Clone> OneOrMany<T> {
 
 /// A size written as a number (`64`) or a string with a unit (`"16KiB"`).
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "takes a number of bytes, or a string with a unit such as \"16K\""
+)]
 pub(super) enum SizeVal {
     Num(u64),
     Text(String),
@@ -38,7 +46,7 @@ impl SizeVal {
 
 /// A knob value: TOML numbers, booleans and strings are all written as text to the kernel.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "takes a number, true/false or a string")]
 pub(super) enum KnobVal {
     Int(i64),
     Bool(bool),

@@ -375,24 +375,7 @@ fn idle_exit(
         ),
         part_of: Some("wake_up".into()),
     });
-    // The two terms come from different trials: a remainder below 0 is their noise, not a
-    // cost.
-    if idle <= wake_up {
-        components.push(Component {
-            name: "wake_up_other".into(),
-            us: wake_up - idle,
-            source: "wake_up − idle_exit: sending the wake-up and scheduling the woken thread"
-                .into(),
-            part_of: Some("wake_up".into()),
-        });
-    } else {
-        missing.push(Missing {
-            name: "wake_up_other".into(),
-            reason: format!(
-                "idle_exit ({idle:.1} µs) exceeds the whole wake-up ({wake_up:.1} µs), measured in other trials: no remainder to derive"
-            ),
-        });
-    }
+    situ::wake_up_other(wake_up, idle, components, missing);
     Some(tries)
 }
 

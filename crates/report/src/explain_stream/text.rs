@@ -36,23 +36,32 @@ fn interval(e: &Estimate, f: impl Fn(f64) -> String) -> String {
     }
 }
 
+/// A remedy as people read it: its trial label without the workload.
+fn name(r: &Remedy) -> &str {
+    r.label.trim_start_matches("stream ")
+}
+
 /// The verdict's last clause, what raises the rate: every remedy whose ratio's interval lies
 /// wholly above 1, highest ratio first, each with its interval (none is called the best:
 /// that would need the remedies' own intervals apart); else that none was shown to, with
 /// how the rest came out, and where some are undecided that more tries may tell.
 pub(super) fn what_raises(remedies: &[Remedy]) -> String {
-    let mut raising: Vec<&Remedy> = remedies.iter().filter(|r| r.effect == "raises").collect();
-    raising.sort_by(|a, b| b.ratio.unwrap_or(0.0).total_cmp(&a.ratio.unwrap_or(0.0)));
+    // A remedy that raises the rate has a ratio: its interval decided so.
+    let mut raising: Vec<(f64, &Remedy)> = remedies
+        .iter()
+        .filter(|r| r.effect == "raises")
+        .filter_map(|r| Some((r.ratio?, r)))
+        .collect();
+    raising.sort_by(|a, b| b.0.total_cmp(&a.0));
     if !raising.is_empty() {
         let each: Vec<String> = raising
             .iter()
-            .map(|r| {
+            .map(|(x, r)| {
                 let i = match &r.ratio_interval {
                     Interval::Bounded { low, high } => format!(" [{low:.2}, {high:.2}]"),
                     Interval::None { .. } => String::new(),
                 };
-                let name = r.label.trim_start_matches("stream ");
-                format!("{name} ×{:.2}{i}", r.ratio.unwrap_or(f64::NAN))
+                format!("{} ×{x:.2}{i}", name(r))
             })
             .collect();
         return format!("; measured to raise it: {}", each.join(", "));
@@ -285,11 +294,7 @@ pub fn text(e: &StreamExplanation) -> String {
             .why_not
             .as_ref()
             .map_or(String::new(), |w| format!(": {w}"));
-        s += &format!(
-            "  {:<30} {:<22} {ratio}{cost}{why}\n",
-            r.label.trim_start_matches("stream "),
-            r.effect
-        );
+        s += &format!("  {:<30} {:<22} {ratio}{cost}{why}\n", name(r), r.effect);
     }
     if !e.not_tried.is_empty() {
         s += "\nNot tried here:\n";
