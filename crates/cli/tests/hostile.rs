@@ -17,20 +17,20 @@ use std::time::Duration;
 
 use common::{assert_one_line_error, run_fail, run_with_timeout, vp};
 
-/// A spec and its database in a scratch directory.
-fn spec(tag: &str, text: &str) -> (std::path::PathBuf, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("vp-hostile-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("s.toml"), text).unwrap();
-    (dir.join("s.toml"), dir.join("r.db"))
+/// A spec and its database in a scratch directory, removed when the returned guard drops
+/// (also when the test fails: these directories were left in the temp dir by every run).
+fn spec(tag: &str, text: &str) -> (common::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let dir = common::TempDir::new(&format!("hostile-{tag}"));
+    std::fs::write(dir.path("s.toml"), text).unwrap();
+    let (s, db) = (dir.path("s.toml"), dir.path("r.db"));
+    (dir, s, db)
 }
 
 /// `> /dev/full`: one line and exit 1 (not a panic, exit 101), for commands that print a
 /// little and commands that print a lot; a closed pipe (`| head`) ends quietly.
 #[test]
 fn a_full_or_closed_stdout_is_one_line_not_a_panic() {
-    let (s, db) = spec(
+    let (_dir, s, db) = spec(
         "full",
         "name = \"f\"\nduration = \"100ms\"\nrepetitions = 2\n[[workload]]\nkind = \"rr\"\n[[config]]\nname = \"a\"\n[[config]]\nname = \"b\"\n",
     );
@@ -75,7 +75,6 @@ fn a_full_or_closed_stdout_is_one_line_not_a_panic() {
     let out = common::wait_output(child, Duration::from_secs(30));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked"), "{err}");
-    let _ = std::fs::remove_dir_all(std::path::Path::new(db).parent().unwrap());
 }
 
 /// A duration shorter than the stop's own granularity is refused (it printed zeros that
@@ -87,7 +86,7 @@ fn durations_too_short_to_measure_are_refused() {
         assert_eq!(code, 2, "{d}: {err}");
         assert_one_line_error(&err, "at least 10 ms");
     }
-    let (s, db) = spec(
+    let (_dir, s, db) = spec(
         "short",
         "name = \"s\"\n[[workload]]\nkind = \"rr\"\nduration = \"1ns\"\n",
     );
@@ -102,7 +101,7 @@ fn durations_too_short_to_measure_are_refused() {
 #[test]
 fn empty_sweeps_are_refused_with_their_line() {
     for key in ["flows", "size", "gap", "cpus"] {
-        let (s, db) = spec(
+        let (_dir, s, db) = spec(
             key,
             &format!("name = \"e\"\n[[workload]]\nkind = \"rr\"\n{key} = []\n"),
         );
@@ -187,7 +186,7 @@ fn bracketed_ipv6_literals_are_accepted() {
 /// by hand, or by an older version) is printed escaped, never raw.
 #[test]
 fn terminal_escapes_never_reach_the_terminal() {
-    let (s, db) = spec(
+    let (_dir, s, db) = spec(
         "esc",
         "name = \"a\\u001b[31mRED\"\n[[workload]]\nkind = \"rr\"\n",
     );
@@ -196,7 +195,7 @@ fn terminal_escapes_never_reach_the_terminal() {
     assert_one_line_error(&err, "control characters");
     assert!(!err.contains('\u{1b}'), "{err:?}");
 
-    let (s, db) = spec(
+    let (_dir, s, db) = spec(
         "esc2",
         "name = \"plain\"\nduration = \"100ms\"\nrepetitions = 1\n[[workload]]\nkind = \"rr\"\n",
     );
@@ -223,7 +222,6 @@ fn terminal_escapes_never_reach_the_terminal() {
             "{args:?}: {text:?}"
         );
     }
-    let _ = std::fs::remove_dir_all(s.parent().unwrap());
 }
 
 /// A server that sends a body without Content-Length and never ends it: at `every`, `chunk`
@@ -284,7 +282,7 @@ fn read_only_stores_can_be_read() {
         );
         return;
     }
-    let (s, db) = spec(
+    let (_dir, s, db) = spec(
         "ro",
         "name = \"ro\"\nduration = \"100ms\"\nrepetitions = 1\n[[workload]]\nkind = \"rr\"\n",
     );
@@ -328,5 +326,4 @@ fn read_only_stores_can_be_read() {
         assert!(!err.contains("locked"), "a permission is not a lock: {err}");
     }
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
