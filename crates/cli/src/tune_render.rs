@@ -322,8 +322,12 @@ fn answer(s: &Search, all: &[Measured]) -> String {
     let goals: Vec<String> = s.goals.iter().map(|g| g.words()).collect();
     let goals = goals.join(" and ");
     let ranked = search::ranked(all, &s.goals, s.max_cpu);
-    let (pick, tied) = match search::pick(all, &s.goals, s.max_cpu) {
-        Pick::Cheapest { pick, tied } => (pick, tied),
+    let (pick, tied, uncosted) = match search::pick(all, &s.goals, s.max_cpu) {
+        Pick::Cheapest {
+            pick,
+            tied,
+            uncosted,
+        } => (pick, tied, uncosted),
         Pick::NoCost { meeting } => return format!("Answer: {}\n", no_cost(&goals, &meeting)),
         Pick::Nothing => return format!("Answer: {}\n", no_answer(s, all)),
     };
@@ -348,6 +352,7 @@ fn answer(s: &Search, all: &[Measured]) -> String {
         .filter(|m| {
             m.config.name != pick.config.name
                 && !tied.iter().any(|t| t.config.name == m.config.name)
+                && m.cost.is_some()
         })
         .take(3)
         .map(|m| format!("{} at {}", m.config.name, cpus(m)))
@@ -355,6 +360,7 @@ fn answer(s: &Search, all: &[Measured]) -> String {
     if !others.is_empty() {
         a.push_str(&format!("; also meeting it: {}", others.join(", ")));
     }
+    a.push_str(&uncosted_words(&uncosted));
     a.push_str(".\n");
     if let Some(t) = all.iter().find(|m| {
         m.config
@@ -382,6 +388,23 @@ fn answer(s: &Search, all: &[Measured]) -> String {
         ));
     }
     a
+}
+
+/// The pick is the cheapest of the configurations whose cost was measured; those meeting
+/// the goals without one are named, with what that leaves undecided (explain's verdict
+/// calls no remedy the cheapest in that case either).
+fn uncosted_words(uncosted: &[&Measured]) -> String {
+    if uncosted.is_empty() {
+        return String::new();
+    }
+    let names: Vec<&str> = uncosted.iter().map(|m| m.config.name.as_str()).collect();
+    format!(
+        "; {} also {} it, but {} busy CPUs were not measured: the pick is the cheapest of those measured, whether {} less is undecided",
+        names.join(", "),
+        if names.len() == 1 { "meets" } else { "meet" },
+        if names.len() == 1 { "its" } else { "their" },
+        if names.len() == 1 { "it costs" } else { "one costs" },
+    )
 }
 
 /// Configurations meet the goals, but none has a measured cost: no cheapest.
@@ -444,6 +467,10 @@ pub(crate) fn json(s: &Search, all: &[Measured]) -> String {
         "outcome": outcome(&pick),
         "equally_cheap": match &pick {
             Pick::Cheapest { tied, .. } => tied.iter().map(|m| &m.config.name).collect::<Vec<_>>(),
+            _ => Vec::new(),
+        },
+        "meeting_uncosted": match &pick {
+            Pick::Cheapest { uncosted, .. } => uncosted.iter().map(|m| &m.config.name).collect::<Vec<_>>(),
             _ => Vec::new(),
         },
         "rounds_comparable": drift(s).is_none(),
@@ -649,5 +676,29 @@ mod tests {
         assert!(text.contains("Answer: a meets"), "{text}");
         assert!(text.contains("Round 2 within itself: a+b meets"), "{text}");
         assert!(json(&moved, &moved.all()).contains("\"rounds_comparable\": false"));
+    }
+
+    /// A configuration that meets the goal without a measured cost is not left out of the
+    /// answer: the pick is called the cheapest of those measured, and the other undecided
+    /// (it read "also meeting it: b at not measured" beside an unqualified pick).
+    #[test]
+    fn an_uncosted_configuration_that_meets_leaves_cheapest_undecided() {
+        let goal = Goal::parse("p50<=40").expect("goal");
+        let mut s = search(&[60.0, 60.5, 60.2]);
+        s.rounds.truncate(1);
+        let mut uncosted = measured(vec![part("b")], &[30.0, 30.5, 30.2], 1.0, &goal, 1);
+        (uncosted.cpus_busy, uncosted.cost) = (None, None);
+        s.rounds[0].measured.push(uncosted);
+        let all = s.all();
+        let text = text(&s, &all);
+        assert!(text.contains("Answer: a meets"), "{text}");
+        assert!(
+            text.contains("b also meets it, but its busy CPUs were not measured: the pick is the cheapest of those measured, whether it costs less is undecided"),
+            "{text}"
+        );
+        assert!(!text.contains("also meeting it: b"), "{text}");
+        let v: serde_json::Value = serde_json::from_str(&json(&s, &all)).expect("json");
+        assert_eq!(v["meeting_uncosted"], serde_json::json!(["b"]));
+        assert_eq!(v["answer"]["config"], "a");
     }
 }

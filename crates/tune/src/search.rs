@@ -218,6 +218,9 @@ pub enum Pick<'a> {
         pick: &'a Measured,
         /// Equally cheap configurations also meeting the goals.
         tied: Vec<&'a Measured>,
+        /// Configurations meeting the goals whose cost was not measured: the pick is the
+        /// cheapest of those measured, and whether one of these costs less is undecided.
+        uncosted: Vec<&'a Measured>,
     },
     /// Configurations meet the goals, but none's cost was measured: no cheapest.
     NoCost {
@@ -273,7 +276,12 @@ pub fn pick<'a>(measured: &'a [Measured], goals: &[Goal], max_cpu: Option<f64>) 
             .then(cost_mean(a).total_cmp(&cost_mean(b)))
     });
     let pick = group.remove(0);
-    Pick::Cheapest { pick, tied: group }
+    let uncosted = meeting.into_iter().filter(|m| m.cost.is_none()).collect();
+    Pick::Cheapest {
+        pick,
+        tied: group,
+        uncosted,
+    }
 }
 
 fn cost_mean(m: &Measured) -> f64 {
@@ -471,10 +479,27 @@ mod tests {
             ),
         ];
         match pick(&all, &goals, None) {
-            Pick::Cheapest { pick, tied } => {
+            Pick::Cheapest {
+                pick,
+                tied,
+                uncosted,
+            } => {
                 assert_eq!(pick.config.name, "a");
                 let t: Vec<&str> = tied.iter().map(|m| m.config.name.as_str()).collect();
                 assert_eq!(t, ["a+b"]);
+                assert!(uncosted.is_empty());
+            }
+            p => panic!("{p:?}"),
+        }
+        // One meeting configuration without a cost: the pick stands among the costed,
+        // and that one is named as not compared rather than left out.
+        let mut partly = all.clone();
+        (partly[2].cpus_busy, partly[2].cost) = (None, None);
+        match pick(&partly, &goals, None) {
+            Pick::Cheapest { pick, uncosted, .. } => {
+                assert_eq!(pick.config.name, "a");
+                let u: Vec<&str> = uncosted.iter().map(|m| m.config.name.as_str()).collect();
+                assert_eq!(u, ["far"]);
             }
             p => panic!("{p:?}"),
         }
