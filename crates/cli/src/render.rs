@@ -100,6 +100,9 @@ fn trace_line(r: &TestResult) -> String {
     for m in &t.missing {
         let _ = writeln!(s, "    not counted: {m}");
     }
+    for m in &t.substituted {
+        let _ = writeln!(s, "    counted another way: {m}");
+    }
     s
 }
 
@@ -753,6 +756,7 @@ mod tests {
             per_unit: Default::default(),
             per_side: Default::default(),
             missing: vec![],
+            substituted: vec![],
             whole_test_s: Some(2.4),
         };
         let line = host_line(&h);

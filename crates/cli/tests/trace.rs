@@ -100,7 +100,17 @@ fn a_cross_cpu_round_trip_is_counted_per_transaction() {
     );
     // Each side's CPU goes idle about once per transaction: where cpuidle counted that, the
     // traced count says it too (a CPU whose idle loop fires no power:cpu_idle takes
-    // cpuidle's count and `missing` names it), never a 0 that was not counted.
+    // cpuidle's count and `substituted` names it: counted, so not `missing`), never a 0
+    // that was not counted.
+    let says = |field: &str| {
+        t[field].as_array().is_some_and(|a| {
+            a.iter().any(|m| {
+                m.as_str()
+                    .is_some_and(|m| m.contains("cpuidle's count is used"))
+            })
+        })
+    };
+    assert!(!says("missing"), "a substituted count is not missing: {t}");
     for s in ["client", "server"] {
         let cpuidle = v["events"][s]["pinned"]["per_unit"]["idle_entries"].as_f64();
         let traced = t["per_side"][s]["idle_entries"].as_f64();

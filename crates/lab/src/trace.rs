@@ -141,9 +141,10 @@ impl Traced {
     /// the counted CPUs received (`/proc/interrupts`' CAL + RES on each side's pinned
     /// CPU, from `events`: counting `ipi:ipi_send_cpu` would cost every transaction).
     pub fn per_unit_of(mut self, o: &Outcome, events: Option<&Events>) -> TraceCounts {
+        let mut substituted = Vec::new();
         if let Some(ev) = events {
             self.add_ipis(ev);
-            fill_silent_idle(&mut self.deltas, &mut self.per_cpu, &mut self.missing, ev);
+            fill_silent_idle(&mut self.deltas, &mut self.per_cpu, &mut substituted, ev);
         }
         let (unit, work) = o.work();
         let units = unit.in_events_units(work);
@@ -168,6 +169,7 @@ impl Traced {
             per_unit: per(&self.deltas),
             deltas: self.deltas,
             missing: self.missing,
+            substituted,
             whole_test_s: None,
         }
     }
@@ -265,14 +267,14 @@ impl HostExits {
 
 /// A pinned CPU whose idle loop fired no `power:cpu_idle` while cpuidle counted entries
 /// there over the same interval takes cpuidle's count (`events`' `idle_entries`), and
-/// `missing` says so; the total follows. Seen on a PVM guest (AMD): its second vCPU's idle
+/// `substituted` says so; the total follows. Seen on a PVM guest (AMD): its second vCPU's idle
 /// loop never fires the tracepoint, while on the first the two counts agree to the entry
 /// (0.9443 per transaction each); read as counted, that CPU's 0 halved the idle entries
 /// per transaction and the likely VM exits built on them.
 fn fill_silent_idle(
     deltas: &mut std::collections::BTreeMap<String, u64>,
     per_cpu: &mut virtperf_measure::trace::PerCpu,
-    missing: &mut Vec<String>,
+    substituted: &mut Vec<String>,
     ev: &Events,
 ) {
     const IDLE: &str = virtperf_wire::counter::IDLE_ENTRIES;
@@ -295,7 +297,7 @@ fn fill_silent_idle(
         if let Some(total) = deltas.get_mut(IDLE) {
             *total += counted;
         }
-        missing.push(format!(
+        substituted.push(format!(
             "idle_entries on CPU {}: power:cpu_idle never fired there while cpuidle counted {counted} idle entries (an idle loop without the tracepoint): cpuidle's count is used",
             p.cpu
         ));
@@ -329,31 +331,31 @@ mod tests {
             (0, BTreeMap::from([(key.clone(), 944)])),
             (1, BTreeMap::from([(key.clone(), 0)])),
         ]);
-        let mut missing = Vec::new();
+        let mut substituted = Vec::new();
         let ev = Events {
             client: side(0, 950),
             server: Some(side(1, 960)),
             ..Default::default()
         };
-        fill_silent_idle(&mut deltas, &mut per_cpu, &mut missing, &ev);
+        fill_silent_idle(&mut deltas, &mut per_cpu, &mut substituted, &ev);
         assert_eq!(per_cpu[&0][&key], 944, "a firing tracepoint's count stands");
         assert_eq!(per_cpu[&1][&key], 960);
         assert_eq!(deltas[&key], 944 + 960);
-        assert_eq!(missing.len(), 1, "{missing:?}");
+        assert_eq!(substituted.len(), 1, "{substituted:?}");
         assert!(
-            missing[0].contains("CPU 1") && missing[0].contains("960"),
-            "{missing:?}"
+            substituted[0].contains("CPU 1") && substituted[0].contains("960"),
+            "{substituted:?}"
         );
         // A CPU that was never idle (cpuidle counted none) keeps its 0.
         let mut per_cpu: virtperf_measure::trace::PerCpu =
             BTreeMap::from([(1, BTreeMap::from([(key.clone(), 0)]))]);
-        let mut missing = Vec::new();
+        let mut substituted = Vec::new();
         let ev = Events {
             client: side(1, 0),
             ..Default::default()
         };
-        fill_silent_idle(&mut deltas, &mut per_cpu, &mut missing, &ev);
+        fill_silent_idle(&mut deltas, &mut per_cpu, &mut substituted, &ev);
         assert_eq!(per_cpu[&1][&key], 0);
-        assert!(missing.is_empty(), "{missing:?}");
+        assert!(substituted.is_empty(), "{substituted:?}");
     }
 }

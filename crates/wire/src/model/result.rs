@@ -540,6 +540,10 @@ pub struct TraceCounts {
     /// What could not be counted, with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<String>,
+    /// Counts taken from another source than the tracepoint, with why (a CPU whose idle
+    /// loop fires no `power:cpu_idle` takes cpuidle's count): counted, so not `missing`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub substituted: Vec<String>,
     /// Set when the counts span the whole test (connect to report, set-up and stop
     /// included) rather than its measured interval: how long they ran, in seconds. Then
     /// nothing is per unit of work (`per_unit` and `per_side` are empty): the units were
