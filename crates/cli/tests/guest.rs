@@ -743,6 +743,11 @@ fn explain_runs_the_battery_natively_and_in_the_guest() {
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
+    // Two guests boot (the battery's and idle=poll's): the TCG warning is said once.
+    assert!(
+        err.matches("guests run under TCG emulation").count() <= 1,
+        "{err}"
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["placement"], "guest:host-guest");
     let (native, guest) = (&v["native"], &v["elsewhere"]);

@@ -253,9 +253,11 @@ impl GuestLab {
             created_ns: false,
         };
         // Loud even with --json (it goes to stderr): a guest number under TCG must never
-        // pass for a virtualization tax.
+        // pass for a virtualization tax. Once per command: `vm compare --explain` boots a
+        // guest per battery and printed the same warning three times.
         if let Some(why) = &why_not_kvm {
-            eprintln!("virtperf: WARNING: guests run under TCG emulation, not KVM: {why}. Guest numbers measure QEMU's instruction emulation, not a virtualization tax.");
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| eprintln!("virtperf: WARNING: guests run under TCG emulation, not KVM: {why}. Guest numbers measure QEMU's instruction emulation, not a virtualization tax."));
         }
         let initrd = dir.join("initramfs.cpio");
         // One token for this lab's guests, inside the initramfs (not on QEMU's command line).
