@@ -345,9 +345,12 @@ fn a_libvirt_domain_end_to_end() {
     assert!(!measured.is_empty(), "{v}");
     for c in measured {
         let (busy, vm) = (c["cpus_busy"].as_f64(), c["vm_cpus"].as_f64());
+        // The trials' warnings are on tune's stderr: a trial that completed no
+        // transaction (seen once with a third test thread) has no busy CPUs, and says why.
         assert!(
             matches!((busy, vm), (Some(b), Some(m)) if m > 0.0 && m <= b * 1.05),
-            "no VM share in the cost: {c}"
+            "no VM share in the cost: {c}\n{}",
+            String::from_utf8_lossy(&out.stderr)
         );
     }
     drop(domain);
