@@ -202,7 +202,11 @@ fn err<T>(
 /// (the innermost key, inside an inline table) and what such a key takes.
 fn toml_message(text: &str, e: &toml::de::Error) -> String {
     let message = e.message().trim();
-    let Some((takes, span)) = message.strip_prefix("takes ").zip(e.span()) else {
+    let takes = match message.strip_prefix("takes ") {
+        Some(t) => Some(t.to_string()),
+        None => serde_expected(message),
+    };
+    let Some((takes, span)) = takes.zip(e.span()) else {
         // "expected struct RawGuest": the reader's type names are no words for a user.
         return match message.find("expected struct Raw") {
             Some(i) => format!("{}expected a table (KEY = {{…}} or [KEY])", &message[..i]),
@@ -216,6 +220,28 @@ fn toml_message(text: &str, e: &toml::de::Error) -> String {
     let key = line.trim_end().trim_end_matches('=');
     let key = key[key.rfind(['{', ',']).map_or(0, |i| i + 1)..].trim();
     format!("{key} = {value}: not a value {key} takes ({takes})")
+}
+
+/// What a plain typed key takes, in words, from serde's "invalid type: floating point
+/// `1e30`, expected u32" or "invalid value: integer `-1`, expected u32" (Rust's type names
+/// are no words for a user); None for any other message.
+fn serde_expected(message: &str) -> Option<String> {
+    if !(message.starts_with("invalid type: ") || message.starts_with("invalid value: ")) {
+        return None;
+    }
+    let expected = message.rsplit_once(", expected ")?.1.trim();
+    Some(
+        match expected {
+            "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number, 0 or more",
+            "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number",
+            "f32" | "f64" => "a number",
+            "a boolean" => "true or false",
+            "a sequence" => "a list [ … ]",
+            other if other.starts_with("struct Raw") => return None,
+            other => other,
+        }
+        .to_string(),
+    )
 }
 
 /// Parses and validates a spec.

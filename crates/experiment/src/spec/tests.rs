@@ -750,6 +750,21 @@ fn a_wrong_typed_value_names_its_key_and_a_number_is_a_size() {
         msg,
         "invalid type: integer `5`, expected a table (KEY = {…} or [KEY])"
     );
+    // A plain typed key: its words, not Rust's type name.
+    for (top, says) in [
+        (
+            "repetitions = 1e30",
+            "repetitions = 1e30: not a value repetitions takes (a whole number, 0 or more)",
+        ),
+        (
+            "repetitions = -1",
+            "repetitions = -1: not a value repetitions takes (a whole number, 0 or more)",
+        ),
+        ("name = 5", "name = 5: not a value name takes (a string)"),
+    ] {
+        let (line, msg) = line_of_error(&format!("{top}\n[[workload]]\nkind = \"rr\"\n"));
+        assert_eq!((line, msg.as_str()), (1, says), "{top}");
+    }
     let s = parse(&spec("size = [64, \"1K\"]")).expect("sizes as a number and a string");
     let sizes: Vec<(u32, u32)> = s
         .points
