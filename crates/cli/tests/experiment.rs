@@ -120,10 +120,24 @@ fn experiment_flow(d: &TempDir, db: &Path) {
         let p = c["test"]["p_value"].as_f64();
         let alpha = c["alpha"].as_f64().unwrap();
         let significant = p.is_some_and(|p| p < alpha);
+        // Not significant is "no change" only where the change's interval lies within the
+        // 2% noise threshold; otherwise it is undecided.
+        let interval = c["change_interval_pct"]
+            .as_array()
+            .map(|i| (i[0].as_f64().unwrap(), i[1].as_f64().unwrap()));
+        let within = interval.is_some_and(|(lo, hi)| lo >= -2.0 && hi <= 2.0);
         match v {
-            "no_change" => assert!(!significant, "{r}"),
+            "no_change" => assert!(!significant && within, "{r}"),
+            "undecided" => assert!(!significant && !within, "{r}"),
             "within_noise" | "improved" | "regressed" => assert!(significant, "{r}"),
             other => panic!("unknown verdict {other}: {r}"),
+        }
+        if let Some((lo, hi)) = interval {
+            let pct = c["pct_change"].as_f64().unwrap();
+            assert!(
+                lo <= pct && pct <= hi,
+                "the change outside its interval: {r}"
+            );
         }
         let pct = c["pct_change"].as_f64().unwrap();
         let metric = r["metric"].as_str().unwrap();

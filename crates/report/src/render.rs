@@ -576,7 +576,7 @@ pub fn compare_table(rows: &[Row]) -> String {
             num(c.candidate.mean),
             c.pct_change,
             p,
-            c.verdict.words()
+            c.verdict_text()
         );
     }
     s

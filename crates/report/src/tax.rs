@@ -285,6 +285,7 @@ fn verdict_words(v: Verdict, candidate: &str) -> String {
         Verdict::Improved => format!("{candidate} better"),
         Verdict::Regressed => format!("{candidate} worse"),
         Verdict::NoChange => "no significant difference".into(),
+        Verdict::Undecided => "difference undecided".into(),
         Verdict::WithinNoise => "within noise".into(),
     }
 }

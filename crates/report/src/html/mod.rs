@@ -79,7 +79,7 @@ fn comparison_table(rows: &[Row]) -> String {
             s,
             "<tr><td>{}</td><td>{} {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:+.1}%</td><td>{p}</td><td>{test}</td><td class=\"{verdict_class}\">{}</td></tr>",
             esc(&r.point), esc(&crate::tax::metric_words(&r.metric)), esc(&r.unit), esc(&r.candidate), esc(&r.baseline),
-            num(c.baseline.mean), num(c.candidate.mean), c.pct_change, c.verdict.words()
+            num(c.baseline.mean), num(c.candidate.mean), c.pct_change, esc(&c.verdict_text())
         );
     }
     s.push_str("</table>");

@@ -490,8 +490,14 @@ pub enum Verdict {
     Improved,
     /// Significantly worse, by more than the noise threshold.
     Regressed,
-    /// Not statistically significant (or no test could be run).
+    /// Not statistically significant, and the change's interval (at the test's confidence)
+    /// lies within the noise threshold: no change beyond noise, shown by the data.
     NoChange,
+    /// Not statistically significant, but the change's interval reaches beyond the noise
+    /// threshold (or none could be computed: fewer than two values a side, no threshold):
+    /// the data cannot tell a change from none. Called "no significant change" before,
+    /// which read as "no change" for a −46% of two tries a side.
+    Undecided,
     /// Statistically significant, but the change is smaller than the noise threshold.
     WithinNoise,
 }
@@ -503,6 +509,7 @@ impl Verdict {
             Verdict::Improved => "improved",
             Verdict::Regressed => "regressed",
             Verdict::NoChange => "no significant change",
+            Verdict::Undecided => "undecided",
             Verdict::WithinNoise => "change within noise threshold",
         }
     }
@@ -522,8 +529,23 @@ pub struct Comparison {
     pub test: Option<TestResult>,
     /// Significance level the p-value was held against.
     pub alpha: f64,
+    /// The `1 - alpha` interval of `pct_change` (Welch's, over the baseline's mean), where
+    /// both sides have two values or more and the baseline's mean is not 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change_interval_pct: Option<[f64; 2]>,
     /// The verdict.
     pub verdict: Verdict,
+}
+
+impl Comparison {
+    /// The verdict in words, an undecided one with the change's interval that left it so:
+    /// `undecided (-12.3% to +3.1%)`.
+    pub fn verdict_text(&self) -> String {
+        match (self.verdict, self.change_interval_pct) {
+            (Verdict::Undecided, Some([lo, hi])) => format!("undecided ({lo:+.1}% to {hi:+.1}%)"),
+            (v, _) => v.words().to_string(),
+        }
+    }
 }
 
 /// Compare candidate `b` against baseline `a`. `higher_is_better` decides improved vs
@@ -535,10 +557,11 @@ pub struct Comparison {
 /// against 3. When that smallest p-value is not below `alpha`, Welch is run instead if both
 /// sides have at least 2 values, since it at least can detect a large, clean difference
 /// (at the price of assuming normality); with fewer, Mann–Whitney is kept and the verdict is
-/// [`Verdict::NoChange`]. With an empty side no test is run (`test = None`, `NoChange`).
+/// [`Verdict::Undecided`]. With an empty side no test is run (`test = None`, `Undecided`).
 ///
-/// The verdict: `NoChange` unless `p < alpha`, and always when `alpha` is NaN or outside
-/// (0, 1); then [`Verdict::WithinNoise`] if `|pct_change| < noise * 100` (`noise` is
+/// The verdict: where `p ≥ alpha` (and always when `alpha` is NaN or outside (0, 1)),
+/// `NoChange` if the change's `1 - alpha` interval lies within ±`noise`, else `Undecided`;
+/// where `p < alpha`, [`Verdict::WithinNoise`] if `|pct_change| < noise * 100` (`noise` is
 /// relative, e.g. 0.02 for 2 %; NaN or negative means no threshold) or the means are equal;
 /// otherwise the direction of the change of the means, read through `higher_is_better`.
 pub fn compare(a: &[f64], b: &[f64], higher_is_better: bool, alpha: f64, noise: f64) -> Comparison {
@@ -568,8 +591,13 @@ pub fn compare(a: &[f64], b: &[f64], higher_is_better: bool, alpha: f64, noise: 
 
     let alpha_valid = alpha > 0.0 && alpha < 1.0;
     let significant = alpha_valid && test.as_ref().is_some_and(|t| t.p_value < alpha);
+    let change_interval_pct = change_interval(a, b, alpha).filter(|_| alpha_valid);
+    let within = |[lo, hi]: [f64; 2]| noise > 0.0 && lo >= -noise * 100.0 && hi <= noise * 100.0;
     let verdict = if !significant {
-        Verdict::NoChange
+        match change_interval_pct {
+            Some(i) if within(i) => Verdict::NoChange,
+            _ => Verdict::Undecided,
+        }
     } else if pct_change == 0.0 || pct_change.abs() < noise * 100.0 {
         Verdict::WithinNoise
     } else if (pct_change > 0.0) == higher_is_better {
@@ -583,8 +611,35 @@ pub fn compare(a: &[f64], b: &[f64], higher_is_better: bool, alpha: f64, noise: 
         pct_change,
         test,
         alpha,
+        change_interval_pct,
         verdict,
     }
+}
+
+/// Welch's `1 - alpha` interval of the change of means, `b` against `a`, in percent of
+/// `a`'s mean: None with fewer than two finite values a side or a baseline mean of 0.
+fn change_interval(a: &[f64], b: &[f64], alpha: f64) -> Option<[f64; 2]> {
+    let (a, b) = (finite(a), finite(b));
+    if a.len() < 2 || b.len() < 2 {
+        return None;
+    }
+    let (na, nb) = (a.len() as f64, b.len() as f64);
+    let ((ma, va), (mb, vb)) = (mean_var(&a), mean_var(&b));
+    if ma == 0.0 {
+        return None;
+    }
+    let (sa, sb) = (va / na, vb / nb);
+    let se2 = sa + sb;
+    let half = if se2 == 0.0 {
+        0.0
+    } else {
+        let (ra, rb) = (sa / se2, sb / se2);
+        let df = 1.0 / (ra * ra / (na - 1.0) + rb * rb / (nb - 1.0));
+        t_quantile(1.0 - alpha / 2.0, df) * se2.sqrt()
+    };
+    let pct = |x: f64| x / ma.abs() * 100.0;
+    let d = mb - ma;
+    Some([pct(d - half), pct(d + half)]).filter(|[lo, hi]| lo.is_finite() && hi.is_finite())
 }
 
 /// Smallest p-value Mann–Whitney can give for sample sizes `na`, `nb` ≥ 1: the one for

@@ -356,14 +356,39 @@ fn compare_improved_and_regressed() {
     );
 }
 
+/// Not significant is "no change" only where the change's interval lies within the
+/// noise threshold; where it reaches beyond, the verdict is undecided, with the interval.
 #[test]
-fn compare_no_change() {
-    let a = sample(100.0, 5.0, 10);
+fn compare_no_change_needs_an_interval_within_noise() {
+    let a = sample(100.0, 0.5, 10);
     let mut b = a.clone();
     b.reverse();
     let c = compare(&a, &b, true, 0.05, 0.02);
     assert_eq!(c.verdict, Verdict::NoChange);
-    assert_close!(c.test.map_or(0.0, |t| t.p_value), 1.0, 1e-9);
+    assert_close!(c.test.as_ref().map_or(0.0, |t| t.p_value), 1.0, 1e-9);
+    let [lo, hi] = c.change_interval_pct.expect("interval");
+    assert!(lo < 0.0 && hi > 0.0 && lo > -2.0 && hi < 2.0, "{lo} {hi}");
+    // The same means with a ±5% spread: the interval spans more than ±2%.
+    let a = sample(100.0, 5.0, 10);
+    let mut b = a.clone();
+    b.reverse();
+    let c = compare(&a, &b, true, 0.05, 0.02);
+    assert_close!(c.test.as_ref().map_or(0.0, |t| t.p_value), 1.0, 1e-9);
+    assert_eq!(c.verdict, Verdict::Undecided);
+    let [lo, hi] = c.change_interval_pct.expect("interval");
+    assert!(lo < -2.0 && hi > 2.0, "{lo} {hi}");
+    assert!(
+        c.verdict_text().starts_with("undecided (-"),
+        "{}",
+        c.verdict_text()
+    );
+    // Two tries a side 46% apart, not significant: undecided, never "no change".
+    let c = compare(&[18.0, 18.6], &[8.0, 11.8], false, 0.05, 0.02);
+    assert!(c.test.as_ref().is_some_and(|t| t.p_value >= 0.05), "{c:?}");
+    assert_eq!(c.verdict, Verdict::Undecided);
+    // Without a noise threshold nothing can be shown equal.
+    let c = compare(&[5.0; 6], &[5.0; 6], true, 0.05, 0.0);
+    assert_eq!(c.verdict, Verdict::Undecided);
 }
 
 #[test]
@@ -405,7 +430,7 @@ fn compare_test_selection() {
     // 1 against 3: no Welch possible; Mann–Whitney cannot be significant.
     let c = compare(&[10.0], &[20.0, 21.0, 22.0], true, 0.05, 0.02);
     assert_eq!(c.test.as_ref().map(|t| t.test), Some(Test::MannWhitney));
-    assert_eq!(c.verdict, Verdict::NoChange);
+    assert_eq!(c.verdict, Verdict::Undecided);
 }
 
 #[test]
@@ -413,15 +438,15 @@ fn compare_degenerate_inputs_do_not_panic() {
     let c = compare(&[], &[], true, 0.05, 0.02);
     assert_eq!(
         (c.test, c.verdict, c.pct_change),
-        (None, Verdict::NoChange, 0.0)
+        (None, Verdict::Undecided, 0.0)
     );
     let c = compare(&[], &[1.0, 2.0], true, 0.05, 0.02);
-    assert_eq!(c.verdict, Verdict::NoChange);
+    assert_eq!(c.verdict, Verdict::Undecided);
     assert_eq!(c.pct_change, f64::INFINITY);
     let c = compare(&[f64::NAN; 3], &[1.0, f64::NAN], true, 0.05, 0.02);
-    assert_eq!(c.verdict, Verdict::NoChange);
+    assert_eq!(c.verdict, Verdict::Undecided);
     let c = compare(&[1.0], &[2.0], true, 0.05, 0.02);
-    assert_eq!(c.verdict, Verdict::NoChange);
+    assert_eq!(c.verdict, Verdict::Undecided);
     // Constant, different: exact Welch answer p = 0.
     let c = compare(&[5.0; 6], &[6.0; 6], true, 0.05, 0.02);
     assert_eq!(c.verdict, Verdict::Improved);
@@ -437,7 +462,7 @@ fn compare_degenerate_inputs_do_not_panic() {
             alpha,
             0.02,
         );
-        assert_eq!(c.verdict, Verdict::NoChange);
+        assert_eq!(c.verdict, Verdict::Undecided);
         assert_eq!(c.baseline.confidence, 0.0);
     }
 }
@@ -447,6 +472,7 @@ fn verdict_words() {
     assert_eq!(Verdict::Improved.words(), "improved");
     assert_eq!(Verdict::Regressed.words(), "regressed");
     assert_eq!(Verdict::NoChange.words(), "no significant change");
+    assert_eq!(Verdict::Undecided.words(), "undecided");
     assert_eq!(
         Verdict::WithinNoise.words(),
         "change within noise threshold"
