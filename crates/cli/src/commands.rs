@@ -27,9 +27,17 @@ pub(crate) fn open_site(
 ) -> Result<(virtperf_machine::lock::MachineLock, Box<dyn Site>)> {
     // Every value of the plan came from the command line: a value out of range is a usage
     // error (exit 2), like one clap's parsers caught.
-    plan.validate()
-        .map_err(|e| crate::signals::exit(crate::signals::code::USAGE, format!("{e:#}")))?;
     let local = common.placement == Placement::Local;
+    plan.validate()
+        .and_then(|()| {
+            // The agent on this machine: loopback's private one or a namespace's.
+            let here = matches!(common.placement, Placement::Local | Placement::Netns(..));
+            match here && common.host.is_none() {
+                true => plan.validate_local_server(),
+                false => Ok(()),
+            }
+        })
+        .map_err(|e| crate::signals::exit(crate::signals::code::USAGE, format!("{e:#}")))?;
     if !local && common.host.is_some() {
         bail!("--placement chooses the agent: drop --host");
     }

@@ -161,12 +161,31 @@ fn wrong_token_is_refused() {
     assert_one_line_error(&err, "token");
 }
 
+/// Both sides' CPUs on this machine are usage errors before anything starts (the server's
+/// was the private agent's refusal, exit 1, once it had started); a remote agent's CPU is
+/// that agent's to refuse, naming its machine.
 #[test]
 fn cpus_that_do_not_exist_are_refused_on_each_side() {
-    let (_, err) = run_fail(&["rr", "-l", "1", "--cpus", "4095,0"]);
+    let (code, err) = run_fail(&["rr", "-l", "1", "--cpus", "4095,0"]);
+    assert_eq!(code, 2, "{err}");
     assert_one_line_error(&err, "client cpu 4095");
-    let (_, err) = run_fail(&["rr", "-l", "1", "--cpus", "0,4095"]);
+    let (code, err) = run_fail(&["rr", "-l", "1", "--cpus", "0,4095"]);
+    assert_eq!(code, 2, "{err}");
     assert_one_line_error(&err, "server cpu 4095");
+    let a = Agent::start(&[]);
+    let (code, err) = run_fail(&[
+        "rr",
+        "-l",
+        "100ms",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &a.port(),
+        "--cpus",
+        "0,4095",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert_one_line_error(&err, "on the agent's machine");
 }
 
 #[test]

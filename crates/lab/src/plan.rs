@@ -299,6 +299,18 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// Where the agent runs on this machine too (a private local agent): its CPU is
+    /// checked here before anything starts, as the client's is (a server CPU that does not
+    /// exist was the agent's refusal, exit 1, after it had started).
+    pub fn validate_local_server(&self) -> Result<()> {
+        if let Some(cpu) = self.server_cpu.filter(|c| !cpu_allowed(*c)) {
+            bail!("server CPU {cpu} does not exist or is not allowed here (see `nproc`)");
+        }
+        Ok(())
+    }
+}
+
 /// Checks a warm-up (`--omit`) for `workload` measured for `duration`: a timed workload
 /// (a byte count has no time to leave out), at most [`crate::parse::MAX_OMIT`], and with
 /// the measured duration not past the test length limit.
