@@ -335,7 +335,10 @@ pub fn wait(s: &str) -> anyhow::Result<(virtperf_wire::Wait, virtperf_wire::Wait
 pub fn rate_per_s(s: &str) -> anyhow::Result<u32> {
     let t = s.trim().trim_end_matches("/s");
     let v: u32 = t.parse().map_err(|_| {
-        anyhow::anyhow!("invalid rate {s:?}: expected requests per second, like 2000")
+        anyhow::anyhow!(
+            "invalid rate {s:?}: expected a whole number of requests per second from 1 to {}, like 2000",
+            virtperf_wire::MAX_RATE
+        )
     })?;
     anyhow::ensure!(
         (1..=virtperf_wire::MAX_RATE).contains(&v),
