@@ -151,6 +151,14 @@ fn usage_error(e: clap::Error) -> ExitCode {
         .collect();
     let msg = para.join(" ");
     let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
+    // A count clap parses as an integer fails with Rust's own words for the parse
+    // ("invalid digit found in string" for 1e30 or 2.5): say what the option takes.
+    let msg = msg
+        .replace(": invalid digit found in string", ": not a whole number")
+        .replace(
+            ": number too large to fit in target type",
+            ": too large a number",
+        );
     eprintln!("virtperf: error: {msg} (see --help)");
     // clap's tips ("a similar argument exists: '--duration'") are the fix for a typo: keep
     // each as a line of its own after the error.

@@ -21,6 +21,12 @@ fn usage_errors_exit_2_with_one_line() {
         (&["stream", "--buf-offset", "4096"], "0 to 4095"),
         (&["stream", "--buf-offset", "-1"], "0 to 4095"),
         (&["stream", "--buf-offset", "1e30"], "0 to 4095"),
+        // clap's integer counts: what the value is not, not Rust's parse error.
+        (
+            &["explain", "--tries", "1e30"],
+            "'1e30' for '--tries <tries>': not a whole number",
+        ),
+        (&["vm", "compare", "--runs", "2.5"], "not a whole number"),
         (
             &[
                 "stream",
