@@ -192,7 +192,9 @@ pub struct CompareArgs {
     /// Print JSON
     #[arg(long)]
     pub json: bool,
-    /// Exit 3 when a verdict says the candidate regressed (by at least --threshold): for CI
+    /// Exit 3 when a verdict says the candidate regressed (by at least --threshold); exit 5
+    /// (undecided) when none did but an undecided comparison's interval leaves one of more
+    /// than --threshold (and the 2% noise threshold) possible: for CI
     #[arg(long)]
     pub fail_on_regression: bool,
     /// With --fail-on-regression: the smallest regression that fails, in percent (5%, 2.5)
@@ -754,6 +756,29 @@ pub(crate) fn emit_comparison(
                     "{} comparison(s) regressed by at least {}%, e.g. {} {} {}: {:+.1}% against {}",
                     worse.len(),
                     a.threshold,
+                    first.point,
+                    first.candidate,
+                    first.metric,
+                    first.comparison.pct_change,
+                    first.baseline
+                ),
+            ));
+        }
+        // No regression shown is a pass only where the tries exclude one too.
+        let open = compare::unexcluded_regressions(rows, a.threshold);
+        if let Some(first) = open.first() {
+            let interval = first
+                .comparison
+                .change_interval_pct
+                .map_or("no interval".to_string(), |[lo, hi]| {
+                    format!("{lo:+.1}% to {hi:+.1}%")
+                });
+            return Err(crate::signals::exit(
+                virtperf_report::decide::exit::UNDECIDED,
+                format!(
+                    "undecided: no regression shown, but {} comparison(s) cannot exclude one of more than {}%, e.g. {} {} {}: {:+.1}% ({interval}) against {}; more repetitions may tell",
+                    open.len(),
+                    a.threshold.max(compare::NOISE * 100.0),
                     first.point,
                     first.candidate,
                     first.metric,

@@ -332,10 +332,39 @@ fn regression_flow(d: &TempDir, db: &Path) {
     assert_one_line_error(&err, "regressed by at least 0%");
     let (c, err) = code(&["--fail-on-regression", "--threshold", "5%"]);
     assert_eq!(c, Some(3), "{err}");
-    // A threshold above the worst regression passes; the candidate's improvements never fail.
-    let t = format!("{:.1}%", worst + 1.0);
+    // A threshold above the worst regression passes where every undecided row's interval
+    // excludes a regression beyond it, and is undecided (exit 5) where one does not; the
+    // candidate's improvements never fail.
+    let limit = worst + 1.0;
+    let t = format!("{limit:.1}%");
+    let open: Vec<&serde_json::Value> = rows
+        .iter()
+        .filter(|r| r["comparison"]["verdict"] == "undecided")
+        .filter(|r| {
+            let c = &r["comparison"];
+            match c["change_interval_pct"].as_array() {
+                None => true,
+                Some(i) => {
+                    let (lo, hi) = (i[0].as_f64().unwrap(), i[1].as_f64().unwrap());
+                    let worse = if c["higher_is_better"] == true {
+                        -lo
+                    } else {
+                        hi
+                    };
+                    worse > limit
+                }
+            }
+        })
+        .collect();
     let (c, err) = code(&["--fail-on-regression", "--threshold", &t]);
-    assert_eq!(c, Some(0), "threshold {t}: {err}");
+    if open.is_empty() {
+        assert_eq!(c, Some(0), "threshold {t}: {err}");
+    } else {
+        assert_eq!(c, Some(5), "threshold {t}: {err}");
+        assert_one_line_error(&err, "cannot exclude one of more than");
+        let named = open[0]["metric"].as_str().unwrap();
+        assert!(err.contains(named), "{err} does not name {named}");
+    }
     // The faster run as the candidate: its rate improved, so that row never fails it.
     let back: serde_json::Value =
         serde_json::from_str(&run_db_ok(&["compare", "2", "1", "--json"], &db)).unwrap();

@@ -109,6 +109,23 @@ pub fn regressions(rows: &[Row], threshold_pct: f64) -> Vec<&Row> {
         .collect()
 }
 
+/// The undecided rows that cannot exclude a regression of `threshold_pct` percent (or of
+/// the noise threshold, whichever is larger: a smaller change is never called one): their
+/// interval's worse end lies beyond it, or there is no interval. What makes
+/// `compare --fail-on-regression` undecided rather than passing where no regression was
+/// found only for want of tries.
+pub fn unexcluded_regressions(rows: &[Row], threshold_pct: f64) -> Vec<&Row> {
+    let limit = threshold_pct.max(NOISE * 100.0);
+    rows.iter()
+        .filter(|r| {
+            r.comparison.verdict == crate::stats::Verdict::Undecided
+                && r.comparison
+                    .worst_regression_pct()
+                    .is_none_or(|w| w > limit)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,5 +152,32 @@ mod tests {
         assert_eq!(regressions(&rows, 0.0), vec![&worse]);
         assert_eq!(regressions(&rows, 5.0), vec![&worse]);
         assert!(regressions(&rows, 10.5).is_empty());
+    }
+
+    /// An undecided row fails to exclude a regression past the threshold where its
+    /// interval's worse end reaches beyond it (the direction read through the metric), or
+    /// where it has no interval; a shown "no change" and an improvement never do.
+    #[test]
+    fn undecided_rows_leave_regressions_past_their_interval_unexcluded() {
+        let base = [100.0, 104.0, 96.0];
+        // A rate 2% lower within ±6% tries: undecided, a regression of ~13% not excluded.
+        let noisy = row(&base, &[98.0, 102.0, 94.0], true);
+        assert_eq!(noisy.comparison.verdict, crate::stats::Verdict::Undecided);
+        let w = noisy.comparison.worst_regression_pct().expect("interval");
+        assert!(w > 5.0 && w < 30.0, "{w}");
+        // The same numbers as a latency: its worse side is the interval's upper end.
+        let as_latency = row(&base, &[98.0, 102.0, 94.0], false);
+        let w2 = as_latency
+            .comparison
+            .worst_regression_pct()
+            .expect("interval");
+        assert!(w2 < w, "{w2} vs {w}");
+        let one = row(&[100.0], &[99.0], true);
+        assert_eq!(one.comparison.worst_regression_pct(), None);
+        let flat = row(&[100.0, 100.1, 99.9], &[100.0, 100.1, 99.9], true);
+        assert_eq!(flat.comparison.verdict, crate::stats::Verdict::NoChange);
+        let rows = vec![noisy.clone(), one.clone(), flat];
+        assert_eq!(unexcluded_regressions(&rows, 5.0), vec![&noisy, &one]);
+        assert_eq!(unexcluded_regressions(&rows, w + 1.0), vec![&one]);
     }
 }

@@ -533,6 +533,10 @@ pub struct Comparison {
     /// both sides have two values or more and the baseline's mean is not 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change_interval_pct: Option<[f64; 2]>,
+    /// Whether a higher value is better (a rate) or worse (a latency): the direction a
+    /// regression lies in.
+    #[serde(default)]
+    pub higher_is_better: bool,
     /// The verdict.
     pub verdict: Verdict,
 }
@@ -545,6 +549,14 @@ impl Comparison {
             (Verdict::Undecided, Some([lo, hi])) => format!("undecided ({lo:+.1}% to {hi:+.1}%)"),
             (v, _) => v.words().to_string(),
         }
+    }
+
+    /// The largest regression the change's interval leaves possible, in percent (the
+    /// interval's end on the worse side, as a positive number; 0 where that end is an
+    /// improvement): None without an interval, where no regression is excluded.
+    pub fn worst_regression_pct(&self) -> Option<f64> {
+        let [lo, hi] = self.change_interval_pct?;
+        Some(if self.higher_is_better { -lo } else { hi }.max(0.0))
     }
 }
 
@@ -612,6 +624,7 @@ pub fn compare(a: &[f64], b: &[f64], higher_is_better: bool, alpha: f64, noise: 
         test,
         alpha,
         change_interval_pct,
+        higher_is_better,
         verdict,
     }
 }
