@@ -316,7 +316,7 @@ fn layout(rows: &[Vec<String>]) -> String {
     out
 }
 
-/// The answer: the pick (and what is equally cheap beside it) and what else meets the
+/// The answer: the pick (and what its cost is not told apart from) and what else meets the
 /// goals at what CPU, or why nothing is picked; the tuned profile's standing beside it.
 fn answer(s: &Search, all: &[Measured]) -> String {
     let goals: Vec<String> = s.goals.iter().map(|g| g.words()).collect();
@@ -343,7 +343,7 @@ fn answer(s: &Search, all: &[Measured]) -> String {
             .map(|m| format!("{} at {}", m.config.name, cpus(m)))
             .collect();
         a.push_str(&format!(
-            "; equally cheap (busy CPUs' 95% intervals overlap), picked for fewer changes over: {}",
+            "; not told apart in cost (busy CPUs' 95% intervals overlap), picked for fewer changes over: {}",
             t.join(", ")
         ));
     }
@@ -371,7 +371,7 @@ fn answer(s: &Search, all: &[Measured]) -> String {
         let verdict = match (t.meets(&s.goals), &t.cost, &pick.cost) {
             (_, _, _) if t.config.name == pick.config.name => "is the pick".to_string(),
             (true, Some(c), Some(p)) if virtperf_report::decide::overlap(c, p) => format!(
-                "meets it too, at {:.2} busy CPUs: the same cost within noise (their 95% intervals overlap)",
+                "meets it too, at {:.2} busy CPUs: not told apart from the pick's cost (their 95% intervals overlap)",
                 c.mean
             ),
             (true, Some(c), Some(p)) => format!(

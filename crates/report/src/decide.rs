@@ -234,8 +234,8 @@ pub fn ratio_effect(interval: &Interval, band: f64) -> &'static str {
     }
 }
 
-/// Whether two summaries' intervals overlap (each figure could be the other's): "equally
-/// cheap", "no gap". A summary of one try has no interval and overlaps nothing but an
+/// Whether two summaries' intervals overlap (each figure could be the other's): "not told
+/// apart", "no gap". A summary of one try has no interval and overlaps nothing but an
 /// equal value; the caller says so.
 pub fn overlap(a: &Summary, b: &Summary) -> bool {
     a.n > 0 && b.n > 0 && a.ci_low <= b.ci_high && b.ci_low <= a.ci_high

@@ -212,11 +212,11 @@ pub fn combinations(
 #[derive(Debug, Clone, PartialEq)]
 pub enum Pick<'a> {
     /// The cheapest by its cost's interval, and those whose cost intervals overlap its
-    /// own (equally cheap: the pick is the one of them with the fewest changes).
+    /// own (not told apart in cost: the pick is the one of them with the fewest changes).
     Cheapest {
         /// The pick.
         pick: &'a Measured,
-        /// Equally cheap configurations also meeting the goals.
+        /// Configurations also meeting the goals whose cost is not told apart from the pick's.
         tied: Vec<&'a Measured>,
         /// Configurations meeting the goals whose cost was not measured: the pick is the
         /// cheapest of those measured, and whether one of these costs less is undecided.
@@ -243,7 +243,7 @@ impl<'a> Pick<'a> {
 
 /// The decision: among what meets every goal within the cap (unmeasured cost does not
 /// compete with measured), the lowest cost and every configuration whose cost interval
-/// overlaps it are equally cheap, and of those the one with the fewest changes is picked
+/// overlaps it are not told apart, and of those the one with the fewest changes is picked
 /// (then the lower mean). Without any measured cost there is no cheapest.
 pub fn pick<'a>(measured: &'a [Measured], goals: &[Goal], max_cpu: Option<f64>) -> Pick<'a> {
     let meeting = ranked(measured, goals, max_cpu);
@@ -454,7 +454,7 @@ mod tests {
         assert!(e.contains("nothing to combine"), "{e}");
     }
 
-    /// Issue 52: configurations whose cost intervals overlap are equally cheap (the one
+    /// Issue 52: configurations whose cost intervals overlap are not told apart (the one
     /// with fewer changes is picked, the rest named as tied); without any measured cost
     /// there is no cheapest, however far inside the goal one is.
     #[test]
