@@ -126,6 +126,22 @@ pub fn unexcluded_regressions(rows: &[Row], threshold_pct: f64) -> Vec<&Row> {
         .collect()
 }
 
+/// Under the table, where some verdicts are undecided: how many, and what would decide
+/// them (more tries narrow each change's interval).
+pub fn undecided_note(rows: &[Row]) -> String {
+    let n = rows
+        .iter()
+        .filter(|r| r.comparison.verdict == crate::stats::Verdict::Undecided)
+        .count();
+    if n == 0 {
+        return String::new();
+    }
+    format!(
+        "\n{n} of {} comparisons undecided: their 95% intervals reach past ±2%, so neither a change nor its absence is shown; more tries narrow them (repetitions = N, or `virtperf run SPEC --until-ci 95,2%`)\n",
+        rows.len()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +195,8 @@ mod tests {
         let rows = vec![noisy.clone(), one.clone(), flat];
         assert_eq!(unexcluded_regressions(&rows, 5.0), vec![&noisy, &one]);
         assert_eq!(unexcluded_regressions(&rows, w + 1.0), vec![&one]);
+        let note = undecided_note(&rows);
+        assert!(note.contains("2 of 3 comparisons undecided"), "{note}");
+        assert!(undecided_note(&rows[2..]).is_empty());
     }
 }

@@ -579,6 +579,7 @@ pub fn compare_table(rows: &[Row]) -> String {
             c.verdict_text()
         );
     }
+    s.push_str(&crate::compare::undecided_note(rows));
     s
 }
 
