@@ -375,6 +375,35 @@ fn regression_flow(d: &TempDir, db: &Path) {
         .find(|r| r["metric"] == "rate_per_s")
         .unwrap();
     assert_eq!(rate_back["comparison"]["verdict"], "improved");
+    // One try a side can show no regression, and exclude none either: undecided, exit 5.
+    let once = d.path("once.toml");
+    std::fs::write(
+        &once,
+        format!(
+            "{}gap = \"1ms\"\n",
+            rr.replace("repetitions = 6", "repetitions = 1")
+        ),
+    )
+    .unwrap();
+    run_db_ok(&["run", once.to_str().unwrap()], &db);
+    run_db_ok(&["run", once.to_str().unwrap()], &db);
+    let out = vp()
+        .args([
+            "compare",
+            "3",
+            "4",
+            "--fail-on-regression",
+            "--threshold",
+            "50%",
+        ])
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert_one_line_error(&err, "cannot exclude one of more than 50%");
+    assert!(err.contains("(no interval)"), "{err}");
     // --threshold means nothing alone, and must be a percentage.
     assert_eq!(code(&["--threshold", "5%"]).0, Some(2));
     assert_eq!(
