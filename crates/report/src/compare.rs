@@ -137,7 +137,7 @@ pub fn undecided_note(rows: &[Row]) -> String {
         return String::new();
     }
     format!(
-        "\n{n} of {} comparisons undecided: their 95% intervals reach past ±2%, so neither a change nor its absence is shown; more tries narrow them (repetitions = N, or `virtperf run SPEC --until-ci 95,2%`)\n",
+        "\n{n} of {} comparisons undecided: their 95% intervals reach past ±2%, so neither a change nor its absence is shown; more tries narrow them (repetitions = N, or `virtperf run SPEC --until-ci 95,2%`; for campaigns, more hosts)\n",
         rows.len()
     )
 }
