@@ -170,3 +170,67 @@ fn events_per_transaction_wait_modes_and_the_open_loop() {
         v["warnings"]
     );
 }
+
+/// A config that leaves the network input backlog no room (`net.core.netdev_max_backlog =
+/// 0`): the loopback stream's trial counts the packets dropped there (`backlog_drops`, from
+/// /proc/net/softnet_stat) and warns that each is a lost segment, and the knob is back as
+/// it was. Drops of the machine's backlog are what stalls a round trip for a
+/// retransmission timeout; they were counted nowhere.
+#[test]
+fn backlog_drops_are_counted_and_warned_of() {
+    let _alone = crate::alone();
+    let knob = "/proc/sys/net/core/netdev_max_backlog";
+    let Ok(before) = std::fs::read_to_string(knob) else {
+        virtperf_testkit::skip("root", "no /proc/sys/net/core/netdev_max_backlog here");
+        return;
+    };
+    if std::fs::write(knob, before.trim()).is_err() {
+        virtperf_testkit::skip("root", "needs root to write net.core.netdev_max_backlog");
+        return;
+    }
+    let d = common::TempDir::new("backlog");
+    std::fs::write(
+        d.path("s.toml"),
+        "name = \"bl\"\nduration = \"500ms\"\nrepetitions = 1\n[[workload]]\nkind = \"stream\"\n\
+         flows = 4\n[[config]]\nname = \"no-backlog\"\n\
+         sysctl = { \"net.core.netdev_max_backlog\" = 0 }\n",
+    )
+    .unwrap();
+    let db = d.path("r.db");
+    let out = common::vp()
+        .arg("run")
+        .arg(d.path("s.toml"))
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    let after = std::fs::read_to_string(knob).unwrap_or_default();
+    if after != before {
+        let _ = std::fs::write(knob, before.trim());
+    }
+    common::assert_ok(&out);
+    assert_eq!(after, before, "net.core.netdev_max_backlog not restored");
+    let Ok(q) = std::process::Command::new("sqlite3")
+        .arg(&db)
+        .arg("SELECT result_json FROM trials")
+        .output()
+    else {
+        virtperf_testkit::skip("sqlite3", "reading the stored trial needs sqlite3");
+        return;
+    };
+    let v: serde_json::Value = serde_json::from_slice(&q.stdout).expect("the trial's JSON");
+    let drops = v["events"]["client"]["deltas"]["backlog_drops"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("backlog drops not counted: {}", v["events"]));
+    assert!(drops > 0, "no drop with no backlog: {}", v["events"]);
+    let warned = v["warnings"].as_array().is_some_and(|w| {
+        w.iter().any(|w| {
+            w.as_str().is_some_and(|w| {
+                w.contains(&format!(
+                    "dropped {drops} packet(s) from its network input backlog"
+                ))
+            })
+        })
+    });
+    assert!(warned, "{}", v["warnings"]);
+}

@@ -27,6 +27,11 @@ pub struct EventSnapshot {
     pub softirqs: PerCpu,
     /// The CPU number of each column of `softirqs`.
     pub softirq_cpus: Vec<u32>,
+    /// `/proc/net/softnet_stat`: `dropped` (packets the per-CPU input backlog had no room
+    /// for, `net.core.netdev_max_backlog`) and `time_squeeze` per CPU.
+    pub softnet: PerCpu,
+    /// The CPU number of each column of `softnet`.
+    pub softnet_cpus: Vec<u32>,
     /// `ctxt` of `/proc/stat`: context switches since boot, all CPUs.
     pub context_switches: Option<u64>,
     /// cpuidle per CPU and state: `usage` (entries) under `STATE`, and `time` (µs) under
@@ -55,6 +60,10 @@ pub struct EventDelta {
     pub softirqs: PerCpu,
     /// CPU number of each column of `softirqs`.
     pub softirq_cpus: Vec<u32>,
+    /// Backlog drops and squeezes per CPU (`/proc/net/softnet_stat`).
+    pub softnet: PerCpu,
+    /// CPU number of each column of `softnet`.
+    pub softnet_cpus: Vec<u32>,
     /// Context switches during the interval.
     pub context_switches: Option<u64>,
     /// cpuidle increases.
@@ -292,6 +301,10 @@ impl EventSnapshot {
             Ok(t) => s.context_switches = ctxt(&t),
             Err(e) => s.missing.push(e),
         }
+        match read("net/softnet_stat") {
+            Ok(t) => (s.softnet, s.softnet_cpus) = parse_softnet(&t),
+            Err(e) => s.missing.push(e),
+        }
         match read_idle(&sys_cpu) {
             Ok(i) => {
                 if !i.unreadable.is_empty() {
@@ -337,6 +350,11 @@ impl EventSnapshot {
             (&self.softirqs, &self.softirq_cpus),
             (&later.softirqs, &later.softirq_cpus),
         );
+        let (softnet, softnet_cpus) = table(
+            "/proc/net/softnet_stat",
+            (&self.softnet, &self.softnet_cpus),
+            (&later.softnet, &later.softnet_cpus),
+        );
         let (idle, idle_cpus) = table(
             "cpuidle",
             (&self.idle, &self.idle_cpus),
@@ -375,6 +393,8 @@ impl EventSnapshot {
             interrupt_cpus,
             softirqs,
             softirq_cpus,
+            softnet,
+            softnet_cpus,
             context_switches: self
                 .context_switches
                 .zip(later.context_switches)
@@ -423,7 +443,37 @@ pub const KEYS: &[(&str, &str)] = &[
     ("hrtimer_softirqs", "softirqs HRTIMER"),
     ("sched_softirqs", "softirqs SCHED"),
     ("rcu_softirqs", "softirqs RCU"),
+    (virtperf_wire::counter::BACKLOG_DROPS, "softnet dropped"),
+    ("time_squeezes", "softnet time_squeeze"),
 ];
+
+/// Parses `/proc/net/softnet_stat`: one line of hexadecimal fields per CPU, the second
+/// `dropped` and the third `time_squeeze`; the CPU is the thirteenth field where the kernel
+/// prints it (5.10 and later), else the line's position (older kernels skip offline CPUs
+/// there, so the position is only a guess: such lines are kept under their position).
+pub fn parse_softnet(text: &str) -> (PerCpu, Vec<u32>) {
+    let mut dropped = Vec::new();
+    let mut squeezed = Vec::new();
+    let mut cpus = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let f: Vec<u64> = line
+            .split_whitespace()
+            .map_while(|x| u64::from_str_radix(x, 16).ok())
+            .collect();
+        if f.len() < 3 {
+            continue;
+        }
+        dropped.push(f[1]);
+        squeezed.push(f[2]);
+        cpus.push(f.get(12).map_or(i as u32, |c| *c as u32));
+    }
+    let mut t = PerCpu::new();
+    if !cpus.is_empty() {
+        t.insert("dropped".into(), dropped);
+        t.insert("time_squeeze".into(), squeezed);
+    }
+    (t, cpus)
+}
 
 impl EventDelta {
     /// The side's counts as they travel and are stored: totals over all CPUs and over the
@@ -483,12 +533,13 @@ impl EventDelta {
         };
         let mut out = BTreeMap::new();
         let (irq_col, soft_col) = (column(&self.interrupt_cpus), column(&self.softirq_cpus));
+        let net_col = column(&self.softnet_cpus);
         for (key, src) in KEYS {
             let (table, name) = src.split_once(' ').unwrap_or(("", ""));
-            let (t, col) = if table == "interrupts" {
-                (&self.interrupts, irq_col)
-            } else {
-                (&self.softirqs, soft_col)
+            let (t, col) = match table {
+                "interrupts" => (&self.interrupts, irq_col),
+                "softnet" => (&self.softnet, net_col),
+                _ => (&self.softirqs, soft_col),
             };
             if let Some(n) = t.get(name).and_then(|v| sum(v, col)) {
                 out.insert((*key).to_string(), n);
@@ -545,6 +596,42 @@ mod tests {
         assert!(!idle_never_polls(Some("none"), 0, "quiet idle=poll"));
         assert!(!idle_never_polls(Some("haltpoll"), 2, ""));
         assert!(!idle_never_polls(Some("none"), 1, ""));
+    }
+
+    /// softnet_stat as kernel 6.18 prints it (this machine's): the thirteenth field is the
+    /// CPU; an older kernel's 11 fields leave the line's position.
+    #[test]
+    fn softnet_stat_gives_drops_and_squeezes_per_cpu() {
+        let now = "1af3110b 000000ed 00000084 00000000 00000000 00000000 00000000 00000000 00000000 000da57b 00000000 00000000 00000000 00000000 00000000
+177f0bf2 0000001f 0000008d 00000000 00000000 00000000 00000000 00000000 00000000 0071de50 00000000 00000000 00000002 00000000 00000000
+";
+        let (t, cpus) = parse_softnet(now);
+        assert_eq!(cpus, [0, 2]);
+        assert_eq!(t["dropped"], [0xed, 0x1f]);
+        assert_eq!(t["time_squeeze"], [0x84, 0x8d]);
+        let old = "00000010 00000001 00000002 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n";
+        assert_eq!(parse_softnet(old).1, [0]);
+        assert!(parse_softnet("").0.is_empty());
+        assert!(parse_softnet("zz\n").1.is_empty());
+        // Through the totals: the machine's and the pinned CPU's drops.
+        let later = "1af3110b 000000f0 00000084 0 0 0 0 0 0 0 0 0 00000000\n177f0bf2 0000001f 0000008d 0 0 0 0 0 0 0 0 0 00000002\n";
+        let (a, b) = (parse_softnet(now), parse_softnet(later));
+        let before = EventSnapshot {
+            softnet: a.0,
+            softnet_cpus: a.1,
+            ..Default::default()
+        };
+        let after = EventSnapshot {
+            softnet: b.0,
+            softnet_cpus: b.1,
+            ..Default::default()
+        };
+        let d = before.delta(&after);
+        assert_eq!(d.totals(None)[virtperf_wire::counter::BACKLOG_DROPS], 3);
+        assert_eq!(d.totals(Some(2))[virtperf_wire::counter::BACKLOG_DROPS], 0);
+        assert!(!d
+            .totals(Some(1))
+            .contains_key(virtperf_wire::counter::BACKLOG_DROPS));
     }
 
     const INTERRUPTS: &str = "           CPU0       CPU1       

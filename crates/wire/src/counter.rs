@@ -38,3 +38,7 @@ pub const KVM_EXITS: &str = "kvm_exits";
 pub const IPIS_RECEIVED: &str = "ipis_received";
 /// Context switches on the counted CPUs.
 pub const CONTEXT_SWITCHES: &str = "context_switches";
+/// Packets the per-CPU network input backlog dropped for want of room
+/// (`/proc/net/softnet_stat` `dropped`, `net.core.netdev_max_backlog`): on loopback and
+/// veth a lost segment, which TCP recovers by retransmission (a lone one after 200 ms+).
+pub const BACKLOG_DROPS: &str = "backlog_drops";

@@ -122,6 +122,7 @@ pub fn assemble(c: Collected) -> anyhow::Result<TestResult> {
     }
     let cpu = cpu_accounting(&c, unit, work, &mut warnings);
     let events = events_of(&c, unit, work);
+    backlog_drops(events.as_ref(), cpu.same_host, &mut warnings);
     let sock_applied = sock_applied(&c, &mut warnings);
     Ok(TestResult {
         schema: RESULT_SCHEMA.to_string(),
@@ -160,6 +161,26 @@ pub fn assemble(c: Collected) -> anyhow::Result<TestResult> {
         host_cpu: None,
         link_rate_bps: None,
     })
+}
+
+/// Packets a side's machine dropped from its network input backlog over the interval: on
+/// loopback or veth each is a lost segment, which TCP recovers by retransmitting (a lone
+/// one, as in a round trip, after 200 ms or more): a stall a figure should not hide. The
+/// count is the machine's (every namespace's traffic), once where both sides share it.
+fn backlog_drops(events: Option<&Events>, same_host: bool, warnings: &mut Vec<String>) {
+    let Some(e) = events else { return };
+    let server = e.server.as_ref().filter(|_| !same_host);
+    for (side, s) in std::iter::once(("client", &e.client)).chain(server.map(|s| ("server", s))) {
+        if let Some(n) = s
+            .deltas
+            .get(virtperf_wire::counter::BACKLOG_DROPS)
+            .filter(|n| **n > 0)
+        {
+            warnings.push(format!(
+                "the {side}'s machine dropped {n} packet(s) from its network input backlog during the test (/proc/net/softnet_stat; net.core.netdev_max_backlog): each is a lost segment TCP retransmits, a lone one after 200 ms or more: expect stalls"
+            ));
+        }
+    }
 }
 
 /// At or above this share of the CPU its threads could use, a side is called CPU-bound
@@ -472,6 +493,46 @@ mod tests {
         assert!(
             r.warnings.iter().any(|w| w.contains("no transaction completed")
                 && w.contains("(2 segments retransmitted by the client, 0 by the server: a lost segment waits out TCP's retransmission timeout, 200 ms or more)")),
+            "{:?}",
+            r.warnings
+        );
+    }
+
+    /// Packets the machine's input backlog dropped during the test are a warning (a lost
+    /// segment stalls a round trip for a retransmission timeout), said once where both
+    /// sides share the machine; none dropped, none said.
+    #[test]
+    fn backlog_drops_during_the_test_are_a_warning() {
+        let p = plan(Some(0));
+        let ev = [("ipi_call", 7), (virtperf_wire::counter::BACKLOG_DROPS, 3)];
+        let said = |r: &TestResult| {
+            r.warnings
+                .iter()
+                .filter(|w| w.contains("dropped 3 packet(s) from its network input backlog"))
+                .count()
+        };
+        // Two machines (the server's not known to be this one): each side's own.
+        let c = collected(&p, side(100, 1.0, &ev, true), side(100, 1.0, &ev, true));
+        let r = assemble(c).expect("assembled");
+        assert_eq!(said(&r), 2, "{:?}", r.warnings);
+        // One machine (the same boot id): its drops said once.
+        let mut c = collected(&p, side(100, 1.0, &ev, true), side(100, 1.0, &ev, true));
+        c.client_env.boot_id = "b".into();
+        c.server_env = Some(Env {
+            boot_id: "b".into(),
+            ..Env::default()
+        });
+        let r = assemble(c).expect("assembled");
+        assert_eq!(said(&r), 1, "{:?}", r.warnings);
+        let quiet = [("ipi_call", 7), (virtperf_wire::counter::BACKLOG_DROPS, 0)];
+        let c = collected(
+            &p,
+            side(100, 1.0, &quiet, true),
+            side(100, 1.0, &quiet, true),
+        );
+        let r = assemble(c).expect("assembled");
+        assert!(
+            !r.warnings.iter().any(|w| w.contains("backlog")),
             "{:?}",
             r.warnings
         );
