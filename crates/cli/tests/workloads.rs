@@ -275,14 +275,16 @@ fn bulk_moves_exactly_the_bytes_asked_for_both_ways() {
         let mib = f(&v, "/outcome/mib_per_s");
         assert!((mib * secs - 64.0).abs() < 1e-6);
         // No byte-count or sampling warning. Warnings about the machine (other work beside
-        // the parallel tests, time stolen by the hypervisor) are not this test's business.
+        // the parallel tests, time stolen by the hypervisor, packets its backlog dropped
+        // while other tests streamed) are not this test's business.
         assert!(
             v["warnings"]
                 .as_array()
                 .is_some_and(|w| w.iter().all(|x| x
                     .as_str()
                     .is_some_and(|t| t.starts_with("other work used")
-                        || t.contains("stolen by the hypervisor")))),
+                        || t.contains("stolen by the hypervisor")
+                        || t.contains("from its network input backlog")))),
             "{}",
             v["warnings"]
         );
