@@ -552,6 +552,7 @@ fn shaped(
         trials,
         virtperf_lab::assemble::OTHER_LOAD_WARN_PCT,
     ));
+    out.push_str(&virtperf_report::trial_notes::lost_packets_note(trials));
     Ok(out)
 }
 

@@ -233,4 +233,12 @@ fn backlog_drops_are_counted_and_warned_of() {
         })
     });
     assert!(warned, "{}", v["warnings"]);
+    // `show` names the trial under its tables (a table of means alone hides it).
+    let shown = common::run_db_ok(&["show", "last"], &db);
+    assert!(
+        shown.contains(&format!(
+            "warning: stream · no-backlog · try 1: the client's machine dropped {drops} packet(s)"
+        )),
+        "{shown}"
+    );
 }

@@ -19,3 +19,4 @@ pub mod summary;
 pub mod tax;
 pub mod timeline;
 pub mod trend;
+pub mod trial_notes;
