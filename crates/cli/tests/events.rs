@@ -99,7 +99,7 @@ fn events_per_transaction_wait_modes_and_the_open_loop() {
             "crr --wait spin: client sleeps {s:.2} per transaction, blocking {b:.2}"
         );
     } else {
-        virtperf_testkit::skip("quiet", &format!("blocking crr's client slept only {b:.2} per transaction (its responses were already there): no spin-vs-block difference to check"));
+        virtperf_testkit::skip("quiet", &format!("blocking crr's client slept only {b:.2} per transaction (spinning: {s:.2}): one sleep covered both its waits (the response's and the close's), so there is no spin-vs-block difference to check"));
     }
 
     // Stored, shown per config and compared like any metric; a gap list sweeps.
