@@ -720,10 +720,9 @@ fn explain_runs_the_battery_natively_and_in_the_guest() {
         virtperf_testkit::skip(need, why);
         return;
     }
-    let dir = std::env::temp_dir().join(format!("vp-guest-explain-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let db = dir.join("r.db");
+    // Removed when the test ends, also when it fails.
+    let dir = common::TempDir::new("guest-explain");
+    let db = dir.path("r.db");
     let (pid, out) = run(&[
         "explain",
         "--tries",
@@ -804,7 +803,6 @@ fn explain_runs_the_battery_natively_and_in_the_guest() {
         let w = guest["warnings"][0].as_str().unwrap_or_default();
         assert!(w.contains("TCG"), "emulation not flagged: {guest}");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
     assert_nothing_left(pid);
 }
 
@@ -817,10 +815,9 @@ fn ctrl_c_during_a_guest_battery_leaves_nothing() {
         virtperf_testkit::skip(need, why);
         return;
     }
-    let dir = std::env::temp_dir().join(format!("vp-guest-explain-stop-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let db = dir.join("r.db");
+    // Removed when the test ends, also when it fails.
+    let dir = common::TempDir::new("guest-explain-stop");
+    let db = dir.path("r.db");
     let mut child = vp()
         .args([
             "explain",
@@ -872,5 +869,4 @@ fn ctrl_c_during_a_guest_battery_leaves_nothing() {
             .any(|r| r["status"] == "complete"),
         "{runs}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
