@@ -346,20 +346,12 @@ pub struct TestResult {
 /// different means give `statistic = ±∞, p = 0`, with `df = None`. Note that JSON cannot
 /// hold that infinite statistic.
 pub fn welch_t(a: &[f64], b: &[f64]) -> Option<TestResult> {
-    let (a, b) = (finite(a), finite(b));
-    if a.len() < 2 || b.len() < 2 {
-        return None;
-    }
-    let (na, nb) = (a.len() as f64, b.len() as f64);
-    let (ma, va) = mean_var(&a);
-    let (mb, vb) = mean_var(&b);
-    let (sa, sb) = (va / na, vb / nb);
-    let se2 = sa + sb;
-    if se2 == 0.0 {
-        let (statistic, p_value) = if ma == mb {
+    let w = Welch::of(a, b)?;
+    let Some(df) = w.df else {
+        let (statistic, p_value) = if w.ma == w.mb {
             (0.0, 1.0)
         } else {
-            ((ma - mb).signum() * f64::INFINITY, 0.0)
+            ((w.ma - w.mb).signum() * f64::INFINITY, 0.0)
         };
         return Some(TestResult {
             test: Test::Welch,
@@ -367,12 +359,8 @@ pub fn welch_t(a: &[f64], b: &[f64]) -> Option<TestResult> {
             df: None,
             p_value,
         });
-    }
-    let t = (ma - mb) / se2.sqrt();
-    // Welch–Satterthwaite written in shares of se² so that tiny variances cannot underflow
-    // their squares to 0/0.
-    let (ra, rb) = (sa / se2, sb / se2);
-    let df = 1.0 / (ra * ra / (na - 1.0) + rb * rb / (nb - 1.0));
+    };
+    let t = (w.ma - w.mb) / w.se2.sqrt();
     let p_value = (2.0 * t_sf(t.abs(), df)).clamp(0.0, 1.0);
     Some(TestResult {
         test: Test::Welch,
@@ -380,6 +368,37 @@ pub fn welch_t(a: &[f64], b: &[f64]) -> Option<TestResult> {
         df: Some(df),
         p_value,
     })
+}
+
+/// The parts of Welch's two-sample statistics that its test and its interval share: the
+/// finite values' means, the squared standard error of their difference, and the
+/// Welch–Satterthwaite degrees of freedom (None where both variances are 0: 0/0).
+struct Welch {
+    ma: f64,
+    mb: f64,
+    se2: f64,
+    df: Option<f64>,
+}
+
+impl Welch {
+    /// None when either side has fewer than 2 finite values (a variance needs two).
+    fn of(a: &[f64], b: &[f64]) -> Option<Welch> {
+        let (a, b) = (finite(a), finite(b));
+        if a.len() < 2 || b.len() < 2 {
+            return None;
+        }
+        let (na, nb) = (a.len() as f64, b.len() as f64);
+        let ((ma, va), (mb, vb)) = (mean_var(&a), mean_var(&b));
+        let (sa, sb) = (va / na, vb / nb);
+        let se2 = sa + sb;
+        // Written in shares of se² so that tiny variances cannot underflow their squares
+        // to 0/0.
+        let df = (se2 > 0.0).then(|| {
+            let (ra, rb) = (sa / se2, sb / se2);
+            1.0 / (ra * ra / (na - 1.0) + rb * rb / (nb - 1.0))
+        });
+        Some(Welch { ma, mb, se2, df })
+    }
 }
 
 /// Largest total sample size for which [`mann_whitney`] uses the exact distribution of U.
@@ -632,26 +651,11 @@ pub fn compare(a: &[f64], b: &[f64], higher_is_better: bool, alpha: f64, noise: 
 /// Welch's `1 - alpha` interval of the change of means, `b` against `a`, in percent of
 /// `a`'s mean: None with fewer than two finite values a side or a baseline mean of 0.
 fn change_interval(a: &[f64], b: &[f64], alpha: f64) -> Option<[f64; 2]> {
-    let (a, b) = (finite(a), finite(b));
-    if a.len() < 2 || b.len() < 2 {
-        return None;
-    }
-    let (na, nb) = (a.len() as f64, b.len() as f64);
-    let ((ma, va), (mb, vb)) = (mean_var(&a), mean_var(&b));
-    if ma == 0.0 {
-        return None;
-    }
-    let (sa, sb) = (va / na, vb / nb);
-    let se2 = sa + sb;
-    let half = if se2 == 0.0 {
-        0.0
-    } else {
-        let (ra, rb) = (sa / se2, sb / se2);
-        let df = 1.0 / (ra * ra / (na - 1.0) + rb * rb / (nb - 1.0));
-        t_quantile(1.0 - alpha / 2.0, df) * se2.sqrt()
-    };
-    let pct = |x: f64| x / ma.abs() * 100.0;
-    let d = mb - ma;
+    let w = Welch::of(a, b).filter(|w| w.ma != 0.0)?;
+    let half =
+        w.df.map_or(0.0, |df| t_quantile(1.0 - alpha / 2.0, df) * w.se2.sqrt());
+    let pct = |x: f64| x / w.ma.abs() * 100.0;
+    let d = w.mb - w.ma;
     Some([pct(d - half), pct(d + half)]).filter(|[lo, hi]| lo.is_finite() && hi.is_finite())
 }
 
