@@ -49,20 +49,31 @@ fn cannot() -> Option<(&'static str, String)> {
 /// The kernel's count of retransmitted TCP segments in namespace `ns` (`Tcp: RetransSegs`
 /// of its /proc/net/snmp).
 fn retrans_segs(ns: &str) -> u64 {
+    kernel_count(ns, "/proc/net/snmp", "Tcp:", "RetransSegs")
+}
+
+/// The segments the namespace's senders were told by D-SACK their peer had twice
+/// (`TcpExt: TCPDSACKRecvSegs`, the sum of the sockets' `tcpi_dsack_dups`).
+fn dsack_recv_segs(ns: &str) -> u64 {
+    kernel_count(ns, "/proc/net/netstat", "TcpExt:", "TCPDSACKRecvSegs")
+}
+
+/// Counter `name` of the `prefix` lines (names, then values) of `file` in namespace `ns`.
+fn kernel_count(ns: &str, file: &str, prefix: &str, name: &str) -> u64 {
     let out = Command::new("ip")
-        .args(["netns", "exec", ns, "cat", "/proc/net/snmp"])
+        .args(["netns", "exec", ns, "cat", file])
         .output()
         .expect("ip netns exec");
     let text = String::from_utf8_lossy(&out.stdout);
-    let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
+    let mut tcp = text.lines().filter(|l| l.starts_with(prefix));
     let (names, values) = (
-        tcp.next().expect("Tcp: names"),
-        tcp.next().expect("Tcp: values"),
+        tcp.next().expect("counter names"),
+        tcp.next().expect("counter values"),
     );
     let at = names
         .split_whitespace()
-        .position(|n| n == "RetransSegs")
-        .expect("RetransSegs");
+        .position(|n| n == name)
+        .expect("the counter's name");
     values
         .split_whitespace()
         .nth(at)
@@ -133,9 +144,10 @@ fn stream_flows_carry_tcp_state_and_loss_raises_retransmits() {
             "nft {rule}"
         );
     }
-    let kernel_before = retrans_segs(&ns.0);
+    let (kernel_before, dsack_before) = (retrans_segs(&ns.0), dsack_recv_segs(&ns.0));
     let lossy = stream_in(&ns.0);
     let kernel = retrans_segs(&ns.0) - kernel_before;
+    let dsack_kernel = dsack_recv_segs(&ns.0) - dsack_before;
     let after = lossy["outcome"]["retransmits"]
         .as_u64()
         .expect("retransmits");
@@ -149,6 +161,31 @@ fn stream_flows_carry_tcp_state_and_loss_raises_retransmits() {
     assert!(
         after <= kernel && after * 10 >= kernel * 8,
         "the flows' retransmits {after} against the namespace's RetransSegs {kernel}"
+    );
+    // The spurious ones (D-SACKed by the receiver) are part of them, and nearly all of the
+    // kernel's count of D-SACKed segments over the namespace (by hand: 5 of 5, 19 of 19).
+    for (run, total) in [(&clean, before), (&lossy, after)] {
+        let o = &run["outcome"];
+        let spurious = o["spurious_retransmits"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("spurious_retransmits missing: {o}"));
+        let per_flow: u64 = o["flows"]
+            .as_array()
+            .expect("flows")
+            .iter()
+            .map(|f| {
+                f["tcp"]["dsack_dups_interval"]
+                    .as_u64()
+                    .expect("dsack_dups")
+            })
+            .sum();
+        assert_eq!(spurious, per_flow, "{o}");
+        assert!(spurious <= total, "{spurious} spurious of {total}: {o}");
+    }
+    let spurious = lossy["outcome"]["spurious_retransmits"].as_u64();
+    assert!(
+        spurious.is_some_and(|s| s <= dsack_kernel && s * 10 >= dsack_kernel * 8),
+        "the flows' spurious retransmits {spurious:?} against the namespace's TCPDSACKRecvSegs {dsack_kernel}"
     );
     // Per interval (-i): every interval carries the sender's TCP state, read by the series
     // from the socket itself, so a sender blocked in `send` by a retransmission timeout at
@@ -226,6 +263,8 @@ fn show_prints_the_stored_tcp_state() {
     common::assert_ok(&json);
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("show --json");
     assert!(v.to_string().contains("\"retransmits\""), "{v}");
+    // Of them, the D-SACKed ones, both directions' (a `--bidir` stream), stored beside.
+    assert!(v.to_string().contains("\"spurious_retransmits\""), "{v}");
     let html = dir.join("r.html");
     let report = run_with_timeout(
         common::vp().args([
@@ -246,7 +285,7 @@ fn show_prints_the_stored_tcp_state() {
         "the report has TCP state too"
     );
     assert!(
-        text.contains("TCP (") && text.contains("retransmits"),
+        text.contains("TCP (") && text.contains("retransmits") && text.contains("of them spurious"),
         "{text}"
     );
     assert!(

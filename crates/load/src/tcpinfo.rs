@@ -69,6 +69,9 @@ pub fn between(start: &Snapshot, end: &Snapshot) -> TcpInfo {
     // Both u32 and adjacent: the later one's end covers the pair.
     let segs_end = offset_of!(libc::tcp_info, tcpi_data_segs_out) + size_of::<u32>();
     let both = |n: usize| start.has(n) && end.has(n);
+    // A u32 counter over the interval, where both readings hold it.
+    let count32 = |end: usize, s: u32, e: u32| both(end).then(|| u64::from(e.wrapping_sub(s)));
+    let u32_end = |offset: usize| offset + size_of::<u32>();
     TcpInfo {
         retransmits: u64::from(e.tcpi_total_retrans),
         retransmits_interval: u64::from(e.tcpi_total_retrans.saturating_sub(s.tcpi_total_retrans)),
@@ -103,6 +106,21 @@ pub fn between(start: &Snapshot, end: &Snapshot) -> TcpInfo {
         data_segs_in: opt(
             both(segs_end),
             u64::from(e.tcpi_data_segs_in.wrapping_sub(s.tcpi_data_segs_in)),
+        ),
+        dsack_dups_interval: count32(
+            u32_end(offset_of!(libc::tcp_info, tcpi_dsack_dups)),
+            s.tcpi_dsack_dups,
+            e.tcpi_dsack_dups,
+        ),
+        reord_seen_interval: count32(
+            u32_end(offset_of!(libc::tcp_info, tcpi_reord_seen)),
+            s.tcpi_reord_seen,
+            e.tcpi_reord_seen,
+        ),
+        ooo_received_interval: count32(
+            u32_end(offset_of!(libc::tcp_info, tcpi_rcv_ooopack)),
+            s.tcpi_rcv_ooopack,
+            e.tcpi_rcv_ooopack,
         ),
     }
 }
@@ -144,6 +162,20 @@ mod tests {
             t.busy_us.is_some() && t.delivery_rate_bps.is_some(),
             "{t:?}"
         );
+        // The D-SACK, reordering and out-of-order counts are there where the kernel
+        // filled them (Linux ≥ 5.4 for the last), absent on an older one.
+        let filled = end.has(offset_of!(libc::tcp_info, tcpi_rcv_ooopack) + size_of::<u32>());
+        assert_eq!(
+            [
+                t.dsack_dups_interval,
+                t.reord_seen_interval,
+                t.ooo_received_interval
+            ]
+            .map(|c| c.is_some()),
+            [filled; 3],
+            "{t:?} ({} bytes)",
+            end.len
+        );
         let u = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
         assert!(read(u.as_raw_fd()).is_none());
     }
@@ -164,6 +196,10 @@ mod tests {
         };
         let t = between(&snap(5), &snap(12));
         assert_eq!((t.retransmits, t.retransmits_interval), (12, 7));
+        // The D-SACKed ones, over the same interval, beside them.
+        let (mut a, mut b) = (snap(5), snap(12));
+        (a.raw.tcpi_dsack_dups, b.raw.tcpi_dsack_dups) = (2, 6);
+        assert_eq!(between(&a, &b).dsack_dups_interval, Some(4));
         // A counter that went backwards (a different socket) is no negative count.
         assert_eq!(between(&snap(9), &snap(3)).retransmits_interval, 0);
     }

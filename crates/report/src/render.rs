@@ -628,8 +628,12 @@ pub fn tcp_table(points: &[PointSummary]) -> String {
             let get = |n: &str| c.metrics.iter().find(|m| m.name == n).map(|m| &m.summary);
             let mut parts = Vec::new();
             if let Some(r) = get("retransmits") {
+                // Of them, the ones the receivers had already (D-SACK): not lost.
+                let spurious = get("spurious_retransmits").map_or(String::new(), |d| {
+                    format!(", {:.1} of them spurious", d.mean)
+                });
                 parts.push(format!(
-                    "retransmits {:.1} per try (min {:.0}, max {:.0})",
+                    "retransmits {:.1} per try (min {:.0}, max {:.0}){spurious}",
                     r.mean, r.min, r.max
                 ));
             }

@@ -6,8 +6,8 @@ use virtperf_measure::{latency, LatencyHistogram};
 use virtperf_wire::Env;
 use virtperf_wire::{
     Bidir, BulkOutcome, DirectionTotals, Download, FlowSpread, HttpOutcome, Outcome, Protocol,
-    RrOutcome, RrParams, SideReport, StreamFlow, StreamOutcome, StreamParams, UdpCounts, UdpRr,
-    UdpStream, Workload,
+    RrOutcome, RrParams, SideReport, StreamFlow, StreamOutcome, StreamParams, TcpInfo, UdpCounts,
+    UdpRr, UdpStream, Workload,
 };
 
 use crate::plan::Plan;
@@ -395,7 +395,8 @@ pub(crate) fn stream_outcome(
             ..s
         })
     });
-    let o = StreamOutcome {
+    zerocopy_warning(tx, warnings);
+    Outcome::Stream(StreamOutcome {
         direction: direction(reverse),
         mbps: mbps(receiver_bytes, elapsed),
         receiver_bytes,
@@ -405,11 +406,10 @@ pub(crate) fn stream_outcome(
         flow_spread,
         udp,
         retransmits: retransmits(tx),
+        spurious_retransmits: spurious_retransmits(tx),
         bidir: None,
         zerocopy: tx.zerocopy,
-    };
-    zerocopy_warning(tx, warnings);
-    Outcome::Stream(o)
+    })
 }
 
 /// bulk: the byte count over the sender's time to the receiver's acknowledgement.
@@ -511,12 +511,23 @@ pub(crate) fn http_outcome(c: &Collected, bytes: u64, warnings: &mut Vec<String>
 /// TCP segments the sender's flows retransmitted in the interval; `None` unless every
 /// flow's TCP state was read (a partial sum would read as a total).
 fn retransmits(tx: &SideReport) -> Option<u64> {
+    flows_sum(tx, |t| Some(t.retransmits_interval))
+}
+
+/// Of the retransmitted segments, those the receivers reported as duplicates (D-SACK);
+/// `None` unless every flow's count was read.
+fn spurious_retransmits(tx: &SideReport) -> Option<u64> {
+    flows_sum(tx, |t| t.dsack_dups_interval)
+}
+
+/// A sum over the sender's flows' TCP state; `None` unless every flow gave its part.
+fn flows_sum(tx: &SideReport, part: impl Fn(&TcpInfo) -> Option<u64>) -> Option<u64> {
     if tx.flows.is_empty() {
         return None;
     }
     tx.flows
         .iter()
-        .map(|t| t.tcp.map(|x| x.retransmits_interval))
+        .map(|f| f.tcp.as_ref().and_then(&part))
         .sum()
 }
 
@@ -599,6 +610,10 @@ pub(crate) fn bidir_outcome(
         flow_spread: None,
         udp: None,
         retransmits: f.retransmits.zip(r.retransmits).map(|(a, b)| a + b),
+        spurious_retransmits: f
+            .spurious_retransmits
+            .zip(r.spurious_retransmits)
+            .map(|(a, b)| a + b),
         bidir: Some(Bidir {
             client_to_server: totals(&f, &fwd_c.client, &fwd_s),
             server_to_client: totals(&r, &rev_s, &rev_c.client),

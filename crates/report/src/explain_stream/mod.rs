@@ -301,6 +301,9 @@ fn side_cost(
         retransmits_per_mb: (role == "sender")
             .then(|| flow_count_per_mb(ts, |f| f.tcp.map(|t| t.retransmits_interval)))
             .flatten(),
+        spurious_retransmits_per_mb: (role == "sender")
+            .then(|| flow_count_per_mb(ts, |f| f.tcp.and_then(|t| t.dsack_dups_interval)))
+            .flatten(),
         segments_per_mb: flow_count_per_mb(ts, |f| match role {
             "sender" => f.tcp.and_then(|t| t.data_segs_out),
             _ => f.receiver_segs,

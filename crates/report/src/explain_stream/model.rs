@@ -80,6 +80,9 @@ pub struct SideCost {
     /// Sender: segments retransmitted per MB over the measured intervals (TCP_INFO);
     /// receiver: None (a sender's count).
     pub retransmits_per_mb: Option<f64>,
+    /// Sender: of them, the ones its receiver reported it had already (D-SACK), per MB:
+    /// spurious, reordered or resent too early, not lost. None where not counted.
+    pub spurious_retransmits_per_mb: Option<f64>,
     /// IPIs this CPU received per MB (a traced trial of its own; root); None where not
     /// traced.
     pub ipis_per_mb: Option<f64>,

@@ -201,6 +201,8 @@ fn a_busy_receiver_bounds_the_stream_and_the_paced_cost_predicts_it() {
     // It does carry its retransmissions (none): 0 per MB, counted; the receiver has none.
     assert_eq!(e.sides[0].retransmits_per_mb, Some(0.0));
     assert_eq!(e.sides[1].retransmits_per_mb, None);
+    // Nor which of them were spurious: the D-SACK count was not read, so none is given.
+    assert_eq!(e.sides[0].spurious_retransmits_per_mb, None);
     assert_eq!(e.remedies[0].effect, "raises", "{:?}", e.remedies[0]);
     assert_eq!(
         e.remedies[2].effect, "no measurable effect",

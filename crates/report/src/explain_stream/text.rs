@@ -178,8 +178,14 @@ fn side_lines(c: &SideCost) -> String {
         },
         per(c.calls_per_mb),
         per(c.segments_per_mb),
-        c.retransmits_per_mb
-            .map_or(String::new(), |r| format!("; retransmitted per MB: {r:.3}"))
+        c.retransmits_per_mb.map_or(String::new(), |r| format!(
+            "; retransmitted per MB: {r:.3}{}",
+            c.spurious_retransmits_per_mb
+                .filter(|_| r > 0.0)
+                .map_or(String::new(), |d| format!(
+                    " ({d:.3} spurious: D-SACKed, not lost)"
+                ))
+        ))
     );
     s += &format!(
         "    IPIs per MB: {}; idle entries per MB: {}\n",

@@ -496,4 +496,16 @@ pub struct TcpInfo {
     /// the segments it merged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_segs_in: Option<u64>,
+    /// Segments the receiver reported it had twice (D-SACK, `tcpi_dsack_dups`, ss's
+    /// `dsack_dups`; Linux ≥ 4.19) during the interval: retransmissions that were spurious,
+    /// the first copy had arrived (reordered, or resent too early), not lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dsack_dups_interval: Option<u64>,
+    /// Reorderings the sender detected during the interval (`tcpi_reord_seen`, Linux ≥ 4.19).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reord_seen_interval: Option<u64>,
+    /// Packets this side received out of order during the interval (`tcpi_rcv_ooopack`,
+    /// Linux ≥ 5.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ooo_received_interval: Option<u64>,
 }

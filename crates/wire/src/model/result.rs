@@ -202,6 +202,11 @@ pub struct StreamOutcome {
     /// (from `flows[].tcp`); absent when no flow's TCP state was read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retransmits: Option<u64>,
+    /// Of them, those the receivers reported they had already (D-SACK, `flows[].tcp.
+    /// dsack_dups_interval`): spurious, reordered or resent too early, not lost. Absent
+    /// unless every flow's count was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spurious_retransmits: Option<u64>,
     /// `--bidir`: each direction apart (then `direction` is `bidirectional` and the
     /// totals above are both directions').
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -716,6 +721,9 @@ impl TestResult {
                 let mut v = vec![m("mbps", "Mbit/s", o.mbps, true)];
                 if let Some(r) = o.retransmits {
                     v.push(m("retransmits", "segments", r as f64, false));
+                }
+                if let Some(r) = o.spurious_retransmits {
+                    v.push(m("spurious_retransmits", "segments", r as f64, false));
                 }
                 if let Some(b) = &o.bidir {
                     v.push(m(
