@@ -514,7 +514,8 @@ pub enum Verdict {
     NoChange,
     /// Not statistically significant, but the change's interval reaches beyond the noise
     /// threshold (or none could be computed: fewer than two values a side, no threshold):
-    /// the data cannot tell a change from none. Called "no significant change" before,
+    /// the data cannot tell a change from none. Also where Mann–Whitney found a shift and
+    /// the means moved the other way. Called "no significant change" before,
     /// which read as "no change" for a −46% of two tries a side.
     Undecided,
     /// Statistically significant, but the change is smaller than the noise threshold.
@@ -548,8 +549,11 @@ pub struct Comparison {
     pub test: Option<TestResult>,
     /// Significance level the p-value was held against.
     pub alpha: f64,
-    /// The `1 - alpha` interval of `pct_change` (Welch's, over the baseline's mean), where
-    /// both sides have two values or more and the baseline's mean is not 0.
+    /// The `1 - alpha` interval of the change, in percent of the baseline's mean, from the
+    /// test that decided: Welch's interval of `pct_change` (both sides with two values or
+    /// more), or under Mann–Whitney the interval of the shift its ranks give
+    /// (Hodges–Lehmann, which `pct_change`, a change of means, may lie outside). None where
+    /// there is none: too few values, or a baseline mean of 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change_interval_pct: Option<[f64; 2]>,
     /// Whether a higher value is better (a rate) or worse (a latency): the direction a
@@ -594,7 +598,10 @@ impl Comparison {
 /// `NoChange` if the change's `1 - alpha` interval lies within ±`noise`, else `Undecided`;
 /// where `p < alpha`, [`Verdict::WithinNoise`] if `|pct_change| < noise * 100` (`noise` is
 /// relative, e.g. 0.02 for 2 %; NaN or negative means no threshold) or the means are equal;
-/// otherwise the direction of the change of the means, read through `higher_is_better`.
+/// otherwise the direction of the change of the means, read through `higher_is_better` —
+/// `Undecided` instead where Mann–Whitney decided and the means moved against the shift
+/// its interval shows (an outlier's pull). The interval is the deciding test's:
+/// [`Comparison::change_interval_pct`].
 pub fn compare(a: &[f64], b: &[f64], higher_is_better: bool, alpha: f64, noise: f64) -> Comparison {
     // Intervals at the level matching the test; summarize() records 0 for a senseless alpha.
     let confidence = 1.0 - alpha;
@@ -622,9 +629,18 @@ pub fn compare(a: &[f64], b: &[f64], higher_is_better: bool, alpha: f64, noise: 
 
     let alpha_valid = alpha > 0.0 && alpha < 1.0;
     let significant = alpha_valid && test.as_ref().is_some_and(|t| t.p_value < alpha);
-    let change_interval_pct = change_interval(a, b, alpha).filter(|_| alpha_valid);
+    // The interval of the test that decides: Welch's, or the one Mann–Whitney's ranks give.
+    let change_interval_pct = match test.as_ref().map(|t| t.test) {
+        Some(Test::MannWhitney) => shift_interval(a, b, alpha),
+        _ => change_interval(a, b, alpha),
+    }
+    .filter(|_| alpha_valid);
     let within = |[lo, hi]: [f64; 2]| noise > 0.0 && lo >= -noise * 100.0 && hi <= noise * 100.0;
-    let verdict = if !significant {
+    // Mann–Whitney decides on ranks, the direction is read from the means: where an
+    // outlier turns the means against the shift the ranks showed, the data disagree.
+    let against_ranks = change_interval_pct
+        .is_some_and(|[lo, hi]| (lo > 0.0 && pct_change < 0.0) || (hi < 0.0 && pct_change > 0.0));
+    let verdict = if !significant || against_ranks {
         match change_interval_pct {
             Some(i) if within(i) => Verdict::NoChange,
             _ => Verdict::Undecided,
@@ -657,6 +673,63 @@ fn change_interval(a: &[f64], b: &[f64], alpha: f64) -> Option<[f64; 2]> {
     let pct = |x: f64| x / w.ma.abs() * 100.0;
     let d = w.mb - w.ma;
     Some([pct(d - half), pct(d + half)]).filter(|[lo, hi]| lo.is_finite() && hi.is_finite())
+}
+
+/// The `1 - alpha` interval of the shift of `b` against `a` that Mann–Whitney's test
+/// inverts (Hodges–Lehmann's, with Moses' bounds): the `c+1`-th smallest and largest of the
+/// `n_a·n_b` differences `b_j − a_i`, `c` the largest U the two-sided test at `alpha`
+/// rejects (U ≤ c) — exact where [`mann_whitney`] is, else the same normal approximation
+/// with its continuity correction. In percent of `a`'s mean, like the change of means;
+/// None where the sample sizes cannot reach `alpha` (the interval is unbounded), a side
+/// has no finite value, or `a`'s mean is 0. The change of the means may lie outside it:
+/// the ranks measure a shift, not the means.
+fn shift_interval(a: &[f64], b: &[f64], alpha: f64) -> Option<[f64; 2]> {
+    let (a, b) = (finite(a), finite(b));
+    if a.is_empty() || b.is_empty() || !(alpha > 0.0 && alpha < 1.0) {
+        return None;
+    }
+    let mean_a = mean_var(&a).0;
+    let (na, nb) = (a.len(), b.len());
+    let mut d: Vec<f64> = b
+        .iter()
+        .flat_map(|y| a.iter().map(move |x| y - x))
+        .collect();
+    d.sort_by(f64::total_cmp);
+    let mut all: Vec<f64> = a.iter().chain(&b).copied().collect();
+    all.sort_by(f64::total_cmp);
+    // Σ(t³ − t) over tie groups, as the test's variance takes it.
+    let mut tie_term = 0.0;
+    for group in all.chunk_by(|x, y| x == y) {
+        let t = group.len() as f64;
+        tie_term += t * t * t - t;
+    }
+    let c = if na + nb <= MW_EXACT_MAX_N && tie_term == 0.0 {
+        let counts = u_counts(na, nb);
+        let total: f64 = counts.iter().sum();
+        let mut below = 0.0;
+        let mut c = None;
+        for (u, n) in counts.iter().enumerate() {
+            below += n;
+            // Strictly below, as the test's p-value must be below alpha.
+            if below / total >= alpha / 2.0 {
+                break;
+            }
+            c = Some(u);
+        }
+        c?
+    } else {
+        let (naf, nbf, nf) = (na as f64, nb as f64, (na + nb) as f64);
+        let sd = (naf * nbf / 12.0 * ((nf + 1.0) - tie_term / (nf * (nf - 1.0)))).sqrt();
+        let z = Normal::standard().inverse_cdf(1.0 - alpha / 2.0);
+        let c = (naf * nbf / 2.0 - 0.5 - z * sd).floor();
+        if c < 0.0 {
+            return None;
+        }
+        c as usize
+    };
+    let pct = |x: f64| x / mean_a.abs() * 100.0;
+    let [lo, hi] = [d[c], d[d.len() - 1 - c]].map(pct);
+    (lo.is_finite() && hi.is_finite() && lo <= hi).then_some([lo, hi])
 }
 
 /// Smallest p-value Mann–Whitney can give for sample sizes `na`, `nb` ≥ 1: the one for

@@ -478,3 +478,67 @@ fn verdict_words() {
         "change within noise threshold"
     );
 }
+
+/// Under Mann–Whitney the interval is the one its ranks give (Hodges–Lehmann with Moses'
+/// bounds): for 4 against 4 at 95% the extreme differences (R's `wilcox.test(b, a,
+/// conf.int = TRUE)`: 7 to 13), in percent of the baseline's mean.
+#[test]
+fn mann_whitney_interval_is_the_ranks_one() {
+    let c = compare(
+        &[1.0, 2.0, 3.0, 4.0],
+        &[11.0, 12.0, 13.0, 14.0],
+        true,
+        0.05,
+        0.02,
+    );
+    assert_eq!(c.test.as_ref().map(|t| t.test), Some(Test::MannWhitney));
+    let [lo, hi] = c.change_interval_pct.expect("interval");
+    assert_close!(lo, 7.0 / 2.5 * 100.0, 1e-9);
+    assert_close!(hi, 13.0 / 2.5 * 100.0, 1e-9);
+}
+
+/// The interval and the test agree: for samples without ties, Mann–Whitney finds the
+/// change significant exactly where its interval leaves out 0, over a sweep of shifts and
+/// sample sizes where it decides (exact and normal approximation alike).
+#[test]
+fn mann_whitney_significance_and_interval_agree() {
+    // 24 distinct values around 11; 4 against 24 takes the normal approximation.
+    let base: Vec<f64> = (0..24)
+        .map(|i| 10.0 + f64::from((i * 7) % 24) * 0.09)
+        .collect();
+    let mut seen = [0; 2];
+    for (na, nb) in [(4, 4), (3, 5), (4, 8), (4, 12), (12, 4), (4, 24)] {
+        for step in -30..=30 {
+            let shift = f64::from(step) * 0.05 + 0.013;
+            let a = &base[..na];
+            let b: Vec<f64> = base[..nb].iter().rev().map(|x| x + shift).collect();
+            let c = compare(a, &b, true, 0.05, 0.0);
+            assert_eq!(c.test.as_ref().map(|t| t.test), Some(Test::MannWhitney));
+            let p = c.test.as_ref().map_or(1.0, |t| t.p_value);
+            let [lo, hi] = c.change_interval_pct.expect("interval");
+            assert_eq!(
+                p < 0.05,
+                lo > 0.0 || hi < 0.0,
+                "{na} against {nb}, shift {shift}: p {p}, interval {lo} to {hi}"
+            );
+            seen[usize::from(p < 0.05)] += 1;
+        }
+    }
+    // Both answers were put to the test, many times each.
+    assert!(seen.iter().all(|&n| n > 50), "{seen:?}");
+}
+
+/// Ranks that show a rise while an outlier pulls the mean down are no decision: the
+/// comparison is undecided, not "regressed" on the means nor "improved" on the ranks.
+#[test]
+fn means_against_the_ranks_leave_it_undecided() {
+    let a = [10.0, 11.0, 12.0, 13.0];
+    let b = [20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, -1000.0];
+    let c = compare(&a, &b, true, 0.05, 0.02);
+    assert_eq!(c.test.as_ref().map(|t| t.test), Some(Test::MannWhitney));
+    assert!(c.test.as_ref().is_some_and(|t| t.p_value < 0.05), "{c:?}");
+    assert!(c.pct_change < 0.0, "{c:?}");
+    let [lo, _] = c.change_interval_pct.expect("interval");
+    assert!(lo > 0.0, "{c:?}");
+    assert_eq!(c.verdict, Verdict::Undecided);
+}
