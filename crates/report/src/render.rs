@@ -629,9 +629,15 @@ pub fn tcp_table(points: &[PointSummary]) -> String {
             let mut parts = Vec::new();
             if let Some(r) = get("retransmits") {
                 // Of them, the ones the receivers had already (D-SACK): not lost.
-                let spurious = get("spurious_retransmits").map_or(String::new(), |d| {
-                    format!(", {:.1} of them spurious", d.mean)
-                });
+                let spurious = get("spurious_retransmits").filter(|_| r.mean > 0.0).map_or(
+                    String::new(),
+                    |d| {
+                        format!(
+                            ", {:.1} of them spurious (the receiver had them: D-SACK)",
+                            d.mean
+                        )
+                    },
+                );
                 parts.push(format!(
                     "retransmits {:.1} per try (min {:.0}, max {:.0}){spurious}",
                     r.mean, r.min, r.max
