@@ -483,13 +483,13 @@ fn guest_errors_are_one_line_and_leave_nothing() {
     assert_one_line_error(&err, "does not exist");
 
     // A file that is no kernel: QEMU refuses it, and we say what QEMU said.
-    let bogus = std::env::temp_dir().join(format!("vp-bogus-kernel-{}", std::process::id()));
+    let scratch = common::TempDir::new("bogus-kernel");
+    let bogus = scratch.path("bzImage");
     std::fs::write(&bogus, b"not a kernel").expect("write");
     fails(
         &["--kernel", bogus.to_str().expect("utf-8")],
         &["exited", "before the guest was ready"],
     );
-    let _ = std::fs::remove_file(&bogus);
 
     // A guest that cannot be ready in time: the console tail is shown.
     fails(
@@ -565,9 +565,8 @@ fn vm_compare_stores_native_and_guest_side_by_side() {
         virtperf_testkit::skip(need, why);
         return;
     }
-    let dir = std::env::temp_dir().join(format!("vp-vmcmp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let db = dir.join("r.db");
+    let dir = common::TempDir::new("vmcmp");
+    let db = dir.path("r.db");
     let out = run_with_timeout(
         vp().args([
             "vm",
@@ -607,7 +606,6 @@ fn vm_compare_stores_native_and_guest_side_by_side() {
         .expect("show");
     let text = String::from_utf8_lossy(&show.stdout);
     assert!(text.contains("native") && text.contains("guest"), "{text}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
