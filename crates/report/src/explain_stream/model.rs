@@ -114,6 +114,9 @@ pub struct Bound {
     pub sndbuf_limited_pct: Option<f64>,
     /// The link's stated rate, Mbit/s (`--link-rate`), where the stream's was shaped.
     pub link_mbps: Option<f64>,
+    /// Share of the sender's data segments lost (retransmitted and not D-SACKed by the
+    /// receiver), percent, over the as-is tries; None where not counted.
+    pub lost_pct: Option<f64>,
 }
 
 /// The rate a CPU bound predicts, against the rate measured.

@@ -321,6 +321,47 @@ fn no_busy_cpu_and_no_flow_control_is_no_single_bound() {
     assert!(e.verdict.contains("no single bound"), "{}", e.verdict);
     // The busier side (the sender at 70%) still predicts, and says so.
     assert_eq!(e.model.side, Some("sender"));
+    // No segment count, no D-SACK count: no loss is said, none is claimed 0.
+    assert_eq!(e.bound.lost_pct, None);
+    assert!(!e.verdict.contains("lost"), "{}", e.verdict);
+}
+
+/// Where nothing bounds the stream and the sender lost segments (retransmitted, not
+/// D-SACKed), the verdict names the loss with its share; the spurious ones do not count.
+#[test]
+fn lost_segments_are_named_where_nothing_else_bounds() {
+    let with_loss = |retransmits: u64, dsacked: u64| {
+        let mut trials = battery((40.0, 10.0), 0.1, &[]);
+        for t in &mut trials {
+            if let Some(Outcome::Stream(o)) = t.trial.result.as_mut().map(|r| &mut r.outcome) {
+                for f in &mut o.flows {
+                    if let Some(tcp) = f.tcp.as_mut() {
+                        tcp.retransmits_interval = retransmits;
+                        tcp.dsack_dups_interval = Some(dsacked);
+                        tcp.data_segs_out = Some(10_000);
+                    }
+                }
+            }
+        }
+        explain(1, &trials).expect("explained")
+    };
+    let e = with_loss(120, 20);
+    assert_eq!(e.bound.kind, "none");
+    assert!(
+        (e.bound.lost_pct.unwrap_or(0.0) - 1.0).abs() < 1e-9,
+        "{:?}",
+        e.bound
+    );
+    assert!(
+        e.verdict
+            .contains("the sender lost 1.00% of its data segments"),
+        "{}",
+        e.verdict
+    );
+    // All of them D-SACKed: nothing lost, nothing said.
+    let e = with_loss(120, 120);
+    assert_eq!(e.bound.lost_pct, Some(0.0));
+    assert!(!e.verdict.contains("lost"), "{}", e.verdict);
 }
 
 #[test]
