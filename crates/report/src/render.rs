@@ -554,9 +554,19 @@ pub fn json(run: &RunRow, points: &[PointSummary]) -> String {
 /// The comparison table.
 pub fn compare_table(rows: &[Row]) -> String {
     let mut s = String::new();
+    let label = |r: &Row| format!("{} {}", crate::tax::metric_words(&r.metric), r.unit);
+    // The columns as wide as their longest entry, so a long metric shifts no column.
+    let wm = rows
+        .iter()
+        .map(|r| label(r).chars().count())
+        .fold(24, usize::max);
+    let wp = rows
+        .iter()
+        .map(|r| r.point.chars().count())
+        .fold(28, usize::max);
     let _ = writeln!(
         s,
-        "{:<28} {:<24} {:<32} {:>11} {:>11} {:>9} {:>8}  verdict",
+        "{:<wp$} {:<wm$} {:<32} {:>11} {:>11} {:>9} {:>8}  verdict",
         "point", "metric", "candidate vs baseline", "baseline", "candidate", "change", "p",
     );
     for r in rows {
@@ -568,9 +578,9 @@ pub fn compare_table(rows: &[Row]) -> String {
             .unwrap_or_else(|| "-".into());
         let _ = writeln!(
             s,
-            "{:<28} {:<24} {:<32} {:>11} {:>11} {:>+8.1}% {:>8}  {}",
+            "{:<wp$} {:<wm$} {:<32} {:>11} {:>11} {:>+8.1}% {:>8}  {}",
             r.point,
-            format!("{} {}", crate::tax::metric_words(&r.metric), r.unit),
+            label(r),
             format!("{} vs {}", r.candidate, r.baseline),
             num(c.baseline.mean),
             num(c.candidate.mean),

@@ -271,11 +271,13 @@ pub fn metric_words(m: &str) -> String {
         "mean_us" => "mean latency".into(),
         "elapsed_s" => "time".into(),
         "mean_duration_s" => "mean download time".into(),
-        // Per-transaction counts carry their unit (`/tr`) beside the name already.
+        // Per-transaction and per-MB counts carry their unit (`/tr`, `/MB`) beside the
+        // name already.
         other => other
             .trim_end_matches("_us")
             .trim_end_matches("_per_s")
             .trim_end_matches("_per_tr")
+            .trim_end_matches("_per_mb")
             .replace('_', " "),
     }
 }

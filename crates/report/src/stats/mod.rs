@@ -665,9 +665,15 @@ pub fn compare(a: &[f64], b: &[f64], higher_is_better: bool, alpha: f64, noise: 
 }
 
 /// Welch's `1 - alpha` interval of the change of means, `b` against `a`, in percent of
-/// `a`'s mean: None with fewer than two finite values a side or a baseline mean of 0.
+/// `a`'s mean: None with fewer than two finite values a side or a baseline mean of 0
+/// (but [0, 0] where both sides are all 0).
 fn change_interval(a: &[f64], b: &[f64], alpha: f64) -> Option<[f64; 2]> {
-    let w = Welch::of(a, b).filter(|w| w.ma != 0.0)?;
+    let w = Welch::of(a, b)?;
+    if w.ma == 0.0 {
+        // No percent of a zero mean, except for no change at all: both sides the same
+        // constant (every try counted 0 retransmissions, say) is exactly 0%.
+        return (w.mb == 0.0 && w.se2 == 0.0).then_some([0.0, 0.0]);
+    }
     let half =
         w.df.map_or(0.0, |df| t_quantile(1.0 - alpha / 2.0, df) * w.se2.sqrt());
     let pct = |x: f64| x / w.ma.abs() * 100.0;
@@ -727,8 +733,12 @@ fn shift_interval(a: &[f64], b: &[f64], alpha: f64) -> Option<[f64; 2]> {
         }
         c as usize
     };
-    let pct = |x: f64| x / mean_a.abs() * 100.0;
-    let [lo, hi] = [d[c], d[d.len() - 1 - c]].map(pct);
+    let ends = [d[c], d[d.len() - 1 - c]];
+    if mean_a == 0.0 {
+        // As for Welch's: only a shift of exactly 0 has a percent of a zero mean.
+        return (ends == [0.0, 0.0]).then_some([0.0, 0.0]);
+    }
+    let [lo, hi] = ends.map(|x| x / mean_a.abs() * 100.0);
     (lo.is_finite() && hi.is_finite() && lo <= hi).then_some([lo, hi])
 }
 

@@ -542,3 +542,19 @@ fn means_against_the_ranks_leave_it_undecided() {
     assert!(lo > 0.0, "{c:?}");
     assert_eq!(c.verdict, Verdict::Undecided);
 }
+
+/// Counts that stayed 0 in every try on both sides (retransmissions on a clean path) did
+/// not change: shown equal, not undecided for want of a percent of 0 — by either test.
+#[test]
+fn all_zero_on_both_sides_is_no_change() {
+    for n in [3, 4, 6] {
+        let z = vec![0.0; n];
+        let c = compare(&z, &z, false, 0.05, 0.02);
+        assert_eq!(c.change_interval_pct, Some([0.0, 0.0]), "{n}: {c:?}");
+        assert_eq!(c.verdict, Verdict::NoChange, "{n}: {c:?}");
+    }
+    // 0 against counts that moved: no percent, undecided.
+    let c = compare(&[0.0; 3], &[1.0, 0.0, 2.0], false, 0.05, 0.02);
+    assert_eq!(c.change_interval_pct, None);
+    assert_eq!(c.verdict, Verdict::Undecided);
+}
