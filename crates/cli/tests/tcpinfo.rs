@@ -281,7 +281,9 @@ fn show_prints_the_stored_tcp_state() {
     let page = std::fs::read_to_string(&html).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
     assert!(
-        page.contains("<h3>TCP (the senders") && page.contains("retransmits"),
+        page.contains("<h3>TCP (the senders")
+            && page.contains("retransmits")
+            && page.contains("of them spurious"),
         "the report has TCP state too"
     );
     assert!(

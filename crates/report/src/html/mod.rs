@@ -257,8 +257,9 @@ fn tcp_section(points: &[PointSummary]) -> String {
     for p in points {
         for c in &p.configs {
             let get = |n: &str| c.metrics.iter().find(|m| m.name == n).map(|m| &m.summary);
-            let (r, a, b) = (
+            let (r, d, a, b) = (
                 get("retransmits"),
+                get("spurious_retransmits"),
                 get("mbps_client_to_server"),
                 get("mbps_server_to_client"),
             );
@@ -268,10 +269,11 @@ fn tcp_section(points: &[PointSummary]) -> String {
             let cell = |v: Option<String>| v.unwrap_or_else(|| "—".into());
             let _ = write!(
                 rows,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&p.label),
                 esc(&c.config),
                 cell(r.map(|r| format!("{:.1} (min {:.0}, max {:.0})", r.mean, r.min, r.max))),
+                cell(d.map(|d| format!("{:.1}", d.mean))),
                 cell(a.map(|a| num(a.mean))),
                 cell(b.map(|b| num(b.mean)))
             );
@@ -281,7 +283,7 @@ fn tcp_section(points: &[PointSummary]) -> String {
         return String::new();
     }
     format!(
-        "<h3>TCP (the senders' TCP_INFO; mean of tries)</h3><table><tr><th>point</th><th>config</th><th>retransmits per try</th><th>client→server Mbit/s</th><th>server→client Mbit/s</th></tr>{rows}</table>"
+        "<h3>TCP (the senders' TCP_INFO; mean of tries)</h3><table><tr><th>point</th><th>config</th><th>retransmits per try</th><th>of them spurious (D-SACKed: reordered, not lost)</th><th>client→server Mbit/s</th><th>server→client Mbit/s</th></tr>{rows}</table>"
     )
 }
 
