@@ -101,7 +101,7 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
     kvm_halt(&c, &mut cross_checks, &mut missing);
 
     if let Some(s) = &seen.in_situ {
-        seen.disagreements = situ::disagreements(s, &components);
+        (seen.disagreements, seen.undecided) = situ::disagreements(s, &components);
     }
     let same = c.rr(RR_SAME_BLOCK, AS_IS);
     let remedies = remedies(&c, &base, same.as_ref(), &mut missing);
@@ -139,6 +139,7 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
         exits_by_cause: seen.exits_by_cause,
         in_situ: seen.in_situ,
         disagreements: seen.disagreements,
+        undecided_in_situ: seen.undecided,
         host: base.result.host_vm.clone(),
         environment: environment(env),
         tries,
@@ -184,6 +185,7 @@ fn stack_share(
             tcp.p50, unix.p50, unix.n
         ),
         part_of: Some("path".into()),
+        spread_us: None,
     });
     components.push(Component {
         name: "socket_path".into(),
@@ -191,6 +193,7 @@ fn stack_share(
         source: "unix-rr spinning p50: the socket calls and the message crossing CPUs, no TCP/IP"
             .into(),
         part_of: Some("path".into()),
+        spread_us: None,
     });
 }
 
@@ -226,6 +229,7 @@ fn path_and_wake_up(
                     spin.n
                 ),
                 part_of: None,
+                spread_us: None,
             });
         }
         None => missing.push(Missing {
@@ -260,6 +264,10 @@ fn path_and_wake_up(
                     nb.min(ns)
                 ),
                 part_of: None,
+                spread_us: c
+                    .probe_span(WAKE_BLOCK, AS_IS)
+                    .zip(c.probe_span(WAKE_SPIN, AS_IS))
+                    .and_then(|(b, s)| model::diff_spread(b, s, 2.0)),
             });
             if let Some(n) = idle_exit(c, env, wake_up, components, missing) {
                 *tries = (*tries).min(n);
@@ -374,6 +382,10 @@ fn idle_exit(
             on.wake_p50
         ),
         part_of: Some("wake_up".into()),
+        spread_us: c
+            .probe_span(WAKE_BLOCK, &off.config)
+            .zip(c.probe_span(WAKE_BLOCK, &on.config))
+            .and_then(|(off, on)| model::diff_spread(off, on, 2.0)),
     });
     situ::wake_up_other(wake_up, idle, components, missing);
     Some(tries)
@@ -433,6 +445,7 @@ fn exit_pressure(
                 "{counts} × {us:.2} µs per exit (`kvm exits` {kind} p50, a VM this machine runs); inside path and wake-up, not added"
             ),
             part_of: None,
+            spread_us: None,
         }),
         None => missing.push(Missing {
             name: "exit_pressure".into(),
@@ -500,6 +513,7 @@ fn kvm_halt(c: &Cells, checks: &mut Vec<Component>, missing: &mut Vec<Missing>) 
                     "`kvm halt` wake-up p50 of a halted vCPU {off:.2} µs − with per-VM halt polling {on:.2} µs, medians of {n} tries; one wake-up, compare with idle_exit / 2"
                 ),
                 part_of: None,
+                spread_us: None,
             })
         }
         _ => missing.push(Missing {

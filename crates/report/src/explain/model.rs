@@ -69,6 +69,25 @@ pub struct Component {
     /// The component this one is a part of (`idle_exit` is part of `wake_up`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub part_of: Option<String>,
+    /// The lowest and highest the term could be from its tries' own figures (a difference:
+    /// the extremes of each side taken against each other), µs; absent with one try a
+    /// side or for a term not computed from tries. What an in-situ figure is held against.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spread_us: Option<[f64; 2]>,
+}
+
+/// `factor × (x − y)` over the extremes of the tries of `x` and `y` (each `[min, max]`):
+/// None where neither side has two tries, whose spread would be no spread.
+pub(super) fn diff_spread(x: [f64; 2], y: [f64; 2], factor: f64) -> Option<[f64; 2]> {
+    (x[0] < x[1] || y[0] < y[1]).then(|| [factor * (x[0] - y[1]), factor * (x[1] - y[0])])
+}
+
+/// `[min, max]` of the finite values, None where there is none.
+pub(super) fn span(v: &[f64]) -> Option<[f64; 2]> {
+    let f = v.iter().copied().filter(|x| x.is_finite());
+    let lo = f.clone().fold(f64::INFINITY, f64::min);
+    let hi = f.fold(f64::NEG_INFINITY, f64::max);
+    (lo <= hi).then_some([lo, hi])
 }
 
 /// A component the battery could not measure here, with why.
@@ -163,8 +182,13 @@ pub struct Explanation {
     pub exits_by_cause: BTreeMap<String, f64>,
     /// What the sampled trial (`--timeline`) saw in the round trip itself.
     pub in_situ: Option<InSitu>,
-    /// In-situ figures that differ from their model term by more than 25%, one line each.
+    /// In-situ figures that differ from their model term by more than 25% and lie outside
+    /// the span of the term's tries (or the term had one try), one line each.
     pub disagreements: Vec<String>,
+    /// In-situ figures more than 25% from their model term but inside the span of its
+    /// tries: a gap the tries cannot tell from their spread, one line each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub undecided_in_situ: Vec<String>,
     /// The hypervisor's view of the VM the battery ran in (`explain --host … --vm`), over
     /// the explained round trip's measured window, per round trip: what the guest cannot
     /// see of its own cost. Absent without `--vm`.
@@ -286,6 +310,16 @@ impl<'a> Cells<'a> {
     }
 
     /// Median of a probe's metric over its tries, and how many.
+    /// `[min, max]` of the probe's tries (as [`Cells::probe`] takes them).
+    pub(super) fn probe_span(&self, label: &str, config: &str) -> Option<[f64; 2]> {
+        let v: Vec<f64> = self
+            .ok(label, config)
+            .iter()
+            .filter_map(|t| t.metric)
+            .collect();
+        span(&v)
+    }
+
     pub(super) fn probe(&self, label: &str, config: &str) -> Option<(f64, usize)> {
         let mut v: Vec<f64> = self
             .ok(label, config)

@@ -7,7 +7,10 @@ use std::collections::BTreeMap;
 
 use virtperf_wire::{Env, Timeline, EXIT_CAUSES};
 
-use super::model::{Cells, Component, InSitu, Missing, Rr, AS_IS, RR_CROSS_AWAKE, RR_CROSS_TRACED};
+use super::model::{
+    diff_spread, span, Cells, Component, InSitu, Missing, Rr, AS_IS, RR_CROSS_AWAKE,
+    RR_CROSS_TRACED,
+};
 
 /// Past this relative difference an in-situ figure and its model term disagree.
 pub const DISAGREE: f64 = 0.25;
@@ -17,6 +20,7 @@ pub(super) struct Seen {
     pub exits_by_cause: BTreeMap<String, f64>,
     pub in_situ: Option<InSitu>,
     pub disagreements: Vec<String>,
+    pub undecided: Vec<String>,
 }
 
 /// Exits by cause (mean over the traced tries) and the in-situ figures of the first traced
@@ -70,6 +74,7 @@ pub(super) fn seen(c: &Cells, missing: &mut Vec<Missing>) -> Seen {
         exits_by_cause,
         in_situ,
         disagreements: Vec::new(),
+        undecided: Vec::new(),
     }
 }
 
@@ -175,8 +180,12 @@ fn parts(i: &virtperf_wire::InSitu, with_tick: bool) -> String {
 /// One line per model term the in-situ figure disagrees with by more than [`DISAGREE`].
 /// The in-situ figures come from the sampled trial, which the tracepoints on its path
 /// slow down: each line says by how much, since that alone can make them disagree.
-pub(super) fn disagreements(s: &InSitu, components: &[Component]) -> Vec<String> {
-    let model = |n: &str| components.iter().find(|c| c.name == n).map(|c| c.us);
+/// The in-situ figures that disagree with their model terms — more than [`DISAGREE`] apart
+/// and outside the span of the term's tries (or the term had one try) — and those more than
+/// [`DISAGREE`] apart but inside that span (undecided: the tries' spread covers the gap).
+pub(super) fn disagreements(s: &InSitu, components: &[Component]) -> (Vec<String>, Vec<String>) {
+    let term = |n: &str| components.iter().find(|c| c.name == n);
+    let model = |n: &str| term(n).map(|c| c.us);
     let slowed = match (s.timeline.rr_p50_us, s.timeline.headline_p50_us) {
         (Some(t), Some(h)) if h > 0.0 => format!(
             "; the sampled trial's p50 was {:+.0}% the test's, which inflates in-situ figures",
@@ -184,7 +193,7 @@ pub(super) fn disagreements(s: &InSitu, components: &[Component]) -> Vec<String>
         ),
         _ => String::new(),
     };
-    let mut out = Vec::new();
+    let (mut out, mut undecided) = (Vec::new(), Vec::new());
     // What a gap left after the in-situ figure's parts are counted means, per term.
     let meaning = |name: &str| {
         match name {
@@ -205,16 +214,28 @@ pub(super) fn disagreements(s: &InSitu, components: &[Component]) -> Vec<String>
                 continue;
             }
             let rel = (x - m) / m.abs();
-            if rel.abs() > DISAGREE {
-                out.push(format!(
-                    "{name}: in situ {x:.1} µs vs model {m:.1} µs ({:+.0}%): {}{slowed}; the prediction uses the model's figure",
-                    rel * 100.0,
+            if rel.abs() <= DISAGREE {
+                continue;
+            }
+            let gap = format!(
+                "{name}: in situ {x:.1} µs vs model {m:.1} µs ({:+.0}%)",
+                rel * 100.0
+            );
+            match term(name).and_then(|t| t.spread_us) {
+                Some([lo, hi]) if (lo..=hi).contains(&x) => undecided.push(format!(
+                    "{gap}, inside the span of the model's tries ({lo:.1} to {hi:.1} µs): their spread covers the gap, so neither agreement nor disagreement is shown"
+                )),
+                spread => out.push(format!(
+                    "{gap}{}: {}{slowed}; the prediction uses the model's figure",
+                    spread.map_or(" (its tries show no spread to hold it against)".into(), |[lo, hi]| {
+                        format!(", outside the span of its tries ({lo:.1} to {hi:.1} µs)")
+                    }),
                     meaning(name)
-                ));
+                )),
             }
         }
     }
-    out
+    (out, undecided)
 }
 
 /// The idle exit from keeping both CPUs out of idle: the as-is cross-CPU rr p50 minus the
@@ -246,6 +267,9 @@ pub(super) fn awake_idle_exit(
             base.p50, awake.p50, awake.n
         ),
         part_of: Some("wake_up".into()),
+        spread_us: span(&base.p50_tries)
+            .zip(span(&awake.p50_tries))
+            .and_then(|(b, a)| diff_spread(b, a, 1.0)),
     };
     // Kept awake and no faster: the spinners took the CPUs the round trip needs (vCPUs
     // sharing host CPUs, or emulation), and the difference is no cost of leaving idle.
@@ -307,6 +331,7 @@ pub(super) fn wake_up_other(
             source: "wake_up − idle_exit: sending the wake-up and scheduling the woken thread"
                 .into(),
             part_of: Some("wake_up".into()),
+            spread_us: None,
         });
     } else {
         missing.push(Missing {

@@ -464,6 +464,53 @@ fn idle_exit_from_cpus_kept_awake_and_in_situ_beside_it() {
     assert!(txt.contains("likely exits per transaction"), "{txt}");
 }
 
+/// A gap to the model beyond [`DISAGREE`] is a disagreement only outside the span the
+/// term's tries allow: inside it the tries' spread covers the gap, and it is undecided.
+#[test]
+fn a_gap_inside_the_tries_spread_is_undecided() {
+    let with_awake_tries = |in_situ_idle: f64| {
+        let mut t = awake_without_knob();
+        // Two more awake tries around the first (52 µs): the term (60 − 52 = 8 µs) spans
+        // 60 − 58 = 2 to 60 − 45 = 15 µs over them.
+        for us in [45.0, 58.0] {
+            t.push(rr_trial(
+                AS_IS,
+                RR_CROSS_AWAKE,
+                None,
+                rr(us, (1, 1), (0, 1), EVENTS),
+            ));
+        }
+        t.push(traced(20.0, in_situ_idle));
+        explain(1, &Env::default(), &t).expect("explains")
+    };
+    // 2 × 6 µs = 12 against 8: +50%, but inside 2–15 µs.
+    let e = with_awake_tries(6.0);
+    let idle = component(&e, "idle_exit").expect("idle exit");
+    // (The histograms keep 3 significant digits: 2.016 to 15.008.)
+    let [lo, hi] = idle.spread_us.expect("three tries: a spread");
+    assert!(
+        (lo - 2.0).abs() < 0.05 && (hi - 15.0).abs() < 0.05,
+        "{idle:?}"
+    );
+    assert!(e.disagreements.is_empty(), "{:?}", e.disagreements);
+    assert_eq!(e.undecided_in_situ.len(), 1, "{:?}", e.undecided_in_situ);
+    assert!(
+        e.undecided_in_situ[0].contains("inside the span of the model's tries (2.0 to 15.0 µs)"),
+        "{:?}",
+        e.undecided_in_situ
+    );
+    assert!(text(&e).contains("undecided: idle_exit"), "{}", text(&e));
+    // 2 × 10 µs = 20: outside the span, a disagreement that names it.
+    let e = with_awake_tries(10.0);
+    assert!(e.undecided_in_situ.is_empty(), "{:?}", e.undecided_in_situ);
+    assert_eq!(e.disagreements.len(), 1, "{:?}", e.disagreements);
+    assert!(
+        e.disagreements[0].contains("outside the span of its tries (2.0 to 15.0 µs)"),
+        "{:?}",
+        e.disagreements
+    );
+}
+
 /// One CPU's idle loop fired no tracepoint: the traced side's idle exit stands for both
 /// (said so), split into the ICR write, the delivery to the halted vCPU and the guest's
 /// part, and a gap to the model beyond [`DISAGREE`] is named with what it means and

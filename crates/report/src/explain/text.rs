@@ -223,6 +223,9 @@ fn seen(s: &mut String, e: &Explanation) {
     for d in &e.disagreements {
         let _ = writeln!(s, "  DISAGREES: {d}");
     }
+    for d in &e.undecided_in_situ {
+        let _ = writeln!(s, "  undecided: {d}");
+    }
     host(s, e);
 }
 

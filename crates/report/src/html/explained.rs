@@ -46,6 +46,9 @@ pub(super) fn explained_html(e: &crate::explain::Explanation) -> String {
         for d in &e.disagreements {
             let _ = write!(s, "<p class=\"warning\">DISAGREES: {}</p>", esc(d));
         }
+        for d in &e.undecided_in_situ {
+            let _ = write!(s, "<p>undecided: {}</p>", esc(d));
+        }
         s.push_str(&html(&i.timeline));
     }
     if let Some(h) = &e.host {
