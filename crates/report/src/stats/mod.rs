@@ -568,8 +568,16 @@ impl Comparison {
     /// The verdict in words, an undecided one with the change's interval that left it so:
     /// `undecided (-12.3% to +3.1%)`.
     pub fn verdict_text(&self) -> String {
+        // Mann–Whitney's interval is of the shift its ranks show, which the change of
+        // means beside it may lie outside: it is named as such.
+        let of = match self.test.as_ref().map(|t| t.test) {
+            Some(Test::MannWhitney) => "ranks' shift ",
+            _ => "",
+        };
         match (self.verdict, self.change_interval_pct) {
-            (Verdict::Undecided, Some([lo, hi])) => format!("undecided ({lo:+.1}% to {hi:+.1}%)"),
+            (Verdict::Undecided, Some([lo, hi])) => {
+                format!("undecided ({of}{lo:+.1}% to {hi:+.1}%)")
+            }
             (v, _) => v.words().to_string(),
         }
     }

@@ -541,6 +541,12 @@ fn means_against_the_ranks_leave_it_undecided() {
     let [lo, _] = c.change_interval_pct.expect("interval");
     assert!(lo > 0.0, "{c:?}");
     assert_eq!(c.verdict, Verdict::Undecided);
+    // The interval printed is named as the ranks', not the means' it lies away from.
+    assert!(
+        c.verdict_text().starts_with("undecided (ranks' shift +"),
+        "{}",
+        c.verdict_text()
+    );
 }
 
 /// Counts that stayed 0 in every try on both sides (retransmissions on a clean path) did
