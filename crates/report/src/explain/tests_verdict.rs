@@ -103,3 +103,50 @@ fn one_real_cut_is_the_one_not_the_cheapest() {
         "{v}"
     );
 }
+
+/// "Most of that" rests on the tries: said where the part's lowest figure exceeds half the
+/// whole's highest; where their spreads overlap that half, the share is given and whether
+/// it is most is left undecided.
+#[test]
+fn most_of_the_wake_up_is_said_only_where_the_tries_show_it() {
+    let mut t = as_is(Some(0));
+    t.push(probe("guest-poll-200us", WAKE_BLOCK, Some(200_000), 12.0));
+    let mut e = explain(1, &haltpoll_env(), &t).expect("explains");
+    let us = |e: &Explanation, n: &str| {
+        e.components
+            .iter()
+            .find(|c| c.name == n)
+            .map(|c| c.us)
+            .expect("component")
+    };
+    let (top, part) = (us(&e, "wake_up"), us(&e, "idle_exit"));
+    assert!(part > top / 2.0, "the fixture's idle exit {part} of {top}");
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(
+        v.contains("most of that bringing their CPUs out of idle"),
+        "{v}"
+    );
+    let spread = |e: &mut Explanation, name: &str, lo: f64, hi: f64| {
+        if let Some(c) = e.components.iter_mut().find(|c| c.name == name) {
+            c.spread_us = Some([lo, hi]);
+        }
+    };
+    // Tight tries: still most.
+    spread(&mut e, "wake_up", top * 0.98, top * 1.02);
+    spread(&mut e, "idle_exit", part * 0.98, part * 1.02);
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(
+        v.contains("most of that bringing their CPUs out of idle"),
+        "{v}"
+    );
+    // The part's lowest try below half the whole's highest: undecided.
+    spread(&mut e, "wake_up", top * 0.5, top * 2.0);
+    spread(&mut e, "idle_exit", part * 0.3, part * 1.5);
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(
+        !v.contains("most of that")
+            && v.contains("of that bringing their CPUs out of idle")
+            && v.contains("the spread of their tries leaves undecided"),
+        "{v}"
+    );
+}

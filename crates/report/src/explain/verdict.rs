@@ -23,8 +23,10 @@ fn words(name: &str) -> &str {
     }
 }
 
-/// The largest top-level component, and its largest part where that part is most of it.
-fn largest(e: &Explanation) -> Option<(&Component, Option<&Component>)> {
+/// The largest top-level component, and its largest part where that part is most of it by
+/// their medians, with whether their tries show it: the part's lowest figure above half
+/// the whole's highest, where both have a spread (one try a side has none to hold it to).
+fn largest(e: &Explanation) -> Option<(&Component, Option<(&Component, bool)>)> {
     let top = e
         .components
         .iter()
@@ -35,7 +37,14 @@ fn largest(e: &Explanation) -> Option<(&Component, Option<&Component>)> {
         .iter()
         .filter(|c| c.part_of.as_deref() == Some(top.name.as_str()))
         .max_by(|a, b| a.us.total_cmp(&b.us))
-        .filter(|p| p.us > top.us / 2.0);
+        .filter(|p| p.us > top.us / 2.0)
+        .map(|p| {
+            let shown = match (p.spread_us, top.spread_us) {
+                (Some([low, _]), Some([_, high])) => low > high / 2.0,
+                _ => true,
+            };
+            (p, shown)
+        });
     Some((top, part))
 }
 
@@ -166,12 +175,18 @@ pub fn verdict(e: &Explanation) -> Option<String> {
             pct(top.us),
             words(&top.name)
         ));
-        if let Some(p) = part {
-            s.push_str(&format!(
+        match part {
+            Some((p, true)) => s.push_str(&format!(
                 ", most of that {} ({:.0}%)",
                 words(&p.name),
                 pct(p.us)
-            ));
+            )),
+            Some((p, false)) => s.push_str(&format!(
+                ", of that {} {:.0}% (whether that is most of it, the spread of their tries leaves undecided)",
+                words(&p.name),
+                pct(p.us)
+            )),
+            None => {}
         }
     }
     let name = |r: &Remedy| r.what.split(" (").next().unwrap_or(&r.what).to_string();
