@@ -11,6 +11,7 @@ mod common;
 
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+mod demand;
 mod events;
 mod explain;
 mod explain_stream;
