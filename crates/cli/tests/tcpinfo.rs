@@ -184,7 +184,10 @@ fn stream_flows_carry_tcp_state_and_loss_raises_retransmits() {
     }
     let spurious = lossy["outcome"]["spurious_retransmits"].as_u64();
     assert!(
-        spurious.is_some_and(|s| s <= dsack_kernel && s * 10 >= dsack_kernel * 8),
+        // The kernel's count also holds what the flows D-SACKed outside the measured
+        // interval (their start and end) and the control connection's: a few, so the
+        // slack is a few plus a fifth (3 of 4 seen with three test threads).
+        spurious.is_some_and(|s| s <= dsack_kernel && dsack_kernel - s <= 2 + dsack_kernel / 5),
         "the flows' spurious retransmits {spurious:?} against the namespace's TCPDSACKRecvSegs {dsack_kernel}"
     );
     // Per interval (-i): every interval carries the sender's TCP state, read by the series
