@@ -608,7 +608,8 @@ impl Comparison {
 /// relative, e.g. 0.02 for 2 %; NaN or negative means no threshold) or the means are equal;
 /// otherwise the direction of the change of the means, read through `higher_is_better` —
 /// `Undecided` instead where Mann–Whitney decided and the means moved against the shift
-/// its interval shows (an outlier's pull). The interval is the deciding test's:
+/// its interval shows (an outlier's pull), `WithinNoise` where that shift's interval lies
+/// within the noise threshold. The interval is the deciding test's:
 /// [`Comparison::change_interval_pct`].
 pub fn compare(a: &[f64], b: &[f64], higher_is_better: bool, alpha: f64, noise: f64) -> Comparison {
     // Intervals at the level matching the test; summarize() records 0 for a senseless alpha.
@@ -648,13 +649,20 @@ pub fn compare(a: &[f64], b: &[f64], higher_is_better: bool, alpha: f64, noise: 
     // outlier turns the means against the shift the ranks showed, the data disagree.
     let against_ranks = change_interval_pct
         .is_some_and(|[lo, hi]| (lo > 0.0 && pct_change < 0.0) || (hi < 0.0 && pct_change > 0.0));
-    let verdict = if !significant || against_ranks {
-        match change_interval_pct {
-            Some(i) if within(i) => Verdict::NoChange,
-            _ => Verdict::Undecided,
+    let shift_within = change_interval_pct.is_some_and(within);
+    let verdict = if !significant {
+        if shift_within {
+            Verdict::NoChange
+        } else {
+            Verdict::Undecided
         }
-    } else if pct_change == 0.0 || pct_change.abs() < noise * 100.0 {
+    } else if pct_change == 0.0
+        || pct_change.abs() < noise * 100.0
+        || (against_ranks && shift_within)
+    {
         Verdict::WithinNoise
+    } else if against_ranks {
+        Verdict::Undecided
     } else if (pct_change > 0.0) == higher_is_better {
         Verdict::Improved
     } else {
