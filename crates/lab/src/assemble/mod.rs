@@ -496,6 +496,22 @@ mod tests {
             "{:?}",
             r.warnings
         );
+        // One of them D-SACKed by the server in the window: late, not lost, and said so.
+        let mut client = side(0, 2.0, &ev, true);
+        client.flows[0].tcp = Some(virtperf_wire::TcpInfo {
+            retransmits: 2,
+            dsack_dups_interval: Some(1),
+            ..Default::default()
+        });
+        let mut c = collected(&p, client, side(0, 2.0, &ev, true));
+        c.client_hist = Some(latency::new_histogram());
+        let r = assemble(c).expect("assembled");
+        assert!(
+            r.warnings.iter().any(|w| w
+                .contains("200 ms or more; 1 of them D-SACKed in the window: delayed, not lost)")),
+            "{:?}",
+            r.warnings
+        );
     }
 
     /// Packets the machine's input backlog dropped during the test are a warning (a lost

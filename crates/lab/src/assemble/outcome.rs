@@ -56,19 +56,30 @@ fn mbps(bytes: u64, secs: f64) -> f64 {
 /// connection retransmitted (either side's view; a lost 1-byte segment waits out the
 /// retransmission timeout, 200 ms at the least), or nothing where none were.
 fn stall_cause(c: &Collected, server: &SideReport) -> String {
-    let side = |flows: &[virtperf_wire::FlowStats]| {
+    let sum = |flows: &[virtperf_wire::FlowStats], part: fn(&TcpInfo) -> u64| {
         flows
             .iter()
-            .filter_map(|f| f.tcp)
-            .map(|t| t.retransmits)
+            .filter_map(|f| f.tcp.as_ref())
+            .map(part)
             .sum::<u64>()
     };
-    let (client, server) = (side(&c.client.flows), side(&server.flows));
-    if client + server == 0 {
+    let side = |flows: &[virtperf_wire::FlowStats]| sum(flows, |t| t.retransmits);
+    let (client, server_n) = (side(&c.client.flows), side(&server.flows));
+    if client + server_n == 0 {
         return String::new();
     }
+    // Retransmissions the peer reported it had already: the first copy was late, not lost
+    // (it waited somewhere: a queue, a CPU that did not run).
+    let dup =
+        |flows: &[virtperf_wire::FlowStats]| sum(flows, |t| t.dsack_dups_interval.unwrap_or(0));
+    let dups = dup(&c.client.flows) + dup(&server.flows);
+    let late = if dups > 0 {
+        format!("; {dups} of them D-SACKed in the window: delayed, not lost")
+    } else {
+        String::new()
+    };
     format!(
-        " ({client} segments retransmitted by the client, {server} by the server: a lost segment waits out TCP's retransmission timeout, 200 ms or more)"
+        " ({client} segments retransmitted by the client, {server_n} by the server: a lost segment waits out TCP's retransmission timeout, 200 ms or more{late})"
     )
 }
 
