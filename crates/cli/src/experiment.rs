@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use virtperf_experiment::runner::{self, Observer, RunOptions, RunOutcome};
 use virtperf_experiment::spec::{self, Repeat, Spec};
 use virtperf_report::render::{self, Format};
-use virtperf_report::{compare, html, summary};
+use virtperf_report::{compare, html, summary, trial_notes};
 use virtperf_store::{Location, RunRow, Store};
 
 /// Confidence level of every interval shown.
@@ -545,14 +545,14 @@ fn shaped(
     out.push_str(&render::udp_table(points));
     out.push_str(&render::events_table(points));
     out.push_str(&render::tcp_table(points));
-    out.push_str(&render::emulation_note(trials));
-    out.push_str(&render::load_note(trials));
+    out.push_str(&trial_notes::emulation_note(trials));
+    out.push_str(&trial_notes::load_note(trials));
     out.push_str(&render::unsteady_note(points, render::UNSTEADY_CELL_CV));
-    out.push_str(&render::other_load_note(
+    out.push_str(&trial_notes::other_load_note(
         trials,
         virtperf_lab::assemble::OTHER_LOAD_WARN_PCT,
     ));
-    out.push_str(&virtperf_report::trial_notes::lost_packets_note(trials));
+    out.push_str(&trial_notes::lost_packets_note(trials));
     Ok(out)
 }
 

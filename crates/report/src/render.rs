@@ -722,37 +722,6 @@ pub fn events_table(points: &[PointSummary]) -> String {
     out
 }
 
-/// A note on trials measured while other work used more than `threshold_pct` of a CPU on
-/// a machine of the test, or without the machine lock; empty when there are none.
-pub fn other_load_note(trials: &[TrialRow], threshold_pct: f64) -> String {
-    let mut busy = 0usize;
-    let mut worst = 0.0f64;
-    let mut concurrent = 0usize;
-    for r in trials.iter().filter_map(|t| t.result.as_ref()) {
-        let other = std::iter::once(&r.cpu.client)
-            .chain(r.cpu.server.as_ref())
-            .map(|c| c.other_cpu_pct)
-            .fold(0.0f64, f64::max);
-        if other > threshold_pct {
-            busy += 1;
-            worst = worst.max(other);
-        }
-        concurrent += usize::from(r.allow_concurrent);
-    }
-    let mut s = String::new();
-    if busy > 0 {
-        s.push_str(&format!(
-            "\nwarning: {busy} trial(s) ran while other work used more than {threshold_pct:.0}% of a CPU (at most {worst:.0}%): their numbers may be noisy.\n"
-        ));
-    }
-    if concurrent > 0 {
-        s.push_str(&format!(
-            "\nnote: {concurrent} trial(s) were measured with --allow-concurrent: another measurement may have run beside them.\n"
-        ));
-    }
-    s
-}
-
 /// Above this coefficient of variation of a cell's tries (primary metric), `show` suggests
 /// repeating until the confidence interval is tight.
 pub const UNSTEADY_CELL_CV: f64 = 0.10;
@@ -785,68 +754,6 @@ pub fn unsteady_note(points: &[PointSummary], threshold: f64) -> String {
         "\nnote: the tries vary by more than {:.0}% in {}: the mean may not be the rate. Run it again with `virtperf run SPEC --until-ci 95,2%` (or until_ci = \"95,2%\" in the spec) so it repeats until the 95% CI is within ±2%.\n",
         threshold * 100.0,
         cells.join(", ")
-    )
-}
-
-/// A note per config whose trials ran beside bulk streams (a spec config's `load`): how
-/// many, which way, and their median throughput, so a loaded row is never read as an
-/// unloaded one; empty when there are none.
-pub fn load_note(trials: &[TrialRow]) -> String {
-    let mut by_config: Vec<(&str, &virtperf_wire::BesideLoad, Vec<f64>)> = Vec::new();
-    for t in trials {
-        let Some(l) = t.result.as_ref().and_then(|r| r.load.as_ref()) else {
-            continue;
-        };
-        let i = match by_config.iter().position(|(c, ..)| *c == t.config) {
-            Some(i) => i,
-            None => {
-                by_config.push((&t.config, l, Vec::new()));
-                by_config.len() - 1
-            }
-        };
-        by_config[i].2.extend(l.mbps);
-    }
-    let mut s = String::new();
-    for (config, l, mut mbps) in by_config {
-        mbps.sort_by(f64::total_cmp);
-        let median = mbps
-            .get(mbps.len() / 2)
-            .map_or("not measured (their tests failed)".into(), |m| {
-                format!("{:.1} Gbit/s median", m / 1000.0)
-            });
-        s.push_str(&format!(
-            "\nnote: {config} ran each trial beside {} bulk stream(s) {}: {median}.\n",
-            l.streams,
-            if l.reverse {
-                "server→client"
-            } else {
-                "client→server"
-            }
-        ));
-    }
-    s
-}
-
-/// A warning line naming the configs whose guests ran under emulation (TCG), so a table of
-/// guest numbers never passes for a virtualization tax; empty when there are none.
-pub fn emulation_note(trials: &[TrialRow]) -> String {
-    let mut configs: Vec<&str> = Vec::new();
-    for t in trials {
-        let emulated = t
-            .result
-            .as_ref()
-            .and_then(|r| r.guest.as_ref())
-            .is_some_and(|g| g.emulated);
-        if emulated && !configs.contains(&t.config.as_str()) {
-            configs.push(&t.config);
-        }
-    }
-    if configs.is_empty() {
-        return String::new();
-    }
-    format!(
-        "\nWARNING: {} ran in QEMU guests under TCG emulation: those numbers measure instruction emulation, not a virtualization tax.\n",
-        configs.join(", ")
     )
 }
 
