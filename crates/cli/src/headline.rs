@@ -155,7 +155,7 @@ fn words(same: &Summary, cross: &Summary, idle: Idle, hypervisor: Option<&str>) 
         ),
     });
     s.push_str(
-        "\nWhy it costs that: `virtperf explain` (about 1.5 min). How much slower inside a VM: `virtperf vm compare` (boots a guest; root and QEMU), or for a VM you run, docs/own-vm.md.",
+        "\nWhy it costs that: `virtperf explain` (1.5 to 3 min, more where a halt-poll knob adds configurations; `--quick` about 1 min). How much slower inside a VM: `virtperf vm compare` (boots a guest; root and QEMU), or for a VM you run, docs/own-vm.md.",
     );
     if gap == Outcome::Met {
         // A goal halfway between the two trips: what it takes to bring the cross-CPU one there.

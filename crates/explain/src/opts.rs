@@ -35,7 +35,8 @@ pub struct ExplainOpts {
 }
 
 impl ExplainOpts {
-    /// The default battery (92 s on this project's 2-CPU guest) or `--quick` (34 s).
+    /// The default battery (92 s on this project's 2-CPU Intel guest without a halt-poll
+    /// knob, 160 s on its AMD one whose knob adds configurations) or `--quick` (34 s, 63 s).
     pub fn new(quick: bool) -> ExplainOpts {
         ExplainOpts {
             size: (1, 1),
