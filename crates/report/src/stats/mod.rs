@@ -376,6 +376,9 @@ pub fn welch_t(a: &[f64], b: &[f64]) -> Option<TestResult> {
 struct Welch {
     ma: f64,
     mb: f64,
+    /// Each mean's squared standard error (variance over tries).
+    sa: f64,
+    sb: f64,
     se2: f64,
     df: Option<f64>,
 }
@@ -397,7 +400,14 @@ impl Welch {
             let (ra, rb) = (sa / se2, sb / se2);
             1.0 / (ra * ra / (na - 1.0) + rb * rb / (nb - 1.0))
         });
-        Some(Welch { ma, mb, se2, df })
+        Some(Welch {
+            ma,
+            mb,
+            sa,
+            sb,
+            se2,
+            df,
+        })
     }
 }
 
@@ -680,84 +690,6 @@ pub fn compare(a: &[f64], b: &[f64], higher_is_better: bool, alpha: f64, noise: 
     }
 }
 
-/// Welch's `1 - alpha` interval of the change of means, `b` against `a`, in percent of
-/// `a`'s mean: None with fewer than two finite values a side or a baseline mean of 0
-/// (but [0, 0] where both sides are all 0).
-fn change_interval(a: &[f64], b: &[f64], alpha: f64) -> Option<[f64; 2]> {
-    let w = Welch::of(a, b)?;
-    if w.ma == 0.0 {
-        // No percent of a zero mean, except for no change at all: both sides the same
-        // constant (every try counted 0 retransmissions, say) is exactly 0%.
-        return (w.mb == 0.0 && w.se2 == 0.0).then_some([0.0, 0.0]);
-    }
-    let half =
-        w.df.map_or(0.0, |df| t_quantile(1.0 - alpha / 2.0, df) * w.se2.sqrt());
-    let pct = |x: f64| x / w.ma.abs() * 100.0;
-    let d = w.mb - w.ma;
-    Some([pct(d - half), pct(d + half)]).filter(|[lo, hi]| lo.is_finite() && hi.is_finite())
-}
-
-/// The `1 - alpha` interval of the shift of `b` against `a` that Mann–Whitney's test
-/// inverts (Hodges–Lehmann's, with Moses' bounds): the `c+1`-th smallest and largest of the
-/// `n_a·n_b` differences `b_j − a_i`, `c` the largest U the two-sided test at `alpha`
-/// rejects (U ≤ c) — exact where [`mann_whitney`] is, else the same normal approximation
-/// with its continuity correction. In percent of `a`'s mean, like the change of means;
-/// None where the sample sizes cannot reach `alpha` (the interval is unbounded), a side
-/// has no finite value, or `a`'s mean is 0. The change of the means may lie outside it:
-/// the ranks measure a shift, not the means.
-fn shift_interval(a: &[f64], b: &[f64], alpha: f64) -> Option<[f64; 2]> {
-    let (a, b) = (finite(a), finite(b));
-    if a.is_empty() || b.is_empty() || !(alpha > 0.0 && alpha < 1.0) {
-        return None;
-    }
-    let mean_a = mean_var(&a).0;
-    let (na, nb) = (a.len(), b.len());
-    let mut d: Vec<f64> = b
-        .iter()
-        .flat_map(|y| a.iter().map(move |x| y - x))
-        .collect();
-    d.sort_by(f64::total_cmp);
-    let mut all: Vec<f64> = a.iter().chain(&b).copied().collect();
-    all.sort_by(f64::total_cmp);
-    // Σ(t³ − t) over tie groups, as the test's variance takes it.
-    let mut tie_term = 0.0;
-    for group in all.chunk_by(|x, y| x == y) {
-        let t = group.len() as f64;
-        tie_term += t * t * t - t;
-    }
-    let c = if na + nb <= MW_EXACT_MAX_N && tie_term == 0.0 {
-        let counts = u_counts(na, nb);
-        let total: f64 = counts.iter().sum();
-        let mut below = 0.0;
-        let mut c = None;
-        for (u, n) in counts.iter().enumerate() {
-            below += n;
-            // Strictly below, as the test's p-value must be below alpha.
-            if below / total >= alpha / 2.0 {
-                break;
-            }
-            c = Some(u);
-        }
-        c?
-    } else {
-        let (naf, nbf, nf) = (na as f64, nb as f64, (na + nb) as f64);
-        let sd = (naf * nbf / 12.0 * ((nf + 1.0) - tie_term / (nf * (nf - 1.0)))).sqrt();
-        let z = Normal::standard().inverse_cdf(1.0 - alpha / 2.0);
-        let c = (naf * nbf / 2.0 - 0.5 - z * sd).floor();
-        if c < 0.0 {
-            return None;
-        }
-        c as usize
-    };
-    let ends = [d[c], d[d.len() - 1 - c]];
-    if mean_a == 0.0 {
-        // As for Welch's: only a shift of exactly 0 has a percent of a zero mean.
-        return (ends == [0.0, 0.0]).then_some([0.0, 0.0]);
-    }
-    let [lo, hi] = ends.map(|x| x / mean_a.abs() * 100.0);
-    (lo.is_finite() && hi.is_finite() && lo <= hi).then_some([lo, hi])
-}
-
 /// Smallest p-value Mann–Whitney can give for sample sizes `na`, `nb` ≥ 1: the one for
 /// complete separation (U = 0, no ties), computed by the same path as the test itself.
 fn mw_min_p(na: usize, nb: usize) -> f64 {
@@ -791,6 +723,9 @@ fn valid_confidence(confidence: f64) -> f64 {
         0.0
     }
 }
+
+mod interval;
+use interval::{change_interval, shift_interval};
 
 #[cfg(test)]
 mod tests;

@@ -480,8 +480,10 @@ fn verdict_words() {
 }
 
 /// Under Mann–Whitney the interval is the one its ranks give (Hodges–Lehmann with Moses'
-/// bounds): for 4 against 4 at 95% the extreme differences (R's `wilcox.test(b, a,
-/// conf.int = TRUE)`: 7 to 13), in percent of the baseline's mean.
+/// bounds): for 4 against 4 at 95% the extreme comparisons. Positive values: the ratios
+/// (R's `exp(wilcox.test(log(b), log(a), conf.int = TRUE)$conf.int)`: 11/4 to 14/1);
+/// with a 0 among them, the differences (`wilcox.test(b, a, conf.int = TRUE)`: 7 to 13)
+/// in percent of the baseline's mean.
 #[test]
 fn mann_whitney_interval_is_the_ranks_one() {
     let c = compare(
@@ -493,8 +495,108 @@ fn mann_whitney_interval_is_the_ranks_one() {
     );
     assert_eq!(c.test.as_ref().map(|t| t.test), Some(Test::MannWhitney));
     let [lo, hi] = c.change_interval_pct.expect("interval");
-    assert_close!(lo, 7.0 / 2.5 * 100.0, 1e-9);
-    assert_close!(hi, 13.0 / 2.5 * 100.0, 1e-9);
+    assert_close!(lo, (11.0 / 4.0 - 1.0) * 100.0, 1e-9);
+    assert_close!(hi, (14.0 - 1.0) * 100.0, 1e-9);
+    let c = compare(
+        &[0.0, 1.0, 2.0, 3.0],
+        &[10.0, 11.0, 12.0, 13.0],
+        true,
+        0.05,
+        0.02,
+    );
+    let [lo, hi] = c.change_interval_pct.expect("interval");
+    assert_close!(lo, 7.0 / 1.5 * 100.0, 1e-9);
+    assert_close!(hi, 13.0 / 1.5 * 100.0, 1e-9);
+}
+
+/// A stream that slowed twelvefold beside a noisy baseline (the fleet test's 4 KiB
+/// buffers, tries in Mbit/s): neither test's interval says it fell by more than 100%,
+/// which no rate can. Before, differences over the baseline's mean gave −150% (ranks) and
+/// about −200% (Welch).
+#[test]
+fn a_rate_that_fell_cannot_have_fallen_past_100_percent() {
+    let fast = [9501.7, 13100.0, 15413.5, 24318.1];
+    let slow = [936.9, 1150.0, 1308.6, 1442.4];
+    let ranks = compare(&fast, &slow, true, 0.05, 0.02);
+    assert_eq!(ranks.test.as_ref().map(|t| t.test), Some(Test::MannWhitney));
+    let [lo, hi] = ranks.change_interval_pct.expect("interval");
+    assert_close!(lo, (936.9 / 24318.1 - 1.0) * 100.0, 1e-9);
+    assert_close!(hi, (1442.4 / 9501.7 - 1.0) * 100.0, 1e-9);
+    assert_eq!(ranks.verdict, Verdict::Regressed);
+    // Counts with tries at 0 (retransmissions): differences, not ratios, but still no
+    // fall past all of it; with a negative value among them the interval is left alone.
+    let counts = compare(
+        &[5.0, 3.0, 7.0, 6.0],
+        &[0.0, 0.0, 1.0, 2.0],
+        false,
+        0.05,
+        0.02,
+    );
+    let [lo, hi] = counts.change_interval_pct.expect("interval");
+    assert_eq!(lo, -100.0, "{counts:?}");
+    assert_close!(hi, (2.0 - 3.0) / 5.25 * 100.0, 1e-9);
+    let signed = compare(
+        &[5.0, 3.0, 7.0, 6.0],
+        &[0.0, -1.0, 1.0, 2.0],
+        false,
+        0.05,
+        0.02,
+    );
+    let [lo, _] = signed.change_interval_pct.expect("interval");
+    assert_close!(lo, (-1.0 - 7.0) / 5.25 * 100.0, 1e-9);
+    let welch = compare(&fast[..3], &slow[..3], true, 0.05, 0.02);
+    assert_eq!(welch.test.as_ref().map(|t| t.test), Some(Test::Welch));
+    let [lo, hi] = welch.change_interval_pct.expect("interval");
+    assert!(
+        lo > -100.0 && lo <= welch.pct_change && welch.pct_change <= hi,
+        "{welch:?}"
+    );
+}
+
+/// Welch's interval is Fieller's of the ratio of means at the test's quantile: each end ρ
+/// solves (ȳ − ρx̄)² = q²(s²_b/n_b + ρ²s²_a/n_a), and the interval leaves out a ratio of 1
+/// exactly where the test finds the change significant, over a sweep of shifts and sizes
+/// (baselines of either sign).
+#[test]
+fn welch_interval_is_fiellers_and_agrees_with_its_test() {
+    let base: Vec<f64> = (0..12)
+        .map(|i| 10.0 + f64::from((i * 5) % 12) * 0.3)
+        .collect();
+    let mut seen = [0; 2];
+    for sign in [1.0, -1.0] {
+        for (na, nb) in [(2, 3), (3, 3), (5, 5), (6, 9), (12, 5)] {
+            for step in -30..=30 {
+                let shift = f64::from(step) * 0.1 + 0.013;
+                let a: Vec<f64> = base[..na].iter().map(|x| sign * x).collect();
+                let b: Vec<f64> = base[..nb]
+                    .iter()
+                    .rev()
+                    .map(|x| sign * (x + shift))
+                    .collect();
+                let c = compare(&a, &b, true, 0.05, 0.0);
+                let t = c.test.clone().expect("a test");
+                assert_eq!(t.test, Test::Welch, "{na} against {nb}");
+                let [lo, hi] = c.change_interval_pct.expect("interval");
+                assert_eq!(
+                    t.p_value < 0.05,
+                    lo > 0.0 || hi < 0.0,
+                    "{na} against {nb}, shift {shift}: p {}, interval {lo} to {hi}",
+                    t.p_value
+                );
+                seen[usize::from(t.p_value < 0.05)] += 1;
+                // Each end on the boundary of Fieller's set.
+                let w = Welch::of(&a, &b).expect("welch");
+                let q = t_quantile(0.975, w.df.expect("df"));
+                for end in [lo, hi] {
+                    let rho = 1.0 + end / 100.0 * w.ma.signum();
+                    let lhs = (w.mb - rho * w.ma).powi(2);
+                    let rhs = q * q * (w.sb + rho * rho * w.sa);
+                    assert!((lhs - rhs).abs() <= 1e-6 * rhs.max(1e-9), "{lhs} vs {rhs}");
+                }
+            }
+        }
+    }
+    assert!(seen.iter().all(|&n| n > 50), "{seen:?}");
 }
 
 /// The interval and the test agree: for samples without ties, Mann–Whitney finds the
@@ -507,11 +609,20 @@ fn mann_whitney_significance_and_interval_agree() {
         .map(|i| 10.0 + f64::from((i * 7) % 24) * 0.09)
         .collect();
     let mut seen = [0; 2];
-    for (na, nb) in [(4, 4), (3, 5), (4, 8), (4, 12), (12, 4), (4, 24)] {
+    // Offset by −11 the values take both signs: the differences' interval, not the ratios'.
+    for (offset, (na, nb)) in [0.0, -11.0]
+        .into_iter()
+        .flat_map(|o| [(4, 4), (3, 5), (4, 8), (4, 12), (12, 4), (4, 24)].map(|s| (o, s)))
+    {
         for step in -30..=30 {
             let shift = f64::from(step) * 0.05 + 0.013;
-            let a = &base[..na];
-            let b: Vec<f64> = base[..nb].iter().rev().map(|x| x + shift).collect();
+            let a: Vec<f64> = base[..na].iter().map(|x| x + offset).collect();
+            let a = &a[..];
+            let b: Vec<f64> = base[..nb]
+                .iter()
+                .rev()
+                .map(|x| x + offset + shift)
+                .collect();
             let c = compare(a, &b, true, 0.05, 0.0);
             assert_eq!(c.test.as_ref().map(|t| t.test), Some(Test::MannWhitney));
             let p = c.test.as_ref().map_or(1.0, |t| t.p_value);
