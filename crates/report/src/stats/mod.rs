@@ -690,6 +690,72 @@ pub fn compare(a: &[f64], b: &[f64], higher_is_better: bool, alpha: f64, noise: 
     }
 }
 
+/// Welch's `1 - alpha` interval of the change of means, `b` against `a`, in percent of
+/// `a`'s mean: Fieller's interval of the ratio of the means ([`fieller_pct`]) at the Welch
+/// test's own quantile and degrees of freedom, so that it leaves out a ratio of 1 exactly
+/// where the test rejects. None with fewer than two finite values a side, a baseline mean
+/// of 0 (but [0, 0] where both sides are all 0), or a baseline mean that its own interval
+/// does not tell from 0 (the ratio is then unbounded).
+fn change_interval(a: &[f64], b: &[f64], alpha: f64) -> Option<[f64; 2]> {
+    let w = Welch::of(a, b)?;
+    if w.ma == 0.0 {
+        // No percent of a zero mean, except for no change at all: both sides the same
+        // constant (every try counted 0 retransmissions, say) is exactly 0%.
+        return (w.mb == 0.0 && w.se2 == 0.0).then_some([0.0, 0.0]);
+    }
+    let q = w.df.map_or(0.0, |df| t_quantile(1.0 - alpha / 2.0, df));
+    fieller_pct(w.ma, w.mb, w.sa, w.sb, q).map(|iv| no_lower_than_none(a, b, iv))
+}
+
+/// The `1 - alpha` interval of the shift of `b` against `a` that Mann–Whitney's test
+/// inverts ([`shift_pct`] at the largest U it rejects, [`rejected_u`]): None where the
+/// sample sizes cannot reach `alpha` (the interval is unbounded) or a side has no finite
+/// value. The change of the means may lie outside it: the ranks measure a shift.
+fn shift_interval(a: &[f64], b: &[f64], alpha: f64) -> Option<[f64; 2]> {
+    let (a, b) = (finite(a), finite(b));
+    if a.is_empty() || b.is_empty() || !(alpha > 0.0 && alpha < 1.0) {
+        return None;
+    }
+    let c = rejected_u(&a, &b, alpha)?;
+    shift_pct(&a, &b, c).map(|iv| no_lower_than_none(&a, &b, iv))
+}
+
+/// The largest U that Mann–Whitney's two-sided test at `alpha` rejects for these samples
+/// (exact without ties up to [`MW_EXACT_MAX_N`] values, else the normal approximation with
+/// the tie correction and continuity correction); None where no U is rejected.
+fn rejected_u(a: &[f64], b: &[f64], alpha: f64) -> Option<usize> {
+    let (na, nb) = (a.len(), b.len());
+    let mut all: Vec<f64> = a.iter().chain(b).copied().collect();
+    all.sort_by(f64::total_cmp);
+    // Σ(t³ − t) over tie groups, as the test's variance takes it.
+    let mut tie_term = 0.0;
+    for group in all.chunk_by(|x, y| x == y) {
+        let t = group.len() as f64;
+        tie_term += t * t * t - t;
+    }
+    if na + nb <= MW_EXACT_MAX_N && tie_term == 0.0 {
+        let counts = u_counts(na, nb);
+        let total: f64 = counts.iter().sum();
+        let mut below = 0.0;
+        let mut c = None;
+        for (u, n) in counts.iter().enumerate() {
+            below += n;
+            // Strictly below, as the test's p-value must be below alpha.
+            if below / total >= alpha / 2.0 {
+                break;
+            }
+            c = Some(u);
+        }
+        c
+    } else {
+        let (naf, nbf, nf) = (na as f64, nb as f64, (na + nb) as f64);
+        let sd = (naf * nbf / 12.0 * ((nf + 1.0) - tie_term / (nf * (nf - 1.0)))).sqrt();
+        let z = Normal::standard().inverse_cdf(1.0 - alpha / 2.0);
+        let c = (naf * nbf / 2.0 - 0.5 - z * sd).floor();
+        (c >= 0.0).then_some(c as usize)
+    }
+}
+
 /// Smallest p-value Mann–Whitney can give for sample sizes `na`, `nb` ≥ 1: the one for
 /// complete separation (U = 0, no ties), computed by the same path as the test itself.
 fn mw_min_p(na: usize, nb: usize) -> f64 {
@@ -725,7 +791,7 @@ fn valid_confidence(confidence: f64) -> f64 {
 }
 
 mod interval;
-use interval::{change_interval, shift_interval};
+use interval::{fieller_pct, no_lower_than_none, shift_pct};
 
 #[cfg(test)]
 mod tests;
