@@ -300,16 +300,25 @@ pub fn watch(a: WatchArgs) -> Result<()> {
     let w = Watch::open(&a.vm).map_err(|e| crate::signals::exit(1, format!("{e:#}")))?;
     w.mark(true);
     // Sampled every 100 ms, so a window ends where the VM's process did (the last sample
-    // taken while it ran), not where the command did.
+    // taken while it ran whole: one seen alive after it), not where the command did.
     let t0 = std::time::Instant::now();
     let mut ended = None;
     while t0.elapsed() < a.duration {
         std::thread::sleep((a.duration - t0.elapsed()).min(Duration::from_millis(100)));
         if !w.alive() {
             ended = Some(t0.elapsed());
+            w.ended();
             break;
         }
-        w.mark(false);
+        w.hold();
+    }
+    if ended.is_none() {
+        if w.alive() {
+            w.close();
+        } else {
+            ended = Some(t0.elapsed());
+            w.ended();
+        }
     }
     let h = w.finish(None);
     if a.json {

@@ -94,6 +94,18 @@ pub struct Watch {
     first: Snapshot,
     /// The window's opening and closing samples, as the client saw its edges.
     edges: Arc<Edges>,
+    /// `vm watch`'s samples not yet known whole: the newest (taken before the VM was last
+    /// seen alive, or not yet), and the closing edge it replaced.
+    held: Mutex<Held>,
+}
+
+/// A watch's closing samples in waiting ([`Watch::hold`]).
+#[derive(Default)]
+struct Held {
+    /// The newest sample, not yet followed by a check that the VM still runs.
+    newest: Option<Snapshot>,
+    /// The closing edge before the last one promoted.
+    before: Option<Snapshot>,
 }
 
 impl Watch {
@@ -114,6 +126,7 @@ impl Watch {
             counters,
             first,
             edges: Arc::default(),
+            held: Mutex::default(),
         })
     }
 
@@ -190,6 +203,43 @@ impl Watch {
     /// A sample now, as the window's opening (`vm watch`).
     pub fn mark(&self, open: bool) {
         mark_edge(&self.vm, &self.counters, &self.edges, open);
+    }
+
+    /// `vm watch`'s closing edge, as the VM runs: the sample held since the last call
+    /// becomes the closing edge (the caller has just seen the VM alive after it), and a
+    /// new one is held. A VM killed part-way loses its threads one by one before it is
+    /// gone: a sample taken then would end the window with its vCPUs missing, so none is
+    /// trusted before the VM is seen alive after it ([`Watch::ended`] drops the last).
+    pub fn hold(&self) {
+        let Ok(mut h) = self.held.lock() else { return };
+        if let (Some(newest), Ok(mut e)) = (h.newest.take(), self.edges.lock()) {
+            h.before = e.1.replace(newest);
+        }
+        h.newest = snapshot(&self.vm, &self.counters).ok();
+    }
+
+    /// The VM exited during `vm watch`: the held sample is dropped, and so is the closing
+    /// edge where it had fewer threads than the one before it (the VM was already going
+    /// when it was taken, more slowly than one sampling period).
+    pub fn ended(&self) {
+        let Ok(mut h) = self.held.lock() else { return };
+        h.newest = None;
+        let Ok(mut e) = self.edges.lock() else { return };
+        let lost = |c: &Snapshot, b: &Snapshot| c.threads.len() < b.threads.len();
+        if let (Some(c), Some(b)) = (&e.1, &h.before) {
+            if lost(c, b) {
+                e.1 = h.before.take();
+            }
+        }
+    }
+
+    /// The end of `vm watch` with the VM running: the held sample is the closing edge.
+    pub fn close(&self) {
+        if let (Ok(mut h), Ok(mut e)) = (self.held.lock(), self.edges.lock()) {
+            if let Some(newest) = h.newest.take() {
+                e.1 = Some(newest);
+            }
+        }
     }
 
     /// Samples the VM every `every` (with the wall clock) until the recording stops: for a
