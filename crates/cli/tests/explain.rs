@@ -294,6 +294,26 @@ fn components_disappear_with_the_reason_when_a_capability_is_missing() {
         .env_remove("VIRTPERF_LOCK_NONCE")
         .env("HOME", &d.0);
     let (v, stderr) = explain(&mut cmd, &d, &[]);
+    // The skipped measurements it stores as trials are planned too: the run's planned
+    // count is its trials' (the progress printed [14/13] where busy polling was skipped).
+    let db = rusqlite::Connection::open(d.path("r.db")).expect("the database");
+    let (planned, stored): (i64, i64) = db
+        .query_row(
+            "SELECT planned_trials, (SELECT count(*) FROM trials WHERE run_id = runs.id) \
+             FROM runs ORDER BY id DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("the run");
+    let skipped: i64 = db
+        .query_row(
+            "SELECT count(*) FROM trials WHERE status = 'skipped'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("skipped trials");
+    assert!(skipped > 0, "nobody's battery skipped nothing");
+    assert_eq!(planned, stored, "planned vs stored trials");
     // The knob cannot be written by nobody: why is said under idle_exit, or under
     // idle_exit_knob where keeping the CPUs awake gave the term instead.
     let idle = missing_reason(&v, "idle_exit")

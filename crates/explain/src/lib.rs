@@ -271,8 +271,18 @@ pub fn run(
     };
     let kvm = virtperf_kvm::available().map_err(|e| e.to_string());
 
-    let planned = configs.iter().map(|c| c.measures.len()).sum::<usize>() * opts.tries as usize
-        + usize::from(kvm.is_ok());
+    // Skipped measurements are stored as trials too (and numbered with them): counted, so
+    // the progress ends at [n/n], not [n+1/n].
+    let skipped = 2 * usize::from(skipped_poll.is_some())
+        + 3 * usize::from(kvm.is_err())
+        + usize::from(busy.is_err());
+    // Without /dev/kvm the halt measurements are not run (they are among the skipped).
+    let measured = configs
+        .iter()
+        .flat_map(|c| &c.measures)
+        .filter(|m| kvm.is_ok() || !matches!(m, Measure::KvmHalt { .. }))
+        .count();
+    let planned = measured * opts.tries as usize + usize::from(kvm.is_ok()) + skipped;
     let run_id = begin_run(
         store,
         model::RUN_NAME,
@@ -284,6 +294,7 @@ pub fn run(
     obs.run_started(run_id);
     let mut rec = Recorder::new(store, run_id, opts.allow_concurrent);
     let seq = store_skipped(&mut rec, obs, skipped_poll.as_deref(), &kvm, &busy, current)?;
+    debug_assert_eq!(seq as usize, skipped, "skipped trials stored vs counted");
 
     let site = virtperf_place::local::LocalSite::open_holding(opts.lock_nonce.as_deref())?;
     let mut b = Tries {
