@@ -51,6 +51,18 @@ fn mbps(bytes: u64, secs: f64) -> f64 {
     }
 }
 
+/// What each side counted around a window that completed nothing: the warm-up's
+/// transactions on the same connection (whether it ever carried one: a connection that
+/// never worked, or one that stopped) and the server's in its own window.
+fn stall_counts(c: &Collected, server: &SideReport) -> String {
+    let warm = warmup_sum(&c.client, |w| w.transactions)
+        .map_or_else(|| "none run".to_string(), |n| format!("{n} transactions"));
+    format!(
+        " (warm-up: {warm}; the server answered {} in its window)",
+        server.transactions
+    )
+}
+
 /// rr and crr: transactions counted and timed by the client, latency from its histogram.
 /// What a round trip that completed nothing in its window shows of why: TCP segments its
 /// connection retransmitted (either side's view; a lost 1-byte segment waits out the
@@ -102,7 +114,8 @@ pub(crate) fn rr_outcome(
     };
     if n == 0 {
         warnings.push(format!(
-            "no transaction completed in the measured window: latency and service demand not measured{}",
+            "no transaction completed in the measured window: latency and service demand not measured{}{}",
+            stall_counts(c, server),
             stall_cause(c, server)
         ));
     } else if n < 1000 {
