@@ -714,6 +714,8 @@ fn cleanup_removes_run_directories_of_dead_runs_only() {
 /// when it is emulation; the guest's own missing capabilities are named.
 #[test]
 fn explain_runs_the_battery_natively_and_in_the_guest() {
+    // Its native battery changes this host's halt-poll knob.
+    let _knob = crate::host_knob();
     if let Some((need, why)) = missing() {
         virtperf_testkit::skip(need, why);
         return;
@@ -809,6 +811,8 @@ fn explain_runs_the_battery_natively_and_in_the_guest() {
 /// machine's battery, finished before, stays stored.
 #[test]
 fn ctrl_c_during_a_guest_battery_leaves_nothing() {
+    // Its native battery changes this host's halt-poll knob.
+    let _knob = crate::host_knob();
     if let Some((need, why)) = missing() {
         virtperf_testkit::skip(need, why);
         return;
