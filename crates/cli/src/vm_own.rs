@@ -307,18 +307,17 @@ pub fn watch(a: WatchArgs) -> Result<()> {
         std::thread::sleep((a.duration - t0.elapsed()).min(Duration::from_millis(100)));
         if !w.alive() {
             ended = Some(t0.elapsed());
-            w.ended();
             break;
         }
         w.hold();
     }
-    if ended.is_none() {
-        if w.alive() {
-            w.close();
-        } else {
-            ended = Some(t0.elapsed());
-            w.ended();
-        }
+    if ended.is_none() && !w.alive() {
+        ended = Some(t0.elapsed());
+    }
+    if ended.is_some() {
+        w.ended();
+    } else {
+        w.close();
     }
     let h = w.finish(None);
     if a.json {

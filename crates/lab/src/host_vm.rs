@@ -225,9 +225,8 @@ impl Watch {
         let Ok(mut h) = self.held.lock() else { return };
         h.newest = None;
         let Ok(mut e) = self.edges.lock() else { return };
-        let lost = |c: &Snapshot, b: &Snapshot| c.threads.len() < b.threads.len();
         if let (Some(c), Some(b)) = (&e.1, &h.before) {
-            if lost(c, b) {
+            if c.threads.len() < b.threads.len() {
                 e.1 = h.before.take();
             }
         }
