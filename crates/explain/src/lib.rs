@@ -273,8 +273,8 @@ pub fn run(
 
     // Skipped measurements are stored as trials too (and numbered with them): counted, so
     // the progress ends at [n/n], not [n+1/n].
-    let skipped = 2 * usize::from(skipped_poll.is_some())
-        + 3 * usize::from(kvm.is_err())
+    let skipped = POLL_SKIPS.len() * usize::from(skipped_poll.is_some())
+        + KVM_SKIPS.len() * usize::from(kvm.is_err())
         + usize::from(busy.is_err());
     // Without /dev/kvm the halt measurements are not run (they are among the skipped).
     let measured = configs
@@ -327,6 +327,15 @@ pub fn run(
     })
 }
 
+/// What a battery stores as skipped where the halt-poll knob cannot be set.
+const POLL_SKIPS: [&str; 2] = [model::RR_CROSS_BLOCK, model::WAKE_BLOCK];
+/// What it stores as skipped without /dev/kvm.
+const KVM_SKIPS: [&str; 3] = [
+    model::KVM_EXITS,
+    model::KVM_HALT_NO_POLL,
+    model::KVM_HALT_POLL,
+];
+
 /// Stores what this machine cannot measure once, as skipped trials with the reason (halt
 /// polling, /dev/kvm, busy polling); the number of trials stored.
 fn store_skipped(
@@ -341,7 +350,7 @@ fn store_skipped(
     // What this machine cannot measure is stored once, as skipped trials with the reason.
     if let Some(reason) = skipped_poll {
         obs.config_skipped("halt polling", reason);
-        for label in [model::RR_CROSS_BLOCK, model::WAKE_BLOCK] {
+        for label in POLL_SKIPS {
             seq += 1;
             // Ran under no window: the knob could not be set.
             skip(rec, seq, "guest-poll", label, reason, None)?;
@@ -349,11 +358,7 @@ fn store_skipped(
     }
     if let Err(reason) = &kvm {
         obs.config_skipped("kvm", reason);
-        for label in [
-            model::KVM_EXITS,
-            model::KVM_HALT_NO_POLL,
-            model::KVM_HALT_POLL,
-        ] {
+        for label in KVM_SKIPS {
             seq += 1;
             skip(rec, seq, model::AS_IS, label, reason, current)?;
         }
