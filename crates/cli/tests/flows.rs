@@ -73,7 +73,7 @@ fn rr_with_1000_flows_on_2_threads_counts_every_flow_on_both_sides() {
     assert!(f(&v, "/outcome/flow_spread/setup_s") > 0.0);
     let n = u(&v, "/outcome/transactions");
     assert!(n >= 1000, "only {n} transactions for 1000 flows");
-    common::served_the_client(&v, 1000);
+    common::served_and_in_flight(&v, 0, 1000);
     assert_eq!(u(&v, "/outcome/latency/count"), n);
     let elapsed = f(&v, "/outcome/elapsed_s");
     assert!(
@@ -114,7 +114,7 @@ fn crr_with_threads_runs_every_flow() {
     check_spread(&v, 20, 2);
     let n = u(&v, "/outcome/transactions");
     assert!(n >= 20, "{n} transactions");
-    common::served_the_client(&v, 20);
+    common::served_and_in_flight(&v, 0, 20);
 }
 
 /// Two threads for 1 s, an interval every 250 ms: the multiplexed streams' runs.
@@ -389,7 +389,7 @@ fn fifteen_thousand_flows_report_back() {
     let v = run_json(&["rr", "--flows", "15000", "--threads", "2", "-l", "1s"]);
     assert_eq!(u(&v, "/outcome/flow_spread/flows"), 15_000);
     assert_eq!(u(&v, "/outcome/flow_spread/server_flows"), 15_000);
-    common::served_the_client(&v, 15_000);
+    common::served_and_in_flight(&v, 0, 15_000);
 }
 
 /// `stream --bidir`: both directions at once, each reported apart and summed, in JSON

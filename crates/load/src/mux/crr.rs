@@ -24,8 +24,8 @@ struct CrrFlow {
 
 /// Client half of crr with `flows` concurrent flows on this thread: each connects
 /// (non-blocking), sends its request, reads the response, records the time from the
-/// connect, closes and connects again, until `stop`; only transactions completed inside
-/// `span` are counted.
+/// connect, closes and connects again, until `stop` or the end of `span`; only
+/// transactions completed inside `span` are counted.
 pub fn crr_client(
     addr: SocketAddr,
     flows: usize,
@@ -84,7 +84,7 @@ pub fn crr_client(
             }
             // Closing deregisters the socket from this thread's epoll.
             f.s = None;
-            if drain.stopping(stop) {
+            if drain.stopping(stop) || past(&span, now) {
                 in_flight -= 1;
                 continue;
             }

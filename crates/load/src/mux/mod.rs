@@ -215,6 +215,14 @@ fn inside(span: &Span, now: Instant) -> bool {
     now >= span.start && span.end().is_none_or(|e| now <= e)
 }
 
+/// Whether the measured interval `span` has run out at `now`: a client starts no new
+/// transaction then, so the agent serves at most the one in flight per flow beyond what
+/// the client counts, however late the stop comes (a loaded machine may see it tens of
+/// milliseconds after the interval, in which flows would go on uncounted).
+fn past(span: &Span, now: Instant) -> bool {
+    span.end().is_some_and(|e| now > e)
+}
+
 /// The time a client's counts are over: the interval's length once it has run out, else
 /// (stopped early, by a signal or a failing peer) up to its last counted completion.
 fn measured(span: &Span, last: Instant) -> Duration {

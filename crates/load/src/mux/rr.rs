@@ -13,9 +13,9 @@ use super::*;
 use crate::buf::PageBuf;
 
 /// Client half of rr on `conns`: each flow sends a request, waits for the whole response,
-/// records the round trip, and sends the next, back to back, until `stop`; transactions in
-/// flight then finish (bounded), so the agent answers every request it was sent, but only
-/// those completed inside `span` are counted and timed. One clock read per completed
+/// records the round trip, and sends the next, back to back, until `stop` or the end of
+/// `span`; transactions in flight then finish (bounded), so the agent answers every request
+/// it was sent, but only those completed inside `span` are counted and timed. One clock read per completed
 /// transaction (the end of one is the start of the next on that flow).
 pub fn rr_client(
     conns: Vec<TcpStream>,
@@ -96,7 +96,7 @@ pub fn rr_client(
             t0[i] = now;
             got[i] = 0;
             sent[i] = 0;
-            if drain.stopping(stop) {
+            if drain.stopping(stop) || past(&span, now) {
                 busy[i] = false;
                 in_flight -= 1;
                 continue;
