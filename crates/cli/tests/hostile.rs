@@ -8,7 +8,7 @@
 //! agent's escapes in `Waiting` (`silent_agent.rs`); every signal mid-test
 //! (`interrupted.rs`); a locked database (`store/tests/store.rs`); CSV formulas
 //! (`export.rs`); tracefs left mounted (`trace.rs`); the fleet's secrets and summary
-//! (`fleet_ansible.rs`).
+//! (`ansible_fleet.rs`).
 
 use crate::common;
 
