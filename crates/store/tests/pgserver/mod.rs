@@ -289,6 +289,35 @@ impl PgServer {
         self.url(name)
     }
 
+    /// Creates a superuser role `name` that logs in with `password`: a test whose check
+    /// looks for its own secret in other processes' command lines needs a password no
+    /// other test running beside it uses (they all log in as `virtperf` with [`PASSWORD`]).
+    pub fn create_role(&self, name: &str, password: &str) {
+        // Through the UNIX socket (trusted), as `create_db`; the statement on standard
+        // input, so the password shows in no command line.
+        let mut child = Command::new(self.bin.join("psql"))
+            .arg("-h")
+            .arg(&self.dir)
+            .args(["-U", "virtperf", "-p", &self.port.to_string()])
+            .args(["-d", "postgres", "-v", "ON_ERROR_STOP=1", "-q"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("psql runs");
+        let sql = format!("CREATE ROLE \"{name}\" LOGIN SUPERUSER PASSWORD '{password}';\n");
+        if let Some(mut input) = child.stdin.take() {
+            std::io::Write::write_all(&mut input, sql.as_bytes())
+                .expect("psql takes the statement");
+        }
+        let out = child.wait_with_output().expect("psql ends");
+        assert!(
+            out.status.success(),
+            "creating role {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// The URL of database `name` with the password in it.
     pub fn url(&self, name: &str) -> String {
         format!(
