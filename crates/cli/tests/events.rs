@@ -33,6 +33,13 @@ fn events_per_transaction_wait_modes_and_the_open_loop() {
             let sw = per(&v, side, "thread_voluntary_switches");
             assert!(sw >= 0.9, "{side}: {sw} context switches per transaction");
             let e = &v["events"][side];
+            // The side's threads' wait for a CPU, read where the kernel keeps schedstat
+            // (this process's and the agent's kernel are one here).
+            if std::fs::read_to_string("/proc/thread-self/schedstat").is_ok() {
+                assert!(e["deltas"]["thread_run_delay_us"].is_u64(), "{side}: {e}");
+            } else {
+                virtperf_testkit::skip("schedstat", "the threads' run delay: no schedstat");
+            }
             let missing = e["missing"].to_string();
             // The check holds on an otherwise idle machine: where other work kept the pinned
             // CPU busy (a benchmark beside the suite), it never idles, and that is no defect.

@@ -178,7 +178,16 @@ pub fn thread_cpu() -> Result<ThreadCpu, String> {
         system_s: secs(ru.system_time()),
         voluntary_switches: ru.voluntary_context_switches() as u64,
         involuntary_switches: ru.involuntary_context_switches() as u64,
+        run_delay_s: own_run_delay_s(),
     })
+}
+
+/// Seconds the calling thread has been runnable but waited for a CPU, from its schedstat
+/// (on-CPU ns, run-queue wait ns, time slices); None where the kernel keeps no schedstat.
+fn own_run_delay_s() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some(ns as f64 / 1e9)
 }
 
 fn secs(tv: TimeVal) -> f64 {
@@ -197,6 +206,10 @@ pub fn thread_cpu_since(start: ThreadCpu) -> Result<ThreadCpu, String> {
         involuntary_switches: now
             .involuntary_switches
             .saturating_sub(start.involuntary_switches),
+        run_delay_s: now
+            .run_delay_s
+            .zip(start.run_delay_s)
+            .map(|(b, a)| (b - a).max(0.0)),
     })
 }
 
@@ -263,6 +276,41 @@ mod tests {
         }
         assert_eq!(thread_clock_s(tid), None, "an exited thread's clock");
         assert_eq!(thread_clock_s(0), None);
+    }
+
+    /// Two threads spinning on one CPU take turns: each waits for it about as long as it
+    /// runs, and its run delay says so; a thread alone that sleeps waits for nothing.
+    #[test]
+    fn threads_sharing_a_cpu_each_wait_for_it() {
+        if std::fs::read_to_string("/proc/thread-self/schedstat").is_err() {
+            virtperf_testkit::skip("schedstat", "this kernel keeps no schedstat");
+            return;
+        }
+        let spin = || {
+            std::thread::spawn(|| {
+                let mut set = rustix::thread::CpuSet::new();
+                set.set(0);
+                rustix::thread::sched_setaffinity(None, &set).expect("pinning to CPU 0");
+                let t0 = thread_cpu().expect("own CPU");
+                let start = std::time::Instant::now();
+                while start.elapsed() < std::time::Duration::from_millis(400) {
+                    std::hint::spin_loop();
+                }
+                thread_cpu_since(t0).expect("own CPU")
+            })
+        };
+        let (a, b) = (spin(), spin());
+        for t in [a.join().expect("a"), b.join().expect("b")] {
+            let d = t.run_delay_s.expect("schedstat was readable");
+            // 400 ms of wall time shared: each ran about half of it and waited the rest
+            // (more where other work shares CPU 0 too).
+            assert!(d > 0.1, "waited {d} s, ran {} s", t.total_s());
+            assert!(d + t.total_s() < 1.0, "waited {d} s, ran {} s", t.total_s());
+        }
+        let t0 = thread_cpu().expect("own CPU");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let slept = thread_cpu_since(t0).expect("own CPU");
+        assert!(slept.run_delay_s.expect("readable") < 0.04, "{slept:?}");
     }
 
     /// Our own user+system seconds from getrusage, the reference for /proc's view.

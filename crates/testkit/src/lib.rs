@@ -67,6 +67,10 @@ pub const CAPABILITIES: &[(&str, Option<&str>)] = &[
     ("nofile", Some("machine: the hard open-file limit")),
     ("pm-qos", Some("kernel: /dev/cpu_dma_latency")),
     (
+        "schedstat",
+        Some("kernel: per-thread schedstat (CONFIG_SCHED_INFO)"),
+    ),
+    (
         "quiet",
         Some("machine: other load too noisy for a small effect"),
     ),

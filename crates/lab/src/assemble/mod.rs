@@ -65,6 +65,12 @@ fn events_of(c: &Collected, unit: Unit, work: f64) -> Option<Events> {
             virtperf_wire::counter::THREAD_INVOLUNTARY_SWITCHES.into(),
             r.threads.involuntary_switches,
         );
+        if let Some(d) = r.threads.run_delay_s {
+            deltas.insert(
+                virtperf_wire::counter::THREAD_RUN_DELAY_US.into(),
+                (d * 1e6).round() as u64,
+            );
+        }
         let pinned = cpu.zip(e.pinned.as_ref()).map(|(cpu, d)| PinnedEvents {
             cpu,
             per_unit: per(d),
@@ -435,6 +441,12 @@ mod tests {
         let ev = [("ipi_call", 7)];
         let mut c = collected(&p, side(0, 2.0, &ev, true), side(0, 2.0, &ev, true));
         c.client_hist = Some(latency::new_histogram());
+        c.client.threads = virtperf_wire::ThreadCpu {
+            user_s: 0.0002,
+            system_s: 0.0001,
+            run_delay_s: Some(0.0042),
+            ..Default::default()
+        };
         let r = assemble(c).expect("assembled");
         // No latency and no service demand: they were not measured, and zeros would
         // reach the store, show --format json, export and compare as the best run ever.
@@ -459,7 +471,8 @@ mod tests {
             r.warnings
                 .iter()
                 .any(|w| w.contains("no transaction completed")
-                    && w.contains("the server answered 0 in its window")),
+                    && w.contains("the server answered 0 in its window")
+                    && w.contains("the client's threads ran 0.3 ms and waited 4.2 ms for a CPU")),
             "the trial says so, with what each side counted: {:?}",
             r.warnings
         );
@@ -468,6 +481,19 @@ mod tests {
         let e = r.events.expect("events were counted");
         assert!(e.client.per_unit.is_empty(), "{:?}", e.client.per_unit);
         assert_eq!(e.client.deltas["ipi_call"], 7, "the raw count stays");
+        assert_eq!(
+            e.client.deltas[virtperf_wire::counter::THREAD_RUN_DELAY_US],
+            4200,
+            "the threads' wait for a CPU, in µs"
+        );
+        assert!(
+            !e.server
+                .as_ref()
+                .expect("server")
+                .deltas
+                .contains_key(virtperf_wire::counter::THREAD_RUN_DELAY_US),
+            "a side whose wait was not read has none, not 0"
+        );
         assert!(
             e.metrics().is_empty(),
             "no per-transaction metric: {:?}",

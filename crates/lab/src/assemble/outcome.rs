@@ -53,13 +53,21 @@ fn mbps(bytes: u64, secs: f64) -> f64 {
 
 /// What each side counted around a window that completed nothing: the warm-up's
 /// transactions on the same connection (whether it ever carried one: a connection that
-/// never worked, or one that stopped) and the server's in its own window.
+/// never worked, or one that stopped), the server's in its own window, and how long the
+/// client's threads ran and waited for a CPU (threads that did neither slept: on data
+/// that did not come; a long wait is a CPU taken by other work).
 fn stall_counts(c: &Collected, server: &SideReport) -> String {
     let warm = warmup_sum(&c.client, |w| w.transactions)
         .map_or_else(|| "none run".to_string(), |n| format!("{n} transactions"));
+    let t = &c.client.threads;
+    let waited = t.run_delay_s.map_or_else(
+        || ", their wait for a CPU not measured (no schedstat)".to_string(),
+        |d| format!(" and waited {:.1} ms for a CPU", d * 1e3),
+    );
     format!(
-        " (warm-up: {warm}; the server answered {} in its window)",
-        server.transactions
+        " (warm-up: {warm}; the server answered {} in its window; the client's threads ran {:.1} ms{waited})",
+        server.transactions,
+        t.total_s() * 1e3
     )
 }
 

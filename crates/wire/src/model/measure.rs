@@ -78,6 +78,11 @@ pub struct ThreadCpu {
     /// Times the threads were preempted.
     #[serde(default)]
     pub involuntary_switches: u64,
+    /// Seconds the threads were runnable but waited for a CPU (the kernel's schedstat run
+    /// delay); absent where the kernel keeps none (`CONFIG_SCHED_INFO`, which then holds
+    /// for every thread alike).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_delay_s: Option<f64>,
 }
 
 impl ThreadCpu {
@@ -91,6 +96,12 @@ impl ThreadCpu {
         self.system_s += o.system_s;
         self.voluntary_switches += o.voluntary_switches;
         self.involuntary_switches += o.involuntary_switches;
+        // Read for every thread or for none (see `run_delay_s`): an empty sum takes the
+        // first thread's figure rather than making it unknown.
+        self.run_delay_s = match (self.run_delay_s, o.run_delay_s) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
     }
 }
 
