@@ -82,10 +82,19 @@ fn every_engine_stops_on_time_when_oversubscribed() {
         );
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
         let elapsed = f(&v, "/outcome/elapsed_s");
-        // The interval measured is the one asked for (a thread-per-flow receiver counts to
-        // its sender's end of stream, one wake-up after the stop).
+        // The interval measured is the one asked for. A thread-per-flow TCP receiver
+        // counts to its sender's end of stream: each of the 8 senders sees the stop when its
+        // blocking send returns, which waits on its receiver reading, on CPUs shared with
+        // the spinners and 15 other such threads; 1.000–1.016 s in 23 CI runs, 1.062 s
+        // once (2026-11-29, a sluggish run). The multiplexed engines report the interval.
+        let per_flow_stream = cfg.starts_with("stream") && !cfg.contains("--threads");
+        let most = if per_flow_stream && !cfg.contains("udp") {
+            1.10
+        } else {
+            1.05
+        };
         assert!(
-            (0.97..=1.05).contains(&elapsed),
+            (0.97..=most).contains(&elapsed),
             "{cfg}: measured {elapsed} s of a 1 s test"
         );
         let stop = f(&v, "/stop_s");
