@@ -137,6 +137,13 @@ fn side_events(unit: &str, name: &str, side: &virtperf_wire::SideEvents) -> Stri
     {
         parts.push(format!("{own:.2} ctx sw (own threads)"));
     }
+    // How long the side's threads stood runnable without a CPU: other work taking it.
+    if let Some(us) = side
+        .per_unit
+        .get(virtperf_wire::counter::THREAD_RUN_DELAY_US)
+    {
+        parts.push(format!("{us:.2} µs waiting for a CPU (own threads)"));
+    }
     if per.contains_key(virtperf_wire::counter::IDLE_ENTRIES) {
         let states: Vec<String> = per
             .iter()
@@ -837,6 +844,34 @@ mod tests {
             line.contains("per transaction") && line.contains("2.50 kvm exits"),
             "{line}"
         );
+    }
+
+    /// The side's threads' wait for a CPU per transaction is on its line when it was read,
+    /// and absent (not 0) when the kernel keeps no schedstat.
+    #[test]
+    fn the_threads_wait_for_a_cpu_is_printed_when_read() {
+        let mut side = SideEvents {
+            per_unit: [
+                ("thread_voluntary_switches".to_string(), 1.0),
+                (
+                    virtperf_wire::counter::THREAD_RUN_DELAY_US.to_string(),
+                    0.304,
+                ),
+            ]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        };
+        let unit = virtperf_wire::Unit::Transactions.events_name();
+        let text = side_events(unit, "client", &side);
+        assert!(
+            text.contains("1.00 ctx sw (own threads), 0.30 µs waiting for a CPU (own threads)"),
+            "{text}"
+        );
+        side.per_unit
+            .remove(virtperf_wire::counter::THREAD_RUN_DELAY_US);
+        let text = side_events(unit, "client", &side);
+        assert!(!text.contains("waiting for a CPU"), "{text}");
     }
 
     /// A side whose events were counted but divided by no unit of work prints no
