@@ -26,6 +26,7 @@ mod progress;
 mod push;
 mod recipes;
 mod render;
+mod render_events;
 mod serve;
 mod signals;
 mod tune;
