@@ -182,12 +182,19 @@ pub fn thread_cpu() -> Result<ThreadCpu, String> {
     })
 }
 
-/// Seconds the calling thread has been runnable but waited for a CPU, from its schedstat
-/// (on-CPU ns, run-queue wait ns, time slices); None where the kernel keeps no schedstat.
+/// Seconds the calling thread has been runnable but waited for a CPU; None where the
+/// kernel keeps no schedstat.
 fn own_run_delay_s() -> Option<f64> {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    let ns: u64 = text.split_whitespace().nth(1)?.parse().ok()?;
-    Some(ns as f64 / 1e9)
+    let (_, wait_ns) = schedstat_ns("/proc/thread-self/schedstat");
+    Some(wait_ns? as f64 / 1e9)
+}
+
+/// A thread's schedstat file (`/proc/…/task/TID/schedstat`): nanoseconds on a CPU and
+/// nanoseconds runnable but waiting in a run queue, each None where unreadable.
+pub(crate) fn schedstat_ns(path: &str) -> (Option<u64>, Option<u64>) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut nums = text.split_whitespace().map(|n| n.parse::<u64>().ok());
+    (nums.next().flatten(), nums.next().flatten())
 }
 
 fn secs(tv: TimeVal) -> f64 {

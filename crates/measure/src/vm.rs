@@ -289,13 +289,7 @@ fn thread(pid: u32, tid: u32, vm_pid: u32) -> Option<ThreadSample> {
     let utime = f.get(11)?.parse().ok()?;
     let stime = f.get(12)?.parse().ok()?;
     let start_ticks = f.get(19).and_then(|v| v.parse().ok());
-    let sched = std::fs::read_to_string(format!("{base}/schedstat")).ok();
-    let mut nums = sched
-        .as_deref()
-        .unwrap_or("")
-        .split_whitespace()
-        .map(|n| n.parse::<u64>().ok());
-    let (exec_ns, run_delay_ns) = (nums.next().flatten(), nums.next().flatten());
+    let (exec_ns, run_delay_ns) = crate::cpu::schedstat_ns(&format!("{base}/schedstat"));
     // A thread whose switches cannot be read is left out like one whose times cannot: a
     // zero here would read as "never switched".
     let status = std::fs::read_to_string(format!("{base}/status")).ok()?;

@@ -60,6 +60,7 @@ pub fn crr_client(
     let mut ticks = Ticker::measured_from(meter, start);
     let mut in_flight = flows;
     let mut drain = Drain::default();
+    let closes = span.end();
     while in_flight > 0 {
         if drain.over(stop) {
             break;
@@ -84,7 +85,7 @@ pub fn crr_client(
             }
             // Closing deregisters the socket from this thread's epoll.
             f.s = None;
-            if drain.stopping(stop) || past(&span, now) {
+            if drain.stopping(stop) || past(closes, now) {
                 in_flight -= 1;
                 continue;
             }

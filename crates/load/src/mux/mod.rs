@@ -215,12 +215,13 @@ fn inside(span: &Span, now: Instant) -> bool {
     now >= span.start && span.end().is_none_or(|e| now <= e)
 }
 
-/// Whether the measured interval `span` has run out at `now`: a client starts no new
-/// transaction then, so the agent serves at most the one in flight per flow beyond what
-/// the client counts, however late the stop comes (a loaded machine may see it tens of
-/// milliseconds after the interval, in which flows would go on uncounted).
-fn past(span: &Span, now: Instant) -> bool {
-    span.end().is_some_and(|e| now > e)
+/// Whether the measured interval, closing at `closes` (`Span::end`, taken once before a
+/// client's loop), has run out at `now`: a client starts no new transaction then, so the
+/// agent serves at most the one in flight per flow beyond what the client counts, however
+/// late the stop comes (a loaded machine may see it tens of milliseconds after the
+/// interval, in which flows would go on uncounted).
+fn past(closes: Option<Instant>, now: Instant) -> bool {
+    closes.is_some_and(|e| now > e)
 }
 
 /// The time a client's counts are over: the interval's length once it has run out, else

@@ -15,8 +15,8 @@ use crate::buf::PageBuf;
 /// Client half of rr on `conns`: each flow sends a request, waits for the whole response,
 /// records the round trip, and sends the next, back to back, until `stop` or the end of
 /// `span`; transactions in flight then finish (bounded), so the agent answers every request
-/// it was sent, but only those completed inside `span` are counted and timed. One clock read per completed
-/// transaction (the end of one is the start of the next on that flow).
+/// it was sent, but only those completed inside `span` are counted and timed. One clock
+/// read per completed transaction (the end of one is the start of the next on that flow).
 pub fn rr_client(
     conns: Vec<TcpStream>,
     request: usize,
@@ -45,6 +45,7 @@ pub fn rr_client(
     }
     let mut in_flight = k;
     let mut drain = Drain::default();
+    let closes = span.end();
     while in_flight > 0 {
         if drain.over(stop) {
             break;
@@ -96,7 +97,7 @@ pub fn rr_client(
             t0[i] = now;
             got[i] = 0;
             sent[i] = 0;
-            if drain.stopping(stop) || past(&span, now) {
+            if drain.stopping(stop) || past(closes, now) {
                 busy[i] = false;
                 in_flight -= 1;
                 continue;
