@@ -11,12 +11,12 @@
 //!   (root), IPIs and idle entries per MB.
 //! - **The bound**: the sender's TCP_INFO says it waited on the receive window
 //!   (`rwnd_limited`) or on its send buffer (`sndbuf_limited`) for at least half of its busy
-//!   time, or a fifth of it where 4 MiB socket buffers raised the rate beyond their
-//!   interval (the counterfactual, measured): flow control. Else a side's CPU at least [`CPU_BOUND_PCT`] busy: that CPU, named
+//!   time, or [`FLOW_SHARE_WITH_EVIDENCE`] of it where 4 MiB socket buffers raised the rate
+//!   beyond their interval (the counterfactual, measured): flow control. Else a side's CPU at least [`CPU_BOUND_PCT`] busy: that CPU, named
 //!   by side and by its largest kind of work (other work on it included: a busy neighbour is
 //!   part of the answer). Else "no single bound", or "undecided" where the sender waited on
-//!   flow control at least a fifth of its time and the buffers' tries cannot tell whether
-//!   the window set the rate.
+//!   flow control at least that share of its time and the buffers' tries cannot tell
+//!   whether the window set the rate.
 //! - **The model**, checked against trials it was not built from: the stream paced to half
 //!   its as-is rate ([`PACED`]) measures each side's CPU µs per MB where that side is not the
 //!   limit; one whole CPU at that cost predicts the rate of the bound side (or, with no
@@ -92,8 +92,13 @@ pub const CPU_BOUND_PCT: f64 = 90.0;
 pub const FLOW_LIMITED_SHARE: f64 = 0.5;
 /// A smaller share is flow-bound too where larger buffers measurably raise the rate (the
 /// counterfactual, measured): small windows also cost CPU per byte (small segments), so
-/// the sender's CPU can be busy while the window still sets the rate.
-pub const FLOW_SHARE_WITH_EVIDENCE: f64 = 0.2;
+/// the sender's CPU can be busy while the window still sets the rate (`--window 4K` on
+/// loopback here: the sender waited 15–19% of its time at 81–90% busy, and the buffers
+/// raised the rate ×15–×22). The share only has to show the window in play: waits of share
+/// `w`, removed, raise the rate at most ×1/(1 − w) by themselves, which stays inside
+/// [`NO_EFFECT_BAND`] below this share (≈ 9.1%); where the sender waited at least this
+/// long and the buffers' tries cannot tell, the bound is undecided.
+pub const FLOW_SHARE_WITH_EVIDENCE: f64 = NO_EFFECT_BAND / (1.0 + NO_EFFECT_BAND);
 pub use predict::RESIDUAL_GOAL_PCT;
 /// A remedy has "no measurable effect" only where its ratio's whole interval lies within
 /// this share of ×1 either way (the model's own goal): the tries then rule out a larger
@@ -652,7 +657,10 @@ fn bound(ts: &[Trial], costs: &[SideCost], buffers: Option<&Effect>) -> Bound {
         b.kind = "flow_control";
         b.figure = format!("the sender waited on {what} {pct:.0}% of its busy time (TCP_INFO)");
         if let Some(x) = raised.and_then(|e| e.ratio) {
-            b.figure += &format!(", and 4 MiB socket buffers raise the rate ×{x:.2}");
+            b.figure += &format!(
+                ", and 4 MiB socket buffers raise the rate ×{x:.2} (CPUs busy: {})",
+                busy_shares(costs)
+            );
         }
         return b;
     }
@@ -667,6 +675,17 @@ fn bound(ts: &[Trial], costs: &[SideCost], buffers: Option<&Effect>) -> Bound {
     };
     match busiest {
         Some(c) if c.busy_pct.mean >= CPU_BOUND_PCT => {
+            // A sender at its limit that also waited on the window: its small segments may
+            // be what keeps it busy, which only the buffers' tries can tell.
+            let doubt = (c.role == "sender").then(|| window_in_doubt(&b, buffers));
+            if let Some(Some((what, pct, larger))) = doubt {
+                b.kind = "undecided";
+                b.figure = format!(
+                    "the sender's CPU {} {:.0}% busy, and it waited on {what} {pct:.0}% of its busy time (TCP_INFO): its CPU, or flow control if larger buffers raise the rate (a small window's small segments cost CPU per byte), and 4 MiB socket buffers {larger}",
+                    c.cpu, c.busy_pct.mean
+                );
+                return b;
+            }
             let d = dominant(&c.us_per_mb);
             b.kind = "cpu";
             b.side = Some(c.role);
@@ -678,37 +697,45 @@ fn bound(ts: &[Trial], costs: &[SideCost], buffers: Option<&Effect>) -> Bound {
     b
 }
 
-/// No CPU at its limit and no flow control shown: "no single bound" where the sender
-/// waited on flow control under [`FLOW_SHARE_WITH_EVIDENCE`] of its time or larger buffers
-/// were measured not to raise the rate; "undecided" where it waited longer and the
-/// buffers' tries (or their absence) cannot tell whether the window set the rate.
+/// Flow control neither shown nor ruled out: the sender waited on it at least
+/// [`FLOW_SHARE_WITH_EVIDENCE`] of its busy time, and larger buffers were not measured to
+/// raise the rate nor to leave it (their tries cannot tell, or there were none). What it
+/// waited on, for what share (percent), and what the buffers measured, in words.
+fn window_in_doubt(b: &Bound, buffers: Option<&Effect>) -> Option<(&'static str, f64, String)> {
+    let told = buffers.is_some_and(|e| matches!(e.effect, "no measurable effect" | "lowers"));
+    let (what, pct) = waited(b, FLOW_SHARE_WITH_EVIDENCE * 100.0).filter(|_| !told)?;
+    let larger = buffers.map_or("were not measured".into(), |e| {
+        format!("measured {} (more --tries)", e.words())
+    });
+    Some((what, pct, larger))
+}
+
 /// A lost share of the sender's segments, percent, from which "no single bound" names the
 /// loss: below it, a stream on this project's loopback, where 96% of the retransmissions
 /// were D-SACKed (bench/RESULTS.md), loses a few segments in a million.
 const LOST_PCT_NAMED: f64 = 0.1;
 
+/// No CPU at its limit and no flow control shown: "no single bound" where the sender
+/// waited on flow control under [`FLOW_SHARE_WITH_EVIDENCE`] of its time or larger buffers
+/// were measured not to raise the rate; "undecided" where it waited longer and the
+/// buffers' tries (or their absence) cannot tell whether the window set the rate.
 fn unbound(b: &mut Bound, costs: &[SideCost], buffers: Option<&Effect>) {
-    let busy = costs
-        .iter()
-        .map(|c| format!("{} {:.0}%", c.role, c.busy_pct.mean))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let busy = busy_shares(costs);
     let waited = waited(b, FLOW_SHARE_WITH_EVIDENCE * 100.0);
-    let told = buffers.is_some_and(|e| matches!(e.effect, "no measurable effect" | "lowers"));
-    match waited {
-        Some((what, pct)) if !told => {
-            let larger = buffers.map_or("were not measured".into(), |e| {
-                format!("measured {} (more --tries)", e.words())
-            });
+    match window_in_doubt(b, buffers) {
+        Some((what, pct, larger)) => {
             b.kind = "undecided";
             b.figure = format!(
                 "no CPU at {CPU_BOUND_PCT:.0}% busy ({busy}); the sender waited on {what} {pct:.0}% of its busy time (TCP_INFO), flow control if larger buffers raise the rate, and 4 MiB socket buffers {larger}"
             );
         }
-        _ => {
+        None => {
             b.figure = format!(
                 "no CPU at {CPU_BOUND_PCT:.0}% busy ({busy}), flow control under {:.0}% of the sender's time{}",
-                FLOW_LIMITED_SHARE * 100.0,
+                match waited {
+                    Some(_) => FLOW_LIMITED_SHARE,
+                    None => FLOW_SHARE_WITH_EVIDENCE,
+                } * 100.0,
                 match (waited, buffers) {
                     (Some(_), Some(e)) => format!(" and 4 MiB socket buffers {}", e.words()),
                     _ => String::new(),
@@ -723,6 +750,16 @@ fn unbound(b: &mut Bound, costs: &[SideCost], buffers: Option<&Effect>) {
             "; the sender lost {lost:.2}% of its data segments (retransmitted, not D-SACKed by the receiver): TCP's loss recovery is left to suspect (its cost is not measured apart)"
         );
     }
+}
+
+/// Each side's busy share, "sender 84%, receiver 30%": rounded down, so that a share under
+/// [`CPU_BOUND_PCT`] never reads as at it beside "no CPU at 90% busy".
+fn busy_shares(costs: &[SideCost]) -> String {
+    costs
+        .iter()
+        .map(|c| format!("{} {:.0}%", c.role, c.busy_pct.mean.floor()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn remedies(trials: &[TrialRow], base: &[Trial], bound: &Bound, costs: &[SideCost]) -> Vec<Remedy> {
