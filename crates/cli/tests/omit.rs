@@ -43,11 +43,19 @@ fn rr_counts_only_what_follows_the_warm_up() {
 
 /// The CPU the test's threads used is counted over the measured interval too: with the
 /// warm-up in its window and not in its transactions, the service demand would double.
+/// So would the threads' sleeps per transaction (each side of a blocking round trip
+/// across CPUs sleeps about once per transaction), which after a 1 s warm-up read two.
 /// (The machine-wide one counts neighbours' work too: checked alone, in demand.rs.)
+/// Pinned, both runs keep one placement throughout (see demand.rs), and the threads are
+/// moved to their CPUs before they count: no migrations, and no warning of any.
 #[test]
 fn service_demand_leaves_the_warm_up_out() {
-    let plain = run_json(&["rr", "-l", "1s"]);
-    let omitted = run_json(&["rr", "-l", "1s", "--omit", "1s"]);
+    let cpus = match std::thread::available_parallelism() {
+        Ok(n) if n.get() >= 2 => "0,1",
+        _ => "0,0",
+    };
+    let plain = run_json(&["rr", "--cpus", cpus, "-l", "1s"]);
+    let omitted = run_json(&["rr", "--cpus", cpus, "-l", "1s", "--omit", "1s"]);
     let key = "service_demand_us";
     let a = f(&plain, &format!("/cpu/client/{key}"));
     let b = f(&omitted, &format!("/cpu/client/{key}"));
@@ -55,6 +63,29 @@ fn service_demand_leaves_the_warm_up_out() {
         (0.6..1.5).contains(&(b / a)),
         "{key}: {b:.2} with a warm-up vs {a:.2} without"
     );
+    for side in ["client", "server"] {
+        let sleeps = |v: &serde_json::Value| {
+            f(
+                v,
+                &format!("/events/{side}/per_unit/thread_voluntary_switches"),
+            )
+        };
+        let (a, b) = (sleeps(&plain), sleeps(&omitted));
+        assert!(
+            (0.6..1.5).contains(&(b / a)),
+            "{side}: {b:.2} sleeps per transaction with a warm-up vs {a:.2} without"
+        );
+        for v in [&plain, &omitted] {
+            if let Some(m) = v["events"][side]["deltas"]["thread_migrations"].as_u64() {
+                assert_eq!(m, 0, "{side}: pinned threads moved");
+            }
+            assert!(
+                !warnings(v).iter().any(|w| w.contains("between CPUs")),
+                "{:?}",
+                warnings(v)
+            );
+        }
+    }
 }
 
 /// Streams both ways: the sender and the receiver end their warm-ups at different

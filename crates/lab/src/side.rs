@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
 use virtperf_load::Counts;
-use virtperf_measure::cpu::{current_tid, thread_clock_s, thread_cpu_since};
+use virtperf_measure::cpu::{
+    current_tid, sched_counts_of, thread_clock_s, thread_cpu_between, SchedCounts,
+};
 use virtperf_measure::{new_histogram, thread_cpu, LatencyHistogram};
 use virtperf_wire::{AppliedSockOpts, FlowStats, TcpInfo, ThreadCpu, ZeroCopyCounts};
 
@@ -89,6 +91,8 @@ pub(crate) struct Ctl {
     pub omit: Option<Duration>,
     /// Every meter this side's engines count in, to end their warm-up together.
     meters: Arc<Mutex<Vec<Arc<virtperf_load::interval::Meter>>>>,
+    /// The warm-up has ended (set by [`Ctl::begin_measuring`]).
+    measuring: Arc<AtomicBool>,
 }
 
 /// One worker's CPU-time clock (see [`Ctl::window_cpu_s`]).
@@ -97,6 +101,22 @@ struct WorkerClock {
     tid: i32,
     at_gate: f64,
     at_end: Option<f64>,
+    /// Its scheduler's counts where the warm-up ended (`--omit`; see [`Ctl::clock_end`]).
+    warm_up: WarmUp,
+}
+
+/// Where a worker's scheduler counts (switches, wait for a CPU, migrations) start.
+#[derive(Debug, Clone, Copy)]
+enum WarmUp {
+    /// No warm-up, or it has not ended yet.
+    Running,
+    /// The worker passed the gate after the warm-up ended: from the gate.
+    StartedAfter,
+    /// From the worker's counts as the warm-up ended.
+    EndedAt(SchedCounts),
+    /// The worker ended during the warm-up (or its counts could not be read then): none
+    /// of its counts fall in the measured interval.
+    OutlivedBy,
 }
 
 impl Ctl {
@@ -110,6 +130,7 @@ impl Ctl {
             clocks: Arc::default(),
             omit: None,
             meters: Arc::default(),
+            measuring: Arc::default(),
         }
     }
 
@@ -149,6 +170,10 @@ impl Ctl {
             }
         }
         if let Ok(mut clocks) = self.clocks.lock() {
+            // Set under the lock, so a worker passing the gate now is either in `clocks`
+            // already or sees it set.
+            self.measuring
+                .store(true, std::sync::atomic::Ordering::SeqCst);
             for c in clocks.iter_mut() {
                 // A worker that already ended used nothing inside the interval; one whose
                 // clock cannot be read here has no known start: NaN, so its window's CPU
@@ -157,6 +182,11 @@ impl Ctl {
                     .at_end
                     .or_else(|| thread_clock_s(c.tid))
                     .unwrap_or(f64::NAN);
+                // Read under the lock: a worker cannot end (record its end) meanwhile.
+                c.warm_up = match c.at_end.map_or_else(|| sched_counts_of(c.tid), |_| None) {
+                    Some(at) => WarmUp::EndedAt(at),
+                    None => WarmUp::OutlivedBy,
+                };
             }
         }
     }
@@ -191,22 +221,58 @@ impl Ctl {
         let tid = current_tid();
         let at_gate = thread_clock_s(tid)?;
         let mut c = self.clocks.lock().ok()?;
+        let warm_up = if self.measuring.load(std::sync::atomic::Ordering::SeqCst) {
+            WarmUp::StartedAfter
+        } else {
+            WarmUp::Running
+        };
         c.push(WorkerClock {
             tid,
             at_gate,
             at_end: None,
+            warm_up,
         });
         Some(c.len() - 1)
     }
 
-    /// Records the calling worker's clock as it ends.
-    fn clock_end(&self, i: Option<usize>) {
+    /// Records the calling worker's clock as it ends, and makes `cpu` (its use from the
+    /// gate to `end`, its reading now) count its switches, wait for a CPU and migrations
+    /// from the warm-up's end, as every other figure of the interval does: after a warm-up
+    /// of 1 s, a 1 s rr's threads counted two sleeps per transaction, not one. Its CPU
+    /// seconds stay its whole run's (`process_user_s`, `process_system_s`).
+    fn clock_end(&self, i: Option<usize>, cpu: &mut ThreadCpu, end: &ThreadCpu) {
         let now = thread_clock_s(current_tid());
-        if let (Some(i), Ok(mut c)) = (i, self.clocks.lock()) {
-            if let Some(w) = c.get_mut(i) {
-                w.at_end = now;
-            }
+        let Ok(mut c) = self.clocks.lock() else {
+            return;
+        };
+        let Some(w) = i.and_then(|i| c.get_mut(i)) else {
+            return;
+        };
+        w.at_end = now;
+        if self.omit.is_none() {
+            return;
         }
+        let from = match w.warm_up {
+            WarmUp::StartedAfter => return,
+            WarmUp::EndedAt(at) => at,
+            // Ended before the warm-up did: all it counted was warm-up.
+            WarmUp::Running | WarmUp::OutlivedBy => SchedCounts {
+                voluntary: end.voluntary_switches,
+                involuntary: end.involuntary_switches,
+                run_delay_ns: end.run_delay_s.map(|s| (s * 1e9) as u64),
+                migrations: end.migrations,
+            },
+        };
+        cpu.voluntary_switches = end.voluntary_switches.saturating_sub(from.voluntary);
+        cpu.involuntary_switches = end.involuntary_switches.saturating_sub(from.involuntary);
+        cpu.run_delay_s = end
+            .run_delay_s
+            .zip(from.run_delay_ns)
+            .map(|(e, f)| (e - f as f64 / 1e9).max(0.0));
+        cpu.migrations = end
+            .migrations
+            .zip(from.migrations)
+            .map(|(e, f)| e.saturating_sub(f));
     }
 }
 
@@ -414,12 +480,14 @@ where
             let t0 = thread_cpu().map_err(|e| anyhow!(e))?;
             let clock = ctl.clock_start();
             let out = body(&ctl, &mut hist);
-            ctl.clock_end(clock);
+            let end = thread_cpu().map_err(|e| anyhow!(e))?;
+            let mut cpu = thread_cpu_between(t0, end);
+            ctl.clock_end(clock, &mut cpu, &end);
             let (flows, tcp) = out?;
             Ok(WorkerOut {
                 flows,
                 tcp,
-                cpu: thread_cpu_since(t0).map_err(|e| anyhow!(e))?,
+                cpu,
                 hist: (!hist.is_empty()).then_some(hist),
             })
         })

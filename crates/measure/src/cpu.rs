@@ -179,6 +179,55 @@ pub fn thread_cpu() -> Result<ThreadCpu, String> {
         voluntary_switches: ru.voluntary_context_switches() as u64,
         involuntary_switches: ru.involuntary_context_switches() as u64,
         run_delay_s: own_run_delay_s(),
+        migrations: migrations_in("/proc/thread-self/sched"),
+    })
+}
+
+/// What the scheduler has counted for one thread since it started: the counters of
+/// [`ThreadCpu`] that another thread can read too (from `/proc`), so that a control thread
+/// can take them where a worker's measured interval starts (the end of a warm-up).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SchedCounts {
+    /// Voluntary context switches (`status`; the same counter as getrusage's).
+    pub voluntary: u64,
+    /// Involuntary context switches.
+    pub involuntary: u64,
+    /// Nanoseconds runnable but waiting for a CPU (`schedstat`); None without schedstat.
+    pub run_delay_ns: Option<u64>,
+    /// Moves between CPUs (`sched`'s `se.nr_migrations`); None where the kernel shows none.
+    pub migrations: Option<u64>,
+}
+
+/// [`SchedCounts`] of the thread whose `/proc` directory is `base` (`/proc/PID/task/TID`);
+/// None where its switches cannot be read (a zero would read as "never switched").
+pub fn sched_counts_at(base: &str) -> Option<SchedCounts> {
+    let status = std::fs::read_to_string(format!("{base}/status")).ok()?;
+    let field = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    Some(SchedCounts {
+        voluntary: field("voluntary_ctxt_switches:")?,
+        involuntary: field("nonvoluntary_ctxt_switches:")?,
+        run_delay_ns: schedstat_ns(&format!("{base}/schedstat")).1,
+        migrations: migrations_in(&format!("{base}/sched")),
+    })
+}
+
+/// [`SchedCounts`] of thread `tid` of this process, now.
+pub fn sched_counts_of(tid: i32) -> Option<SchedCounts> {
+    sched_counts_at(&format!("/proc/self/task/{tid}"))
+}
+
+/// `se.nr_migrations` from a thread's `sched` file; None where the kernel has no such file.
+fn migrations_in(path: &str) -> Option<u64> {
+    std::fs::read_to_string(path).ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.trim_start().starts_with("se.nr_migrations"))
+            .and_then(|l| l.rsplit(':').next())
+            .and_then(|v| v.trim().parse().ok())
     })
 }
 
@@ -203,8 +252,12 @@ fn secs(tv: TimeVal) -> f64 {
 
 /// Thread CPU used since `start` (a value from [`thread_cpu`] on the same thread).
 pub fn thread_cpu_since(start: ThreadCpu) -> Result<ThreadCpu, String> {
-    let now = thread_cpu()?;
-    Ok(ThreadCpu {
+    Ok(thread_cpu_between(start, thread_cpu()?))
+}
+
+/// What a thread used from `start` to `now`, two [`thread_cpu`] readings of it.
+pub fn thread_cpu_between(start: ThreadCpu, now: ThreadCpu) -> ThreadCpu {
+    ThreadCpu {
         user_s: (now.user_s - start.user_s).max(0.0),
         system_s: (now.system_s - start.system_s).max(0.0),
         voluntary_switches: now
@@ -217,7 +270,11 @@ pub fn thread_cpu_since(start: ThreadCpu) -> Result<ThreadCpu, String> {
             .run_delay_s
             .zip(start.run_delay_s)
             .map(|(b, a)| (b - a).max(0.0)),
-    })
+        migrations: now
+            .migrations
+            .zip(start.migrations)
+            .map(|(b, a)| b.saturating_sub(a)),
+    }
 }
 
 /// This thread's kernel id (for [`thread_clock_s`] from another thread).
@@ -318,6 +375,55 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(50));
         let slept = thread_cpu_since(t0).expect("own CPU");
         assert!(slept.run_delay_s.expect("readable") < 0.04, "{slept:?}");
+    }
+
+    /// A thread moved from CPU 0 to CPU 1 and back counts two migrations, by its own
+    /// reading and by another thread's (`/proc/self/task/TID`), whose switches agree with
+    /// getrusage's; one that stays counts none.
+    #[test]
+    fn a_thread_moved_between_cpus_counts_its_migrations() {
+        if std::thread::available_parallelism().map_or(true, |n| n.get() < 2) {
+            virtperf_testkit::skip("two-cpus", "one CPU: nowhere to move a thread to");
+            return;
+        }
+        if std::fs::read_to_string("/proc/thread-self/sched").is_err() {
+            virtperf_testkit::skip("sched-debug", "this kernel shows no /proc/…/sched");
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn(move || {
+            let on = |cpu: usize| {
+                let mut set = rustix::thread::CpuSet::new();
+                set.set(cpu);
+                rustix::thread::sched_setaffinity(None, &set).expect("pinning");
+            };
+            on(0);
+            let t0 = thread_cpu().expect("own CPU");
+            on(1);
+            on(0);
+            let moved = thread_cpu_since(t0).expect("own CPU");
+            let stayed0 = thread_cpu().expect("own CPU");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let stayed = thread_cpu_since(stayed0).expect("own CPU");
+            tx.send((current_tid(), thread_cpu().expect("own CPU")))
+                .expect("send");
+            let _ = done_rx.recv();
+            (moved, stayed)
+        });
+        let (tid, own) = rx.recv().expect("the worker's reading");
+        let seen = sched_counts_of(tid).expect("a live thread's counts");
+        done_tx.send(()).expect("release");
+        let (moved, stayed) = worker.join().expect("worker");
+        assert_eq!(moved.migrations, Some(2), "{moved:?}");
+        assert_eq!(stayed.migrations, Some(0), "{stayed:?}");
+        assert_eq!(seen.migrations, own.migrations);
+        // The worker blocked on the channel since its reading: one sleep more at most.
+        assert!(
+            (own.voluntary_switches..=own.voluntary_switches + 1).contains(&seen.voluntary),
+            "{seen:?} vs {own:?}"
+        );
+        assert_eq!(sched_counts_of(0), None, "no thread 0");
     }
 
     /// Our own user+system seconds from getrusage, the reference for /proc's view.

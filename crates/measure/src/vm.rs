@@ -289,24 +289,9 @@ fn thread(pid: u32, tid: u32, vm_pid: u32) -> Option<ThreadSample> {
     let utime = f.get(11)?.parse().ok()?;
     let stime = f.get(12)?.parse().ok()?;
     let start_ticks = f.get(19).and_then(|v| v.parse().ok());
-    let (exec_ns, run_delay_ns) = crate::cpu::schedstat_ns(&format!("{base}/schedstat"));
-    // A thread whose switches cannot be read is left out like one whose times cannot: a
-    // zero here would read as "never switched".
-    let status = std::fs::read_to_string(format!("{base}/status")).ok()?;
-    let field = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-    };
-    let migrations = std::fs::read_to_string(format!("{base}/sched"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.trim_start().starts_with("se.nr_migrations"))
-                .and_then(|l| l.rsplit(':').next())
-                .and_then(|v| v.trim().parse().ok())
-        });
+    let (exec_ns, _) = crate::cpu::schedstat_ns(&format!("{base}/schedstat"));
+    // A thread whose switches cannot be read is left out like one whose times cannot.
+    let sched = crate::cpu::sched_counts_at(&base)?;
     let class = if pid == vm_pid {
         class_of(&comm, tid, vm_pid)
     } else {
@@ -318,10 +303,10 @@ fn thread(pid: u32, tid: u32, vm_pid: u32) -> Option<ThreadSample> {
         utime,
         stime,
         exec_ns,
-        run_delay_ns,
-        voluntary: field("voluntary_ctxt_switches:")?,
-        involuntary: field("nonvoluntary_ctxt_switches:")?,
-        migrations,
+        run_delay_ns: sched.run_delay_ns,
+        voluntary: sched.voluntary,
+        involuntary: sched.involuntary,
+        migrations: sched.migrations,
         comm,
         start_ticks,
     })

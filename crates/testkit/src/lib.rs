@@ -71,6 +71,10 @@ pub const CAPABILITIES: &[(&str, Option<&str>)] = &[
         Some("kernel: per-thread schedstat (CONFIG_SCHED_INFO)"),
     ),
     (
+        "sched-debug",
+        Some("kernel: per-thread /proc/…/sched (CONFIG_SCHED_DEBUG)"),
+    ),
+    (
         "quiet",
         Some("machine: other load too noisy for a small effect"),
     ),

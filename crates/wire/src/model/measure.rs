@@ -83,6 +83,10 @@ pub struct ThreadCpu {
     /// for every thread alike).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_delay_s: Option<f64>,
+    /// Times the scheduler moved the threads from one CPU to another (`se.nr_migrations`
+    /// in `/proc/…/sched`); absent where the kernel shows none (`CONFIG_SCHED_DEBUG`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migrations: Option<u64>,
 }
 
 impl ThreadCpu {
@@ -99,6 +103,10 @@ impl ThreadCpu {
         // Read for every thread or for none (see `run_delay_s`): an empty sum takes the
         // first thread's figure rather than making it unknown.
         self.run_delay_s = match (self.run_delay_s, o.run_delay_s) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        self.migrations = match (self.migrations, o.migrations) {
             (Some(a), Some(b)) => Some(a + b),
             (a, b) => a.or(b),
         };
