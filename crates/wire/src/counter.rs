@@ -16,6 +16,8 @@ pub const THREAD_VOLUNTARY_SWITCHES: &str = "thread_voluntary_switches";
 pub const THREAD_INVOLUNTARY_SWITCHES: &str = "thread_involuntary_switches";
 /// Microseconds the test's threads were runnable but waited for a CPU (schedstat).
 pub const THREAD_RUN_DELAY_US: &str = "thread_run_delay_us";
+/// Times the scheduler moved the test's threads from one CPU to another.
+pub const THREAD_MIGRATIONS: &str = "thread_migrations";
 /// Writes of the TSC-deadline timer MSR (`msr:write_msr` 0x6e0): timer arming.
 pub const MSR_WRITE_TSC_DEADLINE: &str = "msr_write_tsc_deadline";
 /// Writes of the x2APIC interrupt command register (0x830): IPIs sent.

@@ -71,6 +71,9 @@ fn events_of(c: &Collected, unit: Unit, work: f64) -> Option<Events> {
                 (d * 1e6).round() as u64,
             );
         }
+        if let Some(m) = r.threads.migrations {
+            deltas.insert(virtperf_wire::counter::THREAD_MIGRATIONS.into(), m);
+        }
         let pinned = cpu.zip(e.pinned.as_ref()).map(|(cpu, d)| PinnedEvents {
             cpu,
             per_unit: per(d),
@@ -235,6 +238,36 @@ fn machine_bound(c: &Collected, warnings: &mut Vec<String>) {
     }
 }
 
+/// An unpinned round trip's threads the scheduler moved between CPUs inside the measured
+/// interval: its transactions ran on more than one placement (both ends on one CPU, or
+/// one each), whose round trips can differ tenfold (a 2-vCPU Intel PVM guest: 130 000
+/// against 10 000 a second; unpinned, the first quarter second ran at the first rate and
+/// the rest at the second), so its figures mix them. One flow only: many flows' threads
+/// share the CPUs by design.
+fn moved(c: &Collected, warnings: &mut Vec<String>) {
+    let k = c.plan.workload.kind();
+    if k.unit() != virtperf_wire::Unit::Transactions || k.connections() != 1 {
+        return;
+    }
+    let sides = [
+        ("client", Some(&c.client), c.plan.client_cpu),
+        ("server", c.server.as_ref(), c.plan.server_cpu),
+    ];
+    let moves: Vec<String> = sides
+        .into_iter()
+        .filter(|(_, _, pinned)| pinned.is_none())
+        .filter_map(|(side, r, _)| Some((side, r?.threads.migrations?)))
+        .filter(|(_, n)| *n > 0)
+        .map(|(side, n)| format!("{side} {n}"))
+        .collect();
+    if !moves.is_empty() {
+        warnings.push(format!(
+            "the scheduler moved the unpinned threads between CPUs inside the measured interval (moves: {}): its round trips ran on more than one placement (one CPU for both ends, or one each), and its figures mix them; pin both ends (--cpus CLIENT,SERVER) for one",
+            moves.join(", ")
+        ));
+    }
+}
+
 /// What the kernel applied on each side, with a warning where it is not what was asked:
 /// a buffer below twice the request (the kernel doubles it, then clamps it to
 /// net.core.[rw]mem_max), another congestion control, a larger MSS.
@@ -337,6 +370,7 @@ fn cpu_accounting(
     if same_host && !spins(c) {
         machine_bound(c, warnings);
     }
+    moved(c, warnings);
     CpuAccounting {
         unit: unit.demand_name().to_string(),
         same_host,
@@ -432,6 +466,39 @@ mod tests {
             e.client.per_unit.contains_key("thread_voluntary_switches"),
             "the side's own threads' switches are counted too"
         );
+    }
+
+    /// An unpinned round trip whose threads the scheduler moved mid-interval ran on more
+    /// than one placement: a warning names each unpinned side's moves (a pinned side's are
+    /// not its placement changing), and the count is an event of that side.
+    #[test]
+    fn moved_unpinned_threads_are_warned_of() {
+        let warned = |client_cpu: Option<u32>, moves: (u64, u64)| {
+            let p = plan(client_cpu);
+            let mut c = collected(&p, side(1000, 2.0, &[], true), side(1000, 2.0, &[], true));
+            c.client.threads.migrations = Some(moves.0);
+            if let Some(s) = c.server.as_mut() {
+                s.threads.migrations = Some(moves.1);
+            }
+            let r = assemble(c).expect("assembled");
+            let e = r.events.expect("events");
+            assert_eq!(
+                e.client.deltas[virtperf_wire::counter::THREAD_MIGRATIONS],
+                moves.0
+            );
+            r.warnings
+                .into_iter()
+                .filter(|w| w.contains("between CPUs"))
+                .collect::<Vec<_>>()
+        };
+        let w = warned(None, (3, 2));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("(moves: client 3)") && w[0].contains("--cpus CLIENT,SERVER"),
+            "{w:?}"
+        );
+        assert!(warned(Some(0), (3, 2)).is_empty(), "both pinned");
+        assert!(warned(None, (0, 2)).is_empty(), "the unpinned side stayed");
     }
 
     /// No transaction: nothing to divide by, so no per-transaction figure at all.
