@@ -559,14 +559,29 @@ pub fn vm_compare_gated(
 }
 
 /// A block of `n` free TCP and UDP ports on loopback, for the test's own forwards.
+///
+/// Looked for below the kernel's ephemeral range (`net.ipv4.ip_local_port_range`), where
+/// only explicit binds take ports: inside it, the TIME-WAIT sockets a crr-heavy test
+/// leaves (32 513 seen, a minute each) can fill every block, and a port handed out by
+/// `bind(0)` was seen with no free neighbours. The start varies with the process and the
+/// time, so tests running at once rarely try the same block first.
 pub fn free_port_block(n: u16) -> u16 {
-    for _ in 0..200 {
-        let l = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).expect("bind");
-        let first = l.local_addr().expect("addr").port();
-        drop(l);
-        if first > 65_000 - n {
-            continue;
-        }
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    let (low, high) = (10_000u16, ephemeral_low.saturating_sub(n));
+    assert!(
+        high > low,
+        "no room below the ephemeral range ({ephemeral_low})"
+    );
+    let span = u32::from(high - low);
+    let seed = std::process::id()
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+    for k in 0..span / u32::from(n) {
+        let first = low + ((seed.wrapping_add(k * u32::from(n))) % span) as u16;
         let free = (first..first + n).all(|p| {
             std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, p)).is_ok()
                 && std::net::UdpSocket::bind((std::net::Ipv4Addr::LOCALHOST, p)).is_ok()
@@ -575,5 +590,5 @@ pub fn free_port_block(n: u16) -> u16 {
             return first;
         }
     }
-    panic!("no {n} free ports on loopback");
+    panic!("no {n} free ports on loopback between {low} and {high}");
 }
