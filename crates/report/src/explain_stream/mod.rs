@@ -14,7 +14,9 @@
 //!   time, or [`FLOW_SHARE_WITH_EVIDENCE`] of it where 4 MiB socket buffers raised the rate
 //!   beyond their interval (the counterfactual, measured): flow control. Else a side's CPU at least [`CPU_BOUND_PCT`] busy: that CPU, named
 //!   by side and by its largest kind of work (other work on it included: a busy neighbour is
-//!   part of the answer). Else "no single bound", or "undecided" where the sender waited on
+//!   part of the answer) — but "undecided" for a sender at its limit that also waited on
+//!   flow control that share of its time while the buffers' tries cannot tell (its small
+//!   segments may be what keeps it busy). Else "no single bound", or "undecided" where the sender waited on
 //!   flow control at least that share of its time and the buffers' tries cannot tell
 //!   whether the window set the rate.
 //! - **The model**, checked against trials it was not built from: the stream paced to half
