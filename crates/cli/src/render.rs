@@ -83,7 +83,32 @@ fn cpu_table(r: &TestResult) -> String {
             short_unit(&r.cpu.unit)
         );
     }
+    s += &unsampled_note(r);
     s
+}
+
+/// The line under the CPU table where part of `busy` is time the kernel's tick never
+/// charged to a kind, so the kind columns add up to less than `busy`; empty otherwise.
+fn unsampled_note(r: &TestResult) -> String {
+    let of = |c: &SideCpu| c.system.unsampled_pct;
+    let named = match &r.cpu.server {
+        // One kernel: one split, said once.
+        Some(_) if r.cpu.same_host => vec![("the machine", of(&r.cpu.client))],
+        Some(sv) => vec![("client", of(&r.cpu.client)), ("server", of(sv))],
+        None => vec![("client", of(&r.cpu.client))],
+    };
+    let named: Vec<String> = named
+        .into_iter()
+        .filter(|(_, u)| *u >= 0.05)
+        .map(|(n, u)| format!("{n} {u:.1}%"))
+        .collect();
+    if named.is_empty() {
+        return String::new();
+    }
+    format!(
+        "  `busy` includes CPU time no tick charged to a kind ({}): the kernel times idle exactly but samples busy time at its tick, which missed these busy periods, so the kind columns add up to less\n",
+        named.join(", ")
+    )
 }
 
 fn short_unit(u: &str) -> &str {

@@ -50,16 +50,19 @@ impl ProcStat {
         })
     }
 
-    /// CPU time between `self` (earlier) and `later`, in seconds.
+    /// CPU time between `self` (earlier) and `later`, in seconds. Where a CPU's fields
+    /// fall short of the wall clock by more than [`RESOLUTION_TICKS`], the rest is its
+    /// [`CpuTimes::unsampled`] busy time.
     pub fn delta(&self, later: &ProcStat) -> CpuDelta {
         let tick = ticks_per_second();
+        let wall_s = later.at.saturating_duration_since(self.at).as_secs_f64();
         let per_cpu: Vec<CpuTimes> = self
             .cpus
             .iter()
             .zip(&later.cpus)
             .map(|(a, b)| {
                 let d = |i: usize| b[i].saturating_sub(a[i]) as f64 / tick;
-                CpuTimes {
+                let mut c = CpuTimes {
                     user: d(0),
                     nice: d(1),
                     system: d(2),
@@ -70,7 +73,10 @@ impl ProcStat {
                     steal: d(7),
                     guest: d(8),
                     guest_nice: d(9),
-                }
+                    unsampled: 0.0,
+                };
+                c.unsampled = unsampled_s(wall_s, c.total(), tick);
+                c
             })
             .collect();
         let mut total = CpuTimes::default();
@@ -85,13 +91,34 @@ impl ProcStat {
             total.steal += c.steal;
             total.guest += c.guest;
             total.guest_nice += c.guest_nice;
+            total.unsampled += c.unsampled;
         }
         CpuDelta {
-            wall_s: later.at.saturating_duration_since(self.at).as_secs_f64(),
+            wall_s,
             ncpus: per_cpu.len() as u32,
             total,
             per_cpu,
         }
+    }
+}
+
+/// How far, in clock ticks, one CPU's /proc/stat fields may fall short of the wall clock
+/// before the shortfall counts as busy time: each field is its kernel time cut to whole
+/// ticks at both reads, so an idle or a fully busy CPU reads up to ±2 ticks off (±1 in 40
+/// idle 300 ms windows and −2…+1 beside a busy loop on a 2-vCPU guest, 2026-11-29), while
+/// a CPU waking 10 000 times a second fell short by 17–22 ticks a second.
+pub const RESOLUTION_TICKS: f64 = 2.0;
+
+/// The busy time one CPU's tick never sampled: the wall clock less what its fields
+/// accounted, where that exceeds [`RESOLUTION_TICKS`]; 0 otherwise. The kernel (`NO_HZ`,
+/// tick-based accounting) times idle exactly and charges busy time a tick at a time, so
+/// a shortfall is busy time no tick landed in.
+fn unsampled_s(wall_s: f64, accounted_s: f64, ticks_per_s: f64) -> f64 {
+    let short = wall_s - accounted_s;
+    if short > RESOLUTION_TICKS / ticks_per_s {
+        short
+    } else {
+        0.0
     }
 }
 
@@ -146,11 +173,13 @@ fn shares(c: &CpuTimes) -> CpuShares {
         steal_pct: pct(c.steal, all),
         guest_pct: pct(c.guest + c.guest_nice, all),
         idle_pct: pct(c.idle + c.iowait, all),
+        unsampled_pct: pct(c.unsampled, all),
     }
 }
 
 /// Percent split of a system-wide delta. Percentages are of all CPUs' time as counted by
-/// the kernel (which may differ slightly from wall time × CPUs because ticks are sampled).
+/// the kernel, the unsampled busy time included (so of the wall clock × CPUs, to the
+/// counters' resolution).
 pub fn split(d: &CpuDelta) -> CpuSplit {
     let t = shares(&d.total);
     CpuSplit {
@@ -161,6 +190,7 @@ pub fn split(d: &CpuDelta) -> CpuSplit {
         steal_pct: t.steal_pct,
         guest_pct: t.guest_pct,
         idle_pct: t.idle_pct,
+        unsampled_pct: t.unsampled_pct,
         busy_pct: pct(d.total.busy(), d.total.total()),
         per_cpu_busy_pct: d.per_cpu.iter().map(|c| pct(c.busy(), c.total())).collect(),
         per_cpu: d.per_cpu.iter().map(shares).collect(),
@@ -310,6 +340,7 @@ pub fn thread_clock_s(tid: i32) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     /// Another thread's clock follows its spinning, stops when it sleeps, and is refused
     /// once it has exited (never read as the caller's own).
@@ -484,6 +515,50 @@ mod tests {
         assert!((s.busy_pct - 100.0 * 180.0 / all).abs() < 1e-9);
         assert!((s.per_cpu_busy_pct[1]).abs() < 1e-9);
         assert!((s.per_cpu_busy_pct[0] - 100.0 * 180.0 / 185.0).abs() < 1e-9);
+    }
+
+    /// A CPU whose fields account 0.6 s of a 1 s window: the 0.4 s no tick charged is
+    /// busy (its kind unknown), the idle time stays as the kernel timed it, and every
+    /// share is of the whole second.
+    #[test]
+    fn a_shortfall_beyond_the_resolution_is_unsampled_busy_time() {
+        let hz = ticks_per_second();
+        let t = |s: f64| (s * hz).round() as u64;
+        let b = ProcStat::parse(B).unwrap();
+        let mut later = b.clone();
+        // cpu1: +0.2 s system, +0.4 s idle over 1 s; cpu0 accounts the whole second.
+        later.cpus[0] = b.cpus[0];
+        later.cpus[0][3] += t(1.0);
+        later.cpus[1][2] += t(0.2);
+        later.cpus[1][3] += t(0.4);
+        let earlier = ProcStat {
+            at: later.at - Duration::from_secs(1),
+            cpus: b.cpus.clone(),
+        };
+        let d = earlier.delta(&later);
+        assert!(d.per_cpu[0].unsampled == 0.0, "{:?}", d.per_cpu[0]);
+        assert!(
+            (d.per_cpu[1].unsampled - 0.4).abs() < 1e-9,
+            "{:?}",
+            d.per_cpu[1]
+        );
+        assert!((d.per_cpu[1].busy() - 0.6).abs() < 1e-9);
+        assert!((d.total.unsampled - 0.4).abs() < 1e-9);
+        let s = split(&d);
+        assert!((s.per_cpu_busy_pct[1] - 60.0).abs() < 1e-6, "{s:?}");
+        assert!((s.per_cpu[1].unsampled_pct - 40.0).abs() < 1e-6);
+        assert!((s.per_cpu[1].idle_pct - 40.0).abs() < 1e-6);
+        assert!((s.unsampled_pct - 20.0).abs() < 1e-6);
+    }
+
+    /// Inside the counters' resolution a shortfall is rounding, not busy time; past it,
+    /// all of it counts.
+    #[test]
+    fn a_shortfall_within_the_resolution_is_rounding() {
+        let hz = 100.0;
+        assert_eq!(unsampled_s(1.0, 1.0 - 1.5 / hz, hz), 0.0);
+        assert_eq!(unsampled_s(1.0, 1.01, hz), 0.0);
+        assert!((unsampled_s(1.0, 0.97, hz) - 0.03).abs() < 1e-9);
     }
 
     #[test]

@@ -216,6 +216,7 @@ fn mean_split<'a>(splits: impl Iterator<Item = &'a CpuSplit>) -> Option<CpuSplit
         m.steal_pct += s.steal_pct / n;
         m.guest_pct += s.guest_pct / n;
         m.idle_pct += s.idle_pct / n;
+        m.unsampled_pct += s.unsampled_pct / n;
         m.busy_pct += s.busy_pct / n;
         if m.per_cpu_busy_pct.is_empty() {
             m.per_cpu_busy_pct = vec![0.0; s.per_cpu_busy_pct.len()];

@@ -15,7 +15,7 @@ fn lost_or_stalled(w: &str) -> bool {
 }
 
 /// `warning: POINT · CONFIG · try N: WARNING` for each trial whose result warned of lost
-/// packets or a stall, at most [`MAX_NAMED`] of them and a count of the rest; empty when
+/// packets or a stall, at most five of them and a count of the rest; empty when
 /// there are none.
 pub fn lost_packets_note(trials: &[TrialRow]) -> String {
     note_of(trials.iter().filter_map(|t| {

@@ -206,7 +206,7 @@ fn per_mb(t: &Trial, pct: f64) -> f64 {
 }
 
 fn busy(s: &CpuShares) -> f64 {
-    s.user_pct + s.system_pct + s.irq_pct + s.softirq_pct
+    s.user_pct + s.system_pct + s.irq_pct + s.softirq_pct + s.unsampled_pct
 }
 
 use predict::mean;
@@ -296,6 +296,7 @@ fn side_cost(
             softirq: avg(|s| s.softirq_pct),
             irq: avg(|s| s.irq_pct),
             steal: avg(|s| s.steal_pct),
+            unsampled: avg(|s| s.unsampled_pct),
         },
         total_us_per_mb_tries: side_totals(ts, end, cpu),
         threads_us_per_mb: mean(&threads),

@@ -45,6 +45,8 @@ pub struct PerMb {
     pub irq: f64,
     /// Stolen by the hypervisor.
     pub steal: f64,
+    /// Busy time the kernel's tick never charged to a kind (in `total`, not in the kinds).
+    pub unsampled: f64,
 }
 
 /// What one side of the stream costs.

@@ -96,8 +96,14 @@ pub(super) fn verdict(send: u32, mbps: &Estimate, b: &Bound, costs: &[SideCost])
             let split = c.map_or(String::new(), |c| {
                 let m = &c.us_per_mb;
                 let share = |x: f64| 100.0 * x / m.total.max(f64::MIN_POSITIVE);
+                let unsampled = share(m.unsampled);
+                let unsampled = if unsampled >= 0.5 {
+                    format!(", {unsampled:.0}% of no kind its tick sampled")
+                } else {
+                    String::new()
+                };
                 format!(
-                    ": {:.0}% sys, {:.0}% softirq, {:.0}% user of its busy time",
+                    ": {:.0}% sys, {:.0}% softirq, {:.0}% user{unsampled} of its busy time",
                     share(m.sys),
                     share(m.softirq),
                     share(m.user)
@@ -153,8 +159,14 @@ fn side_lines(c: &SideCost) -> String {
         c.cpu,
         interval(&c.busy_pct, |x| format!("{x:.0}%"))
     );
+    // Busy time no tick charged to a kind is named where there was any, so the sum holds.
+    let unsampled = if m.unsampled > 0.0 {
+        format!(" + no kind sampled {:.1}", m.unsampled)
+    } else {
+        String::new()
+    };
     s += &format!(
-        "    CPU µs per MB: {:.1} = user {:.1} + sys {:.1} + softirq {:.1} + irq {:.1} (steal {:.1})\n",
+        "    CPU µs per MB: {:.1} = user {:.1} + sys {:.1} + softirq {:.1} + irq {:.1}{unsampled} (steal {:.1})\n",
         m.total, m.user, m.sys, m.softirq, m.irq, m.steal
     );
     s +=

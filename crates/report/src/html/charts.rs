@@ -25,13 +25,15 @@ pub(super) const PALETTE: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
 /// The CPU split's parts and their colours.
-pub(super) const CPU_PARTS: [(&str, &str); 6] = [
+pub(super) const CPU_PARTS: [(&str, &str); 7] = [
     ("user", "#1f77b4"),
     ("sys", "#d62728"),
     ("irq", "#9467bd"),
     ("softirq", "#ff7f0e"),
     ("steal", "#7f7f7f"),
     ("guest", "#2ca02c"),
+    // Busy time the kernel's tick never charged to a kind (`CpuTimes::unsampled`).
+    ("no kind sampled", "#c7c7c7"),
 ];
 
 /// The legend: one swatch per name, unless the only name is the spec's implicit `default`
@@ -717,6 +719,7 @@ pub(super) fn cpu_chart(points: &[PointSummary]) -> String {
             cpu.softirq_pct,
             cpu.steal_pct,
             cpu.guest_pct,
+            cpu.unsampled_pct,
         ];
         let mut acc = 0.0;
         for (v, (pname, color)) in parts.iter().zip(CPU_PARTS) {

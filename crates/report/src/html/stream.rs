@@ -10,12 +10,13 @@ use crate::escape::esc;
 use crate::explain_stream::{text, StreamExplanation};
 
 /// The kinds of CPU time, in stacking order, with their colours.
-const KINDS: [(&str, &str); 6] = [
+const KINDS: [(&str, &str); 7] = [
     ("user", "#4c78a8"),
     ("sys", "#f58518"),
     ("softirq", "#54a24b"),
     ("irq", "#e45756"),
     ("steal", "#9d755d"),
+    ("no kind sampled", "#bab0ac"),
     ("a guest's threads on this host (whole)", "#999999"),
 ];
 /// The host view's kind in [`KINDS`].
@@ -78,6 +79,7 @@ fn cost_bars(e: &StreamExplanation) -> String {
                 ("softirq", m.softirq),
                 ("irq", m.irq),
                 ("steal", m.steal),
+                ("no kind sampled", m.unsampled),
             ];
             (label, parts, bound)
         })

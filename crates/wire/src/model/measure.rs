@@ -28,6 +28,15 @@ pub struct CpuTimes {
     pub guest: f64,
     /// Niced guest time.
     pub guest_nice: f64,
+    /// Busy time the kernel's tick never sampled, of no known kind: the wall clock less
+    /// every field above, where it falls short by more than the counters' resolution.
+    /// Under `NO_HZ` the kernel times idle exactly but charges busy time a tick at a time,
+    /// to whatever runs when its tick fires; where a CPU idles and wakes thousands of
+    /// times a second (a round trip's wake-ups, a virtual timer's late tick) most ticks
+    /// land in idle and whole busy periods go uncharged. 0 in results from before
+    /// 2026-11-29.
+    #[serde(default)]
+    pub unsampled: f64,
 }
 
 impl CpuTimes {
@@ -45,10 +54,12 @@ impl CpuTimes {
             + self.irq
             + self.softirq
             + self.steal
+            + self.unsampled
     }
-    /// Time not idle, not waiting for I/O, and not stolen.
+    /// Time not idle, not waiting for I/O, and not stolen (the unsampled busy time
+    /// included).
     pub fn busy(&self) -> f64 {
-        self.user + self.nice + self.system + self.irq + self.softirq
+        self.user + self.nice + self.system + self.irq + self.softirq + self.unsampled
     }
 }
 

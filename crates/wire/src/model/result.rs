@@ -315,7 +315,11 @@ pub struct CpuSplit {
     pub guest_pct: f64,
     /// Idle (including iowait).
     pub idle_pct: f64,
-    /// Everything but idle, iowait and steal.
+    /// Busy time the kernel's tick never sampled, of no known kind (see
+    /// [`CpuTimes::unsampled`]); 0 in results from before 2026-11-29.
+    #[serde(default)]
+    pub unsampled_pct: f64,
+    /// Everything but idle, iowait and steal (the unsampled busy time included).
     pub busy_pct: f64,
     /// Busy percent of each CPU.
     pub per_cpu_busy_pct: Vec<f64>,
@@ -342,6 +346,10 @@ pub struct CpuShares {
     pub guest_pct: f64,
     /// Idle (including iowait).
     pub idle_pct: f64,
+    /// Busy time the kernel's tick never sampled, of no known kind (see
+    /// [`CpuTimes::unsampled`]); 0 in results from before 2026-11-29.
+    #[serde(default)]
+    pub unsampled_pct: f64,
 }
 
 /// CPU accounting for one side of a test.
