@@ -124,7 +124,8 @@ fn execute(common: &Common, mut plan: Plan) -> Result<()> {
         }
     };
     if let Some(w) = &watch {
-        result.host_vm = Some(w.finish(Some(result.outcome.work())));
+        let h = w.finish(Some(result.outcome.work()));
+        virtperf_lab::assemble::attach_vm(&mut result, h);
     }
     let sig = crate::signals::received();
     if sig != 0 {

@@ -62,10 +62,11 @@ impl Recorder {
             let window = window(t);
             let Some(r) = t.result.as_mut() else { continue };
             let work = Some(r.outcome.work());
-            r.host_vm = Some(match window {
+            let h = match window {
                 Some((from, to)) => w.between(&rec, from, to, work),
                 None => w.unread_window(),
-            });
+            };
+            virtperf_lab::assemble::attach_vm(r, h);
         }
     }
 }

@@ -455,7 +455,8 @@ impl Sites {
         let mut plan = plan.clone();
         watch.attach(&mut plan);
         let mut r = self.run_placed(cfg, &plan)?;
-        r.host_vm = Some(watch.finish(Some(r.outcome.work())));
+        let h = watch.finish(Some(r.outcome.work()));
+        virtperf_lab::assemble::attach_vm(&mut r, h);
         Ok(r)
     }
 

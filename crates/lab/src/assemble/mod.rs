@@ -9,11 +9,24 @@ use virtperf_wire::{
 };
 
 pub(crate) mod outcome;
+mod own_vm;
 
 pub use outcome::Collected;
+pub use own_vm::attach_vm;
 
 /// Above this much CPU used by other work (percent of one CPU) a result carries a warning.
 pub const OTHER_LOAD_WARN_PCT: f64 = 10.0;
+
+/// The warning for other work on `side`'s machine (`pct` of a CPU, above
+/// [`OTHER_LOAD_WARN_PCT`]).
+pub(crate) fn other_work_warning(side: &str, pct: f64, loadavg_1m: Option<f64>) -> String {
+    format!(
+        "other work used {pct:.0}% of a CPU on the {side}'s machine during the test{}: expect noise",
+        loadavg_1m
+            .map(|l| format!(" (load average {l:.2})"))
+            .unwrap_or_default()
+    )
+}
 
 /// `test_threads_s`: CPU seconds of every test thread on that side's machine.
 fn side_cpu(r: &SideReport, units: f64, test_threads_s: f64) -> SideCpu {
@@ -358,13 +371,7 @@ fn cpu_accounting(
             ));
         }
         if sc.other_cpu_pct > OTHER_LOAD_WARN_PCT && !(same_host && side == "server") {
-            warnings.push(format!(
-                "other work used {:.0}% of a CPU on the {side}'s machine during the test{}: expect noise",
-                sc.other_cpu_pct,
-                sc.loadavg_1m
-                    .map(|l| format!(" (load average {l:.2})"))
-                    .unwrap_or_default()
-            ));
+            warnings.push(other_work_warning(side, sc.other_cpu_pct, sc.loadavg_1m));
         }
     }
     if same_host && !spins(c) {

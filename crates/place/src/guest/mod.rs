@@ -589,7 +589,10 @@ impl GuestLab {
             r.warnings.extend(warning);
         }
         r.guest = Some(info);
-        r.host_vm = watch.map(|w| w.finish(Some(r.outcome.work())));
+        if let Some(w) = watch {
+            let h = w.finish(Some(r.outcome.work()));
+            virtperf_lab::assemble::attach_vm(&mut r, h);
+        }
         r.host_cpu = host0.flatten().and_then(|h| h.finish());
         Ok(r)
     }
