@@ -553,6 +553,7 @@ fn shaped(
         virtperf_lab::assemble::OTHER_LOAD_WARN_PCT,
     ));
     out.push_str(&trial_notes::lost_packets_note(trials));
+    out.push_str(&trial_notes::unsampled_note(trials));
     Ok(out)
 }
 

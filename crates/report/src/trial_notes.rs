@@ -87,6 +87,30 @@ pub fn other_load_note(trials: &[TrialRow], threshold_pct: f64) -> String {
     s
 }
 
+/// A note where the tables' `busy%` holds CPU time no tick charged to a kind (the client
+/// side's `unsampled_pct`), so their user, sys and soft columns add up to less; empty
+/// where no trial had any.
+pub fn unsampled_note(trials: &[TrialRow]) -> String {
+    let shares: Vec<f64> = trials
+        .iter()
+        .filter_map(|t| Some(t.result.as_ref()?.cpu.client.system.unsampled_pct))
+        .collect();
+    unsampled_of(&shares)
+}
+
+/// [`unsampled_note`] over each measured trial's share.
+fn unsampled_of(shares: &[f64]) -> String {
+    let with = shares.iter().filter(|u| **u >= 0.5).count();
+    if with == 0 {
+        return String::new();
+    }
+    let worst = shares.iter().copied().fold(0.0f64, f64::max);
+    format!(
+        "\nnote: busy% includes CPU time no tick charged to a kind in {with} of {} trial(s) (at most {worst:.0}% of the CPUs' time): the kernel times idle exactly but samples busy time at its tick, so user, sys and soft add up to less.\n",
+        shares.len()
+    )
+}
+
 /// A note per config whose trials ran beside bulk streams (a spec config's `load`): how
 /// many, which way, and their median throughput, so a loaded row is never read as an
 /// unloaded one; empty when there are none.
@@ -179,5 +203,15 @@ mod tests {
         let note = note_of(many.into_iter());
         assert_eq!(note.matches("warning: ").count(), 5, "{note}");
         assert!(note.contains("… and 2 more"), "{note}");
+    }
+
+    /// Trials whose busy time held time no tick charged are counted with the largest
+    /// share; shares under half a percent (rounding) and no trials say nothing.
+    #[test]
+    fn busy_time_no_tick_charged_is_noted() {
+        let note = unsampled_of(&[0.0, 17.5, 0.4, 21.2]);
+        assert!(note.contains("in 2 of 4 trial(s) (at most 21%"), "{note}");
+        assert_eq!(unsampled_of(&[0.0, 0.4]), "");
+        assert_eq!(unsampled_of(&[]), "");
     }
 }
