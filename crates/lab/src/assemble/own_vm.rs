@@ -31,7 +31,10 @@ fn vm_cpu_pct(h: &HostVm) -> Option<f64> {
 /// Takes `vm_pct` out of the other work of each side whose machine has boot id `here`,
 /// and re-judges its warning.
 fn discount(r: &mut TestResult, vm_pct: f64, here: &str) {
-    let on_host = |env: Option<&virtperf_wire::Env>| env.is_some_and(|e| e.boot_id == here);
+    // An unread boot id (empty) matches nothing.
+    let on_host = |env: Option<&virtperf_wire::Env>| {
+        !here.is_empty() && env.is_some_and(|e| e.boot_id == here)
+    };
     let sides = [
         ("client", on_host(Some(&r.env.client))),
         ("server", on_host(r.env.server.as_ref())),
