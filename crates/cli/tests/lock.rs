@@ -237,6 +237,47 @@ fn other_work_on_the_machine_is_recorded_and_warned_about() {
     assert!(warned, "{}", v["warnings"]);
 }
 
+/// A neighbour at about half a CPU beside a cross-CPU round trip is seen. /proc/stat's
+/// user and system time missed it: the round trip idles and wakes each CPU 10 000 times a
+/// second, most busy time went to no tick, and "user + system less the test's threads"
+/// read 4.7% beside a neighbour using 47% on a 2-vCPU guest. Every other process's own
+/// CPU (/proc/PID/stat) misses nothing that ran.
+#[test]
+fn half_a_cpu_of_other_work_beside_a_cross_cpu_round_trip_is_seen() {
+    if !std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2) {
+        virtperf_testkit::skip("two-cpus", "a cross-CPU round trip: one CPU here");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // Spins 2 ms, sleeps 2 ms, for at most 60 s: bounded should this test die first.
+    let script = "import time\nend = time.time() + 60\nwhile time.time() < end:\n    \
+                  t = time.time()\n    while time.time() - t < 0.002: pass\n    time.sleep(0.002)\n";
+    let mut neighbour = Command::new("python3")
+        .args(["-c", script])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("python3");
+    let cpu_s = |pid: u32| virtperf_measure::process_cpu_s(pid).unwrap_or(0.0);
+    std::thread::sleep(Duration::from_millis(300));
+    let (before, t0) = (cpu_s(neighbour.id()), std::time::Instant::now());
+    let out = common::run_with_timeout(
+        vpl().args(["rr", "--cpus", "0,1", "-l", "2s", "--json"]),
+        Duration::from_secs(30),
+    );
+    let share = 100.0 * (cpu_s(neighbour.id()) - before) / t0.elapsed().as_secs_f64();
+    let _ = neighbour.kill();
+    let _ = neighbour.wait();
+    common::assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let other = common::f(&v, "/cpu/client/other_cpu_pct");
+    assert!(share > 15.0, "the neighbour used only {share:.0}% of a CPU");
+    assert!(
+        other >= 0.6 * share,
+        "a neighbour at {share:.0}% of a CPU, other work read {other:.1}%: {}",
+        v["warnings"]
+    );
+}
+
 /// Issue 40 §1: the lock names its holder for others to read (waiters, an agent's
 /// `Waiting`), but never with the holder's token or a URL's password.
 #[test]

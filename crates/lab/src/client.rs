@@ -741,6 +741,8 @@ pub fn run_url(
         setup_s: None,
         sock: side.applied.lock().ok().and_then(|a| a.clone()),
         zerocopy: None,
+        // A foreign server's download: /proc/stat's user and system time is the measure.
+        others_cpu_s: None,
     };
     let downloads = downloads.lock().map(|d| d.clone()).unwrap_or_default();
     assemble(Collected {

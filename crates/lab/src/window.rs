@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use virtperf_measure::events::EventSnapshot;
+use virtperf_measure::procs::Processes;
 use virtperf_measure::ProcStat;
 use virtperf_wire::{CpuDelta, EventCounts};
 
@@ -19,6 +20,7 @@ pub(crate) struct Window {
     nic: Option<String>,
     ev0: EventSnapshot,
     t0: ProcStat,
+    others0: Processes,
     started: Instant,
 }
 
@@ -29,6 +31,8 @@ pub(crate) struct Closed {
     pub events: EventCounts,
     /// The side's workers' CPU seconds over the interval (see [`Ctl::window_cpu_s`]).
     pub workers_cpu_s: Option<f64>,
+    /// Every other user-space process's CPU seconds over the interval.
+    pub others_cpu_s: f64,
 }
 
 impl Closed {
@@ -52,6 +56,7 @@ impl Closed {
             setup_s,
             sock: side.applied.lock().ok().and_then(|a| a.clone()),
             zerocopy: side.zerocopy.lock().ok().and_then(|z| *z),
+            others_cpu_s: Some(self.others_cpu_s),
         }
     }
 }
@@ -61,11 +66,14 @@ impl Window {
     /// bracket the CPU snapshot, so reading them costs the CPU figures nothing.
     pub(crate) fn open(nic: Option<String>) -> Result<Window> {
         let ev0 = EventSnapshot::read_with_nic(nic.as_deref());
+        // Outside the CPU snapshots, as the events are: scanning /proc costs them nothing.
+        let others0 = Processes::read(std::process::id());
         let t0 = ProcStat::read()?;
         Ok(Window {
             nic,
             ev0,
             t0,
+            others0,
             started: Instant::now(),
         })
     }
@@ -87,6 +95,7 @@ impl Window {
         let workers_cpu_s = side.window_cpu_s(workers);
         let t1 = ProcStat::read()?;
         let elapsed = self.started.elapsed();
+        let others_cpu_s = Processes::read(std::process::id()).cpu_s_since(&self.others0);
         let events = self
             .ev0
             .delta(&EventSnapshot::read_with_nic(self.nic.as_deref()))
@@ -96,6 +105,7 @@ impl Window {
             cpu: self.t0.delta(&t1),
             events,
             workers_cpu_s,
+            others_cpu_s,
         })
     }
 }

@@ -10,6 +10,7 @@ pub mod events;
 pub mod latency;
 pub mod nic;
 mod perf;
+pub mod procs;
 pub mod sampling;
 pub mod trace;
 pub mod vm;

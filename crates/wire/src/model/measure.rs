@@ -466,6 +466,12 @@ pub struct SideReport {
     /// `--zerocopy msg` senders on this side: what the kernel's notifications said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zerocopy: Option<ZeroCopyCounts>,
+    /// CPU seconds over the measured interval of every other user-space process on this
+    /// side's machine (not this side's own process, not kernel threads; processes that
+    /// exited inside it are gone): the other work, counted whole where /proc/stat's ticks
+    /// miss it. Absent from older agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub others_cpu_s: Option<f64>,
 }
 
 /// What the kernel reported of `MSG_ZEROCOPY` sends: how many it completed, and of them
