@@ -257,7 +257,8 @@ fn half_a_cpu_of_other_work_beside_a_cross_cpu_round_trip_is_seen() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("python3");
-    let cpu_s = |pid: u32| virtperf_measure::process_cpu_s(pid).unwrap_or(0.0);
+    let cpu_s =
+        |pid: u32| virtperf_measure::process_cpu_s(pid).expect("the neighbour's /proc/PID/stat");
     std::thread::sleep(Duration::from_millis(300));
     let (before, t0) = (cpu_s(neighbour.id()), std::time::Instant::now());
     let out = common::run_with_timeout(

@@ -136,12 +136,20 @@ pub(crate) fn ticks_per_second() -> f64 {
 /// threads), for processes that are not ours to `getrusage`, such as a QEMU we started.
 pub fn process_cpu_s(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: fields start after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
+    let f = stat_fields(&stat)?;
     // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after the name.
     let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
     Some(ticks as f64 / ticks_per_second())
+}
+
+/// The fields of a `/proc/PID/stat` line after the command name (state first). The name
+/// may hold spaces and parentheses: the fields start after the last ')'.
+pub(crate) fn stat_fields(stat: &str) -> Option<Vec<&str>> {
+    Some(
+        stat.get(stat.rfind(')')? + 2..)?
+            .split_whitespace()
+            .collect(),
+    )
 }
 
 /// The 1-minute load average (`/proc/loadavg`), or None where it cannot be read.

@@ -68,11 +68,7 @@ impl Processes {
 /// (start time, utime + stime) of a user-space process's `/proc/PID/stat` line; None for
 /// a kernel thread or a line that does not parse.
 fn user_cpu(stat: &str) -> Option<(u64, u64)> {
-    // The command name may hold spaces and parentheses: fields start after the last ')'.
-    let f: Vec<&str> = stat
-        .get(stat.rfind(')')? + 2..)?
-        .split_whitespace()
-        .collect();
+    let f = crate::cpu::stat_fields(stat)?;
     let n = |i: usize| f.get(i)?.parse::<u64>().ok();
     // After the name: state 0, flags 6, utime 11, stime 12, starttime 19.
     if n(6)? & PF_KTHREAD != 0 {

@@ -35,18 +35,13 @@ fn discount(r: &mut TestResult, vm_pct: f64, here: &str) {
     let on_host = |env: Option<&virtperf_wire::Env>| {
         !here.is_empty() && env.is_some_and(|e| e.boot_id == here)
     };
+    let (client, server) = (on_host(Some(&r.env.client)), on_host(r.env.server.as_ref()));
     let sides = [
-        ("client", on_host(Some(&r.env.client))),
-        ("server", on_host(r.env.server.as_ref())),
+        ("client", Some(&mut r.cpu.client).filter(|_| client)),
+        ("server", r.cpu.server.as_mut().filter(|_| server)),
     ];
-    for (side, on_this_host) in sides {
-        let cpu = match side {
-            "client" => Some(&mut r.cpu.client),
-            _ => r.cpu.server.as_mut(),
-        };
-        let Some(cpu) = cpu.filter(|_| on_this_host) else {
-            continue;
-        };
+    for (side, cpu) in sides {
+        let Some(cpu) = cpu else { continue };
         let before = other_work_warning(side, cpu.other_cpu_pct, cpu.loadavg_1m);
         cpu.other_cpu_pct = (cpu.other_cpu_pct - vm_pct).max(0.0);
         let Some(at) = r.warnings.iter().position(|w| *w == before) else {
