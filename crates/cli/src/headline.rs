@@ -7,17 +7,31 @@ use virtperf_report::stats::Summary;
 use virtperf_report::summary::PointSummary;
 use virtperf_store::TrialRow;
 
-/// `metric`'s summary over the tries at the rr point pinned to `cpus`.
-fn rr_at<'a>(points: &'a [PointSummary], cpus: &str, metric: &str) -> Option<&'a Summary> {
+/// The rr point pinned to `cpus`: the summary of its tries' p50s, and the p50 of all their
+/// round trips pooled (what its table prints), where the histograms were merged.
+fn rr_at<'a>(points: &'a [PointSummary], cpus: &str) -> Option<Trip<'a>> {
     let p = points
         .iter()
         .find(|p| p.workload == "rr" && p.params["cpus"].as_str() == Some(cpus))?;
     let c = p.configs.first()?;
-    c.metrics
+    let tries = c
+        .metrics
         .iter()
-        .find(|m| m.name == metric)
+        .find(|m| m.name == "p50_us")
         .map(|m| &m.summary)
-        .filter(|s| s.n > 0)
+        .filter(|s| s.n > 0)?;
+    Some(Trip {
+        tries,
+        pooled: c.latency.as_ref().map(|l| l.p50_us),
+    })
+}
+
+/// One rr point's median two ways: the headline's ratio and its interval come from the
+/// tries' p50s (each try one sample), the table pools every round trip of the tries.
+#[derive(Debug, Clone, Copy)]
+struct Trip<'a> {
+    tries: &'a Summary,
+    pooled: Option<f64>,
 }
 
 /// How the cross-CPU round trips' CPUs idled, as measured.
@@ -77,14 +91,28 @@ fn hypervisor_name(vendor: &str) -> String {
 /// The closing paragraph of the built-in experiment; `None` where its rr points did not
 /// both measure (the tables and errors above say why).
 pub fn quickstart(points: &[PointSummary], trials: &[TrialRow]) -> Option<String> {
-    let same = rr_at(points, "0,0", "p50_us")?;
-    let cross = rr_at(points, "0,1", "p50_us")?;
+    let same = rr_at(points, "0,0")?;
+    let cross = rr_at(points, "0,1")?;
     let hypervisor = trials
         .iter()
         .filter_map(|t| t.result.as_ref())
         .find_map(|r| r.env.client.hypervisor.clone())
         .map(|h| hypervisor_name(&h));
     Some(words(same, cross, idle_of(trials), hypervisor.as_deref()))
+}
+
+/// Where the tables' pooled p50s would not read as the headline's figures: which figures
+/// they are, so the two do not seem to disagree (the tries' mean weighs each try alike,
+/// pooling weighs each round trip, and a fast try holds more of them).
+fn pooled_note(same: Trip<'_>, cross: Trip<'_>) -> String {
+    let (Some(ps), Some(pc)) = (same.pooled, cross.pooled) else {
+        return String::new();
+    };
+    let shown = |v: f64| format!("{v:.1}");
+    if shown(ps) == shown(same.tries.mean) && shown(pc) == shown(cross.tries.mean) {
+        return String::new();
+    }
+    format!(" The table's p50s, {pc:.1} and {ps:.1} µs, pool every round trip of the tries.")
 }
 
 /// The two trips are called no different only where the tries rule out a ratio further
@@ -94,7 +122,8 @@ const SAME_BAND: f64 = virtperf_report::explain_stream::NO_EFFECT_BAND;
 /// The headline's sentences from what was measured: the ratio and whether its interval
 /// says the cross-CPU trip costs more at all, which idle state the CPUs waited in, and a
 /// tune goal only where there is a gap to close.
-fn words(same: &Summary, cross: &Summary, idle: Idle, hypervisor: Option<&str>) -> String {
+fn words(same: Trip<'_>, cross: Trip<'_>, idle: Idle, hypervisor: Option<&str>) -> String {
+    let (pooled, same, cross) = (pooled_note(same, cross), same.tries, cross.tries);
     let interval = decide::ratio_interval(same, cross, 0.95);
     let gap = decide::bound(&interval, 1.0, false);
     let r = if same.mean > 0.0 {
@@ -103,32 +132,38 @@ fn words(same: &Summary, cross: &Summary, idle: Idle, hypervisor: Option<&str>) 
         f64::NAN
     };
     let mut s = format!(
-        "Headline: a 1-byte round trip between two CPUs takes {:.1} µs (p50), {r:.1}× the {:.1} µs of one on a single CPU ",
-        cross.mean, same.mean
+        "Headline: a 1-byte round trip between two CPUs takes {:.1} µs, {r:.1}× the {:.1} µs of one on a single CPU ({}; ",
+        cross.mean,
+        same.mean,
+        match cross.n.min(same.n) {
+            1 => "p50s of one try each".to_string(),
+            n => format!("p50s, each the mean of {n} tries' p50"),
+        }
     );
     s.push_str(&match (&interval, gap) {
         (Interval::Bounded { low, high }, Outcome::Met) => {
-            format!("(95% interval of the ratio {low:.1}–{high:.1}×).")
+            format!("95% interval of the ratio {low:.1}–{high:.1}×).")
         }
         (Interval::Bounded { low, high }, Outcome::NotMet) => format!(
-            "(95% interval of the ratio {low:.1}–{high:.1}×): here the cross-CPU trip is the faster one."
+            "95% interval of the ratio {low:.1}–{high:.1}×): here the cross-CPU trip is the faster one."
         ),
         (Interval::Bounded { low, high }, _)
             if decide::ratio_effect(&interval, SAME_BAND) == "no measurable effect" =>
         {
             format!(
-                "(95% interval of the ratio {low:.2}–{high:.2}×, within ±{:.0}% of 1): no measurable difference between them.",
+                "95% interval of the ratio {low:.2}–{high:.2}×, within ±{:.0}% of 1): no measurable difference between them.",
                 SAME_BAND * 100.0
             )
         }
         (Interval::Bounded { low, high }, _) => format!(
-            "(95% interval of the ratio {low:.2}–{high:.2}×, which holds 1 but reaches past ±{:.0}%): undecided whether they differ (`virtperf run --runs 5` may tell).",
+            "95% interval of the ratio {low:.2}–{high:.2}×, which holds 1 but reaches past ±{:.0}%): undecided whether they differ (`virtperf run --runs 5` may tell).",
             SAME_BAND * 100.0
         ),
         (Interval::None { why }, _) => {
-            format!("({why}; `virtperf run --runs 5` gives an interval).")
+            format!("{why}; `virtperf run --runs 5` gives an interval).")
         }
     });
+    s.push_str(&pooled);
     let vm = hypervisor.map_or_else(
         || "This machine reports no hypervisor (bare metal, or one that hides itself)".to_string(),
         |h| format!("This machine is itself a virtual machine (hypervisor: {h})"),
@@ -176,13 +211,21 @@ mod tests {
     use super::*;
     use virtperf_report::stats::summarize;
 
+    /// A point whose table pooled nothing (no merged histograms).
+    fn trip(tries: &Summary) -> Trip<'_> {
+        Trip {
+            tries,
+            pooled: None,
+        }
+    }
+
     /// The sentences follow the figures: a gap and a halting VM; a polling one with no
     /// gap (no tune goal offered); one try (no interval claimed); no cpuidle counts.
     #[test]
     fn the_headline_says_what_was_measured() {
         let same = summarize(&[13.0, 13.5, 14.0], 0.95);
         let cross = summarize(&[60.0, 62.0, 64.0], 0.95);
-        let halting = words(&same, &cross, Idle::Counted(0.02), Some("KVM"));
+        let halting = words(trip(&same), trip(&cross), Idle::Counted(0.02), Some("KVM"));
         assert!(
             halting.contains("95% interval of the ratio 4."),
             "{halting}"
@@ -192,7 +235,12 @@ mod tests {
         // The polling machine: 17.7 µs across against 19.0 µs on one CPU.
         let polled = summarize(&[17.5, 17.7, 17.9], 0.95);
         let one_cpu = summarize(&[18.9, 19.0, 19.1], 0.95);
-        let polling = words(&one_cpu, &polled, Idle::Counted(0.97), Some("KVM"));
+        let polling = words(
+            trip(&one_cpu),
+            trip(&polled),
+            Idle::Counted(0.97),
+            Some("KVM"),
+        );
         assert!(polling.contains("POLL state (97%"), "{polling}");
         assert!(
             polling.contains("cross-CPU trip is the faster"),
@@ -203,20 +251,25 @@ mod tests {
             "{polling}"
         );
         assert!(polling.contains("no tune goal is proposed"), "{polling}");
-        let rule = words(&same, &cross, Idle::Halts, Some("KVM"));
+        let rule = words(trip(&same), trip(&cross), Idle::Halts, Some("KVM"));
         assert!(
             rule.contains("no cpuidle driver and no idle=poll") && rule.contains("halted vCPU"),
             "{rule}"
         );
         // A ratio whose interval holds 1: no difference only where it stays within ±10%.
-        let near = words(&one_cpu, &one_cpu, Idle::Counted(0.97), Some("KVM"));
+        let near = words(
+            trip(&one_cpu),
+            trip(&one_cpu),
+            Idle::Counted(0.97),
+            Some("KVM"),
+        );
         assert!(
             near.contains("within ±10% of 1): no measurable difference"),
             "{near}"
         );
         let wide = words(
-            &summarize(&[10.0, 19.0, 28.0], 0.95),
-            &summarize(&[12.0, 20.0, 27.0], 0.95),
+            trip(&summarize(&[10.0, 19.0, 28.0], 0.95)),
+            trip(&summarize(&[12.0, 20.0, 27.0], 0.95)),
             Idle::Counted(0.97),
             Some("KVM"),
         );
@@ -225,10 +278,54 @@ mod tests {
                 && !wide.contains("no measurable difference"),
             "{wide}"
         );
-        let one = words(&summarize(&[13.0], 0.95), &cross, Idle::Unknown, None);
-        assert!(one.contains("1 try: no interval"), "{one}");
+        let one = words(
+            trip(&summarize(&[13.0], 0.95)),
+            trip(&cross),
+            Idle::Unknown,
+            None,
+        );
+        assert!(
+            one.contains("(p50s of one try each; 1 try: no interval"),
+            "{one}"
+        );
         assert!(one.contains("not measured"), "{one}");
         assert!(!one.contains("--goal 'p50<=3"), "{one}");
         assert_eq!(hypervisor_name("KVMKVMKVM"), "KVM");
+        assert!(
+            halting.contains("(p50s, each the mean of 3 tries' p50; 95% interval")
+                && !halting.contains("pool every round trip"),
+            "{halting}"
+        );
+    }
+
+    /// The quickstart of 2026-11-29 on the Intel machine: the table's pooled 94.14 and
+    /// 6.215 µs beside the tries' means 96.0 and 6.9 µs; a table that reads as the headline
+    /// gets no note.
+    #[test]
+    fn the_headline_names_the_tables_pooled_figures_where_they_differ() {
+        let same = summarize(&[6.1, 7.6, 7.0], 0.95);
+        let cross = summarize(&[92.0, 98.0, 98.0], 0.95);
+        let pooled = |tries, p50| Trip {
+            tries,
+            pooled: Some(p50),
+        };
+        let s = words(
+            pooled(&same, 6.215),
+            pooled(&cross, 94.14),
+            Idle::Unknown,
+            None,
+        );
+        assert!(
+            s.contains("takes 96.0 µs, 13.9× the 6.9 µs")
+                && s.contains("The table's p50s, 94.1 and 6.2 µs, pool every round trip"),
+            "{s}"
+        );
+        let s = words(
+            pooled(&same, 6.9),
+            pooled(&cross, 96.0),
+            Idle::Unknown,
+            None,
+        );
+        assert!(!s.contains("pool every round trip"), "{s}");
     }
 }

@@ -28,14 +28,20 @@ fn headline_of(runs: &str) -> String {
 /// One try of each point: the headline names both round trips and says no interval is
 /// claimed from one try, so it proposes no tune goal (no gap was shown); the machine is
 /// called a VM exactly when `virtperf env` reports a hypervisor; `explain` and `vm compare`
-/// are named. Beside, never alone: the next test changes the idle loop this run depends on.
+/// are named; with one try the table's p50s are the headline's, so no note tells them
+/// apart. Beside, never alone: the next test changes the idle loop this run depends on.
 #[test]
 fn the_built_in_run_ends_with_its_headline_and_the_next_commands() {
     let _beside = crate::beside();
     let tail = headline_of("1");
     assert!(
         tail.contains("Headline: a 1-byte round trip between two CPUs takes")
-            && tail.contains("1 try: no interval"),
+            && tail.contains("(p50s of one try each; 1 try: no interval"),
+        "{tail}"
+    );
+    // One try: the table's pooled p50 is that try's own, so no note of two figures.
+    assert!(
+        !tail.contains("pool every round trip"),
         "{tail}"
     );
     assert!(
