@@ -354,11 +354,18 @@ fn answer(s: &Search, all: &[Measured]) -> String {
                 && !tied.iter().any(|t| t.config.name == m.config.name)
                 && m.cost.is_some()
         })
-        .take(3)
         .map(|m| format!("{} at {}", m.config.name, cpus(m)))
         .collect();
-    if !others.is_empty() {
-        a.push_str(&format!("; also meeting it: {}", others.join(", ")));
+    // The three cheapest by name; the rest counted, so a reader does not take them for
+    // configurations that missed (the table holds them all).
+    if let Some(first) = others.get(..others.len().min(3)).filter(|o| !o.is_empty()) {
+        a.push_str(&format!("; also meeting it: {}", first.join(", ")));
+        if others.len() > first.len() {
+            a.push_str(&format!(
+                " and {} costlier (the table)",
+                others.len() - first.len()
+            ));
+        }
     }
     a.push_str(&uncosted_words(&uncosted));
     a.push_str(".\n");
@@ -700,5 +707,32 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&json(&s, &all)).expect("json");
         assert_eq!(v["meeting_uncosted"], serde_json::json!(["b"]));
         assert_eq!(v["answer"]["config"], "a");
+    }
+
+    /// More than three others meet the goal: three are named and the rest counted (this
+    /// machine's tune named halt-poll-50us, halt-poll-200us and dma-latency-0 and left
+    /// poll-50us and spin, which met it too, unsaid).
+    #[test]
+    fn others_past_three_that_meet_are_counted() {
+        let goal = Goal::parse("p50<=40").expect("goal");
+        let mut s = search(&[60.0, 60.5, 60.2]);
+        s.rounds.truncate(1);
+        for (i, name) in ["b", "c", "d", "e", "f"].into_iter().enumerate() {
+            let cpus = 1.6 + 0.1 * i as f64;
+            s.rounds[0].measured.push(measured(
+                vec![part(name)],
+                &[30.0, 30.5, 30.2],
+                cpus,
+                &goal,
+                1,
+            ));
+        }
+        let text = text(&s, &s.all());
+        assert!(
+            text.contains(
+                "also meeting it: b at 1.60, c at 1.70, d at 1.80 and 2 costlier (the table)"
+            ),
+            "{text}"
+        );
     }
 }

@@ -40,10 +40,7 @@ fn the_built_in_run_ends_with_its_headline_and_the_next_commands() {
         "{tail}"
     );
     // One try: the table's pooled p50 is that try's own, so no note of two figures.
-    assert!(
-        !tail.contains("pool every round trip"),
-        "{tail}"
-    );
+    assert!(!tail.contains("pool every round trip"), "{tail}");
     assert!(
         tail.contains("`virtperf explain`") && tail.contains("`virtperf vm compare`"),
         "{tail}"
