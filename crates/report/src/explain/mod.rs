@@ -99,6 +99,13 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
     let likely = seen.exits_by_cause.get("likely_exits").copied();
     exit_pressure(&c, &base, likely, &mut cross_checks, &mut missing);
     kvm_halt(&c, &mut cross_checks, &mut missing);
+    situ::awake_ipis(
+        &c,
+        seen.in_situ.as_ref(),
+        &components,
+        &mut cross_checks,
+        &mut missing,
+    );
 
     if let Some(s) = &seen.in_situ {
         (seen.disagreements, seen.undecided) = situ::disagreements(s, &components);

@@ -9,7 +9,7 @@ use virtperf_wire::{Env, Timeline, EXIT_CAUSES};
 
 use super::model::{
     diff_spread, span, Cells, Component, InSitu, Missing, Rr, AS_IS, RR_CROSS_AWAKE,
-    RR_CROSS_TRACED,
+    RR_CROSS_BLOCK, RR_CROSS_TRACED,
 };
 
 /// Past this relative difference an in-situ figure and its model term disagree.
@@ -364,4 +364,72 @@ pub(super) fn named_remedies(env: &Env, configs: &[String]) -> Vec<String> {
         v.push("the cpuidle-haltpoll driver (cpuidle_haltpoll.force=1 or a kernel with it built in): the guest halt-poll knob reaches no idle loop without it; needs a reboot".into());
     }
     v
+}
+
+/// Why keeping both CPUs awake buys back less than halt polling, where both were measured:
+/// a woken thread still preempts its CPU's spinner through an IPI (the sender's ICR write,
+/// an exit in a guest without IPI virtualization), while a CPU polling in idle watches
+/// its need-resched flag and is sent none. The kept-awake trial's IPIs per transaction
+/// × the in-situ ICR write predict `idle_exit − idle_exit_awake`, two figures from other
+/// trials; the residual is delivering to a running vCPU and preempting the spinner.
+pub(super) fn awake_ipis(
+    c: &Cells,
+    in_situ: Option<&InSitu>,
+    components: &[Component],
+    checks: &mut Vec<Component>,
+    missing: &mut Vec<Missing>,
+) {
+    let knob = components.iter().find(|x| x.name == "idle_exit");
+    let awake = checks.iter().find(|x| x.name == "idle_exit_awake");
+    let (Some(knob), Some(awake)) = (knob, awake) else {
+        return;
+    };
+    let gap = knob.us - awake.us;
+    let ipis = |r: &Rr| {
+        let get = |k: &str| r.events.get(k).copied();
+        Some(get(virtperf_wire::counter::IPI_RESCHED)? + get(virtperf_wire::counter::IPI_CALL)?)
+    };
+    let Some(sent) = c.rr(RR_CROSS_AWAKE, AS_IS).as_ref().and_then(ipis) else {
+        missing.push(Missing {
+            name: "awake_ipis".into(),
+            reason: "IPIs per transaction were not counted on the pinned CPUs in the kept-awake trial (/proc/interrupts)".into(),
+        });
+        return;
+    };
+    let Some(icr) = in_situ.and_then(|s| s.timeline.in_situ.ipi_to_icr) else {
+        missing.push(Missing {
+            name: "awake_ipis".into(),
+            reason: "the sampled trial timed no ICR write (no x2APIC MSR tracepoint, or no sampled trial)".into(),
+        });
+        return;
+    };
+    // What the polling configuration sent, where its round trip ran: the contrast itself.
+    let polled = c
+        .configs()
+        .iter()
+        .filter(|k| c.poll_of(k).is_some_and(|ns| ns > 0))
+        .find_map(|k| c.rr(RR_CROSS_BLOCK, k).as_ref().and_then(ipis));
+    let polled = polled.map_or_else(String::new, |p| {
+        format!(" (with guest halt polling {p:.2})")
+    });
+    let us = sent * icr.p50_us;
+    // Beside the check it accounts for.
+    let at = checks
+        .iter()
+        .position(|x| x.name == "idle_exit_awake")
+        .map_or(checks.len(), |i| i + 1);
+    checks.insert(
+        at,
+        Component {
+        name: "awake_ipis".into(),
+        us,
+        source: format!(
+            "with both CPUs kept awake {sent:.2} IPIs per transaction were still sent{polled}: a woken thread preempts the spinner through one, a CPU polling in idle needs none; × the sender's ICR write, an exit, in situ {:.2} µs; against idle_exit − idle_exit_awake {gap:.1} µs (residual {:+.1} µs: delivering to a running vCPU, preempting the spinner)",
+            icr.p50_us,
+            gap - us
+        ),
+        part_of: None,
+        spread_us: None,
+        },
+    );
 }

@@ -364,7 +364,7 @@ fn pinned_sums_need_every_cpu_and_every_try() {
 
 /// A traced cross-CPU rr: these per-transaction counts, and a timeline whose in-situ
 /// client wake-up is `wake` µs (server side unseen) and idle exit `idle` µs per wake.
-fn traced(wake: f64, idle: f64) -> TrialRow {
+pub(super) fn traced(wake: f64, idle: f64) -> TrialRow {
     let mut r = rr(60.0, (1, 1), (0, 1), EVENTS);
     let per_unit: BTreeMap<String, f64> = [
         ("msr_write_tsc_deadline", 0.02),
@@ -418,7 +418,7 @@ fn awake_without_knob() -> Vec<TrialRow> {
 }
 
 /// A median and 90th percentile both `us`, over `n` samples.
-fn p(us: f64, n: u64) -> virtperf_wire::Pct {
+pub(super) fn p(us: f64, n: u64) -> virtperf_wire::Pct {
     virtperf_wire::Pct {
         p50_us: us,
         p90_us: us,

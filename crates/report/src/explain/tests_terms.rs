@@ -196,3 +196,74 @@ fn halt_polling_slower_than_halting_prices_no_halt_exit() {
         .expect("priced");
     assert!((c.us - 23.0).abs() < 1e-9, "{c:?}");
 }
+
+/// Keeping both CPUs awake bought back less than halt polling (this Intel machine, explain
+/// --quick: idle_exit 71.1 µs, kept awake 47.1 µs): the kept-awake trial's IPIs × the
+/// in-situ ICR write account for the gap, with the residual published; without the
+/// in-situ ICR write the check is missing with why, and without a knob term it is not made.
+#[test]
+fn the_ipis_a_kept_awake_cpu_still_takes_account_for_the_gap_to_halt_polling() {
+    use super::tests::{p, traced};
+    let battery = |with_icr: bool| {
+        let mut t = as_is(Some(0));
+        // The knob's term: 2 × (25 − 18) = 14 µs; kept awake: 60 − 52 = 8 µs.
+        t.push(probe("guest-poll-200us", WAKE_BLOCK, Some(200_000), 18.0));
+        t.push(rr_trial(
+            AS_IS,
+            RR_CROSS_AWAKE,
+            Some(0),
+            rr(52.0, (1, 1), (0, 1), EVENTS),
+        ));
+        let polled = [("ipi_resched", 0.01), ("ipi_call", 0.02)];
+        t.push(rr_trial(
+            "guest-poll-200us",
+            RR_CROSS_BLOCK,
+            Some(200_000),
+            rr(30.0, (1, 1), (0, 1), &polled),
+        ));
+        let mut row = traced(20.0, 6.0);
+        if let Some(tl) = row.trial.result.as_mut().and_then(|r| r.timeline.as_mut()) {
+            tl.in_situ.ipi_to_icr = with_icr.then(|| p(2.5, 990));
+        }
+        t.push(row);
+        explained(&t)
+    };
+    let e = battery(true);
+    let check = |e: &Explanation, name: &str| e.cross_checks.iter().position(|c| c.name == name);
+    let at = check(&e, "awake_ipis").expect("the check");
+    let c = &e.cross_checks[at];
+    // EVENTS send 2.0 IPIs per transaction: 2.0 × 2.5 = 5.0 µs against a 14 − 8 = 6 µs gap.
+    assert!((c.us - 5.0).abs() < 1e-9, "{c:?}");
+    assert!(
+        c.source
+            .contains("2.00 IPIs per transaction were still sent (with guest halt polling 0.03)")
+            && c.source
+                .contains("idle_exit − idle_exit_awake 6.0 µs (residual +1.0 µs"),
+        "{}",
+        c.source
+    );
+    assert_eq!(
+        check(&e, "idle_exit_awake"),
+        Some(at - 1),
+        "{:?}",
+        e.cross_checks
+    );
+    assert!(text(&e).contains("check: awake_ipis"), "{}", text(&e));
+    let e = battery(false);
+    assert!(check(&e, "awake_ipis").is_none());
+    assert!(
+        why_missing(&e, "awake_ipis").contains("timed no ICR write"),
+        "{:?}",
+        e.missing
+    );
+    // No knob: kept awake is the idle exit itself, and there is nothing to account for.
+    let mut t = as_is(None);
+    t.push(rr_trial(
+        AS_IS,
+        RR_CROSS_AWAKE,
+        None,
+        rr(52.0, (1, 1), (0, 1), EVENTS),
+    ));
+    let e = explain(1, &Env::default(), &t).expect("explains");
+    assert!(check(&e, "awake_ipis").is_none() && why_missing(&e, "awake_ipis").is_empty());
+}
