@@ -17,6 +17,19 @@ fn why_missing<'a>(e: &'a Explanation, name: &str) -> &'a str {
         .map_or("", |m| m.reason.as_str())
 }
 
+/// The as-is battery without a halt-poll knob, and the cross-CPU rr with both CPUs kept
+/// awake at `awake_us`.
+fn awake_without_knob(awake_us: f64) -> Explanation {
+    let mut t = as_is(None);
+    t.push(rr_trial(
+        AS_IS,
+        RR_CROSS_AWAKE,
+        None,
+        rr(awake_us, (1, 1), (0, 1), EVENTS),
+    ));
+    explain(1, &Env::default(), &t).expect("explains")
+}
+
 fn no_negative_term(e: &Explanation) {
     for c in &e.components {
         assert!(c.us >= 0.0, "{}: {} µs ({})", c.name, c.us, c.source);
@@ -138,14 +151,7 @@ fn the_stack_share_needs_a_path_and_a_faster_unix_round_trip() {
 /// 7995.4 as-is) gives no idle exit; one above the whole wake-up leaves no remainder.
 #[test]
 fn cpus_kept_awake_and_no_faster_give_no_idle_exit() {
-    let mut t = as_is(None);
-    t.push(rr_trial(
-        AS_IS,
-        RR_CROSS_AWAKE,
-        None,
-        rr(61.0, (1, 1), (0, 1), EVENTS),
-    ));
-    let e = explain(1, &Env::default(), &t).expect("explains");
+    let e = awake_without_knob(61.0);
     no_negative_term(&e);
     assert!(component(&e, "idle_exit").is_none());
     assert!(
@@ -154,14 +160,7 @@ fn cpus_kept_awake_and_no_faster_give_no_idle_exit() {
         e.missing
     );
     // As-is 60 µs, awake 10 µs: 50 µs of idle exit against a 40 µs wake-up.
-    let mut t = as_is(None);
-    t.push(rr_trial(
-        AS_IS,
-        RR_CROSS_AWAKE,
-        None,
-        rr(10.0, (1, 1), (0, 1), EVENTS),
-    ));
-    let e = explain(1, &Env::default(), &t).expect("explains");
+    let e = awake_without_knob(10.0);
     no_negative_term(&e);
     assert!(component(&e, "idle_exit").is_some());
     assert!(
@@ -257,13 +256,6 @@ fn the_ipis_a_kept_awake_cpu_still_takes_account_for_the_gap_to_halt_polling() {
         e.missing
     );
     // No knob: kept awake is the idle exit itself, and there is nothing to account for.
-    let mut t = as_is(None);
-    t.push(rr_trial(
-        AS_IS,
-        RR_CROSS_AWAKE,
-        None,
-        rr(52.0, (1, 1), (0, 1), EVENTS),
-    ));
-    let e = explain(1, &Env::default(), &t).expect("explains");
+    let e = awake_without_knob(52.0);
     assert!(check(&e, "awake_ipis").is_none() && why_missing(&e, "awake_ipis").is_empty());
 }
