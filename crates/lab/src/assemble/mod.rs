@@ -281,9 +281,16 @@ fn moved(c: &Collected, warnings: &mut Vec<String>) {
         .filter(|(_, n)| *n > 0)
         .map(|(side, n)| format!("{side} {n}"))
         .collect();
+    // Both ends on one machine: the move changes whether they share a CPU (measured
+    // tenfold apart); on two machines it only says the side ran from more than one CPU.
+    let placements = if same_host(c) {
+        "on more than one placement (one CPU for both ends, or one each)"
+    } else {
+        "from more than one CPU of the moved side's machine"
+    };
     if !moves.is_empty() {
         warnings.push(format!(
-            "the scheduler moved the unpinned threads between CPUs inside the measured interval (moves: {}): its round trips ran on more than one placement (one CPU for both ends, or one each), and its figures mix them; pin both ends (--cpus CLIENT,SERVER) for one",
+            "the scheduler moved the unpinned threads between CPUs inside the measured interval (moves: {}): its round trips ran {placements}, and its figures mix them; pin both ends (--cpus CLIENT,SERVER) for one",
             moves.join(", ")
         ));
     }
@@ -332,6 +339,13 @@ fn sock_applied(c: &Collected, warnings: &mut Vec<String>) -> Option<SockApplied
     Some(SockApplied { client, server })
 }
 
+/// Both sides ran on one machine (one boot id, read on each).
+fn same_host(c: &Collected) -> bool {
+    c.server_env
+        .as_ref()
+        .is_some_and(|s| !s.boot_id.is_empty() && s.boot_id == c.client_env.boot_id)
+}
+
 /// Each side's CPU: system-wide split, its own threads, service demand per unit, and the
 /// other work on its machine (warned about above [`OTHER_LOAD_WARN_PCT`]).
 fn cpu_accounting(
@@ -341,10 +355,7 @@ fn cpu_accounting(
     warnings: &mut Vec<String>,
 ) -> CpuAccounting {
     let units = unit.in_demand_units(work);
-    let same_host = c
-        .server_env
-        .as_ref()
-        .is_some_and(|s| !s.boot_id.is_empty() && s.boot_id == c.client_env.boot_id);
+    let same_host = same_host(c);
     // Other work on each machine: when both sides share one, both sides' threads are the
     // test's; the load average is read here, on the client's machine.
     let both = window_threads_s(&c.client) + c.server.as_ref().map_or(0.0, window_threads_s);
@@ -522,12 +533,18 @@ mod tests {
 
     /// An unpinned round trip whose threads the scheduler moved mid-interval ran on more
     /// than one placement: a warning names each unpinned side's moves (a pinned side's are
-    /// not its placement changing), and the count is an event of that side.
+    /// not its placement changing), and the count is an event of that side; with the two
+    /// ends on two machines it names no placement of both ends.
     #[test]
     fn moved_unpinned_threads_are_warned_of() {
-        let warned = |client_cpu: Option<u32>, moves: (u64, u64)| {
+        let warned_on = |boot_ids: (&str, &str), client_cpu: Option<u32>, moves: (u64, u64)| {
             let p = plan(client_cpu);
             let mut c = collected(&p, side(1000, 2.0, &[], true), side(1000, 2.0, &[], true));
+            c.client_env.boot_id = boot_ids.0.into();
+            c.server_env = Some(virtperf_wire::Env {
+                boot_id: boot_ids.1.into(),
+                ..Default::default()
+            });
             c.client.threads.migrations = Some(moves.0);
             if let Some(s) = c.server.as_mut() {
                 s.threads.migrations = Some(moves.1);
@@ -543,10 +560,22 @@ mod tests {
                 .filter(|w| w.contains("between CPUs"))
                 .collect::<Vec<_>>()
         };
+        let warned = |client_cpu, moves| warned_on(("one", "one"), client_cpu, moves);
         let w = warned(None, (3, 2));
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(
-            w[0].contains("(moves: client 3)") && w[0].contains("--cpus CLIENT,SERVER"),
+            w[0].contains("(moves: client 3)")
+                && w[0].contains("one CPU for both ends, or one each")
+                && w[0].contains("--cpus CLIENT,SERVER"),
+            "{w:?}"
+        );
+        // Two machines (a guest's agent): a move is no change of sharing a CPU with the far
+        // end, which runs elsewhere.
+        let w = warned_on(("host", "guest"), None, (3, 2));
+        assert!(
+            w.len() == 1
+                && w[0].contains("from more than one CPU of the moved side's machine")
+                && !w[0].contains("one CPU for both ends"),
             "{w:?}"
         );
         assert!(warned(Some(0), (3, 2)).is_empty(), "both pinned");
