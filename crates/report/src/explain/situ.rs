@@ -273,7 +273,7 @@ pub(super) fn awake_idle_exit(
     };
     // Kept awake and no faster: the spinners took the CPUs the round trip needs (vCPUs
     // sharing host CPUs, or emulation), and the difference is no cost of leaving idle.
-    if term.us < 0.0 {
+    if term.us <= 0.0 {
         missing.push(Missing {
             name: "idle_exit (CPUs kept awake)".into(),
             reason: format!(
