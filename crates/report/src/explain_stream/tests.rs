@@ -467,6 +467,16 @@ fn a_remedy_not_measured_says_why_and_one_try_is_undecided() {
     );
     assert_eq!(by(BIG_BUFFERS).effect, "undecided");
     assert!(by(LARGER_SENDS).why_not.is_some());
+    // Its row gives the reason where a figure would be, without a stray colon.
+    let row = text(&e)
+        .lines()
+        .find(|l| l.contains("the agent allows 1 flow"))
+        .map(str::to_string)
+        .expect("the row");
+    assert!(
+        row.contains("not measured") && !row.contains(": the agent"),
+        "{row}"
+    );
 }
 
 #[test]

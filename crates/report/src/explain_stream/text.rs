@@ -308,10 +308,13 @@ pub fn text(e: &StreamExplanation) -> String {
         let cost = r.bound_side_us_per_mb.map_or(String::new(), |c| {
             format!("; {which} side {c:.1} µs per MB")
         });
-        let why = r
-            .why_not
-            .as_ref()
-            .map_or(String::new(), |w| format!(": {w}"));
+        // After a figure, what it lacks follows it; alone in the row (no ratio, no cost), the
+        // reason stands in the figure's column.
+        let why = match r.why_not.as_ref() {
+            Some(w) if ratio.is_empty() && cost.is_empty() => w.clone(),
+            Some(w) => format!(": {w}"),
+            None => String::new(),
+        };
         s += &format!("  {:<30} {:<22} {ratio}{cost}{why}\n", name(r), r.effect);
     }
     if !e.not_tried.is_empty() {
