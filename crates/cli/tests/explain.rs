@@ -155,6 +155,24 @@ fn explain_decomposes_a_round_trip_and_says_where_each_part_came_from() {
             configs[0], configs[1],
             "compared a config with itself: {src}"
         );
+        // Beside a kept-awake check, what keeping the CPUs awake does not buy back: the IPIs
+        // its wake-ups still send (a woken thread preempts a spinner through one), priced,
+        // or why not.
+        if names(&v, "cross_checks").contains(&"idle_exit_awake".into()) {
+            let checks = v["cross_checks"].as_array().unwrap();
+            match checks.iter().find(|c| c["name"] == "awake_ipis") {
+                Some(c) => {
+                    let src = c["source"].as_str().unwrap();
+                    assert!(c["us"].as_f64().unwrap() > 0.0, "{c}");
+                    assert!(
+                        src.contains("IPIs per transaction were still sent")
+                            && src.contains("(residual "),
+                        "{c}"
+                    );
+                }
+                None => assert!(missing_reason(&v, "awake_ipis").is_some(), "{v}"),
+            }
+        }
     } else {
         let why = match idle {
             Some(i) => i["source"].as_str().unwrap().to_string(),
