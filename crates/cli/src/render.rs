@@ -269,8 +269,13 @@ pub fn result(r: &TestResult, local: bool) -> String {
         .unwrap_or_default();
     let _ = writeln!(
         s,
-        "  other work on the client's machine during the test: {:.1}% of a CPU (processes besides the test's){load}{}",
+        "  other work on the client's machine during the test: {:.1}% of a CPU (processes besides the test's){}{load}{}",
         r.cpu.client.other_cpu_pct,
+        r.cpu
+            .client
+            .capture_cpu_pct
+            .map(|p| format!("; --capture's tcpdump apart from it: {p:.1}%"))
+            .unwrap_or_default(),
         if r.allow_concurrent {
             " (measured with --allow-concurrent)"
         } else {

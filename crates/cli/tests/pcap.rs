@@ -24,6 +24,39 @@ fn tmp(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("vp-pcap-{}-{name}", std::process::id()))
 }
 
+/// The tcpdump `--capture` starts is the test's own tool: its CPU is counted apart from
+/// other work (which read 24% of a CPU and "expect noise" from it alone on a quiet
+/// machine), named beside it, and absent without a capture.
+#[test]
+fn the_capture_recorders_cpu_is_its_own_not_other_work() {
+    if !have("tcpdump") {
+        virtperf_testkit::skip("tcpdump", "tcpdump not installed (apt-get install tcpdump)");
+        return;
+    }
+    let cap = tmp("crr.pcap");
+    let cpu = |capture: bool| {
+        let mut cmd = vp();
+        cmd.args(["crr", "-l", "1s", "--json"]);
+        if capture {
+            cmd.arg("--capture").arg(&cap);
+        }
+        let out = cmd.output().expect("run");
+        common::assert_ok(&out);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        v["cpu"]["client"].clone()
+    };
+    let with = cpu(true);
+    // Thousands of connections' packets, each written at once (-U, immediate mode): far
+    // more than one 10 ms tick of tcpdump's CPU.
+    let pct = with["capture_cpu_pct"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{with}"));
+    assert!(pct > 0.0 && pct <= 100.0, "{with}");
+    assert!(with["other_cpu_pct"].as_f64().is_some(), "{with}");
+    assert!(cpu(false).get("capture_cpu_pct").is_none());
+    let _ = std::fs::remove_file(&cap);
+}
+
 #[test]
 fn captured_test_traffic_matches_tshark_per_connection() {
     if !have("tcpdump") {

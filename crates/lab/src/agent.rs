@@ -699,7 +699,7 @@ fn run_test(
     let nic = (ip != client)
         .then(|| virtperf_measure::nic::interface_of(ip))
         .flatten();
-    let window = crate::window::Window::open(nic)?;
+    let window = crate::window::Window::open(nic, Vec::new())?;
     side.gate.open();
     write_message(ctl, &Message::Started)?;
     let closed = close_on_end(ctl, stop_limit(cfg, w, run_ms), window, &side, &handles)?;

@@ -86,6 +86,11 @@ impl Capture {
         }
     }
 
+    /// tcpdump's process ID, while it runs.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Stops the capture and waits for tcpdump to close the file.
     pub fn stop(mut self) -> Result<()> {
         self.interrupt()

@@ -348,7 +348,8 @@ fn run_once(
     // Tracepoint counters are opened before the interval (opening costs milliseconds per
     // CPU) and started and stopped right at its edges.
     let tracer = plan.trace.then(|| crate::trace::Tracer::open(plan));
-    let window = crate::window::Window::open(nic)?;
+    let tools = capture.iter().map(crate::capture::Capture::pid).collect();
+    let window = crate::window::Window::open(nic, tools)?;
     if let Some(t) = &tracer {
         t.start();
     }
@@ -743,6 +744,7 @@ pub fn run_url(
         zerocopy: None,
         // A foreign server's download: /proc/stat's user and system time is the measure.
         others_cpu_s: None,
+        capture_cpu_s: None,
     };
     let downloads = downloads.lock().map(|d| d.clone()).unwrap_or_default();
     assemble(Collected {

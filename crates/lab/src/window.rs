@@ -21,6 +21,8 @@ pub(crate) struct Window {
     ev0: EventSnapshot,
     t0: ProcStat,
     others0: Processes,
+    /// The side's own tools' processes (a `--capture` recorder), counted apart.
+    tools: Vec<u32>,
     started: Instant,
 }
 
@@ -33,6 +35,8 @@ pub(crate) struct Closed {
     pub workers_cpu_s: Option<f64>,
     /// Every other user-space process's CPU seconds over the interval.
     pub others_cpu_s: f64,
+    /// The side's own tools' CPU seconds over the interval; None without any.
+    pub tools_cpu_s: Option<f64>,
 }
 
 impl Closed {
@@ -57,14 +61,17 @@ impl Closed {
             sock: side.applied.lock().ok().and_then(|a| a.clone()),
             zerocopy: side.zerocopy.lock().ok().and_then(|z| *z),
             others_cpu_s: Some(self.others_cpu_s),
+            capture_cpu_s: self.tools_cpu_s,
         }
     }
 }
 
 impl Window {
-    /// Reads the counters now; `nic` is the interface the side's traffic crosses. Events
-    /// bracket the CPU snapshot, so reading them costs the CPU figures nothing.
-    pub(crate) fn open(nic: Option<String>) -> Result<Window> {
+    /// Reads the counters now; `nic` is the interface the side's traffic crosses, `tools`
+    /// the processes the side started for the test itself (its capture's recorder), whose
+    /// CPU is not other work. Events bracket the CPU snapshot, so reading them costs the
+    /// CPU figures nothing.
+    pub(crate) fn open(nic: Option<String>, tools: Vec<u32>) -> Result<Window> {
         let ev0 = EventSnapshot::read_with_nic(nic.as_deref());
         // Outside the CPU snapshots, as the events are: scanning /proc costs them nothing.
         let others0 = Processes::read(std::process::id());
@@ -74,6 +81,7 @@ impl Window {
             ev0,
             t0,
             others0,
+            tools,
             started: Instant::now(),
         })
     }
@@ -81,7 +89,7 @@ impl Window {
     /// The window opened again now, on the same interface: the warm-up (`--omit`) before
     /// it is left out.
     pub(crate) fn reopen(self) -> Result<Window> {
-        Window::open(self.nic)
+        Window::open(self.nic, self.tools)
     }
 
     /// When the interval started.
@@ -95,7 +103,8 @@ impl Window {
         let workers_cpu_s = side.window_cpu_s(workers);
         let t1 = ProcStat::read()?;
         let elapsed = self.started.elapsed();
-        let others_cpu_s = Processes::read(std::process::id()).cpu_s_since(&self.others0);
+        let (others_cpu_s, tools_cpu_s) =
+            Processes::read(std::process::id()).split_since(&self.others0, &self.tools);
         let events = self
             .ev0
             .delta(&EventSnapshot::read_with_nic(self.nic.as_deref()))
@@ -106,6 +115,7 @@ impl Window {
             events,
             workers_cpu_s,
             others_cpu_s,
+            tools_cpu_s: (!self.tools.is_empty()).then_some(tools_cpu_s),
         })
     }
 }

@@ -52,16 +52,27 @@ impl Processes {
     /// CPU seconds the processes read now used since `earlier`: a process in both by the
     /// same start time counts its difference, one started since counts all of its time.
     pub fn cpu_s_since(&self, earlier: &Processes) -> f64 {
-        let ticks: u64 = self
-            .cpu
-            .iter()
-            .map(|(pid, (start, now))| match earlier.cpu.get(pid) {
+        self.split_since(earlier, &[]).0
+    }
+
+    /// [`Self::cpu_s_since`] in two parts: every process but `own`, and `own` (the test's
+    /// own tools, such as its capture's recorder).
+    pub fn split_since(&self, earlier: &Processes, own: &[u32]) -> (f64, f64) {
+        let (mut others, mut mine) = (0u64, 0u64);
+        for (pid, (start, now)) in &self.cpu {
+            let used = match earlier.cpu.get(pid) {
                 Some((s, before)) if s == start => now.saturating_sub(*before),
                 // A new process (or a reused PID): all of its time is inside the interval.
                 _ => *now,
-            })
-            .sum();
-        ticks as f64 / ticks_per_second()
+            };
+            if own.contains(pid) {
+                mine += used;
+            } else {
+                others += used;
+            }
+        }
+        let secs = |t: u64| t as f64 / ticks_per_second();
+        (secs(others), secs(mine))
     }
 }
 

@@ -62,6 +62,10 @@ fn side_cpu(r: &SideReport, units: f64, test_threads_s: f64) -> SideCpu {
         },
         loadavg_1m: None,
         threads_busy_pct: None,
+        capture_cpu_pct: r
+            .capture_cpu_s
+            .filter(|_| wall > 0.0)
+            .map(|s| 100.0 * s / wall),
     }
 }
 
@@ -370,8 +374,16 @@ fn cpu_accounting(
     );
     client.loadavg_1m = virtperf_measure::loadavg_1m();
     client.threads_busy_pct = threads_busy(&c.client, workers(c));
+    // The client's capture recorder is the test's too: on a shared machine the server side
+    // counted it among the other processes.
+    let tool_s = c.client.capture_cpu_s.unwrap_or(0.0);
     let server_cpu = c.server.as_ref().map(|s| {
-        let mut sc = side_cpu(s, units, if same_host { both } else { window_threads_s(s) });
+        let theirs = if same_host {
+            both + tool_s
+        } else {
+            window_threads_s(s)
+        };
+        let mut sc = side_cpu(s, units, theirs);
         sc.threads_busy_pct = threads_busy(s, workers(c));
         if same_host {
             // One machine: the same other work, measured over nearly the same interval.
@@ -391,6 +403,11 @@ fn cpu_accounting(
         }
         if sc.other_cpu_pct > OTHER_LOAD_WARN_PCT && !(same_host && side == "server") {
             warnings.push(other_work_warning(side, sc.other_cpu_pct, sc.loadavg_1m));
+        }
+        if let Some(pct) = sc.capture_cpu_pct.filter(|p| *p > OTHER_LOAD_WARN_PCT) {
+            warnings.push(format!(
+                "--capture's tcpdump used {pct:.0}% of a CPU on the {side}'s machine during the test: the figures include what recording every packet costs (run without --capture for the test alone)"
+            ));
         }
     }
     if same_host && !spins(c) {
@@ -529,6 +546,41 @@ mod tests {
             side(1000, 2.0, &[], true),
         ));
         assert_eq!(r.expect("assembled").cpu.client.other_cpu_pct, 0.0);
+    }
+
+    /// The client's `--capture` recorder is the test's: 0.4 s of it over 2 s is its own
+    /// 20% (warned of as the capture's cost), and neither side's other work, though the
+    /// server's process scan on the same machine counted it among the others.
+    #[test]
+    fn the_capture_recorder_is_no_sides_other_work() {
+        let p = plan(Some(0));
+        let mut client = side(1000, 2.0, &[], true);
+        let mut server = side(1000, 2.0, &[], true);
+        (client.window_cpu_s, server.window_cpu_s) = (Some(0.5), Some(0.3));
+        // A neighbour's 0.1 s on one machine, beside the other side's process and tcpdump.
+        client.others_cpu_s = Some(0.1 + 0.3);
+        client.capture_cpu_s = Some(0.4);
+        server.others_cpu_s = Some(0.1 + 0.5 + 0.4);
+        let mut c = collected(&p, client, server);
+        c.client_env.boot_id = "one".into();
+        c.server_env = Some(Env {
+            boot_id: "one".into(),
+            ..Default::default()
+        });
+        let r = assemble(c).expect("assembled");
+        let server = r.cpu.server.as_ref().expect("server");
+        for (side, cpu) in [("client", &r.cpu.client), ("server", server)] {
+            assert!((cpu.other_cpu_pct - 5.0).abs() < 1e-6, "{side}: {cpu:?}");
+        }
+        assert_eq!(r.cpu.client.capture_cpu_pct, Some(20.0));
+        assert!(
+            r.warnings
+                .iter()
+                .any(|w| w.starts_with("--capture's tcpdump used 20%")),
+            "{:?}",
+            r.warnings
+        );
+        assert!(!r.warnings.iter().any(|w| w.starts_with("other work")));
     }
 
     /// An unpinned round trip whose threads the scheduler moved mid-interval ran on more

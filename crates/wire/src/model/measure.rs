@@ -472,6 +472,11 @@ pub struct SideReport {
     /// miss it. Absent from older agents.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub others_cpu_s: Option<f64>,
+    /// CPU seconds over the measured interval of the recorder this side started for
+    /// `--capture` (tcpdump), counted apart from `others_cpu_s`: the test's own tool, not
+    /// a neighbour. Absent without a capture.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_cpu_s: Option<f64>,
 }
 
 /// What the kernel reported of `MSG_ZEROCOPY` sends: how many it completed, and of them

@@ -382,6 +382,10 @@ pub struct SideCpu {
     /// measured is this side's CPU limit, not the network's. Null where not known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads_busy_pct: Option<f64>,
+    /// CPU used by the `--capture` recorder (tcpdump) over the measured interval, in
+    /// percent of one CPU; not in `other_cpu_pct`. Absent without a capture.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_cpu_pct: Option<f64>,
 }
 
 /// CPU accounting for both sides.
