@@ -46,6 +46,16 @@ fn ci(m: &crate::summary::MetricSummary, scale: f64) -> String {
     }
 }
 
+/// The tries' coefficient of variation in percent; `n/a` for one try, whose spread was
+/// not measured (a 0.0 there read as tries that agreed exactly).
+fn cv_cell(summary: &crate::stats::Summary) -> String {
+    if summary.n >= 2 {
+        format!("{:.1}", summary.cv * 100.0)
+    } else {
+        "n/a".into()
+    }
+}
+
 /// [`ci`] with its sign: "±1.2", or "n/a" alone.
 fn ci_pm(m: &crate::summary::MetricSummary, scale: f64) -> String {
     if m.summary.n >= 2 {
@@ -169,13 +179,13 @@ fn cell_row(s: &mut String, c: &ConfigSummary, name_width: usize) {
         .unwrap_or_else(|| format!("{:>9} {:>9}", "", ""));
     let _ = writeln!(
         s,
-        "  {:<w$} {:>3}  {:<36} {:>10} {:<10} {:>5.1} │ {} │ {}{}{}",
+        "  {:<w$} {:>3}  {:<36} {:>10} {:<10} {:>5} │ {} │ {}{}{}",
         c.config,
         c.ok,
         tries(&m.values),
         num(m.summary.mean),
         ci_pm(m, 1.0),
-        m.summary.cv * 100.0,
+        cv_cell(&m.summary),
         lat,
         cpu_cells(c.cpu.as_ref()),
         nic_cells(c),
@@ -478,7 +488,7 @@ pub fn markdown(run: &RunRow, points: &[PointSummary]) -> String {
                 .unwrap_or_default();
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} {} | {} | {} | {} | {:.1} | {} | {} | {} |",
+                "| {} | {} | {} | {} {} | {} | {} | {} | {} | {} | {} | {} |",
                 p.label,
                 c.config,
                 c.ok,
@@ -487,7 +497,7 @@ pub fn markdown(run: &RunRow, points: &[PointSummary]) -> String {
                 tries(&m.values),
                 num(m.summary.mean),
                 ci(m, 1.0),
-                m.summary.cv * 100.0,
+                cv_cell(&m.summary),
                 p50,
                 p99,
                 // Probes (wake-up, KVM) measure no CPU split: "-", not 0.0.
@@ -810,5 +820,13 @@ mod tests {
         assert!(!note.contains("steady") && !note.contains("once"), "{note}");
         assert!(note.contains("--until-ci 95,2%"), "{note}");
         assert_eq!(unsteady_note(&points[..0], UNSTEADY_CELL_CV), "");
+    }
+
+    /// One try has no spread: its CV cell says so, where it read 0.0 (as though the tries
+    /// agreed exactly) beside a CI of n/a.
+    #[test]
+    fn one_try_has_no_cv() {
+        assert_eq!(cv_cell(&summarize(&[42.0], 0.95)), "n/a");
+        assert_eq!(cv_cell(&summarize(&[1000.0, 500.0, 1500.0], 0.95)), "50.0");
     }
 }
