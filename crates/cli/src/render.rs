@@ -84,7 +84,37 @@ fn cpu_table(r: &TestResult) -> String {
         );
     }
     s += &unsampled_note(r);
+    s += &coarse_note(&r.cpu);
     s
+}
+
+/// Where the interval is short enough that one /proc/stat tick is a point or more of a
+/// side's split (an 80 ms `http` download on 2 CPUs: 6 points), the line that says so,
+/// so "user 15.0" is not read to a tenth; empty otherwise (a 1 s test on 2 CPUs: 0.5).
+fn coarse_note(cpu: &virtperf_wire::CpuAccounting) -> String {
+    let ticks = virtperf_measure::cpu::ticks_per_second();
+    let point = |c: &SideCpu| {
+        let (wall, n) = (c.system.wall_s, c.system.per_cpu_busy_pct.len().max(1));
+        (wall > 0.0).then(|| (wall, 100.0 / (ticks * wall * n as f64)))
+    };
+    let sides = match &cpu.server {
+        Some(sv) if !cpu.same_host => vec![("client", &cpu.client), ("server", sv)],
+        _ => vec![("client", &cpu.client)],
+    };
+    let coarse: Vec<String> = sides
+        .into_iter()
+        .filter_map(|(name, c)| point(c).map(|(w, p)| (name, w, p)))
+        .filter(|(_, _, p)| *p >= 1.0)
+        .map(|(name, w, p)| format!("{name}: {:.0} ms, a tick {p:.1} points", w * 1000.0))
+        .collect();
+    if coarse.is_empty() {
+        return String::new();
+    }
+    format!(
+        "  the split covers a short interval ({}): /proc/stat counts each kind in whole ticks of {:.0} ms, so its columns are that coarse\n",
+        coarse.join("; "),
+        1000.0 / ticks
+    )
 }
 
 /// The line under the CPU table where part of `busy` is time the kernel's tick never
@@ -639,5 +669,25 @@ mod tests {
         assert!(spurious_words(3, None).contains("not measured"));
         assert_eq!(spurious_words(0, Some(0)), "");
         assert_eq!(spurious_words(0, None), "");
+    }
+
+    /// A split over 80 ms of 2 CPUs is 6.2 points a tick and said so; over 1 s it is 0.5
+    /// and not; an old result without the interval's length claims nothing.
+    #[test]
+    fn a_short_intervals_split_is_called_coarse() {
+        let over = |wall_s: f64| {
+            let mut cpu = virtperf_wire::CpuAccounting::default();
+            cpu.client.system.wall_s = wall_s;
+            cpu.client.system.per_cpu_busy_pct = vec![50.0, 50.0];
+            coarse_note(&cpu)
+        };
+        let ticks = virtperf_measure::cpu::ticks_per_second();
+        let note = over(0.08);
+        if ticks == 100.0 {
+            assert!(note.contains("client: 80 ms, a tick 6.2 points"), "{note}");
+        }
+        assert!(!note.is_empty());
+        assert_eq!(over(1.0), "");
+        assert_eq!(over(0.0), "");
     }
 }

@@ -122,7 +122,9 @@ fn unsampled_s(wall_s: f64, accounted_s: f64, ticks_per_s: f64) -> f64 {
     }
 }
 
-pub(crate) fn ticks_per_second() -> f64 {
+/// /proc/stat's and /proc/PID/stat's unit, ticks per second (`USER_HZ`, 100 on Linux);
+/// 100 where sysconf does not say.
+pub fn ticks_per_second() -> f64 {
     // sysconf(_SC_CLK_TCK): the kernel's AT_CLKTCK from the auxiliary vector.
     let t = rustix::param::clock_ticks_per_second();
     if t > 0 {
@@ -202,6 +204,7 @@ pub fn split(d: &CpuDelta) -> CpuSplit {
         busy_pct: pct(d.total.busy(), d.total.total()),
         per_cpu_busy_pct: d.per_cpu.iter().map(|c| pct(c.busy(), c.total())).collect(),
         per_cpu: d.per_cpu.iter().map(shares).collect(),
+        wall_s: d.wall_s,
     }
 }
 

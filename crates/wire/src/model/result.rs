@@ -327,6 +327,11 @@ pub struct CpuSplit {
     /// before 2026-11-27): what a stream's side spent its CPU on.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_cpu: Vec<CpuShares>,
+    /// Wall-clock length of the interval the split covers, seconds; 0 where not recorded
+    /// (results from before 2026-11-29). /proc/stat counts its kinds in whole ticks of
+    /// 1/`USER_HZ` s, so over a short interval each kind is coarse.
+    #[serde(default)]
+    pub wall_s: f64,
 }
 
 /// One CPU's time by kind over an interval, in percent of that CPU's time.
