@@ -292,8 +292,17 @@ fn render_halt(reports: &[HaltReport], delay: (Duration, Duration)) -> String {
             f(ok)
         );
     }
-    let mut notes: Vec<&str> = reports.iter().filter_map(|r| r.note.as_deref()).collect();
-    notes.dedup();
+    // Each setting's notes, each said once however many settings share it.
+    let mut notes: Vec<&str> = Vec::new();
+    for n in reports
+        .iter()
+        .filter_map(|r| r.note.as_deref())
+        .flat_map(|n| n.split("; "))
+    {
+        if !notes.contains(&n) {
+            notes.push(n);
+        }
+    }
     for n in notes {
         let _ = writeln!(s, "  note: {n}");
     }

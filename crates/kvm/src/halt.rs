@@ -183,17 +183,7 @@ pub fn halt(opts: &HaltOpts) -> Result<HaltReport, KvmError> {
             v.negative, v.offset
         )));
     }
-    let mut notes = v.notes;
-    if v.stats.is_empty() {
-        notes.push("no KVM binary stats (KVM_GET_STATS_FD) on this kernel".into());
-    }
-    if std::path::Path::new("/sys/module/kvm_pvm").exists() {
-        notes.push(
-            "PVM: the guest's real-mode handler and idle loop are emulated instruction by \
-             instruction, which adds a few µs to every wake-up"
-                .into(),
-        );
-    }
+    let note = report_notes(opts, &v.stats, v.notes);
     Ok(HaltReport {
         wakeups: opts.wakeups,
         halt_poll_ns: opts.halt_poll_ns,
@@ -211,8 +201,39 @@ pub fn halt(opts: &HaltOpts) -> Result<HaltReport, KvmError> {
         tsc_khz,
         tsc_offset_cycles: v.offset,
         spurious: v.spurious,
-        note: (!notes.is_empty()).then(|| notes.join("; ")),
+        note,
     })
+}
+
+/// What the run's figures need said beside them: stats not read, PVM's emulation, and a
+/// poll window that caught nothing.
+fn report_notes(
+    opts: &HaltOpts,
+    stats: &BTreeMap<String, u64>,
+    mut notes: Vec<String>,
+) -> Option<String> {
+    if stats.is_empty() {
+        notes.push("no KVM binary stats (KVM_GET_STATS_FD) on this kernel".into());
+    }
+    if std::path::Path::new("/sys/module/kvm_pvm").exists() {
+        notes.push(
+            "PVM: the guest's real-mode handler and idle loop are emulated instruction by \
+             instruction, which adds a few µs to every wake-up"
+                .into(),
+        );
+    }
+    // Polling on, and not one wake-up caught: KVM's own window, not the cap, was short.
+    if opts.halt_poll_ns.is_some_and(|ns| ns > 0) && stats.get("halt_successful_poll") == Some(&0) {
+        let start = std::fs::read_to_string("/sys/module/kvm/parameters/halt_poll_ns_grow_start")
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map_or_else(String::new, |ns| format!(" ({} µs here)", ns / 1000));
+        notes.push(format!(
+            "no wake-up was caught by polling: KVM polls a halted vCPU for a window of its own, which starts at halt_poll_ns_grow_start{start} and doubles only after a halt shorter than the cap (shrinking after a longer one), so idle gaps of {}–{} µs can keep it short of them (shorter gaps, --delay 5us..40us, show polling at work)",
+            opts.delay_min_us, opts.delay_max_us
+        ));
+    }
+    (!notes.is_empty()).then(|| notes.join("; "))
 }
 
 /// Refuses options that cannot run: no wake-ups, a delay range upside down.
@@ -497,5 +518,38 @@ mod tests {
         assert_eq!(kept, [5_000, 6_000, 7_000]);
         let s = Summary::from_values(&kept);
         assert!(s.min >= 5_000.0 && (s.p50 - 6_000.0).abs() < 10.0, "{s:?}");
+    }
+
+    /// Polling on and not one wake-up caught (this machine, 50–500 µs gaps, every window up
+    /// to 200 µs: 0.00 polls per wake-up, no word why) is explained; polling off, or a
+    /// window that caught some, says nothing of it.
+    #[test]
+    fn a_poll_window_that_caught_nothing_is_explained() {
+        let with = |poll: Option<u64>, ok: u64| {
+            let opts = HaltOpts {
+                halt_poll_ns: poll,
+                ..HaltOpts::default()
+            };
+            let stats = BTreeMap::from([("halt_successful_poll".to_string(), ok)]);
+            report_notes(&opts, &stats, Vec::new()).unwrap_or_default()
+        };
+        let n = with(Some(200_000), 0);
+        assert!(
+            n.contains("no wake-up was caught by polling") && n.contains("idle gaps of 50–500 µs"),
+            "{n}"
+        );
+        // Shown split on "; " (one line a note): the note holds none of its own.
+        assert!(
+            n.split("; ")
+                .any(|p| p.starts_with("no wake-up was caught by polling")
+                    && p.ends_with("show polling at work)")),
+            "{n}"
+        );
+        for (poll, ok) in [(Some(200_000), 300), (Some(0), 0), (None, 0)] {
+            assert!(
+                !with(poll, ok).contains("caught by polling"),
+                "{poll:?} {ok}"
+            );
+        }
     }
 }
