@@ -1,7 +1,7 @@
 //! The verdict's words for remedies: costs said with their intervals, and no cheapest
 //! where a real cut's cost was not measured.
 
-use super::tests::{as_is, haltpoll_env, probe, remedy};
+use super::tests::{as_is, haltpoll_env, probe, remedy, rr, rr_trial, EVENTS};
 use super::*;
 
 /// "At no added CPU" rests on the tries' interval of what a remedy adds, not its mean: a
@@ -123,7 +123,7 @@ fn most_of_the_wake_up_is_said_only_where_the_tries_show_it() {
     assert!(part > top / 2.0, "the fixture's idle exit {part} of {top}");
     let v = crate::explain::verdict(&e).expect("a verdict");
     assert!(
-        v.contains("most of that bringing their CPUs out of idle"),
+        v.contains("most of that their CPUs halting instead of polling"),
         "{v}"
     );
     let spread = |e: &mut Explanation, name: &str, lo: f64, hi: f64| {
@@ -136,7 +136,7 @@ fn most_of_the_wake_up_is_said_only_where_the_tries_show_it() {
     spread(&mut e, "idle_exit", part * 0.98, part * 1.02);
     let v = crate::explain::verdict(&e).expect("a verdict");
     assert!(
-        v.contains("most of that bringing their CPUs out of idle"),
+        v.contains("most of that their CPUs halting instead of polling"),
         "{v}"
     );
     // The part's lowest try below half the whole's highest: undecided.
@@ -145,8 +145,33 @@ fn most_of_the_wake_up_is_said_only_where_the_tries_show_it() {
     let v = crate::explain::verdict(&e).expect("a verdict");
     assert!(
         !v.contains("most of that")
-            && v.contains("of that bringing their CPUs out of idle")
+            && v.contains("of that their CPUs halting instead of polling")
             && v.contains("the spread of their tries leaves undecided"),
+        "{v}"
+    );
+}
+
+/// The idle exit in words by how it was measured: the knob's (halting against polling)
+/// holds the IPI a polling CPU is never sent, the kept-awake one only the way out of idle.
+#[test]
+fn the_idle_exit_is_worded_by_how_it_was_measured() {
+    let mut t = as_is(Some(0));
+    t.push(probe("guest-poll-200us", WAKE_BLOCK, Some(200_000), 12.0));
+    let e = explain(1, &haltpoll_env(), &t).expect("explains");
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(v.contains("their CPUs halting instead of polling"), "{v}");
+    // No knob: the idle exit from keeping the CPUs awake (60 − 20 = 40 µs of a 40 µs wake-up).
+    let mut t = as_is(None);
+    t.push(rr_trial(
+        AS_IS,
+        RR_CROSS_AWAKE,
+        None,
+        rr(20.0, (1, 1), (0, 1), EVENTS),
+    ));
+    let e = explain(1, &Env::default(), &t).expect("explains");
+    let v = crate::explain::verdict(&e).expect("a verdict");
+    assert!(
+        v.contains("bringing their CPUs out of idle") && !v.contains("halting instead"),
         "{v}"
     );
 }
