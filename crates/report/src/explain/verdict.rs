@@ -14,7 +14,7 @@ const MEANINGFUL_PCT: f64 = -20.0;
 /// against polling; its source names the knob) holds the IPI a polling CPU is never sent
 /// as well as the way out of idle (`awake_ipis`: about a third of it on this project's
 /// Intel guest); the one measured by keeping the CPUs awake holds only the latter.
-fn component_words<'a>(c: &'a Component) -> &'a str {
+fn component_words(c: &Component) -> &str {
     if c.name == "idle_exit" && c.source.contains("guest_halt_poll_ns") {
         return "their CPUs halting instead of polling";
     }
