@@ -96,12 +96,10 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
     let residual = predicted.map(|p| base.p50 - p);
 
     let mut seen = situ::seen(&c, &mut missing);
-    let likely = seen.exits_by_cause.get("likely_exits").copied();
-    exit_pressure(&c, &base, likely, &mut cross_checks, &mut missing);
-    kvm_halt(&c, &mut cross_checks, &mut missing);
-    situ::awake_ipis(
+    checks_beside(
         &c,
-        seen.in_situ.as_ref(),
+        &base,
+        &seen,
         &components,
         &mut cross_checks,
         &mut missing,
@@ -401,13 +399,31 @@ fn idle_exit(
 /// VM exits per transaction in a guest without posted interrupts (each IPI sent, each idle
 /// entry, each timer interrupt traps to the hypervisor), priced with the exit round trip
 /// `kvm exits` measured. A cross-check: the time is inside the path and wake-up already.
+/// The cross-checks set beside the model, none of them added: exits priced two ways, a
+/// halted vCPU's wake-up one level down, and what keeping the CPUs awake leaves.
+fn checks_beside(
+    c: &Cells,
+    base: &Rr,
+    seen: &situ::Seen,
+    components: &[Component],
+    checks: &mut Vec<Component>,
+    missing: &mut Vec<Missing>,
+) {
+    let likely = seen.exits_by_cause.get("likely_exits").copied();
+    let price = exit_pressure(c, base, likely, checks, missing);
+    kvm_halt(c, checks, missing);
+    situ::awake_ipis(c, seen.in_situ.as_ref(), components, checks, missing);
+    situ::icr_exits(&seen.exits_by_cause, seen.in_situ.as_ref(), price, checks);
+}
+
+/// Returns the price per exit it used, µs.
 fn exit_pressure(
     c: &Cells,
     base: &Rr,
     likely: Option<f64>,
     checks: &mut Vec<Component>,
     missing: &mut Vec<Missing>,
-) {
+) -> Option<f64> {
     let counted = ExitCounts::of(&base.events);
     // Without /proc's counts, the traced trial's: its exit causes counted by tracepoint.
     let (exits, counts) = match (&counted, likely) {
@@ -430,7 +446,7 @@ fn exit_pressure(
                 ExitCounts::absent(&base.events).join(", ")
             ),
             });
-            return;
+            return None;
         }
     };
     let cost = c.ok(KVM_EXITS, AS_IS).iter().find_map(|t| {
@@ -445,22 +461,28 @@ fn exit_pressure(
         })
     });
     match cost {
-        Some((kind, us)) => checks.push(Component {
-            name: "exit_pressure".into(),
-            us: exits * us,
-            source: format!(
-                "{counts} × {us:.2} µs per exit (`kvm exits` {kind} p50, a VM this machine runs); inside path and wake-up, not added"
-            ),
-            part_of: None,
-            spread_us: None,
-        }),
-        None => missing.push(Missing {
-            name: "exit_pressure".into(),
-            reason: format!(
-                "{counts}; no exit cost to price them: {}",
-                c.why_not(KVM_EXITS, AS_IS)
-            ),
-        }),
+        Some((kind, us)) => {
+            checks.push(Component {
+                name: "exit_pressure".into(),
+                us: exits * us,
+                source: format!(
+                    "{counts} × {us:.2} µs per exit (`kvm exits` {kind} p50, a VM this machine runs); inside path and wake-up, not added"
+                ),
+                part_of: None,
+                spread_us: None,
+            });
+            Some(us)
+        }
+        None => {
+            missing.push(Missing {
+                name: "exit_pressure".into(),
+                reason: format!(
+                    "{counts}; no exit cost to price them: {}",
+                    c.why_not(KVM_EXITS, AS_IS)
+                ),
+            });
+            None
+        }
     }
 }
 

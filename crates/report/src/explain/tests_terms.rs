@@ -266,3 +266,47 @@ fn the_ipis_a_kept_awake_cpu_still_takes_account_for_the_gap_to_halt_polling() {
     let e = awake_without_knob(52.0);
     assert!(check(&e, "awake_ipis").is_none() && why_missing(&e, "awake_ipis").is_empty());
 }
+
+/// The ICR writes the traced round trip counted, priced by their own in-situ time, beside
+/// exit_pressure; where the `kvm exits` price is far below that time (this machine: 1.32 µs
+/// against 12.49 µs, nested PVM), exit_pressure says it prices them low.
+#[test]
+fn icr_writes_timed_in_situ_price_the_exits_and_flag_a_low_probe() {
+    use super::tests::{p, traced};
+    let battery = |probe_ns: f64| {
+        let mut t = as_is(Some(0));
+        let mut k = probe(AS_IS, KVM_EXITS, None, 0.0);
+        k.trial.detail = Some(serde_json::json!({
+            "cases": [{"name": "cpuid", "iterations": 100, "ns": {"p50": probe_ns}}]
+        }));
+        t.push(k);
+        let mut row = traced(20.0, 6.0);
+        if let Some(tl) = row.trial.result.as_mut().and_then(|r| r.timeline.as_mut()) {
+            tl.in_situ.ipi_to_icr = Some(p(12.5, 990));
+        }
+        t.push(row);
+        explained(&t)
+    };
+    let check = |e: &Explanation, name: &str| {
+        e.cross_checks
+            .iter()
+            .find(|c| c.name == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name}: {:?}", e.cross_checks))
+    };
+    let e = battery(1320.0);
+    // The traced fixture counts 2.0 ICR writes per transaction: 2.0 × 12.5 µs.
+    let icr = check(&e, "icr_exits");
+    assert!((icr.us - 25.0).abs() < 1e-9, "{icr:?}");
+    let pressure = check(&e, "exit_pressure");
+    assert!(
+        pressure
+            .source
+            .contains("took 12.50 µs in situ, 9× that price"),
+        "{}",
+        pressure.source
+    );
+    // A probe price near the in-situ time is not flagged.
+    let pressure = check(&battery(10_000.0), "exit_pressure");
+    assert!(!pressure.source.contains("in situ"), "{}", pressure.source);
+}
