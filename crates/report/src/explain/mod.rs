@@ -98,7 +98,7 @@ pub fn explain(run_id: i64, env: &Env, trials: &[TrialRow]) -> Result<Explanatio
     let mut seen = situ::seen(&c, &mut missing);
     checks_beside(
         &c,
-        &base,
+        (env, &base),
         &seen,
         &components,
         &mut cross_checks,
@@ -403,7 +403,7 @@ fn idle_exit(
 /// halted vCPU's wake-up one level down, and what keeping the CPUs awake leaves.
 fn checks_beside(
     c: &Cells,
-    base: &Rr,
+    (env, base): (&Env, &Rr),
     seen: &situ::Seen,
     components: &[Component],
     checks: &mut Vec<Component>,
@@ -413,7 +413,10 @@ fn checks_beside(
     let price = exit_pressure(c, base, likely, checks, missing);
     kvm_halt(c, checks, missing);
     situ::awake_ipis(c, seen.in_situ.as_ref(), components, checks, missing);
-    situ::icr_exits(&seen.exits_by_cause, seen.in_situ.as_ref(), price, checks);
+    // Without a hypervisor an ICR write is no exit: nothing of the VM's to price.
+    if env.hypervisor.is_some() {
+        situ::icr_exits(&seen.exits_by_cause, seen.in_situ.as_ref(), price, checks);
+    }
 }
 
 /// Returns the price per exit it used, µs.

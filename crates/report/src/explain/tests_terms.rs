@@ -269,11 +269,12 @@ fn the_ipis_a_kept_awake_cpu_still_takes_account_for_the_gap_to_halt_polling() {
 
 /// The ICR writes the traced round trip counted, priced by their own in-situ time, beside
 /// exit_pressure; where the `kvm exits` price is far below that time (this machine: 1.32 µs
-/// against 12.49 µs, nested PVM), exit_pressure says it prices them low.
+/// against 12.49 µs, nested PVM), exit_pressure says it prices them low. On bare metal an
+/// ICR write is no exit, and nothing is priced.
 #[test]
 fn icr_writes_timed_in_situ_price_the_exits_and_flag_a_low_probe() {
     use super::tests::{p, traced};
-    let battery = |probe_ns: f64| {
+    let on = |hypervisor: Option<&str>, probe_ns: f64| {
         let mut t = as_is(Some(0));
         let mut k = probe(AS_IS, KVM_EXITS, None, 0.0);
         k.trial.detail = Some(serde_json::json!({
@@ -285,8 +286,13 @@ fn icr_writes_timed_in_situ_price_the_exits_and_flag_a_low_probe() {
             tl.in_situ.ipi_to_icr = Some(p(12.5, 990));
         }
         t.push(row);
-        explained(&t)
+        let env = Env {
+            hypervisor: hypervisor.map(str::to_string),
+            ..haltpoll_env()
+        };
+        explain(1, &env, &t).expect("explains")
     };
+    let battery = |probe_ns: f64| on(Some("KVMKVMKVM"), probe_ns);
     let check = |e: &Explanation, name: &str| {
         e.cross_checks
             .iter()
@@ -309,4 +315,7 @@ fn icr_writes_timed_in_situ_price_the_exits_and_flag_a_low_probe() {
     // A probe price near the in-situ time is not flagged.
     let pressure = check(&battery(10_000.0), "exit_pressure");
     assert!(!pressure.source.contains("in situ"), "{}", pressure.source);
+    let bare = on(None, 1320.0);
+    assert!(bare.cross_checks.iter().all(|c| c.name != "icr_exits"));
+    assert!(!check(&bare, "exit_pressure").source.contains("in situ"));
 }
