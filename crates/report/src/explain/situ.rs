@@ -413,25 +413,24 @@ pub(super) fn awake_ipis(
         format!(" (with guest halt polling {p:.2})")
     });
     let us = sent * icr.p50_us;
+    let source = format!(
+        "with both CPUs kept awake {sent:.2} IPIs per transaction were still sent{polled}: a woken thread preempts the spinner through one, a CPU polling in idle needs none; × the sender's ICR write, an exit, in situ {:.2} µs; against idle_exit − idle_exit_awake {gap:.1} µs (residual {:+.1} µs: delivering to a running vCPU, preempting the spinner)",
+        icr.p50_us,
+        gap - us
+    );
+    let check = Component {
+        name: "awake_ipis".into(),
+        us,
+        source,
+        part_of: None,
+        spread_us: None,
+    };
     // Beside the check it accounts for.
     let at = checks
         .iter()
         .position(|x| x.name == "idle_exit_awake")
         .map_or(checks.len(), |i| i + 1);
-    checks.insert(
-        at,
-        Component {
-        name: "awake_ipis".into(),
-        us,
-        source: format!(
-            "with both CPUs kept awake {sent:.2} IPIs per transaction were still sent{polled}: a woken thread preempts the spinner through one, a CPU polling in idle needs none; × the sender's ICR write, an exit, in situ {:.2} µs; against idle_exit − idle_exit_awake {gap:.1} µs (residual {:+.1} µs: delivering to a running vCPU, preempting the spinner)",
-            icr.p50_us,
-            gap - us
-        ),
-        part_of: None,
-        spread_us: None,
-        },
-    );
+    checks.insert(at, check);
 }
 
 /// The round trip's own ICR-write exits priced by their in-situ time (IPI sent → the write
