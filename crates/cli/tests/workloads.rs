@@ -609,7 +609,9 @@ fn kvm_exits_and_halt_run_real_guests() {
     assert_eq!(polled, 0, "polling off: {}", runs[0]["stats"]);
     // Polling on: a window that caught nothing says why, one that caught some does not.
     let on = &runs[1];
-    let caught = on["stats"]["halt_successful_poll"].as_u64().unwrap_or(0);
+    let caught = on["stats"]["halt_successful_poll"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("halt_successful_poll not counted: {}", on["stats"]));
     let note = on["note"].as_str().unwrap_or("");
     assert_eq!(
         note.contains("no wake-up was caught by polling"),

@@ -464,6 +464,15 @@ mod tests {
         }
     }
 
+    /// The two sides' boot ids: one machine where they are equal.
+    fn boot_ids(c: &mut Collected<'_>, client: &str, server: &str) {
+        c.client_env.boot_id = client.into();
+        c.server_env = Some(Env {
+            boot_id: server.into(),
+            ..Default::default()
+        });
+    }
+
     fn collected(plan: &Plan, client: SideReport, server: SideReport) -> Collected<'_> {
         let mut h = latency::new_histogram();
         for ns in [10_000u64, 20_000, 30_000] {
@@ -524,11 +533,7 @@ mod tests {
         server.window_cpu_s = Some(0.3);
         client.others_cpu_s = Some(0.94);
         let mut c = collected(&p, client, server);
-        c.client_env.boot_id = "one".into();
-        c.server_env = Some(Env {
-            boot_id: "one".into(),
-            ..Default::default()
-        });
+        boot_ids(&mut c, "one", "one");
         let r = assemble(c).expect("assembled");
         assert!(
             (r.cpu.client.other_cpu_pct - 32.0).abs() < 1e-6,
@@ -562,11 +567,7 @@ mod tests {
         client.capture_cpu_s = Some(0.4);
         server.others_cpu_s = Some(0.1 + 0.5 + 0.4);
         let mut c = collected(&p, client, server);
-        c.client_env.boot_id = "one".into();
-        c.server_env = Some(Env {
-            boot_id: "one".into(),
-            ..Default::default()
-        });
+        boot_ids(&mut c, "one", "one");
         let r = assemble(c).expect("assembled");
         let server = r.cpu.server.as_ref().expect("server");
         for (side, cpu) in [("client", &r.cpu.client), ("server", server)] {
@@ -589,14 +590,10 @@ mod tests {
     /// ends on two machines it names no placement of both ends.
     #[test]
     fn moved_unpinned_threads_are_warned_of() {
-        let warned_on = |boot_ids: (&str, &str), client_cpu: Option<u32>, moves: (u64, u64)| {
+        let warned_on = |ids: (&str, &str), client_cpu: Option<u32>, moves: (u64, u64)| {
             let p = plan(client_cpu);
             let mut c = collected(&p, side(1000, 2.0, &[], true), side(1000, 2.0, &[], true));
-            c.client_env.boot_id = boot_ids.0.into();
-            c.server_env = Some(virtperf_wire::Env {
-                boot_id: boot_ids.1.into(),
-                ..Default::default()
-            });
+            boot_ids(&mut c, ids.0, ids.1);
             c.client.threads.migrations = Some(moves.0);
             if let Some(s) = c.server.as_mut() {
                 s.threads.migrations = Some(moves.1);
