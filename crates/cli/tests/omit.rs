@@ -50,6 +50,7 @@ fn rr_counts_only_what_follows_the_warm_up() {
 /// moved to their CPUs before they count: no migrations, and no warning of any.
 #[test]
 fn service_demand_leaves_the_warm_up_out() {
+    let _steady = crate::host_knobs_steady();
     let cpus = match std::thread::available_parallelism() {
         Ok(n) if n.get() >= 2 => "0,1",
         _ => "0,0",

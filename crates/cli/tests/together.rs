@@ -50,8 +50,8 @@ mod udp_forged;
 mod vm_spec;
 mod workloads;
 
-/// Held for a whole test whose batteries change this host's halt-poll knob (explain run
-/// natively, or in network namespaces that share this kernel). Two such batteries at once
+/// Held for a whole test whose batteries change this host's halt-poll knob and busy polling
+/// (explain run natively, or in network namespaces that share this kernel). Two such batteries at once
 /// each take the other's setting for the knob's original and restore it: the fleet test's
 /// 200 µs was left behind once beside the guest explain test's native battery (the
 /// namespaces' private /run hides each battery's journal from the other). A failed
@@ -60,7 +60,19 @@ mod workloads;
 /// `ansible_fleet` so that it starts among the first and is done long before the `guest`
 /// tests reach the lock; as `fleet_ansible` it began just before them and their thread
 /// idled waiting (`together` 413 s against 379–387 s without the lock).
-pub fn host_knob() -> std::sync::MutexGuard<'static, ()> {
-    static HOST_KNOB: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    HOST_KNOB.lock().unwrap_or_else(|e| e.into_inner())
+pub fn host_knob() -> std::sync::RwLockWriteGuard<'static, ()> {
+    HOST_KNOB.write().unwrap_or_else(|e| e.into_inner())
 }
+
+/// Held for a whole test that compares figures those batteries' knobs move (their busy
+/// polling makes a blocking receiver spin in its own thread): never beside one of them,
+/// beside each other freely. Once (CI, 2026-11-29) the omit test's client read 61.71 µs of
+/// its own CPU per transaction without a warm-up against 32.57 with one; the likeliest
+/// cause, not proven, a neighbour's `net.core.busy_read` of 50 µs for part of that run
+/// (a receiver spinning up to 50 µs before each sleep of a ~95 µs round trip).
+pub fn host_knobs_steady() -> std::sync::RwLockReadGuard<'static, ()> {
+    HOST_KNOB.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// See [`host_knob`] and [`host_knobs_steady`].
+static HOST_KNOB: std::sync::RwLock<()> = std::sync::RwLock::new(());
