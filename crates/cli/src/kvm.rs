@@ -161,7 +161,12 @@ pub fn kvm(a: KvmArgs) -> Result<()> {
             .map_err(|e| anyhow!("{e}"))?;
             r.host_trace = Some(host_trace(&counters, &r, warmup));
             if json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                let out = Exits {
+                    schema: "virtperf.kvm-exits/1",
+                    env: virtperf_measure::env::fingerprint(),
+                    report: &r,
+                };
+                println!("{}", serde_json::to_string_pretty(&out)?);
                 return Ok(());
             }
             print!("{}", render_exits(&r, iterations));
@@ -179,6 +184,7 @@ pub fn kvm(a: KvmArgs) -> Result<()> {
             if vcpu_cpu == injector_cpu {
                 bail!("--vcpu-cpu and --injector-cpu must differ: the injector must run while the vCPU halts");
             }
+            let env = virtperf_measure::env::fingerprint();
             let mut reports = Vec::new();
             for poll in &halt_poll {
                 let r = virtperf_kvm::halt(&HaltOpts {
@@ -193,13 +199,35 @@ pub fn kvm(a: KvmArgs) -> Result<()> {
                 reports.push(r);
             }
             if json {
-                println!("{}", serde_json::to_string_pretty(&reports)?);
+                let out = Halts {
+                    schema: "virtperf.kvm-halt/1",
+                    env,
+                    runs: &reports,
+                };
+                println!("{}", serde_json::to_string_pretty(&out)?);
             } else {
                 print!("{}", render_halt(&reports, delay));
             }
         }
     }
     Ok(())
+}
+
+/// What `kvm exits --json` prints: the report, with what produced it.
+#[derive(serde::Serialize)]
+struct Exits<'a> {
+    schema: &'static str,
+    env: virtperf_wire::Env,
+    #[serde(flatten)]
+    report: &'a virtperf_kvm::ExitReport,
+}
+
+/// What `kvm halt --json` prints: one run per halt-poll setting, with what produced them.
+#[derive(serde::Serialize)]
+struct Halts<'a> {
+    schema: &'static str,
+    env: virtperf_wire::Env,
+    runs: &'a [HaltReport],
 }
 
 /// The exit round trips as a table, with what the host's tracepoint counted.
@@ -232,17 +260,22 @@ fn render_exits(r: &virtperf_kvm::ExitReport, iterations: u32) -> String {
         );
     }
     for c in &r.cases {
+        let note = c.note.as_deref().unwrap_or("");
+        let (Some(ns), Some(cyc)) = (&c.ns, &c.cycles) else {
+            // Not measured: its reason, not a row of zeros.
+            let _ = writeln!(s, "  {:<8} {:>39} │ {:>21}  {note}", c.name, "—", "—");
+            continue;
+        };
         let _ = writeln!(
             s,
-            "  {:<8} {:>9.2} {:>9.2} {:>9.2} {:>9.2} │ {:>10.0} {:>10.0}  {}",
+            "  {:<8} {:>9.2} {:>9.2} {:>9.2} {:>9.2} │ {:>10.0} {:>10.0}  {note}",
             c.name,
-            c.ns.min / 1e3,
-            c.ns.p50 / 1e3,
-            c.ns.p99 / 1e3,
-            c.ns.max / 1e3,
-            c.cycles.p50,
-            c.cycles.p99,
-            c.note.as_deref().unwrap_or("")
+            ns.min / 1e3,
+            ns.p50 / 1e3,
+            ns.p99 / 1e3,
+            ns.max / 1e3,
+            cyc.p50,
+            cyc.p99,
         );
     }
     s
@@ -307,4 +340,43 @@ fn render_halt(reports: &[HaltReport], delay: (Duration, Duration)) -> String {
         let _ = writeln!(s, "  note: {n}");
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use virtperf_kvm::{ExitCase, ExitReport, Summary};
+
+    /// A case the probe could not run prints its reason under dashes, not a row of 0.00 µs.
+    #[test]
+    fn an_unmeasured_exit_case_prints_no_times() {
+        let measured = Summary::from_values(&[2000, 3000]);
+        let case = |name: &str, ns: Option<Summary>, note: &str| ExitCase {
+            name: name.into(),
+            iterations: if ns.is_some() { 2 } else { 0 },
+            cycles: ns,
+            ns,
+            note: Some(note.into()),
+        };
+        let r = ExitReport {
+            tsc_khz: 1_000_000,
+            cases: vec![
+                case("pio", Some(measured), "timed"),
+                case("hlt", None, "not measurable here: no HLT exit"),
+            ],
+            host_trace: None,
+        };
+        let text = render_exits(&r, 2);
+        let hlt = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("hlt"))
+            .expect("hlt row");
+        assert!(hlt.contains("not measurable here: no HLT exit"), "{hlt}");
+        assert!(!hlt.contains("0.00"), "{hlt}");
+        let pio = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("pio"))
+            .expect("pio row");
+        assert!(pio.contains("2.00") && pio.contains("3.00"), "{pio}");
+    }
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
+use serde::Serialize;
 use virtperf_wake::{Mech, Placement, Strategy, WakeOpts, WakeReport};
 
 #[derive(Debug, Args)]
@@ -78,6 +79,9 @@ pub fn wake(a: WakeArgs) -> Result<()> {
             .collect(),
         (Some(s), _) => bail!("--poll applies to the poll strategy, not --strategy {s}"),
     };
+    // What produced the numbers (the idle path above all: a cross-CPU wake-up's cost is
+    // mostly the woken CPU's way out of idle), read before the runs, not during them.
+    let env = virtperf_measure::env::fingerprint();
     let mut reports = Vec::new();
     for strategy in strategies {
         let r = virtperf_wake::run(&WakeOpts {
@@ -90,12 +94,57 @@ pub fn wake(a: WakeArgs) -> Result<()> {
         .map_err(|e| anyhow!(e))?;
         reports.push(r);
     }
+    let warnings = warnings(&reports);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&reports)?);
+        let out = Output {
+            schema: "virtperf.wake/1",
+            env: &env,
+            runs: &reports,
+            warnings: &warnings,
+        };
+        println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print!("{}", render(&reports));
+        println!("  idle path: {}", env.idle_explained);
+        for w in &warnings {
+            println!("  warning: {w}");
+        }
     }
     Ok(())
+}
+
+/// What `wake --json` prints: the runs, what produced them, and what makes them read
+/// otherwise than as wake-ups.
+#[derive(Serialize)]
+struct Output<'a> {
+    schema: &'static str,
+    env: &'a virtperf_wire::Env,
+    runs: &'a [WakeReport],
+    warnings: &'a [String],
+}
+
+/// Runs whose threads shared one CPU while the waiter did not sleep at once: the peer
+/// could not run until the waiter gave the CPU up, so the latency is that wait, not a
+/// wake-up. Said only where the run's own median shows it (a kernel that preempted the
+/// waiter at once would not).
+fn warnings(reports: &[WakeReport]) -> Vec<String> {
+    reports
+        .iter()
+        .filter(|r| matches!(r.opts.placement, Placement::Same(_)))
+        .filter_map(|r| {
+            let p50 = r.one_way.p50_us;
+            match r.opts.strategy {
+                Strategy::Spin if p50 >= 500.0 => Some(format!(
+                    "spin on one CPU: a spinning thread never gives up the CPU its peer needs, so each message waited for the scheduler to preempt it (one-way p50 {p50:.0} µs: the scheduler's time slice, not a wake-up); spin across CPUs (--placement cross)"
+                )),
+                Strategy::Poll(w) if p50 >= 0.5 * w.as_secs_f64() * 1e6 => Some(format!(
+                    "poll {} µs on one CPU: the polling thread holds the CPU its peer needs until its window runs out, so each message waited about the window (one-way p50 {p50:.1} µs); poll across CPUs (--placement cross)",
+                    w.as_micros()
+                )),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 fn strategy_text(s: Strategy) -> String {
@@ -118,8 +167,8 @@ fn render(reports: &[WakeReport]) -> String {
     };
     let _ = writeln!(
         s,
-        "virtperf wake  {:?}  {place}  {:.1} s per run{}",
-        first.opts.mech,
+        "virtperf wake  {}  {place}  {:.1} s per run{}",
+        first.opts.mech.name(),
         first.opts.duration.as_secs_f64(),
         if first.opts.gap.is_zero() {
             String::new()

@@ -284,7 +284,8 @@ impl Tries<'_, '_, '_> {
                     .cases
                     .iter()
                     .find(|c| c.name == "pio")
-                    .map_or(f64::NAN, |c| c.ns.p50 / 1000.0);
+                    .and_then(|c| c.ns.as_ref())
+                    .map_or(f64::NAN, |ns| ns.p50 / 1000.0);
                 probe_detail(&mut trial, &r, "pio_exit_p50_us", p50)
             }),
         };

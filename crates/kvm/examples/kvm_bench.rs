@@ -73,7 +73,12 @@ fn run() -> Result<(), String> {
             } else {
                 println!("tsc {} kHz", r.tsc_khz);
                 for c in &r.cases {
-                    println!("{:6} n={} {}", c.name, c.iterations, us(&c.ns));
+                    println!(
+                        "{:6} n={} {}",
+                        c.name,
+                        c.iterations,
+                        c.ns.as_ref().map_or_else(|| "not measured".into(), us)
+                    );
                     if let Some(n) = &c.note {
                         println!("       {n}");
                     }

@@ -70,10 +70,11 @@ pub struct ExitCase {
     pub name: String,
     /// Samples behind the summaries (0 when the case could not be measured; see `note`).
     pub iterations: u32,
-    /// Round-trip time in ns.
-    pub ns: Summary,
-    /// The same in TSC cycles (ns = cycles × 10⁶ / tsc_khz).
-    pub cycles: Summary,
+    /// Round-trip time in ns; None (JSON null) where the case could not be measured: no
+    /// time rather than a time of 0.
+    pub ns: Option<Summary>,
+    /// The same in TSC cycles (ns = cycles × 10⁶ / tsc_khz); None with `ns`.
+    pub cycles: Option<Summary>,
     /// How it was measured and what inflates it on this platform.
     pub note: Option<String>,
 }
@@ -184,24 +185,8 @@ fn run_cases(kvm: &Kvm, opts: &ExitOpts, ctl: &Ctl) -> Result<ExitReport, KvmErr
         .and_then(|c| guest_timed(kvm, opts, ctl, MOV_BX_BX).map(|b| (c, b)));
     cases.push(match cpuid {
         Ok(((c, khz), (base, _))) => {
-            let floor = Summary::from_values(&base.cycles).p50 as u64;
-            let cpuid = Summary::from_values(&c.cycles).p50 as u64;
-            let diff = cpuid as i64 - floor as i64;
-            let diff_ns = util::cycles_to_ns(diff.unsigned_abs(), khz) as i64 * diff.signum();
             let mut r = c;
-            r.note_extra = format!(
-                "timed in the guest: `rdtsc; mov esi, eax; xor eax, eax; cpuid; rdtsc` (CPUID is \
-                 handled inside KVM, never in user space); the same window with `mov bx, bx` in \
-                 place of cpuid has p50 {} ns ({floor} cycles), so CPUID itself adds about \
-                 {diff_ns} ns at p50{}",
-                util::cycles_to_ns(floor, khz),
-                if pvm {
-                    " — under PVM the whole window is emulated, so this is an emulator cost \
-                     (within its noise), not a hardware VM exit"
-                } else {
-                    ""
-                }
-            );
+            r.note_extra = cpuid_note(&base.cycles, &r.cycles, khz, pvm);
             r.into_case("cpuid", "", khz)
         }
         Err(KvmError::Aborted(why)) => return Err(KvmError::Aborted(why)),
@@ -226,12 +211,43 @@ fn plain<'a>(program: &'a [(usize, &'a [u8])], ds: u16) -> Setup<'a> {
     }
 }
 
+/// How the cpuid case was timed, and what CPUID adds over the same window around an
+/// ordinary instruction (`floor`), both p50s in cycles.
+fn cpuid_note(floor: &[u64], cpuid: &[u64], khz: u64, pvm: bool) -> String {
+    let floor = Summary::from_values(floor).p50 as u64;
+    let cpuid = Summary::from_values(cpuid).p50 as u64;
+    let diff = cpuid as i64 - floor as i64;
+    let diff_ns = util::cycles_to_ns(diff.unsigned_abs(), khz) as i64 * diff.signum();
+    // A window no slower than its floor says CPUID costs nothing it can resolve, not that
+    // CPUID takes negative time.
+    let adds = if diff_ns > 0 {
+        format!("CPUID itself adds about {diff_ns} ns at p50")
+    } else {
+        format!(
+            "CPUID itself adds nothing this window resolves (its p50 is {} ns under the floor's)",
+            -diff_ns
+        )
+    };
+    format!(
+        "timed in the guest: `rdtsc; mov esi, eax; xor eax, eax; cpuid; rdtsc` (CPUID is \
+         handled inside KVM, never in user space); the same window with `mov bx, bx` in \
+         place of cpuid has p50 {} ns ({floor} cycles), so {adds}{}",
+        util::cycles_to_ns(floor, khz),
+        if pvm {
+            " — under PVM the whole window is emulated, so this is an emulator cost \
+             (within its noise), not a hardware VM exit"
+        } else {
+            ""
+        }
+    )
+}
+
 fn unmeasurable(name: &str, e: &KvmError) -> ExitCase {
     ExitCase {
         name: name.to_string(),
         iterations: 0,
-        ns: Summary::default(),
-        cycles: Summary::default(),
+        ns: None,
+        cycles: None,
         note: Some(format!("not measurable here: {e}")),
     }
 }
@@ -275,8 +291,8 @@ impl CaseRun {
         ExitCase {
             name: name.to_string(),
             iterations: u32::try_from(self.cycles.len()).unwrap_or(u32::MAX),
-            ns: Summary::from_values(&ns),
-            cycles: Summary::from_values(&self.cycles),
+            ns: Some(Summary::from_values(&ns)),
+            cycles: Some(Summary::from_values(&self.cycles)),
             note: Some(note),
         }
     }

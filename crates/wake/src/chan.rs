@@ -30,6 +30,20 @@ pub enum Mech {
     Tcp,
 }
 
+impl Mech {
+    /// The name `--mech` takes (and JSON gives).
+    pub fn name(self) -> &'static str {
+        match self {
+            Mech::Futex => "futex",
+            Mech::Eventfd => "eventfd",
+            Mech::Pipe => "pipe",
+            Mech::Condvar => "condvar",
+            Mech::Unix => "unix",
+            Mech::Tcp => "tcp",
+        }
+    }
+}
+
 impl std::str::FromStr for Mech {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
