@@ -99,7 +99,7 @@ fn trace_line(r: &TestResult) -> String {
             let _ = writeln!(s, "      {r}");
         }
     }
-    for m in &t.missing {
+    for m in grouped(&t.missing) {
         let _ = writeln!(s, "    not counted: {m}");
     }
     for m in &t.substituted {
@@ -212,10 +212,54 @@ fn nic_line(side: &str, unit: &str, n: &virtperf_wire::NicEvents) -> String {
     )
 }
 
+/// `KEY: why` entries with one reason said once, its keys joined ("msr_write_icr,
+/// msr_write_eoi: …" rather than the same sentence per register), in first-seen order.
+fn grouped(missing: &[String]) -> Vec<String> {
+    let mut groups: Vec<(Vec<&str>, &str)> = Vec::new();
+    for m in missing {
+        let Some((key, why)) = m.split_once(": ") else {
+            groups.push((Vec::new(), m));
+            continue;
+        };
+        match groups.iter_mut().find(|(k, w)| !k.is_empty() && *w == why) {
+            Some((keys, _)) => keys.push(key),
+            None => groups.push((vec![key], why)),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(keys, why)| {
+            if keys.is_empty() {
+                why.to_string()
+            } else {
+                format!("{}: {why}", keys.join(", "))
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use virtperf_wire::SideEvents;
+
+    /// One reason for several counters is said once, with their keys; others stay apart.
+    #[test]
+    fn one_reason_for_several_counters_is_said_once() {
+        let why = "no x2APIC: MMIO";
+        let missing = [
+            format!("msr_write_icr: {why}"),
+            "kvm_exits: no tracepoint".to_string(),
+            format!("msr_write_eoi: {why}"),
+        ];
+        assert_eq!(
+            grouped(&missing),
+            [
+                format!("msr_write_icr, msr_write_eoi: {why}"),
+                "kvm_exits: no tracepoint".to_string()
+            ]
+        );
+    }
 
     /// Host exits counted over the whole test are printed as counts, never per
     /// transaction of the interval (they used to be divided by its transactions).

@@ -24,6 +24,7 @@ mod export;
 mod fleet;
 mod flows;
 mod guest;
+mod guest_explain;
 mod guest_net;
 mod help;
 mod hostile;

@@ -480,7 +480,7 @@ fn in_situ(cycles: &[Cycle], idle_untraced_cpus: Vec<u32>) -> InSitu {
             .is_empty()
             .then(|| sides().filter(|w| w.idle_exit.is_some()).count() as f64 / n),
         idle_untraced_cpus,
-        icr_writes_per_transaction: cycles.iter().map(|c| f64::from(c.icr)).sum::<f64>() / n,
+        icr_writes_per_transaction: Some(cycles.iter().map(|c| f64::from(c.icr)).sum::<f64>() / n),
         tsc_deadline_writes_per_transaction: cycles.iter().map(|c| f64::from(c.tsc)).sum::<f64>()
             / n,
         net_rx_on_path: pct(cycles.iter().map(|c| c.net_rx_ns).collect()),
@@ -656,7 +656,7 @@ mod tests {
         assert!(i.idle_untraced_cpus.is_empty());
         assert_eq!(i.request_delivery.map(|p| p.p50_us), Some(21.0));
         assert_eq!(i.response_delivery.map(|p| p.p50_us), Some(13.0));
-        assert_eq!(i.icr_writes_per_transaction, 1.0);
+        assert_eq!(i.icr_writes_per_transaction, Some(1.0));
         assert!(t
             .example
             .iter()

@@ -239,6 +239,42 @@ const X2APIC_WRITES: &[&str] = &[
     virtperf_wire::counter::MSR_WRITE_APIC_TIMER,
 ];
 
+/// The APIC registers a kernel writes as MSRs only in x2APIC mode: in xAPIC mode they are
+/// memory-mapped, and the msr tracepoint never sees a write to them (the TSC deadline is an
+/// MSR in either mode).
+const X2APIC_ONLY: &[&str] = &[
+    virtperf_wire::counter::MSR_WRITE_ICR,
+    virtperf_wire::counter::MSR_WRITE_EOI,
+    virtperf_wire::counter::MSR_WRITE_APIC_TIMER,
+];
+
+/// Why this machine's kernel drives its local APIC in xAPIC mode, where ICR, EOI and
+/// APIC-timer writes are MMIO stores no msr tracepoint sees (so a count of them would read
+/// 0 however many there were); None where it may use x2APIC, and off x86.
+pub fn xapic_mode() -> Option<String> {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    xapic_reason(&cpuinfo, &cmdline)
+}
+
+/// [`xapic_mode`] on given texts. A CPU without the `x2apic` flag has no x2APIC mode (QEMU
+/// 7.2's TCG CPUs, for one), and Linux clears the flag where `nox2apic` turns it off.
+fn xapic_reason(cpuinfo: &str, cmdline: &str) -> Option<String> {
+    // x86's /proc/cpuinfo has a `flags` line per CPU; elsewhere there are no such MSRs.
+    let flags = cpuinfo.lines().find(|l| l.starts_with("flags"))?;
+    let why = if cmdline.split_whitespace().any(|w| w == "nox2apic") {
+        "the kernel command line has nox2apic"
+    } else if !flags.split_whitespace().any(|f| f == "x2apic") {
+        "this CPU has no x2APIC (no x2apic flag in /proc/cpuinfo)"
+    } else {
+        return None;
+    };
+    Some(format!(
+        "{why}: the local APIC runs in xAPIC mode, where ICR, EOI and APIC-timer writes are \
+         MMIO stores the msr tracepoint does not see"
+    ))
+}
+
 /// The paravirtual MSR writes `--trace-all` adds, parts of `msr_writes` too.
 const PV_WRITES: &[&str] = &[
     "msr_write_kvm_system_time",
@@ -262,8 +298,13 @@ pub fn add_other_writes(counts: &mut BTreeMap<String, u64>) -> Option<String> {
         .copied()
         .collect();
     if !uncounted.is_empty() {
+        let hint = if uncounted.iter().any(|k| PV_WRITES.contains(k)) {
+            " (the paravirtual ones need --trace-all)"
+        } else {
+            ""
+        };
         return Some(format!(
-            "msr_write_other: not derived, {} not counted (the paravirtual ones need --trace-all)",
+            "msr_write_other: not derived, {} not counted{hint}",
             uncounted.join(", ")
         ));
     }
@@ -297,7 +338,13 @@ impl Counters {
                 return c;
             }
         };
+        let xapic = xapic_mode();
         for s in specs {
+            // Not counted rather than counted as 0: in xAPIC mode these writes bypass MSRs.
+            if let Some(why) = xapic.as_deref().filter(|_| X2APIC_ONLY.contains(&s.key)) {
+                c.missing.push(format!("{}: {why}", s.key));
+                continue;
+            }
             let id = tracepoint_id(root.path(), s.event);
             let fds = id.and_then(|id| {
                 cpus.iter()
@@ -371,6 +418,25 @@ pub type PerCpu = BTreeMap<u32, BTreeMap<String, u64>>;
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn xapic_mode_is_read_from_the_x2apic_flag_and_nox2apic() {
+        let x2 = "processor\t: 0\nflags\t\t: fpu apic x2apic tsc_deadline_timer\n";
+        let tcg = "processor\t: 0\nflags\t\t: fpu apic sse2 hypervisor\n";
+        assert_eq!(super::xapic_reason(x2, "quiet"), None);
+        let why = super::xapic_reason(tcg, "quiet").expect("no x2apic flag: xAPIC");
+        assert!(
+            why.contains("no x2apic flag") && why.contains("MMIO"),
+            "{why}"
+        );
+        let off = super::xapic_reason(x2, "quiet nox2apic").expect("nox2apic: xAPIC");
+        assert!(
+            off.starts_with("the kernel command line has nox2apic"),
+            "{off}"
+        );
+        // Not x86: no flags line, no such MSRs, nothing to say.
+        assert_eq!(super::xapic_reason("Features\t: fp asimd\n", ""), None);
+    }
+
     use super::*;
 
     /// "Other" writes only against the full list of named registers: with a paravirtual

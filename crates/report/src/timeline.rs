@@ -98,10 +98,11 @@ pub fn text(t: &Timeline) -> String {
     );
     let _ = writeln!(
         s,
-        "           per transaction: {} sides woken from idle, {:.2} ICR writes, {:.2} TSC-deadline writes",
+        "           per transaction: {} sides woken from idle, {} ICR writes, {:.2} TSC-deadline writes",
         i.idle_wakeups_per_transaction
             .map_or_else(|| "(not known)".to_string(), |k| format!("{k:.2}")),
-        i.icr_writes_per_transaction,
+        i.icr_writes_per_transaction
+            .map_or_else(|| "(not seen: xAPIC)".to_string(), |k| format!("{k:.2}")),
         i.tsc_deadline_writes_per_transaction
     );
     let _ = writeln!(s, "           {}", net_rx(i));

@@ -112,8 +112,10 @@ pub struct InSitu {
     /// not known.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub idle_untraced_cpus: Vec<u32>,
-    /// x2APIC ICR writes (IPIs sent) per transaction, on the two CPUs.
-    pub icr_writes_per_transaction: f64,
+    /// x2APIC ICR writes (IPIs sent) per transaction, on the two CPUs; None (null) where
+    /// the kernel runs its APIC in xAPIC mode, whose ICR writes are MMIO stores the msr
+    /// tracepoint never sees.
+    pub icr_writes_per_transaction: Option<f64>,
     /// TSC-deadline writes (timer reprogrammed) per transaction.
     pub tsc_deadline_writes_per_transaction: f64,
     /// NET_RX softirq time per transaction inside the two deliveries (a side's send →
