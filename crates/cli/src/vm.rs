@@ -362,6 +362,9 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
     } else {
         let sides = format!("native ({native}) vs guest ({guest})");
         print_tax(&sides, info.as_ref(), &tax, &trials);
+        for line in pooled_lines(&tax, &points) {
+            println!("{line}");
+        }
         if let Some(v) = &a.vm {
             print_host_rows(v, &host_rows(&points));
         }
@@ -554,6 +557,47 @@ fn print_tax(sides: &str, info: Option<&GuestInfo>, tax: &[TaxRow], trials: &[Tr
             t.error.as_deref().unwrap_or("")
         );
     }
+}
+
+/// Under the table, where a latency row's figures (the mean of each try's own percentile:
+/// what the tax and its interval are of) would print otherwise than every round trip
+/// pooled into one histogram (what `show` prints for the same run), the pooled ones, so
+/// the two commands' different numbers for one run say why they differ.
+fn pooled_lines(tax: &[TaxRow], points: &[virtperf_report::summary::PointSummary]) -> Vec<String> {
+    let pooled = |workload: &str, config: &str, metric: &str| {
+        let p = points.iter().find(|p| p.label == workload)?;
+        let l = p
+            .configs
+            .iter()
+            .find(|c| c.config == config)?
+            .latency
+            .as_ref()?;
+        match metric {
+            "p50_us" => Some(l.p50_us),
+            "p99_us" => Some(l.p99_us),
+            _ => None,
+        }
+    };
+    let mut parts = Vec::new();
+    for r in tax {
+        let (Some(n), Some(g)) = (
+            pooled(&r.workload, "native", &r.metric),
+            pooled(&r.workload, "guest", &r.metric),
+        ) else {
+            continue;
+        };
+        if fmt(n) != fmt(r.native) || fmt(g) != fmt(r.guest) {
+            let name = format!("{} {}", r.workload, short_metric(&r.metric));
+            parts.push(format!("{name} native {} guest {}", fmt(n), fmt(g)));
+        }
+    }
+    if parts.is_empty() {
+        return Vec::new();
+    }
+    vec![format!(
+        "  latencies above: the mean of each try's own percentile (what the tax is of); every round trip pooled, as `show` prints them: {} µs",
+        parts.join(", ")
+    )]
 }
 
 /// One figure of the host's view of the guest side's VM (`vm compare --vm`), over the

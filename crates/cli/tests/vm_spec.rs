@@ -147,3 +147,71 @@ fn vm_options_that_cannot_work_are_refused_before_anything_runs() {
     }
     assert!(!std::path::Path::new(out).exists(), "an image was written");
 }
+
+/// `vm compare`'s latency rows are the mean of each try's own percentile, `show` pools
+/// every round trip: for one run the two printed different p50s with no word why. Where
+/// they would differ, the pooled figures are printed under the table, and they are
+/// `show`'s.
+#[test]
+fn vm_compare_names_the_pooled_latencies_show_prints() {
+    let dir = common::TempDir::new("vm-pooled");
+    let db = dir.0.join("r.db");
+    let out = vp()
+        .args(["vm", "compare", "--native", "local", "--guest", "local"])
+        .args(["--workloads", "rr", "-l", "200ms", "--runs", "3", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    common::assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let show = vp()
+        .args(["show", "last", "--format", "json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    common::assert_ok(&show);
+    let v: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    let p50 = |config: &str| {
+        let configs = v["points"][0]["configs"].as_array().expect("configs");
+        let c = configs
+            .iter()
+            .find(|c| c["config"] == config)
+            .expect(config);
+        c["latency"]["p50_us"].as_f64().expect("pooled p50")
+    };
+    let (n, g) = (p50("native"), p50("guest"));
+    let shown = |x: f64| {
+        if x >= 100.0 {
+            format!("{x:.0}")
+        } else {
+            format!("{x:.2}")
+        }
+    };
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("rr") && l.contains("p50 µs"))
+        .expect("the p50 row");
+    // `compare` of the same run tests the tries' own percentiles, and says so.
+    let cmp = vp()
+        .args(["compare", "last", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    common::assert_ok(&cmp);
+    let cmp = String::from_utf8_lossy(&cmp.stdout);
+    assert!(
+        cmp.contains("the mean of each try's own percentile"),
+        "{cmp}"
+    );
+    match text.lines().find(|l| l.contains("every round trip pooled")) {
+        Some(line) => assert!(
+            line.contains(&format!("rr p50 native {} guest {}", shown(n), shown(g))),
+            "{line}\nshow: native {n} guest {g}"
+        ),
+        // No line: the row's own figures print as show's.
+        None => assert!(
+            row.contains(&shown(n)) && row.contains(&shown(g)),
+            "{row}\nshow: native {n} guest {g}"
+        ),
+    }
+}

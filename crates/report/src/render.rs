@@ -599,6 +599,14 @@ pub fn compare_table(rows: &[Row]) -> String {
             c.verdict_text()
         );
     }
+    if rows
+        .iter()
+        .any(|r| matches!(r.metric.as_str(), "p50_us" | "p99_us"))
+    {
+        // `show` prints the percentiles of every round trip pooled: for one run its p50
+        // and this table's can differ, which this says rather than leaving it a puzzle.
+        s.push_str("\np50/p99 latency above: the mean of each try's own percentile (what is tested); `show` pools every try's round trips into one histogram, so its p50 and p99 may differ\n");
+    }
     s.push_str(&crate::compare::undecided_note(rows));
     s
 }
