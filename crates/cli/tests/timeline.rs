@@ -123,14 +123,16 @@ fn a_busier_sender_on_the_cpu_does_not_become_the_timelines_client() {
     );
     let t = &v["timeline"];
     assert!(t.is_object(), "no timeline: {}", v["warnings"]);
-    // Transactions back to back for the trial: their count times their median spans
-    // most of it (the median is below the mean of a tailed distribution, hence not all).
-    // A few dozen cycles pieced together from the neighbour's sends span almost none.
+    // Transactions back to back for the trial: their count times their median spans a
+    // good part of it (the median is below the mean of a tailed distribution, and beside
+    // the neighbour on CPU 0 some cycles are skipped: 0.22 and 0.25 in two CI runs). A few
+    // dozen cycles pieced together from the neighbour's sends span almost none (under
+    // 0.01), so a tenth tells the two apart.
     let n = t["transactions"].as_f64().expect("transactions");
     let p50 = t["rr_p50_us"].as_f64().expect("the trial's median");
     let covered = n * p50 * 1e-6 / t["trial_s"].as_f64().expect("trial_s");
     assert!(
-        covered > 0.25,
+        covered > 0.1,
         "{n} transactions of {p50} µs cover {covered:.2} of the trial: {t}"
     );
     let sum = t["sum_p50_us"].as_f64().expect("sum");
