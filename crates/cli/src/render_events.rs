@@ -12,6 +12,11 @@ pub(crate) fn traced(r: &TestResult) -> String {
     let mut s = trace_line(r);
     if let Some(h) = &r.host_trace {
         s.push_str(&host_line(h));
+        // Under TCG the host's zeros are true but say nothing of the guest's halts and
+        // interrupts: QEMU emulated them, no KVM was there to exit to.
+        if r.guest.as_ref().is_some_and(|g| g.emulated) {
+            s.push_str("    (the guest ran under TCG: QEMU emulated its CPU, so it made no KVM exits to count)\n");
+        }
     }
     if let Some(t) = &r.timeline {
         s.push_str(&virtperf_report::timeline::text(t));
