@@ -312,6 +312,20 @@ fn icr_writes_timed_in_situ_price_the_exits_and_flag_a_low_probe() {
         "{}",
         pressure.source
     );
+    // Traced, the exits priced are the table's likely exits (TSC-deadline writes among
+    // them), not /proc's IPIs, idle entries and timer interrupts, which miss those.
+    let likely = e.exits_by_cause["likely_exits"];
+    assert!(
+        (pressure.us - likely * 1.32).abs() < 1e-9,
+        "{} µs for {likely} likely exits: {}",
+        pressure.us,
+        pressure.source
+    );
+    assert!(
+        pressure.source.contains("likely exits"),
+        "{}",
+        pressure.source
+    );
     // A probe price near the in-situ time is not flagged.
     let pressure = check(&battery(10_000.0), "exit_pressure");
     assert!(!pressure.source.contains("in situ"), "{}", pressure.source);
