@@ -41,7 +41,7 @@ for delay in 5us..40us 50us..500us; do
     python3 - "$tmp" "$RUNS" <<'PY'
 import json, sys
 d, n = sys.argv[1], int(sys.argv[2])
-runs = [json.load(open(f"{d}/halt{i}.json")) for i in range(1, n + 1)]
+runs = [json.load(open(f"{d}/halt{i}.json"))["runs"] for i in range(1, n + 1)]
 for k in range(len(runs[0])):
     for i, r in enumerate(runs, 1):
         x = r[k]

@@ -27,7 +27,7 @@ d, n = sys.argv[1], int(sys.argv[2])
 def one(pair, way, i):
     v = json.load(open("%s/%s-%s-%d.json" % (d, pair, way, i)))
     if way == "futex":
-        v = v[0]
+        v = v["runs"][0]
         return v["round_trip"]["p50_us"], v["round_trips_per_s"]
     return v["outcome"]["latency"]["p50_us"], v["outcome"]["rate_per_s"]
 for pair in ("cross", "same"):
