@@ -26,7 +26,7 @@ for case in [c["name"] for c in runs[0]["cases"]]:
     cells = []
     for r in runs:
         c = next(c for c in r["cases"] if c["name"] == case)
-        cells.append(f'{c["ns"]["p50"]/1e3:.2f} / {c["ns"]["p99"]/1e3:.2f}')
+        cells.append("not measured" if c["ns"] is None else f'{c["ns"]["p50"]/1e3:.2f} / {c["ns"]["p99"]/1e3:.2f}')
     print(f"| {case} | " + " | ".join(cells) + " |")
 PY
 for delay in 5us..40us 50us..500us; do
