@@ -36,31 +36,34 @@ pub enum KvmCommand {
         lock: crate::machine::LockArgs,
     },
     /// Halt/wake-up latency: a halted vCPU woken by an injected interrupt, per halt-poll setting
-    Halt {
-        /// Wake-ups per setting
-        #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-        wakeups: u32,
-        /// Random idle time before each wake-up: MIN..MAX (e.g. 5us..40us)
-        #[arg(long, default_value = "50us..500us", value_parser = parse_range)]
-        delay: (Duration, Duration),
-        /// Per-VM halt polling (KVM_CAP_HALT_POLL); a list sweeps it: 0,10us,50us,200us
-        #[arg(long, value_delimiter = ',', value_parser = parse_poll, default_value = "0,10us,50us,200us")]
-        halt_poll: Vec<Duration>,
-        /// CPU for the vCPU thread
-        #[arg(long, default_value_t = 1)]
-        vcpu_cpu: u32,
-        /// CPU for the injecting thread
-        #[arg(long, default_value_t = 0)]
-        injector_cpu: u32,
-        /// Print JSON
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        lock: crate::machine::LockArgs,
-    },
+    Halt(HaltArgs),
 }
 
-/// Halt-poll windows: 0 to 1 s.
+/// `kvm halt`'s arguments.
+#[derive(Debug, Args)]
+pub struct HaltArgs {
+    /// Wake-ups per setting
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub wakeups: u32,
+    /// Random idle time before each wake-up: MIN..MAX (e.g. 5us..40us)
+    #[arg(long, default_value = "50us..500us", value_parser = parse_range)]
+    pub delay: (Duration, Duration),
+    /// Per-VM halt polling (KVM_CAP_HALT_POLL); a list sweeps it: 0,10us,50us,200us
+    #[arg(long, value_delimiter = ',', value_parser = parse_poll, default_value = "0,10us,50us,200us")]
+    pub halt_poll: Vec<Duration>,
+    /// CPU for the vCPU thread
+    #[arg(long, default_value_t = 1)]
+    pub vcpu_cpu: u32,
+    /// CPU for the injecting thread
+    #[arg(long, default_value_t = 0)]
+    pub injector_cpu: u32,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub lock: crate::machine::LockArgs,
+}
+
 /// What `kvm:kvm_exit` counted while the probe ran, against the exits the probe made: a
 /// tracepoint that stayed silent through them is named as such (PVM, for one, does not
 /// fire it), never read as "no exits".
@@ -102,6 +105,7 @@ fn host_trace(
     }
 }
 
+/// Halt-poll windows: 0 to 1 s.
 fn parse_poll(s: &str) -> Result<Duration> {
     virtperf_lab::parse::duration_up_to(s, Duration::from_secs(1), "1s")
 }
@@ -171,44 +175,69 @@ pub fn kvm(a: KvmArgs) -> Result<()> {
             }
             print!("{}", render_exits(&r, iterations));
         }
-        KvmCommand::Halt {
-            wakeups,
-            delay,
-            halt_poll,
-            vcpu_cpu,
-            injector_cpu,
-            json,
-            lock,
-        } => {
-            let _machine = crate::machine::take(&lock)?;
-            if vcpu_cpu == injector_cpu {
-                bail!("--vcpu-cpu and --injector-cpu must differ: the injector must run while the vCPU halts");
-            }
-            let env = virtperf_measure::env::fingerprint();
-            let mut reports = Vec::new();
-            for poll in &halt_poll {
-                let r = virtperf_kvm::halt(&HaltOpts {
-                    wakeups,
-                    delay_min_us: delay.0.as_micros() as u32,
-                    delay_max_us: delay.1.as_micros() as u32,
-                    halt_poll_ns: Some(poll.as_nanos() as u64),
-                    vcpu_cpu: Some(vcpu_cpu),
-                    injector_cpu: Some(injector_cpu),
-                })
-                .map_err(|e| anyhow!("{e}"))?;
-                reports.push(r);
-            }
-            if json {
-                let out = Halts {
-                    schema: "virtperf.kvm-halt/1",
-                    env,
-                    runs: &reports,
-                };
-                println!("{}", serde_json::to_string_pretty(&out)?);
-            } else {
-                print!("{}", render_halt(&reports, delay));
-            }
+        KvmCommand::Halt(h) => halt(h)?,
+    }
+    Ok(())
+}
+
+/// `kvm halt`: one run per halt-poll setting, printed or as JSON.
+fn halt(a: HaltArgs) -> Result<()> {
+    let HaltArgs {
+        wakeups,
+        delay,
+        halt_poll,
+        vcpu_cpu,
+        injector_cpu,
+        json,
+        lock,
+    } = a;
+    let _machine = crate::machine::take(&lock)?;
+    if vcpu_cpu == injector_cpu {
+        bail!(
+            "--vcpu-cpu and --injector-cpu must differ: the injector must run while the vCPU halts"
+        );
+    }
+    let env = virtperf_measure::env::fingerprint();
+    // A signal lets the setting in progress finish and skips the rest (a second
+    // one quits at once); the settings that ran are printed.
+    let cut = crate::signals::cut_on_termination()?;
+    let mut reports = Vec::new();
+    for poll in &halt_poll {
+        if cut.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
         }
+        let r = virtperf_kvm::halt(&HaltOpts {
+            wakeups,
+            delay_min_us: delay.0.as_micros() as u32,
+            delay_max_us: delay.1.as_micros() as u32,
+            halt_poll_ns: Some(poll.as_nanos() as u64),
+            vcpu_cpu: Some(vcpu_cpu),
+            injector_cpu: Some(injector_cpu),
+        })
+        .map_err(|e| anyhow!("{e}"))?;
+        reports.push(r);
+    }
+    if json {
+        let out = Halts {
+            schema: "virtperf.kvm-halt/1",
+            env,
+            runs: &reports,
+        };
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print!("{}", render_halt(&reports, delay));
+    }
+    let sig = crate::signals::received();
+    if sig != 0 {
+        return Err(crate::signals::exit(
+            crate::signals::code_for(sig),
+            format!(
+                "stopped by {}: {} of {} halt-poll settings ran and are printed",
+                crate::signals::name(sig),
+                reports.len(),
+                halt_poll.len()
+            ),
+        ));
     }
     Ok(())
 }

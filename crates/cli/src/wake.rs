@@ -82,19 +82,33 @@ pub fn wake(a: WakeArgs) -> Result<()> {
     // What produced the numbers (the idle path above all: a cross-CPU wake-up's cost is
     // mostly the woken CPU's way out of idle), read before the runs, not during them.
     let env = virtperf_measure::env::fingerprint();
+    // A signal ends the run in progress early and skips the rest; what ran is printed.
+    let cut = crate::signals::cut_on_termination()?;
     let mut reports = Vec::new();
     for strategy in strategies {
-        let r = virtperf_wake::run(&WakeOpts {
+        if cut.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+        let opts = WakeOpts {
             mech: a.mech,
             strategy,
             placement,
             duration: a.duration,
             gap: a.gap,
-        })
-        .map_err(|e| anyhow!(e))?;
+        };
+        let r = virtperf_wake::run_until(&opts, &cut).map_err(|e| anyhow!(e))?;
         reports.push(r);
     }
-    let warnings = warnings(&reports);
+    let mut warnings = warnings(&reports);
+    let sig = crate::signals::received();
+    if sig != 0 {
+        warnings.push(format!(
+            "interrupted by {}: the last run printed was cut short ({} of {} ran)",
+            crate::signals::name(sig),
+            reports.len(),
+            a.poll.len().max(1)
+        ));
+    }
     if a.json {
         let out = Output {
             schema: "virtperf.wake/1",
@@ -109,6 +123,15 @@ pub fn wake(a: WakeArgs) -> Result<()> {
         for w in &warnings {
             println!("  warning: {w}");
         }
+    }
+    if sig != 0 {
+        return Err(crate::signals::exit(
+            crate::signals::code_for(sig),
+            format!(
+                "stopped by {}: the runs that ran are printed",
+                crate::signals::name(sig)
+            ),
+        ));
     }
     Ok(())
 }

@@ -149,3 +149,58 @@ fn an_interrupted_under_load_reports_its_completed_pairs() {
         "the completed pairs' report: {text}"
     );
 }
+
+/// `wake` keeps what it measured too: a signal mid-sweep ends the run in progress early,
+/// skips the windows after it, and prints what ran, with why, before exiting 128 + N. It
+/// used to die with nothing printed, its finished runs lost.
+#[test]
+fn a_signal_mid_wake_sweep_prints_the_runs_that_ran() {
+    let t0 = std::time::Instant::now();
+    let child = vp()
+        .args(["wake", "--poll", "0,10us,50us", "-l", "30s"])
+        .args(["--allow-concurrent", "--json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    // The first run measures once its responder thread is up (after the handler is in).
+    let responder = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|t| {
+                std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "wake-b")
+            })
+    };
+    while !responder() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no responder thread"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on the child this test started, by its PID.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let out = wait_output(child, Duration::from_secs(20));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{err}");
+    assert!(err.contains("stopped by SIGTERM"), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(25), "ran to its 30 s");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON of what ran");
+    let runs = v["runs"].as_array().expect("runs");
+    assert_eq!(
+        runs.len(),
+        1,
+        "the windows after the cut one did not run: {v}"
+    );
+    assert!(runs[0]["round_trips"].as_u64().unwrap_or(0) > 0, "{v}");
+    assert!(
+        v["warnings"].to_string().contains("interrupted by SIGTERM"),
+        "{}",
+        v["warnings"]
+    );
+}

@@ -84,6 +84,12 @@ pub struct WakeReport {
 
 /// Runs one wake-up benchmark.
 pub fn run(opts: &WakeOpts) -> Result<WakeReport, String> {
+    run_until(opts, &AtomicBool::new(false))
+}
+
+/// [`run`], ending early once `cut` is raised (a signal asked the command to stop): the
+/// report then covers the round trips made until then, over the time they took.
+pub fn run_until(opts: &WakeOpts, cut: &AtomicBool) -> Result<WakeReport, String> {
     if matches!(opts.mech, Mech::Condvar) && opts.strategy == Strategy::Spin {
         return Err(
             "spinning on a condition variable is spinning on its flag: use --mech futex for spin"
@@ -144,7 +150,7 @@ pub fn run(opts: &WakeOpts) -> Result<WakeReport, String> {
         let t0 = thread_cpu()?;
         let start = Instant::now();
         let mut n = 0u64;
-        while start.elapsed() < opts.duration {
+        while start.elapsed() < opts.duration && !cut.load(Ordering::Relaxed) {
             if !opts.gap.is_zero() {
                 std::thread::sleep(opts.gap);
             }
