@@ -102,11 +102,23 @@ pub fn wake(a: WakeArgs) -> Result<()> {
     let mut warnings = warnings(&reports);
     let sig = crate::signals::received();
     if sig != 0 {
+        // The run in progress when the signal came ended there (its round trips over its
+        // rate give the time it ran); one that came between runs cut none.
+        let short = reports.last().filter(|r| {
+            r.round_trips_per_s > 0.0
+                && (r.round_trips as f64 / r.round_trips_per_s) < 0.99 * a.duration.as_secs_f64()
+        });
+        let short = short.map(|r| r.opts.strategy);
         warnings.push(format!(
-            "interrupted by {}: the last run printed was cut short ({} of {} ran)",
+            "interrupted by {}: {} of {} runs ran{}",
             crate::signals::name(sig),
             reports.len(),
-            a.poll.len().max(1)
+            a.poll.len().max(1),
+            short.map_or(String::new(), |s| format!(
+                "; the last ({}) stopped before its {:.1} s",
+                strategy_text(s),
+                a.duration.as_secs_f64()
+            ))
         ));
     }
     if a.json {
