@@ -84,7 +84,8 @@ fn the_guests_qemu_is_not_other_work(v: &serde_json::Value) {
 fn eoi_writes_are_counted_or_said_missing(v: &serde_json::Value) {
     let t = &v["trace"];
     let missing = t["missing"].to_string();
-    for key in ["msr_write_icr", "msr_write_eoi", "msr_write_apic_timer"] {
+    let keys = ["msr_write_icr", "msr_write_eoi", "msr_write_apic_timer"];
+    for key in keys.into_iter().chain(["msr_write_tsc_deadline"]) {
         let counted = t["per_unit"][key].is_number();
         let said = missing.contains(&format!("{key}:"));
         assert!(

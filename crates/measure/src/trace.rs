@@ -275,6 +275,23 @@ fn xapic_reason(cpuinfo: &str, cmdline: &str) -> Option<String> {
     ))
 }
 
+/// Why this CPU has no TSC-deadline timer (no `tsc_deadline_timer` flag, as QEMU 7.2's TCG
+/// CPUs): the kernel then reprograms the local APIC's own timer, so a count of 0x6e0
+/// writes is 0 however often the tick was reprogrammed. None where it has one, and off x86.
+pub fn no_tsc_deadline() -> Option<String> {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    no_tsc_deadline_in(&cpuinfo)
+}
+
+fn no_tsc_deadline_in(cpuinfo: &str) -> Option<String> {
+    let flags = cpuinfo.lines().find(|l| l.starts_with("flags"))?;
+    (!flags.split_whitespace().any(|f| f == "tsc_deadline_timer")).then(|| {
+        "this CPU has no TSC-deadline timer (no tsc_deadline_timer flag in /proc/cpuinfo): \
+         the kernel reprograms the local APIC timer instead (its APIC-timer writes)"
+            .to_string()
+    })
+}
+
 /// The paravirtual MSR writes `--trace-all` adds, parts of `msr_writes` too.
 const PV_WRITES: &[&str] = &[
     "msr_write_kvm_system_time",
@@ -338,10 +355,16 @@ impl Counters {
                 return c;
             }
         };
-        let xapic = xapic_mode();
+        let (xapic, no_deadline) = (xapic_mode(), no_tsc_deadline());
         for s in specs {
-            // Not counted rather than counted as 0: in xAPIC mode these writes bypass MSRs.
-            if let Some(why) = xapic.as_deref().filter(|_| X2APIC_ONLY.contains(&s.key)) {
+            // Not counted rather than counted as 0: in xAPIC mode these writes bypass MSRs,
+            // and without a TSC-deadline timer the tick is never written there.
+            let blind = match s.key {
+                k if X2APIC_ONLY.contains(&k) => xapic.as_deref(),
+                virtperf_wire::counter::MSR_WRITE_TSC_DEADLINE => no_deadline.as_deref(),
+                _ => None,
+            };
+            if let Some(why) = blind {
                 c.missing.push(format!("{}: {why}", s.key));
                 continue;
             }
@@ -435,6 +458,11 @@ mod tests {
         );
         // Not x86: no flags line, no such MSRs, nothing to say.
         assert_eq!(super::xapic_reason("Features\t: fp asimd\n", ""), None);
+        // The TSC-deadline timer, by its own flag.
+        assert_eq!(super::no_tsc_deadline_in(x2), None);
+        let why = super::no_tsc_deadline_in(tcg).expect("no tsc_deadline_timer flag");
+        assert!(why.contains("APIC timer"), "{why}");
+        assert_eq!(super::no_tsc_deadline_in("Features\t: fp\n"), None);
     }
 
     use super::*;
