@@ -649,3 +649,25 @@ fn the_models_goal_is_decided_on_the_residuals_interval() {
         Interval::None { ref why } => assert!(!why.is_empty()),
     }
 }
+
+/// A sender's busy share near 100% over three tries gives a t-interval past 100%, which no
+/// CPU can be: it is said to be a t-interval, as one below 0 is (it read "busy 100% [98%,
+/// 101%]" unlabelled).
+#[test]
+fn a_busy_interval_past_100_percent_is_called_a_t_interval() {
+    let mut trials = Vec::new();
+    for softirq in [38.0, 40.0, 39.5] {
+        trials.push(row(
+            AS_IS,
+            Some(stream(8000.0, (60.0, softirq), (60.0, 37.0), 0.0)),
+            None,
+        ));
+    }
+    let e = explain(1, &trials).expect("explained");
+    let t = text(&e);
+    let line = t
+        .lines()
+        .find(|l| l.trim_start().starts_with("sender"))
+        .expect("the sender's line");
+    assert!(line.contains("(t-interval of 3 tries)"), "{line}");
+}

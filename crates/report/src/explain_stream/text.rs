@@ -152,13 +152,15 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 
 fn side_lines(c: &SideCost) -> String {
     let m = &c.us_per_mb;
-    let mut s = format!(
-        "  {} ({} end, CPU {}): busy {}\n",
-        c.role,
-        c.end,
-        c.cpu,
-        interval(&c.busy_pct, |x| format!("{x:.0}%"))
-    );
+    let mut busy = interval(&c.busy_pct, |x| format!("{x:.0}%"));
+    // A CPU is at most 100% busy: a t-interval reaching past it is said to be one, as
+    // one reaching below 0 is.
+    if matches!(c.busy_pct.interval, Interval::Bounded { high, .. } if high > 100.0)
+        && !busy.contains("t-interval")
+    {
+        busy.push_str(&format!(" (t-interval of {} tries)", c.busy_pct.n));
+    }
+    let mut s = format!("  {} ({} end, CPU {}): busy {busy}\n", c.role, c.end, c.cpu);
     // Busy time no tick charged to a kind is named where there was any, so the sum holds.
     let unsampled = if m.unsampled > 0.0 {
         format!(" + no kind sampled {:.1}", m.unsampled)
