@@ -108,8 +108,11 @@ fn events_per_transaction_wait_modes_and_the_open_loop() {
         );
         per(&v, "client", "thread_voluntary_switches")
     };
+    // Where the blocking client slept at all for it (0.5 a transaction or more; 1.17 in
+    // the CI run that skipped at the old bound of 1.25, spinning 0.01), spinning must
+    // remove a quarter of a sleep or more.
     let (s, b) = (big("spin"), big("block"));
-    if b >= 1.25 {
+    if b >= 0.5 {
         assert!(
             s < b - 0.25,
             "crr -r 1,256K --wait spin: client sleeps {s:.2} per transaction, blocking {b:.2}"
