@@ -93,10 +93,9 @@ fn eoi_writes_are_counted_or_said_missing(v: &serde_json::Value) {
             "{key}: counted {counted}, missing {said}: {t}"
         );
     }
-    let irqs = v["events"]["client"]["per_unit"]["net_rx_softirqs"]
-        .as_f64()
-        .unwrap_or(0.0);
-    if v["guest"]["emulated"] == true && irqs > 0.5 {
+    // Interrupts not counted are no evidence either way: nothing to hold the EOIs to.
+    let irqs = v["events"]["client"]["per_unit"]["net_rx_softirqs"].as_f64();
+    if let Some(irqs) = irqs.filter(|&i| v["guest"]["emulated"] == true && i > 0.5) {
         assert_ne!(
             t["per_unit"]["msr_write_eoi"].as_f64(),
             Some(0.0),

@@ -260,11 +260,10 @@ pub fn xapic_mode() -> Option<String> {
 /// [`xapic_mode`] on given texts. A CPU without the `x2apic` flag has no x2APIC mode (QEMU
 /// 7.2's TCG CPUs, for one), and Linux clears the flag where `nox2apic` turns it off.
 fn xapic_reason(cpuinfo: &str, cmdline: &str) -> Option<String> {
-    // x86's /proc/cpuinfo has a `flags` line per CPU; elsewhere there are no such MSRs.
-    let flags = cpuinfo.lines().find(|l| l.starts_with("flags"))?;
+    let x2apic = has_flag(cpuinfo, "x2apic")?;
     let why = if cmdline.split_whitespace().any(|w| w == "nox2apic") {
         "the kernel command line has nox2apic"
-    } else if !flags.split_whitespace().any(|f| f == "x2apic") {
+    } else if !x2apic {
         "this CPU has no x2APIC (no x2apic flag in /proc/cpuinfo)"
     } else {
         return None;
@@ -284,12 +283,18 @@ pub fn no_tsc_deadline() -> Option<String> {
 }
 
 fn no_tsc_deadline_in(cpuinfo: &str) -> Option<String> {
-    let flags = cpuinfo.lines().find(|l| l.starts_with("flags"))?;
-    (!flags.split_whitespace().any(|f| f == "tsc_deadline_timer")).then(|| {
+    (!has_flag(cpuinfo, "tsc_deadline_timer")?).then(|| {
         "this CPU has no TSC-deadline timer (no tsc_deadline_timer flag in /proc/cpuinfo): \
          the kernel reprograms the local APIC timer instead (its APIC-timer writes)"
             .to_string()
     })
+}
+
+/// Whether /proc/cpuinfo's first `flags` line holds `flag`; None without one (not x86,
+/// where there are no such MSRs to count).
+fn has_flag(cpuinfo: &str, flag: &str) -> Option<bool> {
+    let flags = cpuinfo.lines().find(|l| l.starts_with("flags"))?;
+    Some(flags.split_whitespace().any(|f| f == flag))
 }
 
 /// The paravirtual MSR writes `--trace-all` adds, parts of `msr_writes` too.
