@@ -206,3 +206,63 @@ fn a_signal_mid_wake_sweep_prints_the_runs_that_ran() {
         v["warnings"]
     );
 }
+
+/// `kvm halt` on a signal finishes the halt-poll setting in progress, skips the rest and
+/// prints what ran, exiting 128 + N (it died with nothing printed).
+#[test]
+fn a_signal_mid_kvm_halt_sweep_prints_the_settings_that_ran() {
+    if let Err(e) = virtperf_kvm::available() {
+        virtperf_testkit::skip("kvm", &format!("no usable /dev/kvm: {e}"));
+        return;
+    }
+    let t0 = std::time::Instant::now();
+    let child = vp()
+        .args([
+            "kvm",
+            "halt",
+            "--wakeups",
+            "2000",
+            "--halt-poll",
+            "0,10us,50us,200us",
+        ])
+        .args(["--allow-concurrent", "--json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    // The first setting runs once its vCPU exists (its statistics descriptor open), which
+    // is after the handler is in.
+    let vcpu = || {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                std::fs::read_link(e.path())
+                    .is_ok_and(|l| l.to_string_lossy().starts_with("anon_inode:kvm-vcpu"))
+            })
+    };
+    while !vcpu() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "no vCPU made");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: kill(2) on the child this test started, by its PID.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let out = wait_output(child, Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{err}");
+    assert!(err.contains("stopped by SIGTERM"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON of what ran");
+    let runs = v["runs"].as_array().expect("runs");
+    assert!(
+        (1..4).contains(&runs.len()),
+        "the setting in progress finished, the rest skipped: {} of 4",
+        runs.len()
+    );
+    assert!(
+        err.contains(&format!("{} of 4 halt-poll settings ran", runs.len())),
+        "{err}"
+    );
+}
