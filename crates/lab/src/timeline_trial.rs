@@ -46,5 +46,11 @@ pub(crate) fn trial(
         t.in_situ.icr_writes_per_transaction = None;
         t.unseen.push(format!("ICR writes: {why}"));
     }
+    // Without a TSC-deadline timer the tick is reprogrammed another way (an APIC timer's
+    // count, MMIO in xAPIC mode): no such write seen is no count of reprogrammings.
+    if let Some(why) = virtperf_measure::trace::no_tsc_deadline() {
+        t.in_situ.tsc_deadline_writes_per_transaction = None;
+        t.unseen.push(format!("TSC-deadline writes: {why}"));
+    }
     Ok(t)
 }

@@ -481,8 +481,9 @@ fn in_situ(cycles: &[Cycle], idle_untraced_cpus: Vec<u32>) -> InSitu {
             .then(|| sides().filter(|w| w.idle_exit.is_some()).count() as f64 / n),
         idle_untraced_cpus,
         icr_writes_per_transaction: Some(cycles.iter().map(|c| f64::from(c.icr)).sum::<f64>() / n),
-        tsc_deadline_writes_per_transaction: cycles.iter().map(|c| f64::from(c.tsc)).sum::<f64>()
-            / n,
+        tsc_deadline_writes_per_transaction: Some(
+            cycles.iter().map(|c| f64::from(c.tsc)).sum::<f64>() / n,
+        ),
         net_rx_on_path: pct(cycles.iter().map(|c| c.net_rx_ns).collect()),
         net_rx_runs_per_transaction: Some(
             cycles.iter().map(|c| f64::from(c.net_rx_runs)).sum::<f64>() / n,

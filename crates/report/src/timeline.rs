@@ -98,12 +98,13 @@ pub fn text(t: &Timeline) -> String {
     );
     let _ = writeln!(
         s,
-        "           per transaction: {} sides woken from idle, {} ICR writes, {:.2} TSC-deadline writes",
+        "           per transaction: {} sides woken from idle, {} ICR writes, {} TSC-deadline writes",
         i.idle_wakeups_per_transaction
             .map_or_else(|| "(not known)".to_string(), |k| format!("{k:.2}")),
         i.icr_writes_per_transaction
             .map_or_else(|| "(not seen: xAPIC)".to_string(), |k| format!("{k:.2}")),
         i.tsc_deadline_writes_per_transaction
+            .map_or_else(|| "(not seen: no TSC-deadline timer)".to_string(), |k| format!("{k:.2}"))
     );
     let _ = writeln!(s, "           {}", net_rx(i));
     for u in &t.unseen {
@@ -390,6 +391,21 @@ mod tests {
         assert!(
             txt.contains("not seen"),
             "in-situ figures never seen say so: {txt}"
+        );
+        // Writes the sampled MSR tracepoint cannot see (xAPIC, no TSC-deadline timer) are
+        // said unseen, not 0; counted ones are printed.
+        assert!(txt.contains("(not seen: xAPIC) ICR writes"), "{txt}");
+        assert!(
+            txt.contains("(not seen: no TSC-deadline timer) TSC-deadline writes"),
+            "{txt}"
+        );
+        let mut counted = t.clone();
+        counted.in_situ.icr_writes_per_transaction = Some(2.0);
+        counted.in_situ.tsc_deadline_writes_per_transaction = Some(0.5);
+        let txt = text(&counted);
+        assert!(
+            txt.contains("2.00 ICR writes, 0.50 TSC-deadline writes"),
+            "{txt}"
         );
     }
 

@@ -116,8 +116,9 @@ pub struct InSitu {
     /// the kernel runs its APIC in xAPIC mode, whose ICR writes are MMIO stores the msr
     /// tracepoint never sees.
     pub icr_writes_per_transaction: Option<f64>,
-    /// TSC-deadline writes (timer reprogrammed) per transaction.
-    pub tsc_deadline_writes_per_transaction: f64,
+    /// TSC-deadline writes (timer reprogrammed) per transaction; None (null) where the
+    /// CPU has no TSC-deadline timer (its tick is reprogrammed some other way, unseen).
+    pub tsc_deadline_writes_per_transaction: Option<f64>,
     /// NET_RX softirq time per transaction inside the two deliveries (a side's send →
     /// the peer's recv returns): the receive processing on the critical path. It overlaps
     /// the stages (it runs inside "send → woken"), so it is not one of them.
