@@ -198,23 +198,24 @@ fn halt(a: HaltArgs) -> Result<()> {
         );
     }
     let env = virtperf_measure::env::fingerprint();
-    // A signal lets the setting in progress finish and skips the rest (a second
-    // one quits at once); the settings that ran are printed.
+    // A signal ends the setting in progress at the wake-up in flight (its warm-up and one
+    // measured wake-up always run) and skips the rest (a second one quits at once); the
+    // settings that ran are printed.
     let cut = crate::signals::cut_on_termination()?;
     let mut reports = Vec::new();
     for poll in &halt_poll {
         if cut.load(std::sync::atomic::Ordering::SeqCst) {
             break;
         }
-        let r = virtperf_kvm::halt(&HaltOpts {
+        let opts = HaltOpts {
             wakeups,
             delay_min_us: delay.0.as_micros() as u32,
             delay_max_us: delay.1.as_micros() as u32,
             halt_poll_ns: Some(poll.as_nanos() as u64),
             vcpu_cpu: Some(vcpu_cpu),
             injector_cpu: Some(injector_cpu),
-        })
-        .map_err(|e| anyhow!("{e}"))?;
+        };
+        let r = virtperf_kvm::halt_until(&opts, &cut).map_err(|e| anyhow!("{e}"))?;
         reports.push(r);
     }
     if json {
@@ -232,10 +233,17 @@ fn halt(a: HaltArgs) -> Result<()> {
         return Err(crate::signals::exit(
             crate::signals::code_for(sig),
             format!(
-                "stopped by {}: {} of {} halt-poll settings ran and are printed",
+                "stopped by {}: {} of {} halt-poll settings ran and are printed{}",
                 crate::signals::name(sig),
                 reports.len(),
-                halt_poll.len()
+                halt_poll.len(),
+                reports
+                    .last()
+                    .filter(|r| r.wakeups < wakeups)
+                    .map_or(String::new(), |r| format!(
+                        ", the last with {} of {wakeups} wake-ups",
+                        r.wakeups
+                    ))
             ),
         ));
     }

@@ -207,8 +207,9 @@ fn a_signal_mid_wake_sweep_prints_the_runs_that_ran() {
     );
 }
 
-/// `kvm halt` on a signal finishes the halt-poll setting in progress, skips the rest and
-/// prints what ran, exiting 128 + N (it died with nothing printed).
+/// `kvm halt` on a signal ends the halt-poll setting in progress at the wake-up in flight
+/// (it used to finish it: minutes with a million wake-ups), skips the rest and prints what
+/// ran, exiting 128 + N (it died with nothing printed).
 #[test]
 fn a_signal_mid_kvm_halt_sweep_prints_the_settings_that_ran() {
     if let Err(e) = virtperf_kvm::available() {
@@ -221,7 +222,7 @@ fn a_signal_mid_kvm_halt_sweep_prints_the_settings_that_ran() {
             "kvm",
             "halt",
             "--wakeups",
-            "2000",
+            "1000000",
             "--halt-poll",
             "0,10us,50us,200us",
         ])
@@ -250,19 +251,43 @@ fn a_signal_mid_kvm_halt_sweep_prints_the_settings_that_ran() {
     }
     // SAFETY: kill(2) on the child this test started, by its PID.
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let signalled = std::time::Instant::now();
     let out = wait_output(child, Duration::from_secs(60));
+    // A million wake-ups 50–500 µs apart take minutes: the setting in progress ends at
+    // the wake-up in flight instead.
+    let after = signalled.elapsed();
+    assert!(after < Duration::from_secs(10), "{after:?} after SIGTERM");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{err}");
     assert!(err.contains("stopped by SIGTERM"), "{err}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON of what ran");
     let runs = v["runs"].as_array().expect("runs");
+    assert_eq!(
+        runs.len(),
+        1,
+        "the setting in progress, cut; the rest skipped"
+    );
+    let measured = runs[0]["wakeups"].as_u64().expect("wakeups");
+    assert!((1..1_000_000).contains(&measured), "{measured}");
+    let note = runs[0]["note"].as_str().unwrap_or("");
     assert!(
-        (1..4).contains(&runs.len()),
-        "the setting in progress finished, the rest skipped: {} of 4",
-        runs.len()
+        note.contains(&format!(
+            "cut short: {measured} of 1000000 wake-ups measured"
+        )),
+        "{note}"
+    );
+    // Its latencies are of the wake-ups it measured.
+    assert!(
+        runs[0]["latency_ns"]["p50"]
+            .as_f64()
+            .is_some_and(|p| p > 0.0),
+        "{}",
+        runs[0]
     );
     assert!(
-        err.contains(&format!("{} of 4 halt-poll settings ran", runs.len())),
+        err.contains(&format!(
+            "1 of 4 halt-poll settings ran and are printed, the last with {measured} of 1000000 wake-ups"
+        )),
         "{err}"
     );
 }

@@ -8,7 +8,7 @@
 //! counter (checked at start-up by a calibration loop), so latency = guest TSC − host TSC.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use kvm_ioctls::{VcpuFd, VmFd};
@@ -111,10 +111,19 @@ struct Shared {
     ready_for: AtomicU64,
     /// Host TSC read just before the latest `KVM_IRQ_LINE`.
     inject_tsc: AtomicU64,
+    /// The last wake-up of the run: all of them, or fewer once the injector was cut.
+    end: AtomicU64,
 }
 
 /// Measures interrupt → halted-guest wake-up latency (see the module docs for the method).
 pub fn halt(opts: &HaltOpts) -> Result<HaltReport, KvmError> {
+    halt_until(opts, &AtomicBool::new(false))
+}
+
+/// [`halt`], ending early once `cut` is set (a signal, say): no interrupt is sent after
+/// it, the warm-up (at most 50 wake-ups) and one measured wake-up always run, and the
+/// report covers the wake-ups measured, its note saying how many of how many.
+pub fn halt_until(opts: &HaltOpts, cut: &AtomicBool) -> Result<HaltReport, KvmError> {
     check_opts(opts)?;
     let kvm = crate::open_kvm()?;
     let program = [(CODE, HALT_MAIN), (HANDLER, HALT_HANDLER)];
@@ -134,6 +143,7 @@ pub fn halt(opts: &HaltOpts) -> Result<HaltReport, KvmError> {
         ctl: Ctl::new(),
         ready_for: AtomicU64::new(0),
         inject_tsc: AtomicU64::new(0),
+        end: AtomicU64::new(total),
     };
     let tsc_khz = m.tsc_khz;
     let Machine { vcpu, vm, mem, .. } = &mut m;
@@ -149,7 +159,7 @@ pub fn halt(opts: &HaltOpts) -> Result<HaltReport, KvmError> {
             r
         });
         let injector = s.spawn(move || {
-            let r = inject_loop(vm, sh, opts, u64::from(warmup), total);
+            let r = inject_loop(vm, sh, opts, u64::from(warmup), cut);
             if r.is_err() {
                 sh.ctl.abort();
             }
@@ -175,7 +185,9 @@ pub fn halt(opts: &HaltOpts) -> Result<HaltReport, KvmError> {
 
     let to_ns =
         |c: &[u64]| -> Vec<u64> { c.iter().map(|&x| util::cycles_to_ns(x, tsc_khz)).collect() };
-    let w = f64::from(opts.wakeups);
+    // Every wake-up asked for, or those measured before the cut.
+    let measured = u32::try_from(v.measured).unwrap_or(opts.wakeups);
+    let w = f64::from(measured);
     let exits_per_wakeup = v.stats.get("exits").map(|&e| e as f64 / w);
     if v.latency_cycles.is_empty() {
         return Err(KvmError::Guest(format!(
@@ -183,9 +195,16 @@ pub fn halt(opts: &HaltOpts) -> Result<HaltReport, KvmError> {
             v.negative, v.offset
         )));
     }
-    let note = report_notes(opts, &v.stats, v.notes);
+    let mut notes = v.notes;
+    if measured < opts.wakeups {
+        notes.push(format!(
+            "cut short: {measured} of {} wake-ups measured",
+            opts.wakeups
+        ));
+    }
+    let note = report_notes(opts, &v.stats, notes);
     Ok(HaltReport {
-        wakeups: opts.wakeups,
+        wakeups: measured,
         halt_poll_ns: opts.halt_poll_ns,
         latency_ns: Summary::from_values(&to_ns(&v.latency_cycles)),
         irq_line_ns: Summary::from_values(&to_ns(&irq_line_cycles)),
@@ -260,6 +279,8 @@ struct VcpuSide {
     spurious: u64,
     /// Samples left out because their latency was negative.
     negative: u64,
+    /// Wake-ups after the warm-up: all asked for, or fewer when the run was cut.
+    measured: u64,
     notes: Vec<String>,
 }
 
@@ -355,6 +376,11 @@ fn vcpu_loop(
         if sh.ctl.stopped() {
             return Err(KvmError::Aborted("the vCPU loop was stopped".into()));
         }
+        // A cut run ends after the last wake-up it reported (the injector kicks this
+        // thread out of the halted guest's KVM_RUN until it gets here).
+        if reports > warmup && reports >= sh.end.load(Ordering::Acquire) {
+            break;
+        }
         let t_enter = util::rdtsc();
         let exit = guest::run_once(vcpu)?;
         let t_exit = util::rdtsc();
@@ -419,6 +445,7 @@ fn vcpu_loop(
         offset,
         spurious,
         negative,
+        measured: reports - warmup,
         notes,
     })
 }
@@ -468,13 +495,15 @@ fn pause(d: Duration) {
 
 /// The injector: for each wake-up, wait for the previous report, wait a random delay, stamp the
 /// TSC and pulse the IRQ line (edge: high then low). Returns `KVM_IRQ_LINE` durations (cycles).
+/// Once `cut` is set (and a wake-up was measured) it sends no more and ends the vCPU's run.
 fn inject_loop(
     vm: &VmFd,
     sh: &Shared,
     opts: &HaltOpts,
     warmup: u64,
-    total: u64,
+    cut: &AtomicBool,
 ) -> Result<Vec<u64>, KvmError> {
+    let total = sh.end.load(Ordering::Acquire);
     util::tight_timer_slack();
     if let Some(cpu) = opts.injector_cpu {
         util::pin_current_thread(cpu)?;
@@ -487,6 +516,11 @@ fn inject_loop(
     let mut irq_line = Vec::with_capacity(opts.wakeups as usize);
     for n in 1..=total {
         wait_ready(sh, n)?;
+        if n - 1 > warmup && cut.load(Ordering::Relaxed) {
+            sh.end.store(n - 1, Ordering::Release);
+            sh.ctl.kick_until_gone();
+            break;
+        }
         pause(Duration::from_nanos(rng.between(lo, hi)));
         let t0 = util::rdtsc();
         sh.inject_tsc.store(t0, Ordering::Release);

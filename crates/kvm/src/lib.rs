@@ -30,7 +30,7 @@ use serde::Serialize;
 
 pub use error::KvmError;
 pub use exits::{exits, ExitCase, ExitOpts, ExitReport, HostTrace};
-pub use halt::{halt, HaltOpts, HaltReport};
+pub use halt::{halt, halt_until, HaltOpts, HaltReport};
 pub use peek::ProcessStats;
 pub use stats::StatsFd;
 

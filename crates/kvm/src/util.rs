@@ -197,6 +197,12 @@ impl Ctl {
     /// Gives up after 5 s; the scoped join will then wait, which beats killing the process.
     pub(crate) fn abort(&self) {
         self.stop.store(true, Ordering::Release);
+        self.kick_until_gone();
+    }
+
+    /// Signals the vCPU thread every millisecond until it has left its loop (it decides
+    /// why it leaves: `stop`, or an end its caller set). Gives up after 5 s.
+    pub(crate) fn kick_until_gone(&self) {
         let kick = install_kick_handler();
         let until = Instant::now() + Duration::from_secs(5);
         while self.alive.load(Ordering::Acquire) && Instant::now() < until {
