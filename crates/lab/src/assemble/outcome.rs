@@ -567,7 +567,7 @@ fn flows_sum(tx: &SideReport, part: impl Fn(&TcpInfo) -> Option<u64>) -> Option<
 fn zerocopy_warning(tx: &SideReport, warnings: &mut Vec<String>) {
     if let Some(z) = tx.zerocopy.filter(|z| z.copied > 0) {
         warnings.push(format!(
-            "the kernel copied {} of {} MSG_ZEROCOPY sends (a loopback, or a device without scatter-gather): this sender copied after all, and paid for the notifications too",
+            "the kernel copied {} of {} MSG_ZEROCOPY sends (a loopback, or a device without scatter-gather): no copy was avoided, so what this rate gains or loses against plain sends is not from copying less",
             z.copied, z.completed
         ));
     }

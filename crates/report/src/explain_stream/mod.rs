@@ -799,6 +799,7 @@ fn remedies(trials: &[TrialRow], base: &[Trial], bound: &Bound, costs: &[SideCos
                     effect: "not measured",
                     bound_side_us_per_mb: None,
                     why_not: Some(why_missing(trials, label)),
+                    note: None,
                 };
             }
             let Effect {
@@ -814,9 +815,35 @@ fn remedies(trials: &[TrialRow], base: &[Trial], bound: &Bound, costs: &[SideCos
                 effect,
                 bound_side_us_per_mb: cost,
                 why_not: None,
+                note: copied_note(&ts),
             }
         })
         .collect()
+}
+
+/// What the kernel said of `MSG_ZEROCOPY` sends, where it copied some all the same: on
+/// loopback it copies every one, yet the rate can change (fewer wake-ups per MB, other
+/// segment sizes), and the verdict must not credit copies avoided that were not.
+fn copied_note(ts: &[Trial]) -> Option<String> {
+    let mut z = virtperf_wire::ZeroCopyCounts::default();
+    for t in ts {
+        if let Outcome::Stream(o) = &t.r.outcome {
+            z.add(o.zerocopy?);
+        }
+    }
+    (z.copied > 0).then(|| {
+        if z.copied == z.completed {
+            format!(
+                "the kernel copied every one of its {} sends all the same (a loopback, or a device without scatter-gather): not a copy avoided",
+                z.completed
+            )
+        } else {
+            format!(
+                "the kernel copied {} of its {} sends all the same (a device without scatter-gather on part of the path?)",
+                z.copied, z.completed
+            )
+        }
+    })
 }
 
 /// The remedies the issue names that this placement has no place for, with why.

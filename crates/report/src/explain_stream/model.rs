@@ -155,6 +155,11 @@ pub struct Remedy {
     pub bound_side_us_per_mb: Option<f64>,
     /// Why it was not measured (a skipped or failed trial's reason).
     pub why_not: Option<String>,
+    /// What its trials' own counts say of it: for `MSG_ZEROCOPY`, sends the kernel copied
+    /// all the same (a loopback, or a device without scatter-gather), so that what it
+    /// changed is not a copy avoided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// A class of the VM's threads on the host (a guest placement's host view).

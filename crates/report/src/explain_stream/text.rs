@@ -61,7 +61,11 @@ pub(super) fn what_raises(remedies: &[Remedy]) -> String {
                     Interval::Bounded { low, high } => format!(" [{low:.2}, {high:.2}]"),
                     Interval::None { .. } => String::new(),
                 };
-                format!("{} ×{x:.2}{i}", name(r))
+                // Where its trials say it did not do what its name says, the verdict says so.
+                let caveat = r.note.as_ref().map_or(String::new(), |_| {
+                    " (its sends copied by the kernel all the same)".into()
+                });
+                format!("{} ×{x:.2}{i}{caveat}", name(r))
             })
             .collect();
         return format!("; measured to raise it: {}", each.join(", "));
@@ -318,6 +322,9 @@ pub fn text(e: &StreamExplanation) -> String {
             None => String::new(),
         };
         s += &format!("  {:<30} {:<22} {ratio}{cost}{why}\n", name(r), r.effect);
+        if let Some(n) = &r.note {
+            s += &format!("  {:<30} {n}\n", "");
+        }
     }
     if !e.not_tried.is_empty() {
         s += "\nNot tried here:\n";
