@@ -351,6 +351,7 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
                 "guest_placement": guest,
                 "guest": info,
                 "rows": tax,
+                "pooled": pooled(&tax, &points),
                 "host_vm": a.vm.as_ref().map(|v| serde_json::json!({"vm": v.to_string(), "rows": host_rows(&points)})),
                 "gate": a.max_tax.as_ref().map(|m| serde_json::json!({
                     "max_tax": m.text(),
@@ -362,7 +363,7 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
     } else {
         let sides = format!("native ({native}) vs guest ({guest})");
         print_tax(&sides, info.as_ref(), &tax, &trials);
-        for line in pooled_lines(&tax, &points) {
+        for line in pooled_lines(&tax, &pooled(&tax, &points)) {
             println!("{line}");
         }
         if let Some(v) = &a.vm {
@@ -559,11 +560,18 @@ fn print_tax(sides: &str, info: Option<&GuestInfo>, tax: &[TaxRow], trials: &[Tr
     }
 }
 
-/// Under the table, where a latency row's figures (the mean of each try's own percentile:
-/// what the tax and its interval are of) would print otherwise than every round trip
-/// pooled into one histogram (what `show` prints for the same run), the pooled ones, so
-/// the two commands' different numbers for one run say why they differ.
-fn pooled_lines(tax: &[TaxRow], points: &[virtperf_report::summary::PointSummary]) -> Vec<String> {
+/// Each latency row's figures with every round trip pooled into one histogram (what `show`
+/// prints for the same run), native and guest, where both sides have them.
+#[derive(Debug, serde::Serialize)]
+struct Pooled {
+    workload: String,
+    metric: String,
+    native: f64,
+    guest: f64,
+}
+
+/// The pooled latencies of the table's latency rows (`vm compare --json`'s `pooled`).
+fn pooled(tax: &[TaxRow], points: &[virtperf_report::summary::PointSummary]) -> Vec<Pooled> {
     let pooled = |workload: &str, config: &str, metric: &str| {
         let p = points.iter().find(|p| p.label == workload)?;
         let l = p
@@ -578,19 +586,42 @@ fn pooled_lines(tax: &[TaxRow], points: &[virtperf_report::summary::PointSummary
             _ => None,
         }
     };
-    let mut parts = Vec::new();
-    for r in tax {
-        let (Some(n), Some(g)) = (
-            pooled(&r.workload, "native", &r.metric),
-            pooled(&r.workload, "guest", &r.metric),
-        ) else {
-            continue;
-        };
-        if fmt(n) != fmt(r.native) || fmt(g) != fmt(r.guest) {
-            let name = format!("{} {}", r.workload, short_metric(&r.metric));
-            parts.push(format!("{name} native {} guest {}", fmt(n), fmt(g)));
-        }
-    }
+    tax.iter()
+        .filter_map(|r| {
+            Some(Pooled {
+                workload: r.workload.clone(),
+                metric: r.metric.clone(),
+                native: pooled(&r.workload, "native", &r.metric)?,
+                guest: pooled(&r.workload, "guest", &r.metric)?,
+            })
+        })
+        .collect()
+}
+
+/// Under the table, where a latency row's figures (the mean of each try's own percentile:
+/// what the tax and its interval are of) would print otherwise than every round trip
+/// pooled into one histogram (what `show` prints for the same run), the pooled ones, so
+/// the two commands' different numbers for one run say why they differ.
+fn pooled_lines(tax: &[TaxRow], pooled: &[Pooled]) -> Vec<String> {
+    let parts: Vec<String> = pooled
+        .iter()
+        .filter(|p| {
+            tax.iter().any(|r| {
+                r.workload == p.workload
+                    && r.metric == p.metric
+                    && (fmt(p.native) != fmt(r.native) || fmt(p.guest) != fmt(r.guest))
+            })
+        })
+        .map(|p| {
+            format!(
+                "{} {} native {} guest {}",
+                p.workload,
+                short_metric(&p.metric),
+                fmt(p.native),
+                fmt(p.guest)
+            )
+        })
+        .collect();
     if parts.is_empty() {
         return Vec::new();
     }

@@ -214,4 +214,34 @@ fn vm_compare_names_the_pooled_latencies_show_prints() {
             "{row}\nshow: native {n} guest {g}"
         ),
     }
+    // `--json` carries the pooled figures too, each as `show` reads them from the store.
+    let out = vp()
+        .args([
+            "vm", "compare", "--native", "local", "--guest", "local", "--json",
+        ])
+        .args(["--workloads", "rr", "-l", "200ms", "--runs", "2", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    common::assert_ok(&out);
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("vm compare JSON");
+    let show = vp()
+        .args(["show", "last", "--format", "json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    common::assert_ok(&show);
+    let v: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    let configs = v["points"][0]["configs"].as_array().expect("configs");
+    let pooled = j["pooled"].as_array().expect("pooled");
+    for metric in ["p50_us", "p99_us"] {
+        let p = pooled
+            .iter()
+            .find(|p| p["metric"] == metric)
+            .unwrap_or_else(|| panic!("{metric} in {pooled:?}"));
+        for side in ["native", "guest"] {
+            let c = configs.iter().find(|c| c["config"] == side).expect(side);
+            assert_eq!(p[side], c["latency"][metric], "{metric} {side}");
+        }
+    }
 }
