@@ -6,25 +6,78 @@
 //! a noisy baseline). Where a count's tries hold 0, no ratio can be taken: its
 //! differences' interval is cut at −100%.
 
-/// Fieller's interval of the ratio `y/x` of two independent means (`x`, `y`, their
-/// squared standard errors `sa`, `sb`) at quantile `q`, as the percent change `(ρ − 1)·100`
-/// of `|x|`: the ratios ρ with (y − ρx)² ≤ q²(sb + ρ²sa). None where x² ≤ q²·sa (the
-/// baseline's mean is not told from 0: the set is unbounded). Unlike the difference's
-/// interval over the observed baseline mean, it counts the baseline mean's own uncertainty.
-pub(super) fn fieller_pct(x: f64, y: f64, sa: f64, sb: f64, q: f64) -> Option<[f64; 2]> {
-    let lead = x * x - q * q * sa;
-    if lead.is_nan() || lead <= 0.0 {
+/// The ratios ρ of two independent means (`x` the baseline's, `y` the candidate's; `sa`,
+/// `sb` their squared standard errors over `na`, `nb` tries, each at least 2) that Welch's
+/// test of `y − ρ·x = 0` does not reject at `confidence`: each ρ's statistic
+/// (y − ρx)² / (sb + ρ²sa) against the t quantile at that ρ's own Welch–Satterthwaite
+/// degrees of freedom. Fieller's interval, with the degrees of freedom where the test is
+/// made: at ρ = 1 they are Welch's test's own, so the interval leaves out 1 exactly where
+/// that test rejects, and at a gate's limit they are the limit's. (Taking them at the
+/// estimate instead, as before 2026-11-30, gave a stream two tries a side a tax interval
+/// of [86%, 95%] beside Welch's "undecided": the baseline's variance, which sets the test
+/// at ρ = 1, counted for little at ρ = 0.08.) The connected set around the estimate;
+/// None where the baseline's mean is not told from 0 at its own `na − 1` degrees of
+/// freedom (far from the estimate no ρ is rejected: unbounded).
+pub(crate) fn welch_ratio(
+    x: f64,
+    y: f64,
+    (sa, na): (f64, usize),
+    (sb, nb): (f64, usize),
+    confidence: f64,
+) -> Option<[f64; 2]> {
+    if na < 2 || nb < 2 || x == 0.0 || !(x.is_finite() && y.is_finite()) {
         return None;
     }
-    let root = (x * x * sb + y * y * sa - q * q * sa * sb).max(0.0).sqrt();
-    // (ρ − 1) in percent of |x|: for a negative baseline mean the ends swap.
-    let pct = |rho: f64| (rho - 1.0) * 100.0 * x.signum();
-    let (p, r) = (
-        pct((x * y - q * root) / lead),
-        pct((x * y + q * root) / lead),
-    );
-    let ends = if p <= r { [p, r] } else { [r, p] };
-    ends.iter().all(|e| e.is_finite()).then_some(ends)
+    let r = y / x;
+    if sa == 0.0 && sb == 0.0 {
+        return Some([r, r]);
+    }
+    let p = (1.0 + confidence) / 2.0;
+    let df = |rho: f64| {
+        let (ta, tb) = (rho * rho * sa, sb);
+        let v = ta + tb;
+        v * v / (ta * ta / (na - 1) as f64 + tb * tb / (nb - 1) as f64)
+    };
+    let q_far = super::t_quantile(p, (na - 1) as f64);
+    if !(q_far.is_finite() && x * x > q_far * q_far * sa) {
+        return None;
+    }
+    let outside = |rho: f64| {
+        let q = super::t_quantile(p, df(rho));
+        // A ratio where both terms vanish (ρ = 0 with sb = 0) is the estimate's own.
+        q.is_finite() && (y - rho * x).powi(2) > q * q * (sb + rho * rho * sa)
+    };
+    let scale = ((sb + r * r * sa).sqrt() / x.abs())
+        .max(r.abs() * 1e-12)
+        .max(1e-300);
+    let end = |dir: f64| -> Option<f64> {
+        // Out from the estimate by doubling steps to a rejected ratio, then bisected.
+        let (mut inside, mut step) = (r, scale);
+        let mut out = r + dir * step;
+        let mut k = 0;
+        while !outside(out) {
+            inside = out;
+            step *= 2.0;
+            out = r + dir * step;
+            k += 1;
+            if k > 1100 {
+                return None;
+            }
+        }
+        for _ in 0..200 {
+            let mid = 0.5 * (inside + out);
+            if mid == inside || mid == out {
+                break;
+            }
+            if outside(mid) {
+                out = mid;
+            } else {
+                inside = mid;
+            }
+        }
+        Some(inside)
+    };
+    Some([end(-1.0)?, end(1.0)?])
 }
 
 /// The interval from the `c+1`-th smallest to the `c+1`-th largest of the `n_a·n_b`

@@ -691,11 +691,11 @@ pub fn compare(a: &[f64], b: &[f64], higher_is_better: bool, alpha: f64, noise: 
 }
 
 /// Welch's `1 - alpha` interval of the change of means, `b` against `a`, in percent of
-/// `a`'s mean: Fieller's interval of the ratio of the means ([`fieller_pct`]) at the Welch
-/// test's own quantile and degrees of freedom, so that it leaves out a ratio of 1 exactly
-/// where the test rejects. None with fewer than two finite values a side, a baseline mean
-/// of 0 (but [0, 0] where both sides are all 0), or a baseline mean that its own interval
-/// does not tell from 0 (the ratio is then unbounded).
+/// `a`'s mean: the ratios of the means Welch's test does not reject ([`welch_ratio`]:
+/// Fieller's interval, each ratio at its own degrees of freedom), so that it leaves out a
+/// ratio of 1 exactly where the test rejects. None with fewer than two finite values a
+/// side, a baseline mean of 0 (but [0, 0] where both sides are all 0), or a baseline mean
+/// that its own interval does not tell from 0 (the ratio is then unbounded).
 fn change_interval(a: &[f64], b: &[f64], alpha: f64) -> Option<[f64; 2]> {
     let w = Welch::of(a, b)?;
     if w.ma == 0.0 {
@@ -703,8 +703,16 @@ fn change_interval(a: &[f64], b: &[f64], alpha: f64) -> Option<[f64; 2]> {
         // constant (every try counted 0 retransmissions, say) is exactly 0%.
         return (w.mb == 0.0 && w.se2 == 0.0).then_some([0.0, 0.0]);
     }
-    let q = w.df.map_or(0.0, |df| t_quantile(1.0 - alpha / 2.0, df));
-    fieller_pct(w.ma, w.mb, w.sa, w.sb, q).map(|iv| no_lower_than_none(a, b, iv))
+    let (na, nb) = (finite(a).len(), finite(b).len());
+    let [lo, hi] = welch_ratio(w.ma, w.mb, (w.sa, na), (w.sb, nb), 1.0 - alpha)?;
+    // (ρ − 1) in percent of |x|: for a negative baseline mean the ends swap.
+    let pct = |rho: f64| (rho - 1.0) * 100.0 * w.ma.signum();
+    let (p, r) = (pct(lo), pct(hi));
+    let ends = if p <= r { [p, r] } else { [r, p] };
+    ends.iter()
+        .all(|e| e.is_finite())
+        .then_some(ends)
+        .map(|iv| no_lower_than_none(a, b, iv))
 }
 
 /// The `1 - alpha` interval of the shift of `b` against `a` that Mann–Whitney's test
@@ -791,7 +799,8 @@ fn valid_confidence(confidence: f64) -> f64 {
 }
 
 mod interval;
-use interval::{fieller_pct, no_lower_than_none, shift_pct};
+pub(crate) use interval::welch_ratio;
+use interval::{no_lower_than_none, shift_pct};
 
 #[cfg(test)]
 mod tests;

@@ -553,8 +553,9 @@ fn a_rate_that_fell_cannot_have_fallen_past_100_percent() {
     );
 }
 
-/// Welch's interval is Fieller's of the ratio of means at the test's quantile: each end ρ
-/// solves (ȳ − ρx̄)² = q²(s²_b/n_b + ρ²s²_a/n_a), and the interval leaves out a ratio of 1
+/// Welch's interval is Fieller's of the ratio of means: each end ρ solves
+/// (ȳ − ρx̄)² = q²(s²_b/n_b + ρ²s²_a/n_a), q at the Welch–Satterthwaite degrees of freedom
+/// of the test at ρ, and the interval leaves out a ratio of 1
 /// exactly where the test finds the change significant, over a sweep of shifts and sizes
 /// (baselines of either sign).
 #[test]
@@ -584,11 +585,15 @@ fn welch_interval_is_fiellers_and_agrees_with_its_test() {
                     t.p_value
                 );
                 seen[usize::from(t.p_value < 0.05)] += 1;
-                // Each end on the boundary of Fieller's set.
+                // Each end on the boundary of Fieller's set, its quantile at the degrees
+                // of freedom of the test at that ratio (at 1, the test's own).
                 let w = Welch::of(&a, &b).expect("welch");
-                let q = t_quantile(0.975, w.df.expect("df"));
                 for end in [lo, hi] {
                     let rho = 1.0 + end / 100.0 * w.ma.signum();
+                    let (ta, tb) = (rho * rho * w.sa, w.sb);
+                    let df =
+                        (ta + tb).powi(2) / (ta * ta / (na - 1) as f64 + tb * tb / (nb - 1) as f64);
+                    let q = t_quantile(0.975, df);
                     let lhs = (w.mb - rho * w.ma).powi(2);
                     let rhs = q * q * (w.sb + rho * rho * w.sa);
                     assert!((lhs - rhs).abs() <= 1e-6 * rhs.max(1e-9), "{lhs} vs {rhs}");
