@@ -159,8 +159,9 @@ fn words(same: Trip<'_>, cross: Trip<'_>, idle: Idle, hypervisor: Option<&str>) 
             "95% interval of the ratio {low:.2}–{high:.2}×, which holds 1 but reaches past ±{:.0}%): undecided whether they differ (`virtperf run --runs 5` may tell).",
             SAME_BAND * 100.0
         ),
+        // One try, or tries too spread to bound the ratio: undecided, and more tries help.
         (Interval::None { why }, _) => {
-            format!("{why}; `virtperf run --runs 5` gives an interval).")
+            format!("{why}: undecided whether they differ; `virtperf run --runs 5` may give an interval).")
         }
     });
     s.push_str(&pooled);
@@ -268,8 +269,8 @@ mod tests {
             "{near}"
         );
         let wide = words(
-            trip(&summarize(&[10.0, 19.0, 28.0], 0.95)),
-            trip(&summarize(&[12.0, 20.0, 27.0], 0.95)),
+            trip(&summarize(&[15.0, 19.0, 23.0], 0.95)),
+            trip(&summarize(&[14.0, 20.0, 26.0], 0.95)),
             Idle::Counted(0.97),
             Some("KVM"),
         );
@@ -277,6 +278,18 @@ mod tests {
             wide.contains("reaches past ±10%): undecided whether they differ")
                 && !wide.contains("no measurable difference"),
             "{wide}"
+        );
+        // Three tries spread so far the single CPU's mean is not told from 0: no interval
+        // of the ratio, undecided.
+        let spread = words(
+            trip(&summarize(&[10.0, 19.0, 28.0], 0.95)),
+            trip(&summarize(&[12.0, 20.0, 27.0], 0.95)),
+            Idle::Counted(0.97),
+            Some("KVM"),
+        );
+        assert!(
+            spread.contains("the ratio's interval is unbounded: undecided whether they differ"),
+            "{spread}"
         );
         let one = words(
             trip(&summarize(&[13.0], 0.95)),
