@@ -55,15 +55,22 @@ fn service_demand_leaves_the_warm_up_out() {
         Ok(n) if n.get() >= 2 => "0,1",
         _ => "0,0",
     };
-    let plain = run_json(&["rr", "--cpus", cpus, "-l", "1s"]);
-    let omitted = run_json(&["rr", "--cpus", cpus, "-l", "1s", "--omit", "1s"]);
+    // A leak moves every pair (×2 with the warm-up's CPU counted, ×0.5 with its
+    // transactions counted); a neighbour's burst in `together` moves one run (33.41 with
+    // a warm-up vs 57.04 without, once): a second pair is made where the first is out.
     let key = "service_demand_us";
-    let a = f(&plain, &format!("/cpu/client/{key}"));
-    let b = f(&omitted, &format!("/cpu/client/{key}"));
-    assert!(
-        (0.6..1.5).contains(&(b / a)),
-        "{key}: {b:.2} with a warm-up vs {a:.2} without"
-    );
+    let mut pairs = Vec::new();
+    let (plain, omitted) = loop {
+        let plain = run_json(&["rr", "--cpus", cpus, "-l", "1s"]);
+        let omitted = run_json(&["rr", "--cpus", cpus, "-l", "1s", "--omit", "1s"]);
+        let a = f(&plain, &format!("/cpu/client/{key}"));
+        let b = f(&omitted, &format!("/cpu/client/{key}"));
+        pairs.push(format!("{b:.2} with a warm-up vs {a:.2} without"));
+        if (0.6..1.5).contains(&(b / a)) {
+            break (plain, omitted);
+        }
+        assert!(pairs.len() < 2, "{key}: {pairs:?}");
+    };
     for side in ["client", "server"] {
         let sleeps = |v: &serde_json::Value| {
             f(

@@ -119,7 +119,7 @@ pub fn no_interval_why(n: usize) -> Option<String> {
 
 /// The interval of the ratio `candidate.mean / baseline.mean` of two independent samples
 /// at `confidence` (e.g. 0.95): Fieller's, each ratio at the Welch–Satterthwaite degrees
-/// of freedom of its own test ([`crate::stats::welch_ratio`]), so that it leaves out 1
+/// of freedom of its own test ([`crate::stats::ratio_of_means`]), so that it leaves out 1
 /// exactly where Welch's test of the two means rejects, and a limit exactly where the test
 /// at that limit does. Unlike dividing one mean's interval ends by the other's, this is an
 /// interval of the ratio at the level asked for. None (with why) with fewer than 2 tries
@@ -136,7 +136,7 @@ pub fn ratio_interval(baseline: &Summary, candidate: &Summary, confidence: f64) 
     }
     let va = baseline.stdev.powi(2) / baseline.n as f64;
     let vb = candidate.stdev.powi(2) / candidate.n as f64;
-    match crate::stats::welch_ratio(x, y, (va, baseline.n), (vb, candidate.n), confidence) {
+    match crate::stats::ratio_of_means(x, y, (va, baseline.n), (vb, candidate.n), confidence) {
         Some([low, high]) => Interval::Bounded { low, high },
         None => none("the baseline's interval reaches 0: the ratio's interval is unbounded".into()),
     }

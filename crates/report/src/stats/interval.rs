@@ -8,9 +8,9 @@
 
 /// The ratios ρ of two independent means (`x` the baseline's, `y` the candidate's; `sa`,
 /// `sb` their squared standard errors over `na`, `nb` tries, each at least 2) that Welch's
-/// test of `y − ρ·x = 0` does not reject at `confidence`: each ρ's statistic
-/// (y − ρx)² / (sb + ρ²sa) against the t quantile at that ρ's own Welch–Satterthwaite
-/// degrees of freedom. Fieller's interval, with the degrees of freedom where the test is
+/// test of `y − ρ·x = 0` does not reject: each ρ's statistic (y − ρx)² / (sb + ρ²sa)
+/// against `quantile` (the test's t quantile at given degrees of freedom) at that ρ's own
+/// Welch–Satterthwaite degrees of freedom. Fieller's interval, with the degrees of freedom where the test is
 /// made: at ρ = 1 they are Welch's test's own, so the interval leaves out 1 exactly where
 /// that test rejects, and at a gate's limit they are the limit's. (Taking them at the
 /// estimate instead, as before 2026-11-30, gave a stream two tries a side a tax interval
@@ -18,12 +18,12 @@
 /// at ρ = 1, counted for little at ρ = 0.08.) The connected set around the estimate;
 /// None where the baseline's mean is not told from 0 at its own `na − 1` degrees of
 /// freedom (far from the estimate no ρ is rejected: unbounded).
-pub(crate) fn welch_ratio(
+pub(super) fn welch_ratio(
     x: f64,
     y: f64,
     (sa, na): (f64, usize),
     (sb, nb): (f64, usize),
-    confidence: f64,
+    quantile: &dyn Fn(f64) -> f64,
 ) -> Option<[f64; 2]> {
     if na < 2 || nb < 2 || x == 0.0 || !(x.is_finite() && y.is_finite()) {
         return None;
@@ -32,18 +32,17 @@ pub(crate) fn welch_ratio(
     if sa == 0.0 && sb == 0.0 {
         return Some([r, r]);
     }
-    let p = (1.0 + confidence) / 2.0;
     let df = |rho: f64| {
         let (ta, tb) = (rho * rho * sa, sb);
         let v = ta + tb;
         v * v / (ta * ta / (na - 1) as f64 + tb * tb / (nb - 1) as f64)
     };
-    let q_far = super::t_quantile(p, (na - 1) as f64);
+    let q_far = quantile((na - 1) as f64);
     if !(q_far.is_finite() && x * x > q_far * q_far * sa) {
         return None;
     }
     let outside = |rho: f64| {
-        let q = super::t_quantile(p, df(rho));
+        let q = quantile(df(rho));
         // A ratio where both terms vanish (ρ = 0 with sb = 0) is the estimate's own.
         q.is_finite() && (y - rho * x).powi(2) > q * q * (sb + rho * rho * sa)
     };

@@ -690,6 +690,22 @@ pub fn compare(a: &[f64], b: &[f64], higher_is_better: bool, alpha: f64, noise: 
     }
 }
 
+/// The `confidence` interval of the ratio of two independent means (`x` the baseline's,
+/// `y` the candidate's, each with its squared standard error and tries): the ratios
+/// Welch's test does not reject, each at its own degrees of freedom ([`welch_ratio`]).
+/// None with fewer than 2 tries a side, a baseline mean of 0, or one its own t-interval
+/// does not tell from 0 (unbounded).
+pub(crate) fn ratio_of_means(
+    x: f64,
+    y: f64,
+    a: (f64, usize),
+    b: (f64, usize),
+    confidence: f64,
+) -> Option<[f64; 2]> {
+    let p = (1.0 + confidence) / 2.0;
+    welch_ratio(x, y, a, b, &|df| t_quantile(p, df))
+}
+
 /// Welch's `1 - alpha` interval of the change of means, `b` against `a`, in percent of
 /// `a`'s mean: the ratios of the means Welch's test does not reject ([`welch_ratio`]:
 /// Fieller's interval, each ratio at its own degrees of freedom), so that it leaves out a
@@ -704,7 +720,7 @@ fn change_interval(a: &[f64], b: &[f64], alpha: f64) -> Option<[f64; 2]> {
         return (w.mb == 0.0 && w.se2 == 0.0).then_some([0.0, 0.0]);
     }
     let (na, nb) = (finite(a).len(), finite(b).len());
-    let [lo, hi] = welch_ratio(w.ma, w.mb, (w.sa, na), (w.sb, nb), 1.0 - alpha)?;
+    let [lo, hi] = ratio_of_means(w.ma, w.mb, (w.sa, na), (w.sb, nb), 1.0 - alpha)?;
     // (ρ − 1) in percent of |x|: for a negative baseline mean the ends swap.
     let pct = |rho: f64| (rho - 1.0) * 100.0 * w.ma.signum();
     let (p, r) = (pct(lo), pct(hi));
@@ -799,8 +815,7 @@ fn valid_confidence(confidence: f64) -> f64 {
 }
 
 mod interval;
-pub(crate) use interval::welch_ratio;
-use interval::{no_lower_than_none, shift_pct};
+use interval::{no_lower_than_none, shift_pct, welch_ratio};
 
 #[cfg(test)]
 mod tests;
