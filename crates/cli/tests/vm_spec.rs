@@ -164,13 +164,17 @@ fn vm_compare_names_the_pooled_latencies_show_prints() {
         .unwrap();
     common::assert_ok(&out);
     let text = String::from_utf8_lossy(&out.stdout);
-    let show = vp()
-        .args(["show", "last", "--format", "json", "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
-    common::assert_ok(&show);
-    let v: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    // What `show` reads back of the last run.
+    let show_last = || -> serde_json::Value {
+        let show = vp()
+            .args(["show", "last", "--format", "json", "--db"])
+            .arg(&db)
+            .output()
+            .unwrap();
+        common::assert_ok(&show);
+        serde_json::from_slice(&show.stdout).unwrap()
+    };
+    let v = show_last();
     let p50 = |config: &str| {
         let configs = v["points"][0]["configs"].as_array().expect("configs");
         let c = configs
@@ -225,13 +229,7 @@ fn vm_compare_names_the_pooled_latencies_show_prints() {
         .unwrap();
     common::assert_ok(&out);
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("vm compare JSON");
-    let show = vp()
-        .args(["show", "last", "--format", "json", "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
-    common::assert_ok(&show);
-    let v: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    let v = show_last();
     let configs = v["points"][0]["configs"].as_array().expect("configs");
     let pooled = j["pooled"].as_array().expect("pooled");
     for metric in ["p50_us", "p99_us"] {

@@ -430,10 +430,16 @@ fn unseen(stages: &[Stage]) -> Vec<String> {
     let mut out = Vec::new();
     for side in [0usize, 5] {
         let woken = &stages[side];
-        for s in &stages[side + 1..side + 3] {
+        // The event that closes each: leaving idle is power:cpu_idle's exit, being switched
+        // in is sched:sched_switch to the woken thread.
+        let closing = [
+            "power:cpu_idle (exit)",
+            "sched:sched_switch (to the woken thread)",
+        ];
+        for (s, event) in stages[side + 1..side + 3].iter().zip(closing) {
             if woken.seen > 0.5 && s.seen < 0.05 {
                 out.push(format!(
-                    "CPU {}: \"{}\" seen in {:.1}% of transactions (its tracepoints did not fire: an idle loop without tracepoints?); its time is in the next stage",
+                    "CPU {}: \"{}\" seen in {:.1}% of transactions ({event} did not fire there: an idle loop without tracepoints?); its time is in the next stage",
                     s.cpu,
                     s.name,
                     s.seen * 100.0
@@ -610,6 +616,31 @@ mod tests {
             "{:?}",
             t.unseen
         );
+    }
+
+    /// A stage whose closing event never fired names that event (this machine's CPU 1:
+    /// no power:cpu_idle exit, no sched_switch to the woken server, 0.0% and 0.3%).
+    #[test]
+    fn an_unseen_stage_names_the_event_that_did_not_fire() {
+        let stages: Vec<Stage> = STAGES
+            .iter()
+            .enumerate()
+            .map(|(i, (name, server))| Stage {
+                name: (*name).into(),
+                cpu: u32::from(*server),
+                p50_us: Some(1.0),
+                p90_us: Some(2.0),
+                seen: match i {
+                    1 => 0.0,
+                    2 => 0.003,
+                    _ => 1.0,
+                },
+            })
+            .collect();
+        let u = unseen(&stages);
+        assert_eq!(u.len(), 2, "{u:?}");
+        assert!(u[0].starts_with("CPU 1: \"server CPU leaves idle\" seen in 0.0% of transactions (power:cpu_idle (exit) did not fire there"), "{u:?}");
+        assert!(u[1].contains("seen in 0.3% of transactions (sched:sched_switch (to the woken thread) did not fire there"), "{u:?}");
     }
 
     #[test]

@@ -10,9 +10,9 @@
 /// `sb` their squared standard errors over `na`, `nb` tries, each at least 2) that Welch's
 /// test of `y − ρ·x = 0` does not reject: each ρ's statistic (y − ρx)² / (sb + ρ²sa)
 /// against `quantile` (the test's t quantile at given degrees of freedom) at that ρ's own
-/// Welch–Satterthwaite degrees of freedom. Fieller's interval, with the degrees of freedom where the test is
-/// made: at ρ = 1 they are Welch's test's own, so the interval leaves out 1 exactly where
-/// that test rejects, and at a gate's limit they are the limit's. (Taking them at the
+/// Welch–Satterthwaite degrees of freedom. Fieller's interval, with the degrees of freedom
+/// where the test is made: at ρ = 1 they are Welch's test's own, so the interval leaves
+/// out 1 exactly where that test rejects, and at a gate's limit they are the limit's. (Taking them at the
 /// estimate instead, as before 2026-11-30, gave a stream two tries a side a tax interval
 /// of [86%, 95%] beside Welch's "undecided": the baseline's variance, which sets the test
 /// at ρ = 1, counted for little at ρ = 0.08.) The connected set around the estimate;
