@@ -357,21 +357,45 @@ fn a_stream_into_a_guest_is_bound_on_the_hosts_vcpu_threads_and_compared_term_by
     let busy = f(vcpu, "/busy_pct");
     let vcpu_per_mb = f(vcpu, "/us_per_mb");
     assert!(vcpu_per_mb > 0.0, "{vcpu}");
-    assert_eq!(v["bound"]["kind"], "cpu", "{verdict}");
-    assert_eq!(v["bound"]["side"], "receiver", "{verdict}");
-    // The guest's receiver drains the window no faster than its vCPU allows: where the
-    // sender waited on it past the flow-control share, the verdict names it as the busy
-    // receiver's symptom (in about one run of six here), never as the bound.
-    if f(v, "/bound/rwnd_limited_pct") >= 50.0 {
-        let full = v["bound"]["full_window"].as_str().expect("the full window");
-        assert!(verdict.ends_with(full), "{verdict}");
+    let buffers = v["remedies"]
+        .as_array()
+        .and_then(|r| {
+            r.iter()
+                .find(|r| r["label"] == "stream 4 MiB socket buffers")
+        })
+        .expect("the buffers remedy");
+    match v["bound"]["kind"].as_str() {
+        Some("cpu") => {
+            assert_eq!(v["bound"]["side"], "receiver", "{verdict}");
+            // The guest's receiver drains the window no faster than its vCPU allows:
+            // where the sender waited on it past the flow-control share, the verdict names
+            // it as the busy receiver's symptom (in about one run of six here).
+            if f(v, "/bound/rwnd_limited_pct") >= 50.0 {
+                let full = v["bound"]["full_window"].as_str().expect("the full window");
+                assert!(verdict.ends_with(full), "{verdict}");
+            }
+            let on_host = v["bound"]["on_host"].as_str().expect("named on the host");
+            assert!(
+                on_host.contains(&format!("used {busy:.0}% of a CPU")),
+                "{on_host}"
+            );
+            assert!(verdict.contains(on_host), "{verdict}");
+        }
+        // Unless larger buffers measurably raised the rate: then the window's size was
+        // binding too (docs/explain.md), and the verdict says so beside both CPUs' busy
+        // shares (once in a CI here: waited 33%, buffers ×1.22 [1.12, 1.37], the
+        // receiver 99% busy).
+        Some("flow_control") => {
+            assert_eq!(buffers["effect"], "raises", "{verdict}");
+            let x = f(buffers, "/ratio");
+            assert!(
+                verdict.contains(&format!("4 MiB socket buffers raise the rate ×{x:.2}"))
+                    && verdict.contains("receiver "),
+                "{verdict}"
+            );
+        }
+        other => panic!("a stream into a TCG guest: {other:?}: {verdict}"),
     }
-    let on_host = v["bound"]["on_host"].as_str().expect("named on the host");
-    assert!(
-        on_host.contains(&format!("used {busy:.0}% of a CPU")),
-        "{on_host}"
-    );
-    assert!(verdict.contains(on_host), "{verdict}");
     assert!(v["not_tried"].to_string().contains("vhost-net"));
     // Term by term, from the two explanations' own numbers.
     let native = &all["native"];
