@@ -156,17 +156,8 @@ fn an_interrupted_under_load_reports_its_completed_pairs() {
 #[test]
 fn a_signal_mid_wake_sweep_prints_the_runs_that_ran() {
     let t0 = std::time::Instant::now();
-    let child = vp()
-        .args(["wake", "--poll", "0,10us,50us", "-l", "30s"])
-        .args(["--allow-concurrent", "--json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let pid = child.id();
     // The first run measures once its responder thread is up (after the handler is in).
-    let responder = || {
+    let responder = |pid: u32| {
         std::fs::read_dir(format!("/proc/{pid}/task"))
             .into_iter()
             .flatten()
@@ -175,17 +166,12 @@ fn a_signal_mid_wake_sweep_prints_the_runs_that_ran() {
                 std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "wake-b")
             })
     };
-    while !responder() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "no responder thread"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    // SAFETY: kill(2) on the child this test started, by its PID.
-    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-    let out = wait_output(child, Duration::from_secs(20));
+    let (out, _) = sigterm_once_ready(
+        &["wake", "--poll", "0,10us,50us", "-l", "30s"],
+        responder,
+        "no responder thread",
+        Duration::from_millis(300),
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{err}");
     assert!(err.contains("stopped by SIGTERM"), "{err}");
@@ -216,26 +202,9 @@ fn a_signal_mid_kvm_halt_sweep_prints_the_settings_that_ran() {
         virtperf_testkit::skip("kvm", &format!("no usable /dev/kvm: {e}"));
         return;
     }
-    let t0 = std::time::Instant::now();
-    let child = vp()
-        .args([
-            "kvm",
-            "halt",
-            "--wakeups",
-            "1000000",
-            "--halt-poll",
-            "0,10us,50us,200us",
-        ])
-        .args(["--allow-concurrent", "--json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let pid = child.id();
     // The first setting runs once its vCPU exists (its statistics descriptor open), which
     // is after the handler is in.
-    let vcpu = || {
+    let vcpu = |pid: u32| {
         std::fs::read_dir(format!("/proc/{pid}/fd"))
             .into_iter()
             .flatten()
@@ -245,17 +214,21 @@ fn a_signal_mid_kvm_halt_sweep_prints_the_settings_that_ran() {
                     .is_ok_and(|l| l.to_string_lossy().starts_with("anon_inode:kvm-vcpu"))
             })
     };
-    while !vcpu() {
-        assert!(t0.elapsed() < Duration::from_secs(20), "no vCPU made");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    // SAFETY: kill(2) on the child this test started, by its PID.
-    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-    let signalled = std::time::Instant::now();
-    let out = wait_output(child, Duration::from_secs(60));
+    let (out, after) = sigterm_once_ready(
+        &[
+            "kvm",
+            "halt",
+            "--wakeups",
+            "1000000",
+            "--halt-poll",
+            "0,10us,50us,200us",
+        ],
+        vcpu,
+        "no vCPU made",
+        Duration::ZERO,
+    );
     // A million wake-ups 50–500 µs apart take minutes: the setting in progress ends at
     // the wake-up in flight instead.
-    let after = signalled.elapsed();
     assert!(after < Duration::from_secs(10), "{after:?} after SIGTERM");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{err}");
@@ -290,4 +263,35 @@ fn a_signal_mid_kvm_halt_sweep_prints_the_settings_that_ran() {
         )),
         "{err}"
     );
+}
+
+/// Starts `virtperf ARGS --allow-concurrent --json`, waits (20 s at most) until `ready`
+/// holds of its PID (it then measures), lets it run `settle` more, sends it one SIGTERM and
+/// returns its output and the time it took to end after the signal.
+fn sigterm_once_ready(
+    args: &[&str],
+    ready: impl Fn(u32) -> bool,
+    what: &str,
+    settle: Duration,
+) -> (std::process::Output, Duration) {
+    let t0 = std::time::Instant::now();
+    let child = vp()
+        .args(args)
+        .args(["--allow-concurrent", "--json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    while !ready(pid) {
+        assert!(t0.elapsed() < Duration::from_secs(20), "{what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(settle);
+    // SAFETY: kill(2) on the child this test started, by its PID.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let signalled = std::time::Instant::now();
+    let out = wait_output(child, Duration::from_secs(60));
+    (out, signalled.elapsed())
 }
