@@ -30,7 +30,7 @@ pub enum Command {
     Cleanup(crate::machine::CleanupArgs),
     /// Real /dev/kvm guests: exit round-trip cost, halt/wake-up latency with halt-poll sweeps
     Kvm(crate::kvm::KvmArgs),
-    /// Where a cross-CPU round trip's time goes: path, wake-ups, idle exits, residual, and what buys it back
+    /// Where a cross-CPU round trip's time goes (path, wake-ups, idle exits, residual), or what bounds a TCP stream's rate (--workload stream: each side's CPU per MB, flow control), and what buys it back
     Explain(Box<crate::explain::ExplainArgs>),
     /// The cheapest measured configuration that meets a goal: `tune --goal 'p99<=80us'` searches remedies (halt polling, busy polling, cpu_dma_latency, spinning, pinning) and their CPU cost
     Tune(Box<crate::tune::TuneArgs>),

@@ -160,6 +160,9 @@ pub struct Remedy {
     /// changed is not a copy avoided.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Bytes per send of its trials, where they differ from as-is's (larger sends): the
+    /// size the ratio is for.
+    pub send_size: Option<u32>,
 }
 
 /// A class of the VM's threads on the host (a guest placement's host view).

@@ -671,3 +671,35 @@ fn a_busy_interval_past_100_percent_is_called_a_t_interval() {
         .expect("the sender's line");
     assert!(line.contains("(t-interval of 3 tries)"), "{line}");
 }
+
+/// The larger sends' row names the size its trials used (the ratio is for that size, which
+/// the battery chooses), from the trials themselves; a remedy at as-is's size names none.
+#[test]
+fn larger_sends_name_the_size_their_trials_sent() {
+    let mut trials = battery((60.0, 37.0), 0.0, &[(LARGER_SENDS, 3.0), (ZEROCOPY, 1.0)]);
+    for t in trials.iter_mut() {
+        if t.trial.point_label == LARGER_SENDS {
+            if let Some(r) = t.trial.result.as_mut() {
+                r.workload = Workload::Stream(StreamParams::new(1 << 20));
+            }
+        }
+    }
+    let e = explain(1, &trials).expect("explained");
+    assert_eq!(by_label(&e, LARGER_SENDS).send_size, Some(1 << 20));
+    assert_eq!(by_label(&e, ZEROCOPY).send_size, None);
+    let out = text(&e);
+    assert!(out.contains("  larger sends (1 MiB)  "), "{out}");
+    assert!(
+        e.verdict
+            .contains("measured to raise it: larger sends (1 MiB) ×3."),
+        "{}",
+        e.verdict
+    );
+    // Not measured: no trial to read a size from.
+    let e = explain(1, &battery((60.0, 37.0), 0.0, &[])).expect("explained");
+    assert_eq!(by_label(&e, LARGER_SENDS).send_size, None);
+}
+
+fn by_label<'a>(e: &'a StreamExplanation, l: &str) -> &'a Remedy {
+    e.remedies.iter().find(|r| r.label == l).expect(l)
+}

@@ -1,0 +1,103 @@
+//! The remedies' rows: each against as-is, with what its own trials say of it (the send
+//! size it used, the copies the kernel made all the same).
+
+use virtperf_store::TrialRow;
+use virtperf_wire::{Outcome, Workload};
+
+use super::*;
+
+pub(super) fn remedies(
+    trials: &[TrialRow],
+    base: &[Trial],
+    bound: &Bound,
+    costs: &[SideCost],
+) -> Vec<Remedy> {
+    let b = rate_summary(base);
+    let side = costs
+        .iter()
+        .find(|c| Some(c.role) == bound.side)
+        .or_else(|| {
+            costs
+                .iter()
+                .max_by(|a, b| a.busy_pct.mean.total_cmp(&b.busy_pct.mean))
+        });
+    REMEDIES
+        .iter()
+        // The veth's toggles are planned between namespaces only: elsewhere, with no trial
+        // or skip of theirs, they are not listed (every other remedy is, measured or not).
+        .filter(|label| {
+            ![GRO_ON, TSO_OFF].contains(*label)
+                || trials.iter().any(|t| t.trial.point_label == **label)
+        })
+        .map(|label| {
+            let ts = stream_trials(trials, label);
+            let rates: Vec<f64> = ts.iter().map(|t| t.mbps).collect();
+            let r: Summary = summarize(&rates, CONFIDENCE);
+            let cost = side.and_then(|s| mean(&side_totals(&ts, s.end, s.cpu)));
+            if r.n == 0 {
+                return Remedy {
+                    label: (*label).into(),
+                    mbps: None,
+                    ratio: None,
+                    ratio_interval: Interval::None {
+                        why: "not measured".into(),
+                    },
+                    effect: "not measured",
+                    bound_side_us_per_mb: None,
+                    why_not: Some(why_missing(trials, label)),
+                    note: None,
+                    send_size: None,
+                };
+            }
+            let Effect {
+                ratio,
+                interval,
+                effect,
+            } = Effect::of(&b, &r);
+            Remedy {
+                label: (*label).into(),
+                mbps: Estimate::of(&rates),
+                ratio,
+                ratio_interval: interval,
+                effect,
+                bound_side_us_per_mb: cost,
+                why_not: None,
+                note: copied_note(&ts),
+                send_size: send_size(&ts).filter(|s| Some(*s) != send_size(base)),
+            }
+        })
+        .collect()
+}
+
+/// What the kernel said of `MSG_ZEROCOPY` sends, where it copied some all the same: on
+/// loopback it copies every one, yet the rate can change (fewer wake-ups per MB, other
+/// segment sizes), and the verdict must not credit copies avoided that were not.
+fn copied_note(ts: &[Trial]) -> Option<String> {
+    let mut z = virtperf_wire::ZeroCopyCounts::default();
+    for t in ts {
+        if let Outcome::Stream(o) = &t.r.outcome {
+            z.add(o.zerocopy?);
+        }
+    }
+    (z.copied > 0).then(|| {
+        if z.copied == z.completed {
+            format!(
+                "the kernel copied every one of its {} sends all the same (a loopback, or a device without scatter-gather): not a copy avoided",
+                z.completed
+            )
+        } else {
+            format!(
+                "the kernel copied {} of its {} sends all the same (a device without scatter-gather on part of the path?)",
+                z.copied, z.completed
+            )
+        }
+    })
+}
+
+/// The bytes per send of these trials (the first's: a label's trials share one plan).
+fn send_size(ts: &[Trial]) -> Option<u32> {
+    match &ts.first()?.r.workload {
+        Workload::Stream(p) => Some(p.send_size),
+        _ => None,
+    }
+}
