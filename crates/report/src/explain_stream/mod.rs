@@ -213,6 +213,49 @@ fn busy(s: &CpuShares) -> f64 {
 
 use predict::mean;
 
+/// A side's CPU µs per MB by kind, each the mean over the trials of `ts` with a split of
+/// its CPU (one without is left out, not paired with another's); None where none has.
+fn split(ts: &[Trial], end: &str, cpu: u32) -> Option<PerMb> {
+    let each: Vec<(&Trial, CpuShares)> = ts
+        .iter()
+        .filter_map(|t| shares(t.r, end, cpu).map(|s| (t, s)))
+        .collect();
+    let avg = |f: fn(&CpuShares) -> f64| {
+        mean(
+            &each
+                .iter()
+                .map(|(t, s)| per_mb(t, f(s)))
+                .collect::<Vec<_>>(),
+        )
+    };
+    Some(PerMb {
+        total: avg(busy)?,
+        user: avg(|s| s.user_pct)?,
+        sys: avg(|s| s.system_pct)?,
+        softirq: avg(|s| s.softirq_pct)?,
+        irq: avg(|s| s.irq_pct)?,
+        steal: avg(|s| s.steal_pct)?,
+        unsampled: avg(|s| s.unsampled_pct)?,
+    })
+}
+
+/// The data-moving system calls a side's loop counted: the sender's sends, the receiver's
+/// receives.
+fn calls(role: &str) -> fn(&virtperf_wire::StreamFlow) -> Option<u64> {
+    match role {
+        "sender" => |f| f.sender_calls,
+        _ => |f| f.receiver_calls,
+    }
+}
+
+/// The TCP data segments a side counted (sender: out, receiver: in).
+fn segments(role: &str) -> fn(&virtperf_wire::StreamFlow) -> Option<u64> {
+    match role {
+        "sender" => |f| f.tcp.and_then(|t| t.data_segs_out),
+        _ => |f| f.receiver_segs,
+    }
+}
+
 /// A side's total CPU µs per MB in each of `ts`.
 fn side_totals(ts: &[Trial], end: &str, cpu: u32) -> Vec<f64> {
     ts.iter()
@@ -246,21 +289,6 @@ fn side_cost(
     side: (&'static str, &'static str, u32),
 ) -> SideCost {
     let (role, end, cpu) = side;
-    // Each trial with its own split (a trial without one is left out, not paired with
-    // another's).
-    let each: Vec<(&Trial, CpuShares)> = ts
-        .iter()
-        .filter_map(|t| shares(t.r, end, cpu).map(|s| (t, s)))
-        .collect();
-    let avg = |f: fn(&CpuShares) -> f64| {
-        mean(
-            &each
-                .iter()
-                .map(|(t, s)| per_mb(t, f(s)))
-                .collect::<Vec<_>>(),
-        )
-        .unwrap_or(f64::NAN)
-    };
     let threads: Vec<f64> = ts
         .iter()
         .filter_map(|t| {
@@ -282,42 +310,43 @@ fn side_cost(
         role,
         end,
         cpu,
-        busy_pct: Estimate::of(&each.iter().map(|(_, s)| busy(s)).collect::<Vec<_>>()).unwrap_or(
-            Estimate {
-                mean: f64::NAN,
-                n: 0,
-                interval: Interval::None {
-                    why: format!("CPU {cpu}'s split was not sampled"),
-                },
+        busy_pct: Estimate::of(
+            &ts.iter()
+                .filter_map(|t| shares(t.r, end, cpu))
+                .map(|s| busy(&s))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap_or(Estimate {
+            mean: f64::NAN,
+            n: 0,
+            interval: Interval::None {
+                why: format!("CPU {cpu}'s split was not sampled"),
             },
-        ),
-        us_per_mb: PerMb {
-            total: avg(busy),
-            user: avg(|s| s.user_pct),
-            sys: avg(|s| s.system_pct),
-            softirq: avg(|s| s.softirq_pct),
-            irq: avg(|s| s.irq_pct),
-            steal: avg(|s| s.steal_pct),
-            unsampled: avg(|s| s.unsampled_pct),
-        },
+        }),
+        us_per_mb: split(ts, end, cpu).unwrap_or(PerMb {
+            total: f64::NAN,
+            user: f64::NAN,
+            sys: f64::NAN,
+            softirq: f64::NAN,
+            irq: f64::NAN,
+            steal: f64::NAN,
+            unsampled: f64::NAN,
+        }),
         total_us_per_mb_tries: side_totals(ts, end, cpu),
         threads_us_per_mb: mean(&threads),
         paced_us_per_mb: Estimate::of(&side_totals(paced, end, cpu)),
         paced_us_per_mb_tries: side_totals(paced, end, cpu),
-        calls_per_mb: flow_count_per_mb(ts, |f| match role {
-            "sender" => f.sender_calls,
-            _ => f.receiver_calls,
-        }),
+        paced_split: split(paced, end, cpu),
+        paced_calls_per_mb: flow_count_per_mb(paced, calls(role)),
+        paced_segments_per_mb: flow_count_per_mb(paced, segments(role)),
+        calls_per_mb: flow_count_per_mb(ts, calls(role)),
         retransmits_per_mb: (role == "sender")
             .then(|| flow_count_per_mb(ts, |f| f.tcp.map(|t| t.retransmits_interval)))
             .flatten(),
         spurious_retransmits_per_mb: (role == "sender")
             .then(|| flow_count_per_mb(ts, |f| f.tcp.and_then(|t| t.dsack_dups_interval)))
             .flatten(),
-        segments_per_mb: flow_count_per_mb(ts, |f| match role {
-            "sender" => f.tcp.and_then(|t| t.data_segs_out),
-            _ => f.receiver_segs,
-        }),
+        segments_per_mb: flow_count_per_mb(ts, segments(role)),
         ipis_per_mb: traced("ipis_received"),
         idle_entries_per_mb: traced("idle_entries"),
     }

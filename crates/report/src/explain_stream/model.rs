@@ -71,6 +71,13 @@ pub struct SideCost {
     pub paced_us_per_mb: Option<Estimate>,
     /// That cost in each paced try: what the model's prediction varies by.
     pub paced_us_per_mb_tries: Vec<f64>,
+    /// The paced tries' µs per MB by kind (means), None where none was sampled: which kind
+    /// of work costs more or less per MB at the limit than off it.
+    pub paced_split: Option<PerMb>,
+    /// [`SideCost::calls_per_mb`] in the paced tries.
+    pub paced_calls_per_mb: Option<f64>,
+    /// [`SideCost::segments_per_mb`] in the paced tries.
+    pub paced_segments_per_mb: Option<f64>,
     /// System calls that moved data per MB: the sender's `send`s, the receiver's `recv`s
     /// that returned data (counted by the stream's loops; None where not counted, e.g.
     /// `MSG_ZEROCOPY` or multiplexed flows).

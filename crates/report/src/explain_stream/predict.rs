@@ -3,7 +3,7 @@
 //! payload rate. It names its siblings only, never the parent module, which calls it: the
 //! dependency runs one way.
 
-use super::model::{Bound, Model, SideCost};
+use super::model::{Bound, Model, PerMb, SideCost};
 use crate::decide::Interval;
 use crate::stats::summarize;
 
@@ -118,10 +118,7 @@ pub(super) fn model(bound: &Bound, costs: &[SideCost], mbps_each: &[f64]) -> Mod
         &summarize(mbps_each, CONFIDENCE),
         CONFIDENCE,
     );
-    let why_outside = format!(
-        ": the {}'s cost per MB at the limit differs from half rate's (batching, GRO and wake-ups change with load)",
-        side.role
-    );
+    let why_outside = what_differs(side, paced.mean);
     Model {
         side: Some(side.role),
         predicted_mbps: Some(predicted),
@@ -129,6 +126,75 @@ pub(super) fn model(bound: &Bound, costs: &[SideCost], mbps_each: &[f64]) -> Mod
         note: goal_note(&ratio_interval, &why_outside),
         ratio_interval,
     }
+}
+
+/// Where a side's cost per MB at the limit differs from its cost paced to half the rate, as
+/// measured: the kinds of CPU time that moved most, and the counts per MB that changed (the
+/// model's premise is that the cost per MB stays; this says which part did not).
+fn what_differs(side: &SideCost, paced: f64) -> String {
+    let m = &side.us_per_mb;
+    let mut s = format!(
+        ": the {}'s CPU per MB at the limit, {:.0} µs, against {paced:.0} µs at half rate",
+        side.role, m.total
+    );
+    let Some(p) = &side.paced_split else {
+        return s + " (its split by kind at half rate was not sampled)" + &counts_that_moved(side);
+    };
+    // The tick charges busy time to a kind by sampling: where it missed a tenth or more of
+    // either window's busy time, the kinds' differences are mostly the misses'.
+    let missed = |x: &PerMb| 100.0 * x.unsampled / x.total.max(f64::MIN_POSITIVE);
+    let (at, off) = (missed(m), missed(p));
+    if at >= 10.0 || off >= 10.0 {
+        s += &format!(
+            " (by kind not comparable: the tick charged no kind to {at:.0}% of the busy time at the limit, {off:.0}% at half rate)"
+        );
+        return s + &counts_that_moved(side);
+    }
+    let mut kinds = [
+        ("sys", m.sys, p.sys),
+        ("softirq", m.softirq, p.softirq),
+        ("user", m.user, p.user),
+        ("irq", m.irq, p.irq),
+    ];
+    kinds.sort_by(|a, b| (b.1 - b.2).abs().total_cmp(&(a.1 - a.2).abs()));
+    let moved: Vec<String> = kinds
+        .iter()
+        .take(2)
+        .filter(|(_, at, off)| (at - off).abs() >= 0.1 * (m.total - paced).abs().max(1.0))
+        .map(|(k, at, off)| format!("{k} {at:.0} against {off:.0}"))
+        .collect();
+    if !moved.is_empty() {
+        s += &format!(": {}", moved.join(", "));
+    }
+    s + &counts_that_moved(side)
+}
+
+/// The counts per MB at the limit against half rate's: a count that moved by a tenth or
+/// more is part of what changed; one that held is said too, as ruled out.
+fn counts_that_moved(side: &SideCost) -> String {
+    let calls = if side.role == "sender" {
+        "sends"
+    } else {
+        "receives"
+    };
+    let mut s = String::new();
+    for (what, at, off) in [
+        (calls, side.calls_per_mb, side.paced_calls_per_mb),
+        (
+            "TCP data segments",
+            side.segments_per_mb,
+            side.paced_segments_per_mb,
+        ),
+    ] {
+        if let (Some(at), Some(off)) = (at, off.filter(|x| *x > 0.0)) {
+            s += &if (at / off - 1.0).abs() >= 0.1 {
+                format!("; {what} per MB {at:.0} against {off:.0}")
+            } else {
+                format!("; {what} per MB {at:.0} at both rates")
+            };
+        }
+    }
+    s
 }
 
 /// What the residual's interval says of the goal: within it where measured ÷ predicted lies

@@ -703,3 +703,69 @@ fn larger_sends_name_the_size_their_trials_sent() {
 fn by_label<'a>(e: &'a StreamExplanation, l: &str) -> &'a Remedy {
     e.remedies.iter().find(|r| r.label == l).expect(l)
 }
+
+/// A residual outside the goal says what the paced tries measured differently, not why it
+/// might: the kinds of CPU time that moved most per MB and the counts per MB, moved or held.
+#[test]
+fn a_residual_outside_the_goal_names_what_moved_between_the_limit_and_half_rate() {
+    let mut trials = Vec::new();
+    for rate in [8000.0, 8100.0, 7900.0] {
+        trials.push(row(
+            AS_IS,
+            Some(stream(rate, (60.0, 10.0), (60.0, 37.0), 0.0)),
+            None,
+        ));
+        // Half the rate at well under half the busy time: 400 sys + 200 softirq µs per MB.
+        let paced = stream(4000.0, (30.0, 5.0), (20.0, 10.0), 0.0);
+        trials.push(row(PACED, Some(paced), None));
+    }
+    let e = explain(1, &trials).expect("explained");
+    assert_eq!(e.bound.side, Some("receiver"));
+    let recv = &e.sides[1];
+    let p = recv.paced_split.as_ref().expect("the paced split");
+    assert!(
+        (p.sys - 400.0).abs() < 1e-6 && (p.softirq - 200.0).abs() < 1e-6,
+        "{p:?}"
+    );
+    assert!(
+        e.model.residual_pct.is_some_and(|r| r < -30.0),
+        "{:?}",
+        e.model
+    );
+    let note = &e.model.note;
+    assert!(note.starts_with("outside the 10% goal: the receiver's CPU per MB at the limit, 970 µs, against 600 µs at half rate: sys 600 against 400, softirq 370 against 200; receives per MB 15 at both rates; TCP data segments per MB 15 at both rates"), "{note}");
+    assert!(!note.contains("batching"), "{note}");
+    let out = text(&e);
+    assert!(
+        out.contains("paced to half the rate: 600.0 [600.0, 600.0] µs per MB = user 0.0 + sys 400.0 + softirq 200.0 + irq 0.0\n"),
+        "{out}"
+    );
+}
+
+/// Where the tick left a tenth or more of a window's busy time unsampled, the kinds are not
+/// compared (their differences would be mostly the misses'); the counts still are.
+#[test]
+fn kinds_the_tick_missed_are_not_compared_between_the_limit_and_half_rate() {
+    let mut trials = Vec::new();
+    for rate in [8000.0, 8100.0, 7900.0] {
+        trials.push(row(
+            AS_IS,
+            Some(stream(rate, (60.0, 10.0), (60.0, 37.0), 0.0)),
+            None,
+        ));
+        // 30% of one CPU busy at half rate, 20 of its points charged to no kind.
+        let mut paced = stream(4000.0, (30.0, 5.0), (5.0, 5.0), 0.0);
+        if let Some(s) = paced.cpu.server.as_mut() {
+            s.system.per_cpu[1].unsampled_pct = 20.0;
+            s.system.per_cpu[1].idle_pct -= 20.0;
+        }
+        trials.push(row(PACED, Some(paced), None));
+    }
+    let e = explain(1, &trials).expect("explained");
+    let note = &e.model.note;
+    assert!(
+        note.contains("against 600 µs at half rate (by kind not comparable: the tick charged no kind to 0% of the busy time at the limit, 67% at half rate); receives per MB 15 at both rates"),
+        "{note}"
+    );
+    assert!(!note.contains("sys 600 against"), "{note}");
+}

@@ -182,14 +182,28 @@ fn side_lines(c: &SideCost) -> String {
         "    CPU µs per MB: {:.1} = user {:.1} + sys {:.1} + softirq {:.1} + irq {:.1}{unsampled} (steal {:.1})\n",
         m.total, m.user, m.sys, m.softirq, m.irq, m.steal
     );
-    s +=
-        &format!(
-        "    of it the test's own threads: {} µs per MB; paced to half the rate: {} µs per MB\n",
-        opt(c.threads_us_per_mb, 1),
-        c.paced_us_per_mb
-            .as_ref()
-            .map_or("not measured".into(), |e| interval(e, |x| format!("{x:.1}")))
+    s += &format!(
+        "    of it the test's own threads: {} µs per MB\n",
+        opt(c.threads_us_per_mb, 1)
     );
+    let paced = c
+        .paced_us_per_mb
+        .as_ref()
+        .map_or("not measured".into(), |e| {
+            interval(e, |x| format!("{x:.1}"))
+        });
+    let paced_split = c.paced_split.as_ref().map_or(String::new(), |p| {
+        let unsampled = if p.unsampled > 0.0 {
+            format!(" + no kind sampled {:.1}", p.unsampled)
+        } else {
+            String::new()
+        };
+        format!(
+            " = user {:.1} + sys {:.1} + softirq {:.1} + irq {:.1}{unsampled}",
+            p.user, p.sys, p.softirq, p.irq
+        )
+    });
+    s += &format!("    paced to half the rate: {paced} µs per MB{paced_split}\n");
     let per = |n: Option<f64>| match n.filter(|x| x.is_finite() && *x > 0.0) {
         Some(x) => format!("{x:.0} ({:.0} bytes each)", 1e6 / x),
         None => "not counted".into(),
