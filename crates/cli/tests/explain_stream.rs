@@ -89,6 +89,24 @@ fn each_bound_is_named_with_the_figure_of_its_json() {
             .unwrap_or("")
             .starts_with("not measured")),
     }
+    // The paced tries' own split and counts, which the model's note compares: a paced
+    // 64-byte sender still sends 64 bytes a call.
+    if sender["paced_us_per_mb"].is_object() {
+        assert!(sender["paced_split"]["total"].is_number(), "{sender}");
+        let paced_calls = f(sender, "/paced_calls_per_mb");
+        assert!(
+            (paced_calls / (1e6 / 64.0) - 1.0).abs() < 0.02,
+            "{paced_calls}"
+        );
+    }
+    // Larger sends are 1 MiB ones, and say so.
+    let larger = small["remedies"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["label"] == "stream larger sends"))
+        .expect("the larger sends remedy");
+    if larger["ratio"].is_number() {
+        assert_eq!(larger["send_size"], 1 << 20, "{larger}");
+    }
     // Every remedy was measured (a ratio) or says why not; RPS is measured where this
     // process may write the loopback device's steering file (root).
     for r in small["remedies"].as_array().expect("remedies") {
