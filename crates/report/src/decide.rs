@@ -124,7 +124,10 @@ pub fn no_interval_why(n: usize) -> Option<String> {
 /// at that limit does. Unlike dividing one mean's interval ends by the other's, this is an
 /// interval of the ratio at the level asked for. None (with why) with fewer than 2 tries
 /// on a side, or where the baseline's mean is not distinguishable from 0 (the interval is
-/// unbounded).
+/// unbounded). Every ratio this tool takes is of quantities that are never negative (rates,
+/// times, costs): a low end below 0 (a candidate whose two tries do not tell its mean from
+/// 0) is given as 0, the nearest ratio there can be; no decision about 1 or a limit above
+/// 0 changes with it.
 pub fn ratio_interval(baseline: &Summary, candidate: &Summary, confidence: f64) -> Interval {
     let none = |why: String| Interval::None { why };
     if let Some(why) = no_interval_why(baseline.n.min(candidate.n)) {
@@ -137,7 +140,10 @@ pub fn ratio_interval(baseline: &Summary, candidate: &Summary, confidence: f64) 
     let va = baseline.stdev.powi(2) / baseline.n as f64;
     let vb = candidate.stdev.powi(2) / candidate.n as f64;
     match crate::stats::ratio_of_means(x, y, (va, baseline.n), (vb, candidate.n), confidence) {
-        Some([low, high]) => Interval::Bounded { low, high },
+        Some([low, high]) => Interval::Bounded {
+            low: low.max(0.0),
+            high,
+        },
         None => none("the baseline's interval reaches 0: the ratio's interval is unbounded".into()),
     }
 }
@@ -334,6 +340,13 @@ mod tests {
         }
         let zeroish = summarize(&[-1.0, 1.0, 0.5], 0.95);
         assert!(ratio_interval(&zeroish, &b, 0.95).ends().is_none());
+        // A candidate whose two tries do not tell its mean from 0 (a remedy's rate 1.2×
+        // as-is, the tries 2.4 and 21.6 Gbit/s): no negative ratio of two rates.
+        let base = summarize(&[10.0, 10.5, 9.5], 0.95);
+        let wild = summarize(&[2.4, 21.6], 0.95);
+        let (lo, hi) = ratio_interval(&base, &wild, 0.95).ends().expect("bounded");
+        assert_eq!(lo, 0.0);
+        assert!(hi > 2.0, "{hi}");
     }
 
     /// A stream twelve times slower in a guest, two tries a side beside a noisy native
