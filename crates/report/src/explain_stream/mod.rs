@@ -378,7 +378,8 @@ pub fn explain(run_id: i64, trials: &[TrialRow]) -> Result<StreamExplanation, St
     on_the_host(&mut bound, &costs, host_view.as_ref());
     let model = model(&bound, &costs, &mbps_each);
     let remedies = remedies(trials, &ts, &bound, &costs);
-    let verdict = text::verdict(p.send_size, &mbps, &bound, &costs) + &text::what_raises(&remedies);
+    let verdict = text::verdict((p.send_size, p.flows), &mbps, &bound, &costs)
+        + &text::what_raises(&remedies);
     Ok(StreamExplanation {
         run_id,
         send_size: p.send_size,

@@ -769,3 +769,27 @@ fn kinds_the_tick_missed_are_not_compared_between_the_limit_and_half_rate() {
     );
     assert!(!note.contains("sys 600 against"), "{note}");
 }
+
+/// The verdict's rate is the flows' sum, and says how many (`-P 2`).
+#[test]
+fn the_verdict_names_the_flows_its_rate_sums() {
+    let mut trials = battery((60.0, 37.0), 0.0, &[]);
+    for t in trials.iter_mut() {
+        if let Some(Workload::Stream(p)) = t.trial.result.as_mut().map(|r| &mut r.workload) {
+            p.flows = 2;
+        }
+    }
+    let e = explain(1, &trials).expect("explained");
+    assert!(
+        e.verdict
+            .starts_with("a 16 KiB stream of 2 flows runs at 8.00 Gbit/s here"),
+        "{}",
+        e.verdict
+    );
+    let one = explain(1, &battery((60.0, 37.0), 0.0, &[])).expect("explained");
+    assert!(
+        one.verdict.starts_with("a 16 KiB stream runs at"),
+        "{}",
+        one.verdict
+    );
+}

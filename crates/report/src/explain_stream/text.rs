@@ -98,8 +98,23 @@ pub(super) fn what_raises(remedies: &[Remedy]) -> String {
 }
 
 /// The one-line answer: the rate, what bounds it and the figure that shows it.
-pub(super) fn verdict(send: u32, mbps: &Estimate, b: &Bound, costs: &[SideCost]) -> String {
-    let head = format!("a {} stream runs at {} here", size(send), rate(mbps.mean));
+/// `(send, flows)`: the bytes per send and the parallel flows, whose sum the rate is.
+pub(super) fn verdict(
+    (send, flows): (u32, u32),
+    mbps: &Estimate,
+    b: &Bound,
+    costs: &[SideCost],
+) -> String {
+    let of_flows = if flows > 1 {
+        format!(" of {flows} flows")
+    } else {
+        String::new()
+    };
+    let head = format!(
+        "a {} stream{of_flows} runs at {} here",
+        size(send),
+        rate(mbps.mean)
+    );
     match (b.kind, b.side) {
         ("cpu", Some(side)) => {
             let c = costs.iter().find(|c| c.role == side);
