@@ -108,13 +108,19 @@ pub fn text(t: &Timeline) -> String {
     );
     let _ = writeln!(
         s,
-        "           per transaction: {} sides woken from idle, {} ICR writes, {} TSC-deadline writes",
-        i.idle_wakeups_per_transaction
-            .map_or_else(|| "(not known)".to_string(), |k| format!("{k:.2}")),
-        i.icr_writes_per_transaction
-            .map_or_else(|| "(not seen: xAPIC)".to_string(), |k| format!("{k:.2}")),
-        i.tsc_deadline_writes_per_transaction
-            .map_or_else(|| "(not seen: no TSC-deadline timer)".to_string(), |k| format!("{k:.2}"))
+        "           per transaction: {}, {}, {}",
+        i.idle_wakeups_per_transaction.map_or_else(
+            || "sides woken from idle not known".to_string(),
+            |k| format!("{k:.2} sides woken from idle")
+        ),
+        i.icr_writes_per_transaction.map_or_else(
+            || "ICR writes not seen (xAPIC)".to_string(),
+            |k| format!("{k:.2} ICR writes")
+        ),
+        i.tsc_deadline_writes_per_transaction.map_or_else(
+            || "TSC-deadline writes not seen (no TSC-deadline timer)".to_string(),
+            |k| format!("{k:.2} TSC-deadline writes")
+        )
     );
     let _ = writeln!(s, "           {}", net_rx(i));
     for u in &t.unseen {
@@ -418,9 +424,9 @@ mod tests {
         );
         // Writes the sampled MSR tracepoint cannot see (xAPIC, no TSC-deadline timer) are
         // said unseen, not 0; counted ones are printed.
-        assert!(txt.contains("(not seen: xAPIC) ICR writes"), "{txt}");
+        assert!(txt.contains("ICR writes not seen (xAPIC)"), "{txt}");
         assert!(
-            txt.contains("(not seen: no TSC-deadline timer) TSC-deadline writes"),
+            txt.contains("TSC-deadline writes not seen (no TSC-deadline timer)"),
             "{txt}"
         );
         let mut counted = t.clone();

@@ -709,7 +709,7 @@ fn the_verdict_names_the_cheapest_remedy_that_matters() {
     ];
     let v = crate::explain::verdict(&e).expect("a verdict");
     assert!(
-        v.contains("the cheapest measured remedy is guest halt polling 200 µs: p50 -78% for +1.1 busy CPUs"),
+        v.contains("the cheapest measured remedy is guest halt polling 200 µs: p50 -78% for +1.10 busy CPUs"),
         "{v}"
     );
     assert!(
@@ -797,7 +797,7 @@ fn a_cheapest_the_tries_cannot_tell_is_a_tie() {
     e.remedies = vec![spin.clone(), poll.clone()];
     let v = crate::explain::verdict(&e).expect("a verdict");
     assert!(
-        v.contains("2 measured remedies cut it by a real amount, and their tries cannot tell which costs less CPU (more --tries): spinning receivers: p50 -85% for +0.9 busy CPUs [+0.85, +0.95]; guest halt polling 200 µs: p50 -78% for +1.1 busy CPUs [+1.05, +1.15]")
+        v.contains("2 measured remedies cut it by a real amount, and their tries cannot tell which costs less CPU (more --tries): spinning receivers: p50 -85% for +0.90 busy CPUs [+0.85, +0.95]; guest halt polling 200 µs: p50 -78% for +1.10 busy CPUs [+1.05, +1.15]")
             && !v.contains("cheapest"),
         "{v}"
     );
@@ -806,7 +806,7 @@ fn a_cheapest_the_tries_cannot_tell_is_a_tie() {
     let v = crate::explain::verdict(&e).expect("a verdict");
     assert!(
         v.contains(
-            "the cheapest measured remedy is spinning receivers: p50 -85% for +0.9 busy CPUs"
+            "the cheapest measured remedy is spinning receivers: p50 -85% for +0.90 busy CPUs"
         ),
         "{v}"
     );
@@ -818,7 +818,7 @@ fn a_cheapest_the_tries_cannot_tell_is_a_tie() {
     let v = crate::explain::verdict(&e).expect("a verdict");
     assert!(
         v.contains("2 measured remedies cut it")
-            && v.contains("busy polling: p50 -40% for +1.4 busy CPUs")
+            && v.contains("busy polling: p50 -40% for +1.40 busy CPUs")
             && !v.contains("guest halt polling"),
         "{v}"
     );

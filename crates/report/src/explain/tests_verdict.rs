@@ -24,7 +24,7 @@ fn no_added_cpu_is_said_only_where_the_interval_shows_it() {
     e.remedies = vec![wide.clone()];
     let v = crate::explain::verdict(&e).expect("a verdict");
     assert!(
-        v.contains("spinning receivers: p50 -60% for +0.0 busy CPUs [-0.38, +0.40]")
+        v.contains("spinning receivers: p50 -60% for +0.01 busy CPUs [-0.38, +0.40]")
             && !v.contains("no added CPU"),
         "{v}"
     );
@@ -44,7 +44,7 @@ fn no_added_cpu_is_said_only_where_the_interval_shows_it() {
     e.remedies = vec![wide];
     let v = crate::explain::verdict(&e).expect("a verdict");
     assert!(
-        v.contains("p50 -60% for +0.0 busy CPUs (no interval)"),
+        v.contains("p50 -60% for +0.01 busy CPUs (no interval)"),
         "{v}"
     );
 }
@@ -76,7 +76,7 @@ fn no_cheapest_where_a_real_cut_has_no_measured_cost() {
     ];
     let v = crate::explain::verdict(&e).expect("a verdict");
     assert!(
-        v.contains("2 measured remedies cut it by a real amount, and not every one's CPU cost was measured, so none is called the cheapest: both ends on one CPU: p50 -97% for -0.2 busy CPUs [-0.30, -0.20]; idle=poll on the guest's kernel command line: p50 -49% (its CPU cost not measured)")
+        v.contains("2 measured remedies cut it by a real amount, and not every one's CPU cost was measured, so none is called the cheapest: both ends on one CPU: p50 -97% for -0.25 busy CPUs [-0.30, -0.20]; idle=poll on the guest's kernel command line: p50 -49% (its CPU cost not measured)")
             && !v.contains("the cheapest measured"),
         "{v}"
     );
@@ -98,7 +98,7 @@ fn one_real_cut_is_the_one_not_the_cheapest() {
     ];
     let v = crate::explain::verdict(&e).expect("a verdict");
     assert!(
-        v.contains("; the one measured remedy that cuts it by 20% or more is both ends on one CPU: p50 -97% for -0.2 busy CPUs [-0.30, -0.20]")
+        v.contains("; the one measured remedy that cuts it by 20% or more is both ends on one CPU: p50 -97% for -0.25 busy CPUs [-0.30, -0.20]")
             && !v.contains("cheapest"),
         "{v}"
     );
