@@ -143,8 +143,8 @@ fn pick(e: &Explanation) -> Pick<'_> {
 /// Busy CPUs a remedy may add or save and still be said to cost none: a twentieth of a CPU.
 const NO_COST_BAND: f64 = 0.05;
 
-/// A remedy's cut and cost in words: `p50 -78% for +1.10 busy CPUs [+0.95, +1.25]` (the point in the
-/// interval's digits: "+0.2 [+0.17, +0.19]" read as a point outside it), and
+/// A remedy's cut and cost in words: `p50 -78% for +1.10 busy CPUs [+0.95, +1.25]` (the
+/// point in the interval's digits: "+0.2 [+0.17, +0.19]" read as a point outside it), and
 /// `… at no added CPU [-0.02, +0.03]` only where the tries' interval of what it adds lies
 /// within [`NO_COST_BAND`] of 0 (a mean near 0 with a wide interval is not "no cost").
 fn cut_and_cost(r: &Remedy) -> String {
