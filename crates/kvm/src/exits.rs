@@ -122,8 +122,9 @@ fn run_cases(kvm: &Kvm, opts: &ExitOpts, ctl: &Ctl) -> Result<ExitReport, KvmErr
     }
     let pvm = std::path::Path::new("/sys/module/kvm_pvm").exists();
     let emulated = if pvm {
-        "; PVM emulates real-mode guest code one instruction at a time, so the guest side of the \
-         loop adds roughly 0.5–1 µs per guest instruction"
+        "; PVM emulates real-mode guest code one instruction at a time, so the round trip \
+         includes the emulation of the loop's other instructions (their count follows; the `cpuid` \
+         case's window of ordinary instructions measures what they cost here)"
     } else {
         ""
     };
