@@ -30,62 +30,31 @@
 //!   within [`NO_EFFECT_BAND`] of 1, "undecided" otherwise.
 
 mod compare;
+mod labels;
 mod predict;
 mod remedy;
+mod trials;
 #[cfg(test)]
 use predict::goal_note;
-use predict::model;
+use predict::{mean, model};
 use remedy::remedies;
+use trials::*;
 mod model;
 mod text;
 
 use serde::Serialize;
 use virtperf_store::TrialRow;
-use virtperf_wire::{CpuShares, Outcome, SideCpu, TestResult, Workload};
+use virtperf_wire::{Outcome, TestResult, Workload};
 
-use crate::decide::{ratio_effect, ratio_interval, Interval};
-use crate::stats::{summarize, Summary};
+use crate::decide::Interval;
 
 pub use compare::{side_by_side, side_by_side_text, SideBySide, Term};
+pub use labels::*;
 pub use model::*;
+/// A remedy's name as people read it (the trial label without the workload, its send size).
+pub(crate) use text::name as remedy_name;
 pub use text::text;
 
-/// The run name a stream explanation is stored under.
-pub const RUN_NAME: &str = "explain-stream";
-/// The stream explained, under the machine's own settings.
-pub const AS_IS: &str = "stream as-is";
-/// The as-is stream counting tracepoints (`--trace`): IPIs and idle entries per MB.
-pub const TRACED: &str = "stream traced";
-/// The same stream paced to half its as-is rate: each side's cost per MB off its limit.
-pub const PACED: &str = "stream paced to half";
-/// Remedy: sends four times as large (at most 1 MiB).
-pub const LARGER_SENDS: &str = "stream larger sends";
-/// Remedy: one flow more, on the same CPUs.
-pub const SECOND_FLOW: &str = "stream second flow";
-/// Remedy: `send(MSG_ZEROCOPY)`.
-pub const ZEROCOPY: &str = "stream MSG_ZEROCOPY";
-/// Remedy: 4 MiB socket buffers on both ends.
-pub const BIG_BUFFERS: &str = "stream 4 MiB socket buffers";
-/// Remedy: the loopback device's receive processing steered (RPS) to the receiving end's
-/// CPU, off the sender's (where a loopback send's softirq runs it by default).
-pub const RPS: &str = "stream RPS to the receiver's CPU";
-/// Remedy between namespaces: GRO on on the path's veth ends (a veth is made with it off:
-/// on, its receive side runs NAPI and merges segments before the stack sees them).
-pub const GRO_ON: &str = "stream GRO on on the veth";
-/// The opposite toggle between namespaces: TSO off on the path's veth ends (made on), so
-/// TCP's large sends are cut into MTU-sized packets before the veth: what TSO saves.
-pub const TSO_OFF: &str = "stream TSO off on the veth";
-/// Every remedy the battery measures, in the order reported (the veth's only between
-/// namespaces: elsewhere not planned, and not listed).
-pub const REMEDIES: [&str; 7] = [
-    LARGER_SENDS,
-    SECOND_FLOW,
-    ZEROCOPY,
-    BIG_BUFFERS,
-    RPS,
-    GRO_ON,
-    TSO_OFF,
-];
 /// A stream moving at least this share of its link's stated rate (as payload) is bound by
 /// the link: the token bucket counts every packet's headers (66 bytes a segment on a veth),
 /// so a full MTU-1500 link carries at most about 96% of its rate as payload.
@@ -103,12 +72,7 @@ pub const FLOW_LIMITED_SHARE: f64 = 0.5;
 /// [`NO_EFFECT_BAND`] below this share (≈ 9.1%); where the sender waited at least this
 /// long and the buffers' tries cannot tell, the bound is undecided.
 pub const FLOW_SHARE_WITH_EVIDENCE: f64 = NO_EFFECT_BAND / (1.0 + NO_EFFECT_BAND);
-pub use predict::RESIDUAL_GOAL_PCT;
-/// A remedy has "no measurable effect" only where its ratio's whole interval lies within
-/// this share of ×1 either way (the model's own goal): the tries then rule out a larger
-/// change. An interval that holds 1 but reaches past this band is "undecided": the tries
-/// cannot tell a real change from none (two tries of a 17× gain gave [−8.3, 44.7]).
-pub const NO_EFFECT_BAND: f64 = RESIDUAL_GOAL_PCT / 100.0;
+pub use predict::{NO_EFFECT_BAND, RESIDUAL_GOAL_PCT};
 const CONFIDENCE: f64 = 0.95;
 
 /// An explanation of either kind, chosen once from the run (`show` and the commands that
@@ -145,141 +109,6 @@ impl Explained {
             Explained::Stream(e) => text(e),
         }
     }
-}
-
-/// One stored stream trial, read for the model.
-struct Trial<'a> {
-    r: &'a TestResult,
-    mb: f64,
-    window_s: f64,
-    mbps: f64,
-}
-
-fn stream_trials<'a>(trials: &'a [TrialRow], label: &str) -> Vec<Trial<'a>> {
-    trials
-        .iter()
-        .filter(|t| t.trial.point_label == label)
-        .filter_map(|t| t.trial.result.as_ref())
-        .filter_map(|r| match &r.outcome {
-            Outcome::Stream(o) if o.receiver_bytes > 0 && o.elapsed_s > 0.0 => Some(Trial {
-                r,
-                mb: o.receiver_bytes as f64 / 1e6,
-                window_s: o.elapsed_s,
-                mbps: o.mbps,
-            }),
-            _ => None,
-        })
-        .collect()
-}
-
-/// Why the trials of `label` are missing: the first skipped or failed trial's reason.
-fn why_missing(trials: &[TrialRow], label: &str) -> String {
-    trials
-        .iter()
-        .filter(|t| t.trial.point_label == label)
-        .find_map(|t| t.trial.error.clone())
-        .unwrap_or_else(|| format!("no {label} trial ran"))
-}
-
-/// (role, end, cpu) of the two sides: the sender first.
-fn sides_of(r: &TestResult, reverse: bool) -> Option<[(&'static str, &'static str, u32); 2]> {
-    let (c, s) = (r.client_cpu?, r.server_cpu?);
-    Some(if reverse {
-        [("sender", "server", s), ("receiver", "client", c)]
-    } else {
-        [("sender", "client", c), ("receiver", "server", s)]
-    })
-}
-
-fn side_cpu<'a>(r: &'a TestResult, end: &str) -> Option<&'a SideCpu> {
-    match end {
-        "client" => Some(&r.cpu.client),
-        _ => r.cpu.server.as_ref(),
-    }
-}
-
-fn shares(r: &TestResult, end: &str, cpu: u32) -> Option<CpuShares> {
-    side_cpu(r, end)?.system.per_cpu.get(cpu as usize).copied()
-}
-
-/// µs per MB of `pct` percent of one CPU over the trial's window.
-fn per_mb(t: &Trial, pct: f64) -> f64 {
-    pct / 100.0 * t.window_s * 1e6 / t.mb
-}
-
-fn busy(s: &CpuShares) -> f64 {
-    s.user_pct + s.system_pct + s.irq_pct + s.softirq_pct + s.unsampled_pct
-}
-
-use predict::mean;
-
-/// A side's CPU µs per MB by kind, each the mean over the trials of `ts` with a split of
-/// its CPU (one without is left out, not paired with another's); None where none has.
-fn split(ts: &[Trial], end: &str, cpu: u32) -> Option<PerMb> {
-    let each: Vec<(&Trial, CpuShares)> = ts
-        .iter()
-        .filter_map(|t| shares(t.r, end, cpu).map(|s| (t, s)))
-        .collect();
-    let avg = |f: fn(&CpuShares) -> f64| {
-        mean(
-            &each
-                .iter()
-                .map(|(t, s)| per_mb(t, f(s)))
-                .collect::<Vec<_>>(),
-        )
-    };
-    Some(PerMb {
-        total: avg(busy)?,
-        user: avg(|s| s.user_pct)?,
-        sys: avg(|s| s.system_pct)?,
-        softirq: avg(|s| s.softirq_pct)?,
-        irq: avg(|s| s.irq_pct)?,
-        steal: avg(|s| s.steal_pct)?,
-        unsampled: avg(|s| s.unsampled_pct)?,
-    })
-}
-
-/// The data-moving system calls a side's loop counted: the sender's sends, the receiver's
-/// receives.
-fn calls(role: &str) -> fn(&virtperf_wire::StreamFlow) -> Option<u64> {
-    match role {
-        "sender" => |f| f.sender_calls,
-        _ => |f| f.receiver_calls,
-    }
-}
-
-/// The TCP data segments a side counted (sender: out, receiver: in).
-fn segments(role: &str) -> fn(&virtperf_wire::StreamFlow) -> Option<u64> {
-    match role {
-        "sender" => |f| f.tcp.and_then(|t| t.data_segs_out),
-        _ => |f| f.receiver_segs,
-    }
-}
-
-/// A side's total CPU µs per MB in each of `ts`.
-fn side_totals(ts: &[Trial], end: &str, cpu: u32) -> Vec<f64> {
-    ts.iter()
-        .filter_map(|t| shares(t.r, end, cpu).map(|s| per_mb(t, busy(&s))))
-        .collect()
-}
-
-/// A count every flow of every trial in `ts` carries, per MB received; None where a flow
-/// lacks it (not counted there: said so, never read as 0).
-fn flow_count_per_mb(
-    ts: &[Trial],
-    count: impl Fn(&virtperf_wire::StreamFlow) -> Option<u64>,
-) -> Option<f64> {
-    let (mut n, mut mb) = (0u64, 0.0);
-    for t in ts {
-        let Outcome::Stream(o) = &t.r.outcome else {
-            return None;
-        };
-        for f in &o.flows {
-            n += count(f)?;
-        }
-        mb += t.mb;
-    }
-    (mb > 0.0).then(|| n as f64 / mb)
 }
 
 fn side_cost(
@@ -566,47 +395,6 @@ fn dominant(m: &PerMb) -> &'static str {
     .into_iter()
     .fold(("sys", f64::MIN), |a, b| if b.1 > a.1 { b } else { a })
     .0
-}
-
-/// Remedy `label` ÷ as-is and the low end of its interval, where both were measured.
-/// A remedy's rate against as-is: the ratio of means, its interval, and what the interval
-/// decides (one rule for the remedies' table and the bound's counterfactual).
-#[derive(Debug, Clone)]
-struct Effect {
-    ratio: Option<f64>,
-    interval: Interval,
-    effect: &'static str,
-}
-
-impl Effect {
-    fn of(base: &Summary, remedy: &Summary) -> Effect {
-        let interval = ratio_interval(base, remedy, CONFIDENCE);
-        let effect = ratio_effect(&interval, NO_EFFECT_BAND);
-        Effect {
-            ratio: (base.mean > 0.0).then(|| remedy.mean / base.mean),
-            interval,
-            effect,
-        }
-    }
-
-    /// The ratio with its interval (or why none) and the decision, as the notes print it.
-    fn words(&self) -> String {
-        let x = self
-            .ratio
-            .map_or("not measured".into(), |x| format!("×{x:.2}"));
-        let i = self.interval.words(|v| format!("{v:.2}"));
-        format!("{x} {i}, {}", self.effect)
-    }
-}
-
-fn rate_summary(ts: &[Trial]) -> Summary {
-    summarize(&ts.iter().map(|t| t.mbps).collect::<Vec<_>>(), CONFIDENCE)
-}
-
-/// The 4 MiB buffers' effect on the rate, where any of their trials measured.
-fn effect_of(trials: &[TrialRow], base: &[Trial], label: &str) -> Option<Effect> {
-    let r = rate_summary(&stream_trials(trials, label));
-    (r.n > 0).then(|| Effect::of(&rate_summary(base), &r))
 }
 
 const RWND: &str = "the receive window";

@@ -9,6 +9,11 @@ use crate::stats::summarize;
 
 /// The model's goal on the residual, percent (issue 54), said when missed.
 pub const RESIDUAL_GOAL_PCT: f64 = 10.0;
+/// A remedy has "no measurable effect" only where its ratio's whole interval lies within
+/// this share of ×1 either way (the model's own goal): the tries then rule out a larger
+/// change. An interval that holds 1 but reaches past this band is "undecided": the tries
+/// cannot tell a real change from none (two tries of a 17× gain gave [−8.3, 44.7]).
+pub const NO_EFFECT_BAND: f64 = RESIDUAL_GOAL_PCT / 100.0;
 /// The level of every interval of the stream explanation.
 pub(super) const CONFIDENCE: f64 = 0.95;
 /// Bytes a TCP segment costs on the wire of a veth beyond its payload: Ethernet 14, IPv4

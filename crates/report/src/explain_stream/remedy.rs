@@ -4,7 +4,12 @@
 use virtperf_store::TrialRow;
 use virtperf_wire::{Outcome, Workload};
 
-use super::*;
+use super::labels::{GRO_ON, REMEDIES, TSO_OFF};
+use super::model::{Bound, Estimate, Remedy, SideCost};
+use super::predict::{mean, CONFIDENCE};
+use super::trials::{rate_summary, side_totals, stream_trials, why_missing, Effect, Trial};
+use crate::decide::Interval;
+use crate::stats::{summarize, Summary};
 
 pub(super) fn remedies(
     trials: &[TrialRow],

@@ -3,7 +3,9 @@
 
 use super::*;
 use virtperf_store::{NewTrial, TrialStatus};
-use virtperf_wire::{CpuAccounting, CpuSplit, StreamFlow, StreamOutcome, StreamParams, TcpInfo};
+use virtperf_wire::{
+    CpuAccounting, CpuShares, CpuSplit, SideCpu, StreamFlow, StreamOutcome, StreamParams, TcpInfo,
+};
 
 /// A side whose CPU `cpu` (of two) spent `sys` and `softirq` percent.
 fn side(cpu: usize, sys: f64, softirq: f64) -> SideCpu {

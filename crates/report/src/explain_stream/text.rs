@@ -38,7 +38,7 @@ fn interval(e: &Estimate, f: impl Fn(f64) -> String) -> String {
 
 /// A remedy as people read it: its trial label without the workload, and the send size it
 /// tried where that is not as-is's ("larger sends (1 MiB)").
-fn name(r: &Remedy) -> String {
+pub(crate) fn name(r: &Remedy) -> String {
     let name = r.label.trim_start_matches("stream ");
     match r.send_size {
         Some(s) if s >= 1 << 20 && s.is_multiple_of(1 << 20) => format!("{name} ({} MiB)", s >> 20),

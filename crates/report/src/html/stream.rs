@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use crate::decide::Interval;
 use crate::escape::esc;
-use crate::explain_stream::{text, StreamExplanation};
+use crate::explain_stream::{remedy_name, text, StreamExplanation};
 
 /// The kinds of CPU time, in stacking order, with their colours.
 const KINDS: [(&str, &str); 7] = [
@@ -166,7 +166,7 @@ fn remedy_bars(e: &StreamExplanation) -> String {
     );
     for (i, r) in e.remedies.iter().enumerate() {
         let y = 5.0 + ROW * i as f64;
-        let label = format!("{} — {}", r.label.trim_start_matches("stream "), r.effect);
+        let label = format!("{} — {}", remedy_name(r), r.effect);
         let _ = write!(
             s,
             "<text class=\"lb\" x=\"4\" y=\"{:.1}\">{}</text>",
