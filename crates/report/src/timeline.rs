@@ -106,22 +106,7 @@ pub fn text(t: &Timeline) -> String {
         "           idle exit → thread runs {}",
         pct(&i.idle_to_run)
     );
-    let _ = writeln!(
-        s,
-        "           per transaction: {}, {}, {}",
-        i.idle_wakeups_per_transaction.map_or_else(
-            || "sides woken from idle not known".to_string(),
-            |k| format!("{k:.2} sides woken from idle")
-        ),
-        i.icr_writes_per_transaction.map_or_else(
-            || "ICR writes not seen (xAPIC)".to_string(),
-            |k| format!("{k:.2} ICR writes")
-        ),
-        i.tsc_deadline_writes_per_transaction.map_or_else(
-            || "TSC-deadline writes not seen (no TSC-deadline timer)".to_string(),
-            |k| format!("{k:.2} TSC-deadline writes")
-        )
-    );
+    let _ = writeln!(s, "           per transaction: {}", per_transaction(i));
     let _ = writeln!(s, "           {}", net_rx(i));
     for u in &t.unseen {
         let _ = writeln!(s, "  note: {}", virtperf_wire::printable(u));
@@ -141,6 +126,31 @@ fn few(p: &Option<Pct>, transactions: u64) -> String {
         ),
         _ => String::new(),
     }
+}
+
+/// The in-situ counts per transaction, each named with its count or with why it has none.
+fn per_transaction(i: &virtperf_wire::InSitu) -> String {
+    let count = |k: Option<f64>, what: &str, unseen: &str| {
+        k.map_or_else(|| format!("{what} {unseen}"), |k| format!("{k:.2} {what}"))
+    };
+    [
+        count(
+            i.idle_wakeups_per_transaction,
+            "sides woken from idle",
+            "not known",
+        ),
+        count(
+            i.icr_writes_per_transaction,
+            "ICR writes",
+            "not seen (xAPIC)",
+        ),
+        count(
+            i.tsc_deadline_writes_per_transaction,
+            "TSC-deadline writes",
+            "not seen (no TSC-deadline timer)",
+        ),
+    ]
+    .join(", ")
 }
 
 /// The NET_RX softirq time on the path, or why it is not there.
