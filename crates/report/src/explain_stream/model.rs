@@ -167,6 +167,10 @@ pub struct Remedy {
     /// changed is not a copy avoided.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The verdict's words for that note, where the verdict names the remedy as raising the
+    /// rate ("its sends copied by the kernel all the same"); None with no note.
+    #[serde(skip)]
+    pub caveat: Option<String>,
     /// Bytes per send of its trials, where they differ from as-is's (larger sends): the
     /// size the ratio is for.
     pub send_size: Option<u32>,

@@ -51,6 +51,7 @@ pub(super) fn remedies(
                     bound_side_us_per_mb: None,
                     why_not: Some(why_missing(trials, label)),
                     note: None,
+                    caveat: None,
                     send_size: None,
                 };
             }
@@ -59,6 +60,7 @@ pub(super) fn remedies(
                 interval,
                 effect,
             } = Effect::of(&b, &r);
+            let (note, caveat) = copied_note(&ts).unzip();
             Remedy {
                 label: (*label).into(),
                 mbps: Estimate::of(&rates),
@@ -67,7 +69,8 @@ pub(super) fn remedies(
                 effect,
                 bound_side_us_per_mb: cost,
                 why_not: None,
-                note: copied_note(&ts),
+                note,
+                caveat,
                 send_size: send_size(&ts).filter(|s| Some(*s) != send_size(base)),
             }
         })
@@ -76,8 +79,9 @@ pub(super) fn remedies(
 
 /// What the kernel said of `MSG_ZEROCOPY` sends, where it copied some all the same: on
 /// loopback it copies every one, yet the rate can change (fewer wake-ups per MB, other
-/// segment sizes), and the verdict must not credit copies avoided that were not.
-fn copied_note(ts: &[Trial]) -> Option<String> {
+/// segment sizes), and the verdict must not credit copies avoided that were not. The note
+/// for the remedy's row, and the verdict's caveat, each saying as many as were copied.
+fn copied_note(ts: &[Trial]) -> Option<(String, String)> {
     let mut z = virtperf_wire::ZeroCopyCounts::default();
     for t in ts {
         if let Outcome::Stream(o) = &t.r.outcome {
@@ -86,14 +90,23 @@ fn copied_note(ts: &[Trial]) -> Option<String> {
     }
     (z.copied > 0).then(|| {
         if z.copied == z.completed {
-            format!(
-                "the kernel copied every one of its {} sends all the same (a loopback, or a device without scatter-gather): not a copy avoided",
-                z.completed
+            (
+                format!(
+                    "the kernel copied every one of its {} sends all the same (a loopback, or a device without scatter-gather): not a copy avoided",
+                    z.completed
+                ),
+                "its sends copied by the kernel all the same".into(),
             )
         } else {
-            format!(
-                "the kernel copied {} of its {} sends all the same (a device without scatter-gather on part of the path?)",
-                z.copied, z.completed
+            (
+                format!(
+                    "the kernel copied {} of its {} sends all the same (a device without scatter-gather on part of the path?)",
+                    z.copied, z.completed
+                ),
+                format!(
+                    "{} of its {} sends copied by the kernel all the same",
+                    z.copied, z.completed
+                ),
             )
         }
     })

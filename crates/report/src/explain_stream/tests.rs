@@ -795,3 +795,45 @@ fn the_verdict_names_the_flows_its_rate_sums() {
         one.verdict
     );
 }
+
+/// MSG_ZEROCOPY's row carries the kernel's count of sends it copied anyway, and a verdict
+/// crediting it says as many as were copied: all of them on loopback, some elsewhere.
+#[test]
+fn a_zerocopy_remedy_the_kernel_copied_says_how_many_in_the_verdict() {
+    // Per trial (three of them): sends completed, of them copied.
+    for ((completed, copied), row, caveat) in [
+        (
+            (400, 400),
+            "the kernel copied every one of its 1200 sends all the same",
+            "MSG_ZEROCOPY ×2.",
+        ),
+        (
+            (400, 100),
+            "the kernel copied 300 of its 1200 sends all the same",
+            "(300 of its 1200 sends copied by the kernel all the same)",
+        ),
+    ] {
+        let mut trials = battery((60.0, 37.0), 0.0, &[(ZEROCOPY, 2.0)]);
+        for t in trials
+            .iter_mut()
+            .filter(|t| t.trial.point_label == ZEROCOPY)
+        {
+            if let Some(Outcome::Stream(o)) = t.trial.result.as_mut().map(|r| &mut r.outcome) {
+                o.zerocopy = Some(virtperf_wire::ZeroCopyCounts { completed, copied });
+            }
+        }
+        let e = explain(1, &trials).expect("explained");
+        let zc = by_label(&e, ZEROCOPY);
+        assert_eq!(zc.effect, "raises", "{zc:?}");
+        assert!(zc.note.as_deref().unwrap_or("").starts_with(row), "{zc:?}");
+        assert!(e.verdict.contains(caveat), "{}", e.verdict);
+        if copied == completed {
+            assert!(
+                e.verdict
+                    .contains("] (its sends copied by the kernel all the same)"),
+                "{}",
+                e.verdict
+            );
+        }
+    }
+}

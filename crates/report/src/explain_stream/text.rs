@@ -69,9 +69,10 @@ pub(super) fn what_raises(remedies: &[Remedy]) -> String {
                     Interval::None { .. } => String::new(),
                 };
                 // Where its trials say it did not do what its name says, the verdict says so.
-                let caveat = r.note.as_ref().map_or(String::new(), |_| {
-                    " (its sends copied by the kernel all the same)".into()
-                });
+                let caveat = r
+                    .caveat
+                    .as_ref()
+                    .map_or(String::new(), |c| format!(" ({c})"));
                 format!("{} ×{x:.2}{i}{caveat}", name(r))
             })
             .collect();
