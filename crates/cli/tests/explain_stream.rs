@@ -45,10 +45,13 @@ fn each_bound_is_named_with_the_figure_of_its_json() {
 
     // 64-byte sends: one system call per 64 bytes keeps the sender's CPU busy in the kernel.
     let rps_file = "/sys/class/net/lo/queues/rx-0/rps_cpus";
+    let poll_file = "/sys/module/haltpoll/parameters/guest_halt_poll_ns";
     let rps_before = std::fs::read_to_string(rps_file).ok();
+    let poll_before = std::fs::read_to_string(poll_file).ok();
     let small = explain(&db, &["-r", "64"]);
-    // The RPS remedy's knob is back as it was.
+    // The RPS and halt-polling remedies' knobs are back as they were.
     assert_eq!(std::fs::read_to_string(rps_file).ok(), rps_before);
+    assert_eq!(std::fs::read_to_string(poll_file).ok(), poll_before);
     let verdict = small["verdict"].as_str().expect("verdict");
     assert_eq!(small["bound"]["kind"], "cpu", "{verdict}");
     assert_eq!(small["bound"]["side"], "sender", "{verdict}");
@@ -98,6 +101,27 @@ fn each_bound_is_named_with_the_figure_of_its_json() {
             (paced_calls / (1e6 / 64.0) - 1.0).abs() < 0.02,
             "{paced_calls}"
         );
+    }
+    // Halt polling is measured where this machine polls less than 200 µs and root may
+    // write the knob, with the CPUs it adds (its polling included), else says why not.
+    let poll = small["remedies"]
+        .as_array()
+        .and_then(|r| {
+            r.iter()
+                .find(|r| r["label"] == "stream guest halt polling 200 µs")
+        })
+        .expect("the halt-polling remedy");
+    let writable = poll_before
+        .as_deref()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .is_some_and(|v| v < 200_000)
+        // SAFETY: geteuid has no preconditions.
+        && unsafe { libc::geteuid() } == 0;
+    if writable {
+        assert!(poll["ratio"].is_number(), "{poll}");
+        assert!(poll["added_cpus"].is_number(), "{poll}");
+    } else {
+        assert!(poll["why_not"].is_string(), "{poll}");
     }
     // Larger sends are 1 MiB ones, and say so.
     let larger = small["remedies"]

@@ -36,6 +36,7 @@ pub use model::*;
 pub(crate) use text::signed_pct;
 pub use text::{fixed2, opt, side_by_side, signed1, text};
 pub use verdict::verdict;
+pub(crate) use verdict::NO_COST_BAND;
 
 fn pct(new: f64, old: f64) -> f64 {
     if old.abs() > f64::EPSILON {

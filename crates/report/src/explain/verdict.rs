@@ -141,7 +141,7 @@ fn pick(e: &Explanation) -> Pick<'_> {
 }
 
 /// Busy CPUs a remedy may add or save and still be said to cost none: a twentieth of a CPU.
-const NO_COST_BAND: f64 = 0.05;
+pub(crate) const NO_COST_BAND: f64 = 0.05;
 
 /// A remedy's cut and cost in words: `p50 -78% for +1.10 busy CPUs [+0.95, +1.25]` (the
 /// point in the interval's digits: "+0.2 [+0.17, +0.19]" read as a point outside it), and

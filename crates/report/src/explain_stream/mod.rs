@@ -216,6 +216,7 @@ pub fn explain(run_id: i64, trials: &[TrialRow]) -> Result<StreamExplanation, St
         reverse: p.reverse,
         mbps,
         bound,
+        busy_cpus: remedy::busy_cpus_each(&ts).and_then(|v| mean(&v)),
         host_view,
         sides: costs,
         model,

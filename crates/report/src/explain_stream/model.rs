@@ -174,6 +174,13 @@ pub struct Remedy {
     /// Bytes per send of its trials, where they differ from as-is's (larger sends): the
     /// size the ratio is for.
     pub send_size: Option<u32>,
+    /// This machine's busy CPUs over its trials (cpuidle polling included: what halt
+    /// polling spends; `tune`'s cost), mean; None where a trial lacks the figure.
+    pub busy_cpus: Option<f64>,
+    /// Its busy CPUs less as-is's, mean.
+    pub added_cpus: Option<f64>,
+    /// That difference's 95% interval (Welch), or why none.
+    pub added_cpus_interval: Interval,
 }
 
 /// A class of the VM's threads on the host (a guest placement's host view).
@@ -231,6 +238,9 @@ pub struct StreamExplanation {
     pub mbps: Estimate,
     /// What limits it.
     pub bound: Bound,
+    /// This machine's busy CPUs over the as-is tries (cpuidle polling included), mean;
+    /// None where a try lacks the figure.
+    pub busy_cpus: Option<f64>,
     /// With a guest placement: the guest's threads on this host.
     pub host_view: Option<HostView>,
     /// Sender first, then receiver.

@@ -53,6 +53,11 @@ pub(super) fn remedies(
                     note: None,
                     caveat: None,
                     send_size: None,
+                    busy_cpus: None,
+                    added_cpus: None,
+                    added_cpus_interval: Interval::None {
+                        why: "not measured".into(),
+                    },
                 };
             }
             let Effect {
@@ -61,6 +66,7 @@ pub(super) fn remedies(
                 effect,
             } = Effect::of(&b, &r);
             let (note, caveat) = copied_note(&ts).unzip();
+            let (busy_cpus, added_cpus, added_cpus_interval) = added_cpus(base, &ts);
             Remedy {
                 label: (*label).into(),
                 mbps: Estimate::of(&rates),
@@ -72,9 +78,37 @@ pub(super) fn remedies(
                 note,
                 caveat,
                 send_size: send_size(&ts).filter(|s| Some(*s) != send_size(base)),
+                busy_cpus,
+                added_cpus,
+                added_cpus_interval,
             }
         })
         .collect()
+}
+
+/// Each trial's busy CPUs on this machine (cpuidle polling included), only where every
+/// one of `ts` has its figure.
+pub(super) fn busy_cpus_each(ts: &[Trial]) -> Option<Vec<f64>> {
+    crate::cost::each_busy_cpus(&ts.iter().map(|t| t.r).collect::<Vec<_>>())
+}
+
+/// A remedy's busy CPUs, what it adds to as-is's and that difference's interval (the
+/// cost side of "what raises it": halt polling buys its rate with a polling CPU).
+fn added_cpus(base: &[Trial], ts: &[Trial]) -> (Option<f64>, Option<f64>, Interval) {
+    let (Some(b), Some(r)) = (busy_cpus_each(base), busy_cpus_each(ts)) else {
+        let why = "not measured: a try lacks this machine's busy CPUs (its CPU split or its cpuidle polling time)";
+        return (
+            busy_cpus_each(ts).and_then(|v| mean(&v)),
+            None,
+            Interval::None { why: why.into() },
+        );
+    };
+    let (b, r) = (summarize(&b, CONFIDENCE), summarize(&r, CONFIDENCE));
+    (
+        Some(r.mean),
+        Some(r.mean - b.mean),
+        crate::decide::difference_interval(&b, &r, CONFIDENCE),
+    )
 }
 
 /// What the kernel said of `MSG_ZEROCOPY` sends, where it copied some all the same: on

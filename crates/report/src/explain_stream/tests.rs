@@ -837,3 +837,78 @@ fn a_zerocopy_remedy_the_kernel_copied_says_how_many_in_the_verdict() {
         }
     }
 }
+
+/// A trial whose machine was `busy` CPUs busy by /proc/stat and polled in cpuidle for
+/// `poll_s` of its 1 s window.
+fn costed(mut r: TestResult, busy: [f64; 2], poll_s: f64) -> TestResult {
+    r.cpu.client.system.per_cpu_busy_pct = busy.to_vec();
+    let mut deltas = std::collections::BTreeMap::new();
+    deltas.insert("idle_time_us_poll".to_string(), (poll_s * 1e6) as u64);
+    r.events = Some(virtperf_wire::Events {
+        unit: "MB".into(),
+        client: virtperf_wire::SideEvents {
+            deltas,
+            ..Default::default()
+        },
+        server: None,
+    });
+    r
+}
+
+/// Halt polling buys its rate with a polling CPU, which /proc/stat counts as idle: the
+/// remedy's busy CPUs count cpuidle's POLL time (tune's cost), and the verdict names the
+/// cost where its interval lies above none; a remedy that costs nothing more says none.
+#[test]
+fn a_remedy_that_polls_names_the_cpus_it_adds() {
+    let mut trials = Vec::new();
+    for (i, rate) in [8000.0, 8100.0, 7900.0].into_iter().enumerate() {
+        let busy = 1.0 + 0.01 * i as f64;
+        let as_is = stream(rate, (60.0, 10.0), (60.0, 37.0), 0.0);
+        trials.push(row(
+            AS_IS,
+            Some(costed(as_is, [70.0, 100.0 * busy - 70.0], 0.0)),
+            None,
+        ));
+        let polled = stream(rate * 1.6, (60.0, 10.0), (60.0, 37.0), 0.0);
+        // The same /proc/stat busy time, and half a CPU polling.
+        let polled = costed(polled, [70.0, 100.0 * busy - 70.0], 0.5 + 0.01 * i as f64);
+        trials.push(row(HALT_POLL, Some(polled), None));
+        let flows = stream(rate * 1.2, (60.0, 10.0), (60.0, 37.0), 0.0);
+        trials.push(row(
+            SECOND_FLOW,
+            Some(costed(flows, [70.0, 100.0 * busy - 70.0], 0.0)),
+            None,
+        ));
+    }
+    let e = explain(1, &trials).expect("explained");
+    assert!(
+        e.busy_cpus.is_some_and(|b| (b - 1.01).abs() < 1e-9),
+        "{:?}",
+        e.busy_cpus
+    );
+    let hp = by_label(&e, HALT_POLL);
+    assert!(
+        hp.added_cpus.is_some_and(|a| (a - 0.51).abs() < 1e-9),
+        "{hp:?}"
+    );
+    assert!(
+        e.verdict.contains("guest halt polling 200 µs ×1.60 [")
+            && e.verdict.contains("] for +0.51 busy CPUs [+0."),
+        "{}",
+        e.verdict
+    );
+    let flow = by_label(&e, SECOND_FLOW);
+    assert!(flow.added_cpus.is_some_and(|a| a.abs() < 1e-9), "{flow:?}");
+    let second = e
+        .verdict
+        .split("second flow")
+        .nth(1)
+        .expect("second flow raises");
+    assert!(!second.contains("busy CPUs"), "{}", e.verdict);
+    let out = text(&e);
+    assert!(
+        out.contains("This machine's busy CPUs: 1.01 (cpuidle polling included)"),
+        "{out}"
+    );
+    assert!(out.contains("; busy CPUs +0.51 ["), "{out}");
+}

@@ -48,6 +48,18 @@ pub(crate) fn name(r: &Remedy) -> String {
     }
 }
 
+/// What a remedy adds to this machine's busy CPUs: `+0.53 [+0.40, +0.66]`, or why unknown.
+fn added_cpus(r: &Remedy) -> String {
+    // -0.001 is printed as +0.00, not -0.00.
+    let zeroed = |x: f64| if x.abs() < 0.005 { 0.0 } else { x };
+    match (r.added_cpus.map(zeroed), &r.added_cpus_interval) {
+        (Some(a), Interval::Bounded { low, high }) => format!("{a:+.2} [{low:+.2}, {high:+.2}]"),
+        (Some(a), Interval::None { why }) => format!("{a:+.2} ({why})"),
+        (None, Interval::None { why }) => why.clone(),
+        (None, _) => "not measured".into(),
+    }
+}
+
 /// The verdict's last clause, what raises the rate: every remedy whose ratio's interval lies
 /// wholly above 1, highest ratio first, each with its interval (none is called the best:
 /// that would need the remedies' own intervals apart); else that none was shown to, with
@@ -73,7 +85,16 @@ pub(super) fn what_raises(remedies: &[Remedy]) -> String {
                     .caveat
                     .as_ref()
                     .map_or(String::new(), |c| format!(" ({c})"));
-                format!("{} ×{x:.2}{i}{caveat}", name(r))
+                // A cost the tries show above none is part of the answer.
+                let cpus = match (r.added_cpus, &r.added_cpus_interval) {
+                    (Some(a), Interval::Bounded { low, high })
+                        if *low > crate::explain::NO_COST_BAND =>
+                    {
+                        format!(" for {a:+.2} busy CPUs [{low:+.2}, {high:+.2}]")
+                    }
+                    _ => String::new(),
+                };
+                format!("{} ×{x:.2}{i}{caveat}{cpus}", name(r))
             })
             .collect();
         return format!("; measured to raise it: {}", each.join(", "));
@@ -304,6 +325,10 @@ pub fn text(e: &StreamExplanation) -> String {
             "client sends"
         }
     );
+    s += &match e.busy_cpus {
+        Some(b) => format!("This machine's busy CPUs: {b:.2} (cpuidle polling included)\n"),
+        None => "This machine's busy CPUs: not measured (a try lacks its CPU split or its cpuidle polling time)\n".into(),
+    };
     if let (Some(r), Some(sb)) = (e.bound.rwnd_limited_pct, e.bound.sndbuf_limited_pct) {
         s += &format!(
             "Flow control (sender's TCP_INFO): receive-window limited {r:.1}%, send-buffer limited {sb:.1}% of busy time\n"
@@ -348,9 +373,12 @@ pub fn text(e: &StreamExplanation) -> String {
         } else {
             "busier"
         };
-        let cost = r.bound_side_us_per_mb.map_or(String::new(), |c| {
+        let mut cost = r.bound_side_us_per_mb.map_or(String::new(), |c| {
             format!("; {which} side {c:.1} µs per MB")
         });
+        if r.ratio.is_some() {
+            cost += &format!("; busy CPUs {}", added_cpus(r));
+        }
         // After a figure, what it lacks follows it; alone in the row (no ratio, no cost), the
         // reason stands in the figure's column.
         let why = match r.why_not.as_ref() {
