@@ -399,7 +399,7 @@ fn knob_remedies(
 }
 
 /// This machine's guest halt polling at [`crate::POLL_WINDOW_NS`], where the knob exists,
-/// can be written and polls less now: a stream's receiver (and on loopback its sender's
+/// cpuidle-haltpoll is the driver acting on it, it can be written and polls less now: a stream's receiver (and on loopback its sender's
 /// softirq) wakes CPUs that idle between its segments, and in a KVM guest each halt and
 /// each IPI to a halted CPU is a VM exit (`tune` measured 200 µs raising a 16 KiB loopback
 /// stream ×2.2 on a PVM guest whose `explain` named no remedy of the kind).
@@ -415,6 +415,16 @@ fn halt_poll(
             crate::POLL_KNOB
         ));
     };
+    // The knob is cpuidle-haltpoll's: under another driver (or none) it reads a value that
+    // nothing acts on (an AMD guest here read 200000 with no driver at all).
+    let driver = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver")
+        .map_or_else(|_| "none".to_string(), |d| d.trim().to_string());
+    if driver != "haltpoll" {
+        return Err(format!(
+            "{} exists, but the cpuidle driver is {driver}, not haltpoll: nothing here acts on it",
+            crate::POLL_KNOB
+        ));
+    }
     if current >= crate::POLL_WINDOW_NS {
         return Err(format!(
             "{} is {current} here already: a 200 µs window polls no longer",
