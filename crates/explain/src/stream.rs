@@ -399,10 +399,11 @@ fn knob_remedies(
 }
 
 /// This machine's guest halt polling at [`crate::POLL_WINDOW_NS`], where the knob exists,
-/// cpuidle-haltpoll is the driver acting on it, it can be written and polls less now: a stream's receiver (and on loopback its sender's
-/// softirq) wakes CPUs that idle between its segments, and in a KVM guest each halt and
-/// each IPI to a halted CPU is a VM exit (`tune` measured 200 µs raising a 16 KiB loopback
-/// stream ×2.2 on a PVM guest whose `explain` named no remedy of the kind).
+/// cpuidle-haltpoll is the driver acting on it, it can be written and polls less now: a
+/// stream's receiver (and on loopback its sender's softirq) wakes CPUs that idle between
+/// its segments, and in a KVM guest each halt and each IPI to a halted CPU is a VM exit
+/// (`tune` measured 200 µs raising a 16 KiB loopback stream ×2.2 on a PVM guest whose
+/// `explain` named no remedy of the kind).
 fn halt_poll(
     state_dir: &std::path::Path,
     guard: &mut KnobGuard,

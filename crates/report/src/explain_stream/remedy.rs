@@ -11,6 +11,9 @@ use super::trials::{rate_summary, side_totals, stream_trials, why_missing, Effec
 use crate::decide::Interval;
 use crate::stats::{summarize, Summary};
 
+/// Every remedy's row against the as-is tries (`base`): its rate's ratio and what the
+/// interval decides, the bound (or busier) side's CPU per MB under it, its added busy CPUs,
+/// and what its trials say of it; a remedy not measured says why.
 pub(super) fn remedies(
     trials: &[TrialRow],
     base: &[Trial],
