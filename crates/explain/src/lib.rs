@@ -16,6 +16,7 @@
 
 mod awake;
 mod opts;
+mod poll;
 mod stream;
 mod tries;
 
@@ -38,11 +39,7 @@ use virtperf_lab::plan::Plan;
 use virtperf_machine::knob::{Knob, KnobGuard};
 use virtperf_place::Site;
 
-/// The guest's halt-polling window the battery compares with no polling: cpuidle-haltpoll's
-/// own default (and KVM's `halt_poll_ns`), long enough to cover a back-to-back round trip.
-pub const POLL_WINDOW_NS: u64 = 200_000;
-/// The knob.
-pub const POLL_KNOB: &str = "haltpoll.guest_halt_poll_ns";
+pub use poll::{POLL_KNOB, POLL_WINDOW_NS};
 
 /// A battery run on another machine (an agent's: a guest's, a remote host's), as it comes
 /// back to be stored by the client.

@@ -398,7 +398,7 @@ fn knob_remedies(
     ]
 }
 
-/// This machine's guest halt polling at [`crate::POLL_WINDOW_NS`], where the knob exists,
+/// This machine's guest halt polling at [`crate::poll::POLL_WINDOW_NS`], where the knob exists,
 /// cpuidle-haltpoll is the driver acting on it, it can be written and polls less now: a
 /// stream's receiver (and on loopback its sender's softirq) wakes CPUs that idle between
 /// its segments, and in a KVM guest each halt and each IPI to a halted CPU is a VM exit
@@ -408,12 +408,12 @@ fn halt_poll(
     state_dir: &std::path::Path,
     guard: &mut KnobGuard,
 ) -> std::result::Result<(Knob, String, String), String> {
-    let knob = Knob::module_param(crate::POLL_KNOB).map_err(|e| format!("{e:#}"))?;
+    let knob = Knob::module_param(crate::poll::POLL_KNOB).map_err(|e| format!("{e:#}"))?;
     virtperf_machine::knob::check_leftovers(state_dir, &[&knob]).map_err(|e| format!("{e:#}"))?;
     let Some(current) = knob.read().ok().and_then(|v| v.trim().parse::<u64>().ok()) else {
         return Err(format!(
             "{} does not exist here (not a KVM guest with the cpuidle-haltpoll driver)",
-            crate::POLL_KNOB
+            crate::poll::POLL_KNOB
         ));
     };
     // The knob is cpuidle-haltpoll's: under another driver (or none) it reads a value that
@@ -423,18 +423,18 @@ fn halt_poll(
     if driver != "haltpoll" {
         return Err(format!(
             "{} exists, but the cpuidle driver is {driver}, not haltpoll: nothing here acts on it",
-            crate::POLL_KNOB
+            crate::poll::POLL_KNOB
         ));
     }
-    if current >= crate::POLL_WINDOW_NS {
+    if current >= crate::poll::POLL_WINDOW_NS {
         return Err(format!(
             "{} is {current} here already: a 200 µs window polls no longer",
-            crate::POLL_KNOB
+            crate::poll::POLL_KNOB
         ));
     }
     let original = knob.probe().map_err(|e| format!("{e:#}"))?;
     guard.remember(&knob, original.clone());
-    Ok((knob, original, crate::POLL_WINDOW_NS.to_string()))
+    Ok((knob, original, crate::poll::POLL_WINDOW_NS.to_string()))
 }
 
 /// The loopback device's receive steering file: where its receive softirq runs.
@@ -493,7 +493,7 @@ fn knob_configs(opts: &StreamOpts, knobbed: &[KnobRemedy]) -> Vec<Config> {
             let (knob, _, value) = r.as_ref().ok()?;
             Some(Config {
                 name: (*label).into(),
-                poll_ns: (*label == model::HALT_POLL).then_some(crate::POLL_WINDOW_NS),
+                poll_ns: (*label == model::HALT_POLL).then_some(crate::poll::POLL_WINDOW_NS),
                 knobs: vec![(knob.clone(), value.clone())],
                 offloads: None,
                 measures: vec![measure(label, opts.plan(opts.send_size, opts.flows))],

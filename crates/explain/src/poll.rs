@@ -1,0 +1,8 @@
+//! The guest halt-polling knob both batteries try (the round trip's and the stream's), in a
+//! module of its own so that each names it without naming the crate root, which names them.
+
+/// The guest's halt-polling window the battery compares with no polling: cpuidle-haltpoll's
+/// own default (and KVM's `halt_poll_ns`), long enough to cover a back-to-back round trip.
+pub const POLL_WINDOW_NS: u64 = 200_000;
+/// The knob.
+pub const POLL_KNOB: &str = "haltpoll.guest_halt_poll_ns";
