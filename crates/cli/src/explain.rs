@@ -23,7 +23,7 @@ pub struct ExplainArgs {
     pub workload: crate::args::ExplainKind,
     #[command(flatten)]
     pub stream: crate::args::ExplainStreamArgs,
-    /// A shorter battery (about 35 s instead of 1.5 min on a 2-CPU guest): 3 tries, 2 s per rr trial
+    /// A shorter battery: 3 tries of 2 s trials (about 1 min on a 2-CPU guest, rr or stream, against 1.5–3 min without)
     #[arg(long)]
     pub quick: bool,
     /// Request and response sizes in bytes: `REQ,RESP`, or one size for both (default 1,1);
