@@ -679,13 +679,9 @@ fn a_busy_interval_past_100_percent_is_called_a_t_interval() {
 #[test]
 fn larger_sends_name_the_size_their_trials_sent() {
     let mut trials = battery((60.0, 37.0), 0.0, &[(LARGER_SENDS, 3.0), (ZEROCOPY, 1.0)]);
-    for t in trials.iter_mut() {
-        if t.trial.point_label == LARGER_SENDS {
-            if let Some(r) = t.trial.result.as_mut() {
-                r.workload = Workload::Stream(StreamParams::new(1 << 20));
-            }
-        }
-    }
+    edit(&mut trials, Some(LARGER_SENDS), |r| {
+        r.workload = Workload::Stream(StreamParams::new(1 << 20));
+    });
     let e = explain(1, &trials).expect("explained");
     assert_eq!(by_label(&e, LARGER_SENDS).send_size, Some(1 << 20));
     assert_eq!(by_label(&e, ZEROCOPY).send_size, None);
@@ -704,6 +700,17 @@ fn larger_sends_name_the_size_their_trials_sent() {
 
 fn by_label<'a>(e: &'a StreamExplanation, l: &str) -> &'a Remedy {
     e.remedies.iter().find(|r| r.label == l).expect(l)
+}
+
+/// Changes the result of every trial labelled `label` (every trial with `None`).
+fn edit(trials: &mut [TrialRow], label: Option<&str>, f: impl Fn(&mut TestResult)) {
+    for t in trials {
+        if label.is_none_or(|l| t.trial.point_label == l) {
+            if let Some(r) = t.trial.result.as_mut() {
+                f(r);
+            }
+        }
+    }
 }
 
 /// A residual outside the goal says what the paced tries measured differently, not why it
@@ -776,11 +783,11 @@ fn kinds_the_tick_missed_are_not_compared_between_the_limit_and_half_rate() {
 #[test]
 fn the_verdict_names_the_flows_its_rate_sums() {
     let mut trials = battery((60.0, 37.0), 0.0, &[]);
-    for t in trials.iter_mut() {
-        if let Some(Workload::Stream(p)) = t.trial.result.as_mut().map(|r| &mut r.workload) {
+    edit(&mut trials, None, |r| {
+        if let Workload::Stream(p) = &mut r.workload {
             p.flows = 2;
         }
-    }
+    });
     let e = explain(1, &trials).expect("explained");
     assert!(
         e.verdict
@@ -814,14 +821,11 @@ fn a_zerocopy_remedy_the_kernel_copied_says_how_many_in_the_verdict() {
         ),
     ] {
         let mut trials = battery((60.0, 37.0), 0.0, &[(ZEROCOPY, 2.0)]);
-        for t in trials
-            .iter_mut()
-            .filter(|t| t.trial.point_label == ZEROCOPY)
-        {
-            if let Some(Outcome::Stream(o)) = t.trial.result.as_mut().map(|r| &mut r.outcome) {
+        edit(&mut trials, Some(ZEROCOPY), |r| {
+            if let Outcome::Stream(o) = &mut r.outcome {
                 o.zerocopy = Some(virtperf_wire::ZeroCopyCounts { completed, copied });
             }
-        }
+        });
         let e = explain(1, &trials).expect("explained");
         let zc = by_label(&e, ZEROCOPY);
         assert_eq!(zc.effect, "raises", "{zc:?}");
