@@ -37,11 +37,17 @@ pub(super) fn stream_trials<'a>(trials: &'a [TrialRow], label: &str) -> Vec<Tria
 
 /// Why the trials of `label` are missing: the first skipped or failed trial's reason.
 pub(super) fn why_missing(trials: &[TrialRow], label: &str) -> String {
-    trials
+    let rows: Vec<&TrialRow> = trials
         .iter()
         .filter(|t| t.trial.point_label == label)
+        .collect();
+    if rows.is_empty() {
+        // A run stored before the battery had this measurement, or stopped before it.
+        return "not in this run: its battery did not plan it (an older virtperf's) or was stopped first".into();
+    }
+    rows.iter()
         .find_map(|t| t.trial.error.clone())
-        .unwrap_or_else(|| format!("no {label} trial ran"))
+        .unwrap_or_else(|| format!("its {} trial(s) measured no stream", rows.len()))
 }
 
 /// (role, end, cpu) of the two sides: the sender first.
