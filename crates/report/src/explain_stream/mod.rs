@@ -178,6 +178,8 @@ fn side_cost(
         segments_per_mb: flow_count_per_mb(ts, segments(role)),
         ipis_per_mb: traced("ipis_received"),
         idle_entries_per_mb: traced("idle_entries"),
+        icr_writes_per_mb: traced("msr_write_icr"),
+        tsc_deadline_writes_per_mb: traced("msr_write_tsc_deadline"),
     }
 }
 

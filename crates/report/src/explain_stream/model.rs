@@ -97,6 +97,12 @@ pub struct SideCost {
     pub ipis_per_mb: Option<f64>,
     /// Idle entries of this CPU per MB (`--trace`); None where not traced.
     pub idle_entries_per_mb: Option<f64>,
+    /// ICR writes (IPIs this CPU sent) per MB, the traced trial's `msr:write_msr`: each a VM
+    /// exit in a KVM guest without APICv/posted interrupts. None where not traced or not
+    /// counted (an xAPIC sends IPIs without the MSR).
+    pub icr_writes_per_mb: Option<f64>,
+    /// TSC-deadline writes (this CPU's timer reprogrammed) per MB, likewise.
+    pub tsc_deadline_writes_per_mb: Option<f64>,
 }
 
 /// What limits the stream.

@@ -925,3 +925,50 @@ fn a_remedy_that_polls_names_the_cpus_it_adds() {
     );
     assert!(out.contains("; busy CPUs +0.51 ["), "{out}");
 }
+
+/// The traced trial's counts per MB, each side's own: IPIs it received, its idle entries,
+/// and the MSR writes that are VM exits in a guest without APICv (ICR: IPIs it sent,
+/// TSC-deadline: its timer reprogrammed); untraced, each says so instead of 0.
+#[test]
+fn the_traced_trial_gives_each_sides_ipis_and_exit_causes_per_mb() {
+    let mut trials = battery((60.0, 37.0), 0.0, &[]);
+    let side = |pairs: &[(&str, f64)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let mut traced = stream(8000.0, (60.0, 10.0), (60.0, 37.0), 0.0);
+    traced.trace = Some(virtperf_wire::TraceCounts {
+        unit: "MB".into(),
+        per_side: [
+            (
+                "client".to_string(),
+                side(&[("msr_write_icr", 9.5), ("msr_write_tsc_deadline", 23.5)]),
+            ),
+            (
+                "server".to_string(),
+                side(&[("ipis_received", 9.5), ("idle_entries", 9.4)]),
+            ),
+        ]
+        .into_iter()
+        .collect(),
+        ..Default::default()
+    });
+    trials.push(row(TRACED, Some(traced), None));
+    let e = explain(1, &trials).expect("explained");
+    let (sender, receiver) = (&e.sides[0], &e.sides[1]);
+    assert_eq!(sender.icr_writes_per_mb, Some(9.5));
+    assert_eq!(sender.tsc_deadline_writes_per_mb, Some(23.5));
+    assert_eq!(receiver.ipis_per_mb, Some(9.5));
+    assert_eq!(receiver.icr_writes_per_mb, None);
+    let out = text(&e);
+    assert!(
+        out.contains("ICR (IPIs sent) 9.50, TSC-deadline (timer reprogrammed) 23.50\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("IPIs received per MB: 9.50; idle entries per MB: 9.40\n    MSR writes per MB: not counted (the traced trial has no msr:write_msr counts)\n"),
+        "{out}"
+    );
+}

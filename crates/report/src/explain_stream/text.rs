@@ -264,7 +264,7 @@ fn side_lines(c: &SideCost) -> String {
         ))
     );
     s += &format!(
-        "    IPIs per MB: {}; idle entries per MB: {}\n",
+        "    IPIs received per MB: {}; idle entries per MB: {}\n",
         c.ipis_per_mb
             .map_or("not traced (--trace needs root)".into(), |x| format!(
                 "{x:.2}"
@@ -272,7 +272,29 @@ fn side_lines(c: &SideCost) -> String {
         c.idle_entries_per_mb
             .map_or("not traced".into(), |x| format!("{x:.2}"))
     );
-    s
+    s + &msr_line(c)
+}
+
+/// The side's CPU's MSR writes per MB that are VM exits in a KVM guest without APICv, from
+/// the traced trial: what a wake-up or a timer costs it beyond its own kernel time.
+fn msr_line(c: &SideCost) -> String {
+    let count = |x: Option<f64>| x.map_or("not counted".into(), |x| format!("{x:.2}"));
+    if c.icr_writes_per_mb.is_none() && c.tsc_deadline_writes_per_mb.is_none() {
+        let traced = c.ipis_per_mb.is_some() || c.idle_entries_per_mb.is_some();
+        return format!(
+            "    MSR writes per MB: {}\n",
+            if traced {
+                "not counted (the traced trial has no msr:write_msr counts)"
+            } else {
+                "not traced"
+            }
+        );
+    }
+    format!(
+        "    MSR writes per MB, each a VM exit in a KVM guest without APICv/posted interrupts: ICR (IPIs sent) {}, TSC-deadline (timer reprogrammed) {}\n",
+        count(c.icr_writes_per_mb),
+        count(c.tsc_deadline_writes_per_mb)
+    )
 }
 
 /// The host's view of the guest end (or of the VM you run): its thread classes and KVM's
