@@ -629,3 +629,5 @@ fn not_tried(r: &TestResult) -> Vec<NotTried> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_remedies;
