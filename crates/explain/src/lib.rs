@@ -22,7 +22,7 @@ mod tries;
 
 pub use opts::ExplainOpts;
 pub use stream::{run_stream, StreamOpts};
-use tries::{begin_run, check_cpus, new_trial, skip, Config, Measure, Tries};
+use tries::{begin_run, check_cpus, knob_records, new_trial, skip, Config, Measure, Tries};
 
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -247,7 +247,7 @@ pub fn run(
         &state_dir,
     ));
     // The original value (if the knob exists) and whether it can be changed.
-    let current = knob.read().ok().and_then(|v| v.trim().parse::<u64>().ok());
+    let current = poll::current(&knob);
     let writable = knob.probe();
     let mut configs = configs(opts, current, &knob, writable.as_ref().ok());
     let mut originals: Vec<(Knob, String)> = Vec::new();
@@ -260,9 +260,7 @@ pub fn run(
     }
     let records = knob_records(&configs, &originals);
     let skipped_poll = match (&writable, current) {
-        (_, None) => Some(format!(
-            "{POLL_KNOB} does not exist here (not a KVM guest with the cpuidle-haltpoll driver)"
-        )),
+        (_, None) => Some(poll::absent()),
         (Err(e), Some(_)) => Some(format!("{e:#}")),
         (Ok(_), Some(_)) => None,
     };
@@ -558,25 +556,6 @@ fn busy_poll(
         measures: vec![rr],
     });
     Ok(())
-}
-
-/// What each config sets, with the knob's original value, for the store.
-fn knob_records(configs: &[Config], originals: &[(Knob, String)]) -> Vec<KnobRecord> {
-    let mut records = Vec::new();
-    for c in configs {
-        for (k, v) in &c.knobs {
-            records.push(KnobRecord {
-                config: c.name.clone(),
-                name: k.name.clone(),
-                original: originals
-                    .iter()
-                    .find(|(o, _)| o == k)
-                    .map(|(_, v)| v.clone()),
-                applied: v.clone(),
-            });
-        }
-    }
-    records
 }
 
 /// `net.core.busy_poll` and `busy_read` in the busy-polling config, µs.

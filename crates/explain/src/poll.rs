@@ -6,3 +6,14 @@
 pub const POLL_WINDOW_NS: u64 = 200_000;
 /// The knob.
 pub const POLL_KNOB: &str = "haltpoll.guest_halt_poll_ns";
+
+/// The window the knob holds now, in ns; None where it does not exist (or reads as no
+/// number).
+pub(crate) fn current(knob: &virtperf_machine::knob::Knob) -> Option<u64> {
+    knob.read().ok().and_then(|v| v.trim().parse::<u64>().ok())
+}
+
+/// Why a battery cannot try the knob where it does not exist.
+pub(crate) fn absent() -> String {
+    format!("{POLL_KNOB} does not exist here (not a KVM guest with the cpuidle-haltpoll driver)")
+}

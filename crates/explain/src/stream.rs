@@ -20,7 +20,7 @@ use virtperf_store::{Store, TrialStatus};
 use virtperf_wire::{StreamParams, Workload, ZeroCopy};
 
 use crate::opts::ExplainOpts;
-use crate::tries::{begin_run, check_cpus, new_trial, skip, Config, Measure, Tries};
+use crate::tries::{begin_run, check_cpus, knob_records, new_trial, skip, Config, Measure, Tries};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -280,7 +280,12 @@ pub fn run_stream(
             .map(|(_, r)| if r.is_ok() { opts.tries as usize } else { 1 })
             .sum::<usize>();
     let run_id = begin_run(store, model::RUN_NAME, opts.describe(), planned, &opts.tags)?;
-    let records = knob_records(&knobbed);
+    let knob_cfgs = knob_configs(opts, &knobbed);
+    let originals: Vec<(Knob, String)> = knobbed
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok().map(|(k, o, _)| (k.clone(), o.clone())))
+        .collect();
+    let records = knob_records(&knob_cfgs, &originals);
     if !records.is_empty() {
         store.set_knobs(run_id, &records)?;
     }
@@ -310,7 +315,7 @@ pub fn run_stream(
             offloads: None,
             measures: as_is,
         }];
-        configs.extend(knob_configs(opts, &knobbed));
+        configs.extend(knob_cfgs);
         configs.extend(offload_configs(opts));
         Tries {
             opts: &tries,
@@ -410,11 +415,8 @@ fn halt_poll(
 ) -> std::result::Result<(Knob, String, String), String> {
     let knob = Knob::module_param(crate::poll::POLL_KNOB).map_err(|e| format!("{e:#}"))?;
     virtperf_machine::knob::check_leftovers(state_dir, &[&knob]).map_err(|e| format!("{e:#}"))?;
-    let Some(current) = knob.read().ok().and_then(|v| v.trim().parse::<u64>().ok()) else {
-        return Err(format!(
-            "{} does not exist here (not a KVM guest with the cpuidle-haltpoll driver)",
-            crate::poll::POLL_KNOB
-        ));
+    let Some(current) = crate::poll::current(&knob) else {
+        return Err(crate::poll::absent());
     };
     // The knob is cpuidle-haltpoll's: under another driver (or none) it reads a value that
     // nothing acts on (an AMD guest here read 200000 with no driver at all).
@@ -467,22 +469,6 @@ fn rps(
     }
     guard.remember(&knob, original.clone());
     Ok((knob, original, format!("{:x}", 1u64 << receiver)))
-}
-
-/// What the run records of each knob remedy that can be tried: its knob, original and value.
-fn knob_records(knobbed: &[KnobRemedy]) -> Vec<virtperf_store::KnobRecord> {
-    knobbed
-        .iter()
-        .filter_map(|(label, r)| {
-            let (knob, original, value) = r.as_ref().ok()?;
-            Some(virtperf_store::KnobRecord {
-                config: (*label).into(),
-                name: knob.name.clone(),
-                original: Some(original.trim().to_string()),
-                applied: value.clone(),
-            })
-        })
-        .collect()
 }
 
 /// A config of one measurement, the as-is stream, per knob remedy that can be tried.

@@ -320,3 +320,25 @@ fn probe_detail<T: serde::Serialize>(
     trial.metric_name = name.into();
     Ok(value)
 }
+
+/// What each config sets, with the knob's original value, for the store.
+pub(crate) fn knob_records(
+    configs: &[Config],
+    originals: &[(Knob, String)],
+) -> Vec<virtperf_store::KnobRecord> {
+    let mut records = Vec::new();
+    for c in configs {
+        for (k, v) in &c.knobs {
+            records.push(virtperf_store::KnobRecord {
+                config: c.name.clone(),
+                name: k.name.clone(),
+                original: originals
+                    .iter()
+                    .find(|(o, _)| o == k)
+                    .map(|(_, v)| v.clone()),
+                applied: v.clone(),
+            });
+        }
+    }
+    records
+}
