@@ -125,15 +125,25 @@ fn explain_decomposes_a_round_trip_and_says_where_each_part_came_from() {
     let idle = comps.iter().find(|c| c["name"] == "idle_exit");
     if !haltpoll {
         // The knob reaches no idle loop here: the idle exit comes from keeping both CPUs
-        // awake, the knob's difference (if it ran) is a cross-check.
-        let idle =
-            idle.unwrap_or_else(|| panic!("idle_exit not measured with CPUs kept awake: {v}"));
-        let src = idle["source"].as_str().unwrap();
-        assert!(src.contains("SCHED_IDLE"), "{src}");
-        assert!(idle["us"].as_f64().unwrap() != 0.0, "{src}");
+        // awake, or is missing where that was no faster (spinners taking the CPUs the
+        // round trip needs); never from the knob, whose difference (if it ran) is a
+        // cross-check or missing under its own name.
+        match idle {
+            Some(idle) => {
+                let src = idle["source"].as_str().unwrap();
+                assert!(src.contains("SCHED_IDLE"), "{src}");
+                assert!(idle["us"].as_f64().unwrap() != 0.0, "{src}");
+            }
+            None => {
+                let why = missing_reason(&v, "idle_exit (CPUs kept awake)")
+                    .unwrap_or_else(|| panic!("idle_exit neither measured nor missing: {v}"));
+                assert!(why.contains("is no faster than as-is"), "{why}");
+            }
+        }
         if writable {
             assert!(
-                names(&v, "cross_checks").contains(&"idle_exit_knob".into()),
+                names(&v, "cross_checks").contains(&"idle_exit_knob".into())
+                    || missing_reason(&v, "idle_exit_knob").is_some(),
                 "{v}"
             );
         }

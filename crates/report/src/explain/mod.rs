@@ -729,6 +729,8 @@ fn environment(env: &Env) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_knob;
+#[cfg(test)]
 mod tests_terms;
 #[cfg(test)]
 mod tests_verdict;

@@ -250,14 +250,33 @@ pub(super) fn awake_idle_exit(
     checks: &mut Vec<Component>,
     missing: &mut Vec<Missing>,
 ) -> Option<usize> {
-    let Some(awake) = c.rr(RR_CROSS_AWAKE, AS_IS) else {
-        if !components.iter().any(|x| x.name == "idle_exit") {
-            missing.push(Missing {
-                name: "idle_exit (CPUs kept awake)".into(),
-                reason: c.why_not(RR_CROSS_AWAKE, AS_IS),
-            });
+    let knob_reaches_idle = env.cpuidle_driver.as_deref() == Some("haltpoll");
+    let awake = match c.rr(RR_CROSS_AWAKE, AS_IS) {
+        None => Err(c.why_not(RR_CROSS_AWAKE, AS_IS)),
+        // Kept awake and no faster: the spinners took the CPUs the round trip needs (vCPUs
+        // sharing host CPUs, or emulation), and the difference is no cost of leaving idle.
+        Some(a) if base.p50 - a.p50 <= 0.0 => Err(format!(
+            "the round trip with both CPUs kept out of idle ({:.2} µs) is no faster than as-is ({:.2} µs): the spinners take the CPUs it needs, so no idle-exit cost can be derived",
+            a.p50, base.p50
+        )),
+        Some(a) => Ok(a),
+    };
+    let awake = match awake {
+        Ok(a) => a,
+        Err(reason) => {
+            // A knob that reaches no idle loop measured noise, not an idle exit: it stays
+            // a cross-check even where nothing else gives the term.
+            if !knob_reaches_idle {
+                demote_knob_term(components, checks, missing);
+            }
+            if !components.iter().any(|x| x.name == "idle_exit") {
+                missing.push(Missing {
+                    name: "idle_exit (CPUs kept awake)".into(),
+                    reason,
+                });
+            }
+            return None;
         }
-        return None;
     };
     let term = Component {
         name: "idle_exit".into(),
@@ -271,38 +290,14 @@ pub(super) fn awake_idle_exit(
             .zip(span(&awake.p50_tries))
             .and_then(|(b, a)| diff_spread(b, a, 1.0)),
     };
-    // Kept awake and no faster: the spinners took the CPUs the round trip needs (vCPUs
-    // sharing host CPUs, or emulation), and the difference is no cost of leaving idle.
-    if term.us <= 0.0 {
-        missing.push(Missing {
-            name: "idle_exit (CPUs kept awake)".into(),
-            reason: format!(
-                "the round trip with both CPUs kept out of idle ({:.2} µs) is no faster than as-is ({:.2} µs): the spinners take the CPUs it needs, so no idle-exit cost can be derived",
-                awake.p50, base.p50
-            ),
-        });
-        return None;
-    }
-    let knob_reaches_idle = env.cpuidle_driver.as_deref() == Some("haltpoll");
-    let knob_term = components.iter().position(|x| x.name == "idle_exit");
-    if knob_reaches_idle && knob_term.is_some() {
+    if knob_reaches_idle && components.iter().any(|x| x.name == "idle_exit") {
         checks.push(Component {
             name: "idle_exit_awake".into(),
             ..term
         });
         return Some(awake.n);
     }
-    if let Some(i) = knob_term {
-        let mut k = components.remove(i);
-        k.name = "idle_exit_knob".into();
-        k.part_of = None;
-        checks.push(k);
-        components.retain(|x| x.name != "wake_up_other");
-    }
-    // Why the knob gave no term stays on record, under the knob's name.
-    for m in missing.iter_mut().filter(|m| m.name == "idle_exit") {
-        m.name = "idle_exit_knob".into();
-    }
+    demote_knob_term(components, checks, missing);
     let wake_up = components
         .iter()
         .find(|x| x.name == "wake_up")
@@ -313,6 +308,28 @@ pub(super) fn awake_idle_exit(
         wake_up_other(w, idle, components, missing);
     }
     Some(awake.n)
+}
+
+/// The knob's idle-exit term (if it gave one) moved to the cross-checks as
+/// `idle_exit_knob`, and the remainder computed from it dropped; why it gave none stays on
+/// record under the same name.
+fn demote_knob_term(
+    components: &mut Vec<Component>,
+    checks: &mut Vec<Component>,
+    missing: &mut Vec<Missing>,
+) {
+    if let Some(i) = components.iter().position(|x| x.name == "idle_exit") {
+        let mut k = components.remove(i);
+        k.name = "idle_exit_knob".into();
+        k.part_of = None;
+        checks.push(k);
+        // The remainder (or why there was none) was the knob term's.
+        components.retain(|x| x.name != "wake_up_other");
+        missing.retain(|m| m.name != "wake_up_other");
+    }
+    for m in missing.iter_mut().filter(|m| m.name == "idle_exit") {
+        m.name = "idle_exit_knob".into();
+    }
 }
 
 /// The wake-up's remainder beside its idle exit (sending the wake-up, scheduling the woken

@@ -132,7 +132,7 @@ pub(super) fn probe(config: &str, label: &str, poll: Option<u64>, v: f64) -> Tri
     })
 }
 
-fn skipped(config: &str, label: &str, reason: &str) -> TrialRow {
+pub(super) fn skipped(config: &str, label: &str, reason: &str) -> TrialRow {
     row(NewTrial {
         status: TrialStatus::Skipped,
         error: Some(reason.into()),
@@ -173,81 +173,6 @@ pub(super) fn haltpoll_env() -> Env {
 
 pub(super) fn component<'a>(e: &'a Explanation, name: &str) -> Option<&'a Component> {
     e.components.iter().find(|c| c.name == name)
-}
-
-#[test]
-fn idle_exit_when_as_is_polls_off() {
-    let mut t = as_is(Some(0));
-    t.push(probe("guest-poll-200us", WAKE_BLOCK, Some(200_000), 18.0));
-    let e = explain(1, &haltpoll_env(), &t).expect("explains");
-    let idle = component(&e, "idle_exit").expect("measured");
-    assert!((idle.us - 2.0 * (25.0 - 18.0)).abs() < 1e-9, "{idle:?}");
-    assert!(idle.source.contains("guest-poll-200us"), "{}", idle.source);
-}
-
-/// The bug this replaces: with polling already on as-is, the model compared as-is with
-/// itself and printed 0.0 as a measured part.
-#[test]
-fn idle_exit_when_as_is_already_polls() {
-    let mut t = as_is(Some(200_000));
-    t.push(probe("guest-poll-off", WAKE_BLOCK, Some(0), 31.0));
-    let e = explain(1, &haltpoll_env(), &t).expect("explains");
-    let idle = component(&e, "idle_exit").expect("measured");
-    assert!((idle.us - 2.0 * (31.0 - 25.0)).abs() < 1e-9, "{idle:?}");
-    assert!(idle.source.contains("guest-poll-off") && idle.source.contains("as-is"));
-    let other = component(&e, "wake_up_other").expect("the rest of the wake-up");
-    assert!((other.us - (40.0 - 12.0)).abs() < 1e-9, "{other:?}");
-}
-
-#[test]
-fn idle_exit_missing_without_the_knob() {
-    let mut t = as_is(None);
-    t.push(skipped(
-        "guest-poll",
-        WAKE_BLOCK,
-        "haltpoll.guest_halt_poll_ns does not exist here",
-    ));
-    let e = explain(1, &Env::default(), &t).expect("explains");
-    assert!(component(&e, "idle_exit").is_none());
-    let m = e
-        .missing
-        .iter()
-        .find(|m| m.name == "idle_exit")
-        .expect("named");
-    assert!(m.reason.contains("no guest halt-polling knob"), "{m:?}");
-}
-
-#[test]
-fn idle_exit_missing_when_the_knob_cannot_be_written() {
-    let mut t = as_is(Some(200_000));
-    t.push(skipped(
-        "guest-poll",
-        WAKE_BLOCK,
-        "haltpoll.guest_halt_poll_ns: Permission denied (run as root)",
-    ));
-    let e = explain(1, &haltpoll_env(), &t).expect("explains");
-    assert!(
-        component(&e, "idle_exit").is_none(),
-        "one side is not a measurement"
-    );
-    let m = e
-        .missing
-        .iter()
-        .find(|m| m.name == "idle_exit")
-        .expect("named");
-    assert!(
-        m.reason.contains("polling off was not measured") && m.reason.contains("Permission denied"),
-        "{m:?}"
-    );
-}
-
-#[test]
-fn an_inert_knob_is_named_in_the_source() {
-    let mut t = as_is(Some(200_000));
-    t.push(probe("guest-poll-off", WAKE_BLOCK, Some(0), 25.5));
-    let e = explain(1, &Env::default(), &t).expect("explains");
-    let idle = component(&e, "idle_exit").expect("measured both ways");
-    assert!(idle.source.contains("not haltpoll"), "{}", idle.source);
 }
 
 #[test]
@@ -593,30 +518,6 @@ fn the_tick_restart_after_idle_is_part_of_the_idle_exit() {
         "{}",
         i.idle_exit_source
     );
-}
-
-/// An inert knob (no haltpoll cpuidle driver) gives way to the awake measurement; its
-/// difference stays as a cross-check. Where the knob works, the awake figure is the check.
-#[test]
-fn an_inert_knob_gives_way_to_cpus_kept_awake() {
-    let mut t = as_is(Some(200_000));
-    t.push(probe("guest-poll-off", WAKE_BLOCK, Some(0), 25.1));
-    t.push(rr_trial(
-        AS_IS,
-        RR_CROSS_AWAKE,
-        None,
-        rr(55.0, (1, 1), (0, 1), EVENTS),
-    ));
-    let e = explain(1, &Env::default(), &t).expect("explains");
-    let idle = component(&e, "idle_exit").expect("awake");
-    assert!((idle.us - 5.0).abs() < 0.1, "{idle:?}");
-    assert!(e.cross_checks.iter().any(|c| c.name == "idle_exit_knob"));
-    let e = explain(1, &haltpoll_env(), &t).expect("explains");
-    assert!(component(&e, "idle_exit")
-        .expect("knob")
-        .source
-        .contains("guest_halt_poll_ns"));
-    assert!(e.cross_checks.iter().any(|c| c.name == "idle_exit_awake"));
 }
 
 /// No traced trial: exits by cause and in situ are missing with the reason, not empty
