@@ -692,6 +692,17 @@ pub fn compare(a: CompareArgs) -> Result<()> {
                 bail!("--by config compares within one run: give one run id");
             }
             let (ra, rb) = (resolve(&store, x)?, resolve(&store, y)?);
+            // A run against itself gives every row "no change" or "undecided": no verdict
+            // that could mean anything, so it is refused.
+            if ra.id == rb.id {
+                return Err(crate::signals::exit(
+                    crate::signals::code::USAGE,
+                    format!(
+                        "{x} and {y} are both run {}: compare it with another run, or its configs with `virtperf compare {}`",
+                        ra.id, ra.id
+                    ),
+                ));
+            }
             let changes = virtperf_report::trend::env_changes(&ra.env, &rb.env);
             if !changes.is_empty() {
                 env_note = Some(format!(

@@ -83,6 +83,12 @@ fn compare_campaigns(a: &CompareArgs) -> Result<Vec<virtperf_report::compare::Ro
             "give two campaigns: --campaign A --campaign B",
         ));
     };
+    if ca == cb {
+        return Err(crate::signals::exit(
+            crate::signals::code::USAGE,
+            format!("--campaign {ca} is given twice: name two different campaigns"),
+        ));
+    }
     let store = a.db.open()?;
     let la = load(&store, &filter(&[], None, &[ca]), &format!("campaign {ca}"))?;
     let lb = load(&store, &filter(&[], None, &[cb]), &format!("campaign {cb}"))?;

@@ -99,6 +99,8 @@ fn experiment_flow(d: &TempDir, db: &Path) {
         (&["show", "x1"][..], 2, "invalid run id"),
         (&["show", "99999999999999999999"], 2, "invalid run id"),
         (&["compare", "1", "2x"], 2, "invalid run id"),
+        (&["compare", "1", "1"], 2, "are both run 1"),
+        (&["compare", "last", "1"], 2, "are both run 1"),
         (&["report", "first"], 2, "invalid run id"),
         (&["show", "999"], 1, "999"),
     ] {

@@ -210,6 +210,15 @@ fn tagged_runs_select_export_group_and_gate_campaigns() {
         1
     );
 
+    // A campaign against itself is refused, not compared into "no change".
+    let out = vp()
+        .args(["compare", "--campaign", "c1", "--campaign", "c1"])
+        .args(["--db", db.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_one_line_error(&String::from_utf8_lossy(&out.stderr), "given twice");
+
     // A campaign with no runs says so and how to look.
     let out = vp()
         .args(["report", "--campaign", "nope", "--db", db.to_str().unwrap()])
