@@ -74,6 +74,7 @@ fn trace_line(r: &TestResult) -> String {
         ),
         (virtperf_wire::counter::MSR_WRITE_EOI, "EOI writes"),
         (virtperf_wire::counter::IDLE_ENTRIES, "idle entries"),
+        (virtperf_wire::counter::IDLE_HALTS, "of them halts"),
         (virtperf_wire::counter::IPIS_RECEIVED, "IPIs received"),
         ("call_function_single_irqs", "call-function IPIs"),
         ("reschedule_irqs", "reschedule IPIs"),
@@ -97,7 +98,7 @@ fn trace_line(r: &TestResult) -> String {
     if let Some(x) = t.likely_exits() {
         let _ = writeln!(
             s,
-            "    likely VM exits per {} in a guest: {x:.2} (TSC-deadline + ICR + EOI + APIC-timer writes + idle entries)",
+            "    likely VM exits per {} in a guest: {x:.2} (TSC-deadline + ICR + EOI + APIC-timer writes + idle entries that halt)",
             t.unit
         );
         for r in virtperf_wire::exit_remedies(&r.env.client.interrupt_virt) {

@@ -74,6 +74,7 @@ fn a_cross_cpu_round_trip_is_counted_per_transaction() {
         "ipi_send_cpu",
         "ipis_received",
         "idle_entries",
+        "idle_halts",
         "sched_wakeups",
         "sched_switches",
         "softirq_net_rx",
@@ -277,5 +278,99 @@ exit 0"#;
             .is_some_and(|d| !d.is_empty()),
         "counted through the tracefs it mounted: {}",
         v["trace"]
+    );
+}
+
+/// Halt polling turns idle entries into polls, which exit nothing: with cpuidle-haltpoll's
+/// window at 200 µs a cross-CPU round trip still enters idle about twice, but almost none
+/// of those entries halt, and the likely VM exits fall with them; at 0 every entry halts.
+/// (Before `idle_halts`, the likely exits counted every entry: 2.02 per transaction with
+/// polling on here, 0.02 without the polls.) The spec run sets the knob and restores it.
+#[test]
+fn polls_are_neither_halts_nor_exits() {
+    let _alone = crate::alone();
+    if !counting_on_two_cpus() {
+        return;
+    }
+    let driver = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver")
+        .unwrap_or_default();
+    if driver.trim() != "haltpoll" || std::fs::read_to_string(common::HALT_POLL).is_err() {
+        virtperf_testkit::skip(
+            "haltpoll",
+            "no cpuidle-haltpoll here: its halt-poll window reaches no idle loop",
+        );
+        return;
+    }
+    let before = std::fs::read_to_string(common::HALT_POLL).unwrap();
+    let d = common::TempDir::new("trace-polls");
+    let spec = d.path("polls.toml");
+    std::fs::write(
+        &spec,
+        r#"name = "polls"
+duration = "1s"
+repetitions = 1
+[[workload]]
+kind = "rr"
+cpus = "0,1"
+trace = true
+[[config]]
+name = "halt"
+module = { "haltpoll.guest_halt_poll_ns" = 0 }
+[[config]]
+name = "poll"
+module = { "haltpoll.guest_halt_poll_ns" = 200000 }
+"#,
+    )
+    .unwrap();
+    let db = d.path("polls.db");
+    common::run_db_ok(&["run", spec.to_str().unwrap()], &db);
+    assert_eq!(
+        std::fs::read_to_string(common::HALT_POLL).unwrap(),
+        before,
+        "the knob was not restored"
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&common::run_db_ok(
+        &["export", "last", "--format", "json"],
+        &db,
+    ))
+    .unwrap();
+    let get = |config: &str, metric: &str| {
+        rows.iter()
+            .find(|r| r["config"] == config && r["metric"] == metric)
+            .and_then(|r| r["value"].as_f64())
+            .unwrap_or_else(|| panic!("{config} {metric} not counted: {rows:?}"))
+    };
+    for c in ["halt", "poll"] {
+        let (entries, halts) = (get(c, "trace_idle_entries"), get(c, "trace_idle_halts"));
+        assert!(
+            entries >= 1.5,
+            "{c}: {entries:.2} idle entries per transaction"
+        );
+        assert!(
+            halts <= entries + 1e-9,
+            "{c}: {halts:.2} halts > {entries:.2} entries"
+        );
+    }
+    // Without polling each entry halts; with it, the wake-up comes while the CPU polls.
+    let (entries, halts) = (
+        get("halt", "trace_idle_entries"),
+        get("halt", "trace_idle_halts"),
+    );
+    assert!(
+        halts >= 0.9 * entries,
+        "halt: {halts:.2} of {entries:.2} entries halted"
+    );
+    let (entries, halts) = (
+        get("poll", "trace_idle_entries"),
+        get("poll", "trace_idle_halts"),
+    );
+    assert!(
+        halts <= 0.25 * entries,
+        "poll: {halts:.2} of {entries:.2} entries halted"
+    );
+    let likely = get("poll", "trace_likely_exits");
+    assert!(
+        likely < get("halt", "trace_likely_exits") / 2.0 && likely < entries / 2.0,
+        "poll: {likely:.2} likely exits per transaction for {entries:.2} idle entries"
     );
 }

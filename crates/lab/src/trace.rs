@@ -278,6 +278,7 @@ fn fill_silent_idle(
     ev: &Events,
 ) {
     const IDLE: &str = virtperf_wire::counter::IDLE_ENTRIES;
+    const HALTS: &str = virtperf_wire::counter::IDLE_HALTS;
     let mut seen = Vec::new();
     for side in std::iter::once(&ev.client).chain(ev.server.as_ref()) {
         let Some(p) = side.pinned.as_ref().filter(|p| !seen.contains(&p.cpu)) else {
@@ -301,6 +302,19 @@ fn fill_silent_idle(
             "idle_entries on CPU {}: power:cpu_idle never fired there while cpuidle counted {counted} idle entries (an idle loop without the tracepoint): cpuidle's count is used",
             p.cpu
         ));
+        // The halts among them: every entry but its POLL state's (cpuidle's `poll`).
+        let polls = p.deltas.get("idle_entries_poll").copied().unwrap_or(0);
+        let halts = counted.saturating_sub(polls);
+        if let Some(t) = per_cpu.get_mut(&p.cpu).and_then(|m| m.get_mut(HALTS)) {
+            *t = halts;
+            if let Some(total) = deltas.get_mut(HALTS) {
+                *total += halts;
+            }
+            substituted.push(format!(
+                "idle_halts on CPU {}: cpuidle's {halts} entries into a state other than POLL are used",
+                p.cpu
+            ));
+        }
     }
 }
 
@@ -357,5 +371,35 @@ mod tests {
         fill_silent_idle(&mut deltas, &mut per_cpu, &mut substituted, &ev);
         assert_eq!(per_cpu[&1][&key], 0);
         assert!(substituted.is_empty(), "{substituted:?}");
+    }
+
+    /// The silent CPU's halts come from cpuidle too: its entries less its POLL state's,
+    /// never every entry (a polling vCPU exits nothing).
+    #[test]
+    fn a_silent_cpus_halts_leave_its_polls_out() {
+        let (idle, halts) = (
+            virtperf_wire::counter::IDLE_ENTRIES.to_string(),
+            virtperf_wire::counter::IDLE_HALTS.to_string(),
+        );
+        let mut deltas = BTreeMap::from([(idle.clone(), 0), (halts.clone(), 0)]);
+        let mut per_cpu: virtperf_measure::trace::PerCpu =
+            BTreeMap::from([(1, BTreeMap::from([(idle.clone(), 0), (halts.clone(), 0)]))]);
+        let mut ev = Events {
+            client: side(1, 960),
+            ..Default::default()
+        };
+        if let Some(p) = ev.client.pinned.as_mut() {
+            p.deltas.insert("idle_entries_poll".into(), 900);
+        }
+        let mut substituted = Vec::new();
+        fill_silent_idle(&mut deltas, &mut per_cpu, &mut substituted, &ev);
+        assert_eq!(per_cpu[&1][&idle], 960);
+        assert_eq!((per_cpu[&1][&halts], deltas[&halts]), (60, 60));
+        assert!(
+            substituted
+                .iter()
+                .any(|m| m.contains("idle_halts on CPU 1")),
+            "{substituted:?}"
+        );
     }
 }

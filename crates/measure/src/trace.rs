@@ -70,6 +70,13 @@ pub const EXITS: &[Spec] = &[
         "power/cpu_idle",
         Some("state!=4294967295"),
     ),
+    // The entries that halt: a polling entry (state 0, POLL) spins in the guest and exits
+    // nothing, so counting it as a HLT made halt polling look like more exits.
+    spec(
+        virtperf_wire::counter::IDLE_HALTS,
+        "power/cpu_idle",
+        Some("state!=4294967295 && state!=0"),
+    ),
     spec(virtperf_wire::counter::KVM_EXITS, "kvm/kvm_exit", None),
 ];
 

@@ -4,6 +4,11 @@
 
 /// Entries into the idle loop (`power:cpu_idle`, or cpuidle usage counts).
 pub const IDLE_ENTRIES: &str = "idle_entries";
+/// Idle entries into a state other than POLL (`power:cpu_idle` with a state index above 0,
+/// or cpuidle's counts without its `poll` state): the ones that halt, each a VM exit (HLT)
+/// in a guest. On x86 state 0 is the polling state: the cpuidle drivers' POLL, and
+/// `cpu_idle_poll`'s (idle=poll) where no driver runs, whose halting path reports 1.
+pub const IDLE_HALTS: &str = "idle_halts";
 /// Local timer interrupts (`/proc/interrupts` LOC).
 pub const TIMER_IRQS: &str = "timer_irqs";
 /// Rescheduling IPIs received (`/proc/interrupts` RES).

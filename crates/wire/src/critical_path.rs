@@ -176,9 +176,9 @@ pub const EXIT_CAUSES: &[(&str, &str, &str)] = &[
         "exit unless APICv/posted interrupts",
     ),
     (
-        crate::counter::IDLE_ENTRIES,
-        "idle entries",
-        "exit (HLT) unless halt polling caught it",
+        crate::counter::IDLE_HALTS,
+        "idle entries that halt (not POLL)",
+        "exit (HLT); guest halt polling turns them into polls",
     ),
 ];
 
@@ -208,6 +208,7 @@ impl crate::TraceCounts {
                 "trace_tsc_deadline_writes",
             ),
             (crate::counter::IDLE_ENTRIES, "trace_idle_entries"),
+            (crate::counter::IDLE_HALTS, "trace_idle_halts"),
         ]
         .iter()
         .filter_map(|(k, name)| {
@@ -273,6 +274,6 @@ pub fn exit_remedies(interrupt_virt: &std::collections::BTreeMap<String, String>
             out.push(what.to_string());
         }
     }
-    out.push("idle entries: halt polling (guest haltpoll cpuidle driver, host halt_poll_ns) or idle=poll keeps a woken vCPU from the HLT exit".into());
+    out.push("idle entries that halt: guest halt polling (the haltpoll cpuidle driver's POLL state) or idle=poll makes them polls, which exit nothing; the host's halt_poll_ns only shortens the wait after the HLT exit".into());
     out
 }

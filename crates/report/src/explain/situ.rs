@@ -44,9 +44,13 @@ pub(super) fn seen(c: &Cells, missing: &mut Vec<Missing>) -> Seen {
     if let Some(l) = likely.filter(|_| !counts.is_empty()) {
         exits_by_cause.insert("likely_exits".into(), l / counts.len() as f64);
     } else {
+        let old = counts
+            .iter()
+            .any(|t| !t.per_unit.contains_key(virtperf_wire::counter::IDLE_HALTS));
         let why = counts
             .iter()
             .find_map(|t| t.missing.first().cloned())
+            .or_else(|| old.then(|| "the traced trial did not count the idle entries that halt apart from polls (idle_halts: a run recorded before they were counted)".to_string()))
             .unwrap_or_else(|| c.why_not(RR_CROSS_TRACED, AS_IS));
         missing.push(Missing {
             name: "exits_by_cause".into(),

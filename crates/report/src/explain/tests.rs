@@ -290,13 +290,20 @@ fn pinned_sums_need_every_cpu_and_every_try() {
 /// A traced cross-CPU rr: these per-transaction counts, and a timeline whose in-situ
 /// client wake-up is `wake` µs (server side unseen) and idle exit `idle` µs per wake.
 pub(super) fn traced(wake: f64, idle: f64) -> TrialRow {
+    rr_trial(AS_IS, RR_CROSS_TRACED, None, traced_result(wake, idle))
+}
+
+/// [`traced`]'s result.
+fn traced_result(wake: f64, idle: f64) -> TestResult {
     let mut r = rr(60.0, (1, 1), (0, 1), EVENTS);
     let per_unit: BTreeMap<String, f64> = [
         ("msr_write_tsc_deadline", 0.02),
         ("msr_write_icr", 2.0),
         ("msr_write_eoi", 0.0),
         ("msr_write_apic_timer", 0.0),
-        ("idle_entries", 1.0),
+        // Half an entry per transaction polled: only the halts are exits.
+        ("idle_entries", 1.5),
+        ("idle_halts", 1.0),
     ]
     .iter()
     .map(|(k, v)| (k.to_string(), *v))
@@ -321,7 +328,7 @@ pub(super) fn traced(wake: f64, idle: f64) -> TrialRow {
         },
         ..Default::default()
     });
-    rr_trial(AS_IS, RR_CROSS_TRACED, None, r)
+    r
 }
 
 /// The as-is trials without a halt-poll knob (it does not exist), and the cross-CPU rr
@@ -349,6 +356,30 @@ pub(super) fn p(us: f64, n: u64) -> virtperf_wire::Pct {
         p90_us: us,
         n,
     }
+}
+
+/// A traced trial recorded before idle entries that halt were counted apart from polls
+/// gives no exits by cause: its idle entries may be polls, which exit nothing.
+#[test]
+fn a_trace_without_halts_apart_gives_no_exits_by_cause() {
+    let mut t = awake_without_knob();
+    let mut old = traced_result(20.0, 6.0);
+    if let Some(tr) = old.trace.as_mut() {
+        tr.per_unit.remove("idle_halts");
+    }
+    t.push(rr_trial(AS_IS, RR_CROSS_TRACED, None, old));
+    let e = explain(1, &Env::default(), &t).expect("explains");
+    assert!(
+        !e.exits_by_cause.contains_key("likely_exits"),
+        "{:?}",
+        e.exits_by_cause
+    );
+    let m = e
+        .missing
+        .iter()
+        .find(|m| m.name == "exits_by_cause")
+        .expect("named");
+    assert!(m.reason.contains("idle_halts"), "{m:?}");
 }
 
 /// Without a halt-poll knob, keeping both CPUs awake gives the idle exit (never 0.0 for
