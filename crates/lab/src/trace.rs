@@ -302,7 +302,8 @@ fn fill_silent_idle(
             "idle_entries on CPU {}: power:cpu_idle never fired there while cpuidle counted {counted} idle entries (an idle loop without the tracepoint): cpuidle's count is used",
             p.cpu
         ));
-        // The halts among them: every entry but its POLL state's (cpuidle's `poll`).
+        // The halts among them: every entry but its POLL state's (cpuidle's `poll`; a
+        // driver without that state has no polls to leave out).
         let polls = p.deltas.get("idle_entries_poll").copied().unwrap_or(0);
         let halts = counted.saturating_sub(polls);
         if let Some(t) = per_cpu.get_mut(&p.cpu).and_then(|m| m.get_mut(HALTS)) {

@@ -92,18 +92,25 @@ fn an_inert_knob_is_named_in_the_source() {
     assert!(idle.source.contains("not haltpoll"), "{}", idle.source);
 }
 
-/// An inert knob (no haltpoll cpuidle driver) gives way to the awake measurement; its
-/// difference stays as a cross-check. Where the knob works, the awake figure is the check.
-#[test]
-fn an_inert_knob_gives_way_to_cpus_kept_awake() {
+/// The as-is trials with polling on, the knob's polling-off probe at 25.1 µs, and the
+/// cross-CPU rr with both CPUs kept awake at `awake_p50` µs.
+fn knob_and_awake(awake_p50: f64) -> Vec<TrialRow> {
     let mut t = as_is(Some(200_000));
     t.push(probe("guest-poll-off", WAKE_BLOCK, Some(0), 25.1));
     t.push(rr_trial(
         AS_IS,
         RR_CROSS_AWAKE,
         None,
-        rr(55.0, (1, 1), (0, 1), EVENTS),
+        rr(awake_p50, (1, 1), (0, 1), EVENTS),
     ));
+    t
+}
+
+/// An inert knob (no haltpoll cpuidle driver) gives way to the awake measurement; its
+/// difference stays as a cross-check. Where the knob works, the awake figure is the check.
+#[test]
+fn an_inert_knob_gives_way_to_cpus_kept_awake() {
+    let t = knob_and_awake(55.0);
     let e = explain(1, &Env::default(), &t).expect("explains");
     let idle = component(&e, "idle_exit").expect("awake");
     assert!((idle.us - 5.0).abs() < 0.1, "{idle:?}");
@@ -121,14 +128,7 @@ fn an_inert_knob_gives_way_to_cpus_kept_awake() {
 /// the knob's difference is a cross-check, the idle exit missing with both figures.
 #[test]
 fn an_inert_knob_is_no_idle_exit_where_awake_gives_none() {
-    let mut t = as_is(Some(200_000));
-    t.push(probe("guest-poll-off", WAKE_BLOCK, Some(0), 25.1));
-    t.push(rr_trial(
-        AS_IS,
-        RR_CROSS_AWAKE,
-        None,
-        rr(70.0, (1, 1), (0, 1), EVENTS),
-    ));
+    let t = knob_and_awake(70.0);
     let e = explain(1, &Env::default(), &t).expect("explains");
     assert!(component(&e, "idle_exit").is_none(), "{:?}", e.components);
     assert!(
