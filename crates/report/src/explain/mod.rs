@@ -437,12 +437,12 @@ fn exit_pressure(
     let (exits, counts) = match (likely, &counted) {
         (Some(l), _) => (
             l,
-            format!("{l:.2} likely exits per transaction (TSC-deadline, ICR, EOI and APIC-timer writes and idle entries, counted in the traced rr)"),
+            format!("{l:.2} likely exits per transaction (TSC-deadline, ICR, EOI and APIC-timer writes and idle entries that halt, counted in the traced rr)"),
         ),
         (None, Some(ev)) => (
             ev.ipis + ev.idle + ev.timer,
             format!(
-                "{:.2} IPIs + {:.2} idle entries + {:.2} timer interrupts per transaction on the two CPUs (not traced: TSC-deadline writes not counted)",
+                "{:.2} IPIs + {:.2} idle entries that halt (cpuidle's POLL entries left out) + {:.2} timer interrupts per transaction on the two CPUs (not traced: TSC-deadline writes not counted)",
                 ev.ipis, ev.idle, ev.timer
             ),
         ),
@@ -515,7 +515,10 @@ impl ExitCounts {
         Some(ExitCounts {
             ipis: get(virtperf_wire::counter::IPI_RESCHED)?
                 + get(virtperf_wire::counter::IPI_CALL)?,
-            idle: get(virtperf_wire::counter::IDLE_ENTRIES)?,
+            // A polling entry exits nothing (cpuidle's `poll` state; a driver without it
+            // has no polls).
+            idle: get(virtperf_wire::counter::IDLE_ENTRIES)?
+                - get("idle_entries_poll").unwrap_or(0.0),
             timer: get(virtperf_wire::counter::TIMER_IRQS)?,
         })
     }

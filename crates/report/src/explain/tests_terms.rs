@@ -333,3 +333,44 @@ fn icr_writes_timed_in_situ_price_the_exits_and_flag_a_low_probe() {
     assert!(bare.cross_checks.iter().all(|c| c.name != "icr_exits"));
     assert!(!check(&bare, "exit_pressure").source.contains("in situ"));
 }
+
+/// Untraced, the exits priced are /proc's IPIs, timer interrupts and the idle entries that
+/// halt: cpuidle's POLL entries exit nothing and are left out.
+#[test]
+fn untraced_exit_pressure_leaves_the_polls_out() {
+    let price = |poll: f64| {
+        let mut t = as_is(Some(0));
+        let events: Vec<(&str, f64)> = EVENTS
+            .iter()
+            .copied()
+            .chain([("idle_entries_poll", poll)])
+            .collect();
+        t[0] = rr_trial(
+            AS_IS,
+            RR_CROSS_BLOCK,
+            Some(0),
+            rr(60.0, (4096, 1), (2, 3), &events),
+        );
+        let mut k = probe(AS_IS, KVM_EXITS, None, 0.0);
+        k.trial.detail = Some(serde_json::json!({
+            "cases": [{"name": "cpuid", "iterations": 100, "ns": {"p50": 1000.0}}]
+        }));
+        t.push(k);
+        explained(&t)
+            .cross_checks
+            .into_iter()
+            .find(|c| c.name == "exit_pressure")
+            .expect("priced")
+    };
+    let (all, polled) = (price(0.0), price(0.75));
+    assert!(
+        polled.source.contains("0.25 idle entries that halt"),
+        "{}",
+        polled.source
+    );
+    // 1.00 idle entries a transaction, 0.75 of them polls: 0.25 halts, at 1 µs an exit.
+    assert!(
+        (all.us - polled.us - 0.75).abs() < 1e-9,
+        "{all:?} {polled:?}"
+    );
+}
