@@ -537,6 +537,22 @@ fn a_kvm_vms_exits_per_mb_are_its_counters_over_the_trials_megabytes() {
     assert!((x["io_exits"] - 3000.0 / mb).abs() < 1e-9, "{x:?}");
     assert!(!x.contains_key("halt_wait_ns"), "not an exit: {x:?}");
     assert!(text(&e).contains("VM exits per MB: exits"), "{}", text(&e));
+    // The battery ran inside the VM: its busy CPUs are that machine's own. A guest the
+    // battery booted here puts its vCPU threads among this host's, and the rows say so.
+    assert!(
+        text(&e).contains("busy CPUs added on this machine)"),
+        "{}",
+        text(&e)
+    );
+    let mut booted = e.clone();
+    if let Some(h) = booted.host_view.as_mut() {
+        h.guest_end = "client";
+    }
+    assert!(
+        text(&booted).contains("busy CPUs added on this host, the guest's vCPU threads included"),
+        "{}",
+        text(&booted)
+    );
 
     for t in trials.iter_mut() {
         if let Some(h) = t.trial.result.as_mut().and_then(|r| r.host_vm.as_mut()) {

@@ -48,6 +48,21 @@ pub(crate) fn name(r: &Remedy) -> String {
     }
 }
 
+/// Whether a guest this battery booted ran on this machine, so that its busy CPUs hold
+/// the guest's vCPU threads (not where the battery ran inside a VM you run: `both`).
+fn guest_on_this_host(e: &StreamExplanation) -> bool {
+    e.host_view.as_ref().is_some_and(|h| h.guest_end != "both")
+}
+
+/// Whose busy CPUs a remedy's row adds to.
+fn whose_cpus(e: &StreamExplanation) -> &'static str {
+    if guest_on_this_host(e) {
+        "added on this host, the guest's vCPU threads included"
+    } else {
+        "added on this machine"
+    }
+}
+
 /// What a remedy adds to this machine's busy CPUs: `+0.53 [+0.40, +0.66]`, or why unknown.
 fn added_cpus(r: &Remedy) -> String {
     // -0.001 is printed as +0.00, not -0.00.
@@ -348,7 +363,14 @@ pub fn text(e: &StreamExplanation) -> String {
         }
     );
     s += &match e.busy_cpus {
-        Some(b) => format!("This machine's busy CPUs: {b:.2} (cpuidle polling included)\n"),
+        Some(b) => format!(
+            "This machine's busy CPUs: {b:.2} (cpuidle polling included{})\n",
+            if guest_on_this_host(e) {
+                "; the guest's vCPU threads among them"
+            } else {
+                ""
+            }
+        ),
         None => "This machine's busy CPUs: not measured (a try lacks its CPU split or its cpuidle polling time)\n".into(),
     };
     if let (Some(r), Some(sb)) = (e.bound.rwnd_limited_pct, e.bound.sndbuf_limited_pct) {
@@ -383,7 +405,10 @@ pub fn text(e: &StreamExplanation) -> String {
         }
         _ => s += &format!("  {}\n", e.model.note),
     }
-    s += "\nRemedies (each against as-is, interleaved; ratio with its 95% interval):\n";
+    s += &format!(
+        "\nRemedies (each against as-is, interleaved; ratio with its 95% interval; busy CPUs {}):\n",
+        whose_cpus(e)
+    );
     for r in &e.remedies {
         let ratio = match (&r.ratio, &r.ratio_interval) {
             (Some(x), Interval::Bounded { low, high }) => format!("×{x:.3} [{low:.3}, {high:.3}]"),
