@@ -449,6 +449,47 @@ fn configs_whose_knobs_cannot_apply_are_skipped_with_the_reason() {
     );
 }
 
+/// Under the haltpoll cpuidle governor, which never reads cpuidle's disable switches, a
+/// config that only flips them would measure the unchanged idle path under its own name:
+/// it is skipped saying so, before anything is written, and the other config runs.
+#[test]
+fn cpuidle_switches_the_governor_ignores_are_skipped_with_the_reason() {
+    let gov = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_governor_ro")
+        .or_else(|_| std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_governor"))
+        .unwrap_or_default();
+    if gov.trim() != "haltpoll" {
+        virtperf_testkit::skip(
+            "haltpoll",
+            &format!(
+                "the cpuidle governor here is {:?}, not haltpoll",
+                gov.trim()
+            ),
+        );
+        return;
+    }
+    let switch = "/sys/devices/system/cpu/cpu0/cpuidle/state1/disable";
+    let before = std::fs::read_to_string(switch).ok();
+    let d = TempDir::new("exp-inert-switch");
+    let spec = spec_with_knob(&d, "no-halt", "cpuidle_disable = [1]");
+    let out = vp()
+        .args(["run", spec.to_str().unwrap(), "--db"])
+        .arg(d.path("r.db"))
+        .output()
+        .unwrap();
+    common::assert_ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("config no-halt skipped")
+            && err.contains("no effect under the cpuidle governor haltpoll"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(switch).ok(),
+        before,
+        "a switch was written"
+    );
+}
+
 /// In a network namespace of its own (`unshare -n`, as a container runs it), a config
 /// setting `net.core.busy_poll` (a sysctl the kernel keeps in the initial namespace only) is
 /// skipped saying so, not that the machine lacks it; the config without knobs still runs.

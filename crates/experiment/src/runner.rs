@@ -198,9 +198,9 @@ fn probe<'a>(spec: &'a Spec, guard: &mut KnobGuard, obs: &mut dyn Observer) -> R
         records: Vec::new(),
     };
     for cfg in &spec.configs {
-        let mut reason = None;
+        let mut reason = inert_cpuidle_switches(cfg);
         let mut originals = Vec::new();
-        for (knob, value) in &cfg.knobs {
+        for (knob, value) in cfg.knobs.iter().filter(|_| reason.is_none()) {
             match knob.probe() {
                 Ok(orig) => originals.push((knob, orig, value)),
                 Err(e) => {
@@ -270,6 +270,30 @@ fn probe<'a>(spec: &'a Spec, guard: &mut KnobGuard, obs: &mut dyn Observer) -> R
         );
     }
     Ok(p)
+}
+
+/// Why a config's cpuidle switches (`cpuidle_disable`) would change nothing here: the
+/// haltpoll governor never reads them. It picks the halting state whenever its poll window
+/// is 0 or has run out (drivers/cpuidle/governors/haltpoll.c, `haltpoll_select`), so the
+/// config would measure the idle path unchanged under its own name (traced here with state
+/// 1 disabled: 1.99 idle entries per round trip, every one a halt; bench/RESULTS.md).
+fn inert_cpuidle_switches(cfg: &Config) -> Option<String> {
+    use virtperf_machine::knob::KnobKind;
+    if !cfg
+        .knobs
+        .iter()
+        .any(|(k, _)| k.kind == KnobKind::CpuidleDisable)
+    {
+        return None;
+    }
+    let governor = ["current_governor_ro", "current_governor"]
+        .iter()
+        .find_map(|f| {
+            std::fs::read_to_string(format!("/sys/devices/system/cpu/cpuidle/{f}")).ok()
+        })?;
+    (governor.trim() == "haltpoll").then(|| {
+        "cpuidle_disable has no effect under the cpuidle governor haltpoll, which never reads the states' disable switches (it halts whenever its poll window is 0 or runs out): keep the CPUs from halting with cpu_dma_latency = 0 or haltpoll.guest_halt_poll_ns instead".to_string()
+    })
 }
 
 /// The order of trials: rounds of every point × config (interleaved A B A B …), `min`
