@@ -304,7 +304,11 @@ fn fill_silent_idle(
         ));
         // The halts among them: every entry but its POLL state's (cpuidle's `poll`; a
         // driver without that state has no polls to leave out).
-        let polls = p.deltas.get("idle_entries_poll").copied().unwrap_or(0);
+        let polls = p
+            .deltas
+            .get(virtperf_wire::counter::IDLE_ENTRIES_POLL)
+            .copied()
+            .unwrap_or(0);
         let halts = counted.saturating_sub(polls);
         if let Some(t) = per_cpu.get_mut(&p.cpu).and_then(|m| m.get_mut(HALTS)) {
             *t = halts;

@@ -9,6 +9,8 @@ pub const IDLE_ENTRIES: &str = "idle_entries";
 /// in a guest. On x86 state 0 is the polling state: the cpuidle drivers' POLL, and
 /// `cpu_idle_poll`'s (idle=poll) where no driver runs, whose halting path reports 1.
 pub const IDLE_HALTS: &str = "idle_halts";
+/// cpuidle's entries into its POLL state (events' per-state `idle_entries_<state>`).
+pub const IDLE_ENTRIES_POLL: &str = "idle_entries_poll";
 /// Local timer interrupts (`/proc/interrupts` LOC).
 pub const TIMER_IRQS: &str = "timer_irqs";
 /// Rescheduling IPIs received (`/proc/interrupts` RES).

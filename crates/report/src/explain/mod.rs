@@ -518,7 +518,7 @@ impl ExitCounts {
             // A polling entry exits nothing (cpuidle's `poll` state; a driver without it
             // has no polls).
             idle: get(virtperf_wire::counter::IDLE_ENTRIES)?
-                - get("idle_entries_poll").unwrap_or(0.0),
+                - get(virtperf_wire::counter::IDLE_ENTRIES_POLL).unwrap_or(0.0),
             timer: get(virtperf_wire::counter::TIMER_IRQS)?,
         })
     }
