@@ -284,8 +284,9 @@ exit 0"#;
 /// Halt polling turns idle entries into polls, which exit nothing: with cpuidle-haltpoll's
 /// window at 200 µs a cross-CPU round trip still enters idle about twice, but almost none
 /// of those entries halt, and the likely VM exits fall with them; at 0 every entry halts.
-/// (Before `idle_halts`, the likely exits counted every entry: 2.02 per transaction with
-/// polling on here, 0.02 without the polls.) The spec run sets the knob and restores it.
+/// (Before `idle_halts`, the likely exits counted every entry: 2.04 per transaction with
+/// polling on here, 0.06 without the polls; bench/RESULTS.md.) The spec run sets the knob
+/// and restores it.
 #[test]
 fn polls_are_neither_halts_nor_exits() {
     let _alone = crate::alone();
