@@ -61,8 +61,13 @@ fn one_try_is_undecided_and_an_interval_below_the_limit_passes() {
             "{r}"
         );
     }
-    // Throughput's tax cannot come near 1000%; a p99 of three short tries could.
-    let (code, v, err) = gated(&db, "local", "stream", "3", "stream=1000%");
+    // Throughput's tax cannot come near 1000%; a p99 of three short tries could. Tries of
+    // 1 s: among three of 300 ms beside the other tests, one slow try put the baseline's
+    // interval down to 0 (undecided, "-21.1%": CI of 7051d42 on the AMD machine, where
+    // loopback streams retransmit now and then: bench/RESULTS.md, "Spurious
+    // retransmissions on loopback").
+    let (code, v, err) =
+        common::vm_compare_gated_for("local", "local", "stream", ("3", "1s"), "stream=1000%", &db);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(v["gate"]["outcome"], "met", "{v}");
     for r in v["rows"].as_array().expect("rows") {

@@ -537,6 +537,18 @@ pub fn vm_compare_gated(
     gate: &str,
     db: &std::path::Path,
 ) -> (Option<i32>, serde_json::Value, String) {
+    vm_compare_gated_for(native, guest, workloads, (runs, "300ms"), gate, db)
+}
+
+/// [`vm_compare_gated`] with tries of `len` each (`runs`, `len`).
+pub fn vm_compare_gated_for(
+    native: &str,
+    guest: &str,
+    workloads: &str,
+    (runs, len): (&str, &str),
+    gate: &str,
+    db: &std::path::Path,
+) -> (Option<i32>, serde_json::Value, String) {
     let out = run_with_timeout(
         vp().args(["vm", "compare", "--native", native, "--guest", guest])
             .args([
@@ -545,7 +557,7 @@ pub fn vm_compare_gated(
                 "--runs",
                 runs,
                 "-l",
-                "300ms",
+                len,
                 "--json",
             ])
             .args(["--max-tax", gate, "--db"])
