@@ -286,12 +286,8 @@ fn inert_cpuidle_switches(cfg: &Config) -> Option<String> {
     {
         return None;
     }
-    let governor = ["current_governor_ro", "current_governor"]
-        .iter()
-        .find_map(|f| {
-            std::fs::read_to_string(format!("/sys/devices/system/cpu/cpuidle/{f}")).ok()
-        })?;
-    (governor.trim() == "haltpoll").then(|| {
+    let governor = virtperf_measure::env::cpuidle_governor()?;
+    (governor == "haltpoll").then(|| {
         "cpuidle_disable has no effect under the cpuidle governor haltpoll, which never reads the states' disable switches (it halts whenever its poll window is 0 or runs out): keep the CPUs from halting with cpu_dma_latency = 0 or haltpoll.guest_halt_poll_ns instead".to_string()
     })
 }

@@ -55,14 +55,20 @@ pub fn sysctl(name: &str) -> Option<String> {
         .map(|v| v.split_ascii_whitespace().collect::<Vec<_>>().join(" "))
 }
 
+/// The cpuidle governor in charge now (`current_governor`, or `_ro` where the kernel was
+/// built without governor switching); None without cpuidle.
+pub fn cpuidle_governor() -> Option<String> {
+    read_trim("/sys/devices/system/cpu/cpuidle/current_governor")
+        .or_else(|| read_trim("/sys/devices/system/cpu/cpuidle/current_governor_ro"))
+}
+
 /// Collects the fingerprint of this machine. Takes a few milliseconds (it times the clock).
 pub fn fingerprint() -> Env {
     let uts = uname();
     let cpus = online_cpus();
     let idle_states = idle_states();
     let cpuidle_driver = read_trim("/sys/devices/system/cpu/cpuidle/current_driver");
-    let cpuidle_governor = read_trim("/sys/devices/system/cpu/cpuidle/current_governor")
-        .or_else(|| read_trim("/sys/devices/system/cpu/cpuidle/current_governor_ro"));
+    let cpuidle_governor = cpuidle_governor();
     let mut halt_poll = BTreeMap::new();
     for p in HALT_POLL_PARAMS {
         if let Some(v) = read_trim(format!("/sys/module/{p}")) {
