@@ -661,6 +661,7 @@ mod tests {
             knobs: Default::default(),
             dma_latency: Err("not here".into()),
             cpuidle_driver: None,
+            cpuidle_governor: None,
             online_cpus: vec![0, 1],
             vhost_net: Err("not here".into()),
         };

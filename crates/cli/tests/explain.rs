@@ -121,7 +121,12 @@ fn explain_decomposes_a_round_trip_and_says_where_each_part_came_from() {
 
     // Each capability either gave its component or is listed as missing with the reason.
     let writable = is_root() && before.is_some();
-    let haltpoll = v["environment"]["cpuidle_driver"] == "haltpoll";
+    // The knob acts where the run's fingerprint says the haltpoll governor runs it.
+    let haltpoll = virtperf_wire::model::halt_poll_knob_inert(
+        v["environment"]["cpuidle_driver"].as_str(),
+        v["environment"]["cpuidle_governor"].as_str(),
+    )
+    .is_none();
     let idle = comps.iter().find(|c| c["name"] == "idle_exit");
     if !haltpoll {
         // The knob reaches no idle loop here: the idle exit comes from keeping both CPUs

@@ -34,10 +34,9 @@ fn explain(db: &std::path::Path, extra: &[&str]) -> serde_json::Value {
 }
 
 /// Whether the battery's halt-polling remedy can set this machine's knob, which reads
-/// `before`: cpuidle-haltpoll acts on it, it polls less than 200 µs, and this is root.
+/// `before`: the haltpoll governor reads it, it polls less than 200 µs, and this is root.
 fn halt_poll_settable(before: Option<&str>) -> bool {
-    let driver = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver");
-    driver.is_ok_and(|d| d.trim() == "haltpoll")
+    common::halt_poll_inert().is_none()
         && before
             .and_then(|v| v.trim().parse::<u64>().ok())
             .is_some_and(|v| v < 200_000)

@@ -293,13 +293,12 @@ fn polls_are_neither_halts_nor_exits() {
     if !counting_on_two_cpus() {
         return;
     }
-    let driver = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver")
-        .unwrap_or_default();
-    if driver.trim() != "haltpoll" || std::fs::read_to_string(common::HALT_POLL).is_err() {
-        virtperf_testkit::skip(
-            "haltpoll",
-            "no cpuidle-haltpoll here: its halt-poll window reaches no idle loop",
-        );
+    if let Some(why) = common::halt_poll_inert() {
+        virtperf_testkit::skip("haltpoll", &format!("the halt-poll window: {why}"));
+        return;
+    }
+    if std::fs::read_to_string(common::HALT_POLL).is_err() {
+        virtperf_testkit::skip("haltpoll", "no haltpoll.guest_halt_poll_ns here");
         return;
     }
     let before = std::fs::read_to_string(common::HALT_POLL).unwrap();

@@ -404,7 +404,7 @@ fn knob_remedies(
 }
 
 /// This machine's guest halt polling at [`crate::poll::POLL_WINDOW_NS`], where the knob exists,
-/// cpuidle-haltpoll is the driver acting on it, it can be written and polls less now: a
+/// the haltpoll cpuidle governor reads it, it can be written and polls less now: a
 /// stream's receiver (and on loopback its sender's softirq) wakes CPUs that idle between
 /// its segments, and in a KVM guest each halt and each IPI to a halted CPU is a VM exit
 /// (`tune` measured 200 µs raising a 16 KiB loopback stream ×2.2 on a PVM guest whose
@@ -418,15 +418,10 @@ fn halt_poll(
     let Some(current) = crate::poll::current(&knob) else {
         return Err(crate::poll::absent());
     };
-    // The knob is cpuidle-haltpoll's: under another driver (or none) it reads a value that
-    // nothing acts on (an AMD guest here read 200000 with no driver at all).
-    let driver = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver")
-        .map_or_else(|_| "none".to_string(), |d| d.trim().to_string());
-    if driver != "haltpoll" {
-        return Err(format!(
-            "{} exists, but the cpuidle driver is {driver}, not haltpoll: nothing here acts on it",
-            crate::poll::POLL_KNOB
-        ));
+    // The knob is the haltpoll governor's: under another governor (or without a driver) it
+    // reads a value that nothing acts on (an AMD guest here read 200000 with no driver).
+    if let Some(why) = crate::poll::inert_here() {
+        return Err(format!("{} exists, but {why}", crate::poll::POLL_KNOB));
     }
     if current >= crate::poll::POLL_WINDOW_NS {
         return Err(format!(

@@ -382,25 +382,32 @@ fn explain_idle(
         .filter(|s| !s.disabled)
         .map(|s| s.name.as_str())
         .collect();
+    let poll = halt_poll
+        .get("haltpoll.guest_halt_poll_ns")
+        .map(String::as_str)
+        .unwrap_or("?");
+    let shrink = halt_poll
+        .get("haltpoll.guest_halt_poll_allow_shrink")
+        .map(String::as_str)
+        .unwrap_or("?");
+    // The halt-poll knob is the haltpoll *governor's* (it can be switched away from the
+    // haltpoll driver's default): the polling described is where that governor runs.
+    let haltpoll_gov =
+        governor == Some("haltpoll") || (governor.is_none() && driver == Some("haltpoll"));
     let mut s = match driver {
         None | Some("none") => {
             "No cpuidle driver: an idle CPU runs the architecture's default idle (HLT), so every wake-up of a halted vCPU goes through the hypervisor.".to_string()
         }
-        Some("haltpoll") => {
-            let poll = halt_poll
-                .get("haltpoll.guest_halt_poll_ns")
-                .map(String::as_str)
-                .unwrap_or("?");
-            let shrink = halt_poll
-                .get("haltpoll.guest_halt_poll_allow_shrink")
-                .map(String::as_str)
-                .unwrap_or("?");
-            if poll == "0" {
-                "cpuidle-haltpoll driver with guest_halt_poll_ns=0: an idle vCPU halts at once (HLT exits to the hypervisor), so a cross-CPU wake-up pays the host's IPI and scheduling cost.".to_string()
-            } else {
-                format!("cpuidle-haltpoll driver: an idle vCPU first polls for up to guest_halt_poll_ns={poll} ns (adaptive, allow_shrink={shrink}) before halting; wake-ups within the window avoid a VM exit at the cost of CPU time.")
-            }
-        }
+        Some(d) if haltpoll_gov && poll == "0" => format!(
+            "cpuidle driver {d}, haltpoll governor with guest_halt_poll_ns=0: an idle vCPU halts at once (HLT exits to the hypervisor), so a cross-CPU wake-up pays the host's IPI and scheduling cost."
+        ),
+        Some(d) if haltpoll_gov => format!(
+            "cpuidle driver {d}, haltpoll governor: an idle vCPU first polls for up to guest_halt_poll_ns={poll} ns (adaptive, allow_shrink={shrink}) before halting; wake-ups within the window avoid a VM exit at the cost of CPU time."
+        ),
+        Some("haltpoll") => format!(
+            "cpuidle-haltpoll driver under the {} governor: guest_halt_poll_ns={poll} is read by the haltpoll governor only, so nothing polls by it here; an idle vCPU enters the state the governor picks (halting exits to the hypervisor).",
+            governor.unwrap_or("?")
+        ),
         Some(d) => format!(
             "cpuidle driver {d}: an idle CPU enters the deepest state the governor expects to be worth its exit latency."
         ),
@@ -533,5 +540,10 @@ mod tests {
         hp.insert("haltpoll.guest_halt_poll_ns".into(), "0".into());
         let s = explain_idle(Some("haltpoll"), None, &[], &hp);
         assert!(s.contains("halts at once"), "{s}");
+        // The governor reads the knob, not the driver: switched to menu, nothing polls by it.
+        hp.insert("haltpoll.guest_halt_poll_ns".into(), "200000".into());
+        let s = explain_idle(Some("haltpoll"), Some("menu"), &[], &hp);
+        assert!(s.contains("nothing polls by it"), "{s}");
+        assert!(!s.contains("first polls"), "{s}");
     }
 }

@@ -173,6 +173,8 @@ pub struct Machine {
     pub dma_latency: Result<u64, String>,
     /// The cpuidle driver (`haltpoll` in a KVM guest that has it).
     pub cpuidle_driver: Option<String>,
+    /// The cpuidle governor: `haltpoll` is the one that reads the guest halt-poll knob.
+    pub cpuidle_governor: Option<String>,
     /// The online CPUs (for steering masks over all of them).
     pub online_cpus: Vec<u32>,
     /// Whether guests can have vhost-net (`/dev/vhost-net`), or why not.
@@ -249,6 +251,7 @@ impl Machine {
             knobs,
             dma_latency,
             cpuidle_driver,
+            cpuidle_governor: virtperf_measure::env::cpuidle_governor(),
             online_cpus,
             vhost_net,
         }
@@ -422,8 +425,17 @@ fn steering(m: &Machine, t: &Target, c: &mut Vec<Candidate>, not: &mut Vec<NotHe
 
 fn halt_poll(m: &Machine, c: &mut Vec<Candidate>, not: &mut Vec<NotHere>) {
     let knob = "haltpoll.guest_halt_poll_ns";
-    match m.knob(knob) {
-        Ok(now) => {
+    // A knob nothing reads would be measured as noise, and a noisy trial could be picked.
+    let inert = virtperf_wire::model::halt_poll_knob_inert(
+        m.cpuidle_driver.as_deref(),
+        m.cpuidle_governor.as_deref(),
+    );
+    match (m.knob(knob), inert) {
+        (Ok(_), Some(why)) => not.push(NotHere {
+            what: "guest halt polling".into(),
+            why: format!("{knob} can be written, but {why}"),
+        }),
+        (Ok(now), None) => {
             for ns in HALT_POLL_NS.iter().filter(|v| v.to_string() != now) {
                 let (name, what) = if *ns == 0 {
                     (
@@ -447,14 +459,9 @@ fn halt_poll(m: &Machine, c: &mut Vec<Candidate>, not: &mut Vec<NotHere>) {
                 });
             }
         }
-        Err(e) => not.push(NotHere {
+        (Err(e), inert) => not.push(NotHere {
             what: "guest halt polling".into(),
-            why: match m.cpuidle_driver.as_deref() {
-                Some(d) if d != "haltpoll" => {
-                    format!("the cpuidle driver is {d}, not haltpoll (a KVM guest's)")
-                }
-                _ => e,
-            },
+            why: inert.unwrap_or(e),
         }),
     }
 }
@@ -605,6 +612,7 @@ mod tests {
             knobs,
             dma_latency: dma.map_err(str::to_string),
             cpuidle_driver: Some("haltpoll".into()),
+            cpuidle_governor: Some("haltpoll".into()),
             online_cpus: vec![0, 1],
             vhost_net: Err("no /dev/vhost-net".into()),
         }
@@ -666,6 +674,25 @@ mod tests {
         );
         assert!(whys.iter().any(|w| w.contains("needs root")), "{whys:?}");
         assert!(whys.iter().any(|w| w.contains("--cpus")), "{whys:?}");
+    }
+
+    /// A writable knob that nothing reads (the haltpoll driver under the menu governor,
+    /// where 200 µs of it left the halts per round trip unchanged) is no candidate: its
+    /// trials would measure noise, and noise can be picked.
+    #[test]
+    fn an_inert_halt_poll_knob_is_not_tried() {
+        let m = Machine {
+            cpuidle_governor: Some("menu".into()),
+            ..machine(Ok("0"), "0", Ok(2_000_000_000))
+        };
+        let (c, not) = discover(&m, &rr());
+        assert!(!c.iter().any(|c| c.name.starts_with("halt-poll")), "{c:?}");
+        let why = &not
+            .iter()
+            .find(|n| n.what == "guest halt polling")
+            .expect("said why")
+            .why;
+        assert!(why.contains("governor is menu"), "{why}");
     }
 
     /// Both ends pinned to one CPU: the remedy the other way is each on its own CPU.

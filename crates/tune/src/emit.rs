@@ -221,6 +221,7 @@ mod tests {
             knobs,
             dma_latency: Ok(2_000_000_000),
             cpuidle_driver: None,
+            cpuidle_governor: None,
             online_cpus: vec![0, 1],
             vhost_net: Ok(()),
         }

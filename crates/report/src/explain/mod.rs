@@ -367,15 +367,11 @@ fn idle_exit(
         });
         return None;
     }
-    // The knob is read by the haltpoll cpuidle driver's governor only: with another driver
-    // (or none) it reaches no idle loop, and the two configurations should not differ.
-    let inert = match env.cpuidle_driver.as_deref() {
-        Some("haltpoll") => String::new(),
-        d => format!(
-            "; the cpuidle driver here is {}, not haltpoll, so the knob reaches no idle loop and the two should not differ",
-            d.unwrap_or("none")
-        ),
-    };
+    // The knob is read by the haltpoll cpuidle governor only: under another (or without a
+    // driver) it reaches no idle loop, and the two configurations should not differ.
+    let inert = env.halt_poll_knob_inert().map_or_else(String::new, |why| {
+        format!("; {why}, and the two should not differ")
+    });
     components.push(Component {
         name: "idle_exit".into(),
         us: idle,
@@ -702,6 +698,10 @@ fn environment(env: &Env) -> BTreeMap<String, String> {
         "cpuidle_driver",
         env.cpuidle_driver.clone().unwrap_or_else(|| "none".into()),
     );
+    // The governor, not the driver, reads the halt-poll knob (and can be switched).
+    if let Some(g) = &env.cpuidle_governor {
+        put("cpuidle_governor", g.clone());
+    }
     put(
         "idle_states",
         env.idle_states

@@ -244,7 +244,7 @@ pub(super) fn disagreements(s: &InSitu, components: &[Component]) -> (Vec<String
 
 /// The idle exit from keeping both CPUs out of idle: the as-is cross-CPU rr p50 minus the
 /// same with a `SCHED_IDLE` spinner on each CPU. It becomes the `idle_exit` term where the
-/// halt-poll knob gave none or reaches no idle loop (cpuidle driver not haltpoll), the
+/// halt-poll knob gave none or reaches no idle loop (no haltpoll governor), the
 /// knob's difference then kept as a cross-check; elsewhere it is the cross-check.
 pub(super) fn awake_idle_exit(
     c: &Cells,
@@ -254,7 +254,7 @@ pub(super) fn awake_idle_exit(
     checks: &mut Vec<Component>,
     missing: &mut Vec<Missing>,
 ) -> Option<usize> {
-    let knob_reaches_idle = env.cpuidle_driver.as_deref() == Some("haltpoll");
+    let knob_reaches_idle = env.halt_poll_knob_inert().is_none();
     let awake = match c.rr(RR_CROSS_AWAKE, AS_IS) {
         None => Err(c.why_not(RR_CROSS_AWAKE, AS_IS)),
         // Kept awake and no faster: the spinners took the CPUs the round trip needs (vCPUs
@@ -379,10 +379,17 @@ pub(super) fn named_remedies(env: &Env, configs: &[String]) -> Vec<String> {
         "posted interrupts / APICv / AVIC (IPIs and timer writes without exits): a host and hardware feature".into(),
     ];
     v.retain(|r| !measured(r.split_whitespace().next().unwrap_or_default()));
-    if env.cpuidle_driver.as_deref() != Some("haltpoll")
+    if env.halt_poll_knob_inert().is_some()
         && env.halt_poll.keys().any(|k| k.contains("guest_halt_poll"))
     {
-        v.push("the cpuidle-haltpoll driver (cpuidle_haltpoll.force=1 or a kernel with it built in): the guest halt-poll knob reaches no idle loop without it; needs a reboot".into());
+        v.push(match env.cpuidle_driver.as_deref() {
+            // A driver with a polling state is there: only the governor is another.
+            Some(d) if d != "none" => format!(
+                "the haltpoll cpuidle governor (`echo haltpoll > /sys/devices/system/cpu/cpuidle/current_governor`; the governor now is {}): the guest halt-poll knob is read by it alone; not tried here, since it changes every idle entry on the machine",
+                env.cpuidle_governor.as_deref().unwrap_or("unknown")
+            ),
+            _ => "the cpuidle-haltpoll driver (cpuidle_haltpoll.force=1 or a kernel with it built in): the guest halt-poll knob reaches no idle loop without it; needs a reboot".into(),
+        });
     }
     v
 }

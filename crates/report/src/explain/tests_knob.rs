@@ -1,6 +1,6 @@
 //! The idle-exit term from the guest's halt-poll knob: when it is the term (the haltpoll
-//! cpuidle driver reads it), when it is only a cross-check (no such driver: the knob
-//! reaches no idle loop), and why it is missing.
+//! cpuidle governor reads it), when it is only a cross-check (no such governor, or no
+//! cpuidle driver: the knob reaches no idle loop), and why it is missing.
 
 use super::tests::{as_is, component, haltpoll_env, probe, rr, rr_trial, skipped, EVENTS};
 use super::*;
@@ -89,7 +89,7 @@ fn an_inert_knob_is_named_in_the_source() {
         .iter()
         .find(|c| c.name == "idle_exit_knob")
         .expect("measured both ways");
-    assert!(idle.source.contains("not haltpoll"), "{}", idle.source);
+    assert!(idle.source.contains("no cpuidle driver"), "{}", idle.source);
 }
 
 /// The as-is trials with polling on, the knob's polling-off probe at 25.1 µs, and the
@@ -149,4 +149,43 @@ fn an_inert_knob_is_no_idle_exit_where_awake_gives_none() {
     // Where the knob reaches the idle loop, it stays the term.
     let e = explain(1, &haltpoll_env(), &t).expect("explains");
     assert!(component(&e, "idle_exit").is_some(), "{:?}", e.components);
+}
+
+/// The haltpoll *driver* with another governor (switched in `current_governor`): nothing
+/// reads the knob, so its difference is a cross-check and the CPUs kept awake give the
+/// term; the governor switch is named as the remedy, the driver's reboot is not.
+#[test]
+fn the_haltpoll_driver_under_another_governor_is_an_inert_knob() {
+    let t = knob_and_awake(55.0);
+    let env = Env {
+        cpuidle_governor: Some("menu".into()),
+        halt_poll: [(
+            "haltpoll.guest_halt_poll_ns".to_string(),
+            "200000".to_string(),
+        )]
+        .into(),
+        ..haltpoll_env()
+    };
+    let e = explain(1, &env, &t).expect("explains");
+    let idle = component(&e, "idle_exit").expect("awake");
+    assert!(idle.source.contains("SCHED_IDLE"), "{idle:?}");
+    let knob = e
+        .cross_checks
+        .iter()
+        .find(|c| c.name == "idle_exit_knob")
+        .expect("measured both ways");
+    assert!(knob.source.contains("governor is menu"), "{}", knob.source);
+    let named = e.remedies_named.join("\n");
+    assert!(named.contains("haltpoll cpuidle governor"), "{named}");
+    assert!(!named.contains("cpuidle_haltpoll.force"), "{named}");
+    // With the governor that reads it, the knob is the term again.
+    let env = Env {
+        cpuidle_governor: Some("haltpoll".into()),
+        ..env
+    };
+    let e = explain(1, &env, &t).expect("explains");
+    assert!(component(&e, "idle_exit")
+        .expect("knob")
+        .source
+        .contains("guest_halt_poll_ns"));
 }
