@@ -306,3 +306,81 @@ fn a_damaged_journal_is_reported_not_ignored() {
     );
     assert!(v["done"].as_array().is_some(), "{v}");
 }
+
+/// The cpuidle governor switched for a test, put back as found when dropped (also when an
+/// assertion fails): the haltpoll governor is the only reader of the guest halt-poll knob.
+struct GovernorAt {
+    orig: String,
+}
+
+const GOVERNOR: &str = "/sys/devices/system/cpu/cpuidle/current_governor";
+
+impl GovernorAt {
+    /// Switches to an available governor other than haltpoll; None (the skip printed)
+    /// where the governor cannot be switched or there is no other.
+    fn other_than_haltpoll() -> Option<GovernorAt> {
+        let orig = std::fs::read_to_string(GOVERNOR).ok()?.trim().to_string();
+        let avail = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/available_governors")
+            .unwrap_or_default();
+        let Some(other) = avail.split_whitespace().find(|g| *g != "haltpoll") else {
+            virtperf_testkit::skip("cpuidle", "no cpuidle governor other than haltpoll here");
+            return None;
+        };
+        if std::fs::write(GOVERNOR, other).is_err() {
+            virtperf_testkit::skip("root", &format!("switching {GOVERNOR} needs root"));
+            return None;
+        }
+        Some(GovernorAt { orig })
+    }
+}
+
+impl Drop for GovernorAt {
+    fn drop(&mut self) {
+        let _ = std::fs::write(GOVERNOR, &self.orig);
+    }
+}
+
+/// Under a governor that does not read it, a config's nonzero halt-poll window would
+/// measure the as-is idle path under its own name: it is skipped saying so, before the knob
+/// is written, while the window of 0 (what such an idle loop does anyway) runs.
+#[test]
+fn a_halt_poll_window_no_governor_reads_is_skipped() {
+    let _alone = crate::alone();
+    let Some(before) = std::fs::read_to_string(common::HALT_POLL).ok() else {
+        virtperf_testkit::skip("haltpoll", "no haltpoll.guest_halt_poll_ns here");
+        return;
+    };
+    let Some(gov) = GovernorAt::other_than_haltpoll() else {
+        return;
+    };
+    let d = common::TempDir::new("knob-inert-poll");
+    let spec = d.path("s.toml");
+    std::fs::write(
+        &spec,
+        "name = \"s\"\nduration = \"200ms\"\nrepetitions = 1\n[[workload]]\nkind = \"rr\"\n\
+         [[config]]\nname = \"no-poll\"\nmodule = { \"haltpoll.guest_halt_poll_ns\" = 0 }\n\
+         [[config]]\nname = \"poll-50us\"\nmodule = { \"haltpoll.guest_halt_poll_ns\" = 50000 }\n",
+    )
+    .unwrap();
+    let out = vp()
+        .args(["run", spec.to_str().unwrap(), "--db"])
+        .arg(d.path("r.db"))
+        .output()
+        .unwrap();
+    let now = std::fs::read_to_string(GOVERNOR).unwrap_or_default();
+    drop(gov);
+    common::assert_ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("config poll-50us skipped")
+            && err.contains("haltpoll.guest_halt_poll_ns = 50000 has no effect here")
+            && err.contains(&format!("governor is {}", now.trim())),
+        "{err}"
+    );
+    assert!(!err.contains("config no-poll skipped"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(common::HALT_POLL).ok().as_deref(),
+        Some(before.as_str()),
+        "the knob is not as found"
+    );
+}

@@ -86,6 +86,10 @@ fn the_headline_names_the_idle_state_it_measured() {
         );
         return;
     }
+    if let Some(why) = common::halt_poll_inert() {
+        virtperf_testkit::skip("haltpoll", &format!("the halt-poll window: {why}"));
+        return;
+    }
     for (ns, says, never) in [
         ("200000", "POLL state", "waking a halted vCPU"),
         ("0", "halted (", "POLL state ("),

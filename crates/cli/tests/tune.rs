@@ -505,6 +505,11 @@ fn writable_halt_poll() -> Option<String> {
         virtperf_testkit::skip("haltpoll", "no cpuidle-haltpoll guest_halt_poll_ns here");
         return None;
     };
+    // tune tries no window that nothing reads.
+    if let Some(why) = common::halt_poll_inert() {
+        virtperf_testkit::skip("haltpoll", &format!("the halt-poll window: {why}"));
+        return None;
+    }
     if std::fs::write(HALT_POLL, &orig).is_err() {
         virtperf_testkit::skip("root", &format!("needs root to write {HALT_POLL}"));
         return None;

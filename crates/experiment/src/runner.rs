@@ -198,7 +198,11 @@ fn probe<'a>(spec: &'a Spec, guard: &mut KnobGuard, obs: &mut dyn Observer) -> R
         records: Vec::new(),
     };
     for cfg in &spec.configs {
-        let mut reason = inert_cpuidle_switches(cfg);
+        let mut reason = inert_cpuidle_switches(cfg).or_else(|| {
+            let driver = virtperf_measure::env::cpuidle_driver();
+            let governor = virtperf_measure::env::cpuidle_governor();
+            inert_halt_polling(cfg, driver.as_deref(), governor.as_deref())
+        });
         let mut originals = Vec::new();
         for (knob, value) in cfg.knobs.iter().filter(|_| reason.is_none()) {
             match knob.probe() {
@@ -290,6 +294,31 @@ fn inert_cpuidle_switches(cfg: &Config) -> Option<String> {
     (governor == "haltpoll").then(|| {
         "cpuidle_disable has no effect under the cpuidle governor haltpoll, which never reads the states' disable switches (it halts whenever its poll window is 0 or runs out): keep the CPUs from halting with cpu_dma_latency = 0 or haltpoll.guest_halt_poll_ns instead".to_string()
     })
+}
+
+/// Why a config's guest halt-polling window would change nothing here: the knob is read
+/// by the haltpoll cpuidle governor alone, so without it (another governor, or no cpuidle
+/// driver) a nonzero window measures the as-is idle path under the config's name (under
+/// `menu`, 200 µs of it left 2.01 halting idle entries per round trip against 0.0007 under
+/// haltpoll; bench/RESULTS.md). A window of 0 is kept: no polling is what the idle loop
+/// does here anyway, so the config is what it says.
+fn inert_halt_polling(
+    cfg: &Config,
+    driver: Option<&str>,
+    governor: Option<&str>,
+) -> Option<String> {
+    use virtperf_machine::knob::KnobKind;
+    let (knob, value) = cfg.knobs.iter().find(|(k, v)| {
+        k.kind == KnobKind::ModuleParam
+            && k.name == "haltpoll.guest_halt_poll_ns"
+            && v.trim().parse::<u64>() != Ok(0)
+    })?;
+    let why = virtperf_wire::model::halt_poll_knob_inert(driver, governor)?;
+    Some(format!(
+        "{} = {} has no effect here: {why}; the config would measure the idle path unchanged",
+        knob.name,
+        value.trim()
+    ))
 }
 
 /// The order of trials: rounds of every point × config (interleaved A B A B …), `min`
@@ -718,3 +747,53 @@ impl<'s> Recorder<'s> {
 }
 
 pub use crate::spec::plan_for;
+
+#[cfg(test)]
+mod tests {
+    use super::inert_halt_polling;
+
+    fn spec() -> crate::spec::Spec {
+        crate::spec::parse(
+            r#"
+name = "hp"
+[[workload]]
+kind = "rr"
+[[config]]
+name = "no-poll"
+module = { "haltpoll.guest_halt_poll_ns" = 0 }
+[[config]]
+name = "poll-50us"
+module = { "haltpoll.guest_halt_poll_ns" = 50000 }
+[[config]]
+name = "busy"
+sysctl = { "net.core.busy_poll" = 50 }
+"#,
+        )
+        .expect("parses")
+    }
+
+    /// A nonzero window is skipped where nothing reads it, with the reason; a window of 0
+    /// (what such an idle loop does anyway) and configs without the knob are kept; under
+    /// the haltpoll governor every config runs.
+    #[test]
+    fn a_halt_poll_window_nothing_reads_is_skipped() {
+        let s = spec();
+        let [off, on, busy] = [&s.configs[0], &s.configs[1], &s.configs[2]];
+        let why = inert_halt_polling(on, Some("haltpoll"), Some("menu")).expect("inert");
+        assert!(
+            why.contains("= 50000 has no effect here") && why.contains("governor is menu"),
+            "{why}"
+        );
+        let why = inert_halt_polling(on, Some("none"), None).expect("no driver");
+        assert!(why.contains("no cpuidle driver"), "{why}");
+        assert_eq!(
+            inert_halt_polling(off, Some("haltpoll"), Some("menu")),
+            None
+        );
+        assert_eq!(inert_halt_polling(busy, None, None), None);
+        assert_eq!(
+            inert_halt_polling(on, Some("haltpoll"), Some("haltpoll")),
+            None
+        );
+    }
+}

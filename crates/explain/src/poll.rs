@@ -21,11 +21,8 @@ pub(crate) fn absent() -> String {
 /// Why the knob reaches no idle loop on this machine now (its cpuidle driver and governor,
 /// [`virtperf_wire::model::halt_poll_knob_inert`]), or None where it acts.
 pub(crate) fn inert_here() -> Option<String> {
-    let driver = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver")
-        .ok()
-        .map(|d| d.trim().to_string());
     virtperf_wire::model::halt_poll_knob_inert(
-        driver.as_deref(),
+        virtperf_measure::env::cpuidle_driver().as_deref(),
         virtperf_measure::env::cpuidle_governor().as_deref(),
     )
 }

@@ -55,6 +55,12 @@ pub fn sysctl(name: &str) -> Option<String> {
         .map(|v| v.split_ascii_whitespace().collect::<Vec<_>>().join(" "))
 }
 
+/// The cpuidle driver now (`current_driver`: `haltpoll`, `acpi_idle`, `intel_idle`,
+/// `none`); None without cpuidle.
+pub fn cpuidle_driver() -> Option<String> {
+    read_trim("/sys/devices/system/cpu/cpuidle/current_driver")
+}
+
 /// The cpuidle governor in charge now (`current_governor`, or `_ro` where the kernel was
 /// built without governor switching); None without cpuidle.
 pub fn cpuidle_governor() -> Option<String> {
@@ -67,7 +73,7 @@ pub fn fingerprint() -> Env {
     let uts = uname();
     let cpus = online_cpus();
     let idle_states = idle_states();
-    let cpuidle_driver = read_trim("/sys/devices/system/cpu/cpuidle/current_driver");
+    let cpuidle_driver = cpuidle_driver();
     let cpuidle_governor = cpuidle_governor();
     let mut halt_poll = BTreeMap::new();
     for p in HALT_POLL_PARAMS {

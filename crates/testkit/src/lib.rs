@@ -59,7 +59,7 @@ pub const CAPABILITIES: &[(&str, Option<&str>)] = &[
     ),
     (
         "haltpoll",
-        Some("hardware: cpuidle-haltpoll's guest_halt_poll_ns"),
+        Some("hardware: guest_halt_poll_ns, read by the haltpoll cpuidle governor"),
     ),
     ("busy-poll", Some("kernel: net.core.busy_poll writable")),
     ("virtio-net", Some("hardware: a virtio-net NIC")),

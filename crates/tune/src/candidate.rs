@@ -235,10 +235,7 @@ impl Machine {
             virtperf_machine::qos::current_us()
                 .ok_or_else(|| "its bound cannot be read back".to_string())
         });
-        let cpuidle_driver =
-            std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver")
-                .ok()
-                .map(|s| s.trim().to_string());
+        let cpuidle_driver = virtperf_measure::env::cpuidle_driver();
         let online_cpus =
             virtperf_measure::events::cpu_numbers(std::path::Path::new("/sys/devices/system/cpu"))
                 .unwrap_or_default();
