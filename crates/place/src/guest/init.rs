@@ -25,6 +25,9 @@ pub const FAILED: &str = "virtperf-guest: failed:";
 /// Words in a failure that mean the guest kernel lacks what the experiment asked of it (a
 /// module parameter): a capability, like a knob this machine lacks, not a fault.
 pub const LACKS: &str = "does not exist in the guest kernel";
+/// In the guest's failure line where a knob exists but nothing in the guest reads it: like
+/// [`LACKS`], the guest lacks what its config asks for.
+pub const INERT: &str = "has no effect in the guest";
 /// Where the host puts kernel modules in the initramfs (loaded in file-name order).
 pub const MODULE_DIR: &str = "/modules";
 /// Where the host puts the agent's token in the initramfs (not on the kernel command line,
@@ -273,8 +276,32 @@ fn set_module_params(params: &[(String, String, String)], passed: &[String]) -> 
         }
         std::fs::write(&path, value)
             .with_context(|| format!("setting module parameter {name}={value} ({path})"))?;
+        if let Some(why) = inert_halt_poll(&name, value) {
+            bail!("{name}={value} {INERT}: {why}");
+        }
     }
     Ok(())
+}
+
+/// Why a nonzero guest halt-poll window reaches no idle loop in this guest (the haltpoll
+/// governor reads it alone: a kernel with the governor but without the cpuidle-haltpoll
+/// driver loaded, or under another governor, would run the config's trials on an unchanged
+/// idle path), or None.
+fn inert_halt_poll(name: &str, value: &str) -> Option<String> {
+    if name != "haltpoll.guest_halt_poll_ns" || value.trim() == "0" {
+        return None;
+    }
+    let driver = virtperf_measure::env::cpuidle_driver();
+    let why = virtperf_wire::model::halt_poll_knob_inert(
+        driver.as_deref(),
+        virtperf_measure::env::cpuidle_governor().as_deref(),
+    )?;
+    Some(match driver.as_deref() {
+        None | Some("none") => format!(
+            "{why} (give the guest cpuidle_haltpoll.force=1 on its command line, with the cpuidle-haltpoll driver built into its kernel)"
+        ),
+        Some(_) => why,
+    })
 }
 
 fn wait_for_interface(name: &str, timeout: Duration) -> Result<()> {

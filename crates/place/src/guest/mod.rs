@@ -455,7 +455,7 @@ impl GuestLab {
             };
             if let Some(line) = whole.lines().find(|l| l.contains(init::FAILED)) {
                 let msg = format!("guest {i} failed to start: {}", line.trim());
-                if line.contains(init::LACKS) {
+                if line.contains(init::LACKS) || line.contains(init::INERT) {
                     return Err(GuestLacks(msg).into());
                 }
                 bail!("{msg}");
