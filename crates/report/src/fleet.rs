@@ -238,6 +238,11 @@ pub fn env_fields(e: &Env) -> BTreeMap<String, String> {
     m.insert("clocksource".into(), e.clocksource.clone());
     m.insert("nohz".into(), e.nohz.clone());
     m.insert("cpuidle".into(), none(&e.cpuidle_driver));
+    // The governor decides whether the guest halt-poll window acts (two hosts with one
+    // driver differ there); absent from fingerprints older than its field, left out then.
+    if let Some(g) = &e.cpuidle_governor {
+        m.insert("cpuidle_governor".into(), g.clone());
+    }
     m.insert("virtperf".into(), e.tool_version.clone());
     for (k, v) in e.halt_poll.iter().chain(e.sysctls.iter()) {
         m.insert(k.clone(), v.clone());
@@ -418,4 +423,28 @@ pub fn text(f: &Fleet) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two hosts with the haltpoll driver, one switched to menu: the field that tells them
+    /// apart is there; a fingerprint without a governor adds none.
+    #[test]
+    fn the_cpuidle_governor_is_among_the_fields_that_say_what_a_host_is() {
+        let e = Env {
+            cpuidle_driver: Some("haltpoll".into()),
+            cpuidle_governor: Some("menu".into()),
+            ..Env::default()
+        };
+        let f = env_fields(&e);
+        assert_eq!(f.get("cpuidle").map(String::as_str), Some("haltpoll"));
+        assert_eq!(f.get("cpuidle_governor").map(String::as_str), Some("menu"));
+        let old = Env {
+            cpuidle_governor: None,
+            ..e
+        };
+        assert!(!env_fields(&old).contains_key("cpuidle_governor"));
+    }
 }
