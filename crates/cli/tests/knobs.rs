@@ -307,37 +307,19 @@ fn a_damaged_journal_is_reported_not_ignored() {
     assert!(v["done"].as_array().is_some(), "{v}");
 }
 
-/// The cpuidle governor switched for a test, put back as found when dropped (also when an
-/// assertion fails): the haltpoll governor is the only reader of the guest halt-poll knob.
-struct GovernorAt {
-    orig: String,
-}
-
 const GOVERNOR: &str = "/sys/devices/system/cpu/cpuidle/current_governor";
 
-impl GovernorAt {
-    /// Switches to an available governor other than haltpoll; None (the skip printed)
-    /// where the governor cannot be switched or there is no other.
-    fn other_than_haltpoll() -> Option<GovernorAt> {
-        let orig = std::fs::read_to_string(GOVERNOR).ok()?.trim().to_string();
-        let avail = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/available_governors")
-            .unwrap_or_default();
-        let Some(other) = avail.split_whitespace().find(|g| *g != "haltpoll") else {
-            virtperf_testkit::skip("cpuidle", "no cpuidle governor other than haltpoll here");
-            return None;
-        };
-        if std::fs::write(GOVERNOR, other).is_err() {
-            virtperf_testkit::skip("root", &format!("switching {GOVERNOR} needs root"));
-            return None;
-        }
-        Some(GovernorAt { orig })
-    }
-}
-
-impl Drop for GovernorAt {
-    fn drop(&mut self) {
-        let _ = std::fs::write(GOVERNOR, &self.orig);
-    }
+/// The cpuidle governor switched to an available one other than haltpoll (the only reader
+/// of the guest halt-poll knob), put back as found when dropped; None (the skip printed)
+/// where there is no other or it cannot be switched.
+fn governor_other_than_haltpoll() -> Option<common::SysfsAt> {
+    let avail = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/available_governors")
+        .unwrap_or_default();
+    let Some(other) = avail.split_whitespace().find(|g| *g != "haltpoll") else {
+        virtperf_testkit::skip("cpuidle", "no cpuidle governor other than haltpoll here");
+        return None;
+    };
+    common::SysfsAt::set(GOVERNOR, other, ("cpuidle", "no cpuidle governor here"))
 }
 
 /// Under a governor that does not read it, a config's nonzero halt-poll window would
@@ -350,7 +332,7 @@ fn a_halt_poll_window_no_governor_reads_is_skipped() {
         virtperf_testkit::skip("haltpoll", "no haltpoll.guest_halt_poll_ns here");
         return;
     };
-    let Some(gov) = GovernorAt::other_than_haltpoll() else {
+    let Some(gov) = governor_other_than_haltpoll() else {
         return;
     };
     let d = common::TempDir::new("knob-inert-poll");

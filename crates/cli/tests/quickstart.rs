@@ -94,7 +94,7 @@ fn the_headline_names_the_idle_state_it_measured() {
         ("200000", "POLL state", "waking a halted vCPU"),
         ("0", "halted (", "POLL state ("),
     ] {
-        let Some(_knob) = common::HaltPollAt::set(ns) else {
+        let Some(_knob) = common::halt_poll_at(ns) else {
             return;
         };
         let tail = headline_of("1");

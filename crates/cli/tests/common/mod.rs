@@ -490,35 +490,46 @@ fn read_trimmed(path: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-/// The halt-poll window set to a value for a test and put back as found when dropped
-/// (also when the test fails).
-pub struct HaltPollAt {
+/// A sysfs file set to a value for a test and put back as found when dropped (also when
+/// the test fails).
+pub struct SysfsAt {
+    path: &'static str,
     orig: String,
 }
 
-impl HaltPollAt {
-    /// Sets the window to `ns`; None (the skip and its reason printed) where there is no
-    /// such knob or this process may not write it.
-    pub fn set(ns: &str) -> Option<HaltPollAt> {
-        let Some(orig) = std::fs::read_to_string(HALT_POLL)
+impl SysfsAt {
+    /// Sets `path` to `value`; None (the skip printed) where the file is absent (`absent`:
+    /// the capability it stands for and why) or this process may not write it.
+    pub fn set(path: &'static str, value: &str, absent: (&str, &str)) -> Option<SysfsAt> {
+        let Some(orig) = std::fs::read_to_string(path)
             .ok()
             .map(|s| s.trim().to_string())
         else {
-            virtperf_testkit::skip("haltpoll", "no cpuidle-haltpoll guest_halt_poll_ns here");
+            virtperf_testkit::skip(absent.0, absent.1);
             return None;
         };
-        if std::fs::write(HALT_POLL, ns).is_err() {
-            virtperf_testkit::skip("root", &format!("needs root to write {HALT_POLL}"));
+        if std::fs::write(path, value).is_err() {
+            virtperf_testkit::skip("root", &format!("needs root to write {path}"));
             return None;
         }
-        Some(HaltPollAt { orig })
+        Some(SysfsAt { path, orig })
     }
 }
 
-impl Drop for HaltPollAt {
+impl Drop for SysfsAt {
     fn drop(&mut self) {
-        let _ = std::fs::write(HALT_POLL, &self.orig);
+        let _ = std::fs::write(self.path, &self.orig);
     }
+}
+
+/// The halt-poll window set to `ns` for a test, put back as found when dropped.
+#[allow(dead_code)]
+pub fn halt_poll_at(ns: &str) -> Option<SysfsAt> {
+    SysfsAt::set(
+        HALT_POLL,
+        ns,
+        ("haltpoll", "no cpuidle-haltpoll guest_halt_poll_ns here"),
+    )
 }
 
 /// The agent answered every transaction the client counted (beyond `already`: a
