@@ -402,6 +402,35 @@ fn components_disappear_with_the_reason_when_a_capability_is_missing() {
     }
 }
 
+/// Under a governor that does not read it, the battery neither sets the halt-poll knob nor
+/// measures it as a remedy (its two configurations would time one idle path twice: under
+/// `menu` they once gave a 13.3 µs "cross-check" and a listed remedy); the knob's term is
+/// missing with that reason and the idle exit comes from the CPUs kept awake or is missing.
+#[test]
+fn a_halt_poll_knob_no_governor_reads_is_not_measured() {
+    let _alone = crate::alone();
+    let Some(before) = knob() else {
+        virtperf_testkit::skip("haltpoll", &format!("no {KNOB} here"));
+        return;
+    };
+    let Some(gov) = common::governor_other_than_haltpoll() else {
+        return;
+    };
+    let d = TempDir::new("explain-inert-knob");
+    let (v, err) = explain(&mut vp(), &d, &[]);
+    drop(gov);
+    assert!(err.contains("nothing reads the knob"), "{err}");
+    let why = missing_reason(&v, "idle_exit_knob").unwrap_or_else(|| panic!("{v}"));
+    assert!(why.contains("nothing reads the knob"), "{why}");
+    assert!(
+        !names(&v, "cross_checks").contains(&"idle_exit_knob".into()),
+        "{v}"
+    );
+    let remedies = v["remedies"].to_string();
+    assert!(!remedies.contains("guest halt polling"), "{remedies}");
+    assert_eq!(knob(), Some(before), "the knob is not as found");
+}
+
 /// Stopped while the halt-poll knob is changed, the battery restores it, keeps what it
 /// measured and exits as a stopped command does.
 #[test]

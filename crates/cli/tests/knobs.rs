@@ -307,21 +307,6 @@ fn a_damaged_journal_is_reported_not_ignored() {
     assert!(v["done"].as_array().is_some(), "{v}");
 }
 
-const GOVERNOR: &str = "/sys/devices/system/cpu/cpuidle/current_governor";
-
-/// The cpuidle governor switched to an available one other than haltpoll (the only reader
-/// of the guest halt-poll knob), put back as found when dropped; None (the skip printed)
-/// where there is no other or it cannot be switched.
-fn governor_other_than_haltpoll() -> Option<common::SysfsAt> {
-    let avail = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/available_governors")
-        .unwrap_or_default();
-    let Some(other) = avail.split_whitespace().find(|g| *g != "haltpoll") else {
-        virtperf_testkit::skip("cpuidle", "no cpuidle governor other than haltpoll here");
-        return None;
-    };
-    common::SysfsAt::set(GOVERNOR, other, ("cpuidle", "no cpuidle governor here"))
-}
-
 /// Under a governor that does not read it, a config's nonzero halt-poll window would
 /// measure the as-is idle path under its own name: it is skipped saying so, before the knob
 /// is written, while the window of 0 (what such an idle loop does anyway) runs.
@@ -332,7 +317,7 @@ fn a_halt_poll_window_no_governor_reads_is_skipped() {
         virtperf_testkit::skip("haltpoll", "no haltpoll.guest_halt_poll_ns here");
         return;
     };
-    let Some(gov) = governor_other_than_haltpoll() else {
+    let Some(gov) = common::governor_other_than_haltpoll() else {
         return;
     };
     let d = common::TempDir::new("knob-inert-poll");
@@ -349,7 +334,7 @@ fn a_halt_poll_window_no_governor_reads_is_skipped() {
         .arg(d.path("r.db"))
         .output()
         .unwrap();
-    let now = std::fs::read_to_string(GOVERNOR).unwrap_or_default();
+    let now = std::fs::read_to_string(common::GOVERNOR).unwrap_or_default();
     drop(gov);
     common::assert_ok(&out);
     let err = String::from_utf8_lossy(&out.stderr);

@@ -246,9 +246,10 @@ pub fn run(
     let mut guard = KnobGuard::journaled(virtperf_machine::knob::Journal::for_this_process(
         &state_dir,
     ));
-    // The original value (if the knob exists) and whether it can be changed.
+    // The original value (if the knob exists) and whether it can be changed: a knob nothing
+    // reads is not, since its two configurations would measure one idle path twice.
     let current = poll::current(&knob);
-    let writable = knob.probe();
+    let writable = poll::settable(&knob, current);
     let mut configs = configs(opts, current, &knob, writable.as_ref().ok());
     let mut originals: Vec<(Knob, String)> = Vec::new();
     if let Ok(orig) = &writable {

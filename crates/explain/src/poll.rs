@@ -26,3 +26,16 @@ pub(crate) fn inert_here() -> Option<String> {
         virtperf_measure::env::cpuidle_governor().as_deref(),
     )
 }
+
+/// The knob's original value where the battery may set it: it exists (`current`), the
+/// haltpoll governor reads it here ([`inert_here`]) and this process may write it; else why
+/// not.
+pub(crate) fn settable(
+    knob: &virtperf_machine::knob::Knob,
+    current: Option<u64>,
+) -> anyhow::Result<String> {
+    match (current, inert_here()) {
+        (Some(_), Some(why)) => Err(anyhow::anyhow!("{POLL_KNOB} exists, but {why}")),
+        _ => knob.probe(),
+    }
+}

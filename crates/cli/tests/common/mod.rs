@@ -522,6 +522,24 @@ impl Drop for SysfsAt {
     }
 }
 
+/// The cpuidle governor in charge (writable by root).
+#[allow(dead_code)]
+pub const GOVERNOR: &str = "/sys/devices/system/cpu/cpuidle/current_governor";
+
+/// The cpuidle governor switched to an available one other than haltpoll (the only reader
+/// of the guest halt-poll knob), put back as found when dropped; None (the skip printed)
+/// where there is no other or it cannot be switched.
+#[allow(dead_code)]
+pub fn governor_other_than_haltpoll() -> Option<SysfsAt> {
+    let avail = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/available_governors")
+        .unwrap_or_default();
+    let Some(other) = avail.split_whitespace().find(|g| *g != "haltpoll") else {
+        virtperf_testkit::skip("cpuidle", "no cpuidle governor other than haltpoll here");
+        return None;
+    };
+    SysfsAt::set(GOVERNOR, other, ("cpuidle", "no cpuidle governor here"))
+}
+
 /// The halt-poll window set to `ns` for a test, put back as found when dropped.
 #[allow(dead_code)]
 pub fn halt_poll_at(ns: &str) -> Option<SysfsAt> {
