@@ -286,7 +286,14 @@ pub fn discover(m: &Machine, t: &Target) -> (Vec<Candidate>, Vec<NotHere>) {
         Ok(now) if *now > 0 => c.push(Candidate {
             name: "dma-latency-0".into(),
             family: "cpu_dma_latency".into(),
-            what: "cpu_dma_latency held at 0 (CPUs only poll when idle, never halt)".into(),
+            // The governor honours the bound; with no cpuidle driver no governor runs and
+            // the idle loop halts without reading it (kernel/sched/idle.c,
+            // cpuidle_idle_call), so there the measurement alone says what it does.
+            what: match m.cpuidle_driver.as_deref() {
+                None | Some("none") => "cpu_dma_latency held at 0 (no cpuidle driver here to honour it: the idle loop may halt anyway)",
+                Some(_) => "cpu_dma_latency held at 0 (CPUs only poll when idle, never halt)",
+            }
+            .into(),
             settings: vec![Setting::DmaLatency { us: 0 }],
         }),
         Ok(_) => not.push(NotHere {
@@ -690,6 +697,29 @@ mod tests {
             .expect("said why")
             .why;
         assert!(why.contains("governor is menu"), "{why}");
+    }
+
+    /// Without a cpuidle driver nothing honours the latency bound: the candidate stays (its
+    /// trials decide) but does not promise polling.
+    #[test]
+    fn the_latency_bound_promises_polling_only_where_a_driver_honours_it() {
+        let what = |driver: Option<&str>| {
+            let m = Machine {
+                cpuidle_driver: driver.map(str::to_string),
+                ..machine(Ok("0"), "0", Ok(2_000_000_000))
+            };
+            let (c, _) = discover(&m, &rr());
+            c.into_iter()
+                .find(|c| c.name == "dma-latency-0")
+                .expect("offered")
+                .what
+        };
+        assert!(what(Some("haltpoll")).contains("only poll when idle"));
+        let none = what(Some("none"));
+        assert!(
+            none.contains("no cpuidle driver") && !none.contains("never halt"),
+            "{none}"
+        );
     }
 
     /// Both ends pinned to one CPU: the remedy the other way is each on its own CPU.
