@@ -83,6 +83,7 @@ fn sysctl_d(head: &str, w: &Configuration, m: &Machine) -> String {
         "# {head}\n# Install: cp THIS_FILE /etc/sysctl.d/90-virtperf-tune.conf && sysctl --system\n# Undo: rm /etc/sysctl.d/90-virtperf-tune.conf, then set each value back (below) or reboot\n"
     );
     let mut notes = Vec::new();
+    let mut needs = Vec::new();
     for st in w.settings() {
         match st {
             Setting::Sysctl { name, value } => {
@@ -94,6 +95,7 @@ fn sysctl_d(head: &str, w: &Configuration, m: &Machine) -> String {
                     "module parameter {name} = {value} (was {}): not a sysctl; at run time `echo {value} > /sys/module/{module}/parameters/{param}`, at boot `{name}={value}` on the kernel command line",
                     was(m, name)
                 ));
+                needs.extend(reader_note(name));
             }
             Setting::NetDev { name, value } => notes.push(format!(
                 "/sys/class/net/{name} = {value} (was {}): not a sysctl; at run time `echo {value} > /sys/class/net/{name}`, at boot a udev rule or tuned's [sysfs]",
@@ -123,7 +125,19 @@ fn sysctl_d(head: &str, w: &Configuration, m: &Machine) -> String {
     for n in notes {
         s.push_str(&format!("# Not set by this file: {n}\n"));
     }
+    for n in needs {
+        s.push_str(&format!("# Needs: {n}\n"));
+    }
     s
+}
+
+/// What a written setting needs besides itself on the machines it is copied to: the guest
+/// halt-poll window acts only under the haltpoll cpuidle governor (under `menu` 200 µs of
+/// it changed nothing measured; bench/RESULTS.md), which tune found in charge here.
+fn reader_note(name: &str) -> Option<String> {
+    (name == "haltpoll.guest_halt_poll_ns").then(|| {
+        "haltpoll.guest_halt_poll_ns acts only where the cpuidle governor is haltpoll, as it was when measured: check /sys/devices/system/cpu/cpuidle/current_governor on each machine".to_string()
+    })
 }
 
 fn tuned(head: &str, w: &Configuration, m: &Machine) -> String {
@@ -131,6 +145,7 @@ fn tuned(head: &str, w: &Configuration, m: &Machine) -> String {
     let mut sysfs = Vec::new();
     let mut cpu = Vec::new();
     let mut notes = Vec::new();
+    let mut needs = Vec::new();
     for st in w.settings() {
         match st {
             Setting::Sysctl { name, value } => {
@@ -142,6 +157,7 @@ fn tuned(head: &str, w: &Configuration, m: &Machine) -> String {
                     "# was {}\n/sys/module/{module}/parameters/{param}={value}",
                     was(m, name)
                 ));
+                needs.extend(reader_note(name));
             }
             Setting::NetDev { name, value } => sysfs.push(format!(
                 "# was {}\n/sys/class/net/{name}={value}",
@@ -163,6 +179,9 @@ fn tuned(head: &str, w: &Configuration, m: &Machine) -> String {
         s.push_str(&format!(
             "# Not set by this profile (the application's or the guest's): {n}\n"
         ));
+    }
+    for n in needs {
+        s.push_str(&format!("# Needs: {n}\n"));
     }
     s.push_str(&format!("\n[main]\nsummary={}\n", w.what()));
     for (section, lines) in [("sysctl", sysctl), ("sysfs", sysfs), ("cpu", cpu)] {
@@ -258,6 +277,13 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("[cpu]\nforce_latency=0"), "{t}");
+        // The window needs its reader on the machines the file is copied to.
+        for text in [&s, &t] {
+            assert!(
+                text.contains("# Needs: haltpoll.guest_halt_poll_ns acts only where the cpuidle governor is haltpoll"),
+                "{text}"
+            );
+        }
         assert!(
             t.contains("/sys/class/net/lo/queues/rx-0/rps_cpus=2"),
             "{t}"
