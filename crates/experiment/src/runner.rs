@@ -308,17 +308,17 @@ fn inert_halt_polling(
     governor: Option<&str>,
 ) -> Option<String> {
     use virtperf_machine::knob::KnobKind;
-    let (knob, value) = cfg.knobs.iter().find(|(k, v)| {
-        k.kind == KnobKind::ModuleParam
-            && k.name == "haltpoll.guest_halt_poll_ns"
-            && v.trim().parse::<u64>() != Ok(0)
-    })?;
-    let why = virtperf_wire::model::halt_poll_knob_inert(driver, governor)?;
-    Some(format!(
-        "{} = {} has no effect here: {why}; the config would measure the idle path unchanged",
-        knob.name,
-        value.trim()
-    ))
+    cfg.knobs
+        .iter()
+        .filter(|(k, _)| k.kind == KnobKind::ModuleParam)
+        .find_map(|(k, v)| {
+            let why = virtperf_wire::model::inert_module_setting(&k.name, v, driver, governor)?;
+            Some(format!(
+                "{} = {} has no effect here: {why}; the config would measure the idle path unchanged",
+                k.name,
+                v.trim()
+            ))
+        })
 }
 
 /// The order of trials: rounds of every point × config (interleaved A B A B …), `min`

@@ -288,11 +288,10 @@ fn set_module_params(params: &[(String, String, String)], passed: &[String]) -> 
 /// driver loaded, or under another governor, would run the config's trials on an unchanged
 /// idle path), or None.
 fn inert_halt_poll(name: &str, value: &str) -> Option<String> {
-    if name != "haltpoll.guest_halt_poll_ns" || value.trim() == "0" {
-        return None;
-    }
     let driver = virtperf_measure::env::cpuidle_driver();
-    let why = virtperf_wire::model::halt_poll_knob_inert(
+    let why = virtperf_wire::model::inert_module_setting(
+        name,
+        value,
         driver.as_deref(),
         virtperf_measure::env::cpuidle_governor().as_deref(),
     )?;

@@ -173,6 +173,25 @@ pub fn halt_poll_knob_inert(driver: Option<&str>, governor: Option<&str>) -> Opt
     }
 }
 
+/// The guest halt-poll window's parameter.
+pub const HALT_POLL_KNOB: &str = "haltpoll.guest_halt_poll_ns";
+
+/// Why setting module parameter `name` to `value` would change nothing on a machine with
+/// this cpuidle driver and governor: a nonzero [`HALT_POLL_KNOB`] window that no governor
+/// reads ([`halt_poll_knob_inert`]). A window of 0 is never inert (no polling is what an
+/// idle loop without the governor does), nor is any other parameter.
+pub fn inert_module_setting(
+    name: &str,
+    value: &str,
+    driver: Option<&str>,
+    governor: Option<&str>,
+) -> Option<String> {
+    if name != HALT_POLL_KNOB || value.trim().parse::<u64>() == Ok(0) {
+        return None;
+    }
+    halt_poll_knob_inert(driver, governor)
+}
+
 impl Env {
     /// [`halt_poll_knob_inert`] for the machine this fingerprint describes.
     pub fn halt_poll_knob_inert(&self) -> Option<String> {
@@ -201,5 +220,21 @@ mod tests {
         assert_eq!(inert(Some("haltpoll"), None), None);
         let acpi = inert(Some("acpi_idle"), None).unwrap_or_default();
         assert!(acpi.contains("driver is acpi_idle"), "{acpi}");
+    }
+
+    #[test]
+    fn only_a_nonzero_window_can_be_an_inert_setting() {
+        use super::inert_module_setting as setting;
+        let menu = (Some("haltpoll"), Some("menu"));
+        assert!(setting(super::HALT_POLL_KNOB, "50000", menu.0, menu.1).is_some());
+        assert!(setting(super::HALT_POLL_KNOB, " 00 ", menu.0, menu.1).is_none());
+        assert!(setting("haltpoll.guest_halt_poll_grow", "4", menu.0, menu.1).is_none());
+        assert!(setting(
+            super::HALT_POLL_KNOB,
+            "50000",
+            Some("haltpoll"),
+            Some("haltpoll")
+        )
+        .is_none());
     }
 }
