@@ -36,7 +36,7 @@ fn explain(db: &std::path::Path, extra: &[&str]) -> serde_json::Value {
 /// Whether the battery's halt-polling remedy can set this machine's knob, which reads
 /// `before`: the haltpoll governor reads it, it polls less than 200 µs, and this is root.
 fn halt_poll_settable(before: Option<&str>) -> bool {
-    common::halt_poll_inert().is_none()
+    virtperf_measure::env::halt_poll_inert_now().is_none()
         && before
             .and_then(|v| v.trim().parse::<u64>().ok())
             .is_some_and(|v| v < 200_000)

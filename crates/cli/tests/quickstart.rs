@@ -86,7 +86,7 @@ fn the_headline_names_the_idle_state_it_measured() {
         );
         return;
     }
-    if let Some(why) = common::halt_poll_inert() {
+    if let Some(why) = virtperf_measure::env::halt_poll_inert_now() {
         virtperf_testkit::skip("haltpoll", &format!("the halt-poll window: {why}"));
         return;
     }

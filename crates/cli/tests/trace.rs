@@ -293,7 +293,7 @@ fn polls_are_neither_halts_nor_exits() {
     if !counting_on_two_cpus() {
         return;
     }
-    if let Some(why) = common::halt_poll_inert() {
+    if let Some(why) = virtperf_measure::env::halt_poll_inert_now() {
         virtperf_testkit::skip("haltpoll", &format!("the halt-poll window: {why}"));
         return;
     }

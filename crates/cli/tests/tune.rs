@@ -506,7 +506,7 @@ fn writable_halt_poll() -> Option<String> {
         return None;
     };
     // tune tries no window that nothing reads.
-    if let Some(why) = common::halt_poll_inert() {
+    if let Some(why) = virtperf_measure::env::halt_poll_inert_now() {
         virtperf_testkit::skip("haltpoll", &format!("the halt-poll window: {why}"));
         return None;
     }

@@ -18,23 +18,14 @@ pub(crate) fn absent() -> String {
     format!("{POLL_KNOB} does not exist here (not a KVM guest with the cpuidle-haltpoll driver)")
 }
 
-/// Why the knob reaches no idle loop on this machine now (its cpuidle driver and governor,
-/// [`virtperf_wire::model::halt_poll_knob_inert`]), or None where it acts.
-pub(crate) fn inert_here() -> Option<String> {
-    virtperf_wire::model::halt_poll_knob_inert(
-        virtperf_measure::env::cpuidle_driver().as_deref(),
-        virtperf_measure::env::cpuidle_governor().as_deref(),
-    )
-}
-
 /// The knob's original value where the battery may set it: it exists (`current`), the
-/// haltpoll governor reads it here ([`inert_here`]) and this process may write it; else why
-/// not.
+/// haltpoll governor reads it here ([`virtperf_measure::env::halt_poll_inert_now`]) and
+/// this process may write it; else why not.
 pub(crate) fn settable(
     knob: &virtperf_machine::knob::Knob,
     current: Option<u64>,
 ) -> anyhow::Result<String> {
-    match (current, inert_here()) {
+    match (current, virtperf_measure::env::halt_poll_inert_now()) {
         (Some(_), Some(why)) => Err(anyhow::anyhow!("{POLL_KNOB} exists, but {why}")),
         _ => knob.probe(),
     }

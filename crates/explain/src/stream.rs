@@ -420,7 +420,7 @@ fn halt_poll(
     };
     // The knob is the haltpoll governor's: under another governor (or without a driver) it
     // reads a value that nothing acts on (an AMD guest here read 200000 with no driver).
-    if let Some(why) = crate::poll::inert_here() {
+    if let Some(why) = virtperf_measure::env::halt_poll_inert_now() {
         return Err(format!("{} exists, but {why}", crate::poll::POLL_KNOB));
     }
     if current >= crate::poll::POLL_WINDOW_NS {

@@ -68,6 +68,16 @@ pub fn cpuidle_governor() -> Option<String> {
         .or_else(|| read_trim("/sys/devices/system/cpu/cpuidle/current_governor_ro"))
 }
 
+/// Why the guest halt-poll knob reaches no idle loop on this machine now (its cpuidle
+/// driver and governor, [`virtperf_wire::model::halt_poll_knob_inert`]), or None where it
+/// acts.
+pub fn halt_poll_inert_now() -> Option<String> {
+    virtperf_wire::model::halt_poll_knob_inert(
+        cpuidle_driver().as_deref(),
+        cpuidle_governor().as_deref(),
+    )
+}
+
 /// Collects the fingerprint of this machine. Takes a few milliseconds (it times the clock).
 pub fn fingerprint() -> Env {
     let uts = uname();

@@ -473,23 +473,6 @@ pub fn run_db_ok(args: &[&str], db: &std::path::Path) -> String {
 /// before it halts).
 pub const HALT_POLL: &str = "/sys/module/haltpoll/parameters/guest_halt_poll_ns";
 
-/// Why [`HALT_POLL`] reaches no idle loop on this machine now (no cpuidle driver, or a
-/// governor other than haltpoll, the one that reads it), or None where it acts: the
-/// product's own rule, read from the live cpuidle files.
-#[allow(dead_code)]
-pub fn halt_poll_inert() -> Option<String> {
-    let driver = read_trimmed("/sys/devices/system/cpu/cpuidle/current_driver");
-    let governor = read_trimmed("/sys/devices/system/cpu/cpuidle/current_governor")
-        .or_else(|| read_trimmed("/sys/devices/system/cpu/cpuidle/current_governor_ro"));
-    virtperf_wire::model::halt_poll_knob_inert(driver.as_deref(), governor.as_deref())
-}
-
-fn read_trimmed(path: &str) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
-}
-
 /// A sysfs file set to a value for a test and put back as found when dropped (also when
 /// the test fails).
 pub struct SysfsAt {
