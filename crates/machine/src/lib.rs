@@ -7,6 +7,7 @@
 //! take the lock or apply knobs; it knows none of them.
 
 pub mod children;
+pub mod journal;
 pub mod knob;
 pub mod lock;
 pub mod qos;
