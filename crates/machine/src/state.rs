@@ -111,6 +111,21 @@ pub(crate) fn start_time(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(22 - 3)?.parse().ok()
 }
 
+/// Whether a process has exited and only waits for its parent to reap it (state `Z`,
+/// zombie, or `X`): it will never put back what it changed, though /proc still lists it
+/// with its start time. A run killed by SIGKILL stays so for as long as its parent does
+/// not wait for it (a script, a supervisor that reaps late), and `cleanup` must not call
+/// it running meanwhile.
+fn exited(pid: u32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    let state = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().next());
+    matches!(state, Some("Z" | "X" | "x"))
+}
+
 impl Owner {
     /// This process.
     pub fn me() -> Owner {
@@ -128,7 +143,7 @@ impl Owner {
             return Liveness::Stale;
         }
         match start_time(self.pid) {
-            Some(s) if s == self.start => Liveness::Alive,
+            Some(s) if s == self.start && !exited(self.pid) => Liveness::Alive,
             _ => Liveness::Dead,
         }
     }
@@ -284,6 +299,37 @@ mod tests {
             ..me
         };
         assert_eq!(old_boot.liveness(), Liveness::Stale);
+    }
+
+    /// A killed process its parent has not reaped yet (a zombie) keeps its /proc entry and
+    /// start time, but it is dead: what it changed is for `cleanup` to put back.
+    #[test]
+    fn an_unreaped_killed_process_is_dead() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep runs");
+        let owner = Owner {
+            pid: child.id(),
+            start: start_time(child.id()).expect("its start time"),
+            boot_id: boot_id(),
+        };
+        assert_eq!(owner.liveness(), Liveness::Alive);
+        child.kill().expect("killed");
+        // Not waited for: it stays a zombie until `wait` below, once the kernel has
+        // finished its exit (a few milliseconds).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !exited(owner.pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(
+            start_time(owner.pid),
+            Some(owner.start),
+            "still listed in /proc"
+        );
+        assert_eq!(owner.liveness(), Liveness::Dead);
+        child.wait().expect("reaped");
+        assert_eq!(owner.liveness(), Liveness::Dead);
     }
 
     #[test]
