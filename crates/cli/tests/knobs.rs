@@ -309,7 +309,9 @@ fn a_damaged_journal_is_reported_not_ignored() {
 
 /// Under a governor that does not read it, a config's nonzero halt-poll window would
 /// measure the as-is idle path under its own name: it is skipped saying so, before the knob
-/// is written, while the window of 0 (what such an idle loop does anyway) runs.
+/// is written, while the window of 0 (what such an idle loop does anyway) runs, and so does
+/// the same window in a config that switches to the haltpoll governor itself (its setup
+/// hook sees haltpoll in charge; the governor found is back after the run).
 #[test]
 fn a_halt_poll_window_no_governor_reads_is_skipped() {
     let _alone = crate::alone();
@@ -326,9 +328,15 @@ fn a_halt_poll_window_no_governor_reads_is_skipped() {
         &spec,
         "name = \"s\"\nduration = \"200ms\"\nrepetitions = 1\n[[workload]]\nkind = \"rr\"\n\
          [[config]]\nname = \"no-poll\"\nmodule = { \"haltpoll.guest_halt_poll_ns\" = 0 }\n\
-         [[config]]\nname = \"poll-50us\"\nmodule = { \"haltpoll.guest_halt_poll_ns\" = 50000 }\n",
+         [[config]]\nname = \"poll-50us\"\nmodule = { \"haltpoll.guest_halt_poll_ns\" = 50000 }\n\
+         [[config]]\nname = \"switched\"\ncpuidle_governor = \"haltpoll\"\n\
+         module = { \"haltpoll.guest_halt_poll_ns\" = 50000 }\n\
+         setup = \"cat /sys/devices/system/cpu/cpuidle/current_governor > SEEN\"\n",
     )
     .unwrap();
+    let seen = d.path("seen");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(&spec, text.replace("SEEN", seen.to_str().unwrap())).unwrap();
     let out = vp()
         .args(["run", spec.to_str().unwrap(), "--db"])
         .arg(d.path("r.db"))
@@ -345,6 +353,20 @@ fn a_halt_poll_window_no_governor_reads_is_skipped() {
         "{err}"
     );
     assert!(!err.contains("config no-poll skipped"), "{err}");
+    assert!(!err.contains("config switched skipped"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&seen)
+            .ok()
+            .as_deref()
+            .map(str::trim),
+        Some("haltpoll"),
+        "the switched config's trials ran under another governor"
+    );
+    assert_ne!(
+        now.trim(),
+        "haltpoll",
+        "the governor found was not put back"
+    );
     assert_eq!(
         std::fs::read_to_string(common::HALT_POLL).ok().as_deref(),
         Some(before.as_str()),

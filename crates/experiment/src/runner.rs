@@ -198,11 +198,14 @@ fn probe<'a>(spec: &'a Spec, guard: &mut KnobGuard, obs: &mut dyn Observer) -> R
         records: Vec::new(),
     };
     for cfg in &spec.configs {
-        let mut reason = inert_cpuidle_switches(cfg).or_else(|| {
-            let driver = virtperf_measure::env::cpuidle_driver();
-            let governor = virtperf_measure::env::cpuidle_governor();
-            inert_halt_polling(cfg, driver.as_deref(), governor.as_deref())
-        });
+        // The governor the config's trials run under: its own, else the one in charge now.
+        let governor = config_governor(cfg).or_else(virtperf_measure::env::cpuidle_governor);
+        let mut reason = unavailable_governor(cfg, virtperf_measure::env::available_governors())
+            .or_else(|| inert_cpuidle_switches(cfg, governor.as_deref()))
+            .or_else(|| {
+                let driver = virtperf_measure::env::cpuidle_driver();
+                inert_halt_polling(cfg, driver.as_deref(), governor.as_deref())
+            });
         let mut originals = Vec::new();
         for (knob, value) in cfg.knobs.iter().filter(|_| reason.is_none()) {
             match knob.probe() {
@@ -281,7 +284,7 @@ fn probe<'a>(spec: &'a Spec, guard: &mut KnobGuard, obs: &mut dyn Observer) -> R
 /// is 0 or has run out (drivers/cpuidle/governors/haltpoll.c, `haltpoll_select`), so the
 /// config would measure the idle path unchanged under its own name (traced here with state
 /// 1 disabled: 1.99 idle entries per round trip, every one a halt; bench/RESULTS.md).
-fn inert_cpuidle_switches(cfg: &Config) -> Option<String> {
+fn inert_cpuidle_switches(cfg: &Config, governor: Option<&str>) -> Option<String> {
     use virtperf_machine::knob::KnobKind;
     if !cfg
         .knobs
@@ -290,10 +293,35 @@ fn inert_cpuidle_switches(cfg: &Config) -> Option<String> {
     {
         return None;
     }
-    let governor = virtperf_measure::env::cpuidle_governor()?;
-    (governor == "haltpoll").then(|| {
+    (governor? == "haltpoll").then(|| {
         "cpuidle_disable has no effect under the cpuidle governor haltpoll, which never reads the states' disable switches (it halts whenever its poll window is 0 or runs out): keep the CPUs from halting with cpu_dma_latency = 0 or haltpoll.guest_halt_poll_ns instead".to_string()
     })
+}
+
+/// The cpuidle governor a config switches to (`cpuidle_governor = "haltpoll"`), if any.
+fn config_governor(cfg: &Config) -> Option<String> {
+    use virtperf_machine::knob::KnobKind;
+    cfg.knobs
+        .iter()
+        .find(|(k, _)| k.kind == KnobKind::CpuidleGovernor)
+        .map(|(_, v)| v.trim().to_string())
+}
+
+/// Why a config's governor cannot be switched to here: this kernel was built without it
+/// (the Debian 6.1 kernels lack haltpoll), or without cpuidle at all. Said before any knob
+/// is written, where the kernel's EINVAL would stop the run at the config's first trial.
+fn unavailable_governor(cfg: &Config, available: Option<Vec<String>>) -> Option<String> {
+    let wanted = config_governor(cfg)?;
+    match available {
+        None => Some(format!(
+            "cpuidle_governor = {wanted:?} cannot be set: this kernel has no cpuidle (no /sys/devices/system/cpu/cpuidle/available_governors)"
+        )),
+        Some(a) if !a.contains(&wanted) => Some(format!(
+            "cpuidle governor {wanted:?} is not in this kernel (available: {})",
+            a.join(" ")
+        )),
+        Some(_) => None,
+    }
 }
 
 /// Why a config's guest halt-polling window would change nothing here: the knob is read
@@ -750,7 +778,7 @@ pub use crate::spec::plan_for;
 
 #[cfg(test)]
 mod tests {
-    use super::inert_halt_polling;
+    use super::{config_governor, inert_halt_polling, unavailable_governor};
 
     fn spec() -> crate::spec::Spec {
         crate::spec::parse(
@@ -794,6 +822,50 @@ sysctl = { "net.core.busy_poll" = 50 }
         assert_eq!(
             inert_halt_polling(on, Some("haltpoll"), Some("haltpoll")),
             None
+        );
+    }
+
+    /// A config that switches to the haltpoll governor makes its own window act, so the
+    /// window is judged under the config's governor; a governor this kernel lacks, or a
+    /// kernel without cpuidle, is a skip with the available names, not a failed write.
+    #[test]
+    fn a_config_runs_under_its_own_governor() {
+        let s = crate::spec::parse(
+            r#"
+name = "gov"
+[[workload]]
+kind = "rr"
+[[config]]
+name = "haltpoll-200us"
+cpuidle_governor = "haltpoll"
+module = { "haltpoll.guest_halt_poll_ns" = 200000 }
+"#,
+        )
+        .expect("parses");
+        let cfg = &s.configs[0];
+        let gov = config_governor(cfg);
+        assert_eq!(gov.as_deref(), Some("haltpoll"));
+        assert_eq!(
+            inert_halt_polling(cfg, Some("haltpoll"), gov.as_deref()),
+            None
+        );
+        let have = |a: &[&str]| Some(a.iter().map(|s| s.to_string()).collect());
+        assert_eq!(unavailable_governor(cfg, have(&["menu", "haltpoll"])), None);
+        let why = unavailable_governor(cfg, have(&["ladder", "menu"])).expect("missing");
+        assert!(
+            why.contains("\"haltpoll\" is not in this kernel (available: ladder menu)"),
+            "{why}"
+        );
+        assert!(unavailable_governor(cfg, None)
+            .expect("no cpuidle")
+            .contains("no cpuidle"));
+        let bad = crate::spec::parse(
+            "name = \"g\"\n[[workload]]\nkind = \"rr\"\n[[config]]\nname = \"x\"\ncpuidle_governor = \"../menu\"\n",
+        )
+        .expect_err("a path is no governor");
+        assert!(
+            bad.to_string().contains("invalid cpuidle governor"),
+            "{bad}"
         );
     }
 }

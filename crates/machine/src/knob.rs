@@ -35,7 +35,15 @@ pub enum KnobKind {
     /// A network device's steering file under /sys/class/net/DEV/ (RPS, RFS, XPS, NAPI
     /// deferral), named `DEV/queues/rx-0/rps_cpus`.
     NetDev,
+    /// The cpuidle governor in charge of every CPU
+    /// (/sys/devices/system/cpu/cpuidle/current_governor), named `cpuidle.governor`: the
+    /// guest halt-poll window is read by the haltpoll governor alone, so switching to it is
+    /// what makes that window act where another governor runs.
+    CpuidleGovernor,
 }
+
+/// The name of the [`KnobKind::CpuidleGovernor`] knob, as specs and the journal write it.
+pub const GOVERNOR_KNOB: &str = "cpuidle.governor";
 
 /// The files under /sys/class/net/DEV/ a [`KnobKind::NetDev`] knob may name: receive and
 /// transmit steering per queue, and NAPI's interrupt deferral per device.
@@ -168,6 +176,10 @@ impl Knob {
             KnobKind::Sysctl => Knob::sysctl(name),
             KnobKind::ModuleParam => Knob::module_param(name),
             KnobKind::NetDev => Knob::netdev(name),
+            KnobKind::CpuidleGovernor if name == GOVERNOR_KNOB => Ok(Knob::cpuidle_governor()),
+            KnobKind::CpuidleGovernor => {
+                Err(anyhow!("invalid cpuidle governor switch name {name:?}"))
+            }
             KnobKind::CpuidleDisable => {
                 let bad = || anyhow!("invalid cpuidle switch name {name:?}");
                 let rest = name.strip_prefix("cpuidle.cpu").ok_or_else(bad)?;
@@ -178,6 +190,15 @@ impl Knob {
                     state.parse().map_err(|_| bad())?,
                 ))
             }
+        }
+    }
+
+    /// The cpuidle governor switch (`cpuidle.governor`); see [`KnobKind::CpuidleGovernor`].
+    pub fn cpuidle_governor() -> Knob {
+        Knob {
+            name: GOVERNOR_KNOB.to_string(),
+            kind: KnobKind::CpuidleGovernor,
+            path: PathBuf::from("/sys/devices/system/cpu/cpuidle/current_governor"),
         }
     }
 
@@ -210,6 +231,7 @@ impl Knob {
             KnobKind::ModuleParam => "module parameter",
             KnobKind::CpuidleDisable => "cpuidle switch",
             KnobKind::NetDev => "network device file",
+            KnobKind::CpuidleGovernor => "cpuidle governor switch",
         };
         let original = self.read().map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => anyhow!(
@@ -228,6 +250,23 @@ impl Knob {
             _ => anyhow!("cannot write {what} {}: {e}", self.name),
         })?;
         Ok(original)
+    }
+}
+
+/// Checks a governor's name as a spec gives it: the kernel's names are short words
+/// (`menu`, `teo`, `ladder`, `haltpoll`; at most 15 bytes, CPUIDLE_NAME_LEN), and anything
+/// else would only come back as EINVAL at the config's first trial.
+pub fn check_governor(name: &str) -> Result<()> {
+    let ok = (1..16).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(anyhow!(
+            "invalid cpuidle governor {name:?}: write one of the names in /sys/devices/system/cpu/cpuidle/available_governors (menu, teo, ladder, haltpoll)"
+        ))
     }
 }
 
@@ -450,6 +489,9 @@ mod tests {
         let k = Knob::from_name(KnobKind::CpuidleDisable, "cpuidle.cpu3.state1.disable").unwrap();
         assert_eq!(k, Knob::cpuidle_disable(3, 1));
         assert!(Knob::from_name(KnobKind::CpuidleDisable, "cpuidle.cpu3/../x").is_err());
+        let g = Knob::from_name(KnobKind::CpuidleGovernor, GOVERNOR_KNOB).unwrap();
+        assert_eq!(g, Knob::cpuidle_governor());
+        assert!(Knob::from_name(KnobKind::CpuidleGovernor, "cpuidle.cpu0.governor").is_err());
         let k = Knob::from_name(KnobKind::NetDev, "lo/queues/rx-0/rps_cpus").unwrap();
         assert_eq!(
             k.path,
@@ -470,5 +512,24 @@ mod tests {
             assert!(Knob::from_name(KnobKind::NetDev, bad).is_err(), "{bad}");
         }
         assert!(Knob::from_name(KnobKind::Sysctl, "../../etc/passwd").is_err());
+    }
+
+    /// A governor's name is a short lowercase word; a path, a space or an empty value is
+    /// refused before it could reach the sysfs file.
+    #[test]
+    fn governor_names_are_words() {
+        for good in ["menu", "teo", "ladder", "haltpoll"] {
+            assert!(check_governor(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "Menu",
+            "menu\n",
+            "../menu",
+            "halt poll",
+            "a-governor-name-too-long",
+        ] {
+            assert!(check_governor(bad).is_err(), "{bad:?}");
+        }
     }
 }

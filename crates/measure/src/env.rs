@@ -68,6 +68,13 @@ pub fn cpuidle_governor() -> Option<String> {
         .or_else(|| read_trim("/sys/devices/system/cpu/cpuidle/current_governor_ro"))
 }
 
+/// The cpuidle governors this kernel has (`available_governors`, space separated); None
+/// without cpuidle.
+pub fn available_governors() -> Option<Vec<String>> {
+    read_trim("/sys/devices/system/cpu/cpuidle/available_governors")
+        .map(|s| s.split_whitespace().map(str::to_string).collect())
+}
+
 /// Why the guest halt-poll knob reaches no idle loop on this machine now (its cpuidle
 /// driver and governor, [`virtperf_wire::model::halt_poll_knob_inert`]), or None where it
 /// acts.

@@ -98,8 +98,8 @@ pub(super) fn config(text: &str, c: &Spanned<RawConfig>) -> Result<Vec<Config>, 
 pub(super) const CONTROL_IN_NAME: &str =
     "a name must not contain control characters (escape sequences, tabs, newlines)";
 
-/// A config's kernel knobs: sysctls, module parameters, network device files and cpuidle
-/// switches, each name checked at its line.
+/// A config's kernel knobs: sysctls, module parameters, network device files, cpuidle
+/// switches and the cpuidle governor, each name checked at its line.
 fn knobs_of(text: &str, r: &RawConfig) -> Result<Vec<(Knob, String)>, SpecError> {
     let mut knobs = Vec::new();
     for (k, v) in &r.sysctl {
@@ -126,6 +126,11 @@ fn knobs_of(text: &str, r: &RawConfig) -> Result<Vec<(Knob, String)>, SpecError>
             }
             knobs.extend(ks.into_iter().map(|k| (k, "1".to_string())));
         }
+    }
+    if let Some(g) = &r.cpuidle_governor {
+        let name = g.get_ref().trim();
+        virtperf_machine::knob::check_governor(name).or_else(|m| err(text, g.span(), m))?;
+        knobs.push((Knob::cpuidle_governor(), name.to_string()));
     }
     Ok(knobs)
 }

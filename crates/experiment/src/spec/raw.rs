@@ -191,6 +191,9 @@ pub(super) struct RawConfig {
     pub(super) socket: Option<Spanned<RawSock>>,
     #[serde(default)]
     pub(super) cpuidle_disable: Option<Spanned<Vec<u32>>>,
+    /// The cpuidle governor the config runs under (`"haltpoll"`, `"menu"`).
+    #[serde(default)]
+    pub(super) cpuidle_governor: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) placement: Option<Spanned<String>>,
     #[serde(default)]
