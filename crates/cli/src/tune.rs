@@ -563,6 +563,13 @@ mod tests {
                 ),
                 part("dma", "d", Setting::DmaLatency { us: 0 }),
                 part(
+                    "gov",
+                    "h",
+                    Setting::Governor {
+                        name: "haltpoll".into(),
+                    },
+                ),
+                part(
                     "rps",
                     "r",
                     Setting::NetDev {
@@ -628,11 +635,15 @@ mod tests {
             c.wait,
             Some((virtperf_wire::Wait::Spin, virtperf_wire::Wait::Spin))
         );
-        assert_eq!(c.knobs.len(), 3);
+        assert_eq!(c.knobs.len(), 4);
         assert!(c
             .knobs
             .iter()
             .any(|(k, v)| k.name == "lo/queues/rx-0/rps_cpus" && v == "2"));
+        assert!(c
+            .knobs
+            .iter()
+            .any(|(k, v)| k.name == "cpuidle.governor" && v == "haltpoll"));
         match &spec.configs[2].placement {
             Some(virtperf_place::Placement::Guest(_, o)) => {
                 assert_eq!(
@@ -662,6 +673,7 @@ mod tests {
             dma_latency: Err("not here".into()),
             cpuidle_driver: None,
             cpuidle_governor: None,
+            haltpoll_governor: Err("not here".into()),
             online_cpus: vec![0, 1],
             vhost_net: Err("not here".into()),
         };

@@ -674,3 +674,82 @@ fn a_guest_driven_placement_costs_what_the_host_pays() {
         );
     }
 }
+
+/// Where another cpuidle governor runs, the halt-poll window alone does nothing, so tune
+/// tries it together with the switch to the haltpoll governor. Measured beside the
+/// baseline, that configuration's wake-ups need no IPI (its CPUs poll, so the switch was in
+/// force in its trials: 0.002 per transaction here against 1.0 halting under menu), and
+/// afterwards the governor found and the window are as they were.
+#[test]
+fn under_another_governor_the_window_is_tried_with_the_switch() {
+    let _alone = crate::alone();
+    let Some(window) = read(HALT_POLL) else {
+        virtperf_testkit::skip("haltpoll", "no cpuidle-haltpoll guest_halt_poll_ns here");
+        return;
+    };
+    let Some(gov) = common::governor_other_than_haltpoll() else {
+        return;
+    };
+    let other = read(common::GOVERNOR);
+    let s = Scratch::new("gov");
+    let out = run_with_timeout(
+        s.vp().args([
+            "tune",
+            "--goal",
+            "p50<=1s",
+            "--only",
+            "haltpoll-gov-200us",
+            "-l",
+            "400ms",
+            "--runs",
+            "2",
+            "--json",
+        ]),
+        Duration::from_secs(120),
+    );
+    let governor_after = read(common::GOVERNOR);
+    drop(gov);
+    common::assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(governor_after, other, "the governor found is not back");
+    assert_eq!(read(HALT_POLL), Some(window), "the window is not back");
+    assert_eq!(v["knobs_restored"], true, "{}", v["knobs_not_restored"]);
+    let m = v["measured"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["config"]["name"] == "haltpoll-gov-200us")
+        .unwrap_or_else(|| panic!("not measured: {v}"));
+    let settings = &m["config"]["parts"][0]["settings"];
+    assert_eq!(settings[0]["kind"], "governor", "{settings}");
+    assert_eq!(settings[0]["name"], "haltpoll", "{settings}");
+    let run = v["rounds"][0]["run_id"].as_u64().expect("a stored run");
+    let out = s
+        .vp()
+        .args(["show", &run.to_string(), "--json"])
+        .output()
+        .unwrap();
+    common::assert_ok(&out);
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ipis = |config: &str| {
+        let c = shown["points"][0]["configs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["config"] == config)
+            .unwrap_or_else(|| panic!("{config} not stored"));
+        let m = c["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "client_ipis_per_tr")
+            .unwrap_or_else(|| panic!("no IPI count for {config}: {c}"));
+        common::f(m, "/summary/mean")
+    };
+    let polled = ipis("haltpoll-gov-200us");
+    assert!(
+        polled < 0.1,
+        "{polled} IPIs per transaction under the haltpoll governor with a 200 µs window (baseline {}): its CPUs did not poll",
+        ipis("baseline")
+    );
+}

@@ -23,6 +23,12 @@ pub enum Setting {
         /// Value written.
         value: String,
     },
+    /// The cpuidle governor (`haltpoll`), through the journal: the guest halt-poll window
+    /// acts under the haltpoll governor alone.
+    Governor {
+        /// Its name, as /sys/devices/system/cpu/cpuidle/available_governors lists it.
+        name: String,
+    },
     /// A CPU latency bound held through `/dev/cpu_dma_latency`, µs.
     DmaLatency {
         /// The bound.
@@ -84,6 +90,7 @@ impl Setting {
             | Setting::Module { name, .. }
             | Setting::NetDev { name, .. } => name.clone(),
             Setting::DmaLatency { .. } => "cpu_dma_latency".into(),
+            Setting::Governor { .. } => virtperf_machine::knob::GOVERNOR_KNOB.into(),
             Setting::Wait { .. } => "wait".into(),
             Setting::Cpus { .. } => "cpus".into(),
             Setting::SockBuf { .. } => "socket buffers".into(),
@@ -101,6 +108,7 @@ impl Setting {
             }
             Setting::NetDev { name, value } => format!("/sys/class/net/{name} = {value}"),
             Setting::DmaLatency { us } => format!("cpu_dma_latency held at {us} µs"),
+            Setting::Governor { name } => format!("cpuidle governor {name}"),
             Setting::Wait { mode } => format!("receivers wait: {mode}"),
             Setting::Cpus { client, server } => format!("CPUs {client},{server}"),
             Setting::SockBuf { bytes } => {
@@ -175,6 +183,9 @@ pub struct Machine {
     pub cpuidle_driver: Option<String>,
     /// The cpuidle governor: `haltpoll` is the one that reads the guest halt-poll knob.
     pub cpuidle_governor: Option<String>,
+    /// Whether the governor can be switched to haltpoll here (the kernel has it and
+    /// `current_governor` can be written), or why not.
+    pub haltpoll_governor: Result<(), String>,
     /// The online CPUs (for steering masks over all of them).
     pub online_cpus: Vec<u32>,
     /// Whether guests can have vhost-net (`/dev/vhost-net`), or why not.
@@ -194,6 +205,7 @@ pub fn read_written<'a>(
             Setting::Sysctl { name, .. } => Knob::sysctl(name),
             Setting::Module { name, .. } => Knob::module_param(name),
             Setting::NetDev { name, .. } => Knob::netdev(name),
+            Setting::Governor { .. } => Ok(Knob::cpuidle_governor()),
             _ => continue,
         };
         let v = match knob {
@@ -249,6 +261,7 @@ impl Machine {
             dma_latency,
             cpuidle_driver,
             cpuidle_governor: virtperf_measure::env::cpuidle_governor(),
+            haltpoll_governor: haltpoll_governor(),
             online_cpus,
             vhost_net,
         }
@@ -261,6 +274,23 @@ impl Machine {
             None => Err(format!("{name} was not read")),
         }
     }
+}
+
+/// Whether this machine could switch to the haltpoll governor: the kernel has it and the
+/// switch can be written (read and written back unchanged), or why not.
+fn haltpoll_governor() -> Result<(), String> {
+    let avail = virtperf_measure::env::available_governors()
+        .ok_or_else(|| "this kernel has no cpuidle".to_string())?;
+    if !avail.iter().any(|g| g == "haltpoll") {
+        return Err(format!(
+            "this kernel has no haltpoll cpuidle governor (available: {})",
+            avail.join(" ")
+        ));
+    }
+    virtperf_machine::knob::Knob::cpuidle_governor()
+        .probe()
+        .map(|_| ())
+        .map_err(|e| format!("{e:#}"))
 }
 
 /// The guest halt-poll windows tried, ns (0: polling off, a remedy for CPU when the goal
@@ -434,10 +464,42 @@ fn halt_poll(m: &Machine, c: &mut Vec<Candidate>, not: &mut Vec<NotHere>) {
         m.cpuidle_driver.as_deref(),
         m.cpuidle_governor.as_deref(),
     );
+    // Where the driver is there and only the governor is another, switching to haltpoll
+    // makes the window act: that pair is the remedy (bench/RESULTS.md: under menu 200 µs
+    // left 2.006 halts per round trip, under haltpoll 0.0007).
+    let switchable =
+        virtperf_wire::model::halt_poll_knob_inert(m.cpuidle_driver.as_deref(), Some("haltpoll"))
+            .is_none();
     match (m.knob(knob), inert) {
+        (Ok(_), Some(_)) if switchable && m.haltpoll_governor.is_ok() => {
+            for ns in HALT_POLL_NS.iter().filter(|ns| **ns > 0) {
+                c.push(Candidate {
+                    name: format!("haltpoll-gov-{}us", ns / 1000),
+                    family: knob.into(),
+                    what: format!(
+                        "haltpoll cpuidle governor, guest halt polling {} µs",
+                        ns / 1000
+                    ),
+                    settings: vec![
+                        Setting::Governor {
+                            name: "haltpoll".into(),
+                        },
+                        Setting::Module {
+                            name: knob.into(),
+                            value: ns.to_string(),
+                        },
+                    ],
+                });
+            }
+        }
         (Ok(_), Some(why)) => not.push(NotHere {
             what: "guest halt polling".into(),
-            why: format!("{knob} can be written, but {why}"),
+            why: match (&m.haltpoll_governor, switchable) {
+                (Err(g), true) => format!(
+                    "{knob} can be written, but {why}; and switching to it cannot be tried: {g}"
+                ),
+                _ => format!("{knob} can be written, but {why}"),
+            },
         }),
         (Ok(now), None) => {
             for ns in HALT_POLL_NS.iter().filter(|v| v.to_string() != now) {
@@ -617,6 +679,7 @@ mod tests {
             dma_latency: dma.map_err(str::to_string),
             cpuidle_driver: Some("haltpoll".into()),
             cpuidle_governor: Some("haltpoll".into()),
+            haltpoll_governor: Ok(()),
             online_cpus: vec![0, 1],
             vhost_net: Err("no /dev/vhost-net".into()),
         }
@@ -681,22 +744,42 @@ mod tests {
     }
 
     /// A writable knob that nothing reads (the haltpoll driver under the menu governor,
-    /// where 200 µs of it left the halts per round trip unchanged) is no candidate: its
-    /// trials would measure noise, and noise can be picked.
+    /// where 200 µs of it left the halts per round trip unchanged) is no candidate alone:
+    /// its trials would measure noise, and noise can be picked. Where the governor can be
+    /// switched, the window comes with the switch; where it cannot, the reason says why.
     #[test]
     fn an_inert_halt_poll_knob_is_not_tried() {
         let m = Machine {
             cpuidle_governor: Some("menu".into()),
             ..machine(Ok("0"), "0", Ok(2_000_000_000))
         };
-        let (c, not) = discover(&m, &rr());
+        let (c, _) = discover(&m, &rr());
         assert!(!c.iter().any(|c| c.name.starts_with("halt-poll")), "{c:?}");
+        let gov: Vec<&Candidate> = c
+            .iter()
+            .filter(|c| c.name.starts_with("haltpoll-gov-"))
+            .collect();
+        assert_eq!(gov.len(), 2, "{c:?}");
+        assert!(gov.iter().all(|c| c.settings[0]
+            == Setting::Governor {
+                name: "haltpoll".into()
+            }
+            && matches!(&c.settings[1], Setting::Module { value, .. } if value != "0")));
+        let m = Machine {
+            haltpoll_governor: Err("this kernel has no haltpoll cpuidle governor".into()),
+            ..m
+        };
+        let (c, not) = discover(&m, &rr());
+        assert!(!c.iter().any(|c| c.name.contains("halt")), "{c:?}");
         let why = &not
             .iter()
             .find(|n| n.what == "guest halt polling")
             .expect("said why")
             .why;
-        assert!(why.contains("governor is menu"), "{why}");
+        assert!(
+            why.contains("governor is menu") && why.contains("no haltpoll cpuidle governor"),
+            "{why}"
+        );
     }
 
     /// Without a cpuidle driver nothing honours the latency bound: the candidate stays (its

@@ -117,6 +117,9 @@ impl Configuration {
         for s in self.settings() {
             match s {
                 Setting::DmaLatency { us } => t.push_str(&format!("cpu_dma_latency = {us}\n")),
+                Setting::Governor { name } => {
+                    t.push_str(&format!("cpuidle_governor = {}\n", quote(name)))
+                }
                 Setting::Wait { mode } => t.push_str(&format!("wait = {}\n", quote(mode))),
                 Setting::Cpus { client, server } => {
                     t.push_str(&format!("cpus = \"{client},{server}\"\n"))

@@ -78,6 +78,16 @@ fn was(m: &Machine, name: &str) -> String {
     }
 }
 
+/// The file that switches the cpuidle governor.
+const GOVERNOR_FILE: &str = "/sys/devices/system/cpu/cpuidle/current_governor";
+
+/// The governor before the search, for undo lines.
+fn governor_was(m: &Machine) -> String {
+    m.cpuidle_governor
+        .clone()
+        .unwrap_or_else(|| "its previous value".into())
+}
+
 fn sysctl_d(head: &str, w: &Configuration, m: &Machine) -> String {
     let mut s = format!(
         "# {head}\n# Install: cp THIS_FILE /etc/sysctl.d/90-virtperf-tune.conf && sysctl --system\n# Undo: rm /etc/sysctl.d/90-virtperf-tune.conf, then set each value back (below) or reboot\n"
@@ -95,11 +105,15 @@ fn sysctl_d(head: &str, w: &Configuration, m: &Machine) -> String {
                     "module parameter {name} = {value} (was {}): not a sysctl; at run time `echo {value} > /sys/module/{module}/parameters/{param}`, at boot `{name}={value}` on the kernel command line",
                     was(m, name)
                 ));
-                needs.extend(reader_note(name));
+                needs.extend(reader_note(name, w));
             }
             Setting::NetDev { name, value } => notes.push(format!(
                 "/sys/class/net/{name} = {value} (was {}): not a sysctl; at run time `echo {value} > /sys/class/net/{name}`, at boot a udev rule or tuned's [sysfs]",
                 was(m, name)
+            )),
+            Setting::Governor { name } => notes.push(format!(
+                "cpuidle governor {name} (was {}): not a sysctl; at run time `echo {name} > {GOVERNOR_FILE}`, at boot `cpuidle.governor={name}` on the kernel command line",
+                governor_was(m)
             )),
             Setting::DmaLatency { us } => notes.push(format!(
                 "cpu_dma_latency {us} µs: held only while a process keeps /dev/cpu_dma_latency open (tuned's force_latency does)"
@@ -134,8 +148,12 @@ fn sysctl_d(head: &str, w: &Configuration, m: &Machine) -> String {
 /// What a written setting needs besides itself on the machines it is copied to: the guest
 /// halt-poll window acts only under the haltpoll cpuidle governor (under `menu` 200 µs of
 /// it changed nothing measured; bench/RESULTS.md), which tune found in charge here.
-fn reader_note(name: &str) -> Option<String> {
-    (name == "haltpoll.guest_halt_poll_ns").then(|| {
+/// A winner that switches to the governor itself carries its reader with it.
+fn reader_note(name: &str, w: &Configuration) -> Option<String> {
+    let sets_governor = w
+        .settings()
+        .any(|s| matches!(s, Setting::Governor { name } if name == "haltpoll"));
+    (name == "haltpoll.guest_halt_poll_ns" && !sets_governor).then(|| {
         "haltpoll.guest_halt_poll_ns acts only where the cpuidle governor is haltpoll, as it was when measured: check /sys/devices/system/cpu/cpuidle/current_governor on each machine".to_string()
     })
 }
@@ -157,13 +175,16 @@ fn tuned(head: &str, w: &Configuration, m: &Machine) -> String {
                     "# was {}\n/sys/module/{module}/parameters/{param}={value}",
                     was(m, name)
                 ));
-                needs.extend(reader_note(name));
+                needs.extend(reader_note(name, w));
             }
             Setting::NetDev { name, value } => sysfs.push(format!(
                 "# was {}\n/sys/class/net/{name}={value}",
                 was(m, name)
             )),
             Setting::DmaLatency { us } => cpu.push(format!("force_latency={us}")),
+            Setting::Governor { name } => {
+                sysfs.push(format!("# was {}\n{GOVERNOR_FILE}={name}", governor_was(m)))
+            }
             Setting::Wait { .. }
             | Setting::Cpus { .. }
             | Setting::SockBuf { .. }
@@ -241,6 +262,7 @@ mod tests {
             dma_latency: Ok(2_000_000_000),
             cpuidle_driver: None,
             cpuidle_governor: None,
+            haltpoll_governor: Ok(()),
             online_cpus: vec![0, 1],
             vhost_net: Ok(()),
         }
@@ -303,5 +325,47 @@ mod tests {
             "{sp}"
         );
         assert!("yaml".parse::<Format>().is_err());
+    }
+
+    /// A pick that switches the governor writes the switch (sysfs at run time, the kernel
+    /// command line at boot, tuned's [sysfs]) with the governor it replaces, and needs no
+    /// note that the window wants a governor it brings itself.
+    #[test]
+    fn a_governor_switch_is_written_with_its_undo() {
+        let w = Configuration::of(vec![Candidate {
+            name: "haltpoll-gov-200us".into(),
+            family: "haltpoll.guest_halt_poll_ns".into(),
+            what: "haltpoll governor".into(),
+            settings: vec![
+                Setting::Governor {
+                    name: "haltpoll".into(),
+                },
+                Setting::Module {
+                    name: "haltpoll.guest_halt_poll_ns".into(),
+                    value: "200000".into(),
+                },
+            ],
+        }]);
+        let m = Machine {
+            cpuidle_governor: Some("menu".into()),
+            ..machine()
+        };
+        let goals = vec![Goal::parse("p50<=40us").unwrap()];
+        let s = emit(Format::SysctlD, &w, &target(), &goals, &m);
+        assert!(
+            s.contains("cpuidle governor haltpoll (was menu)")
+                && s.contains("cpuidle.governor=haltpoll"),
+            "{s}"
+        );
+        let t = emit(Format::Tuned, &w, &target(), &goals, &m);
+        assert!(
+            t.contains("# was menu\n/sys/devices/system/cpu/cpuidle/current_governor=haltpoll"),
+            "{t}"
+        );
+        for text in [&s, &t] {
+            assert!(!text.contains("# Needs:"), "{text}");
+        }
+        let sp = emit(Format::Spec, &w, &target(), &goals, &m);
+        assert!(sp.contains("cpuidle_governor = \"haltpoll\""), "{sp}");
     }
 }
