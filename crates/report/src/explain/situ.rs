@@ -385,7 +385,7 @@ pub(super) fn named_remedies(env: &Env, configs: &[String]) -> Vec<String> {
         v.push(match env.cpuidle_driver.as_deref() {
             // A driver with a polling state is there: only the governor is another.
             Some(d) if d != "none" => format!(
-                "the haltpoll cpuidle governor (`echo haltpoll > /sys/devices/system/cpu/cpuidle/current_governor`; the governor now is {}): the guest halt-poll knob is read by it alone; virtperf switches no governor, so switch it and run explain again to measure it",
+                "the haltpoll cpuidle governor (`echo haltpoll > /sys/devices/system/cpu/cpuidle/current_governor`; the governor now is {}): the guest halt-poll knob is read by it alone; `virtperf tune` measures the switch with the window (haltpoll-gov-50us, haltpoll-gov-200us), a spec sets it with cpuidle_governor = \"haltpoll\", and explain run again after switching measures the idle exit it removes",
                 env.cpuidle_governor.as_deref().unwrap_or("unknown")
             ),
             _ => "the cpuidle-haltpoll driver (cpuidle_haltpoll.force=1 or a kernel with it built in): the guest halt-poll knob reaches no idle loop without it; needs a reboot".into(),
