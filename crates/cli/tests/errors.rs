@@ -296,3 +296,28 @@ fn cannot_connect_suggests_omitting_only_a_given_host() {
     assert_one_line_error(&err, "cannot connect to the agent");
     assert!(!err.contains("omit --host"), "{err}");
 }
+
+/// The operating system's reason is said once: an error that carried it both in its
+/// message and as its source printed it twice in the one-line chain ("cannot use /tmp: it
+/// is a directory: … or choose another --db: it is a directory").
+#[test]
+fn an_os_error_is_said_once() {
+    let dir = std::env::temp_dir();
+    let missing = dir.join(format!("vp-no-such-capture-{}.pcap", std::process::id()));
+    for (args, reason) in [
+        (
+            vec!["runs".to_string(), "--db".into(), dir.display().to_string()],
+            "it is a directory",
+        ),
+        (
+            vec!["pcap".to_string(), missing.display().to_string()],
+            "No such file or directory",
+        ),
+    ] {
+        let out = vp().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_one_line_error(&err, reason);
+        assert_eq!(err.matches(reason).count(), 1, "{args:?}: {err}");
+    }
+}

@@ -7,13 +7,13 @@ pub enum KvmError {
     #[error("{0}")]
     Unavailable(String),
     /// A KVM ioctl failed; `what` names it so the message says which step broke.
-    #[error("{what} failed: {source}")]
+    #[error("{what} failed: {error}")]
     Ioctl {
         /// The ioctl or step that failed, e.g. `KVM_CREATE_IRQCHIP`.
         what: &'static str,
-        /// The errno the kernel returned.
-        #[source]
-        source: std::io::Error,
+        /// The errno the kernel returned. Not marked as the source: it is in the message,
+        /// and the CLI prints the chain (`{:#}`), which would say it twice.
+        error: std::io::Error,
     },
     /// The guest did something the benchmark did not expect (unexpected exit, exception, timeout).
     #[error("guest: {0}")]
@@ -28,13 +28,12 @@ pub enum KvmError {
     #[error("invalid options: {0}")]
     Options(String),
     /// A plain system call (affinity, clock, mmap) failed.
-    #[error("{what} failed: {source}")]
+    #[error("{what} failed: {error}")]
     Os {
         /// The call that failed.
         what: &'static str,
-        /// The errno it returned.
-        #[source]
-        source: std::io::Error,
+        /// The errno it returned (in the message, not the chain, as for `Ioctl`).
+        error: std::io::Error,
     },
     /// The run was stopped (watchdog or the other thread failed) before it finished.
     #[error("aborted: {0}")]
@@ -46,7 +45,7 @@ impl KvmError {
     pub(crate) fn ioctl(what: &'static str, e: kvm_ioctls::Error) -> Self {
         KvmError::Ioctl {
             what,
-            source: std::io::Error::from_raw_os_error(e.errno()),
+            error: std::io::Error::from_raw_os_error(e.errno()),
         }
     }
 
@@ -54,7 +53,7 @@ impl KvmError {
     pub(crate) fn os(what: &'static str) -> Self {
         KvmError::Os {
             what,
-            source: std::io::Error::last_os_error(),
+            error: std::io::Error::last_os_error(),
         }
     }
 }

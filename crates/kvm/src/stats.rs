@@ -64,7 +64,7 @@ impl StatsFd {
         if rc < 0 {
             return Err(KvmError::Ioctl {
                 what: "KVM_GET_STATS_FD",
-                source: std::io::Error::last_os_error(),
+                error: std::io::Error::last_os_error(),
             });
         }
         // SAFETY: the kernel just gave us this fd and nobody else owns it.

@@ -10,12 +10,13 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum PcapError {
     /// The capture file could not be opened.
-    #[error("cannot open {}: {source}", path.display())]
+    #[error("cannot open {}: {error}", path.display())]
     Open {
         /// The path as given.
         path: PathBuf,
-        /// What the operating system said.
-        source: std::io::Error,
+        /// What the operating system said (in the message; not the error's source, which
+        /// a printed chain would repeat).
+        error: std::io::Error,
     },
     /// Reading from the underlying reader failed.
     #[error("read error at byte {offset}: {message}")]

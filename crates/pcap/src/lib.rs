@@ -470,9 +470,9 @@ pub fn analyze_file(
     opts: Options,
 ) -> Result<(Vec<Connection>, Summary), PcapError> {
     let path = path.as_ref();
-    let file = std::fs::File::open(path).map_err(|source| PcapError::Open {
+    let file = std::fs::File::open(path).map_err(|error| PcapError::Open {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     let mut conns = Vec::new();
     let summary = Analyzer::new(opts).analyze_reader(file, |c| conns.push(c))?;

@@ -70,10 +70,11 @@ pub enum StoreError {
     },
     /// A value could not be turned into JSON or back, e.g. a `TestResult` holding NaN, which
     /// JSON cannot represent.
+    /// Not marked as the source, for the same reason as [`StoreError::Sqlite`].
     #[error(
         "cannot store or read a record as JSON: {0} (this is a virtperf bug; please report it)"
     )]
-    Json(#[from] serde_json::Error),
+    Json(serde_json::Error),
     /// A PostgreSQL store refused a statement or lost its connection.
     #[error("team database error: {0} (check that the server is up and reachable, then retry)")]
     Postgres(String),
@@ -88,13 +89,15 @@ pub enum StoreError {
     /// A row that does not have the shape this version's schema gives it.
     #[error("the results database does not have the expected schema ({0}): choose another --db")]
     Schema(String),
-    /// The file or its directory cannot be read or created.
-    #[error("cannot use {}: {source}: check the path and its permissions, or choose another --db", path.display())]
+    /// The file or its directory cannot be read or created. The operating system's error
+    /// is not marked as the source (a field named `source` would be): it is in this
+    /// message, and printing the chain repeated it ("…: it is a directory" twice).
+    #[error("cannot use {}: {error}: check the path and its permissions, or choose another --db", path.display())]
     Io {
         /// The file or directory that failed.
         path: PathBuf,
         /// The operating system's error.
-        source: io::Error,
+        error: io::Error,
     },
 }
 
@@ -129,5 +132,11 @@ impl From<rusqlite::Error> for StoreError {
             Some(rusqlite::ErrorCode::ReadOnly) => StoreError::ReadOnly(e.to_string()),
             _ => StoreError::Sqlite(e),
         }
+    }
+}
+
+impl From<serde_json::Error> for StoreError {
+    fn from(e: serde_json::Error) -> StoreError {
+        StoreError::Json(e)
     }
 }

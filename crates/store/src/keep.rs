@@ -182,7 +182,7 @@ impl Store {
         let side_file = self.side_file.clone();
         let io_err = |source| StoreError::Io {
             path: side_file.clone(),
-            source,
+            error: source,
         };
         let Some(mut import) = unsaved::Import::open(&side_file).map_err(io_err)? else {
             return Ok(None);

@@ -41,7 +41,7 @@ impl Store {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir).map_err(|source| StoreError::Io {
                 path: dir.to_path_buf(),
-                source,
+                error: source,
             })?;
         }
         // Check the header ourselves before SQLite sees the file: it proves nothing will be
@@ -95,7 +95,7 @@ impl Store {
             Err(source) => {
                 return Err(StoreError::Io {
                     path: path.to_path_buf(),
-                    source,
+                    error: source,
                 })
             }
         }
@@ -154,7 +154,7 @@ fn uri_path(path: &Path) -> String {
 fn unwritable(e: &StoreError) -> bool {
     match e {
         StoreError::ReadOnly(_) => true,
-        StoreError::Io { source, .. } => source.to_string().contains("unable to open"),
+        StoreError::Io { error, .. } => error.to_string().contains("unable to open"),
         StoreError::Sqlite(e) => matches!(
             e.sqlite_error_code(),
             Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen)
@@ -268,14 +268,14 @@ fn check_header(path: &Path) -> Result<(), StoreError> {
         Err(source) => {
             return Err(StoreError::Io {
                 path: path.to_path_buf(),
-                source,
+                error: source,
             })
         }
     };
     if f.metadata().map(|m| m.is_dir()).unwrap_or(false) {
         return Err(StoreError::Io {
             path: path.to_path_buf(),
-            source: io::Error::other("it is a directory"),
+            error: io::Error::other("it is a directory"),
         });
     }
     let mut head = Vec::with_capacity(SQLITE_MAGIC.len());
@@ -283,7 +283,7 @@ fn check_header(path: &Path) -> Result<(), StoreError> {
         .read_to_end(&mut head)
         .map_err(|source| StoreError::Io {
             path: path.to_path_buf(),
-            source,
+            error: source,
         })?;
     // An empty file is a valid empty SQLite database: that is how `touch results.db` works.
     if head.is_empty() || head == SQLITE_MAGIC {
@@ -305,7 +305,7 @@ fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
         },
         Some(ErrorCode::CannotOpen) => StoreError::Io {
             path: path.to_path_buf(),
-            source: io::Error::other(e.to_string()),
+            error: io::Error::other(e.to_string()),
         },
         _ => StoreError::from(e),
     }
