@@ -151,6 +151,9 @@ pub fn kvm(a: KvmArgs) -> Result<()> {
             json,
             lock,
         } => {
+            if let Some(c) = cpu {
+                check_cpu("--cpu", c)?;
+            }
             let _machine = crate::machine::take(&lock)?;
             let cpus = virtperf_measure::trace::all_cpus();
             let counters =
@@ -180,6 +183,19 @@ pub fn kvm(a: KvmArgs) -> Result<()> {
     Ok(())
 }
 
+/// A usage error (exit 2) naming the flag where `cpu` is not one this process may run on,
+/// before any guest is made: pinning to it fails later with only "sched_setaffinity
+/// failed: Invalid argument".
+fn check_cpu(flag: &str, cpu: u32) -> Result<()> {
+    if virtperf_load::sock::cpu_allowed(cpu) {
+        return Ok(());
+    }
+    Err(crate::signals::exit(
+        crate::signals::code::USAGE,
+        format!("{flag} {cpu}: that CPU does not exist or is not allowed here (see `nproc`)"),
+    ))
+}
+
 /// `kvm halt`: one run per halt-poll setting, printed or as JSON.
 fn halt(a: HaltArgs) -> Result<()> {
     let HaltArgs {
@@ -191,6 +207,8 @@ fn halt(a: HaltArgs) -> Result<()> {
         json,
         lock,
     } = a;
+    check_cpu("--vcpu-cpu", vcpu_cpu)?;
+    check_cpu("--injector-cpu", injector_cpu)?;
     let _machine = crate::machine::take(&lock)?;
     if vcpu_cpu == injector_cpu {
         bail!(

@@ -192,6 +192,23 @@ fn cpus_that_do_not_exist_are_refused_on_each_side() {
     ]);
     assert_eq!(code, 1, "{err}");
     assert_one_line_error(&err, "on the agent's machine");
+    // The KVM benchmarks' pinning: a usage error naming the flag before any guest is made
+    // (it was "sched_setaffinity failed: Invalid argument", exit 1, from inside the run).
+    for (args, flag) in [
+        (&["kvm", "exits", "--cpu", "4095"][..], "--cpu 4095"),
+        (
+            &["kvm", "halt", "--vcpu-cpu", "4095", "--injector-cpu", "0"][..],
+            "--vcpu-cpu 4095",
+        ),
+        (
+            &["kvm", "halt", "--vcpu-cpu", "0", "--injector-cpu", "4095"][..],
+            "--injector-cpu 4095",
+        ),
+    ] {
+        let (code, err) = run_fail(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_one_line_error(&err, &format!("{flag}: that CPU does not exist"));
+    }
 }
 
 #[test]
