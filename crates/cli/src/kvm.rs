@@ -187,7 +187,7 @@ pub fn kvm(a: KvmArgs) -> Result<()> {
 /// before any guest is made: pinning to it fails later with only "sched_setaffinity
 /// failed: Invalid argument".
 fn check_cpu(flag: &str, cpu: u32) -> Result<()> {
-    if virtperf_load::sock::cpu_allowed(cpu) {
+    if virtperf_lab::cpu_allowed(cpu) {
         return Ok(());
     }
     Err(crate::signals::exit(

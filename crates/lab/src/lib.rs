@@ -60,3 +60,6 @@ pub const STOP_GRACE: Duration = Duration::from_secs(30);
 
 /// Bounds of one HTTP download (`http --url --max-size/--max-time`).
 pub use virtperf_load::http::Limits as HttpLimits;
+/// Whether this process may run on a CPU (it exists and is in the affinity mask), for the
+/// commands that pin outside a plan (the KVM benchmarks).
+pub use virtperf_load::sock::cpu_allowed;
