@@ -44,19 +44,36 @@ fn parse_window(s: &str) -> Result<Duration> {
     virtperf_lab::parse::duration_up_to(s, Duration::from_secs(1), "1s")
 }
 
+/// The placement `--placement` and `--cpus` ask for; a usage error (exit 2) where the CPUs
+/// cannot be: two the same for `cross`, or one this process may not run on (which hung
+/// the threads' rendezvous before the check in `virtperf_wake`).
 fn placement(a: &WakeArgs) -> Result<Placement> {
+    let usage = |m: String| crate::signals::exit(crate::signals::code::USAGE, m);
     let first = a.cpus.0.or(a.cpus.1).unwrap_or(0);
-    Ok(match a.placement.as_str() {
+    let p = match a.placement.as_str() {
         "same" => Placement::Same(first),
         "cross" => {
             let (x, y) = (a.cpus.0.unwrap_or(0), a.cpus.1.unwrap_or(1));
             if x == y {
-                bail!("--placement cross needs two different CPUs (got {x},{y})");
+                return Err(usage(format!(
+                    "--placement cross needs two different CPUs (got {x},{y})"
+                )));
             }
             Placement::Cross(x, y)
         }
         _ => Placement::Unpinned,
-    })
+    };
+    let cpus = match p {
+        Placement::Same(c) => vec![c],
+        Placement::Cross(x, y) => vec![x, y],
+        Placement::Unpinned => vec![],
+    };
+    if let Some(c) = cpus.into_iter().find(|c| !virtperf_lab::cpu_allowed(*c)) {
+        return Err(usage(format!(
+            "--cpus: CPU {c} does not exist or is not allowed here (see `nproc`)"
+        )));
+    }
+    Ok(p)
 }
 
 /// `virtperf wake`

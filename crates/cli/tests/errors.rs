@@ -209,6 +209,23 @@ fn cpus_that_do_not_exist_are_refused_on_each_side() {
         assert_eq!(code, 2, "{args:?}: {err}");
         assert_one_line_error(&err, &format!("{flag}: that CPU does not exist"));
     }
+    // `wake` hung on one (its threads' rendezvous), deaf to SIGTERM: now a usage error.
+    for args in [
+        &["wake", "--cpus", "0,4095", "-l", "100ms"][..],
+        &[
+            "wake",
+            "--placement",
+            "same",
+            "--cpus",
+            "4095,4095",
+            "-l",
+            "100ms",
+        ][..],
+    ] {
+        let (code, err) = run_fail(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_one_line_error(&err, "CPU 4095 does not exist");
+    }
 }
 
 #[test]

@@ -109,22 +109,31 @@ pub fn run_until(opts: &WakeOpts, cut: &AtomicBool) -> Result<WakeReport, String
     let stamp_ab = Arc::new(AtomicU64::new(0));
     let stamp_ba = Arc::new(AtomicU64::new(0));
     let barrier = Arc::new(Barrier::new(2));
+    let responder_failed = Arc::new(AtomicBool::new(false));
     let strategy = opts.strategy;
 
     let responder = {
-        let (stop, stamp_ab, stamp_ba, barrier) = (
+        let (stop, stamp_ab, stamp_ba, barrier, failed) = (
             stop.clone(),
             stamp_ab.clone(),
             stamp_ba.clone(),
             barrier.clone(),
+            responder_failed.clone(),
         );
         std::thread::Builder::new()
             .name("wake-b".into())
             .spawn(move || -> Result<_, String> {
                 let mut end = end_b;
-                pin(b_cpu)?;
-                let mut hist = new_histogram();
+                // Both threads reach the barrier whatever pinning did (one that returned
+                // before it left the other waiting there for ever, deaf to signals), and
+                // a failure is raised before it, so the sender never starts on it.
+                let pinned = pin(b_cpu);
+                if pinned.is_err() {
+                    failed.store(true, Ordering::SeqCst);
+                }
                 barrier.wait();
+                pinned?;
+                let mut hist = new_histogram();
                 let t0 = thread_cpu()?;
                 loop {
                     // The shutdown token (sent after `stop`) is not a message.
@@ -143,10 +152,14 @@ pub fn run_until(opts: &WakeOpts, cut: &AtomicBool) -> Result<WakeReport, String
 
     let mut end = end_a;
     let result = (|| -> Result<_, String> {
-        pin(a_cpu)?;
+        let pinned = pin(a_cpu);
+        barrier.wait();
+        pinned?;
+        if responder_failed.load(Ordering::SeqCst) {
+            return Err("the responder could not start".into());
+        }
         let mut one_way = new_histogram();
         let mut rtt = new_histogram();
-        barrier.wait();
         let t0 = thread_cpu()?;
         let start = Instant::now();
         let mut n = 0u64;
@@ -173,8 +186,9 @@ pub fn run_until(opts: &WakeOpts, cut: &AtomicBool) -> Result<WakeReport, String
     let joined = responder
         .join()
         .map_err(|_| "responder thread panicked".to_string())?;
-    let (mut one_way, rtt, cpu_a, wall, n) = result?;
+    // The responder's failure first: where it failed, this side only saw it go away.
     let (hist_b, cpu_b) = joined?;
+    let (mut one_way, rtt, cpu_a, wall, n) = result?;
     let _ = one_way.add(&hist_b);
     let cpu = cpu_a.total_s() + cpu_b.total_s();
     let messages = (2 * n).max(1) as f64;
@@ -249,6 +263,43 @@ mod tests {
                 assert!(r.one_way.p50_us <= r.round_trip.p50_us + 1.0);
                 assert!(r.cpu_us_per_message > 0.0);
             }
+        }
+    }
+
+    /// A CPU either thread cannot be pinned to ends the run with the pinning error, on
+    /// either side and for every mechanism: before, the side that failed returned before
+    /// the threads' rendezvous and the other waited there for ever (`wake --cpus 0,9`
+    /// hung, deaf to SIGTERM). Run on a thread with a deadline, so a regression fails
+    /// instead of hanging the suite.
+    #[test]
+    fn a_cpu_that_cannot_be_pinned_is_an_error_not_a_hang() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for mech in [
+                Mech::Futex,
+                Mech::Eventfd,
+                Mech::Pipe,
+                Mech::Condvar,
+                Mech::Unix,
+            ] {
+                for placement in [Placement::Cross(0, 4095), Placement::Cross(4095, 0)] {
+                    let r = run(&WakeOpts {
+                        mech,
+                        strategy: Strategy::Block,
+                        placement,
+                        duration: Duration::from_millis(50),
+                        gap: Duration::ZERO,
+                    });
+                    let _ = tx.send((mech, placement, r.map(|r| r.round_trips)));
+                }
+            }
+        });
+        for _ in 0..10 {
+            let (mech, placement, r) = rx
+                .recv_timeout(Duration::from_secs(20))
+                .expect("a run with an unpinnable CPU hung");
+            let e = r.expect_err("no CPU 4095 to pin to");
+            assert!(e.contains("CPU 4095"), "{mech:?} {placement:?}: {e}");
         }
     }
 
