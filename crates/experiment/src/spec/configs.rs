@@ -102,17 +102,31 @@ pub(super) const CONTROL_IN_NAME: &str =
 /// switches and the cpuidle governor, each name checked at its line.
 fn knobs_of(text: &str, r: &RawConfig) -> Result<Vec<(Knob, String)>, SpecError> {
     let mut knobs = Vec::new();
+    // A value is one line of a kernel file: a newline would write a second value the
+    // kernel parses or refuses as it likes, and an escape sequence would reach the
+    // terminal in the plan and the run's knob list. Tabs separate fields (`tcp_rmem`).
+    let value = |k: &str, v: &Spanned<super::raw::KnobVal>| {
+        let t = v.get_ref().text();
+        if t.chars().any(|c| c.is_control() && c != '\t') {
+            return err(
+                text,
+                v.span(),
+                format!("the value of {k} must be one line without control characters (newlines, escape sequences)"),
+            );
+        }
+        Ok(t)
+    };
     for (k, v) in &r.sysctl {
         let knob = Knob::sysctl(k).or_else(|m| err(text, v.span(), m))?;
-        knobs.push((knob, v.get_ref().text()));
+        knobs.push((knob, value(k, v)?));
     }
     for (k, v) in &r.module {
         let knob = Knob::module_param(k).or_else(|m| err(text, v.span(), m))?;
-        knobs.push((knob, v.get_ref().text()));
+        knobs.push((knob, value(k, v)?));
     }
     for (k, v) in &r.netdev {
         let knob = Knob::netdev(k).or_else(|m| err(text, v.span(), m))?;
-        knobs.push((knob, v.get_ref().text()));
+        knobs.push((knob, value(k, v)?));
     }
     if let Some(states) = &r.cpuidle_disable {
         for &st in states.get_ref() {

@@ -776,3 +776,30 @@ fn a_wrong_typed_value_names_its_key_and_a_number_is_a_size() {
         .collect();
     assert_eq!(sizes, vec![(64, 64), (1024, 1024)]);
 }
+
+/// A knob's value is one line of a kernel file: a newline or an escape sequence is refused
+/// at its line (it reached the file, the plan and the terminal as it was); tabs, which
+/// separate `tcp_rmem`'s fields, stay.
+#[test]
+fn knob_values_are_one_line() {
+    for table in ["sysctl", "module", "netdev"] {
+        let key = match table {
+            "sysctl" => "net.core.busy_read",
+            "module" => "haltpoll.guest_halt_poll_ns",
+            _ => "lo/queues/rx-0/rps_cpus",
+        };
+        for bad in ["50\\n0", "5\\u001b[2J"] {
+            let text = format!(
+                "name = \"x\"\n[[workload]]\nkind = \"rr\"\n[[config]]\nname = \"a\"\n{table} = {{ \"{key}\" = \"{bad}\" }}\n"
+            );
+            let (line, msg) = line_of_error(&text);
+            assert_eq!(line, 6, "{table} {bad}: {msg}");
+            assert!(msg.contains("must be one line"), "{table} {bad}: {msg}");
+        }
+    }
+    let s = parse(
+        "name = \"x\"\n[[workload]]\nkind = \"rr\"\n[[config]]\nname = \"a\"\nsysctl = { \"net.ipv4.tcp_rmem\" = \"4096\\t131072\\t6291456\" }\n",
+    )
+    .expect("tabs separate fields");
+    assert_eq!(s.configs[0].knobs[0].1, "4096\t131072\t6291456");
+}
