@@ -373,3 +373,80 @@ fn a_halt_poll_window_no_governor_reads_is_skipped() {
         "the knob is not as found"
     );
 }
+
+/// Switching off every halting cpuidle state does what it says under a governor that reads
+/// the switches: a config that runs under `menu` with them off (as seed 4's
+/// `no-halt-state` now does) leaves its CPUs polling, so its wake-ups need no IPI (0.01
+/// per transaction here against 1.00 halting), and the governor and switches found are
+/// back after the run.
+#[test]
+fn halting_states_switched_off_under_menu_keep_cpus_polling() {
+    let _alone = crate::alone();
+    let base = Path::new("/sys/devices/system/cpu/cpu0/cpuidle");
+    let name = |s: u32| std::fs::read_to_string(base.join(format!("state{s}/name")));
+    let avail = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/available_governors")
+        .unwrap_or_default();
+    if !avail.split_whitespace().any(|g| g == "menu")
+        || name(0).ok().as_deref().map(str::trim) != Some("POLL")
+    {
+        virtperf_testkit::skip("cpuidle", "no menu governor, or state 0 is not POLL");
+        return;
+    }
+    if !virtperf_testkit::need_root("switching the governor needs root") {
+        return;
+    }
+    // Every state but POLL: what halts differs by machine (C1 in a guest, C1E… on metal).
+    let halting: Vec<String> = (1..10)
+        .take_while(|s| name(*s).is_ok())
+        .map(|s| s.to_string())
+        .collect();
+    if halting.is_empty() {
+        virtperf_testkit::skip("cpuidle", "no cpuidle state besides POLL");
+        return;
+    }
+    let found: Vec<Option<String>> = (1..=halting.len())
+        .map(|s| std::fs::read_to_string(base.join(format!("state{s}/disable"))).ok())
+        .chain([std::fs::read_to_string(common::GOVERNOR).ok()])
+        .collect();
+    let d = common::TempDir::new("knob-no-halt-menu");
+    let spec = d.path("s.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "name = \"s\"\nduration = \"500ms\"\nrepetitions = 1\n[[workload]]\nkind = \"rr\"\ncpus = \"0,1\"\n\
+             [[config]]\nname = \"no-halt\"\ncpuidle_governor = \"menu\"\ncpuidle_disable = [{}]\n",
+            halting.join(", ")
+        ),
+    )
+    .unwrap();
+    let db = d.path("r.db");
+    let out = vp()
+        .args(["run", spec.to_str().unwrap(), "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let after: Vec<Option<String>> = (1..=halting.len())
+        .map(|s| std::fs::read_to_string(base.join(format!("state{s}/disable"))).ok())
+        .chain([std::fs::read_to_string(common::GOVERNOR).ok()])
+        .collect();
+    assert_eq!(after, found, "the switches and governor found are not back");
+    common::assert_ok(&out);
+    let shown = vp()
+        .args(["show", "last", "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    common::assert_ok(&shown);
+    let v: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let ipis = v["points"][0]["configs"][0]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "client_ipis_per_tr")
+        .map(|m| common::f(m, "/summary/mean"))
+        .unwrap_or_else(|| panic!("no IPI count: {v}"));
+    assert!(
+        ipis < 0.1,
+        "{ipis} IPIs per transaction with every halting state off: the CPUs halted"
+    );
+}

@@ -294,7 +294,7 @@ fn inert_cpuidle_switches(cfg: &Config, governor: Option<&str>) -> Option<String
         return None;
     }
     (governor? == "haltpoll").then(|| {
-        "cpuidle_disable has no effect under the cpuidle governor haltpoll, which never reads the states' disable switches (it halts whenever its poll window is 0 or runs out): keep the CPUs from halting with cpu_dma_latency = 0 or haltpoll.guest_halt_poll_ns instead".to_string()
+        "cpuidle_disable has no effect under the cpuidle governor haltpoll, which never reads the states' disable switches (it halts whenever its poll window is 0 or runs out): keep the CPUs from halting with cpu_dma_latency = 0 or haltpoll.guest_halt_poll_ns instead, or run the config under a governor that reads them (cpuidle_governor = \"menu\")".to_string()
     })
 }
 
