@@ -221,16 +221,19 @@ fn pin(cpu: Option<u32>) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    /// Every mechanism, for the tests that try each.
+    const MECHS: [Mech; 6] = [
+        Mech::Futex,
+        Mech::Eventfd,
+        Mech::Pipe,
+        Mech::Condvar,
+        Mech::Unix,
+        Mech::Tcp,
+    ];
+
     #[test]
     fn every_mechanism_and_strategy_passes_tokens() {
-        for mech in [
-            Mech::Futex,
-            Mech::Eventfd,
-            Mech::Pipe,
-            Mech::Condvar,
-            Mech::Unix,
-            Mech::Tcp,
-        ] {
+        for mech in MECHS {
             for strategy in [
                 Strategy::Block,
                 Strategy::Spin,
@@ -275,13 +278,7 @@ mod tests {
     fn a_cpu_that_cannot_be_pinned_is_an_error_not_a_hang() {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            for mech in [
-                Mech::Futex,
-                Mech::Eventfd,
-                Mech::Pipe,
-                Mech::Condvar,
-                Mech::Unix,
-            ] {
+            for mech in MECHS {
                 for placement in [Placement::Cross(0, 4095), Placement::Cross(4095, 0)] {
                     let r = run(&WakeOpts {
                         mech,
@@ -294,7 +291,7 @@ mod tests {
                 }
             }
         });
-        for _ in 0..10 {
+        for _ in 0..2 * MECHS.len() {
             let (mech, placement, r) = rx
                 .recv_timeout(Duration::from_secs(20))
                 .expect("a run with an unpinnable CPU hung");
