@@ -106,6 +106,30 @@ fn options(a: &ExplainArgs) -> Result<ExplainOpts> {
     Ok(opts)
 }
 
+/// This machine's battery pins to `cpus`: the same CPU twice, or one it lacks, is the
+/// command line's error (exit 2), said before anything starts.
+fn check_local_cpus(cpus: (u32, u32)) -> Result<()> {
+    if cpus.0 == cpus.1 {
+        return Err(crate::signals::exit(
+            crate::signals::code::USAGE,
+            format!(
+                "explain needs two different CPUs (got {},{}): pick two with --cpus",
+                cpus.0, cpus.1
+            ),
+        ));
+    }
+    match [cpus.0, cpus.1]
+        .into_iter()
+        .find(|c| !virtperf_lab::cpu_allowed(*c))
+    {
+        Some(c) => Err(crate::signals::exit(
+            crate::signals::code::USAGE,
+            format!("--cpus: CPU {c} does not exist here (or is not allowed to this process): pick two with --cpus"),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// `virtperf explain`
 pub fn explain(a: ExplainArgs) -> Result<()> {
     let opts = options(&a)?;
@@ -124,6 +148,7 @@ pub fn explain(a: ExplainArgs) -> Result<()> {
     } else if let Some(p) = &left {
         Some(explain_at(&a, p, &opts)?)
     } else {
+        check_local_cpus(opts.cpus)?;
         Some(crate::experiment::execute_with(
             &a.db,
             a.json,

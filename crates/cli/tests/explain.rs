@@ -608,9 +608,13 @@ fn explain_refuses_placements_it_cannot_measure() {
     let (code, err) = common::run_fail(&["explain", "--placement", "netns:veth"]);
     assert_eq!(code, 2);
     common::assert_one_line_error(&err, "share this machine's kernel");
+    // This machine's CPUs are the command line's to get right: usage errors (exit 2).
     let (code, err) = common::run_fail(&["explain", "--cpus", "1,1"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "{err}");
     common::assert_one_line_error(&err, "two different cpus");
+    let (code, err) = common::run_fail(&["explain", "--quick", "--cpus", "0,4095"]);
+    assert_eq!(code, 2, "{err}");
+    common::assert_one_line_error(&err, "CPU 4095 does not exist here");
 }
 
 /// `explain --native P --placement Q` (what `vm compare --explain --native P --guest Q`
