@@ -406,6 +406,8 @@ fn components_disappear_with_the_reason_when_a_capability_is_missing() {
 /// measures it as a remedy (its two configurations would time one idle path twice: under
 /// `menu` they once gave a 13.3 µs "cross-check" and a listed remedy); the knob's term is
 /// missing with that reason and the idle exit comes from the CPUs kept awake or is missing.
+/// What it measures instead, where the kernel has the haltpoll governor: switching to it
+/// with a window, a remedy of its own (the governor found is back afterwards).
 #[test]
 fn a_halt_poll_knob_no_governor_reads_is_not_measured() {
     let _alone = crate::alone();
@@ -416,9 +418,12 @@ fn a_halt_poll_knob_no_governor_reads_is_not_measured() {
     let Some(gov) = common::governor_other_than_haltpoll() else {
         return;
     };
+    let other = std::fs::read_to_string(common::GOVERNOR).ok();
     let d = TempDir::new("explain-inert-knob");
     let (v, err) = explain(&mut vp(), &d, &[]);
+    let after = std::fs::read_to_string(common::GOVERNOR).ok();
     drop(gov);
+    assert_eq!(after, other, "the governor found is not back");
     assert!(err.contains("nothing reads the knob"), "{err}");
     let why = missing_reason(&v, "idle_exit_knob").unwrap_or_else(|| panic!("{v}"));
     assert!(why.contains("nothing reads the knob"), "{why}");
@@ -426,8 +431,23 @@ fn a_halt_poll_knob_no_governor_reads_is_not_measured() {
         !names(&v, "cross_checks").contains(&"idle_exit_knob".into()),
         "{v}"
     );
-    let remedies = v["remedies"].to_string();
-    assert!(!remedies.contains("guest halt polling"), "{remedies}");
+    let whats: Vec<String> = v["remedies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["what"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        !whats.iter().any(|w| w.starts_with("guest halt polling")),
+        "{whats:?}"
+    );
+    let switch = whats
+        .iter()
+        .find(|w| w.starts_with("the haltpoll cpuidle governor with guest halt polling"));
+    let haltpoll_here =
+        std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/available_governors")
+            .is_ok_and(|a| a.split_whitespace().any(|g| g == "haltpoll"));
+    assert_eq!(switch.is_some(), haltpoll_here, "{whats:?}");
     assert_eq!(knob(), Some(before), "the knob is not as found");
 }
 

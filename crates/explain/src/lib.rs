@@ -241,8 +241,12 @@ pub fn run(
         Knob::sysctl("net.core.busy_poll")?,
         Knob::sysctl("net.core.busy_read")?,
     ];
+    let governor = Knob::cpuidle_governor();
     let state_dir = virtperf_machine::state::journal_base();
-    virtperf_machine::knob::check_leftovers(&state_dir, &[&knob, &busy_knobs[0], &busy_knobs[1]])?;
+    virtperf_machine::knob::check_leftovers(
+        &state_dir,
+        &[&knob, &busy_knobs[0], &busy_knobs[1], &governor],
+    )?;
     let mut guard = KnobGuard::journaled(virtperf_machine::knob::Journal::for_this_process(
         &state_dir,
     ));
@@ -256,6 +260,7 @@ pub fn run(
         originals.push((knob.clone(), orig.clone()));
     }
     let busy = busy_poll(&busy_knobs, current, &mut configs, &mut originals);
+    governor_config(&knob, current, &mut configs, &mut originals);
     for (k, orig) in &originals {
         guard.remember(k, orig.clone());
     }
@@ -559,6 +564,41 @@ fn busy_poll(
     Ok(())
 }
 
+/// The haltpoll governor with a window, a remedy to measure where only the governor keeps
+/// the window from acting ([`poll::governor_remedy`]): its config added to `configs`, the
+/// two knobs' originals to `originals`. Its trials record no window
+/// ([`model::GOVERNOR_POLL`]): they ran under another governor than as-is, so they are no
+/// term of the decomposition.
+fn governor_config(
+    knob: &Knob,
+    current: Option<u64>,
+    configs: &mut Vec<Config>,
+    originals: &mut Vec<(Knob, String)>,
+) {
+    let Some(both) = poll::governor_remedy(knob, current) else {
+        return;
+    };
+    let rr = configs[0].measures[0].clone();
+    configs.push(Config {
+        name: model::GOVERNOR_POLL.into(),
+        poll_ns: None,
+        offloads: None,
+        knobs: both
+            .iter()
+            .map(|(k, _)| {
+                let v = if k.kind == virtperf_machine::knob::KnobKind::CpuidleGovernor {
+                    "haltpoll".to_string()
+                } else {
+                    model::GOVERNOR_POLL_NS.to_string()
+                };
+                (k.clone(), v)
+            })
+            .collect(),
+        measures: vec![rr],
+    });
+    originals.extend(both);
+}
+
 /// `net.core.busy_poll` and `busy_read` in the busy-polling config, µs.
 const BUSY_POLL_US: u32 = 50;
 
@@ -594,10 +634,22 @@ fn describe(opts: &ExplainOpts, configs: &[Config]) -> String {
     );
     for c in configs {
         let labels: Vec<&str> = c.measures.iter().map(Measure::label).collect();
+        // What the config sets; as-is sets nothing and runs under the window found.
+        let set = if c.knobs.is_empty() {
+            format!(
+                "{POLL_KNOB} = {}",
+                c.poll_ns.map_or("absent".to_string(), |n| n.to_string())
+            )
+        } else {
+            c.knobs
+                .iter()
+                .map(|(k, v)| format!("{} = {v}", k.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         s.push_str(&format!(
-            "# config {} ({POLL_KNOB} = {}): {}\n",
+            "# config {} ({set}): {}\n",
             c.name,
-            c.poll_ns.map_or("absent".to_string(), |n| n.to_string()),
             labels.join(", ")
         ));
     }

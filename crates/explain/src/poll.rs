@@ -30,3 +30,28 @@ pub(crate) fn settable(
         _ => knob.probe(),
     }
 }
+
+/// The originals of the cpuidle governor switch and the knob where only the governor keeps
+/// the window from acting here (the haltpoll driver under `menu`, `ladder`, `teo`) and the
+/// kernel has the haltpoll governor: the battery then measures switching to it with a
+/// window ([`virtperf_report::explain::GOVERNOR_POLL`]) as a remedy. None elsewhere, or
+/// where either cannot be written.
+pub(crate) fn governor_remedy(
+    knob: &virtperf_machine::knob::Knob,
+    current: Option<u64>,
+) -> Option<Vec<(virtperf_machine::knob::Knob, String)>> {
+    use virtperf_measure::env;
+    current?;
+    env::halt_poll_inert_now()?;
+    let driver = env::cpuidle_driver();
+    if virtperf_wire::model::halt_poll_knob_inert(driver.as_deref(), Some("haltpoll")).is_some() {
+        return None;
+    }
+    if !env::available_governors()?.iter().any(|g| g == "haltpoll") {
+        return None;
+    }
+    let governor = virtperf_machine::knob::Knob::cpuidle_governor();
+    let gov_orig = governor.probe().ok()?;
+    let window_orig = knob.probe().ok()?;
+    Some(vec![(governor, gov_orig), (knob.clone(), window_orig)])
+}

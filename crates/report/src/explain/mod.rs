@@ -612,11 +612,27 @@ fn remedies(c: &Cells, base: &Rr, same: Option<&Rr>, missing: &mut Vec<Missing>)
             &r,
         );
     }
-    for cfg in c
-        .configs()
-        .iter()
-        .filter(|k| *k != AS_IS && *k != BUSY_POLL && !k.starts_with("boot-"))
-    {
+    let configs = c.configs();
+    // Tried where only the governor kept the window from acting; elsewhere it is named
+    // among the remedies not measured, where it applies.
+    if configs.iter().any(|k| k == GOVERNOR_POLL) {
+        match c.rr(RR_CROSS_BLOCK, GOVERNOR_POLL) {
+            Some(r) => push(
+                format!(
+                    "the haltpoll cpuidle governor with guest halt polling {} (current_governor = haltpoll, haltpoll.guest_halt_poll_ns = {GOVERNOR_POLL_NS}: the window acts under this governor alone)",
+                    window_text(GOVERNOR_POLL_NS)
+                ),
+                &r,
+            ),
+            None => missing.push(Missing {
+                name: GOVERNOR_POLL.into(),
+                reason: c.why_not(RR_CROSS_BLOCK, GOVERNOR_POLL),
+            }),
+        }
+    }
+    for cfg in c.configs().iter().filter(|k| {
+        *k != AS_IS && *k != BUSY_POLL && *k != GOVERNOR_POLL && !k.starts_with("boot-")
+    }) {
         if let (Some(r), Some(ns)) = (c.rr(RR_CROSS_BLOCK, cfg), c.poll_of(cfg)) {
             let what = if ns == 0 {
                 "guest halt polling off (haltpoll.guest_halt_poll_ns = 0)".to_string()
@@ -629,7 +645,6 @@ fn remedies(c: &Cells, base: &Rr, same: Option<&Rr>, missing: &mut Vec<Missing>)
             push(what, &r);
         }
     }
-    let configs = c.configs();
     for (cfg, arg, what) in BOOT_REMEDIES {
         if !configs.iter().any(|k| k == cfg) {
             continue;

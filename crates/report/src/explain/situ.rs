@@ -199,8 +199,13 @@ pub(super) fn disagreements(s: &InSitu, components: &[Component]) -> (Vec<String
     };
     let (mut out, mut undecided) = (Vec::new(), Vec::new());
     // What a gap left after the in-situ figure's parts are counted means, per term.
-    let meaning = |name: &str| {
+    // The idle-exit term is the knob's flip where the knob acts, else the CPUs kept awake
+    // (its source says which): each leaves a different part of the in-situ span out.
+    let awake_term = term("idle_exit").is_some_and(|c| c.source.contains("kept out of idle"));
+    let meaning = |name: &str, in_situ_above: bool| {
         match name {
+        "idle_exit" if awake_term && in_situ_above => "keeping both CPUs awake removes less than the in-situ span (a woken thread still preempts its CPU's spinner through an IPI, an exit here, and the sender still writes the ICR)",
+        "idle_exit" if awake_term => "keeping both CPUs awake removes more than the in-situ span (the spinners' own preemption and cache effects count in it)",
         "idle_exit" => "the halt-poll knob's flip changes more than the in-situ span (with polling no IPI is sent at all, and the woken thread is scheduled from a polling loop instead of a halted CPU's way out)",
         _ => "the model's separate wake-up trial does not wake the way this round trip does",
     }
@@ -234,7 +239,7 @@ pub(super) fn disagreements(s: &InSitu, components: &[Component]) -> (Vec<String
                     spread.map_or(" (its tries show no spread to hold it against)".into(), |[lo, hi]| {
                         format!(", outside the span of its tries ({lo:.1} to {hi:.1} µs)")
                     }),
-                    meaning(name)
+                    meaning(name, x > m)
                 )),
             }
         }
@@ -379,8 +384,10 @@ pub(super) fn named_remedies(env: &Env, configs: &[String]) -> Vec<String> {
         "posted interrupts / APICv / AVIC (IPIs and timer writes without exits): a host and hardware feature".into(),
     ];
     v.retain(|r| !measured(r.split_whitespace().next().unwrap_or_default()));
+    let governor_measured = configs.iter().any(|k| k == super::model::GOVERNOR_POLL);
     if env.halt_poll_knob_inert().is_some()
         && env.halt_poll.keys().any(|k| k.contains("guest_halt_poll"))
+        && !governor_measured
     {
         v.push(match env.cpuidle_driver.as_deref() {
             // A driver with a polling state is there: only the governor is another.

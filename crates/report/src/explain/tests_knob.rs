@@ -189,3 +189,53 @@ fn the_haltpoll_driver_under_another_governor_is_an_inert_knob() {
         .source
         .contains("guest_halt_poll_ns"));
 }
+
+/// Where the battery switched to the haltpoll governor with a window (only the governor
+/// kept the window from acting), that is a measured remedy against as-is, with its own
+/// words, and no longer named among those not tried; its trials carry no window, so the
+/// idle-exit term is still the CPUs kept awake. Tried and failed: missing, with why.
+#[test]
+fn the_governor_switch_is_a_measured_remedy_not_a_term() {
+    let env = Env {
+        cpuidle_governor: Some("menu".into()),
+        halt_poll: [("haltpoll.guest_halt_poll_ns".to_string(), "0".to_string())].into(),
+        ..haltpoll_env()
+    };
+    let mut t = knob_and_awake(55.0);
+    t.push(rr_trial(
+        GOVERNOR_POLL,
+        RR_CROSS_BLOCK,
+        None,
+        rr(15.0, (1, 1), (0, 1), EVENTS),
+    ));
+    let e = explain(1, &env, &t).expect("explains");
+    let r = e
+        .remedies
+        .iter()
+        .find(|r| {
+            r.what
+                .starts_with("the haltpoll cpuidle governor with guest halt polling 200 µs")
+        })
+        .unwrap_or_else(|| panic!("not a remedy: {:?}", e.remedies));
+    assert!((r.p50_us - 15.0).abs() < 0.1, "{r:?}");
+    assert!(r.p50_change_pct < -50.0, "{r:?}");
+    let named = e.remedies_named.join("\n");
+    assert!(!named.contains("haltpoll cpuidle governor"), "{named}");
+    let idle = component(&e, "idle_exit").expect("awake");
+    assert!(idle.source.contains("SCHED_IDLE"), "{idle:?}");
+    // Tried, but its trial failed: missing with the reason, not silently gone.
+    let mut t = knob_and_awake(55.0);
+    t.push(skipped(
+        GOVERNOR_POLL,
+        RR_CROSS_BLOCK,
+        "cannot set cpuidle.governor",
+    ));
+    let e = explain(1, &env, &t).expect("explains");
+    assert!(!e.remedies.iter().any(|r| r.what.contains("governor")));
+    let m = e
+        .missing
+        .iter()
+        .find(|m| m.name == GOVERNOR_POLL)
+        .unwrap_or_else(|| panic!("{:?}", e.missing));
+    assert!(m.reason.contains("cannot set cpuidle.governor"), "{m:?}");
+}
