@@ -102,60 +102,30 @@ pub fn run_until(opts: &WakeOpts, cut: &AtomicBool) -> Result<WakeReport, String
         Placement::Unpinned => (None, None),
     };
     let (end_a, end_b) = chan::pair(opts.mech)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let base = Instant::now();
-    // The sender's timestamp travels beside the token (shared memory), so the receiver can
-    // compute a one-way latency from the same monotonic clock.
-    let stamp_ab = Arc::new(AtomicU64::new(0));
-    let stamp_ba = Arc::new(AtomicU64::new(0));
-    let barrier = Arc::new(Barrier::new(2));
-    let responder_failed = Arc::new(AtomicBool::new(false));
+    let sh = Arc::new(Shared {
+        stop: AtomicBool::new(false),
+        base: Instant::now(),
+        stamp_ab: AtomicU64::new(0),
+        stamp_ba: AtomicU64::new(0),
+        barrier: Barrier::new(2),
+        responder_failed: AtomicBool::new(false),
+    });
+    let (stop, base, stamp_ab, stamp_ba) = (&sh.stop, sh.base, &sh.stamp_ab, &sh.stamp_ba);
     let strategy = opts.strategy;
-
     let responder = {
-        let (stop, stamp_ab, stamp_ba, barrier, failed) = (
-            stop.clone(),
-            stamp_ab.clone(),
-            stamp_ba.clone(),
-            barrier.clone(),
-            responder_failed.clone(),
-        );
+        let sh = sh.clone();
         std::thread::Builder::new()
             .name("wake-b".into())
-            .spawn(move || -> Result<_, String> {
-                let mut end = end_b;
-                // Both threads reach the barrier whatever pinning did (one that returned
-                // before it left the other waiting there for ever, deaf to signals), and
-                // a failure is raised before it, so the sender never starts on it.
-                let pinned = pin(b_cpu);
-                if pinned.is_err() {
-                    failed.store(true, Ordering::SeqCst);
-                }
-                barrier.wait();
-                pinned?;
-                let mut hist = new_histogram();
-                let t0 = thread_cpu()?;
-                loop {
-                    // The shutdown token (sent after `stop`) is not a message.
-                    if !end.wait(strategy, &stop)? || stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let now = base.elapsed().as_nanos() as u64;
-                    hist.saturating_record(now.saturating_sub(stamp_ab.load(Ordering::Acquire)));
-                    stamp_ba.store(base.elapsed().as_nanos() as u64, Ordering::Release);
-                    end.signal()?;
-                }
-                Ok((hist, thread_cpu_since(t0)?))
-            })
+            .spawn(move || respond(end_b, b_cpu, strategy, &sh))
             .map_err(|e| format!("cannot start a thread: {e}"))?
     };
 
     let mut end = end_a;
     let result = (|| -> Result<_, String> {
         let pinned = pin(a_cpu);
-        barrier.wait();
+        sh.barrier.wait();
         pinned?;
-        if responder_failed.load(Ordering::SeqCst) {
+        if sh.responder_failed.load(Ordering::SeqCst) {
             return Err("the responder could not start".into());
         }
         let mut one_way = new_histogram();
@@ -170,7 +140,7 @@ pub fn run_until(opts: &WakeOpts, cut: &AtomicBool) -> Result<WakeReport, String
             let t_send = base.elapsed().as_nanos() as u64;
             stamp_ab.store(t_send, Ordering::Release);
             end.signal()?;
-            if !end.wait(strategy, &stop)? {
+            if !end.wait(strategy, stop)? {
                 return Err("the responder went away".into());
             }
             let now = base.elapsed().as_nanos() as u64;
@@ -202,6 +172,57 @@ pub fn run_until(opts: &WakeOpts, cut: &AtomicBool) -> Result<WakeReport, String
         cpu_busy_pct: 100.0 * cpu / wall.as_secs_f64(),
         sleeps_per_message: (cpu_a.voluntary_switches + cpu_b.voluntary_switches) as f64 / messages,
     })
+}
+
+/// What the two threads of a run share: the stop flag, the clock both stamp from, each
+/// direction's send time (it travels beside the token, so the receiver computes a one-way
+/// latency from the same monotonic clock), and their rendezvous.
+struct Shared {
+    stop: AtomicBool,
+    base: Instant,
+    stamp_ab: AtomicU64,
+    stamp_ba: AtomicU64,
+    barrier: Barrier,
+    /// Raised before the rendezvous by a responder that could not pin itself.
+    responder_failed: AtomicBool,
+}
+
+/// The responder: answers every token until stopped; its one-way latencies and CPU time.
+fn respond(
+    mut end: chan::End,
+    cpu: Option<u32>,
+    strategy: Strategy,
+    sh: &Shared,
+) -> Result<
+    (
+        virtperf_measure::latency::LatencyHistogram,
+        virtperf_wire::ThreadCpu,
+    ),
+    String,
+> {
+    // Both threads reach the barrier whatever pinning did (one that returned before it
+    // left the other waiting there for ever, deaf to signals), and a failure is raised
+    // before it, so the sender never starts on it.
+    let pinned = pin(cpu);
+    if pinned.is_err() {
+        sh.responder_failed.store(true, Ordering::SeqCst);
+    }
+    sh.barrier.wait();
+    pinned?;
+    let mut hist = new_histogram();
+    let t0 = thread_cpu()?;
+    loop {
+        // The shutdown token (sent after `stop`) is not a message.
+        if !end.wait(strategy, &sh.stop)? || sh.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let now = sh.base.elapsed().as_nanos() as u64;
+        hist.saturating_record(now.saturating_sub(sh.stamp_ab.load(Ordering::Acquire)));
+        sh.stamp_ba
+            .store(sh.base.elapsed().as_nanos() as u64, Ordering::Release);
+        end.signal()?;
+    }
+    Ok((hist, thread_cpu_since(t0)?))
 }
 
 fn pin(cpu: Option<u32>) -> Result<(), String> {
