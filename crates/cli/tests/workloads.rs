@@ -523,8 +523,9 @@ fn wake_sweeps_the_poll_window_and_reports_cpu_cost() {
     }
     // Unpinned: no one-CPU warning, whatever the latency.
     assert_eq!(v["warnings"], serde_json::json!([]), "{}", v["warnings"]);
+    // The command line's mistake: a usage error, as every command's CPUs are.
     let (code, err) = common::run_fail(&["wake", "--placement", "cross", "--cpus", "1,1"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "{err}");
     common::assert_one_line_error(&err, "two different cpus");
 }
 
