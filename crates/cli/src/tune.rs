@@ -673,7 +673,7 @@ mod tests {
             dma_latency: Err("not here".into()),
             cpuidle_driver: None,
             cpuidle_governor: None,
-            haltpoll_governor: Err("not here".into()),
+            governors: Err("not here".into()),
             online_cpus: vec![0, 1],
             vhost_net: Err("not here".into()),
         };

@@ -262,7 +262,7 @@ mod tests {
             dma_latency: Ok(2_000_000_000),
             cpuidle_driver: None,
             cpuidle_governor: None,
-            haltpoll_governor: Ok(()),
+            governors: Ok(vec!["menu".into(), "haltpoll".into()]),
             online_cpus: vec![0, 1],
             vhost_net: Ok(()),
         }
