@@ -213,6 +213,26 @@ fn explain_decomposes_a_round_trip_and_says_where_each_part_came_from() {
     // Every remedy is a measurement against the as-is round trip.
     let remedies = v["remedies"].as_array().unwrap();
     assert!(remedies.len() >= 2, "{v}");
+    // Under the haltpoll governor (root, a kernel with menu), switching to menu is one.
+    let governor = std::fs::read_to_string(common::GOVERNOR).unwrap_or_default();
+    let menu_here = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/available_governors")
+        .is_ok_and(|a| a.split_whitespace().any(|g| g == "menu"));
+    if governor.trim() == "haltpoll" && menu_here && is_root() {
+        assert!(
+            remedies.iter().any(|r| r["what"]
+                .as_str()
+                .is_some_and(|w| w.starts_with("the menu cpuidle governor"))),
+            "{v}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(common::GOVERNOR)
+                .ok()
+                .as_deref()
+                .map(str::trim),
+            Some("haltpoll"),
+            "the governor found is not back"
+        );
+    }
     for r in remedies {
         assert!(r["p50_change_pct"].as_f64().unwrap().is_finite(), "{r}");
         assert!(r["cpus_busy"].as_f64().unwrap() > 0.0, "{r}");

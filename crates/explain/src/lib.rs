@@ -564,9 +564,10 @@ fn busy_poll(
     Ok(())
 }
 
-/// The haltpoll governor with a window, a remedy to measure where only the governor keeps
-/// the window from acting ([`poll::governor_remedy`]): its config added to `configs`, the
-/// two knobs' originals to `originals`. Its trials record no window
+/// The governor switches the battery measures as remedies, their configs added to
+/// `configs` and the knobs' originals to `originals`: menu where haltpoll runs
+/// ([`poll::menu_remedy`]), and the haltpoll governor with a window where only the
+/// governor keeps the window from acting ([`poll::governor_remedy`]). Its trials record no window
 /// ([`model::GOVERNOR_POLL`]): they ran under another governor than as-is, so they are no
 /// term of the decomposition.
 fn governor_config(
@@ -575,10 +576,20 @@ fn governor_config(
     configs: &mut Vec<Config>,
     originals: &mut Vec<(Knob, String)>,
 ) {
+    let rr = configs[0].measures[0].clone();
+    if let Some((governor, orig)) = poll::menu_remedy() {
+        configs.push(Config {
+            name: model::MENU_GOVERNOR.into(),
+            poll_ns: None,
+            offloads: None,
+            knobs: vec![(governor.clone(), "menu".into())],
+            measures: vec![rr.clone()],
+        });
+        originals.push((governor, orig));
+    }
     let Some(both) = poll::governor_remedy(knob, current) else {
         return;
     };
-    let rr = configs[0].measures[0].clone();
     configs.push(Config {
         name: model::GOVERNOR_POLL.into(),
         poll_ns: None,

@@ -55,3 +55,20 @@ pub(crate) fn governor_remedy(
     let window_orig = knob.probe().ok()?;
     Some(vec![(governor, gov_orig), (knob.clone(), window_orig)])
 }
+
+/// The original of the cpuidle governor switch where the haltpoll governor runs and the
+/// kernel has menu: the battery then measures the switch to menu as a remedy
+/// ([`virtperf_report::explain::MENU_GOVERNOR`]: haltpoll with no window stops and restarts
+/// the tick on every idle entry, menu keeps it through short ones). None elsewhere, or
+/// where the switch cannot be written.
+pub(crate) fn menu_remedy() -> Option<(virtperf_machine::knob::Knob, String)> {
+    use virtperf_measure::env;
+    if env::cpuidle_governor()? != "haltpoll"
+        || !env::available_governors()?.iter().any(|g| g == "menu")
+    {
+        return None;
+    }
+    let governor = virtperf_machine::knob::Knob::cpuidle_governor();
+    let orig = governor.probe().ok()?;
+    Some((governor, orig))
+}

@@ -613,25 +613,15 @@ fn remedies(c: &Cells, base: &Rr, same: Option<&Rr>, missing: &mut Vec<Missing>)
         );
     }
     let configs = c.configs();
-    // Tried where only the governor kept the window from acting; elsewhere it is named
-    // among the remedies not measured, where it applies.
-    if configs.iter().any(|k| k == GOVERNOR_POLL) {
-        match c.rr(RR_CROSS_BLOCK, GOVERNOR_POLL) {
-            Some(r) => push(
-                format!(
-                    "the haltpoll cpuidle governor with guest halt polling {} (current_governor = haltpoll, haltpoll.guest_halt_poll_ns = {GOVERNOR_POLL_NS}: the window acts under this governor alone)",
-                    window_text(GOVERNOR_POLL_NS)
-                ),
-                &r,
-            ),
-            None => missing.push(Missing {
-                name: GOVERNOR_POLL.into(),
-                reason: c.why_not(RR_CROSS_BLOCK, GOVERNOR_POLL),
-            }),
-        }
+    for (what, r) in governor_switches(c, &configs, missing) {
+        push(what, &r);
     }
     for cfg in c.configs().iter().filter(|k| {
-        *k != AS_IS && *k != BUSY_POLL && *k != GOVERNOR_POLL && !k.starts_with("boot-")
+        *k != AS_IS
+            && *k != BUSY_POLL
+            && *k != GOVERNOR_POLL
+            && *k != MENU_GOVERNOR
+            && !k.starts_with("boot-")
     }) {
         if let (Some(r), Some(ns)) = (c.rr(RR_CROSS_BLOCK, cfg), c.poll_of(cfg)) {
             let what = if ns == 0 {
@@ -680,6 +670,44 @@ fn remedies(c: &Cells, base: &Rr, same: Option<&Rr>, missing: &mut Vec<Missing>)
             None => "both ends on one CPU: no cross-CPU wake-up".to_string(),
         };
         push(what, r);
+    }
+    out
+}
+
+/// The cpuidle governor switches the battery measured (what each is, its round trip), each
+/// tried where it applies: the haltpoll governor with a window where only the governor
+/// kept the window from acting (else named among the remedies not measured), menu where
+/// haltpoll runs. One tried that gave nothing goes to `missing` with why.
+fn governor_switches(
+    c: &Cells,
+    configs: &[String],
+    missing: &mut Vec<Missing>,
+) -> Vec<(String, Rr)> {
+    let switches = [
+        (
+            GOVERNOR_POLL,
+            format!(
+                "the haltpoll cpuidle governor with guest halt polling {} (current_governor = haltpoll, haltpoll.guest_halt_poll_ns = {GOVERNOR_POLL_NS}: the window acts under this governor alone)",
+                window_text(GOVERNOR_POLL_NS)
+            ),
+        ),
+        (
+            MENU_GOVERNOR,
+            "the menu cpuidle governor (current_governor = menu: CPUs halt as before, but the tick is kept through short idle periods instead of stopped and restarted on each; no halt-poll window acts under it)".to_string(),
+        ),
+    ];
+    let mut out = Vec::new();
+    for (cfg, what) in switches {
+        if !configs.iter().any(|k| k == cfg) {
+            continue;
+        }
+        match c.rr(RR_CROSS_BLOCK, cfg) {
+            Some(r) => out.push((what, r)),
+            None => missing.push(Missing {
+                name: cfg.into(),
+                reason: c.why_not(RR_CROSS_BLOCK, cfg),
+            }),
+        }
     }
     out
 }

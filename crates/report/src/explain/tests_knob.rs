@@ -239,3 +239,30 @@ fn the_governor_switch_is_a_measured_remedy_not_a_term() {
         .unwrap_or_else(|| panic!("{:?}", e.missing));
     assert!(m.reason.contains("cannot set cpuidle.governor"), "{m:?}");
 }
+
+/// Under the haltpoll governor, the battery's switch to menu is a measured remedy in its
+/// own words, never a window of the decomposition (its trials carry none).
+#[test]
+fn the_menu_switch_is_a_measured_remedy() {
+    let mut t = as_is(Some(0));
+    t.push(probe("guest-poll-200us", WAKE_BLOCK, Some(200_000), 18.0));
+    t.push(rr_trial(
+        MENU_GOVERNOR,
+        RR_CROSS_BLOCK,
+        None,
+        rr(45.0, (1, 1), (0, 1), EVENTS),
+    ));
+    let e = explain(1, &haltpoll_env(), &t).expect("explains");
+    let r = e
+        .remedies
+        .iter()
+        .find(|r| r.what.starts_with("the menu cpuidle governor"))
+        .unwrap_or_else(|| panic!("not a remedy: {:?}", e.remedies));
+    assert!((r.p50_us - 45.0).abs() < 0.1, "{r:?}");
+    let idle = component(&e, "idle_exit").expect("the knob's term");
+    assert!(
+        idle.source.contains("guest-poll-200us") && !idle.source.contains(MENU_GOVERNOR),
+        "{}",
+        idle.source
+    );
+}
