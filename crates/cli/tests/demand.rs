@@ -43,23 +43,35 @@ fn system_service_demand_leaves_the_warm_up_out() {
 /// tick, and ~20% of each CPU's second went uncharged (CPU 1 25% busy beside its server
 /// thread's 37%; 41 µs of machine per transaction beside 69 µs of the two sides'
 /// threads). The uncharged time now counts as busy (`unsampled_pct`).
+///
+/// Time the hypervisor stole from a vCPU counts in the threads' run time here (this
+/// kernel's task clock does not take steal out) but not in the CPU's busy time, which
+/// /proc/stat charges to `steal` instead: CI on 2026-12-07 saw CPU 0 28.0% busy with 10.0%
+/// stolen beside its threads' 34.6%. So the CPU's share is its busy and stolen time.
 fn busy_holds_the_threads_pinned_there(v: &serde_json::Value) {
     let mut threads_us = 0.0;
     for (side, cpu) in [("client", 0), ("server", 1)] {
         let busy = f(v, &format!("/cpu/{side}/system/per_cpu_busy_pct/{cpu}"));
+        let stolen = f(v, &format!("/cpu/{side}/system/per_cpu/{cpu}/steal_pct"));
         let threads = f(v, &format!("/cpu/{side}/threads_busy_pct"));
         // The threads' time runs to the end of their work (closing after the interval),
         // the CPU's over the interval: a little slack, not a third.
         assert!(
-            busy >= 0.9 * threads - 2.0,
-            "{side}: CPU {cpu} {busy:.1}% busy, its threads {threads:.1}%: {}",
+            busy + stolen >= 0.9 * threads - 2.0,
+            "{side}: CPU {cpu} {busy:.1}% busy and {stolen:.1}% stolen, its threads {threads:.1}%: {}",
             v["cpu"][side]["system"]
         );
         threads_us += f(v, &format!("/cpu/{side}/service_demand_us"));
     }
+    // The machine's demand is its busy time per transaction: with the stolen time beside it.
     let machine = f(v, "/cpu/client/system_service_demand_us");
+    let (busy, stolen) = (
+        f(v, "/cpu/client/system/busy_pct"),
+        f(v, "/cpu/client/system/steal_pct"),
+    );
+    let with_stolen = machine * (busy + stolen) / busy;
     assert!(
-        machine >= 0.9 * threads_us,
-        "the machine {machine:.1} µs per transaction, the two sides' threads {threads_us:.1}"
+        with_stolen >= 0.9 * threads_us,
+        "the machine {machine:.1} µs per transaction ({with_stolen:.1} with the stolen time), the two sides' threads {threads_us:.1}"
     );
 }
