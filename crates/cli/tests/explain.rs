@@ -215,9 +215,7 @@ fn explain_decomposes_a_round_trip_and_says_where_each_part_came_from() {
     assert!(remedies.len() >= 2, "{v}");
     // Under the haltpoll governor (root, a kernel with menu), switching to menu is one.
     let governor = std::fs::read_to_string(common::GOVERNOR).unwrap_or_default();
-    let menu_here = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/available_governors")
-        .is_ok_and(|a| a.split_whitespace().any(|g| g == "menu"));
-    if governor.trim() == "haltpoll" && menu_here && is_root() {
+    if governor.trim() == "haltpoll" && common::has_governor("menu") && is_root() {
         assert!(
             remedies.iter().any(|r| r["what"]
                 .as_str()
@@ -464,10 +462,11 @@ fn a_halt_poll_knob_no_governor_reads_is_not_measured() {
     let switch = whats
         .iter()
         .find(|w| w.starts_with("the haltpoll cpuidle governor with guest halt polling"));
-    let haltpoll_here =
-        std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/available_governors")
-            .is_ok_and(|a| a.split_whitespace().any(|g| g == "haltpoll"));
-    assert_eq!(switch.is_some(), haltpoll_here, "{whats:?}");
+    assert_eq!(
+        switch.is_some(),
+        common::has_governor("haltpoll"),
+        "{whats:?}"
+    );
     assert_eq!(knob(), Some(before), "the knob is not as found");
 }
 

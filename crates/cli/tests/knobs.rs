@@ -384,11 +384,7 @@ fn halting_states_switched_off_under_menu_keep_cpus_polling() {
     let _alone = crate::alone();
     let base = Path::new("/sys/devices/system/cpu/cpu0/cpuidle");
     let name = |s: u32| std::fs::read_to_string(base.join(format!("state{s}/name")));
-    let avail = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/available_governors")
-        .unwrap_or_default();
-    if !avail.split_whitespace().any(|g| g == "menu")
-        || name(0).ok().as_deref().map(str::trim) != Some("POLL")
-    {
+    if !common::has_governor("menu") || name(0).ok().as_deref().map(str::trim) != Some("POLL") {
         virtperf_testkit::skip("cpuidle", "no menu governor, or state 0 is not POLL");
         return;
     }

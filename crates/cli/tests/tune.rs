@@ -675,6 +675,26 @@ fn a_guest_driven_placement_costs_what_the_host_pays() {
     }
 }
 
+/// `tune --goal 'p50<=1s' --only ONLY -l 400ms --runs 2 --json` on this machine, in `s`.
+fn tune_only(s: &Scratch, only: &str) -> std::process::Output {
+    run_with_timeout(
+        s.vp().args([
+            "tune", "--goal", "p50<=1s", "--only", only, "-l", "400ms", "--runs", "2", "--json",
+        ]),
+        Duration::from_secs(120),
+    )
+}
+
+/// The measured configuration `name` of a `tune --json`.
+fn measured<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    v["measured"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["config"]["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not measured: {v}"))
+}
+
 /// Where another cpuidle governor runs, the halt-poll window alone does nothing, so tune
 /// tries it together with the switch to the haltpoll governor. Measured beside the
 /// baseline, that configuration's wake-ups need no IPI (its CPUs poll, so the switch was in
@@ -692,21 +712,7 @@ fn under_another_governor_the_window_is_tried_with_the_switch() {
     };
     let other = read(common::GOVERNOR);
     let s = Scratch::new("gov");
-    let out = run_with_timeout(
-        s.vp().args([
-            "tune",
-            "--goal",
-            "p50<=1s",
-            "--only",
-            "haltpoll-gov-200us",
-            "-l",
-            "400ms",
-            "--runs",
-            "2",
-            "--json",
-        ]),
-        Duration::from_secs(120),
-    );
+    let out = tune_only(&s, "haltpoll-gov-200us");
     let governor_after = read(common::GOVERNOR);
     drop(gov);
     common::assert_ok(&out);
@@ -714,12 +720,7 @@ fn under_another_governor_the_window_is_tried_with_the_switch() {
     assert_eq!(governor_after, other, "the governor found is not back");
     assert_eq!(read(HALT_POLL), Some(window), "the window is not back");
     assert_eq!(v["knobs_restored"], true, "{}", v["knobs_not_restored"]);
-    let m = v["measured"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["config"]["name"] == "haltpoll-gov-200us")
-        .unwrap_or_else(|| panic!("not measured: {v}"));
+    let m = measured(&v, "haltpoll-gov-200us");
     let settings = &m["config"]["parts"][0]["settings"];
     assert_eq!(settings[0]["kind"], "governor", "{settings}");
     assert_eq!(settings[0]["name"], "haltpoll", "{settings}");
@@ -761,10 +762,8 @@ fn under_another_governor_the_window_is_tried_with_the_switch() {
 #[test]
 fn under_haltpoll_the_menu_governor_is_tried() {
     let _alone = crate::alone();
-    let avail = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/available_governors")
-        .unwrap_or_default();
     let found = read(common::GOVERNOR);
-    if found.as_deref() != Some("haltpoll") || !avail.split_whitespace().any(|g| g == "menu") {
+    if found.as_deref() != Some("haltpoll") || !common::has_governor("menu") {
         virtperf_testkit::skip(
             "cpuidle",
             &format!("the governor here is {found:?}, not haltpoll with menu available"),
@@ -775,21 +774,7 @@ fn under_haltpoll_the_menu_governor_is_tried() {
         return;
     }
     let s = Scratch::new("menu");
-    let out = run_with_timeout(
-        s.vp().args([
-            "tune",
-            "--goal",
-            "p50<=1s",
-            "--only",
-            "menu-governor",
-            "-l",
-            "400ms",
-            "--runs",
-            "2",
-            "--json",
-        ]),
-        Duration::from_secs(120),
-    );
+    let out = tune_only(&s, "menu-governor");
     assert_eq!(
         read(common::GOVERNOR),
         found,
@@ -798,12 +783,7 @@ fn under_haltpoll_the_menu_governor_is_tried() {
     common::assert_ok(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["knobs_restored"], true, "{}", v["knobs_not_restored"]);
-    let m = v["measured"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["config"]["name"] == "menu-governor")
-        .unwrap_or_else(|| panic!("not measured: {v}"));
+    let m = measured(&v, "menu-governor");
     assert_eq!(m["ok"], 2, "both tries: {m}");
     assert_eq!(
         m["config"]["parts"][0]["settings"][0]["name"], "menu",

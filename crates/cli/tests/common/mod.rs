@@ -509,14 +509,20 @@ impl Drop for SysfsAt {
 #[allow(dead_code)]
 pub const GOVERNOR: &str = "/sys/devices/system/cpu/cpuidle/current_governor";
 
+/// Whether this kernel has cpuidle governor `g` (the tool's own reader of
+/// `available_governors`).
+#[allow(dead_code)]
+pub fn has_governor(g: &str) -> bool {
+    virtperf_measure::env::available_governors().is_some_and(|a| a.iter().any(|x| x == g))
+}
+
 /// The cpuidle governor switched to an available one other than haltpoll (the only reader
 /// of the guest halt-poll knob), put back as found when dropped; None (the skip printed)
 /// where there is no other or it cannot be switched.
 #[allow(dead_code)]
 pub fn governor_other_than_haltpoll() -> Option<SysfsAt> {
-    let avail = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/available_governors")
-        .unwrap_or_default();
-    let Some(other) = avail.split_whitespace().find(|g| *g != "haltpoll") else {
+    let avail = virtperf_measure::env::available_governors().unwrap_or_default();
+    let Some(other) = avail.iter().find(|g| *g != "haltpoll") else {
         virtperf_testkit::skip("cpuidle", "no cpuidle governor other than haltpoll here");
         return None;
     };
