@@ -446,3 +446,99 @@ fn halting_states_switched_off_under_menu_keep_cpus_polling() {
         "{ipis} IPIs per transaction with every halting state off: the CPUs halted"
     );
 }
+
+/// SIGKILL while a config's governor switch is in force, the killed run not yet reaped by
+/// its parent (a zombie, as under a script that has not waited): `cleanup` puts the
+/// governor found back at once. It used to take the zombie for a running process and say
+/// "nothing to clean up" while the switch stayed.
+#[test]
+fn a_killed_unreaped_runs_governor_switch_is_restored_by_cleanup() {
+    let _alone = crate::alone();
+    if !virtperf_testkit::need_root("switching the governor needs root") {
+        return;
+    }
+    let found = std::fs::read_to_string(common::GOVERNOR).unwrap_or_default();
+    let avail = virtperf_measure::env::available_governors().unwrap_or_default();
+    let Some(other) = avail.iter().find(|g| **g != found.trim()).cloned() else {
+        virtperf_testkit::skip("cpuidle", "no second cpuidle governor to switch to");
+        return;
+    };
+    // Whatever fails below, the governor found is written back.
+    let Some(_restore) = common::SysfsAt::set(
+        common::GOVERNOR,
+        found.trim(),
+        ("cpuidle", "no cpuidle governor here"),
+    ) else {
+        return;
+    };
+    let d = common::TempDir::new("knob-kill-governor");
+    let spec = d.path("s.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "name = \"s\"\nduration = \"5s\"\nrepetitions = 2\n[[workload]]\nkind = \"rr\"\n\
+             [[config]]\nname = \"switched\"\ncpuidle_governor = \"{other}\"\n"
+        ),
+    )
+    .unwrap();
+    let state = d.path("state");
+    // A failed assertion leaves the killed run's journal in the machine's directory, where
+    // every later run would refuse to start: the guard runs `cleanup` on the way out.
+    struct Cleanup(PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = vp()
+                .env("VIRTPERF_STATE_DIR", &self.0)
+                .arg("cleanup")
+                .output();
+        }
+    }
+    let _cleanup = Cleanup(state.clone());
+    let mut child = vp()
+        .env("VIRTPERF_STATE_DIR", &state)
+        .args(["run", spec.to_str().unwrap(), "--db"])
+        .arg(d.path("r.db"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let now = || std::fs::read_to_string(common::GOVERNOR).unwrap_or_default();
+    let t0 = Instant::now();
+    while now().trim() != other {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the run never switched the governor"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    // Not reaped: wait for the kernel to finish its exit, leaving a zombie.
+    let stat = format!("/proc/{}/stat", child.id());
+    while !std::fs::read_to_string(&stat).is_ok_and(|s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z'))
+    }) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(40),
+            "the killed run never exited"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(
+        now().trim(),
+        other,
+        "nothing could restore it on the way out"
+    );
+    let out = vp()
+        .env("VIRTPERF_STATE_DIR", &state)
+        .arg("cleanup")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    let back = now();
+    child.wait().unwrap();
+    common::assert_ok(&out);
+    assert!(said.contains("restored cpuidle.governor"), "{said}");
+    assert_eq!(back.trim(), found.trim(), "cleanup left the switch: {said}");
+}
