@@ -115,9 +115,16 @@ fn execute(common: &Common, mut plan: Plan) -> Result<()> {
                 }
                 _ => e,
             };
-            // A stream of JSON lines ends with an event, whatever ended it.
+            // A stream of JSON lines ends with an event, whatever ended it: a signal that
+            // left nothing to keep (it came before the interval, or the agent froze) is
+            // still an interruption, with no data.
             if common.json_stream {
-                let end = serde_json::json!({"event": "end", "reason": "error", "error": format!("{e:#}")});
+                let reason = if crate::signals::received() != 0 {
+                    "interrupted"
+                } else {
+                    "error"
+                };
+                let end = serde_json::json!({"event": "end", "reason": reason, "error": format!("{e:#}")});
                 println!("{end}");
             }
             return Err(e);

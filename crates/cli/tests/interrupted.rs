@@ -295,3 +295,54 @@ fn sigterm_once_ready(
     let out = wait_output(child, Duration::from_secs(60));
     (out, signalled.elapsed())
 }
+
+/// A Ctrl-C while the agent is frozen (SIGSTOP: a stopped process, a paused guest) ends the
+/// command within the grace of 5 s, exit 130, saying nothing was kept; the JSON stream ends
+/// `interrupted` with no data. It used to wait out the data connections' timeout and then
+/// the report's: 29 s after the signal for a stream, measured.
+#[test]
+fn a_signal_with_the_agent_frozen_ends_within_the_grace() {
+    let agent = common::Agent::start(&[]);
+    let mut child = vp()
+        .args(["stream", "-H", "127.0.0.1", "--port", &agent.port()])
+        .args([
+            "-l",
+            "30s",
+            "-i",
+            "200ms",
+            "--json-stream",
+            "--allow-concurrent",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    for _ in 0..3 {
+        assert!(
+            matches!(lines.next(), Some(Ok(_))),
+            "the stream ended before its third interval"
+        );
+    }
+    // SAFETY: kill(2) on the agent this test started, by its PID.
+    unsafe { libc::kill(agent.pid() as i32, libc::SIGSTOP) };
+    // Time for the client's sender to fill the socket buffers and block.
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill(2) on the child this test started, by its PID.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t0 = std::time::Instant::now();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let out = wait_output(child, Duration::from_secs(60));
+    let took = t0.elapsed();
+    // SAFETY: as above; the agent is killed when dropped.
+    unsafe { libc::kill(agent.pid() as i32, libc::SIGCONT) };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(took < Duration::from_secs(8), "took {took:?}: {err}");
+    assert!(err.contains("nothing was kept"), "{err}");
+    let last = rest.last().expect("an end event");
+    let end: serde_json::Value = serde_json::from_str(last).expect("JSON");
+    assert_eq!(end["reason"], "interrupted", "{end}");
+    assert!(end["data"].is_null(), "{end}");
+}

@@ -7,6 +7,7 @@ use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::process::Stdio;
 use std::time::Duration;
 
 use common::{run_db_ok, run_with_timeout, vp, TempDir};
@@ -34,10 +35,21 @@ fn swallow(listener: TcpListener, udp: u16) {
     }
 }
 
+/// How the silent agent answers, besides never answering a request.
+#[derive(Clone, Default)]
+struct Silent {
+    /// First say another measurement holds the machine, in these words.
+    waiting: Option<&'static str>,
+    /// And then never get the machine (the other measurement never ends).
+    held_forever: bool,
+    /// Told when the client starts the test (its warm-up, or its interval, begins).
+    started: Option<std::sync::mpsc::Sender<()>>,
+}
+
 /// One control connection of the silent agent: a well-behaved protocol peer whose data
-/// port takes requests and never responds; with `waiting`, it first says another
-/// measurement holds its machine, in those words.
-fn control(mut c: TcpStream, waiting: Option<&'static str>) {
+/// port takes requests and never responds; it behaves as `how` says.
+fn control(mut c: TcpStream, how: Silent) {
+    let waiting = how.waiting;
     while let Ok(m) = read_message(&mut c) {
         let reply = match m {
             // The client's window closed: nothing to answer.
@@ -56,6 +68,9 @@ fn control(mut c: TcpStream, waiting: Option<&'static str>) {
                     };
                     if write_message(&mut c, &w).is_err() {
                         return;
+                    }
+                    if how.held_forever {
+                        continue;
                     }
                 }
                 // A UDP port whose TCP twin is free too: another process may hold the
@@ -77,7 +92,12 @@ fn control(mut c: TcpStream, waiting: Option<&'static str>) {
                 }
             }
             Message::Hold => Message::Held { lock: None },
-            Message::Start => Message::Started,
+            Message::Start => {
+                if let Some(t) = &how.started {
+                    let _ = t.send(());
+                }
+                Message::Started
+            }
             Message::Stop => Message::Report {
                 side: Box::new(SideReport::default()),
             },
@@ -93,11 +113,20 @@ fn control(mut c: TcpStream, waiting: Option<&'static str>) {
 
 /// Starts the silent agent on loopback (see [`control`]); its control port.
 fn silent_agent(waiting: Option<&'static str>) -> u16 {
+    silent_agent_that(Silent {
+        waiting,
+        ..Silent::default()
+    })
+}
+
+/// Starts a silent agent that behaves as `how` says; its control port.
+fn silent_agent_that(how: Silent) -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("control port");
     let port = l.local_addr().expect("bound").port();
     std::thread::spawn(move || {
         for c in l.incoming().flatten() {
-            std::thread::spawn(move || control(c, waiting));
+            let how = how.clone();
+            std::thread::spawn(move || control(c, how));
         }
     });
     port
@@ -172,4 +201,110 @@ fn a_waiting_holder_is_printed_escaped() {
     assert!(err.contains("waiting for another measurement"), "{err}");
     assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{err:?}");
     assert!(err.contains("\\u{1b}]0;pwned"), "{err}");
+}
+
+/// A Ctrl-C while the client waits for the agent's machine ends the command at once, exit
+/// 130, saying nothing was measured; its JSON stream ends `interrupted` with no data. It
+/// used to notice the signal only when the wait ended (15 s measured behind a 20 s test,
+/// here 10 s and then a timeout), and then printed a table of zeros.
+#[test]
+fn a_signal_while_waiting_for_the_agents_machine_ends_at_once() {
+    let port = silent_agent_that(Silent {
+        waiting: Some("rr (pid 1)"),
+        held_forever: true,
+        started: None,
+    })
+    .to_string();
+    let mut child = vp()
+        .args(["rr", "-H", "127.0.0.1", "--port", &port, "-l", "1s"])
+        .args(["--json-stream", "--allow-concurrent"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 256];
+    while !String::from_utf8_lossy(&seen).contains("waiting for another measurement") {
+        match stderr.read(&mut buf) {
+            Ok(0) | Err(_) => panic!("ended early: {}", String::from_utf8_lossy(&seen)),
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+        }
+    }
+    let (out, took) = interrupt(child, stderr);
+    let err = out.1;
+    assert_eq!(out.0.status.code(), Some(130), "{err}");
+    assert!(took < Duration::from_secs(3), "took {took:?}: {err}");
+    assert!(
+        err.contains("while waiting for the agent's machine")
+            && err.contains("nothing was measured"),
+        "{err}"
+    );
+    let end = last_event(&out.0.stdout);
+    assert_eq!(end["reason"], "interrupted", "{end}");
+    assert!(end["data"].is_null(), "no result of nothing: {end}");
+}
+
+/// A signal in the warm-up (`--omit`), before the measured interval began, measures
+/// nothing: exit 130 at once, no result printed. It used to open the interval anyway, wait
+/// out the data timeout (10 s) on a request the agent never answered, and fail.
+#[test]
+fn a_signal_in_the_warm_up_measures_nothing() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let port = silent_agent_that(Silent {
+        started: Some(tx),
+        ..Silent::default()
+    })
+    .to_string();
+    let mut child = vp()
+        .args(["rr", "-H", "127.0.0.1", "--port", &port, "-l", "1s"])
+        .args(["--omit", "60s", "--allow-concurrent"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stderr = child.stderr.take().expect("stderr");
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the client started the test");
+    std::thread::sleep(Duration::from_millis(200));
+    let (out, took) = interrupt(child, stderr);
+    let err = out.1;
+    assert_eq!(out.0.status.code(), Some(130), "{err}");
+    assert!(took < Duration::from_secs(3), "took {took:?}: {err}");
+    assert!(
+        err.contains("before the measured interval began: nothing was measured"),
+        "{err}"
+    );
+    let printed = String::from_utf8_lossy(&out.0.stdout);
+    assert!(printed.trim().is_empty(), "no table of nothing: {printed}");
+}
+
+/// Sends SIGINT to `child`; its output, all of its stderr, and how long it took to end.
+fn interrupt(
+    child: std::process::Child,
+    mut stderr: std::process::ChildStderr,
+) -> ((std::process::Output, String), Duration) {
+    let reader = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = stderr.read_to_string(&mut rest);
+        rest
+    });
+    // SAFETY: kill(2) on the child this test started, by its PID.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t0 = std::time::Instant::now();
+    let out = common::wait_output(child, Duration::from_secs(60));
+    let took = t0.elapsed();
+    ((out, reader.join().expect("stderr")), took)
+}
+
+/// The last line of a JSON stream, parsed.
+fn last_event(stdout: &[u8]) -> serde_json::Value {
+    let text = String::from_utf8_lossy(stdout);
+    let last = text
+        .lines()
+        .last()
+        .unwrap_or_else(|| panic!("no event: {text}"));
+    serde_json::from_str(last).expect("JSON")
 }

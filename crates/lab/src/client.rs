@@ -24,6 +24,8 @@ use crate::{DATA_TIMEOUT, SETUP_TIMEOUT};
 struct Control {
     s: TcpStream,
     addr: SocketAddr,
+    /// The test's signal flag: a wait for the agent's machine ends on it.
+    cut: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Control {
@@ -47,7 +49,7 @@ impl Control {
         for addr in addrs {
             match TcpStream::connect_timeout(&addr, SETUP_TIMEOUT) {
                 Ok(s) => {
-                    let mut c = Control { s, addr };
+                    let mut c = Control { s, addr, cut: None };
                     c.s.set_nodelay(true)?;
                     c.s.set_write_timeout(Some(SETUP_TIMEOUT))?;
                     crate::control_keepalive(&c.s);
@@ -180,6 +182,12 @@ impl Control {
     fn recv_after_waiting(&mut self, waiting_for: &str) -> Result<Message> {
         let mut said_waiting = false;
         loop {
+            let what = if said_waiting {
+                "waiting for the agent's machine (another measurement holds it)"
+            } else {
+                "setting the test up"
+            };
+            crate::cut::readable_unless_cut(&self.s, SETUP_TIMEOUT, self.cut.as_ref(), what)?;
             match self.recv(SETUP_TIMEOUT, waiting_for)? {
                 Message::Waiting { holder } => {
                     if !said_waiting {
@@ -320,6 +328,7 @@ fn run_once(
     sampler: Option<&virtperf_measure::sampling::Sampler>,
 ) -> Result<TestResult> {
     let mut ctl = Control::connect(t, plan.family)?;
+    ctl.cut = plan.cut.clone();
     let server_env = ctl.fingerprint()?;
     let client_env = fingerprint();
     let (data_port, key) = ctl.prepare(plan)?;
@@ -343,6 +352,7 @@ fn run_once(
         other => bail!("unexpected answer to start: {}", kind(&other)),
     }
     warm_up(&mut ctl, plan, &side, &handles, progress)?;
+    not_cut_yet(plan, &side)?;
     let kvm0 = plan.kvm_stats.then(virtperf_kvm::debugfs_stats);
     let nic = traffic_interface(&ctl);
     // Tracepoint counters are opened before the interval (opening costs milliseconds per
@@ -435,6 +445,17 @@ fn warm_up(
     }
     side.begin_measuring();
     ctl.send(&Message::Measure)
+}
+
+/// Fails (and lets the waiting workers go) when the test was cut before its measured
+/// interval began: a result of no interval would be a table of zeros, not a measurement.
+fn not_cut_yet(plan: &Plan, side: &Ctl) -> Result<()> {
+    if !crate::cut::is_cut(plan.cut.as_ref()) {
+        return Ok(());
+    }
+    side.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    side.gate.open();
+    bail!("the signal came before the measured interval began: nothing was measured")
 }
 
 /// The interface our traffic leaves by: in a guest its virtio-net device, whose kicks
@@ -561,14 +582,26 @@ fn stop_and_report(
     if stop_first {
         stop_sent = ctl.send(&Message::Stop);
     }
-    let joined = join_all(handles)
+    // Cut by a signal, the workers and the report get one grace together, not every
+    // timeout in turn (a frozen agent held a Ctrl-C for 29 s).
+    let mut grace = crate::cut::Grace::default();
+    let joined = crate::cut::join_within(handles, plan.cut.as_ref(), &mut grace)
         .with_context(|| format!("data connection to the agent at {agent_addr}"))?;
     if !stop_first {
         stop_sent = ctl.send(&Message::Stop);
     }
     stop_sent?;
     let report_max = virtperf_wire::report_limit(plan.workload.connections());
-    let server = match ctl.recv_max(DATA_TIMEOUT + SETUP_TIMEOUT, "report", report_max)? {
+    let left = grace.left(plan.cut.as_ref());
+    let wait = left.map_or(DATA_TIMEOUT + SETUP_TIMEOUT, |l| {
+        l.max(Duration::from_secs(1))
+    });
+    let got = ctl.recv_max(wait, "report", report_max);
+    let got = match left {
+        Some(_) => got.context("the agent stopped answering after the signal, so nothing was kept"),
+        None => got,
+    };
+    let server = match got? {
         Message::Report { side } => *side,
         other => bail!("unexpected answer to stop: {}", kind(&other)),
     };

@@ -13,6 +13,7 @@ pub mod agent;
 pub mod assemble;
 pub mod capture;
 pub mod client;
+mod cut;
 pub mod fds;
 mod half;
 pub mod host_vm;
