@@ -12,7 +12,7 @@
 //! the connections a test expects, from the client's address, and close the rest at once.
 
 use std::collections::BTreeMap;
-use std::io::{self, Read};
+use std::io;
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,8 +22,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use virtperf_load::sock::cpu_allowed;
 use virtperf_measure::fingerprint;
 use virtperf_wire::{
-    read_message, write_message, Message, SideReport, SockOpts, WireError, Workload,
-    MAX_DURATION_MS, PROTOCOL_VERSION,
+    write_message, Message, SideReport, SockOpts, WireError, Workload, MAX_DURATION_MS,
+    PROTOCOL_VERSION,
 };
 
 use crate::client::kind;
@@ -341,33 +341,9 @@ fn handle(mut s: TcpStream, peer: SocketAddr, cfg: &AgentConfig, slots: &Slots, 
     }
 }
 
-/// A reader that gives a whole message one deadline: the socket's receive timeout is set
-/// to the time left before every read, so a peer that trickles bytes cannot stretch the
-/// wait the way a per-read timeout lets it.
-struct ByDeadline<'a> {
-    s: &'a TcpStream,
-    deadline: Instant,
-}
-
-impl Read for ByDeadline<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::ErrorKind::TimedOut.into());
-        }
-        self.s.set_read_timeout(Some(left))?;
-        let mut s = self.s;
-        s.read(buf)
-    }
-}
-
 /// Reads one message, all of which must arrive within `timeout`.
 fn recv(s: &mut TcpStream, timeout: Duration, waiting_for: &str) -> Result<Message> {
-    let mut r = ByDeadline {
-        s,
-        deadline: Instant::now() + timeout,
-    };
-    match read_message(&mut r) {
+    match virtperf_wire::read_message_within(s, timeout, virtperf_wire::MAX_CONTROL_FRAME) {
         Ok(m) => Ok(m),
         Err(e) if e.is_timeout() => {
             bail!(

@@ -95,9 +95,10 @@ impl Control {
     }
 
     /// Like `recv`, for a message of up to `max` bytes (an agent's report of many flows).
+    /// The whole message must arrive within `timeout` (an agent that trickles bytes gets no
+    /// more: it held a client for as long as it trickled, 45 s measured).
     fn recv_max(&mut self, timeout: Duration, waiting_for: &str, max: u32) -> Result<Message> {
-        self.s.set_read_timeout(Some(timeout))?;
-        match virtperf_wire::read_message_max(&mut self.s, max) {
+        match virtperf_wire::read_message_within(&self.s, timeout, max) {
             Ok(Message::Error { message }) => Err(self.agent_said(&message)),
             Ok(m) => Ok(m),
             Err(e) if e.is_timeout() => Err(anyhow!(
@@ -107,6 +108,10 @@ impl Control {
             )),
             Err(WireError::Closed) => Err(anyhow!(
                 "the agent at {} closed the connection while we waited for {waiting_for} (agent killed?)",
+                self.addr
+            )),
+            Err(WireError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(anyhow!(
+                "the agent at {} closed the connection in the middle of a {waiting_for} (agent killed?)",
                 self.addr
             )),
             Err(e @ WireError::Io(_)) => Err(anyhow!("agent at {}: {e}", self.addr)),

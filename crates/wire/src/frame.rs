@@ -129,6 +129,42 @@ pub fn read_message_max<R: Read>(r: &mut R, max: u32) -> Result<Message, WireErr
     parse_body(&body)
 }
 
+/// Reads one message of at most `max` bytes from `s`, all of which must arrive within
+/// `timeout`: the socket's receive timeout is set to the time left before every read, so a
+/// peer that trickles bytes (one every few seconds) cannot stretch the wait the way a
+/// per-read timeout lets it. Past the deadline: a timeout ([`WireError::is_timeout`]).
+pub fn read_message_within(
+    s: &std::net::TcpStream,
+    timeout: std::time::Duration,
+    max: u32,
+) -> Result<Message, WireError> {
+    let mut r = ByDeadline {
+        s,
+        deadline: std::time::Instant::now() + timeout,
+    };
+    read_message_max(&mut r, max)
+}
+
+/// A reader that gives a whole message one deadline (see [`read_message_within`]).
+struct ByDeadline<'a> {
+    s: &'a std::net::TcpStream,
+    deadline: std::time::Instant,
+}
+
+impl Read for ByDeadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self
+            .deadline
+            .saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.s.set_read_timeout(Some(left))?;
+        let mut s = self.s;
+        s.read(buf)
+    }
+}
+
 /// Writes one message as a single frame.
 pub fn write_message<W: Write>(w: &mut W, msg: &Message) -> Result<(), WireError> {
     write_message_max(w, msg, MAX_CONTROL_FRAME)
@@ -265,5 +301,37 @@ mod fuzz_regressions {
                 assert!(decode_frame(&data).unwrap().is_some(), "{:?}", e.path());
             }
         }
+    }
+
+    /// A peer that trickles a frame (a byte every 100 ms) gets one deadline for all of it:
+    /// the read times out at 300 ms, where a per-read timeout of 300 ms would wait as long
+    /// as the trickle lasts. A whole frame within the deadline is read.
+    #[test]
+    fn a_trickled_frame_gets_one_deadline() {
+        use std::time::{Duration, Instant};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let c = std::net::TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (mut a, _) = l.accept().expect("accept");
+        let frame = encode(&Message::Start);
+        let writer = std::thread::spawn(move || {
+            a.write_all(&frame).expect("whole frame");
+            a.write_all(&100u32.to_be_bytes()).expect("head");
+            for _ in 0..30 {
+                if a.write_all(b"{").is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let max = MAX_CONTROL_FRAME;
+        let got = read_message_within(&c, Duration::from_secs(5), max).expect("whole frame");
+        assert_eq!(got, Message::Start);
+        let t0 = Instant::now();
+        let e = read_message_within(&c, Duration::from_millis(300), max).expect_err("trickle");
+        let took = t0.elapsed();
+        assert!(e.is_timeout(), "{e}");
+        assert!(took < Duration::from_millis(1500), "{took:?}");
+        drop(c);
+        writer.join().expect("writer");
     }
 }

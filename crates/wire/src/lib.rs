@@ -20,8 +20,8 @@ pub mod time;
 
 pub use critical_path::{exit_remedies, InSitu, Mark, Pct, Stage, Timeline, EXIT_CAUSES};
 pub use frame::{
-    decode_frame, encode, read_message, read_message_max, report_limit, write_message,
-    write_message_max, WireError, MAX_CONTROL_FRAME,
+    decode_frame, encode, read_message, read_message_max, read_message_within, report_limit,
+    write_message, write_message_max, WireError, MAX_CONTROL_FRAME,
 };
 pub use message::{DrivePlan, DriveTarget, Family, Message, DATA_KEY_LEN, PROTOCOL_VERSION};
 pub use model::*;
