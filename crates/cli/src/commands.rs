@@ -105,6 +105,33 @@ fn execute(common: &Common, mut plan: Plan) -> Result<()> {
     let result = site.run(&plan, &|f| progress.update(f));
     drop(progress);
     drop(site);
+    let result = result.map(|mut r| {
+        if let Some(w) = &watch {
+            let h = w.finish(Some(r.outcome.work()));
+            virtperf_lab::assemble::attach_vm(&mut r, h);
+        }
+        r
+    });
+    conclude(
+        common,
+        result,
+        keeper,
+        started_at,
+        local && common.host.is_none(),
+    )
+}
+
+/// What every single workload does with its result: prints it (`--json`, `--json-stream`
+/// or the table), stores it where asked (`--store`, `--db`, `--tag`: incomplete after a
+/// signal), and exits 128 + N after a signal; a failure ends a JSON stream with its event.
+/// `local`: both ends on this machine (the table says so).
+fn conclude(
+    common: &Common,
+    result: Result<TestResult>,
+    keeper: Option<crate::keep::Keeper>,
+    started_at: String,
+    local: bool,
+) -> Result<()> {
     let mut result = match result {
         Ok(r) => r,
         Err(e) => {
@@ -130,10 +157,6 @@ fn execute(common: &Common, mut plan: Plan) -> Result<()> {
             return Err(e);
         }
     };
-    if let Some(w) = &watch {
-        let h = w.finish(Some(result.outcome.work()));
-        virtperf_lab::assemble::attach_vm(&mut result, h);
-    }
     let sig = crate::signals::received();
     if sig != 0 {
         result.warnings.push(format!(
@@ -141,7 +164,7 @@ fn execute(common: &Common, mut plan: Plan) -> Result<()> {
             crate::signals::name(sig)
         ));
     }
-    output(&result, common, local && common.host.is_none(), sig != 0)?;
+    output(&result, common, local, sig != 0)?;
     if let Some(k) = keeper {
         // Stored, shown and pushed to a team's store: never a password or a token.
         let status = if sig != 0 {
@@ -400,17 +423,28 @@ pub fn http(a: HttpArgs) -> Result<()> {
                 "--cpus cannot be used with --url (no agent to pin)"
             ));
         }
+        // Stored, interrupted and printed as every workload is (--db, --tag and a signal
+        // were ignored here: nothing stored, and a Ctrl-C lost the finished downloads).
+        let keeper = a.common.keep.open()?;
+        let started_at = virtperf_store::now_rfc3339();
+        let cut = crate::signals::cut_on_termination()?;
         let progress = Progress::new("http", a.common.machine_readable());
         let limits = virtperf_lab::HttpLimits {
             max_bytes: a.max_size,
             max_time: a.max_time,
         };
         let sock = a.common.sock.opts();
-        let r = client::run_url(url, a.count, &a.accept_status, limits, sock, &|f| {
-            progress.update(f)
-        })?;
+        let r = client::run_url(
+            url,
+            a.count,
+            &a.accept_status,
+            limits,
+            sock,
+            Some(&cut),
+            &|f| progress.update(f),
+        );
         drop(progress);
-        return output(&r, &a.common, false, false);
+        return conclude(&a.common, r, keeper, started_at, false);
     }
     let bytes = a
         .bytes

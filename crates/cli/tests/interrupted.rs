@@ -346,3 +346,132 @@ fn a_signal_with_the_agent_frozen_ends_within_the_grace() {
     assert_eq!(end["reason"], "interrupted", "{end}");
     assert!(end["data"].is_null(), "{end}");
 }
+
+/// A foreign web server for `http --url`: the first `fast` requests get a 1000-byte body at
+/// once, every later one a byte every 100 ms; `asked` is told of each request. It serves for
+/// a minute at most, so no test leaves it behind.
+fn web_server(fast: usize, asked: std::sync::mpsc::Sender<usize>) -> u16 {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("bound").port();
+    std::thread::spawn(move || {
+        let t0 = std::time::Instant::now();
+        for (n, c) in l.incoming().enumerate() {
+            let Ok(mut c) = c else { return };
+            let _ = asked.send(n);
+            std::thread::spawn(move || {
+                let mut head = [0u8; 2048];
+                let _ = c.read(&mut head);
+                let _ = c.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n",
+                );
+                if n < fast {
+                    let _ = c.write_all(&[b'x'; 1000]);
+                    return;
+                }
+                while t0.elapsed() < Duration::from_secs(60) && c.write_all(b"x").is_ok() {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            });
+        }
+    });
+    port
+}
+
+/// `http --url` is stored and stopped as every workload is: `--db` keeps its run (the flag
+/// was ignored: nothing stored), and a SIGINT during the fourth download keeps the three
+/// that completed, printed and stored as incomplete, exit 130 at once (the command died at
+/// once with nothing printed; told to finish, it waited out the trickling download and
+/// then lost the three to its error).
+#[test]
+fn http_url_is_stored_and_keeps_its_downloads_on_a_signal() {
+    let d = TempDir::new("http-url-cut");
+    let db = d.path("r.db");
+    let (tx, _all_fast) = std::sync::mpsc::channel();
+    let url = format!("http://127.0.0.1:{}/", web_server(usize::MAX, tx));
+    run_db_ok(&["http", "--url", &url, "-c", "2"], &db);
+
+    let (tx, asked) = std::sync::mpsc::channel();
+    let url = format!("http://127.0.0.1:{}/", web_server(3, tx));
+    let child = vp()
+        .args(["http", "--url", &url, "-c", "10", "--json", "--db"])
+        .arg(&db)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    for _ in 0..4 {
+        asked
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the next download");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on the child this test started, by its PID.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t0 = std::time::Instant::now();
+    let out = wait_output(child, Duration::from_secs(60));
+    let took = t0.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(took < Duration::from_secs(3), "took {took:?}: {err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the result");
+    let downloads = v["outcome"]["downloads"].as_array().expect("downloads");
+    assert_eq!(downloads.len(), 3, "{v}");
+    let runs: serde_json::Value =
+        serde_json::from_str(&run_db_ok(&["runs", "--json"], &db)).expect("runs JSON");
+    let statuses: Vec<&str> = runs
+        .as_array()
+        .expect("runs")
+        .iter()
+        .filter_map(|r| r["status"].as_str())
+        .collect();
+    assert_eq!(statuses.len(), 2, "{runs}");
+    assert!(
+        statuses.contains(&"complete") && statuses.contains(&"incomplete"),
+        "{runs}"
+    );
+}
+
+/// A signal mid-transfer ends a bulk transfer there, in either direction (the agent's sender
+/// stops at the client's stop): the part that moved is printed with its rate, exit 130 at
+/// once. The transfer used to run on to its end (a 20 GiB one 9 s past the signal) while its
+/// warning said it had stopped early.
+#[test]
+fn a_signal_mid_bulk_transfer_ends_it_there() {
+    for reverse in [false, true] {
+        let mut args = vec!["bulk", "-n", "64GiB", "-i", "200ms", "--json-stream"];
+        args.extend(
+            ["--allow-concurrent"]
+                .iter()
+                .chain(reverse.then_some(&"--reverse")),
+        );
+        let mut child = vp()
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        for _ in 0..2 {
+            assert!(matches!(lines.next(), Some(Ok(_))), "ended before moving");
+        }
+        // SAFETY: kill(2) on the child this test started, by its PID.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let t0 = std::time::Instant::now();
+        let rest: Vec<String> = lines.map_while(Result::ok).collect();
+        let out = wait_output(child, Duration::from_secs(60));
+        let took = t0.elapsed();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(130), "reverse {reverse}: {err}");
+        assert!(took < Duration::from_secs(5), "reverse {reverse}: {took:?}");
+        let end: serde_json::Value =
+            serde_json::from_str(rest.last().expect("an end event")).expect("JSON");
+        assert_eq!(end["reason"], "interrupted", "{end}");
+        let o = &end["data"]["outcome"];
+        let (moved, asked) = (common::u(o, "/receiver_bytes"), common::u(o, "/bytes"));
+        assert!(moved > 0 && moved < asked, "reverse {reverse}: {o}");
+        assert!(common::f(o, "/mib_per_s") > 0.0, "{o}");
+    }
+}

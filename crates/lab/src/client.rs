@@ -17,7 +17,7 @@ use virtperf_wire::{
 use crate::assemble::{assemble, Collected};
 use crate::plan::{Family, Plan, ProgressFn, Target};
 use crate::roles;
-use crate::side::{join_all, spawn_worker, Ctl, DataKey};
+use crate::side::{spawn_worker, Ctl, DataKey};
 use crate::{DATA_TIMEOUT, SETUP_TIMEOUT};
 
 /// An open control connection to an agent.
@@ -398,7 +398,7 @@ fn run_once(
     }
     let closed = window.close(&side, handles.len(), plan.client_cpu)?;
     let kvm = kvm0.map(|before| kvm_counters(before, virtperf_kvm::debugfs_stats()));
-    let (joined, server) = stop_and_report(&mut ctl, plan, handles)?;
+    let (joined, server) = stop_and_report(&mut ctl, plan, &side, handles)?;
     let stop_s = stopped.elapsed().as_secs_f64();
     let client = closed.report(&joined, &side, setup_s);
     if let Some(c) = capture {
@@ -574,6 +574,7 @@ fn wait_for_end(
 fn stop_and_report(
     ctl: &mut Control,
     plan: &Plan,
+    side: &Ctl,
     handles: crate::half::Handles,
 ) -> Result<(crate::side::Joined, SideReport)> {
     // Where the client drives the traffic, let its workers finish their last transaction
@@ -587,24 +588,34 @@ fn stop_and_report(
     if stop_first {
         stop_sent = ctl.send(&Message::Stop);
     }
-    // Cut by a signal, the workers and the report get one grace together, not every
-    // timeout in turn (a frozen agent held a Ctrl-C for 29 s).
-    let mut grace = crate::cut::Grace::default();
-    let joined = crate::cut::join_within(handles, plan.cut.as_ref(), &mut grace)
-        .with_context(|| format!("data connection to the agent at {agent_addr}"))?;
+    // Cut by a signal, workers that make no progress and a report that does not come are
+    // given up on after a grace, not every timeout in turn (a frozen agent held a Ctrl-C
+    // for 29 s).
+    let peer = format!("the agent at {agent_addr}");
+    let joined = crate::cut::join_within(
+        handles,
+        plan.cut.as_ref(),
+        || side.running_cpu_s(),
+        &peer,
+        crate::cut::CUT_GRACE,
+    )
+    .with_context(|| format!("data connection to the agent at {agent_addr}"))?;
     if !stop_first {
         stop_sent = ctl.send(&Message::Stop);
     }
     stop_sent?;
     let report_max = virtperf_wire::report_limit(plan.workload.connections());
-    let left = grace.left(plan.cut.as_ref());
-    let wait = left.map_or(DATA_TIMEOUT + SETUP_TIMEOUT, |l| {
-        l.max(Duration::from_secs(1))
-    });
+    let cut = crate::cut::is_cut(plan.cut.as_ref());
+    let wait = if cut {
+        crate::cut::CUT_GRACE
+    } else {
+        DATA_TIMEOUT + SETUP_TIMEOUT
+    };
     let got = ctl.recv_max(wait, "report", report_max);
-    let got = match left {
-        Some(_) => got.context("the agent stopped answering after the signal, so nothing was kept"),
-        None => got,
+    let got = if cut {
+        got.context("the agent stopped answering after the signal, so nothing was kept")
+    } else {
+        got
     };
     let server = match got? {
         Message::Report { side } => *side,
@@ -716,13 +727,15 @@ fn kvm_counters(
 
 /// Times `count` downloads of a URL served by someone else (`virtperf http --url`). Only the
 /// client side is measured. A status outside 2xx fails the run unless `accept` lists it;
-/// each download is bounded by `limits`.
+/// each download is bounded by `limits`. Once `cut` is raised (a signal), no download
+/// starts; the one in flight ends as the workload's do (see `cut::join_within`).
 pub fn run_url(
     url: &str,
     count: u32,
     accept: &[u16],
     limits: http::Limits,
     sock: virtperf_wire::SockOpts,
+    cut: Option<&Arc<std::sync::atomic::AtomicBool>>,
     progress: ProgressFn,
 ) -> Result<TestResult> {
     sock.validate().map_err(|e| anyhow!(e))?;
@@ -744,13 +757,21 @@ pub fn run_url(
     let t0 = ProcStat::read()?;
     let started = Instant::now();
     side.gate.open();
-    while !h.is_finished() {
+    while !h.is_finished() && !crate::cut::is_cut(cut) {
         progress(None);
         std::thread::sleep(Duration::from_millis(50));
     }
+    side.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let peer = format!("the server at {url}");
+    let joined = crate::cut::join_within(
+        vec![h],
+        cut,
+        || side.running_cpu_s(),
+        &peer,
+        crate::cut::CUT_GRACE,
+    )?;
     let t1 = ProcStat::read()?;
     let events = ev0.delta(&EventSnapshot::read()).counts(None);
-    let joined = join_all(vec![h])?;
     // The body's size names the workload (at least 1 byte), it is not a measured figure:
     // what was received is in the downloads themselves.
     let bytes = downloads

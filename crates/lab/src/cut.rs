@@ -14,9 +14,11 @@ use anyhow::{bail, Result};
 
 use crate::side::{join_all, Joined};
 
-/// How long a cut test waits for its workers and the agent's report together before it
-/// gives up on them. A live agent reports within milliseconds of the stop (10,000 flows
-/// included); what takes longer is an agent that will not report at all.
+/// How long a cut test's workers may make no progress (none of them runs) before it gives
+/// up on them, and how long it then waits for the agent's report. A live agent reports
+/// within milliseconds of the stop (10,000 flows included), and a transfer still moving (a
+/// large download over a slow link) goes on as long as it moves: what is given up on is a
+/// peer that answers nothing at all.
 pub const CUT_GRACE: Duration = Duration::from_secs(5);
 
 /// Whether the signal flag `cut` is raised.
@@ -24,38 +26,33 @@ pub(crate) fn is_cut(cut: Option<&Arc<AtomicBool>>) -> bool {
     cut.is_some_and(|c| c.load(Ordering::SeqCst))
 }
 
-/// The end of a cut test's grace: set the first time the cut is seen.
-#[derive(Debug, Default)]
-pub(crate) struct Grace(Option<Instant>);
-
-impl Grace {
-    /// Time left before giving up on the agent, if the test is cut (None: not cut, no
-    /// bound beyond the usual timeouts).
-    pub(crate) fn left(&mut self, cut: Option<&Arc<AtomicBool>>) -> Option<Duration> {
-        if !is_cut(cut) {
-            return None;
-        }
-        let end = *self.0.get_or_insert_with(|| Instant::now() + CUT_GRACE);
-        Some(end.saturating_duration_since(Instant::now()))
-    }
-}
-
-/// Joins the test's workers; once the test is cut, waits at most the rest of the grace for
-/// them, then gives up (they are left blocked on a peer that stopped answering, and end
-/// with the process).
+/// Joins the test's workers. Once the test is cut, gives up on them when none has run for
+/// [`CUT_GRACE`] (`running_cpu`: their CPU time so far, which stands still while each is
+/// blocked on a peer that stopped answering; `peer` names that peer): they are left blocked
+/// and end with the process. `grace` is [`CUT_GRACE`] but in tests.
 pub(crate) fn join_within(
     handles: crate::half::Handles,
     cut: Option<&Arc<AtomicBool>>,
-    grace: &mut Grace,
+    running_cpu: impl Fn() -> f64,
+    peer: &str,
+    grace: Duration,
 ) -> Result<Joined> {
+    let mut last: Option<(f64, Instant)> = None;
     while !handles.iter().all(|h| h.is_finished()) {
-        if grace.left(cut).is_some_and(|l| l.is_zero()) {
-            let stuck = handles.iter().filter(|h| !h.is_finished()).count();
-            bail!(
-                "{stuck} of {} data connection(s) did not end within {} s of the signal: the agent stopped answering (a stopped process or paused guest?), so nothing was kept",
-                handles.len(),
-                CUT_GRACE.as_secs()
-            );
+        if is_cut(cut) {
+            let cpu = running_cpu();
+            match last {
+                Some((was, since)) if was == cpu && since.elapsed() >= grace => {
+                    let stuck = handles.iter().filter(|h| !h.is_finished()).count();
+                    bail!(
+                        "{stuck} of {} data connection(s) made no progress for {} after the signal: {peer} stopped answering (a stopped process or paused guest?), so nothing was kept",
+                        handles.len(),
+                        humantime::format_duration(grace)
+                    );
+                }
+                Some((was, _)) if was == cpu => {}
+                _ => last = Some((cpu, Instant::now())),
+            }
         }
         // Short naps: the stop's own time is measured (`stop_s`) and must not grow by them.
         std::thread::sleep(Duration::from_millis(2));
@@ -99,19 +96,42 @@ pub(crate) fn readable_unless_cut(
 mod tests {
     use super::*;
 
-    /// The grace starts when the cut is first seen and only runs down from there.
+    /// Cut, a worker blocked on a silent peer is given up on after the grace; one that
+    /// keeps running (a transfer still moving) is waited for, and its result kept.
+    const GRACE: Duration = Duration::from_millis(300);
+
     #[test]
-    fn the_grace_starts_at_the_cut() {
-        let cut = Arc::new(AtomicBool::new(false));
-        let mut g = Grace::default();
-        assert_eq!(g.left(Some(&cut)), None);
-        assert_eq!(g.left(None), None);
-        cut.store(true, Ordering::SeqCst);
-        let first = g.left(Some(&cut)).expect("cut");
-        assert!(first <= CUT_GRACE && first > CUT_GRACE - Duration::from_secs(1));
-        std::thread::sleep(Duration::from_millis(20));
-        let later = g.left(Some(&cut)).expect("cut");
-        assert!(later < first, "{later:?} vs {first:?}");
+    fn a_cut_gives_up_on_workers_that_make_no_progress() {
+        let cut = Arc::new(AtomicBool::new(true));
+        let ctl = crate::side::Ctl::new(None);
+        let blocked = crate::side::spawn_worker("blocked", &ctl, |_, _| {
+            std::thread::sleep(Duration::from_secs(5));
+            Ok(virtperf_load::Counts::default())
+        })
+        .expect("spawn");
+        ctl.gate.open();
+        let t0 = Instant::now();
+        let Err(e) = join_within(vec![blocked], Some(&cut), || 1.0, "the test peer", GRACE) else {
+            panic!("a worker that made no progress was waited for");
+        };
+        let took = t0.elapsed();
+        assert!(took >= GRACE && took < GRACE * 4, "{took:?}");
+        assert!(
+            e.to_string().contains("the test peer stopped answering"),
+            "{e}"
+        );
+
+        let moving = crate::side::spawn_worker("moving", &ctl, |_, _| {
+            std::thread::sleep(GRACE * 2);
+            Ok(virtperf_load::Counts::default())
+        })
+        .expect("spawn");
+        let t0 = Instant::now();
+        // Its CPU time grows on every look: progress.
+        let clock = std::sync::atomic::AtomicU64::new(0);
+        let progress = || clock.fetch_add(1, Ordering::SeqCst) as f64;
+        assert!(join_within(vec![moving], Some(&cut), progress, "p", GRACE).is_ok());
+        assert!(t0.elapsed() > GRACE * 2, "{:?}", t0.elapsed());
     }
 
     /// A wait for a message ends at once on the cut, with what it waited for; without one

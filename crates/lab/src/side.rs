@@ -120,6 +120,20 @@ enum WarmUp {
 }
 
 impl Ctl {
+    /// The CPU time so far of this side's workers still running, summed: it stands still
+    /// while every one of them is blocked (on a peer that stopped answering).
+    pub(crate) fn running_cpu_s(&self) -> f64 {
+        self.clocks
+            .lock()
+            .map(|c| {
+                c.iter()
+                    .filter(|w| w.at_end.is_none())
+                    .filter_map(|w| thread_clock_s(w.tid))
+                    .sum()
+            })
+            .unwrap_or(0.0)
+    }
+
     pub(crate) fn new(cpu: Option<u32>) -> Ctl {
         Ctl {
             stop: Arc::new(AtomicBool::new(false)),

@@ -17,12 +17,20 @@ use virtperf_wire::RecvWait;
 
 /// Sends `bytes` bytes, then waits for the receiver's acknowledgement. `active` is the time
 /// from the first write to the acknowledgement; `bytes_rx` carries the receiver's count.
-/// The running count of bytes handed to the kernel is published in `meter`.
-pub fn send(s: &mut TcpStream, bytes: u64, send_size: usize, meter: &Meter) -> io::Result<Counts> {
+/// The running count of bytes handed to the kernel is published in `meter`. Raising `stop`
+/// (only a signal's cut does: an untimed transfer's stop comes after it) ends the transfer
+/// early, as if `bytes` had been what was sent so far; `bytes_tx` says how much.
+pub fn send(
+    s: &mut TcpStream,
+    bytes: u64,
+    send_size: usize,
+    meter: &Meter,
+    stop: &std::sync::atomic::AtomicBool,
+) -> io::Result<Counts> {
     let buf = PageBuf::zeroed(send_size);
     let start = Instant::now();
     let mut left = bytes;
-    while left > 0 {
+    while left > 0 && !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let n = left.min(send_size as u64) as usize;
         send_all(s, &buf[..n]).map_err(|e| describe(e, "sending data"))?;
         left -= n as u64;
@@ -38,7 +46,7 @@ pub fn send(s: &mut TcpStream, bytes: u64, send_size: usize, meter: &Meter) -> i
         ));
     }
     Ok(Counts {
-        bytes_tx: bytes,
+        bytes_tx: bytes - left,
         bytes_rx: u64::from_be_bytes(ack),
         transactions: 1,
         active: start.elapsed(),

@@ -199,12 +199,15 @@ impl Default for Limits {
 
 /// Downloads `url` once, discarding the body. A status outside 2xx is an error (a 404 page
 /// is not the file being timed) unless `accept` lists it; so is a body longer than
-/// `limits.max_bytes` or a download longer than `limits.max_time`.
+/// `limits.max_bytes` or a download longer than `limits.max_time`. Raising `stop` abandons
+/// the download at its next read (an error): a download in flight when the measured
+/// interval ends is not one of its downloads.
 pub fn fetch(
     agent: &ureq::Agent,
     url: &str,
     accept: &[u16],
     limits: &Limits,
+    stop: &std::sync::atomic::AtomicBool,
 ) -> Result<Fetched, String> {
     let t0 = Instant::now();
     let mut resp = agent
@@ -239,6 +242,11 @@ pub fn fetch(
             return Err(format!(
                 "GET {url}: still downloading after {:?} ({bytes} bytes); --max-time raises the limit",
                 limits.max_time
+            ));
+        }
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(format!(
+                "GET {url}: abandoned at the stop after {bytes} bytes"
             ));
         }
     }

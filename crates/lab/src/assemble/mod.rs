@@ -148,6 +148,12 @@ pub fn assemble(c: Collected) -> anyhow::Result<TestResult> {
             anyhow::bail!("the bulk transfer's sender reported no flow: its time was not measured");
         }
     }
+    if let virtperf_wire::Outcome::Http(h) = &outcome {
+        // Only a signal ends a series before its first download: a mean of none is no 0 s.
+        if h.downloads.is_empty() {
+            anyhow::bail!("no download completed before the stop: nothing was measured");
+        }
+    }
     let steal = split(&c.client.cpu).steal_pct;
     if steal > 5.0 {
         warnings.push(format!(

@@ -26,8 +26,8 @@ impl Role for BulkParams {
         Ok(vec![if reverse {
             spawn_conn_worker("bulk-client", side, s, move |_, _, s| bulk::receive(s, &m))?
         } else {
-            spawn_conn_worker("bulk-client", side, s, move |_, _, s| {
-                bulk::send(s, bytes, send_size as usize, &m)
+            spawn_conn_worker("bulk-client", side, s, move |c, _, s| {
+                bulk::send(s, bytes, send_size as usize, &m, &c.stop)
             })?
         }])
     }
@@ -50,8 +50,8 @@ impl Role for BulkParams {
         for s in accept_data(listener, client, 1, false, &sock, &key)? {
             let m = Meter::new(None);
             handles.push(if reverse {
-                spawn_conn_worker("bulk-server", side, s, move |_, _, s| {
-                    bulk::send(s, bytes, send_size as usize, &m)
+                spawn_conn_worker("bulk-server", side, s, move |c, _, s| {
+                    bulk::send(s, bytes, send_size as usize, &m, &c.stop)
                 })?
             } else {
                 spawn_conn_worker("bulk-server", side, s, move |_, _, s| bulk::receive(s, &m))?

@@ -113,7 +113,13 @@ pub(crate) fn download_series(
         // A fresh client per download: each download is its own TCP connection, as a
         // browser or boot loader fetching one file does (seed 0's captures show one
         // connection per download), and the time includes the connection set-up.
-        let f = http_load::fetch(&agent(), url, accept, limits).map_err(std::io::Error::other)?;
+        let f = match http_load::fetch(&agent(), url, accept, limits, stop) {
+            Ok(f) => f,
+            // Failed or abandoned after the measured interval ended (a signal's cut): not
+            // one of its downloads, and no reason to lose those that completed.
+            Err(_) if stop.load(std::sync::atomic::Ordering::Relaxed) => break,
+            Err(e) => return Err(std::io::Error::other(e)),
+        };
         c.bytes_rx += f.bytes;
         c.transactions += 1;
         if let Ok(mut v) = out.lock() {
