@@ -298,19 +298,26 @@ fn parse_watch(s: &str) -> Result<Duration> {
 /// `virtperf vm watch`
 pub fn watch(a: WatchArgs) -> Result<()> {
     let w = Watch::open(&a.vm).map_err(|e| crate::signals::exit(1, format!("{e:#}")))?;
+    // A signal ends the watch there and the part watched is printed (it was lost: the
+    // command died with nothing printed).
+    let cut = crate::signals::cut_on_termination()?;
+    let progress = crate::progress::Progress::new("vm watch", a.json);
     w.mark(true);
     // Sampled every 100 ms, so a window ends where the VM's process did (the last sample
     // taken while it ran whole: one seen alive after it), not where the command did.
     let t0 = std::time::Instant::now();
     let mut ended = None;
-    while t0.elapsed() < a.duration {
+    while t0.elapsed() < a.duration && !cut.load(std::sync::atomic::Ordering::SeqCst) {
         std::thread::sleep((a.duration - t0.elapsed()).min(Duration::from_millis(100)));
+        progress.update(Some(t0.elapsed().as_secs_f64() / a.duration.as_secs_f64()));
         if !w.alive() {
             ended = Some(t0.elapsed());
             break;
         }
         w.hold();
     }
+    drop(progress);
+    let watched = t0.elapsed();
     if ended.is_none() && !w.alive() {
         ended = Some(t0.elapsed());
     }
@@ -325,7 +332,17 @@ pub fn watch(a: WatchArgs) -> Result<()> {
     } else {
         print!("{}", virtperf_report::host_vm::host_vm(&h));
     }
+    let sig = crate::signals::received();
     match ended {
+        _ if sig != 0 => Err(crate::signals::exit(
+            crate::signals::code_for(sig),
+            format!(
+                "stopped by {}: the {:.1} s watched of the {:.1} s asked are printed",
+                crate::signals::name(sig),
+                watched.as_secs_f64(),
+                a.duration.as_secs_f64()
+            ),
+        )),
         Some(t) => Err(crate::signals::exit(
             1,
             format!(

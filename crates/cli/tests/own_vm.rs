@@ -401,6 +401,38 @@ fn vm_watch_fails_on_a_vm_that_exits_and_on_what_is_no_vm() {
     common::assert_one_line_error(&err, "is not a VM");
 }
 
+/// A signal ends a watch where it is and prints the part watched, exit 130 (the command
+/// died at once with nothing printed: a long watch stopped with Ctrl-C was lost).
+#[test]
+fn a_signal_ends_a_vm_watch_with_what_it_watched() {
+    let Some(halt) = kvm_halt_running() else {
+        return;
+    };
+    let watch = vp()
+        .args(["vm", "watch", "--vm", &format!("pid:{}", halt.0.id())])
+        .args(["-l", "60s", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("vm watch");
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: kill(2) on the child this test started, by its PID.
+    unsafe { libc::kill(watch.id() as i32, libc::SIGINT) };
+    let t0 = Instant::now();
+    let out = common::wait_output(watch, Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    assert!(
+        err.contains("s watched of the 60.0 s asked are printed"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let w = v["window_s"].as_f64().expect("window");
+    assert!((0.5..5.0).contains(&w), "window {w} s: {v}");
+    vcpu_class(&v);
+}
+
 /// `vm watch` on a process holding a KVM VM (`kvm halt` with halt polling off): KVM's
 /// count of halts over the watch agrees within 5% with the vCPU thread's voluntary
 /// switches in the same window (each halt, unpolled, blocks the thread once): two
