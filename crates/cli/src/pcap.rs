@@ -54,46 +54,21 @@ struct Analyzed {
     summary: Summary,
 }
 
-/// A reader that shows how far into its file it is (a progress bar on a terminal once the
-/// analysis has taken 2 s: a capture of many GB takes seconds to minutes).
-struct Counted<R> {
-    inner: R,
-    read: u64,
-    size: u64,
-    shown_at: u64,
-    progress: crate::progress::Progress,
-}
-
-impl<R: std::io::Read> std::io::Read for Counted<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.read += n as u64;
-        // Every 16 MiB: the bar costs nothing next to the analysis.
-        if self.read - self.shown_at >= 16 << 20 && self.size > 0 {
-            self.shown_at = self.read;
-            self.progress
-                .update(Some((self.read as f64 / self.size as f64).min(1.0)));
-        }
-        Ok(n)
-    }
-}
-
-/// Analyzes one file; the error text names the file.
+/// Analyzes one file; the error text names the file. A progress bar shows on a terminal
+/// once the analysis has taken 2 s (a capture of many GB takes seconds to minutes).
 fn analyze(path: &PathBuf, opts: &Options, json: bool) -> Result<Analyzed, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: cannot open: {e}", path.display()))?;
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let counted = Counted {
-        inner: file,
-        read: 0,
-        size,
-        shown_at: 0,
-        progress: crate::progress::Progress::new(&path.display().to_string(), json),
+    let progress = crate::progress::Progress::new(&path.display().to_string(), json);
+    let mut shown = |read: u64, size: u64| {
+        if size > 0 {
+            progress.update(Some((read as f64 / size as f64).min(1.0)));
+        }
     };
-    let mut conns = Vec::new();
-    let summary = virtperf_pcap::Analyzer::new(opts.clone())
-        .analyze_reader(counted, |c| conns.push(c))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    conns.sort_by_key(|c| c.id);
+    let (conns, summary) = virtperf_pcap::analyze_file_progress(path, opts.clone(), &mut shown)
+        .map_err(|e| match e {
+            // Its words name the file already.
+            virtperf_pcap::PcapError::Open { .. } => e.to_string(),
+            _ => format!("{}: {e}", path.display()),
+        })?;
     Ok(Analyzed {
         path: path.clone(),
         conns,

@@ -469,13 +469,55 @@ pub fn analyze_file(
     path: impl AsRef<Path>,
     opts: Options,
 ) -> Result<(Vec<Connection>, Summary), PcapError> {
-    let path = path.as_ref();
+    analyze_file_progress(path.as_ref(), opts, &mut |_, _| {})
+}
+
+/// [`analyze_file`], calling `progress(bytes read, file size)` every 16 MiB read (a
+/// progress bar for captures of many GB). Not generic on purpose: the record loop is
+/// instantiated here, in this crate's optimized build, not in a caller's.
+pub fn analyze_file_progress(
+    path: &Path,
+    opts: Options,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(Vec<Connection>, Summary), PcapError> {
     let file = std::fs::File::open(path).map_err(|error| PcapError::Open {
         path: path.to_path_buf(),
         error,
     })?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let counted = Counted {
+        inner: file,
+        read: 0,
+        next: PROGRESS_EVERY,
+        size,
+        progress,
+    };
     let mut conns = Vec::new();
-    let summary = Analyzer::new(opts).analyze_reader(file, |c| conns.push(c))?;
+    let summary = Analyzer::new(opts).analyze_reader(counted, |c| conns.push(c))?;
     conns.sort_by_key(|c| c.id);
     Ok((conns, summary))
+}
+
+/// How often [`analyze_file_progress`] reports.
+const PROGRESS_EVERY: u64 = 16 << 20;
+
+/// A reader that reports how far into its file it is.
+struct Counted<'a> {
+    inner: std::fs::File,
+    read: u64,
+    next: u64,
+    size: u64,
+    progress: &'a mut dyn FnMut(u64, u64),
+}
+
+impl Read for Counted<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        if self.read >= self.next {
+            self.next = self.read + PROGRESS_EVERY;
+            (self.progress)(self.read, self.size);
+        }
+        Ok(n)
+    }
 }
