@@ -56,7 +56,7 @@ struct Analyzed {
 
 /// Analyzes one file; the error text names the file. A progress bar shows on a terminal
 /// once the analysis has taken 2 s (a capture of many GB takes seconds to minutes).
-fn analyze(path: &PathBuf, opts: &Options, json: bool) -> Result<Analyzed, String> {
+fn analyze(path: &std::path::Path, opts: &Options, json: bool) -> Result<Analyzed, String> {
     let progress = crate::progress::Progress::new(&path.display().to_string(), json);
     let mut shown = |read: u64, size: u64| {
         if size > 0 {
@@ -70,7 +70,7 @@ fn analyze(path: &PathBuf, opts: &Options, json: bool) -> Result<Analyzed, Strin
             _ => format!("{}: {e}", path.display()),
         })?;
     Ok(Analyzed {
-        path: path.clone(),
+        path: path.to_path_buf(),
         conns,
         summary,
     })
