@@ -303,38 +303,14 @@ fn sigterm_once_ready(
 #[test]
 fn a_signal_with_the_agent_frozen_ends_within_the_grace() {
     let agent = common::Agent::start(&[]);
-    let mut child = vp()
-        .args(["stream", "-H", "127.0.0.1", "--port", &agent.port()])
-        .args([
-            "-l",
-            "30s",
-            "-i",
-            "200ms",
-            "--json-stream",
-            "--allow-concurrent",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    for _ in 0..3 {
-        assert!(
-            matches!(lines.next(), Some(Ok(_))),
-            "the stream ended before its third interval"
-        );
-    }
+    let port = agent.port();
+    let args = ["stream", "-H", "127.0.0.1", "--port", &port, "-l", "30s"];
+    let (child, lines) = started_stream(&args, 3);
     // SAFETY: kill(2) on the agent this test started, by its PID.
     unsafe { libc::kill(agent.pid() as i32, libc::SIGSTOP) };
     // Time for the client's sender to fill the socket buffers and block.
     std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: kill(2) on the child this test started, by its PID.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let t0 = std::time::Instant::now();
-    let rest: Vec<String> = lines.map_while(Result::ok).collect();
-    let out = wait_output(child, Duration::from_secs(60));
-    let took = t0.elapsed();
+    let (rest, out, took) = signalled(child, lines, libc::SIGINT);
     // SAFETY: as above; the agent is killed when dropped.
     unsafe { libc::kill(agent.pid() as i32, libc::SIGCONT) };
     let err = String::from_utf8_lossy(&out.stderr);
@@ -440,29 +416,10 @@ fn http_url_is_stored_and_keeps_its_downloads_on_a_signal() {
 #[test]
 fn a_signal_mid_bulk_transfer_ends_it_there() {
     for reverse in [false, true] {
-        let mut args = vec!["bulk", "-n", "64GiB", "-i", "200ms", "--json-stream"];
-        args.extend(
-            ["--allow-concurrent"]
-                .iter()
-                .chain(reverse.then_some(&"--reverse")),
-        );
-        let mut child = vp()
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        for _ in 0..2 {
-            assert!(matches!(lines.next(), Some(Ok(_))), "ended before moving");
-        }
-        // SAFETY: kill(2) on the child this test started, by its PID.
-        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-        let t0 = std::time::Instant::now();
-        let rest: Vec<String> = lines.map_while(Result::ok).collect();
-        let out = wait_output(child, Duration::from_secs(60));
-        let took = t0.elapsed();
+        let mut args = vec!["bulk", "-n", "64GiB"];
+        args.extend(reverse.then_some("--reverse"));
+        let (child, lines) = started_stream(&args, 2);
+        let (rest, out, took) = signalled(child, lines, libc::SIGINT);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(130), "reverse {reverse}: {err}");
         assert!(took < Duration::from_secs(5), "reverse {reverse}: {took:?}");
@@ -474,4 +431,42 @@ fn a_signal_mid_bulk_transfer_ends_it_there() {
         assert!(moved > 0 && moved < asked, "reverse {reverse}: {o}");
         assert!(common::f(o, "/mib_per_s") > 0.0, "{o}");
     }
+}
+
+/// The lines a `--json-stream` test prints, as they come.
+type StreamLines = std::io::Lines<BufReader<std::process::ChildStdout>>;
+
+/// Starts `virtperf ARGS -i 200ms --json-stream --allow-concurrent` and waits for its first
+/// `n` interval lines, so a signal sent next finds it measuring however slow the machine is.
+fn started_stream(args: &[&str], n: usize) -> (std::process::Child, StreamLines) {
+    let mut child = vp()
+        .args(args)
+        .args(["-i", "200ms", "--json-stream", "--allow-concurrent"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    for i in 0..n {
+        assert!(
+            matches!(lines.next(), Some(Ok(_))),
+            "{args:?}: the stream ended after {i} intervals"
+        );
+    }
+    (child, lines)
+}
+
+/// Sends `sig` to `child`; the rest of its stream, its output and how long it took to end.
+fn signalled(
+    child: std::process::Child,
+    lines: StreamLines,
+    sig: i32,
+) -> (Vec<String>, std::process::Output, Duration) {
+    // SAFETY: kill(2) on the child this test started, by its PID.
+    unsafe { libc::kill(child.id() as i32, sig) };
+    let t0 = std::time::Instant::now();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let out = wait_output(child, Duration::from_secs(60));
+    (rest, out, t0.elapsed())
 }
