@@ -20,28 +20,11 @@ fn each_signal_keeps_what_was_measured() {
         (libc::SIGHUP, "SIGHUP"),
     ] {
         let db = d.path(&format!("{name}.db"));
-        let mut child = vp()
-            .args(["rr", "-l", "30s", "-i", "200ms", "--json-stream", "--db"])
-            .arg(&db)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        let pid = child.id();
+        let db_arg = db.to_str().expect("a UTF-8 path");
         // The signal goes once the test measures (its third interval is out), however slow
         // the machine is to start it.
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        for _ in 0..3 {
-            match lines.next() {
-                Some(Ok(_)) => {}
-                _ => panic!("{name}: the stream ended before its third interval"),
-            }
-        }
-        // SAFETY: kill(2) on the child this test started, by its PID.
-        unsafe { libc::kill(pid as i32, sig) };
-        let rest: Vec<String> = lines.map_while(Result::ok).collect();
-        let out = wait_output(child, Duration::from_secs(20));
+        let (child, lines) = started_stream(&["rr", "-l", "30s", "--db", db_arg], 3);
+        let (rest, out, _) = signalled(child, lines, sig);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(128 + sig), "{name}: {err}");
         assert!(
