@@ -456,9 +456,13 @@ pub(crate) fn no_answer(s: &Search, all: &[Measured]) -> String {
     )
 }
 
-/// The JSON: goals, target, every measured configuration, the answer, the rounds.
+/// The JSON: goals, target, every measured configuration, the answer, the rounds. The
+/// answer is made among what the text's, `--emit`'s and the exit code's are
+/// ([`Search::comparable`]): where round 2's baseline moved it was made among every
+/// configuration, and named round 2's combination while `--emit` wrote round 1's pick.
 pub(crate) fn json(s: &Search, all: &[Measured]) -> String {
-    let pick = search::pick(all, &s.goals, s.max_cpu);
+    let comparable = s.comparable();
+    let pick = search::pick(&comparable, &s.goals, s.max_cpu);
     let v = json!({
         "goals": s.goals,
         "target": s.target,
@@ -481,7 +485,7 @@ pub(crate) fn json(s: &Search, all: &[Measured]) -> String {
             _ => Vec::new(),
         },
         "rounds_comparable": drift(s).is_none(),
-        "meeting": search::ranked(all, &s.goals, s.max_cpu).iter().map(|m| &m.config.name).collect::<Vec<_>>(),
+        "meeting": search::ranked(&comparable, &s.goals, s.max_cpu).iter().map(|m| &m.config.name).collect::<Vec<_>>(),
         "measured": all,
         "rounds": s.rounds.iter().map(|r| json!({
             "run_id": r.run_id,
@@ -682,7 +686,11 @@ mod tests {
         assert!(text.contains("moved beyond noise"), "{text}");
         assert!(text.contains("Answer: a meets"), "{text}");
         assert!(text.contains("Round 2 within itself: a+b meets"), "{text}");
-        assert!(json(&moved, &moved.all()).contains("\"rounds_comparable\": false"));
+        let v: serde_json::Value = serde_json::from_str(&json(&moved, &moved.all())).expect("json");
+        assert_eq!(v["rounds_comparable"], false, "{v}");
+        // The JSON answers as the text, `--emit` and the exit code do: among round 1's.
+        assert_eq!(v["answer"]["config"], "a", "{v}");
+        assert_eq!(v["meeting"], serde_json::json!(["a"]), "{v}");
     }
 
     /// A configuration that meets the goal without a measured cost is not left out of the

@@ -763,12 +763,15 @@ pub fn run_url(
     }
     side.stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let peer = format!("the server at {url}");
+    // A download that stalls ends by its own read timeout (DATA_TIMEOUT) and, after the
+    // stop, is not counted: waiting a moment past that keeps the downloads that finished
+    // (giving up on the worker first would lose them with its counts).
     let joined = crate::cut::join_within(
         vec![h],
         cut,
         || side.running_cpu_s(),
         &peer,
-        crate::cut::CUT_GRACE,
+        DATA_TIMEOUT + Duration::from_secs(1),
     )?;
     let t1 = ProcStat::read()?;
     let events = ev0.delta(&EventSnapshot::read()).counts(None);
