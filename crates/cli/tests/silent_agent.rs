@@ -308,3 +308,42 @@ fn last_event(stdout: &[u8]) -> serde_json::Value {
         .unwrap_or_else(|| panic!("no event: {text}"));
     serde_json::from_str(last).expect("JSON")
 }
+
+/// A signal while the client waits for a welcome that never comes (a listener that
+/// accepts and says nothing) ends the command at once, exit 130, nothing measured; it
+/// waited out the 10 s set-up timeout first.
+#[test]
+fn a_signal_while_waiting_for_a_welcome_ends_at_once() {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("bound").port().to_string();
+    let (tx, accepted) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        if let Ok((c, _)) = l.accept() {
+            let _ = tx.send(());
+            // Holds the connection open, silent, past the test.
+            std::thread::sleep(Duration::from_secs(30));
+            drop(c);
+        }
+    });
+    let mut child = vp()
+        .args(["rr", "-H", "127.0.0.1", "--port", &port, "-l", "1s"])
+        .arg("--allow-concurrent")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stderr = child.stderr.take().expect("stderr");
+    accepted
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the client connected");
+    std::thread::sleep(Duration::from_millis(300));
+    let (out, took) = interrupt(child, stderr);
+    let err = out.1;
+    assert_eq!(out.0.status.code(), Some(130), "{err}");
+    assert!(took < Duration::from_secs(3), "took {took:?}: {err}");
+    assert!(
+        err.contains("while waiting for the agent's welcome: nothing was measured"),
+        "{err}"
+    );
+}

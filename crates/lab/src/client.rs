@@ -24,12 +24,22 @@ use crate::{DATA_TIMEOUT, SETUP_TIMEOUT};
 struct Control {
     s: TcpStream,
     addr: SocketAddr,
-    /// The test's signal flag: a wait for the agent's machine ends on it.
+    /// The test's signal flag until its measured interval begins: any wait for the agent
+    /// before then (its welcome, its machine, its set-up) ends on it, nothing measured.
     cut: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Control {
     fn connect(t: &Target, family: Option<Family>) -> Result<Control> {
+        Control::connect_cut(t, family, None)
+    }
+
+    /// [`Control::connect`] whose waits end on `cut` (see [`Control::cut`]).
+    fn connect_cut(
+        t: &Target,
+        family: Option<Family>,
+        cut: Option<Arc<std::sync::atomic::AtomicBool>>,
+    ) -> Result<Control> {
         let addrs: Vec<SocketAddr> = (crate::parse::host(&t.host), t.port)
             .to_socket_addrs()
             .map_err(|e| anyhow!("cannot resolve host {:?}: {e}", t.host))?
@@ -49,7 +59,11 @@ impl Control {
         for addr in addrs {
             match TcpStream::connect_timeout(&addr, SETUP_TIMEOUT) {
                 Ok(s) => {
-                    let mut c = Control { s, addr, cut: None };
+                    let mut c = Control {
+                        s,
+                        addr,
+                        cut: cut.clone(),
+                    };
                     c.s.set_nodelay(true)?;
                     c.s.set_write_timeout(Some(SETUP_TIMEOUT))?;
                     crate::control_keepalive(&c.s);
@@ -98,6 +112,10 @@ impl Control {
     /// The whole message must arrive within `timeout` (an agent that trickles bytes gets no
     /// more: it held a client for as long as it trickled, 45 s measured).
     fn recv_max(&mut self, timeout: Duration, waiting_for: &str, max: u32) -> Result<Message> {
+        if self.cut.is_some() {
+            let what = format!("waiting for the agent's {waiting_for}");
+            crate::cut::readable_unless_cut(&self.s, timeout, self.cut.as_ref(), &what)?;
+        }
         match virtperf_wire::read_message_within(&self.s, timeout, max) {
             Ok(Message::Error { message }) => Err(self.agent_said(&message)),
             Ok(m) => Ok(m),
@@ -332,8 +350,7 @@ fn run_once(
     progress: ProgressFn,
     sampler: Option<&virtperf_measure::sampling::Sampler>,
 ) -> Result<TestResult> {
-    let mut ctl = Control::connect(t, plan.family)?;
-    ctl.cut = plan.cut.clone();
+    let mut ctl = Control::connect_cut(t, plan.family, plan.cut.clone())?;
     let server_env = ctl.fingerprint()?;
     let client_env = fingerprint();
     let (data_port, key) = ctl.prepare(plan)?;
@@ -358,6 +375,8 @@ fn run_once(
     }
     warm_up(&mut ctl, plan, &side, &handles, progress)?;
     not_cut_yet(plan, &side)?;
+    // From here a signal ends the interval, and the stop's waits have their own grace.
+    ctl.cut = None;
     let kvm0 = plan.kvm_stats.then(virtperf_kvm::debugfs_stats);
     let nic = traffic_interface(&ctl);
     // Tracepoint counters are opened before the interval (opening costs milliseconds per
