@@ -665,9 +665,11 @@ pub fn compare(a: CompareArgs) -> Result<()> {
     let store = a.db.open()?;
     // Two runs from different hosts or kernels: what differs is said before the numbers.
     let mut env_note = None;
+    let mut compared = Vec::new();
     let rows = match a.runs.as_slice() {
         [one] => {
             let row = resolve(&store, one)?;
+            compared.push(row.clone());
             let points = summary::summarize_run(&store.trials(row.id)?, CONFIDENCE);
             let baseline = a
                 .baseline
@@ -692,6 +694,7 @@ pub fn compare(a: CompareArgs) -> Result<()> {
                 bail!("--by config compares within one run: give one run id");
             }
             let (ra, rb) = (resolve(&store, x)?, resolve(&store, y)?);
+            compared.extend([ra.clone(), rb.clone()]);
             // A run against itself gives every row "no change" or "undecided": no verdict
             // that could mean anything, so it is refused.
             if ra.id == rb.id {
@@ -731,7 +734,29 @@ pub fn compare(a: CompareArgs) -> Result<()> {
         _ => bail!("give one or two run ids"),
     };
     let title = format!("virtperf compare {}", a.runs.join(" "));
-    emit_comparison(&a, &rows, env_note.as_deref(), &title)
+    let notes: Vec<String> = env_note
+        .into_iter()
+        .chain(status_notes(&compared))
+        .collect();
+    let notes = (!notes.is_empty()).then(|| notes.join("\n"));
+    emit_comparison(&a, &rows, notes.as_deref(), &title)
+}
+
+/// A line for each compared run that is not complete: its figures rest on what it stored
+/// (a trial stopped by a signal covers the part that ran; a failed one is missing), which
+/// a comparison of it must say (it said nothing).
+fn status_notes(runs: &[virtperf_store::RunRow]) -> Vec<String> {
+    runs.iter()
+        .filter_map(|r| {
+            let st = r.effective_status();
+            (st != virtperf_store::RunStatus::Complete).then(|| {
+                format!(
+                    "run {} is {st}: {} of its {} planned trials stored, {} failed; its figures rest on those (a trial stopped by a signal covers only the part that ran)",
+                    r.id, r.trials_ok, r.planned_trials, r.trials_failed
+                )
+            })
+        })
+        .collect()
 }
 
 /// Prints comparison rows (table or JSON), writes them as HTML with `-o`, and fails with

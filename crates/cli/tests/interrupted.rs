@@ -50,6 +50,17 @@ fn each_signal_keeps_what_was_measured() {
             serde_json::from_str(&run_db_ok(&["runs", "--json"], &db)).expect("runs JSON");
         assert_eq!(runs[0]["status"], "incomplete", "{name}: {runs}");
         assert_eq!(runs[0]["trials_ok"], 1, "{name}: {runs}");
+        if sig == libc::SIGINT {
+            // Compared with a whole run, the interrupted one is said to be what it is (a
+            // comparison said nothing of it).
+            run_db_ok(&["rr", "-l", "200ms", "--allow-concurrent"], &db);
+            let compared = run_db_ok(&["compare", "1", "2"], &db);
+            assert!(
+                compared.contains("run 1 is incomplete: 1 of its 1 planned trials stored"),
+                "{compared}"
+            );
+            assert!(!compared.contains("run 2 is"), "{compared}");
+        }
     }
 }
 
