@@ -41,7 +41,7 @@ pub enum Command {
     /// Show a stored run: every try, mean, CI, latency percentiles, CPU split
     Show(crate::experiment::ShowArgs),
     /// Compare configs within a run, or two runs, with significance verdicts
-    Compare(crate::experiment::CompareArgs),
+    Compare(crate::compare_cmd::CompareArgs),
     /// Write a self-contained HTML report (SVG plots) of one or more runs
     Report(crate::experiment::ReportArgs),
     /// Export stored runs as a tidy table (CSV or JSON): one row per trial and metric, sweep parameters as columns

@@ -9,7 +9,8 @@ use virtperf_store::{RunFilter, RunRow, Store, TrialRow};
 
 use crate::args::filter;
 
-use crate::experiment::{CompareArgs, ReportArgs, CONFIDENCE};
+use crate::compare_cmd::CompareArgs;
+use crate::experiment::{ReportArgs, CONFIDENCE};
 
 /// The finished runs `f` selects, with their trials; a run still being written is left
 /// out (its numbers are not final) and said so on stderr.
@@ -72,7 +73,7 @@ pub fn compare(a: CompareArgs) -> Result<()> {
         "virtperf compare --campaign {}",
         a.campaigns.join(" --campaign ")
     );
-    crate::experiment::emit_comparison(&a, &rows, None, &title)
+    crate::compare_cmd::emit_comparison(&a, &rows, None, &title)
 }
 
 /// The comparison rows of two campaigns, per group.

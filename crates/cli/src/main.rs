@@ -8,6 +8,7 @@
 mod args;
 mod cli;
 mod commands;
+mod compare_cmd;
 mod decision;
 mod experiment;
 mod explain;
@@ -223,7 +224,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Runs(a) => experiment::runs(a),
         Command::Show(a) => experiment::show(a),
         Command::Compare(a) if !a.campaigns.is_empty() => fleet::compare(a),
-        Command::Compare(a) => experiment::compare(a),
+        Command::Compare(a) => compare_cmd::compare(a),
         Command::Report(a) if a.campaign.is_some() || !a.filters.is_empty() => fleet::report(&a),
         Command::Report(a) => experiment::report(a),
         Command::Export(a) => export::export(a),
