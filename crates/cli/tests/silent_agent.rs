@@ -215,15 +215,7 @@ fn a_signal_while_waiting_for_the_agents_machine_ends_at_once() {
         started: None,
     })
     .to_string();
-    let mut child = vp()
-        .args(["rr", "-H", "127.0.0.1", "--port", &port, "-l", "1s"])
-        .args(["--json-stream", "--allow-concurrent"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut stderr = child.stderr.take().expect("stderr");
+    let (child, mut stderr) = rr_against(&port, &["--json-stream"]);
     let mut seen = Vec::new();
     let mut buf = [0u8; 256];
     while !String::from_utf8_lossy(&seen).contains("waiting for another measurement") {
@@ -257,15 +249,7 @@ fn a_signal_in_the_warm_up_measures_nothing() {
         ..Silent::default()
     })
     .to_string();
-    let mut child = vp()
-        .args(["rr", "-H", "127.0.0.1", "--port", &port, "-l", "1s"])
-        .args(["--omit", "60s", "--allow-concurrent"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let stderr = child.stderr.take().expect("stderr");
+    let (child, stderr) = rr_against(&port, &["--omit", "60s"]);
     rx.recv_timeout(Duration::from_secs(60))
         .expect("the client started the test");
     std::thread::sleep(Duration::from_millis(200));
@@ -279,6 +263,22 @@ fn a_signal_in_the_warm_up_measures_nothing() {
     );
     let printed = String::from_utf8_lossy(&out.0.stdout);
     assert!(printed.trim().is_empty(), "no table of nothing: {printed}");
+}
+
+/// Starts `virtperf rr -H 127.0.0.1 --port PORT -l 1s --allow-concurrent EXTRA`, its
+/// standard error taken to be read as it comes.
+fn rr_against(port: &str, extra: &[&str]) -> (std::process::Child, std::process::ChildStderr) {
+    let mut child = vp()
+        .args(["rr", "-H", "127.0.0.1", "--port", port, "-l", "1s"])
+        .arg("--allow-concurrent")
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stderr = child.stderr.take().expect("stderr");
+    (child, stderr)
 }
 
 /// Sends SIGINT to `child`; its output, all of its stderr, and how long it took to end.
@@ -325,15 +325,7 @@ fn a_signal_while_waiting_for_a_welcome_ends_at_once() {
             drop(c);
         }
     });
-    let mut child = vp()
-        .args(["rr", "-H", "127.0.0.1", "--port", &port, "-l", "1s"])
-        .arg("--allow-concurrent")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let stderr = child.stderr.take().expect("stderr");
+    let (child, stderr) = rr_against(&port, &[]);
     accepted
         .recv_timeout(Duration::from_secs(30))
         .expect("the client connected");
