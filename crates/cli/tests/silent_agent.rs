@@ -224,16 +224,15 @@ fn a_signal_while_waiting_for_the_agents_machine_ends_at_once() {
             Ok(n) => seen.extend_from_slice(&buf[..n]),
         }
     }
-    let (out, took) = interrupt(child, stderr);
-    let err = out.1;
-    assert_eq!(out.0.status.code(), Some(130), "{err}");
-    assert!(took < Duration::from_secs(3), "took {took:?}: {err}");
-    assert!(
-        err.contains("while waiting for the agent's machine")
-            && err.contains("nothing was measured"),
-        "{err}"
+    let out = interrupted_at_once(
+        child,
+        stderr,
+        &[
+            "while waiting for the agent's machine",
+            "nothing was measured",
+        ],
     );
-    let end = last_event(&out.0.stdout);
+    let end = last_event(&out.stdout);
     assert_eq!(end["reason"], "interrupted", "{end}");
     assert!(end["data"].is_null(), "no result of nothing: {end}");
 }
@@ -253,15 +252,12 @@ fn a_signal_in_the_warm_up_measures_nothing() {
     rx.recv_timeout(Duration::from_secs(60))
         .expect("the client started the test");
     std::thread::sleep(Duration::from_millis(200));
-    let (out, took) = interrupt(child, stderr);
-    let err = out.1;
-    assert_eq!(out.0.status.code(), Some(130), "{err}");
-    assert!(took < Duration::from_secs(3), "took {took:?}: {err}");
-    assert!(
-        err.contains("before the measured interval began: nothing was measured"),
-        "{err}"
+    let out = interrupted_at_once(
+        child,
+        stderr,
+        &["before the measured interval began: nothing was measured"],
     );
-    let printed = String::from_utf8_lossy(&out.0.stdout);
+    let printed = String::from_utf8_lossy(&out.stdout);
     assert!(printed.trim().is_empty(), "no table of nothing: {printed}");
 }
 
@@ -281,11 +277,13 @@ fn rr_against(port: &str, extra: &[&str]) -> (std::process::Child, std::process:
     (child, stderr)
 }
 
-/// Sends SIGINT to `child`; its output, all of its stderr, and how long it took to end.
-fn interrupt(
+/// Sends SIGINT to `child` and checks it ended at once (under 3 s), exit 130, its stderr
+/// saying each of `said`; its output.
+fn interrupted_at_once(
     child: std::process::Child,
     mut stderr: std::process::ChildStderr,
-) -> ((std::process::Output, String), Duration) {
+    said: &[&str],
+) -> std::process::Output {
     let reader = std::thread::spawn(move || {
         let mut rest = String::new();
         let _ = stderr.read_to_string(&mut rest);
@@ -296,7 +294,13 @@ fn interrupt(
     let t0 = std::time::Instant::now();
     let out = common::wait_output(child, Duration::from_secs(60));
     let took = t0.elapsed();
-    ((out, reader.join().expect("stderr")), took)
+    let err = reader.join().expect("stderr");
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(took < Duration::from_secs(3), "took {took:?}: {err}");
+    for s in said {
+        assert!(err.contains(s), "{err}");
+    }
+    out
 }
 
 /// The last line of a JSON stream, parsed.
@@ -330,12 +334,9 @@ fn a_signal_while_waiting_for_a_welcome_ends_at_once() {
         .recv_timeout(Duration::from_secs(30))
         .expect("the client connected");
     std::thread::sleep(Duration::from_millis(300));
-    let (out, took) = interrupt(child, stderr);
-    let err = out.1;
-    assert_eq!(out.0.status.code(), Some(130), "{err}");
-    assert!(took < Duration::from_secs(3), "took {took:?}: {err}");
-    assert!(
-        err.contains("while waiting for the agent's welcome: nothing was measured"),
-        "{err}"
+    interrupted_at_once(
+        child,
+        stderr,
+        &["while waiting for the agent's welcome: nothing was measured"],
     );
 }

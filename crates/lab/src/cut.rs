@@ -29,16 +29,17 @@ pub(crate) fn is_cut(cut: Option<&Arc<AtomicBool>>) -> bool {
 
 /// Joins the test's workers. Once the test is cut, gives up on them when none has run for
 /// [`CUT_GRACE`] (`running_cpu`: their CPU time so far, which stands still while each is
-/// blocked on a peer that stopped answering; `peer` names that peer): they are left blocked
+/// blocked on a peer that stopped answering, None where unreadable, which counts as no
+/// progress; `peer` names that peer): they are left blocked
 /// and end with the process. `grace` is [`CUT_GRACE`] but in tests.
 pub(crate) fn join_within(
     handles: crate::half::Handles,
     cut: Option<&Arc<AtomicBool>>,
-    running_cpu: impl Fn() -> f64,
+    running_cpu: impl Fn() -> Option<f64>,
     peer: &str,
     grace: Duration,
 ) -> Result<Joined> {
-    let mut last: Option<(f64, Instant)> = None;
+    let mut last: Option<(Option<f64>, Instant)> = None;
     while !handles.iter().all(|h| h.is_finished()) {
         if is_cut(cut) {
             let cpu = running_cpu();
@@ -112,7 +113,13 @@ mod tests {
         .expect("spawn");
         ctl.gate.open();
         let t0 = Instant::now();
-        let Err(e) = join_within(vec![blocked], Some(&cut), || 1.0, "the test peer", GRACE) else {
+        let Err(e) = join_within(
+            vec![blocked],
+            Some(&cut),
+            || Some(1.0),
+            "the test peer",
+            GRACE,
+        ) else {
             panic!("a worker that made no progress was waited for");
         };
         let took = t0.elapsed();
@@ -130,7 +137,7 @@ mod tests {
         let t0 = Instant::now();
         // Its CPU time grows on every look: progress.
         let clock = std::sync::atomic::AtomicU64::new(0);
-        let progress = || clock.fetch_add(1, Ordering::SeqCst) as f64;
+        let progress = || Some(clock.fetch_add(1, Ordering::SeqCst) as f64);
         assert!(join_within(vec![moving], Some(&cut), progress, "p", GRACE).is_ok());
         assert!(t0.elapsed() > GRACE * 2, "{:?}", t0.elapsed());
     }

@@ -121,17 +121,15 @@ enum WarmUp {
 
 impl Ctl {
     /// The CPU time so far of this side's workers still running, summed: it stands still
-    /// while every one of them is blocked (on a peer that stopped answering).
-    pub(crate) fn running_cpu_s(&self) -> f64 {
-        self.clocks
-            .lock()
-            .map(|c| {
-                c.iter()
-                    .filter(|w| w.at_end.is_none())
-                    .filter_map(|w| thread_clock_s(w.tid))
-                    .sum()
-            })
-            .unwrap_or(0.0)
+    /// while every one of them is blocked (on a peer that stopped answering). None where
+    /// the workers' clocks cannot be read (a worker panicked holding their lock).
+    pub(crate) fn running_cpu_s(&self) -> Option<f64> {
+        self.clocks.lock().ok().map(|c| {
+            c.iter()
+                .filter(|w| w.at_end.is_none())
+                .filter_map(|w| thread_clock_s(w.tid))
+                .sum()
+        })
     }
 
     pub(crate) fn new(cpu: Option<u32>) -> Ctl {

@@ -690,4 +690,4 @@ fn busy_poll(m: &Machine, c: &mut Vec<Candidate>, not: &mut Vec<NotHere>) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -268,14 +268,7 @@ mod tests {
         }
     }
 
-    fn target() -> Target {
-        Target {
-            kind: "rr".into(),
-            size: Some("1,1".into()),
-            cpus: Some((0, 1)),
-            placement: None,
-        }
-    }
+    use crate::candidate::tests::rr as target;
 
     #[test]
     fn each_format_carries_the_settings_and_how_to_undo_them() {

@@ -22,7 +22,8 @@ fn machine(halt: Result<&str, &str>, busy: &str, dma: Result<u64, &str>) -> Mach
     }
 }
 
-fn rr() -> Target {
+/// The target the tests of this crate tune: a 1-byte rr across CPUs 0 and 1.
+pub(crate) fn rr() -> Target {
     Target {
         kind: "rr".into(),
         size: Some("1,1".into()),
