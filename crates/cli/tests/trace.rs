@@ -282,7 +282,7 @@ exit 0"#;
 }
 
 /// Halt polling turns idle entries into polls, which exit nothing: with cpuidle-haltpoll's
-/// window at 200 µs a cross-CPU round trip still enters idle about twice, but almost none
+/// window at 200 µs a cross-CPU round trip still enters idle about twice, but few
 /// of those entries halt, and the likely VM exits fall with them; at 0 every entry halts.
 /// (Before `idle_halts`, the likely exits counted every entry: 2.04 per transaction with
 /// polling on here, 0.06 without the polls; bench/RESULTS.md.) The spec run sets the knob
@@ -364,8 +364,11 @@ module = { "haltpoll.guest_halt_poll_ns" = 200000 }
         get("poll", "trace_idle_entries"),
         get("poll", "trace_idle_halts"),
     );
+    // Machine B halts 0.1 % of them; a host that preempts the vCPUs stretches some idle
+    // periods past the window, and cpuidle-haltpoll then shrinks it, so some halt there
+    // (about a fifth in CI stop 77): half is the bound a counted poll would break.
     assert!(
-        halts <= 0.25 * entries,
+        halts <= 0.5 * entries,
         "poll: {halts:.2} of {entries:.2} entries halted"
     );
     // The exits fall with the halts. How far depends on how many entries outlast the
