@@ -81,7 +81,7 @@ pub fn compare(a: CompareArgs) -> Result<()> {
     // Two runs from different hosts or kernels: what differs is said before the numbers.
     let mut env_note = None;
     let mut compared = Vec::new();
-    let rows = match a.runs.as_slice() {
+    let mut rows = match a.runs.as_slice() {
         [one] => {
             let row = resolve(&store, one)?;
             compared.push(row.clone());
@@ -153,8 +153,12 @@ pub fn compare(a: CompareArgs) -> Result<()> {
         .into_iter()
         .chain(status_notes(&compared))
         .collect();
-    let notes = (!notes.is_empty()).then(|| notes.join("\n"));
-    emit_comparison(&a, &rows, notes.as_deref(), &title)
+    // Each row carries them: `--json` keeps its list of rows, and a reader of any row
+    // learns what its runs are.
+    for r in &mut rows {
+        r.notes.clone_from(&notes);
+    }
+    emit_comparison(&a, &rows, &title)
 }
 
 /// A line for each compared run that is not complete: its figures rest on what it stored
@@ -176,17 +180,13 @@ fn status_notes(runs: &[virtperf_store::RunRow]) -> Vec<String> {
 
 /// Prints comparison rows (table or JSON), writes them as HTML with `-o`, and fails with
 /// the regression exit code when `--fail-on-regression` finds one.
-pub(crate) fn emit_comparison(
-    a: &CompareArgs,
-    rows: &[compare::Row],
-    env_note: Option<&str>,
-    title: &str,
-) -> Result<()> {
+pub(crate) fn emit_comparison(a: &CompareArgs, rows: &[compare::Row], title: &str) -> Result<()> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
-        if let Some(n) = env_note {
-            println!("{}\n", virtperf_wire::printable(n));
+        let notes = rows.first().map_or(&[][..], |r| &r.notes[..]);
+        if !notes.is_empty() {
+            println!("{}\n", virtperf_wire::printable(&notes.join("\n")));
         }
         print!("{}", virtperf_wire::printable(&render::compare_table(rows)));
     }

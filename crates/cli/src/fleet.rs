@@ -73,7 +73,7 @@ pub fn compare(a: CompareArgs) -> Result<()> {
         "virtperf compare --campaign {}",
         a.campaigns.join(" --campaign ")
     );
-    crate::compare_cmd::emit_comparison(&a, &rows, None, &title)
+    crate::compare_cmd::emit_comparison(&a, &rows, &title)
 }
 
 /// The comparison rows of two campaigns, per group.

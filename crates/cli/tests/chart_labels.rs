@@ -16,6 +16,7 @@ fn row(point: &str, base: &[f64], cand: &[f64], noise: f64) -> Row {
         metric: "p50_us".into(),
         unit: "µs".into(),
         comparison: compare(base, cand, false, 0.05, noise),
+        notes: Vec::new(),
     }
 }
 

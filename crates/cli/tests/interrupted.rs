@@ -60,6 +60,19 @@ fn each_signal_keeps_what_was_measured() {
                 "{compared}"
             );
             assert!(!compared.contains("run 2 is"), "{compared}");
+            // A script reading `--json` learns it from every row.
+            let rows: serde_json::Value =
+                serde_json::from_str(&run_db_ok(&["compare", "1", "2", "--json"], &db))
+                    .expect("compare JSON");
+            let rows = rows.as_array().expect("a list of rows");
+            assert!(!rows.is_empty());
+            for r in rows {
+                let notes = r["notes"].to_string();
+                assert!(
+                    notes.contains("run 1 is incomplete") && !notes.contains("run 2 is"),
+                    "{r}"
+                );
+            }
         }
     }
 }

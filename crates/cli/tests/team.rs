@@ -204,6 +204,23 @@ fn a_trend_report_names_the_kernel_change_between_runs() {
         cmp.lines().next().unwrap_or("").contains("6.19.0-test"),
         "{cmp}"
     );
+    // So does each row of its JSON, and the page `-o` writes.
+    let html = d.path("compare.html");
+    let cmp = run_db_ok(
+        &["compare", "1", "2", "--json", "-o", html.to_str().unwrap()],
+        Path::new(&url),
+    );
+    let rows: serde_json::Value = serde_json::from_str(&cmp).expect("compare JSON");
+    let rows = rows.as_array().expect("a list of rows");
+    assert!(
+        !rows.is_empty()
+            && rows.iter().all(|r| r["notes"][0]
+                .as_str()
+                .is_some_and(|n| n.contains("6.19.0-test"))),
+        "{cmp}"
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("6.19.0-test"), "the page names no kernel");
     // One run is not a trend.
     let out = vp()
         .args([

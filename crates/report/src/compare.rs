@@ -25,6 +25,10 @@ pub struct Row {
     pub unit: String,
     /// The statistics.
     pub comparison: Comparison,
+    /// What the compared runs are, where it qualifies the numbers: another host or
+    /// kernel, a run that is not complete (absent when there is nothing to say).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 fn rows(point: &str, a: &ConfigSummary, an: &str, b: &ConfigSummary, bn: &str) -> Vec<Row> {
@@ -39,6 +43,7 @@ fn rows(point: &str, a: &ConfigSummary, an: &str, b: &ConfigSummary, bn: &str) -
                 metric: ma.name.clone(),
                 unit: ma.unit.clone(),
                 comparison: compare(&ma.values, &mb.values, ma.higher_is_better, ALPHA, NOISE),
+                notes: Vec::new(),
             })
         })
         .collect()
@@ -154,6 +159,7 @@ mod tests {
             metric: "m".into(),
             unit: "u".into(),
             comparison: compare(base, cand, higher_is_better, ALPHA, NOISE),
+            notes: Vec::new(),
         }
     }
 

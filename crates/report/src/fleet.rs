@@ -309,6 +309,7 @@ pub fn compare_campaigns(
             metric: metric.clone(),
             unit: unit.clone(),
             comparison: compare(va, vb, *hib, ALPHA, NOISE),
+            notes: Vec::new(),
         });
     }
     out

@@ -597,6 +597,10 @@ pub fn comparison_page(title: &str, rows: &[Row], generated: &str) -> String {
         esc(title),
         esc(generated)
     );
+    // The rows of one comparison share their notes (what the compared runs are).
+    for n in rows.first().map_or(&[][..], |r| &r.notes[..]) {
+        let _ = write!(s, "<p class=\"warning\">{}</p>", esc(n));
+    }
     s.push_str(&compare_chart(rows));
     s.push_str(&comparison_table(rows));
     s.push_str("</section></body></html>\n");
