@@ -280,8 +280,9 @@ pub fn execute_spec(
     })
 }
 
-/// The flag SIGINT, SIGTERM or SIGHUP raises to stop runs between trials (the runner then
-/// restores every knob and marks the run incomplete, keeping the trials already done).
+/// The flag SIGINT, SIGTERM or SIGHUP raises to stop runs: the trial in flight ends its
+/// measured interval there, no other starts, and the runner restores every knob and marks
+/// the run incomplete, keeping the trials done and the part of the one cut.
 /// One handler per process: a command that stores several runs (`tune`'s rounds) says
 /// what a signal does once, and a run after the signal stops before its first trial.
 fn stop_flag() -> Result<Arc<AtomicBool>> {
@@ -294,7 +295,7 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
     crate::signals::on_termination(move |sig| {
         raised.store(true, Ordering::SeqCst);
         eprintln!(
-            "\nvirtperf: {}: finishing the current trial, then restoring knobs",
+            "\nvirtperf: {}: ending the current trial where it is, then restoring knobs",
             crate::signals::name(sig)
         );
     })?;
@@ -304,12 +305,12 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
 /// Runs something that stores a run (an experiment, the explain battery) the way every
 /// such command does: under the machine lock, into the database opened for writing, with a
 /// progress bar on a terminal, and SIGINT/SIGTERM/SIGHUP stopping it between trials (knobs
-/// restored, the run marked incomplete, finished trials kept).
+/// restored, the run marked incomplete, the trials that ran kept).
 pub fn execute_with(
     db: &DbArg,
     json: bool,
     lock: &crate::machine::LockArgs,
-    run: impl FnOnce(&mut Store, &AtomicBool, &mut dyn Observer) -> Result<RunOutcome>,
+    run: impl FnOnce(&mut Store, &Arc<AtomicBool>, &mut dyn Observer) -> Result<RunOutcome>,
 ) -> Result<Executed> {
     // Before the store and the knobs: a second run waits here, changing nothing.
     let machine = crate::machine::take(lock)?;

@@ -477,3 +477,68 @@ fn signalled(
     let out = wait_output(child, Duration::from_secs(60));
     (rest, out, t0.elapsed())
 }
+
+/// A signal ends a run's trial in flight where it finds it, as it ends a single workload:
+/// the run used to finish it first, so Ctrl-C in a 60 s trial waited out the minute. The
+/// part that ran is kept with a warning `show` repeats; the run is incomplete, and no other
+/// trial starts.
+#[test]
+fn a_signal_ends_a_runs_trial_in_flight() {
+    let d = TempDir::new("cut-run");
+    let spec = d.path("s.toml");
+    std::fs::write(
+        &spec,
+        "name = \"cut\"\nrepetitions = 1\n[[workload]]\nkind = \"rr\"\nduration = \"300ms\"\n\
+         [[workload]]\nkind = \"rr\"\nduration = \"60s\"\n[[workload]]\nkind = \"crr\"\n",
+    )
+    .expect("spec");
+    let db = d.path("r.db");
+    let mut child = vp()
+        .arg("run")
+        .arg(&spec)
+        .arg("--db")
+        .arg(&db)
+        .arg("--allow-concurrent")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Off a terminal a trial's progress line is written as it ends: the first one's says
+    // the second has started; 2 s on, it measures.
+    let mut err = child.stderr.take().expect("stderr");
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 512];
+    while !String::from_utf8_lossy(&seen).contains("[1/3]") {
+        let n = std::io::Read::read(&mut err, &mut buf).expect("stderr");
+        assert!(n > 0, "{}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: kill(2) on the child this test started, by its PID.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t0 = std::time::Instant::now();
+    std::io::Read::read_to_end(&mut err, &mut seen).expect("stderr");
+    let out = wait_output(child, Duration::from_secs(90));
+    let took = t0.elapsed();
+    let err = String::from_utf8_lossy(&seen);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGINT), "{err}");
+    assert!(
+        took < Duration::from_secs(15),
+        "{took:?} after the signal: {err}"
+    );
+    assert!(
+        !err.contains("[3/3]"),
+        "a trial started after the signal: {err}"
+    );
+    let runs: serde_json::Value =
+        serde_json::from_str(&run_db_ok(&["runs", "--json"], &db)).expect("runs JSON");
+    assert_eq!(runs[0]["status"], "incomplete", "{runs}");
+    assert_eq!(runs[0]["trials_ok"], 2, "{runs}");
+    let shown = run_db_ok(&["show", "last"], &db);
+    assert!(
+        shown.contains("try 1: interrupted by a signal")
+            && shown.matches("interrupted by").count() == 1,
+        "{shown}"
+    );
+}

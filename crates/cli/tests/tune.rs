@@ -363,7 +363,7 @@ fn after_sigkill_mid_search_cleanup_restores_the_knob() {
     );
 }
 
-/// SIGTERM while a halt-poll window is applied: the current trial finishes, the knob is
+/// SIGTERM while a halt-poll window is applied: the current trial ends there, the knob is
 /// put back, the round so far is stored and printed, and the exit status says the signal.
 #[test]
 fn sigterm_mid_search_restores_knobs_and_keeps_what_ran() {
@@ -462,7 +462,7 @@ fn a_signal_in_round_2_is_answered_once() {
     seen.extend(rx.try_iter());
     let said = seen
         .iter()
-        .filter(|l| l.contains("finishing the current trial"))
+        .filter(|l| l.contains("ending the current trial where it is"))
         .count();
     assert_eq!(said, 1, "{}", seen.join("\n"));
     assert_eq!(

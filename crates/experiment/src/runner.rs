@@ -5,6 +5,7 @@
 use std::net::Ipv6Addr;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -110,12 +111,17 @@ fn hook(cmd: &str, what: &str, config: &str) -> Result<()> {
     Ok(())
 }
 
-/// Runs `spec`, storing into `store`. Stops between trials when `interrupted` is raised.
+/// The warning a trial a signal ended early carries.
+pub const CUT_SHORT: &str =
+    "interrupted by a signal: this trial was stopped early and its numbers cover the part that ran";
+
+/// Runs `spec`, storing into `store`. When `interrupted` is raised (a signal) the trial in
+/// flight ends its measured interval there, as a single workload does, and no other starts.
 pub fn run(
     spec: &Spec,
     store: &mut Store,
     opts: &RunOptions,
-    interrupted: &AtomicBool,
+    interrupted: &Arc<AtomicBool>,
     obs: &mut dyn Observer,
 ) -> Result<RunOutcome> {
     // A dead run's leftover knobs would be read as "originals" below and so made
@@ -415,7 +421,7 @@ impl<'a> Schedule<'a> {
         active: &mut Active<'a>,
         sites: &mut Sites,
         rec: &mut Recorder,
-        interrupted: &AtomicBool,
+        interrupted: &Arc<AtomicBool>,
         obs: &mut dyn Observer,
     ) -> Result<()> {
         // Per (point, config): the primary metric of every successful trial, for until-ci.
@@ -456,9 +462,20 @@ impl<'a> Schedule<'a> {
                     };
                     let started_at = virtperf_store::now_rfc3339();
                     let t0 = Instant::now();
-                    let res = sites.run(cfg, &plan_for(point, cfg));
-                    if interrupted.load(Ordering::SeqCst) && res.is_err() {
-                        // Ctrl-C reached the trial (or its agent): not a failure of the trial.
+                    // A signal ends the trial's measured interval where it finds it (waiting
+                    // out a 60 s trial, or a frozen agent's timeouts, made Ctrl-C wait).
+                    let plan = virtperf_lab::plan::Plan {
+                        cut: Some(interrupted.clone()),
+                        ..plan_for(point, cfg)
+                    };
+                    let res = sites.run(cfg, &plan);
+                    if interrupted.load(Ordering::SeqCst) {
+                        // Ctrl-C reached the trial (or its agent): not a failure of the
+                        // trial; what it measured before is kept, said to be a part.
+                        if let Ok(mut r) = res {
+                            r.warnings.push(CUT_SHORT.to_string());
+                            rec.record(&trial, Ok(r), started_at, t0, obs)?;
+                        }
                         return Ok(());
                     }
                     let unopened = sites.open_failure(&cfg.name);

@@ -1,6 +1,6 @@
 //! Warnings of stored trials that the tables would otherwise hide: a trial that lost
-//! packets to its machine's network input backlog, or completed nothing in its window,
-//! shows only as a low figure in a table of means; trials measured beside other work, under
+//! packets to its machine's network input backlog, completed nothing in its window, or was
+//! ended early by a signal shows only as a figure in a table of means; trials measured beside other work, under
 //! a load, or in an emulated guest read as ordinary ones. `show` and `run` name such trials
 //! under their tables, so the number says what produced it.
 
@@ -9,14 +9,17 @@ use virtperf_store::TrialRow;
 /// At most this many trials are named; the rest are counted.
 const MAX_NAMED: usize = 5;
 
-/// Whether a trial's warning says it lost packets or stalled.
+/// Whether a trial's warning says it lost packets, stalled, or was cut short by a signal
+/// (a single workload's and a run's trial alike).
 fn lost_or_stalled(w: &str) -> bool {
-    w.contains("from its network input backlog") || w.contains("no transaction completed")
+    w.contains("from its network input backlog")
+        || w.contains("no transaction completed")
+        || w.starts_with("interrupted by")
 }
 
 /// `warning: POINT · CONFIG · try N: WARNING` for each trial whose result warned of lost
-/// packets or a stall, at most five of them and a count of the rest; empty when
-/// there are none.
+/// packets, a stall or a signal's early end, at most five of them and a count of the rest;
+/// empty when there are none.
 pub fn lost_packets_note(trials: &[TrialRow]) -> String {
     note_of(trials.iter().filter_map(|t| {
         let r = t.result.as_ref()?;
@@ -177,10 +180,10 @@ pub fn emulation_note(trials: &[TrialRow]) -> String {
 mod tests {
     use super::*;
 
-    /// Lost packets and stalls are named by trial, other warnings are not (other notes
-    /// say them), and past five the rest are counted.
+    /// Lost packets, stalls and a signal's early end are named by trial, other warnings
+    /// are not (other notes say them), and past five the rest are counted.
     #[test]
-    fn trials_that_lost_packets_or_stalled_are_named() {
+    fn trials_that_lost_packets_stalled_or_were_cut_are_named() {
         let drop = "the client's machine dropped 3 packet(s) from its network input backlog during the test".to_string();
         let stall = "no transaction completed in the measured window".to_string();
         let other = "other work used 40% of a CPU".to_string();
@@ -197,6 +200,12 @@ mod tests {
         );
         assert!(note.contains("try 3: no transaction completed"), "{note}");
         assert!(!note.contains("other work"), "{note}");
+        let cut = vec!["interrupted by SIGINT: the test was stopped early".to_string()];
+        let note = note_of([("rr", "b", 1, cut.as_slice())].into_iter());
+        assert!(
+            note.contains("rr · b · try 1: interrupted by SIGINT"),
+            "{note}"
+        );
         assert!(note_of(trials[..1].iter().copied()).is_empty());
         let many: Vec<(&str, &str, u32, &[String])> =
             (1..=7).map(|r| ("rr", "a", r, w2.as_slice())).collect();
