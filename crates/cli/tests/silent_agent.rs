@@ -340,3 +340,48 @@ fn a_signal_while_waiting_for_a_welcome_ends_at_once() {
         &["while waiting for the agent's welcome: nothing was measured"],
     );
 }
+
+/// A run's config whose agent never greets (a stopped process: the kernel still takes its
+/// connections into the backlog) fails two trials, each after one set-up timeout — the
+/// signal-aware wait and the read after it each took one, 20 s a trial — and the run skips
+/// its other trials, saying why, instead of spending 10 s on each.
+#[test]
+fn a_config_whose_agent_never_greets_is_given_up_after_two_trials() {
+    let l = TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = l.local_addr().expect("bound").port();
+    let d = TempDir::new("never-greets");
+    let spec = d.path("s.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "name = \"mute\"\nduration = \"200ms\"\nrepetitions = 4\n[[workload]]\nkind = \"rr\"\n\
+             [[config]]\nname = \"here\"\n[[config]]\nname = \"there\"\n\
+             placement = \"remote:127.0.0.1:{port}\"\n"
+        ),
+    )
+    .expect("spec");
+    let db = d.path("r.db");
+    let t0 = std::time::Instant::now();
+    let out = run_with_timeout(
+        vp().arg("run")
+            .arg(&spec)
+            .arg("--db")
+            .arg(&db)
+            .arg("--allow-concurrent"),
+        Duration::from_secs(120),
+    );
+    let took = t0.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("config there skipped: its agent was unreached in 2 trials in a row (the agent at 127.0.0.1:")
+            && err.contains("sent no welcome within 10s"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(40), "{took:?}: {err}");
+    let runs: serde_json::Value =
+        serde_json::from_str(&run_db_ok(&["runs", "--json"], &db)).expect("runs JSON");
+    assert_eq!(runs[0]["trials_ok"], 4, "{runs}");
+    assert_eq!(runs[0]["trials_failed"], 2, "{runs}");
+    drop(l);
+}

@@ -5,3 +5,4 @@
 
 pub mod runner;
 pub mod spec;
+mod unreached;

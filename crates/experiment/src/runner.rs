@@ -428,6 +428,7 @@ impl<'a> Schedule<'a> {
         let mut values: Vec<Vec<Vec<f64>>> =
             vec![vec![Vec::new(); self.runnable.len()]; self.spec.points.len()];
         let mut seq = 0u32;
+        let mut streaks = crate::unreached::Streaks::default();
         for rep in 1..=self.max_reps {
             for (pi, point) in self.spec.points.iter().enumerate() {
                 for (ci, cfg) in self.runnable.iter().enumerate() {
@@ -478,7 +479,9 @@ impl<'a> Schedule<'a> {
                         }
                         return Ok(());
                     }
-                    let unopened = sites.open_failure(&cfg.name);
+                    let unopened = sites
+                        .open_failure(&cfg.name)
+                        .or_else(|| Some((streaks.after(&cfg.name, &res)?, false)));
                     match &unopened {
                         // Its guest lacks a capability the config needs: skipped, like a
                         // knob this machine lacks, with the reason stored.

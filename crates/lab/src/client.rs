@@ -20,6 +20,9 @@ use crate::roles;
 use crate::side::{spawn_worker, Ctl, DataKey};
 use crate::{DATA_TIMEOUT, SETUP_TIMEOUT};
 
+/// What a client waits for after its hello.
+const WELCOME: &str = "welcome";
+
 /// An open control connection to an agent.
 struct Control {
     s: TcpStream,
@@ -74,9 +77,10 @@ impl Control {
             }
         }
         match last {
-            Some((addr, e)) => Err(anyhow!(
+            Some((addr, e)) => Err(crate::Unreached(format!(
                 "cannot connect to the agent at {addr}: {e} (is `virtperf serve` running there?)"
-            )),
+            ))
+            .into()),
             None => Err(anyhow!("host {:?} resolved to no address", t.host)),
         }
     }
@@ -112,22 +116,32 @@ impl Control {
     /// The whole message must arrive within `timeout` (an agent that trickles bytes gets no
     /// more: it held a client for as long as it trickled, 45 s measured).
     fn recv_max(&mut self, timeout: Duration, waiting_for: &str, max: u32) -> Result<Message> {
+        let t0 = Instant::now();
         if self.cut.is_some() {
             let what = format!("waiting for the agent's {waiting_for}");
             crate::cut::readable_unless_cut(&self.s, timeout, self.cut.as_ref(), &what)?;
         }
-        match virtperf_wire::read_message_within(&self.s, timeout, max) {
+        // One deadline for the wait and the read: a silent agent cost twice the timeout.
+        let left = timeout
+            .saturating_sub(t0.elapsed())
+            .max(Duration::from_millis(1));
+        // An agent silent at its welcome never began the test (see `Unreached`).
+        let silent = |m: String| match waiting_for {
+            WELCOME => crate::Unreached(m).into(),
+            _ => anyhow!(m),
+        };
+        match virtperf_wire::read_message_within(&self.s, left, max) {
             Ok(Message::Error { message }) => Err(self.agent_said(&message)),
             Ok(m) => Ok(m),
-            Err(e) if e.is_timeout() => Err(anyhow!(
+            Err(e) if e.is_timeout() => Err(silent(format!(
                 "the agent at {} sent no {waiting_for} within {}s",
                 self.addr,
                 timeout.as_secs()
-            )),
-            Err(WireError::Closed) => Err(anyhow!(
+            ))),
+            Err(WireError::Closed) => Err(silent(format!(
                 "the agent at {} closed the connection while we waited for {waiting_for} (agent killed?)",
                 self.addr
-            )),
+            ))),
             Err(WireError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(anyhow!(
                 "the agent at {} closed the connection in the middle of a {waiting_for} (agent killed?)",
                 self.addr
@@ -159,7 +173,7 @@ impl Control {
                     .filter(|n| !n.is_empty())
             }),
         })?;
-        match self.recv(SETUP_TIMEOUT, "welcome")? {
+        match self.recv(SETUP_TIMEOUT, WELCOME)? {
             Message::Welcome { .. } => Ok(()),
             other => Err(anyhow!(
                 "agent at {} answered hello with a {} message",

@@ -64,3 +64,18 @@ pub use virtperf_load::http::Limits as HttpLimits;
 /// Whether this process may run on a CPU (it exists and is in the affinity mask), for the
 /// commands that pin outside a plan (the KVM benchmarks).
 pub use virtperf_load::sock::cpu_allowed;
+
+/// A test that never began because its agent could not be reached or did not greet (no
+/// connection, no welcome within [`SETUP_TIMEOUT`], the connection closed instead): the
+/// error's message, unchanged. A run gives up on a config whose agent is unreached in two
+/// trials in a row, rather than spend a timeout on each of the rest.
+#[derive(Debug)]
+pub struct Unreached(pub String);
+
+impl std::fmt::Display for Unreached {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unreached {}
