@@ -164,7 +164,7 @@ pub fn compare(a: CompareArgs) -> Result<()> {
 /// A line for each compared run that is not complete: its figures rest on what it stored
 /// (a trial stopped by a signal covers the part that ran; a failed one is missing), which
 /// a comparison of it must say (it said nothing).
-fn status_notes(runs: &[virtperf_store::RunRow]) -> Vec<String> {
+pub(crate) fn status_notes(runs: &[virtperf_store::RunRow]) -> Vec<String> {
     runs.iter()
         .filter_map(|r| {
             let st = r.effective_status();

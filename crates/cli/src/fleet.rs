@@ -93,7 +93,7 @@ fn compare_campaigns(a: &CompareArgs) -> Result<Vec<virtperf_report::compare::Ro
     let store = a.db.open()?;
     let la = load(&store, &filter(&[], None, &[ca]), &format!("campaign {ca}"))?;
     let lb = load(&store, &filter(&[], None, &[cb]), &format!("campaign {cb}"))?;
-    let rows = fleet::compare_campaigns(
+    let mut rows = fleet::compare_campaigns(
         &fleet_runs(&la),
         &format!("campaign {ca}"),
         &fleet_runs(&lb),
@@ -106,6 +106,12 @@ fn compare_campaigns(a: &CompareArgs) -> Result<Vec<virtperf_report::compare::Ro
             "campaigns {ca} and {cb} share no group, point and metric to compare (grouped by tag {:?})",
             a.group_by
         );
+    }
+    // A campaign's run that is not complete pools what it stored: every row says so.
+    let runs: Vec<RunRow> = la.iter().chain(&lb).map(|(r, _)| r.clone()).collect();
+    let notes = crate::compare_cmd::status_notes(&runs);
+    for r in &mut rows {
+        r.notes.clone_from(&notes);
     }
     Ok(rows)
 }

@@ -34,6 +34,39 @@ name = "default"
 socket = { sndbuf = "4KiB", rcvbuf = "4KiB" }
 "#;
 
+/// A campaign whose run is incomplete (a config whose agent is gone failed its trials)
+/// pools what it stored; compared, each row says which run that is.
+fn campaign_with_a_failed_trial(d: &TempDir, db: &std::path::Path) {
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = gone.local_addr().expect("bound").port();
+    drop(gone); // nobody listens there now
+    let spec = d.path("gone.toml");
+    std::fs::write(
+        &spec,
+        format!("{STREAM}[[config]]\nname = \"default\"\n[[config]]\nname = \"gone\"\nplacement = \"remote:127.0.0.1:{port}\"\n"),
+    )
+    .unwrap();
+    let out = vp()
+        .args(["run", spec.to_str().unwrap(), "--tag", "campaign=c3"])
+        .args(["--tag", "group=a", "--db", db.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let out = run_db_ok(
+        &["compare", "--campaign", "c1", "--campaign", "c3", "--json"],
+        db,
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let run = runs_json(db, &["tag.campaign=c3"])[0]["id"].clone();
+    assert!(
+        !rows.is_empty()
+            && rows.iter().all(|r| r["notes"]
+                .to_string()
+                .contains(&format!("run {run} is incomplete"))),
+        "{out}"
+    );
+}
+
 fn runs_json(db: &std::path::Path, filters: &[&str]) -> Vec<serde_json::Value> {
     let mut args = vec!["runs", "--json"];
     for f in filters {
@@ -189,10 +222,10 @@ fn tagged_runs_select_export_group_and_gate_campaigns() {
         mbps["comparison"]["pct_change"].as_f64().unwrap() < -5.0,
         "{mbps}"
     );
-    // Group b has no c2 run: only group a is compared.
+    // Group b has no c2 run: only group a is compared. Every run is complete: no notes.
     assert!(rows
         .iter()
-        .all(|r| r["point"].as_str().unwrap().starts_with("a · ")));
+        .all(|r| r["point"].as_str().unwrap().starts_with("a · ") && r.get("notes").is_none()));
 
     // push --json: what was copied, once; the tags travel with the runs.
     let team = d.path("team.db");
@@ -226,6 +259,7 @@ fn tagged_runs_select_export_group_and_gate_campaigns() {
         .unwrap();
     assert!(!out.status.success());
     assert_one_line_error(&String::from_utf8_lossy(&out.stderr), "no finished runs");
+    campaign_with_a_failed_trial(&d, &db);
 }
 
 /// A workload command keeps its result as a run when asked (`--tag`, `--db`, `--store`),
