@@ -20,7 +20,7 @@ pub fn run_exit(row: &RunRow, ok: usize, interrupted: bool) -> Result<()> {
         return Err(exit(
             signals::code_for(sig),
             format!(
-                "stopped by {}: run {} kept {ok} trial(s) (one the signal ended early says so) and is marked incomplete",
+                "stopped by {}: run {} kept {ok} trial(s) and is marked incomplete",
                 signals::name(sig),
                 row.id
             ),
