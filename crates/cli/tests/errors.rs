@@ -347,6 +347,11 @@ fn an_os_error_is_said_once() {
             vec!["pcap".to_string(), missing.display().to_string()],
             "No such file or directory",
         ),
+        // A device is no database either (it was "disk I/O error").
+        (
+            vec!["runs".to_string(), "--db".into(), "/dev/null".into()],
+            "it is not a regular file",
+        ),
     ] {
         let out = vp().args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(1), "{args:?}");
@@ -354,4 +359,19 @@ fn an_os_error_is_said_once() {
         assert_one_line_error(&err, reason);
         assert_eq!(err.matches(reason).count(), 1, "{args:?}: {err}");
     }
+    // A named pipe is refused before it is opened: reading its header waited for a writer.
+    let fifo = dir.join(format!("vp-fifo-{}.db", std::process::id()));
+    let c = std::ffi::CString::new(fifo.display().to_string()).expect("a path");
+    // SAFETY: mkfifo(3) with a NUL-terminated path this test owns.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let out = common::run_with_timeout(
+        vp().args(["runs", "--db"]).arg(&fifo),
+        std::time::Duration::from_secs(20),
+    );
+    let _ = std::fs::remove_file(&fifo);
+    assert_eq!(out.status.code(), Some(1));
+    assert_one_line_error(
+        &String::from_utf8_lossy(&out.stderr),
+        "it is not a regular file",
+    );
 }

@@ -262,6 +262,21 @@ pub(crate) fn default_path_from(var: impl Fn(&str) -> Option<OsString>) -> PathB
 
 /// Refuses a non-empty file that does not start with the SQLite header, without writing.
 fn check_header(path: &Path) -> Result<(), StoreError> {
+    // SQLite needs a regular file it can lock and write beside (its WAL): a directory, or
+    // a device such as /dev/null, failed as "disk I/O error", and opening a named pipe to
+    // read its header would wait for a writer. Its type is read before it is opened.
+    let kind = fs::metadata(path).map(|m| m.file_type()).ok();
+    let not = match kind {
+        Some(k) if k.is_dir() => Some("it is a directory"),
+        Some(k) if !k.is_file() => Some("it is not a regular file (a device, pipe or socket)"),
+        _ => None,
+    };
+    if let Some(why) = not {
+        return Err(StoreError::Io {
+            path: path.to_path_buf(),
+            error: io::Error::other(why),
+        });
+    }
     let f = match fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -272,12 +287,6 @@ fn check_header(path: &Path) -> Result<(), StoreError> {
             })
         }
     };
-    if f.metadata().map(|m| m.is_dir()).unwrap_or(false) {
-        return Err(StoreError::Io {
-            path: path.to_path_buf(),
-            error: io::Error::other("it is a directory"),
-        });
-    }
     let mut head = Vec::with_capacity(SQLITE_MAGIC.len());
     f.take(SQLITE_MAGIC.len() as u64)
         .read_to_end(&mut head)
