@@ -542,3 +542,56 @@ fn a_signal_ends_a_runs_trial_in_flight() {
         "{shown}"
     );
 }
+
+/// `explain`'s rr tries end at a signal too: its battery finished the try in flight, so
+/// Ctrl-C in a 60 s try waited out the minute. (Its first config is the machine as it is,
+/// so no knob has changed when the signal comes.)
+#[test]
+fn a_signal_ends_an_explain_try_in_flight() {
+    let d = TempDir::new("cut-explain");
+    let db = d.path("r.db");
+    let mut child = vp()
+        .args(["explain", "-l", "60s", "--allow-concurrent", "--db"])
+        .arg(&db)
+        .env("VIRTPERF_STATE_DIR", d.path("state"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Once the run is stored its first try is starting; 3 s on, it measures.
+    let t0 = std::time::Instant::now();
+    while !vp()
+        .args(["runs", "--json", "--db"])
+        .arg(&db)
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("\"running\""))
+    {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no run was stored");
+        assert!(
+            child.try_wait().expect("try_wait").is_none(),
+            "explain ended"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: kill(2) on the child this test started, by its PID.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t1 = std::time::Instant::now();
+    let out = wait_output(child, Duration::from_secs(90));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGINT), "{err}");
+    assert!(
+        t1.elapsed() < Duration::from_secs(15),
+        "{:?}: {err}",
+        t1.elapsed()
+    );
+    let rows: serde_json::Value =
+        serde_json::from_str(&run_db_ok(&["export", "last", "--format", "json"], &db))
+            .expect("export JSON");
+    let rows = rows.as_array().expect("rows");
+    assert!(
+        !rows.is_empty() && rows.iter().all(|r| r["config"] == "as-is"),
+        "{rows:?}"
+    );
+}

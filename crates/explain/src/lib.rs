@@ -83,12 +83,12 @@ impl Observer for AgentLog {
 /// removed afterwards, the client keeping the result.
 pub fn run_for_client(opts: &ExplainOpts) -> Result<Battery> {
     opts.validate()?;
-    in_scratch(|store, log| run(opts, store, &AtomicBool::new(false), log))
+    in_scratch(|store, log| run(opts, store, &Default::default(), log))
 }
 
 /// Runs the stream battery on this machine for an agent's client, as [`run_for_client`].
 fn run_stream_for_client(opts: &StreamOpts) -> Result<Battery> {
-    in_scratch(|store, log| run_stream(opts, store, &AtomicBool::new(false), log))
+    in_scratch(|store, log| run_stream(opts, store, &Default::default(), log))
 }
 
 /// Runs a battery (`battery`) into a scratch database that is removed afterwards, and
@@ -226,13 +226,13 @@ pub fn store_battery(
     Ok(run_id)
 }
 
-/// Runs the battery, storing it as one run. Stops between trials when `interrupted` is
-/// raised; the knob is restored on every path out (and journaled before it is first
+/// Runs the battery, storing it as one run. When `interrupted` is raised the rr try in
+/// flight ends there and no other starts; the knob is restored on every path out (and journaled before it is first
 /// written, so even a SIGKILL leaves `virtperf cleanup` able to restore it).
 pub fn run(
     opts: &ExplainOpts,
     store: &mut Store,
-    interrupted: &AtomicBool,
+    interrupted: &std::sync::Arc<AtomicBool>,
     obs: &mut dyn Observer,
 ) -> Result<RunOutcome> {
     check_cpus(opts.cpus)?;

@@ -252,7 +252,7 @@ fn measures(o: &StreamOpts, calibrated: f64) -> Vec<Measure> {
 pub fn run_stream(
     opts: &StreamOpts,
     store: &mut Store,
-    interrupted: &AtomicBool,
+    interrupted: &std::sync::Arc<AtomicBool>,
     obs: &mut dyn Observer,
 ) -> Result<RunOutcome> {
     if !matches!(opts.placement, Some(virtperf_place::Placement::Guest(..))) {

@@ -166,7 +166,9 @@ pub(crate) struct Tries<'a, 'r, 's> {
     /// Sequence number of the last trial stored.
     pub(crate) seq: u32,
     pub(crate) planned: usize,
-    pub(crate) interrupted: &'a AtomicBool,
+    /// Raised by a signal: an rr try in flight ends its measured interval there (its
+    /// plan's `cut`), and no other starts.
+    pub(crate) interrupted: &'a std::sync::Arc<AtomicBool>,
     pub(crate) obs: &'a mut (dyn Observer + 's),
 }
 
@@ -241,9 +243,19 @@ impl Tries<'_, '_, '_> {
                 .then(|| crate::awake::Spinners::start(&[a, b]).map_err(|e| anyhow!(e)))
                 .transpose()
                 // The spinners (if any) live until the test is over.
-                .and_then(|_spinners| self.site.run(plan, &|_| {}))
+                .and_then(|_spinners| {
+                    let plan = Plan {
+                        cut: Some(self.interrupted.clone()),
+                        ..(**plan).clone()
+                    };
+                    self.site.run(&plan, &|_| {})
+                })
                 .map(|mut r| {
                     r.allow_concurrent |= self.rec.allow_concurrent;
+                    if self.interrupted.load(Ordering::SeqCst) {
+                        r.warnings
+                            .push(virtperf_experiment::runner::CUT_SHORT.to_string());
+                    }
                     let m = r.primary_metric();
                     trial.metric_name = m.name.to_string();
                     trial.result = Some(r);
