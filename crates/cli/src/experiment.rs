@@ -574,7 +574,19 @@ pub fn show(mut a: ShowArgs) -> Result<()> {
         let e = e.map_err(|e| anyhow!(e))?;
         match a.format {
             Format::Json => println!("{}", serde_json::to_string_pretty(&e)?),
-            _ => print!("{}", virtperf_wire::printable(&e.text())),
+            _ => {
+                // A battery a signal stopped explains what it stored: said first, with
+                // the try it cut short (the explanation alone read as a whole battery's).
+                let mut head: String = crate::compare_cmd::status_notes(std::slice::from_ref(&row))
+                    .iter()
+                    .map(|n| format!("{n}\n"))
+                    .collect();
+                head.push_str(trial_notes::lost_packets_note(&trials).trim_start());
+                if !head.is_empty() {
+                    head.push('\n');
+                }
+                print!("{}", virtperf_wire::printable(&(head + &e.text())));
+            }
         }
         return Ok(());
     }

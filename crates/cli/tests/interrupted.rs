@@ -594,4 +594,11 @@ fn a_signal_ends_an_explain_try_in_flight() {
         !rows.is_empty() && rows.iter().all(|r| r["config"] == "as-is"),
         "{rows:?}"
     );
+    // Shown, the explanation says first that it rests on a stopped battery's one try.
+    let shown = run_db_ok(&["show", "last"], &db);
+    assert!(
+        shown.starts_with("run 1 is incomplete: 1 of its")
+            && shown.contains("try 1: interrupted by a signal"),
+        "{shown}"
+    );
 }
