@@ -305,6 +305,10 @@ fn finish(a: &TuneArgs, s: &Search, before: &Machine) -> Result<()> {
             Outcome::Undecided.exit_code(),
             crate::tune_render::no_cost(&goals.join(" and "), &meeting),
         )),
+        search::Pick::Unsure { unsure } => Err(exit(
+            Outcome::Undecided.exit_code(),
+            crate::tune_render::undecided(s, &unsure),
+        )),
         search::Pick::Nothing if all.iter().all(|m| m.figures.is_empty()) => Err(exit(
             Outcome::NotMeasured.exit_code(),
             crate::tune_render::no_answer(s, &all),

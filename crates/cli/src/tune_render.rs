@@ -330,6 +330,7 @@ fn answer(s: &Search, all: &[Measured]) -> String {
         } => (pick, tied, uncosted),
         Pick::NoCost { meeting } => return format!("Answer: {}\n", no_cost(&goals, &meeting)),
         Pick::Nothing => return format!("Answer: {}\n", no_answer(s, all)),
+        Pick::Unsure { unsure } => return format!("Answer: {}\n", undecided(s, &unsure)),
     };
     let mut a = format!(
         "Answer: {} meets {goals} at {} — {}",
@@ -456,6 +457,28 @@ pub(crate) fn no_answer(s: &Search, all: &[Measured]) -> String {
     )
 }
 
+/// "undecided: no configuration is shown to meet …, but N may": the exit-5 message where
+/// intervals straddle a bound (or rest on one try) and none is shown to meet it.
+pub(crate) fn undecided(s: &Search, unsure: &[&Measured]) -> String {
+    let goals: Vec<String> = s.goals.iter().map(|g| g.words()).collect();
+    let cap = s
+        .max_cpu
+        .map_or_else(String::new, |c| format!(" within {c} busy CPUs"));
+    let named: Vec<String> = unsure
+        .iter()
+        .map(|m| {
+            let figs: Vec<String> = (0..s.goals.len()).map(|i| figure(m, i)).collect();
+            format!("{} at {}", m.config.name, figs.join(", "))
+        })
+        .collect();
+    format!(
+        "undecided: no configuration is shown to meet {}{cap}, but {} may, their intervals straddling the bound or resting on one try: {}; more tries (--runs) may tell",
+        goals.join(" and "),
+        unsure.len(),
+        named.join("; ")
+    )
+}
+
 /// The JSON: goals, target, every measured configuration, the answer, the rounds. The
 /// answer is made among what the text's, `--emit`'s and the exit code's are
 /// ([`Search::comparable`]): where round 2's baseline moved it was made among every
@@ -484,6 +507,10 @@ pub(crate) fn json(s: &Search, all: &[Measured]) -> String {
             Pick::Cheapest { uncosted, .. } => uncosted.iter().map(|m| &m.config.name).collect::<Vec<_>>(),
             _ => Vec::new(),
         },
+        "unsure": match &pick {
+            Pick::Unsure { unsure } => unsure.iter().map(|m| &m.config.name).collect::<Vec<_>>(),
+            _ => Vec::new(),
+        },
         "rounds_comparable": drift(s).is_none(),
         "meeting": search::ranked(&comparable, &s.goals, s.max_cpu).iter().map(|m| &m.config.name).collect::<Vec<_>>(),
         "measured": all,
@@ -504,12 +531,13 @@ pub(crate) fn json(s: &Search, all: &[Measured]) -> String {
 }
 
 /// The search's decision: `met` with a pick, `undecided` where configurations meet the
-/// goals but none's cost was measured, `not_met` where none meets them, `not_measured`
+/// goals but none's cost was measured or none is shown to meet them but some may (an
+/// interval straddling a bound, one try), `not_met` where none meets them, `not_measured`
 /// where no configuration produced a figure at all.
 pub(crate) fn outcome(pick: &Pick) -> Outcome {
     match pick {
         Pick::Cheapest { .. } => Outcome::Met,
-        Pick::NoCost { .. } => Outcome::Undecided,
+        Pick::NoCost { .. } | Pick::Unsure { .. } => Outcome::Undecided,
         Pick::Nothing => Outcome::NotMet,
     }
 }
@@ -715,6 +743,32 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&json(&s, &all)).expect("json");
         assert_eq!(v["meeting_uncosted"], serde_json::json!(["b"]));
         assert_eq!(v["answer"]["config"], "a");
+    }
+
+    /// A search a signal stopped after one try of each (no interval) showed nothing to
+    /// meet a goal all its figures were inside, and answered "no configuration meets
+    /// p50 ≤ 10000 µs; closest: spin at 10.86": it is undecided, naming what may meet it.
+    #[test]
+    fn one_try_each_is_undecided_not_unmet() {
+        let goal = Goal::parse("p50<=10000").expect("goal");
+        let mut s = search(&[60.0, 60.5, 60.2]);
+        s.goals = vec![goal.clone()];
+        s.rounds.truncate(1);
+        s.rounds[0].measured = vec![
+            measured(vec![], &[109.2], 0.7, &goal, 1),
+            measured(vec![part("spin")], &[10.86], 2.0, &goal, 1),
+        ];
+        let all = s.all();
+        let text = text(&s, &all);
+        assert!(
+            text.contains("Answer: undecided: no configuration is shown to meet p50 ≤ 10000 µs, but 2 may")
+                && text.contains("spin at 10.86 (1 try: no interval)"),
+            "{text}"
+        );
+        assert!(!text.contains("no configuration meets"), "{text}");
+        let v: serde_json::Value = serde_json::from_str(&json(&s, &all)).expect("json");
+        assert_eq!(v["outcome"], "undecided", "{v}");
+        assert_eq!(v["unsure"], serde_json::json!(["spin", "baseline"]), "{v}");
     }
 
     /// More than three others meet the goal: three are named and the rest counted (this

@@ -227,7 +227,14 @@ pub enum Pick<'a> {
         /// What meets the goals.
         meeting: Vec<&'a Measured>,
     },
-    /// Nothing meets the goals within the cap.
+    /// None is shown to meet the goals, but these may: a goal's interval straddles its
+    /// bound or rests on one try, none is missed, and they are not over the cap. Whether
+    /// the goals can be met is undecided (it was "nothing meets", exit 3).
+    Unsure {
+        /// What may meet the goals, nearest first.
+        unsure: Vec<&'a Measured>,
+    },
+    /// Nothing meets the goals within the cap, and nothing may.
     Nothing,
 }
 
@@ -253,10 +260,14 @@ pub fn pick<'a>(measured: &'a [Measured], goals: &[Goal], max_cpu: Option<f64>) 
         .filter(|m| m.cost.is_some())
         .collect();
     let Some(lowest) = costed.first() else {
-        return if meeting.is_empty() {
+        if !meeting.is_empty() {
+            return Pick::NoCost { meeting };
+        }
+        let unsure = unsure(measured, goals, max_cpu);
+        return if unsure.is_empty() {
             Pick::Nothing
         } else {
-            Pick::NoCost { meeting }
+            Pick::Unsure { unsure }
         };
     };
     let low = lowest.cost.as_ref();
@@ -295,6 +306,23 @@ pub fn cheapest<'a>(
     max_cpu: Option<f64>,
 ) -> Option<&'a Measured> {
     pick(measured, goals, max_cpu).config()
+}
+
+/// The configurations not shown to meet the goals that may: every goal measured, none
+/// missed, one at least unsure, and not over the CPU cap (an unknown CPU may be within
+/// it), nearest first.
+fn unsure<'a>(measured: &'a [Measured], goals: &[Goal], max_cpu: Option<f64>) -> Vec<&'a Measured> {
+    let mut m: Vec<&Measured> = measured
+        .iter()
+        .filter(|m| {
+            m.figures.len() == goals.len()
+                && m.figures.iter().all(|f| f.standing != Standing::Misses)
+                && m.figures.iter().any(|f| f.standing == Standing::Unsure)
+                && max_cpu.is_none_or(|cap| m.cpus_busy.is_none_or(|c| c <= cap))
+        })
+        .collect();
+    m.sort_by(|a, b| a.shortfall(goals).total_cmp(&b.shortfall(goals)));
+    m
 }
 
 /// Every configuration meeting the goals within the CPU cap, cheapest first.
@@ -532,5 +560,29 @@ mod tests {
         ];
         let e = combinations(&all, &goals, None).unwrap_err();
         assert!(e.contains("2%"), "{e}");
+    }
+
+    /// Nothing shown to meet the goal is no "nothing meets" while a configuration's
+    /// interval straddles the bound, or rests on one try (a search a signal stopped):
+    /// undecided, naming those, nearest first; one over the CPU cap is not among them, and
+    /// with every interval past the bound nothing meets.
+    #[test]
+    fn straddling_intervals_are_undecided_not_unmet() {
+        let goals = vec![Goal::parse("p50<=40").unwrap()];
+        let all = vec![
+            m(vec![], &[60.0, 61.0, 60.5], Some(0.5), &goals),
+            m(vec![cand("a", "x")], &[30.0, 50.0, 42.0], Some(1.0), &goals),
+            m(vec![cand("b", "y")], &[12.0], Some(1.2), &goals),
+            m(vec![cand("c", "z")], &[10.0, 70.0, 35.0], Some(3.0), &goals),
+        ];
+        match pick(&all, &goals, Some(2.0)) {
+            Pick::Unsure { unsure } => {
+                let u: Vec<&str> = unsure.iter().map(|m| m.config.name.as_str()).collect();
+                assert_eq!(u, ["b", "a"]);
+            }
+            p => panic!("{p:?}"),
+        }
+        assert_eq!(pick(&all[..1], &goals, None), Pick::Nothing);
+        assert_eq!(pick(&all[3..], &goals, Some(2.0)), Pick::Nothing);
     }
 }
