@@ -464,13 +464,18 @@ pub(crate) fn undecided(s: &Search, unsure: &[&Measured]) -> String {
     let cap = s
         .max_cpu
         .map_or_else(String::new, |c| format!(" within {c} busy CPUs"));
-    let named: Vec<String> = unsure
+    // The nearest three by name, the rest counted (as the others that meet a goal are).
+    let mut named: Vec<String> = unsure
         .iter()
+        .take(3)
         .map(|m| {
             let figs: Vec<String> = (0..s.goals.len()).map(|i| figure(m, i)).collect();
             format!("{} at {}", m.config.name, figs.join(", "))
         })
         .collect();
+    if unsure.len() > 3 {
+        named.push(format!("{} more", unsure.len() - 3));
+    }
     format!(
         "undecided: no configuration is shown to meet {}{cap}, but {} may, their intervals straddling the bound or resting on one try: {}; more tries (--runs) may tell",
         goals.join(" and "),
