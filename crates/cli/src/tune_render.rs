@@ -766,14 +766,27 @@ mod tests {
         let all = s.all();
         let text = text(&s, &all);
         assert!(
-            text.contains("Answer: undecided: no configuration is shown to meet p50 ≤ 10000 µs, but 2 may")
-                && text.contains("spin at 10.86 (1 try: no interval)"),
+            text.contains(
+                "Answer: undecided: no configuration is shown to meet p50 ≤ 10000 µs, but 2 may"
+            ) && text.contains("spin at 10.86 (1 try: no interval)"),
             "{text}"
         );
         assert!(!text.contains("no configuration meets"), "{text}");
         let v: serde_json::Value = serde_json::from_str(&json(&s, &all)).expect("json");
         assert_eq!(v["outcome"], "undecided", "{v}");
         assert_eq!(v["unsure"], serde_json::json!(["spin", "baseline"]), "{v}");
+        // Past three, the rest are counted.
+        for (name, p50) in [("b", 20.0), ("c", 30.0)] {
+            s.rounds[0]
+                .measured
+                .push(measured(vec![part(name)], &[p50], 1.0, &goal, 1));
+        }
+        let more = super::text(&s, &s.all());
+        assert!(
+            more.contains("but 4 may")
+                && more.contains("c at 30.00 (1 try: no interval); 1 more; more tries"),
+            "{more}"
+        );
     }
 
     /// More than three others meet the goal: three are named and the rest counted (this
