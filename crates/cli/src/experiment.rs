@@ -623,7 +623,12 @@ pub fn report(a: ReportArgs) -> Result<()> {
                 virtperf_report::explain::explain(row.id, &row.env, &trials).map_err(|e| anyhow!(e))
             })
             .transpose()?;
-        loaded.push((row, points, cmp, expl));
+        let notes: Vec<String> = trial_notes::lost_packets_note(&trials)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(str::to_string)
+            .collect();
+        loaded.push((row, points, cmp, expl, notes));
     }
     let cross = if loaded.len() >= 2 {
         compare::runs(&loaded[0].1, loaded[0].0.id, &loaded[1].1, loaded[1].0.id)
@@ -632,17 +637,18 @@ pub fn report(a: ReportArgs) -> Result<()> {
     };
     let sections: Vec<html::RunSection> = loaded
         .iter()
-        .map(|(row, points, cmp, expl)| html::RunSection {
+        .map(|(row, points, cmp, expl, notes)| html::RunSection {
             run: row,
             points,
             comparisons: cmp,
             explanation: expl.as_ref(),
+            notes: notes.clone(),
         })
         .collect();
     let trend = if a.trend {
         let runs: Vec<virtperf_report::trend::TrendRun> = loaded
             .iter()
-            .map(|(row, points, _, _)| virtperf_report::trend::TrendRun { run: row, points })
+            .map(|(row, points, ..)| virtperf_report::trend::TrendRun { run: row, points })
             .collect();
         let t = virtperf_report::trend::section(&runs);
         if t.is_empty() {
@@ -660,9 +666,9 @@ pub fn report(a: ReportArgs) -> Result<()> {
         // (explain runs) the explanation; the comparison of the first two runs.
         let runs: Vec<serde_json::Value> = loaded
             .iter()
-            .map(|(row, points, cmp, expl)| {
+            .map(|(row, points, cmp, expl, notes)| {
                 serde_json::json!({"run": row.id, "name": row.name, "points": points,
-                    "comparisons": cmp, "explanation": expl})
+                    "comparisons": cmp, "explanation": expl, "notes": notes})
             })
             .collect();
         let out = serde_json::json!({"output": a.output, "runs": runs, "cross": cross});

@@ -390,6 +390,7 @@ fn write_report(
             points: &d.points,
             comparisons: &[],
             explanation: Some(e),
+            notes: Vec::new(),
         })
         .collect();
     let page = html::report(&sections, &[], &virtperf_store::now_rfc3339());

@@ -541,6 +541,32 @@ fn a_signal_ends_a_runs_trial_in_flight() {
             && shown.matches("interrupted by").count() == 1,
         "{shown}"
     );
+    // The report says it too, on its page and in its JSON.
+    let page = d.path("r.html");
+    let v: serde_json::Value = serde_json::from_str(&run_db_ok(
+        &[
+            "report",
+            "last",
+            "--json",
+            "-o",
+            page.to_str().expect("UTF-8"),
+        ],
+        &db,
+    ))
+    .expect("report JSON");
+    assert!(
+        v["runs"][0]["notes"][0]
+            .as_str()
+            .is_some_and(|n| n.contains("try 1: interrupted by a signal")),
+        "{v}"
+    );
+    let html = std::fs::read_to_string(&page).expect("the page");
+    assert!(
+        html.contains(
+            "<p class=\"warning\">warning: rr · default · try 1: interrupted by a signal"
+        ),
+        "no warning on the page"
+    );
 }
 
 /// `explain`'s rr tries end at a signal too: its battery finished the try in flight, so

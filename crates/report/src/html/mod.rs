@@ -35,6 +35,9 @@ pub struct RunSection<'a> {
     pub comparisons: &'a [Row],
     /// For an explain run: the decomposition its trials give.
     pub explanation: Option<&'a Explanation>,
+    /// Warnings of its trials the figures hide, a line each (`trial_notes`: packets lost,
+    /// no transaction, a trial a signal ended early).
+    pub notes: Vec<String>,
 }
 
 fn configs_of(points: &[PointSummary]) -> Vec<String> {
@@ -142,6 +145,9 @@ fn run_section(s: &mut String, sec: &RunSection) {
         "<section class=\"run\"><h2>{}</h2>",
         esc(&run_line(sec.run))
     );
+    for n in &sec.notes {
+        let _ = write!(s, "<p class=\"warning\">{}</p>", esc(n));
+    }
     if let Some(e) = sec.explanation {
         // An explain run's trials are the model's inputs, not a sweep: the decomposition
         // is the report (`virtperf show --format csv` lists every trial).
