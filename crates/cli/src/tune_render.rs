@@ -457,8 +457,9 @@ pub(crate) fn no_answer(s: &Search, all: &[Measured]) -> String {
     )
 }
 
-/// "undecided: no configuration is shown to meet …, but N may": the exit-5 message where
-/// intervals straddle a bound (or rest on one try) and none is shown to meet it.
+/// "undecided: no configuration is shown to meet …, but N meet it on average": the exit-5
+/// message where such intervals straddle a bound (or rest on one try) and none is shown
+/// to meet it.
 pub(crate) fn undecided(s: &Search, unsure: &[&Measured]) -> String {
     let goals: Vec<String> = s.goals.iter().map(|g| g.words()).collect();
     let cap = s
@@ -477,7 +478,7 @@ pub(crate) fn undecided(s: &Search, unsure: &[&Measured]) -> String {
         named.push(format!("{} more", unsure.len() - 3));
     }
     format!(
-        "undecided: no configuration is shown to meet {}{cap}, but {} may, their intervals straddling the bound or resting on one try: {}; more tries (--runs) may tell",
+        "undecided: no configuration is shown to meet {}{cap}, but {} meet it on average, their intervals straddling the bound or resting on one try: {}; more tries (--runs) may tell",
         goals.join(" and "),
         unsure.len(),
         named.join("; ")
@@ -536,8 +537,8 @@ pub(crate) fn json(s: &Search, all: &[Measured]) -> String {
 }
 
 /// The search's decision: `met` with a pick, `undecided` where configurations meet the
-/// goals but none's cost was measured or none is shown to meet them but some may (an
-/// interval straddling a bound, one try), `not_met` where none meets them, `not_measured`
+/// goals but none's cost was measured or none is shown to meet them but some do on
+/// average (an interval straddling a bound, one try), `not_met` where none meets them, `not_measured`
 /// where no configuration produced a figure at all.
 pub(crate) fn outcome(pick: &Pick) -> Outcome {
     match pick {
@@ -767,7 +768,7 @@ mod tests {
         let text = text(&s, &all);
         assert!(
             text.contains(
-                "Answer: undecided: no configuration is shown to meet p50 ≤ 10000 µs, but 2 may"
+                "Answer: undecided: no configuration is shown to meet p50 ≤ 10000 µs, but 2 meet it on average"
             ) && text.contains("spin at 10.86 (1 try: no interval)"),
             "{text}"
         );
@@ -783,7 +784,7 @@ mod tests {
         }
         let more = super::text(&s, &s.all());
         assert!(
-            more.contains("but 4 may")
+            more.contains("but 4 meet it on average")
                 && more.contains("c at 30.00 (1 try: no interval); 1 more; more tries"),
             "{more}"
         );
