@@ -151,7 +151,7 @@ pub fn compare(a: CompareArgs) -> Result<()> {
     let title = format!("virtperf compare {}", a.runs.join(" "));
     let notes: Vec<String> = env_note
         .into_iter()
-        .chain(status_notes(&compared))
+        .chain(virtperf_report::trial_notes::status_notes(&compared))
         .collect();
     // Each row carries them: `--json` keeps its list of rows, and a reader of any row
     // learns what its runs are.
@@ -159,23 +159,6 @@ pub fn compare(a: CompareArgs) -> Result<()> {
         r.notes.clone_from(&notes);
     }
     emit_comparison(&a, &rows, &title)
-}
-
-/// A line for each compared run that is not complete: its figures rest on what it stored
-/// (a trial stopped by a signal covers the part that ran; a failed one is missing), which
-/// a comparison of it must say (it said nothing).
-pub(crate) fn status_notes(runs: &[virtperf_store::RunRow]) -> Vec<String> {
-    runs.iter()
-        .filter_map(|r| {
-            let st = r.effective_status();
-            (st != virtperf_store::RunStatus::Complete).then(|| {
-                format!(
-                    "run {} is {st}: {} of its {} planned trials stored, {} failed; its figures rest on those (a trial stopped by a signal covers only the part that ran)",
-                    r.id, r.trials_ok, r.planned_trials, r.trials_failed
-                )
-            })
-        })
-        .collect()
 }
 
 /// Prints comparison rows (table or JSON), writes them as HTML with `-o`, and fails with

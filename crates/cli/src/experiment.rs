@@ -577,7 +577,7 @@ pub fn show(mut a: ShowArgs) -> Result<()> {
             _ => {
                 // A battery a signal stopped explains what it stored: said first, with
                 // the try it cut short (the explanation alone read as a whole battery's).
-                let mut head: String = crate::compare_cmd::status_notes(std::slice::from_ref(&row))
+                let mut head: String = trial_notes::status_notes(std::slice::from_ref(&row))
                     .iter()
                     .map(|n| format!("{n}\n"))
                     .collect();

@@ -109,7 +109,7 @@ fn compare_campaigns(a: &CompareArgs) -> Result<Vec<virtperf_report::compare::Ro
     }
     // A campaign's run that is not complete pools what it stored: every row says so.
     let runs: Vec<RunRow> = la.iter().chain(&lb).map(|(r, _)| r.clone()).collect();
-    let notes = crate::compare_cmd::status_notes(&runs);
+    let notes = virtperf_report::trial_notes::status_notes(&runs);
     for r in &mut rows {
         r.notes.clone_from(&notes);
     }

@@ -176,6 +176,23 @@ pub fn emulation_note(trials: &[TrialRow]) -> String {
     )
 }
 
+/// A line for each compared run that is not complete: its figures rest on what it stored
+/// (a trial stopped by a signal covers the part that ran; a failed one is missing), which
+/// a comparison of it, or its explanation shown, must say (they said nothing).
+pub fn status_notes(runs: &[virtperf_store::RunRow]) -> Vec<String> {
+    runs.iter()
+        .filter_map(|r| {
+            let st = r.effective_status();
+            (st != virtperf_store::RunStatus::Complete).then(|| {
+                format!(
+                    "run {} is {st}: {} of its {} planned trials stored, {} failed; its figures rest on those (a trial stopped by a signal covers only the part that ran)",
+                    r.id, r.trials_ok, r.planned_trials, r.trials_failed
+                )
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
