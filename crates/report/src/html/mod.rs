@@ -139,15 +139,20 @@ fn env_table(run: &RunRow) -> String {
     s
 }
 
+/// Each note as a warning paragraph: what qualifies the figures below it.
+fn warnings(s: &mut String, notes: &[String]) {
+    for n in notes {
+        let _ = write!(s, "<p class=\"warning\">{}</p>", esc(n));
+    }
+}
+
 fn run_section(s: &mut String, sec: &RunSection) {
     let _ = write!(
         s,
         "<section class=\"run\"><h2>{}</h2>",
         esc(&run_line(sec.run))
     );
-    for n in &sec.notes {
-        let _ = write!(s, "<p class=\"warning\">{}</p>", esc(n));
-    }
+    warnings(s, &sec.notes);
     if let Some(e) = sec.explanation {
         // An explain run's trials are the model's inputs, not a sweep: the decomposition
         // is the report (`virtperf show --format csv` lists every trial).
@@ -604,9 +609,7 @@ pub fn comparison_page(title: &str, rows: &[Row], generated: &str) -> String {
         esc(generated)
     );
     // The rows of one comparison share their notes (what the compared runs are).
-    for n in rows.first().map_or(&[][..], |r| &r.notes[..]) {
-        let _ = write!(s, "<p class=\"warning\">{}</p>", esc(n));
-    }
+    warnings(&mut s, rows.first().map_or(&[][..], |r| &r.notes[..]));
     s.push_str(&compare_chart(rows));
     s.push_str(&comparison_table(rows));
     s.push_str("</section></body></html>\n");
