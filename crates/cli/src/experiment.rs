@@ -260,6 +260,8 @@ pub struct Executed {
     pub ok: usize,
     /// Ctrl-C stopped it.
     pub interrupted: bool,
+    /// Configs skipped as a whole, with the reason.
+    pub skipped: Vec<(String, String)>,
 }
 
 /// Runs `spec` into the store with progress on a terminal, Ctrl-C handling and knob
@@ -348,6 +350,7 @@ pub fn execute_with(
         points,
         ok: outcome.ok,
         interrupted: interrupted.load(Ordering::SeqCst),
+        skipped: outcome.skipped,
     })
 }
 
@@ -409,6 +412,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         points,
         ok,
         interrupted,
+        ..
     } = execute_spec(
         &spec,
         &a.db,

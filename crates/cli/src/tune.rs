@@ -18,7 +18,7 @@ use virtperf_tune::search;
 
 use crate::experiment::DbArg;
 use crate::signals::{code, exit};
-use crate::tune_render::{secs, Round, Search};
+use crate::tune_search::{secs, Round, Search};
 
 #[derive(Debug, Args)]
 pub struct TuneArgs {
@@ -267,7 +267,17 @@ fn finish(a: &TuneArgs, s: &Search, before: &Machine) -> Result<()> {
     } else {
         print!("{}", crate::tune_render::text(s, &all));
     }
-    if let (Some(f), Some(w)) = (a.emit, pick) {
+    let sig = crate::signals::received();
+    if let (Some(_), Some(w), true) = (a.emit, pick, sig != 0) {
+        // The user asked it to stop: a file written now would hold a pick made short of
+        // what was planned, to be installed by whoever finds it.
+        eprintln!(
+            "virtperf: --emit not written: {} stopped the search before it was done ({} was the pick among what was measured); run tune again to write one",
+            crate::signals::name(sig),
+            w.config.name
+        );
+    }
+    if let (Some(f), Some(w), 0) = (a.emit, pick, sig) {
         let text = virtperf_tune::emit::emit(f, &w.config, &s.target, &s.goals, before);
         if f == virtperf_tune::emit::Format::Spec {
             // What `virtperf run` will be given, parsed by the parser it will use.
@@ -286,8 +296,7 @@ fn finish(a: &TuneArgs, s: &Search, before: &Machine) -> Result<()> {
     if let Err(e) = &s.restored {
         eprintln!("virtperf: warning: {e}");
     }
-    if crate::signals::received() != 0 {
-        let sig = crate::signals::received();
+    if sig != 0 {
         return Err(exit(
             crate::signals::code_for(sig),
             format!(
@@ -303,19 +312,23 @@ fn finish(a: &TuneArgs, s: &Search, before: &Machine) -> Result<()> {
         search::Pick::Cheapest { .. } => Ok(()),
         search::Pick::NoCost { meeting } => Err(exit(
             Outcome::Undecided.exit_code(),
-            crate::tune_render::no_cost(&goals.join(" and "), &meeting),
+            crate::tune_answer::no_cost(&goals.join(" and "), &meeting),
         )),
         search::Pick::Unsure { unsure } => Err(exit(
             Outcome::Undecided.exit_code(),
-            crate::tune_render::undecided(s, &unsure),
+            crate::tune_answer::undecided(s, &unsure),
+        )),
+        search::Pick::Cut { cut } => Err(exit(
+            Outcome::Undecided.exit_code(),
+            crate::tune_answer::cut_short(s, &cut),
         )),
         search::Pick::Nothing if all.iter().all(|m| m.figures.is_empty()) => Err(exit(
             Outcome::NotMeasured.exit_code(),
-            crate::tune_render::no_answer(s, &all),
+            crate::tune_answer::no_answer(s, &all),
         )),
         search::Pick::Nothing => Err(exit(
             Outcome::NotMet.exit_code(),
-            crate::tune_render::no_answer(s, &comparable),
+            crate::tune_answer::no_answer(s, &comparable),
         )),
     }
 }
@@ -463,8 +476,11 @@ fn run_round(
         ex.points.first(),
         &ex.trials,
         &a.goals,
-        round,
-        ex.row.id,
+        (round, ex.row.id),
+        &search::Unrun {
+            skipped: ex.skipped.clone(),
+            cut: ex.interrupted,
+        },
     );
     Ok((
         Round {

@@ -6,104 +6,8 @@ use virtperf_report::decide::Outcome;
 use virtperf_tune::goal::Standing;
 use virtperf_tune::search::{self, Measured, Pick};
 
-use std::time::Duration;
-
-use virtperf_tune::candidate::{NotHere, Target};
-use virtperf_tune::goal::Goal;
-
-/// One round: what ran and what it measured.
-pub(crate) struct Round {
-    pub run_id: i64,
-    pub measured: Vec<Measured>,
-    pub trials: usize,
-    pub took: Duration,
-}
-
-/// The whole search, for printing.
-pub(crate) struct Search {
-    pub target: Target,
-    pub goals: Vec<Goal>,
-    pub max_cpu: Option<f64>,
-    pub rounds: Vec<Round>,
-    pub not_here: Vec<NotHere>,
-    pub stopped: String,
-    pub against: Option<String>,
-    pub restored: Result<String, String>,
-    pub took: Duration,
-}
-
-impl Search {
-    /// Every measured configuration: round 2's baseline is the drift check, so the
-    /// table keeps round 1's.
-    pub fn all(&self) -> Vec<Measured> {
-        let mut out = Vec::new();
-        for (i, r) in self.rounds.iter().enumerate() {
-            out.extend(
-                r.measured
-                    .iter()
-                    .filter(|m| i == 0 || !m.config.parts.is_empty())
-                    .cloned(),
-            );
-        }
-        out
-    }
-
-    /// What the pick is made among: every configuration, unless round 2's baseline moved
-    /// from round 1's ([`drift`]): then round 1's alone (round 2 is ranked within itself).
-    pub fn comparable(&self) -> Vec<Measured> {
-        if drift(self).is_none() {
-            return self.all();
-        }
-        self.rounds
-            .first()
-            .map(|r| r.measured.clone())
-            .unwrap_or_default()
-    }
-}
-
-/// `500ms`, `2.5s`, `90s`, `2m30s`.
-pub(crate) fn secs(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s < 1.0 {
-        format!("{}ms", d.as_millis())
-    } else if s < 10.0 {
-        format!("{s:.1}s")
-    } else if s < 120.0 {
-        format!("{s:.0}s")
-    } else {
-        format!("{}m{:02.0}s", (s / 60.0).floor(), (s % 60.0).floor())
-    }
-}
-
-/// A figure as `28.1 [27.5, 28.7]`.
-fn figure(m: &Measured, i: usize) -> String {
-    match m.figures.get(i) {
-        Some(f) => virtperf_report::decide::mean_interval(&f.summary, num),
-        None => "not measured".into(),
-    }
-}
-
-fn num(v: f64) -> String {
-    virtperf_report::render::num(v)
-}
-
-/// Busy CPUs for the table: `1.17 (VM 1.05)` with a watched VM's host threads' share.
-fn cpus(m: &Measured) -> String {
-    match (m.cpus_busy, m.vm_cpus) {
-        (Some(c), Some(v)) => format!("{c:.2} (VM {v:.2})"),
-        (Some(c), None) => format!("{c:.2}"),
-        (None, _) => "not measured".into(),
-    }
-}
-
-/// Busy CPUs in a sentence: `1.17 busy CPUs (1.05 of them the VM's host threads)`.
-fn cpus_words(m: &Measured) -> String {
-    match (m.cpus_busy, m.vm_cpus) {
-        (Some(c), Some(v)) => format!("{c:.2} busy CPUs ({v:.2} of them the VM's host threads)"),
-        (Some(c), None) => format!("{c:.2} busy CPUs"),
-        (None, _) => "busy CPUs not measured".into(),
-    }
-}
+use crate::tune_answer::{answer, cut_line};
+use crate::tune_search::{cpus, drift, figure, secs, Search};
 
 /// Whether `m` meets every goal, in a word.
 fn meets_word(s: &Search, m: &Measured) -> &'static str {
@@ -204,6 +108,7 @@ pub(crate) fn text(s: &Search, all: &[Measured]) -> String {
         }
         None => out.push_str(&answer(s, all)),
     }
+    out.push_str(&cut_line(s, all));
     out.push('\n');
     if !s.not_here.is_empty() {
         out.push_str("Not tried here:\n");
@@ -316,175 +221,6 @@ fn layout(rows: &[Vec<String>]) -> String {
     out
 }
 
-/// The answer: the pick (and what its cost is not told apart from) and what else meets the
-/// goals at what CPU, or why nothing is picked; the tuned profile's standing beside it.
-fn answer(s: &Search, all: &[Measured]) -> String {
-    let goals: Vec<String> = s.goals.iter().map(|g| g.words()).collect();
-    let goals = goals.join(" and ");
-    let ranked = search::ranked(all, &s.goals, s.max_cpu);
-    let (pick, tied, uncosted) = match search::pick(all, &s.goals, s.max_cpu) {
-        Pick::Cheapest {
-            pick,
-            tied,
-            uncosted,
-        } => (pick, tied, uncosted),
-        Pick::NoCost { meeting } => return format!("Answer: {}\n", no_cost(&goals, &meeting)),
-        Pick::Nothing => return format!("Answer: {}\n", no_answer(s, all)),
-        Pick::Unsure { unsure } => return format!("Answer: {}\n", undecided(s, &unsure)),
-    };
-    let mut a = format!(
-        "Answer: {} meets {goals} at {} — {}",
-        pick.config.name,
-        cpus_words(pick),
-        pick.config.what()
-    );
-    if !tied.is_empty() {
-        let t: Vec<String> = tied
-            .iter()
-            .map(|m| format!("{} at {}", m.config.name, cpus(m)))
-            .collect();
-        a.push_str(&format!(
-            "; not told apart in cost (busy CPUs' 95% intervals overlap), picked for fewer changes over: {}",
-            t.join(", ")
-        ));
-    }
-    let others: Vec<String> = ranked
-        .iter()
-        .filter(|m| {
-            m.config.name != pick.config.name
-                && !tied.iter().any(|t| t.config.name == m.config.name)
-                && m.cost.is_some()
-        })
-        .map(|m| format!("{} at {}", m.config.name, cpus(m)))
-        .collect();
-    // The three cheapest by name; the rest counted, so a reader does not take them for
-    // configurations that missed (the table holds them all).
-    if let Some(first) = others.get(..others.len().min(3)).filter(|o| !o.is_empty()) {
-        a.push_str(&format!("; also meeting it: {}", first.join(", ")));
-        if others.len() > first.len() {
-            a.push_str(&format!(
-                " and {} costlier (the table)",
-                others.len() - first.len()
-            ));
-        }
-    }
-    a.push_str(&uncosted_words(&uncosted));
-    a.push_str(".\n");
-    if let Some(t) = all.iter().find(|m| {
-        m.config
-            .parts
-            .iter()
-            .any(|p| p.family == search::TUNED_FAMILY)
-    }) {
-        let verdict = match (t.meets(&s.goals), &t.cost, &pick.cost) {
-            (_, _, _) if t.config.name == pick.config.name => "is the pick".to_string(),
-            (true, Some(c), Some(p)) if virtperf_report::decide::overlap(c, p) => format!(
-                "meets it too, at {:.2} busy CPUs: not told apart from the pick's cost (their 95% intervals overlap)",
-                c.mean
-            ),
-            (true, Some(c), Some(p)) => format!(
-                "meets it too, at {:.2} busy CPUs [{:.2}, {:.2}]: the pick saves {:.2} (its own {:.2} [{:.2}, {:.2}])",
-                c.mean, c.ci_low, c.ci_high, c.mean - p.mean, p.mean, p.ci_low, p.ci_high
-            ),
-            (true, _, _) => "meets it too (its CPU was not measured)".into(),
-            (false, _, _) => "does not meet it".into(),
-        };
-        a.push_str(&format!(
-            "Against {}: {} {verdict}.\n",
-            s.against.as_deref().unwrap_or("tuned"),
-            t.config.name
-        ));
-    }
-    a
-}
-
-/// The pick is the cheapest of the configurations whose cost was measured; those meeting
-/// the goals without one are named, with what that leaves undecided (explain's verdict
-/// calls no remedy the cheapest in that case either).
-fn uncosted_words(uncosted: &[&Measured]) -> String {
-    if uncosted.is_empty() {
-        return String::new();
-    }
-    let names: Vec<&str> = uncosted.iter().map(|m| m.config.name.as_str()).collect();
-    format!(
-        "; {} also {} it, but {} busy CPUs were not measured: the pick is the cheapest of those measured, whether {} less is undecided",
-        names.join(", "),
-        if names.len() == 1 { "meets" } else { "meet" },
-        if names.len() == 1 { "its" } else { "their" },
-        if names.len() == 1 { "it costs" } else { "one costs" },
-    )
-}
-
-/// Configurations meet the goals, but none has a measured cost: no cheapest.
-pub(crate) fn no_cost(goals: &str, meeting: &[&Measured]) -> String {
-    let names: Vec<&str> = meeting.iter().map(|m| m.config.name.as_str()).collect();
-    format!(
-        "{} meet {goals}, but none is picked: their busy CPUs were not measured (no cpuidle or CPU split on a machine they keep busy), so none can be called the cheapest",
-        names.join(", ")
-    )
-}
-
-/// "no configuration meets …; closest: …": the exit-1 message.
-pub(crate) fn no_answer(s: &Search, all: &[Measured]) -> String {
-    let goals: Vec<String> = s.goals.iter().map(|g| g.words()).collect();
-    let cap = s
-        .max_cpu
-        .map_or_else(String::new, |c| format!(" within {c} busy CPUs"));
-    if all.iter().all(|m| m.figures.len() != s.goals.len()) {
-        return format!(
-            "no configuration was measured: {}",
-            all.iter()
-                .find_map(|m| m.error.clone())
-                .unwrap_or_else(|| "every trial failed".into())
-        );
-    }
-    let closest = search::misses(all, &s.goals, s.max_cpu)
-        .into_iter()
-        .find(|m| m.figures.len() == s.goals.len())
-        .map(|m| {
-            let figs: Vec<String> = (0..s.goals.len()).map(|i| figure(m, i)).collect();
-            format!(
-                "; closest: {} at {} ({})",
-                m.config.name,
-                figs.join(", "),
-                cpus_words(m)
-            )
-        })
-        .unwrap_or_default();
-    format!(
-        "no configuration meets {}{cap}{closest}",
-        goals.join(" and ")
-    )
-}
-
-/// "undecided: no configuration is shown to meet …, but N meet it on average": the exit-5
-/// message where such intervals straddle a bound (or rest on one try) and none is shown
-/// to meet it.
-pub(crate) fn undecided(s: &Search, unsure: &[&Measured]) -> String {
-    let goals: Vec<String> = s.goals.iter().map(|g| g.words()).collect();
-    let cap = s
-        .max_cpu
-        .map_or_else(String::new, |c| format!(" within {c} busy CPUs"));
-    // The nearest three by name, the rest counted (as the others that meet a goal are).
-    let mut named: Vec<String> = unsure
-        .iter()
-        .take(3)
-        .map(|m| {
-            let figs: Vec<String> = (0..s.goals.len()).map(|i| figure(m, i)).collect();
-            format!("{} at {}", m.config.name, figs.join(", "))
-        })
-        .collect();
-    if unsure.len() > 3 {
-        named.push(format!("{} more", unsure.len() - 3));
-    }
-    format!(
-        "undecided: no configuration is shown to meet {}{cap}, but {} meet it on average, their intervals straddling the bound or resting on one try: {}; more tries (--runs) may tell",
-        goals.join(" and "),
-        unsure.len(),
-        named.join("; ")
-    )
-}
-
 /// The JSON: goals, target, every measured configuration, the answer, the rounds. The
 /// answer is made among what the text's, `--emit`'s and the exit code's are
 /// ([`Search::comparable`]): where round 2's baseline moved it was made among every
@@ -517,6 +253,7 @@ pub(crate) fn json(s: &Search, all: &[Measured]) -> String {
             Pick::Unsure { unsure } => unsure.iter().map(|m| &m.config.name).collect::<Vec<_>>(),
             _ => Vec::new(),
         },
+        "stopped_before": all.iter().filter(|m| m.cut).map(|m| &m.config.name).collect::<Vec<_>>(),
         "rounds_comparable": drift(s).is_none(),
         "meeting": search::ranked(&comparable, &s.goals, s.max_cpu).iter().map(|m| &m.config.name).collect::<Vec<_>>(),
         "measured": all,
@@ -543,50 +280,20 @@ pub(crate) fn json(s: &Search, all: &[Measured]) -> String {
 pub(crate) fn outcome(pick: &Pick) -> Outcome {
     match pick {
         Pick::Cheapest { .. } => Outcome::Met,
-        Pick::NoCost { .. } | Pick::Unsure { .. } => Outcome::Undecided,
+        Pick::NoCost { .. } | Pick::Unsure { .. } | Pick::Cut { .. } => Outcome::Undecided,
         Pick::Nothing => Outcome::NotMet,
     }
-}
-
-/// Round 2's baseline against round 1's, goal by goal: None where they agree (their 95%
-/// intervals overlap) or there is no round 2; else the line that says the rounds cannot
-/// be compared.
-pub(crate) fn drift(s: &Search) -> Option<String> {
-    let base = |r: &Round| {
-        r.measured
-            .iter()
-            .find(|m| m.config.parts.is_empty())
-            .cloned()
-    };
-    let (one, two) = (base(s.rounds.first()?)?, base(s.rounds.get(1)?)?);
-    let moved: Vec<String> = one
-        .figures
-        .iter()
-        .zip(&two.figures)
-        .filter(|(a, b)| !virtperf_report::decide::overlap(&a.summary, &b.summary))
-        .map(|(a, b)| {
-            format!(
-                "{} {} in round 1, {} in round 2",
-                a.metric,
-                virtperf_report::decide::mean_interval(&a.summary, num),
-                virtperf_report::decide::mean_interval(&b.summary, num)
-            )
-        })
-        .collect();
-    (!moved.is_empty()).then(|| {
-        format!(
-            "The baseline moved between the rounds ({}): the machine changed under the search, so round 2's combinations are ranked among themselves, not against round 1's",
-            moved.join("; ")
-        )
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tune_search::Round;
+    use std::time::Duration;
     use virtperf_report::stats::summarize;
-    use virtperf_tune::candidate::Candidate;
+    use virtperf_tune::candidate::{Candidate, Target};
     use virtperf_tune::config::Configuration;
+    use virtperf_tune::goal::Goal;
     use virtperf_tune::search::{Figure, CONFIDENCE};
 
     fn measured(
@@ -615,6 +322,7 @@ mod tests {
             vm_cpus: None,
             ok: p50.len(),
             error: None,
+            cut: false,
         }
     }
 
@@ -749,6 +457,48 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&json(&s, &all)).expect("json");
         assert_eq!(v["meeting_uncosted"], serde_json::json!(["b"]));
         assert_eq!(v["answer"]["config"], "a");
+    }
+
+    /// A configuration a signal kept from its first try has no figure: an answer without it
+    /// says so (a pick stays `met`, its cheapness among those measured), and where nothing
+    /// measured meets the goals the search is undecided, not "nothing meets" (exit 3).
+    #[test]
+    fn configurations_a_signal_cut_leave_the_answer_open() {
+        let goal = Goal::parse("p50<=40").expect("goal");
+        let mut s = search(&[60.0, 60.5, 60.2]);
+        s.rounds.truncate(1);
+        let mut cut = measured(vec![part("c")], &[], 0.0, &goal, 1);
+        cut.figures.clear();
+        (cut.cpus_busy, cut.cost, cut.cut) = (None, None, true);
+        s.rounds[0].measured.push(cut);
+        let all = s.all();
+        let text = text(&s, &all);
+        assert!(text.contains("Answer: a meets p50"), "{text}");
+        assert!(
+            text.contains("Not tried: c — a signal stopped the search first; the answer is among those measured"),
+            "{text}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&json(&s, &all)).expect("json");
+        assert_eq!(
+            (&v["outcome"], &v["stopped_before"]),
+            (&serde_json::json!("met"), &serde_json::json!(["c"]))
+        );
+        // Without `a`, nothing measured meets the goal.
+        s.rounds[0].measured.remove(1);
+        let all = s.all();
+        let text = super::text(&s, &all);
+        assert!(
+            text.contains("Answer: undecided: no configuration measured meets p50 ≤ 40 µs, but a signal stopped the search before 1 was tried (c): whether it would is not known"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("no configuration meets") && !text.contains("Not tried: c"),
+            "{text}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&json(&s, &all)).expect("json");
+        assert_eq!(v["outcome"], "undecided", "{v}");
+        assert_eq!(v["measured"][1]["cut"], true, "{v}");
+        assert!(v["measured"][0].get("cut").is_none(), "{v}");
     }
 
     /// A search a signal stopped after one try of each (no interval) showed nothing to

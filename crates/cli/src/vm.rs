@@ -325,6 +325,7 @@ fn vm_compare(a: VmCompareArgs) -> Result<()> {
         points,
         ok,
         interrupted,
+        ..
     } = execute_spec(
         &spec,
         &a.db,

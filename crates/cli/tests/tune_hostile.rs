@@ -161,3 +161,82 @@ fn a_search_that_measured_nothing_exits_4_saying_so() {
     );
     assert!(out.contains("not measured"), "{out}");
 }
+
+/// Runs `tune ARGS` and sends it SIGINT once trial `after` has finished (its progress line
+/// is on standard error): returns the exit code, standard output and standard error.
+fn tune_signalled_after(
+    dir: &TempDir,
+    args: &[&str],
+    after: usize,
+) -> (Option<i32>, String, String) {
+    use std::io::{BufRead, Read};
+    let mut child = in_dir(dir)
+        .arg("tune")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    let mut line = String::new();
+    let mark = format!("[{after}/");
+    while err.read_line(&mut line).unwrap_or(0) > 0 {
+        said.push_str(&line);
+        if line.starts_with(&mark) {
+            // SAFETY: kill(2) on the PID of a child we spawned and have not reaped.
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        }
+        line.clear();
+    }
+    let status = child.wait().unwrap();
+    (status.code(), reader.join().unwrap(), said)
+}
+
+/// A signal in a search's first tries: a configuration it never reached is named as cut
+/// by the signal — it was "skipped: not runnable here", a fact about the machine that
+/// was not one — and the answer says it is made without it. A signal after a pick was
+/// shown writes no `--emit` file: a pick made short of the plan is not left to be applied.
+#[test]
+fn a_signalled_search_names_what_it_cut_and_emits_nothing() {
+    let dir = TempDir::new("tune-cut");
+    let common = [
+        "--goal", "p50<=1s", "-l", "300ms", "--runs", "2", "--budget", "1m",
+    ];
+    // Trials: baseline, spin, poll-50us, then their second tries. SIGINT after the first:
+    // poll-50us is never tried (spin neither, unless its try had begun).
+    let mut args = common.to_vec();
+    args.extend(["--only", "spin,poll-50us"]);
+    let (code, out, err) = tune_signalled_after(&dir, &args, 1);
+    assert_eq!(code, Some(128 + libc::SIGINT), "{err}");
+    assert!(!out.contains("not runnable here"), "{out}");
+    assert!(
+        out.contains("not run: the search was stopped by a signal before its first try"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Not tried: ")
+            && out.contains("poll-50us — a signal stopped the search first"),
+        "{out}"
+    );
+    // Both tries of the baseline and of spin: the baseline is shown to meet the goal
+    // (the pick) before the signal, which ends spin's second try.
+    let emitted = dir.path("pick.conf");
+    let mut args = common.to_vec();
+    args.extend(["--only", "spin", "--emit", "sysctl.d", "--out"]);
+    args.push(emitted.to_str().unwrap());
+    let (code, out, err) = tune_signalled_after(&dir, &args, 3);
+    assert_eq!(code, Some(128 + libc::SIGINT), "{err}");
+    assert!(out.contains("Answer: baseline meets p50"), "{out}");
+    assert!(
+        err.contains("--emit not written: SIGINT stopped the search before it was done"),
+        "{err}"
+    );
+    assert!(!emitted.exists(), "{out}{err}");
+}

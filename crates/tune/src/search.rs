@@ -47,8 +47,12 @@ pub struct Measured {
     pub vm_cpus: Option<f64>,
     /// Trials that produced a result.
     pub ok: usize,
-    /// Why it has no figures, if it has none (failed or skipped trials).
+    /// Why it has no figures, if it has none (failed or skipped trials, or none run).
     pub error: Option<String>,
+    /// No try of it ran because the search was stopped first (a signal): unlike one
+    /// skipped or failed here, whether it would meet the goals, and at what cost, is open.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cut: bool,
 }
 
 impl Measured {
@@ -80,15 +84,26 @@ impl Measured {
     }
 }
 
+/// How a round's run ended, for the configurations that have no trial in it.
+#[derive(Debug, Clone, Default)]
+pub struct Unrun {
+    /// Configurations the runner skipped as a whole, with its reason (a knob or placement
+    /// this machine lacks).
+    pub skipped: Vec<(String, String)>,
+    /// A signal stopped the round: a configuration neither tried nor skipped was cut.
+    pub cut: bool,
+}
+
 /// Every configuration of one round, measured: `point` is the round's one workload point
-/// summarized, `trials` its stored trials.
+/// summarized, `trials` its stored trials, `unrun` why a configuration without a trial
+/// has none.
 pub fn measure(
     configs: &[Configuration],
     point: Option<&PointSummary>,
     trials: &[TrialRow],
     goals: &[Goal],
-    round: u32,
-    run_id: i64,
+    (round, run_id): (u32, i64),
+    unrun: &Unrun,
 ) -> Vec<Measured> {
     configs
         .iter()
@@ -112,16 +127,21 @@ pub fn measure(
                 .filter(|x| !x.cpus_busy_tries.is_empty())
                 .map(|x| summarize(&x.cpus_busy_tries, CONFIDENCE));
             let vm_cpus = cell.and_then(|x| x.vm_cpus);
+            let tried = trials.iter().find(|t| t.config == c.name);
+            let skipped = unrun.skipped.iter().find(|(n, _)| *n == c.name);
+            // Neither tried nor skipped: the round ended before its first try.
+            let cut = tried.is_none() && skipped.is_none() && unrun.cut;
             let error = match (cell, figures.len() == goals.len()) {
                 (_, true) => None,
                 (Some(x), false) => Some(x.error.clone().unwrap_or_else(|| "no result".into())),
-                (None, false) => Some(
-                    trials
-                        .iter()
-                        .find(|t| t.config == c.name)
-                        .and_then(|t| t.error.clone())
-                        .unwrap_or_else(|| "skipped: not runnable here".into()),
-                ),
+                (None, false) => Some(match (tried.and_then(|t| t.error.clone()), skipped) {
+                    (Some(e), _) => e,
+                    (None, Some((_, why))) => format!("skipped: {why}"),
+                    (None, None) if cut => {
+                        "not run: the search was stopped by a signal before its first try".into()
+                    }
+                    (None, None) => "not run: the round ended before its first try".into(),
+                }),
             };
             Measured {
                 config: c.clone(),
@@ -133,6 +153,7 @@ pub fn measure(
                 vm_cpus,
                 ok,
                 error,
+                cut,
             }
         })
         .collect()
@@ -234,6 +255,12 @@ pub enum Pick<'a> {
         /// What meets the goals on average without showing it, nearest first.
         unsure: Vec<&'a Measured>,
     },
+    /// None measured meets the goals or may, but a signal stopped the search before these
+    /// were tried: whether the goals can be met is undecided (not "nothing meets").
+    Cut {
+        /// The configurations no try of which ran.
+        cut: Vec<&'a Measured>,
+    },
     /// Nothing meets the goals within the cap, and nothing may.
     Nothing,
 }
@@ -264,10 +291,11 @@ pub fn pick<'a>(measured: &'a [Measured], goals: &[Goal], max_cpu: Option<f64>) 
             return Pick::NoCost { meeting };
         }
         let unsure = unsure(measured, goals, max_cpu);
-        return if unsure.is_empty() {
-            Pick::Nothing
-        } else {
-            Pick::Unsure { unsure }
+        let cut: Vec<&Measured> = measured.iter().filter(|m| m.cut).collect();
+        return match (unsure.is_empty(), cut.is_empty()) {
+            (false, _) => Pick::Unsure { unsure },
+            (true, false) => Pick::Cut { cut },
+            (true, true) => Pick::Nothing,
         };
     };
     let low = lowest.cost.as_ref();
@@ -395,6 +423,7 @@ mod tests {
             vm_cpus: None,
             ok: p50.len(),
             error: None,
+            cut: false,
         }
     }
 
@@ -591,5 +620,26 @@ mod tests {
         }
         assert_eq!(pick(&all[..1], &goals, None), Pick::Nothing);
         assert_eq!(pick(&all[3..], &goals, Some(2.0)), Pick::Nothing);
+    }
+
+    /// A configuration a signal kept from its first try leaves "nothing meets" undecided
+    /// (it may); one shown to meet, or on average, is still answered as before.
+    #[test]
+    fn a_cut_configuration_keeps_nothing_from_being_decided() {
+        let goals = vec![Goal::parse("p50<=40").unwrap()];
+        let mut cut = m(vec![cand("c", "z")], &[1.0], Some(1.0), &goals);
+        (cut.figures, cut.cpus_busy, cut.cost, cut.cut) = (Vec::new(), None, None, true);
+        let miss = m(vec![], &[60.0, 61.0, 60.5], Some(0.5), &goals);
+        let all = vec![miss.clone(), cut.clone()];
+        match pick(&all, &goals, None) {
+            Pick::Cut { cut } => assert_eq!(cut[0].config.name, "c"),
+            p => panic!("{p:?}"),
+        }
+        assert_eq!(pick(&all[..1], &goals, None), Pick::Nothing);
+        let meets = m(vec![cand("a", "x")], &[30.0, 31.0, 30.5], Some(1.0), &goals);
+        let all = vec![miss, meets, cut];
+        assert!(
+            matches!(pick(&all, &goals, None), Pick::Cheapest { pick, .. } if pick.config.name == "a")
+        );
     }
 }
