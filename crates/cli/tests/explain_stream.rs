@@ -64,10 +64,23 @@ fn each_bound_is_named_with_the_figure_of_its_json() {
     assert_eq!(std::fs::read_to_string(rps_file).ok(), rps_before);
     assert_eq!(std::fs::read_to_string(poll_file).ok(), poll_before);
     let verdict = small["verdict"].as_str().expect("verdict");
-    assert_eq!(small["bound"]["kind"], "cpu", "{verdict}");
-    assert_eq!(small["bound"]["side"], "sender", "{verdict}");
-    assert_eq!(small["bound"]["dominant"], "sys", "{verdict}");
     let sender = &small["sides"][0];
+    // The sender's CPU is the bound where its tries' interval clears 90%; two tries near
+    // 100% can still reach under it (97% and 100% give [79%, 118%]): undecided, and said.
+    if f(sender, "/busy_pct/interval/bounded/low") < 90.0 {
+        assert_eq!(small["bound"]["kind"], "undecided", "{verdict}");
+        assert!(
+            verdict.contains("the sender's CPU") && verdict.contains("at its limit (90%) or not"),
+            "{verdict}"
+        );
+    } else {
+        assert_eq!(small["bound"]["kind"], "cpu", "{verdict}");
+        assert_eq!(small["bound"]["side"], "sender", "{verdict}");
+        assert_eq!(small["bound"]["dominant"], "sys", "{verdict}");
+        let busy = f(sender, "/busy_pct/mean");
+        let figure = format!("CPU {} {busy:.0}% busy", sender["cpu"]);
+        assert!(verdict.contains(&figure), "{verdict} lacks {figure}");
+    }
     assert_eq!(sender["role"], "sender");
     // Counted by the sender's loop, per MB the receiver counted (its interval is the
     // sender's to within a wake-up): one send per 64 bytes.
@@ -85,8 +98,6 @@ fn each_bound_is_named_with_the_figure_of_its_json() {
     assert!(f(receiver, "/calls_per_mb") >= 1e6 / 131072.0, "{receiver}");
     let busy = f(sender, "/busy_pct/mean");
     assert!(busy >= 90.0, "{busy}");
-    let figure = format!("CPU {} {busy:.0}% busy", sender["cpu"]);
-    assert!(verdict.contains(&figure), "{verdict} lacks {figure}");
     assert!(
         verdict.contains(&format!("{calls:.0} sends per MB")),
         "{verdict}"
@@ -218,16 +229,22 @@ fn each_bound_is_named_with_the_figure_of_its_json() {
         // and two tries of larger buffers could not tell whether it set the rate (their
         // interval holds 1 and reaches past the no-effect band): the answer says so
         // instead of a bound.
+        // Or a CPU whose two tries' interval straddles 90% (the receiver 74% [49%, 100%]
+        // once here): whether it is at its limit is not decided either, and said.
         Some("undecided") => {
             let counts = 100.0 * FLOW_SHARE_WITH_EVIDENCE..100.0 * FLOW_LIMITED_SHARE;
-            assert!(counts.contains(&rwnd), "{rwnd}: {verdict}");
-            assert_eq!(buffers["effect"], "undecided", "{buffers}");
-            assert!(
-                verdict.contains("its bound undecided")
-                    && verdict.contains(&format!("receive window {rwnd:.0}%"))
-                    && verdict.contains("undecided (more --tries)"),
-                "{verdict}"
-            );
+            let cpu_open = verdict.contains("at its limit (90%) or not");
+            let window_open = counts.contains(&rwnd) && buffers["effect"] == "undecided";
+            assert!(window_open || cpu_open, "{rwnd}: {verdict}");
+            assert!(verdict.contains("its bound undecided"), "{verdict}");
+            // The window in doubt: the buffers' tries could not tell.
+            if window_open {
+                assert!(
+                    verdict.contains(&format!("receive window {rwnd:.0}%"))
+                        && verdict.contains("undecided (more --tries)"),
+                    "{verdict}"
+                );
+            }
         }
         other => panic!("a 4 KiB window: {other:?}: {verdict}"),
     }
@@ -440,6 +457,11 @@ fn a_stream_into_a_guest_is_bound_on_the_hosts_vcpu_threads_and_compared_term_by
                     && verdict.contains("receiver "),
                 "{verdict}"
             );
+        }
+        // Two tries of the guest's receiver whose interval reaches under 90% (its own
+        // accounting is 100% in both here, so this is rare): its bound is not decided.
+        Some("undecided") if f(&v["sides"][1], "/busy_pct/interval/bounded/low") < 90.0 => {
+            assert!(verdict.contains("at its limit (90%) or not"), "{verdict}");
         }
         other => panic!("a stream into a TCG guest: {other:?}: {verdict}"),
     }

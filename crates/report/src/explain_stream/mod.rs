@@ -12,7 +12,8 @@
 //! - **The bound**: the sender's TCP_INFO says it waited on the receive window
 //!   (`rwnd_limited`) or on its send buffer (`sndbuf_limited`) for at least half of its busy
 //!   time, or [`FLOW_SHARE_WITH_EVIDENCE`] of it where 4 MiB socket buffers raised the rate
-//!   beyond their interval (the counterfactual, measured): flow control. Else a side's CPU at least [`CPU_BOUND_PCT`] busy: that CPU, named
+//!   beyond their interval (the counterfactual, measured): flow control. Else a side's CPU at least [`CPU_BOUND_PCT`] busy over its tries' whole 95%
+//!   interval (one that straddles it, or one try, leaves the bound undecided): that CPU, named
 //!   by side and by its largest kind of work (other work on it included: a busy neighbour is
 //!   part of the answer) — but "undecided" for a sender at its limit that also waited on
 //!   flow control that share of its time while the buffers' tries cannot tell (its small
@@ -427,9 +428,10 @@ fn full_window<'a>(
     buffers: Option<&Effect>,
 ) -> Option<(&'a SideCost, String)> {
     let pct = limit.filter(|(what, _)| *what == RWND && !raised)?.1;
+    // At its limit, or perhaps (the caller makes that undecided).
     let receiver = costs
         .iter()
-        .find(|c| c.role == "receiver" && c.busy_pct.mean >= CPU_BOUND_PCT)?;
+        .find(|c| c.role == "receiver" && at_limit(c) != Some(false))?;
     let larger = match buffers {
         Some(e) => format!("4 MiB socket buffers: {}", e.words()),
         None => "larger buffers not measured".into(),
@@ -491,16 +493,23 @@ fn bound(ts: &[Trial], costs: &[SideCost], buffers: Option<&Effect>) -> Bound {
         return b;
     }
     let busiest = match drained {
+        Some((receiver, _)) if at_limit(receiver).is_none() => {
+            b.kind = "undecided";
+            b.figure = format!(
+                "the sender waited on the receive window {:.0}% of its busy time (TCP_INFO), and the receiver's {}: a window left full by a receiver at its limit, or the window itself (more --tries)",
+                limit.map_or(0.0, |l| l.1),
+                busy_words(receiver)
+            );
+            return b;
+        }
         Some((receiver, note)) => {
             b.full_window = Some(note);
             Some(receiver)
         }
-        None => costs
-            .iter()
-            .max_by(|a, b| a.busy_pct.mean.total_cmp(&b.busy_pct.mean)),
+        None => busiest_at_limit(costs),
     };
     match busiest {
-        Some(c) if c.busy_pct.mean >= CPU_BOUND_PCT => {
+        Some(c) => {
             // A sender at its limit that also waited on the window: its small segments may
             // be what keeps it busy, which only the buffers' tries can tell.
             let doubt = (c.role == "sender").then(|| window_in_doubt(&b, buffers));
@@ -518,9 +527,52 @@ fn bound(ts: &[Trial], costs: &[SideCost], buffers: Option<&Effect>) -> Bound {
             b.dominant = Some(d);
             b.figure = format!("CPU {} {:.0}% busy", c.cpu, c.busy_pct.mean);
         }
-        _ => unbound(&mut b, costs, buffers),
+        None => unbound(&mut b, costs, buffers),
     }
     b
+}
+
+/// Whether a side's CPU is at its limit by its tries: true where its busy share's 95%
+/// interval lies at [`CPU_BOUND_PCT`] or above, false where below (or unsampled), None
+/// where it straddles the bound or rests on one try (a mean alone decided it: 89% over
+/// three tries reaching 96% was "no CPU at 90% busy").
+fn at_limit(c: &SideCost) -> Option<bool> {
+    if c.busy_pct.mean.is_nan() {
+        return Some(false);
+    }
+    match c.busy_pct.interval {
+        Interval::Bounded { low, .. } if low >= CPU_BOUND_PCT => Some(true),
+        Interval::Bounded { high, .. } if high < CPU_BOUND_PCT => Some(false),
+        _ => None,
+    }
+}
+
+/// The busiest side whose CPU is shown at its limit.
+fn busiest_at_limit(costs: &[SideCost]) -> Option<&SideCost> {
+    costs
+        .iter()
+        .filter(|c| at_limit(c) == Some(true))
+        .max_by(|a, b| a.busy_pct.mean.total_cmp(&b.busy_pct.mean))
+}
+
+/// "CPU 0 91% busy [86%, 96%] over 3 tries" ("(t-interval)" where it reaches past 100%
+/// or under 0, as no share can), or "… (1 try: no interval)".
+fn busy_words(c: &SideCost) -> String {
+    let e = &c.busy_pct;
+    match &e.interval {
+        Interval::Bounded { low, high } => format!(
+            "CPU {} {:.0}% busy [{low:.0}%, {high:.0}%]{} over {} tries",
+            c.cpu,
+            e.mean,
+            if *low < 0.0 || *high > 100.0 {
+                " (t-interval)"
+            } else {
+                ""
+            },
+            e.n
+        ),
+        Interval::None { why } => format!("CPU {} {:.0}% busy ({why})", c.cpu, e.mean),
+    }
 }
 
 /// Flow control neither shown nor ruled out: the sender waited on it at least
@@ -546,18 +598,37 @@ const LOST_PCT_NAMED: f64 = 0.1;
 /// were measured not to raise the rate; "undecided" where it waited longer and the
 /// buffers' tries (or their absence) cannot tell whether the window set the rate.
 fn unbound(b: &mut Bound, costs: &[SideCost], buffers: Option<&Effect>) {
-    let busy = busy_shares(costs);
+    // No CPU shown at its limit, but one may be: whether it bounds the stream is open.
+    let cpus = match costs
+        .iter()
+        .filter(|c| at_limit(c).is_none())
+        .max_by(|a, b| a.busy_pct.mean.total_cmp(&b.busy_pct.mean))
+    {
+        Some(c) => {
+            b.kind = "undecided";
+            format!(
+                "the {}'s {}, at its limit ({CPU_BOUND_PCT:.0}%) or not",
+                c.role,
+                busy_words(c)
+            )
+        }
+        None => format!(
+            "no CPU at {CPU_BOUND_PCT:.0}% busy ({})",
+            busy_shares(costs)
+        ),
+    };
     let waited = waited(b, FLOW_SHARE_WITH_EVIDENCE * 100.0);
     match window_in_doubt(b, buffers) {
         Some((what, pct, larger)) => {
             b.kind = "undecided";
             b.figure = format!(
-                "no CPU at {CPU_BOUND_PCT:.0}% busy ({busy}); the sender waited on {what} {pct:.0}% of its busy time (TCP_INFO), flow control if larger buffers raise the rate, and 4 MiB socket buffers {larger}"
+                "{cpus}; the sender waited on {what} {pct:.0}% of its busy time (TCP_INFO), flow control if larger buffers raise the rate, and 4 MiB socket buffers {larger}"
             );
         }
+        None if b.kind == "undecided" => b.figure = format!("{cpus} (more --tries)"),
         None => {
             b.figure = format!(
-                "no CPU at {CPU_BOUND_PCT:.0}% busy ({busy}), flow control under {:.0}% of the sender's time{}",
+                "{cpus}, flow control under {:.0}% of the sender's time{}",
                 match waited {
                     Some(_) => FLOW_LIMITED_SHARE,
                     None => FLOW_SHARE_WITH_EVIDENCE,

@@ -417,6 +417,64 @@ fn no_busy_cpu_and_no_flow_control_is_no_single_bound() {
     assert!(!e.verdict.contains("lost"), "{}", e.verdict);
 }
 
+/// A CPU's busy share is judged by its tries' interval, not its mean: 80%, 88% and 97%
+/// (mean 88%, reaching past 90%) were "no CPU at 90% busy", and 84%, 96% and 99% (mean
+/// 93%, reaching under it) "bound by the sender's CPU"; both are undecided, as is one
+/// try; tries all under the bound are no single bound, all over it the CPU.
+#[test]
+fn a_cpu_whose_tries_straddle_the_limit_leaves_the_bound_undecided() {
+    let with_sender = |busy: &[f64]| {
+        let mut trials = battery((40.0, 10.0), 0.0, &[]);
+        let mut i = 0;
+        trials.retain(|t| {
+            t.trial.point_label != AS_IS || {
+                i += 1;
+                i <= busy.len()
+            }
+        });
+        let mut tries = busy.iter();
+        for t in trials.iter_mut().filter(|t| t.trial.point_label == AS_IS) {
+            if let (Some(r), Some(b)) = (t.trial.result.as_mut(), tries.next()) {
+                r.cpu.client = side(0, b - 5.0, 5.0);
+            }
+        }
+        explain(1, &trials).expect("explained")
+    };
+    for (busy, says) in [
+        (
+            &[80.0, 88.0, 97.0][..],
+            "the sender's CPU 0 88% busy [67%, 109%] (t-interval) over 3 tries",
+        ),
+        (
+            &[84.0, 96.0, 99.0][..],
+            "the sender's CPU 0 93% busy [73%, 113%] (t-interval) over 3 tries",
+        ),
+        (
+            &[99.0][..],
+            "the sender's CPU 0 99% busy (1 try: no interval)",
+        ),
+    ] {
+        let e = with_sender(busy);
+        assert_eq!(e.bound.kind, "undecided", "{busy:?}: {}", e.verdict);
+        assert!(
+            e.verdict.contains(says)
+                && e.verdict
+                    .contains(", at its limit (90%) or not (more --tries)"),
+            "{}",
+            e.verdict
+        );
+    }
+    let e = with_sender(&[70.0, 75.0, 80.0]);
+    assert_eq!(e.bound.kind, "none", "{}", e.verdict);
+    let e = with_sender(&[97.0, 98.0, 99.0]);
+    assert_eq!(
+        (e.bound.kind, e.bound.side),
+        ("cpu", Some("sender")),
+        "{}",
+        e.verdict
+    );
+}
+
 /// Where nothing bounds the stream and the sender lost segments (retransmitted, not
 /// D-SACKed), the verdict names the loss with its share; the spurious ones do not count.
 #[test]
