@@ -33,16 +33,20 @@ pub fn run_exit(row: &RunRow, ok: usize, interrupted: bool) -> Result<()> {
             row.id
         );
     }
+    let ran = row.trials_ok + row.trials_failed;
+    // A config given up on (its agent unreached) leaves its other trials unrun: "2 of 6
+    // failed" said nothing of the 2 of 8 planned that never ran.
+    let unrun = match row.planned_trials.saturating_sub(ran) {
+        0 => String::new(),
+        n => format!(", {n} of {} planned never ran", row.planned_trials),
+    };
     match row.status {
         virtperf_store::RunStatus::Complete => Ok(()),
         status => Err(exit(
             code::INCOMPLETE,
             format!(
-                "run {} is {status}: {} of {} trials failed (see `virtperf show {}`)",
-                row.id,
-                row.trials_failed,
-                row.trials_ok + row.trials_failed,
-                row.id
+                "run {} is {status}: {} of {ran} trials failed{unrun} (see `virtperf show {}`)",
+                row.id, row.trials_failed, row.id
             ),
         )),
     }

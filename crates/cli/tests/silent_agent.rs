@@ -379,6 +379,11 @@ fn a_config_whose_agent_never_greets_is_given_up_after_two_trials() {
         "{err}"
     );
     assert!(took < Duration::from_secs(40), "{took:?}: {err}");
+    // The two trials the skip left unrun are counted with the two that failed.
+    assert!(
+        err.contains("is incomplete: 2 of 6 trials failed, 2 of 8 planned never ran"),
+        "{err}"
+    );
     let runs: serde_json::Value =
         serde_json::from_str(&run_db_ok(&["runs", "--json"], &db)).expect("runs JSON");
     assert_eq!(runs[0]["trials_ok"], 4, "{runs}");
