@@ -576,16 +576,29 @@ pub fn show(mut a: ShowArgs) -> Result<()> {
     if let (Some(e), Format::Table | Format::Json) = (explained, &a.format) {
         // An explain run reads back as the explanation its trials give.
         let e = e.map_err(|e| anyhow!(e))?;
+        // A battery a signal stopped explains what it stored: said first, with the try it
+        // cut short (the explanation alone read as a whole battery's).
+        let notes = trial_notes::status_notes(std::slice::from_ref(&row));
+        let trial_note = trial_notes::lost_packets_note(&trials);
         match a.format {
-            Format::Json => println!("{}", serde_json::to_string_pretty(&e)?),
+            Format::Json => {
+                let mut v = serde_json::to_value(&e)?;
+                if let Some(o) = v.as_object_mut() {
+                    o.insert(
+                        "run_status".into(),
+                        row.effective_status().to_string().into(),
+                    );
+                    let mut all = notes.clone();
+                    all.extend(
+                        (!trial_note.trim().is_empty()).then(|| trial_note.trim().to_string()),
+                    );
+                    o.insert("notes".into(), all.into());
+                }
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            }
             _ => {
-                // A battery a signal stopped explains what it stored: said first, with
-                // the try it cut short (the explanation alone read as a whole battery's).
-                let mut head: String = trial_notes::status_notes(std::slice::from_ref(&row))
-                    .iter()
-                    .map(|n| format!("{n}\n"))
-                    .collect();
-                head.push_str(trial_notes::lost_packets_note(&trials).trim_start());
+                let mut head: String = notes.iter().map(|n| format!("{n}\n")).collect();
+                head.push_str(trial_note.trim_start());
                 if !head.is_empty() {
                     head.push('\n');
                 }

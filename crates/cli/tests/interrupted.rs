@@ -627,4 +627,14 @@ fn a_signal_ends_an_explain_try_in_flight() {
             && shown.contains("try 1: interrupted by a signal"),
         "{shown}"
     );
+    // And as JSON: the explanation alone read as a whole battery's there too.
+    let v: serde_json::Value =
+        serde_json::from_str(&run_db_ok(&["show", "last", "--json"], &db)).expect("show JSON");
+    assert_eq!(v["run_status"], "incomplete", "{v}");
+    let notes = v["notes"].to_string();
+    assert!(
+        notes.contains("run 1 is incomplete: 1 of its")
+            && notes.contains("interrupted by a signal"),
+        "{notes}"
+    );
 }
