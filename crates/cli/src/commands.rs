@@ -159,10 +159,20 @@ fn conclude(
     };
     let sig = crate::signals::received();
     if sig != 0 {
-        result.warnings.push(format!(
-            "interrupted by {}: the test was stopped early and its numbers cover the part that ran",
-            crate::signals::name(sig)
-        ));
+        // The client says whether the signal ended the measured interval: named here.
+        let cut = result.warnings.iter().any(|w| w == virtperf_lab::CUT_SHORT);
+        result.warnings.retain(|w| w != virtperf_lab::CUT_SHORT);
+        result.warnings.push(if cut {
+            format!(
+                "interrupted by {}: the test was stopped early and its numbers cover the part that ran",
+                crate::signals::name(sig)
+            )
+        } else {
+            format!(
+                "interrupted by {} after its measured interval had ended: its numbers cover all of it",
+                crate::signals::name(sig)
+            )
+        });
     }
     output(&result, common, local, sig != 0)?;
     if let Some(k) = keeper {

@@ -46,6 +46,19 @@ fn each_signal_keeps_what_was_measured() {
             elapsed < 10.0,
             "{name}: stopped early, not after 30 s: {elapsed}"
         );
+        // Said once, with the signal's name (the client's own warning gives way to it).
+        let warnings = end["data"]["warnings"].to_string();
+        assert_eq!(
+            warnings.matches("stopped early").count(),
+            1,
+            "{name}: {warnings}"
+        );
+        assert!(
+            warnings.contains(&format!(
+                "interrupted by {name}: the test was stopped early"
+            )),
+            "{warnings}"
+        );
         let runs: serde_json::Value =
             serde_json::from_str(&run_db_ok(&["runs", "--json"], &db)).expect("runs JSON");
         assert_eq!(runs[0]["status"], "incomplete", "{name}: {runs}");

@@ -111,9 +111,8 @@ fn hook(cmd: &str, what: &str, config: &str) -> Result<()> {
     Ok(())
 }
 
-/// The warning a trial a signal ended early carries.
-pub const CUT_SHORT: &str =
-    "interrupted by a signal: this trial was stopped early and its numbers cover the part that ran";
+/// The warning a trial a signal ended early carries (set by the client that measured it).
+pub use virtperf_lab::CUT_SHORT;
 
 /// Runs `spec`, storing into `store`. When `interrupted` is raised (a signal) the trial in
 /// flight ends its measured interval there, as a single workload does, and no other starts.
@@ -472,9 +471,9 @@ impl<'a> Schedule<'a> {
                     let res = sites.run(cfg, &plan);
                     if interrupted.load(Ordering::SeqCst) {
                         // Ctrl-C reached the trial (or its agent): not a failure of the
-                        // trial; what it measured before is kept, said to be a part.
-                        if let Ok(mut r) = res {
-                            r.warnings.push(CUT_SHORT.to_string());
+                        // trial; what it measured is kept, said to be a part where the
+                        // signal ended its interval (the client's CUT_SHORT warning).
+                        if let Ok(r) = res {
                             rec.record(&trial, Ok(r), started_at, t0, obs)?;
                         }
                         return Ok(());

@@ -251,11 +251,8 @@ impl Tries<'_, '_, '_> {
                     self.site.run(&plan, &|_| {})
                 })
                 .map(|mut r| {
+                    // A try the signal ended early says so itself (the client's CUT_SHORT).
                     r.allow_concurrent |= self.rec.allow_concurrent;
-                    if self.interrupted.load(Ordering::SeqCst) {
-                        r.warnings
-                            .push(virtperf_experiment::runner::CUT_SHORT.to_string());
-                    }
                     let m = r.primary_metric();
                     trial.metric_name = m.name.to_string();
                     trial.result = Some(r);

@@ -413,7 +413,7 @@ fn run_once(
     let mut series = plan.interval.map(|every| {
         crate::series::Series::new(every, started, meters, ticks, plan.on_interval.clone())
     });
-    wait_for_end(plan, &handles, series.as_mut(), started, progress);
+    let cut_early = wait_for_end(plan, &handles, series.as_mut(), started, progress);
     side.stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let stopped = Instant::now();
     // The agent reads its counters at the same moment, before either side drains. An agent
@@ -451,6 +451,9 @@ fn run_once(
     })?;
     add_kvm_and_intervals(&mut result, plan, kvm, series);
     annotate(&mut result, plan, stop_s, traced);
+    if cut_early {
+        result.warnings.push(crate::cut::CUT_SHORT.to_string());
+    }
     Ok(result)
 }
 
@@ -563,26 +566,24 @@ fn start_workers(
 }
 
 /// Waits until the test's duration is over (or, untimed, its workers are done), reporting
-/// progress and closing the live intervals on time.
+/// progress and closing the live intervals on time. True where the signal ended it first.
 fn wait_for_end(
     plan: &Plan,
     handles: &crate::half::Handles,
     mut series: Option<&mut crate::series::Series>,
     started: Instant,
     progress: ProgressFn,
-) {
+) -> bool {
     loop {
         let el = started.elapsed();
         if let Some(s) = series.as_deref_mut() {
             s.poll(Instant::now());
         }
-        if handles.iter().all(|h| h.is_finished())
-            || plan
-                .cut
-                .as_ref()
-                .is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
-        {
-            break;
+        if handles.iter().all(|h| h.is_finished()) {
+            return false;
+        }
+        if crate::cut::is_cut(plan.cut.as_ref()) {
+            return !(plan.workload.is_timed() && el >= plan.duration);
         }
         // Wake at the next interval boundary too, so live intervals end on time.
         let to_boundary = series.as_deref().map_or(Duration::MAX, |s| {
@@ -590,7 +591,7 @@ fn wait_for_end(
         });
         if plan.workload.is_timed() {
             if el >= plan.duration {
-                break;
+                return false;
             }
             progress(Some(el.as_secs_f64() / plan.duration.as_secs_f64()));
             let left = plan.duration - el;
@@ -794,6 +795,7 @@ pub fn run_url(
         progress(None);
         std::thread::sleep(Duration::from_millis(50));
     }
+    let cut_early = !h.is_finished();
     side.stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let peer = format!("the server at {url}");
     // A download that stalls ends by its own read timeout (DATA_TIMEOUT) and, after the
@@ -842,7 +844,7 @@ pub fn run_url(
         capture_cpu_s: None,
     };
     let downloads = downloads.lock().map(|d| d.clone()).unwrap_or_default();
-    assemble(Collected {
+    let mut r = assemble(Collected {
         plan: &plan,
         target: url.to_string(),
         client,
@@ -852,7 +854,11 @@ pub fn run_url(
         server_env: None,
         downloads,
         url: url.to_string(),
-    })
+    })?;
+    if cut_early {
+        r.warnings.push(crate::cut::CUT_SHORT.to_string());
+    }
+    Ok(r)
 }
 
 /// The name of a message's type, for errors (never its contents: they are the peer's).

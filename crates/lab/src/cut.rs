@@ -22,6 +22,13 @@ use crate::side::{join_all, Joined};
 /// peer that answers nothing at all.
 pub const CUT_GRACE: Duration = Duration::from_secs(5);
 
+/// The warning of a result whose measured interval the signal ended before its planned end
+/// (or, untimed, before its work was done): its numbers cover the part that ran. Set where
+/// the interval is measured, so a trial the signal reached only after its interval (while
+/// stopping), or one that another machine drove to its end (a guest), does not carry it.
+pub const CUT_SHORT: &str =
+    "interrupted by a signal: this trial was stopped early and its numbers cover the part that ran";
+
 /// Whether the signal flag `cut` is raised.
 pub(crate) fn is_cut(cut: Option<&Arc<AtomicBool>>) -> bool {
     cut.is_some_and(|c| c.load(Ordering::SeqCst))

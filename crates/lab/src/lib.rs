@@ -59,6 +59,7 @@ pub(crate) fn control_keepalive(s: &std::net::TcpStream) {
 /// never sends `Stop`.
 pub const STOP_GRACE: Duration = Duration::from_secs(30);
 
+pub use cut::CUT_SHORT;
 /// Bounds of one HTTP download (`http --url --max-size/--max-time`).
 pub use virtperf_load::http::Limits as HttpLimits;
 /// Whether this process may run on a CPU (it exists and is in the affinity mask), for the

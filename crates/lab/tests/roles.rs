@@ -173,3 +173,51 @@ fn the_agent_refuses_an_invalid_workload_in_one_message() {
     let e = client::run(&t, &p, &|_| {}).expect_err("server CPU 100000 accepted");
     assert!(format!("{e:#}").contains("server CPU 100000"), "{e:#}");
 }
+
+/// The warning that a trial's numbers cover only the part that ran is the client's, set
+/// where the signal ended its measured interval: a run cut at 300 ms of 3 s carries it
+/// (once), a whole run does not, and a drive — which the driving agent runs to its end,
+/// the signal never reaching it — does not (the runner added it to every trial in flight,
+/// a guest's whole trial included).
+#[test]
+fn only_a_trial_the_signal_ended_early_says_it_was_cut() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let cut_at = |plan: &Plan, run: &dyn Fn(&Plan) -> virtperf_wire::TestResult| {
+        let flag = Arc::new(AtomicBool::new(false));
+        let raise = flag.clone();
+        let raiser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            raise.store(true, Ordering::SeqCst);
+        });
+        let plan = Plan {
+            cut: Some(flag),
+            ..plan.clone()
+        };
+        let r = run(&plan);
+        raiser.join().expect("raiser");
+        r
+    };
+    let cut_warnings = |r: &virtperf_wire::TestResult| {
+        r.warnings
+            .iter()
+            .filter(|w| *w == virtperf_lab::CUT_SHORT)
+            .count()
+    };
+    let t = agent("cut", false);
+    let long = Plan::new(Workload::rr(1, 1), Duration::from_secs(3));
+    let r = cut_at(&long, &|p| client::run(&t, p, &|_| {}).expect("rr"));
+    assert_eq!(cut_warnings(&r), 1, "{:?}", r.warnings);
+    let elapsed = |r: &virtperf_wire::TestResult| match &r.outcome {
+        Outcome::Rr(o) => o.elapsed_s,
+        other => panic!("rr outcome expected: {other:?}"),
+    };
+    assert!(elapsed(&r) < 2.0, "{:?}", r.outcome);
+    let whole = client::run(&t, &plan(Workload::rr(1, 1)), &|_| {}).expect("rr");
+    assert_eq!(cut_warnings(&whole), 0, "{:?}", whole.warnings);
+    let driver = agent("cut-d", true);
+    let short = Plan::new(Workload::rr(1, 1), Duration::from_secs(1));
+    let r = cut_at(&short, &|p| client::drive(&driver, &t, p).expect("drive"));
+    assert_eq!(cut_warnings(&r), 0, "{:?}", r.warnings);
+    assert!(elapsed(&r) >= 0.9, "{:?}", r.outcome);
+}
