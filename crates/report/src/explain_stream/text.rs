@@ -352,9 +352,12 @@ fn host_lines(h: &HostView) -> String {
 pub fn text(e: &StreamExplanation) -> String {
     let mut s = format!("Verdict: {}.\n\n", e.verdict);
     s += &format!(
-        "Rate: {} Mbit/s over {} tries ({} flow(s), {})\n",
+        "Rate: {} Mbit/s over {} ({} flow(s), {})\n",
         interval(&e.mbps, |x| format!("{x:.0}")),
-        e.mbps.n,
+        match e.mbps.n {
+            1 => "1 try".to_string(),
+            n => format!("{n} tries"),
+        },
         e.flows,
         if e.reverse {
             "agent sends"
