@@ -249,21 +249,22 @@ fn host_view(ts: &[Trial]) -> Option<HostView> {
         .classes
         .iter()
         .map(|c0| {
-            let each = |f: &dyn Fn(&Trial, f64, f64) -> f64| {
-                let xs: Vec<f64> = views
+            let tries = |f: &dyn Fn(&Trial, f64, f64) -> f64| -> Vec<f64> {
+                views
                     .iter()
                     .filter_map(|(t, h)| {
                         let c = h.classes.iter().find(|c| c.class == c0.class)?;
                         Some(f(t, c.cpu_s, h.window_s?))
                     })
-                    .collect();
-                mean(&xs).unwrap_or(f64::NAN)
+                    .collect()
             };
+            let busy = tries(&|_, cpu, w| 100.0 * cpu / w);
             HostClass {
                 class: c0.class.clone(),
                 threads: c0.threads,
-                busy_pct: each(&|_, cpu, w| 100.0 * cpu / w),
-                us_per_mb: each(&|t, cpu, _| cpu * 1e6 / t.mb),
+                busy_pct: mean(&busy).unwrap_or(f64::NAN),
+                busy_pct_tries: busy,
+                us_per_mb: mean(&tries(&|t, cpu, _| cpu * 1e6 / t.mb)).unwrap_or(f64::NAN),
             }
         })
         .collect();
@@ -316,8 +317,9 @@ fn exits_per_mb(
 }
 
 /// Names the bound on the host too where the guest end is the bound one (its vCPU
-/// threads' CPU), or where the guest's own accounting shows no busy CPU but its vCPU
-/// threads on the host are busy nearly all of the window.
+/// threads' CPU), or where the guest's own accounting shows no CPU at its limit but its
+/// vCPU threads on the host are busy nearly all of the window in every try (judged as a
+/// side's CPU is: an interval straddling the limit leaves the bound undecided).
 fn on_the_host(b: &mut Bound, costs: &[SideCost], host: Option<&HostView>) {
     let Some(h) = host else { return };
     let Some(vcpu) = h.classes.iter().find(|c| c.class == "vcpu") else {
@@ -340,14 +342,41 @@ fn on_the_host(b: &mut Bound, costs: &[SideCost], host: Option<&HostView>) {
         "cpu" if b.side == Some(guest.role) => b.on_host = Some(on_host),
         // One vCPU thread per end only: with both ends inside, their threads' sum is no
         // one end's CPU.
-        "none" if vcpu.busy_pct >= CPU_BOUND_PCT && h.guest_end != "both" => {
+        // Judged by its tries' interval, as a side's own CPU is.
+        "none" if h.guest_end != "both" && vcpu_at_limit(vcpu) == Some(true) => {
             b.kind = "cpu";
             b.side = Some(guest.role);
             b.dominant = None;
-            b.figure = "the guest's own accounting shows no busy CPU".into();
+            b.figure = "the guest's own accounting shows no CPU at its limit".into();
             b.on_host = Some(on_host);
         }
+        "none" if h.guest_end != "both" && vcpu_at_limit(vcpu).is_none() => {
+            b.kind = "undecided";
+            b.figure = format!(
+                "{}; {on_host} (tries: {}), at one CPU's limit ({CPU_BOUND_PCT:.0}%) or not (more --tries)",
+                b.figure,
+                vcpu.busy_pct_tries
+                    .iter()
+                    .map(|x| format!("{x:.0}%"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         _ => {}
+    }
+}
+
+/// Whether the vCPU threads are at one CPU's limit by their tries, as [`at_limit`] judges a
+/// side's CPU (an interval reaching under [`CPU_BOUND_PCT`] is not shown to be).
+fn vcpu_at_limit(vcpu: &HostClass) -> Option<bool> {
+    // No try carried the figure: nothing to judge by, nothing claimed.
+    let Some(e) = Estimate::of(&vcpu.busy_pct_tries) else {
+        return Some(false);
+    };
+    match e.interval {
+        Interval::Bounded { low, .. } if low >= CPU_BOUND_PCT => Some(true),
+        Interval::Bounded { high, .. } if high < CPU_BOUND_PCT => Some(false),
+        _ => None,
     }
 }
 

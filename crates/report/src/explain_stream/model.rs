@@ -198,6 +198,9 @@ pub struct HostClass {
     pub threads: u32,
     /// Their CPU over the window, percent of one CPU (mean over the as-is tries).
     pub busy_pct: f64,
+    /// The same in each as-is try, for judging it by its interval (not printed).
+    #[serde(skip)]
+    pub busy_pct_tries: Vec<f64>,
     /// Their CPU µs per MB received.
     pub us_per_mb: f64,
 }

@@ -627,6 +627,58 @@ fn a_kvm_vms_exits_per_mb_are_its_counters_over_the_trials_megabytes() {
     );
 }
 
+/// A guest end whose own accounting shows no CPU at its limit is bound on the host by its
+/// vCPU threads only where their tries' interval clears 90% of a CPU: 97–99% is; 80%,
+/// 95%, 99% (mean 91%, which read "bound by the receiver's CPU") leaves it undecided;
+/// 30% is no single bound.
+#[test]
+fn a_guests_vcpu_threads_bound_it_only_where_their_tries_show_it() {
+    let with_vcpu = |busy: &[f64]| {
+        let mut trials = battery((40.0, 10.0), 0.0, &[]);
+        let mut tries = busy.iter();
+        for t in trials.iter_mut().filter(|t| t.trial.point_label == AS_IS) {
+            let (Some(r), Some(b)) = (t.trial.result.as_mut(), tries.next()) else {
+                continue;
+            };
+            r.placement = Some("guest".into());
+            r.host_vm = Some(virtperf_wire::HostVm {
+                accel: Some("kvm".into()),
+                window_s: Some(1.0),
+                classes: vec![virtperf_wire::ThreadClass {
+                    class: "vcpu".into(),
+                    threads: 1,
+                    cpu_s: b / 100.0,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            });
+        }
+        explain(1, &trials).expect("explained")
+    };
+    let e = with_vcpu(&[97.0, 98.0, 99.0]);
+    assert_eq!(
+        (e.bound.kind, e.bound.side),
+        ("cpu", Some("receiver")),
+        "{}",
+        e.verdict
+    );
+    assert!(
+        e.verdict.contains("vCPU thread used 98% of a CPU"),
+        "{}",
+        e.verdict
+    );
+    let e = with_vcpu(&[80.0, 95.0, 99.0]);
+    assert_eq!(e.bound.kind, "undecided", "{}", e.verdict);
+    assert!(
+        e.verdict
+            .contains("(tries: 80%, 95%, 99%), at one CPU's limit (90%) or not (more --tries)"),
+        "{}",
+        e.verdict
+    );
+    let e = with_vcpu(&[30.0, 31.0, 32.0]);
+    assert_eq!(e.bound.kind, "none", "{}", e.verdict);
+}
+
 /// The carrier of a guest's tax is named only where the tries tell it: a receiver whose
 /// CPU per MB doubled in all three tries is; the same battery twice (no side grew beyond
 /// its tries' spread) is undecided, and says what each side measured.
