@@ -266,33 +266,12 @@ fn finish(a: &TuneArgs, s: &Search, before: &Machine) -> Result<()> {
         println!("{}", crate::tune_render::json(s, &all));
     } else {
         print!("{}", crate::tune_render::text(s, &all));
+        if a.emit.is_none() {
+            print!("{}", crate::tune_render::NOTHING_KEPT);
+        }
     }
     let sig = crate::signals::received();
-    if let (Some(_), Some(w), true) = (a.emit, pick, sig != 0) {
-        // The user asked it to stop: a file written now would hold a pick made short of
-        // what was planned, to be installed by whoever finds it.
-        eprintln!(
-            "virtperf: --emit not written: {} stopped the search before it was done ({} was the pick among what was measured); run tune again to write one",
-            crate::signals::name(sig),
-            w.config.name
-        );
-    }
-    if let (Some(f), Some(w), 0) = (a.emit, pick, sig) {
-        let text = virtperf_tune::emit::emit(f, &w.config, &s.target, &s.goals, before);
-        if f == virtperf_tune::emit::Format::Spec {
-            // What `virtperf run` will be given, parsed by the parser it will use.
-            virtperf_experiment::spec::parse(&text).map_err(|e| {
-                anyhow::anyhow!("tune wrote a spec its own parser refuses ({e}): not written")
-            })?;
-        }
-        match &a.out {
-            Some(p) => {
-                crate::out_file::write(p, &text, a.force).map_err(|m| exit(1, m))?;
-                eprintln!("virtperf: wrote {} ({})", p.display(), w.config.name);
-            }
-            None => print!("{text}"),
-        }
-    }
+    emit(a, s, pick, before, sig)?;
     if let Err(e) = &s.restored {
         eprintln!("virtperf: warning: {e}");
     }
@@ -331,6 +310,56 @@ fn finish(a: &TuneArgs, s: &Search, before: &Machine) -> Result<()> {
             crate::tune_answer::no_answer(s, &comparable),
         )),
     }
+}
+
+/// Writes `--emit`'s file for `pick`, or says why none is written: no pick, or a signal
+/// (`sig`) stopped the search.
+fn emit(
+    a: &TuneArgs,
+    s: &Search,
+    pick: Option<&search::Measured>,
+    before: &Machine,
+    sig: i32,
+) -> Result<()> {
+    let Some(f) = a.emit else {
+        return Ok(());
+    };
+    let w = match (pick, sig) {
+        (Some(w), 0) => w,
+        // Asked for a file and given none: said, not left to be noticed missing.
+        (None, 0) => {
+            eprintln!(
+                "virtperf: --emit not written: no configuration was picked (the answer says why)"
+            );
+            return Ok(());
+        }
+        // The user asked it to stop: a file written now would hold a pick made short of
+        // what was planned, to be installed by whoever finds it.
+        (w, sig) => {
+            eprintln!(
+                "virtperf: --emit not written: {} stopped the search before it was done{}; run tune again to write one",
+                crate::signals::name(sig),
+                w.map(|w| format!(" ({} was the pick among what was measured)", w.config.name))
+                    .unwrap_or_default()
+            );
+            return Ok(());
+        }
+    };
+    let text = virtperf_tune::emit::emit(f, &w.config, &s.target, &s.goals, before);
+    if f == virtperf_tune::emit::Format::Spec {
+        // What `virtperf run` will be given, parsed by the parser it will use.
+        virtperf_experiment::spec::parse(&text).map_err(|e| {
+            anyhow::anyhow!("tune wrote a spec its own parser refuses ({e}): not written")
+        })?;
+    }
+    match &a.out {
+        Some(p) => {
+            crate::out_file::write(p, &text, a.force).map_err(|m| exit(1, m))?;
+            eprintln!("virtperf: wrote {} ({})", p.display(), w.config.name);
+        }
+        None => print!("{text}"),
+    }
+    Ok(())
 }
 
 /// Takes the remedies named out of the search (listed as not tried, left out by `flag`:

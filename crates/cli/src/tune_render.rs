@@ -122,11 +122,12 @@ pub(crate) fn text(s: &Search, all: &[Measured]) -> String {
         )),
         Err(e) => out.push_str(&format!("WARNING: {e}\n")),
     }
-    out.push_str(
-        "Nothing was kept: `--emit sysctl.d|tuned|spec` writes the pick for you to apply.\n",
-    );
     out
 }
+
+/// The last line of the text where `--emit` was not given.
+pub(crate) const NOTHING_KEPT: &str =
+    "Nothing was kept: `--emit sysctl.d|tuned|spec` writes the pick for you to apply.\n";
 
 fn round1_words(s: &Search) -> String {
     let Some(r) = s.rounds.first() else {

@@ -125,9 +125,14 @@ fn against_a_file_that_is_no_profile_echoes_nothing() {
 fn a_search_that_measured_nothing_exits_4_saying_so() {
     let dir = TempDir::new("tune-nothing");
     let port = common::closed_port();
+    let emitted = dir.path("pick.conf");
     let o = run_with_timeout(
         in_dir(&dir).args([
             "tune",
+            "--emit",
+            "sysctl.d",
+            "--out",
+            emitted.to_str().unwrap(),
             "--goal",
             "p50<=5us",
             "--placement",
@@ -160,6 +165,13 @@ fn a_search_that_measured_nothing_exits_4_saying_so() {
         "{out}{err}"
     );
     assert!(out.contains("not measured"), "{out}");
+    // The file asked for is not there, and that is said.
+    assert!(!emitted.exists());
+    assert!(
+        err.contains("virtperf: --emit not written: no configuration was picked"),
+        "{err}"
+    );
+    assert!(!out.contains("Nothing was kept"), "{out}");
 }
 
 /// Runs `tune ARGS` and sends it SIGINT once trial `after` has finished (its progress line
