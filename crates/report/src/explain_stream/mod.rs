@@ -370,14 +370,7 @@ fn on_the_host(b: &mut Bound, costs: &[SideCost], host: Option<&HostView>) {
 /// side's CPU (an interval reaching under [`CPU_BOUND_PCT`] is not shown to be).
 fn vcpu_at_limit(vcpu: &HostClass) -> Option<bool> {
     // No try carried the figure: nothing to judge by, nothing claimed.
-    let Some(e) = Estimate::of(&vcpu.busy_pct_tries) else {
-        return Some(false);
-    };
-    match e.interval {
-        Interval::Bounded { low, .. } if low >= CPU_BOUND_PCT => Some(true),
-        Interval::Bounded { high, .. } if high < CPU_BOUND_PCT => Some(false),
-        _ => None,
-    }
+    Estimate::of(&vcpu.busy_pct_tries).map_or(Some(false), |e| past_limit(&e.interval))
 }
 
 /// Share (percent) of the senders' busy time spent limited by `f`, over every flow of `ts`.
@@ -569,7 +562,13 @@ fn at_limit(c: &SideCost) -> Option<bool> {
     if c.busy_pct.mean.is_nan() {
         return Some(false);
     }
-    match c.busy_pct.interval {
+    past_limit(&c.busy_pct.interval)
+}
+
+/// A busy share's interval against [`CPU_BOUND_PCT`]: wholly at or above it, wholly under
+/// it, or neither (straddling it, or no interval: one try).
+fn past_limit(i: &Interval) -> Option<bool> {
+    match *i {
         Interval::Bounded { low, .. } if low >= CPU_BOUND_PCT => Some(true),
         Interval::Bounded { high, .. } if high < CPU_BOUND_PCT => Some(false),
         _ => None,
