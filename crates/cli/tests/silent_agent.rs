@@ -381,12 +381,18 @@ fn a_config_whose_agent_never_greets_is_given_up_after_two_trials() {
     assert!(took < Duration::from_secs(40), "{took:?}: {err}");
     // The two trials the skip left unrun are counted with the two that failed.
     assert!(
-        err.contains("is incomplete: 2 of 6 trials failed, 2 of 8 planned never ran"),
+        err.contains("is incomplete: 2 of 6 trials failed, 2 of 8 planned not run"),
         "{err}"
     );
     let runs: serde_json::Value =
         serde_json::from_str(&run_db_ok(&["runs", "--json"], &db)).expect("runs JSON");
     assert_eq!(runs[0]["trials_ok"], 4, "{runs}");
     assert_eq!(runs[0]["trials_failed"], 2, "{runs}");
+    // `show` says it too: "4 trials ok" read as the whole run.
+    let shown = run_db_ok(&["show", "1"], &db);
+    assert!(
+        shown.contains("(4 trials ok, 2 failed, 2 of 8 planned not run)"),
+        "{shown}"
+    );
     drop(l);
 }

@@ -88,15 +88,21 @@ fn tries(values: &[f64]) -> String {
 
 /// One line describing a run.
 pub fn run_line(r: &RunRow) -> String {
+    let status = r.effective_status();
+    // A run that has ended with trials short of its plan (stopped by a signal, a config
+    // given up on, skipped) says how many: "10 trials ok" of 22 read as the whole run.
+    let unrun = match r
+        .planned_trials
+        .saturating_sub(r.trials_ok + r.trials_failed)
+    {
+        n if n > 0 && status != virtperf_store::RunStatus::Running => {
+            format!(", {n} of {} planned not run", r.planned_trials)
+        }
+        _ => String::new(),
+    };
     let mut s = format!(
-        "run {}  {}  {}  {}  hostname {}  ({} trials ok, {} failed)",
-        r.id,
-        r.name,
-        r.started_at,
-        r.effective_status(),
-        r.host,
-        r.trials_ok,
-        r.trials_failed
+        "run {}  {}  {}  {status}  hostname {}  ({} trials ok, {} failed{unrun})",
+        r.id, r.name, r.started_at, r.host, r.trials_ok, r.trials_failed
     );
     if !r.tags.is_empty() {
         s.push_str("  tags ");
