@@ -13,7 +13,7 @@
 //!   (`rwnd_limited`) or on its send buffer (`sndbuf_limited`) for at least half of its busy
 //!   time, or [`FLOW_SHARE_WITH_EVIDENCE`] of it where 4 MiB socket buffers raised the rate
 //!   beyond their interval (the counterfactual, measured): flow control. Else a side's CPU at least [`CPU_BOUND_PCT`] busy over its tries' whole 95%
-//!   interval (one that straddles it, or one try, leaves the bound undecided): that CPU, named
+//!   interval (one that straddles it, or one try at it, leaves the bound undecided): that CPU, named
 //!   by side and by its largest kind of work (other work on it included: a busy neighbour is
 //!   part of the answer) — but "undecided" for a sender at its limit that also waited on
 //!   flow control that share of its time while the buffers' tries cannot tell (its small
@@ -370,7 +370,7 @@ fn on_the_host(b: &mut Bound, costs: &[SideCost], host: Option<&HostView>) {
 /// side's CPU (an interval reaching under [`CPU_BOUND_PCT`] is not shown to be).
 fn vcpu_at_limit(vcpu: &HostClass) -> Option<bool> {
     // No try carried the figure: nothing to judge by, nothing claimed.
-    Estimate::of(&vcpu.busy_pct_tries).map_or(Some(false), |e| past_limit(&e.interval))
+    Estimate::of(&vcpu.busy_pct_tries).map_or(Some(false), |e| past(&e, CPU_BOUND_PCT))
 }
 
 /// Share (percent) of the senders' busy time spent limited by `f`, over every flow of `ts`.
@@ -490,15 +490,41 @@ fn bound(ts: &[Trial], costs: &[SideCost], buffers: Option<&Effect>) -> Bound {
         link_mbps,
         lost_pct: lost_pct(ts),
     };
-    // The link first: a sender held back by a full qdisc also shows as flow control.
+    // The link first: a sender held back by a full qdisc also shows as flow control. Judged
+    // by the rate's interval over the tries, as a CPU's busy share is.
     if let (Some(link), Some(rate)) = (link_mbps, rate) {
-        if rate >= LINK_SHARE * link {
-            b.kind = "link";
-            b.figure = format!(
-                "{:.0}% of the link's stated {link:.0} Mbit/s (--link-rate, a token bucket counting headers too)",
-                100.0 * rate / link
-            );
-            return b;
+        let tries = Estimate::of(&ts.iter().map(|t| t.mbps).collect::<Vec<_>>());
+        let at = LINK_SHARE * link;
+        match tries.as_ref().map(|e| (e, past(e, at))) {
+            Some((_, Some(true))) => {
+                b.kind = "link";
+                b.figure = format!(
+                    "{:.0}% of the link's stated {link:.0} Mbit/s (--link-rate, a token bucket counting headers too)",
+                    100.0 * rate / link
+                );
+                return b;
+            }
+            // Straddling LINK_SHARE of the link, or one try at it: whether the link holds
+            // the stream is open.
+            Some((e, None)) => {
+                b.kind = "undecided";
+                b.figure = format!(
+                    "{:.0}% of the link's stated {link:.0} Mbit/s ({}), at the link's limit ({:.0}% of it as payload) or not (more --tries)",
+                    100.0 * rate / link,
+                    match &e.interval {
+                        Interval::Bounded { low, high } => format!(
+                            "[{:.0}%, {:.0}%] over {} tries",
+                            100.0 * low / link,
+                            100.0 * high / link,
+                            e.n
+                        ),
+                        Interval::None { why } => why.clone(),
+                    },
+                    LINK_SHARE * 100.0
+                );
+                return b;
+            }
+            _ => {}
         }
     }
     let limit = waited(&b, flow);
@@ -562,16 +588,18 @@ fn at_limit(c: &SideCost) -> Option<bool> {
     if c.busy_pct.mean.is_nan() {
         return Some(false);
     }
-    past_limit(&c.busy_pct.interval)
+    past(&c.busy_pct, CPU_BOUND_PCT)
 }
 
-/// A busy share's interval against [`CPU_BOUND_PCT`]: wholly at or above it, wholly under
-/// it, or neither (straddling it, or no interval: one try).
-fn past_limit(i: &Interval) -> Option<bool> {
-    match *i {
-        Interval::Bounded { low, .. } if low >= CPU_BOUND_PCT => Some(true),
-        Interval::Bounded { high, .. } if high < CPU_BOUND_PCT => Some(false),
-        _ => None,
+/// An estimate against a limit `at`: its interval wholly at or above it, wholly under it,
+/// or neither (straddling it). One try, no interval, is under it by its mean but never
+/// shown at it (as `tune` judges one try against a goal).
+fn past(e: &Estimate, at: f64) -> Option<bool> {
+    match e.interval {
+        Interval::Bounded { low, .. } if low >= at => Some(true),
+        Interval::Bounded { high, .. } if high < at => Some(false),
+        Interval::Bounded { .. } => None,
+        Interval::None { .. } => (e.mean < at).then_some(false),
     }
 }
 

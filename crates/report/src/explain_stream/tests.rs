@@ -417,6 +417,40 @@ fn no_busy_cpu_and_no_flow_control_is_no_single_bound() {
     assert!(!e.verdict.contains("lost"), "{}", e.verdict);
 }
 
+/// A stated link bounds the stream where its rate's interval over the tries lies at 85% of
+/// the link or above (8000 ± 100 Mbit/s on 9 Gbit/s: [7752, 8248] against 7650); where it
+/// straddles that (on 9.5 Gbit/s: 8075) it is undecided, with the interval as shares of
+/// the link (its mean, 84%, fell short of it and the receiver's CPU was named); wholly
+/// under it (12 Gbit/s), the next bound is.
+#[test]
+fn a_link_bounds_the_stream_only_where_the_rates_interval_reaches_it() {
+    let on_link = |mbit: u64| {
+        let mut trials = battery((60.0, 37.0), 0.0, &[]);
+        for t in trials.iter_mut() {
+            if let Some(r) = t.trial.result.as_mut() {
+                r.link_rate_bps = Some(mbit * 1_000_000);
+            }
+        }
+        explain(1, &trials).expect("explained")
+    };
+    let e = on_link(9000);
+    assert_eq!(e.bound.kind, "link", "{}", e.verdict);
+    let e = on_link(9500);
+    assert_eq!(e.bound.kind, "undecided", "{}", e.verdict);
+    assert!(
+        e.verdict.contains("84% of the link's stated 9500 Mbit/s ([82%, 87%] over 3 tries), at the link's limit (85% of it as payload) or not"),
+        "{}",
+        e.verdict
+    );
+    let e = on_link(12000);
+    assert_eq!(
+        (e.bound.kind, e.bound.side),
+        ("cpu", Some("receiver")),
+        "{}",
+        e.verdict
+    );
+}
+
 /// A CPU's busy share is judged by its tries' interval, not its mean: 80%, 88% and 97%
 /// (mean 88%, reaching past 90%) were "no CPU at 90% busy", and 84%, 96% and 99% (mean
 /// 93%, reaching under it) "bound by the sender's CPU"; both are undecided, as is one
