@@ -36,7 +36,7 @@ pub fn run_exit(row: &RunRow, ok: usize, interrupted: bool) -> Result<()> {
     let ran = row.trials_ok + row.trials_failed;
     // A config given up on (its agent unreached) leaves its other trials unrun: "2 of 6
     // failed" said nothing of the 2 of 8 planned that did not run.
-    let unrun = match row.planned_trials.saturating_sub(ran) {
+    let unrun = match row.trials_not_run() {
         0 => String::new(),
         n => format!(", {n} of {} planned not run", row.planned_trials),
     };

@@ -91,10 +91,7 @@ pub fn run_line(r: &RunRow) -> String {
     let status = r.effective_status();
     // A run that has ended with trials short of its plan (stopped by a signal, a config
     // given up on, skipped) says how many: "10 trials ok" of 22 read as the whole run.
-    let unrun = match r
-        .planned_trials
-        .saturating_sub(r.trials_ok + r.trials_failed)
-    {
+    let unrun = match r.trials_not_run() {
         n if n > 0 && status != virtperf_store::RunStatus::Running => {
             format!(", {n} of {} planned not run", r.planned_trials)
         }

@@ -121,6 +121,13 @@ pub struct RunRow {
 }
 
 impl RunRow {
+    /// Planned trials that have no stored outcome, ok or failed (a run stopped by a signal,
+    /// a config given up on, a measurement skipped): 0 where every one ran or more did.
+    pub fn trials_not_run(&self) -> u32 {
+        self.planned_trials
+            .saturating_sub(self.trials_ok + self.trials_failed)
+    }
+
     /// The status a reader should believe: a run recorded as `Running` whose writer process
     /// no longer exists on this host was killed half-way, so it reads as `Incomplete`.
     ///
